@@ -1,0 +1,3 @@
+//! The `loaderx` command-line tool.
+
+fn main() {}

@@ -1,0 +1,3 @@
+//! Typed views over stores: element types, schema, dense and ragged datasets.
+
+pub(crate) mod dtype;

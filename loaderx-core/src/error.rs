@@ -1,0 +1,184 @@
+//! The one error type of `loaderx-core`.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Everything that can go wrong in `loaderx-core`.
+///
+/// Every variant that concerns a file names its path; every variant that concerns a record names
+/// its index. Bytes read from disk never panic: they become [`Error::Corrupt`] or a more specific
+/// variant.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done, e.g. "open", "read", "write", "sync".
+        op: &'static str,
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// The disk (or quota) is full; nothing of the failed operation was committed.
+    #[error("no space left on device writing {}", path.display())]
+    DiskFull {
+        /// The file that could not be written.
+        path: PathBuf,
+    },
+    /// Bytes on disk do not form what they should.
+    #[error("corrupt {} at byte {offset}: {reason}", path.display())]
+    Corrupt {
+        /// The file holding the bad bytes.
+        path: PathBuf,
+        /// Byte offset in that file where the problem was found.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A stored record could not be read back intact.
+    #[error("record {index} in {}: {reason}", path.display())]
+    CorruptRecord {
+        /// The store (or chunk file) holding the record.
+        path: PathBuf,
+        /// The record's index.
+        index: u64,
+        /// What is wrong: truncated chunk, bad codec tag, bad zstd frame, length mismatch...
+        reason: String,
+    },
+    /// The path is not a store of this format (wrong magic).
+    #[error("{} is not a loaderx store: {reason}", path.display())]
+    NotAStore {
+        /// The file that was expected to be a store header.
+        path: PathBuf,
+        /// What was found instead.
+        reason: String,
+    },
+    /// The store was written by an unsupported format version.
+    #[error("{} has format version {found}; this build reads version {expected}", path.display())]
+    Version {
+        /// The store's header file.
+        path: PathBuf,
+        /// Version in the file.
+        found: u16,
+        /// Version this build understands.
+        expected: u16,
+    },
+    /// The store was written on a machine of the other byte order.
+    #[error(
+        "{} was written on a machine of the other byte order; stores are not portable across endianness",
+        path.display()
+    )]
+    ByteOrder {
+        /// The store's header file.
+        path: PathBuf,
+    },
+    /// An index is outside `0..len`.
+    #[error("index {index} out of range for {} of length {len}", path.display())]
+    IndexOutOfRange {
+        /// The store.
+        path: PathBuf,
+        /// The offending index.
+        index: u64,
+        /// The store's length when the call was made.
+        len: u64,
+    },
+    /// A record is larger than the 1 MiB limit.
+    #[error("record {index} of the batch is {size} bytes; the limit is {limit} bytes (store {})", path.display())]
+    RecordTooLarge {
+        /// The store.
+        path: PathBuf,
+        /// Position of the record in the batch (or its line / row in the source).
+        index: u64,
+        /// Its size in bytes.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Appending would exceed the maximum number of records.
+    #[error("store {} holds {len} records; appending {adding} would exceed the limit of {limit}", path.display())]
+    StoreFull {
+        /// The store.
+        path: PathBuf,
+        /// Current length.
+        len: u64,
+        /// Records in the rejected batch.
+        adding: u64,
+        /// Maximum number of records.
+        limit: u64,
+    },
+    /// A zstd_dict record (or store) needs a dictionary that is not there.
+    #[error("{} needs a zstd dictionary (dict.zr) but none is present", path.display())]
+    MissingDictionary {
+        /// The store.
+        path: PathBuf,
+    },
+    /// Another process holds a lock this operation needs.
+    #[error("{} is locked by another process: {reason}", path.display())]
+    Locked {
+        /// The store.
+        path: PathBuf,
+        /// Which lock and why it is needed.
+        reason: String,
+    },
+    /// The operation needs a store opened read-write.
+    #[error("{} is open read-only", path.display())]
+    ReadOnly {
+        /// The store.
+        path: PathBuf,
+    },
+    /// Something already exists where a new store was to be created.
+    #[error("{} already exists (pass overwrite/--force to replace it)", path.display())]
+    AlreadyExists {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A caller-provided buffer, shape or argument does not fit the operation.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A dataset's schema does not match what the caller asked for.
+    #[error("schema mismatch in {}: {reason}", path.display())]
+    Schema {
+        /// The store directory.
+        path: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
+    /// An input file given to a converter is malformed.
+    #[error("bad input {}: {reason}", path.display())]
+    BadInput {
+        /// The input file.
+        path: PathBuf,
+        /// What is wrong, with the byte offset, line or element where it applies.
+        reason: String,
+    },
+    /// A user transform (collate step) failed.
+    #[error("transform failed at step {step}: {message}")]
+    Transform {
+        /// The loader step whose batch failed.
+        step: u64,
+        /// The transform's message.
+        message: String,
+    },
+    /// The data loader's worker threads stopped unexpectedly.
+    #[error("data loader stopped: {0}")]
+    LoaderStopped(String),
+}
+
+impl Error {
+    /// An [`Error::Io`] for `op` on `path`, mapping "disk full" to [`Error::DiskFull`].
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        let path = path.into();
+        if source.kind() == io::ErrorKind::StorageFull
+            || source.kind() == io::ErrorKind::QuotaExceeded
+        {
+            return Error::DiskFull { path };
+        }
+        Error::Io { op, path, source }
+    }
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

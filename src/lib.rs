@@ -1,0 +1,13 @@
+//! loaderx: a persistent record store, a stateless resumable sampler and an endless data loader,
+//! with adapters for burn (`burn` feature) and candle (`candle` feature).
+#![forbid(unsafe_code)]
+
+pub use loaderx_core::*;
+
+/// burn 0.22 integration (feature `burn`).
+#[cfg(feature = "burn")]
+pub use loaderx_burn as burn;
+
+/// candle-core 0.11 integration (feature `candle`).
+#[cfg(feature = "candle")]
+pub use loaderx_candle as candle;
