@@ -171,9 +171,7 @@ impl Error {
     /// An [`Error::Io`] for `op` on `path`, mapping "disk full" to [`Error::DiskFull`].
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         let path = path.into();
-        if source.kind() == io::ErrorKind::StorageFull
-            || source.kind() == io::ErrorKind::QuotaExceeded
-        {
+        if source.kind() == io::ErrorKind::StorageFull || source.kind() == io::ErrorKind::QuotaExceeded {
             return Error::DiskFull { path };
         }
         Error::Io { op, path, source }

@@ -1,7 +1,12 @@
 //! The framework-neutral engine of loaderx.
 //!
+//! - [`Store`]: Zrecord, a persistent record store: batch append with per-record zstd (plain or
+//!   against a trained dictionary), zero-copy batch gather straight into the caller's buffer,
+//!   swap-last delete and in-place compaction, crash-safe commit order.
+//!
 //! `loaderx-core` names no ML framework; `loaderx-burn` and `loaderx-candle` turn its batches into
-//! tensors.
+//! tensors. It is not a distributed store: one host, one writer process at a time, any number of
+//! readers.
 
 mod dataset;
 mod error;
@@ -10,3 +15,12 @@ mod store;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 pub use error::{Error, Result};
+pub use store::{
+    Codec, CodecCounts, CompactReport, MAX_RECORD_SIZE, MAX_RECORDS, Store, StoreOptions, StoreStats,
+    VerifyReport,
+};
+
+/// The on-disk format as pure functions over bytes, for tools and fuzzing.
+pub mod format {
+    pub use crate::store::format::{Header, HeaderError, META_SIZE, RecordLoc, checksum, dict};
+}

@@ -9,10 +9,7 @@
 //!   truncate while they are mapped (framing over immutable inputs).
 //! - Pages written by another process through a shared mapping are visible here; ordering between
 //!   them is what the atomic `length` field provides.
-#![expect(
-    unsafe_code,
-    reason = "file mappings and the in-place metadata table need unsafe"
-)]
+#![expect(unsafe_code, reason = "file mappings and the in-place metadata table need unsafe")]
 
 use std::fs::File;
 use std::path::Path;
@@ -51,25 +48,16 @@ impl MetaMap {
     /// # Errors
     /// [`Error::Corrupt`] when the file has another size; [`Error::Io`] when mapping fails.
     pub(crate) fn map(file: &File, path: &Path, writable: bool) -> Result<MetaMap> {
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io("stat", path, e))?
-            .len();
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
         if len != META_SIZE {
             return Err(Error::Corrupt {
                 path: path.to_path_buf(),
                 offset: len,
-                reason: format!(
-                    "meta.zr is {len} bytes; it must be {META_SIZE} (truncated or not a store)"
-                ),
+                reason: format!("meta.zr is {len} bytes; it must be {META_SIZE} (truncated or not a store)"),
             });
         }
         let opts = MmapOptions::new();
-        let raw = if writable {
-            opts.map_raw(file)
-        } else {
-            opts.map_raw_read_only(file)
-        };
+        let raw = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) };
         let raw = raw.map_err(|e| Error::io("mmap", path, e))?;
         Ok(MetaMap { raw, writable })
     }
@@ -112,28 +100,19 @@ impl MetaMap {
         // and compact take the store exclusively, across processes through the meta lock), so
         // this read does not race a write.
         unsafe {
-            std::ptr::read_volatile(
-                self.base()
-                    .add(ENTRY_SIZE * (1 + idx as usize))
-                    .cast::<RecordLoc>(),
-            )
+            std::ptr::read_volatile(self.base().add(ENTRY_SIZE * (1 + idx as usize)).cast::<RecordLoc>())
         }
     }
 
     /// Writes table entry `idx`. Only the writer calls this, for entries no reader can see yet
     /// (at or past the published length) or while it holds the store exclusively.
     pub(crate) fn set_entry(&self, idx: u32, loc: RecordLoc) {
-        assert!(
-            self.writable && idx < MAX_RECORDS,
-            "set_entry on a read-only map or out of the table"
-        );
+        assert!(self.writable && idx < MAX_RECORDS, "set_entry on a read-only map or out of the table");
         // SAFETY: bounds and alignment as in `entry`; the mapping is writable (asserted); no reader
         // reads this entry concurrently (see the method's contract).
         unsafe {
             std::ptr::write_volatile(
-                self.base()
-                    .add(ENTRY_SIZE * (1 + idx as usize))
-                    .cast::<RecordLoc>(),
+                self.base().add(ENTRY_SIZE * (1 + idx as usize)).cast::<RecordLoc>(),
                 loc,
             )
         }
@@ -155,18 +134,14 @@ impl MetaMap {
         if to > from {
             let start = ENTRY_SIZE * (1 + from as usize);
             let len = ENTRY_SIZE * (to - from) as usize;
-            self.raw
-                .flush_range(start, len)
-                .map_err(|e| Error::io("msync", path, e))?;
+            self.raw.flush_range(start, len).map_err(|e| Error::io("msync", path, e))?;
         }
         Ok(())
     }
 
     /// Flushes the header page to disk.
     pub(crate) fn flush_header(&self, path: &Path) -> Result<()> {
-        self.raw
-            .flush_range(0, ENTRY_SIZE)
-            .map_err(|e| Error::io("msync", path, e))
+        self.raw.flush_range(0, ENTRY_SIZE).map_err(|e| Error::io("msync", path, e))
     }
 }
 

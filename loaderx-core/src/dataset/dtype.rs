@@ -418,7 +418,5 @@ impl DenseArray {
 }
 
 fn dtype_mismatch(want: DType, have: DType) -> Error {
-    Error::InvalidArgument(format!(
-        "asked for {want} elements but the array holds {have}"
-    ))
+    Error::InvalidArgument(format!("asked for {want} elements but the array holds {have}"))
 }

@@ -25,8 +25,7 @@ pub const META_SIZE: u64 = (ENTRY_SIZE as u64) * (1 + MAX_RECORDS as u64);
 
 // The store can never run out of chunks before it runs out of record slots: 4096 chunks of
 // 4 GiB hold exactly 2^24 records of 1 MiB. That equality is what lets the table be static.
-const _: () =
-    assert!(MAX_CHUNKS as u64 * MAX_CHUNK_SIZE / MAX_RECORD_SIZE as u64 == MAX_RECORDS as u64);
+const _: () = assert!(MAX_CHUNKS as u64 * MAX_CHUNK_SIZE / MAX_RECORD_SIZE as u64 == MAX_RECORDS as u64);
 
 /// Global state at the start of `meta.zr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
@@ -115,9 +114,7 @@ impl std::str::FromStr for Codec {
             "raw" => Ok(Codec::Raw),
             "zstd" => Ok(Codec::Zstd),
             "zstd_dict" | "zstdict" => Ok(Codec::ZstdDict),
-            other => Err(format!(
-                "unknown codec {other:?} (expected raw, zstd or zstd_dict)"
-            )),
+            other => Err(format!("unknown codec {other:?} (expected raw, zstd or zstd_dict)")),
         }
     }
 }
@@ -140,13 +137,7 @@ pub enum HeaderError {
 impl Header {
     /// A fresh header of an empty store.
     pub const fn empty() -> Header {
-        Header {
-            magic: MAGIC,
-            version: VERSION,
-            tail_chunk: 0,
-            tail_offset: 0,
-            length: 0,
-        }
+        Header { magic: MAGIC, version: VERSION, tail_chunk: 0, tail_offset: 0, length: 0 }
     }
 
     /// Parses and validates a header from the first 16 bytes of `bytes`.
@@ -154,10 +145,8 @@ impl Header {
     /// # Errors
     /// A [`HeaderError`] saying what is wrong; never panics on any input.
     pub fn parse(bytes: &[u8]) -> Result<Header, HeaderError> {
-        let raw: [u8; ENTRY_SIZE] = bytes
-            .get(..ENTRY_SIZE)
-            .and_then(|b| b.try_into().ok())
-            .ok_or(HeaderError::Short(bytes.len()))?;
+        let raw: [u8; ENTRY_SIZE] =
+            bytes.get(..ENTRY_SIZE).and_then(|b| b.try_into().ok()).ok_or(HeaderError::Short(bytes.len()))?;
         let h: Header = bytemuck::cast(raw);
         if h.magic != MAGIC {
             return Err(HeaderError::Magic(h.magic));
@@ -170,10 +159,7 @@ impl Header {
             });
         }
         if h.length > MAX_RECORDS {
-            return Err(HeaderError::Field(format!(
-                "length {} exceeds {MAX_RECORDS}",
-                h.length
-            )));
+            return Err(HeaderError::Field(format!("length {} exceeds {MAX_RECORDS}", h.length)));
         }
         if u32::from(h.tail_chunk) >= MAX_CHUNKS {
             return Err(HeaderError::Field(format!(
@@ -197,35 +183,45 @@ impl RecordLoc {
     /// # Errors
     /// A sentence saying which field is out of range.
     pub fn validate(&self, header: &Header) -> Result<Codec, String> {
-        let codec = Codec::from_tag(self.codec)
-            .ok_or_else(|| format!("unknown codec tag {}", self.codec))?;
-        if self.logic_length as usize > MAX_RECORD_SIZE {
-            return Err(format!(
-                "logical length {} exceeds the 1 MiB limit",
-                self.logic_length
-            ));
-        }
+        let codec = self.validate_limits()?;
         if self.chunk_id > header.tail_chunk {
-            return Err(format!(
-                "chunk {} is past the tail chunk {}",
-                self.chunk_id, header.tail_chunk
-            ));
+            return Err(format!("chunk {} is past the tail chunk {}", self.chunk_id, header.tail_chunk));
         }
         let end = u64::from(self.offset) + u64::from(self.phys_length);
-        if end > MAX_CHUNK_SIZE {
-            return Err(format!("ends at byte {end}, past the 4 GiB chunk limit"));
-        }
         if self.chunk_id == header.tail_chunk && end > u64::from(header.tail_offset) {
             return Err(format!(
                 "ends at byte {end} of the tail chunk, past its committed end {}",
                 header.tail_offset
             ));
         }
+        Ok(codec)
+    }
+
+    /// Checks an entry against the format's limits alone (what a reader can check without the
+    /// writer's tail): codec tag, lengths, chunk number and end offset.
+    ///
+    /// # Errors
+    /// A sentence saying which field is out of range.
+    pub fn validate_limits(&self) -> Result<Codec, String> {
+        let codec = Codec::from_tag(self.codec).ok_or_else(|| format!("unknown codec tag {}", self.codec))?;
+        if self.logic_length as usize > MAX_RECORD_SIZE {
+            return Err(format!("logical length {} exceeds the 1 MiB limit", self.logic_length));
+        }
+        if u32::from(self.chunk_id) >= MAX_CHUNKS {
+            return Err(format!("chunk {} is past the last possible chunk", self.chunk_id));
+        }
+        let end = u64::from(self.offset) + u64::from(self.phys_length);
+        if end > MAX_CHUNK_SIZE {
+            return Err(format!("ends at byte {end}, past the 4 GiB chunk limit"));
+        }
         match codec {
             Codec::Raw if self.phys_length != self.logic_length => Err(format!(
                 "raw record stores {} bytes of a {}-byte record",
                 self.phys_length, self.logic_length
             )),
+            Codec::Zstd | Codec::ZstdDict if self.phys_length == 0 => {
+                Err("empty compressed frame".to_string())
+            }
             _ => Ok(codec),
         }
     }
@@ -255,10 +251,9 @@ pub mod dict {
     /// # Errors
     /// `(offset, reason)` of the first problem; never panics on any input.
     pub fn decode(bytes: &[u8]) -> Result<&[u8], (u64, String)> {
-        let head = bytes.get(..16).ok_or((
-            0,
-            format!("{} bytes is shorter than the 16-byte header", bytes.len()),
-        ))?;
+        let head = bytes
+            .get(..16)
+            .ok_or((0, format!("{} bytes is shorter than the 16-byte header", bytes.len())))?;
         if head[..4] != MAGIC {
             return Err((0, format!("bad magic {:?}", &head[..4])));
         }
@@ -270,13 +265,7 @@ pub mod dict {
         let sum = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
         let body = &bytes[16..];
         if body.len() != len {
-            return Err((
-                8,
-                format!(
-                    "header says {len} dictionary bytes, file holds {}",
-                    body.len()
-                ),
-            ));
+            return Err((8, format!("header says {len} dictionary bytes, file holds {}", body.len())));
         }
         if super::checksum(body) != sum {
             return Err((12, "dictionary checksum mismatch".to_string()));
@@ -287,9 +276,7 @@ pub mod dict {
 
 /// FNV-1a, 32-bit: enough to tell a damaged small file from an intact one.
 pub fn checksum(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5u32, |h, &b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
+    bytes.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
 }
 
 #[cfg(test)]
@@ -300,68 +287,33 @@ mod tests {
     fn header_parse_rejects_other_byte_order() {
         let mut h = Header::empty();
         h.version = VERSION.swap_bytes();
-        assert_eq!(
-            Header::parse(bytemuck::bytes_of(&h)),
-            Err(HeaderError::ByteOrder)
-        );
+        assert_eq!(Header::parse(bytemuck::bytes_of(&h)), Err(HeaderError::ByteOrder));
     }
 
     #[test]
     fn header_parse_rejects_bad_magic_and_short_input() {
         assert_eq!(Header::parse(b"short"), Err(HeaderError::Short(5)));
-        assert!(matches!(
-            Header::parse(&[0u8; 16]),
-            Err(HeaderError::Magic(_))
-        ));
+        assert!(matches!(Header::parse(&[0u8; 16]), Err(HeaderError::Magic(_))));
         let mut h = Header::empty();
         h.version = 7;
-        assert_eq!(
-            Header::parse(bytemuck::bytes_of(&h)),
-            Err(HeaderError::Version(7))
-        );
+        assert_eq!(Header::parse(bytemuck::bytes_of(&h)), Err(HeaderError::Version(7)));
         h = Header::empty();
         h.length = MAX_RECORDS + 1;
-        assert!(matches!(
-            Header::parse(bytemuck::bytes_of(&h)),
-            Err(HeaderError::Field(_))
-        ));
+        assert!(matches!(Header::parse(bytemuck::bytes_of(&h)), Err(HeaderError::Field(_))));
     }
 
     #[test]
     fn record_loc_validate_rejects_each_bad_field() {
-        let h = Header {
-            tail_chunk: 1,
-            tail_offset: 100,
-            ..Header::empty()
-        };
-        let ok = RecordLoc {
-            offset: 0,
-            phys_length: 10,
-            logic_length: 10,
-            chunk_id: 1,
-            codec: 0,
-            reserved: 0,
-        };
+        let h = Header { tail_chunk: 1, tail_offset: 100, ..Header::empty() };
+        let ok =
+            RecordLoc { offset: 0, phys_length: 10, logic_length: 10, chunk_id: 1, codec: 0, reserved: 0 };
         assert_eq!(ok.validate(&h), Ok(Codec::Raw));
         assert!(RecordLoc { codec: 9, ..ok }.validate(&h).is_err());
         assert!(RecordLoc { chunk_id: 2, ..ok }.validate(&h).is_err());
         assert!(RecordLoc { offset: 95, ..ok }.validate(&h).is_err());
+        assert!(RecordLoc { logic_length: 11, ..ok }.validate(&h).is_err());
         assert!(
-            RecordLoc {
-                logic_length: 11,
-                ..ok
-            }
-            .validate(&h)
-            .is_err()
-        );
-        assert!(
-            RecordLoc {
-                logic_length: (MAX_RECORD_SIZE + 1) as u32,
-                codec: 1,
-                ..ok
-            }
-            .validate(&h)
-            .is_err()
+            RecordLoc { logic_length: (MAX_RECORD_SIZE + 1) as u32, codec: 1, ..ok }.validate(&h).is_err()
         );
     }
 

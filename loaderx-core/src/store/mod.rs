@@ -3,6 +3,23 @@
 //! Layout of a store directory (see `format` for the bytes):
 //! - `meta.zr`: header + fixed sparse table of 2^24 entries, memory-mapped and used in place;
 //! - `0.zr`, `1.zr`, ...: chunk files of densely packed record bytes, at most 4 GiB each;
-//! - `dict.zr`: the trained zstd dictionary of `zstd_dict` stores.
+//! - `dict.zr`: the trained zstd dictionary of `zstd_dict` stores;
+//! - `journal.zr`: present only while a delete or compaction batch is being applied;
+//! - `write.lock`: the writer's advisory lock.
+//!
+//! | module | concern |
+//! | --- | --- |
+//! | `format` | header, table entry, codec tags, dictionary file: pure functions over bytes |
+//! | `codec` | per-record zstd contexts and dictionary training |
+//! | `chunk` | positional reads and writes of chunk files |
+//! | `journal` | the redo log of delete and compaction |
+//! | `engine` | [`Store`]: the operations |
 
+mod chunk;
+mod codec;
+mod engine;
 pub(crate) mod format;
+mod journal;
+
+pub use engine::{CodecCounts, CompactReport, Store, StoreOptions, StoreStats, VerifyReport};
+pub use format::{Codec, MAX_RECORD_SIZE, MAX_RECORDS};

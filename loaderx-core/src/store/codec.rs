@@ -1,0 +1,191 @@
+//! Per-record compression: plain zstd (level 3) and zstd against a trained dictionary (level 19).
+//!
+//! Every compressed frame carries its content size and a checksum, so a damaged frame is caught
+//! before its bytes are handed out. A record that does not shrink is stored raw.
+
+use std::sync::Arc;
+
+use zstd::bulk::{Compressor, Decompressor};
+use zstd::dict::{DecoderDictionary, EncoderDictionary};
+use zstd::zstd_safe::CParameter;
+
+use super::format::{Codec, MAX_RECORD_SIZE};
+
+/// Level of plain zstd records.
+pub(crate) const ZSTD_LEVEL: i32 = 3;
+/// Level of dictionary records.
+pub(crate) const ZSTD_DICT_LEVEL: i32 = 19;
+/// Default upper bound of a trained dictionary (zstd's own default).
+pub(crate) const DEFAULT_DICT_CAP: usize = 112_640;
+
+/// A trained dictionary, prepared once for both directions and shared by every thread.
+pub(crate) struct Dictionary {
+    pub(crate) raw: Vec<u8>,
+    pub(crate) encoder: EncoderDictionary<'static>,
+    pub(crate) decoder: DecoderDictionary<'static>,
+}
+
+impl Dictionary {
+    pub(crate) fn new(raw: Vec<u8>) -> Arc<Dictionary> {
+        let encoder = EncoderDictionary::copy(&raw, ZSTD_DICT_LEVEL);
+        let decoder = DecoderDictionary::copy(&raw);
+        Arc::new(Dictionary { raw, encoder, decoder })
+    }
+}
+
+/// Trains a dictionary on `samples`, sized to the data: about a twentieth of the sample bytes,
+/// between 4 KiB and `cap` (default 110 KiB). `None` when there is too little data to train on.
+pub(crate) fn train(samples: &[&[u8]], cap: Option<usize>) -> Option<Vec<u8>> {
+    let total: usize = samples.iter().map(|s| s.len()).sum();
+    let cap = cap.unwrap_or(DEFAULT_DICT_CAP).max(256);
+    let size = (total / 20).clamp(4096.min(cap), cap);
+    // zstd needs a handful of samples and more sample bytes than the dictionary it builds.
+    if samples.len() < 8 || total < 2 * size {
+        return None;
+    }
+    zstd::dict::from_samples(samples, size).ok()
+}
+
+/// Picks up to `max` records spread evenly over `records` as training samples.
+pub(crate) fn sample<'a, R: AsRef<[u8]>>(records: &'a [R], max: usize) -> Vec<&'a [u8]> {
+    let step = records.len().div_ceil(max.max(1)).max(1);
+    records.iter().step_by(step).map(|r| r.as_ref()).filter(|r| !r.is_empty()).collect()
+}
+
+/// One worker's compression context, reused across every record it handles.
+pub(crate) struct Encoder<'d> {
+    ctx: Compressor<'d>,
+    codec: Codec,
+    buf: Vec<u8>,
+}
+
+/// A record as it will be stored.
+pub(crate) enum Encoded {
+    /// Store the caller's bytes as they are.
+    Raw,
+    /// Store these bytes under this codec.
+    Packed(Vec<u8>, Codec),
+}
+
+impl<'d> Encoder<'d> {
+    /// A context for `codec` (`Zstd` or `ZstdDict`, the latter needing `dict`).
+    pub(crate) fn new(codec: Codec, dict: Option<&'d Dictionary>) -> std::io::Result<Encoder<'d>> {
+        let mut ctx = match (codec, dict) {
+            (Codec::ZstdDict, Some(d)) => Compressor::with_prepared_dictionary(&d.encoder)?,
+            _ => Compressor::new(ZSTD_LEVEL)?,
+        };
+        ctx.set_parameter(CParameter::ChecksumFlag(true))?;
+        ctx.set_parameter(CParameter::ContentSizeFlag(true))?;
+        let buf = Vec::with_capacity(zstd::zstd_safe::compress_bound(MAX_RECORD_SIZE));
+        Ok(Encoder { ctx, codec, buf })
+    }
+
+    /// Compresses one record; a record that does not shrink stays raw.
+    pub(crate) fn encode(&mut self, record: &[u8]) -> std::io::Result<Encoded> {
+        if record.is_empty() {
+            return Ok(Encoded::Raw);
+        }
+        self.buf.clear();
+        self.ctx.compress_to_buffer(record, &mut self.buf)?;
+        Ok(if self.buf.len() < record.len() {
+            Encoded::Packed(self.buf.clone(), self.codec)
+        } else {
+            Encoded::Raw
+        })
+    }
+}
+
+/// One worker's decompression context, reused across every record it handles.
+pub(crate) struct Decoder<'d> {
+    plain: Option<Decompressor<'d>>,
+    dict: Option<Decompressor<'d>>,
+    dictionary: Option<&'d Dictionary>,
+}
+
+impl<'d> Decoder<'d> {
+    pub(crate) fn new(dictionary: Option<&'d Dictionary>) -> Decoder<'d> {
+        Decoder { plain: None, dict: None, dictionary }
+    }
+
+    /// Decompresses `src` straight into `dst`, which must be exactly the record's length.
+    ///
+    /// # Errors
+    /// A sentence saying what is wrong with the frame (`Err(None)` when a dictionary is needed and
+    /// missing).
+    pub(crate) fn decode(&mut self, codec: Codec, src: &[u8], dst: &mut [u8]) -> Result<(), Option<String>> {
+        let ctx = match codec {
+            Codec::Raw => unreachable!("raw records are not decoded"),
+            Codec::Zstd => match &mut self.plain {
+                Some(c) => c,
+                slot @ None => slot.insert(Decompressor::new().map_err(|e| Some(e.to_string()))?),
+            },
+            Codec::ZstdDict => match &mut self.dict {
+                Some(c) => c,
+                slot @ None => {
+                    let d = self.dictionary.ok_or(None)?;
+                    slot.insert(
+                        Decompressor::with_prepared_dictionary(&d.decoder)
+                            .map_err(|e| Some(e.to_string()))?,
+                    )
+                }
+            },
+        };
+        let n = ctx
+            .decompress_to_buffer(src, dst)
+            .map_err(|e| Some(format!("zstd frame does not decode: {e}")))?;
+        if n != dst.len() {
+            return Err(Some(format!("decoded {n} bytes, the table says {}", dst.len())));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incompressible_record_stays_raw() {
+        let mut enc = Encoder::new(Codec::Zstd, None).unwrap();
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let noise: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert!(matches!(enc.encode(&noise).unwrap(), Encoded::Raw));
+        assert!(matches!(enc.encode(&[7u8; 4096]).unwrap(), Encoded::Packed(_, Codec::Zstd)));
+    }
+
+    #[test]
+    fn dictionary_round_trip_and_missing_dictionary() {
+        let recs: Vec<Vec<u8>> = (0..200u32)
+            .map(|i| {
+                format!("{{\"id\":{i},\"name\":\"user{i}\",\"tags\":[\"a\",\"b\"]}}").repeat(4).into_bytes()
+            })
+            .collect();
+        let d = Dictionary::new(train(&sample(&recs, 100), Some(8192)).expect("trains"));
+        let mut enc = Encoder::new(Codec::ZstdDict, Some(&d)).unwrap();
+        let Encoded::Packed(frame, Codec::ZstdDict) = enc.encode(&recs[3]).unwrap() else {
+            panic!("not packed")
+        };
+        let mut out = vec![0u8; recs[3].len()];
+        Decoder::new(Some(&d)).decode(Codec::ZstdDict, &frame, &mut out).unwrap();
+        assert_eq!(out, recs[3]);
+        assert_eq!(Decoder::new(None).decode(Codec::ZstdDict, &frame, &mut out), Err(None));
+    }
+
+    #[test]
+    fn damaged_frame_is_an_error() {
+        let mut enc = Encoder::new(Codec::Zstd, None).unwrap();
+        let rec = b"hello hello hello hello hello hello".repeat(10);
+        let Encoded::Packed(mut frame, _) = enc.encode(&rec).unwrap() else { panic!() };
+        let mid = frame.len() / 2;
+        frame[mid] ^= 0x55;
+        let mut out = vec![0u8; rec.len()];
+        assert!(Decoder::new(None).decode(Codec::Zstd, &frame, &mut out).is_err());
+    }
+}

@@ -1,0 +1,1045 @@
+//! [`Store`]: create, open, append, gather, delete, stats and verify.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+
+use super::chunk::{Chunks, chunk_path, sync_dir};
+use super::codec::{self, Decoder, Dictionary, Encoded, Encoder};
+use super::format::{
+    Codec, ENTRY_SIZE, Header, HeaderError, MAX_CHUNK_SIZE, MAX_CHUNKS, MAX_RECORD_SIZE, MAX_RECORDS,
+    META_SIZE, RecordLoc, dict,
+};
+use super::journal::{self, Journal};
+use crate::mapped::MetaMap;
+use crate::{Error, Result};
+
+const META_FILE: &str = "meta.zr";
+const DICT_FILE: &str = "dict.zr";
+const LOCK_FILE: &str = "write.lock";
+/// Write pieces are at most this large, so a big append is written by several threads at once.
+const WRITE_PIECE: usize = 8 << 20;
+/// Below this many bytes a gather runs on the calling thread: a pool hand-off costs more.
+const INLINE_GATHER_BYTES: usize = 256 << 10;
+/// Records sampled to train a dictionary on the first `zstd_dict` append.
+const DICT_SAMPLES: usize = 4096;
+
+/// Options for creating or opening a store for writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    chunk_capacity: u64,
+    dict_cap: Option<usize>,
+    overwrite: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { chunk_capacity: MAX_CHUNK_SIZE, dict_cap: None, overwrite: false }
+    }
+}
+
+impl StoreOptions {
+    /// Default options: 4 GiB chunks, adaptive dictionary size, no overwrite.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Largest chunk file the writer fills before rolling to the next (at most 4 GiB; mainly for
+    /// tests of rollover).
+    pub fn chunk_capacity(mut self, bytes: u64) -> Self {
+        self.chunk_capacity = bytes.clamp(1, MAX_CHUNK_SIZE);
+        self
+    }
+
+    /// Upper bound on the size of a trained `zstd_dict` dictionary.
+    pub fn dict_cap(mut self, bytes: Option<usize>) -> Self {
+        self.dict_cap = bytes;
+        self
+    }
+
+    /// Let [`Store::create`] replace an existing store at the path.
+    pub fn overwrite(mut self, yes: bool) -> Self {
+        self.overwrite = yes;
+        self
+    }
+}
+
+/// Records stored under each codec.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CodecCounts {
+    /// Stored as is (including records that did not shrink).
+    pub raw: u64,
+    /// Plain zstd.
+    pub zstd: u64,
+    /// zstd with the store's dictionary.
+    pub zstd_dict: u64,
+}
+
+/// Space accounting of a store, from [`Store::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Number of records.
+    pub length: u64,
+    /// Sum of the records' original sizes.
+    pub logical_bytes: u64,
+    /// Sum of the records' stored sizes: what compaction would keep.
+    pub live_bytes: u64,
+    /// Bytes used in chunk files up to the write position. `chunk_bytes - live_bytes` is an upper
+    /// bound on what compaction reclaims (up to one record per chunk is slack at its end).
+    pub chunk_bytes: u64,
+    /// Number of chunk files.
+    pub chunks: u32,
+    /// Size of the dictionary, 0 without one.
+    pub dict_bytes: u64,
+    /// Records per codec.
+    pub codecs: CodecCounts,
+}
+
+/// What [`Store::verify`] found.
+#[derive(Debug, Default)]
+pub struct VerifyReport {
+    /// Records checked.
+    pub checked: u64,
+    /// Every record that is not intact, with the reason.
+    pub bad: Vec<(u32, Error)>,
+}
+
+/// What [`Store::compact`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Records moved to a lower address.
+    pub moved: u64,
+    /// Records already in place.
+    pub skipped: u64,
+    /// Chunk bytes before.
+    pub bytes_before: u64,
+    /// Chunk bytes after.
+    pub bytes_after: u64,
+}
+
+struct Writer {
+    // Held for the store's life: one writer process at a time.
+    _lock: File,
+    // Serialises appends (and dictionary training) between threads of this process.
+    append: Mutex<()>,
+}
+
+/// A Zrecord store: a dense index space `0..len` of independent byte records.
+///
+/// Every operation is batch-shaped; one record is a batch of one. `gather` and `append` take
+/// `&self` and may run concurrently from many threads; `delete` and `compact` take `&mut self`
+/// and, across processes, need the store exclusively.
+///
+/// # Examples
+/// ```
+/// use loaderx_core::{Codec, Store, StoreOptions};
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::create(dir.path().join("s"), StoreOptions::new())?;
+/// store.append(&[b"alpha".as_slice(), b"beta", b""], Codec::Zstd)?;
+/// assert_eq!(store.gather(&[1, 0])?, vec![b"beta".to_vec(), b"alpha".to_vec()]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Store {
+    dir: PathBuf,
+    meta_path: PathBuf,
+    meta_file: File,
+    meta: MetaMap,
+    chunks: Chunks,
+    dict: OnceLock<Arc<Dictionary>>,
+    writer: Option<Writer>,
+    opts: StoreOptions,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("dir", &self.dir)
+            .field("len", &self.len())
+            .field("writable", &self.writer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Creates an empty store in `dir` (created if missing) and opens it read-write.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] when `dir` already holds a store and `opts` does not allow
+    /// overwriting it; [`Error::Io`] naming the path for any failing file operation.
+    pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+        let dir = dir.as_ref();
+        let meta_path = dir.join(META_FILE);
+        if meta_path.exists() {
+            if !opts.overwrite {
+                return Err(Error::AlreadyExists { path: dir.to_path_buf() });
+            }
+            remove_store_files(dir)?;
+        }
+        fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        let tmp = dir.join("meta.zr.tmp");
+        let file = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+        // Sparse: a store with one record allocates a page of its 256 MiB table.
+        file.set_len(META_SIZE).map_err(|e| Error::io("size", &tmp, e))?;
+        file.write_all_at(bytemuck::bytes_of(&Header::empty()), 0)
+            .map_err(|e| Error::io("write", &tmp, e))?;
+        file.sync_all().map_err(|e| Error::io("sync", &tmp, e))?;
+        File::create(chunk_path(dir, 0)).map_err(|e| Error::io("create", chunk_path(dir, 0), e))?;
+        fs::rename(&tmp, &meta_path).map_err(|e| Error::io("rename", &tmp, e))?;
+        sync_dir(dir)?;
+        Store::open_with(dir, opts, true)
+    }
+
+    /// Opens an existing store read-only. Any number of readers may have a store open, in this
+    /// process and others, while one writer appends; they see committed records only.
+    ///
+    /// # Errors
+    /// [`Error::NotAStore`], [`Error::Version`], [`Error::ByteOrder`] or [`Error::Corrupt`] for a
+    /// bad header or metadata file; [`Error::Locked`] while another process deletes or compacts.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_with(dir.as_ref(), StoreOptions::default(), false)
+    }
+
+    /// Opens an existing store read-write, finishing any delete or compaction a crash
+    /// interrupted.
+    ///
+    /// # Errors
+    /// As [`Store::open`], and [`Error::Locked`] when another process has it open for writing.
+    pub fn open_rw(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+        Store::open_with(dir.as_ref(), opts, true)
+    }
+
+    fn open_with(dir: &Path, opts: StoreOptions, writable: bool) -> Result<Store> {
+        let meta_path = dir.join(META_FILE);
+        let meta_file = match OpenOptions::new().read(true).write(writable).open(&meta_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotAStore { path: dir.to_path_buf(), reason: "it has no meta.zr".into() });
+            }
+            Err(e) => return Err(Error::io("open", &meta_path, e)),
+        };
+        let writer = if writable {
+            let lock_path = dir.join(LOCK_FILE);
+            let lock = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&lock_path)
+                .map_err(|e| Error::io("open", &lock_path, e))?;
+            match lock.try_lock() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        path: dir.to_path_buf(),
+                        reason: "another process has it open for writing".into(),
+                    });
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path, e)),
+            }
+            Some(Writer { _lock: lock, append: Mutex::new(()) })
+        } else {
+            None
+        };
+        match meta_file.try_lock_shared() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                    reason: "another process is deleting from or compacting it".into(),
+                });
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::io("lock", &meta_path, e)),
+        }
+        let mut head = [0u8; ENTRY_SIZE];
+        let got = meta_file.read_at(&mut head, 0).map_err(|e| Error::io("read", &meta_path, e))?;
+        Header::parse(&head[..got]).map_err(|e| header_error(&meta_path, e))?;
+        let meta = MetaMap::map(&meta_file, &meta_path, writable)?;
+        let store = Store {
+            dir: dir.to_path_buf(),
+            meta_path,
+            meta_file,
+            meta,
+            chunks: Chunks::new(dir, writable),
+            dict: OnceLock::new(),
+            writer,
+            opts,
+        };
+        store.load_dictionary()?;
+        let jpath = journal::path(dir);
+        if jpath.exists() {
+            if !writable {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                    reason: "an interrupted delete or compaction left journal.zr; open it read-write once to finish it"
+                        .into(),
+                });
+            }
+            let _x = store.exclusive()?;
+            store.recover()?;
+        }
+        store.check_chunks()?;
+        if writable {
+            store.trim_uncommitted()?;
+        }
+        Ok(store)
+    }
+
+    fn load_dictionary(&self) -> Result<()> {
+        let path = self.dir.join(DICT_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let raw = dict::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+            path: path.clone(),
+            offset,
+            reason,
+        })?;
+        let _ = self.dict.set(Dictionary::new(raw.to_vec()));
+        Ok(())
+    }
+
+    /// Every chunk up to the tail exists and the tail chunk holds its committed bytes.
+    fn check_chunks(&self) -> Result<()> {
+        let h = self.meta.header();
+        for id in 0..=h.tail_chunk {
+            let path = chunk_path(&self.dir, id);
+            let len = match fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::Corrupt {
+                        path,
+                        offset: 0,
+                        reason: format!("chunk {id} is missing (the store has chunks 0..={})", h.tail_chunk),
+                    });
+                }
+                Err(e) => return Err(Error::io("stat", &path, e)),
+            };
+            if id == h.tail_chunk && len < u64::from(h.tail_offset) {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: len,
+                    reason: format!("truncated: committed data ends at byte {}", h.tail_offset),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer drops what a crashed append left past the committed tail.
+    fn trim_uncommitted(&self) -> Result<()> {
+        let h = self.meta.header();
+        let tail = chunk_path(&self.dir, h.tail_chunk);
+        let f = OpenOptions::new().write(true).open(&tail).map_err(|e| Error::io("open", &tail, e))?;
+        if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > u64::from(h.tail_offset) {
+            f.set_len(u64::from(h.tail_offset)).map_err(|e| Error::io("truncate", &tail, e))?;
+        }
+        let mut id = u32::from(h.tail_chunk) + 1;
+        while id < MAX_CHUNKS {
+            let p = chunk_path(&self.dir, id as u16);
+            match fs::remove_file(&p) {
+                Ok(()) => id += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => return Err(Error::io("remove", &p, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Number of committed records.
+    pub fn len(&self) -> u32 {
+        self.meta.length()
+    }
+
+    /// True when the store holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when opened read-write.
+    pub fn is_writable(&self) -> bool {
+        self.writer.is_some()
+    }
+
+    /// True when the store has a trained `zstd_dict` dictionary.
+    pub fn has_dictionary(&self) -> bool {
+        self.dict.get().is_some()
+    }
+
+    fn writer(&self) -> Result<&Writer> {
+        self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })
+    }
+
+    fn index_error(&self, index: u32, len: u32) -> Error {
+        Error::IndexOutOfRange { path: self.dir.clone(), index: u64::from(index), len: u64::from(len) }
+    }
+
+    fn record_error(&self, index: u32, reason: impl Into<String>) -> Error {
+        Error::CorruptRecord { path: self.meta_path.clone(), index: u64::from(index), reason: reason.into() }
+    }
+
+    // ---------------------------------------------------------------- append
+
+    /// Appends `records` under `codec` and returns their indices.
+    ///
+    /// Compression runs in parallel; a record that does not shrink is stored raw. The first
+    /// `ZstdDict` append trains the store's dictionary on a sample of its records (when there
+    /// are too few to train on, the batch is stored as plain zstd). The whole batch is validated
+    /// before anything is written, and committed in order: record bytes durable, then table
+    /// entries, then the length, published atomically. A crash leaves a prefix of what was
+    /// appended.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::RecordTooLarge`] naming the batch position of a record over
+    /// 1 MiB; [`Error::StoreFull`]; [`Error::DiskFull`] or [`Error::Io`] naming the file. Nothing
+    /// of a failed batch is visible.
+    pub fn append<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Range<u32>> {
+        let writer = self.writer()?;
+        if let Some((i, r)) = records.iter().enumerate().find(|(_, r)| r.as_ref().len() > MAX_RECORD_SIZE) {
+            return Err(Error::RecordTooLarge {
+                path: self.dir.clone(),
+                index: i as u64,
+                size: r.as_ref().len() as u64,
+                limit: MAX_RECORD_SIZE as u64,
+            });
+        }
+        let _g = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        let mut h = self.meta.header();
+        let n = records.len() as u64;
+        if u64::from(h.length) + n > u64::from(MAX_RECORDS) {
+            return Err(Error::StoreFull {
+                path: self.dir.clone(),
+                len: u64::from(h.length),
+                adding: n,
+                limit: u64::from(MAX_RECORDS),
+            });
+        }
+        if records.is_empty() {
+            return Ok(h.length..h.length);
+        }
+        let mut codec = codec;
+        if codec == Codec::ZstdDict
+            && self.dict.get().is_none()
+            && !self.train_locked(&codec::sample(records, DICT_SAMPLES))?
+        {
+            codec = Codec::Zstd;
+        }
+        let encoded = self.encode(records, codec)?;
+
+        // Placement is serial: each record gets the next position, rolling to a fresh chunk when
+        // it would not fit (a record never straddles two chunks).
+        let cap = self.opts.chunk_capacity;
+        let (mut chunk, mut off) = (h.tail_chunk, u64::from(h.tail_offset));
+        let mut locs = Vec::with_capacity(records.len());
+        for (i, (r, e)) in records.iter().zip(&encoded).enumerate() {
+            let (len, tag) = match e {
+                Encoded::Raw => (r.as_ref().len() as u64, Codec::Raw),
+                Encoded::Packed(b, c) => (b.len() as u64, *c),
+            };
+            if off + len > cap || off > u64::from(u32::MAX) {
+                if u32::from(chunk) + 1 >= MAX_CHUNKS {
+                    return Err(Error::StoreFull {
+                        path: self.dir.clone(),
+                        len: u64::from(h.length),
+                        adding: n - i as u64,
+                        limit: u64::from(h.length) + i as u64,
+                    });
+                }
+                chunk += 1;
+                off = 0;
+            }
+            locs.push(RecordLoc {
+                offset: off as u32,
+                phys_length: len as u32,
+                logic_length: r.as_ref().len() as u32,
+                chunk_id: chunk,
+                codec: tag as u8,
+                reserved: 0,
+            });
+            off += len;
+        }
+
+        // Flush in parallel, in pieces of consecutive records of one chunk.
+        let bytes = |i: usize| -> &[u8] {
+            match &encoded[i] {
+                Encoded::Raw => records[i].as_ref(),
+                Encoded::Packed(b, _) => b,
+            }
+        };
+        let mut pieces: Vec<Range<usize>> = Vec::new();
+        let mut start = 0;
+        let mut size = 0usize;
+        for i in 0..locs.len() {
+            if i > start && (locs[i].chunk_id != locs[start].chunk_id || size >= WRITE_PIECE) {
+                pieces.push(start..i);
+                start = i;
+                size = 0;
+            }
+            size += locs[i].phys_length as usize;
+        }
+        pieces.push(start..locs.len());
+        pieces.par_iter().try_for_each(|p| {
+            let mut buf = Vec::with_capacity(p.clone().map(|i| locs[i].phys_length as usize).sum());
+            for i in p.clone() {
+                buf.extend_from_slice(bytes(i));
+            }
+            let first = locs[p.start];
+            self.chunks.write_all(first.chunk_id, u64::from(first.offset), &buf)
+        })?;
+        let touched: Vec<u16> = (h.tail_chunk..=chunk).collect();
+        touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
+        if chunk != h.tail_chunk {
+            sync_dir(&self.dir)?;
+        }
+
+        // Then the table, then the length.
+        for (k, loc) in locs.iter().enumerate() {
+            self.meta.set_entry(h.length + k as u32, *loc);
+        }
+        self.meta.flush_entries(h.length, h.length + n as u32, &self.meta_path)?;
+        let first = h.length;
+        h.tail_chunk = chunk;
+        h.tail_offset = off as u32;
+        h.length += n as u32;
+        self.meta.set_header(h);
+        self.meta.flush_header(&self.meta_path)?;
+        Ok(first..h.length)
+    }
+
+    fn encode<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Vec<Encoded>> {
+        if codec == Codec::Raw {
+            return Ok(records.iter().map(|_| Encoded::Raw).collect());
+        }
+        let dict = self.dict.get().map(|d| &**d);
+        // Contiguous blocks, one compression context per block.
+        let block = records.len().div_ceil(rayon::current_num_threads()).max(1);
+        let blocks: Vec<Vec<Encoded>> = records
+            .par_chunks(block)
+            .map(|blk| {
+                let mut enc = Encoder::new(codec, dict)?;
+                blk.iter().map(|r| enc.encode(r.as_ref())).collect::<std::io::Result<Vec<_>>>()
+            })
+            .collect::<std::io::Result<_>>()
+            .map_err(|e| Error::io("compress", &self.dir, e))?;
+        Ok(blocks.into_iter().flatten().collect())
+    }
+
+    /// Trains the `zstd_dict` dictionary on `samples` (record bytes) and stores it as `dict.zr`.
+    ///
+    /// Returns `false` when the store already has a dictionary or there is too little data to
+    /// train one. Train once the data is final: the dictionary is a snapshot of it.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::Io`] naming `dict.zr`.
+    pub fn train_dictionary<R: AsRef<[u8]>>(&self, samples: &[R]) -> Result<bool> {
+        let writer = self.writer()?;
+        let _g = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        self.train_locked(&codec::sample(samples, DICT_SAMPLES))
+    }
+
+    fn train_locked(&self, samples: &[&[u8]]) -> Result<bool> {
+        if self.dict.get().is_some() {
+            return Ok(false);
+        }
+        let Some(raw) = codec::train(samples, self.opts.dict_cap) else { return Ok(false) };
+        let path = self.dir.join(DICT_FILE);
+        let tmp = self.dir.join("dict.zr.tmp");
+        fs::write(&tmp, dict::encode(&raw)).map_err(|e| Error::io("write", &tmp, e))?;
+        File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))?;
+        sync_dir(&self.dir)?;
+        let _ = self.dict.set(Dictionary::new(raw));
+        Ok(true)
+    }
+
+    // ---------------------------------------------------------------- gather
+
+    /// The original sizes of the records at `indices`.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`]; [`Error::CorruptRecord`] for a bad table entry.
+    pub fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
+        Ok(self.resolve(indices)?.iter().map(|(l, _)| l.logic_length).collect())
+    }
+
+    fn resolve(&self, indices: &[u32]) -> Result<Vec<(RecordLoc, Codec)>> {
+        let len = self.len();
+        indices
+            .iter()
+            .map(|&idx| {
+                if idx >= len {
+                    return Err(self.index_error(idx, len));
+                }
+                let loc = self.meta.entry(idx);
+                let codec = loc
+                    .validate_limits()
+                    .map_err(|r| self.record_error(idx, format!("bad table entry: {r}")))?;
+                Ok((loc, codec))
+            })
+            .collect()
+    }
+
+    /// Gathers the records at `indices` into `dst`, packed back to back in the order given.
+    ///
+    /// `dst.len()` must be the sum of the records' sizes ([`Store::record_lens`]). Raw records
+    /// are read straight into `dst`; compressed ones are decompressed straight into it. The work
+    /// is split over the thread pool in contiguous blocks, one zstd context per block.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`]; [`Error::InvalidArgument`] when `dst` has the wrong size;
+    /// [`Error::CorruptRecord`] (truncated chunk, bad frame...) or [`Error::MissingDictionary`]
+    /// naming the record. On error `dst` holds no usable data.
+    pub fn gather_into(&self, indices: &[u32], dst: &mut [u8]) -> Result<()> {
+        let locs = self.resolve(indices)?;
+        let total: usize = locs.iter().map(|(l, _)| l.logic_length as usize).sum();
+        if total != dst.len() {
+            return Err(Error::InvalidArgument(format!(
+                "gather of {} records needs a {total}-byte buffer, got {} bytes",
+                indices.len(),
+                dst.len()
+            )));
+        }
+        self.read_all(indices, &locs, dst)
+    }
+
+    /// Gathers records that are each exactly `record_len` bytes into `dst` (`indices.len() *
+    /// record_len` bytes): the fixed-stride gather of a dense dataset.
+    ///
+    /// # Errors
+    /// As [`Store::gather_into`], and [`Error::CorruptRecord`] naming a record of another size.
+    pub fn gather_fixed(&self, indices: &[u32], record_len: usize, dst: &mut [u8]) -> Result<()> {
+        if Some(dst.len()) != indices.len().checked_mul(record_len) {
+            return Err(Error::InvalidArgument(format!(
+                "gather of {} records of {record_len} bytes needs {} bytes, got {}",
+                indices.len(),
+                indices.len().saturating_mul(record_len),
+                dst.len()
+            )));
+        }
+        let locs = self.resolve(indices)?;
+        if let Some(k) = locs.iter().position(|(l, _)| l.logic_length as usize != record_len) {
+            return Err(self.record_error(
+                indices[k],
+                format!(
+                    "record is {} bytes; the dataset's records are {record_len} bytes",
+                    locs[k].0.logic_length
+                ),
+            ));
+        }
+        self.read_all(indices, &locs, dst)
+    }
+
+    /// Gathers the records at `indices` as owned byte vectors.
+    ///
+    /// # Errors
+    /// As [`Store::gather_into`].
+    pub fn gather(&self, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+        let locs = self.resolve(indices)?;
+        let mut flat = vec![0u8; locs.iter().map(|(l, _)| l.logic_length as usize).sum()];
+        self.read_all(indices, &locs, &mut flat)?;
+        let mut out = Vec::with_capacity(locs.len());
+        let mut pos = 0;
+        for (l, _) in &locs {
+            let n = l.logic_length as usize;
+            out.push(flat[pos..pos + n].to_vec());
+            pos += n;
+        }
+        Ok(out)
+    }
+
+    /// Reads one record.
+    ///
+    /// # Errors
+    /// As [`Store::gather_into`].
+    pub fn get(&self, index: u32) -> Result<Vec<u8>> {
+        Ok(self.gather(&[index])?.pop().unwrap_or_default())
+    }
+
+    fn read_all(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], dst: &mut [u8]) -> Result<()> {
+        let threads = rayon::current_num_threads();
+        let shards = if dst.len() < INLINE_GATHER_BYTES { 1 } else { threads.min(indices.len()).max(1) };
+        if shards == 1 {
+            return self.read_shard(indices, locs, dst);
+        }
+        // Contiguous blocks of records, each with its slice of the destination.
+        let per = indices.len().div_ceil(shards);
+        let mut work = Vec::with_capacity(shards);
+        let mut rest = dst;
+        for (ix, lc) in indices.chunks(per).zip(locs.chunks(per)) {
+            let bytes: usize = lc.iter().map(|(l, _)| l.logic_length as usize).sum();
+            let (mine, tail) = rest.split_at_mut(bytes);
+            work.push((ix, lc, mine));
+            rest = tail;
+        }
+        work.into_par_iter().try_for_each(|(ix, lc, d)| self.read_shard(ix, lc, d))
+    }
+
+    fn read_shard(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], dst: &mut [u8]) -> Result<()> {
+        let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
+        let mut stage: Vec<u8> = Vec::new();
+        let mut file: Option<(u16, Arc<File>)> = None;
+        let mut pos = 0;
+        for (&idx, &(loc, codec)) in indices.iter().zip(locs) {
+            let out = &mut dst[pos..pos + loc.logic_length as usize];
+            pos += out.len();
+            if out.is_empty() {
+                continue;
+            }
+            let f = match &file {
+                Some((id, f)) if *id == loc.chunk_id => f,
+                _ => &file.insert((loc.chunk_id, self.chunks.get(loc.chunk_id)?)).1,
+            };
+            let truncated = || Error::CorruptRecord {
+                path: self.chunks.path(loc.chunk_id),
+                index: u64::from(idx),
+                reason: format!(
+                    "truncated chunk: the record needs bytes {}..{} of it",
+                    loc.offset,
+                    u64::from(loc.offset) + u64::from(loc.phys_length)
+                ),
+            };
+            if codec == Codec::Raw {
+                if !self.chunks.read_exact(f, loc.chunk_id, u64::from(loc.offset), out)? {
+                    return Err(truncated());
+                }
+                continue;
+            }
+            stage.resize(loc.phys_length as usize, 0);
+            if !self.chunks.read_exact(f, loc.chunk_id, u64::from(loc.offset), &mut stage)? {
+                return Err(truncated());
+            }
+            decoder.decode(codec, &stage, out).map_err(|e| match e {
+                None => Error::MissingDictionary { path: self.dir.clone() },
+                Some(reason) => Error::CorruptRecord {
+                    path: self.chunks.path(loc.chunk_id),
+                    index: u64::from(idx),
+                    reason,
+                },
+            })?;
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- delete / compact
+
+    /// Takes the store exclusively across processes for the guard's life.
+    fn exclusive(&self) -> Result<Exclusive<'_>> {
+        match self.meta_file.try_lock() {
+            Ok(()) => Ok(Exclusive(&self.meta_file)),
+            Err(e) => {
+                // A failed conversion may have dropped the shared lock: take it back.
+                let _ = self.meta_file.lock_shared();
+                match e {
+                    TryLockError::WouldBlock => Err(Error::Locked {
+                        path: self.dir.clone(),
+                        reason: "other handles have it open; delete and compact need it exclusively".into(),
+                    }),
+                    TryLockError::Error(e) => Err(Error::io("lock", &self.meta_path, e)),
+                }
+            }
+        }
+    }
+
+    /// Deletes the records at `indices` by swapping the last record into each hole, in
+    /// descending index order (duplicates count once). The index space stays dense `0..len`; an
+    /// index is stable only until a delete. The bytes become garbage until [`Store::compact`].
+    ///
+    /// The change goes through a journal, so a crash leaves either none or all of it.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::IndexOutOfRange`] (nothing deleted); [`Error::Locked`] when
+    /// other handles have the store open.
+    pub fn delete(&mut self, indices: &[u32]) -> Result<()> {
+        self.writer()?;
+        let len = self.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
+            return Err(self.index_error(bad, len));
+        }
+        let mut order = indices.to_vec();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        order.dedup();
+        if order.is_empty() {
+            return Ok(());
+        }
+        let _x = self.exclusive()?;
+        let mut changed: std::collections::BTreeMap<u32, RecordLoc> = std::collections::BTreeMap::new();
+        let mut n = len;
+        for idx in order {
+            let last = n - 1;
+            if idx != last {
+                let moved = changed.get(&last).copied().unwrap_or_else(|| self.meta.entry(last));
+                changed.insert(idx, moved);
+            }
+            n -= 1;
+        }
+        let entries: Vec<(u32, RecordLoc)> = changed.into_iter().filter(|(i, _)| *i < n).collect();
+        self.run_journal(Journal::Delete { entries, new_length: n })
+    }
+
+    /// Writes `j` durably, applies it, removes it.
+    fn run_journal(&self, j: Journal) -> Result<()> {
+        let path = journal::path(&self.dir);
+        let tmp = self.dir.join("journal.zr.tmp");
+        fs::write(&tmp, j.encode()).map_err(|e| Error::io("write", &tmp, e))?;
+        File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))?;
+        sync_dir(&self.dir)?;
+        self.apply(&j)?;
+        fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+        sync_dir(&self.dir)
+    }
+
+    /// Re-applies a journal a crash left behind (idempotent).
+    fn recover(&self) -> Result<()> {
+        let path = journal::path(&self.dir);
+        let bytes = fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        let j = Journal::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+            path: path.clone(),
+            offset,
+            reason,
+        })?;
+        self.apply(&j)?;
+        fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+        sync_dir(&self.dir)
+    }
+
+    fn apply(&self, j: &Journal) -> Result<()> {
+        match j {
+            Journal::Delete { entries, new_length } => {
+                for &(idx, loc) in entries {
+                    self.meta.set_entry(idx, loc);
+                    self.meta.flush_entries(idx, idx + 1, &self.meta_path)?;
+                }
+                let mut h = self.meta.header();
+                h.length = *new_length;
+                self.meta.set_header(h);
+                self.meta.flush_header(&self.meta_path)
+            }
+            Journal::Move { entries, data } => {
+                let mut pos = 0usize;
+                let mut touched = std::collections::BTreeSet::new();
+                for (_, loc) in entries {
+                    let n = loc.phys_length as usize;
+                    self.chunks.write_all(loc.chunk_id, u64::from(loc.offset), &data[pos..pos + n])?;
+                    touched.insert(loc.chunk_id);
+                    pos += n;
+                }
+                for id in touched {
+                    self.chunks.sync(id)?;
+                }
+                for &(idx, loc) in entries {
+                    self.meta.set_entry(idx, loc);
+                    self.meta.flush_entries(idx, idx + 1, &self.meta_path)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Rewrites the live records densely, in place, in physical order, and drops the chunk files
+    /// past the new end.
+    ///
+    /// A record never moves to a higher address, and each batch of moves goes through the
+    /// journal (so a move overlapping the record's own old bytes cannot tear it). An interrupted
+    /// compaction leaves a consistent store; running it again finishes the job. Records already
+    /// in place are skipped.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::Locked`] when other handles have the store open;
+    /// [`Error::CorruptRecord`] for a record whose bytes cannot be read.
+    pub fn compact(&mut self) -> Result<CompactReport> {
+        self.compact_limited(usize::MAX)
+    }
+
+    /// [`Store::compact`] that stops after `max_batches` journal batches (tests of interrupted
+    /// compaction).
+    #[doc(hidden)]
+    pub fn compact_limited(&mut self, max_batches: usize) -> Result<CompactReport> {
+        self.writer()?;
+        let _x = self.exclusive()?;
+        let before = self.stats()?;
+        let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };
+        let len = self.len();
+        let mut live: Vec<(u32, RecordLoc)> = (0..len).map(|i| (i, self.meta.entry(i))).collect();
+        live.sort_unstable_by_key(|(_, l)| (l.chunk_id, l.offset));
+        let cap = self.opts.chunk_capacity;
+        let (mut chunk, mut off) = (0u16, 0u64);
+        let mut batch: Vec<(u32, RecordLoc)> = Vec::new();
+        let mut data: Vec<u8> = Vec::new();
+        let mut batches = 0usize;
+        for &(idx, loc) in &live {
+            loc.validate_limits().map_err(|r| self.record_error(idx, format!("bad table entry: {r}")))?;
+            let len = u64::from(loc.phys_length);
+            if off + len > cap || off > u64::from(u32::MAX) {
+                chunk += 1;
+                off = 0;
+            }
+            if (chunk, off) == (loc.chunk_id, u64::from(loc.offset)) {
+                report.skipped += 1;
+            } else {
+                let start = data.len();
+                data.resize(start + len as usize, 0);
+                let f = self.chunks.get(loc.chunk_id)?;
+                if !self.chunks.read_exact(&f, loc.chunk_id, u64::from(loc.offset), &mut data[start..])? {
+                    return Err(self.record_error(idx, "truncated chunk"));
+                }
+                batch.push((idx, RecordLoc { offset: off as u32, chunk_id: chunk, ..loc }));
+                report.moved += 1;
+                if data.len() >= 32 << 20 {
+                    if batches == max_batches {
+                        return Ok(report);
+                    }
+                    self.run_journal(Journal::Move {
+                        entries: std::mem::take(&mut batch),
+                        data: std::mem::take(&mut data),
+                    })?;
+                    batches += 1;
+                }
+            }
+            off += len;
+        }
+        if !batch.is_empty() {
+            if batches == max_batches {
+                return Ok(report);
+            }
+            self.run_journal(Journal::Move { entries: batch, data })?;
+        }
+        let mut h = self.meta.header();
+        let old_tail = h.tail_chunk;
+        h.tail_chunk = chunk;
+        h.tail_offset = off as u32;
+        self.meta.set_header(h);
+        self.meta.flush_header(&self.meta_path)?;
+        self.chunks.reset();
+        let tail = chunk_path(&self.dir, chunk);
+        let f = OpenOptions::new().write(true).open(&tail).map_err(|e| Error::io("open", &tail, e))?;
+        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
+        for id in chunk + 1..=old_tail {
+            let p = chunk_path(&self.dir, id);
+            fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+        }
+        sync_dir(&self.dir)?;
+        report.bytes_after = self.stats()?.chunk_bytes;
+        Ok(report)
+    }
+
+    // ---------------------------------------------------------------- stats / verify
+
+    /// Length, live and chunk bytes, and records per codec.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a chunk file cannot be inspected.
+    pub fn stats(&self) -> Result<StoreStats> {
+        let h = self.meta.header();
+        let mut s = StoreStats {
+            length: u64::from(h.length),
+            chunks: u32::from(h.tail_chunk) + 1,
+            ..Default::default()
+        };
+        for i in 0..h.length {
+            let l = self.meta.entry(i);
+            s.logical_bytes += u64::from(l.logic_length);
+            s.live_bytes += u64::from(l.phys_length);
+            match Codec::from_tag(l.codec) {
+                Some(Codec::Raw) => s.codecs.raw += 1,
+                Some(Codec::Zstd) => s.codecs.zstd += 1,
+                Some(Codec::ZstdDict) => s.codecs.zstd_dict += 1,
+                None => {}
+            }
+        }
+        for id in 0..h.tail_chunk {
+            let p = chunk_path(&self.dir, id);
+            s.chunk_bytes += fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
+        }
+        s.chunk_bytes += u64::from(h.tail_offset);
+        s.dict_bytes = self.dict.get().map_or(0, |d| d.raw.len() as u64);
+        Ok(s)
+    }
+
+    /// Reads and decodes every record, checking each table entry against the committed tail and
+    /// each decoded length against the table. Nothing is changed.
+    ///
+    /// # Errors
+    /// Only for failures that stop the scan as a whole; bad records are listed in the report.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let h = self.meta.header();
+        let bad: Vec<Vec<(u32, Error)>> = (0..h.length)
+            .collect::<Vec<u32>>()
+            .par_chunks(1024)
+            .map(|ids| {
+                let mut bad = Vec::new();
+                let mut buf = Vec::new();
+                for &idx in ids {
+                    let loc = self.meta.entry(idx);
+                    let codec = match loc.validate(&h) {
+                        Ok(c) => c,
+                        Err(r) => {
+                            bad.push((idx, self.record_error(idx, format!("bad table entry: {r}"))));
+                            continue;
+                        }
+                    };
+                    buf.resize(loc.logic_length as usize, 0);
+                    if let Err(e) = self.read_shard(&[idx], &[(loc, codec)], &mut buf) {
+                        bad.push((idx, e));
+                    }
+                }
+                bad
+            })
+            .collect();
+        Ok(VerifyReport { checked: u64::from(h.length), bad: bad.into_iter().flatten().collect() })
+    }
+}
+
+/// Holds the meta file's exclusive lock; drops back to shared.
+struct Exclusive<'a>(&'a File);
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.lock_shared();
+    }
+}
+
+fn header_error(path: &Path, e: HeaderError) -> Error {
+    let path = path.to_path_buf();
+    match e {
+        HeaderError::Short(n) => Error::Corrupt {
+            path,
+            offset: n as u64,
+            reason: "truncated header (meta.zr is shorter than 16 bytes)".into(),
+        },
+        HeaderError::Magic(m) => {
+            Error::NotAStore { path, reason: format!("bad magic {m:?}, expected \"ZREC\"") }
+        }
+        HeaderError::ByteOrder => Error::ByteOrder { path },
+        HeaderError::Version(v) => Error::Version { path, found: v, expected: super::format::VERSION },
+        HeaderError::Field(reason) => Error::Corrupt { path, offset: 0, reason },
+    }
+}
+
+/// Removes the files of a store (and nothing else) from `dir`.
+pub(crate) fn remove_store_files(dir: &Path) -> Result<()> {
+    let entries = fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = matches!(name.as_ref(), "meta.zr" | "dict.zr" | "journal.zr" | "write.lock")
+            || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u16>().is_ok())
+            || name.ends_with(".tmp");
+        if ours {
+            let p = entry.path();
+            fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! Helpers shared by the integration tests.
+
+use std::path::Path;
+
+/// A deterministic, self-describing record: 8 bytes of id, then a payload derived from the id.
+/// Lengths vary with the id; some payloads compress, some do not.
+pub fn record(id: u64) -> Vec<u8> {
+    let len = (id.wrapping_mul(2_654_435_761) % 3000) as usize;
+    let mut out = id.to_le_bytes().to_vec();
+    let mut x = id ^ 0x9E37_79B9_7F4A_7C15;
+    for j in 0..len {
+        if id % 3 == 0 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            out.push(x as u8);
+        } else {
+            out.push(b"loaderx-record "[(j + id as usize) % 15]);
+        }
+    }
+    out
+}
+
+/// The id of a record made by [`record`], if it is intact.
+pub fn check_record(bytes: &[u8]) -> Option<u64> {
+    let id = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    (record(id) == bytes).then_some(id)
+}
+
+/// Overwrites `bytes` at `offset` of `path`.
+pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(bytes, offset).unwrap();
+}

@@ -1,0 +1,513 @@
+//! The Zrecord store: round trips, delete, compaction, crashes, corruption, concurrency.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use loaderx_core::{Codec, Error, MAX_RECORD_SIZE, MAX_RECORDS, Store, StoreOptions};
+use proptest::prelude::*;
+
+use crate::common::{check_record, patch, record};
+
+fn create(dir: &Path) -> Store {
+    Store::create(dir.join("s"), StoreOptions::new()).unwrap()
+}
+
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn codec_strategy() -> impl Strategy<Value = Codec> {
+    prop_oneof![Just(Codec::Raw), Just(Codec::Zstd), Just(Codec::ZstdDict)]
+}
+
+fn record_strategy() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(Vec::new()),
+        proptest::collection::vec(any::<u8>(), 0..2000),
+        (1usize..5000, any::<u8>()).prop_map(|(n, b)| vec![b; n]),
+        (0usize..4000, any::<u64>()).prop_map(|(n, s)| {
+            let mut v = format!("{{\"id\":{s},\"text\":\"").into_bytes();
+            v.extend(std::iter::repeat_n(b"abcab"[(s % 5) as usize], n));
+            v
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn append_then_gather_round_trips(
+        batches in proptest::collection::vec((proptest::collection::vec(record_strategy(), 0..60), codec_strategy()), 1..4),
+        seed in any::<u64>(),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        // Small chunks so rollover happens within the test.
+        let store = Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(64 << 10)).unwrap();
+        let mut all: Vec<Vec<u8>> = Vec::new();
+        for (records, codec) in &batches {
+            let range = store.append(records, *codec).unwrap();
+            prop_assert_eq!(range.start as usize, all.len());
+            all.extend(records.iter().cloned());
+        }
+        prop_assert_eq!(store.len() as usize, all.len());
+        let mut order: Vec<u32> = (0..all.len() as u32).collect();
+        let mut x = seed | 1;
+        for i in (1..order.len()).rev() {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            order.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let got = store.gather(&order).unwrap();
+        for (k, &i) in order.iter().enumerate() {
+            prop_assert_eq!(&got[k], &all[i as usize]);
+        }
+        let mut flat = vec![0u8; order.iter().map(|&i| all[i as usize].len()).sum()];
+        store.gather_into(&order, &mut flat).unwrap();
+        prop_assert_eq!(flat, order.iter().flat_map(|&i| all[i as usize].clone()).collect::<Vec<u8>>());
+        drop(store);
+        let reopened = Store::open(dir.path().join("s")).unwrap();
+        prop_assert_eq!(reopened.gather(&order).unwrap(), got);
+        prop_assert!(reopened.verify().unwrap().bad.is_empty());
+    }
+}
+
+#[test]
+fn records_of_exactly_one_mib_round_trip_in_every_codec() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    let recs =
+        vec![noise(MAX_RECORD_SIZE, 7), vec![3u8; MAX_RECORD_SIZE], Vec::new(), noise(MAX_RECORD_SIZE, 9)];
+    for codec in Codec::ALL {
+        let r = store.append(&recs, codec).unwrap();
+        let idx: Vec<u32> = r.rev().collect();
+        let got = store.gather(&idx).unwrap();
+        let want: Vec<Vec<u8>> = recs.iter().rev().cloned().collect();
+        assert_eq!(got, want, "codec {codec}");
+    }
+    let s = store.stats().unwrap();
+    assert_eq!(s.length, 12);
+    assert!(s.codecs.raw >= 6, "incompressible and empty records are stored raw: {s:?}");
+}
+
+#[test]
+fn record_over_one_mib_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    let recs = vec![vec![1u8; 10], vec![0u8; MAX_RECORD_SIZE + 1]];
+    match store.append(&recs, Codec::Zstd) {
+        Err(Error::RecordTooLarge { index: 1, size, .. }) => assert_eq!(size as usize, MAX_RECORD_SIZE + 1),
+        other => panic!("expected RecordTooLarge, got {other:?}"),
+    }
+    assert_eq!(store.len(), 0);
+}
+
+#[test]
+fn gather_fixed_fills_a_stride_and_rejects_other_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    let recs: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 12]).collect();
+    store.append(&recs, Codec::Zstd).unwrap();
+    let mut dst = vec![0u8; 36];
+    store.gather_fixed(&[9, 0, 4], 12, &mut dst).unwrap();
+    assert_eq!(&dst[..12], &[9u8; 12]);
+    assert_eq!(&dst[24..], &[4u8; 12]);
+    store.append(&[vec![1u8; 5]], Codec::Raw).unwrap();
+    match store.gather_fixed(&[0, 10, 1], 12, &mut dst) {
+        Err(Error::CorruptRecord { index: 10, .. }) => {}
+        other => panic!("expected CorruptRecord for index 10, got {other:?}"),
+    }
+    assert!(matches!(store.gather_fixed(&[0], 12, &mut dst), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn index_out_of_range_names_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    store.append(&[b"a"], Codec::Raw).unwrap();
+    match store.gather(&[0, 1]) {
+        Err(Error::IndexOutOfRange { index: 1, len: 1, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn delete_swaps_the_tail_in_descending_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = create(dir.path());
+    let recs: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 3]).collect();
+    store.append(&recs, Codec::Raw).unwrap();
+    // [a b c d e f g h] delete {1, 6, 3, 6}: descending 6 -> [a b c d e f h], 3 -> [a b c h e f],
+    // 1 -> [a f c h e].
+    store.delete(&[1, 6, 3, 6]).unwrap();
+    let got: Vec<u8> =
+        store.gather(&(0..store.len()).collect::<Vec<_>>()).unwrap().iter().map(|r| r[0]).collect();
+    assert_eq!(got, b"afche");
+    assert!(matches!(store.delete(&[5]), Err(Error::IndexOutOfRange { index: 5, len: 5, .. })));
+    drop(store);
+    let reopened = Store::open(dir.path().join("s")).unwrap();
+    assert_eq!(reopened.len(), 5);
+    assert_eq!(reopened.get(1).unwrap(), b"fff");
+}
+
+#[test]
+fn compaction_preserves_every_record_and_leaves_the_table_dense() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store =
+        Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(40 << 10)).unwrap();
+    for b in 0..6u64 {
+        let recs: Vec<Vec<u8>> = (b * 50..(b + 1) * 50).map(record).collect();
+        store.append(&recs, if b % 2 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
+    }
+    let del: Vec<u32> = (0..300).filter(|i| i % 3 == 1).collect();
+    store.delete(&del).unwrap();
+    let idx: Vec<u32> = (0..store.len()).collect();
+    let before = store.gather(&idx).unwrap();
+    let stats_before = store.stats().unwrap();
+    let report = store.compact().unwrap();
+    assert!(report.moved > 0);
+    let after = store.stats().unwrap();
+    assert_eq!(store.gather(&idx).unwrap(), before);
+    assert!(after.chunk_bytes < stats_before.chunk_bytes);
+    // Dense: the only slack left is the end of each full chunk, less than one record per chunk.
+    assert!(after.chunk_bytes - after.live_bytes < u64::from(after.chunks) * 3100, "{after:?}");
+    let again = store.compact().unwrap();
+    assert_eq!(again.moved, 0, "a compacted store has nothing to move");
+    drop(store);
+    let reopened = Store::open(dir.path().join("s")).unwrap();
+    assert_eq!(reopened.gather(&idx).unwrap(), before);
+    assert!(reopened.verify().unwrap().bad.is_empty());
+}
+
+#[test]
+fn interrupted_compaction_is_finished_by_a_second_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = create(dir.path());
+    // Large records so the 32 MiB journal batch splits the work into several batches.
+    let recs: Vec<Vec<u8>> = (0..100u64).map(|i| noise(700 << 10, i)).collect();
+    store.append(&recs, Codec::Raw).unwrap();
+    store.delete(&[0, 2, 4]).unwrap();
+    let idx: Vec<u32> = (0..store.len()).collect();
+    let before = store.gather(&idx).unwrap();
+    let partial = store.compact_limited(1).unwrap();
+    assert!(partial.moved > 0);
+    assert_eq!(store.gather(&idx).unwrap(), before, "consistent after an interrupted compaction");
+    drop(store);
+    let mut store = Store::open_rw(dir.path().join("s"), StoreOptions::new()).unwrap();
+    let full = store.compact().unwrap();
+    assert!(full.moved > 0 && full.skipped > 0, "{full:?}");
+    assert_eq!(store.gather(&idx).unwrap(), before);
+    let s = store.stats().unwrap();
+    assert_eq!(s.chunk_bytes, s.live_bytes);
+}
+
+#[test]
+fn one_writer_many_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut w = Store::create(&path, StoreOptions::new()).unwrap();
+    assert!(matches!(Store::open_rw(&path, StoreOptions::new()), Err(Error::Locked { .. })));
+    let r = Store::open(&path).unwrap();
+    w.append(&[b"x"], Codec::Raw).unwrap();
+    assert_eq!(r.len(), 1, "readers see committed appends");
+    assert!(matches!(r.append(&[b"y"], Codec::Raw), Err(Error::ReadOnly { .. })));
+    assert!(matches!(w.delete(&[0]), Err(Error::Locked { .. })), "delete needs the store exclusively");
+    drop(r);
+    w.delete(&[0]).unwrap();
+    assert_eq!(w.len(), 0);
+}
+
+#[test]
+fn concurrent_gather_during_append_sees_only_intact_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for b in 1..40u64 {
+                let recs: Vec<Vec<u8>> = (b * 64..(b + 1) * 64).map(record).collect();
+                store.append(&recs, if b % 2 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
+            }
+        });
+        for t in 0..2u64 {
+            let store = &store;
+            s.spawn(move || {
+                let mut x = 0x1234_5678u64 + t;
+                for _ in 0..300 {
+                    let n = store.len();
+                    let idx: Vec<u32> = (0..64)
+                        .map(|_| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            (x % u64::from(n)) as u32
+                        })
+                        .collect();
+                    for (k, r) in store.gather(&idx).unwrap().iter().enumerate() {
+                        assert_eq!(check_record(r), Some(u64::from(idx[k])), "record {} torn", idx[k]);
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(store.len(), 40 * 64);
+}
+
+// ------------------------------------------------------------------ corruption
+
+fn sample_store(dir: &Path, codec: Codec) -> std::path::PathBuf {
+    let path = dir.join("s");
+    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    store.append(&(0..200).map(record).collect::<Vec<_>>(), codec).unwrap();
+    path
+}
+
+#[test]
+fn open_rejects_a_directory_that_is_not_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(matches!(Store::open(dir.path()), Err(Error::NotAStore { .. })));
+    let path = sample_store(dir.path(), Codec::Raw);
+    patch(&path.join("meta.zr"), 0, b"NOPE");
+    match Store::open(&path) {
+        Err(Error::NotAStore { path: p, .. }) => assert!(p.ends_with("meta.zr")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn open_rejects_other_byte_order_and_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::Raw);
+    patch(&path.join("meta.zr"), 4, &1u16.swap_bytes().to_ne_bytes());
+    assert!(matches!(Store::open(&path), Err(Error::ByteOrder { .. })));
+    patch(&path.join("meta.zr"), 4, &9u16.to_ne_bytes());
+    assert!(matches!(Store::open(&path), Err(Error::Version { found: 9, .. })));
+}
+
+#[test]
+fn open_rejects_truncated_meta() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::Raw);
+    let f = std::fs::OpenOptions::new().write(true).open(path.join("meta.zr")).unwrap();
+    f.set_len(4096).unwrap();
+    match Store::open(&path) {
+        Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("meta.zr")),
+        other => panic!("{other:?}"),
+    }
+    f.set_len(10).unwrap();
+    assert!(matches!(Store::open(&path), Err(Error::Corrupt { .. })));
+}
+
+#[test]
+fn open_rejects_truncated_tail_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::Raw);
+    let f = std::fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap();
+    f.set_len(100).unwrap();
+    match Store::open(&path) {
+        Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("0.zr")),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Byte offset of table entry `idx` in meta.zr.
+fn entry_offset(idx: u64) -> u64 {
+    16 * (1 + idx)
+}
+
+#[test]
+fn entry_pointing_outside_its_chunk_is_a_record_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::Raw);
+    // offset field of entry 5 -> far past the end of 0.zr.
+    patch(&path.join("meta.zr"), entry_offset(5), &0x7000_0000u32.to_ne_bytes());
+    let store = Store::open(&path).unwrap();
+    match store.gather(&[4, 5]) {
+        Err(Error::CorruptRecord { index: 5, path: p, .. }) => assert!(p.ends_with("0.zr")),
+        other => panic!("{other:?}"),
+    }
+    let report = store.verify().unwrap();
+    assert_eq!(report.bad.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![5]);
+}
+
+#[test]
+fn bad_codec_tag_is_a_record_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::Zstd);
+    patch(&path.join("meta.zr"), entry_offset(7) + 14, &[9]);
+    let store = Store::open(&path).unwrap();
+    assert!(matches!(store.gather(&[7]), Err(Error::CorruptRecord { index: 7, .. })));
+    assert!(store.gather(&[6, 8]).is_ok());
+}
+
+#[test]
+fn corrupt_zstd_frame_is_a_record_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::Zstd);
+    let store = Store::open(&path).unwrap();
+    // Record 1 compresses (id % 3 != 0): flip a byte in the middle of its frame.
+    let meta = std::fs::read(path.join("meta.zr")).unwrap();
+    let e = &meta[entry_offset(1) as usize..entry_offset(1) as usize + 16];
+    let off = u32::from_ne_bytes(e[0..4].try_into().unwrap());
+    let phys = u32::from_ne_bytes(e[4..8].try_into().unwrap());
+    assert_eq!(e[14], 1, "record 1 is zstd");
+    let chunk = std::fs::read(path.join("0.zr")).unwrap();
+    let at = u64::from(off + phys / 2);
+    patch(&path.join("0.zr"), at, &[chunk[at as usize] ^ 0xA5]);
+    match store.gather(&[1]) {
+        Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.verify().unwrap().bad.len(), 1);
+}
+
+#[test]
+fn missing_dictionary_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::ZstdDict);
+    assert!(Store::open(&path).unwrap().has_dictionary());
+    std::fs::remove_file(path.join("dict.zr")).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert!(store.stats().unwrap().codecs.zstd_dict > 0);
+    // Record 1 is text (id % 3 != 0), so it was stored against the dictionary.
+    assert!(matches!(store.gather(&[1]), Err(Error::MissingDictionary { .. })));
+}
+
+#[test]
+fn damaged_dictionary_file_is_refused_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::ZstdDict);
+    let len = std::fs::metadata(path.join("dict.zr")).unwrap().len();
+    patch(&path.join("dict.zr"), len - 1, &[0xFF]);
+    match Store::open(&path) {
+        Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("dict.zr")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn disk_full_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new().chunk_capacity(8)).unwrap();
+    store.append(&[b"first"], Codec::Raw).unwrap();
+    // The next record rolls over to chunk 1, which is /dev/full: every write fails with ENOSPC.
+    std::os::unix::fs::symlink("/dev/full", path.join("1.zr")).unwrap();
+    match store.append(&[b"second!!"], Codec::Raw) {
+        Err(Error::DiskFull { path: p }) => assert!(p.ends_with("1.zr"), "{}", p.display()),
+        other => panic!("expected DiskFull, got {other:?}"),
+    }
+    assert_eq!(store.len(), 1);
+    drop(store);
+    std::fs::remove_file(path.join("1.zr")).unwrap();
+    let store = Store::open_rw(&path, StoreOptions::new().chunk_capacity(8)).unwrap();
+    assert_eq!(store.gather(&[0]).unwrap(), vec![b"first".to_vec()]);
+    store.append(&[b"second!!"], Codec::Raw).unwrap();
+    assert_eq!(store.get(1).unwrap(), b"second!!");
+}
+
+#[test]
+fn store_full_is_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, StoreOptions::new()).unwrap());
+    // Claim MAX - 1 (empty, raw) records: the zero-filled sparse table is exactly that.
+    patch(&path.join("meta.zr"), 12, &(MAX_RECORDS - 1).to_ne_bytes());
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert_eq!(store.get(MAX_RECORDS - 2).unwrap(), b"");
+    match store.append(&[b"a".as_slice(), b"b"], Codec::Raw) {
+        Err(Error::StoreFull { len, adding: 2, .. }) => assert_eq!(len, u64::from(MAX_RECORDS - 1)),
+        other => panic!("{other:?}"),
+    }
+    store.append(&[b"last"], Codec::Raw).unwrap();
+    assert_eq!(store.len(), MAX_RECORDS);
+    assert_eq!(store.get(MAX_RECORDS - 1).unwrap(), b"last");
+}
+
+// ------------------------------------------------------------------ crashes
+
+const CHILD_ENV: &str = "LOADERX_CRASH_CHILD";
+
+/// Runs in a child process (see the crash tests): writes to the store until it is killed.
+#[test]
+#[ignore = "runs only as the child of a crash test"]
+fn crash_child() {
+    let Ok(spec) = std::env::var(CHILD_ENV) else { return };
+    let (mode, path) = spec.split_once(':').unwrap();
+    let mut store = Store::open_rw(path, StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
+    let mut next = store.len() as u64 * 1000;
+    loop {
+        match mode {
+            "append" => {
+                let recs: Vec<Vec<u8>> = (next..next + 50).map(record).collect();
+                next += 50;
+                store.append(&recs, if next % 100 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
+            }
+            "compact" => {
+                let recs: Vec<Vec<u8>> = (next..next + 400).map(record).collect();
+                next += 400;
+                store.append(&recs, Codec::Zstd).unwrap();
+                let n = store.len();
+                store.delete(&(0..n).step_by(3).collect::<Vec<_>>()).unwrap();
+                store.compact().unwrap();
+            }
+            other => panic!("unknown mode {other}"),
+        }
+    }
+}
+
+fn crash_loop(mode: &str, iterations: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    drop(Store::create(&path, StoreOptions::new()).unwrap());
+    let exe = std::env::current_exe().unwrap();
+    for it in 0..iterations {
+        let mut child = Command::new(&exe)
+            .args(["--ignored", "--exact", "store::crash_child", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, format!("{mode}:{}", path.display()))
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(150 + (it * 137) % 400));
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "the child must have been killed, not have finished: {status}");
+        let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+        let n = store.len();
+        let mut seen = HashSet::new();
+        for (i, r) in store.gather(&(0..n).collect::<Vec<_>>()).unwrap().iter().enumerate() {
+            let id = check_record(r).unwrap_or_else(|| panic!("iteration {it}: record {i} is torn"));
+            assert!(seen.insert(id), "iteration {it}: record id {id} appears twice");
+        }
+        if mode == "append" {
+            // A prefix of what was appended: without deletes, ids rise with the index.
+            let ids: Vec<u64> = store
+                .gather(&(0..n).collect::<Vec<_>>())
+                .unwrap()
+                .iter()
+                .filter_map(|r| check_record(r))
+                .collect();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "iteration {it}: records out of append order");
+        }
+        assert!(store.verify().unwrap().bad.is_empty());
+    }
+}
+
+#[test]
+fn crash_during_append_leaves_a_prefix_of_intact_records() {
+    crash_loop("append", 3);
+}
+
+#[test]
+fn crash_during_delete_and_compaction_leaves_every_record_intact() {
+    crash_loop("compact", 3);
+}
