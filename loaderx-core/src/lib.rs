@@ -14,6 +14,9 @@ mod mapped;
 mod store;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
+pub use dataset::{
+    DatasetWriter, DenseDataset, DenseSource, Kind, RaggedDataset, SCHEMA_FILE, Schema, WriteOptions, pad,
+};
 pub use error::{Error, Result};
 pub use store::{
     Codec, CodecCounts, CompactReport, MAX_RECORD_SIZE, MAX_RECORDS, Store, StoreOptions, StoreStats,
@@ -22,5 +25,6 @@ pub use store::{
 
 /// The on-disk format as pure functions over bytes, for tools and fuzzing.
 pub mod format {
+    pub use crate::dataset::Schema;
     pub use crate::store::format::{Header, HeaderError, META_SIZE, RecordLoc, checksum, dict};
 }

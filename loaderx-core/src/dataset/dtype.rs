@@ -250,6 +250,8 @@ pub trait Element:
     fn view(data: &ArrayData) -> Option<&[Self]>;
     /// Decodes native-endian bytes of this dtype, validating `bool`s.
     fn from_bytes(bytes: &[u8]) -> Option<Vec<Self>>;
+    /// The elements as writable bytes; `None` for `bool`, whose bytes must be validated.
+    fn bytes_mut(slice: &mut [Self]) -> Option<&mut [u8]>;
 }
 
 macro_rules! element {
@@ -282,6 +284,9 @@ macro_rules! element {
                         .map(bytemuck::pod_read_unaligned)
                         .collect(),
                 )
+            }
+            fn bytes_mut(slice: &mut [Self]) -> Option<&mut [u8]> {
+                Some(bytemuck::cast_slice_mut(slice))
             }
         }
     };
@@ -327,6 +332,9 @@ impl Element for bool {
                 _ => None,
             })
             .collect()
+    }
+    fn bytes_mut(_: &mut [Self]) -> Option<&mut [u8]> {
+        None
     }
 }
 

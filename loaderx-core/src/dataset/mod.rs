@@ -1,3 +1,12 @@
-//! Typed views over stores: element types, schema, dense and ragged datasets.
+//! Typed views over stores: element types, schema, dense and ragged datasets, the writer.
 
+mod dense;
 pub(crate) mod dtype;
+mod ragged;
+mod schema;
+mod writer;
+
+pub use dense::{DenseDataset, DenseSource};
+pub use ragged::{RaggedDataset, pad};
+pub use schema::{Kind, SCHEMA_FILE, Schema};
+pub use writer::{DatasetWriter, WriteOptions};

@@ -1026,6 +1026,20 @@ fn header_error(path: &Path, e: HeaderError) -> Error {
     }
 }
 
+/// Removes a dataset directory: the store's files, the schema, then the directory itself if that
+/// leaves it empty (anything else in it is kept).
+pub(crate) fn remove_store_dir(dir: &Path) -> Result<()> {
+    remove_store_files(dir)?;
+    for name in ["schema.msgpack", "schema.msgpack.tmp"] {
+        let p = dir.join(name);
+        if p.exists() {
+            fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+        }
+    }
+    let _ = fs::remove_dir(dir);
+    Ok(())
+}
+
 /// Removes the files of a store (and nothing else) from `dir`.
 pub(crate) fn remove_store_files(dir: &Path) -> Result<()> {
     let entries = fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;

@@ -21,5 +21,7 @@ mod engine;
 pub(crate) mod format;
 mod journal;
 
+pub(crate) use chunk::sync_dir;
+pub(crate) use engine::remove_store_dir;
 pub use engine::{CodecCounts, CompactReport, Store, StoreOptions, StoreStats, VerifyReport};
 pub use format::{Codec, MAX_RECORD_SIZE, MAX_RECORDS};

@@ -1,0 +1,118 @@
+//! `schema.msgpack`: the one piece of loaderx-level metadata beside a store.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::dtype::DType;
+use crate::{Error, Result};
+
+/// File name of the schema inside a dataset directory.
+pub const SCHEMA_FILE: &str = "schema.msgpack";
+
+/// Whether every record has the same shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Every record is one item of exactly `shape`.
+    Dense,
+    /// Records are variable-length sequences of rows of `shape`.
+    Ragged,
+}
+
+/// What a dataset's records are: kind, element type and shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schema {
+    /// Dense or ragged.
+    pub kind: Kind,
+    /// Element type.
+    pub dtype: DType,
+    /// Dense: the item shape of every record (`[]` for scalars). Ragged: the shape of one row
+    /// (`[]` for sequences of scalars).
+    pub shape: Vec<usize>,
+}
+
+impl Schema {
+    /// A dense schema.
+    pub fn dense(dtype: DType, item_shape: Vec<usize>) -> Schema {
+        Schema { kind: Kind::Dense, dtype, shape: item_shape }
+    }
+
+    /// A ragged schema.
+    pub fn ragged(dtype: DType, row_shape: Vec<usize>) -> Schema {
+        Schema { kind: Kind::Ragged, dtype, shape: row_shape }
+    }
+
+    /// Elements in one dense item or one ragged row.
+    pub fn unit_elems(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Bytes in one dense item or one ragged row.
+    pub fn unit_bytes(&self) -> usize {
+        self.unit_elems() * self.dtype.size()
+    }
+
+    /// Encodes as MessagePack.
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec_named(self).expect("a schema always serialises")
+    }
+
+    /// Decodes MessagePack bytes; never panics on any input.
+    ///
+    /// # Errors
+    /// A sentence saying what is wrong.
+    pub fn decode(bytes: &[u8]) -> std::result::Result<Schema, String> {
+        let s: Schema = rmp_serde::from_slice(bytes).map_err(|e| e.to_string())?;
+        let elems = s.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        match elems.and_then(|e| e.checked_mul(s.dtype.size())) {
+            Some(b) if b <= crate::MAX_RECORD_SIZE => Ok(s),
+            _ => Err(format!("shape {:?} of {} is larger than a record can be", s.shape, s.dtype)),
+        }
+    }
+
+    /// Reads `dir/schema.msgpack`.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] when it is missing; [`Error::Corrupt`] when it does not decode.
+    pub fn read(dir: &Path) -> Result<Schema> {
+        let path = dir.join(SCHEMA_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Schema {
+                    path: dir.to_path_buf(),
+                    reason: "no schema.msgpack: a raw Zrecord store, open it with Store".into(),
+                });
+            }
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        Schema::decode(&bytes).map_err(|reason| Error::Corrupt { path, offset: 0, reason })
+    }
+
+    /// Writes `dir/schema.msgpack` durably (temporary file, sync, rename).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(SCHEMA_FILE);
+        let tmp = dir.join("schema.msgpack.tmp");
+        std::fs::write(&tmp, self.encode()).map_err(|e| Error::io("write", &tmp, e))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_round_trips_and_rejects_garbage() {
+        let s = Schema::dense(DType::F32, vec![28, 28]);
+        assert_eq!(Schema::decode(&s.encode()).unwrap(), s);
+        assert!(Schema::decode(b"\xff\x00garbage").is_err());
+        let huge = Schema::dense(DType::F64, vec![1 << 20, 1 << 20]);
+        assert!(Schema::decode(&huge.encode()).is_err());
+    }
+}

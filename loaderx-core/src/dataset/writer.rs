@@ -1,0 +1,283 @@
+//! [`DatasetWriter`]: writes a dataset (store + schema) in bounded batches, all or nothing.
+
+use std::path::{Path, PathBuf};
+
+use super::dtype::{DType, Element};
+use super::schema::{Kind, Schema};
+use crate::store::remove_store_dir;
+use crate::{Codec, Error, Result, Store, StoreOptions};
+
+/// Records buffered before they are compressed and appended as one batch.
+const BATCH_RECORDS: usize = 4096;
+/// Bytes buffered before a batch is appended.
+const BATCH_BYTES: usize = 64 << 20;
+
+/// How a converter writes a dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriteOptions {
+    codec: Codec,
+    dict_cap: Option<usize>,
+    overwrite: bool,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions { codec: Codec::Zstd, dict_cap: None, overwrite: false }
+    }
+}
+
+impl WriteOptions {
+    /// Plain zstd, no dictionary cap, no overwrite.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The codec records are written with (default `zstd`).
+    pub fn codec(mut self, codec: Codec) -> Self {
+        self.codec = codec;
+        self
+    }
+
+    /// Upper bound on the `zstd_dict` dictionary size.
+    pub fn dict_cap(mut self, bytes: Option<usize>) -> Self {
+        self.dict_cap = bytes;
+        self
+    }
+
+    /// Replace an existing dataset at the output path (only once the new one is complete).
+    pub fn overwrite(mut self, yes: bool) -> Self {
+        self.overwrite = yes;
+        self
+    }
+
+    /// The codec.
+    pub fn codec_of(&self) -> Codec {
+        self.codec
+    }
+}
+
+/// Writes a dense or ragged dataset.
+///
+/// Records go to a staging directory beside the output (`OUT.partial`) and are appended in
+/// bounded batches, so memory stays bounded whatever the input size. [`DatasetWriter::finish`]
+/// writes the schema and renames the staging directory into place; a writer dropped before that
+/// (an error half way) removes it, so nothing that opens as a complete dataset is left behind.
+#[derive(Debug)]
+pub struct DatasetWriter {
+    out: PathBuf,
+    staging: PathBuf,
+    store: Option<Store>,
+    schema: Schema,
+    opts: WriteOptions,
+    pending: Vec<Vec<u8>>,
+    pending_bytes: usize,
+    count: u64,
+}
+
+impl DatasetWriter {
+    /// A writer of a dense dataset of `T` items of `item_shape`.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyExists`] when `out` exists and `opts` does not allow overwriting it.
+    pub fn dense<T: Element>(
+        out: impl AsRef<Path>,
+        item_shape: Vec<usize>,
+        opts: WriteOptions,
+    ) -> Result<Self> {
+        Self::with_schema(out, Schema::dense(T::DTYPE, item_shape), opts)
+    }
+
+    /// A writer of a ragged dataset of `T` rows of `row_shape`.
+    ///
+    /// # Errors
+    /// As [`DatasetWriter::dense`].
+    pub fn ragged<T: Element>(
+        out: impl AsRef<Path>,
+        row_shape: Vec<usize>,
+        opts: WriteOptions,
+    ) -> Result<Self> {
+        Self::with_schema(out, Schema::ragged(T::DTYPE, row_shape), opts)
+    }
+
+    /// A writer for `schema` (the dtype known at run time, as converters have it).
+    ///
+    /// # Errors
+    /// As [`DatasetWriter::dense`], and [`Error::InvalidArgument`] for a dense item over 1 MiB.
+    pub fn with_schema(out: impl AsRef<Path>, schema: Schema, opts: WriteOptions) -> Result<Self> {
+        let out = out.as_ref().to_path_buf();
+        if schema.kind == Kind::Dense && schema.unit_bytes() > crate::MAX_RECORD_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "an item of shape {:?} {} is {} bytes; a record holds at most 1 MiB",
+                schema.shape,
+                schema.dtype,
+                schema.unit_bytes()
+            )));
+        }
+        if out.exists() && !opts.overwrite {
+            return Err(Error::AlreadyExists { path: out });
+        }
+        let mut staging = out.clone().into_os_string();
+        staging.push(".partial");
+        let staging = PathBuf::from(staging);
+        if staging.exists() {
+            remove_store_dir(&staging)?;
+        }
+        let store = Store::create(&staging, StoreOptions::new().dict_cap(opts.dict_cap))?;
+        Ok(DatasetWriter {
+            out,
+            staging,
+            store: Some(store),
+            schema,
+            opts,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            count: 0,
+        })
+    }
+
+    /// The schema being written.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// Records written so far (including buffered ones).
+    pub fn count(&self) -> u64 {
+        self.count + self.pending.len() as u64
+    }
+
+    /// Dense: appends whole items given as one flat slice of `T` (a multiple of the item size).
+    /// Ragged: appends the slice as one record.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a dtype other than the schema's or a partial item.
+    pub fn append<T: Element>(&mut self, items: &[T]) -> Result<()> {
+        self.check_dtype(T::DTYPE)?;
+        let bytes: &[u8] = bytemuck::cast_slice(items);
+        match self.schema.kind {
+            Kind::Ragged => self.append_bytes(&[bytes]),
+            Kind::Dense => {
+                let item = self.schema.unit_bytes();
+                if item == 0 {
+                    return Err(Error::InvalidArgument(
+                        "dense items of zero size cannot be counted from a slice".into(),
+                    ));
+                }
+                if bytes.len() % item != 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} elements is not a whole number of {}-element items",
+                        items.len(),
+                        self.schema.unit_elems()
+                    )));
+                }
+                for block in bytes.chunks(item * BATCH_RECORDS) {
+                    let recs: Vec<&[u8]> = block.chunks(item).collect();
+                    self.append_bytes(&recs)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends one record of `T` (a whole item for dense, any number of rows for ragged).
+    ///
+    /// # Errors
+    /// As [`DatasetWriter::append_bytes`].
+    pub fn append_record<T: Element>(&mut self, record: &[T]) -> Result<()> {
+        self.check_dtype(T::DTYPE)?;
+        self.append_bytes(&[bytemuck::cast_slice::<T, u8>(record)])
+    }
+
+    fn check_dtype(&self, dtype: DType) -> Result<()> {
+        if dtype != self.schema.dtype {
+            return Err(Error::InvalidArgument(format!(
+                "the dataset holds {}, got {dtype}",
+                self.schema.dtype
+            )));
+        }
+        Ok(())
+    }
+
+    /// Appends records given as native-endian bytes of the schema's dtype.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the record (its number in the dataset) whose size does
+    /// not fit the schema; [`Error::RecordTooLarge`]; the store's write errors.
+    pub fn append_bytes<R: AsRef<[u8]>>(&mut self, records: &[R]) -> Result<()> {
+        let unit = self.schema.unit_bytes();
+        for r in records {
+            let r = r.as_ref();
+            let n = self.count();
+            let fits = match self.schema.kind {
+                Kind::Dense => r.len() == unit,
+                Kind::Ragged => unit == 0 || r.len() % unit == 0,
+            };
+            if !fits {
+                return Err(Error::InvalidArgument(format!(
+                    "record {n} is {} bytes; the schema's {} are {unit} bytes",
+                    r.len(),
+                    if self.schema.kind == Kind::Dense { "items" } else { "rows" }
+                )));
+            }
+            if r.len() > crate::MAX_RECORD_SIZE {
+                return Err(Error::RecordTooLarge {
+                    path: self.out.clone(),
+                    index: n,
+                    size: r.len() as u64,
+                    limit: crate::MAX_RECORD_SIZE as u64,
+                });
+            }
+            self.pending_bytes += r.len();
+            self.pending.push(r.to_vec());
+            if self.pending.len() >= BATCH_RECORDS || self.pending_bytes >= BATCH_BYTES {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.as_ref().expect("store lives until finish");
+        store.append(&self.pending, self.opts.codec)?;
+        self.count += self.pending.len() as u64;
+        self.pending.clear();
+        self.pending_bytes = 0;
+        Ok(())
+    }
+
+    /// Writes the remaining records and the schema, and moves the dataset into place, replacing
+    /// an existing one only now if overwriting was asked for. Returns the number of records.
+    ///
+    /// # Errors
+    /// The store's write errors; [`Error::Io`] naming the path of a failed rename.
+    pub fn finish(mut self) -> Result<u64> {
+        self.flush()?;
+        self.schema.write(&self.staging)?;
+        drop(self.store.take());
+        let _ = std::fs::remove_file(self.staging.join("write.lock"));
+        if self.out.exists() {
+            let mut old = self.out.clone().into_os_string();
+            old.push(".old");
+            let old = PathBuf::from(old);
+            std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
+            std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+            remove_store_dir(&old)?;
+        } else {
+            std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+        }
+        if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            crate::store::sync_dir(parent)?;
+        }
+        Ok(self.count)
+    }
+}
+
+impl Drop for DatasetWriter {
+    fn drop(&mut self) {
+        if self.store.take().is_some() {
+            let _ = remove_store_dir(&self.staging);
+        }
+    }
+}
