@@ -6,7 +6,10 @@
 mod dataset;
 mod error;
 mod mapped;
+mod sampler;
 mod store;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 pub use error::{Error, Result};
+pub use sampler::{SampleRng, sample_seed};
+pub use sampler::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
