@@ -11,6 +11,7 @@
 mod dataset;
 mod error;
 mod mapped;
+mod sampler;
 mod store;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
@@ -18,6 +19,8 @@ pub use dataset::{
     DatasetWriter, DenseDataset, DenseSource, Kind, RaggedDataset, SCHEMA_FILE, Schema, WriteOptions, pad,
 };
 pub use error::{Error, Result};
+pub use sampler::{SampleRng, sample_seed};
+pub use sampler::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
 pub use store::{
     Codec, CodecCounts, CompactReport, MAX_RECORD_SIZE, MAX_RECORDS, Store, StoreOptions, StoreStats,
     VerifyReport,
