@@ -10,6 +10,7 @@
 
 mod dataset;
 mod error;
+mod loader;
 mod mapped;
 mod sampler;
 mod store;
@@ -19,6 +20,7 @@ pub use dataset::{
     DatasetWriter, DenseDataset, DenseSource, Kind, RaggedDataset, SCHEMA_FILE, Schema, WriteOptions, pad,
 };
 pub use error::{Error, Result};
+pub use loader::{Batch, DataLoader, LoaderBuilder, LoaderState};
 pub use sampler::{SampleRng, sample_seed};
 pub use sampler::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
 pub use store::{

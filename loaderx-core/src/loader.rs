@@ -1,0 +1,561 @@
+//! The endless, step-based [`DataLoader`].
+//!
+//! There are no epochs and no final partial batch: step `s` is a pure function of the sampler
+//! config and `s`, so resuming is starting at step `s`. Each step gathers every named stream at
+//! the same indices (record `i` of every stream lands in the same row), runs the transform on a
+//! prefetch thread, and is delivered in step order whichever thread finishes first.
+//!
+//! Prefetch threads take steps round-robin and each owns a bounded channel; the consumer reads
+//! the channels in the same round-robin order. That gives ordered delivery with no reorder buffer,
+//! and at most `threads * prefetch` batches in flight.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::DenseSource;
+use crate::sampler::{SampleRng, Sampler, SamplerConfig, SamplerMode, sample_seed};
+use crate::{ArrayData, DType, DenseArray, Error, Result};
+
+/// One step's data: every stream gathered at the same indices.
+#[derive(Debug)]
+pub struct Batch {
+    step: u64,
+    seed: u64,
+    indices: Vec<u32>,
+    streams: BTreeMap<String, DenseArray>,
+    pool: Option<Arc<Pool>>,
+}
+
+impl Batch {
+    /// The global step this batch is.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The record indices of its rows (this rank's stripe of the global batch).
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// True for a batch of no rows (never produced by the loader).
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+
+    /// The stream `name`, shaped `(B, *item_shape)`.
+    pub fn get(&self, name: &str) -> Option<&DenseArray> {
+        self.streams.get(name)
+    }
+
+    /// Takes the stream `name` out (its buffer then belongs to the caller, e.g. a tensor).
+    pub fn take(&mut self, name: &str) -> Option<DenseArray> {
+        self.streams.remove(name)
+    }
+
+    /// Puts a stream in (a transform's output, say).
+    pub fn insert(&mut self, name: impl Into<String>, array: DenseArray) {
+        self.streams.insert(name.into(), array);
+    }
+
+    /// Stream names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.streams.keys().map(String::as_str)
+    }
+
+    /// Takes every stream out.
+    pub fn into_streams(mut self) -> BTreeMap<String, DenseArray> {
+        std::mem::take(&mut self.streams)
+    }
+
+    /// A deterministic RNG for row `position` of this batch, seeded from (seed, step, position):
+    /// an augmentation drawn from it replays exactly when the run resumes.
+    pub fn rng(&self, position: u32) -> SampleRng {
+        SampleRng::new(sample_seed(self.seed, self.step, position))
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // Streams nobody took go back to the pool: steady state allocates no fresh pages.
+        if let Some(pool) = &self.pool {
+            for (name, array) in std::mem::take(&mut self.streams) {
+                pool.put(&name, array.into_parts().1);
+            }
+        }
+    }
+}
+
+/// Recycled stream buffers, per stream name.
+#[derive(Debug, Default)]
+struct Pool {
+    free: Mutex<BTreeMap<String, Vec<ArrayData>>>,
+    cap: usize,
+    fresh: std::sync::atomic::AtomicUsize,
+}
+
+impl Pool {
+    fn get(&self, name: &str, dtype: DType) -> ArrayData {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        free.get_mut(name).and_then(Vec::pop).unwrap_or_else(|| {
+            self.fresh.fetch_add(1, Ordering::Relaxed);
+            ArrayData::zeros(dtype, 0)
+        })
+    }
+
+    fn put(&self, name: &str, data: ArrayData) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = free.get_mut(name)
+            && list.len() < self.cap
+        {
+            list.push(data);
+        }
+    }
+}
+
+/// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoaderState {
+    /// The sampler: length, global batch size, mode, seed, rank, world.
+    pub sampler: SamplerConfig,
+    /// The next step to be delivered.
+    pub step: u64,
+    /// Fingerprint of the streams (names, dtypes, shapes, length): a state only restores onto
+    /// the data it was saved from.
+    pub fingerprint: u64,
+}
+
+type Transform<O> = Arc<dyn Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Builds a [`DataLoader`]; see [`DataLoader::builder`].
+#[derive(Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct LoaderBuilder {
+    streams: Vec<(String, DenseSource)>,
+    batch_size: u32,
+    mode: SamplerMode,
+    seed: u64,
+    rank: u32,
+    world: u32,
+    start_step: u64,
+    state: Option<LoaderState>,
+    threads: usize,
+    prefetch: usize,
+}
+
+impl std::fmt::Debug for LoaderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoaderBuilder")
+            .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("batch_size", &self.batch_size)
+            .field("mode", &self.mode)
+            .field("seed", &self.seed)
+            .field("rank", &self.rank)
+            .field("world", &self.world)
+            .field("start_step", &self.start_step)
+            .field("threads", &self.threads)
+            .field("prefetch", &self.prefetch)
+            .finish()
+    }
+}
+
+impl Default for LoaderBuilder {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        LoaderBuilder {
+            streams: Vec::new(),
+            batch_size: 32,
+            mode: SamplerMode::Cyclic,
+            seed: 0,
+            rank: 0,
+            world: 1,
+            start_step: 0,
+            state: None,
+            threads: cores.clamp(1, 8),
+            prefetch: 2,
+        }
+    }
+}
+
+impl LoaderBuilder {
+    /// Adds a named dense stream.
+    pub fn stream(mut self, name: impl Into<String>, source: DenseSource) -> Self {
+        self.streams.push((name.into(), source));
+        self
+    }
+
+    /// Opens the dense dataset in `dir` as stream `name`.
+    ///
+    /// # Errors
+    /// As [`DenseSource::open`].
+    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
+        Ok(self.stream(name, DenseSource::open(dir)?))
+    }
+
+    /// Global batch size, summed over ranks (default 32).
+    pub fn batch_size(mut self, n: u32) -> Self {
+        self.batch_size = n;
+        self
+    }
+
+    /// Sampling mode (default cyclic: shuffled without replacement).
+    pub fn mode(mut self, mode: SamplerMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Seed of the sampler and of the per-row RNGs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// This process's rank and the number of ranks sharing each global batch.
+    pub fn shard(mut self, rank: u32, world: u32) -> Self {
+        self.rank = rank;
+        self.world = world;
+        self
+    }
+
+    /// The first step delivered (resume).
+    pub fn start_step(mut self, step: u64) -> Self {
+        self.start_step = step;
+        self
+    }
+
+    /// Restores a saved state: sampler config and step. The streams must be the ones it was
+    /// saved from (checked by fingerprint at `build`).
+    pub fn state(mut self, state: LoaderState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Prefetch threads (default: the number of cores, at most 8).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Batches each thread may have ready ahead of the consumer (default 2).
+    pub fn prefetch(mut self, depth: usize) -> Self {
+        self.prefetch = depth.max(1);
+        self
+    }
+
+    /// Builds a loader delivering [`Batch`]es.
+    ///
+    /// # Errors
+    /// As [`LoaderBuilder::build_with`].
+    pub fn build(self) -> Result<DataLoader<Batch>> {
+        self.build_with(|b: Batch| Ok::<_, BoxError>(b))
+    }
+
+    /// Builds a loader whose prefetch threads run `transform` (the collate step) on each batch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no streams, streams of different lengths, invalid sampler
+    /// parameters, or a restored state whose fingerprint does not match the streams.
+    pub fn build_with<O, E, F>(self, transform: F) -> Result<DataLoader<O>>
+    where
+        O: Send + 'static,
+        E: Into<BoxError>,
+        F: Fn(Batch) -> std::result::Result<O, E> + Send + Sync + 'static,
+    {
+        let transform: Transform<O> = Arc::new(move |b| transform(b).map_err(Into::into));
+        DataLoader::start(self, transform)
+    }
+
+    fn fingerprint(&self) -> u64 {
+        let mut text = String::new();
+        for (name, s) in &self.streams {
+            text.push_str(&format!("{name}:{}:{:?}:{};", s.dtype(), s.item_shape(), s.len()));
+        }
+        // FNV-1a, 64-bit.
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    }
+}
+
+struct Worker<O> {
+    rx: Receiver<Result<O>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// The endless, step-based loader: an iterator of `Result<O>` that never ends.
+///
+/// # Examples
+/// ```
+/// use loaderx_core::{DataLoader, DatasetWriter, WriteOptions};
+/// let dir = tempfile::tempdir()?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
+/// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;
+/// w.finish()?;
+/// let mut w = DatasetWriter::dense::<u8>(dir.path().join("y"), vec![], WriteOptions::new())?;
+/// w.append(&(0..100).map(|v| v as u8).collect::<Vec<_>>())?;
+/// w.finish()?;
+/// let mut loader = DataLoader::builder()
+///     .open_stream("x", dir.path().join("x"))?
+///     .open_stream("y", dir.path().join("y"))?
+///     .batch_size(16)
+///     .seed(1)
+///     .build()?;
+/// let batch = loader.next_batch()?;
+/// assert_eq!(batch.get("x").unwrap().shape(), &[16, 4]);
+/// // Row k of every stream is the same record.
+/// let (x, y) = (batch.get("x").unwrap().as_slice::<f32>()?, batch.get("y").unwrap().as_slice::<u8>()?);
+/// assert_eq!(x[4 * 3] as u8 / 4, y[3]);
+/// let state = loader.state(); // save it; `.state(state)` on a builder resumes here
+/// assert_eq!(state.step, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct DataLoader<O> {
+    workers: Vec<Worker<O>>,
+    stop: Arc<AtomicBool>,
+    start: u64,
+    step: u64,
+    sampler: Sampler,
+    fingerprint: u64,
+    streams: Vec<(String, DType, Vec<usize>)>,
+    pool: Arc<Pool>,
+}
+
+impl<O> std::fmt::Debug for DataLoader<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataLoader")
+            .field("step", &self.step)
+            .field("sampler", &self.sampler)
+            .field("threads", &self.workers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataLoader<Batch> {
+    /// A builder with defaults: batch 32, cyclic, seed 0, one rank.
+    pub fn builder() -> LoaderBuilder {
+        LoaderBuilder::default()
+    }
+}
+
+impl<O: Send + 'static> DataLoader<O> {
+    fn start(b: LoaderBuilder, transform: Transform<O>) -> Result<DataLoader<O>> {
+        let Some((_, first)) = b.streams.first() else {
+            return Err(Error::InvalidArgument("a data loader needs at least one stream".into()));
+        };
+        let len = first.len();
+        if let Some((name, s)) = b.streams.iter().find(|(_, s)| s.len() != len) {
+            return Err(Error::InvalidArgument(format!(
+                "stream {name:?} has {} records but stream {:?} has {len}; all streams must have the same length",
+                s.len(),
+                b.streams[0].0
+            )));
+        }
+        let mut names: Vec<&str> = b.streams.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::InvalidArgument("two streams have the same name".into()));
+        }
+        let len =
+            u32::try_from(len).map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
+        let fingerprint = b.fingerprint();
+        let (config, step) = match &b.state {
+            Some(state) => {
+                if state.fingerprint != fingerprint {
+                    return Err(Error::InvalidArgument(
+                        "the saved loader state belongs to other streams (names, dtypes, shapes or length differ)"
+                            .into(),
+                    ));
+                }
+                (state.sampler.clone(), state.step)
+            }
+            None => (
+                SamplerConfig {
+                    len,
+                    batch_size: b.batch_size,
+                    mode: b.mode,
+                    seed: b.seed,
+                    rank: b.rank,
+                    world: b.world,
+                },
+                b.start_step,
+            ),
+        };
+        if config.len != len {
+            return Err(Error::InvalidArgument(format!(
+                "the sampler covers {} records but the streams hold {len}",
+                config.len
+            )));
+        }
+        let sampler = config.build()?;
+        let threads = b.threads;
+        let stop = Arc::new(AtomicBool::new(false));
+        let pool = Arc::new(Pool {
+            free: Mutex::new(b.streams.iter().map(|(n, _)| (n.clone(), Vec::new())).collect()),
+            cap: threads * (b.prefetch + 2),
+            fresh: Default::default(),
+        });
+        let streams: Arc<Vec<(String, DenseSource)>> = Arc::new(b.streams);
+        let mut workers = Vec::with_capacity(threads);
+        for w in 0..threads {
+            let (tx, rx) = sync_channel(b.prefetch);
+            let job = Job {
+                streams: Arc::clone(&streams),
+                sampler: sampler.clone(),
+                transform: Arc::clone(&transform),
+                pool: Arc::clone(&pool),
+                stop: Arc::clone(&stop),
+                first: step + w as u64,
+                stride: threads as u64,
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("loaderx-prefetch-{w}"))
+                .spawn(move || job.run(tx))
+                .map_err(|e| Error::LoaderStopped(format!("cannot start a prefetch thread: {e}")))?;
+            workers.push(Worker { rx, handle: Some(handle) });
+        }
+        let meta = streams.iter().map(|(n, s)| (n.clone(), s.dtype(), s.item_shape().to_vec())).collect();
+        Ok(DataLoader { workers, stop, start: step, step, sampler, fingerprint, streams: meta, pool })
+    }
+
+    /// The next batch, in step order.
+    ///
+    /// # Errors
+    /// A gather or transform failure of this step ([`Error::Transform`] for the transform); the
+    /// loader goes on with the next step afterwards. [`Error::LoaderStopped`] if a prefetch
+    /// thread died.
+    pub fn next_batch(&mut self) -> Result<O> {
+        let w = ((self.step - self.start) % self.workers.len() as u64) as usize;
+        let out = self.workers[w]
+            .rx
+            .recv()
+            .unwrap_or_else(|_| Err(Error::LoaderStopped("a prefetch thread exited".into())));
+        self.step += 1;
+        out
+    }
+
+    /// The next step to be delivered.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The state to save: restoring it resumes at the next undelivered step.
+    pub fn state(&self) -> LoaderState {
+        LoaderState { sampler: self.sampler.config(), step: self.step, fingerprint: self.fingerprint }
+    }
+
+    /// The sampler.
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
+    }
+
+    /// Number of records in every stream.
+    pub fn len(&self) -> usize {
+        self.sampler.len() as usize
+    }
+
+    /// True when the streams are empty (never: the sampler refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rows per batch on this rank.
+    pub fn batch_size(&self) -> usize {
+        self.sampler.local_batch_size() as usize
+    }
+
+    /// Stream buffers allocated so far (the rest were recycled from dropped batches).
+    #[doc(hidden)]
+    pub fn buffers_allocated(&self) -> usize {
+        self.pool.fresh.load(Ordering::Relaxed)
+    }
+
+    /// (name, dtype, item shape) of each stream.
+    pub fn streams(&self) -> &[(String, DType, Vec<usize>)] {
+        &self.streams
+    }
+}
+
+impl<O: Send + 'static> Iterator for DataLoader<O> {
+    type Item = Result<O>;
+
+    /// Never `None`: the loader is endless.
+    fn next(&mut self) -> Option<Result<O>> {
+        Some(self.next_batch())
+    }
+}
+
+impl<O> Drop for DataLoader<O> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Dropping the receivers wakes threads blocked on a full channel.
+        let handles: Vec<JoinHandle<()>> = self.workers.iter_mut().filter_map(|w| w.handle.take()).collect();
+        self.workers.clear();
+        for h in handles {
+            let _ = h.join();
+        }
+    }
+}
+
+struct Job<O> {
+    streams: Arc<Vec<(String, DenseSource)>>,
+    sampler: Sampler,
+    transform: Transform<O>,
+    pool: Arc<Pool>,
+    stop: Arc<AtomicBool>,
+    first: u64,
+    stride: u64,
+}
+
+impl<O> Job<O> {
+    fn run(self, tx: SyncSender<Result<O>>) {
+        let mut step = self.first;
+        while !self.stop.load(Ordering::Acquire) {
+            let out = self.produce(step);
+            if tx.send(out).is_err() {
+                return;
+            }
+            step += self.stride;
+        }
+    }
+
+    fn produce(&self, step: u64) -> Result<O> {
+        let mut indices = vec![0u32; self.sampler.local_batch_size() as usize];
+        self.sampler.fill(step, &mut indices)?;
+        let mut batch = Batch {
+            step,
+            seed: self.sampler.config().seed,
+            indices,
+            streams: BTreeMap::new(),
+            pool: Some(Arc::clone(&self.pool)),
+        };
+        for (name, source) in self.streams.iter() {
+            let mut data = self.pool.get(name, source.dtype());
+            source.gather_into(&batch.indices, &mut data)?;
+            batch
+                .streams
+                .insert(name.clone(), DenseArray::new(source.batch_shape(batch.indices.len()), data)?);
+        }
+        match catch_unwind(AssertUnwindSafe(|| (self.transform)(batch))) {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(e)) => Err(Error::Transform { step, message: e.to_string() }),
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panicked".into());
+                Err(Error::Transform { step, message: format!("panicked: {message}") })
+            }
+        }
+    }
+}

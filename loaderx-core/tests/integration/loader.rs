@@ -1,0 +1,193 @@
+//! The endless DataLoader: alignment, order, resume, errors, shutdown, recycling.
+
+use std::path::Path;
+use std::time::Duration;
+
+use loaderx_core::{
+    Batch, Codec, DataLoader, DatasetWriter, DenseSource, Error, LoaderBuilder, SamplerMode, WriteOptions,
+};
+
+/// Two aligned streams of `n` records: "x" holds f32 items [i, i+0.5] and "y" the u32 label i.
+fn streams(dir: &Path, n: u32) -> LoaderBuilder {
+    let mut x =
+        DatasetWriter::dense::<f32>(dir.join("x"), vec![2], WriteOptions::new().overwrite(true)).unwrap();
+    x.append(&(0..n).flat_map(|i| [i as f32, i as f32 + 0.5]).collect::<Vec<_>>()).unwrap();
+    x.finish().unwrap();
+    let mut y = DatasetWriter::dense::<u32>(
+        dir.join("y"),
+        vec![],
+        WriteOptions::new().codec(Codec::Raw).overwrite(true),
+    )
+    .unwrap();
+    y.append(&(0..n).collect::<Vec<u32>>()).unwrap();
+    y.finish().unwrap();
+    DataLoader::builder().open_stream("x", dir.join("x")).unwrap().open_stream("y", dir.join("y")).unwrap()
+}
+
+fn rows(b: &Batch) -> Vec<u32> {
+    b.get("y").unwrap().as_slice::<u32>().unwrap().to_vec()
+}
+
+#[test]
+fn streams_are_gathered_at_the_same_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut loader = streams(dir.path(), 1000).batch_size(64).seed(3).threads(3).build().unwrap();
+    for _ in 0..20 {
+        let b = loader.next_batch().unwrap();
+        let x = b.get("x").unwrap();
+        assert_eq!(x.shape(), &[64, 2]);
+        assert_eq!(b.get("y").unwrap().shape(), &[64]);
+        let x = x.as_slice::<f32>().unwrap();
+        for (k, &i) in b.indices().iter().enumerate() {
+            assert_eq!(rows(&b)[k], i);
+            assert_eq!(x[2 * k], i as f32);
+            assert_eq!(x[2 * k + 1], i as f32 + 0.5);
+        }
+    }
+}
+
+#[test]
+fn batches_arrive_in_step_order_whatever_thread_finishes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let builder = streams(dir.path(), 500).batch_size(10).seed(11).threads(4).prefetch(1);
+    let sampler = builder.clone().build().unwrap().sampler().clone();
+    let mut loader = builder
+        .build_with(|b: Batch| {
+            // Uneven work so later steps often finish first.
+            std::thread::sleep(Duration::from_millis((b.step() * 7919 % 5) * 3));
+            Ok::<_, Error>((b.step(), rows(&b)))
+        })
+        .unwrap();
+    for s in 0..60 {
+        let (step, ids) = loader.next_batch().unwrap();
+        assert_eq!(step, s);
+        assert_eq!(ids, sampler.batch(s));
+    }
+}
+
+#[test]
+fn resume_from_a_saved_state_equals_the_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = streams(dir.path(), 300).batch_size(32).seed(5).mode(SamplerMode::Cyclic).threads(2);
+    let full: Vec<Vec<u32>> = b.clone().build().unwrap().take(40).map(|r| rows(&r.unwrap())).collect();
+    let mut first = b.clone().build().unwrap();
+    let head: Vec<Vec<u32>> = (0..17).map(|_| rows(&first.next_batch().unwrap())).collect();
+    let saved = serde_json_like(&first.state());
+    drop(first);
+    let state = restore(&saved);
+    assert_eq!(state.step, 17);
+    let rest: Vec<Vec<u32>> =
+        b.clone().state(state.clone()).build().unwrap().take(23).map(|r| rows(&r.unwrap())).collect();
+    assert_eq!([head, rest].concat(), full);
+    // Editing the state skips steps.
+    let mut skipped = state;
+    skipped.step = 30;
+    assert_eq!(rows(&b.state(skipped).build().unwrap().next_batch().unwrap()), full[30]);
+}
+
+// The state is plain data: it survives a serialisation round trip (MessagePack here).
+fn serde_json_like(state: &loaderx_core::LoaderState) -> Vec<u8> {
+    rmp_serde::to_vec_named(state).unwrap()
+}
+
+fn restore(bytes: &[u8]) -> loaderx_core::LoaderState {
+    rmp_serde::from_slice(bytes).unwrap()
+}
+
+#[test]
+fn a_state_only_restores_onto_its_own_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = streams(dir.path(), 100).batch_size(4).build().unwrap().state();
+    let other = tempfile::tempdir().unwrap();
+    let err = streams(other.path(), 101).state(state).build().unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+}
+
+#[test]
+fn per_row_rng_replays_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = streams(dir.path(), 200).batch_size(8).seed(9);
+    let draw =
+        |b: Batch| Ok::<_, Error>((0..b.len() as u32).map(|k| b.rng(k).next_u64()).collect::<Vec<u64>>());
+    let full: Vec<Vec<u64>> = b.clone().build_with(draw).unwrap().take(10).map(Result::unwrap).collect();
+    let resumed: Vec<Vec<u64>> =
+        b.start_step(6).build_with(draw).unwrap().take(4).map(Result::unwrap).collect();
+    assert_eq!(&full[6..], &resumed[..]);
+    assert_ne!(full[0], full[1]);
+}
+
+#[test]
+fn streams_of_different_lengths_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DatasetWriter::dense::<u8>(dir.path().join("short"), vec![], WriteOptions::new()).unwrap();
+    w.append(&[1u8, 2, 3]).unwrap();
+    w.finish().unwrap();
+    let err =
+        streams(dir.path(), 10).stream("short", DenseSource::open(dir.path().join("short")).unwrap()).build();
+    assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("short")));
+    assert!(matches!(DataLoader::builder().build(), Err(Error::InvalidArgument(_))));
+    assert!(matches!(streams(dir.path(), 10).batch_size(0).build(), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn transform_errors_and_panics_surface_and_the_loader_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut loader = streams(dir.path(), 50)
+        .batch_size(5)
+        .threads(2)
+        .build_with(|b: Batch| match b.step() {
+            3 => Err("bad step".to_string()),
+            5 => panic!("boom"),
+            s => Ok(s),
+        })
+        .unwrap();
+    for s in 0..8u64 {
+        match (s, loader.next_batch()) {
+            (3, Err(Error::Transform { step: 3, message })) => assert!(message.contains("bad step")),
+            (5, Err(Error::Transform { step: 5, message })) => assert!(message.contains("boom")),
+            (s, Ok(got)) if s != 3 && s != 5 => assert_eq!(got, s),
+            (s, other) => panic!("step {s}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn shards_split_the_global_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = streams(dir.path(), 400).batch_size(24).seed(2);
+    let global: Vec<Vec<u32>> = b.clone().build().unwrap().take(5).map(|r| rows(&r.unwrap())).collect();
+    let mut parts: Vec<Vec<Vec<u32>>> = Vec::new();
+    for rank in 0..3 {
+        let mut l = b.clone().shard(rank, 3).build().unwrap();
+        assert_eq!(l.batch_size(), 8);
+        parts.push((0..5).map(|_| rows(&l.next_batch().unwrap())).collect());
+    }
+    for s in 0..5 {
+        assert_eq!([parts[0][s].clone(), parts[1][s].clone(), parts[2][s].clone()].concat(), global[s]);
+    }
+}
+
+#[test]
+fn dropping_the_loader_stops_its_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..5 {
+        let mut loader =
+            streams(dir.path().join("d").as_path(), 100).batch_size(10).threads(4).prefetch(1).build();
+        if let Ok(l) = &mut loader {
+            l.next_batch().unwrap();
+        }
+        drop(loader);
+        std::fs::remove_dir_all(dir.path().join("d")).unwrap();
+    }
+}
+
+#[test]
+fn steady_state_recycles_batch_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut loader = streams(dir.path(), 1000).batch_size(50).threads(2).prefetch(2).build().unwrap();
+    for _ in 0..200 {
+        drop(loader.next_batch().unwrap());
+    }
+    // Two streams, at most threads * (prefetch + 2) buffers each in circulation.
+    assert!(loader.buffers_allocated() <= 2 * 2 * 4, "{} buffers allocated", loader.buffers_allocated());
+}
