@@ -1,3 +1,97 @@
 //! The `loaderx` command-line tool.
+//!
+//! Each subcommand group lives in its own module with a clap `Args` struct and a `run`
+//! function writing to the locked, buffered stdout handed to it; `main` only parses,
+//! dispatches and turns errors into one line on stderr and an exit status.
 
-fn main() {}
+use std::io::{self, BufWriter, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+mod partition;
+
+/// loaderx: record store, sampler and data-layer tools.
+#[derive(Debug, Parser)]
+#[command(name = "loaderx", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Plan record-aligned byte ranges of one file for N independent workers.
+    Partition(partition::PartitionArgs),
+    /// Plan record-aligned worker/source byte ranges over an ordered list of files.
+    PartitionFiles(partition::PartitionFilesArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(&err),
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let result = match cli.command {
+        Command::Partition(args) => partition::run(&args, &mut out),
+        Command::PartitionFiles(args) => partition::run_files(&args, &mut out),
+    }
+    .and_then(|()| out.flush().context("writing to stdout"));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed reader (`| head`) is a normal way for a consumer to stop: exit quietly.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {}", one_line(&err));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Help and version go to stdout with status 0; any other parse error becomes one line on
+/// stderr (clap's message without its usage block) and status 1, like every other error.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match err.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            // Help on a closed pipe is not worth an error either.
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!("error: missing subcommand (try `loaderx --help`)");
+            return ExitCode::FAILURE;
+        }
+        _ => {}
+    }
+    let rendered = err.render().to_string();
+    let message = rendered.split("\n\n").next().unwrap_or_default();
+    let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    eprintln!("{line}");
+    ExitCode::FAILURE
+}
+
+/// The error and its causes joined by ": ", skipping a cause whose text the message already
+/// carries (core's I/O errors print their source themselves).
+fn one_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|cause| cause.downcast_ref::<io::Error>().is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe))
+}

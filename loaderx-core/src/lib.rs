@@ -10,6 +10,7 @@
 
 mod dataset;
 mod error;
+mod framing;
 mod loader;
 mod mapped;
 mod sampler;
@@ -33,3 +34,8 @@ pub mod format {
     pub use crate::dataset::Schema;
     pub use crate::store::format::{Header, HeaderError, META_SIZE, RecordLoc, checksum, dict};
 }
+pub use framing::{
+    ChunkCursor, FilePartRange, MappedFile, PartRange, chunk_boundaries, chunk_boundaries_pattern,
+    fixed_chunk_bounds, fixed_chunk_count, partition, partition_files, partition_pattern, plan_file,
+    plan_files,
+};

@@ -1,0 +1,244 @@
+//! End-to-end tests of the `loaderx` binary: exact stdout, stderr and exit status.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn loaderx(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args).output().expect("run loaderx")
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Asserts success with exactly `stdout` and nothing on stderr.
+fn ok(out: &Output, stdout: &str) {
+    assert!(out.status.success(), "status {:?}, stderr {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), stdout);
+    assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Asserts failure: non-zero status, empty stdout, one line on stderr containing `needle`.
+fn fails(out: &Output, needle: &str) {
+    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "stderr is not one line: {err}");
+    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
+}
+
+// len 20; targets for 4 parts at 5, 10, 15: 5 -> 11 (swallows 10), 15 -> 19.
+const SMALL: &[u8] = b"aaa\nbbbbbb\ncc\ndddd\ne";
+
+#[test]
+fn partition_prints_exact_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small", SMALL);
+    ok(&loaderx(&["partition", s(&f), "--parts", "4"]), "0\t0\t11\t11\n1\t11\t19\t8\n2\t19\t20\t1\n");
+    // Options before the path work too.
+    ok(&loaderx(&["partition", "--parts", "4", s(&f)]), "0\t0\t11\t11\n1\t11\t19\t8\n2\t19\t20\t1\n");
+    ok(&loaderx(&["partition", s(&f), "--parts", "1"]), "0\t0\t20\t20\n");
+}
+
+#[test]
+fn partition_keeps_targets_on_record_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "even", b"aaa\nbbb\nccc\n");
+    ok(&loaderx(&["partition", s(&f), "--parts", "3"]), "0\t0\t4\t4\n1\t4\t8\t4\n2\t8\t12\t4\n");
+}
+
+#[test]
+fn worker_selects_one_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small", SMALL);
+    ok(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "0"]), "0\t0\t11\t11\n");
+    ok(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "2"]), "2\t19\t20\t1\n");
+    // Valid index whose range collapsed away: success, no output.
+    ok(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "3"]), "");
+}
+
+#[test]
+fn worker_out_of_range_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small", SMALL);
+    fails(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "4"]), "--worker");
+    fails(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "-1"]), "-1");
+}
+
+#[test]
+fn giant_record_collapses_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut data = b"a\n".to_vec();
+    data.extend(std::iter::repeat_n(b'x', 100));
+    data.extend(b"\nb\n");
+    let f = write(dir.path(), "giant", &data);
+    ok(&loaderx(&["partition", s(&f), "--parts", "8"]), "0\t0\t103\t103\n1\t103\t105\t2\n");
+}
+
+#[test]
+fn empty_file_gives_empty_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "empty", b"");
+    ok(&loaderx(&["partition", s(&f), "--parts", "4"]), "");
+    ok(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "0"]), "");
+}
+
+#[test]
+fn no_trailing_delimiter_ends_at_eof() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "tail", b"aa\nbb\ncc");
+    ok(&loaderx(&["partition", s(&f), "--parts", "3"]), "0\t0\t3\t3\n1\t3\t6\t3\n2\t6\t8\t2\n");
+    let f = write(dir.path(), "none", b"no delimiter at all");
+    ok(&loaderx(&["partition", s(&f), "--parts", "5"]), "0\t0\t19\t19\n");
+}
+
+#[test]
+fn more_parts_than_bytes_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "tiny", b"a\nb\n");
+    ok(&loaderx(&["partition", s(&f), "--parts", "1000"]), "0\t0\t2\t2\n1\t2\t4\t2\n");
+}
+
+#[test]
+fn nul_and_0xff_delimiters() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "nul", b"ab\0cd\0ef\0");
+    ok(
+        &loaderx(&["partition", s(&f), "--parts", "3", "--delimiter-byte", "0"]),
+        "0\t0\t3\t3\n1\t3\t6\t3\n2\t6\t9\t3\n",
+    );
+    // With the default newline delimiter the same bytes are one record.
+    ok(&loaderx(&["partition", s(&f), "--parts", "3"]), "0\t0\t9\t9\n");
+    let f = write(dir.path(), "ff", b"ab\xffcd\xff");
+    ok(
+        &loaderx(&["partition", s(&f), "--parts", "2", "--delimiter-byte", "255"]),
+        "0\t0\t3\t3\n1\t3\t6\t3\n",
+    );
+}
+
+#[test]
+fn bad_delimiter_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small", SMALL);
+    for bad in ["256", "0x0a", "+10", "nope", ""] {
+        fails(&loaderx(&["partition", s(&f), "--parts", "2", "--delimiter-byte", bad]), "--delimiter-byte");
+    }
+    fails(
+        &loaderx(&["partition-files", "--parts", "2", "--delimiter-byte", "300", s(&f)]),
+        "--delimiter-byte",
+    );
+}
+
+#[test]
+fn parts_zero_or_missing_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small", SMALL);
+    fails(&loaderx(&["partition", s(&f), "--parts", "0"]), "--parts");
+    fails(&loaderx(&["partition", s(&f)]), "--parts");
+    fails(&loaderx(&["partition-files", "--parts", "0", s(&f)]), "--parts");
+}
+
+#[test]
+fn missing_file_is_an_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.jsonl");
+    fails(&loaderx(&["partition", s(&missing), "--parts", "2"]), "missing.jsonl");
+    let f = write(dir.path(), "small", SMALL);
+    fails(&loaderx(&["partition-files", "--parts", "2", s(&f), s(&missing)]), "missing.jsonl");
+    fails(&loaderx(&["partition", s(dir.path()), "--parts", "2"]), "directory");
+}
+
+#[test]
+fn partition_files_orders_rows_by_worker_then_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a", b"a1\na2\n");
+    let e = write(dir.path(), "e", b"");
+    let b = write(dir.path(), "b", b"b1\nb2\nb3\n");
+    // total 15, parts 3: targets 5 (in a, -> 6 = boundary of a) and 10 (in b at 4, -> 6).
+    ok(
+        &loaderx(&["partition-files", "--parts", "3", s(&a), s(&e), s(&b)]),
+        "0\t0\t0\t6\t6\n1\t2\t0\t6\t6\n2\t2\t6\t9\t3\n",
+    );
+    // One worker holding ranges of several sources, empty source skipped.
+    ok(&loaderx(&["partition-files", "--parts", "1", s(&a), s(&e), s(&b)]), "0\t0\t0\t6\t6\n0\t2\t0\t9\t9\n");
+    // Paths before and after the options.
+    ok(
+        &loaderx(&["partition-files", s(&a), "--parts", "3", s(&e), "--delimiter-byte", "10", s(&b)]),
+        "0\t0\t0\t6\t6\n1\t2\t0\t6\t6\n2\t2\t6\t9\t3\n",
+    );
+}
+
+#[test]
+fn partition_files_keeps_file_boundary_targets_and_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a", b"xxxx");
+    // total 8, parts 2: target 4 is the boundary between the two copies.
+    ok(&loaderx(&["partition-files", "--parts", "2", s(&a), s(&a)]), "0\t0\t0\t4\t4\n1\t1\t0\t4\t4\n");
+}
+
+#[test]
+fn partition_files_compacts_workers_after_giant_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = write(dir.path(), "big", &[b'x'; 100]);
+    let small = write(dir.path(), "small", b"a\nb\n");
+    ok(
+        &loaderx(&["partition-files", "--parts", "8", s(&big), s(&small)]),
+        "0\t0\t0\t100\t100\n1\t1\t0\t4\t4\n",
+    );
+}
+
+#[test]
+fn partition_files_all_empty_gives_empty_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = write(dir.path(), "e", b"");
+    ok(&loaderx(&["partition-files", "--parts", "4", s(&e), s(&e)]), "");
+}
+
+#[test]
+fn partition_files_without_paths_is_an_error() {
+    fails(&loaderx(&["partition-files", "--parts", "2"]), "FILE");
+}
+
+#[test]
+fn help_is_available_everywhere() {
+    for args in
+        [&["--help"][..], &["partition", "--help"], &["partition-files", "--help"], &["help", "partition"]]
+    {
+        let out = loaderx(args);
+        assert!(out.status.success(), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
+    }
+    let out = loaderx(&["partition", "--help"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("end_exclusive"));
+    fails(&loaderx(&[]), "subcommand");
+}
+
+#[test]
+fn broken_pipe_exits_zero_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    // 200,000 two-byte records: about 3 MB of rows, far more than a pipe buffer holds.
+    let f = write(dir.path(), "many", &b"a\n".repeat(200_000));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["partition", s(&f), "--parts", "200000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line's worth, then close the reader, like `| head -1`.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 8];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "status {:?}", out.status);
+    assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(&first, b"0\t0\t2\t2\n");
+}

@@ -1,0 +1,185 @@
+//! File-level entry points: map an immutable input once and plan over its bytes.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use super::multi::partition_files;
+use super::partition::{check_parts, partition};
+use super::range::{FilePartRange, PartRange};
+use crate::mapped::map_readonly;
+use crate::{Error, Result};
+
+/// A whole file mapped read-only, exposing its bytes for planning and for parallel readers.
+///
+/// An empty file is not mapped (mapping zero bytes fails on most systems); its
+/// [`bytes`](MappedFile::bytes) are simply empty. `MappedFile` is `Send + Sync`, so one mapping
+/// can be shared by the workers reading the ranges of a plan.
+///
+/// The file must not be truncated or rewritten while it is mapped (an immutable input):
+/// reading a page past a shrunken end raises SIGBUS.
+#[derive(Debug)]
+pub struct MappedFile {
+    path: PathBuf,
+    map: Option<Mmap>,
+}
+
+impl MappedFile {
+    /// Opens and maps `path` read-only.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming `path` when it cannot be opened, is a directory, or cannot be
+    /// mapped.
+    pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+        if meta.is_dir() {
+            return Err(Error::io("open", path, io::Error::from(io::ErrorKind::IsADirectory)));
+        }
+        let map = if meta.len() == 0 { None } else { Some(map_readonly(&file, path)?) };
+        Ok(MappedFile { path: path.to_path_buf(), map })
+    }
+
+    /// The path the file was opened from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's bytes, as mapped.
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+
+    /// The file's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.bytes().len() as u64
+    }
+
+    /// Whether the file is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes().is_empty()
+    }
+
+    /// Plans `parts` record-aligned ranges over the file; see [`partition`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `parts` is 0.
+    pub fn partition(&self, parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
+        partition(self.bytes(), parts, delimiter)
+    }
+}
+
+/// Maps the file at `path` and plans `parts` record-aligned ranges on the single byte
+/// `delimiter`; the mapping is released before returning, the plan is plain data.
+///
+/// Semantics are [`partition`]'s: an empty file gives zero ranges, giant records give fewer
+/// ranges than asked, a missing trailing delimiter is fine.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `parts` is 0 (checked before the file is opened);
+/// [`Error::Io`] naming `path` when it cannot be opened or mapped.
+pub fn plan_file(path: impl AsRef<Path>, parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
+    check_parts(parts)?;
+    MappedFile::open(path)?.partition(parts, delimiter)
+}
+
+/// Maps every file of the ordered list `paths` and plans `parts` workers' ranges over them as
+/// one logical dataset; see [`partition_files`]. Duplicate paths are distinct sources.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `parts` is 0 or `paths` is empty (checked before any file
+/// is opened); [`Error::Io`] naming the first path that cannot be opened or mapped.
+pub fn plan_files<P: AsRef<Path>>(paths: &[P], parts: usize, delimiter: u8) -> Result<Vec<FilePartRange>> {
+    check_parts(parts)?;
+    if paths.is_empty() {
+        return Err(Error::InvalidArgument("at least one source path is required".to_owned()));
+    }
+    let files = paths.iter().map(MappedFile::open).collect::<Result<Vec<_>>>()?;
+    let sources: Vec<&[u8]> = files.iter().map(MappedFile::bytes).collect();
+    partition_files(&sources, parts, delimiter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn plan_file_matches_partition_of_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = b"one\ntwo\nthree\nfour\nfive\n";
+        let p = write(dir.path(), "a.jsonl", data);
+        assert_eq!(plan_file(&p, 3, b'\n').unwrap(), partition(data, 3, b'\n').unwrap());
+        let m = MappedFile::open(&p).unwrap();
+        assert_eq!(m.bytes(), data);
+        assert_eq!(m.len(), data.len() as u64);
+        assert_eq!(m.path(), p);
+        let plan = m.partition(3, b'\n').unwrap();
+        let joined: Vec<u8> = plan.iter().flat_map(|r| r.slice(m.bytes()).unwrap()).copied().collect();
+        assert_eq!(joined, data);
+    }
+
+    #[test]
+    fn empty_file_is_not_mapped_and_gives_no_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "empty", b"");
+        let m = MappedFile::open(&p).unwrap();
+        assert!(m.is_empty());
+        assert_eq!(m.bytes(), b"");
+        assert!(plan_file(&p, 4, b'\n').unwrap().is_empty());
+    }
+
+    #[test]
+    fn missing_file_error_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("nope.jsonl");
+        let err = plan_file(&p, 2, b'\n').unwrap_err();
+        match &err {
+            Error::Io { op, path, source } => {
+                assert_eq!(*op, "open");
+                assert_eq!(path, &p);
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("unexpected error {other:?}"),
+        }
+        assert!(err.to_string().contains("nope.jsonl"));
+    }
+
+    #[test]
+    fn directory_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = MappedFile::open(dir.path()).unwrap_err();
+        assert!(matches!(&err, Error::Io { path, .. } if path == dir.path()));
+    }
+
+    #[test]
+    fn parts_zero_is_checked_before_opening() {
+        let err = plan_file("/definitely/not/here", 0, b'\n').unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)));
+        let err = plan_files(&["/definitely/not/here"], 0, b'\n').unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)));
+    }
+
+    #[test]
+    fn plan_files_maps_every_source_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", b"a1\na2\n");
+        let e = write(dir.path(), "e", b"");
+        let rows = plan_files(&[&a, &e, &a], 2, b'\n').unwrap();
+        let flat: Vec<_> = rows.iter().map(|r| (r.worker, r.source, r.start, r.end)).collect();
+        assert_eq!(flat, [(0, 0, 0, 6), (1, 2, 0, 6)]);
+        let none: [&Path; 0] = [];
+        assert!(matches!(plan_files(&none, 2, b'\n'), Err(Error::InvalidArgument(_))));
+        let missing = dir.path().join("missing");
+        let err = plan_files(&[&a, &missing], 2, b'\n').unwrap_err();
+        assert!(matches!(&err, Error::Io { path, .. } if path == &missing));
+    }
+}

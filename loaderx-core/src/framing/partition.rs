@@ -1,0 +1,281 @@
+//! N-way record-aligned partitioning of one buffer.
+
+use super::range::{PartRange, ranges_from_cuts};
+use super::search::Needle;
+use crate::{Error, Result};
+
+/// Splits `data` into at most `parts` contiguous, record-aligned byte ranges for independent
+/// workers.
+///
+/// The ideal cut `i` (for `i = 1..parts`) is at `floor(len * i / parts)`. A cut that already
+/// lands on a record start (just after a `delimiter`) is kept; any other cut moves forward to
+/// just after the next `delimiter`, or to the end of `data` when none remains. Cuts that fall
+/// inside one record collapse onto its end, so a file with giant records yields fewer ranges
+/// than asked; the ranges are re-indexed without gaps. The result is deterministic, covers
+/// `0..len` exactly, and never splits a record: every range but the last ends just after a
+/// delimiter, and the last ends at `len` whether or not the data ends with a delimiter.
+///
+/// Planning searches forward from each ideal cut only (`memchr`), never scanning the whole
+/// buffer: the cost is O(parts) searches, each as long as the record it lands in.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `parts` is 0. Empty `data` gives zero ranges; `parts`
+/// larger than `data` is fine.
+///
+/// # Examples
+/// ```
+/// let ranges = loaderx_core::partition(b"aa\nbb\ncc\ndd\n", 2, b'\n')?;
+/// assert_eq!(ranges.len(), 2);
+/// assert_eq!((ranges[0].start, ranges[0].end), (0, 6));
+/// assert_eq!((ranges[1].start, ranges[1].end), (6, 12));
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
+    partition_with(data, parts, &Needle::Byte(delimiter))
+}
+
+/// [`partition`] with a multi-byte delimiter `pattern` (e.g. `b"\r\n"`): a record boundary is
+/// any position just after a complete occurrence of the pattern.
+///
+/// A cut is kept when the `pattern.len()` bytes before it are the pattern; otherwise it moves
+/// to the end of the first occurrence that *starts* at or after the cut.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `parts` is 0 or `pattern` is empty.
+pub fn partition_pattern(data: &[u8], parts: usize, pattern: &[u8]) -> Result<Vec<PartRange>> {
+    partition_with(data, parts, &Needle::pattern(pattern)?)
+}
+
+pub(crate) fn check_parts(parts: usize) -> Result<()> {
+    if parts == 0 {
+        return Err(Error::InvalidArgument("parts must be greater than zero".to_owned()));
+    }
+    Ok(())
+}
+
+/// The first `i` whose ideal cut `floor(len * i / n)` lies past `last`:
+/// `floor(len * i / n) > last` exactly when `len * i >= (last + 1) * n`.
+pub(crate) fn first_index_past(last: u128, len: u128, n: u128) -> u128 {
+    ((last + 1) * n).div_ceil(len)
+}
+
+fn partition_with(data: &[u8], parts: usize, needle: &Needle) -> Result<Vec<PartRange>> {
+    check_parts(parts)?;
+    let len = data.len();
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    // More parts than bytes only repeats cut positions; capping keeps the loop bounded.
+    let n = parts.min(len) as u128;
+    let total = len as u128;
+    let mut cuts = Vec::new();
+    let mut i = 1u128;
+    while i < n {
+        let target = (total * i / n) as usize;
+        let cut = if needle.ends_at(data, target) {
+            target
+        } else {
+            needle.end_after(data, target).map_or(len, |end| end.min(len))
+        };
+        if cut >= len {
+            break;
+        }
+        cuts.push(cut);
+        // Skip the ideal cuts swallowed by the record just planned (giant records).
+        i = (i + 1).max(first_index_past(cut as u128, total, n));
+    }
+    Ok(ranges_from_cuts(&cuts, len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The slow obvious planner: every ideal cut in turn, a byte loop to the next boundary.
+    fn naive(data: &[u8], parts: usize, pat: &[u8]) -> Vec<(u64, u64)> {
+        let len = data.len();
+        let is_boundary = |p: usize| p >= pat.len() && &data[p - pat.len()..p] == pat;
+        let mut cuts: Vec<usize> = Vec::new();
+        for i in 1..parts {
+            let target = len * i / parts;
+            if target <= cuts.last().copied().unwrap_or(0) {
+                continue;
+            }
+            let mut cut = target;
+            while cut < len && !is_boundary(cut) {
+                cut += 1;
+            }
+            // A pattern straddling the target starts before it and does not count.
+            if cut > target && cut < target + pat.len() {
+                cut = target + pat.len();
+                while cut < len && !is_boundary(cut) {
+                    cut += 1;
+                }
+            }
+            if cut >= len {
+                break;
+            }
+            cuts.push(cut);
+        }
+        let mut out = Vec::new();
+        let mut start = 0;
+        for end in cuts.into_iter().chain(std::iter::once(len)) {
+            if end > start {
+                out.push((start as u64, end as u64));
+                start = end;
+            }
+        }
+        out
+    }
+
+    fn bounds(r: &[PartRange]) -> Vec<(u64, u64)> {
+        r.iter().map(|r| (r.start, r.end)).collect()
+    }
+
+    fn check_plan(data: &[u8], parts: usize, pat: &[u8], plan: &[PartRange]) {
+        let len = data.len() as u64;
+        assert!(plan.len() <= parts);
+        let mut pos = 0;
+        for (i, r) in plan.iter().enumerate() {
+            assert_eq!(r.index, i as u64);
+            assert_eq!(r.start, pos, "ranges are contiguous");
+            assert!(r.end > r.start);
+            assert_eq!(r.length, r.end - r.start);
+            if r.end < len {
+                let e = r.end as usize;
+                assert!(e >= pat.len() && &data[e - pat.len()..e] == pat, "ends at a boundary");
+            }
+            pos = r.end;
+        }
+        assert_eq!(pos, len, "ranges cover the data");
+    }
+
+    #[test]
+    fn parts_zero_is_an_error() {
+        assert!(matches!(partition(b"a\n", 0, b'\n'), Err(Error::InvalidArgument(_))));
+        assert!(matches!(partition(b"", 0, b'\n'), Err(Error::InvalidArgument(_))));
+        assert!(partition_pattern(b"a\n", 0, b"\r\n").is_err());
+        assert!(partition_pattern(b"a\n", 2, b"").is_err());
+    }
+
+    #[test]
+    fn empty_input_gives_zero_ranges() {
+        assert!(partition(b"", 4, b'\n').unwrap().is_empty());
+    }
+
+    #[test]
+    fn one_part_is_the_whole_file() {
+        assert_eq!(bounds(&partition(b"a\nb\nc", 1, b'\n').unwrap()), [(0, 5)]);
+    }
+
+    #[test]
+    fn targets_move_forward_to_the_next_record_boundary() {
+        // len 20, parts 4: targets 5, 10, 15; 5 moves to 11, which swallows 10; 15 moves to 19.
+        let data = b"aaa\nbbbbbb\ncc\ndddd\ne";
+        assert_eq!(bounds(&partition(data, 4, b'\n').unwrap()), [(0, 11), (11, 19), (19, 20)]);
+    }
+
+    #[test]
+    fn a_target_on_a_record_start_is_kept() {
+        // len 12, parts 3: targets 4 and 8 are both just after a delimiter.
+        let data = b"aaa\nbbb\nccc\n";
+        assert_eq!(bounds(&partition(data, 3, b'\n').unwrap()), [(0, 4), (4, 8), (8, 12)]);
+    }
+
+    #[test]
+    fn giant_record_collapses_targets() {
+        let mut data = b"a\n".to_vec();
+        data.extend(std::iter::repeat_n(b'x', 100));
+        data.extend(b"\nb\n");
+        let plan = partition(&data, 8, b'\n').unwrap();
+        assert_eq!(bounds(&plan), [(0, 103), (103, 105)]);
+        assert_eq!(plan[1].index, 1);
+    }
+
+    #[test]
+    fn no_delimiter_gives_one_range() {
+        assert_eq!(bounds(&partition(b"no delimiters here", 4, b'\n').unwrap()), [(0, 18)]);
+    }
+
+    #[test]
+    fn no_trailing_delimiter_ends_at_eof() {
+        let plan = partition(b"aa\nbb\ncc", 3, b'\n').unwrap();
+        assert_eq!(bounds(&plan), [(0, 3), (3, 6), (6, 8)]);
+    }
+
+    #[test]
+    fn more_parts_than_bytes_works() {
+        let plan = partition(b"a\nb\n", 1000, b'\n').unwrap();
+        assert_eq!(bounds(&plan), [(0, 2), (2, 4)]);
+        assert_eq!(bounds(&partition(b"\n\n\n", usize::MAX, b'\n').unwrap()), [(0, 1), (1, 2), (2, 3)]);
+    }
+
+    #[test]
+    fn nul_and_high_delimiters() {
+        assert_eq!(bounds(&partition(b"ab\0cd\0ef\0", 3, 0).unwrap()), [(0, 3), (3, 6), (6, 9)]);
+        assert_eq!(bounds(&partition(b"ab\xffcd\xff", 2, 0xff).unwrap()), [(0, 3), (3, 6)]);
+    }
+
+    #[test]
+    fn crlf_pattern_partitions_on_whole_pattern() {
+        let data = b"ab\r\ncd\r\nef\r\n";
+        assert_eq!(bounds(&partition_pattern(data, 3, b"\r\n").unwrap()), [(0, 4), (4, 8), (8, 12)]);
+        // A lone LF is not a CRLF boundary.
+        assert_eq!(bounds(&partition_pattern(b"a\nb\nc\r\nd", 2, b"\r\n").unwrap()), [(0, 7), (7, 8)]);
+    }
+
+    #[test]
+    fn first_index_past_matches_the_definition() {
+        for len in 1u128..40 {
+            for n in 1u128..=len {
+                for last in 0..len {
+                    let i = first_index_past(last, len, n);
+                    assert!(len * i / n > last);
+                    assert!(i == 0 || len * (i - 1) / n <= last);
+                }
+            }
+        }
+    }
+
+    /// Records of random sizes (some giant), optionally without a trailing delimiter.
+    fn records() -> impl Strategy<Value = Vec<u8>> {
+        (prop::collection::vec((0usize..20, prop::bool::weighted(0.1)), 0..40), any::<bool>()).prop_map(
+            |(recs, trailing)| {
+                let mut data = Vec::new();
+                for (k, (len, giant)) in recs.iter().enumerate() {
+                    let len = if *giant { len * 50 } else { *len };
+                    data.extend(std::iter::repeat_n(b'x', len));
+                    if trailing || k + 1 < recs.len() {
+                        data.push(b'\n');
+                    }
+                }
+                data
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn planner_matches_naive_on_record_files(data in records(), parts in 1usize..70) {
+            let plan = partition(&data, parts, b'\n').unwrap();
+            prop_assert_eq!(bounds(&plan), naive(&data, parts, b"\n"));
+            check_plan(&data, parts, b"\n", &plan);
+        }
+
+        #[test]
+        fn planner_matches_naive_on_random_bytes(
+            data in prop::collection::vec(prop::sample::select(vec![b'a', b'b', b'\n', b'\r', 0u8, 0xff]), 0..400),
+            parts in 1usize..500,
+            pat_choice in 0usize..6,
+        ) {
+            let pat: &[u8] = [&b"\n"[..], b"\0", b"\xff", b"\r\n", b"\r\n\r\n", b"ab"][pat_choice];
+            let plan = partition_pattern(&data, parts, pat).unwrap();
+            prop_assert_eq!(bounds(&plan), naive(&data, parts, pat));
+            check_plan(&data, parts, pat, &plan);
+            if pat.len() == 1 {
+                prop_assert_eq!(partition(&data, parts, pat[0]).unwrap(), plan);
+            }
+        }
+    }
+}
