@@ -33,6 +33,24 @@ pub(crate) fn map_readonly(file: &File, path: &Path) -> Result<Mmap> {
     unsafe { MmapOptions::new().map(file) }.map_err(|e| Error::io("mmap", path, e))
 }
 
+/// Maps the first `len` bytes of a chunk file read-only; `None` when `len` is 0.
+///
+/// The caller checks `len` against the file's size first. A committed chunk region is never
+/// truncated while the store is open by anyone: the writer only trims bytes past the committed
+/// tail (which no reader reads), and compaction, which truncates, takes the store exclusively
+/// across processes. So every byte a reader reads through this mapping stays backed by the file.
+pub(crate) fn map_chunk(file: &File, path: &Path, len: u64) -> Result<Option<Mmap>> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let len = usize::try_from(len)
+        .map_err(|_| Error::InvalidArgument("chunk larger than the address space".into()))?;
+    // SAFETY: read-only mapping of `len` bytes, which the caller checked are within the file;
+    // the bytes read through it are never truncated away or rewritten while mapped (see above).
+    let map = unsafe { MmapOptions::new().len(len).map(file) }.map_err(|e| Error::io("mmap", path, e))?;
+    Ok(Some(map))
+}
+
 /// The memory-mapped `meta.zr`: a header followed by the record table, used in place.
 pub(crate) struct MetaMap {
     raw: MmapRaw,

@@ -5,6 +5,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use memmap2::Mmap;
+
+use crate::mapped::map_chunk;
 use crate::{Error, Result};
 
 /// The path of chunk `id` in `dir`.
@@ -18,11 +21,17 @@ pub(crate) struct Chunks {
     dir: PathBuf,
     writable: bool,
     files: RwLock<Vec<Arc<File>>>,
+    maps: RwLock<Vec<Option<Arc<Mmap>>>>,
 }
 
 impl Chunks {
     pub(crate) fn new(dir: &Path, writable: bool) -> Chunks {
-        Chunks { dir: dir.to_path_buf(), writable, files: RwLock::new(Vec::new()) }
+        Chunks {
+            dir: dir.to_path_buf(),
+            writable,
+            files: RwLock::new(Vec::new()),
+            maps: RwLock::new(Vec::new()),
+        }
     }
 
     pub(crate) fn path(&self, id: u16) -> PathBuf {
@@ -50,8 +59,41 @@ impl Chunks {
         Ok(Arc::clone(&files[id as usize]))
     }
 
+    /// A read-only mapping of chunk `id` covering at least `end` bytes, mapping (again) when the
+    /// cached one is shorter: the tail chunk grows while the store is open. `None` when the file
+    /// itself is shorter than `end` (a truncated chunk).
+    pub(crate) fn view(&self, id: u16, end: u64) -> Result<Option<Arc<Mmap>>> {
+        {
+            let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(Some(m)) = maps.get(id as usize)
+                && m.len() as u64 >= end
+            {
+                return Ok(Some(Arc::clone(m)));
+            }
+        }
+        let file = self.get(id)?;
+        let mut maps = self.maps.write().unwrap_or_else(|e| e.into_inner());
+        if maps.len() <= id as usize {
+            maps.resize(id as usize + 1, None);
+        }
+        if let Some(m) = &maps[id as usize]
+            && m.len() as u64 >= end
+        {
+            return Ok(Some(Arc::clone(m)));
+        }
+        let path = self.path(id);
+        let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+        if len < end {
+            return Ok(None);
+        }
+        let map = map_chunk(&file, &path, len)?.map(Arc::new);
+        maps[id as usize] = map.clone();
+        Ok(map)
+    }
+
     /// Forgets every handle (after compaction removed files).
     pub(crate) fn reset(&self) {
+        self.maps.write().unwrap_or_else(|e| e.into_inner()).clear();
         self.files.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 

@@ -375,6 +375,11 @@ impl Store {
         self.dict.get().is_some()
     }
 
+    /// The raw bytes of the trained `zstd_dict` dictionary, if there is one.
+    pub fn dictionary(&self) -> Option<&[u8]> {
+        self.dict.get().map(|d| d.raw.as_slice())
+    }
+
     fn writer(&self) -> Result<&Writer> {
         self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })
     }
@@ -685,8 +690,7 @@ impl Store {
 
     fn read_shard(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], dst: &mut [u8]) -> Result<()> {
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
-        let mut stage: Vec<u8> = Vec::new();
-        let mut file: Option<(u16, Arc<File>)> = None;
+        let mut view: Option<(u16, Arc<memmap2::Mmap>)> = None;
         let mut pos = 0;
         for (&idx, &(loc, codec)) in indices.iter().zip(locs) {
             let out = &mut dst[pos..pos + loc.logic_length as usize];
@@ -694,30 +698,27 @@ impl Store {
             if out.is_empty() {
                 continue;
             }
-            let f = match &file {
-                Some((id, f)) if *id == loc.chunk_id => f,
-                _ => &file.insert((loc.chunk_id, self.chunks.get(loc.chunk_id)?)).1,
+            let start = loc.offset as usize;
+            let end = start + loc.phys_length as usize;
+            let map = match &view {
+                Some((id, m)) if *id == loc.chunk_id && m.len() >= end => m,
+                _ => match self.chunks.view(loc.chunk_id, end as u64)? {
+                    Some(m) => &view.insert((loc.chunk_id, m)).1,
+                    None => {
+                        return Err(Error::CorruptRecord {
+                            path: self.chunks.path(loc.chunk_id),
+                            index: u64::from(idx),
+                            reason: format!("truncated chunk: the record needs bytes {start}..{end} of it"),
+                        });
+                    }
+                },
             };
-            let truncated = || Error::CorruptRecord {
-                path: self.chunks.path(loc.chunk_id),
-                index: u64::from(idx),
-                reason: format!(
-                    "truncated chunk: the record needs bytes {}..{} of it",
-                    loc.offset,
-                    u64::from(loc.offset) + u64::from(loc.phys_length)
-                ),
-            };
+            let src = &map[start..end];
             if codec == Codec::Raw {
-                if !self.chunks.read_exact(f, loc.chunk_id, u64::from(loc.offset), out)? {
-                    return Err(truncated());
-                }
+                out.copy_from_slice(src);
                 continue;
             }
-            stage.resize(loc.phys_length as usize, 0);
-            if !self.chunks.read_exact(f, loc.chunk_id, u64::from(loc.offset), &mut stage)? {
-                return Err(truncated());
-            }
-            decoder.decode(codec, &stage, out).map_err(|e| match e {
+            decoder.decode(codec, src, out).map_err(|e| match e {
                 None => Error::MissingDictionary { path: self.dir.clone() },
                 Some(reason) => Error::CorruptRecord {
                     path: self.chunks.path(loc.chunk_id),
