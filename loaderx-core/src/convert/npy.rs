@@ -365,10 +365,13 @@ pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Resul
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e)
-                if matches!(e.kind(), std::io::ErrorKind::InvalidData | std::io::ErrorKind::InvalidInput) =>
-            {
-                return Err(Error::BadInput { path: path.to_path_buf(), reason: e.to_string() });
+            // Errors from the operating system carry an errno; one without is a decoder (gzip)
+            // saying the stream is damaged or cut short.
+            Err(e) if e.raw_os_error().is_none() => {
+                return Err(Error::BadInput {
+                    path: path.to_path_buf(),
+                    reason: format!("after {n} bytes of a read: {e}"),
+                });
             }
             Err(e) => return Err(Error::io("read", path, e)),
         }
@@ -380,7 +383,9 @@ pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Resul
 /// 0 (a 1-D array becomes a dataset of scalars, item shape `[]`), elements turned to native byte
 /// order while streaming.
 ///
-/// A 0-D array becomes a dataset of one scalar record. Fortran-order arrays are refused.
+/// A 0-D array becomes a dataset of one scalar record (exported back, it has shape `(1,)`).
+/// Fortran-order arrays are refused unless at most one axis is longer than 1 (then both orders
+/// are the same bytes).
 ///
 /// # Errors
 /// [`Error::BadInput`] naming `input` for a malformed header, an unsupported dtype, Fortran order,

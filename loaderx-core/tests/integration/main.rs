@@ -1,4 +1,6 @@
 //! Integration tests of `loaderx-core`, one binary (one link step) with a module per subject.
 
 mod common;
+mod convert;
+mod dataset;
 mod store;
