@@ -352,7 +352,10 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
     // The prefix may have read into the data of a tiny v1 header; keep it for the caller.
     let h = NpyHeader::parse(&buf).map_err(bad)?;
     if buf.len() > total {
-        return Err(bad("internal: header over-read".into()));
+        return Err(bad(format!(
+            "byte 8: header length {} is too short to hold a header",
+            total.saturating_sub(10)
+        )));
     }
     Ok(h)
 }
