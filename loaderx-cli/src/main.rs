@@ -1,15 +1,19 @@
-//! The `loaderx` command-line tool.
+//! The `loaderx` command-line tool: convert files into datasets, inspect, verify, export and
+//! compact stores, and plan record-aligned byte ranges (`partition`, the mmap-chunker contract).
 //!
 //! Each subcommand group lives in its own module with a clap `Args` struct and a `run`
 //! function writing to the locked, buffered stdout handed to it; `main` only parses,
 //! dispatches and turns errors into one line on stderr and an exit status.
 
 use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod convert;
+mod inspect;
 mod partition;
 
 /// loaderx: record store, sampler and data-layer tools.
@@ -27,6 +31,38 @@ enum Command {
     Partition(partition::PartitionArgs),
     /// Plan record-aligned worker/source byte ranges over an ordered list of files.
     PartitionFiles(partition::PartitionFilesArgs),
+    /// Convert a file (or a directory of files) into a dataset.
+    Convert {
+        #[command(subcommand)]
+        format: convert::Format,
+    },
+    /// Show a store's kind, dtype, shape, length, codecs and space.
+    Info(inspect::InfoArgs),
+    /// Check every record's checksum and decoding; exit 1 if any is damaged.
+    Verify {
+        /// The store directory.
+        store: PathBuf,
+    },
+    /// Write a dense dataset as a NumPy .npy file (little-endian, C order).
+    Export {
+        /// The dataset directory.
+        store: PathBuf,
+        /// The .npy file to write.
+        out: PathBuf,
+        /// Replace OUT if it exists.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Reclaim the space of deleted records in place.
+    Compact {
+        /// The store directory.
+        store: PathBuf,
+    },
+    /// Print the store's space accounting.
+    Stats {
+        /// The store directory.
+        store: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -36,13 +72,20 @@ fn main() -> ExitCode {
     };
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
+    let ok = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
     let result = match cli.command {
-        Command::Partition(args) => partition::run(&args, &mut out),
-        Command::PartitionFiles(args) => partition::run_files(&args, &mut out),
+        Command::Partition(args) => ok(partition::run(&args, &mut out)),
+        Command::PartitionFiles(args) => ok(partition::run_files(&args, &mut out)),
+        Command::Convert { format } => ok(convert::run(format)),
+        Command::Info(args) => ok(inspect::info(&args)),
+        Command::Verify { store } => inspect::verify(&store),
+        Command::Export { store, out, force } => ok(inspect::export(&store, &out, force)),
+        Command::Compact { store } => ok(inspect::compact(&store)),
+        Command::Stats { store } => ok(inspect::stats(&store)),
     }
-    .and_then(|()| out.flush().context("writing to stdout"));
+    .and_then(|code| out.flush().context("writing to stdout").map(|()| code));
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         // A closed reader (`| head`) is a normal way for a consumer to stop: exit quietly.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
@@ -89,6 +132,14 @@ fn one_line(err: &anyhow::Error) -> String {
         }
     }
     line
+}
+
+/// Writes `text` to stdout, so that a closed pipe comes back as an error rather than a panic.
+pub(crate) fn print(text: &str) -> anyhow::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

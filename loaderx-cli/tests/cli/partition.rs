@@ -1,4 +1,4 @@
-//! End-to-end tests of the `loaderx` binary: exact stdout, stderr and exit status.
+// End-to-end tests of the `loaderx` binary: exact stdout, stderr and exit status.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

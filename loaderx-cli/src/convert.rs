@@ -1,0 +1,144 @@
+//! `loaderx convert FORMAT INPUT OUT`: the converters of `loaderx_core::convert`, with a progress
+//! bar and a one-line summary.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use loaderx_core::convert::{self, ConvertSummary};
+use loaderx_core::{Codec, WriteOptions};
+
+/// The input format. New formats (such as `jsonl`) become new variants with their own options.
+#[derive(Debug, Subcommand)]
+pub enum Format {
+    /// A NumPy .npy file (C order, either byte order) → dense dataset, one record per slice of
+    /// axis 0.
+    Npy(ConvertArgs),
+    /// A safetensors file → OUT/<tensor name>, one dense dataset per tensor.
+    Safetensors(ConvertArgs),
+    /// An MNIST IDX file, plain or .gz → dense dataset.
+    Idx(ConvertArgs),
+    /// A directory → ragged u8 dataset, one record per regular file in byte-wise name order.
+    Dir(ConvertArgs),
+}
+
+/// What every converter takes.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The input file (the directory for `dir`).
+    input: PathBuf,
+    /// The dataset to write (for `safetensors`, the directory that receives one per tensor).
+    out: PathBuf,
+    /// How records are compressed: raw, zstd or zstd_dict.
+    #[arg(long, default_value = "zstd")]
+    codec: Codec,
+    /// Upper bound on the zstd_dict dictionary size in bytes (default: adapts to the data).
+    #[arg(long, value_name = "BYTES")]
+    dict_size: Option<usize>,
+    /// Replace OUT if it exists (only once the new dataset is complete).
+    #[arg(long)]
+    force: bool,
+}
+
+fn input_size(path: &Path, is_dir: bool) -> u64 {
+    if !is_dir {
+        return std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    }
+    std::fs::read_dir(path)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let target = if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let pb = ProgressBar::with_draw_target(Some(total), target);
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{bar:40} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// `1.5 MiB`.
+pub(crate) fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}
+
+fn summary_line(what: &str, s: &ConvertSummary, secs: f64) -> String {
+    format!(
+        "{what}: {} records, {} in, {} on disk, ratio {:.2}x, {secs:.2}s\n",
+        s.records,
+        human(s.bytes_in),
+        human(s.bytes_on_disk),
+        s.ratio()
+    )
+}
+
+/// Runs one conversion.
+pub fn run(format: Format) -> anyhow::Result<()> {
+    let (name, args) = match &format {
+        Format::Npy(a) => ("npy", a),
+        Format::Safetensors(a) => ("safetensors", a),
+        Format::Idx(a) => ("idx", a),
+        Format::Dir(a) => ("dir", a),
+    };
+    let pb = progress_bar(input_size(&args.input, matches!(format, Format::Dir(_))));
+    let bar = pb.clone();
+    let opts = WriteOptions::new()
+        .codec(args.codec)
+        .dict_cap(args.dict_size)
+        .overwrite(args.force)
+        .progress(move |done| bar.set_position(done));
+    let start = Instant::now();
+    let ctx = || format!("convert {name} {} → {}", args.input.display(), args.out.display());
+    let text = match &format {
+        Format::Npy(a) => {
+            let s = convert::npy(&a.input, &a.out, opts).with_context(ctx)?;
+            summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
+        }
+        Format::Idx(a) => {
+            let s = convert::idx(&a.input, &a.out, opts).with_context(ctx)?;
+            summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
+        }
+        Format::Dir(a) => {
+            let s = convert::dir(&a.input, &a.out, opts).with_context(ctx)?;
+            summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
+        }
+        Format::Safetensors(a) => {
+            let all = convert::safetensors(&a.input, &a.out, opts).with_context(ctx)?;
+            let mut total = ConvertSummary::default();
+            let mut text = String::new();
+            for (tensor, s) in &all {
+                text.push_str(&format!(
+                    "  {tensor}: {} records, {} on disk\n",
+                    s.records,
+                    human(s.bytes_on_disk)
+                ));
+                total.records += s.records;
+                total.bytes_in += s.bytes_in;
+                total.bytes_on_disk += s.bytes_on_disk;
+            }
+            let what = format!("{} ({} tensors)", a.out.display(), all.len());
+            text.push_str(&summary_line(&what, &total, start.elapsed().as_secs_f64()));
+            text
+        }
+    };
+    pb.finish_and_clear();
+    crate::print(&text)
+}

@@ -1,0 +1,137 @@
+//! `info`, `stats`, `verify`, `export` and `compact`: looking at and maintaining stores.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use loaderx_core::{Error, Schema, Store, StoreOptions, StoreStats};
+
+use crate::convert::human;
+
+/// Arguments of `loaderx info`.
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// The store (or dataset) directory.
+    store: std::path::PathBuf,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The schema, or `None` for a raw store without one.
+fn schema_of(dir: &Path) -> anyhow::Result<Option<Schema>> {
+    match Schema::read(dir) {
+        Ok(s) => Ok(Some(s)),
+        Err(Error::Schema { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn ratio(stats: &StoreStats) -> f64 {
+    if stats.live_bytes == 0 { 1.0 } else { stats.logical_bytes as f64 / stats.live_bytes as f64 }
+}
+
+/// `loaderx info STORE [--json]`.
+pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
+    let dir = &args.store;
+    let store = Store::open(dir).with_context(|| format!("info {}", dir.display()))?;
+    let stats = store.stats().with_context(|| format!("info {}", dir.display()))?;
+    let schema = schema_of(dir)?;
+    let kind = schema.as_ref().map_or("raw (no schema)", |s| match s.kind {
+        loaderx_core::Kind::Dense => "dense",
+        loaderx_core::Kind::Ragged => "ragged",
+    });
+    if args.json {
+        let v = serde_json::json!({
+            "path": dir.display().to_string(),
+            "kind": schema.as_ref().map_or("raw", |_| kind),
+            "dtype": schema.as_ref().map(|s| s.dtype.name()),
+            "shape": schema.as_ref().map(|s| s.shape.clone()),
+            "length": stats.length,
+            "codecs": { "raw": stats.codecs.raw, "zstd": stats.codecs.zstd, "zstd_dict": stats.codecs.zstd_dict },
+            "logical_bytes": stats.logical_bytes,
+            "live_bytes": stats.live_bytes,
+            "chunk_bytes": stats.chunk_bytes,
+            "dict_bytes": stats.dict_bytes,
+            "chunks": stats.chunks,
+            "ratio": ratio(&stats),
+        });
+        return crate::print(&format!("{v}\n"));
+    }
+    let mut t = format!("path:    {}\nkind:    {kind}\n", dir.display());
+    if let Some(s) = &schema {
+        let what = if s.kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
+        t.push_str(&format!("dtype:   {}\nshape:   {:?} ({what})\n", s.dtype, s.shape));
+    }
+    t.push_str(&format!(
+        "length:  {}\ncodecs:  raw {}, zstd {}, zstd_dict {}\nbytes:   {} logical, {} live, {} in {} chunk file(s), {} dictionary\nratio:   {:.2}x\n",
+        stats.length,
+        stats.codecs.raw,
+        stats.codecs.zstd,
+        stats.codecs.zstd_dict,
+        human(stats.logical_bytes),
+        human(stats.live_bytes),
+        human(stats.chunk_bytes),
+        stats.chunks,
+        human(stats.dict_bytes),
+        ratio(&stats),
+    ));
+    crate::print(&t)
+}
+
+/// `loaderx stats STORE`: the raw space accounting, one `key value` per line, in bytes.
+pub fn stats(dir: &Path) -> anyhow::Result<()> {
+    let s = Store::open(dir).and_then(|st| st.stats()).with_context(|| format!("stats {}", dir.display()))?;
+    crate::print(&format!(
+        "length {}\nlogical_bytes {}\nlive_bytes {}\nchunk_bytes {}\nchunks {}\ndict_bytes {}\nraw {}\nzstd {}\nzstd_dict {}\nreclaimable_at_most {}\n",
+        s.length,
+        s.logical_bytes,
+        s.live_bytes,
+        s.chunk_bytes,
+        s.chunks,
+        s.dict_bytes,
+        s.codecs.raw,
+        s.codecs.zstd,
+        s.codecs.zstd_dict,
+        s.chunk_bytes.saturating_sub(s.live_bytes),
+    ))
+}
+
+/// `loaderx verify STORE`: exit 0 only if every record is intact.
+pub fn verify(dir: &Path) -> anyhow::Result<ExitCode> {
+    let report =
+        Store::open(dir).and_then(|s| s.verify()).with_context(|| format!("verify {}", dir.display()))?;
+    if report.bad.is_empty() {
+        crate::print(&format!("{}: all {} records intact\n", dir.display(), report.checked))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = format!("{}: {} of {} records damaged\n", dir.display(), report.bad.len(), report.checked);
+    for (index, err) in &report.bad {
+        t.push_str(&format!("  record {index}: {err}\n"));
+    }
+    crate::print(&t)?;
+    Ok(ExitCode::from(1))
+}
+
+/// `loaderx export STORE OUT.npy`.
+pub fn export(dir: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    let n = loaderx_core::export::npy(dir, out, force)
+        .with_context(|| format!("export {} → {}", dir.display(), out.display()))?;
+    crate::print(&format!("{}: {n} records\n", out.display()))
+}
+
+/// `loaderx compact STORE`.
+pub fn compact(dir: &Path) -> anyhow::Result<()> {
+    let ctx = || format!("compact {}", dir.display());
+    let mut store = Store::open_rw(dir, StoreOptions::new()).with_context(ctx)?;
+    let r = store.compact().with_context(ctx)?;
+    crate::print(&format!(
+        "{}: {} → {} chunk bytes ({} reclaimed), {} records moved\n",
+        dir.display(),
+        r.bytes_before,
+        r.bytes_after,
+        human(r.bytes_before.saturating_sub(r.bytes_after)),
+        r.moved
+    ))
+}

@@ -1,0 +1,156 @@
+// End-to-end tests of the `loaderx` binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use loaderx_core::format::{NpyHeader, RecordLoc};
+use loaderx_core::{Codec, DType};
+
+fn loaderx(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn mnist(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/mnist-10k").join(name)
+}
+
+/// A little-endian f32 `.npy` of `n` rows of 64 compressible values.
+fn write_npy(path: &Path, n: usize) -> Vec<u8> {
+    let mut f = NpyHeader::encode(DType::F32, &[n, 64]).unwrap();
+    for i in 0..n * 64 {
+        f.extend_from_slice(&((i % 97) as f32 / 4.0).to_le_bytes());
+    }
+    std::fs::write(path, &f).unwrap();
+    f
+}
+
+#[test]
+fn npy_to_store_to_npy_is_byte_for_byte_for_each_codec() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    let original = write_npy(&input, 300);
+    for codec in Codec::ALL {
+        let store = dir.path().join(format!("s_{codec}"));
+        let out = dir.path().join(format!("out_{codec}.npy"));
+        let o = loaderx(&[&"convert", &"npy", &input, &store, &"--codec", &codec.name()]);
+        assert!(o.status.success(), "{}", text(&o));
+        let summary = String::from_utf8_lossy(&o.stdout);
+        assert!(summary.contains("300 records") && summary.contains("ratio"), "{summary}");
+        let o = loaderx(&[&"export", &store, &out]);
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(std::fs::read(&out).unwrap() == original, "codec {codec}");
+    }
+}
+
+#[test]
+fn idx_convert_of_the_bundled_data_then_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("train_images");
+    let o = loaderx(&[&"convert", &"idx", &mnist("train-images-idx3-ubyte.gz"), &store, &"--codec", &"zstd"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("8000 records"));
+    let o = loaderx(&[&"info", &store]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for want in ["kind:    dense", "dtype:   u8", "[28, 28]", "length:  8000", "zstd 8000"] {
+        assert!(t.contains(want), "{want} missing from\n{t}");
+    }
+    let o = loaderx(&[&"info", &store, &"--json"]);
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("\"length\":8000") && t.contains("\"shape\":[28,28]") && t.contains("\"kind\":\"dense\""),
+        "{t}"
+    );
+    let o = loaderx(&[&"stats", &store]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("logical_bytes 6272000"), "{}", text(&o));
+}
+
+#[test]
+fn info_works_on_a_raw_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = loaderx_core::Store::create(dir.path().join("raw"), loaderx_core::StoreOptions::new()).unwrap();
+    s.append(&[b"abc".as_slice(), b"de"], Codec::Raw).unwrap();
+    drop(s);
+    let o = loaderx(&[&"info", &dir.path().join("raw")]);
+    let t = text(&o);
+    assert!(o.status.success() && t.contains("raw (no schema)") && t.contains("length:  2"), "{t}");
+}
+
+#[test]
+fn verify_passes_a_good_store_and_names_a_damaged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    write_npy(&input, 50);
+    let store = dir.path().join("s");
+    assert!(loaderx(&[&"convert", &"npy", &input, &store, &"--codec", &"zstd"]).status.success());
+    let o = loaderx(&[&"verify", &store]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
+    // Flip a byte in the middle of record 7's compressed bytes.
+    let meta = std::fs::read(store.join("meta.zr")).unwrap();
+    let entry: [u8; 16] = meta[16 * 8..16 * 9].try_into().unwrap();
+    let loc = RecordLoc::from_bytes(entry);
+    assert_eq!(loc.codec, Codec::Zstd as u8, "{loc:?}");
+    let chunk = store.join(format!("{}.zr", loc.chunk_id));
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[(loc.offset + loc.phys_length / 2) as usize] ^= 0x5a;
+    std::fs::write(&chunk, bytes).unwrap();
+
+    let o = loaderx(&[&"verify", &store]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("record 7") && t.contains(&store.display().to_string()), "{t}");
+}
+
+#[test]
+fn convert_refuses_to_overwrite_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    write_npy(&input, 10);
+    let store = dir.path().join("s");
+    assert!(loaderx(&[&"convert", &"npy", &input, &store]).status.success());
+    let o = loaderx(&[&"convert", &"npy", &input, &store]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("already exists") && t.contains(&store.display().to_string()), "{t}");
+    assert_eq!(t.lines().count(), 1, "one line of error: {t}");
+    let o = loaderx(&[&"convert", &"npy", &input, &store, &"--force", &"--codec", &"raw"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&loaderx(&[&"info", &store])).contains("raw 10"));
+}
+
+#[test]
+fn a_bad_input_is_one_line_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("bad.npy");
+    std::fs::write(&input, b"not numpy at all").unwrap();
+    let o = loaderx(&[&"convert", &"npy", &input, &dir.path().join("s")]);
+    let t = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(t.contains("bad.npy") && t.lines().count() == 1, "{t}");
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn dir_and_safetensors_convert() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("b.jpg"), b"second").unwrap();
+    std::fs::write(files.join("a.jpg"), b"first").unwrap();
+    let o = loaderx(&[&"convert", &"dir", &files, &dir.path().join("d")]);
+    assert!(o.status.success() && text(&o).contains("2 records"), "{}", text(&o));
+    let rs = loaderx_core::RaggedDataset::<u8>::open(dir.path().join("d")).unwrap();
+    assert_eq!(rs.get_batch(&[0]).unwrap(), vec![b"first".to_vec()]);
+
+    let w: Vec<u8> = (0..12).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let view = safetensors::tensor::TensorView::new(safetensors::tensor::Dtype::F32, vec![4, 3], &w).unwrap();
+    let st = dir.path().join("m.safetensors");
+    std::fs::write(&st, safetensors::serialize(vec![("w", view)], None).unwrap()).unwrap();
+    let o = loaderx(&[&"convert", &"safetensors", &st, &dir.path().join("m")]);
+    assert!(o.status.success() && text(&o).contains("w: 4 records"), "{}", text(&o));
+}

@@ -1,0 +1,4 @@
+//! Tests of the built `loaderx` binary, one binary (one link step) with a module per subject.
+
+mod convert;
+mod partition;
