@@ -8,9 +8,10 @@
 //! - **Sequential**: global position `p = step * B + j` maps to `p mod N`, a sliding window over a
 //!   circular index space, so the tail never truncates.
 //! - **IID**: uniform with replacement. The random bits are a pure hash of
-//!   `(seed, step, position, attempt)` (a keyed 32-bit integer hash of the position, with per-step
-//!   keys from SplitMix64; redraws hash the attempt number too), mapped to `[0, N)` by Lemire's
-//!   multiply-shift with rejection, so the draw is unbiased for every `N`.
+//!   `(seed, step, position, attempt)` (wyrand's output function over a Weyl counter that starts at
+//!   a SplitMix64 hash of `(seed, step)`, two 32-bit draws per 64-bit word; redraws hash the
+//!   attempt number too), mapped to `[0, N)` by Lemire's multiply-shift with rejection, so the
+//!   draw is unbiased for every `N`.
 //! - **Cyclic**: without replacement. Cycle `c` is a keyed permutation of `[0, N)`: a 4-round
 //!   Feistel network keyed by `(seed, c)` over the next power of two (each round XORs a key into
 //!   one half and keeps the top bits of a product with a keyed odd multiplier), brought into range by
@@ -438,25 +439,46 @@ impl Sampler {
     }
 
     fn fill_iid(&self, step: u64, out: &mut [u32]) {
-        let n = self.config.len;
+        let n = u64::from(self.config.len);
         let threshold = self.iid_threshold;
         let key = IidKey::new(self.iid_key, step);
+        // Lemire's multiply-shift: the high word is the index; a low word below the threshold
+        // marks one of the 2^32 mod N surplus products, which must be redrawn.
+        let map = |bits: u32| {
+            let m = u64::from(bits) * n;
+            ((m >> 32) as u32, (m as u32) < threshold)
+        };
         let mut position = self.stripe_start;
         for chunk in out.chunks_mut(IID_CHUNK) {
-            // A branch-free, vectorisable pass over the chunk; the rejection test is folded into
-            // one flag so the rare redraw (probability < N / 2^32 per draw) is a second pass over
-            // this chunk only.
+            // One 64-bit hash feeds the pair of global positions (2q, 2q + 1), so pairs start at
+            // an even position; a stripe that starts at an odd one takes its first index alone.
+            let (head, body) = chunk.split_at_mut(usize::from(position & 1 == 1).min(chunk.len()));
             let mut rejected = false;
-            for (o, p) in chunk.iter_mut().zip(position..) {
-                let m = u64::from(key.bits(p)) * u64::from(n);
-                rejected |= (m as u32) < threshold;
-                *o = (m >> 32) as u32;
+            for o in head {
+                let (i, r) = map(key.bits(position));
+                (*o, rejected) = (i, r);
             }
+            let mut q = u64::from(position.div_ceil(2));
+            let mut pairs = body.chunks_exact_mut(2);
+            for pair in &mut pairs {
+                let w = key.word(q);
+                let (a, ra) = map(w as u32);
+                let (b, rb) = map((w >> 32) as u32);
+                (pair[0], pair[1]) = (a, b);
+                rejected |= ra | rb;
+                q += 1;
+            }
+            for o in pairs.into_remainder() {
+                let (i, r) = map(key.word(q) as u32);
+                *o = i;
+                rejected |= r;
+            }
+            // The redraw is rare (probability < N / 2^32 per draw), so the branch-free pass above
+            // only folds it into a flag, and this second pass over the chunk finds the draws.
             if rejected {
                 for (o, p) in chunk.iter_mut().zip(position..) {
-                    let m = u64::from(key.bits(p)) * u64::from(n);
-                    if (m as u32) < threshold {
-                        *o = iid_redraw(key.retry, p, n, threshold);
+                    if map(key.bits(p)).1 {
+                        *o = iid_redraw(key.retry, p, self.config.len, threshold);
                     }
                 }
             }
@@ -483,16 +505,19 @@ impl Sampler {
 }
 
 /// Indices per IID chunk: large enough to amortise the rejection check, small enough that a
-/// chunk rarely holds a rejected draw (at N = 10^6, one chunk in 70).
+/// chunk rarely holds a rejected draw (at N = 10^6, one chunk in 70). Even, so every chunk starts
+/// at a position of the stripe start's parity.
 const IID_CHUNK: usize = 64;
+
+/// wyrand's Weyl increment and mixing constant (Wang Yi's wyhash family).
+const WY_P0: u64 = 0xA076_1D64_78BD_642F;
+const WY_P1: u64 = 0xE703_7ED1_A0B4_28DB;
 
 /// The per-step keys of the IID stream.
 #[derive(Debug, Clone, Copy)]
 struct IidKey {
-    /// Added to the position before hashing.
-    add: u32,
-    /// XORed in between the two multiplies of the hash.
-    xor: u32,
+    /// Start of this step's stretch of the Weyl sequence.
+    base: u64,
     /// Key of the redraws of rejected draws.
     retry: u64,
 }
@@ -501,27 +526,27 @@ impl IidKey {
     fn new(iid_key: u64, step: u64) -> Self {
         let k = mix64(iid_key.wrapping_add(step.wrapping_mul(GOLDEN)));
         IidKey {
-            add: k as u32,
-            xor: (k >> 32) as u32,
+            base: k,
             retry: mix64(k ^ DOMAIN_RETRY),
         }
     }
 
-    /// The 32 random bits of the first attempt at global `position`: a keyed variant of Chris
-    /// Wellons' `lowbias32` integer hash, a bijection of `position` for each key.
-    ///
-    /// 32-bit arithmetic so the compiler can hash several positions per vector instruction. Two
-    /// steps give shifted copies of one stream only when both 32-bit keys line up (about
-    /// `B / 2^64` per pair of steps).
+    /// The 64 random bits of position pair `q` (positions `2q` and `2q + 1`): wyrand's output
+    /// function on the `q`-th Weyl state past this step's random start, i.e. a pure hash of
+    /// `(seed, step, q)`. Steps start at independent random points of the 2^64-long sequence, so
+    /// two steps share a stretch only with probability about `B / 2^64`.
+    #[inline(always)]
+    fn word(&self, q: u64) -> u64 {
+        let s = self.base.wrapping_add(q.wrapping_mul(WY_P0));
+        let t = u128::from(s) * u128::from(s ^ WY_P1);
+        ((t >> 64) as u64) ^ (t as u64)
+    }
+
+    /// The 32 bits of the first attempt at global `position`: the low half of its pair's word
+    /// for an even position, the high half for an odd one.
     #[inline(always)]
     fn bits(&self, position: u32) -> u32 {
-        let mut x = position.wrapping_add(self.add);
-        x ^= x >> 16;
-        x = x.wrapping_mul(0x7FEB_352D);
-        x ^= self.xor;
-        x ^= x >> 15;
-        x = x.wrapping_mul(0x846C_A68B);
-        x ^ (x >> 16)
+        (self.word(u64::from(position >> 1)) >> (32 * (position & 1))) as u32
     }
 }
 
