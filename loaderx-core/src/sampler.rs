@@ -797,6 +797,36 @@ mod tests {
     }
 
     #[test]
+    fn cyclic_order_looks_shuffled() {
+        // Where a cycle starts is uniform over the index space across cycles: chi-square of the
+        // first index of 5000 cycles in 10 buckets (9 degrees of freedom; 40 is over 7
+        // deviations out).
+        let s = sampler(1000, 10, SamplerMode::Cyclic, 8, 0, 1);
+        let spc = s.steps_per_cycle().unwrap();
+        let mut buckets = [0u32; 10];
+        for cycle in 0..5000 {
+            buckets[(s.batch(cycle * spc)[0] / 100) as usize] += 1;
+        }
+        let chi2: f64 = buckets
+            .iter()
+            .map(|&c| (f64::from(c) - 500.0).powi(2) / 500.0)
+            .sum();
+        assert!(chi2 < 40.0, "chi-square {chi2}, buckets {buckets:?}");
+        // Within a cycle, the position and the index drawn there are uncorrelated.
+        let n = 10_000u32;
+        let s = sampler(n, n, SamplerMode::Cyclic, 8, 0, 1);
+        let perm = s.batch(3);
+        let mean = f64::from(n - 1) / 2.0;
+        let (mut cov, mut var) = (0.0, 0.0);
+        for (i, &x) in perm.iter().enumerate() {
+            cov += (i as f64 - mean) * (f64::from(x) - mean);
+            var += (i as f64 - mean).powi(2);
+        }
+        // Under a random permutation the correlation has standard deviation 1 / sqrt(n) = 0.01.
+        assert!((cov / var).abs() < 0.06, "correlation {}", cov / var);
+    }
+
+    #[test]
     fn largest_index_space_stays_in_range() {
         for mode in [
             SamplerMode::Sequential,
