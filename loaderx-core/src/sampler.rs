@@ -14,8 +14,8 @@
 //!   draw is unbiased for every `N`.
 //! - **Cyclic**: without replacement. Cycle `c` is a keyed permutation of `[0, N)`: a 4-round
 //!   Feistel network keyed by `(seed, c)` over the next power of two (each round XORs a key into
-//!   one half and keeps the top bits of a product with a keyed odd multiplier), brought into range by
-//!   cycle-walking. Nothing of size `N` is materialised. A cycle has `N / B` (floor) steps; its
+//!   one half and keeps the top bits of a product with a keyed odd multiplier), brought into range
+//!   by cycle-walking. Nothing of size `N` is materialised. A cycle has `N / B` (floor) steps; its
 //!   remainder of `N % B` indices is dropped, a different remainder each cycle since the
 //!   permutation changes.
 //!
