@@ -357,7 +357,8 @@ impl Sampler {
     /// `out[k]` is position `stripe_start() + k` of the global batch. Allocates nothing.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `out.len()` is not [`local_batch_size`](Self::local_batch_size).
+    /// [`Error::InvalidArgument`] when `out.len()` is not
+    /// [`local_batch_size`](Self::local_batch_size).
     pub fn fill(&self, step: u64, out: &mut [u32]) -> Result<()> {
         if out.len() != self.local as usize {
             return Err(Error::InvalidArgument(format!(
