@@ -18,7 +18,7 @@ mod common;
 use std::io::Write;
 use std::time::Instant;
 
-use common::{median_ns, random_batches, structured_record};
+use common::{random_batches, structured_record};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use loaderx::{Codec, MappedFile, Store, StoreOptions};
 use rayon::prelude::*;
@@ -31,6 +31,9 @@ const BATCHES: usize = 16;
 struct Row {
     size: &'static str,
     codec: &'static str,
+    ceiling_mibs: f64,
+    gather_mibs: f64,
+    vs_ceiling: f64,
     write_mibs: f64,
     on_disk: u64,
     logical: u64,
@@ -59,6 +62,23 @@ fn frames_for(
             b.iter().map(|&i| c.compress(&records(u64::from(i))).unwrap()).collect()
         })
         .collect()
+}
+
+/// Each contender owns its buffer and walks the same batches.
+fn contender<'a>(
+    name: &'a str,
+    rec: usize,
+    mut f: Box<dyn FnMut(&mut [u8], usize) + 'a>,
+) -> common::Contender<'a> {
+    let mut dst = vec![0u8; BATCH * rec];
+    let mut k = 0usize;
+    (
+        name,
+        Box::new(move || {
+            f(&mut dst, k);
+            k += 1;
+        }),
+    )
 }
 
 fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: &mut Vec<Row>) {
@@ -94,6 +114,9 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
         rows.push(Row {
             size: label,
             codec: codec.name(),
+            ceiling_mibs: 0.0,
+            gather_mibs: 0.0,
+            vs_ceiling: 0.0,
             write_mibs: (s.logical_bytes as f64 / (1 << 20) as f64) / secs,
             on_disk: s.chunk_bytes + s.dict_bytes,
             logical: s.logical_bytes,
@@ -106,55 +129,68 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
     let ddict = dict.as_deref().map(DecoderDictionary::copy);
 
     let group_name = format!("gather_{label}");
+    let bytes = flat.bytes();
+    let ddict = &ddict;
+    let memcpy = |dst: &mut [u8], k: usize| {
+        blocks(&batches[k % BATCHES], rec, dst).into_par_iter().for_each(|(ix, d)| {
+            for (j, &i) in ix.iter().enumerate() {
+                let at = i as usize * rec;
+                d[j * rec..(j + 1) * rec].copy_from_slice(&bytes[at..at + rec]);
+            }
+        });
+    };
+    let frames = |frames: &Vec<Vec<Vec<u8>>>, with_dict: bool, dst: &mut [u8], k: usize| {
+        let fr = &frames[k % BATCHES];
+        let per = BATCH.div_ceil(rayon::current_num_threads());
+        fr.par_chunks(per).zip(dst.par_chunks_mut(per * rec)).for_each(|(fs, d)| {
+            let mut dc = match (ddict, with_dict) {
+                (Some(dd), true) => Decompressor::with_prepared_dictionary(dd).unwrap(),
+                _ => Decompressor::new().unwrap(),
+            };
+            for (j, f) in fs.iter().enumerate() {
+                dc.decompress_to_buffer(f, &mut d[j * rec..(j + 1) * rec]).unwrap();
+            }
+        });
+    };
+    let batches = &batches;
+    let contender = |name, f| contender(name, rec, f);
+    let (raw, zstd, zstd_dict) = (&stores[0].1, &stores[1].1, &stores[2].1);
+    let mut contenders: Vec<common::Contender<'_>> = vec![
+        contender("memcpy", Box::new(memcpy)),
+        contender(
+            "raw",
+            Box::new(move |d: &mut [u8], k| raw.gather_fixed(&batches[k % BATCHES], rec, d).unwrap()),
+        ),
+        contender("zstd_frames", Box::new(|d: &mut [u8], k| frames(&plain_frames, false, d, k))),
+        contender(
+            "zstd",
+            Box::new(move |d: &mut [u8], k| zstd.gather_fixed(&batches[k % BATCHES], rec, d).unwrap()),
+        ),
+        contender("zstd_dict_frames", Box::new(|d: &mut [u8], k| frames(&dict_frames, true, d, k))),
+        contender(
+            "zstd_dict",
+            Box::new(move |d: &mut [u8], k| zstd_dict.gather_fixed(&batches[k % BATCHES], rec, d).unwrap()),
+        ),
+    ];
     let mut g = c.benchmark_group(&group_name);
     g.throughput(Throughput::Bytes((BATCH * rec) as u64));
     g.sample_size(20);
-    let mut dst = vec![0u8; BATCH * rec];
-    let bytes = flat.bytes();
-    let mut k = 0usize;
-    g.bench_function(BenchmarkId::from_parameter("memcpy"), |b| {
-        b.iter(|| {
-            let idx = &batches[k % BATCHES];
-            k += 1;
-            blocks(idx, rec, &mut dst).into_par_iter().for_each(|(ix, d)| {
-                for (j, &i) in ix.iter().enumerate() {
-                    let at = i as usize * rec;
-                    d[j * rec..(j + 1) * rec].copy_from_slice(&bytes[at..at + rec]);
-                }
-            });
-        })
-    });
-    for (codec, store) in &stores {
-        let mut k = 0usize;
-        g.bench_function(BenchmarkId::from_parameter(codec.name()), |b| {
-            b.iter(|| {
-                store.gather_fixed(&batches[k % BATCHES], rec, &mut dst).unwrap();
-                k += 1;
-            })
-        });
-    }
-    for (name, frames, with_dict) in
-        [("zstd_frames", &plain_frames, false), ("zstd_dict_frames", &dict_frames, true)]
-    {
-        let mut k = 0usize;
-        g.bench_function(BenchmarkId::from_parameter(name), |b| {
-            b.iter(|| {
-                let fr = &frames[k % BATCHES];
-                k += 1;
-                let per = BATCH.div_ceil(rayon::current_num_threads());
-                fr.par_chunks(per).zip(dst.par_chunks_mut(per * rec)).for_each(|(fs, d)| {
-                    let mut dc = match (&ddict, with_dict) {
-                        (Some(dd), true) => Decompressor::with_prepared_dictionary(dd).unwrap(),
-                        _ => Decompressor::new().unwrap(),
-                    };
-                    for (j, f) in fs.iter().enumerate() {
-                        dc.decompress_to_buffer(f, &mut d[j * rec..(j + 1) * rec]).unwrap();
-                    }
-                });
-            })
-        });
+    for (name, f) in contenders.iter_mut() {
+        g.bench_function(BenchmarkId::from_parameter(*name), |b| b.iter(&mut *f));
     }
     g.finish();
+
+    // The ratios: interleaved rounds, each ceiling paired with its contender.
+    let rounds = 15;
+    let iters = if rec > 64 << 10 { 4 } else { 20 };
+    for pair in contenders.chunks_mut(2) {
+        let res = common::interleaved(rounds, iters, pair);
+        let mibs = |ns: f64| (BATCH * rec) as f64 / (1 << 20) as f64 / (ns * 1e-9);
+        let row = rows.iter_mut().find(|r| r.size == label && r.codec == res[1].name).expect("row");
+        row.ceiling_mibs = mibs(res[0].median_ns);
+        row.gather_mibs = mibs(res[1].median_ns);
+        row.vs_ceiling = res[1].speed_vs_baseline;
+    }
 }
 
 fn main() {
@@ -166,42 +202,32 @@ fn main() {
     c.final_summary();
 
     println!(
-        "\nStore gather, {n} records, random batches of {BATCH} sorted indices, warm page cache, {} threads",
+        "\nStore gather, {n} records, random batches of {BATCH} sorted indices, warm page cache, {} threads;",
         rayon::current_num_threads()
     );
-    println!("| records | contender | gather MiB/s | vs ceiling | write MiB/s | on disk MiB | ratio |");
-    println!("| --- | --- | ---: | ---: | ---: | ---: | ---: |");
-    for size in ["12KiB", "128KiB"] {
-        let rec = if size == "12KiB" { 12 << 10 } else { 128 << 10 };
-        let group = format!("gather_{size}");
-        let mibs =
-            |id: &str| median_ns(&group, id).map(|ns| (BATCH * rec) as f64 / (1 << 20) as f64 / (ns * 1e-9));
-        let fmt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0}"));
-        let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => format!("{:.2}x", a / b),
-            _ => "-".into(),
+    println!(
+        "median of 15 interleaved rounds; vs ceiling = median over rounds of ceiling time / loaderx time"
+    );
+    println!(
+        "| records | codec | loaderx gather MiB/s | its ceiling | ceiling MiB/s | vs ceiling | write MiB/s | on disk MiB | ratio |"
+    );
+    println!("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    for r in &rows {
+        let ceiling = match r.codec {
+            "raw" => "memcpy from a flat mmap",
+            "zstd" => "zstd frames, no store",
+            _ => "zstd_dict frames, no store",
         };
-        println!("| {size} | memcpy from mmap (ceiling) | {} | 1.00x | | | |", fmt(mibs("memcpy")));
-        println!("| {size} | zstd frames, no store (ceiling) | {} | 1.00x | | | |", fmt(mibs("zstd_frames")));
         println!(
-            "| {size} | zstd_dict frames, no store (ceiling) | {} | 1.00x | | | |",
-            fmt(mibs("zstd_dict_frames"))
+            "| {} | {} | {:.0} | {ceiling} | {:.0} | {:.2}x | {:.0} | {:.0} | {:.2}x |",
+            r.size,
+            r.codec,
+            r.gather_mibs,
+            r.ceiling_mibs,
+            r.vs_ceiling,
+            r.write_mibs,
+            r.on_disk as f64 / (1 << 20) as f64,
+            r.logical as f64 / r.on_disk.max(1) as f64
         );
-        for r in rows.iter().filter(|r| r.size == size) {
-            let ceiling = match r.codec {
-                "raw" => "memcpy",
-                "zstd" => "zstd_frames",
-                _ => "zstd_dict_frames",
-            };
-            println!(
-                "| {size} | loaderx {} | {} | {} | {:.0} | {:.0} | {:.2}x |",
-                r.codec,
-                fmt(mibs(r.codec)),
-                ratio(mibs(r.codec), mibs(ceiling)),
-                r.write_mibs,
-                r.on_disk as f64 / (1 << 20) as f64,
-                r.logical as f64 / r.on_disk.max(1) as f64
-            );
-        }
     }
 }

@@ -74,3 +74,50 @@ pub fn random_batches(seed: u64, n: u32, batch: usize, count: usize) -> Vec<Vec<
         })
         .collect()
 }
+
+/// One contender of an interleaved comparison: a name and one unit of work.
+pub type Contender<'a> = (&'a str, Box<dyn FnMut() + 'a>);
+
+/// Medians of an interleaved run: per contender, the median time of one unit of work and the
+/// median over rounds of (baseline time / its time), i.e. its speed relative to the baseline.
+pub struct Interleaved {
+    pub name: String,
+    pub median_ns: f64,
+    pub speed_vs_baseline: f64,
+}
+
+/// Runs every contender `iters` times per round, alternating contenders within each round, for
+/// `rounds` rounds; contender 0 is the baseline. On a shared machine the load drifts; because
+/// each round times every contender back to back, the per-round ratio cancels most of it.
+pub fn interleaved(rounds: usize, iters: usize, contenders: &mut [Contender<'_>]) -> Vec<Interleaved> {
+    let n = contenders.len();
+    let mut times = vec![Vec::with_capacity(rounds); n];
+    for (_, f) in contenders.iter_mut() {
+        f(); // warm up
+    }
+    for r in 0..rounds {
+        // Rotate the starting contender so none always runs first.
+        for k in 0..n {
+            let i = (k + r) % n;
+            let t = std::time::Instant::now();
+            for _ in 0..iters {
+                (contenders[i].1)();
+            }
+            times[i].push(t.elapsed().as_secs_f64() * 1e9 / iters as f64);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (0..n)
+        .map(|i| {
+            let mut ratios: Vec<f64> = (0..rounds).map(|r| times[0][r] / times[i][r]).collect();
+            Interleaved {
+                name: contenders[i].0.to_string(),
+                median_ns: median(&mut times[i].clone()),
+                speed_vs_baseline: median(&mut ratios),
+            }
+        })
+        .collect()
+}

@@ -23,6 +23,9 @@ pub enum Format {
     Idx(ConvertArgs),
     /// A directory → ragged u8 dataset, one record per regular file in byte-wise name order.
     Dir(ConvertArgs),
+    /// JSONL / newline-delimited files → ragged u8 dataset, record i = line i across the files
+    /// (the newline excluded), planned into record-aligned ranges and split in parallel.
+    Jsonl(JsonlArgs),
 }
 
 /// What every converter takes.
@@ -32,6 +35,23 @@ pub struct ConvertArgs {
     input: PathBuf,
     /// The dataset to write (for `safetensors`, the directory that receives one per tensor).
     out: PathBuf,
+    #[command(flatten)]
+    codec: CodecArgs,
+}
+
+/// `convert jsonl IN... OUT`.
+#[derive(Debug, Args)]
+pub struct JsonlArgs {
+    /// The input files, in order, then the dataset to write.
+    #[arg(required = true, num_args = 2.., value_name = "IN... OUT")]
+    paths: Vec<PathBuf>,
+    #[command(flatten)]
+    codec: CodecArgs,
+}
+
+/// How the output is written.
+#[derive(Debug, Args)]
+pub struct CodecArgs {
     /// How records are compressed: raw, zstd or zstd_dict.
     #[arg(long, default_value = "zstd")]
     codec: Codec,
@@ -92,21 +112,27 @@ fn summary_line(what: &str, s: &ConvertSummary, secs: f64) -> String {
 
 /// Runs one conversion.
 pub fn run(format: Format) -> anyhow::Result<()> {
-    let (name, args) = match &format {
-        Format::Npy(a) => ("npy", a),
-        Format::Safetensors(a) => ("safetensors", a),
-        Format::Idx(a) => ("idx", a),
-        Format::Dir(a) => ("dir", a),
+    let (name, inputs, out, codec): (&str, Vec<&Path>, &Path, &CodecArgs) = match &format {
+        Format::Npy(a) => ("npy", vec![&a.input], &a.out, &a.codec),
+        Format::Safetensors(a) => ("safetensors", vec![&a.input], &a.out, &a.codec),
+        Format::Idx(a) => ("idx", vec![&a.input], &a.out, &a.codec),
+        Format::Dir(a) => ("dir", vec![&a.input], &a.out, &a.codec),
+        Format::Jsonl(a) => {
+            let (out, inputs) = a.paths.split_last().context("convert jsonl needs IN... OUT")?;
+            ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec)
+        }
     };
-    let pb = progress_bar(input_size(&args.input, matches!(format, Format::Dir(_))));
+    let total = inputs.iter().map(|p| input_size(p, matches!(format, Format::Dir(_)))).sum();
+    let pb = progress_bar(total);
     let bar = pb.clone();
     let opts = WriteOptions::new()
-        .codec(args.codec)
-        .dict_cap(args.dict_size)
-        .overwrite(args.force)
+        .codec(codec.codec)
+        .dict_cap(codec.dict_size)
+        .overwrite(codec.force)
         .progress(move |done| bar.set_position(done));
     let start = Instant::now();
-    let ctx = || format!("convert {name} {} → {}", args.input.display(), args.out.display());
+    let shown: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let ctx = || format!("convert {name} {} → {}", shown.join(" "), out.display());
     let text = match &format {
         Format::Npy(a) => {
             let s = convert::npy(&a.input, &a.out, opts).with_context(ctx)?;
@@ -119,6 +145,10 @@ pub fn run(format: Format) -> anyhow::Result<()> {
         Format::Dir(a) => {
             let s = convert::dir(&a.input, &a.out, opts).with_context(ctx)?;
             summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
+        }
+        Format::Jsonl(_) => {
+            let s = convert::jsonl(&inputs, out, opts).with_context(ctx)?;
+            summary_line(&out.display().to_string(), &s, start.elapsed().as_secs_f64())
         }
         Format::Safetensors(a) => {
             let all = convert::safetensors(&a.input, &a.out, opts).with_context(ctx)?;

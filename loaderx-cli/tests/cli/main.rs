@@ -1,4 +1,5 @@
 //! Tests of the built `loaderx` binary, one binary (one link step) with a module per subject.
 
 mod convert;
+mod jsonl;
 mod partition;

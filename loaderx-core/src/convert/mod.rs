@@ -15,6 +15,7 @@
 //! | [`from_ragged`] | `Vec<T>`s of whole rows | ragged |
 //! | [`from_bytes`] | byte records | ragged `u8` |
 //! | [`dir`] | a directory, one record per regular file | ragged `u8` |
+//! | [`jsonl`] | JSONL / newline-delimited files, one record per line | ragged `u8` |
 //!
 //! The reverse direction for `.npy` is [`crate::export::npy`].
 
@@ -22,6 +23,7 @@ mod dir;
 pub(crate) mod export;
 mod idx;
 mod iter;
+mod jsonl;
 mod npy;
 mod safetensors;
 mod summary;
@@ -29,6 +31,7 @@ mod summary;
 pub use dir::dir;
 pub use idx::{IdxHeader, idx};
 pub use iter::{from_arrays, from_bytes, from_ragged};
+pub use jsonl::jsonl;
 pub use npy::{NpyHeader, npy};
 pub use safetensors::safetensors;
 pub use summary::{BLOCK_BYTES, ConvertSummary};

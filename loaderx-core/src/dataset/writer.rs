@@ -206,7 +206,7 @@ impl DatasetWriter {
                         "dense items of zero size cannot be counted from a slice".into(),
                     ));
                 }
-                if bytes.len() % item != 0 {
+                if !bytes.len().is_multiple_of(item) {
                     return Err(Error::InvalidArgument(format!(
                         "{} elements is not a whole number of {}-element items",
                         items.len(),
@@ -246,11 +246,13 @@ impl DatasetWriter {
     /// # Errors
     /// [`Error::InvalidArgument`] naming the record (its number in the dataset) whose size does
     /// not fit the schema; [`Error::RecordTooLarge`]; the store's write errors.
-    pub fn append_bytes<R: AsRef<[u8]>>(&mut self, records: &[R]) -> Result<()> {
+    pub fn append_bytes<R: AsRef<[u8]> + Sync>(&mut self, records: &[R]) -> Result<()> {
         let unit = self.schema.unit_bytes();
-        for r in records {
+        let base = self.count();
+        let mut bytes = 0usize;
+        for (k, r) in records.iter().enumerate() {
             let r = r.as_ref();
-            let n = self.count();
+            let n = base + k as u64;
             let fits = match self.schema.kind {
                 Kind::Dense => r.len() == unit,
                 Kind::Ragged => unit == 0 || r.len() % unit == 0,
@@ -270,11 +272,33 @@ impl DatasetWriter {
                     limit: crate::MAX_RECORD_SIZE as u64,
                 });
             }
-            self.pending_bytes += r.len();
-            self.pending.push(r.to_vec());
-            if self.pending.len() >= BATCH_RECORDS || self.pending_bytes >= BATCH_BYTES {
-                self.flush()?;
+            bytes += r.len();
+        }
+        if records.len() < BATCH_RECORDS / 4 && bytes < BATCH_BYTES / 4 {
+            // Small appends are gathered into one batch so compression still runs in parallel.
+            for r in records {
+                self.pending_bytes += r.as_ref().len();
+                self.pending.push(r.as_ref().to_vec());
+                if self.pending.len() >= BATCH_RECORDS || self.pending_bytes >= BATCH_BYTES {
+                    self.flush()?;
+                }
             }
+            return Ok(());
+        }
+        // Large appends go to the store as they are, without a copy, in bounded batches.
+        self.flush()?;
+        let store = self.store.as_ref().expect("store lives until finish");
+        let mut start = 0;
+        while start < records.len() {
+            let mut end = start;
+            let mut size = 0;
+            while end < records.len() && end - start < BATCH_RECORDS && size < BATCH_BYTES {
+                size += records[end].as_ref().len();
+                end += 1;
+            }
+            store.append(&records[start..end], self.opts.codec_of())?;
+            self.count += (end - start) as u64;
+            start = end;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ pub fn record(id: u64) -> Vec<u8> {
     let mut out = id.to_le_bytes().to_vec();
     let mut x = id ^ 0x9E37_79B9_7F4A_7C15;
     for j in 0..len {
-        if id % 3 == 0 {
+        if id.is_multiple_of(3) {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;

@@ -450,7 +450,7 @@ fn crash_child() {
             "append" => {
                 let recs: Vec<Vec<u8>> = (next..next + 50).map(record).collect();
                 next += 50;
-                store.append(&recs, if next % 100 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
+                store.append(&recs, if next.is_multiple_of(100) { Codec::Zstd } else { Codec::Raw }).unwrap();
             }
             "compact" => {
                 let recs: Vec<Vec<u8>> = (next..next + 400).map(record).collect();

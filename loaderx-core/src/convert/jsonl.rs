@@ -1,0 +1,138 @@
+//! JSONL / newline-delimited text: one byte record per line, planned and split in parallel.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::summary::{ConvertSummary, finish};
+use crate::{DatasetWriter, Error, MAX_RECORD_SIZE, MappedFile, Result, WriteOptions, partition};
+
+/// Bytes of input per planned range.
+const RANGE_BYTES: u64 = 8 << 20;
+
+/// Writes a ragged `u8` dataset at `out` with one record per line of `inputs` (the `\n` excluded,
+/// anything else, `\r` included, kept): record `i` is line `i` across the files in the order
+/// given. A last line without a trailing newline is a record; blank lines are empty records.
+///
+/// Each file is memory-mapped and cut into record-aligned ranges by the framing planner
+/// ([`partition`]); the lines of a window of ranges are found in parallel (SIMD `memchr`) and
+/// appended in order straight from the mapping, and compression runs in parallel inside the
+/// store. The inputs must not change while they are converted.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no inputs; [`Error::BadInput`] naming the file and 1-based line
+/// of a line over 1 MiB; [`Error::Io`] naming a file that cannot be read; otherwise as
+/// [`DatasetWriter::with_schema`]. Nothing is left at `out` on error.
+pub fn jsonl<P: AsRef<Path>>(
+    inputs: &[P],
+    out: impl AsRef<Path>,
+    opts: WriteOptions,
+) -> Result<ConvertSummary> {
+    let out = out.as_ref();
+    if inputs.is_empty() {
+        return Err(Error::InvalidArgument("convert jsonl needs at least one input file".into()));
+    }
+    // Open every input before writing anything, so a missing file fails fast.
+    let files: Vec<MappedFile> = inputs.iter().map(MappedFile::open).collect::<Result<_>>()?;
+    let mut w = DatasetWriter::ragged::<u8>(out, Vec::new(), opts.clone())?;
+    let window = 2 * rayon::current_num_threads();
+    let mut done = 0u64;
+    for file in &files {
+        let bytes = file.bytes();
+        let parts = (bytes.len() as u64).div_ceil(RANGE_BYTES).max(1) as usize;
+        let ranges = partition(bytes, parts, b'\n')?;
+        for group in ranges.chunks(window) {
+            let lines: Vec<Vec<&[u8]>> = group
+                .par_iter()
+                .map(|r| split_lines(&bytes[r.start as usize..r.end as usize], r.start, file))
+                .collect::<Result<_>>()?;
+            for l in &lines {
+                w.append_bytes(l)?;
+            }
+            done += group.iter().map(|r| r.length).sum::<u64>();
+            opts.report(done);
+        }
+    }
+    finish(w, out, done)
+}
+
+/// The lines of `range` (which starts at byte `start` of `file` and ends after a `\n` or at EOF).
+fn split_lines<'a>(range: &'a [u8], start: u64, file: &MappedFile) -> Result<Vec<&'a [u8]>> {
+    let mut lines = Vec::with_capacity(range.len() / 64 + 1);
+    let mut from = 0usize;
+    for nl in memchr::memchr_iter(b'\n', range) {
+        lines.push(&range[from..nl]);
+        from = nl + 1;
+    }
+    if from < range.len() {
+        lines.push(&range[from..]);
+    }
+    if let Some(long) = lines.iter().find(|l| l.len() > MAX_RECORD_SIZE) {
+        let at = long.as_ptr() as usize - range.as_ptr() as usize + start as usize;
+        // Only on this error path is the file scanned up to the line, to name it.
+        let line = memchr::memchr_iter(b'\n', &file.bytes()[..at]).count() + 1;
+        return Err(Error::BadInput {
+            path: file.path().to_path_buf(),
+            reason: format!(
+                "line {line} is {} bytes; a record holds at most {MAX_RECORD_SIZE} bytes",
+                long.len()
+            ),
+        });
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &[u8]) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn lines_become_records_in_order_across_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.jsonl", b"{\"a\":1}\n\n{\"a\":3}\r\n");
+        let b = write(dir.path(), "b.jsonl", b"");
+        let c = write(dir.path(), "c.jsonl", b"x\ny");
+        let s = jsonl(&[&a, &b, &c, &a], dir.path().join("out"), WriteOptions::new()).unwrap();
+        assert_eq!(s.records, 8);
+        let store = crate::Store::open(dir.path().join("out")).unwrap();
+        let got = store.gather(&(0..8).collect::<Vec<_>>()).unwrap();
+        let want: Vec<&[u8]> =
+            vec![b"{\"a\":1}", b"", b"{\"a\":3}\r", b"x", b"y", b"{\"a\":1}", b"", b"{\"a\":3}\r"];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_names_file_and_line_and_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = b"ok\nok\n".to_vec();
+        text.extend(std::iter::repeat_n(b'x', MAX_RECORD_SIZE + 1));
+        text.extend_from_slice(b"\nafter\n");
+        let p = write(dir.path(), "big.jsonl", &text);
+        let err = jsonl(&[&p], dir.path().join("out"), WriteOptions::new()).unwrap_err();
+        match err {
+            Error::BadInput { path, reason } => {
+                assert_eq!(path, p);
+                assert!(reason.contains("line 3"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!dir.path().join("out").exists());
+        assert!(!dir.path().join("out.partial").exists());
+    }
+
+    #[test]
+    fn no_inputs_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let none: [&Path; 0] = [];
+        assert!(matches!(
+            jsonl(&none, dir.path().join("o"), WriteOptions::new()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}
