@@ -64,12 +64,11 @@ fn frames_for(
         .collect()
 }
 
+/// One unit of a contender's work: fill this buffer with batch `k`.
+type Work<'a> = Box<dyn FnMut(&mut [u8], usize) + 'a>;
+
 /// Each contender owns its buffer and walks the same batches.
-fn contender<'a>(
-    name: &'a str,
-    rec: usize,
-    mut f: Box<dyn FnMut(&mut [u8], usize) + 'a>,
-) -> common::Contender<'a> {
+fn contender<'a>(name: &'a str, rec: usize, mut f: Work<'a>) -> common::Contender<'a> {
     let mut dst = vec![0u8; BATCH * rec];
     let mut k = 0usize;
     (
