@@ -2,6 +2,7 @@
 
 mod common;
 mod convert;
+mod crash;
 mod dataset;
 mod loader;
 mod store;
