@@ -43,6 +43,16 @@ pub mod format {
     pub use crate::convert::{IdxHeader, NpyHeader};
     pub use crate::dataset::Schema;
     pub use crate::store::format::{Header, HeaderError, META_SIZE, RecordLoc, checksum, dict};
+
+    /// Decodes a `journal.zr` (the redo log of delete and compaction) and returns its number of
+    /// entries. Exposed for the fuzz targets only; the journal format is not a public API.
+    ///
+    /// # Errors
+    /// `(offset, reason)` of the first problem; never panics on any input.
+    #[doc(hidden)]
+    pub fn journal_decode(bytes: &[u8]) -> Result<usize, (u64, String)> {
+        crate::store::journal_entries(bytes)
+    }
 }
 pub use framing::{
     ChunkCursor, FilePartRange, MappedFile, PartRange, chunk_boundaries, chunk_boundaries_pattern,

@@ -76,6 +76,14 @@ impl Schema {
     /// # Errors
     /// [`Error::Schema`] when it is missing; [`Error::Corrupt`] when it does not decode.
     pub fn read(dir: &Path) -> Result<Schema> {
+        // A converter killed between writing the schema and renaming its staging directory into
+        // place leaves a complete-looking `OUT.partial`: never take it for a dataset.
+        if dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".partial")) {
+            return Err(Error::Schema {
+                path: dir.to_path_buf(),
+                reason: "this is the staging directory of an unfinished conversion, not a dataset".into(),
+            });
+        }
         let path = dir.join(SCHEMA_FILE);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -106,6 +114,18 @@ impl Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_staging_directory_never_reads_as_a_dataset() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = dir.path().join("out.partial");
+        std::fs::create_dir(&staging).unwrap();
+        Schema::dense(DType::U8, vec![]).write(&staging).unwrap();
+        assert!(matches!(Schema::read(&staging), Err(Error::Schema { .. })));
+        let done = dir.path().join("out");
+        std::fs::rename(&staging, &done).unwrap();
+        assert_eq!(Schema::read(&done).unwrap(), Schema::dense(DType::U8, vec![]));
+    }
 
     #[test]
     fn schema_round_trips_and_rejects_garbage() {

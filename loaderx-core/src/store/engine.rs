@@ -689,6 +689,12 @@ impl Store {
     }
 
     fn read_shard(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], dst: &mut [u8]) -> Result<()> {
+        // A handle opened before the writer (perhaps in another process) trained the dictionary
+        // has none loaded; `dict.zr` is durable before any record that needs it is committed, so
+        // it is there to load now.
+        if self.dict.get().is_none() && locs.iter().any(|(_, c)| *c == Codec::ZstdDict) {
+            self.load_dictionary()?;
+        }
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
         let mut view: Option<(u16, Arc<memmap2::Mmap>)> = None;
         let mut pos = 0;

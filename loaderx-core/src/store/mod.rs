@@ -25,3 +25,10 @@ pub(crate) use chunk::sync_dir;
 pub(crate) use engine::remove_store_dir;
 pub use engine::{CodecCounts, CompactReport, Store, StoreOptions, StoreStats, VerifyReport};
 pub use format::{Codec, MAX_RECORD_SIZE, MAX_RECORDS};
+
+/// Decodes a journal and counts its entries (for `loaderx_core::format::journal_decode`).
+pub(crate) fn journal_entries(bytes: &[u8]) -> Result<usize, (u64, String)> {
+    Ok(match journal::Journal::decode(bytes)? {
+        journal::Journal::Delete { entries, .. } | journal::Journal::Move { entries, .. } => entries.len(),
+    })
+}

@@ -1,7 +1,9 @@
 //! Integration tests of `loaderx-core`, one binary (one link step) with a module per subject.
 
+mod bad_inputs;
 mod common;
 mod convert;
+mod crash;
 mod dataset;
 mod loader;
 mod store;

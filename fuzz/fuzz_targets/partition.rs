@@ -1,0 +1,50 @@
+//! `partition` against a naive oracle: every ideal cut walked forward byte by byte.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+/// The obvious planner, written from the documentation of `partition`.
+fn oracle(data: &[u8], parts: usize, delim: u8) -> Vec<(u64, u64)> {
+    let len = data.len();
+    let boundary = |p: usize| p > 0 && data[p - 1] == delim;
+    let mut cuts: Vec<usize> = Vec::new();
+    for i in 1..parts {
+        let target = len * i / parts;
+        if target == 0 || target <= cuts.last().copied().unwrap_or(0) {
+            continue;
+        }
+        let mut cut = target;
+        while cut < len && !boundary(cut) {
+            cut += 1;
+        }
+        if cut >= len {
+            break;
+        }
+        cuts.push(cut);
+    }
+    let mut out = Vec::new();
+    let mut start = 0;
+    for end in cuts.into_iter().chain((len > 0).then_some(len)) {
+        out.push((start as u64, end as u64));
+        start = end;
+    }
+    out
+}
+
+fuzz_target!(|input: &[u8]| {
+    let Some((&[p, delim], data)) = input.split_first_chunk::<2>() else { return };
+    // Part counts up to 255, and past the length of the data.
+    let parts = usize::from(p);
+    let got = match loaderx_core::partition(data, parts, delim) {
+        Ok(r) => r,
+        Err(_) => {
+            assert_eq!(parts, 0);
+            return;
+        }
+    };
+    let plan: Vec<(u64, u64)> = got.iter().map(|r| (r.start, r.end)).collect();
+    for (i, r) in got.iter().enumerate() {
+        assert_eq!((r.index, r.length), (i as u64, r.end - r.start));
+    }
+    assert_eq!(plan, oracle(data, parts, delim), "parts {parts} delim {delim} len {}", data.len());
+});

@@ -1,0 +1,324 @@
+//! Every malformed input of the store and loader issues, table-driven: each case damages a fresh
+//! store or dataset, runs one operation, and expects a clean typed error (a panic fails the test)
+//! naming the right path or index, with every file of the directory byte-for-byte unchanged.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use loaderx_core::{
+    Codec, DType, DataLoader, DenseDataset, Error, MAX_RECORD_SIZE, MAX_RECORDS, RaggedDataset, Sampler,
+    Store, StoreOptions, WriteOptions, convert, format::NpyHeader,
+};
+
+use crate::common::{patch, record};
+
+/// A file's length and its non-zero 64 KiB pieces.
+type FileImage = (u64, Vec<(usize, Vec<u8>)>);
+
+/// Every file under `dir`, by relative path: length and the non-zero 64 KiB pieces of its first
+/// 4 MiB. Past that, the sparse 256 MiB `meta.zr` holds only table entries of records these
+/// 200-record stores do not have, and reading its zeros twice per case would dominate the test.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, FileImage> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let len = std::fs::metadata(&p).unwrap().len();
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(std::fs::File::open(&p).unwrap(), 4 << 20),
+                &mut bytes,
+            )
+            .unwrap();
+            let zero = [0u8; 1 << 16];
+            let pieces = bytes
+                .chunks(1 << 16)
+                .enumerate()
+                .filter(|(_, c)| *c != &zero[..c.len()])
+                .map(|(i, c)| (i, c.to_vec()))
+                .collect();
+            out.insert(p.strip_prefix(dir).unwrap().to_path_buf(), (len, pieces));
+        }
+    }
+    out
+}
+
+fn entry_offset(idx: u64) -> u64 {
+    16 * (1 + idx)
+}
+
+/// A store of 200 self-describing records at `dir/s`.
+fn store(dir: &Path, codec: Codec) -> PathBuf {
+    let path = dir.join("s");
+    let s = Store::create(&path, StoreOptions::new()).unwrap();
+    s.append(&(0..200).map(record).collect::<Vec<_>>(), codec).unwrap();
+    path
+}
+
+fn ends(p: &Path, name: &str) -> bool {
+    p.ends_with(name)
+}
+
+type Case = (&'static str, fn(&Path) -> PathBuf, fn(&Path) -> Result<(), Error>, fn(&Error, &Path) -> bool);
+
+fn cases() -> Vec<Case> {
+    vec![
+        (
+            "wrong magic",
+            |d| {
+                let s = store(d, Codec::Raw);
+                patch(&s.join("meta.zr"), 0, b"NOPE");
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, s| matches!(e, Error::NotAStore { path, .. } if *path == s.join("meta.zr")),
+        ),
+        (
+            "truncated meta",
+            |d| {
+                let s = store(d, Codec::Raw);
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(s.join("meta.zr"))
+                    .unwrap()
+                    .set_len(4096)
+                    .unwrap();
+                s
+            },
+            |s| Store::open_rw(s, StoreOptions::new()).map(drop),
+            |e, _| matches!(e, Error::Corrupt { path, .. } if ends(path, "meta.zr")),
+        ),
+        (
+            "table entry pointing outside its chunk",
+            |d| {
+                let s = store(d, Codec::Raw);
+                patch(&s.join("meta.zr"), entry_offset(5), &0x7000_0000u32.to_ne_bytes());
+                s
+            },
+            |s| Store::open(s)?.gather(&[4, 5]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 5, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "bad codec tag",
+            |d| {
+                let s = store(d, Codec::Zstd);
+                patch(&s.join("meta.zr"), entry_offset(7) + 14, &[9]);
+                s
+            },
+            |s| Store::open(s)?.gather(&[6, 7]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 7, .. }),
+        ),
+        (
+            "corrupt zstd frame",
+            |d| {
+                let s = store(d, Codec::Zstd);
+                let meta = std::fs::read(s.join("meta.zr")).unwrap();
+                let e = &meta[entry_offset(1) as usize..entry_offset(1) as usize + 16];
+                let off = u32::from_ne_bytes(e[0..4].try_into().unwrap());
+                let phys = u32::from_ne_bytes(e[4..8].try_into().unwrap());
+                let at = u64::from(off + phys / 2);
+                let b = std::fs::read(s.join("0.zr")).unwrap()[at as usize];
+                patch(&s.join("0.zr"), at, &[b ^ 0xA5]);
+                s
+            },
+            |s| Store::open(s)?.gather(&[1]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 1, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "missing dictionary",
+            |d| {
+                let s = store(d, Codec::ZstdDict);
+                std::fs::remove_file(s.join("dict.zr")).unwrap();
+                s
+            },
+            |s| Store::open(s)?.gather(&[1]).map(drop),
+            |e, s| matches!(e, Error::MissingDictionary { path } if path == s),
+        ),
+        (
+            "truncated chunk file (read-write open must not repair it)",
+            |d| {
+                let s = store(d, Codec::Raw);
+                std::fs::OpenOptions::new().write(true).open(s.join("0.zr")).unwrap().set_len(100).unwrap();
+                s
+            },
+            |s| Store::open_rw(s, StoreOptions::new()).map(drop),
+            |e, _| matches!(e, Error::Corrupt { path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "index out of range",
+            |d| store(d, Codec::Raw),
+            |s| Store::open(s)?.gather(&[0, 200]).map(drop),
+            |e, _| matches!(e, Error::IndexOutOfRange { index: 200, len: 200, .. }),
+        ),
+        (
+            "other byte order",
+            |d| {
+                let s = store(d, Codec::Raw);
+                patch(&s.join("meta.zr"), 4, &1u16.swap_bytes().to_ne_bytes());
+                s
+            },
+            |s| Store::open_rw(s, StoreOptions::new()).map(drop),
+            |e, s| matches!(e, Error::ByteOrder { path } if *path == s.join("meta.zr")),
+        ),
+        (
+            "other version",
+            |d| {
+                let s = store(d, Codec::Raw);
+                patch(&s.join("meta.zr"), 4, &9u16.to_ne_bytes());
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, _| matches!(e, Error::Version { found: 9, .. }),
+        ),
+        (
+            "record over 1 MiB",
+            |d| store(d, Codec::Raw),
+            |s| {
+                Store::open_rw(s, StoreOptions::new())?
+                    .append(&[vec![1u8; 3], vec![0; MAX_RECORD_SIZE + 1]], Codec::Zstd)
+                    .map(drop)
+            },
+            |e, _| matches!(e, Error::RecordTooLarge { index: 1, .. }),
+        ),
+        (
+            "store full",
+            |d| {
+                let s = d.join("s");
+                drop(Store::create(&s, StoreOptions::new()).unwrap());
+                patch(&s.join("meta.zr"), 12, &(MAX_RECORDS - 1).to_ne_bytes());
+                s
+            },
+            |s| {
+                Store::open_rw(s, StoreOptions::new())?.append(&[b"a".as_slice(), b"b"], Codec::Raw).map(drop)
+            },
+            |e, _| matches!(e, Error::StoreFull { adding: 2, .. }),
+        ),
+        (
+            "bad schema",
+            |d| {
+                let out = d.join("ds");
+                convert::from_bytes(&out, (0..20).map(record), WriteOptions::new()).unwrap();
+                std::fs::write(out.join("schema.msgpack"), b"\xff\x00garbage").unwrap();
+                out
+            },
+            |s| RaggedDataset::<u8>::open(s).map(drop),
+            |e, _| matches!(e, Error::Corrupt { path, .. } if ends(path, "schema.msgpack")),
+        ),
+        (
+            "ragged opened as dense",
+            |d| {
+                let out = d.join("ds");
+                convert::from_bytes(&out, (0..20).map(record), WriteOptions::new()).unwrap();
+                out
+            },
+            |s| DenseDataset::<u8>::open(s).map(drop),
+            |e, s| matches!(e, Error::Schema { path, .. } if path == s),
+        ),
+        (
+            "wrong dtype",
+            |d| npy_dataset(d, "ds"),
+            |s| DenseDataset::<u8>::open(s).map(drop),
+            |e, s| matches!(e, Error::Schema { path, .. } if path == s),
+        ),
+        (
+            "streams of different lengths",
+            |d| {
+                npy_dataset(d, "a");
+                let b = d.join("b");
+                convert::npy(write_npy(d, "b.npy", 7), &b, WriteOptions::new()).unwrap();
+                d.to_path_buf()
+            },
+            |d| {
+                DataLoader::builder()
+                    .open_stream("a", d.join("a"))?
+                    .open_stream("b", d.join("b"))?
+                    .build()
+                    .map(drop)
+            },
+            |e, _| matches!(e, Error::InvalidArgument(m) if m.contains("\"b\"") && m.contains("same length")),
+        ),
+        (
+            "invalid sampler params",
+            |d| d.to_path_buf(),
+            |_| Sampler::builder(10).batch_size(0).build().map(drop),
+            |e, _| matches!(e, Error::InvalidArgument(_)),
+        ),
+        (
+            "malformed npy",
+            |d| {
+                let p = d.join("bad.npy");
+                let mut f = NpyHeader::encode(DType::F32, &[4, 4]).unwrap();
+                f[8] = 0xFF; // header length past the file
+                std::fs::write(&p, f).unwrap();
+                d.to_path_buf()
+            },
+            |d| convert::npy(d.join("bad.npy"), d.join("out"), WriteOptions::new()).map(drop),
+            |e, d| matches!(e, Error::BadInput { path, .. } if *path == d.join("bad.npy")),
+        ),
+        (
+            "malformed idx",
+            |d| {
+                std::fs::write(d.join("bad.idx"), [0u8, 0, 0x08, 3, 0, 0, 0, 10, 0, 0]).unwrap();
+                d.to_path_buf()
+            },
+            |d| convert::idx(d.join("bad.idx"), d.join("out"), WriteOptions::new()).map(drop),
+            |e, d| matches!(e, Error::BadInput { path, .. } if *path == d.join("bad.idx")),
+        ),
+        (
+            "malformed safetensors",
+            |d| {
+                std::fs::write(d.join("bad.safetensors"), b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":1")
+                    .unwrap();
+                d.to_path_buf()
+            },
+            |d| convert::safetensors(d.join("bad.safetensors"), d.join("out"), WriteOptions::new()).map(drop),
+            |e, d| matches!(e, Error::BadInput { path, .. } if *path == d.join("bad.safetensors")),
+        ),
+    ]
+}
+
+fn write_npy(d: &Path, name: &str, rows: usize) -> PathBuf {
+    let p = d.join(name);
+    let mut f = NpyHeader::encode(DType::F32, &[rows, 4]).unwrap();
+    f.extend((0..rows * 4).flat_map(|i| (i as f32).to_le_bytes()));
+    std::fs::write(&p, f).unwrap();
+    p
+}
+
+fn npy_dataset(d: &Path, name: &str) -> PathBuf {
+    let out = d.join(name);
+    convert::npy(write_npy(d, &format!("{name}.npy"), 5), &out, WriteOptions::new()).unwrap();
+    out
+}
+
+#[test]
+fn every_malformed_input_is_a_clean_error_naming_it_and_changes_nothing() {
+    let mut failures = Vec::new();
+    for (name, setup, action, expected) in cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = setup(dir.path());
+        let before = snapshot(dir.path());
+        let outcome = std::panic::catch_unwind(|| action(&target));
+        let after = snapshot(dir.path());
+        match outcome {
+            Err(_) => failures.push(format!("{name}: panicked")),
+            Ok(Ok(())) => failures.push(format!("{name}: succeeded")),
+            Ok(Err(e)) if !expected(&e, &target) => failures.push(format!("{name}: unexpected error {e:?}")),
+            Ok(Err(_)) => {}
+        }
+        // A lock file an open creates is not a change to the store's contents.
+        let strip = |mut s: BTreeMap<PathBuf, _>| {
+            s.remove(&PathBuf::from("s/write.lock"));
+            s
+        };
+        if strip(before) != strip(after) {
+            failures.push(format!("{name}: files changed"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

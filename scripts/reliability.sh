@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Reliability campaign of issue 7: crash loops, fuzzing and concurrency, each for much longer than
+# the test suite runs them. Not part of CI (CI only builds the fuzz targets: `--build-fuzz`).
+#
+#   scripts/reliability.sh [CRASH_ITERS [FUZZ_SECONDS [CONCURRENCY_MS]]]   (defaults 200 60 10000)
+#   scripts/reliability.sh --build-fuzz                                    (CI: build the targets)
+#
+# Prints `crash MODE: N passed, M failed` per crash mode, executions and findings per fuzz target
+# (crashing inputs are kept in fuzz/artifacts/TARGET/), and the concurrency counts. Exits non-zero
+# when anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+HOST=$(rustc -vV | sed -n 's/^host: //p')
+FUZZ_BIN=$CARGO_TARGET_DIR/$HOST/release
+TARGETS="meta dict schema journal npy idx partition partition_files"
+
+# Coverage-guided libFuzzer on stable Rust: the sanitizer-coverage instrumentation cargo-fuzz
+# asks for is a set of stable codegen flags; no sanitizer (`-s none`), so no nightly. Building
+# for an explicit --target keeps the flags off build scripts and out of the host build cache.
+build_fuzz() {
+    (cd fuzz && RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
+-Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
+-Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks" \
+        cargo build --release --target "$HOST" --locked)
+}
+
+if [[ ${1:-} == --build-fuzz ]]; then
+    build_fuzz
+    exit $?
+fi
+
+ITERS=${1:-200}
+FUZZ_SECS=${2:-60}
+CONC_MS=${3:-10000}
+failed=0
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+echo "== build"
+# A private copy of the test binary: a rebuild during the campaign must not replace it.
+bin=$(cargo test -p loaderx-core --test integration --no-run --message-format=json 2>/dev/null |
+    sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -1)
+[[ -x $bin ]] || { echo "could not build the integration tests"; exit 2; }
+cp "$bin" "$WORK/integration"
+build_fuzz || { echo "could not build the fuzz targets"; exit 2; }
+
+echo "== crash loops ($ITERS iterations per mode)"
+for test in crash_during_append_leaves_every_committed_record_intact \
+    crash_during_delete_and_compaction_leaves_every_committed_record_intact \
+    crash_during_conversion_leaves_a_complete_dataset_or_none; do
+    out=$(LOADERX_CRASH_ITERS=$ITERS "$WORK/integration" --exact "crash::$test" --nocapture \
+        --test-threads=1 2>&1)
+    rc=$?
+    grep -oE 'crash (seed .*|[a-z]+: (iteration .*|[0-9]+ passed.*))' <<<"$out"
+    grep -qE 'crash [a-z]+: [0-9]+ passed' <<<"$out" || echo "$test did not report: $(tail -5 <<<"$out")"
+    [[ $rc == 0 ]] || failed=1
+done
+
+echo "== concurrency (${CONC_MS} ms each)"
+for test in readers_in_this_process_verify_every_record_while_a_thread_appends \
+    readers_in_another_process_verify_every_record_while_a_writer_appends; do
+    out=$(LOADERX_CONCURRENCY_MS=$CONC_MS "$WORK/integration" --exact "crash::$test" --nocapture \
+        --test-threads=1 2>&1)
+    rc=$?
+    grep -oE 'concurrency .*mismatches' <<<"$out" || echo "$test did not report: $(tail -5 <<<"$out")"
+    [[ $rc == 0 ]] || { echo "$test FAILED"; failed=1; }
+done
+
+echo "== fuzzing (${FUZZ_SECS} s per target)"
+printf '%-16s %12s %10s %8s %s\n' target executions corpus findings artifacts
+for t in $TARGETS; do
+    corpus=fuzz/corpus/$t
+    artifacts=fuzz/artifacts/$t
+    mkdir -p "$corpus" "$artifacts"
+    before=$(find "$artifacts" -type f | wc -l)
+    log=$WORK/$t.log
+    "$FUZZ_BIN/$t" -max_total_time="$FUZZ_SECS" -print_final_stats=1 -rss_limit_mb=2048 \
+        -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1
+    rc=$?
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    found=$(($(find "$artifacts" -type f | wc -l) - before))
+    printf '%-16s %12s %10s %8s %s\n' "$t" "${execs:-?}" "$(find "$corpus" -type f | wc -l)" "$found" \
+        "$([[ $found -gt 0 ]] && echo "$artifacts")"
+    if [[ $rc != 0 || $found -gt 0 ]]; then
+        failed=1
+        grep -m3 -E 'panicked|ERROR|SUMMARY' "$log"
+    fi
+done
+
+if [[ $failed == 0 ]]; then echo "== all passed"; else echo "== FAILURES (see above)"; fi
+exit $failed
