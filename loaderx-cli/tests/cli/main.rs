@@ -1,5 +1,6 @@
 //! Tests of the built `loaderx` binary, one binary (one link step) with a module per subject.
 
+mod bad_inputs;
 mod convert;
 mod jsonl;
 mod partition;

@@ -1,0 +1,183 @@
+// Every malformed store the CLI can be pointed at: each command exits 1 with one line on stderr
+// naming the file (never a panic, never a signal), and leaves the store byte-for-byte unchanged.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use loaderx_core::{Codec, DType, DatasetWriter, WriteOptions};
+
+/// A dense u32 dataset of 300 records (compressible, so zstd frames exist).
+fn dataset(dir: &Path, codec: Codec) -> PathBuf {
+    let out = dir.join("d");
+    let mut w = DatasetWriter::dense::<u32>(&out, vec![64], WriteOptions::new().codec(codec)).unwrap();
+    w.append(&(0..300 * 64).map(|i| (i / 64) as u32).collect::<Vec<u32>>()).unwrap();
+    w.finish().unwrap();
+    out
+}
+
+fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+}
+
+fn entry(idx: u64) -> u64 {
+    16 * (1 + idx)
+}
+
+/// Length and the first 4 MiB of every file but the writer's lock file.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().is_some_and(|n| n == "write.lock") {
+            continue;
+        }
+        let len = std::fs::metadata(&p).unwrap().len();
+        let mut head = vec![0u8; len.min(4 << 20) as usize];
+        std::fs::File::open(&p).unwrap().read_exact_at(&mut head, 0).unwrap();
+        out.insert(p, (len, head));
+    }
+    out
+}
+
+type Damage = fn(&Path) -> PathBuf;
+
+fn cases() -> Vec<(&'static str, Damage, &'static str)> {
+    vec![
+        (
+            "wrong magic",
+            |d| {
+                let s = dataset(d, Codec::Raw);
+                patch(&s.join("meta.zr"), 0, b"NOPE");
+                s
+            },
+            "meta.zr",
+        ),
+        (
+            "other byte order",
+            |d| {
+                let s = dataset(d, Codec::Raw);
+                patch(&s.join("meta.zr"), 4, &1u16.swap_bytes().to_ne_bytes());
+                s
+            },
+            "byte order",
+        ),
+        (
+            "other version",
+            |d| {
+                let s = dataset(d, Codec::Raw);
+                patch(&s.join("meta.zr"), 4, &7u16.to_ne_bytes());
+                s
+            },
+            "version 7",
+        ),
+        (
+            "truncated meta",
+            |d| {
+                let s = dataset(d, Codec::Raw);
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(s.join("meta.zr"))
+                    .unwrap()
+                    .set_len(4096)
+                    .unwrap();
+                s
+            },
+            "meta.zr",
+        ),
+        (
+            "truncated chunk",
+            |d| {
+                let s = dataset(d, Codec::Raw);
+                std::fs::OpenOptions::new().write(true).open(s.join("0.zr")).unwrap().set_len(100).unwrap();
+                s
+            },
+            "0.zr",
+        ),
+        (
+            "bad schema",
+            |d| {
+                let s = dataset(d, Codec::Raw);
+                std::fs::write(s.join("schema.msgpack"), b"\xc1 not msgpack").unwrap();
+                s
+            },
+            "schema.msgpack",
+        ),
+    ]
+}
+
+#[test]
+fn every_command_refuses_a_damaged_store_cleanly_and_changes_nothing() {
+    for (name, damage, needle) in cases() {
+        for cmd in [&["info"][..], &["stats"], &["verify"], &["compact"], &["export", "OUT"]] {
+            // stats, verify and compact work on the store beneath; only info and export read the
+            // schema.
+            if name == "bad schema" && !matches!(cmd[0], "info" | "export") {
+                continue;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let store = damage(dir.path());
+            let before = snapshot(&store);
+            let mut args: Vec<String> = vec![cmd[0].to_string(), store.display().to_string()];
+            if cmd[0] == "export" {
+                args.push(dir.path().join("out.npy").display().to_string());
+            }
+            let o = Command::new(env!("CARGO_BIN_EXE_loaderx")).args(&args).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            let what = format!("{name}: loaderx {}", args.join(" "));
+            assert_eq!(o.status.code(), Some(1), "{what}: exit {:?} (a signal?), stderr {err}", o.status);
+            assert!(!err.contains("panicked"), "{what}: {err}");
+            assert_eq!(err.lines().count(), 1, "{what}: stderr is not one line: {err}");
+            assert!(err.contains(needle), "{what}: stderr {err:?} does not name {needle:?}");
+            assert!(snapshot(&store) == before, "{what}: the store changed");
+            assert!(!dir.path().join("out.npy").exists(), "{what}: export left a file");
+        }
+    }
+}
+
+#[test]
+fn verify_names_every_bad_record_and_exits_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dataset(dir.path(), Codec::Zstd);
+    // Record 5: offset past the chunk's end; record 9: unknown codec tag.
+    patch(&s.join("meta.zr"), entry(5), &0x7000_0000u32.to_ne_bytes());
+    patch(&s.join("meta.zr"), entry(9) + 14, &[9]);
+    let before = snapshot(&s);
+    let o = Command::new(env!("CARGO_BIN_EXE_loaderx")).arg("verify").arg(&s).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("record 5") || text.contains(" 5:") || text.contains("index 5"), "{text}");
+    assert!(text.contains("record 9") || text.contains(" 9:") || text.contains("index 9"), "{text}");
+    assert!(snapshot(&s) == before);
+}
+
+#[test]
+fn malformed_inputs_to_convert_leave_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_npy = dir.path().join("bad.npy");
+    let mut npy = loaderx_core::convert::NpyHeader::encode(DType::F32, &[10, 4]).unwrap();
+    npy.extend_from_slice(&[0u8; 12]); // 160 bytes promised, 12 given
+    std::fs::write(&bad_npy, npy).unwrap();
+    let bad_idx = dir.path().join("bad-idx3-ubyte");
+    std::fs::write(&bad_idx, [0u8, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 28]).unwrap();
+    let bad_st = dir.path().join("bad.safetensors");
+    std::fs::write(&bad_st, b"\xff\xff\xff\xff\xff\xff\xff\x7fnot a header").unwrap();
+    for (format, input) in [("npy", &bad_npy), ("idx", &bad_idx), ("safetensors", &bad_st)] {
+        let out = dir.path().join(format!("out-{format}"));
+        let o = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["convert", format])
+            .arg(input)
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{format}: {err}");
+        assert_eq!(err.lines().count(), 1, "{format}: {err}");
+        assert!(err.contains(&input.display().to_string()), "{format}: {err}");
+        assert!(!out.exists(), "{format}: left {}", out.display());
+        let mut partial = out.clone().into_os_string();
+        partial.push(".partial");
+        assert!(!PathBuf::from(partial).exists(), "{format}: left a staging directory");
+    }
+}
