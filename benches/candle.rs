@@ -58,16 +58,10 @@ fn per_sample_stack(source: &DenseSource, indices: &[u32]) -> Tensor {
     Tensor::stack(&items, 0).expect("stack")
 }
 
-fn median_of(mut f: impl FnMut(), runs: usize) -> Duration {
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[runs / 2]
+fn time(f: impl FnOnce()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
 }
 
 fn main() {
@@ -116,30 +110,21 @@ fn main() {
     let rounds = 15;
     let (mut ceiling, mut ours, mut stack) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        ceiling.push(median_of(
-            || {
-                for b in &batches {
-                    source.gather_into(b, &mut buf).expect("gather");
-                }
-            },
-            1,
-        ));
-        ours.push(median_of(
-            || {
-                for b in &batches {
-                    black_box(loaderx_tensor(&source, b));
-                }
-            },
-            1,
-        ));
-        stack.push(median_of(
-            || {
-                for b in &batches {
-                    black_box(per_sample_stack(&source, b));
-                }
-            },
-            1,
-        ));
+        ceiling.push(time(|| {
+            for b in &batches {
+                source.gather_into(b, &mut buf).expect("gather");
+            }
+        }));
+        ours.push(time(|| {
+            for b in &batches {
+                black_box(loaderx_tensor(&source, b));
+            }
+        }));
+        stack.push(time(|| {
+            for b in &batches {
+                black_box(per_sample_stack(&source, b));
+            }
+        }));
     }
     let med = |v: &mut Vec<Duration>| {
         v.sort();
