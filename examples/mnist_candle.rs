@@ -1,0 +1,199 @@
+//! Trains a small convolutional network on MNIST with candle-nn, fed by loaderx.
+//!
+//! The IDX files are converted once into loaderx stores (zstd) under a cache directory; training
+//! then reads endless, shuffled, step-ordered batches from a `CandleLoader` whose prefetch threads
+//! gather the u8 images, normalise them to f32 and build the tensors, so the training thread only
+//! runs the model. The test accuracy on the held-out digits is printed at the end.
+//!
+//! ```sh
+//! cargo run --release --features candle-nn --example mnist_candle
+//! # full MNIST (the four IDX files, .gz or not, in one directory), own cache dir, more steps:
+//! cargo run --release --features candle-nn --example mnist_candle -- /data/mnist --cache /tmp/mnist-stores --steps 3000
+//! ```
+//!
+//! Defaults: the bundled `data/mnist-10k` (8,000 training and 2,000 test digits), stores in
+//! `target/mnist-stores/mnist-10k`, batch 64, 600 steps (about 5 passes), AdamW at 1e-3.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use loaderx::candle::candle_core::{self, D, DType, Device, Module, Tensor};
+use loaderx::candle::candle_nn::{self, Conv2d, Linear, Optimizer, VarBuilder, VarMap};
+use loaderx::candle::{CandleLoader, Converter};
+use loaderx::{Codec, DataLoader, DenseSource, WriteOptions, convert};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const MEAN: f32 = 0.1307;
+const STD: f32 = 0.3081;
+
+struct Args {
+    input: PathBuf,
+    cache: PathBuf,
+    steps: u64,
+    batch: u32,
+    seed: u64,
+}
+
+fn parse_args() -> Result<Args, BoxError> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut input = root.join("data/mnist-10k");
+    let mut cache = None;
+    let (mut steps, mut batch, mut seed) = (600, 64, 0);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--cache" => cache = Some(PathBuf::from(value()?)),
+            "--steps" => steps = value()?.parse()?,
+            "--batch" => batch = value()?.parse()?,
+            "--seed" => seed = value()?.parse()?,
+            "-h" | "--help" => {
+                println!(
+                    "usage: mnist_candle [MNIST_IDX_DIR] [--cache DIR] [--steps N] [--batch N] [--seed N]"
+                );
+                std::process::exit(0);
+            }
+            _ if a.starts_with('-') => return Err(format!("unknown option {a}").into()),
+            _ => input = PathBuf::from(a),
+        }
+    }
+    let name = input.file_name().map_or_else(|| "mnist".into(), |n| n.to_string_lossy().into_owned());
+    let cache = cache.unwrap_or_else(|| root.join("target/mnist-stores").join(name));
+    Ok(Args { input, cache, steps, batch, seed })
+}
+
+/// `dir/stem` or `dir/stem.gz`, whichever exists.
+fn idx_file(dir: &Path, stem: &str) -> Result<PathBuf, BoxError> {
+    [dir.join(stem), dir.join(format!("{stem}.gz"))]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("no {stem}[.gz] in {}", dir.display()).into())
+}
+
+/// Converts the four IDX files into stores under `cache` unless they are already there.
+fn ensure_stores(input: &Path, cache: &Path) -> Result<(), BoxError> {
+    for (store, stem) in [
+        ("train-images", "train-images-idx3-ubyte"),
+        ("train-labels", "train-labels-idx1-ubyte"),
+        ("test-images", "t10k-images-idx3-ubyte"),
+        ("test-labels", "t10k-labels-idx1-ubyte"),
+    ] {
+        let out = cache.join(store);
+        if DenseSource::open(&out).is_ok() {
+            continue;
+        }
+        std::fs::create_dir_all(cache)?;
+        let t = Instant::now();
+        let src = idx_file(input, stem)?;
+        convert::idx(&src, &out, WriteOptions::new().codec(Codec::Zstd).overwrite(true))?;
+        println!("converted {} -> {} in {:.2?}", src.display(), out.display(), t.elapsed());
+    }
+    Ok(())
+}
+
+/// u8 pixels → normalised f32, `(B, 1, 28, 28)`.
+fn normalise(pixels: &[u8], device: &Device) -> candle_core::Result<Tensor> {
+    let v: Vec<f32> = pixels.iter().map(|&p| (f32::from(p) / 255.0 - MEAN) / STD).collect();
+    Tensor::from_vec(v, (pixels.len() / 784, 1, 28, 28), device)
+}
+
+struct Net {
+    conv1: Conv2d,
+    conv2: Conv2d,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Net {
+    fn new(vb: VarBuilder) -> candle_core::Result<Net> {
+        let cfg = Default::default();
+        Ok(Net {
+            conv1: candle_nn::conv2d(1, 16, 5, cfg, vb.pp("conv1"))?,
+            conv2: candle_nn::conv2d(16, 32, 5, cfg, vb.pp("conv2"))?,
+            fc1: candle_nn::linear(32 * 4 * 4, 128, vb.pp("fc1"))?,
+            fc2: candle_nn::linear(128, 10, vb.pp("fc2"))?,
+        })
+    }
+}
+
+impl Module for Net {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        // 28 → conv 24 → pool 12 → conv 8 → pool 4
+        let x = self.conv1.forward(x)?.relu()?.max_pool2d(2)?;
+        let x = self.conv2.forward(&x)?.relu()?.max_pool2d(2)?;
+        self.fc2.forward(&self.fc1.forward(&x.flatten_from(1)?)?.relu()?)
+    }
+}
+
+/// Accuracy over every record of the test stores, in batches of 500.
+fn evaluate(net: &Net, cache: &Path, device: &Device) -> Result<(usize, usize), BoxError> {
+    let images = DenseSource::open(cache.join("test-images"))?;
+    let labels = DenseSource::open(cache.join("test-labels"))?;
+    let mut correct = 0usize;
+    let n = images.len();
+    for start in (0..n).step_by(500) {
+        let idx: Vec<u32> = (start as u32..(start + 500).min(n) as u32).collect();
+        let x = normalise(images.get_batch(&idx)?.as_slice::<u8>()?, device)?;
+        let y = Tensor::from_vec(labels.get_batch(&idx)?.into_vec::<u8>()?, idx.len(), device)?
+            .to_dtype(DType::U32)?;
+        let pred = net.forward(&x)?.argmax(D::Minus1)?;
+        correct += pred.eq(&y)?.to_dtype(DType::U32)?.sum_all()?.to_scalar::<u32>()? as usize;
+    }
+    Ok((correct, n))
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    let start = Instant::now();
+    ensure_stores(&args.input, &args.cache)?;
+    let device = Device::Cpu;
+
+    let builder = DataLoader::builder()
+        .open_stream("image", args.cache.join("train-images"))?
+        .open_stream("label", args.cache.join("train-labels"))?
+        .batch_size(args.batch)
+        .seed(args.seed)
+        .threads(2)
+        .prefetch(4);
+    // Runs on the prefetch threads: normalise the gathered bytes and build both tensors.
+    let mut loader = CandleLoader::with_transform(builder, Converter::new(&device), |mut batch, conv| {
+        let image = batch.take("image").ok_or("no image stream")?;
+        let label = batch.take("label").ok_or("no label stream")?;
+        let x = normalise(image.as_slice::<u8>()?, conv.device())?;
+        let y = conv.array(label)?.to_dtype(DType::U32)?;
+        Ok::<_, BoxError>((x, y))
+    })?;
+    println!(
+        "training on {} digits: batch {}, {} steps, {} prefetch threads",
+        loader.len(),
+        loader.batch_size(),
+        args.steps,
+        2
+    );
+
+    let vars = VarMap::new();
+    let net = Net::new(VarBuilder::from_varmap(&vars, DType::F32, &device))?;
+    let mut opt = candle_nn::AdamW::new_lr(vars.all_vars(), 1e-3)?;
+    let train_start = Instant::now();
+    let mut running = 0f32;
+    for step in 0..args.steps {
+        let (x, y) = loader.next_batch()?;
+        let loss = candle_nn::loss::cross_entropy(&net.forward(&x)?, &y)?;
+        opt.backward_step(&loss)?;
+        running += loss.to_scalar::<f32>()?;
+        if (step + 1) % 100 == 0 {
+            println!("step {:5}  loss {:.4}  ({:.1?})", step + 1, running / 100.0, train_start.elapsed());
+            running = 0.0;
+        }
+    }
+    let (correct, n) = evaluate(&net, &args.cache, &device)?;
+    println!(
+        "test accuracy: {:.2}% ({correct}/{n}); training {:.1?}, total {:.1?}; resume state: step {}",
+        100.0 * correct as f64 / n as f64,
+        train_start.elapsed(),
+        start.elapsed(),
+        loader.state().step
+    );
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! The endless loader yielding candle tensors.
+
+use candle_core::Device;
+use loaderx_core::{Batch, DType, DataLoader, LoaderBuilder, LoaderState};
+
+use crate::{Converter, Result, TensorBatch};
+
+/// loaderx's endless, step-ordered, resumable loader, yielding candle tensors (a
+/// [`TensorBatch`]) or whatever a transform makes of them.
+///
+/// Gathering, the tensor construction and the transform all run on the loader's prefetch
+/// threads, so the training thread only receives finished batches. On the CPU a stream's
+/// gathered buffer becomes its tensor's storage without a copy; on CUDA it is copied to the device
+/// once, on the prefetch thread (see the crate docs for what was and was not verified there).
+///
+/// # Examples
+/// ```
+/// use loaderx_candle::{CandleLoader, Converter, candle_core::Device};
+/// use loaderx_core::{DataLoader, DatasetWriter, WriteOptions};
+/// let dir = tempfile::tempdir()?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
+/// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;
+/// w.finish()?;
+/// let builder = DataLoader::builder().open_stream("x", dir.path().join("x"))?.batch_size(8).seed(3);
+/// let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu))?;
+/// let batch = loader.next_batch()?;
+/// assert_eq!((batch.step, batch.get("x")?.dims()), (0, &[8, 4][..]));
+/// let saved = loader.state(); // `.state(saved)` on a new builder resumes at step 1
+/// assert_eq!(saved.step, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct CandleLoader<O = TensorBatch> {
+    loader: DataLoader<O>,
+    converter: Converter,
+}
+
+impl CandleLoader<TensorBatch> {
+    /// A loader of [`TensorBatch`]es made by `converter` from `builder`'s streams.
+    ///
+    /// # Errors
+    /// The loader's build errors ([`loaderx_core::LoaderBuilder::build_with`]).
+    pub fn new(builder: LoaderBuilder, converter: Converter) -> Result<CandleLoader<TensorBatch>> {
+        CandleLoader::with_transform(builder, converter, |batch, conv| conv.batch(batch))
+    }
+}
+
+impl<O: Send + 'static> CandleLoader<O> {
+    /// A loader whose prefetch threads run `transform` on each raw batch, with `converter` to
+    /// make tensors of its streams (after, say, drawing augmentations from
+    /// [`Batch::rng`] or normalising bytes to floats).
+    ///
+    /// # Errors
+    /// The loader's build errors ([`loaderx_core::LoaderBuilder::build_with`]).
+    pub fn with_transform<E, F>(
+        builder: LoaderBuilder,
+        converter: Converter,
+        transform: F,
+    ) -> Result<CandleLoader<O>>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+        F: Fn(Batch, &Converter) -> std::result::Result<O, E> + Send + Sync + 'static,
+    {
+        let conv = converter.clone();
+        let loader = builder.build_with(move |batch| transform(batch, &conv))?;
+        Ok(CandleLoader { loader, converter })
+    }
+
+    /// The next batch, in step order.
+    ///
+    /// # Errors
+    /// A gather failure, or the transform's (or tensor construction's) failure as
+    /// [`loaderx_core::Error::Transform`] naming the step; the loader goes on with the next step
+    /// afterwards. [`loaderx_core::Error::LoaderStopped`] if a prefetch thread died.
+    pub fn next_batch(&mut self) -> Result<O> {
+        Ok(self.loader.next_batch()?)
+    }
+
+    /// The next step to be delivered.
+    pub fn step(&self) -> u64 {
+        self.loader.step()
+    }
+
+    /// The state to save: a builder given it with [`LoaderBuilder::state`] resumes at the next
+    /// undelivered step.
+    pub fn state(&self) -> LoaderState {
+        self.loader.state()
+    }
+
+    /// The device tensors are made on.
+    pub fn device(&self) -> &Device {
+        self.converter.device()
+    }
+
+    /// The converter the transform is given.
+    pub fn converter(&self) -> &Converter {
+        &self.converter
+    }
+
+    /// Rows per batch on this rank.
+    pub fn batch_size(&self) -> usize {
+        self.loader.batch_size()
+    }
+
+    /// Number of records in every stream.
+    pub fn len(&self) -> usize {
+        self.loader.len()
+    }
+
+    /// True when the streams are empty (never: the loader refuses that).
+    pub fn is_empty(&self) -> bool {
+        self.loader.is_empty()
+    }
+
+    /// (name, dtype, item shape) of each stream.
+    pub fn streams(&self) -> &[(String, DType, Vec<usize>)] {
+        self.loader.streams()
+    }
+
+    /// The loaderx loader underneath.
+    pub fn loader(&self) -> &DataLoader<O> {
+        &self.loader
+    }
+
+    /// The loaderx loader underneath, taken out.
+    pub fn into_inner(self) -> DataLoader<O> {
+        self.loader
+    }
+}
+
+impl<O: Send + 'static> Iterator for CandleLoader<O> {
+    type Item = Result<O>;
+
+    /// Never `None`: the loader is endless.
+    fn next(&mut self) -> Option<Result<O>> {
+        Some(self.next_batch())
+    }
+}

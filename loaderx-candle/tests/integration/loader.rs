@@ -1,0 +1,96 @@
+//! The tensor loader: step order, resume, errors.
+
+use loaderx_candle::candle_core::{DType as CandleDType, Device};
+use loaderx_candle::{CandleLoader, Converter, Error, TensorBatch, Widen};
+use loaderx_core::{DataLoader, LoaderBuilder};
+
+use std::path::Path;
+
+use crate::common::write_dense;
+
+/// Writes 200 records: `x` is `[i, i + 0.5]` f32, `y` is `i % 7 == 0` as bool.
+fn write_streams(dir: &Path) {
+    let x: Vec<f32> = (0..200).flat_map(|i| [i as f32, i as f32 + 0.5]).collect();
+    let y: Vec<bool> = (0..200).map(|i| i % 7 == 0).collect();
+    write_dense(dir, "x", vec![2], &x);
+    write_dense(dir, "y", vec![], &y);
+}
+
+/// A loader builder over the streams of [`write_streams`].
+fn builder(dir: &Path) -> LoaderBuilder {
+    let (xp, yp) = (dir.join("x"), dir.join("y"));
+    DataLoader::builder()
+        .open_stream("x", xp)
+        .unwrap()
+        .open_stream("y", yp)
+        .unwrap()
+        .batch_size(16)
+        .seed(11)
+        .threads(4)
+        .prefetch(2)
+}
+
+/// The batch's host values: (step, x, y).
+fn values(b: &TensorBatch) -> (u64, Vec<f32>, Vec<u8>) {
+    let x = b.get("x").unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let y = b.get("y").unwrap().to_vec1::<u8>().unwrap();
+    (b.step, x, y)
+}
+
+#[test]
+fn batches_arrive_in_step_order_with_rows_aligned_across_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    write_streams(dir.path());
+    let conv = Converter::new(&Device::Cpu).widen(Widen::Exact);
+    let loader = CandleLoader::new(builder(dir.path()), conv).unwrap();
+    assert_eq!((loader.batch_size(), loader.len()), (16, 200));
+    for (want, batch) in loader.take(40).enumerate() {
+        let batch = batch.unwrap();
+        assert_eq!(batch.step, want as u64);
+        assert_eq!(batch.get("y").unwrap().dtype(), CandleDType::U8);
+        let (_, x, y) = values(&batch);
+        for (row, &i) in batch.indices.iter().enumerate() {
+            assert_eq!(x[2 * row], i as f32);
+            assert_eq!(y[row], u8::from(i % 7 == 0));
+        }
+    }
+}
+
+#[test]
+fn a_saved_state_resumes_at_the_next_step_with_the_same_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    write_streams(dir.path());
+    let conv = Converter::new(&Device::Cpu).widen(Widen::Exact);
+    let mut first = CandleLoader::new(builder(dir.path()), conv.clone()).unwrap();
+    for _ in 0..7 {
+        first.next_batch().unwrap();
+    }
+    let saved = first.state();
+    assert_eq!(saved.step, 7);
+    let rest: Vec<_> = (0..9).map(|_| values(&first.next_batch().unwrap())).collect();
+    drop(first);
+
+    // A fresh loader from the saved state, configured differently where the state overrides it.
+    let resumed_builder = builder(dir.path()).seed(999).threads(1).state(saved);
+    let mut resumed = CandleLoader::new(resumed_builder, conv).unwrap();
+    assert_eq!(resumed.step(), 7);
+    let again: Vec<_> = (0..9).map(|_| values(&resumed.next_batch().unwrap())).collect();
+    assert_eq!(rest, again);
+    assert_eq!(rest[0].0, 7);
+}
+
+#[test]
+fn a_failed_conversion_names_its_step_and_the_loader_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    write_streams(dir.path());
+    // `y` is bool and the converter refuses to widen: every step fails, each with its own step.
+    let mut loader = CandleLoader::new(builder(dir.path()).threads(2), Converter::new(&Device::Cpu)).unwrap();
+    for want in 0..3u64 {
+        let err = loader.next_batch().unwrap_err();
+        assert!(
+            matches!(&err, Error::Core(loaderx_core::Error::Transform { step, message }) if *step == want && message.contains("bool")),
+            "{err}"
+        );
+    }
+    assert_eq!(loader.step(), 3);
+}
