@@ -1,5 +1,7 @@
 //! The framework-neutral engine of loaderx.
 //!
+//! - [`convert`]: `.npy`, safetensors, MNIST IDX, directories of files and iterators into
+//!   datasets, streamed in bounded blocks; [`export::npy`] for the way back.
 //! - [`Store`]: Zrecord, a persistent record store: batch append with per-record zstd (plain or
 //!   against a trained dictionary), zero-copy batch gather straight into the caller's buffer,
 //!   swap-last delete and in-place compaction, crash-safe commit order.
@@ -8,6 +10,7 @@
 //! tensors. It is not a distributed store: one host, one writer process at a time, any number of
 //! readers.
 
+pub mod convert;
 mod dataset;
 mod error;
 mod framing;
@@ -18,7 +21,8 @@ mod store;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 pub use dataset::{
-    DatasetWriter, DenseDataset, DenseSource, Kind, RaggedDataset, SCHEMA_FILE, Schema, WriteOptions, pad,
+    DatasetWriter, DenseDataset, DenseSource, Kind, ProgressFn, RaggedDataset, SCHEMA_FILE, Schema,
+    WriteOptions, pad,
 };
 pub use error::{Error, Result};
 pub use loader::{Batch, DataLoader, LoaderBuilder, LoaderState};
@@ -29,8 +33,14 @@ pub use store::{
     VerifyReport,
 };
 
+/// Datasets written back out in other formats.
+pub mod export {
+    pub use crate::convert::export::npy;
+}
+
 /// The on-disk format as pure functions over bytes, for tools and fuzzing.
 pub mod format {
+    pub use crate::convert::{IdxHeader, NpyHeader};
     pub use crate::dataset::Schema;
     pub use crate::store::format::{Header, HeaderError, META_SIZE, RecordLoc, checksum, dict};
 }

@@ -9,4 +9,4 @@ mod writer;
 pub use dense::{DenseDataset, DenseSource};
 pub use ragged::{RaggedDataset, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
-pub use writer::{DatasetWriter, WriteOptions};
+pub use writer::{DatasetWriter, ProgressFn, WriteOptions};

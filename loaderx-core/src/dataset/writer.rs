@@ -9,20 +9,45 @@ use crate::{Codec, Error, Result, Store, StoreOptions};
 
 /// Records buffered before they are compressed and appended as one batch.
 const BATCH_RECORDS: usize = 4096;
-/// Bytes buffered before a batch is appended.
-const BATCH_BYTES: usize = 64 << 20;
+/// Bytes buffered before a batch is appended. The store holds up to two more copies of a batch
+/// while it compresses and writes it, so this bounds a converter's memory at a few times 16 MiB.
+const BATCH_BYTES: usize = 16 << 20;
+
+/// A callback told how many input bytes a converter has consumed so far.
+pub type ProgressFn = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
 /// How a converter writes a dataset.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct WriteOptions {
     codec: Codec,
     dict_cap: Option<usize>,
     overwrite: bool,
+    progress: Option<ProgressFn>,
 }
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("codec", &self.codec)
+            .field("dict_cap", &self.dict_cap)
+            .field("overwrite", &self.overwrite)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+// Two options are equal when they write the same bytes: the progress callback is not compared.
+impl PartialEq for WriteOptions {
+    fn eq(&self, other: &Self) -> bool {
+        self.codec == other.codec && self.dict_cap == other.dict_cap && self.overwrite == other.overwrite
+    }
+}
+
+impl Eq for WriteOptions {}
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { codec: Codec::Zstd, dict_cap: None, overwrite: false }
+        WriteOptions { codec: Codec::Zstd, dict_cap: None, overwrite: false, progress: None }
     }
 }
 
@@ -50,9 +75,28 @@ impl WriteOptions {
         self
     }
 
+    /// Calls `f` with the number of input bytes consumed so far, after each block a converter
+    /// reads (for a progress bar). Not called by [`DatasetWriter`] itself.
+    pub fn progress(mut self, f: impl Fn(u64) + Send + Sync + 'static) -> Self {
+        self.progress = Some(std::sync::Arc::new(f));
+        self
+    }
+
     /// The codec.
     pub fn codec_of(&self) -> Codec {
         self.codec
+    }
+
+    /// Whether an existing output is replaced.
+    pub fn overwrite_of(&self) -> bool {
+        self.overwrite
+    }
+
+    /// Reports `bytes_done` input bytes to the progress callback, if there is one.
+    pub fn report(&self, bytes_done: u64) {
+        if let Some(f) = &self.progress {
+            f(bytes_done);
+        }
     }
 }
 

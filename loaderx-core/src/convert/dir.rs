@@ -1,0 +1,61 @@
+//! A directory of files: one byte record per regular file.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::summary::{ConvertSummary, finish};
+use crate::{DatasetWriter, Error, MAX_RECORD_SIZE, Result, WriteOptions};
+
+/// Writes a ragged `u8` dataset at `out` with one record per regular file directly in `input`
+/// (symbolic links followed, subdirectories and other entries skipped, hidden files included), in
+/// byte-wise order of the file names. Record `i` is then the `i`-th name of `ls` under `LC_ALL=C`.
+///
+/// Sizes are checked before anything is written.
+///
+/// # Errors
+/// [`Error::BadInput`] naming a file over 1 MiB, or one whose size changed while it was read;
+/// [`Error::Io`] naming the path; otherwise as [`DatasetWriter::with_schema`]. Nothing is left at
+/// `out` on error.
+pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
+    let (input, out) = (input.as_ref(), out.as_ref());
+    let mut files: Vec<(PathBuf, u64)> = Vec::new();
+    let entries = std::fs::read_dir(input).map_err(|e| Error::io("read directory", input, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", input, e))?;
+        let path = entry.path();
+        let meta = std::fs::metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
+        if !meta.is_file() {
+            continue;
+        }
+        if meta.len() > MAX_RECORD_SIZE as u64 {
+            return Err(Error::BadInput {
+                path,
+                reason: format!("{} bytes; a record holds at most {MAX_RECORD_SIZE} bytes", meta.len()),
+            });
+        }
+        files.push((path, meta.len()));
+    }
+    // `OsStr` orders by its bytes on Unix.
+    files.sort_by(|a, b| a.0.file_name().cmp(&b.0.file_name()));
+
+    let mut w = DatasetWriter::ragged::<u8>(out, Vec::new(), opts.clone())?;
+    let mut bytes_in = 0u64;
+    let mut buf = Vec::new();
+    for (path, len) in files {
+        buf.clear();
+        let f = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        // One byte more than the limit reveals a file that grew past it.
+        f.take(MAX_RECORD_SIZE as u64 + 1).read_to_end(&mut buf).map_err(|e| Error::io("read", &path, e))?;
+        if buf.len() as u64 != len {
+            return Err(Error::BadInput {
+                path,
+                reason: format!("the file changed while it was read ({len} bytes, then {})", buf.len()),
+            });
+        }
+        w.append_bytes(&[&buf])?;
+        bytes_in += len;
+        opts.report(bytes_in);
+    }
+    finish(w, out, bytes_in)
+}

@@ -1,0 +1,64 @@
+//! Datasets out to other formats: `.npy`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::npy::NpyHeader;
+use super::summary::{records_per_block, to_native};
+use crate::{DenseSource, Error, Result};
+
+/// Writes the dense dataset in `dataset` as the `.npy` file `out`: shape `(len, *item_shape)`,
+/// little-endian type string, C order, with the header laid out exactly as NumPy writes it, so a
+/// little-endian `.npy` converted with [`crate::convert::npy`] comes back byte for byte.
+/// Returns the number of records.
+///
+/// Records are read in blocks of a few MiB; the file is written to `out.partial` and renamed
+/// into place when complete.
+///
+/// # Errors
+/// [`Error::AlreadyExists`] when `out` exists and `overwrite` is false; [`Error::Schema`] for a
+/// ragged dataset or one without schema; [`Error::InvalidArgument`] for bfloat16 (NumPy has no
+/// type string for it); the store's gather errors; [`Error::Io`] naming the file.
+pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) -> Result<u64> {
+    let out = out.as_ref();
+    if out.exists() && !overwrite {
+        return Err(Error::AlreadyExists { path: out.to_path_buf() });
+    }
+    let src = DenseSource::open(dataset)?;
+    let header = NpyHeader::encode(src.dtype(), &src.batch_shape(src.len()))?;
+    let mut tmp = out.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    let result = write_npy(&src, &header, &tmp);
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, out).map_err(|e| Error::io("rename", &tmp, e))?;
+    Ok(src.len() as u64)
+}
+
+fn write_npy(src: &DenseSource, header: &[u8], tmp: &Path) -> Result<()> {
+    let file = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    w.write_all(header).map_err(|e| Error::io("write", tmp, e))?;
+    let item_bytes = src.schema().unit_bytes();
+    let per_block = records_per_block(item_bytes);
+    let mut buf = vec![0u8; per_block * item_bytes];
+    let len = src.len();
+    let mut done = 0usize;
+    while done < len && item_bytes > 0 {
+        let k = per_block.min(len - done);
+        let indices: Vec<u32> = (done as u32..(done + k) as u32).collect();
+        let block = &mut buf[..k * item_bytes];
+        src.store().gather_fixed(&indices, item_bytes, block)?;
+        // The header promises little-endian data; a byte swap is its own inverse, so "from
+        // little-endian to native" is also "from native to little-endian".
+        to_native(block, src.dtype().size(), true);
+        w.write_all(block).map_err(|e| Error::io("write", tmp, e))?;
+        done += k;
+    }
+    let file = w.into_inner().map_err(|e| Error::io("write", tmp, e.into_error()))?;
+    file.sync_all().map_err(|e| Error::io("sync", tmp, e))
+}

@@ -1,0 +1,189 @@
+//! MNIST IDX files, plain or gzip-compressed.
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::npy::read_full;
+use super::summary::{
+    ConvertSummary, append_block, check_block, finish, product, records_per_block, to_native, truncated,
+};
+use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result, Schema, WriteOptions};
+
+/// The header of an IDX file: two zero bytes, a type byte, the number of dimensions, then each
+/// dimension as a big-endian `u32`. The data that follows is big-endian.
+///
+/// Type bytes: `0x08` u8, `0x09` i8, `0x0B` i16, `0x0C` i32, `0x0D` f32, `0x0E` f64. MNIST labels
+/// are `0x00000801` (1-D u8), images `0x00000803` (N×28×28 u8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdxHeader {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions, axis 0 first.
+    pub dims: Vec<usize>,
+}
+
+impl IdxHeader {
+    /// The header's size in bytes, from its first 4 bytes.
+    pub fn len_from_magic(magic: [u8; 4]) -> usize {
+        4 + 4 * usize::from(magic[3])
+    }
+
+    /// Parses a header from `bytes` (at least [`IdxHeader::len_from_magic`] bytes). Never panics.
+    ///
+    /// # Errors
+    /// A sentence naming the byte offset of the problem.
+    pub fn parse(bytes: &[u8]) -> std::result::Result<IdxHeader, String> {
+        let magic = bytes.get(..4).ok_or("byte 0: file ends inside the 4-byte magic")?;
+        if magic[0] != 0 || magic[1] != 0 {
+            return Err(format!(
+                "byte 0: magic {:02x}{:02x} is not an IDX file (must start 0000)",
+                magic[0], magic[1]
+            ));
+        }
+        let dtype = match magic[2] {
+            0x08 => DType::U8,
+            0x09 => DType::I8,
+            0x0B => DType::I16,
+            0x0C => DType::I32,
+            0x0D => DType::F32,
+            0x0E => DType::F64,
+            t => return Err(format!("byte 2: unknown IDX type byte 0x{t:02x}")),
+        };
+        let ndims = usize::from(magic[3]);
+        if ndims == 0 {
+            return Err("byte 3: an IDX file needs at least one dimension".into());
+        }
+        let dims = (0..ndims)
+            .map(|i| {
+                let at = 4 + 4 * i;
+                bytes
+                    .get(at..at + 4)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                    .ok_or_else(|| format!("byte {at}: file ends inside dimension {i}"))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        if product(&dims).and_then(|n| n.checked_mul(dtype.size())).is_none() {
+            return Err(format!("dimensions {dims:?} overflow"));
+        }
+        Ok(IdxHeader { dtype, dims })
+    }
+}
+
+/// Counts the bytes read through it (the compressed bytes under a gzip decoder).
+struct Counting<R> {
+    inner: R,
+    count: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Converts the IDX file `input` (gzip-compressed or not: detected by the magic bytes `1f 8b`)
+/// into a dense dataset at `out`: one record per entry of axis 0, item shape the remaining
+/// dimensions (`[]` for labels, `[28, 28]` for MNIST images), big-endian data turned to native
+/// order.
+///
+/// Progress is reported in bytes of the file as stored (compressed for `.gz`); the summary's
+/// `bytes_in` counts the decompressed data.
+///
+/// # Errors
+/// [`Error::BadInput`] naming `input` for a bad header, a truncated data section (expected vs
+/// actual bytes), trailing bytes or a corrupt gzip stream; otherwise as [`crate::convert::npy`].
+pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
+    let (input, out) = (input.as_ref(), out.as_ref());
+    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
+    let file = File::open(input).map_err(|e| Error::io("open", input, e))?;
+    let file_len = file.metadata().map_err(|e| Error::io("stat", input, e))?.len();
+    let consumed = Arc::new(AtomicU64::new(0));
+    let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: file, count: consumed.clone() });
+    let mut magic = [0u8; 2];
+    let n = read_full(&mut raw, &mut magic, input)?;
+    let chained = std::io::Cursor::new(magic[..n].to_vec()).chain(raw);
+    let gz = n == 2 && magic == [0x1f, 0x8b];
+    let mut r: Box<dyn Read> = if gz {
+        Box::new(BufReader::with_capacity(1 << 20, flate2::read::MultiGzDecoder::new(chained)))
+    } else {
+        Box::new(chained)
+    };
+
+    let mut head = [0u8; 4];
+    let got = read_full(&mut r, &mut head, input)?;
+    if got < 4 {
+        return Err(bad(format!("byte {got}: file ends inside the 4-byte magic")));
+    }
+    let mut hbytes = head.to_vec();
+    hbytes.resize(IdxHeader::len_from_magic(head), 0);
+    let got = read_full(&mut r, &mut hbytes[4..], input)?;
+    if got + 4 < hbytes.len() {
+        return Err(bad(format!("byte {}: file ends inside the {}-byte header", got + 4, hbytes.len())));
+    }
+    let h = IdxHeader::parse(&hbytes).map_err(bad)?;
+    let header_len = hbytes.len() as u64;
+    let (records, item_shape) = (h.dims[0], h.dims[1..].to_vec());
+    if records as u64 > u64::from(MAX_RECORDS) {
+        return Err(bad(format!(
+            "axis 0 has {records} entries; a store holds at most {MAX_RECORDS} records"
+        )));
+    }
+    let schema = Schema::dense(h.dtype, item_shape);
+    let item_bytes = schema.unit_bytes();
+    let expected = (records as u64) * item_bytes as u64;
+    if !gz && file_len.saturating_sub(header_len) < expected {
+        return Err(truncated(input, expected, file_len.saturating_sub(header_len)));
+    }
+    let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
+    let per_block = records_per_block(item_bytes);
+    let mut buf = vec![0u8; per_block * item_bytes];
+    let mut done = 0usize;
+    while done < records {
+        let k = per_block.min(records - done);
+        let block = &mut buf[..k * item_bytes];
+        let got = read_full(&mut r, block, input)?;
+        let at = (done * item_bytes) as u64;
+        if got < block.len() {
+            return Err(truncated(input, expected, at + got as u64));
+        }
+        to_native(block, h.dtype.size(), false);
+        check_block(h.dtype, block, input, at / h.dtype.size() as u64, header_len + at)?;
+        append_block(&mut w, block, item_bytes, k)?;
+        done += k;
+        opts.report(consumed.load(Ordering::Relaxed));
+    }
+    let mut extra = [0u8; 1];
+    if read_full(&mut r, &mut extra, input)? != 0 {
+        return Err(bad(format!("trailing bytes after the {expected}-byte data section")));
+    }
+    finish(w, out, expected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_mnist_magics() {
+        let labels = [0, 0, 8, 1, 0, 0, 0x1f, 0x40];
+        let h = IdxHeader::parse(&labels).unwrap();
+        assert_eq!((h.dtype, h.dims.as_slice()), (DType::U8, &[8000][..]));
+        let images = [0, 0, 8, 3, 0, 0, 0x07, 0xd0, 0, 0, 0, 28, 0, 0, 0, 28];
+        assert_eq!(IdxHeader::len_from_magic([0, 0, 8, 3]), 16);
+        assert_eq!(IdxHeader::parse(&images).unwrap().dims, vec![2000, 28, 28]);
+    }
+
+    #[test]
+    fn rejects_bad_headers() {
+        assert!(IdxHeader::parse(&[1, 0, 8, 1, 0, 0, 0, 1]).is_err());
+        assert!(IdxHeader::parse(&[0, 0, 0x0A, 1, 0, 0, 0, 1]).is_err());
+        assert!(IdxHeader::parse(&[0, 0, 8, 0]).is_err());
+        assert!(IdxHeader::parse(&[0, 0, 8, 2, 0, 0, 0, 1]).is_err());
+        assert!(IdxHeader::parse(&[0, 0]).is_err());
+    }
+}

@@ -1,0 +1,34 @@
+//! Converters: other formats in, datasets (store + schema) out, streamed in bounded blocks.
+//!
+//! Every converter writes through [`DatasetWriter`](crate::DatasetWriter), so it refuses an
+//! existing output unless [`WriteOptions::overwrite`](crate::WriteOptions::overwrite) is set,
+//! and a converter that fails half way leaves nothing that opens as a complete dataset (neither
+//! `OUT` nor `OUT.partial`). Input is read in blocks of at most [`BLOCK_BYTES`] (plus one record),
+//! so memory does not grow with the input.
+//!
+//! | function | input | output |
+//! | --- | --- | --- |
+//! | [`npy`] | a NumPy `.npy` file (v1/v2/v3, C order, either byte order) | dense, axis 0 = records |
+//! | [`safetensors`] | a safetensors file | one dense dataset per tensor in a directory |
+//! | [`idx`] | MNIST IDX, plain or gzip | dense, axis 0 = records |
+//! | [`from_arrays`] | [`DenseArray`](crate::DenseArray)s of one shape | dense |
+//! | [`from_ragged`] | `Vec<T>`s of whole rows | ragged |
+//! | [`from_bytes`] | byte records | ragged `u8` |
+//! | [`dir`] | a directory, one record per regular file | ragged `u8` |
+//!
+//! The reverse direction for `.npy` is [`crate::export::npy`].
+
+mod dir;
+pub(crate) mod export;
+mod idx;
+mod iter;
+mod npy;
+mod safetensors;
+mod summary;
+
+pub use dir::dir;
+pub use idx::{IdxHeader, idx};
+pub use iter::{from_arrays, from_bytes, from_ragged};
+pub use npy::{NpyHeader, npy};
+pub use safetensors::safetensors;
+pub use summary::{BLOCK_BYTES, ConvertSummary};

@@ -1,0 +1,168 @@
+//! safetensors files: one dense dataset per tensor.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use safetensors::{Dtype, SafeTensors};
+
+use super::summary::{ConvertSummary, append_block, check_block, finish, records_per_block, to_native};
+use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result, Schema, WriteOptions};
+
+/// Our dtype of a safetensors dtype, if we have one.
+fn dtype_of(d: Dtype) -> Option<DType> {
+    Some(match d {
+        Dtype::BOOL => DType::Bool,
+        Dtype::U8 => DType::U8,
+        Dtype::I8 => DType::I8,
+        Dtype::U16 => DType::U16,
+        Dtype::I16 => DType::I16,
+        Dtype::U32 => DType::U32,
+        Dtype::I32 => DType::I32,
+        Dtype::U64 => DType::U64,
+        Dtype::I64 => DType::I64,
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::F32 => DType::F32,
+        Dtype::F64 => DType::F64,
+        _ => return None,
+    })
+}
+
+/// A tensor name usable as one directory name: no separators, not `.` or `..`.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// Converts every tensor of the safetensors file `input` into a dense dataset `out_dir/<name>`
+/// (axis 0 = records, item shape the remaining axes), in name order, and returns each name with
+/// its summary.
+///
+/// A 0-D tensor becomes a dataset of one scalar record (item shape `[]`). The file is
+/// memory-mapped and must not be truncated while it is converted. Every tensor is checked
+/// (dtype, name, record size) before anything is written; if writing fails half way, the datasets
+/// this call created are removed again (ones it replaced under `overwrite` are gone).
+///
+/// # Errors
+/// [`Error::BadInput`] naming `input` for a malformed file, a dtype loaderx has no equivalent for
+/// (the 8-bit and smaller float formats, complex), or a tensor name that is not a valid directory
+/// name; [`Error::InvalidArgument`] for an item over 1 MiB; [`Error::AlreadyExists`] for an
+/// existing `out_dir/<name>` without overwrite; [`Error::Io`] naming the file.
+pub fn safetensors(
+    input: impl AsRef<Path>,
+    out_dir: impl AsRef<Path>,
+    opts: WriteOptions,
+) -> Result<Vec<(String, ConvertSummary)>> {
+    let (input, out_dir) = (input.as_ref(), out_dir.as_ref());
+    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
+    let file = File::open(input).map_err(|e| Error::io("open", input, e))?;
+    let map = crate::mapped::map_readonly(&file, input)?;
+    let st = SafeTensors::deserialize(&map).map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+    let mut tensors = st.tensors();
+    tensors.sort_by(|a, b| a.0.cmp(&b.0));
+
+    // Check everything before writing anything.
+    let mut plan = Vec::with_capacity(tensors.len());
+    for (name, view) in &tensors {
+        let dtype = dtype_of(view.dtype()).ok_or_else(|| {
+            bad(format!("tensor '{name}' has dtype {:?}, which loaderx does not hold", view.dtype()))
+        })?;
+        if !valid_name(name) {
+            return Err(bad(format!("tensor name '{name}' cannot be a directory name")));
+        }
+        let (records, item_shape) = match view.shape().split_first() {
+            Some((&n, rest)) => (n, rest.to_vec()),
+            None => (1, Vec::new()),
+        };
+        if records as u64 > u64::from(MAX_RECORDS) {
+            return Err(bad(format!(
+                "tensor '{name}' has {records} entries on axis 0; the limit is {MAX_RECORDS}"
+            )));
+        }
+        let schema = Schema::dense(dtype, item_shape);
+        if schema.unit_bytes() > crate::MAX_RECORD_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "tensor '{name}': an item of shape {:?} is {} bytes; a record holds at most 1 MiB",
+                schema.shape,
+                schema.unit_bytes()
+            )));
+        }
+        let out = out_dir.join(name);
+        if out.exists() && !opts.overwrite_of() {
+            return Err(Error::AlreadyExists { path: out });
+        }
+        plan.push((name.clone(), view, schema, records, out));
+    }
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
+
+    let mut created: Vec<PathBuf> = Vec::new();
+    let mut results = Vec::with_capacity(plan.len());
+    let mut done_bytes = 0u64;
+    for (name, view, schema, records, out) in plan {
+        let existed = out.exists();
+        match write_tensor(input, view.data(), schema, records, &out, &opts, &mut done_bytes) {
+            Ok(s) => {
+                if !existed {
+                    created.push(out);
+                }
+                results.push((name, s));
+            }
+            Err(e) => {
+                for dir in created {
+                    let _ = crate::store::remove_store_dir(&dir);
+                }
+                return Err(e);
+            }
+        }
+    }
+    Ok(results)
+}
+
+fn write_tensor(
+    input: &Path,
+    data: &[u8],
+    schema: Schema,
+    records: usize,
+    out: &Path,
+    opts: &WriteOptions,
+    done_bytes: &mut u64,
+) -> Result<ConvertSummary> {
+    let dtype = schema.dtype;
+    let item_bytes = schema.unit_bytes();
+    let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
+    let per_block = records_per_block(item_bytes);
+    let mut buf = Vec::with_capacity(per_block * item_bytes);
+    let mut done = 0usize;
+    while done < records {
+        let k = per_block.min(records - done);
+        let at = done * item_bytes;
+        buf.clear();
+        buf.extend_from_slice(&data[at..at + k * item_bytes]);
+        to_native(&mut buf, dtype.size(), true);
+        check_block(dtype, &buf, input, (at / dtype.size()) as u64, at as u64)?;
+        append_block(&mut w, &buf, item_bytes, k)?;
+        done += k;
+        opts.report(*done_bytes + (done * item_bytes) as u64);
+    }
+    *done_bytes += data.len() as u64;
+    finish(w, out, data.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_with_separators_are_refused() {
+        assert!(valid_name("model.layers.0.weight"));
+        for n in ["", ".", "..", "a/b", "a\\b", "a\0"] {
+            assert!(!valid_name(n), "{n:?}");
+        }
+    }
+
+    #[test]
+    fn every_dtype_we_hold_maps() {
+        assert_eq!(dtype_of(Dtype::BF16), Some(DType::BF16));
+        assert_eq!(dtype_of(Dtype::BOOL), Some(DType::Bool));
+        assert_eq!(dtype_of(Dtype::F8_E4M3), None);
+    }
+}

@@ -1,0 +1,123 @@
+//! What a conversion did, and the block-wise helpers every converter shares.
+
+use std::path::Path;
+
+use crate::{DType, DatasetWriter, Error, Result, Store};
+
+/// Input bytes a converter reads per block (rounded up to one whole record).
+pub const BLOCK_BYTES: usize = 4 << 20;
+
+/// What a converter wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConvertSummary {
+    /// Records written.
+    pub records: u64,
+    /// Input bytes converted (the record payload; headers excluded, decompressed for `.gz`).
+    pub bytes_in: u64,
+    /// Bytes the dataset takes in its chunk files and dictionary.
+    pub bytes_on_disk: u64,
+}
+
+impl ConvertSummary {
+    /// `bytes_in / bytes_on_disk` (1.0 for an empty dataset).
+    pub fn ratio(&self) -> f64 {
+        if self.bytes_on_disk == 0 { 1.0 } else { self.bytes_in as f64 / self.bytes_on_disk as f64 }
+    }
+}
+
+/// Finishes `writer` at `out` and measures the result.
+pub(crate) fn finish(writer: DatasetWriter, out: &Path, bytes_in: u64) -> Result<ConvertSummary> {
+    let records = writer.finish()?;
+    let stats = Store::open(out)?.stats()?;
+    Ok(ConvertSummary { records, bytes_in, bytes_on_disk: stats.chunk_bytes + stats.dict_bytes })
+}
+
+/// Records of `item_bytes` per block: at least one, at most [`BLOCK_BYTES`] worth.
+pub(crate) fn records_per_block(item_bytes: usize) -> usize {
+    (BLOCK_BYTES / item_bytes.max(1)).max(1)
+}
+
+/// Turns elements of `elem` bytes stored in the given byte order into native order, in place.
+pub(crate) fn to_native(buf: &mut [u8], elem: usize, little_endian: bool) {
+    if elem > 1 && little_endian != cfg!(target_endian = "little") {
+        for e in buf.chunks_exact_mut(elem) {
+            e.reverse();
+        }
+    }
+}
+
+/// Checks that every byte of a `bool` block is 0 or 1; `first` is the element number of `buf[0]`
+/// in the input, `data_offset` its byte offset in the file.
+pub(crate) fn check_block(dtype: DType, buf: &[u8], path: &Path, first: u64, data_offset: u64) -> Result<()> {
+    if dtype != DType::Bool {
+        return Ok(());
+    }
+    match buf.iter().position(|&b| b > 1) {
+        None => Ok(()),
+        Some(at) => Err(Error::BadInput {
+            path: path.to_path_buf(),
+            reason: format!(
+                "bool element {} (byte offset {}) is {}, not 0 or 1",
+                first + at as u64,
+                data_offset + at as u64,
+                buf[at]
+            ),
+        }),
+    }
+}
+
+/// Appends a block of whole records of `item_bytes` each (zero-sized items: `count` of them).
+pub(crate) fn append_block(w: &mut DatasetWriter, buf: &[u8], item_bytes: usize, count: usize) -> Result<()> {
+    if item_bytes == 0 {
+        let empty: Vec<&[u8]> = vec![&[]; count];
+        w.append_bytes(&empty)
+    } else {
+        let recs: Vec<&[u8]> = buf.chunks_exact(item_bytes).collect();
+        w.append_bytes(&recs)
+    }
+}
+
+/// `a * b * ...` with overflow reported as `None`.
+pub(crate) fn product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
+/// A [`Error::BadInput`] for a data section that ends early.
+pub(crate) fn truncated(path: &Path, expected: u64, actual: u64) -> Error {
+    Error::BadInput {
+        path: path.to_path_buf(),
+        reason: format!("data section is truncated: expected {expected} bytes, found {actual}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_native_swaps_only_foreign_order() {
+        let mut b = vec![1, 2, 3, 4, 5, 6, 7, 8];
+        let native_le = cfg!(target_endian = "little");
+        to_native(&mut b, 4, native_le);
+        assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+        to_native(&mut b, 4, !native_le);
+        assert_eq!(b, [4, 3, 2, 1, 8, 7, 6, 5]);
+        to_native(&mut b, 1, !native_le);
+        assert_eq!(b, [4, 3, 2, 1, 8, 7, 6, 5]);
+    }
+
+    #[test]
+    fn records_per_block_is_at_least_one() {
+        assert_eq!(records_per_block(0), BLOCK_BYTES);
+        assert_eq!(records_per_block(BLOCK_BYTES * 2), 1);
+        assert_eq!(records_per_block(1024), BLOCK_BYTES / 1024);
+    }
+
+    #[test]
+    fn check_block_names_the_bad_bool() {
+        let e = check_block(DType::Bool, &[0, 1, 7], Path::new("x.npy"), 10, 128).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("element 12") && msg.contains("offset 130"), "{msg}");
+        assert!(check_block(DType::U8, &[7], Path::new("x"), 0, 0).is_ok());
+    }
+}
