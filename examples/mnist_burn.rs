@@ -284,8 +284,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let targets: Tensor<1, Int> = batch.targets.clone();
         let predicted = model.forward(batch.images).argmax(1);
         let predicted =
-            predicted.into_data().convert::<i64>().to_vec::<i64>().map_err(|e| format!("{e:?}"))?;
-        let targets = targets.into_data().convert::<i64>().to_vec::<i64>().map_err(|e| format!("{e:?}"))?;
+            predicted.into_data().convert::<i64>().try_to_vec::<i64>().map_err(|e| format!("{e:?}"))?;
+        let targets =
+            targets.into_data().convert::<i64>().try_to_vec::<i64>().map_err(|e| format!("{e:?}"))?;
         correct += predicted.iter().zip(&targets).filter(|(p, t)| p == t).count();
         total += targets.len();
     }
