@@ -5,6 +5,7 @@ use std::sync::Arc;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::{Dataset, InMemDataset};
 use loaderx_burn::{DenseItems, Error, MnistItems};
+use loaderx_core::{DatasetWriter, WriteOptions};
 
 use crate::common::{Items, device, mnist_train, write_xy};
 
@@ -62,8 +63,15 @@ fn out_of_range_get_many_panics_as_burn_datasets_do() {
 #[test]
 fn a_damaged_store_is_a_dataset_error_holding_the_loaderx_error() {
     let dir = tempfile::tempdir().unwrap();
-    let (x, _) = write_xy(dir.path(), 50);
-    // Flip every stored byte: each record now fails its checksum.
+    // Records that compress (64 equal floats), so each is a zstd frame with a checksum: a record
+    // that does not shrink (the 12 bytes of `write_xy`) is stored raw, without one.
+    let x = dir.path().join("x");
+    let mut w = DatasetWriter::dense::<f32>(&x, vec![64], WriteOptions::new()).unwrap();
+    w.append(&(0..50).flat_map(|i| [i as f32; 64]).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let items = DenseItems::<f32>::open(&x).unwrap();
+    assert_eq!(items.get(49).unwrap(), vec![49.0; 64]);
+    // Flip every stored byte: each frame now fails to decode.
     let chunk = x.join("0.zr");
     let bytes: Vec<u8> = std::fs::read(&chunk).unwrap().into_iter().map(|b| !b).collect();
     std::fs::write(&chunk, bytes).unwrap();

@@ -1,6 +1,6 @@
 //! `ItemStore`: round trips of arbitrary serde items, migration from burn datasets, errors.
 
-use burn::data::dataset::{Dataset, InMemDataset, SqliteDataset, SqliteDatasetWriter};
+use burn::data::dataset::{Dataset, InMemDataset};
 use loaderx_burn::{Error, ItemStore};
 use loaderx_core::{Codec, WriteOptions};
 use proptest::prelude::*;
@@ -99,8 +99,12 @@ fn migration_from_in_memory_preserves_every_item_in_order() {
     assert_eq!(all, items);
 }
 
+/// Needs burn's `sqlite` (turso_core, a very large build): `cargo test -p loaderx-burn --features sqlite`.
+#[cfg(feature = "sqlite")]
 #[test]
 fn migration_from_sqlite_reads_the_same_msgpack_items() {
+    use burn::data::dataset::{SqliteDataset, SqliteDatasetWriter};
+
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("data.db");
     let items: Vec<Record> = (0..300u64)

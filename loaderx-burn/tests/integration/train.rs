@@ -99,7 +99,7 @@ impl MetricsRenderer for Quiet {
 
 fn mean_loss(model: &Mlp, batch: &MnistBatch) -> f32 {
     let loss: Tensor<1> = model.forward(batch).loss;
-    loss.into_data().convert::<f32>().to_vec::<f32>().unwrap()[0]
+    loss.into_data().convert::<f32>().try_to_vec::<f32>().unwrap()[0]
 }
 
 #[test]
