@@ -222,7 +222,7 @@ fn a_panicking_batcher_is_an_error_and_the_loader_goes_on() {
     struct FailOdd;
     impl burn::data::dataloader::batcher::Batcher<Vec<f32>, f32> for FailOdd {
         fn batch(&self, items: Vec<Vec<f32>>, _: &burn::tensor::Device) -> f32 {
-            assert!(items[0][0] as u32 % 2 == 0, "odd first item");
+            assert!((items[0][0] as u32).is_multiple_of(2), "odd first item");
             items[0][0]
         }
     }

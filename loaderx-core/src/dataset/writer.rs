@@ -206,7 +206,7 @@ impl DatasetWriter {
                         "dense items of zero size cannot be counted from a slice".into(),
                     ));
                 }
-                if bytes.len() % item != 0 {
+                if !bytes.len().is_multiple_of(item) {
                     return Err(Error::InvalidArgument(format!(
                         "{} elements is not a whole number of {}-element items",
                         items.len(),

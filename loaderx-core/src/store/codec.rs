@@ -47,7 +47,7 @@ pub(crate) fn train(samples: &[&[u8]], cap: Option<usize>) -> Option<Vec<u8>> {
 }
 
 /// Picks up to `max` records spread evenly over `records` as training samples.
-pub(crate) fn sample<'a, R: AsRef<[u8]>>(records: &'a [R], max: usize) -> Vec<&'a [u8]> {
+pub(crate) fn sample<R: AsRef<[u8]>>(records: &[R], max: usize) -> Vec<&[u8]> {
     let step = records.len().div_ceil(max.max(1)).max(1);
     records.iter().step_by(step).map(|r| r.as_ref()).filter(|r| !r.is_empty()).collect()
 }
