@@ -4,9 +4,11 @@
 //!   prefetch threads) vs burn's `DataLoaderBuilder` over an `InMemDataset` (2 workers, the
 //!   guide's item-by-item batcher), both producing the guide's `MnistBatch` of 64 on the CPU.
 //! - get_many: `ItemStore::get_many` vs `SqliteDataset::get_many`, 64 random MNIST items per
-//!   call, both MessagePack records of burn's `MnistItem` layout.
+//!   call, both MessagePack records of burn's `MnistItem` layout. Only with `burn-sqlite`, whose
+//!   turso_core is a long release build; without it the ItemStore row runs alone.
 //!
 //! Run: `cargo bench --bench burn --features burn-train,burn-sqlite -- --warm-up-time 1 --measurement-time 3`
+//! (loader rows only: `--features burn-train`)
 //! After criterion's rows it prints the ratios, timed again side by side.
 
 use std::hint::black_box;
@@ -21,7 +23,9 @@ use loaderx::burn::{
 use loaderx::{SamplerMode, WriteOptions};
 
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
-use burn::data::dataset::{Dataset, InMemDataset, SqliteDataset, SqliteDatasetWriter};
+#[cfg(feature = "burn-sqlite")]
+use burn::data::dataset::{SqliteDataset, SqliteDatasetWriter};
+use burn::data::dataset::{Dataset, InMemDataset};
 use burn::tensor::Device;
 
 const BATCH: usize = 64;
@@ -32,6 +36,7 @@ struct Fixture {
     labels: std::path::PathBuf,
     items: Vec<MnistItem>,
     item_store: ItemStore<MnistItem>,
+    #[cfg(feature = "burn-sqlite")]
     sqlite: SqliteDataset<MnistItem>,
     picks: Vec<Vec<usize>>,
 }
@@ -45,13 +50,16 @@ fn fixture() -> Fixture {
     let mnist = MnistItems::open(&images, &labels).unwrap();
     let items = mnist.get_many((0..mnist.len()).collect()).unwrap();
     let item_store = ItemStore::from_dataset(&mnist, dir.path().join("items"), WriteOptions::new()).unwrap();
-    let db = dir.path().join("mnist.db");
-    let mut writer = SqliteDatasetWriter::<MnistItem>::new(&db, true).unwrap();
-    for item in &items {
-        writer.write("train", item).unwrap();
-    }
-    writer.set_completed().unwrap();
-    let sqlite = SqliteDataset::<MnistItem>::from_db_file(&db, "train").unwrap();
+    #[cfg(feature = "burn-sqlite")]
+    let sqlite = {
+        let db = dir.path().join("mnist.db");
+        let mut writer = SqliteDatasetWriter::<MnistItem>::new(&db, true).unwrap();
+        for item in &items {
+            writer.write("train", item).unwrap();
+        }
+        writer.set_completed().unwrap();
+        SqliteDataset::<MnistItem>::from_db_file(&db, "train").unwrap()
+    };
     // Fixed pseudo-random batches (an LCG): the same indices for both stores.
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let picks = (0..64)
@@ -65,7 +73,16 @@ fn fixture() -> Fixture {
                 .collect()
         })
         .collect();
-    Fixture { _dir: dir, images, labels, items, item_store, sqlite, picks }
+    Fixture {
+        _dir: dir,
+        images,
+        labels,
+        items,
+        item_store,
+        #[cfg(feature = "burn-sqlite")]
+        sqlite,
+        picks,
+    }
 }
 
 fn loaderx_loader(f: &Fixture, device: &Device) -> StepLoader<MnistBatch> {
@@ -131,6 +148,7 @@ fn main() {
                 black_box(f.item_store.get_many(f.picks[k].clone()).unwrap())
             })
         });
+        #[cfg(feature = "burn-sqlite")]
         g.bench_function("burn_sqlite_dataset", |b| {
             b.iter(|| {
                 k = (k + 1) % f.picks.len();
@@ -153,6 +171,7 @@ fn main() {
         },
         budget,
     );
+    #[cfg(feature = "burn-sqlite")]
     let sqlite_ips = rate(
         || {
             k = (k + 1) % f.picks.len();
@@ -165,6 +184,9 @@ fn main() {
     println!("loader    burn DataLoader (2 workers) {theirs_bps:>10.0} batches/s");
     println!("loader    ratio                       {:>10.1}x", ours_bps / theirs_bps);
     println!("get_many  loaderx ItemStore           {store_ips:>10.0} items/s");
-    println!("get_many  burn SqliteDataset          {sqlite_ips:>10.0} items/s");
-    println!("get_many  ratio                       {:>10.1}x", store_ips / sqlite_ips);
+    #[cfg(feature = "burn-sqlite")]
+    {
+        println!("get_many  burn SqliteDataset          {sqlite_ips:>10.0} items/s");
+        println!("get_many  ratio                       {:>10.1}x", store_ips / sqlite_ips);
+    }
 }
