@@ -1,4 +1,73 @@
 //! burn 0.22 integration for loaderx.
+//!
+//! - [`StepLoader`]: a native burn `DataLoader<O>` driven by loaderx's endless, step-based loader:
+//!   whole-batch gathers on prefetch threads, batches in step order, one global step across
+//!   epochs, `progress()` in items, `to_device`, `slice` as loaderx sharding, resumable from a
+//!   saved [`LoaderState`](loaderx_core::LoaderState). Bring a burn `Batcher` and any burn
+//!   `Dataset` ([`StepLoaderBuilder::build_batcher`]), a transform of loaderx batches
+//!   ([`StepLoaderBuilder::build_with`]), or take the dense fast path ([`DenseBatch`]: one
+//!   `TensorData` per stream adopting the gathered buffer).
+//! - burn `Dataset`s over loaderx stores whose `get_many` is one batched gather:
+//!   [`DenseItems`] (dense records as `Vec<T>`), [`MnistItems`], and [`ItemStore`], serde items as
+//!   MessagePack records, the fast stand-in for `SqliteDataset`, with a one-call migration from
+//!   any burn dataset ([`ItemStore::from_dataset`]).
+//! - The burn book's MNIST guide types: [`MnistItem`], [`MnistBatch`], [`MnistBatcher`].
+//!
+//! It is not a training framework: models, learners and optimisers are burn's own, re-exported
+//! as [`burn`].
+//!
+//! # Example
+//! ```
+//! use burn::data::dataloader::DataLoader;
+//! use burn::data::dataset::Dataset;
+//! use loaderx_burn::{ItemStore, StepLoaderBuilder};
+//! use loaderx_core::WriteOptions;
+//!
+//! #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+//! struct Pair { x: f32, y: f32 }
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut w = ItemStore::<Pair>::create(dir.path().join("pairs"), WriteOptions::new())?;
+//! for i in 0..100 {
+//!     w.push(&Pair { x: i as f32, y: 2.0 * i as f32 })?;
+//! }
+//! let store = w.finish()?;
+//! // A burn batcher is any `Fn(Vec<I>, &Device) -> O` wrapped in a type; here a plain one.
+//! struct Sum;
+//! impl burn::data::dataloader::batcher::Batcher<Pair, f32> for Sum {
+//!     fn batch(&self, items: Vec<Pair>, _: &burn::tensor::Device) -> f32 {
+//!         items.iter().map(|p| p.y - 2.0 * p.x).sum()
+//!     }
+//! }
+//! let loader = StepLoaderBuilder::new().batch_size(10).build_batcher(store, Sum)?;
+//! assert_eq!(loader.num_items(), 100);
+//! for residual in loader.iter() {
+//!     assert_eq!(residual?, 0.0);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Features
+//! - `train`: burn's `train` (learner, metrics), `autodiff` and the Flex CPU backend with SIMD
+//!   and rayon, for the `mnist_burn` example.
+//! - `sqlite`: burn's `SqliteDataset`, for migrating from it ([`ItemStore::from_dataset`]) and
+//!   the side-by-side bench.
 #![forbid(unsafe_code)]
 
+mod dataset;
+mod dense;
+mod error;
+mod item_store;
+mod loader;
+mod mnist;
+
+pub use dataset::DenseItems;
+pub use dense::{DenseBatch, tensor_data};
+pub use error::{Error, Result};
+pub use item_store::{ItemStore, ItemWriter};
+pub use loader::{StepLoader, StepLoaderBuilder};
+pub use mnist::{MNIST_MEAN, MNIST_SIDE, MNIST_STD, MnistBatch, MnistBatcher, MnistItem, MnistItems};
+
+/// burn itself, re-exported so users (and the `loaderx` facade) name one version of it.
+pub use burn;
 pub use loaderx_core;

@@ -1,0 +1,98 @@
+//! burn [`Dataset`]s over dense loaderx stores.
+
+use std::path::Path;
+
+use burn::data::dataset::{Dataset, DatasetError};
+use loaderx_core::{DenseDataset, Element};
+
+use crate::Error;
+
+/// Panics the way burn's datasets do for an index outside `0..len` (the `Dataset` contract:
+/// out of range is a caller bug, `Err` is reserved for retrieval failures).
+pub(crate) fn check_indices(what: &str, indices: &[usize], len: usize) -> Vec<u32> {
+    indices
+        .iter()
+        .map(|&i| {
+            assert!(i < len, "Index out of bounds for {what}: {i} >= {len}");
+            // len <= u32::MAX + 1 for every store, so an in-range index fits.
+            i as u32
+        })
+        .collect()
+}
+
+/// A dense loaderx dataset as a burn [`Dataset`] of flat `Vec<T>` items (one record each,
+/// row-major over [`DenseItems::item_shape`]).
+///
+/// `get_many` is one batched gather of all its indices, split into items afterwards; burn's
+/// loaders fetch every batch through it.
+///
+/// # Examples
+/// ```
+/// use burn::data::dataset::Dataset;
+/// use loaderx_burn::DenseItems;
+/// use loaderx_core::{DatasetWriter, WriteOptions};
+/// let dir = tempfile::tempdir()?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![3], WriteOptions::new())?;
+/// w.append(&(0..30).map(|v| v as f32).collect::<Vec<_>>())?;
+/// w.finish()?;
+/// let items = DenseItems::<f32>::open(dir.path().join("x"))?;
+/// assert_eq!(items.len(), 10);
+/// assert_eq!(items.get_many(vec![2, 0])?, vec![vec![6.0, 7.0, 8.0], vec![0.0, 1.0, 2.0]]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct DenseItems<T: Element> {
+    inner: DenseDataset<T>,
+}
+
+impl<T: Element> DenseItems<T> {
+    /// Opens the dense dataset in `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Core`]: not a dense dataset of `T`, or the store's open errors.
+    pub fn open(dir: impl AsRef<Path>) -> crate::Result<Self> {
+        Ok(DenseItems { inner: DenseDataset::open(dir)? })
+    }
+
+    /// Wraps an open dense dataset.
+    pub fn new(inner: DenseDataset<T>) -> Self {
+        DenseItems { inner }
+    }
+
+    /// Shape of one item.
+    pub fn item_shape(&self) -> &[usize] {
+        self.inner.item_shape()
+    }
+
+    /// The loaderx dataset.
+    pub fn inner(&self) -> &DenseDataset<T> {
+        &self.inner
+    }
+
+    /// Gathers `indices` in one call and splits the buffer into items.
+    fn gather(&self, indices: &[u32]) -> Result<Vec<Vec<T>>, Error> {
+        let flat = self.inner.get_vec(indices)?;
+        let per = self.inner.source().item_elems();
+        if per == 0 {
+            return Ok(vec![Vec::new(); indices.len()]);
+        }
+        Ok(flat.chunks_exact(per).map(<[T]>::to_vec).collect())
+    }
+}
+
+impl<T: Element> Dataset<Vec<T>> for DenseItems<T> {
+    fn get(&self, index: usize) -> Result<Vec<T>, DatasetError> {
+        let idx = check_indices("DenseItems", &[index], self.inner.len());
+        let mut items = self.gather(&idx).map_err(Error::into_dataset_error)?;
+        Ok(items.pop().unwrap_or_default())
+    }
+
+    fn get_many(&self, indexes: Vec<usize>) -> Result<Vec<Vec<T>>, DatasetError> {
+        let idx = check_indices("DenseItems", &indexes, self.inner.len());
+        self.gather(&idx).map_err(Error::into_dataset_error)
+    }
+
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+}

@@ -1,0 +1,627 @@
+//! [`StepLoader`]: a native burn `DataLoader<O>` driven by loaderx's endless, step-based loader.
+//!
+//! burn's `DataLoader` is epoch-shaped: `iter()` walks the data once. A `StepLoader` keeps one
+//! global step across `iter()` calls: each `iter()` delivers the next `steps_per_epoch` steps of
+//! the endless stream, in step order, so epoch `e` of a run is steps `e*S..(e+1)*S` and a run
+//! resumed from a saved [`LoaderState`] continues exactly where it stopped.
+//!
+//! The loader starts its prefetch threads on the first `iter()` (so the copies `to_device` and
+//! `slice` make cost nothing until used) and keeps them running between epochs.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
+use burn::data::dataset::{Dataset, DatasetError};
+use burn::tensor::Device;
+use loaderx_core::{Batch, DataLoader, DenseSource, LoaderBuilder, LoaderState, SamplerConfig, SamplerMode};
+
+use crate::dense::DenseBatch;
+use crate::{Error, Result};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Transform<O> = Arc<dyn Fn(Batch, &Device) -> std::result::Result<O, BoxError> + Send + Sync>;
+
+/// Builds a [`StepLoader`]: the streams (or a burn dataset and batcher), the sampler, the
+/// prefetch and the epoch length.
+///
+/// Defaults: batch 32, [`SamplerMode::Cyclic`], seed 0, one rank, `min(cores, 8)` prefetch
+/// threads of depth 2, an epoch of one pass over the data, the device's default (resolved when
+/// the loader first runs; burn's learner sets it with `to_device`).
+#[derive(Clone)]
+#[must_use = "a builder does nothing until a build method is called"]
+pub struct StepLoaderBuilder {
+    streams: Vec<(String, DenseSource)>,
+    batch_size: u32,
+    mode: SamplerMode,
+    seed: u64,
+    rank: u32,
+    world: u32,
+    start_step: u64,
+    state: Option<LoaderState>,
+    threads: usize,
+    prefetch: usize,
+    steps_per_epoch: Option<u64>,
+    device: Option<Device>,
+}
+
+impl std::fmt::Debug for StepLoaderBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepLoaderBuilder")
+            .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("batch_size", &self.batch_size)
+            .field("mode", &self.mode)
+            .field("seed", &self.seed)
+            .field("rank", &self.rank)
+            .field("world", &self.world)
+            .field("start_step", &self.start_step)
+            .field("threads", &self.threads)
+            .field("prefetch", &self.prefetch)
+            .field("steps_per_epoch", &self.steps_per_epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for StepLoaderBuilder {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        StepLoaderBuilder {
+            streams: Vec::new(),
+            batch_size: 32,
+            mode: SamplerMode::Cyclic,
+            seed: 0,
+            rank: 0,
+            world: 1,
+            start_step: 0,
+            state: None,
+            threads: cores.clamp(1, 8),
+            prefetch: 2,
+            steps_per_epoch: None,
+            device: None,
+        }
+    }
+}
+
+impl StepLoaderBuilder {
+    /// A builder with the defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a named dense stream (for [`build_dense`](Self::build_dense) and
+    /// [`build_with`](Self::build_with)).
+    pub fn stream(mut self, name: impl Into<String>, source: DenseSource) -> Self {
+        self.streams.push((name.into(), source));
+        self
+    }
+
+    /// Opens the dense dataset in `dir` as stream `name`.
+    ///
+    /// # Errors
+    /// [`Error::Core`] when `dir` holds no dense dataset.
+    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
+        Ok(self.stream(name, DenseSource::open(dir)?))
+    }
+
+    /// Global batch size, summed over ranks (default 32).
+    pub fn batch_size(mut self, n: u32) -> Self {
+        self.batch_size = n;
+        self
+    }
+
+    /// Sampling mode (default cyclic: shuffled without replacement, a fresh order every pass).
+    pub fn mode(mut self, mode: SamplerMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Seed of the sampler and of the per-row RNGs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// This process's rank and the number of ranks sharing each global batch.
+    pub fn shard(mut self, rank: u32, world: u32) -> Self {
+        self.rank = rank;
+        self.world = world;
+        self
+    }
+
+    /// The first global step delivered (resume).
+    pub fn start_step(mut self, step: u64) -> Self {
+        self.start_step = step;
+        self
+    }
+
+    /// Restores a saved [`StepLoader::state`]: sampler config and step. It must come from the
+    /// same data (checked by fingerprint at build).
+    pub fn state(mut self, state: LoaderState) -> Self {
+        self.state = Some(state);
+        self
+    }
+
+    /// Prefetch threads (default: the number of cores, at most 8).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = n.max(1);
+        self
+    }
+
+    /// Batches each thread may have ready ahead of the consumer (default 2).
+    pub fn prefetch(mut self, depth: usize) -> Self {
+        self.prefetch = depth.max(1);
+        self
+    }
+
+    /// Steps per `iter()` (a burn "epoch"). Default: one pass over the data, `len / batch`
+    /// steps for the cyclic sampler (its remainder is dropped), `ceil(len / batch)` otherwise.
+    pub fn steps_per_epoch(mut self, steps: u64) -> Self {
+        self.steps_per_epoch = Some(steps);
+        self
+    }
+
+    /// The device batches are built on (burn's learner replaces it through `to_device`).
+    pub fn device(mut self, device: &Device) -> Self {
+        self.device = Some(device.clone());
+        self
+    }
+
+    /// A loader of [`DenseBatch`]es: one `TensorData` per stream, adopting the gathered buffer.
+    ///
+    /// # Errors
+    /// As [`build_with`](Self::build_with).
+    pub fn build_dense(self) -> Result<StepLoader<DenseBatch>> {
+        self.build_with(|batch: Batch, device: &Device| DenseBatch::from_batch(batch, device))
+    }
+
+    /// A loader whose prefetch threads turn each gathered [`Batch`] into an `O` on the loader's
+    /// device (the collate step), delivered in step order.
+    ///
+    /// # Errors
+    /// [`Error::Core`] for no streams, streams of different lengths, invalid sampler
+    /// parameters, or a restored state from other data; [`Error::InvalidArgument`] for an epoch
+    /// of 0 steps.
+    pub fn build_with<O, E, F>(self, transform: F) -> Result<StepLoader<O>>
+    where
+        O: Send + 'static,
+        E: Into<BoxError>,
+        F: Fn(Batch, &Device) -> std::result::Result<O, E> + Send + Sync + 'static,
+    {
+        let mut core = DataLoader::builder()
+            .batch_size(self.batch_size)
+            .mode(self.mode)
+            .seed(self.seed)
+            .shard(self.rank, self.world)
+            .start_step(self.start_step)
+            .threads(self.threads)
+            .prefetch(self.prefetch);
+        for (name, source) in &self.streams {
+            core = core.stream(name.clone(), source.clone());
+        }
+        if let Some(state) = &self.state {
+            core = core.state(state.clone());
+        }
+        // A one-thread probe validates everything and yields the sampler config and the
+        // fingerprint; it is dropped at once (the real threads start on the first `iter()`).
+        let probe = core.clone().threads(1).prefetch(1).build()?;
+        let state = probe.state();
+        drop(probe);
+        let transform: Transform<O> = Arc::new(move |b, d| transform(b, d).map_err(Into::into));
+        let recipe = Arc::new(CoreRecipe { builder: core, fingerprint: state.fingerprint, transform });
+        StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
+    }
+
+    /// A loader over any burn dataset with a burn batcher: each step's indices come from the
+    /// loaderx sampler and are fetched with one `get_many` call (one batched gather for the
+    /// loaderx datasets of this crate), batched on a prefetch thread and delivered in step order.
+    /// Streams added to this builder are not used.
+    ///
+    /// # Errors
+    /// [`Error::Core`] for invalid sampler parameters (an empty dataset among them) or a
+    /// restored state from other data; [`Error::InvalidArgument`] for an epoch of 0 steps or a
+    /// dataset of more than `u32::MAX` items.
+    pub fn build_batcher<I, O, D, B>(self, dataset: D, batcher: B) -> Result<StepLoader<O>>
+    where
+        I: Send + 'static,
+        O: Send + 'static,
+        D: Dataset<I> + 'static,
+        B: Batcher<I, O> + 'static,
+    {
+        let len = u32::try_from(dataset.len())
+            .map_err(|_| Error::InvalidArgument("a dataset of more than u32::MAX items".into()))?;
+        let fingerprint = fnv(format!("dataset:{len}").as_bytes());
+        let state = match self.state {
+            Some(state) => {
+                if state.fingerprint != fingerprint || state.sampler.len != len {
+                    return Err(Error::Core(loaderx_core::Error::InvalidArgument(
+                        "the saved loader state belongs to other data".into(),
+                    )));
+                }
+                state
+            }
+            None => LoaderState {
+                sampler: SamplerConfig {
+                    len,
+                    batch_size: self.batch_size,
+                    mode: self.mode,
+                    seed: self.seed,
+                    rank: self.rank,
+                    world: self.world,
+                },
+                step: self.start_step,
+                fingerprint,
+            },
+        };
+        state.sampler.build()?;
+        let recipe = Arc::new(DatasetRecipe {
+            dataset: Arc::new(dataset),
+            batcher: Arc::new(batcher),
+            threads: self.threads,
+            prefetch: self.prefetch,
+        });
+        StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
+    }
+}
+
+pub(crate) fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// What a loader runs: the same recipe makes every `to_device` and `slice` copy.
+trait Recipe<O>: Send + Sync {
+    fn start(&self, config: &SamplerConfig, step: u64, device: &Device) -> Result<Box<dyn Running<O>>>;
+}
+
+/// A started producer: delivers consecutive steps.
+trait Running<O>: Send {
+    fn next(&mut self) -> Result<O>;
+    /// The next step [`Running::next`] delivers.
+    fn step(&self) -> u64;
+}
+
+struct CoreRecipe<O> {
+    builder: LoaderBuilder,
+    fingerprint: u64,
+    transform: Transform<O>,
+}
+
+impl<O: Send + 'static> Recipe<O> for CoreRecipe<O> {
+    fn start(&self, config: &SamplerConfig, step: u64, device: &Device) -> Result<Box<dyn Running<O>>> {
+        let state = LoaderState { sampler: config.clone(), step, fingerprint: self.fingerprint };
+        let transform = Arc::clone(&self.transform);
+        let device = device.clone();
+        let loader = self.builder.clone().state(state).build_with(move |b| transform(b, &device))?;
+        Ok(Box::new(loader))
+    }
+}
+
+impl<O: Send + 'static> Running<O> for DataLoader<O> {
+    fn next(&mut self) -> Result<O> {
+        Ok(self.next_batch()?)
+    }
+
+    fn step(&self) -> u64 {
+        DataLoader::step(self)
+    }
+}
+
+struct DatasetRecipe<I, O> {
+    dataset: Arc<dyn Dataset<I>>,
+    batcher: Arc<dyn Batcher<I, O>>,
+    threads: usize,
+    prefetch: usize,
+}
+
+impl<I: Send + 'static, O: Send + 'static> Recipe<O> for DatasetRecipe<I, O> {
+    fn start(&self, config: &SamplerConfig, step: u64, device: &Device) -> Result<Box<dyn Running<O>>> {
+        let sampler = config.build()?;
+        let dataset = Arc::clone(&self.dataset);
+        let batcher = Arc::clone(&self.batcher);
+        let device = device.clone();
+        let produce = move |step: u64| -> Result<O> {
+            let indices: Vec<usize> = sampler.batch(step).into_iter().map(|i| i as usize).collect();
+            let items = dataset.get_many(indices).map_err(|e| {
+                Error::Core(loaderx_core::Error::Transform { step, message: format!("get_many: {e}") })
+            })?;
+            Ok(batcher.batch(items, &device))
+        };
+        Ok(Box::new(Prefetch::spawn(self.threads, self.prefetch, step, Arc::new(produce))?))
+    }
+}
+
+type Produce<O> = Arc<dyn Fn(u64) -> Result<O> + Send + Sync>;
+
+/// Ordered prefetch for the dataset path: thread `w` of `n` produces steps `start + w + k*n`
+/// into its own bounded channel, and the consumer reads the channels round-robin.
+struct Prefetch<O> {
+    rxs: Vec<Receiver<Result<O>>>,
+    handles: Vec<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    start: u64,
+    step: u64,
+}
+
+impl<O: Send + 'static> Prefetch<O> {
+    fn spawn(threads: usize, depth: usize, start: u64, produce: Produce<O>) -> Result<Self> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut rxs = Vec::with_capacity(threads);
+        let mut handles = Vec::with_capacity(threads);
+        for w in 0..threads {
+            let (tx, rx) = sync_channel::<Result<O>>(depth);
+            let (produce, stop) = (Arc::clone(&produce), Arc::clone(&stop));
+            let handle = std::thread::Builder::new()
+                .name(format!("loaderx-burn-{w}"))
+                .spawn(move || {
+                    let mut step = start + w as u64;
+                    while !stop.load(Ordering::Acquire) {
+                        let out = catch_unwind(AssertUnwindSafe(|| produce(step))).unwrap_or_else(|panic| {
+                            let message = panic
+                                .downcast_ref::<&str>()
+                                .map(|s| (*s).to_string())
+                                .or_else(|| panic.downcast_ref::<String>().cloned())
+                                .unwrap_or_else(|| "panicked".into());
+                            Err(Error::Core(loaderx_core::Error::Transform {
+                                step,
+                                message: format!("panicked: {message}"),
+                            }))
+                        });
+                        if tx.send(out).is_err() {
+                            return;
+                        }
+                        step += threads as u64;
+                    }
+                })
+                .map_err(|e| {
+                    Error::Core(loaderx_core::Error::LoaderStopped(format!(
+                        "cannot start a prefetch thread: {e}"
+                    )))
+                })?;
+            rxs.push(rx);
+            handles.push(handle);
+        }
+        Ok(Prefetch { rxs, handles, stop, start, step: start })
+    }
+}
+
+impl<O: Send + 'static> Running<O> for Prefetch<O> {
+    fn next(&mut self) -> Result<O> {
+        let w = ((self.step - self.start) % self.rxs.len() as u64) as usize;
+        let out = self.rxs[w].recv().unwrap_or_else(|_| {
+            Err(Error::Core(loaderx_core::Error::LoaderStopped("a prefetch thread exited".into())))
+        });
+        self.step += 1;
+        out
+    }
+
+    fn step(&self) -> u64 {
+        self.step
+    }
+}
+
+impl<O> Drop for Prefetch<O> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Dropping the receivers wakes threads blocked on a full channel.
+        self.rxs.clear();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A burn [`DataLoader`](BurnDataLoader) driven by loaderx's endless step-based loader.
+///
+/// - whole-batch gather: each step is one gather per stream (or one `get_many`), never a
+///   per-item `get`; batches arrive in step order whichever prefetch thread finishes first;
+/// - the global step goes on across `iter()` calls: each `iter()` yields the next
+///   [`steps_per_epoch`](Self::steps_per_epoch) steps;
+/// - `progress()` counts items (`steps done × local batch`), reaching `num_items()` at the end
+///   of the epoch, so burn's gradient accumulation and metrics see a normal epoch;
+/// - `to_device` gives a copy that builds its batches on that device and shares this loader's
+///   step counter (so [`state`](Self::state) on the loader you kept follows the training run);
+/// - `slice(start, end)` maps an equal split of `num_items()` onto loaderx sharding: part `r`
+///   of `k` is rank `r` of `k` (composed with the builder's own shard), each taking its stripe
+///   of every global batch;
+/// - [`state`](Self::state) is plain data to save; [`StepLoaderBuilder::state`] resumes from it.
+///
+/// # Examples
+/// ```
+/// use burn::data::dataloader::DataLoader;
+/// use loaderx_burn::StepLoaderBuilder;
+/// use loaderx_core::{DatasetWriter, WriteOptions};
+/// let dir = tempfile::tempdir()?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![2], WriteOptions::new())?;
+/// w.append(&(0..200).map(|v| v as f32).collect::<Vec<_>>())?;
+/// w.finish()?;
+/// let loader = StepLoaderBuilder::new()
+///     .open_stream("x", dir.path().join("x"))?
+///     .batch_size(25)
+///     .build_dense()?;
+/// assert_eq!(loader.num_items(), 100); // 4 steps of 25 per epoch
+/// let batches: Vec<_> = loader.iter().collect::<Result<_, _>>()?;
+/// assert_eq!(batches.len(), 4);
+/// assert_eq!(batches[0].get("x").unwrap().shape().as_slice(), &[25, 2]);
+/// assert_eq!(loader.state().step, 4); // the next iter() goes on with step 4
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct StepLoader<O> {
+    recipe: Arc<dyn Recipe<O>>,
+    config: SamplerConfig,
+    fingerprint: u64,
+    steps_per_epoch: u64,
+    device: Option<Device>,
+    next_step: Arc<AtomicU64>,
+    running: Mutex<Option<Box<dyn Running<O>>>>,
+}
+
+impl<O> std::fmt::Debug for StepLoader<O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepLoader")
+            .field("sampler", &self.config)
+            .field("step", &self.step())
+            .field("steps_per_epoch", &self.steps_per_epoch)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<O> StepLoader<O> {
+    fn new(
+        recipe: Arc<dyn Recipe<O>>,
+        state: LoaderState,
+        steps_per_epoch: Option<u64>,
+        device: Option<Device>,
+    ) -> Result<Self> {
+        let one_pass = state.sampler.build()?.steps_per_cycle();
+        let batch = u64::from(state.sampler.batch_size);
+        let steps_per_epoch = steps_per_epoch
+            .unwrap_or_else(|| one_pass.unwrap_or(u64::from(state.sampler.len).div_ceil(batch)));
+        if steps_per_epoch == 0 {
+            return Err(Error::InvalidArgument("an epoch needs at least one step".into()));
+        }
+        Ok(StepLoader {
+            recipe,
+            config: state.sampler,
+            fingerprint: state.fingerprint,
+            steps_per_epoch,
+            device,
+            next_step: Arc::new(AtomicU64::new(state.step)),
+            running: Mutex::new(None),
+        })
+    }
+
+    /// The next global step to be delivered.
+    pub fn step(&self) -> u64 {
+        self.next_step.load(Ordering::Acquire)
+    }
+
+    /// The state to save: restoring it resumes at the next undelivered step.
+    pub fn state(&self) -> LoaderState {
+        LoaderState { sampler: self.config.clone(), step: self.step(), fingerprint: self.fingerprint }
+    }
+
+    /// Steps each `iter()` delivers.
+    pub fn steps_per_epoch(&self) -> u64 {
+        self.steps_per_epoch
+    }
+
+    /// Rows per batch on this rank: the global batch divided by the number of ranks.
+    pub fn batch_size(&self) -> usize {
+        (self.config.batch_size / self.config.world.max(1)) as usize
+    }
+
+    /// The sampler configuration (length, global batch, mode, seed, rank, world).
+    pub fn sampler(&self) -> &SamplerConfig {
+        &self.config
+    }
+
+    /// The device batches are built on; `None` means the default device.
+    pub fn device(&self) -> Option<&Device> {
+        self.device.as_ref()
+    }
+
+    fn copy(&self, config: SamplerConfig, device: Option<Device>, next_step: Arc<AtomicU64>) -> Self {
+        StepLoader {
+            recipe: Arc::clone(&self.recipe),
+            config,
+            fingerprint: self.fingerprint,
+            steps_per_epoch: self.steps_per_epoch,
+            device,
+            next_step,
+            running: Mutex::new(None),
+        }
+    }
+}
+
+impl<O: Send + 'static> BurnDataLoader<O> for StepLoader<O> {
+    fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<O> + 'a> {
+        let step = self.step();
+        let parked = self.running.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let started = match parked {
+            Some(r) if r.step() == step => Ok(r),
+            _ => {
+                let device = self.device.clone().unwrap_or_default();
+                self.recipe.start(&self.config, step, &device)
+            }
+        };
+        let (running, failed) = match started {
+            Ok(r) => (Some(r), None),
+            Err(e) => (None, Some(e)),
+        };
+        Box::new(StepIter { loader: self, running, failed, done: 0 })
+    }
+
+    fn num_items(&self) -> usize {
+        (self.steps_per_epoch as usize).saturating_mul(self.batch_size())
+    }
+
+    fn to_device(&self, device: &Device) -> Arc<dyn BurnDataLoader<O>> {
+        Arc::new(self.copy(self.config.clone(), Some(device.clone()), Arc::clone(&self.next_step)))
+    }
+
+    fn slice(&self, start: usize, end: usize) -> Arc<dyn BurnDataLoader<O>> {
+        let total = self.num_items().max(1);
+        let width = end.saturating_sub(start).max(1);
+        let parts = ((total as f64 / width as f64).round() as u32).max(1);
+        let part = ((start as u64 * u64::from(parts)) / total as u64).min(u64::from(parts - 1)) as u32;
+        let config = SamplerConfig {
+            rank: self.config.rank * parts + part,
+            world: self.config.world * parts,
+            ..self.config.clone()
+        };
+        let next = Arc::new(AtomicU64::new(self.step()));
+        Arc::new(self.copy(config, self.device.clone(), next))
+    }
+}
+
+struct StepIter<'a, O> {
+    loader: &'a StepLoader<O>,
+    running: Option<Box<dyn Running<O>>>,
+    failed: Option<Error>,
+    done: u64,
+}
+
+impl<O> Iterator for StepIter<'_, O> {
+    type Item = std::result::Result<O, DatasetError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done >= self.loader.steps_per_epoch {
+            return None;
+        }
+        if let Some(e) = self.failed.take() {
+            // The loader could not start (e.g. a slice whose world does not divide the batch).
+            self.done = self.loader.steps_per_epoch;
+            return Some(Err(e.into_dataset_error()));
+        }
+        let running = self.running.as_mut()?;
+        let out = running.next();
+        self.done += 1;
+        self.loader.next_step.store(running.step(), Ordering::Release);
+        Some(out.map_err(Error::into_dataset_error))
+    }
+}
+
+impl<O> DataLoaderIterator<O> for StepIter<'_, O> {
+    fn progress(&self) -> Progress {
+        let batch = self.loader.batch_size();
+        Progress::new(
+            self.done as usize * batch,
+            self.loader.steps_per_epoch as usize * batch,
+            Some("items".to_string()),
+        )
+    }
+}
+
+impl<O> Drop for StepIter<'_, O> {
+    fn drop(&mut self) {
+        // Park the running producer: the next `iter()` goes on from its prefetched steps.
+        if let Some(r) = self.running.take() {
+            *self.loader.running.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        }
+    }
+}

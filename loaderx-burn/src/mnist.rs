@@ -1,0 +1,186 @@
+//! A drop-in for the burn book's MNIST guide: its item, batch and batcher, fed from loaderx
+//! stores.
+
+use std::path::Path;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataset::{Dataset, DatasetError};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use loaderx_core::{Batch, DenseDataset};
+use serde::{Deserialize, Serialize};
+
+use crate::dataset::check_indices;
+use crate::{Error, Result, StepLoader, StepLoaderBuilder};
+
+/// Image side in pixels.
+pub const MNIST_SIDE: usize = 28;
+/// Mean of the MNIST training pixels scaled to [0, 1] (the guide's normalisation).
+pub const MNIST_MEAN: f32 = 0.1307;
+/// Standard deviation of the MNIST training pixels scaled to [0, 1].
+pub const MNIST_STD: f32 = 0.3081;
+
+/// One MNIST digit as burn's `MnistDataset` hands it out: pixels 0..=255 as `f32`, and the label.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MnistItem {
+    /// The 28×28 image, row-major, values 0.0..=255.0.
+    pub image: [[f32; MNIST_SIDE]; MNIST_SIDE],
+    /// The digit, 0..=9.
+    pub label: u8,
+}
+
+/// The guide's batch: normalised images and their labels, on one device.
+#[derive(Debug, Clone)]
+pub struct MnistBatch {
+    /// `[B, 28, 28]`, `(x / 255 - 0.1307) / 0.3081`.
+    pub images: Tensor<3>,
+    /// `[B]`, the digits.
+    pub targets: Tensor<1, Int>,
+}
+
+/// Normalises 0..=255 pixels the guide's way.
+fn normalise(pixels: &[u8]) -> Vec<f32> {
+    pixels.iter().map(|&p| (f32::from(p) / 255.0 - MNIST_MEAN) / MNIST_STD).collect()
+}
+
+impl MnistBatch {
+    /// Builds the batch from a loaderx batch of streams `image` (`u8` `[28, 28]`) and `label`
+    /// (`u8` scalars): one normalisation pass into one buffer per batch, then one tensor each.
+    ///
+    /// # Errors
+    /// [`Error::Stream`] when a stream is missing or has another dtype or item shape.
+    pub fn from_batch(mut batch: Batch, device: &Device) -> Result<MnistBatch> {
+        let mut take = |name: &str, item_shape: &[usize]| -> Result<Vec<u8>> {
+            let array = batch.take(name).ok_or_else(|| Error::Stream {
+                name: name.into(),
+                reason: "no such stream in the batch".into(),
+            })?;
+            if array.shape().get(1..) != Some(item_shape) {
+                return Err(Error::Stream {
+                    name: name.into(),
+                    reason: format!("items are shaped {:?}, expected {item_shape:?}", &array.shape()[1..]),
+                });
+            }
+            array.into_vec::<u8>().map_err(|e| Error::Stream { name: name.into(), reason: e.to_string() })
+        };
+        let pixels = take("image", &[MNIST_SIDE, MNIST_SIDE])?;
+        let labels = take("label", &[])?;
+        let b = labels.len();
+        let images = TensorData::new(normalise(&pixels), [b, MNIST_SIDE, MNIST_SIDE]);
+        let targets = TensorData::new(labels.into_iter().map(i64::from).collect::<Vec<_>>(), [b]);
+        Ok(MnistBatch {
+            images: Tensor::from_data(images, device),
+            targets: Tensor::from_data(targets, device),
+        })
+    }
+}
+
+/// The burn guide's MNIST batcher, item by item, for burn's own `DataLoaderBuilder`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MnistBatcher;
+
+impl Batcher<MnistItem, MnistBatch> for MnistBatcher {
+    fn batch(&self, items: Vec<MnistItem>, device: &Device) -> MnistBatch {
+        let images = items
+            .iter()
+            .map(|item| TensorData::new(item.image.as_flattened().to_vec(), [MNIST_SIDE, MNIST_SIDE]))
+            .map(|data| Tensor::<2>::from_data(data, device))
+            .map(|tensor| tensor.reshape([1, MNIST_SIDE, MNIST_SIDE]))
+            .map(|tensor| ((tensor / 255) - MNIST_MEAN) / MNIST_STD)
+            .collect();
+        let targets = items
+            .iter()
+            .map(|item| {
+                Tensor::<1, Int>::from_data(TensorData::new(vec![i64::from(item.label)], [1]), device)
+            })
+            .collect();
+        MnistBatch { images: Tensor::cat(images, 0), targets: Tensor::cat(targets, 0) }
+    }
+}
+
+/// MNIST from two dense loaderx stores (images `u8` `[28, 28]`, labels `u8` scalars) as a burn
+/// [`Dataset`] of [`MnistItem`]s, a stand-in for burn's `MnistDataset`. `get_many` is one gather
+/// per store.
+#[derive(Debug, Clone)]
+pub struct MnistItems {
+    images: DenseDataset<u8>,
+    labels: DenseDataset<u8>,
+}
+
+impl MnistItems {
+    /// Opens the image and label stores.
+    ///
+    /// # Errors
+    /// [`Error::Core`] when either is not a dense `u8` dataset; [`Error::InvalidArgument`] when
+    /// the shapes are not `[28, 28]` and `[]` or the lengths differ.
+    pub fn open(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self> {
+        let images = DenseDataset::<u8>::open(images)?;
+        let labels = DenseDataset::<u8>::open(labels)?;
+        if images.item_shape() != [MNIST_SIDE, MNIST_SIDE] || !labels.item_shape().is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "MNIST needs [28, 28] images and scalar labels, got {:?} and {:?}",
+                images.item_shape(),
+                labels.item_shape()
+            )));
+        }
+        if images.len() != labels.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} images but {} labels",
+                images.len(),
+                labels.len()
+            )));
+        }
+        Ok(MnistItems { images, labels })
+    }
+
+    fn gather(&self, indices: &[u32]) -> Result<Vec<MnistItem>> {
+        let pixels = self.images.get_vec(indices)?;
+        let labels = self.labels.get_vec(indices)?;
+        Ok(pixels
+            .chunks_exact(MNIST_SIDE * MNIST_SIDE)
+            .zip(labels)
+            .map(|(px, label)| {
+                let mut image = [[0f32; MNIST_SIDE]; MNIST_SIDE];
+                for (dst, &src) in image.as_flattened_mut().iter_mut().zip(px) {
+                    *dst = f32::from(src);
+                }
+                MnistItem { image, label }
+            })
+            .collect())
+    }
+}
+
+impl Dataset<MnistItem> for MnistItems {
+    fn get(&self, index: usize) -> Result<MnistItem, DatasetError> {
+        let idx = check_indices("MnistItems", &[index], self.len());
+        let mut items = self.gather(&idx).map_err(Error::into_dataset_error)?;
+        Ok(items.pop().expect("one index gives one item"))
+    }
+
+    fn get_many(&self, indexes: Vec<usize>) -> Result<Vec<MnistItem>, DatasetError> {
+        let idx = check_indices("MnistItems", &indexes, self.len());
+        self.gather(&idx).map_err(Error::into_dataset_error)
+    }
+
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+}
+
+impl StepLoaderBuilder {
+    /// Opens MNIST image and label stores as the streams `image` and `label`.
+    ///
+    /// # Errors
+    /// [`Error::Core`] when either directory holds no dense dataset.
+    pub fn mnist(self, images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self> {
+        self.open_stream("image", images)?.open_stream("label", labels)
+    }
+
+    /// A loader of the guide's [`MnistBatch`]es from the streams `image` and `label`, built on
+    /// the prefetch threads.
+    ///
+    /// # Errors
+    /// As [`StepLoaderBuilder::build_with`].
+    pub fn build_mnist(self) -> Result<StepLoader<MnistBatch>> {
+        self.build_with(MnistBatch::from_batch)
+    }
+}

@@ -1,0 +1,8 @@
+//! Integration tests of `loaderx-burn` against burn 0.22's own contracts, one binary with a
+//! module per subject.
+
+mod common;
+mod dataset;
+mod item_store;
+mod loader;
+mod train;
