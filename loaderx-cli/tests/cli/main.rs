@@ -1,5 +1,6 @@
 //! Tests of the built `loaderx` binary, one binary (one link step) with a module per subject.
 
+mod bench;
 mod convert;
 mod jsonl;
 mod partition;
