@@ -1,5 +1,6 @@
 //! The `loaderx` command-line tool: convert files into datasets, inspect, verify, export and
-//! compact stores, and plan record-aligned byte ranges (`partition`, the mmap-chunker contract).
+//! compact stores, plan record-aligned byte ranges (`partition`, the mmap-chunker contract), and
+//! measure the sampler, store and loader against their baselines (`bench`).
 //!
 //! Each subcommand group lives in its own module with a clap `Args` struct and a `run`
 //! function writing to the locked, buffered stdout handed to it; `main` only parses,
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod convert;
 mod inspect;
 mod partition;
@@ -63,6 +65,8 @@ enum Command {
         /// The store directory.
         store: PathBuf,
     },
+    /// Measure the sampler, store and loader against baselines and ceilings, in one process.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -82,6 +86,7 @@ fn main() -> ExitCode {
         Command::Export { store, out, force } => ok(inspect::export(&store, &out, force)),
         Command::Compact { store } => ok(inspect::compact(&store)),
         Command::Stats { store } => ok(inspect::stats(&store)),
+        Command::Bench(args) => ok(bench::run(&args, &mut out)),
     }
     .and_then(|code| out.flush().context("writing to stdout").map(|()| code));
     match result {

@@ -1,6 +1,7 @@
 //! Tests of the built `loaderx` binary, one binary (one link step) with a module per subject.
 
 mod bad_inputs;
+mod bench;
 mod convert;
 mod jsonl;
 mod partition;

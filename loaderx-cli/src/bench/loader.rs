@@ -1,0 +1,162 @@
+//! Loader layer: the endless loader end to end (sample, gather, collate, hand over a batch)
+//! against the gather it cannot avoid, with the identity transform and a CPU-heavy one.
+//!
+//! Records are 12 KiB (a dense f32 stream of 3,072 elements) in a raw store, batch 256, cyclic
+//! sampler. The heavy transform normalises each sample to zero mean and unit variance, then
+//! runs a few passes of element-wise arithmetic, so it costs several times the gather and the
+//! loader's prefetch threads have real work to spread.
+
+use std::hint::black_box;
+
+use loaderx_core::{Batch, Codec, DataLoader, DatasetWriter, DenseSource, SamplerMode, WriteOptions};
+
+use super::data::{blocks, structured_record};
+use super::report::{self, Report, Row, Section};
+use super::run::Config;
+use super::timing::{self, Contender, Work};
+
+const BATCH: u32 = 256;
+const ELEMS: usize = 3072;
+const PASSES: usize = 12;
+/// The loader's default prefetch depth, set explicitly so the untimed drain below matches it.
+const PREFETCH: usize = 2;
+const GATHER: &str = "gather (calling thread)";
+const IDENTITY: &str = "loaderx identity";
+const SERIAL: &str = "gather + transform (calling thread)";
+const HEAVY: &str = "loaderx + transform";
+
+/// Per sample: normalise, then `PASSES` passes of arithmetic that vectorises but cannot be
+/// folded away.
+fn transform(v: &mut [f32]) {
+    for s in v.chunks_mut(ELEMS) {
+        let n = s.len() as f32;
+        let mean = s.iter().sum::<f32>() / n;
+        let var = s.iter().map(|x| (x - mean) * (x - mean)).sum::<f32>() / n;
+        let inv = 1.0 / (var.sqrt() + 1e-6);
+        for x in s.iter_mut() {
+            *x = (*x - mean) * inv;
+        }
+        for _ in 0..PASSES {
+            for x in s.iter_mut() {
+                *x = 0.5 * *x + 0.25 * (*x * *x + 1.0).sqrt();
+            }
+        }
+    }
+}
+
+fn heavy(mut b: Batch) -> anyhow::Result<Vec<f32>> {
+    let mut v = b.take("x").ok_or_else(|| anyhow::anyhow!("no stream x"))?.into_vec::<f32>()?;
+    transform(&mut v);
+    Ok(v)
+}
+
+/// Measures the loader and adds its rows and table.
+///
+/// # Errors
+/// Writing or opening the generated dataset.
+pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
+    let n = cfg.records;
+    let dir = tempfile::Builder::new().prefix("loaderx-bench-").tempdir_in(&cfg.dir)?;
+    let path = dir.path().join("x");
+    let mut w = DatasetWriter::dense::<f32>(&path, vec![ELEMS], WriteOptions::new().codec(Codec::Raw))?;
+    for (lo, hi) in blocks(n, ELEMS * 4, 64 << 20) {
+        let v: Vec<f32> = (lo..hi)
+            .flat_map(|i| {
+                // The top byte masked keeps every value finite and below 2.
+                structured_record(u64::from(i), ELEMS * 4)
+                    .chunks(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3] & 0x3f]))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        w.append(&v)?;
+    }
+    w.finish()?;
+    let source = DenseSource::open(&path)?;
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    let typed = source.clone().typed::<f32>()?;
+    let builder = DataLoader::builder()
+        .stream("x", source)
+        .batch_size(BATCH)
+        .mode(SamplerMode::Cyclic)
+        .seed(7)
+        .threads(threads)
+        .prefetch(PREFETCH);
+    let sampler = builder.clone().build()?.sampler().clone();
+    let mut identity = builder.clone().build()?;
+    let mut loaded = builder.clone().build_with(heavy)?;
+
+    let serial = |with_transform: bool| -> Work<'_> {
+        let mut idx = vec![0u32; BATCH as usize];
+        let mut out = vec![0f32; BATCH as usize * ELEMS];
+        let mut step = 0u64;
+        let (sampler, typed) = (&sampler, &typed);
+        Box::new(move || {
+            sampler.fill(step, &mut idx).expect("a buffer of the batch size");
+            typed.gather_into(&idx, &mut out).expect("gather from a dataset this run wrote");
+            if with_transform {
+                transform(&mut out);
+            }
+            step += 1;
+            black_box(&out);
+        })
+    };
+    // Batches a loader can hold ready: `threads * prefetch` queued plus one in hand per thread.
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders = vec![
+        Contender::new(GATHER, serial(false)),
+        Contender {
+            untimed: queued,
+            ..Contender::new(IDENTITY, Box::new(|| drop(identity.next_batch().expect("a batch"))))
+        },
+        Contender::new(SERIAL, serial(true)),
+        Contender {
+            untimed: queued,
+            ..Contender::new(HEAVY, Box::new(|| drop(black_box(loaded.next_batch().expect("a batch")))))
+        },
+    ];
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
+
+    let batch_mib = f64::from(BATCH) * (ELEMS * 4) as f64 / (1 << 20) as f64;
+    let workload = format!("{n} records of 12 KiB, batch {BATCH}");
+    let mut s = Section::new(
+        format!(
+            "3. Loader — {} records of 12 KiB (f32 × {ELEMS}), batch {BATCH}, cyclic, {threads} prefetch threads",
+            report::thousands(n.into())
+        ),
+        &["loader", "batches/s", "per batch", "samples/s", "throughput", "vs"],
+    );
+    for (name, base) in [(GATHER, None), (IDENTITY, Some(GATHER)), (SERIAL, None), (HEAVY, Some(SERIAL))] {
+        let secs = t.median_secs(name);
+        let bps = 1.0 / secs;
+        for (v, unit) in
+            [(bps, "batches/s"), (bps * f64::from(BATCH), "samples/s"), (bps * batch_mib, "MiB/s")]
+        {
+            let mut row = Row::new("loader", name, &workload, v, unit);
+            if let Some(b) = base {
+                row = row.vs(b, t.speed_vs(name, b));
+            }
+            report.rows.push(row);
+        }
+        s.rows.push(vec![
+            name.into(),
+            format!("{bps:.1}"),
+            report::duration(secs),
+            report::thousands(bps * f64::from(BATCH)),
+            format!("{:.0} MiB/s", bps * batch_mib),
+            base.map_or_else(
+                || "baseline".into(),
+                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
+            ),
+        ]);
+    }
+    s.notes.push(format!(
+        "The calling-thread rows are the work a loader cannot avoid (sample + gather, plus the \
+         transform for the second pair), done in the foreground; the loader rows run it on \
+         {threads} prefetch threads and hand over finished batches. Transform: per-sample \
+         normalisation and {PASSES} passes of element-wise arithmetic."
+    ));
+    report.sections.push(s);
+    Ok(())
+}

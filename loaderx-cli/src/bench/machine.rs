@@ -1,0 +1,72 @@
+//! The machine block printed before the tables: what the figures were measured on.
+
+use std::process::Command;
+
+use super::report::Section;
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+/// The first `key: value` line of `/proc/cpuinfo` for `key`.
+fn cpuinfo(key: &str) -> Option<String> {
+    read("/proc/cpuinfo")?
+        .lines()
+        .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+fn mem_total_gib() -> Option<f64> {
+    let text = read("/proc/meminfo")?;
+    let kib: f64 =
+        text.lines().find(|l| l.starts_with("MemTotal:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / f64::from(1 << 20))
+}
+
+/// A cgroup v2 memory limit, when there is one.
+fn cgroup_limit_gib() -> Option<f64> {
+    let v: f64 = read("/sys/fs/cgroup/memory.max")?.trim().parse().ok()?;
+    Some(v / f64::from(1 << 30))
+}
+
+fn os() -> String {
+    let name = read("/etc/os-release")
+        .and_then(|t| {
+            t.lines().find_map(|l| l.strip_prefix("PRETTY_NAME=").map(|v| v.trim_matches('"').to_string()))
+        })
+        .unwrap_or_else(|| std::env::consts::OS.to_string());
+    match read("/proc/sys/kernel/osrelease") {
+        Some(k) => format!("{name}, kernel {}", k.trim()),
+        None => name,
+    }
+}
+
+/// `rustc --version` of the toolchain on PATH (the one that most likely built this binary).
+fn rustc() -> String {
+    Command::new("rustc").arg("--version").output().ok().filter(|o| o.status.success()).map_or_else(
+        || "unknown (rustc not on PATH)".into(),
+        |o| String::from_utf8_lossy(&o.stdout).trim().to_string(),
+    )
+}
+
+/// The machine table.
+pub(crate) fn section() -> Section {
+    let mut s = Section::new("Machine", &["machine", "value"]);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut add = |k: &str, v: String| s.rows.push(vec![k.into(), v]);
+    add("CPU", cpuinfo("model name").unwrap_or_else(|| std::env::consts::ARCH.into()));
+    add("cores", format!("{threads} usable threads (rayon pool {})", rayon::current_num_threads()));
+    let mut mem = mem_total_gib().map_or_else(|| "unknown".into(), |g| format!("{g:.1} GiB"));
+    if let Some(l) = cgroup_limit_gib() {
+        mem.push_str(&format!(" ({l:.1} GiB cgroup limit)"));
+    }
+    add("memory", mem);
+    add("OS", os());
+    add("rustc", rustc());
+    add(
+        "build",
+        if cfg!(debug_assertions) { "debug (figures not representative)".into() } else { "release".into() },
+    );
+    s
+}

@@ -1,0 +1,138 @@
+//! The `bench` arguments and the driver that runs the chosen layers and prints the result.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use super::report::Report;
+use super::{loader, machine, plot, sampler, store};
+
+/// Which layer to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Layer {
+    /// Index generation on its own.
+    Sampler,
+    /// Batch gather from the record store and the alternatives.
+    Store,
+    /// The endless loader end to end.
+    Loader,
+    /// All three.
+    All,
+}
+
+/// `loaderx bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The layer to measure.
+    #[arg(value_enum, default_value = "all")]
+    layer: Layer,
+    /// Small sizes and 3 rounds: a smoke run, figures only indicative.
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON array of rows instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Also draw the store and loader figures as a bar chart (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Records per store and loader dataset [default: 20000; 2000 with --quick].
+    #[arg(long, value_name = "N")]
+    records: Option<u32>,
+    /// Records in the zstd_dict store (level 19 writes slowly) [default: all; 1000 with --quick].
+    #[arg(long, value_name = "N")]
+    dict_records: Option<u32>,
+    /// Record sizes of the store layer, in KiB [default: 12,128; 12 with --quick].
+    #[arg(long, value_name = "KIB", value_delimiter = ',')]
+    record_kib: Option<Vec<usize>>,
+    /// Interleaved rounds per comparison; figures are medians over them [default: 7; 3 with
+    /// --quick].
+    #[arg(long, value_name = "N")]
+    rounds: Option<usize>,
+    /// Where the temporary data is generated (removed at the end) [default: the system temp
+    /// directory].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// The sizes a run uses, resolved from the arguments.
+pub(crate) struct Config {
+    pub(crate) records: u32,
+    pub(crate) record_kib: Vec<usize>,
+    pub(crate) dict_records: u32,
+    pub(crate) rounds: usize,
+    /// How long one contender runs per round.
+    pub(crate) target: Duration,
+    pub(crate) dir: PathBuf,
+}
+
+impl Config {
+    /// A progress line on stderr, only for a person watching a terminal.
+    pub(crate) fn progress(&self, what: &str) {
+        if std::io::stderr().is_terminal() {
+            eprintln!("bench: {what}");
+        }
+    }
+}
+
+/// Runs the chosen layers and writes the tables (or the JSON) to `out`.
+///
+/// # Errors
+/// Writing the data or the output; an invalid size.
+pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let records = args.records.unwrap_or(if args.quick { 2000 } else { 20_000 });
+    anyhow::ensure!(records >= 256, "--records must be at least the batch size, 256");
+    anyhow::ensure!(
+        args.dict_records.is_none_or(|d| d >= 256),
+        "--dict-records must be at least the batch size, 256"
+    );
+    let record_kib =
+        args.record_kib.clone().unwrap_or_else(|| if args.quick { vec![12] } else { vec![12, 128] });
+    anyhow::ensure!(
+        record_kib.iter().all(|&k| (1..=1024).contains(&k)),
+        "--record-kib must be between 1 and 1024 (the store's record limit is 1 MiB)"
+    );
+    let cfg = Config {
+        records,
+        record_kib,
+        dict_records: args.dict_records.unwrap_or(if args.quick { 1000 } else { records }),
+        rounds: args.rounds.unwrap_or(if args.quick { 3 } else { 7 }).max(1),
+        target: Duration::from_millis(if args.quick { 20 } else { 100 }),
+        dir: args.dir.clone().unwrap_or_else(std::env::temp_dir),
+    };
+    let all = args.layer == Layer::All;
+    let mut report = Report::default();
+    report.sections.push(machine::section());
+    if all || args.layer == Layer::Sampler {
+        cfg.progress("sampler");
+        sampler::run(&cfg, &mut report);
+    }
+    if all || args.layer == Layer::Store {
+        store::run(&cfg, &mut report)?;
+    }
+    if all || args.layer == Layer::Loader {
+        cfg.progress("loader");
+        loader::run(&cfg, &mut report)?;
+    }
+    if let Some(path) = &args.plot {
+        plot::draw(&report, path).with_context(|| format!("drawing {}", path.display()))?;
+    }
+    if args.json {
+        serde_json::to_writer(&mut *out, &report.json())?;
+        writeln!(out)?;
+    } else {
+        writeln!(
+            out,
+            "Every figure is the median of {} interleaved rounds, warm page cache, all contenders in \
+             one process on the same data and indices; each ratio is taken per round and its median \
+             shown.\n",
+            cfg.rounds
+        )?;
+        for s in &report.sections {
+            write!(out, "{}", s.render())?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+// `loaderx bench`: the JSON rows are complete and self-consistent and the plot is an SVG. Tiny
+// sizes keep it to seconds in the dev profile; no figure is asserted on (timing decides nothing).
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench_json(args: &[&str]) -> Vec<Value> {
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_loaderx")).arg("bench").args(args).output().expect("run loaderx");
+    assert!(out.status.success(), "status {:?}, stderr {}", out.status, String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    v.as_array().expect("one array").clone()
+}
+
+/// Every row has the fields; every named baseline is a row of the same layer, workload and unit,
+/// and `ratio` is value over its value.
+fn check_rows(rows: &[Value], layer: &str) {
+    assert!(!rows.is_empty());
+    for r in rows {
+        for k in ["layer", "name", "workload", "value", "unit", "baseline", "ratio"] {
+            assert!(r.get(k).is_some(), "row {r} lacks {k}");
+        }
+        assert_eq!(r["layer"], layer);
+        let value = r["value"].as_f64().expect("numeric value");
+        assert!(value.is_finite() && value > 0.0, "{r}");
+        match r["baseline"].as_str() {
+            None => assert!(r["ratio"].is_null(), "{r}"),
+            Some(b) => {
+                let base = rows
+                    .iter()
+                    .find(|o| o["name"] == b && o["workload"] == r["workload"] && o["unit"] == r["unit"])
+                    .unwrap_or_else(|| panic!("baseline {b} of {r} is not a row"));
+                let expect = value / base["value"].as_f64().unwrap();
+                let ratio = r["ratio"].as_f64().expect("numeric ratio");
+                assert!((ratio - expect).abs() <= 1e-9 * expect.abs().max(1.0), "{r}: {ratio} != {expect}");
+            }
+        }
+    }
+}
+
+#[test]
+fn bench_sampler_json_rows_name_existing_baselines() {
+    let rows = bench_json(&["sampler", "--quick", "--json", "--rounds", "1"]);
+    check_rows(&rows, "sampler");
+    assert!(rows.iter().any(|r| r["name"] == "loaderx IID" && r["baseline"] == "rand StdRng loop"));
+}
+
+#[test]
+fn bench_store_json_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("out.svg");
+    let rows = bench_json(&[
+        "store",
+        "--quick",
+        "--json",
+        "--records",
+        "600",
+        "--dict-records",
+        "600",
+        "--record-kib",
+        "4",
+        "--rounds",
+        "1",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    check_rows(&rows, "store");
+    for name in [
+        "memcpy (flat mmap)",
+        "loaderx raw",
+        "loaderx zstd",
+        "loaderx zstd_dict",
+        "npy mmap",
+        "safetensors mmap",
+    ] {
+        assert!(rows.iter().any(|r| r["name"] == name), "no {name} row");
+    }
+    let text = std::fs::read_to_string(&svg).expect("the plot was written");
+    assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(80)]);
+    // The generated data is removed; only the plot remains.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("out.svg")]);
+}
+
+#[test]
+fn bench_rejects_a_records_count_below_the_batch() {
+    let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["bench", "store", "--records", "10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--records"), "{err}");
+}
