@@ -109,7 +109,12 @@ fn burn_loader(f: &Fixture, device: &Device) -> std::sync::Arc<dyn DataLoader<Mn
 
 /// Batches of one epoch; returns how many.
 fn epoch(loader: &dyn DataLoader<MnistBatch>) -> usize {
-    loader.iter().map(|b| black_box(b.unwrap())).count()
+    let mut n = 0;
+    for batch in loader.iter() {
+        black_box(batch.unwrap());
+        n += 1;
+    }
+    n
 }
 
 fn rate(mut f: impl FnMut() -> usize, budget: Duration) -> f64 {

@@ -300,7 +300,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The largest divisor of `n` not above `cap`, so a sequential epoch covers `n` exactly.
 fn largest_divisor_at_most(n: u32, cap: u32) -> u32 {
-    (1..=cap.min(n)).rev().find(|d| n % d == 0).unwrap_or(1)
+    (1..=cap.min(n)).rev().find(|&d| n.is_multiple_of(d)).unwrap_or(1)
 }
 
 /// FNV-1a of the data directory's path: one set of stores per input directory.
