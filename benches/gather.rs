@@ -81,8 +81,10 @@ fn contender<'a>(name: &'a str, rec: usize, mut f: Work<'a>) -> common::Contende
 }
 
 fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: &mut Vec<Row>) {
-    let dir = tempfile::tempdir_in(std::env::var_os("LOADERX_BENCH_DIR").unwrap_or_else(std::env::temp_dir))
-        .unwrap();
+    let dir = tempfile::tempdir_in(
+        std::env::var_os("LOADERX_BENCH_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from),
+    )
+    .unwrap();
     let gen_rec = move |i: u64| structured_record(i, rec);
     let batches = random_batches(42, n, BATCH, BATCHES);
 

@@ -18,8 +18,10 @@ use loaderx::{Codec, DatasetWriter, WriteOptions, convert};
 fn main() {
     let mib: usize =
         std::env::var("LOADERX_BENCH_JSONL_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
-    let dir = tempfile::tempdir_in(std::env::var_os("LOADERX_BENCH_DIR").unwrap_or_else(std::env::temp_dir))
-        .unwrap();
+    let dir = tempfile::tempdir_in(
+        std::env::var_os("LOADERX_BENCH_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from),
+    )
+    .unwrap();
     let input = dir.path().join("in.jsonl");
     let mut lines = 0u64;
     {

@@ -19,8 +19,10 @@ const ELEMS: usize = 3072;
 
 fn main() {
     let n: u32 = std::env::var("LOADERX_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let dir = tempfile::tempdir_in(std::env::var_os("LOADERX_BENCH_DIR").unwrap_or_else(std::env::temp_dir))
-        .unwrap();
+    let dir = tempfile::tempdir_in(
+        std::env::var_os("LOADERX_BENCH_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from),
+    )
+    .unwrap();
     let path = dir.path().join("x");
     let mut w =
         DatasetWriter::dense::<f32>(&path, vec![ELEMS], WriteOptions::new().codec(loaderx::Codec::Raw))
