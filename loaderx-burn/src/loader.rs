@@ -33,58 +33,14 @@ type Transform<O> = Arc<dyn Fn(Batch, &Device) -> std::result::Result<O, BoxErro
 /// Defaults: batch 32, [`SamplerMode::Cyclic`], seed 0, one rank, `min(cores, 8)` prefetch
 /// threads of depth 2, an epoch of one pass over the data, the device's default (resolved when
 /// the loader first runs; burn's learner sets it with `to_device`).
-#[derive(Clone)]
+#[derive(Clone, Debug, Default)]
 #[must_use = "a builder does nothing until a build method is called"]
 pub struct StepLoaderBuilder {
-    streams: Vec<(String, DenseSource)>,
-    batch_size: u32,
-    mode: SamplerMode,
-    seed: u64,
-    rank: u32,
-    world: u32,
-    start_step: u64,
-    state: Option<LoaderState>,
-    threads: usize,
-    prefetch: usize,
+    // Streams, sampler, resume and prefetch settings: loaderx's own builder, so defaults and
+    // state checks live in one place.
+    core: LoaderBuilder,
     steps_per_epoch: Option<u64>,
     device: Option<Device>,
-}
-
-impl std::fmt::Debug for StepLoaderBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StepLoaderBuilder")
-            .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
-            .field("batch_size", &self.batch_size)
-            .field("mode", &self.mode)
-            .field("seed", &self.seed)
-            .field("rank", &self.rank)
-            .field("world", &self.world)
-            .field("start_step", &self.start_step)
-            .field("threads", &self.threads)
-            .field("prefetch", &self.prefetch)
-            .field("steps_per_epoch", &self.steps_per_epoch)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for StepLoaderBuilder {
-    fn default() -> Self {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        StepLoaderBuilder {
-            streams: Vec::new(),
-            batch_size: 32,
-            mode: SamplerMode::Cyclic,
-            seed: 0,
-            rank: 0,
-            world: 1,
-            start_step: 0,
-            state: None,
-            threads: cores.clamp(1, 8),
-            prefetch: 2,
-            steps_per_epoch: None,
-            device: None,
-        }
-    }
 }
 
 impl StepLoaderBuilder {
@@ -96,7 +52,7 @@ impl StepLoaderBuilder {
     /// Adds a named dense stream (for [`build_dense`](Self::build_dense) and
     /// [`build_with`](Self::build_with)).
     pub fn stream(mut self, name: impl Into<String>, source: DenseSource) -> Self {
-        self.streams.push((name.into(), source));
+        self.core = self.core.stream(name, source);
         self
     }
 
@@ -110,51 +66,50 @@ impl StepLoaderBuilder {
 
     /// Global batch size, summed over ranks (default 32).
     pub fn batch_size(mut self, n: u32) -> Self {
-        self.batch_size = n;
+        self.core = self.core.batch_size(n);
         self
     }
 
     /// Sampling mode (default cyclic: shuffled without replacement, a fresh order every pass).
     pub fn mode(mut self, mode: SamplerMode) -> Self {
-        self.mode = mode;
+        self.core = self.core.mode(mode);
         self
     }
 
     /// Seed of the sampler and of the per-row RNGs.
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.core = self.core.seed(seed);
         self
     }
 
     /// This process's rank and the number of ranks sharing each global batch.
     pub fn shard(mut self, rank: u32, world: u32) -> Self {
-        self.rank = rank;
-        self.world = world;
+        self.core = self.core.shard(rank, world);
         self
     }
 
     /// The first global step delivered (resume).
     pub fn start_step(mut self, step: u64) -> Self {
-        self.start_step = step;
+        self.core = self.core.start_step(step);
         self
     }
 
     /// Restores a saved [`StepLoader::state`]: sampler config and step. It must come from the
     /// same data (checked by fingerprint at build).
     pub fn state(mut self, state: LoaderState) -> Self {
-        self.state = Some(state);
+        self.core = self.core.state(state);
         self
     }
 
     /// Prefetch threads (default: the number of cores, at most 8).
     pub fn threads(mut self, n: usize) -> Self {
-        self.threads = n.max(1);
+        self.core = self.core.threads(n);
         self
     }
 
     /// Batches each thread may have ready ahead of the consumer (default 2).
     pub fn prefetch(mut self, depth: usize) -> Self {
-        self.prefetch = depth.max(1);
+        self.core = self.core.prefetch(depth);
         self
     }
 
@@ -192,20 +147,7 @@ impl StepLoaderBuilder {
         E: Into<BoxError>,
         F: Fn(Batch, &Device) -> std::result::Result<O, E> + Send + Sync + 'static,
     {
-        let mut core = DataLoader::builder()
-            .batch_size(self.batch_size)
-            .mode(self.mode)
-            .seed(self.seed)
-            .shard(self.rank, self.world)
-            .start_step(self.start_step)
-            .threads(self.threads)
-            .prefetch(self.prefetch);
-        for (name, source) in &self.streams {
-            core = core.stream(name.clone(), source.clone());
-        }
-        if let Some(state) = &self.state {
-            core = core.state(state.clone());
-        }
+        let core = self.core;
         // A one-thread probe validates everything and yields the sampler config and the
         // fingerprint; it is dropped at once (the real threads start on the first `iter()`).
         let probe = core.clone().threads(1).prefetch(1).build()?;
@@ -235,34 +177,12 @@ impl StepLoaderBuilder {
         let len = u32::try_from(dataset.len())
             .map_err(|_| Error::InvalidArgument("a dataset of more than u32::MAX items".into()))?;
         let fingerprint = fnv(format!("dataset:{len}").as_bytes());
-        let state = match self.state {
-            Some(state) => {
-                if state.fingerprint != fingerprint || state.sampler.len != len {
-                    return Err(Error::Core(loaderx_core::Error::InvalidArgument(
-                        "the saved loader state belongs to other data".into(),
-                    )));
-                }
-                state
-            }
-            None => LoaderState {
-                sampler: SamplerConfig {
-                    len,
-                    batch_size: self.batch_size,
-                    mode: self.mode,
-                    seed: self.seed,
-                    rank: self.rank,
-                    world: self.world,
-                },
-                step: self.start_step,
-                fingerprint,
-            },
-        };
-        state.sampler.build()?;
+        let state = self.core.plan(len, fingerprint)?;
         let recipe = Arc::new(DatasetRecipe {
             dataset: Arc::new(dataset),
             batcher: Arc::new(batcher),
-            threads: self.threads,
-            prefetch: self.prefetch,
+            threads: self.core.thread_count(),
+            prefetch: self.core.prefetch_depth(),
         });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
     }

@@ -277,6 +277,50 @@ impl LoaderBuilder {
         DataLoader::start(self, transform)
     }
 
+    /// Where a loader over `len` records of data with `fingerprint` starts: the restored
+    /// [`state`](Self::state) when there is one, else the builder's sampler settings at its
+    /// [`start_step`](Self::start_step). Adapters that feed the loader's sampler from their own
+    /// data (a framework's dataset) start from this too.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a restored state belongs to other data (another
+    /// fingerprint or length) or the sampler parameters are invalid.
+    pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
+        let state = match &self.state {
+            Some(state) if state.fingerprint != fingerprint || state.sampler.len != len => {
+                return Err(Error::InvalidArgument(
+                    "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
+                        .into(),
+                ));
+            }
+            Some(state) => state.clone(),
+            None => LoaderState {
+                sampler: SamplerConfig {
+                    len,
+                    batch_size: self.batch_size,
+                    mode: self.mode,
+                    seed: self.seed,
+                    rank: self.rank,
+                    world: self.world,
+                },
+                step: self.start_step,
+                fingerprint,
+            },
+        };
+        state.sampler.build()?;
+        Ok(state)
+    }
+
+    /// The number of prefetch threads a built loader runs.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+    }
+
+    /// Batches each prefetch thread may have ready ahead of the consumer.
+    pub fn prefetch_depth(&self) -> usize {
+        self.prefetch
+    }
+
     fn fingerprint(&self) -> u64 {
         let mut text = String::new();
         for (name, s) in &self.streams {
@@ -368,34 +412,7 @@ impl<O: Send + 'static> DataLoader<O> {
         let len =
             u32::try_from(len).map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
         let fingerprint = b.fingerprint();
-        let (config, step) = match &b.state {
-            Some(state) => {
-                if state.fingerprint != fingerprint {
-                    return Err(Error::InvalidArgument(
-                        "the saved loader state belongs to other streams (names, dtypes, shapes or length differ)"
-                            .into(),
-                    ));
-                }
-                (state.sampler.clone(), state.step)
-            }
-            None => (
-                SamplerConfig {
-                    len,
-                    batch_size: b.batch_size,
-                    mode: b.mode,
-                    seed: b.seed,
-                    rank: b.rank,
-                    world: b.world,
-                },
-                b.start_step,
-            ),
-        };
-        if config.len != len {
-            return Err(Error::InvalidArgument(format!(
-                "the sampler covers {} records but the streams hold {len}",
-                config.len
-            )));
-        }
+        let LoaderState { sampler: config, step, .. } = b.plan(len, fingerprint)?;
         let sampler = config.build()?;
         let threads = b.threads;
         let stop = Arc::new(AtomicBool::new(false));
