@@ -1,5 +1,5 @@
-//! The one module of the workspace allowed `unsafe`: memory-mapping files and using the mapped
-//! metadata table in place.
+//! The one module of the workspace allowed `unsafe`: memory-mapping files, using the mapped
+//! metadata table in place, and gathering records into uninitialised memory.
 //!
 //! What a mapping may assume, and what it may not:
 //! - A mapping stays valid while the `Mmap`/`MmapRaw` lives; the file may be changed underneath by
@@ -9,13 +9,25 @@
 //!   truncate while they are mapped (framing over immutable inputs).
 //! - Pages written by another process through a shared mapping are visible here; ordering between
 //!   them is what the atomic `length` field provides.
-#![expect(unsafe_code, reason = "file mappings and the in-place metadata table need unsafe")]
+//!
+//! Gather destinations ([`Out`]): a batch buffer handed to a tensor library must be a fresh
+//! allocation each batch; zero-filling it first costs a full extra pass over memory (and fresh
+//! pages), so the gather writes into the `Vec`'s spare capacity instead. [`Out`] only ever writes
+//! initialised bytes, each byte once, and counts them; [`gather_to_vec`] exposes the elements only
+//! when the count proves every byte was written.
+#![expect(
+    unsafe_code,
+    reason = "file mappings, the in-place metadata table and uninitialised gather buffers"
+)]
 
 use std::fs::File;
+use std::mem::MaybeUninit;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 use memmap2::{Mmap, MmapOptions, MmapRaw};
+use zstd::bulk::Decompressor;
+use zstd::zstd_safe::WriteBuf;
 
 use crate::store::format::{ENTRY_SIZE, Header, MAX_RECORDS, META_SIZE, RecordLoc};
 use crate::{Error, Result};
@@ -168,4 +180,184 @@ fn first12(h: &Header) -> [u8; 12] {
     let mut out = [0u8; 12];
     out.copy_from_slice(&b[..12]);
     out
+}
+
+// ------------------------------------------------------------------------------------------------
+// Gather destinations
+
+/// The destination of a gather, or a piece of one: bytes that may be uninitialised, written front
+/// to back.
+///
+/// Pieces split off with [`Out::take`] are disjoint, and each piece is consumed by the one call
+/// that writes it ([`Out::copy_from`] or [`Out::decompress`]), which adds the number of bytes it
+/// actually wrote to the counter shared by all pieces of one buffer. Each piece adds at most its
+/// length, so a total equal to the buffer's length means every byte of it was written.
+pub(crate) struct Out<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    written: &'a AtomicUsize,
+}
+
+impl<'a> Out<'a> {
+    /// Bytes in this piece.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Splits off the first `n` bytes as their own piece; `self` keeps the rest.
+    ///
+    /// # Panics
+    /// When `n` exceeds [`Out::len`] (the callers size pieces from the same table they checked
+    /// the buffer's length against).
+    pub(crate) fn take(&mut self, n: usize) -> Out<'a> {
+        let (head, tail) = std::mem::take(&mut self.buf).split_at_mut(n);
+        self.buf = tail;
+        Out { buf: head, written: self.written }
+    }
+
+    /// Fills the piece with `src`.
+    ///
+    /// # Panics
+    /// When `src` is not exactly the piece's length.
+    pub(crate) fn copy_from(self, src: &[u8]) {
+        self.buf.write_copy_of_slice(src);
+        self.written.fetch_add(src.len(), Ordering::Relaxed);
+    }
+
+    /// Decompresses one zstd frame into the piece; returns the decompressed size, a prefix of the
+    /// piece (zstd fails rather than write past the end).
+    ///
+    /// # Errors
+    /// zstd's error for a frame that does not decode or does not fit.
+    pub(crate) fn decompress(self, ctx: &mut Decompressor<'_>, frame: &[u8]) -> std::io::Result<usize> {
+        let mut dst = Frame { buf: self.buf, filled: 0 };
+        let n = ctx.decompress_to_buffer(frame, &mut dst)?;
+        self.written.fetch_add(dst.filled, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// A piece of a gather buffer as zstd's output buffer: capacity the piece, contents the prefix
+/// zstd reports as written.
+struct Frame<'a> {
+    buf: &'a mut [MaybeUninit<u8>],
+    filled: usize,
+}
+
+// SAFETY: `as_slice` covers only the first `filled` bytes, which zstd reported as initialised
+// through `filled_until` (zstd-safe asserts `filled <= capacity`); `capacity` is the length of the
+// memory `as_mut_ptr` points at, all of it owned by this piece for the borrow.
+unsafe impl WriteBuf for Frame<'_> {
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: the first `filled` bytes were written by zstd (see the impl's comment).
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<u8>(), self.filled) }
+    }
+
+    fn capacity(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.as_mut_ptr().cast::<u8>()
+    }
+
+    unsafe fn filled_until(&mut self, n: usize) {
+        self.filled = n;
+    }
+}
+
+/// Runs a gather `f` into an initialised buffer.
+pub(crate) fn gather_to_slice<R>(buf: &mut [u8], f: impl FnOnce(Out<'_>) -> Result<R>) -> Result<R> {
+    let written = AtomicUsize::new(0);
+    let len = buf.len();
+    // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout. Viewing initialised bytes as
+    // maybe-uninitialised is unsound only if uninitialised bytes are then written through the
+    // view, and `Out` writes nothing but initialised bytes (copies of slices and zstd output).
+    let raw = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<MaybeUninit<u8>>(), len) };
+    f(Out { buf: raw, written: &written })
+}
+
+/// Replaces the contents of `v` with `elems` elements whose bytes the gather `f` writes, without
+/// zero-filling them first; `v`'s allocation is kept where it is large enough.
+///
+/// # Errors
+/// `f`'s error, after which `v` is empty.
+///
+/// # Panics
+/// When `f` returns `Ok` without having written every byte (a bug in the gather, never bad data).
+pub(crate) fn gather_to_vec<T: bytemuck::Pod>(
+    v: &mut Vec<T>,
+    elems: usize,
+    f: impl FnOnce(Out<'_>) -> Result<()>,
+) -> Result<()> {
+    v.clear();
+    v.reserve_exact(elems);
+    let bytes = elems * size_of::<T>(); // cannot overflow: `reserve_exact` checked it
+    let spare = &mut v.spare_capacity_mut()[..elems];
+    // SAFETY: the spare capacity is allocated memory for `elems` values of `T`, exclusively
+    // borrowed; `MaybeUninit<u8>` has alignment 1 and no validity requirement, so the same
+    // `bytes` bytes viewed as `[MaybeUninit<u8>]` are valid.
+    let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
+    let written = AtomicUsize::new(0);
+    f(Out { buf: raw, written: &written })?;
+    let written = written.into_inner();
+    assert_eq!(written, bytes, "the gather wrote {written} of its {bytes} bytes");
+    // SAFETY: every piece of `raw` adds the bytes it wrote to `written` and no more than its
+    // length, the pieces are disjoint, so `written == bytes` means all `bytes` bytes are
+    // initialised; `T: Pod` makes any initialised bytes a valid `T`.
+    unsafe { v.set_len(elems) };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_fill_a_vec_and_keep_its_allocation() {
+        let mut v: Vec<u16> = Vec::with_capacity(8);
+        let before = v.as_ptr();
+        gather_to_vec(&mut v, 3, |mut out| {
+            out.take(2).copy_from(&[1, 0]);
+            out.take(4).copy_from(&[2, 0, 3, 0]);
+            assert_eq!(out.len(), 0);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v, [1, 2, 3]);
+        assert_eq!(v.as_ptr(), before);
+    }
+
+    #[test]
+    #[should_panic(expected = "wrote 2 of its 4 bytes")]
+    fn a_short_gather_is_never_exposed() {
+        let mut v: Vec<u8> = Vec::new();
+        let _ = gather_to_vec(&mut v, 4, |mut out| {
+            out.take(2).copy_from(&[1, 2]);
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn a_failed_gather_leaves_the_vec_empty() {
+        let mut v = vec![7u32; 4];
+        let r = gather_to_vec(&mut v, 4, |_| Err(Error::InvalidArgument("no".into())));
+        assert!(r.is_err());
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn zstd_output_counts_only_what_it_wrote() {
+        let frame = zstd::bulk::compress(b"hello, world", 3).unwrap();
+        let mut ctx = Decompressor::new().unwrap();
+        let mut v: Vec<u8> = Vec::new();
+        gather_to_vec(&mut v, 12, |mut out| {
+            assert_eq!(out.take(12).decompress(&mut ctx, &frame).unwrap(), 12);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v, b"hello, world");
+        // Too small a piece: zstd refuses and nothing is exposed.
+        let r = gather_to_slice(&mut [0u8; 4], |mut out| Ok(out.take(4).decompress(&mut ctx, &frame)));
+        assert!(r.unwrap().is_err());
+    }
 }

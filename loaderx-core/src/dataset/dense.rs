@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
+use crate::mapped::{Out, gather_to_vec};
 use crate::{Error, Result, Store};
 
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
@@ -90,20 +91,31 @@ impl DenseSource {
     pub fn gather_into(&self, indices: &[u32], data: &mut ArrayData) -> Result<()> {
         let elems = indices.len() * self.item_elems;
         if data.dtype() != self.schema.dtype {
-            *data = ArrayData::zeros(self.schema.dtype, elems);
-        } else {
-            data.resize(elems);
+            *data = ArrayData::zeros(self.schema.dtype, 0);
         }
         let item_bytes = self.schema.unit_bytes();
-        match data.as_bytes_mut() {
-            Some(bytes) => self.store.gather_fixed(indices, item_bytes, bytes),
-            None => {
-                let mut raw = vec![0u8; elems];
-                self.store.gather_fixed(indices, item_bytes, &mut raw)?;
-                let bools = bool::from_bytes(&raw).ok_or_else(|| self.bad_bool(indices, &raw))?;
-                *data = ArrayData::Bool(bools);
+        // The records are written straight into the buffer's (possibly uninitialised) storage:
+        // no zero-fill pass before the gather, whether the buffer is recycled or fresh.
+        let gather = |out: Out<'_>| self.store.gather_fixed_out(indices, item_bytes, out);
+        match data {
+            ArrayData::Bool(bools) => {
+                let mut raw = Vec::new();
+                gather_to_vec::<u8>(&mut raw, elems, gather)?;
+                *bools = bool::from_bytes(&raw).ok_or_else(|| self.bad_bool(indices, &raw))?;
                 Ok(())
             }
+            ArrayData::U8(v) => gather_to_vec(v, elems, gather),
+            ArrayData::I8(v) => gather_to_vec(v, elems, gather),
+            ArrayData::U16(v) => gather_to_vec(v, elems, gather),
+            ArrayData::I16(v) => gather_to_vec(v, elems, gather),
+            ArrayData::U32(v) => gather_to_vec(v, elems, gather),
+            ArrayData::I32(v) => gather_to_vec(v, elems, gather),
+            ArrayData::U64(v) => gather_to_vec(v, elems, gather),
+            ArrayData::I64(v) => gather_to_vec(v, elems, gather),
+            ArrayData::F16(v) => gather_to_vec(v, elems, gather),
+            ArrayData::BF16(v) => gather_to_vec(v, elems, gather),
+            ArrayData::F32(v) => gather_to_vec(v, elems, gather),
+            ArrayData::F64(v) => gather_to_vec(v, elems, gather),
         }
     }
 

@@ -10,6 +10,7 @@ use zstd::dict::{DecoderDictionary, EncoderDictionary};
 use zstd::zstd_safe::CParameter;
 
 use super::format::{Codec, MAX_RECORD_SIZE};
+use crate::mapped::Out;
 
 /// Level of plain zstd records.
 pub(crate) const ZSTD_LEVEL: i32 = 3;
@@ -112,7 +113,7 @@ impl<'d> Decoder<'d> {
     /// # Errors
     /// A sentence saying what is wrong with the frame (`Err(None)` when a dictionary is needed and
     /// missing).
-    pub(crate) fn decode(&mut self, codec: Codec, src: &[u8], dst: &mut [u8]) -> Result<(), Option<String>> {
+    pub(crate) fn decode(&mut self, codec: Codec, src: &[u8], dst: Out<'_>) -> Result<(), Option<String>> {
         let ctx = match codec {
             Codec::Raw => unreachable!("raw records are not decoded"),
             Codec::Zstd => match &mut self.plain {
@@ -130,11 +131,10 @@ impl<'d> Decoder<'d> {
                 }
             },
         };
-        let n = ctx
-            .decompress_to_buffer(src, dst)
-            .map_err(|e| Some(format!("zstd frame does not decode: {e}")))?;
-        if n != dst.len() {
-            return Err(Some(format!("decoded {n} bytes, the table says {}", dst.len())));
+        let want = dst.len();
+        let n = dst.decompress(ctx, src).map_err(|e| Some(format!("zstd frame does not decode: {e}")))?;
+        if n != want {
+            return Err(Some(format!("decoded {n} bytes, the table says {want}")));
         }
         Ok(())
     }
@@ -143,6 +143,7 @@ impl<'d> Decoder<'d> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mapped::gather_to_slice;
 
     #[test]
     fn incompressible_record_stays_raw() {
@@ -173,9 +174,12 @@ mod tests {
             panic!("not packed")
         };
         let mut out = vec![0u8; recs[3].len()];
-        Decoder::new(Some(&d)).decode(Codec::ZstdDict, &frame, &mut out).unwrap();
+        let decode = |dec: &mut Decoder<'_>, out: &mut [u8]| {
+            gather_to_slice(out, |mut o| Ok(dec.decode(Codec::ZstdDict, &frame, o.take(o.len())))).unwrap()
+        };
+        decode(&mut Decoder::new(Some(&d)), &mut out).unwrap();
         assert_eq!(out, recs[3]);
-        assert_eq!(Decoder::new(None).decode(Codec::ZstdDict, &frame, &mut out), Err(None));
+        assert_eq!(decode(&mut Decoder::new(None), &mut out), Err(None));
     }
 
     #[test]
@@ -186,6 +190,9 @@ mod tests {
         let mid = frame.len() / 2;
         frame[mid] ^= 0x55;
         let mut out = vec![0u8; rec.len()];
-        assert!(Decoder::new(None).decode(Codec::Zstd, &frame, &mut out).is_err());
+        let r = gather_to_slice(&mut out, |mut o| {
+            Ok(Decoder::new(None).decode(Codec::Zstd, &frame, o.take(o.len())))
+        });
+        assert!(r.unwrap().is_err());
     }
 }

@@ -15,7 +15,7 @@ use super::format::{
     META_SIZE, RecordLoc, dict,
 };
 use super::journal::{self, Journal};
-use crate::mapped::MetaMap;
+use crate::mapped::{MetaMap, Out, gather_to_slice, gather_to_vec};
 use crate::{Error, Result};
 
 const META_FILE: &str = "meta.zr";
@@ -613,7 +613,7 @@ impl Store {
                 dst.len()
             )));
         }
-        self.read_all(indices, &locs, dst)
+        gather_to_slice(dst, |out| self.read_all(indices, &locs, out))
     }
 
     /// Gathers records that are each exactly `record_len` bytes into `dst` (`indices.len() *
@@ -622,6 +622,11 @@ impl Store {
     /// # Errors
     /// As [`Store::gather_into`], and [`Error::CorruptRecord`] naming a record of another size.
     pub fn gather_fixed(&self, indices: &[u32], record_len: usize, dst: &mut [u8]) -> Result<()> {
+        gather_to_slice(dst, |out| self.gather_fixed_out(indices, record_len, out))
+    }
+
+    /// [`Store::gather_fixed`] into a gather destination, possibly uninitialised memory.
+    pub(crate) fn gather_fixed_out(&self, indices: &[u32], record_len: usize, dst: Out<'_>) -> Result<()> {
         if Some(dst.len()) != indices.len().checked_mul(record_len) {
             return Err(Error::InvalidArgument(format!(
                 "gather of {} records of {record_len} bytes needs {} bytes, got {}",
@@ -649,8 +654,9 @@ impl Store {
     /// As [`Store::gather_into`].
     pub fn gather(&self, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
         let locs = self.resolve(indices)?;
-        let mut flat = vec![0u8; locs.iter().map(|(l, _)| l.logic_length as usize).sum()];
-        self.read_all(indices, &locs, &mut flat)?;
+        let mut flat = Vec::new();
+        let total = locs.iter().map(|(l, _)| l.logic_length as usize).sum();
+        gather_to_vec(&mut flat, total, |out| self.read_all(indices, &locs, out))?;
         let mut out = Vec::with_capacity(locs.len());
         let mut pos = 0;
         for (l, _) in &locs {
@@ -669,7 +675,7 @@ impl Store {
         Ok(self.gather(&[index])?.pop().unwrap_or_default())
     }
 
-    fn read_all(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], dst: &mut [u8]) -> Result<()> {
+    fn read_all(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], mut dst: Out<'_>) -> Result<()> {
         let threads = rayon::current_num_threads();
         let shards = if dst.len() < INLINE_GATHER_BYTES { 1 } else { threads.min(indices.len()).max(1) };
         if shards == 1 {
@@ -678,17 +684,14 @@ impl Store {
         // Contiguous blocks of records, each with its slice of the destination.
         let per = indices.len().div_ceil(shards);
         let mut work = Vec::with_capacity(shards);
-        let mut rest = dst;
         for (ix, lc) in indices.chunks(per).zip(locs.chunks(per)) {
             let bytes: usize = lc.iter().map(|(l, _)| l.logic_length as usize).sum();
-            let (mine, tail) = rest.split_at_mut(bytes);
-            work.push((ix, lc, mine));
-            rest = tail;
+            work.push((ix, lc, dst.take(bytes)));
         }
         work.into_par_iter().try_for_each(|(ix, lc, d)| self.read_shard(ix, lc, d))
     }
 
-    fn read_shard(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], dst: &mut [u8]) -> Result<()> {
+    fn read_shard(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], mut dst: Out<'_>) -> Result<()> {
         // A handle opened before the writer (perhaps in another process) trained the dictionary
         // has none loaded; `dict.zr` is durable before any record that needs it is committed, so
         // it is there to load now.
@@ -697,11 +700,9 @@ impl Store {
         }
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
         let mut view: Option<(u16, Arc<memmap2::Mmap>)> = None;
-        let mut pos = 0;
         for (&idx, &(loc, codec)) in indices.iter().zip(locs) {
-            let out = &mut dst[pos..pos + loc.logic_length as usize];
-            pos += out.len();
-            if out.is_empty() {
+            let out = dst.take(loc.logic_length as usize);
+            if out.len() == 0 {
                 continue;
             }
             let start = loc.offset as usize;
@@ -721,7 +722,7 @@ impl Store {
             };
             let src = &map[start..end];
             if codec == Codec::Raw {
-                out.copy_from_slice(src);
+                out.copy_from(src);
                 continue;
             }
             decoder.decode(codec, src, out).map_err(|e| match e {
@@ -985,7 +986,7 @@ impl Store {
             .par_chunks(1024)
             .map(|ids| {
                 let mut bad = Vec::new();
-                let mut buf = Vec::new();
+                let mut buf: Vec<u8> = Vec::new();
                 for &idx in ids {
                     let loc = self.meta.entry(idx);
                     let codec = match loc.validate(&h) {
@@ -995,8 +996,10 @@ impl Store {
                             continue;
                         }
                     };
-                    buf.resize(loc.logic_length as usize, 0);
-                    if let Err(e) = self.read_shard(&[idx], &[(loc, codec)], &mut buf) {
+                    let one = gather_to_vec(&mut buf, loc.logic_length as usize, |out| {
+                        self.read_shard(&[idx], &[(loc, codec)], out)
+                    });
+                    if let Err(e) = one {
                         bad.push((idx, e));
                     }
                 }
