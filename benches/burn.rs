@@ -1,11 +1,13 @@
 //! loaderx vs burn's own data path, side by side in one process on the same MNIST data.
 //!
 //! - loader: loaderx's native `StepLoader` (whole-batch gather + one normalisation pass on the
-//!   prefetch threads) vs burn's `DataLoaderBuilder` over an `InMemDataset` (2 workers, the
-//!   guide's item-by-item batcher), both producing the guide's `MnistBatch` of 64 on the CPU.
-//! - get_many: `ItemStore::get_many` vs `SqliteDataset::get_many`, 64 random MNIST items per
-//!   call, both MessagePack records of burn's `MnistItem` layout. Only with `burn-sqlite`, whose
-//!   turso_core is a long release build; without it the ItemStore row runs alone.
+//!   prefetch threads, 2 threads) over zstd and over raw stores vs burn's `DataLoaderBuilder`
+//!   over an `InMemDataset` (2 workers, the guide's item-by-item batcher), all producing the
+//!   guide's `MnistBatch` of 64 on the CPU.
+//! - get_many: `ItemStore::get_many` (zstd and raw) vs `SqliteDataset::get_many`, 64 random MNIST
+//!   items per call, all MessagePack records of burn's `MnistItem` layout, plus the ceiling any
+//!   store of that encoding shares: decoding the same MessagePack bytes from memory, in parallel.
+//!   `SqliteDataset` only with `burn-sqlite` (turso_core: a 10-minute release build here).
 //!
 //! Run: `cargo bench --bench burn --features burn-train,burn-sqlite -- --warm-up-time 1 --measurement-time 3`
 //! (loader rows only: `--features burn-train`)
@@ -20,7 +22,7 @@ use loaderx::burn::burn;
 use loaderx::burn::{
     ItemStore, MnistBatch, MnistBatcher, MnistItem, MnistItems, StepLoader, StepLoaderBuilder,
 };
-use loaderx::{SamplerMode, WriteOptions};
+use loaderx::{Codec, SamplerMode, WriteOptions};
 
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::{Dataset, InMemDataset};
@@ -32,10 +34,14 @@ const BATCH: usize = 64;
 
 struct Fixture {
     _dir: tempfile::TempDir,
-    images: std::path::PathBuf,
-    labels: std::path::PathBuf,
+    /// (images, labels) stores with the default codec (zstd) and stored raw.
+    zstd: (std::path::PathBuf, std::path::PathBuf),
+    raw: (std::path::PathBuf, std::path::PathBuf),
     items: Vec<MnistItem>,
     item_store: ItemStore<MnistItem>,
+    item_store_raw: ItemStore<MnistItem>,
+    /// Every item's MessagePack encoding, in memory: the decode-only ceiling of `get_many`.
+    encoded: Vec<Vec<u8>>,
     #[cfg(feature = "burn-sqlite")]
     sqlite: SqliteDataset<MnistItem>,
     picks: Vec<Vec<usize>>,
@@ -44,12 +50,22 @@ struct Fixture {
 fn fixture() -> Fixture {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/mnist-10k");
     let dir = tempfile::tempdir().unwrap();
-    let (images, labels) = (dir.path().join("images"), dir.path().join("labels"));
-    loaderx::convert::idx(data.join("train-images-idx3-ubyte.gz"), &images, WriteOptions::new()).unwrap();
-    loaderx::convert::idx(data.join("train-labels-idx1-ubyte.gz"), &labels, WriteOptions::new()).unwrap();
-    let mnist = MnistItems::open(&images, &labels).unwrap();
+    let convert = |name: &str, codec: Codec| {
+        let (images, labels) =
+            (dir.path().join(format!("images-{name}")), dir.path().join(format!("labels-{name}")));
+        let opts = || WriteOptions::new().codec(codec);
+        loaderx::convert::idx(data.join("train-images-idx3-ubyte.gz"), &images, opts()).unwrap();
+        loaderx::convert::idx(data.join("train-labels-idx1-ubyte.gz"), &labels, opts()).unwrap();
+        (images, labels)
+    };
+    let (zstd, raw) = (convert("zstd", Codec::Zstd), convert("raw", Codec::Raw));
+    let mnist = MnistItems::open(&zstd.0, &zstd.1).unwrap();
     let items = mnist.get_many((0..mnist.len()).collect()).unwrap();
     let item_store = ItemStore::from_dataset(&mnist, dir.path().join("items"), WriteOptions::new()).unwrap();
+    let item_store_raw =
+        ItemStore::from_dataset(&mnist, dir.path().join("items-raw"), WriteOptions::new().codec(Codec::Raw))
+            .unwrap();
+    let encoded = items.iter().map(|item| rmp_serde::to_vec(item).unwrap()).collect();
     #[cfg(feature = "burn-sqlite")]
     let sqlite = {
         let db = dir.path().join("mnist.db");
@@ -75,19 +91,24 @@ fn fixture() -> Fixture {
         .collect();
     Fixture {
         _dir: dir,
-        images,
-        labels,
+        zstd,
+        raw,
         items,
         item_store,
+        item_store_raw,
+        encoded,
         #[cfg(feature = "burn-sqlite")]
         sqlite,
         picks,
     }
 }
 
-fn loaderx_loader(f: &Fixture, device: &Device) -> StepLoader<MnistBatch> {
+fn loaderx_loader(
+    stores: &(std::path::PathBuf, std::path::PathBuf),
+    device: &Device,
+) -> StepLoader<MnistBatch> {
     StepLoaderBuilder::new()
-        .mnist(&f.images, &f.labels)
+        .mnist(&stores.0, &stores.1)
         .unwrap()
         .batch_size(BATCH as u32)
         .mode(SamplerMode::Cyclic)
@@ -127,10 +148,17 @@ fn rate(mut f: impl FnMut() -> usize, budget: Duration) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Decodes the MessagePack items at `picks` from memory, in parallel like `ItemStore`.
+fn decode_only(encoded: &[Vec<u8>], picks: &[usize]) -> Vec<MnistItem> {
+    use rayon::prelude::*;
+    picks.par_iter().map(|&i| rmp_serde::from_slice(&encoded[i]).unwrap()).collect()
+}
+
 fn main() {
     let f = fixture();
     let device = Device::flex();
-    let ours = loaderx_loader(&f, &device);
+    let ours = loaderx_loader(&f.zstd, &device);
+    let ours_raw = loaderx_loader(&f.raw, &device);
     let theirs = burn_loader(&f, &device);
     let steps = ours.steps_per_epoch();
 
@@ -139,59 +167,77 @@ fn main() {
         let mut g = c.benchmark_group("mnist_loader_epoch");
         g.throughput(Throughput::Elements(steps));
         g.sample_size(10);
-        g.bench_function("loaderx_step_loader", |b| b.iter(|| epoch(&ours)));
+        g.bench_function("loaderx_step_loader_zstd", |b| b.iter(|| epoch(&ours)));
+        g.bench_function("loaderx_step_loader_raw", |b| b.iter(|| epoch(&ours_raw)));
         g.bench_function("burn_dataloader_inmem_2workers", |b| b.iter(|| epoch(theirs.as_ref())));
         g.finish();
     }
+    let mut k = 0;
+    let mut next = || {
+        k = (k + 1) % f.picks.len();
+        f.picks[k].clone()
+    };
     {
         let mut g = c.benchmark_group("get_many_64_mnist_items");
         g.throughput(Throughput::Elements(BATCH as u64));
-        let mut k = 0;
-        g.bench_function("loaderx_item_store", |b| {
-            b.iter(|| {
-                k = (k + 1) % f.picks.len();
-                black_box(f.item_store.get_many(f.picks[k].clone()).unwrap())
-            })
+        g.bench_function("msgpack_decode_only", |b| b.iter(|| black_box(decode_only(&f.encoded, &next()))));
+        g.bench_function("loaderx_item_store_zstd", |b| {
+            b.iter(|| black_box(f.item_store.get_many(next()).unwrap()))
+        });
+        g.bench_function("loaderx_item_store_raw", |b| {
+            b.iter(|| black_box(f.item_store_raw.get_many(next()).unwrap()))
         });
         #[cfg(feature = "burn-sqlite")]
-        g.bench_function("burn_sqlite_dataset", |b| {
-            b.iter(|| {
-                k = (k + 1) % f.picks.len();
-                black_box(f.sqlite.get_many(f.picks[k].clone()).unwrap())
-            })
-        });
+        g.bench_function("burn_sqlite_dataset", |b| b.iter(|| black_box(f.sqlite.get_many(next()).unwrap())));
         g.finish();
     }
     c.final_summary();
 
-    // Ratios, timed side by side.
-    let budget = Duration::from_secs(3);
-    let ours_bps = rate(|| epoch(&ours), budget);
-    let theirs_bps = rate(|| epoch(theirs.as_ref()), budget);
-    let mut k = 0;
-    let store_ips = rate(
-        || {
-            k = (k + 1) % f.picks.len();
-            black_box(f.item_store.get_many(f.picks[k].clone()).unwrap()).len()
-        },
-        budget,
+    // Ratios, timed side by side: per round each contender runs for `slot`; the ratio is taken
+    // per round and the median over rounds reported.
+    let (rounds, slot) = (7, Duration::from_millis(600));
+    let mut loader_rows: Vec<(&str, Vec<f64>)> = vec![
+        ("loaderx StepLoader, zstd stores", vec![]),
+        ("loaderx StepLoader, raw stores", vec![]),
+        ("burn DataLoader, InMemDataset, 2 workers", vec![]),
+    ];
+    let mut get_rows: Vec<(&str, Vec<f64>)> = vec![
+        ("MessagePack decode only (no store)", vec![]),
+        ("loaderx ItemStore, zstd", vec![]),
+        ("loaderx ItemStore, raw", vec![]),
+        #[cfg(feature = "burn-sqlite")]
+        ("burn SqliteDataset", vec![]),
+    ];
+    for _ in 0..rounds {
+        loader_rows[0].1.push(rate(|| epoch(&ours), slot));
+        loader_rows[1].1.push(rate(|| epoch(&ours_raw), slot));
+        loader_rows[2].1.push(rate(|| epoch(theirs.as_ref()), slot));
+        get_rows[0].1.push(rate(|| decode_only(&f.encoded, &next()).len(), slot));
+        get_rows[1].1.push(rate(|| f.item_store.get_many(next()).unwrap().len(), slot));
+        get_rows[2].1.push(rate(|| f.item_store_raw.get_many(next()).unwrap().len(), slot));
+        #[cfg(feature = "burn-sqlite")]
+        get_rows[3].1.push(rate(|| f.sqlite.get_many(next()).unwrap().len(), slot));
+    }
+    println!(
+        "\n== side by side (batch {BATCH}, {} MNIST train digits, Flex CPU device; median of {rounds} interleaved rounds) ==",
+        f.items.len()
     );
-    #[cfg(feature = "burn-sqlite")]
-    let sqlite_ips = rate(
-        || {
-            k = (k + 1) % f.picks.len();
-            black_box(f.sqlite.get_many(f.picks[k].clone()).unwrap()).len()
-        },
-        budget,
-    );
-    println!("\n== side by side (batch {BATCH}, {} MNIST train digits, Flex CPU device) ==", f.items.len());
-    println!("loader    loaderx StepLoader          {ours_bps:>10.0} batches/s");
-    println!("loader    burn DataLoader (2 workers) {theirs_bps:>10.0} batches/s");
-    println!("loader    ratio                       {:>10.1}x", ours_bps / theirs_bps);
-    println!("get_many  loaderx ItemStore           {store_ips:>10.0} items/s");
-    #[cfg(feature = "burn-sqlite")]
-    {
-        println!("get_many  burn SqliteDataset          {sqlite_ips:>10.0} items/s");
-        println!("get_many  ratio                       {:>10.1}x", store_ips / sqlite_ips);
+    report("loader", "batches/s", &loader_rows, 2);
+    report("get_many", "items/s", &get_rows, get_rows.len() - 1);
+}
+
+/// Prints each row's median rate and its median per-round ratio to row `base`.
+fn report(layer: &str, unit: &str, rows: &[(&str, Vec<f64>)], base: usize) {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    for (name, rates) in rows {
+        let ratio = median(rates.iter().zip(&rows[base].1).map(|(a, b)| a / b).collect());
+        println!(
+            "{layer:<9} {name:<42} {:>10.0} {unit}  {ratio:>6.2}x {}",
+            median(rates.clone()),
+            rows[base].0
+        );
     }
 }

@@ -37,9 +37,16 @@ pub struct MnistBatch {
     pub targets: Tensor<1, Int>,
 }
 
-/// Normalises 0..=255 pixels the guide's way.
+/// `1 / (255 * std)` and `-mean / std`: the guide's `(x / 255 - mean) / std` as one multiply-add.
+const SCALE: f32 = 1.0 / (255.0 * MNIST_STD);
+const OFFSET: f32 = -MNIST_MEAN / MNIST_STD;
+
+/// Normalises 0..=255 pixels the guide's way, as a multiply-add the compiler vectorises (the two
+/// divisions of the formula cost more than the rest of the loader's per-batch work). The result
+/// is within 2 ulp of the formula's (the guide's batcher itself rounds differently on other
+/// backends).
 fn normalise(pixels: &[u8]) -> Vec<f32> {
-    pixels.iter().map(|&p| (f32::from(p) / 255.0 - MNIST_MEAN) / MNIST_STD).collect()
+    pixels.iter().map(|&p| f32::from(p) * SCALE + OFFSET).collect()
 }
 
 impl MnistBatch {
@@ -182,5 +189,19 @@ impl StepLoaderBuilder {
     /// As [`StepLoaderBuilder::build_with`].
     pub fn build_mnist(self) -> Result<StepLoader<MnistBatch>> {
         self.build_with(MnistBatch::from_batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_is_the_guides_formula() {
+        let all: Vec<u8> = (0..=255).collect();
+        for (p, got) in all.iter().zip(normalise(&all)) {
+            let formula = (f32::from(*p) / 255.0 - MNIST_MEAN) / MNIST_STD;
+            assert!((got - formula).abs() <= 2.0 * f32::EPSILON * formula.abs().max(1.0), "pixel {p}");
+        }
     }
 }
