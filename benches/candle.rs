@@ -18,7 +18,7 @@
 //! - `per_sample_stack`: one gather, one `Vec` and one tensor per record, then `Tensor::stack`
 //!   (the Dataset-`get`-then-collate pattern).
 //!
-//! Run: `cargo bench --features candle --bench candle -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench --features candle --bench candle -- --warm-up-time 1 --measurement-time 2`
 
 use std::hint::black_box;
 use std::path::Path;
@@ -119,27 +119,28 @@ fn workload(c: &mut Criterion, name: &str, source: &DenseSource) {
 
     // Side-by-side ratios in the same process: per round, each case runs the BATCHES batches
     // back to back; ratios are taken per round and the median over rounds is reported.
-    let rounds = 15;
+    let rounds = 21;
     let (mut vs_ceiling, mut vs_stack, mut ceiling_bs) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        let ceiling = time(|| {
-            for b in &batches {
-                source.gather_into(b, &mut buf).expect("gather");
-            }
-        });
-        let ours = time(|| {
-            for b in &batches {
-                black_box(loaderx_tensor(source, b));
-            }
-        });
-        let stack = time(|| {
-            for b in &batches {
-                black_box(per_sample_stack(source, b));
-            }
-        });
-        vs_ceiling.push(ceiling.as_secs_f64() / ours.as_secs_f64());
-        vs_stack.push(stack.as_secs_f64() / ours.as_secs_f64());
-        ceiling_bs.push(BATCHES as f64 / ceiling.as_secs_f64());
+    for round in 0..rounds {
+        let mut secs = [0f64; 3];
+        // The case that runs first in a round varies from round to round, so that no case
+        // always inherits the cache and allocator state another one leaves behind.
+        for k in 0..3 {
+            let case = (round + k) % 3;
+            secs[case] = time(|| {
+                for b in &batches {
+                    match case {
+                        0 => source.gather_into(b, &mut buf).expect("gather"),
+                        1 => drop(black_box(loaderx_tensor(source, b))),
+                        _ => drop(black_box(per_sample_stack(source, b))),
+                    }
+                }
+            })
+            .as_secs_f64();
+        }
+        vs_ceiling.push(secs[0] / secs[1]);
+        vs_stack.push(secs[2] / secs[1]);
+        ceiling_bs.push(BATCHES as f64 / secs[0]);
     }
     let med = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
