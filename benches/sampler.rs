@@ -10,11 +10,12 @@
 //! - `shuffle_small`: a `Vec<u32>` of `0..N` shuffled with `SliceRandom::shuffle` (SmallRng) once
 //!   every N / B batches; each batch copies out the next B indices, so the shuffle's cost is
 //!   amortised per batch exactly as an epoch-based loader pays it.
-#![expect(missing_docs, reason = "criterion_group! generates an undocumented pub fn")]
 
 use std::hint::black_box;
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+mod common;
+
+use criterion::{BenchmarkId, Criterion, Throughput};
 use loaderx::{Sampler, SamplerMode};
 use rand::rngs::{SmallRng, StdRng};
 use rand::seq::SliceRandom;
@@ -103,5 +104,74 @@ fn sampler_bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, sampler_bench);
-criterion_main!(benches);
+/// The ratios, measured interleaved: per batch size, each contender fills 2,000 batches per
+/// round, rounds rotate the starting contender, and the ratio to the `StdRng` loop is taken per
+/// round (median of 15). Criterion's rows above time each contender at a different moment, which
+/// on a shared VM moves the baseline by tens of percent.
+fn side_by_side() {
+    println!("\nindices/s and speed vs the rand StdRng loop (median of 15 interleaved rounds, N = {N}):");
+    for b in BATCHES {
+        let make = |mode| Sampler::builder(N).batch_size(b).mode(mode).seed(SEED).build().expect("sampler");
+        let (iid, cyclic) = (make(SamplerMode::Iid), make(SamplerMode::Cyclic));
+        let (mut bufs, mut steps) = (vec![vec![0u32; b as usize]; 5], [0u64; 2]);
+        let (mut std_rng, mut small_rng) = (StdRng::seed_from_u64(SEED), SmallRng::seed_from_u64(SEED));
+        let mut shuffled = Shuffled::new();
+        let [b0, b1, b2, b3, b4] = &mut bufs[..] else { unreachable!() };
+        let [s_iid, s_cyc] = &mut steps;
+        let mut contenders: Vec<common::Contender<'_>> = vec![
+            (
+                "rand_std_loop",
+                Box::new(|| {
+                    for o in b0.iter_mut() {
+                        *o = std_rng.random_range(0..N);
+                    }
+                    black_box(&b0);
+                }),
+            ),
+            (
+                "loaderx_iid",
+                Box::new(|| {
+                    iid.fill(*s_iid, b1).expect("fill");
+                    *s_iid += 1;
+                    black_box(&b1);
+                }),
+            ),
+            (
+                "loaderx_cyclic",
+                Box::new(|| {
+                    cyclic.fill(*s_cyc, b2).expect("fill");
+                    *s_cyc += 1;
+                    black_box(&b2);
+                }),
+            ),
+            (
+                "rand_small_loop",
+                Box::new(|| {
+                    for o in b3.iter_mut() {
+                        *o = small_rng.random_range(0..N);
+                    }
+                    black_box(&b3);
+                }),
+            ),
+            (
+                "shuffle_small",
+                Box::new(|| {
+                    shuffled.fill(b4);
+                    black_box(&b4);
+                }),
+            ),
+        ];
+        let iters = (2_000 * 1024 / b as usize).max(50);
+        for r in common::interleaved(15, iters, &mut contenders) {
+            let rate = f64::from(b) / r.median_ns * 1e3;
+            println!("  batch {b:>5}  {:<16} {rate:>8.0} M/s  {:>5.2}x", r.name, r.speed_vs_baseline);
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    sampler_bench(&mut c);
+    c.final_summary();
+    side_by_side();
+}

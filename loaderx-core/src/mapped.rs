@@ -1,5 +1,6 @@
 //! The one module of the workspace allowed `unsafe`: memory-mapping files, using the mapped
-//! metadata table in place, and gathering records into uninitialised memory.
+//! metadata table in place, gathering records into uninitialised memory, and running code
+//! compiled for AVX2 on CPUs that have it.
 //!
 //! What a mapping may assume, and what it may not:
 //! - A mapping stays valid while the `Mmap`/`MmapRaw` lives; the file may be changed underneath by
@@ -306,6 +307,30 @@ pub(crate) fn gather_to_vec<T: bytemuck::Pod>(
     // initialised; `T: Pod` makes any initialised bytes a valid `T`.
     unsafe { v.set_len(elems) };
     Ok(())
+}
+
+// ------------------------------------------------------------------------------------------------
+// CPU dispatch
+
+/// Runs `f`, inlined into a copy compiled for AVX2 where the CPU has it (checked once, then a
+/// cached load), else as is. `f` should be a small closure over `#[inline(always)]` loops, so
+/// that its whole body lands in the AVX2 copy. The result is the same either way: only the
+/// instructions differ.
+#[inline(always)]
+pub(crate) fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above: the only requirement for calling
+            // a function compiled with `target_feature(enable = "avx2")`.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
 }
 
 #[cfg(test)]
