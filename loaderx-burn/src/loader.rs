@@ -43,6 +43,14 @@ pub struct StepLoaderBuilder {
     device: Option<Device>,
 }
 
+impl From<LoaderBuilder> for StepLoaderBuilder {
+    /// A burn loader over an already configured loaderx builder: its streams, sampler, resume
+    /// and prefetch settings carry over; the epoch length and device keep their defaults.
+    fn from(core: LoaderBuilder) -> Self {
+        StepLoaderBuilder { core, ..Self::default() }
+    }
+}
+
 impl StepLoaderBuilder {
     /// A builder with the defaults.
     pub fn new() -> Self {

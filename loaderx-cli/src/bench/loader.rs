@@ -158,5 +158,12 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
          normalisation and {PASSES} passes of element-wise arithmetic."
     ));
     report.sections.push(s);
+    drop((identity, loaded));
+    #[cfg(any(feature = "burn", feature = "candle"))]
+    {
+        cfg.progress("adapters");
+        let shared = super::adapters::Shared { source: typed.source(), elems: ELEMS, threads, queued };
+        super::adapters::run(cfg, report, &shared)?;
+    }
     Ok(())
 }

@@ -11,6 +11,8 @@
 //! workload generators: they are a separate crate (`loaderx`), and moving the helpers would have
 //! meant a shared crate for forty lines.
 
+#[cfg(any(feature = "burn", feature = "candle"))]
+mod adapters;
 mod data;
 mod loader;
 mod machine;

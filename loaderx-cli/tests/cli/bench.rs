@@ -96,3 +96,37 @@ fn bench_rejects_a_records_count_below_the_batch() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--records"), "{err}");
 }
+
+#[test]
+fn bench_loader_json_rows_and_framework_rows_where_built() {
+    let rows = bench_json(&["loader", "--quick", "--json", "--records", "600", "--rounds", "1"]);
+    let (loader, adapters): (Vec<Value>, Vec<Value>) = rows.into_iter().partition(|r| r["layer"] == "loader");
+    check_rows(&loader, "loader");
+    assert!(loader.iter().any(|r| r["name"] == "loaderx identity" && r["baseline"] == "gather (calling thread)"));
+    // Section 4 exists exactly when a framework feature of loaderx-cli is on.
+    let mut expected: Vec<&str> = Vec::new();
+    if cfg!(feature = "burn") {
+        expected.extend(["loaderx → burn StepLoader", "burn DataLoader, InMemDataset"]);
+    }
+    if cfg!(feature = "burn-sqlite") {
+        expected.push("burn DataLoader, SqliteDataset");
+    }
+    if cfg!(feature = "candle") {
+        expected.extend([
+            "loaderx → CandleLoader",
+            "loaderx get_batch + to_tensor (calling thread)",
+            "candle per-sample tensors + stack (calling thread)",
+        ]);
+    }
+    if expected.is_empty() {
+        assert!(adapters.is_empty(), "framework rows without a framework feature: {adapters:?}");
+        return;
+    }
+    check_rows(&adapters, "adapters");
+    for name in expected {
+        assert!(
+            adapters.iter().any(|r| r["name"] == name && r["baseline"] == "gather (calling thread)"),
+            "no {name} row"
+        );
+    }
+}
