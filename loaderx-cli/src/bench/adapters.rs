@@ -11,14 +11,16 @@
 //!   against one tensor per sample `Tensor::stack`ed on the calling thread (the
 //!   Dataset-`get`-then-collate pattern).
 //!
-//! The loaders' prefetched batches are drained untimed at the start of each round, as in the
-//! loader layer.
+//! loaderx's loaders prefetch a bounded number of batches, drained untimed at the start of each
+//! round as in the loader layer. burn's `DataLoader` workers run ahead without such a bound, so
+//! each burn-side contender (loaderx's `StepLoader` included, for symmetry) is timed a whole
+//! epoch at a time from a fresh `iter()`, start-up included, and reported per batch.
 
 use std::hint::black_box;
 
 use loaderx_core::{DataLoader, DenseDataset, DenseSource, SamplerMode};
 
-use super::report::{self, Report, Row, Section};
+use super::report::{self, Report, Section};
 use super::run::Config;
 use super::timing::{self, Contender, Work};
 
@@ -70,7 +72,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report, shared: &Shared<'_>) -> any
     contenders.push(Contender::new(GATHER, gather));
 
     #[cfg(feature = "burn")]
-    burn_parts.contenders(shared, &mut contenders, &mut named);
+    burn_parts.contenders(&mut contenders, &mut named);
     #[cfg(feature = "candle")]
     candle_side::contenders(&builder, shared, &typed, &sampler, &mut contenders, &mut named)?;
 
@@ -89,13 +91,12 @@ pub(crate) fn run(cfg: &Config, report: &mut Report, shared: &Shared<'_>) -> any
     for (name, base) in std::iter::once((GATHER, GATHER)).chain(named.iter().copied()) {
         let secs = t.median_secs(name);
         let bps = 1.0 / secs;
-        for (v, unit) in [(bps, "batches/s"), (bps * batch_mib, "MiB/s")] {
-            let mut row = Row::new("adapters", name, &workload, v, unit);
-            if name != GATHER {
-                row = row.vs(GATHER, t.speed_vs(name, GATHER));
-            }
-            report.rows.push(row);
-        }
+        let vs = (name != GATHER).then(|| (GATHER, t.speed_vs(name, GATHER)));
+        report.push_rates(
+            ("adapters", name, &workload),
+            &[(bps, "batches/s"), (bps * batch_mib, "MiB/s")],
+            vs,
+        );
         s.rows.push(vec![
             name.into(),
             format!("{bps:.1}"),
@@ -127,7 +128,7 @@ mod burn_side {
     use loaderx_burn::{DenseBatch, StepLoader, StepLoaderBuilder};
 
     use burn::data::dataloader::batcher::Batcher;
-    use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderBuilder, DataLoaderIterator};
+    use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderBuilder};
     use burn::data::dataset::InMemDataset;
     use burn::tensor::{Device, Tensor, TensorData};
     use loaderx_core::{DenseDataset, LoaderBuilder};
@@ -241,58 +242,39 @@ mod burn_side {
             })
         }
 
-        pub(super) fn contenders<'a>(
-            &'a self,
-            shared: &Shared<'_>,
-            contenders: &mut Vec<Contender<'a>>,
-            named: &mut Vec<Named>,
-        ) {
+        pub(super) fn contenders<'a>(&'a self, contenders: &mut Vec<Contender<'a>>, named: &mut Vec<Named>) {
             // `StepLoader` is a burn `DataLoader`: iterated exactly as burn's own.
-            contenders.push(Contender {
-                untimed: shared.queued,
-                ..Contender::new(
-                    STEP_LOADER,
-                    endless(&self.steps, |mut b: DenseBatch| {
-                        black_box(b.float::<2>("x").expect("stream x"));
-                    }),
-                )
-            });
+            contenders.push(epochs(STEP_LOADER, &self.steps, |mut b: DenseBatch| {
+                black_box(b.float::<2>("x").expect("stream x"));
+            }));
             named.push((STEP_LOADER, IN_MEM));
-            contenders.push(Contender {
-                untimed: shared.queued,
-                ..Contender::new(IN_MEM, endless(self.in_mem.as_ref(), |t: Tensor<2>| drop(black_box(t))))
-            });
+            contenders.push(epochs(IN_MEM, self.in_mem.as_ref(), |t: Tensor<2>| drop(black_box(t))));
             named.push((IN_MEM, GATHER));
             #[cfg(feature = "burn-sqlite")]
             {
-                contenders.push(Contender {
-                    untimed: shared.queued,
-                    ..Contender::new(
-                        SQLITE,
-                        endless(self.sqlite.1.as_ref(), |t: Tensor<2>| drop(black_box(t))),
-                    )
-                });
+                contenders.push(epochs(SQLITE, self.sqlite.1.as_ref(), |t: Tensor<2>| drop(black_box(t))));
                 named.push((SQLITE, GATHER));
             }
         }
     }
 
-    /// One batch per call from a burn `DataLoader`, starting a new epoch when one ends.
-    fn endless<'a, O: 'a>(
+    /// One whole epoch per call from a fresh iterator of a burn `DataLoader`, as a contender
+    /// whose times are per batch (an epoch's items over the batch size).
+    fn epochs<'a, O: 'a>(
+        name: &str,
         loader: &'a dyn BurnDataLoader<O>,
         mut consume: impl FnMut(O) + 'a,
-    ) -> super::Work<'a> {
-        let mut it: Box<dyn DataLoaderIterator<O> + 'a> = loader.iter();
-        Box::new(move || {
-            let batch = match it.next() {
-                Some(b) => b,
-                None => {
-                    it = loader.iter();
-                    it.next().expect("a burn DataLoader yields batches every epoch")
-                }
-            };
-            consume(batch.expect("a batch from records this run wrote"));
-        })
+    ) -> Contender<'a> {
+        let batches = loader.num_items() as f64 / f64::from(BATCH);
+        let work: super::Work<'a> = Box::new(move || {
+            let mut n = 0;
+            for batch in loader.iter() {
+                consume(batch.expect("a batch from records this run wrote"));
+                n += 1;
+            }
+            assert!(n > 0, "a burn DataLoader yields batches every epoch");
+        });
+        Contender { batches, ..Contender::new(name, work) }
     }
 }
 

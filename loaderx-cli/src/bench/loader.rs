@@ -11,7 +11,7 @@ use std::hint::black_box;
 use loaderx_core::{Batch, Codec, DataLoader, DatasetWriter, DenseSource, SamplerMode, WriteOptions};
 
 use super::data::{blocks, structured_record};
-use super::report::{self, Report, Row, Section};
+use super::report::{self, Report, Section};
 use super::run::Config;
 use super::timing::{self, Contender, Work};
 
@@ -130,15 +130,11 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     for (name, base) in [(GATHER, None), (IDENTITY, Some(GATHER)), (SERIAL, None), (HEAVY, Some(SERIAL))] {
         let secs = t.median_secs(name);
         let bps = 1.0 / secs;
-        for (v, unit) in
-            [(bps, "batches/s"), (bps * f64::from(BATCH), "samples/s"), (bps * batch_mib, "MiB/s")]
-        {
-            let mut row = Row::new("loader", name, &workload, v, unit);
-            if let Some(b) = base {
-                row = row.vs(b, t.speed_vs(name, b));
-            }
-            report.rows.push(row);
-        }
+        report.push_rates(
+            ("loader", name, &workload),
+            &[(bps, "batches/s"), (bps * f64::from(BATCH), "samples/s"), (bps * batch_mib, "MiB/s")],
+            base.map(|b| (b, t.speed_vs(name, b))),
+        );
         s.rows.push(vec![
             name.into(),
             format!("{bps:.1}"),

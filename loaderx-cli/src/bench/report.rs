@@ -86,6 +86,23 @@ pub(crate) struct Report {
 }
 
 impl Report {
+    /// Adds one row per `(value, unit)` of contender `name`, each with the interleaved ratio to
+    /// `vs = (baseline, ratio)` where given.
+    pub(crate) fn push_rates(
+        &mut self,
+        (layer, name, workload): (&'static str, &str, &str),
+        rates: &[(f64, &'static str)],
+        vs: Option<(&str, f64)>,
+    ) {
+        for &(v, unit) in rates {
+            let row = Row::new(layer, name, workload, v, unit);
+            self.rows.push(match vs {
+                Some((b, ratio)) => row.vs(b, ratio),
+                None => row,
+            });
+        }
+    }
+
     /// The value of the row `name` in the same layer, workload and unit as `row`.
     fn baseline_value(&self, row: &Row, name: &str) -> Option<f64> {
         self.rows

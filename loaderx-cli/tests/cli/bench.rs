@@ -102,7 +102,9 @@ fn bench_loader_json_rows_and_framework_rows_where_built() {
     let rows = bench_json(&["loader", "--quick", "--json", "--records", "600", "--rounds", "1"]);
     let (loader, adapters): (Vec<Value>, Vec<Value>) = rows.into_iter().partition(|r| r["layer"] == "loader");
     check_rows(&loader, "loader");
-    assert!(loader.iter().any(|r| r["name"] == "loaderx identity" && r["baseline"] == "gather (calling thread)"));
+    assert!(
+        loader.iter().any(|r| r["name"] == "loaderx identity" && r["baseline"] == "gather (calling thread)")
+    );
     // Section 4 exists exactly when a framework feature of loaderx-cli is on.
     let mut expected: Vec<&str> = Vec::new();
     if cfg!(feature = "burn") {
