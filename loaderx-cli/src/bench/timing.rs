@@ -71,9 +71,15 @@ pub(crate) fn interleaved(
             for _ in 0..warm.max(1) + c.untimed as usize {
                 (c.work)();
             }
+            // Calibrate on `untimed + 1` calls: a loader may have refilled its queue while the
+            // untimed ones ran, and a single call served from the queue would look free (and ask
+            // for millions of iterations); at most `untimed` of these can be.
+            let calls = c.untimed + 1;
             let t = Instant::now();
-            (c.work)();
-            let once = t.elapsed().as_secs_f64().max(1e-9);
+            for _ in 0..calls {
+                (c.work)();
+            }
+            let once = (t.elapsed().as_secs_f64() / f64::from(calls)).max(1e-9);
             (target.as_secs_f64() / once).ceil().clamp(1.0, 1e6) as u32
         })
         .collect();
