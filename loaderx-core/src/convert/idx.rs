@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::npy::read_full;
 use super::summary::{
-    ConvertSummary, append_block, check_block, finish, product, records_per_block, to_native, truncated,
+    ConvertSummary, DataSection, check_records, finish, product, stream_records, truncated,
 };
-use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result, Schema, WriteOptions};
+use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
 /// The header of an IDX file: two zero bytes, a type byte, the number of dimensions, then each
 /// dimension as a big-endian `u32`. The data that follows is big-endian.
@@ -128,11 +128,7 @@ pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
     let h = IdxHeader::parse(&hbytes).map_err(bad)?;
     let header_len = hbytes.len() as u64;
     let (records, item_shape) = (h.dims[0], h.dims[1..].to_vec());
-    if records as u64 > u64::from(MAX_RECORDS) {
-        return Err(bad(format!(
-            "axis 0 has {records} entries; a store holds at most {MAX_RECORDS} records"
-        )));
-    }
+    check_records(records, input)?;
     let schema = Schema::dense(h.dtype, item_shape);
     let item_bytes = schema.unit_bytes();
     let expected = (records as u64) * item_bytes as u64;
@@ -140,23 +136,10 @@ pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         return Err(truncated(input, expected, file_len.saturating_sub(header_len)));
     }
     let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
-    let per_block = records_per_block(item_bytes);
-    let mut buf = vec![0u8; per_block * item_bytes];
-    let mut done = 0usize;
-    while done < records {
-        let k = per_block.min(records - done);
-        let block = &mut buf[..k * item_bytes];
-        let got = read_full(&mut r, block, input)?;
-        let at = (done * item_bytes) as u64;
-        if got < block.len() {
-            return Err(truncated(input, expected, at + got as u64));
-        }
-        to_native(block, h.dtype.size(), false);
-        check_block(h.dtype, block, input, at / h.dtype.size() as u64, header_len + at)?;
-        append_block(&mut w, block, item_bytes, k)?;
-        done += k;
-        opts.report(consumed.load(Ordering::Relaxed));
-    }
+    let data = DataSection { path: input, offset: header_len, expected };
+    stream_records(&mut r, &mut w, (h.dtype, false), (records, item_bytes), &data, |_| {
+        opts.report(consumed.load(Ordering::Relaxed))
+    })?;
     let mut extra = [0u8; 1];
     if read_full(&mut r, &mut extra, input)? != 0 {
         return Err(bad(format!("trailing bytes after the {expected}-byte data section")));

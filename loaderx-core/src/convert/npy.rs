@@ -5,9 +5,9 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 
 use super::summary::{
-    ConvertSummary, append_block, check_block, finish, product, records_per_block, to_native, truncated,
+    ConvertSummary, DataSection, check_records, finish, product, stream_records, truncated,
 };
-use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result, Schema, WriteOptions};
+use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
 /// The parsed header of a `.npy` file (format versions 1.0, 2.0 and 3.0).
 ///
@@ -425,11 +425,7 @@ pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         Some((&n, rest)) => (n, rest.to_vec()),
         None => (1, Vec::new()),
     };
-    if records as u64 > u64::from(MAX_RECORDS) {
-        return Err(bad(format!(
-            "axis 0 has {records} entries; a store holds at most {MAX_RECORDS} records"
-        )));
-    }
+    check_records(records, input)?;
     let expected = h.data_len();
     let actual = file_len.saturating_sub(h.data_offset);
     if actual < expected {
@@ -444,25 +440,11 @@ pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
     let schema = Schema::dense(h.dtype, item_shape);
     let item_bytes = schema.unit_bytes();
     let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
-    let per_block = records_per_block(item_bytes);
-    let mut buf = vec![0u8; per_block * item_bytes];
-    let mut done = 0usize;
-    while done < records {
-        let k = per_block.min(records - done);
-        let block = &mut buf[..k * item_bytes];
-        let got = read_full(&mut r, block, input)?;
-        let at = (done * item_bytes) as u64;
-        if got < block.len() {
-            // The file shrank after it was measured.
-            return Err(truncated(input, expected, at + got as u64));
-        }
-        to_native(block, h.dtype.size(), h.little_endian);
-        let first_elem = at / h.dtype.size() as u64;
-        check_block(h.dtype, block, input, first_elem, h.data_offset + at)?;
-        append_block(&mut w, block, item_bytes, k)?;
-        done += k;
-        opts.report(h.data_offset + (done * item_bytes) as u64);
-    }
+    // A read that comes up short means the file shrank after it was measured.
+    let data = DataSection { path: input, offset: h.data_offset, expected };
+    stream_records(&mut r, &mut w, (h.dtype, h.little_endian), (records, item_bytes), &data, |read| {
+        opts.report(h.data_offset + read)
+    })?;
     finish(w, out, expected)
 }
 

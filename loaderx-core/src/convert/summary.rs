@@ -1,8 +1,10 @@
 //! What a conversion did, and the block-wise helpers every converter shares.
 
+use std::io::Read;
 use std::path::Path;
 
-use crate::{DType, DatasetWriter, Error, Result, Store};
+use super::npy::read_full;
+use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result, Store};
 
 /// Input bytes a converter reads per block (rounded up to one whole record).
 pub const BLOCK_BYTES: usize = 4 << 20;
@@ -75,6 +77,61 @@ pub(crate) fn append_block(w: &mut DatasetWriter, buf: &[u8], item_bytes: usize,
         let recs: Vec<&[u8]> = buf.chunks_exact(item_bytes).collect();
         w.append_bytes(&recs)
     }
+}
+
+/// A [`Error::BadInput`] naming `path` when axis 0 has more entries than a store holds.
+pub(crate) fn check_records(records: usize, path: &Path) -> Result<()> {
+    if records as u64 > u64::from(MAX_RECORDS) {
+        return Err(Error::BadInput {
+            path: path.to_path_buf(),
+            reason: format!("axis 0 has {records} entries; a store holds at most {MAX_RECORDS} records"),
+        });
+    }
+    Ok(())
+}
+
+/// Where a stream of fixed-size records lies in its input file, for error positions and the
+/// truncation message.
+pub(crate) struct DataSection<'a> {
+    pub(crate) path: &'a Path,
+    /// Byte offset of the data in the file (of the decompressed stream for `.gz`).
+    pub(crate) offset: u64,
+    /// Bytes the header promises.
+    pub(crate) expected: u64,
+}
+
+/// Streams `records` records of `item_bytes` bytes (elements of `dtype`, stored little- or
+/// big-endian) from `r` into `w` in bounded blocks: each block read, turned to native order,
+/// checked and appended. `report` gets the data bytes read so far after every block.
+///
+/// # Errors
+/// A truncated data section, a bad `bool` byte, read and write errors.
+pub(crate) fn stream_records(
+    r: &mut impl Read,
+    w: &mut DatasetWriter,
+    (dtype, little_endian): (DType, bool),
+    (records, item_bytes): (usize, usize),
+    data: &DataSection<'_>,
+    mut report: impl FnMut(u64),
+) -> Result<()> {
+    let per_block = records_per_block(item_bytes);
+    let mut buf = vec![0u8; per_block * item_bytes];
+    let mut done = 0usize;
+    while done < records {
+        let k = per_block.min(records - done);
+        let block = &mut buf[..k * item_bytes];
+        let got = read_full(r, block, data.path)?;
+        let at = (done * item_bytes) as u64;
+        if got < block.len() {
+            return Err(truncated(data.path, data.expected, at + got as u64));
+        }
+        to_native(block, dtype.size(), little_endian);
+        check_block(dtype, block, data.path, at / dtype.size() as u64, data.offset + at)?;
+        append_block(w, block, item_bytes, k)?;
+        done += k;
+        report((done * item_bytes) as u64);
+    }
+    Ok(())
 }
 
 /// `a * b * ...` with overflow reported as `None`.
