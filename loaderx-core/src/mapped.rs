@@ -186,54 +186,71 @@ fn first12(h: &Header) -> [u8; 12] {
 // ------------------------------------------------------------------------------------------------
 // Gather destinations
 
-/// The destination of a gather, or a piece of one: bytes that may be uninitialised, written front
-/// to back.
+/// The destination of a gather, or one shard of it: bytes that may be uninitialised, written
+/// front to back through a cursor.
 ///
-/// Pieces split off with [`Out::take`] are disjoint, and each piece is consumed by the one call
-/// that writes it ([`Out::copy_from`] or [`Out::decompress`]), which adds the number of bytes it
-/// actually wrote to the counter shared by all pieces of one buffer. Each piece adds at most its
-/// length, so a total equal to the buffer's length means every byte of it was written.
+/// Only the bytes before the cursor (`filled`) have been written; writes go at the cursor and
+/// advance it by what they actually wrote. Shards split off with [`Out::take`] are disjoint. When
+/// an `Out` is dropped it adds its `filled` to the counter its buffer's shards share (once per
+/// shard, not per record); each adds at most its length, so a total equal to the buffer's length
+/// means every byte of it was written.
 pub(crate) struct Out<'a> {
     buf: &'a mut [MaybeUninit<u8>],
+    filled: usize,
     written: &'a AtomicUsize,
 }
 
 impl<'a> Out<'a> {
-    /// Bytes in this piece.
-    pub(crate) fn len(&self) -> usize {
-        self.buf.len()
+    /// Bytes not written yet.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.filled
     }
 
-    /// Splits off the first `n` bytes as their own piece; `self` keeps the rest.
+    /// Splits off the next `n` unwritten bytes as their own shard; `self` keeps what follows.
     ///
     /// # Panics
-    /// When `n` exceeds [`Out::len`] (the callers size pieces from the same table they checked
-    /// the buffer's length against).
+    /// When something was written already or `n` exceeds [`Out::remaining`] (the callers size
+    /// shards from the same table they checked the buffer's length against).
     pub(crate) fn take(&mut self, n: usize) -> Out<'a> {
+        assert_eq!(self.filled, 0, "shards are split off before anything is written");
         let (head, tail) = std::mem::take(&mut self.buf).split_at_mut(n);
         self.buf = tail;
-        Out { buf: head, written: self.written }
+        Out { buf: head, filled: 0, written: self.written }
     }
 
-    /// Fills the piece with `src`.
+    /// Writes `src` at the cursor.
     ///
     /// # Panics
-    /// When `src` is not exactly the piece's length.
-    pub(crate) fn copy_from(self, src: &[u8]) {
-        self.buf.write_copy_of_slice(src);
-        self.written.fetch_add(src.len(), Ordering::Relaxed);
+    /// When `src` is longer than [`Out::remaining`].
+    pub(crate) fn copy(&mut self, src: &[u8]) {
+        self.buf[self.filled..self.filled + src.len()].write_copy_of_slice(src);
+        self.filled += src.len();
     }
 
-    /// Decompresses one zstd frame into the piece; returns the decompressed size, a prefix of the
-    /// piece (zstd fails rather than write past the end).
+    /// Decompresses one zstd frame at the cursor into at most `max` bytes; returns the
+    /// decompressed size (zstd fails rather than write past `max`).
     ///
     /// # Errors
     /// zstd's error for a frame that does not decode or does not fit.
-    pub(crate) fn decompress(self, ctx: &mut Decompressor<'_>, frame: &[u8]) -> std::io::Result<usize> {
-        let mut dst = Frame { buf: self.buf, filled: 0 };
-        let n = ctx.decompress_to_buffer(frame, &mut dst)?;
-        self.written.fetch_add(dst.filled, Ordering::Relaxed);
-        Ok(n)
+    ///
+    /// # Panics
+    /// When `max` exceeds [`Out::remaining`].
+    pub(crate) fn decompress(
+        &mut self,
+        ctx: &mut Decompressor<'_>,
+        frame: &[u8],
+        max: usize,
+    ) -> std::io::Result<usize> {
+        let mut dst = Frame { buf: &mut self.buf[self.filled..self.filled + max], filled: 0 };
+        let result = ctx.decompress_to_buffer(frame, &mut dst);
+        self.filled += dst.filled;
+        result
+    }
+}
+
+impl Drop for Out<'_> {
+    fn drop(&mut self) {
+        self.written.fetch_add(self.filled, Ordering::Relaxed);
     }
 }
 
@@ -274,7 +291,7 @@ pub(crate) fn gather_to_slice<R>(buf: &mut [u8], f: impl FnOnce(Out<'_>) -> Resu
     // maybe-uninitialised is unsound only if uninitialised bytes are then written through the
     // view, and `Out` writes nothing but initialised bytes (copies of slices and zstd output).
     let raw = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<MaybeUninit<u8>>(), len) };
-    f(Out { buf: raw, written: &written })
+    f(Out { buf: raw, filled: 0, written: &written })
 }
 
 /// Replaces the contents of `v` with `elems` elements whose bytes the gather `f` writes, without
@@ -299,12 +316,13 @@ pub(crate) fn gather_to_vec<T: bytemuck::Pod>(
     // `bytes` bytes viewed as `[MaybeUninit<u8>]` are valid.
     let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
     let written = AtomicUsize::new(0);
-    f(Out { buf: raw, written: &written })?;
+    f(Out { buf: raw, filled: 0, written: &written })?;
     let written = written.into_inner();
     assert_eq!(written, bytes, "the gather wrote {written} of its {bytes} bytes");
-    // SAFETY: every piece of `raw` adds the bytes it wrote to `written` and no more than its
-    // length, the pieces are disjoint, so `written == bytes` means all `bytes` bytes are
-    // initialised; `T: Pod` makes any initialised bytes a valid `T`.
+    // SAFETY: every shard of `raw` (all dropped by now: `f` took the `Out` by value) added the
+    // bytes it wrote, a prefix of the shard and no more than its length; the shards are disjoint,
+    // so `written == bytes` means all `bytes` bytes are initialised; `T: Pod` makes any
+    // initialised bytes a valid `T`.
     unsafe { v.set_len(elems) };
     Ok(())
 }
@@ -342,9 +360,11 @@ mod tests {
         let mut v: Vec<u16> = Vec::with_capacity(8);
         let before = v.as_ptr();
         gather_to_vec(&mut v, 3, |mut out| {
-            out.take(2).copy_from(&[1, 0]);
-            out.take(4).copy_from(&[2, 0, 3, 0]);
-            assert_eq!(out.len(), 0);
+            out.take(2).copy(&[1, 0]);
+            let mut rest = out.take(4);
+            rest.copy(&[2, 0]);
+            rest.copy(&[3, 0]);
+            assert_eq!(out.remaining(), 0);
             Ok(())
         })
         .unwrap();
@@ -357,7 +377,7 @@ mod tests {
     fn a_short_gather_is_never_exposed() {
         let mut v: Vec<u8> = Vec::new();
         let _ = gather_to_vec(&mut v, 4, |mut out| {
-            out.take(2).copy_from(&[1, 2]);
+            out.copy(&[1, 2]);
             Ok(())
         });
     }
@@ -376,13 +396,13 @@ mod tests {
         let mut ctx = Decompressor::new().unwrap();
         let mut v: Vec<u8> = Vec::new();
         gather_to_vec(&mut v, 12, |mut out| {
-            assert_eq!(out.take(12).decompress(&mut ctx, &frame).unwrap(), 12);
+            assert_eq!(out.decompress(&mut ctx, &frame, 12).unwrap(), 12);
             Ok(())
         })
         .unwrap();
         assert_eq!(v, b"hello, world");
         // Too small a piece: zstd refuses and nothing is exposed.
-        let r = gather_to_slice(&mut [0u8; 4], |mut out| Ok(out.take(4).decompress(&mut ctx, &frame)));
+        let r = gather_to_slice(&mut [0u8; 4], |mut out| Ok(out.decompress(&mut ctx, &frame, 4)));
         assert!(r.unwrap().is_err());
     }
 }

@@ -108,12 +108,18 @@ impl<'d> Decoder<'d> {
         Decoder { plain: None, dict: None, dictionary }
     }
 
-    /// Decompresses `src` straight into `dst`, which must be exactly the record's length.
+    /// Decompresses `src` straight into the next `len` bytes of `dst`, the record's length.
     ///
     /// # Errors
     /// A sentence saying what is wrong with the frame (`Err(None)` when a dictionary is needed and
     /// missing).
-    pub(crate) fn decode(&mut self, codec: Codec, src: &[u8], dst: Out<'_>) -> Result<(), Option<String>> {
+    pub(crate) fn decode(
+        &mut self,
+        codec: Codec,
+        src: &[u8],
+        dst: &mut Out<'_>,
+        len: usize,
+    ) -> Result<(), Option<String>> {
         let ctx = match codec {
             Codec::Raw => unreachable!("raw records are not decoded"),
             Codec::Zstd => match &mut self.plain {
@@ -131,10 +137,10 @@ impl<'d> Decoder<'d> {
                 }
             },
         };
-        let want = dst.len();
-        let n = dst.decompress(ctx, src).map_err(|e| Some(format!("zstd frame does not decode: {e}")))?;
-        if n != want {
-            return Err(Some(format!("decoded {n} bytes, the table says {want}")));
+        let n =
+            dst.decompress(ctx, src, len).map_err(|e| Some(format!("zstd frame does not decode: {e}")))?;
+        if n != len {
+            return Err(Some(format!("decoded {n} bytes, the table says {len}")));
         }
         Ok(())
     }
@@ -175,7 +181,11 @@ mod tests {
         };
         let mut out = vec![0u8; recs[3].len()];
         let decode = |dec: &mut Decoder<'_>, out: &mut [u8]| {
-            gather_to_slice(out, |mut o| Ok(dec.decode(Codec::ZstdDict, &frame, o.take(o.len())))).unwrap()
+            gather_to_slice(out, |mut o| {
+                let len = o.remaining();
+                Ok(dec.decode(Codec::ZstdDict, &frame, &mut o, len))
+            })
+            .unwrap()
         };
         decode(&mut Decoder::new(Some(&d)), &mut out).unwrap();
         assert_eq!(out, recs[3]);
@@ -191,7 +201,8 @@ mod tests {
         frame[mid] ^= 0x55;
         let mut out = vec![0u8; rec.len()];
         let r = gather_to_slice(&mut out, |mut o| {
-            Ok(Decoder::new(None).decode(Codec::Zstd, &frame, o.take(o.len())))
+            let len = o.remaining();
+            Ok(Decoder::new(None).decode(Codec::Zstd, &frame, &mut o, len))
         });
         assert!(r.unwrap().is_err());
     }

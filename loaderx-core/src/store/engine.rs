@@ -627,12 +627,12 @@ impl Store {
 
     /// [`Store::gather_fixed`] into a gather destination, possibly uninitialised memory.
     pub(crate) fn gather_fixed_out(&self, indices: &[u32], record_len: usize, dst: Out<'_>) -> Result<()> {
-        if Some(dst.len()) != indices.len().checked_mul(record_len) {
+        if Some(dst.remaining()) != indices.len().checked_mul(record_len) {
             return Err(Error::InvalidArgument(format!(
                 "gather of {} records of {record_len} bytes needs {} bytes, got {}",
                 indices.len(),
                 indices.len().saturating_mul(record_len),
-                dst.len()
+                dst.remaining()
             )));
         }
         let locs = self.resolve(indices)?;
@@ -677,7 +677,8 @@ impl Store {
 
     fn read_all(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], mut dst: Out<'_>) -> Result<()> {
         let threads = rayon::current_num_threads();
-        let shards = if dst.len() < INLINE_GATHER_BYTES { 1 } else { threads.min(indices.len()).max(1) };
+        let shards =
+            if dst.remaining() < INLINE_GATHER_BYTES { 1 } else { threads.min(indices.len()).max(1) };
         if shards == 1 {
             return self.read_shard(indices, locs, dst);
         }
@@ -701,8 +702,8 @@ impl Store {
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
         let mut view: Option<(u16, Arc<memmap2::Mmap>)> = None;
         for (&idx, &(loc, codec)) in indices.iter().zip(locs) {
-            let out = dst.take(loc.logic_length as usize);
-            if out.len() == 0 {
+            let len = loc.logic_length as usize;
+            if len == 0 {
                 continue;
             }
             let start = loc.offset as usize;
@@ -722,10 +723,11 @@ impl Store {
             };
             let src = &map[start..end];
             if codec == Codec::Raw {
-                out.copy_from(src);
+                // `resolve` checked that a raw record stores exactly its length.
+                dst.copy(src);
                 continue;
             }
-            decoder.decode(codec, src, out).map_err(|e| match e {
+            decoder.decode(codec, src, &mut dst, len).map_err(|e| match e {
                 None => Error::MissingDictionary { path: self.dir.clone() },
                 Some(reason) => Error::CorruptRecord {
                     path: self.chunks.path(loc.chunk_id),
