@@ -351,6 +351,21 @@ pub(crate) fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Runs the cyclic sampler's AVX2 kernel ([`crate::sampler::avx2::fill`]) where the CPU has AVX2
+/// and the kernel handles the permutation's shape; `false`, with nothing written, otherwise.
+#[inline]
+pub(crate) fn fill_cyclic_avx2(perm: &crate::sampler::Permutation, first: u32, out: &mut [u32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if crate::sampler::avx2::supports(perm) && std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above: the kernel is safe code whose only
+        // requirement is the target feature it is compiled with.
+        unsafe { crate::sampler::avx2::fill(perm, first, out) };
+        return true;
+    }
+    let _ = (perm, first, out);
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
