@@ -54,16 +54,26 @@
 //!   set (e.g. `90` for H100/H200, `80` for A100) for candle's kernels. CI builds without it.
 //!
 //! # CUDA: what is done and what is not
-//! With a CUDA [`Device`](candle_core::Device), each stream is copied host→device once by
-//! `Tensor::from_vec`, on the loader's prefetch thread, from the gathered (pageable) buffer. No
-//! code in this crate depends on the `cuda` feature: the path is the same call as on the CPU.
-//! **It was not built or run on a GPU**: the machine this crate was written on has neither a GPU
-//! nor `nvcc`. Staging batches in pinned (page-locked) host memory, which makes the copy several
-//! times faster and lets it overlap compute, is **not implemented**: cudarc's pinned allocation
-//! (`CudaContext::alloc_pinned`) is an `unsafe fn`, this crate forbids `unsafe`, and loaderx-core
-//! may not name a framework. It is the next step for this crate.
+//! The free functions ([`to_tensor`], [`tensor_from_parts`]) copy a stream host→device once with
+//! `Tensor::from_vec`, from the gathered (pageable) buffer. A [`Converter`] on a CUDA device, and
+//! so a [`CandleLoader`], stages instead (feature `cuda`): each stream is copied into page-locked
+//! host memory from a pool its clones share (`loaderx_core::pinned_zeroed`; the allocation is
+//! `unsafe` in cudarc, so its safe wrapper lives in loaderx-core's one unsafe module), then one
+//! asynchronous host→device copy is enqueued on the device's stream. The prefetch thread does not
+//! wait for it; candle's kernels on that stream run after it; the pinned buffer's next user waits
+//! for the copy still reading it (cudarc records an event per buffer).
+//!
+//! Verified: the crate with `cuda` builds against the CUDA 13.0 toolkit (`nvcc` 13.0,
+//! `CUDA_COMPUTE_CAP=90`) and lints clean. **Not verified: nothing of it has run on a GPU** (no
+//! GPU on the machine it was written on). The tests for it (`tests/integration/cuda.rs`: every
+//! dtype through pinned staging, a loader's batches intact and in step order while pinned buffers
+//! are reused) run only where a CUDA device is visible. The gather still lands in pageable memory
+//! and is copied into the pinned buffer (one host memcpy per stream); gathering straight into
+//! pinned memory would save it.
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cuda")]
+mod cuda;
 mod dtype;
 mod error;
 mod loader;

@@ -45,10 +45,7 @@ pub fn tensor_from_parts(
     device: &Device,
     widen: Widen,
 ) -> Result<Tensor> {
-    let needs = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if needs != Some(data.len()) {
-        return Err(Error::ShapeMismatch { shape, needs, len: data.len() });
-    }
+    check_len(&shape, &data)?;
     // `from_vec` moves the Vec into CPU storage, or copies it host→device once.
     let t = match adoptable(data, widen)? {
         Adoptable::U8(v) => Tensor::from_vec(v, shape, device),
@@ -62,6 +59,15 @@ pub fn tensor_from_parts(
         Adoptable::F64(v) => Tensor::from_vec(v, shape, device),
     }?;
     Ok(t)
+}
+
+/// [`Error::ShapeMismatch`] unless `data` holds exactly the elements of `shape`.
+fn check_len(shape: &[usize], data: &ArrayData) -> Result<()> {
+    let needs = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    if needs != Some(data.len()) {
+        return Err(Error::ShapeMismatch { shape: shape.to_vec(), needs, len: data.len() });
+    }
+    Ok(())
 }
 
 /// One step's streams as tensors: what a [`CandleLoader`](crate::CandleLoader) yields by default.
@@ -117,12 +123,20 @@ impl TensorBatch {
 pub struct Converter {
     device: Device,
     widen: Widen,
+    /// Pinned buffers for CUDA devices, shared by the clones.
+    #[cfg(feature = "cuda")]
+    staging: crate::cuda::Staging,
 }
 
 impl Converter {
     /// Tensors on `device`; dtypes candle lacks are refused ([`Widen::Never`]).
     pub fn new(device: &Device) -> Converter {
-        Converter { device: device.clone(), widen: Widen::Never }
+        Converter {
+            device: device.clone(),
+            widen: Widen::Never,
+            #[cfg(feature = "cuda")]
+            staging: crate::cuda::Staging::default(),
+        }
     }
 
     /// Sets the policy for dtypes candle lacks.
@@ -144,9 +158,19 @@ impl Converter {
 
     /// [`to_tensor`] on this converter's device and policy.
     ///
+    /// With the `cuda` feature, on a CUDA device, the buffer is copied into pinned host memory
+    /// (a pool shared by this converter's clones) and copied to the device asynchronously from
+    /// there, instead of `to_tensor`'s synchronous copy from pageable memory.
+    ///
     /// # Errors
     /// As [`to_tensor`].
     pub fn array(&self, array: DenseArray) -> Result<Tensor> {
+        #[cfg(feature = "cuda")]
+        if let Device::Cuda(device) = &self.device {
+            let (shape, data) = array.into_parts();
+            check_len(&shape, &data)?;
+            return self.staging.tensor(device, shape, adoptable(data, self.widen)?);
+        }
         to_tensor(array, &self.device, self.widen)
     }
 

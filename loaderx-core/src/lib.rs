@@ -14,6 +14,7 @@ pub mod convert;
 mod dataset;
 mod error;
 mod framing;
+mod kernels;
 mod loader;
 mod mapped;
 mod sampler;
@@ -25,7 +26,10 @@ pub use dataset::{
     WriteOptions, pad,
 };
 pub use error::{Error, Result};
+pub use kernels::scale_bytes_to_f32;
 pub use loader::{Batch, DataLoader, LoaderBuilder, LoaderState};
+#[cfg(feature = "cuda")]
+pub use mapped::pinned_zeroed;
 pub use sampler::{SampleRng, sample_seed};
 pub use sampler::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
 pub use store::{

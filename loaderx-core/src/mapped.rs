@@ -1,6 +1,6 @@
 //! The one module of the workspace allowed `unsafe`: memory-mapping files, using the mapped
-//! metadata table in place, gathering records into uninitialised memory, and running code
-//! compiled for AVX2 on CPUs that have it.
+//! metadata table in place, gathering records into uninitialised memory, running code compiled
+//! for AVX2 on CPUs that have it, and (feature `cuda`) allocating pinned host memory.
 //!
 //! What a mapping may assume, and what it may not:
 //! - A mapping stays valid while the `Mmap`/`MmapRaw` lives; the file may be changed underneath by
@@ -18,7 +18,7 @@
 //! when the count proves every byte was written.
 #![expect(
     unsafe_code,
-    reason = "file mappings, the in-place metadata table and uninitialised gather buffers"
+    reason = "file mappings, the in-place metadata table, uninitialised gather buffers, AVX2 dispatch and pinned memory"
 )]
 
 use std::fs::File;
@@ -325,6 +325,59 @@ pub(crate) fn gather_to_vec<T: bytemuck::Pod>(
     // initialised bytes a valid `T`.
     unsafe { v.set_len(elems) };
     Ok(())
+}
+
+/// Asks the CPU to start loading the first bytes of `src` into cache (at most [`PREFETCH_BYTES`],
+/// one hint per cache line) and returns at once: a gather hints the next records while it copies
+/// this one, so their cache misses overlap instead of queueing one after another.
+#[inline]
+pub(crate) fn prefetch(src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    for offset in (0..src.len().min(PREFETCH_BYTES)).step_by(64) {
+        // SAFETY: `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that never
+        // faults and changes no memory; the address is inside `src` anyway.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                src.as_ptr().add(offset).cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = src;
+}
+
+/// Bytes of a record [`prefetch`] hints: the hardware prefetcher follows a longer record once
+/// the copy streams through it.
+pub(crate) const PREFETCH_BYTES: usize = 1024;
+
+// ------------------------------------------------------------------------------------------------
+// Pinned host memory (feature `cuda`)
+
+/// `len` zeroed values of `T` in page-locked (pinned) host memory of `ctx`'s device, for staging
+/// host-to-device copies: the DMA engine reads pinned memory directly, so a copy from it is
+/// asynchronous to the host and runs at the link's speed, where a copy from pageable memory is
+/// first staged by the driver on the calling thread.
+///
+/// Ordinary cached pinned memory (no write-combining), so the host can read it back at full
+/// speed. Reading or writing it through [`PinnedHostSlice::as_mut_slice`] first waits for the
+/// last copy that used it.
+///
+/// # Errors
+/// The driver's error when the context cannot be bound or the allocation fails.
+#[cfg(feature = "cuda")]
+pub fn pinned_zeroed<T: cudarc::driver::DeviceRepr + cudarc::driver::ValidAsZeroBits>(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    len: usize,
+) -> std::result::Result<cudarc::driver::PinnedHostSlice<T>, cudarc::driver::DriverError> {
+    // SAFETY: the one obligation of `alloc_pinned_with_flags` is that the memory is unset: it is
+    // zeroed just below, before anything can read it. Flags 0: plain page-locked memory.
+    let mut pinned = unsafe { ctx.alloc_pinned_with_flags::<T>(len, 0) }?;
+    let ptr = pinned.as_mut_ptr()?;
+    // SAFETY: `ptr` is the start of the `len` values of `T` just allocated (non-null and aligned:
+    // cudarc asserts both), owned by `pinned` and not yet shared; zero bits are a valid `T`
+    // (`ValidAsZeroBits`).
+    unsafe { std::ptr::write_bytes(ptr, 0, len) };
+    Ok(pinned)
 }
 
 // ------------------------------------------------------------------------------------------------
