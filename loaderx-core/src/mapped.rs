@@ -135,6 +135,17 @@ impl MetaMap {
         }
     }
 
+    /// Hints the CPU to fetch table entry `idx` ([`prefetch`]); a no-op past the table.
+    #[inline]
+    pub(crate) fn prefetch_entry(&self, idx: u32) {
+        if idx < MAX_RECORDS {
+            // SAFETY: in bounds of the mapping, as in `entry`. No reference is made: the entry
+            // may be past the published length and being written by the writer.
+            let entry = unsafe { self.base().add(ENTRY_SIZE * (1 + idx as usize)) };
+            prefetch_raw(entry, ENTRY_SIZE);
+        }
+    }
+
     /// Writes table entry `idx`. Only the writer calls this, for entries no reader can see yet
     /// (at or past the published length) or while it holds the store exclusively.
     pub(crate) fn set_entry(&self, idx: u32, loc: RecordLoc) {
@@ -332,18 +343,23 @@ pub(crate) fn gather_to_vec<T: bytemuck::Pod>(
 /// this one, so their cache misses overlap instead of queueing one after another.
 #[inline]
 pub(crate) fn prefetch(src: &[u8]) {
+    prefetch_raw(src.as_ptr(), src.len());
+}
+
+/// [`prefetch`] of the `len` bytes at `ptr`, which must lie in one allocation or mapping.
+#[inline]
+fn prefetch_raw(ptr: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    for offset in (0..src.len().min(PREFETCH_BYTES)).step_by(64) {
-        // SAFETY: `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that never
-        // faults and changes no memory; the address is inside `src` anyway.
+    for offset in (0..len.min(PREFETCH_BYTES)).step_by(64) {
+        // SAFETY: `ptr + offset` stays inside the caller's allocation (offset < len);
+        // `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that reads and
+        // changes no memory and never faults.
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                src.as_ptr().add(offset).cast(),
-            );
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.add(offset).cast());
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = src;
+    let _ = (ptr, len);
 }
 
 /// Bytes of a record [`prefetch`] hints: the hardware prefetcher follows a longer record once

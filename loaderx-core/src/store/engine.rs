@@ -581,6 +581,11 @@ impl Store {
 
     fn resolve(&self, indices: &[u32]) -> Result<Vec<(RecordLoc, Codec)>> {
         let len = self.len();
+        // The entries of a random batch are scattered over the table: start all their loads
+        // before reading the first.
+        for &idx in indices {
+            self.meta.prefetch_entry(idx);
+        }
         indices
             .iter()
             .map(|&idx| {
