@@ -1,11 +1,14 @@
 //! Pinned host staging for CUDA devices (feature `cuda`).
 //!
 //! A [`Converter`](crate::Converter) on a CUDA device copies each stream into a page-locked
-//! buffer from a small pool and enqueues one asynchronous host-to-device copy from it on the
-//! device's stream. The prefetch thread does not wait for the copy (from pageable memory the
-//! driver stages it on the calling thread); candle's kernels on the same stream see the data
-//! once the copy is done. A buffer goes back to the pool at once; its next user waits, through
-//! cudarc's event on the buffer, for the copy still reading it.
+//! buffer from a small pool and copies it to the device from there, on the calling (prefetch)
+//! thread's stream, then waits for that copy before handing the tensor over. Waiting is needed
+//! twice over: candle's `Device::new_cuda` uses per-thread default streams, so the consumer's
+//! kernels are not ordered after a copy enqueued by another thread, and cudarc records the
+//! pinned buffer's "in use" event only in multi-stream mode, so nothing else would keep the next
+//! batch from overwriting a buffer the DMA engine is still reading. The prefetch thread pays the
+//! wait (a DMA from pinned memory, at the link's speed), the consumer does not: the transfer
+//! overlaps its compute on its own stream.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -19,9 +22,11 @@ use candle_core::{CudaDevice, CudaStorage, Storage, Tensor};
 use crate::Result;
 use crate::dtype::Adoptable;
 
-/// Pinned buffers kept per element type and length: enough for the copies of a few batches in
-/// flight at once; more are allocated on demand and freed when returned to a full pool.
+/// Pinned buffers kept per element type and length, and in all: one per prefetch thread and
+/// stream in the common case; more are allocated on demand and freed when returned to a full
+/// pool, so streams whose length changes every batch cannot grow it without bound.
 const POOL_PER_SHAPE: usize = 4;
+const POOL_TOTAL: usize = 32;
 
 type Pool = HashMap<(TypeId, usize), Vec<Box<dyn Any + Send>>>;
 
@@ -65,10 +70,11 @@ impl Staging {
             Some(p) => p,
             None => loaderx_core::pinned_zeroed::<T>(stream.context(), host.len()).w()?,
         };
-        // Waits for the copy that last read this buffer, if it is still in flight.
         pinned.as_mut_slice().w()?.copy_from_slice(host);
-        // Enqueued, not waited for; cudarc records the buffer's event after it.
         let slice = stream.clone_htod(&pinned).w()?;
+        // The copy must be done before the tensor reaches another thread's stream and before
+        // the buffer can be reused (see the module documentation).
+        stream.synchronize().w()?;
         self.put(pinned);
         let storage = CudaStorage::wrap_cuda_slice(slice, device.clone());
         Ok(Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false))
@@ -83,8 +89,9 @@ impl Staging {
 
     fn put<T: Send + 'static>(&self, pinned: PinnedHostSlice<T>) {
         let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        let total: usize = pool.values().map(Vec::len).sum();
         let free = pool.entry((TypeId::of::<T>(), pinned.len())).or_default();
-        if free.len() < POOL_PER_SHAPE {
+        if free.len() < POOL_PER_SHAPE && total < POOL_TOTAL {
             free.push(Box::new(pinned));
         }
     }

@@ -58,13 +58,16 @@
 //! `Tensor::from_vec`, from the gathered (pageable) buffer. A [`Converter`] on a CUDA device, and
 //! so a [`CandleLoader`], stages instead (feature `cuda`): each stream is copied into page-locked
 //! host memory from a pool its clones share (`loaderx_core::pinned_zeroed`; the allocation is
-//! `unsafe` in cudarc, so its safe wrapper lives in loaderx-core's one unsafe module), then one
-//! asynchronous host→device copy is enqueued on the device's stream. The prefetch thread does not
-//! wait for it; candle's kernels on that stream run after it; the pinned buffer's next user waits
-//! for the copy still reading it (cudarc records an event per buffer).
+//! `unsafe` in cudarc, so its safe wrapper lives in loaderx-core's one unsafe module), then copied
+//! to the device from there on the prefetch thread's stream, which waits for the transfer (a DMA
+//! from pinned memory, at the link's speed) before handing the tensor over: the training thread
+//! never waits for it, and the transfer overlaps its compute. (It must wait: candle's
+//! `Device::new_cuda` gives each thread its own default stream, so the training thread's kernels
+//! are not ordered after another thread's copy, and the buffer is reused by the next batch.)
+//! Empty streams take the free functions' path.
 //!
 //! Verified: the crate with `cuda` builds against the CUDA 13.0 toolkit (`nvcc` 13.0,
-//! `CUDA_COMPUTE_CAP=90`) and lints clean. **Not verified: nothing of it has run on a GPU** (no
+//! `CUDA_COMPUTE_CAP=90`), lints clean and its tests link (`scripts/check-cuda.sh`). **Not verified: nothing of it has run on a GPU** (no
 //! GPU on the machine it was written on). The tests for it (`tests/integration/cuda.rs`: every
 //! dtype through pinned staging, a loader's batches intact and in step order while pinned buffers
 //! are reused) run only where a CUDA device is visible. The gather still lands in pageable memory

@@ -158,15 +158,18 @@ impl Converter {
 
     /// [`to_tensor`] on this converter's device and policy.
     ///
-    /// With the `cuda` feature, on a CUDA device, the buffer is copied into pinned host memory
-    /// (a pool shared by this converter's clones) and copied to the device asynchronously from
-    /// there, instead of `to_tensor`'s synchronous copy from pageable memory.
+    /// With the `cuda` feature, on a CUDA device, a non-empty buffer is copied into pinned host
+    /// memory (a pool shared by this converter's clones) and to the device from there, the
+    /// calling thread waiting for that transfer (not the thread that uses the tensor), instead of
+    /// `to_tensor`'s copy from pageable memory.
     ///
     /// # Errors
     /// As [`to_tensor`].
     pub fn array(&self, array: DenseArray) -> Result<Tensor> {
         #[cfg(feature = "cuda")]
-        if let Device::Cuda(device) = &self.device {
+        if let Device::Cuda(device) = &self.device
+            && !array.is_empty()
+        {
             let (shape, data) = array.into_parts();
             check_len(&shape, &data)?;
             return self.staging.tensor(device, shape, adoptable(data, self.widen)?);

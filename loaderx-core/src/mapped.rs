@@ -139,10 +139,9 @@ impl MetaMap {
     #[inline]
     pub(crate) fn prefetch_entry(&self, idx: u32) {
         if idx < MAX_RECORDS {
-            // SAFETY: in bounds of the mapping, as in `entry`. No reference is made: the entry
-            // may be past the published length and being written by the writer.
-            let entry = unsafe { self.base().add(ENTRY_SIZE * (1 + idx as usize)) };
-            prefetch_raw(entry, ENTRY_SIZE);
+            // No reference is made: the entry may be past the published length and being
+            // written by the writer. The address is inside the mapping, as in `entry`.
+            prefetch_raw(self.base().wrapping_add(ENTRY_SIZE * (1 + idx as usize)), ENTRY_SIZE);
         }
     }
 
@@ -346,16 +345,18 @@ pub(crate) fn prefetch(src: &[u8]) {
     prefetch_raw(src.as_ptr(), src.len());
 }
 
-/// [`prefetch`] of the `len` bytes at `ptr`, which must lie in one allocation or mapping.
+/// [`prefetch`] of the `len` bytes at `ptr`. Any address is allowed: a prefetch hint never faults.
 #[inline]
 fn prefetch_raw(ptr: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     for offset in (0..len.min(PREFETCH_BYTES)).step_by(64) {
-        // SAFETY: `ptr + offset` stays inside the caller's allocation (offset < len);
-        // `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that reads and
-        // changes no memory and never faults.
+        // SAFETY: `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that reads
+        // and changes no memory and never faults, whatever the address (computed with
+        // `wrapping_add`, so no pointer-arithmetic rule applies either).
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr.add(offset).cast());
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                ptr.wrapping_add(offset).cast(),
+            );
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

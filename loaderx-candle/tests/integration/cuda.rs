@@ -54,9 +54,9 @@ fn every_dtype_round_trips_through_pinned_staging() {
     // Widened on the host, then staged.
     round_trip(&conv, &[i8::MIN, 0, i8::MAX], CandleDType::I16, &[-128i16, 0, 127]);
     round_trip(&conv, &[true, false], CandleDType::U8, &[1u8, 0]);
-    // A length mismatch is refused before any staging.
-    let bad = DenseArray::from_vec(vec![3], vec![1f32, 2.0]);
-    assert!(bad.is_err() || conv.array(bad.unwrap()).is_err());
+    // An empty stream: no pinned allocation of zero bytes.
+    let empty = conv.array(DenseArray::from_vec(vec![0, 3], Vec::<f32>::new()).unwrap()).unwrap();
+    assert_eq!((empty.dims(), empty.device().is_cuda()), (&[0usize, 3][..], true));
 }
 
 #[test]
@@ -77,8 +77,8 @@ fn a_cuda_loader_delivers_every_batch_intact_in_step_order() {
         assert!(t.device().is_cuda());
         let rows = t.to_vec2::<f32>().unwrap();
         for (row, &i) in rows.iter().zip(&batch.indices) {
-            assert_eq!(row[0], (i * 1024) as f32, "step {want}");
-            assert_eq!(row[1023], (i * 1024 + 1023) as f32, "step {want}");
+            let expect: Vec<f32> = (0..1024).map(|j| (i * 1024 + j) as f32).collect();
+            assert_eq!(row, &expect, "step {want}, record {i}");
         }
     }
 }
