@@ -401,7 +401,7 @@ fn prefetch_raw(ptr: *const u8, len: usize) {
 
 /// Bytes of a record [`prefetch`] hints: the hardware prefetcher follows a longer record once
 /// the copy streams through it.
-pub(crate) const PREFETCH_BYTES: usize = 1024;
+const PREFETCH_BYTES: usize = 1024;
 
 // ------------------------------------------------------------------------------------------------
 // Pinned host memory (feature `cuda`)

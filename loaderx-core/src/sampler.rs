@@ -380,27 +380,41 @@ impl Permutation {
     /// `[n, a * 2^k)`.
     #[inline(always)]
     fn fill(&self, first: u32, out: &mut [u32]) {
-        if self.hi_scale <= 1 << 15 {
-            self.fill_blocks::<true>(first, out);
+        if self.small() {
+            self.fill_with::<BLOCK>(first, out, |p, chunk| self.block::<true>(p, chunk));
         } else {
-            self.fill_blocks::<false>(first, out);
+            self.fill_with::<BLOCK>(first, out, |p, chunk| self.block::<false>(p, chunk));
         }
     }
 
+    /// Whether `a <= 2^15`, where [`round_hi_small`](Self::round_hi_small) applies.
     #[inline(always)]
-    fn fill_blocks<const SMALL: bool>(&self, first: u32, out: &mut [u32]) {
-        let mut chunks = out.chunks_exact_mut(BLOCK);
+    fn small(&self) -> bool {
+        self.hi_scale <= 1 << 15
+    }
+
+    /// [`fill`](Self::fill) with a given block network (`block(first, out)` writes the images of
+    /// `B` consecutive positions): whole blocks, a last partial one through a scratch block, and
+    /// the cycle-walks. Shared by the portable network and the AVX2 kernel.
+    #[inline(always)]
+    fn fill_with<const B: usize>(
+        &self,
+        first: u32,
+        out: &mut [u32],
+        mut block: impl FnMut(u32, &mut [u32; B]),
+    ) {
+        let mut chunks = out.chunks_exact_mut(B);
         let mut position = first;
         for chunk in &mut chunks {
-            let chunk: &mut [u32; BLOCK] = chunk.try_into().expect("chunks_exact_mut yields BLOCK");
-            self.block::<SMALL>(position, chunk);
+            let chunk: &mut [u32; B] = chunk.try_into().expect("chunks_exact_mut yields B");
+            block(position, chunk);
             self.walk_block(chunk);
-            position = position.wrapping_add(BLOCK as u32);
+            position = position.wrapping_add(B as u32);
         }
         let rest = chunks.into_remainder();
         if !rest.is_empty() {
-            let mut tmp = [0u32; BLOCK];
-            self.block::<SMALL>(position, &mut tmp);
+            let mut tmp = [0u32; B];
+            block(position, &mut tmp);
             rest.copy_from_slice(&tmp[..rest.len()]);
             self.walk_block(rest);
         }

@@ -43,29 +43,10 @@ pub(crate) fn supports(perm: &Permutation) -> bool {
 #[target_feature(enable = "avx2")]
 pub(crate) fn fill(perm: &Permutation, first: u32, out: &mut [u32]) {
     debug_assert!(supports(perm));
-    if perm.hi_scale <= 1 << 15 {
-        fill_blocks::<true>(perm, first, out)
+    if perm.small() {
+        perm.fill_with::<BLOCK>(first, out, |p, chunk| block::<true>(perm, p, chunk));
     } else {
-        fill_blocks::<false>(perm, first, out)
-    }
-}
-
-#[target_feature(enable = "avx2")]
-fn fill_blocks<const SMALL: bool>(perm: &Permutation, first: u32, out: &mut [u32]) {
-    let mut chunks = out.chunks_exact_mut(BLOCK);
-    let mut position = first;
-    for chunk in &mut chunks {
-        let chunk: &mut [u32; BLOCK] = chunk.try_into().expect("chunks_exact_mut yields BLOCK");
-        block::<SMALL>(perm, position, chunk);
-        perm.walk_block(chunk);
-        position = position.wrapping_add(BLOCK as u32);
-    }
-    let rest = chunks.into_remainder();
-    if !rest.is_empty() {
-        let mut tmp = [0u32; BLOCK];
-        block::<SMALL>(perm, position, &mut tmp);
-        rest.copy_from_slice(&tmp[..rest.len()]);
-        perm.walk_block(rest);
+        perm.fill_with::<BLOCK>(first, out, |p, chunk| block::<false>(perm, p, chunk));
     }
 }
 
