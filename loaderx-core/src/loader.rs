@@ -535,6 +535,9 @@ struct Job<O> {
 
 impl<O> Job<O> {
     fn run(self, tx: SyncSender<Result<O>>) {
+        if self.stride as usize >= rayon::current_num_threads() {
+            crate::store::gather_inline();
+        }
         let mut step = self.first;
         while !self.stop.load(Ordering::Acquire) {
             let out = self.produce(step);

@@ -26,6 +26,19 @@ const WRITE_PIECE: usize = 8 << 20;
 /// Below this many bytes a gather runs on the calling thread: a pool hand-off costs more.
 const INLINE_GATHER_BYTES: usize = 256 << 10;
 
+thread_local! {
+    /// Set on threads whose gathers must not fan out over the thread pool ([`gather_inline`]).
+    static INLINE_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread so that its gathers run on it alone, never split over the rayon
+/// pool: for a loader's prefetch threads when there are as many of them as pool threads, where
+/// the loader already keeps every core busy with whole batches and a split only adds hand-offs
+/// and oversubscription.
+pub(crate) fn gather_inline() {
+    INLINE_HERE.with(|c| c.set(true));
+}
+
 /// How many records ahead a gather hints the CPU to fetch ([`prefetch`]).
 const PREFETCH_AHEAD: usize = 4;
 /// Records sampled to train a dictionary on the first `zstd_dict` append.
@@ -685,8 +698,11 @@ impl Store {
 
     fn read_all(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], mut dst: Out<'_>) -> Result<()> {
         let threads = rayon::current_num_threads();
-        let shards =
-            if dst.remaining() < INLINE_GATHER_BYTES { 1 } else { threads.min(indices.len()).max(1) };
+        let shards = if dst.remaining() < INLINE_GATHER_BYTES || INLINE_HERE.with(std::cell::Cell::get) {
+            1
+        } else {
+            threads.min(indices.len()).max(1)
+        };
         if shards == 1 {
             return self.read_shard(indices, locs, dst);
         }

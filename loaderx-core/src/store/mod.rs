@@ -22,8 +22,8 @@ pub(crate) mod format;
 mod journal;
 
 pub(crate) use chunk::sync_dir;
-pub(crate) use engine::remove_store_dir;
 pub use engine::{CodecCounts, CompactReport, Store, StoreOptions, StoreStats, VerifyReport};
+pub(crate) use engine::{gather_inline, remove_store_dir};
 pub use format::{Codec, MAX_RECORD_SIZE, MAX_RECORDS};
 
 /// Decodes a journal and counts its entries (for `loaderx_core::format::journal_decode`).
