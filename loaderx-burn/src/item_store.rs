@@ -14,10 +14,6 @@ use serde::de::DeserializeOwned;
 use crate::dataset::check_indices;
 use crate::{Error, Result};
 
-/// Records decoded on the calling thread below this batch size; larger batches decode on the
-/// rayon pool (a 28×28 f32 item takes a few microseconds, so small batches are not worth a fork).
-const PARALLEL_DECODE: usize = 64;
-
 /// Items moved per `get_many` call when migrating from another dataset.
 const MIGRATE_BATCH: usize = 1024;
 
@@ -25,8 +21,8 @@ const MIGRATE_BATCH: usize = 1024;
 /// encoding burn's `SqliteDataset` writer stores in its `item` blob column).
 ///
 /// On disk it is a ragged `u8` loaderx dataset: a Zrecord store (per-record zstd by default) plus
-/// its schema. [`ItemStore::get_batch`] (and burn's `Dataset::get_many`) reads a whole batch with
-/// one gather into one buffer and decodes the records in parallel.
+/// its schema. [`ItemStore::get_batch`] (and burn's `Dataset::get_many`) decodes a whole batch
+/// where its records lie, in parallel, without copying raw records first.
 ///
 /// # Examples
 /// ```
@@ -133,7 +129,10 @@ impl<I: Serialize + DeserializeOwned> ItemStore<I> {
         &self.store
     }
 
-    /// Reads the items at `indices`: one gather into one buffer, then a parallel decode.
+    /// Reads the items at `indices`, decoding each record where it lies (raw records straight
+    /// from the mapped store, compressed ones from a per-thread scratch buffer) with
+    /// `loaderx_core::msgpack`, rmp-serde's decoding without its per-value overhead; a batch of
+    /// 64 or more decodes on two or more threads.
     ///
     /// # Errors
     /// [`Error::Core`] for an index out of range or a record that cannot be read;
@@ -142,27 +141,13 @@ impl<I: Serialize + DeserializeOwned> ItemStore<I> {
     where
         I: Send,
     {
-        let lens = self.store.record_lens(indices)?;
-        let mut flat = vec![0u8; lens.iter().map(|&l| l as usize).sum()];
-        self.store.gather_into(indices, &mut flat)?;
-        let mut spans = Vec::with_capacity(lens.len());
-        let mut pos = 0;
-        for &l in &lens {
-            spans.push(pos..pos + l as usize);
-            pos += l as usize;
-        }
-        let decode = |(k, span): (usize, &std::ops::Range<usize>)| {
-            rmp_serde::from_slice::<I>(&flat[span.clone()]).map_err(|source| Error::Decode {
+        self.store.map_records(indices, |k, bytes| {
+            loaderx_core::msgpack::from_slice::<I>(bytes).map_err(|source| Error::Decode {
                 path: self.path.clone(),
                 index: u64::from(indices[k]),
                 source,
             })
-        };
-        if spans.len() < PARALLEL_DECODE {
-            spans.iter().enumerate().map(decode).collect()
-        } else {
-            spans.par_iter().enumerate().map(decode).collect()
-        }
+        })
     }
 }
 

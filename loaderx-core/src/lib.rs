@@ -17,6 +17,7 @@ mod framing;
 mod kernels;
 mod loader;
 mod mapped;
+pub mod msgpack;
 mod sampler;
 mod store;
 

@@ -39,6 +39,8 @@ pub(crate) fn gather_inline() {
     INLINE_HERE.with(|c| c.set(true));
 }
 
+/// Below this many records per thread, [`Store::map_records`] stays on the calling thread.
+const MAP_SHARD_MIN: usize = 32;
 /// How many records ahead a gather hints the CPU to fetch ([`prefetch`]).
 const PREFETCH_AHEAD: usize = 4;
 /// Records sampled to train a dictionary on the first `zstd_dict` append.
@@ -717,17 +719,129 @@ impl Store {
     }
 
     fn read_shard(&self, indices: &[u32], locs: &[(RecordLoc, Codec)], mut dst: Out<'_>) -> Result<()> {
-        // A handle opened before the writer (perhaps in another process) trained the dictionary
-        // has none loaded; `dict.zr` is durable before any record that needs it is committed, so
-        // it is there to load now.
+        self.ensure_dictionary(locs)?;
+        let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
+        self.walk_stored(indices, locs, |_, idx, loc, codec, src| {
+            let len = loc.logic_length as usize;
+            if len == 0 {
+                Ok(())
+            } else if codec == Codec::Raw {
+                // `resolve` checked that a raw record stores exactly its length.
+                dst.copy(src);
+                Ok(())
+            } else {
+                decoder.decode(codec, src, &mut dst, len).map_err(|e| self.decode_error(e, idx, loc))
+            }
+        })
+    }
+
+    /// Hands each record at `indices` to `f` where it lies, and collects what `f` returns in the
+    /// order of `indices`: a raw record is a slice of its chunk's map (no copy at all), a
+    /// compressed one is decompressed into a scratch buffer reused by the thread. `f(k, bytes)`
+    /// gets the position `k` in `indices` and the record.
+    ///
+    /// For decoding records in place (an item store's MessagePack items, say) without first
+    /// gathering them into a buffer. A batch of at least 32 records is split over the thread
+    /// pool in contiguous blocks, unless the calling thread gathers inline (a loader's prefetch
+    /// threads).
+    ///
+    /// # Errors
+    /// The store's errors, as [`Store::gather_into`]'s, converted into `E`; or `f`'s first error.
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{Codec, Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::create(dir.path().join("s"), StoreOptions::new())?;
+    /// store.append(&[b"alpha".as_slice(), b"be", b"gamma"], Codec::Zstd)?;
+    /// let lens = store.map_records(&[2, 0], |_, bytes| Ok::<_, loaderx_core::Error>(bytes.len()))?;
+    /// assert_eq!(lens, [5, 5]);
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn map_records<T, E, F>(&self, indices: &[u32], f: F) -> std::result::Result<Vec<T>, E>
+    where
+        T: Send,
+        E: From<Error> + Send,
+        F: Fn(usize, &[u8]) -> std::result::Result<T, E> + Sync,
+    {
+        let locs = self.resolve(indices)?;
+        self.ensure_dictionary(&locs)?;
+        let shard = |base: usize, ix: &[u32], lc: &[(RecordLoc, Codec)]| {
+            let mut out = Vec::with_capacity(ix.len());
+            let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
+            let mut scratch = Vec::new();
+            self.walk_stored(ix, lc, |k, idx, loc, codec, src| {
+                let bytes = if codec == Codec::Raw || loc.logic_length == 0 {
+                    src
+                } else {
+                    let len = loc.logic_length as usize;
+                    gather_to_vec(&mut scratch, len, |mut dst| {
+                        decoder.decode(codec, src, &mut dst, len).map_err(|e| self.decode_error(e, idx, loc))
+                    })
+                    .map_err(E::from)?;
+                    &scratch[..]
+                };
+                out.push(f(base + k, bytes)?);
+                Ok::<(), E>(())
+            })?;
+            Ok(out)
+        };
+        let shards = if INLINE_HERE.with(std::cell::Cell::get) {
+            1
+        } else {
+            rayon::current_num_threads().min(indices.len() / MAP_SHARD_MIN).max(1)
+        };
+        if shards == 1 {
+            return shard(0, indices, &locs);
+        }
+        let per = indices.len().div_ceil(shards);
+        let parts = indices
+            .par_chunks(per)
+            .zip(locs.par_chunks(per))
+            .enumerate()
+            .map(|(s, (ix, lc))| shard(s * per, ix, lc))
+            .collect::<std::result::Result<Vec<_>, E>>()?;
+        let mut all = Vec::with_capacity(indices.len());
+        for part in parts {
+            all.extend(part);
+        }
+        Ok(all)
+    }
+
+    /// Loads the dictionary when a record in `locs` needs it and this handle has none: one
+    /// opened before the writer (perhaps in another process) trained it. `dict.zr` is durable
+    /// before any record that needs it is committed, so it is there to load now.
+    fn ensure_dictionary(&self, locs: &[(RecordLoc, Codec)]) -> Result<()> {
         if self.dict.get().is_none() && locs.iter().any(|(_, c)| *c == Codec::ZstdDict) {
             self.load_dictionary()?;
         }
-        let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
+        Ok(())
+    }
+
+    /// The error for a record that does not decompress (`None`: its dictionary is missing).
+    fn decode_error(&self, reason: Option<String>, idx: u32, loc: RecordLoc) -> Error {
+        match reason {
+            None => Error::MissingDictionary { path: self.dir.clone() },
+            Some(reason) => {
+                Error::CorruptRecord { path: self.chunks.path(loc.chunk_id), index: u64::from(idx), reason }
+            }
+        }
+    }
+
+    /// Walks the records at `indices` (table entries `locs`, from [`Store::resolve`]) in order,
+    /// handing `f` each one's position, index, entry, codec and stored bytes (a slice of its
+    /// chunk's map; empty for an empty record).
+    fn walk_stored<E: From<Error>>(
+        &self,
+        indices: &[u32],
+        locs: &[(RecordLoc, Codec)],
+        mut f: impl FnMut(usize, u32, RecordLoc, Codec, &[u8]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
         let mut view: Option<(u16, Arc<memmap2::Mmap>)> = None;
         for (k, (&idx, &(loc, codec))) in indices.iter().zip(locs).enumerate() {
             // Records of a random batch are cache misses each: hint the one `PREFETCH_AHEAD`
-            // places on (when it is in the chunk in view) so its misses overlap this copy.
+            // places on (when it is in the chunk in view) so its misses overlap this one's work.
             if let (Some((id, map)), Some((next, _))) = (&view, locs.get(k + PREFETCH_AHEAD))
                 && next.chunk_id == *id
             {
@@ -736,8 +850,8 @@ impl Store {
                     prefetch(src);
                 }
             }
-            let len = loc.logic_length as usize;
-            if len == 0 {
+            if loc.logic_length == 0 {
+                f(k, idx, loc, codec, &[])?;
                 continue;
             }
             let start = loc.offset as usize;
@@ -751,24 +865,12 @@ impl Store {
                             path: self.chunks.path(loc.chunk_id),
                             index: u64::from(idx),
                             reason: format!("truncated chunk: the record needs bytes {start}..{end} of it"),
-                        });
+                        }
+                        .into());
                     }
                 },
             };
-            let src = &map[start..end];
-            if codec == Codec::Raw {
-                // `resolve` checked that a raw record stores exactly its length.
-                dst.copy(src);
-                continue;
-            }
-            decoder.decode(codec, src, &mut dst, len).map_err(|e| match e {
-                None => Error::MissingDictionary { path: self.dir.clone() },
-                Some(reason) => Error::CorruptRecord {
-                    path: self.chunks.path(loc.chunk_id),
-                    index: u64::from(idx),
-                    reason,
-                },
-            })?;
+            f(k, idx, loc, codec, &map[start..end])?;
         }
         Ok(())
     }

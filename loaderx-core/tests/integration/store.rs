@@ -71,6 +71,13 @@ proptest! {
         let mut flat = vec![0u8; order.iter().map(|&i| all[i as usize].len()).sum()];
         store.gather_into(&order, &mut flat).unwrap();
         prop_assert_eq!(flat, order.iter().flat_map(|&i| all[i as usize].clone()).collect::<Vec<u8>>());
+        // In place: every record once, at its position, whatever the split over threads.
+        let mapped = store.map_records(&order, |k, bytes| Ok::<_, Error>((k, bytes.to_vec()))).unwrap();
+        prop_assert_eq!(mapped.len(), order.len());
+        for (k, (pos, bytes)) in mapped.iter().enumerate() {
+            prop_assert_eq!(*pos, k);
+            prop_assert_eq!(bytes, &all[order[k] as usize]);
+        }
         drop(store);
         let reopened = Store::open(dir.path().join("s")).unwrap();
         prop_assert_eq!(reopened.gather(&order).unwrap(), got);
@@ -384,7 +391,46 @@ fn corrupt_zstd_frame_is_a_record_error() {
         Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
         other => panic!("{other:?}"),
     }
+    let many: Vec<u32> = (0..200).rev().collect();
+    match store.map_records(&many, |_, b| Ok::<_, Error>(b.len())) {
+        Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
+        other => panic!("{other:?}"),
+    }
     assert_eq!(store.verify().unwrap().bad.len(), 1);
+}
+
+#[test]
+fn map_records_hands_over_records_in_place_and_stops_at_the_first_error() {
+    #[derive(Debug)]
+    enum Failure {
+        Store(Error),
+        Record(usize),
+    }
+    impl From<Error> for Failure {
+        fn from(e: Error) -> Self {
+            Failure::Store(e)
+        }
+    }
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(sample_store(dir.path(), codec)).unwrap();
+        let order: Vec<u32> = (0..200).map(|k| (k * 7) % 200).collect();
+        let ok = store.map_records(&order, |k, b| Ok::<_, Failure>((k, b.to_vec()))).unwrap();
+        for (k, (pos, bytes)) in ok.into_iter().enumerate() {
+            assert_eq!((pos, bytes), (k, record(u64::from(order[k]))), "{codec:?}");
+        }
+        // The callback's own error comes back as it is.
+        match store.map_records(&order, |k, _| if k == 150 { Err(Failure::Record(k)) } else { Ok(k) }) {
+            Err(Failure::Record(150)) => {}
+            other => panic!("{other:?}"),
+        }
+        // The store's errors arrive converted.
+        match store.map_records(&[3, 200], |_, b| Ok::<_, Failure>(b.len())) {
+            Err(Failure::Store(Error::IndexOutOfRange { index: 200, .. })) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(store.map_records(&[], |_, b| Ok::<_, Failure>(b.len())).unwrap().is_empty());
+    }
 }
 
 #[test]
