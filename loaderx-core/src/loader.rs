@@ -5,16 +5,17 @@
 //! the same indices (record `i` of every stream lands in the same row), runs the transform on a
 //! prefetch thread, and is delivered in step order whichever thread finishes first.
 //!
-//! Prefetch threads take steps round-robin and each owns a bounded channel; the consumer reads
-//! the channels in the same round-robin order. That gives ordered delivery with no reorder buffer,
-//! and at most `threads * prefetch` batches in flight.
+//! Prefetch threads claim the next step from a shared counter, so a thread that is slowed down
+//! (sharing its core with the consumer, say) holds up only its own step while the others take
+//! the rest; finished steps wait in a reorder window until the consumer reaches them. At most
+//! `threads * (prefetch + 1)` steps are claimed and not yet delivered.
 
 use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
@@ -331,9 +332,110 @@ impl LoaderBuilder {
     }
 }
 
-struct Worker<O> {
-    rx: Receiver<Result<O>>,
-    handle: Option<JoinHandle<()>>,
+/// The steps between the prefetch threads and the consumer.
+struct Window<O> {
+    state: Mutex<WindowState<O>>,
+    /// The consumer waits here for its next step.
+    ready: Condvar,
+    /// Prefetch threads wait here for room in the window.
+    room: Condvar,
+}
+
+struct WindowState<O> {
+    /// The next step a prefetch thread claims.
+    claim: u64,
+    /// The next step the consumer takes.
+    deliver: u64,
+    /// How far `claim` may run ahead of `deliver`.
+    size: u64,
+    /// Finished steps `deliver..`, `None` while one is being produced.
+    slots: VecDeque<Option<Result<O>>>,
+    consumer_waiting: bool,
+    producers_waiting: usize,
+    /// The loader is being dropped.
+    stop: bool,
+    /// A prefetch thread died (a panic outside the transform): steps it claimed never arrive.
+    died: bool,
+}
+
+impl<O> Window<O> {
+    fn lock(&self) -> MutexGuard<'_, WindowState<O>> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Claims the next step, waiting for room; `None` once the loader stops.
+    fn claim(&self) -> Option<u64> {
+        let mut st = self.lock();
+        while !st.stop && st.claim >= st.deliver + st.size {
+            st.producers_waiting += 1;
+            st = self.room.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st.producers_waiting -= 1;
+        }
+        if st.stop {
+            return None;
+        }
+        let step = st.claim;
+        st.claim += 1;
+        st.slots.push_back(None);
+        Some(step)
+    }
+
+    /// Hands in a claimed step's result, waking the consumer if it waits for this step.
+    fn finish(&self, step: u64, out: Result<O>) {
+        let mut st = self.lock();
+        if st.stop {
+            return;
+        }
+        let at = (step - st.deliver) as usize;
+        st.slots[at] = Some(out);
+        let wake = at == 0 && st.consumer_waiting;
+        // Woken after the unlock, so the consumer does not wake only to wait for the lock.
+        drop(st);
+        if wake {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next step's result, in order, waiting for it.
+    fn take(&self) -> Result<O> {
+        let mut st = self.lock();
+        loop {
+            if let Some(Some(_)) = st.slots.front() {
+                let out = st.slots.pop_front().flatten().expect("checked just above");
+                st.deliver += 1;
+                let wake = st.producers_waiting > 0;
+                drop(st);
+                if wake {
+                    self.room.notify_one();
+                }
+                return out;
+            }
+            if st.died {
+                return Err(Error::LoaderStopped("a prefetch thread exited".into()));
+            }
+            st.consumer_waiting = true;
+            st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
+            st.consumer_waiting = false;
+        }
+    }
+
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.room.notify_all();
+        self.ready.notify_all();
+    }
+}
+
+/// Marks the window when a prefetch thread unwinds, so the consumer stops waiting for it.
+struct DeathWatch<'a, O>(&'a Window<O>);
+
+impl<O> Drop for DeathWatch<'_, O> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.lock().died = true;
+            self.0.ready.notify_all();
+        }
+    }
 }
 
 /// The endless, step-based loader: an iterator of `Result<O>` that never ends.
@@ -364,9 +466,8 @@ struct Worker<O> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DataLoader<O> {
-    workers: Vec<Worker<O>>,
-    stop: Arc<AtomicBool>,
-    start: u64,
+    window: Arc<Window<O>>,
+    workers: Vec<JoinHandle<()>>,
     step: u64,
     sampler: Sampler,
     fingerprint: u64,
@@ -415,33 +516,46 @@ impl<O: Send + 'static> DataLoader<O> {
         let LoaderState { sampler: config, step, .. } = b.plan(len, fingerprint)?;
         let sampler = config.build()?;
         let threads = b.threads;
-        let stop = Arc::new(AtomicBool::new(false));
+        let window = Arc::new(Window {
+            state: Mutex::new(WindowState {
+                claim: step,
+                deliver: step,
+                size: (threads * (b.prefetch + 1)) as u64,
+                slots: VecDeque::new(),
+                consumer_waiting: false,
+                producers_waiting: 0,
+                stop: false,
+                died: false,
+            }),
+            ready: Condvar::new(),
+            room: Condvar::new(),
+        });
         let pool = Arc::new(Pool {
             free: Mutex::new(b.streams.iter().map(|(n, _)| (n.clone(), Vec::new())).collect()),
             cap: threads * (b.prefetch + 2),
             fresh: Default::default(),
         });
         let streams: Arc<Vec<(String, DenseSource)>> = Arc::new(b.streams);
-        let mut workers = Vec::with_capacity(threads);
+        let meta = streams.iter().map(|(n, s)| (n.clone(), s.dtype(), s.item_shape().to_vec())).collect();
+        // Built before the threads start, so an early return stops the ones already running.
+        let mut loader =
+            DataLoader { window, workers: Vec::new(), step, sampler, fingerprint, streams: meta, pool };
         for w in 0..threads {
-            let (tx, rx) = sync_channel(b.prefetch);
             let job = Job {
                 streams: Arc::clone(&streams),
-                sampler: sampler.clone(),
+                sampler: loader.sampler.clone(),
                 transform: Arc::clone(&transform),
-                pool: Arc::clone(&pool),
-                stop: Arc::clone(&stop),
-                first: step + w as u64,
-                stride: threads as u64,
+                pool: Arc::clone(&loader.pool),
+                window: Arc::clone(&loader.window),
+                threads,
             };
             let handle = std::thread::Builder::new()
                 .name(format!("loaderx-prefetch-{w}"))
-                .spawn(move || job.run(tx))
+                .spawn(move || job.run())
                 .map_err(|e| Error::LoaderStopped(format!("cannot start a prefetch thread: {e}")))?;
-            workers.push(Worker { rx, handle: Some(handle) });
+            loader.workers.push(handle);
         }
-        let meta = streams.iter().map(|(n, s)| (n.clone(), s.dtype(), s.item_shape().to_vec())).collect();
-        Ok(DataLoader { workers, stop, start: step, step, sampler, fingerprint, streams: meta, pool })
+        Ok(loader)
     }
 
     /// The next batch, in step order.
@@ -451,12 +565,10 @@ impl<O: Send + 'static> DataLoader<O> {
     /// loader goes on with the next step afterwards. [`Error::LoaderStopped`] if a prefetch
     /// thread died.
     pub fn next_batch(&mut self) -> Result<O> {
-        let w = ((self.step - self.start) % self.workers.len() as u64) as usize;
-        let out = self.workers[w]
-            .rx
-            .recv()
-            .unwrap_or_else(|_| Err(Error::LoaderStopped("a prefetch thread exited".into())));
-        self.step += 1;
+        let out = self.window.take();
+        if !matches!(out, Err(Error::LoaderStopped(_))) {
+            self.step += 1;
+        }
         out
     }
 
@@ -513,11 +625,8 @@ impl<O: Send + 'static> Iterator for DataLoader<O> {
 
 impl<O> Drop for DataLoader<O> {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // Dropping the receivers wakes threads blocked on a full channel.
-        let handles: Vec<JoinHandle<()>> = self.workers.iter_mut().filter_map(|w| w.handle.take()).collect();
-        self.workers.clear();
-        for h in handles {
+        self.window.stop();
+        for h in self.workers.drain(..) {
             let _ = h.join();
         }
     }
@@ -528,23 +637,19 @@ struct Job<O> {
     sampler: Sampler,
     transform: Transform<O>,
     pool: Arc<Pool>,
-    stop: Arc<AtomicBool>,
-    first: u64,
-    stride: u64,
+    window: Arc<Window<O>>,
+    threads: usize,
 }
 
 impl<O> Job<O> {
-    fn run(self, tx: SyncSender<Result<O>>) {
-        if self.stride as usize >= rayon::current_num_threads() {
+    fn run(self) {
+        if self.threads >= rayon::current_num_threads() {
             crate::store::gather_inline();
         }
-        let mut step = self.first;
-        while !self.stop.load(Ordering::Acquire) {
+        let _watch = DeathWatch(&self.window);
+        while let Some(step) = self.window.claim() {
             let out = self.produce(step);
-            if tx.send(out).is_err() {
-                return;
-            }
-            step += self.stride;
+            self.window.finish(step, out);
         }
     }
 

@@ -757,7 +757,7 @@ impl Store {
     /// store.append(&[b"alpha".as_slice(), b"be", b"gamma"], Codec::Zstd)?;
     /// let lens = store.map_records(&[2, 0], |_, bytes| Ok::<_, loaderx_core::Error>(bytes.len()))?;
     /// assert_eq!(lens, [5, 5]);
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn map_records<T, E, F>(&self, indices: &[u32], f: F) -> std::result::Result<Vec<T>, E>
     where

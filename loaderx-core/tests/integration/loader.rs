@@ -66,6 +66,40 @@ fn batches_arrive_in_step_order_whatever_thread_finishes_first() {
 }
 
 #[test]
+fn a_stuck_step_holds_up_only_itself_the_other_threads_take_the_rest_of_the_window() {
+    use std::sync::{Arc, Condvar, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    // Two threads, prefetch 1: four steps may be claimed ahead of the consumer.
+    let builder = streams(dir.path(), 500).batch_size(10).seed(3).threads(2).prefetch(1);
+    let done = Arc::new((Mutex::new(Vec::<u64>::new()), Condvar::new()));
+    let seen = Arc::clone(&done);
+    let mut loader = builder
+        .build_with(move |b: Batch| {
+            let (lock, cvar) = &*seen;
+            if b.step() == 0 {
+                // Step 0 waits until steps 1, 2 and 3 are done: with steps dealt out round-robin
+                // its own thread would owe step 2, and this would time out.
+                let (others, _) = cvar
+                    .wait_timeout_while(lock.lock().unwrap(), Duration::from_secs(20), |d| {
+                        !(1..4).all(|s| d.contains(&s))
+                    })
+                    .unwrap();
+                return Ok::<_, Error>((0, others.clone()));
+            }
+            lock.lock().unwrap().push(b.step());
+            cvar.notify_all();
+            Ok((b.step(), vec![]))
+        })
+        .unwrap();
+    let (step, mut others) = loader.next_batch().unwrap();
+    others.sort_unstable();
+    assert_eq!((step, &others[..3]), (0, &[1, 2, 3][..]));
+    for s in 1..10 {
+        assert_eq!(loader.next_batch().unwrap().0, s);
+    }
+}
+
+#[test]
 fn resume_from_a_saved_state_equals_the_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     let b = streams(dir.path(), 300).batch_size(32).seed(5).mode(SamplerMode::Cyclic).threads(2);
