@@ -1,7 +1,7 @@
 //! loaderx vs burn's own data path, side by side in one process on the same MNIST data.
 //!
 //! - loader: loaderx's native `StepLoader` (whole-batch gather + one normalisation pass on the
-//!   prefetch threads, 2 threads) over zstd and over raw stores vs burn's `DataLoaderBuilder`
+//!   prefetch threads, 2 threads, prefetch 4) over zstd and over raw stores vs burn's `DataLoaderBuilder`
 //!   over an `InMemDataset` (2 workers, the guide's item-by-item batcher), all producing the
 //!   guide's `MnistBatch` of 64 on the CPU.
 //! - get_many: `ItemStore::get_many` (zstd and raw) vs `SqliteDataset::get_many`, 64 random MNIST

@@ -115,7 +115,8 @@ impl StepLoaderBuilder {
         self
     }
 
-    /// Batches each thread may have ready ahead of the consumer (default 2).
+    /// Batches per thread that may be ready ahead of the consumer (default 2; see
+    /// `loaderx_core::LoaderBuilder::prefetch`: 4–8 for small, fast batches such as MNIST's).
     pub fn prefetch(mut self, depth: usize) -> Self {
         self.core = self.core.prefetch(depth);
         self
