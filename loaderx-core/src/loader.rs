@@ -357,8 +357,8 @@ struct WindowState<O> {
     producers_waiting: usize,
     /// The loader is being dropped.
     stop: bool,
-    /// A prefetch thread died (a panic outside the transform): steps it claimed never arrive.
-    died: bool,
+    /// Prefetch threads still running.
+    live: usize,
 }
 
 impl<O> Window<O> {
@@ -369,7 +369,7 @@ impl<O> Window<O> {
     /// Claims the next step, waiting for room; `None` once the loader stops.
     fn claim(&self) -> Option<u64> {
         let mut st = self.lock();
-        while !st.stop && st.claim >= st.deliver + st.size {
+        while !st.stop && st.claim >= st.deliver.saturating_add(st.size) {
             st.producers_waiting += 1;
             st = self.room.wait(st).unwrap_or_else(PoisonError::into_inner);
             st.producers_waiting -= 1;
@@ -378,7 +378,8 @@ impl<O> Window<O> {
             return None;
         }
         let step = st.claim;
-        st.claim += 1;
+        // Past the last step there is nothing to claim: the thread ends.
+        st.claim = st.claim.checked_add(1)?;
         st.slots.push_back(None);
         Some(step)
     }
@@ -399,8 +400,9 @@ impl<O> Window<O> {
         }
     }
 
-    /// The next step's result, in order, waiting for it.
-    fn take(&self) -> Result<O> {
+    /// The next step's result, in order, waiting for it; `Err` (and no step delivered) when no
+    /// prefetch thread is left to produce it.
+    fn take(&self) -> Result<Result<O>> {
         let mut st = self.lock();
         loop {
             if let Some(Some(_)) = st.slots.front() {
@@ -411,10 +413,10 @@ impl<O> Window<O> {
                 if wake {
                     self.room.notify_one();
                 }
-                return out;
+                return Ok(out);
             }
-            if st.died {
-                return Err(Error::LoaderStopped("a prefetch thread exited".into()));
+            if st.live == 0 {
+                return Err(Error::LoaderStopped("no prefetch thread is running".into()));
             }
             st.consumer_waiting = true;
             st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);
@@ -429,15 +431,30 @@ impl<O> Window<O> {
     }
 }
 
-/// Marks the window when a prefetch thread unwinds, so the consumer stops waiting for it.
-struct DeathWatch<'a, O>(&'a Window<O>);
+/// Counts a prefetch thread out when it ends. One that unwinds (a panic outside the transform,
+/// which is caught) hands in an error for the step it was producing, so the consumer gets that
+/// step as an error and goes on with the others' steps instead of waiting for it.
+struct DeathWatch<'a, O> {
+    window: &'a Window<O>,
+    /// The step being produced.
+    step: Option<u64>,
+}
 
 impl<O> Drop for DeathWatch<'_, O> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.lock().died = true;
-            self.0.ready.notify_all();
+        let mut st = self.window.lock();
+        st.live -= 1;
+        if let Some(step) = self.step
+            && std::thread::panicking()
+            && !st.stop
+        {
+            let at = (step - st.deliver) as usize;
+            st.slots[at] = Some(Err(Error::LoaderStopped(format!(
+                "the prefetch thread producing step {step} panicked"
+            ))));
         }
+        drop(st);
+        self.window.ready.notify_all();
     }
 }
 
@@ -523,19 +540,19 @@ impl<O: Send + 'static> DataLoader<O> {
             state: Mutex::new(WindowState {
                 claim: step,
                 deliver: step,
-                size: (threads * (b.prefetch + 1)) as u64,
+                size: threads.saturating_mul(b.prefetch.saturating_add(1)) as u64,
                 slots: VecDeque::new(),
                 consumer_waiting: false,
                 producers_waiting: 0,
                 stop: false,
-                died: false,
+                live: threads,
             }),
             ready: Condvar::new(),
             room: Condvar::new(),
         });
         let pool = Arc::new(Pool {
             free: Mutex::new(b.streams.iter().map(|(n, _)| (n.clone(), Vec::new())).collect()),
-            cap: threads * (b.prefetch + 2),
+            cap: threads.saturating_mul(b.prefetch.saturating_add(2)),
             fresh: Default::default(),
         });
         let streams: Arc<Vec<(String, DenseSource)>> = Arc::new(b.streams);
@@ -565,13 +582,12 @@ impl<O: Send + 'static> DataLoader<O> {
     ///
     /// # Errors
     /// A gather or transform failure of this step ([`Error::Transform`] for the transform); the
-    /// loader goes on with the next step afterwards. [`Error::LoaderStopped`] if a prefetch
-    /// thread died.
+    /// loader goes on with the next step afterwards. [`Error::LoaderStopped`] for a step whose
+    /// prefetch thread panicked outside the transform (the loader goes on with the others), or,
+    /// without consuming a step, when no prefetch thread is left.
     pub fn next_batch(&mut self) -> Result<O> {
-        let out = self.window.take();
-        if !matches!(out, Err(Error::LoaderStopped(_))) {
-            self.step += 1;
-        }
+        let out = self.window.take()?;
+        self.step += 1;
         out
     }
 
@@ -646,13 +662,15 @@ struct Job<O> {
 
 impl<O> Job<O> {
     fn run(self) {
+        let mut watch = DeathWatch { window: &self.window, step: None };
         if self.threads >= rayon::current_num_threads() {
             crate::store::gather_inline();
         }
-        let _watch = DeathWatch(&self.window);
         while let Some(step) = self.window.claim() {
+            watch.step = Some(step);
             let out = self.produce(step);
             self.window.finish(step, out);
+            watch.step = None;
         }
     }
 

@@ -15,6 +15,7 @@
 //! binary read as a sequence, any malformed input) is decoded again by `rmp_serde::from_slice`,
 //! whose value or error is returned. So a caller sees rmp-serde's results and errors, faster.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::Deserialize;
@@ -40,14 +41,37 @@ const MAX_DEPTH: u16 = 1024;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn from_slice<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, rmp_serde::decode::Error> {
-    match T::deserialize(&mut Fast { input: bytes, depth: MAX_DEPTH }) {
-        Ok(value) => Ok(value),
-        Err(Fallback) => rmp_serde::from_slice(bytes),
+    match fast(bytes) {
+        Some(value) => Ok(value),
+        None => rmp_serde::from_slice(bytes),
     }
 }
 
+thread_local! {
+    /// Set whenever the fast path raises an error on this thread, even one a `Deserialize` impl
+    /// catches and recovers from (`unwrap_or_default` around a field, say): the fast path's
+    /// errors do not stop where rmp-serde's do, so a value decoded past one may differ from
+    /// rmp-serde's, and is decoded again by it.
+    static FAILED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The fast path's value, or `None` when it raised any error on the way.
+fn fast<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Option<T> {
+    let outer = FAILED.replace(false);
+    let value = T::deserialize(&mut Fast { input: bytes, depth: MAX_DEPTH });
+    let failed = FAILED.replace(outer);
+    value.ok().filter(|_| !failed)
+}
+
+/// Raises the fast path's error.
+#[cold]
+fn fail() -> Fallback {
+    FAILED.set(true);
+    Fallback
+}
+
 /// The fast path's only error: "let rmp-serde decode this". Zero-sized, so results stay in
-/// registers.
+/// registers; made only by [`fail`].
 #[derive(Debug)]
 struct Fallback;
 
@@ -61,7 +85,7 @@ impl std::error::Error for Fallback {}
 
 impl de::Error for Fallback {
     fn custom<T: fmt::Display>(_msg: T) -> Self {
-        Fallback
+        fail()
     }
 }
 
@@ -75,12 +99,12 @@ struct Fast<'de> {
 impl<'de> Fast<'de> {
     #[inline]
     fn peek(&self) -> Res<u8> {
-        self.input.first().copied().ok_or(Fallback)
+        self.input.first().copied().ok_or_else(fail)
     }
 
     #[inline]
     fn take<const N: usize>(&mut self) -> Res<[u8; N]> {
-        let (head, rest) = self.input.split_first_chunk::<N>().ok_or(Fallback)?;
+        let (head, rest) = self.input.split_first_chunk::<N>().ok_or_else(fail)?;
         self.input = rest;
         Ok(*head)
     }
@@ -88,7 +112,7 @@ impl<'de> Fast<'de> {
     #[inline]
     fn slice(&mut self, len: usize) -> Res<&'de [u8]> {
         if len > self.input.len() {
-            return Err(Fallback);
+            return Err(fail());
         }
         let (head, rest) = self.input.split_at(len);
         self.input = rest;
@@ -166,7 +190,7 @@ impl<'de> Fast<'de> {
             }
             0xe0..=0xff => visitor.visit_i8(m as i8),
             // Reserved (0xc1), binary read as a sequence, ext types (0xc7..=0xc9, 0xd4..=0xd8).
-            _ => Err(Fallback),
+            _ => Err(fail()),
         }
     }
 
@@ -183,13 +207,15 @@ impl<'de> Fast<'de> {
     fn num<V: Visitor<'de>>(&mut self, visitor: V) -> Res<V::Value> {
         match self.peek()? {
             0x00..=0x7f | 0xc0 | 0xc2 | 0xc3 | 0xca..=0xd3 | 0xe0..=0xff => self.any(visitor, false),
-            _ => Err(Fallback),
+            _ => Err(fail()),
         }
     }
 
     #[inline]
     fn enter(&mut self) -> Res<()> {
-        self.depth = self.depth.checked_sub(1).ok_or(Fallback)?;
+        // rmp-serde's rule: the counter is decremented, and reaching 0 is an error (so at most
+        // `MAX_DEPTH - 1` levels).
+        self.depth = self.depth.checked_sub(1).filter(|&d| d > 0).ok_or_else(fail)?;
         Ok(())
     }
 
@@ -202,7 +228,7 @@ impl<'de> Fast<'de> {
         let value = visitor.visit_seq(Seq { de: &mut *self, left: &mut left })?;
         // rmp-serde refuses a container its visitor did not read to the end.
         if left != 0 {
-            return Err(Fallback);
+            return Err(fail());
         }
         self.depth += 1;
         Ok(value)
@@ -214,7 +240,7 @@ impl<'de> Fast<'de> {
         let mut access = Map { de: self, left: len };
         let value = visitor.visit_map(&mut access)?;
         if access.left != 0 {
-            return Err(Fallback);
+            return Err(fail());
         }
         self.depth += 1;
         Ok(value)
@@ -284,11 +310,11 @@ impl<'de> de::Deserializer<'de> for &mut Fast<'de> {
     }
 
     fn deserialize_i128<V: Visitor<'de>>(self, _visitor: V) -> Res<V::Value> {
-        Err(Fallback)
+        Err(fail())
     }
 
     fn deserialize_u128<V: Visitor<'de>>(self, _visitor: V) -> Res<V::Value> {
-        Err(Fallback)
+        Err(fail())
     }
 
     #[inline]
@@ -314,7 +340,7 @@ impl<'de> de::Deserializer<'de> for &mut Fast<'de> {
     #[inline]
     fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Res<V::Value> {
         if name == rmp_serde::MSGPACK_EXT_STRUCT_NAME {
-            return Err(Fallback);
+            return Err(fail());
         }
         visitor.visit_newtype_struct(self)
     }
@@ -368,7 +394,7 @@ impl<'de> de::Deserializer<'de> for &mut Fast<'de> {
             _ => return visitor.visit_enum(UnitVariant { de: self }),
         };
         if len != 1 {
-            return Err(Fallback);
+            return Err(fail());
         }
         // Counted like a container, so nested enums cannot recurse without bound.
         self.enter()?;
@@ -459,15 +485,15 @@ impl<'de> de::VariantAccess<'de> for UnitVariant<'_, 'de> {
     }
 
     fn newtype_variant_seed<T: DeserializeSeed<'de>>(self, _seed: T) -> Res<T::Value> {
-        Err(Fallback)
+        Err(fail())
     }
 
     fn tuple_variant<V: Visitor<'de>>(self, _len: usize, _visitor: V) -> Res<V::Value> {
-        Err(Fallback)
+        Err(fail())
     }
 
     fn struct_variant<V: Visitor<'de>>(self, _fields: &'static [&'static str], _visitor: V) -> Res<V::Value> {
-        Err(Fallback)
+        Err(fail())
     }
 }
 
@@ -492,7 +518,7 @@ impl<'de> de::VariantAccess<'de> for Variant<'_, 'de> {
     fn unit_variant(self) -> Res<()> {
         match self.de.take()? {
             [0xc0] => Ok(()),
-            _ => Err(Fallback),
+            _ => Err(fail()),
         }
     }
 
@@ -583,12 +609,9 @@ mod tests {
 
     /// Both decoders' outcome, compared through `Debug` (NaN-safe).
     fn outcome<'de, T: Deserialize<'de> + fmt::Debug>(bytes: &'de [u8]) -> (String, String) {
-        let ours = match T::deserialize(&mut Fast { input: bytes, depth: MAX_DEPTH }) {
+        let ours = match from_slice::<T>(bytes) {
             Ok(v) => format!("{v:?}"),
-            Err(Fallback) => match rmp_serde::from_slice::<T>(bytes) {
-                Ok(v) => format!("{v:?}"),
-                Err(e) => format!("error {e}"),
-            },
+            Err(e) => format!("error {e}"),
         };
         let theirs = match rmp_serde::from_slice::<T>(bytes) {
             Ok(v) => format!("{v:?}"),
@@ -598,8 +621,8 @@ mod tests {
     }
 
     /// Whether the fast path itself decodes `bytes` (no fallback).
-    fn fast<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> bool {
-        T::deserialize(&mut Fast { input: bytes, depth: MAX_DEPTH }).is_ok()
+    fn on_fast_path<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> bool {
+        fast::<T>(bytes).is_some()
     }
 
     proptest! {
@@ -608,7 +631,7 @@ mod tests {
         #[test]
         fn round_trips_as_arrays_and_maps_on_the_fast_path(item in item()) {
             for bytes in [rmp_serde::to_vec(&item).unwrap(), rmp_serde::to_vec_named(&item).unwrap()] {
-                prop_assert!(fast::<Item>(&bytes));
+                prop_assert!(on_fast_path::<Item>(&bytes));
                 let got: Item = from_slice(&bytes).unwrap();
                 prop_assert_eq!(format!("{got:?}"), format!("{item:?}"));
             }
@@ -642,17 +665,17 @@ mod tests {
     fn what_the_fast_path_leaves_to_rmp_serde_still_decodes() {
         // 128-bit integers, binary read as a sequence, ext types.
         let wide = rmp_serde::to_vec(&(u128::MAX, i128::MIN)).unwrap();
-        assert!(!fast::<(u128, i128)>(&wide));
+        assert!(!on_fast_path::<(u128, i128)>(&wide));
         assert_eq!(from_slice::<(u128, i128)>(&wide).unwrap(), (u128::MAX, i128::MIN));
         let bin = [0xc4, 3, 1, 2, 3];
-        assert!(!fast::<Vec<u8>>(&bin));
+        assert!(!on_fast_path::<Vec<u8>>(&bin));
         assert_eq!(from_slice::<Vec<u8>>(&bin).unwrap(), vec![1, 2, 3]);
         // rmp-serde's ext convention: a newtype named `_ExtStruct` around (tag, data).
         #[derive(Debug, PartialEq, Deserialize)]
         #[serde(rename = "_ExtStruct")]
         struct Ext((i8, Bytes));
         let ext = [0xd4, 5, 9];
-        assert!(!fast::<Ext>(&ext));
+        assert!(!on_fast_path::<Ext>(&ext));
         assert_eq!(from_slice::<Ext>(&ext).unwrap(), Ext((5, Bytes(vec![9]))));
     }
 
@@ -664,7 +687,7 @@ mod tests {
         assert_eq!(ours, theirs);
         // A container its visitor does not read to the end.
         let long = rmp_serde::to_vec(&(1u8, 2u8, 3u8)).unwrap();
-        assert!(!fast::<(u8, u8)>(&long));
+        assert!(!on_fast_path::<(u8, u8)>(&long));
         assert!(from_slice::<(u8, u8)>(&long).is_err());
     }
 
@@ -672,7 +695,40 @@ mod tests {
     fn deep_nesting_is_refused_without_overflowing_the_stack() {
         let mut bytes = vec![0x91; 100_000];
         bytes.push(0x01);
-        assert!(!fast::<serde::de::IgnoredAny>(&bytes));
+        assert!(!on_fast_path::<serde::de::IgnoredAny>(&bytes));
+    }
+
+    #[test]
+    fn the_depth_limit_is_rmp_serdes_to_the_level() {
+        // A thousand levels of unoptimised recursion need more than a test thread's stack.
+        let check = || {
+            for levels in [1022, 1023, 1024, 1025] {
+                let mut bytes = vec![0x91; levels];
+                bytes.push(0x01);
+                let theirs = rmp_serde::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok();
+                assert_eq!(on_fast_path::<serde::de::IgnoredAny>(&bytes), theirs, "{levels} levels");
+                assert_eq!(levels < 1024, theirs);
+            }
+        };
+        std::thread::Builder::new().stack_size(256 << 20).spawn(check).unwrap().join().unwrap();
+    }
+
+    #[test]
+    fn an_error_a_deserialize_impl_swallows_still_sends_the_record_to_rmp_serde() {
+        // A lenient field: the fast path leaves u128 to rmp-serde, and this impl would turn that
+        // into a 0 and go on reading from the wrong place.
+        fn lenient<'de, D: de::Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+            Ok(u128::deserialize(d).unwrap_or(0))
+        }
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Lenient {
+            #[serde(deserialize_with = "lenient")]
+            big: u128,
+            after: u8,
+        }
+        let bytes = rmp_serde::to_vec(&(u128::MAX, 7u8)).unwrap();
+        assert!(!on_fast_path::<Lenient>(&bytes));
+        assert_eq!(from_slice::<Lenient>(&bytes).unwrap(), Lenient { big: u128::MAX, after: 7 });
     }
 
     /// A byte buffer read through `deserialize_bytes`, for the ext type check above.

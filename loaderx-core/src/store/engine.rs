@@ -746,7 +746,9 @@ impl Store {
     /// threads).
     ///
     /// # Errors
-    /// The store's errors, as [`Store::gather_into`]'s, converted into `E`; or `f`'s first error.
+    /// The store's errors, as [`Store::gather_into`]'s, converted into `E`; or an error of `f`'s.
+    /// Each block stops at its first error; with the batch split over threads, which block's
+    /// error is returned is not fixed.
     ///
     /// # Examples
     /// ```

@@ -100,6 +100,15 @@ fn a_stuck_step_holds_up_only_itself_the_other_threads_take_the_rest_of_the_wind
 }
 
 #[test]
+fn an_absurd_prefetch_depth_neither_overflows_nor_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut loader = streams(dir.path(), 500).batch_size(10).threads(2).prefetch(usize::MAX).build().unwrap();
+    for s in 0..5 {
+        assert_eq!(loader.next_batch().unwrap().step(), s);
+    }
+}
+
+#[test]
 fn resume_from_a_saved_state_equals_the_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     let b = streams(dir.path(), 300).batch_size(32).seed(5).mode(SamplerMode::Cyclic).threads(2);
