@@ -152,17 +152,20 @@ fn rate(mut f: impl FnMut() -> usize, budget: Duration) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Decodes the MessagePack items at `picks` from memory with rmp-serde, in parallel: what any
-/// store of these records decoding them with rmp-serde cannot beat (`SqliteDataset` does).
-fn decode_only(encoded: &[Vec<u8>], picks: &[usize]) -> Vec<MnistItem> {
+/// Decodes the MessagePack items at `picks` from memory with `decode`, in parallel: what a store
+/// of these records decoding them that way cannot beat (rmp-serde: `SqliteDataset`;
+/// `loaderx::msgpack`: `ItemStore`).
+fn decode_only(decode: fn(&[u8]) -> MnistItem, encoded: &[Vec<u8>], picks: &[usize]) -> Vec<MnistItem> {
     use rayon::prelude::*;
-    picks.par_iter().map(|&i| rmp_serde::from_slice(&encoded[i]).unwrap()).collect()
+    picks.par_iter().map(|&i| decode(&encoded[i])).collect()
 }
 
-/// The same with `loaderx::msgpack`, the decoder `ItemStore` uses: its ceiling.
-fn fast_decode_only(encoded: &[Vec<u8>], picks: &[usize]) -> Vec<MnistItem> {
-    use rayon::prelude::*;
-    picks.par_iter().map(|&i| loaderx::msgpack::from_slice(&encoded[i]).unwrap()).collect()
+fn rmp(bytes: &[u8]) -> MnistItem {
+    rmp_serde::from_slice(bytes).unwrap()
+}
+
+fn fast(bytes: &[u8]) -> MnistItem {
+    loaderx::msgpack::from_slice(bytes).unwrap()
 }
 
 fn main() {
@@ -191,9 +194,11 @@ fn main() {
     {
         let mut g = c.benchmark_group("get_many_64_mnist_items");
         g.throughput(Throughput::Elements(BATCH as u64));
-        g.bench_function("rmp_serde_decode_only", |b| b.iter(|| black_box(decode_only(&f.encoded, &next()))));
+        g.bench_function("rmp_serde_decode_only", |b| {
+            b.iter(|| black_box(decode_only(rmp, &f.encoded, &next())))
+        });
         g.bench_function("loaderx_msgpack_decode_only", |b| {
-            b.iter(|| black_box(fast_decode_only(&f.encoded, &next())))
+            b.iter(|| black_box(decode_only(fast, &f.encoded, &next())))
         });
         g.bench_function("loaderx_item_store_zstd", |b| {
             b.iter(|| black_box(f.item_store.get_many(next()).unwrap()))
@@ -227,8 +232,8 @@ fn main() {
         loader_rows[0].1.push(rate(|| epoch(&ours), slot));
         loader_rows[1].1.push(rate(|| epoch(&ours_raw), slot));
         loader_rows[2].1.push(rate(|| epoch(theirs.as_ref()), slot));
-        get_rows[0].1.push(rate(|| decode_only(&f.encoded, &next()).len(), slot));
-        get_rows[1].1.push(rate(|| fast_decode_only(&f.encoded, &next()).len(), slot));
+        get_rows[0].1.push(rate(|| decode_only(rmp, &f.encoded, &next()).len(), slot));
+        get_rows[1].1.push(rate(|| decode_only(fast, &f.encoded, &next()).len(), slot));
         get_rows[2].1.push(rate(|| f.item_store.get_many(next()).unwrap().len(), slot));
         get_rows[3].1.push(rate(|| f.item_store_raw.get_many(next()).unwrap().len(), slot));
         #[cfg(feature = "burn-sqlite")]
