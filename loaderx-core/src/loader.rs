@@ -480,7 +480,7 @@ impl<O> Drop for DeathWatch<'_, O> {
 /// assert_eq!(batch.get("x").unwrap().shape(), &[16, 4]);
 /// // Row k of every stream is the same record.
 /// let (x, y) = (batch.get("x").unwrap().as_slice::<f32>()?, batch.get("y").unwrap().as_slice::<u8>()?);
-/// assert_eq!(x[4 * 3] as u8 / 4, y[3]);
+/// assert_eq!((x[4 * 3] / 4.0) as u8, y[3]);
 /// let state = loader.state(); // save it; `.state(state)` on a builder resumes here
 /// assert_eq!(state.step, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

@@ -1,8 +1,9 @@
 //! The stateless index generator: every batch is a pure function of `(config, step)`.
 //!
-//! A [`Sampler`] holds nothing but its configuration and values derived from it once, so resuming
-//! a run is "start at step `s`" and costs nothing: [`Sampler::fill`] for step `s` on a fresh
-//! sampler yields exactly the `s`-th batch of a run that started at step 0.
+//! A [`Sampler`] holds nothing but its configuration and values derived from it (once, or for
+//! small cyclic index spaces once per cycle, cached), so resuming a run is "start at step `s`" and
+//! costs nothing: [`Sampler::fill`] for step `s` on a fresh sampler yields exactly the `s`-th
+//! batch of a run that started at step 0.
 //!
 //! Three modes ([`SamplerMode`]):
 //! - **Sequential**: global position `p = step * B + j` maps to `p mod N`, a sliding window over a
@@ -12,19 +13,30 @@
 //!   SplitMix64 hash of `(seed, step)`, then a whitening key (redraws hash the attempt number
 //!   too), mapped to `[0, N)` by Lemire's multiply-shift with rejection, so the draw is unbiased
 //!   for every `N`. Everything is 32-bit lanes, hashed eight positions per AVX2 instruction.
-//! - **Cyclic**: without replacement. Cycle `c` is a keyed permutation of `[0, N)`: a 6-round
-//!   Feistel network keyed by `(seed, c)` over `[0, a * 2^k)` with `2^k` about `sqrt(N)` and
-//!   `a = ceil(N / 2^k)`, brought into range by cycle-walking (the domain exceeds `N` by less
-//!   than `2^k`, so about `1 / sqrt(N)` of the values walk). The state is a pair of 16-bit
-//!   halves `(x >> k, x mod 2^k)`; rounds alternate between adding a keyed hash of the low half
-//!   to the high half modulo `a` and XORing a keyed hash of the high half into the low half, each
-//!   hash a 16 x 16-bit multiply with its high and low words folded together. The network runs
-//!   over blocks of consecutive positions: 64 at a time in hand-written AVX2 (sixteen 16-bit
-//!   lanes per instruction, [`avx2`]) where the CPU has it, else 32 at a time as plain `u16`
-//!   arrays that the compiler vectorises for SSE2; both give the same bits. Nothing of size `N`
-//!   is materialised. A cycle
-//!   has `N / B` (floor) steps; its remainder of `N % B` indices is dropped, a different remainder
-//!   each cycle since the permutation changes.
+//! - **Cyclic**: without replacement. Cycle `c` is a fresh permutation of `[0, N)` keyed by
+//!   `(seed, c)`. A cycle has `N / B` (floor) steps; its remainder of `N % B` indices is dropped,
+//!   a different remainder each cycle since the permutation changes. Two constructions, split at
+//!   [`SHUFFLE_MAX_LEN`] = 2^16 indices:
+//!   - `N <= 2^16`: an exactly seeded Fisher-Yates shuffle of `[0, N)`, each draw unbiased
+//!     (Lemire's multiply-shift with rejection on 32 random bits) from a SplitMix64 stream
+//!     ([`SampleRng`]) keyed by `(seed, c)` alone, so every order of `[0, N)` is as likely as
+//!     under a true shuffle (up to the quality of SplitMix64 and its 2^64 seeds, fewer than the
+//!     `N!` orders from `N = 21` on). A keyed network over a few bits is far from that: at
+//!     `N = 8` the Feistel network below reached about 8,400 distinct orders in 20,000 cycles (a
+//!     shuffle: 15,800) and repeated the previous cycle 16 times as often. Shuffling costs `O(N)`
+//!     per cycle, not per step: the permutations of the last two cycles used are cached as `u16`
+//!     ([`ShuffleCache`], shared by the sampler's clones, at most 256 KiB), and a step copies its
+//!     stripe out.
+//!   - `N > 2^16`: a 6-round Feistel network keyed by `(seed, c)` over `[0, a * 2^k)` with `2^k`
+//!     about `sqrt(N)` and `a = ceil(N / 2^k)`, brought into range by cycle-walking (the domain
+//!     exceeds `N` by less than `2^k`, so about `1 / sqrt(N)` of the values walk). The state is
+//!     a pair of 16-bit halves `(x >> k, x mod 2^k)`; rounds alternate between adding a keyed
+//!     hash of the low half to the high half modulo `a` and XORing a keyed hash of the high half
+//!     into the low half, each hash a 16 x 16-bit multiply with its high and low words folded
+//!     together. The network runs over blocks of consecutive positions: 64 at a time in
+//!     hand-written AVX2 (sixteen 16-bit lanes per instruction, [`avx2`]) where the CPU has it,
+//!     else 32 at a time as plain `u16` arrays that the compiler vectorises for SSE2; both give
+//!     the same bits. Nothing of size `N` is materialised.
 //!
 //! Sharding: `batch_size` is the *global* batch size `B`; rank `r` of `world` takes the contiguous
 //! stripe `[r * B / world, (r + 1) * B / world)` of the global batch. The global sample stream
@@ -33,6 +45,9 @@
 //!
 //! Per-sample randomness for augmentation comes from [`sample_seed`] and [`SampleRng`], both pure
 //! functions of their inputs, so a transform replays its augmentations exactly on resume.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, TryLockError};
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +65,26 @@ const DOMAIN_IID: u64 = 0x6969_6420_6269_7473;
 const DOMAIN_RETRY: u64 = 0x7265_7472_7920_6269;
 const DOMAIN_CYCLIC: u64 = 0x6379_636C_6963_206B;
 const DOMAIN_SAMPLE: u64 = 0x7361_6D70_6C65_2073;
+const DOMAIN_SHUFFLE: u64 = 0x7368_7566_666C_6520;
+/// Largest `N` whose cyclic permutations are Fisher-Yates shuffles ([`shuffle`]) rather than the
+/// Feistel network; see the module documentation. The trade-off at this size:
+/// - Memory and time of the cached shuffle: a permutation of at most 2^16 indices fits `u16`, so
+///   one takes `2N` bytes and the two cached ones at most 256 KiB per sampler (clones share
+///   them), small beside the loader's batch buffers and within a core's L2 cache while the
+///   shuffle's random swaps run over it. Building one takes about 80 µs at 2^16 (release build),
+///   once per cycle of `N / B` steps: at `B = 256` about 0.3 µs per step, against 0.13 µs for the
+///   AVX2 network, either negligible beside gathering 256 records. Twice the size would need
+///   `u32` entries (1 MiB for the pair); at 2^20, 8 MiB, and a shuffle of about 2.6 ms on the
+///   prefetch thread that first reaches each cycle.
+/// - Quality of the network: at 2^16 each half of its state is 8 bits and each round function one
+///   of at most 2^32 keyed maps of 256 values, far from a random function; the fewer the bits, the
+///   fewer the orders it reaches, which the tests `small_cycles_are_as_varied_as_uniform_shuffles`
+///   and `small_cycles_have_uniform_successors` catch at `N = 8`, 16 and 100 (the network gave 10
+///   repeated orders in 20,000 cycles at `N = 16`, where a shuffle gives none, and its successor
+///   statistic was 10 standard deviations off at `N = 100`). Above the threshold the halves are at
+///   least 9 bits, the network passes `cyclic_permutation_has_no_visible_structure` (at
+///   `N = 100,000`), and it keeps nothing of size `N` in memory.
+const SHUFFLE_MAX_LEN: u32 = 1 << 16;
 /// Feistel rounds per permutation, half of them into each half of the state; must be even. 4 is
 /// the least for a keyed pseudo-random permutation (Luby-Rackoff), but with this cheap 16-bit
 /// round function 4 rounds leave visible structure (positions `2^k` apart land near each other
@@ -467,6 +502,9 @@ pub struct Sampler {
     /// Steps of one cycle (cyclic: `N / B`, at least 1; sequential: `ceil(N / B)`).
     steps_per_cycle: u64,
     feistel: FeistelShape,
+    /// The cached cycle permutations of the Fisher-Yates path: `Some` exactly in cyclic mode with
+    /// `N <= SHUFFLE_MAX_LEN`. Shared by clones, so prefetch threads build each cycle once.
+    shuffles: Option<ShuffleCache>,
 }
 
 impl Sampler {
@@ -518,13 +556,17 @@ impl Sampler {
             cyclic_key: mix64(seed ^ DOMAIN_CYCLIC),
             steps_per_cycle,
             feistel: FeistelShape::new(n),
+            shuffles: (mode == SamplerMode::Cyclic && n <= SHUFFLE_MAX_LEN).then(ShuffleCache::default),
             config,
         })
     }
 
     /// Writes this rank's indices of global step `step` into `out`.
     ///
-    /// `out[k]` is position `stripe_start() + k` of the global batch. Allocates nothing.
+    /// `out[k]` is position `stripe_start() + k` of the global batch. Allocates nothing, except
+    /// in cyclic mode with `N <= 2^16`, where the first call for a cycle among the sampler and its
+    /// clones builds that cycle's shuffle (`2N` bytes, cached; see the module documentation).
+    /// Safe to call from several threads at once, on one sampler or on clones.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `out.len()` is not
@@ -617,13 +659,135 @@ impl Sampler {
         let spc = self.steps_per_cycle;
         let (cycle, step_in_cycle) = (step / spc, step % spc);
         let cycle_key = mix64(self.cyclic_key.wrapping_add(cycle.wrapping_mul(GOLDEN)));
-        let perm = Permutation::new(self.feistel, self.config.len, cycle_key);
         // Below spc * B <= N <= u32::MAX, so every position of the cycle fits a u32.
         let first = (step_in_cycle * u64::from(self.config.batch_size)) as u32 + self.stripe_start;
+        if let Some(cache) = &self.shuffles {
+            // Outside the cache's lock: a thread that needs this cycle while another builds it
+            // waits on the `OnceLock` (it would compute the same values); one that needs the
+            // other cached cycle does not wait.
+            let slot = cache.slot(cycle);
+            let perm = slot.get_or_init(|| shuffle(self.config.len, cycle_key));
+            let stripe = &perm[first as usize..first as usize + out.len()];
+            for (o, &i) in out.iter_mut().zip(stripe) {
+                *o = u32::from(i);
+            }
+            return;
+        }
+        let perm = Permutation::new(self.feistel, self.config.len, cycle_key);
         // The hand-written AVX2 kernel where the CPU has it (the compiler's own AVX2 build of the
         // portable loops is slower than their SSE2 build, so `with_avx2` would not help).
         if !crate::mapped::fill_cyclic_avx2(&perm, first, out) {
             perm.fill(first, out);
+        }
+    }
+}
+
+/// Cycle `cycle_key`'s permutation of `[0, n)` on the Fisher-Yates path (`n <= SHUFFLE_MAX_LEN`):
+/// the inside-out form of the Fisher-Yates shuffle (after step `i`, `perm[..=i]` is a uniformly
+/// random order of `[0, i]`), its draws from a SplitMix64 stream ([`SampleRng`]) seeded by the
+/// cycle key alone, so the result is a pure function of `(seed, cycle)`, fixed across platforms
+/// and releases.
+///
+/// Each draw is 32 random bits mapped to `[0, i]` by Lemire's multiply-shift with rejection
+/// (unbiased); the two halves of each 64-bit output serve two consecutive draws, which takes a
+/// third off the time of a shuffle (the hashing, not the swaps, dominates it: about 80 µs rather
+/// than 120 µs at 2^16 in a release build).
+fn shuffle(n: u32, cycle_key: u64) -> Box<[u16]> {
+    debug_assert!((1..=SHUFFLE_MAX_LEN).contains(&n));
+    let mut rng = SampleRng::new(mix64(cycle_key ^ DOMAIN_SHUFFLE));
+    let mut perm = vec![0u16; n as usize].into_boxed_slice();
+    let mut word = 0;
+    for i in 1..n {
+        // The high half of a fresh output at odd `i`, its low half at the next `i`.
+        let bits = if i % 2 == 1 {
+            word = rng.next_u64();
+            (word >> 32) as u32
+        } else {
+            word as u32
+        };
+        let j = shuffle_draw(bits, i + 1, &mut rng) as usize;
+        perm[i as usize] = perm[j];
+        // i < n <= 2^16.
+        perm[j] = i as u16;
+    }
+    perm
+}
+
+/// `bits` mapped to `[0, bound)` by Lemire's multiply-shift; a product among the `2^32 mod bound`
+/// surplus ones is rejected and redrawn from the high halves of fresh outputs of `rng`, as
+/// [`SampleRng::below`] does.
+#[inline(always)]
+fn shuffle_draw(bits: u32, bound: u32, rng: &mut SampleRng) -> u32 {
+    let mut m = u64::from(bits) * u64::from(bound);
+    if (m as u32) < bound {
+        let threshold = bound.wrapping_neg() % bound;
+        while (m as u32) < threshold {
+            m = (rng.next_u64() >> 32) * u64::from(bound);
+        }
+    }
+    (m >> 32) as u32
+}
+
+/// One cycle's shuffle, built on first use by whichever thread needs it first.
+type CycleShuffle = Arc<OnceLock<Box<[u16]>>>;
+
+/// A cached cycle and its shuffle.
+struct CachedCycle {
+    cycle: u64,
+    shuffle: CycleShuffle,
+}
+
+/// The shuffles of the last two cycles the Fisher-Yates path used, shared by a [`Sampler`] and its
+/// clones (the loader's prefetch threads each hold a clone).
+///
+/// Two slots, so threads working on steps either side of a cycle boundary do not evict each
+/// other's cycle; a new cycle replaces the cached one farthest from it. Each cycle is then built
+/// once, whenever the steps being filled at once span at most two cycles (at most `N / B + 1`
+/// threads filling consecutive steps); more threads, or seeks back and forth, only rebuild a
+/// shuffle (`O(N)`), never change a batch. The lock is held only to look a cycle up or to insert
+/// its empty slot, never while a shuffle is built or copied from; a thread that needs a cycle
+/// another thread is building waits for it (at most the shuffle's time, once per cycle).
+#[derive(Clone, Default)]
+struct ShuffleCache {
+    slots: Arc<Mutex<[Option<CachedCycle>; 2]>>,
+}
+
+impl ShuffleCache {
+    /// The slot of `cycle`, inserted empty (evicting the farthest cached cycle) if absent.
+    fn slot(&self, cycle: u64) -> CycleShuffle {
+        // Nothing panics while the lock is held, and every state of the slots is consistent, so a
+        // poisoned lock is used as is.
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(cached) = slots.iter().flatten().find(|cached| cached.cycle == cycle) {
+            return Arc::clone(&cached.shuffle);
+        }
+        let victim = slots
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, slot)| slot.as_ref().map_or(u64::MAX, |cached| cached.cycle.abs_diff(cycle)))
+            .map_or(0, |(i, _)| i);
+        let shuffle = CycleShuffle::default();
+        slots[victim] = Some(CachedCycle { cycle, shuffle: Arc::clone(&shuffle) });
+        shuffle
+    }
+
+    /// The cached cycles, for `Debug` and the tests; `None` while another thread holds the lock.
+    fn cycles(&self) -> Option<Vec<u64>> {
+        let slots = match self.slots.try_lock() {
+            Ok(slots) => slots,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(slots.iter().flatten().map(|cached| cached.cycle).collect())
+    }
+}
+
+impl fmt::Debug for ShuffleCache {
+    /// The cached cycles, not their permutations (up to 2^16 indices each).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.cycles() {
+            Some(cycles) => f.debug_struct("ShuffleCache").field("cycles", &cycles).finish(),
+            None => f.write_str("ShuffleCache { <in use> }"),
         }
     }
 }
@@ -1184,36 +1348,302 @@ mod tests {
         SampleRng::new(0).below(0);
     }
 
+    /// Mean and standard deviation of the number of distinct values among `c` independent uniform
+    /// draws from `k` values (the occupancy problem). Written with `ln_1p` / `exp_m1` so that it
+    /// stays exact where `k` dwarfs `c` (then nearly every draw is new).
+    fn distinct_of_uniform_draws(k: f64, c: f64) -> (f64, f64) {
+        // ln of the probability that `c` draws all miss a given value.
+        let miss = c * (-1.0 / k).ln_1p();
+        let mean = -k * miss.exp_m1();
+        // Var = k q1 + k (k - 1) q2 - k^2 q1^2 with q1 = (1 - 1/k)^c, q2 = (1 - 2/k)^c, regrouped
+        // as k (q1 - q2) + k^2 (q2 - q1^2) so that no two large terms cancel.
+        let var = -k * miss.exp() * (c * (-1.0 / (k - 1.0)).ln_1p()).exp_m1()
+            + k * k * (2.0 * miss).exp() * (c * (-1.0 / ((k - 1.0) * (k - 1.0))).ln_1p()).exp_m1();
+        (mean, var.max(0.0).sqrt())
+    }
+
+    /// The orders of the first `cycles` cycles: each cycle's batches, concatenated.
+    fn cycle_orders(n: u32, b: u32, seed: u64, cycles: u64) -> Vec<Vec<u32>> {
+        let s = sampler(n, b, SamplerMode::Cyclic, seed, 0, 1);
+        let spc = s.steps_per_cycle().unwrap();
+        let mut buf = vec![0; b as usize];
+        (0..cycles)
+            .map(|cycle| {
+                let mut order = Vec::with_capacity((spc * u64::from(b)) as usize);
+                for step in cycle * spc..(cycle + 1) * spc {
+                    s.fill(step, &mut buf).unwrap();
+                    order.extend_from_slice(&buf);
+                }
+                order
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_cycles_are_as_varied_as_uniform_shuffles() {
+        // C cycles of a uniform shuffle are C independent draws from the K = N! orders: the
+        // number of distinct orders is the occupancy count above, and the number of cycles equal
+        // to the one before is Poisson with mean (C - 1) / K. For N = 8 (K = 40,320) and
+        // C = 20,000: about 15,770 distinct orders (standard deviation 47) and 0.5 repeats; the
+        // 6-round Feistel network over 3 bits gave 8,368 distinct orders and 8 repeats, and at
+        // N = 16 10 orders that had already occurred.
+        // For N = 16 and 100, K is so large that every order should be new. Orders beyond
+        // 10^30 change nothing at these counts, and 100! would overflow the variance's k^2.
+        for (n, b) in [(8u32, 8u32), (16, 16), (100, 10)] {
+            const CYCLES: u64 = 20_000;
+            let orders = cycle_orders(n, b, 0x5EED_0000 + u64::from(n), CYCLES);
+            let c = CYCLES as f64;
+            let k = (1..=n).map(f64::from).product::<f64>().min(1e30);
+            let distinct = orders.iter().collect::<HashSet<_>>().len() as f64;
+            let (mean, sd) = distinct_of_uniform_draws(k, c);
+            assert!(
+                (distinct - mean).abs() <= 6.0 * sd + 0.5,
+                "n {n}: {distinct} distinct orders in {CYCLES} cycles, expected {mean:.1} +- {sd:.1}"
+            );
+            let repeats = orders.windows(2).filter(|w| w[0] == w[1]).count() as f64;
+            let expected = (c - 1.0) / k;
+            assert!(
+                repeats <= expected + 6.0 * expected.sqrt() + 0.5,
+                "n {n}: {repeats} cycles equal to the previous one, expected {expected:.3}"
+            );
+        }
+    }
+
+    #[test]
+    fn small_cycles_have_uniform_successors() {
+        // Which index follows which: under a uniform shuffle "v right after u" has probability
+        // 1 / N in each cycle for each of the N (N - 1) pairs u != v. Pearson's statistic over
+        // those cells, from C cycles, has mean (N - 1)^2 and variance
+        // 2 (N - 1) / N * (N^2 - 2 + (N - 2) / (N - 1)) (from the covariances of the successor
+        // indicators: 0 for pairs sharing a first or a second index, 1 / (N (N - 1)) for any
+        // other two pairs; about 2 N^2). With C = 40,000 the 6-round Feistel network was 500, 22
+        // and 10 standard deviations out at N = 8, 16 and 100 (a bias that grows with C).
+        const CYCLES: u64 = 40_000;
+        for (n, b) in [(8u32, 8u32), (16, 16), (100, 10)] {
+            let orders = cycle_orders(n, b, 0x5AC_0000 + u64::from(n), CYCLES);
+            let len = n as usize;
+            let mut follows = vec![0u32; len * len];
+            for order in &orders {
+                for w in order.windows(2) {
+                    follows[w[0] as usize * len + w[1] as usize] += 1;
+                }
+            }
+            let expected = CYCLES as f64 / f64::from(n);
+            let chi2: f64 = (0..len * len)
+                .filter(|cell| cell / len != cell % len)
+                .map(|cell| (f64::from(follows[cell]) - expected).powi(2) / expected)
+                .sum();
+            let n = f64::from(n);
+            let mean = (n - 1.0).powi(2);
+            let sd = (2.0 * (n - 1.0) / n * (n * n - 2.0 + (n - 2.0) / (n - 1.0))).sqrt();
+            assert!(chi2 < mean + 6.0 * sd, "n {n}: successor chi-square {chi2}, expected {mean} +- {sd:.1}");
+        }
+    }
+
+    #[test]
+    fn eight_index_cycles_are_uniform_in_position_and_parity() {
+        const CYCLES: u64 = 20_000;
+        let orders = cycle_orders(8, 8, 0xC0FFEE, CYCLES);
+        // Position table: how often value v lands at position p. Each cycle is one permutation
+        // matrix, not 8 independent draws, so Pearson's statistic over the 8 x 8 table is 8/7
+        // times a chi-square with 49 degrees of freedom: mean 56, standard deviation 11.3; 125 is
+        // 6 deviations out.
+        let mut table = [[0u32; 8]; 8];
+        let mut even = 0u32;
+        for order in &orders {
+            for (p, &v) in order.iter().enumerate() {
+                table[v as usize][p] += 1;
+            }
+            // Parity: a permutation of 8 elements with `c` cycles is even when 8 - c is.
+            let mut seen = [false; 8];
+            let mut cycles = 0;
+            for start in 0..8 {
+                if !seen[start] {
+                    cycles += 1;
+                    let mut i = start;
+                    while !seen[i] {
+                        seen[i] = true;
+                        i = order[i] as usize;
+                    }
+                }
+            }
+            even += u32::from((8 - cycles) % 2 == 0);
+        }
+        let expected = CYCLES as f64 / 8.0;
+        let chi2: f64 = table.iter().flatten().map(|&c| (f64::from(c) - expected).powi(2) / expected).sum();
+        assert!(chi2 < 125.0, "chi-square {chi2}, table {table:?}");
+        // Half the permutations are even: standard deviation sqrt(C) / 2 = 71; 430 is 6 out. (A
+        // network of nothing but XOR rounds over halves of 2 or more bits would give only even
+        // ones; a shuffle gives both.)
+        let off = (f64::from(even) - CYCLES as f64 / 2.0).abs();
+        assert!(off < 430.0, "{even} even permutations in {CYCLES} cycles");
+    }
+
+    #[test]
+    fn sampler_is_shareable_across_prefetch_threads() {
+        use std::panic::{RefUnwindSafe, UnwindSafe};
+        fn assert_shareable<
+            T: Clone + Send + Sync + std::fmt::Debug + UnwindSafe + RefUnwindSafe + 'static,
+        >() {
+        }
+        assert_shareable::<Sampler>();
+    }
+
+    #[test]
+    fn fisher_yates_stream_is_pinned() {
+        // The small-N cyclic stream is part of the resume contract: a saved run must replay the
+        // same batches after an upgrade. These values pin it (seed 42, N = 10, one cycle a step);
+        // an independent Python transcription of `shuffle` gives the same.
+        let s = sampler(10, 10, SamplerMode::Cyclic, 42, 0, 1);
+        assert_eq!(s.batch(0), [2, 3, 1, 7, 4, 5, 9, 6, 8, 0]);
+        assert_eq!(s.batch(1), [5, 8, 3, 9, 7, 2, 6, 1, 0, 4]);
+        assert_eq!(s.batch(u64::MAX), [4, 7, 3, 0, 8, 9, 1, 6, 5, 2]);
+    }
+
+    #[test]
+    fn fisher_yates_path_covers_exactly_the_small_cyclic_samplers() {
+        let cached = |n, b, mode| sampler(n, b, mode, 1, 0, 1).shuffles.is_some();
+        assert!(cached(1, 1, SamplerMode::Cyclic));
+        assert!(cached(SHUFFLE_MAX_LEN, 64, SamplerMode::Cyclic));
+        assert!(!cached(SHUFFLE_MAX_LEN + 1, 64, SamplerMode::Cyclic));
+        assert!(!cached(100, 10, SamplerMode::Iid));
+        assert!(!cached(100, 10, SamplerMode::Sequential));
+        // Either side of the threshold a whole-cycle batch is a permutation; at 2^16 the largest
+        // index, 2^16 - 1, is the largest `u16`.
+        for n in [SHUFFLE_MAX_LEN - 1, SHUFFLE_MAX_LEN, SHUFFLE_MAX_LEN + 1] {
+            let s = sampler(n, n, SamplerMode::Cyclic, 4, 0, 1);
+            for step in [0, 1, u64::MAX] {
+                let mut batch = s.batch(step);
+                batch.sort_unstable();
+                assert!(batch.iter().copied().eq(0..n), "n {n} step {step}");
+            }
+        }
+    }
+
+    #[test]
+    fn shuffle_cache_keeps_the_two_cycles_nearest_the_latest() {
+        // N = 100, B = 10: cycle c is steps 10c..10c + 9.
+        let s = sampler(100, 10, SamplerMode::Cyclic, 1, 0, 1);
+        let cycles = |s: &Sampler| {
+            let mut c = s.shuffles.as_ref().unwrap().cycles().unwrap();
+            c.sort_unstable();
+            c
+        };
+        assert_eq!(cycles(&s), [] as [u64; 0]);
+        let first = s.batch(3);
+        assert_eq!(cycles(&s), [0]);
+        s.batch(15);
+        assert_eq!(cycles(&s), [0, 1]);
+        // A clone shares the cache: cycle 2 evicts cycle 0, the farthest from it.
+        let clone = s.clone();
+        clone.batch(27);
+        assert_eq!(cycles(&s), [1, 2]);
+        s.batch(12);
+        assert_eq!(cycles(&clone), [1, 2]);
+        // Seeking back rebuilds cycle 0, evicting cycle 2; the batch is the same.
+        assert_eq!(clone.batch(3), first);
+        assert_eq!(cycles(&s), [0, 1]);
+        // A fresh sampler from the same config starts with its own, empty cache.
+        let fresh = s.config().build().unwrap();
+        assert_eq!(cycles(&fresh), [] as [u64; 0]);
+        assert_eq!(fresh.batch(3), first);
+        // Debug shows the cached cycles, not up to 2^16 indices per permutation.
+        let big = sampler(SHUFFLE_MAX_LEN, SHUFFLE_MAX_LEN, SamplerMode::Cyclic, 1, 0, 1);
+        big.batch(5);
+        let debug = format!("{big:?}");
+        assert!(debug.contains("ShuffleCache { cycles: [5] }"), "{debug}");
+        assert!(debug.len() < 1000, "{} bytes of Debug output", debug.len());
+    }
+
+    #[test]
+    fn fisher_yates_path_is_pure_across_clones_and_threads() {
+        // N = 1000, B = 100: 10 steps per cycle, 6 cycles. The reference takes each step from a
+        // fresh sampler, so no cache is reused; the threads share one cache and walk the steps
+        // in different orders, crossing cycle boundaries both ways and evicting each other's
+        // cycles (4 threads, 2 slots).
+        const STEPS: u64 = 60;
+        let build = || sampler(1000, 100, SamplerMode::Cyclic, 0xFEED, 0, 1);
+        let reference: Vec<Vec<u32>> = (0..STEPS).map(|step| build().batch(step)).collect();
+        let shared = build();
+        let orders: [Vec<u64>; 4] = [
+            (0..STEPS).collect(),
+            (0..STEPS).rev().collect(),
+            (0..STEPS).map(|i| (i * 37) % STEPS).collect(),
+            (0..STEPS).map(|i| if i % 2 == 0 { i / 2 } else { STEPS - 1 - i / 2 }).collect(),
+        ];
+        let results: Vec<Vec<(u64, Vec<u32>)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = orders
+                .iter()
+                .map(|order| {
+                    let sampler = shared.clone();
+                    scope.spawn(move || {
+                        let mut buf = vec![0; 100];
+                        let mut out = Vec::new();
+                        for _ in 0..3 {
+                            for &step in order {
+                                sampler.fill(step, &mut buf).unwrap();
+                                out.push((step, buf.clone()));
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (thread, result) in results.iter().enumerate() {
+            assert_eq!(result.len(), 3 * STEPS as usize);
+            for (step, batch) in result {
+                assert_eq!(batch, &reference[*step as usize], "thread {thread} step {step}");
+            }
+        }
+        // The shared sampler itself, after all that, and a sharded run agree too.
+        for step in [0, 9, 10, 59, 30] {
+            assert_eq!(shared.batch(step), reference[step as usize]);
+            let stripes: Vec<u32> = (0..4)
+                .flat_map(|r| sampler(1000, 100, SamplerMode::Cyclic, 0xFEED, r, 4).batch(step))
+                .collect();
+            assert_eq!(stripes, reference[step as usize]);
+        }
+    }
+
     proptest! {
         #[test]
         fn cycle_is_a_permutation(
-            n in 1u32..3000,
+            // Small index spaces (the Fisher-Yates path) and, in a quarter of the cases, both
+            // sides of its threshold.
+            n in prop_oneof![3 => 1u32..3000, 1 => SHUFFLE_MAX_LEN - 500..SHUFFLE_MAX_LEN + 4000],
             b_frac in 0.0f64..1.0,
             seed: u64,
             cycle in 0u64..1000,
         ) {
-            let b = ((f64::from(n) * b_frac) as u32).clamp(1, n);
+            // At most 64 steps per cycle for the large index spaces, to keep the test quick.
+            let least = if n > 3000 { n / 64 } else { 1 };
+            let b = ((f64::from(n) * b_frac) as u32).clamp(least, n);
             let s = sampler(n, b, SamplerMode::Cyclic, seed, 0, 1);
             let spc = s.steps_per_cycle().unwrap();
             prop_assert_eq!(spc, u64::from(n / b));
-            let mut seen = HashSet::new();
+            // A bitmap rather than a set: at N near 2^16 the unoptimised set was most of the time.
+            // An index repeated within a batch also repeats within the cycle.
+            let (mut seen, mut count) = (vec![false; n as usize], 0u32);
             for step in cycle * spc..(cycle + 1) * spc {
                 let batch = s.batch(step);
                 prop_assert_eq!(batch.len(), b as usize);
-                let distinct: HashSet<u32> = batch.iter().copied().collect();
-                prop_assert_eq!(distinct.len(), batch.len());
                 for i in batch {
                     prop_assert!(i < n);
-                    prop_assert!(seen.insert(i), "index {} repeats within cycle {}", i, cycle);
+                    let repeated = std::mem::replace(&mut seen[i as usize], true);
+                    prop_assert!(!repeated, "index {} repeats within cycle {}", i, cycle);
+                    count += 1;
                 }
             }
-            prop_assert_eq!(seen.len() as u32, n - n % b);
+            prop_assert_eq!(count, n - n % b);
         }
 
         #[test]
         fn shards_are_disjoint_and_cover_the_global_batch(
             mode in any_mode(),
-            n in 1u32..5000,
+            // The Fisher-Yates path and the Feistel network.
+            n in prop_oneof![1u32..5000, 65_000u32..200_000],
             k in 1u32..40,
             world in prop::sample::select(vec![1u32, 2, 3, 4, 5, 8]),
             seed: u64,
@@ -1240,7 +1670,7 @@ mod tests {
         #[test]
         fn elastic_resume_keeps_the_global_stream(
             mode in any_mode(),
-            n in 8u32..5000,
+            n in prop_oneof![8u32..5000, 65_000u32..200_000],
             k in 1u32..32,
             seed: u64,
             step in 0u64..10_000,
@@ -1259,7 +1689,7 @@ mod tests {
         #[test]
         fn seek_equals_iterate(
             mode in any_mode(),
-            n in 1u32..2000,
+            n in prop_oneof![1u32..2000, 65_000u32..200_000],
             b in 1u32..64,
             seed: u64,
             target in 0u64..200,
@@ -1279,6 +1709,7 @@ mod tests {
         #[test]
         fn batches_are_pure_in_seed_and_step(
             mode in any_mode(),
+            // Both sides of SHUFFLE_MAX_LEN.
             n in 1u32..100_000,
             b in 1u32..256,
             seed: u64,
@@ -1309,6 +1740,38 @@ mod tests {
             let other = sampler(n, 64, mode, seed ^ 1, 0, 1);
             prop_assert_ne!(s.batch(step), other.batch(step));
             prop_assert_ne!(s.batch(step), s.batch(step + 1));
+        }
+    }
+
+    proptest! {
+        // Each case shuffles up to 2^16 indices several times in the unoptimised test build.
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn fisher_yates_batches_are_pure_in_seed_and_step(
+            n in prop_oneof![1u32..300, 1u32..=SHUFFLE_MAX_LEN],
+            b_frac in 0.0f64..1.0,
+            seed: u64,
+            step: u64,
+            other: u64,
+        ) {
+            let b = ((f64::from(n) * b_frac) as u32).clamp(1, n);
+            let s = sampler(n, b, SamplerMode::Cyclic, seed, 0, 1);
+            let first = s.batch(step);
+            // The batch is its stripe of the cycle's shuffle, a function of (seed, cycle) alone.
+            let spc = u64::from(n / b);
+            let cycle_key = mix64(s.cyclic_key.wrapping_add((step / spc).wrapping_mul(GOLDEN)));
+            let start = ((step % spc) * u64::from(b)) as usize;
+            let perm = shuffle(n, cycle_key);
+            let expected: Vec<u32> = perm[start..start + b as usize].iter().map(|&i| u32::from(i)).collect();
+            prop_assert_eq!(&first, &expected);
+            // Other cycles, through a clone, evict it from the shared cache; rebuilt, it is the same.
+            let clone = s.clone();
+            for k in 0..3 {
+                clone.batch(other.wrapping_add(k * spc));
+            }
+            prop_assert_eq!(&s.batch(step), &first);
+            prop_assert_eq!(&sampler(n, b, SamplerMode::Cyclic, seed, 0, 1).batch(step), &first);
         }
     }
 }
