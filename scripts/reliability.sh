@@ -4,6 +4,7 @@
 #
 #   scripts/reliability.sh [CRASH_ITERS [FUZZ_SECONDS [CONCURRENCY_MS]]]   (defaults 200 60 10000)
 #   scripts/reliability.sh --build-fuzz                                    (CI: build the targets)
+#   scripts/reliability.sh --big                            (the 4 GiB chunk boundary, real size)
 #
 # Prints `crash MODE: N passed, M failed` per crash mode, executions and findings per fuzz target
 # (crashing inputs are kept in fuzz/artifacts/TARGET/), and the concurrency counts. Exits non-zero
@@ -28,6 +29,38 @@ build_fuzz() {
 
 if [[ ${1:-} == --build-fuzz ]]; then
     build_fuzz
+    exit $?
+fi
+
+# The 4 GiB chunk boundary through the ordinary CLI, at real size: a raw .npy of 2^20 + 1024 rows
+# of 4096 bytes (the frontier of chunk 0 lands exactly on byte 2^32), converted, verified and
+# exported back byte for byte. Needs about 13 GiB of free disk under $TMPDIR.
+if [[ ${1:-} == --big ]]; then
+    cargo build --release -p loaderx-cli || exit 2
+    BIG=$(mktemp -d)
+    trap 'rm -rf "$BIG"' EXIT
+    python3 - "$BIG/big.npy" <<'PY' || exit 2
+import os, sys
+rows, cols = (1 << 20) + 1024, 4096
+header = "{'descr': '|u1', 'fortran_order': False, 'shape': (%d, %d), }" % (rows, cols)
+header += " " * (63 - (10 + len(header)) % 64) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+    block = 4096
+    for first in range(0, rows, block):
+        n = min(block, rows - first)
+        # Row i starts with its own index: a record read from the wrong place shows.
+        out = bytearray(os.urandom(n * cols))
+        for k in range(n):
+            out[k * cols:k * cols + 8] = (first + k).to_bytes(8, "little")
+        f.write(out)
+PY
+    bin=$CARGO_TARGET_DIR/release/loaderx
+    "$bin" convert npy "$BIG/big.npy" "$BIG/store" --codec raw || exit 1
+    "$bin" stats "$BIG/store" | grep -E '^(length|chunks) '
+    "$bin" verify "$BIG/store" || exit 1
+    "$bin" export "$BIG/store" "$BIG/back.npy" || exit 1
+    cmp "$BIG/big.npy" "$BIG/back.npy" && echo "big: 4 GiB boundary: every record intact, export byte for byte"
     exit $?
 fi
 

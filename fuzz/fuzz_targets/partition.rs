@@ -1,22 +1,25 @@
-//! `partition` against a naive oracle: every ideal cut walked forward byte by byte.
+//! `partition` against a naive oracle: every ideal target walked forward byte by byte.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-/// The obvious planner, written from the documentation of `partition`.
+/// The obvious planner, written from the documentation of `partition`: the cut for target `t`
+/// goes just after the first delimiter at an index `>= t` (the target byte itself counts, so a
+/// target on a record start moves to that record's end), or to EOF, which ends planning; a
+/// target at or before the previous cut is skipped.
 fn oracle(data: &[u8], parts: usize, delim: u8) -> Vec<(u64, u64)> {
     let len = data.len();
-    let boundary = |p: usize| p > 0 && data[p - 1] == delim;
     let mut cuts: Vec<usize> = Vec::new();
     for i in 1..parts {
         let target = len * i / parts;
         if target == 0 || target <= cuts.last().copied().unwrap_or(0) {
             continue;
         }
-        let mut cut = target;
-        while cut < len && !boundary(cut) {
-            cut += 1;
+        let mut p = target;
+        while p < len && data[p] != delim {
+            p += 1;
         }
+        let cut = if p < len { p + 1 } else { len };
         if cut >= len {
             break;
         }

@@ -98,20 +98,71 @@ pub fn stats(dir: &Path) -> anyhow::Result<()> {
     ))
 }
 
-/// `loaderx verify STORE`: exit 0 only if every record is intact.
-pub fn verify(dir: &Path) -> anyhow::Result<ExitCode> {
-    let report =
-        Store::open(dir).and_then(|s| s.verify()).with_context(|| format!("verify {}", dir.display()))?;
-    if report.bad.is_empty() {
-        crate::print(&format!("{}: all {} records intact\n", dir.display(), report.checked))?;
-        return Ok(ExitCode::SUCCESS);
+/// Damaged records listed by `verify` unless `--all` is given.
+const VERIFY_LISTED: u64 = 20;
+
+/// Arguments of `loaderx verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The store directory.
+    store: std::path::PathBuf,
+    /// List every damaged record, not only the first 20.
+    #[arg(long)]
+    all: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `loaderx verify STORE [--all] [--json]`: exit 0 only if every record is intact.
+///
+/// Lists the first damaged records (all of them with `--all`) and counts the rest, streaming
+/// the scan so a store with millions of damaged records costs no more memory than an intact one.
+pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.store;
+    let limit = if args.all { u64::MAX } else { VERIFY_LISTED };
+    let mut listed = Vec::new();
+    let mut damaged = 0u64;
+    let checked = Store::open(dir)
+        .and_then(|s| {
+            s.verify_each(|index, err| {
+                damaged += 1;
+                if damaged <= limit {
+                    listed.push((index, err.to_string()));
+                }
+            })
+        })
+        .with_context(|| format!("verify {}", dir.display()))?;
+    let code = if damaged == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) };
+    if args.json {
+        let records: Vec<_> = listed
+            .iter()
+            .map(|(index, error)| serde_json::json!({ "index": index, "error": error }))
+            .collect();
+        let v = serde_json::json!({
+            "path": dir.display().to_string(),
+            "checked": checked,
+            "damaged": damaged,
+            "listed": records.len(),
+            "records": records,
+        });
+        crate::print(&format!("{v}\n"))?;
+        return Ok(code);
     }
-    let mut t = format!("{}: {} of {} records damaged\n", dir.display(), report.bad.len(), report.checked);
-    for (index, err) in &report.bad {
+    if damaged == 0 {
+        crate::print(&format!("{}: all {checked} records intact\n", dir.display()))?;
+        return Ok(code);
+    }
+    let mut t = format!("{}: {damaged} of {checked} records damaged\n", dir.display());
+    for (index, err) in &listed {
         t.push_str(&format!("  record {index}: {err}\n"));
     }
+    let unlisted = damaged - listed.len() as u64;
+    if unlisted > 0 {
+        t.push_str(&format!("  ... and {unlisted} more (--all lists every one)\n"));
+    }
     crate::print(&t)?;
-    Ok(ExitCode::from(1))
+    Ok(code)
 }
 
 /// `loaderx export STORE OUT.npy`.

@@ -6,12 +6,13 @@
 //! function writing to the locked, buffered stdout handed to it; `main` only parses,
 //! dispatches and turns errors into one line on stderr and an exit status.
 
+use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench;
 mod convert;
@@ -41,10 +42,7 @@ enum Command {
     /// Show a store's kind, dtype, shape, length, codecs and space.
     Info(inspect::InfoArgs),
     /// Check every record's checksum and decoding; exit 1 if any is damaged.
-    Verify {
-        /// The store directory.
-        store: PathBuf,
-    },
+    Verify(inspect::VerifyArgs),
     /// Write a dense dataset as a NumPy .npy file (little-endian, C order).
     Export {
         /// The dataset directory.
@@ -70,7 +68,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(double_dash_as_file(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
@@ -82,7 +80,7 @@ fn main() -> ExitCode {
         Command::PartitionFiles(args) => ok(partition::run_files(&args, &mut out)),
         Command::Convert { format } => ok(convert::run(format)),
         Command::Info(args) => ok(inspect::info(&args)),
-        Command::Verify { store } => inspect::verify(&store),
+        Command::Verify(args) => inspect::verify(&args),
         Command::Export { store, out, force } => ok(inspect::export(&store, &out, force)),
         Command::Compact { store } => ok(inspect::compact(&store)),
         Command::Stats { store } => ok(inspect::stats(&store)),
@@ -98,6 +96,41 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// mmap-chunker's `partition` and `partition-files` read a bare `--` as a FILE path, not as the
+/// end of the options (clap's reading: no clap setting makes a leading `--` a value). So for
+/// those two subcommands each bare `--` after the subcommand name, unless it stands where an
+/// option's value goes (`--parts --`, left to clap's usual error), becomes
+/// [`partition::DOUBLE_DASH`], which clap takes as a plain positional value and the FILE value
+/// parser turns back into the path `--`. Every other command line is left as it is.
+fn double_dash_as_file(mut args: Vec<OsString>) -> Vec<OsString> {
+    let Some(name) =
+        args.get(1).and_then(|a| a.to_str()).filter(|n| matches!(*n, "partition" | "partition-files"))
+    else {
+        return args;
+    };
+    let command = Cli::command();
+    let Some(sub) = command.find_subcommand(name) else {
+        return args;
+    };
+    // The spellings of the options that take a value as the next argument.
+    let takes_value: Vec<String> = sub
+        .get_arguments()
+        .filter(|a| !a.is_positional() && a.get_action().takes_values())
+        .flat_map(|a| {
+            let long = a.get_long().map(|l| format!("--{l}"));
+            let short = a.get_short().map(|c| format!("-{c}"));
+            long.into_iter().chain(short)
+        })
+        .collect();
+    for k in 2..args.len() {
+        let after_option = args[k - 1].to_str().is_some_and(|p| takes_value.iter().any(|t| t == p));
+        if args[k] == "--" && !after_option {
+            args[k] = partition::DOUBLE_DASH.into();
+        }
+    }
+    args
 }
 
 /// Help and version go to stdout with status 0; any other parse error becomes one line on

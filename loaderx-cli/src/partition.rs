@@ -1,36 +1,48 @@
 //! `loaderx partition` and `loaderx partition-files`: record-aligned byte-range planning with
 //! mmap-chunker's output format, flags and edge cases.
 
+use std::ffi::OsString;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use clap::builder::{PathBufValueParser, TypedValueParser};
 
 const PARTITION_AFTER_HELP: &str = "\
 Output: one headerless TSV row per range, index<TAB>start<TAB>end_exclusive<TAB>length.
 Offsets are bytes; starts are inclusive, ends exclusive (end_exclusive - start == length).
-Ranges are deterministic, contiguous and record-aligned: ideal cuts at len*i/N move forward
-to just after the next delimiter (a cut already on a record start is kept). Fewer than N
-ranges are emitted when giant records span several ideal cuts. Raw byte framing only: no
-CSV/JSON quoting. The file must not change while it is mapped.";
+Ranges are deterministic, contiguous and record-aligned: each ideal target t = len*i/N
+(i = 1..N-1) cuts just after the first delimiter at or after byte t itself, or at EOF when
+none remains. A target on a record start is not kept: it moves to the end of the record that
+starts there. A target at or before the previous cut is skipped, so fewer than N ranges are
+emitted when giant records span several targets. Raw byte framing only: no CSV/JSON quoting.
+A bare `--` is read as the path FILE, not as the end of the options. The file must not
+change while it is mapped.";
 
 const PARTITION_FILES_AFTER_HELP: &str = "\
 Output: one headerless TSV row per range, worker<TAB>source<TAB>start<TAB>end_exclusive<TAB>length.
 source is the zero-based index of FILE in argument order (duplicates are distinct sources);
 offsets are local to that file. Rows are ordered by worker, then source; a worker may hold
-ranges of several files. Ideal cuts over the summed length are kept on file boundaries and
-otherwise move forward to just after the next delimiter or to that file's end; records never
-cross a file or worker boundary. Workers are numbered compactly: fewer than N appear when
-records span several cuts. Empty files give no rows; all-empty input gives empty output.";
+ranges of several files. Ideal targets over the summed length are kept on file boundaries;
+a target inside a file cuts just after the first delimiter at or after the target byte itself
+(so a target on a record start moves to that record's end), or at that file's end. A target
+at or before the previous cut is skipped; records never cross a file or worker boundary.
+Workers are numbered compactly: fewer than N appear when records span several targets.
+Empty files give no rows; all-empty input gives empty output. A bare `--` is read as a FILE
+path, not as the end of the options.";
 
 /// Arguments of `loaderx partition`.
 #[derive(Debug, Args)]
 #[command(after_help = PARTITION_AFTER_HELP)]
 pub(crate) struct PartitionArgs {
     /// The input file.
-    #[arg(value_name = "FILE")]
+    #[arg(value_name = "FILE", value_parser = file_parser())]
     file: PathBuf,
+    /// Any further positional argument: an error, reported only once FILE has been opened, so
+    /// that `partition --parts 2 -- f` fails on the missing file `--` as mmap-chunker does.
+    #[arg(value_name = "EXTRA", hide = true)]
+    extra: Vec<OsString>,
     /// Number of record-aligned ranges to plan (at least 1).
     #[arg(long, value_name = "N", value_parser = parse_parts)]
     parts: usize,
@@ -48,7 +60,7 @@ pub(crate) struct PartitionArgs {
 #[command(after_help = PARTITION_FILES_AFTER_HELP)]
 pub(crate) struct PartitionFilesArgs {
     /// The ordered input files, before or after the options (at least one).
-    #[arg(value_name = "FILE")]
+    #[arg(value_name = "FILE", value_parser = file_parser())]
     files: Vec<PathBuf>,
     /// Number of workers to plan for (at least 1).
     #[arg(long, value_name = "N", value_parser = parse_parts)]
@@ -67,7 +79,11 @@ pub(crate) fn run(args: &PartitionArgs, out: &mut impl Write) -> Result<()> {
     {
         bail!("--worker {worker} must be less than --parts {}", args.parts);
     }
-    let ranges = loaderx_core::plan_file(&args.file, args.parts, args.delimiter_byte)?;
+    let file = loaderx_core::MappedFile::open(&args.file)?;
+    if let Some(extra) = args.extra.first() {
+        bail!("unexpected argument '{}' found", extra.to_string_lossy());
+    }
+    let ranges = file.partition(args.parts, args.delimiter_byte)?;
     let selected = match args.worker {
         Some(k) => ranges.get(k).map_or(&[][..], std::slice::from_ref),
         None => &ranges[..],
@@ -89,6 +105,17 @@ pub(crate) fn run_files(args: &PartitionFilesArgs, out: &mut impl Write) -> Resu
             .context("writing to stdout")?;
     }
     Ok(())
+}
+
+/// What `main` puts in place of a bare `--` argument of `partition` and `partition-files`, which
+/// mmap-chunker reads as a FILE path while clap would read it as the end of the options. No
+/// real argument can equal it: it holds a NUL byte, which no argv string can.
+pub(crate) const DOUBLE_DASH: &str = "\0--";
+
+/// FILE values: any path, with [`DOUBLE_DASH`] turned back into the path `--`.
+fn file_parser() -> impl TypedValueParser<Value = PathBuf> {
+    PathBufValueParser::new()
+        .map(|path| if path == Path::new(DOUBLE_DASH) { PathBuf::from("--") } else { path })
 }
 
 fn parse_parts(value: &str) -> Result<usize, String> {

@@ -49,10 +49,64 @@ fn partition_prints_exact_rows() {
 }
 
 #[test]
-fn partition_keeps_targets_on_record_starts() {
+fn partition_moves_targets_on_record_starts_to_the_record_end() {
     let dir = tempfile::tempdir().unwrap();
+    // len 12, parts 3: target 4 starts "bbb\n" -> 8; target 8 is at that cut: skipped.
     let f = write(dir.path(), "even", b"aaa\nbbb\nccc\n");
-    ok(&loaderx(&["partition", s(&f), "--parts", "3"]), "0\t0\t4\t4\n1\t4\t8\t4\n2\t8\t12\t4\n");
+    ok(&loaderx(&["partition", s(&f), "--parts", "3"]), "0\t0\t8\t8\n1\t8\t12\t4\n");
+}
+
+/// mmap-chunker 0.2.6's exact stdout on these inputs.
+#[test]
+fn partition_matches_the_reference_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[u8], &str, &str); 4] = [
+        (b"aaa\nbbb\n", "2", "0\t0\t8\t8\n"),
+        (b"a\nb\nc\n", "3", "0\t0\t4\t4\n1\t4\t6\t2\n"),
+        (b"record1\nrecord2\nrecord3\nrecord4\n", "2", "0\t0\t24\t24\n1\t24\t32\t8\n"),
+        (&[b'\n'; 1000], "2", "0\t0\t501\t501\n1\t501\t1000\t499\n"),
+    ];
+    for (k, (data, parts, stdout)) in cases.into_iter().enumerate() {
+        let f = write(dir.path(), &format!("case{k}"), data);
+        ok(&loaderx(&["partition", s(&f), "--parts", parts]), stdout);
+    }
+}
+
+/// `loaderx ARGS` run in `dir`, so that a relative path `--` names a file there.
+fn loaderx_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args).current_dir(dir).output().expect("run loaderx")
+}
+
+#[test]
+fn a_bare_double_dash_is_a_file_path_not_the_end_of_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "f", b"a\nb\n");
+    // No file `--`: it fails as any missing path does.
+    fails(&loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]), "open --: ");
+    fails(&loaderx_in(dir.path(), &["partition", "--parts", "2", "--", "f"]), "open --: ");
+    fails(&loaderx_in(dir.path(), &["partition-files", "--parts", "2", "f", "--", "f"]), "open --: ");
+    fails(&loaderx_in(dir.path(), &["partition-files", "--parts", "2", "--"]), "open --: ");
+    // The message is the one any missing file gets.
+    let missing = loaderx_in(dir.path(), &["partition", "nope", "--parts", "2"]);
+    let dashes = loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]);
+    assert_eq!(
+        String::from_utf8_lossy(&dashes.stderr),
+        String::from_utf8_lossy(&missing.stderr).replace("open nope", "open --"),
+    );
+    // With a file named `--`, it is planned, and the options after it still count.
+    write(dir.path(), "--", b"aaa\nbbb\n");
+    ok(&loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]), "0\t0\t8\t8\n");
+    ok(&loaderx_in(dir.path(), &["partition", "--parts", "1", "--"]), "0\t0\t8\t8\n");
+    ok(
+        &loaderx_in(dir.path(), &["partition-files", "--parts", "1", s(&f), "--", s(&f)]),
+        "0\t0\t0\t4\t4\n0\t1\t0\t8\t8\n0\t2\t0\t4\t4\n",
+    );
+    ok(&loaderx_in(dir.path(), &["partition-files", "--", "--parts", "1"]), "0\t0\t0\t8\t8\n");
+    // FILE is taken first; a second positional argument is still an error.
+    fails(&loaderx_in(dir.path(), &["partition", "--parts", "2", "--", "f"]), "unexpected argument 'f'");
+    fails(&loaderx(&["partition", s(&f), s(&f), "--parts", "2"]), "unexpected argument");
+    // A `--` where an option's value goes is not a path.
+    fails(&loaderx_in(dir.path(), &["partition", "f", "--parts", "--"]), "--parts");
 }
 
 #[test]
@@ -111,16 +165,17 @@ fn more_parts_than_bytes_works() {
 fn nul_and_0xff_delimiters() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "nul", b"ab\0cd\0ef\0");
-    ok(
-        &loaderx(&["partition", s(&f), "--parts", "3", "--delimiter-byte", "0"]),
-        "0\t0\t3\t3\n1\t3\t6\t3\n2\t6\t9\t3\n",
-    );
+    // len 9, parts 3: target 3 starts "cd\0" -> 6; target 6 is at that cut: skipped.
+    ok(&loaderx(&["partition", s(&f), "--parts", "3", "--delimiter-byte", "0"]), "0\t0\t6\t6\n1\t6\t9\t3\n");
     // With the default newline delimiter the same bytes are one record.
     ok(&loaderx(&["partition", s(&f), "--parts", "3"]), "0\t0\t9\t9\n");
     let f = write(dir.path(), "ff", b"ab\xffcd\xff");
+    // len 6, parts 2: target 3 starts "cd\xff", whose end is EOF: one range.
+    ok(&loaderx(&["partition", s(&f), "--parts", "2", "--delimiter-byte", "255"]), "0\t0\t6\t6\n");
+    let f = write(dir.path(), "ff2", b"ab\xffcd\xffef");
     ok(
         &loaderx(&["partition", s(&f), "--parts", "2", "--delimiter-byte", "255"]),
-        "0\t0\t3\t3\n1\t3\t6\t3\n",
+        "0\t0\t6\t6\n1\t6\t8\t2\n",
     );
 }
 
@@ -224,7 +279,8 @@ fn help_is_available_everywhere() {
 #[test]
 fn broken_pipe_exits_zero_quietly() {
     let dir = tempfile::tempdir().unwrap();
-    // 200,000 two-byte records: about 3 MB of rows, far more than a pipe buffer holds.
+    // 200,000 two-byte records, every other one a range: about 1.5 MB of rows, far more than a
+    // pipe buffer holds.
     let f = write(dir.path(), "many", &b"a\n".repeat(200_000));
     let mut child = Command::new(env!("CARGO_BIN_EXE_loaderx"))
         .args(["partition", s(&f), "--parts", "200000"])
@@ -240,5 +296,6 @@ fn broken_pipe_exits_zero_quietly() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "status {:?}", out.status);
     assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(&first, b"0\t0\t2\t2\n");
+    // Target 2 starts the second record, so the first range holds two records.
+    assert_eq!(&first, b"0\t0\t4\t4\n");
 }

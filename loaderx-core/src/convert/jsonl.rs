@@ -17,7 +17,9 @@ const RANGE_BYTES: u64 = 8 << 20;
 /// Each file is memory-mapped and cut into record-aligned ranges by the framing planner
 /// ([`partition`]); the lines of a window of ranges are found in parallel (SIMD `memchr`) and
 /// appended in order straight from the mapping, and compression runs in parallel inside the
-/// store. The inputs must not change while they are converted.
+/// store. The inputs must not change while they are converted. The summary's `bytes_in` counts
+/// the records' bytes (newlines excluded), as `info` and [`Store::stats`](crate::Store::stats)
+/// count a dataset's logical bytes; progress is reported in bytes of input read.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no inputs; [`Error::BadInput`] naming the file and 1-based line
@@ -37,6 +39,8 @@ pub fn jsonl<P: AsRef<Path>>(
     let mut w = DatasetWriter::ragged::<u8>(out, Vec::new(), opts.clone())?;
     let window = 2 * rayon::current_num_threads();
     let mut done = 0u64;
+    // The records' bytes, newlines excluded: what `info` reports as the logical size.
+    let mut logical = 0u64;
     for file in &files {
         let bytes = file.bytes();
         let parts = (bytes.len() as u64).div_ceil(RANGE_BYTES).max(1) as usize;
@@ -48,12 +52,13 @@ pub fn jsonl<P: AsRef<Path>>(
                 .collect::<Result<_>>()?;
             for l in &lines {
                 w.append_bytes(l)?;
+                logical += l.iter().map(|r| r.len() as u64).sum::<u64>();
             }
             done += group.iter().map(|r| r.length).sum::<u64>();
             opts.report(done);
         }
     }
-    finish(w, out, done)
+    finish(w, out, logical)
 }
 
 /// The lines of `range` (which starts at byte `start` of `file` and ends after a `\n` or at EOF).
@@ -101,6 +106,9 @@ mod tests {
         let s = jsonl(&[&a, &b, &c, &a], dir.path().join("out"), WriteOptions::new()).unwrap();
         assert_eq!(s.records, 8);
         let store = crate::Store::open(dir.path().join("out")).unwrap();
+        // The summary counts what `info` counts: record bytes, without the newlines.
+        assert_eq!(s.bytes_in, store.stats().unwrap().logical_bytes);
+        assert_eq!(s.bytes_in, 2 * 15 + 2);
         let got = store.gather(&(0..8).collect::<Vec<_>>()).unwrap();
         let want: Vec<&[u8]> =
             vec![b"{\"a\":1}", b"", b"{\"a\":3}\r", b"x", b"y", b"{\"a\":1}", b"", b"{\"a\":3}\r"];

@@ -57,7 +57,9 @@ impl WriteOptions {
         Self::default()
     }
 
-    /// The codec records are written with (default `zstd`).
+    /// The codec records are written with (default `zstd`). With `zstd_dict` the writer trains
+    /// the dictionary on a sample of its first batch of records (up to 4,096 records or 16 MiB)
+    /// before writing any of them; a dataset too small to train on is written as plain `zstd`.
     pub fn codec(mut self, codec: Codec) -> Self {
         self.codec = codec;
         self
@@ -296,7 +298,7 @@ impl DatasetWriter {
                 size += records[end].as_ref().len();
                 end += 1;
             }
-            store.append(&records[start..end], self.opts.codec_of())?;
+            append_batch(store, &records[start..end], self.opts.codec)?;
             self.count += (end - start) as u64;
             start = end;
         }
@@ -308,7 +310,7 @@ impl DatasetWriter {
             return Ok(());
         }
         let store = self.store.as_ref().expect("store lives until finish");
-        store.append(&self.pending, self.opts.codec)?;
+        append_batch(store, &self.pending, self.opts.codec)?;
         self.count += self.pending.len() as u64;
         self.pending.clear();
         self.pending_bytes = 0;
@@ -324,7 +326,6 @@ impl DatasetWriter {
         self.flush()?;
         self.schema.write(&self.staging)?;
         drop(self.store.take());
-        let _ = std::fs::remove_file(self.staging.join("write.lock"));
         if self.out.exists() {
             let mut old = self.out.clone().into_os_string();
             old.push(".old");
@@ -340,6 +341,18 @@ impl DatasetWriter {
         }
         Ok(self.count)
     }
+}
+
+/// Appends one batch; for `zstd_dict` on a store without a dictionary yet, trains it on the
+/// batch first, or writes the batch as plain zstd when it is too small to train on.
+fn append_batch<R: AsRef<[u8]> + Sync>(store: &Store, records: &[R], codec: Codec) -> Result<()> {
+    let codec = if codec == Codec::ZstdDict && !store.has_dictionary() && !store.train_dictionary(records)? {
+        Codec::Zstd
+    } else {
+        codec
+    };
+    store.append(records, codec)?;
+    Ok(())
 }
 
 impl Drop for DatasetWriter {

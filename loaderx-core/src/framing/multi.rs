@@ -12,11 +12,12 @@ use crate::Result;
 /// (for `i = 1..parts`) is at `floor(total * i / parts)` over the logical sum `total` of all
 /// source lengths. A cut that lands exactly on a source boundary is kept (file boundaries are
 /// record boundaries). A cut inside a source moves forward to just after the first `delimiter`
-/// at or after it within that source, or to that source's end when none remains. Unlike
+/// at or after it within that source, or to that source's end when none remains. As in
 /// [`partition`](crate::partition), a cut inside a source that lands just after a delimiter
-/// is *not* kept as is: the search starts at the cut itself, as mmap-chunker's
-/// `partition-files` does. Cuts that collapse onto one record's end are merged, so fewer
-/// workers than `parts` may receive bytes.
+/// is *not* kept as is: the search starts at the cut itself (the target byte counts), as
+/// mmap-chunker's `partition-files` does. A cut at or before the previous one is skipped, so
+/// cuts that collapse onto one record's end are merged and fewer workers than `parts` may
+/// receive bytes.
 ///
 /// The rows are ordered by `worker` (compact, zero-based: only workers that received bytes),
 /// then by ascending `source`. One worker may hold rows from several sources; empty sources

@@ -7,15 +7,18 @@ use crate::{Error, Result};
 /// Splits `data` into at most `parts` contiguous, record-aligned byte ranges for independent
 /// workers.
 ///
-/// The ideal cut `i` (for `i = 1..parts`) is at `floor(len * i / parts)`. A cut that already
-/// lands on a record start (just after a `delimiter`) is kept; any other cut moves forward to
-/// just after the next `delimiter`, or to the end of `data` when none remains. Cuts that fall
-/// inside one record collapse onto its end, so a file with giant records yields fewer ranges
-/// than asked; the ranges are re-indexed without gaps. The result is deterministic, covers
-/// `0..len` exactly, and never splits a record: every range but the last ends just after a
-/// delimiter, and the last ends at `len` whether or not the data ends with a delimiter.
+/// The ideal target `i` (for `i = 1..parts`) is `t = floor(len * i / parts)`. It is projected
+/// forward *inclusive* of the target byte: the cut goes just after the first `delimiter` at an
+/// index `>= t`, or to the end of `data` when none remains (a cut at the end stops planning).
+/// So a target that lands exactly on a record start (the byte before it is a delimiter) is
+/// *not* kept: it moves to the end of the record that starts at `t`, as mmap-chunker 0.2.6
+/// does. A target at or before the previous cut is skipped, so targets that fall inside one
+/// record collapse onto its end and a file with giant records yields fewer ranges than asked;
+/// the ranges are re-indexed without gaps. The result is deterministic, covers `0..len`
+/// exactly, and never splits a record: every range but the last ends just after a delimiter,
+/// and the last ends at `len` whether or not the data ends with a delimiter.
 ///
-/// Planning searches forward from each ideal cut only (`memchr`), never scanning the whole
+/// Planning searches forward from each ideal target only (`memchr`), never scanning the whole
 /// buffer: the cost is O(parts) searches, each as long as the record it lands in.
 ///
 /// # Errors
@@ -24,10 +27,11 @@ use crate::{Error, Result};
 ///
 /// # Examples
 /// ```
+/// // len 12, parts 2: the target 6 is the start of "cc\n", so the cut goes after that record.
 /// let ranges = loaderx_core::partition(b"aa\nbb\ncc\ndd\n", 2, b'\n')?;
 /// assert_eq!(ranges.len(), 2);
-/// assert_eq!((ranges[0].start, ranges[0].end), (0, 6));
-/// assert_eq!((ranges[1].start, ranges[1].end), (6, 12));
+/// assert_eq!((ranges[0].start, ranges[0].end), (0, 9));
+/// assert_eq!((ranges[1].start, ranges[1].end), (9, 12));
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```
 pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
@@ -37,8 +41,10 @@ pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRan
 /// [`partition`] with a multi-byte delimiter `pattern` (e.g. `b"\r\n"`): a record boundary is
 /// any position just after a complete occurrence of the pattern.
 ///
-/// A cut is kept when the `pattern.len()` bytes before it are the pattern; otherwise it moves
-/// to the end of the first occurrence that *starts* at or after the cut.
+/// The same rule as [`partition`]: the cut for target `t` goes just after the end of the first
+/// complete occurrence of the pattern that *starts* at an index `>= t` (an occurrence
+/// straddling `t` does not count; one ending exactly at `t` does not keep `t` either), or to
+/// the end of `data` when none remains.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when `parts` is 0 or `pattern` is empty.
@@ -53,8 +59,9 @@ pub(crate) fn check_parts(parts: usize) -> Result<()> {
     Ok(())
 }
 
-/// The first `i` whose ideal cut `floor(len * i / n)` lies past `last`:
-/// `floor(len * i / n) > last` exactly when `len * i >= (last + 1) * n`.
+/// The first `i` whose ideal target `floor(len * i / n)` lies past the previous cut `last`
+/// (targets at or before it are skipped): `floor(len * i / n) > last` exactly when
+/// `len * i >= (last + 1) * n`.
 pub(crate) fn first_index_past(last: u128, len: u128, n: u128) -> u128 {
     ((last + 1) * n).div_ceil(len)
 }
@@ -72,16 +79,13 @@ fn partition_with(data: &[u8], parts: usize, needle: &Needle) -> Result<Vec<Part
     let mut i = 1u128;
     while i < n {
         let target = (total * i / n) as usize;
-        let cut = if needle.ends_at(data, target) {
-            target
-        } else {
-            needle.end_after(data, target).map_or(len, |end| end.min(len))
-        };
+        // Inclusive of the target byte: a target on a record start moves to that record's end.
+        let cut = needle.end_after(data, target).unwrap_or(len);
         if cut >= len {
             break;
         }
         cuts.push(cut);
-        // Skip the ideal cuts swallowed by the record just planned (giant records).
+        // Skip the targets at or before the cut just planned (giant records swallow several).
         i = (i + 1).max(first_index_past(cut as u128, total, n));
     }
     Ok(ranges_from_cuts(&cuts, len))
@@ -92,27 +96,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// The slow obvious planner: every ideal cut in turn, a byte loop to the next boundary.
+    /// The slow obvious planner: every ideal target in turn, a byte loop from the target itself
+    /// (inclusive) to the first pattern occurrence starting there or later; the cut is its end.
     fn naive(data: &[u8], parts: usize, pat: &[u8]) -> Vec<(u64, u64)> {
         let len = data.len();
-        let is_boundary = |p: usize| p >= pat.len() && &data[p - pat.len()..p] == pat;
+        let starts_at = |p: usize| p + pat.len() <= len && &data[p..p + pat.len()] == pat;
         let mut cuts: Vec<usize> = Vec::new();
         for i in 1..parts {
             let target = len * i / parts;
             if target <= cuts.last().copied().unwrap_or(0) {
                 continue;
             }
-            let mut cut = target;
-            while cut < len && !is_boundary(cut) {
-                cut += 1;
+            let mut p = target;
+            while p < len && !starts_at(p) {
+                p += 1;
             }
-            // A pattern straddling the target starts before it and does not count.
-            if cut > target && cut < target + pat.len() {
-                cut = target + pat.len();
-                while cut < len && !is_boundary(cut) {
-                    cut += 1;
-                }
-            }
+            let cut = if p < len { p + pat.len() } else { len };
             if cut >= len {
                 break;
             }
@@ -177,10 +176,32 @@ mod tests {
     }
 
     #[test]
-    fn a_target_on_a_record_start_is_kept() {
-        // len 12, parts 3: targets 4 and 8 are both just after a delimiter.
+    fn a_target_on_a_record_start_moves_to_that_records_end() {
+        // len 12, parts 3: target 4 starts "bbb\n" and moves to 8; target 8 is then skipped.
         let data = b"aaa\nbbb\nccc\n";
-        assert_eq!(bounds(&partition(data, 3, b'\n').unwrap()), [(0, 4), (4, 8), (8, 12)]);
+        assert_eq!(bounds(&partition(data, 3, b'\n').unwrap()), [(0, 8), (8, 12)]);
+    }
+
+    /// mmap-chunker 0.2.6's `partition` output on these inputs, row for row.
+    #[test]
+    fn matches_the_reference_examples() {
+        // len 8, parts 2: target 4 starts "bbb\n", whose end is EOF: one range.
+        assert_eq!(bounds(&partition(b"aaa\nbbb\n", 2, b'\n').unwrap()), [(0, 8)]);
+        // len 6, parts 3: target 2 starts "b\n" -> 4; target 4 is at the cut: skipped.
+        assert_eq!(bounds(&partition(b"a\nb\nc\n", 3, b'\n').unwrap()), [(0, 4), (4, 6)]);
+        // len 32, parts 2: target 16 starts "record3\n" -> 24.
+        let data = b"record1\nrecord2\nrecord3\nrecord4\n";
+        assert_eq!(bounds(&partition(data, 2, b'\n').unwrap()), [(0, 24), (24, 32)]);
+        // 1,000 newlines, parts 2: target 500 is itself a delimiter -> 501.
+        let plan = partition(&[b'\n'; 1000], 2, b'\n').unwrap();
+        assert_eq!(bounds(&plan), [(0, 501), (501, 1000)]);
+        assert_eq!((plan[1].index, plan[1].length), (1, 499));
+    }
+
+    #[test]
+    fn a_target_on_a_delimiter_cuts_just_after_it() {
+        // len 6, parts 3: target 2 is the '\n' ending "ab\n" -> 3; target 4 -> 6 (EOF).
+        assert_eq!(bounds(&partition(b"ab\ncd\n", 3, b'\n').unwrap()), [(0, 3), (3, 6)]);
     }
 
     #[test]
@@ -208,19 +229,30 @@ mod tests {
     fn more_parts_than_bytes_works() {
         let plan = partition(b"a\nb\n", 1000, b'\n').unwrap();
         assert_eq!(bounds(&plan), [(0, 2), (2, 4)]);
-        assert_eq!(bounds(&partition(b"\n\n\n", usize::MAX, b'\n').unwrap()), [(0, 1), (1, 2), (2, 3)]);
+        // len 3: targets 1 and 2; 1 is a delimiter -> 2, then 2 is at the cut: skipped.
+        assert_eq!(bounds(&partition(b"\n\n\n", usize::MAX, b'\n').unwrap()), [(0, 2), (2, 3)]);
     }
 
     #[test]
     fn nul_and_high_delimiters() {
-        assert_eq!(bounds(&partition(b"ab\0cd\0ef\0", 3, 0).unwrap()), [(0, 3), (3, 6), (6, 9)]);
-        assert_eq!(bounds(&partition(b"ab\xffcd\xff", 2, 0xff).unwrap()), [(0, 3), (3, 6)]);
+        // len 9, parts 3: target 3 starts "cd\0" -> 6; target 6 is at the cut: skipped.
+        assert_eq!(bounds(&partition(b"ab\0cd\0ef\0", 3, 0).unwrap()), [(0, 6), (6, 9)]);
+        // len 6, parts 2: target 3 starts "cd\xff", whose end is EOF: one range.
+        assert_eq!(bounds(&partition(b"ab\xffcd\xff", 2, 0xff).unwrap()), [(0, 6)]);
+        assert_eq!(bounds(&partition(b"ab\xffcd\xffef", 2, 0xff).unwrap()), [(0, 6), (6, 8)]);
     }
 
     #[test]
     fn crlf_pattern_partitions_on_whole_pattern() {
+        // len 12, parts 3: target 4 starts "cd\r\n" -> 8; target 8 is at the cut: skipped.
         let data = b"ab\r\ncd\r\nef\r\n";
-        assert_eq!(bounds(&partition_pattern(data, 3, b"\r\n").unwrap()), [(0, 4), (4, 8), (8, 12)]);
+        assert_eq!(bounds(&partition_pattern(data, 3, b"\r\n").unwrap()), [(0, 8), (8, 12)]);
+        // A pattern straddling the target starts before it and does not count: len 9, parts 3,
+        // target 3 is the '\n' of the first "\r\n", so the cut goes after the next one.
+        let data = b"ab\r\nc\r\nd\n";
+        assert_eq!(bounds(&partition_pattern(data, 3, b"\r\n").unwrap()), [(0, 7), (7, 9)]);
+        // An occurrence starting exactly at the target counts: len 6, parts 3, target 2 -> 4.
+        assert_eq!(bounds(&partition_pattern(b"ab\r\ncd", 3, b"\r\n").unwrap()), [(0, 4), (4, 6)]);
         // A lone LF is not a CRLF boundary.
         assert_eq!(bounds(&partition_pattern(b"a\nb\nc\r\nd", 2, b"\r\n").unwrap()), [(0, 7), (7, 8)]);
     }

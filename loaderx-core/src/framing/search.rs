@@ -49,18 +49,6 @@ impl Needle {
         };
         found.map(|rel| from + rel + self.len())
     }
-
-    /// Whether `pos` is a record boundary: the bytes just before it are the delimiter.
-    pub(crate) fn ends_at(&self, data: &[u8], pos: usize) -> bool {
-        let Some(start) = pos.checked_sub(self.len()) else {
-            return false;
-        };
-        match (self, data.get(start..pos)) {
-            (Needle::Byte(byte), Some([b])) => b == byte,
-            (Needle::Pattern(finder), Some(tail)) => tail == finder.needle(),
-            _ => false,
-        }
-    }
 }
 
 #[cfg(test)]
@@ -89,18 +77,5 @@ mod tests {
         assert_eq!(crlf.end_after(b"a\r\nb\r\n", 0), Some(3));
         // A pattern straddling `from` does not count: it starts before `from`.
         assert_eq!(crlf.end_after(b"a\r\nb\r\n", 2), Some(6));
-    }
-
-    #[test]
-    fn ends_at_checks_the_bytes_before_the_position() {
-        let n = Needle::Byte(b'\n');
-        assert!(!n.ends_at(b"a\nb", 0));
-        assert!(n.ends_at(b"a\nb", 2));
-        assert!(!n.ends_at(b"a\nb", 3));
-        assert!(!n.ends_at(b"a\nb", 9));
-        let crlf = Needle::pattern(b"\r\n").unwrap();
-        assert!(crlf.ends_at(b"a\r\nb", 3));
-        assert!(!crlf.ends_at(b"a\r\nb", 2));
-        assert!(!crlf.ends_at(b"\n", 1));
     }
 }

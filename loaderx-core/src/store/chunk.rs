@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::Mmap;
 
+use super::format::{MAX_CHUNK_SIZE, MAX_CHUNKS};
 use crate::mapped::map_chunk;
 use crate::{Error, Result};
 
@@ -124,4 +125,114 @@ impl Chunks {
 /// Makes a directory entry change (create, rename, remove) durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
+}
+
+/// The write frontier of a store and the one rule that places records on it: each record gets
+/// the next free bytes, a record that would cross the chunk capacity starts a fresh chunk (a
+/// record never straddles two), and a frontier that reaches the capacity exactly rolls over to
+/// `(chunk + 1, 0)` at once, so the header never has to hold an offset of 2^32.
+///
+/// Used by append and by compaction alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placement {
+    chunk: u16,
+    offset: u64,
+    capacity: u64,
+}
+
+impl Placement {
+    /// The frontier `(chunk, offset)` of a store written with chunks of `capacity` bytes (at
+    /// most [`MAX_CHUNK_SIZE`]).
+    pub(crate) fn new(chunk: u16, offset: u64, capacity: u64) -> Placement {
+        let mut p = Placement { chunk, offset, capacity: capacity.clamp(1, MAX_CHUNK_SIZE) };
+        p.roll_if_full();
+        p
+    }
+
+    /// Places a record of `len` stored bytes and returns where it goes, or `None` when the store
+    /// has no chunk left for it (nothing is changed then).
+    pub(crate) fn place(&mut self, len: u64) -> Option<(u16, u32)> {
+        let before = *self;
+        if self.offset > 0 && self.offset + len > self.capacity && !self.roll() {
+            return None;
+        }
+        let Ok(at) = u32::try_from(self.offset) else {
+            *self = before;
+            return None;
+        };
+        let chunk = self.chunk;
+        self.offset += len;
+        self.roll_if_full();
+        Some((chunk, at))
+    }
+
+    /// The frontier as the header stores it, or `None` when it cannot be stored: the last
+    /// possible chunk is full to its 4 GiB end.
+    pub(crate) fn frontier(&self) -> Option<(u16, u32)> {
+        Some((self.chunk, u32::try_from(self.offset).ok()?))
+    }
+
+    fn roll_if_full(&mut self) {
+        if self.offset >= self.capacity {
+            self.roll();
+        }
+    }
+
+    /// Moves to the start of the next chunk; `false` (and no change) past the last one.
+    fn roll(&mut self) -> bool {
+        if u32::from(self.chunk) + 1 >= MAX_CHUNKS {
+            return false;
+        }
+        self.chunk += 1;
+        self.offset = 0;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frontier_exactly_at_capacity_rolls_to_the_next_chunk() {
+        let mut p = Placement::new(0, 0, 4096);
+        assert_eq!(p.place(1024), Some((0, 0)));
+        assert_eq!(p.place(3072), Some((0, 1024)));
+        assert_eq!(p.frontier(), Some((1, 0)));
+        assert_eq!(p.place(0), Some((1, 0)), "an empty record lands in the fresh chunk");
+    }
+
+    #[test]
+    fn a_frontier_at_4_gib_never_wraps_to_offset_zero() {
+        let mut p = Placement::new(3, MAX_CHUNK_SIZE - 4096, MAX_CHUNK_SIZE);
+        assert_eq!(p.place(4096), Some((3, (MAX_CHUNK_SIZE - 4096) as u32)));
+        assert_eq!(p.frontier(), Some((4, 0)));
+        // An old store whose header already sits at the end of a chunk starts in the next one.
+        assert_eq!(Placement::new(7, MAX_CHUNK_SIZE, MAX_CHUNK_SIZE).frontier(), Some((8, 0)));
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_starts_a_fresh_chunk() {
+        let mut p = Placement::new(0, 0, 100);
+        assert_eq!(p.place(60), Some((0, 0)));
+        assert_eq!(p.place(60), Some((1, 0)));
+        // Larger than the capacity: alone in its chunk.
+        assert_eq!(p.place(500), Some((2, 0)));
+        assert_eq!(p.frontier(), Some((3, 0)));
+    }
+
+    #[test]
+    fn the_last_chunk_full_is_reported_not_wrapped() {
+        let last = (MAX_CHUNKS - 1) as u16;
+        let mut p = Placement::new(last, MAX_CHUNK_SIZE - 10, MAX_CHUNK_SIZE);
+        assert_eq!(p.place(11), None, "does not fit and there is no next chunk");
+        assert_eq!(
+            p.frontier(),
+            Some((last, (MAX_CHUNK_SIZE - 10) as u32)),
+            "a refused record changes nothing"
+        );
+        assert!(p.place(10).is_some());
+        assert_eq!(p.frontier(), None, "an offset of 2^32 cannot be stored");
+        assert_eq!(p.place(0), None);
+    }
 }

@@ -73,6 +73,10 @@ impl<'d> Encoder<'d> {
     pub(crate) fn new(codec: Codec, dict: Option<&'d Dictionary>) -> std::io::Result<Encoder<'d>> {
         let mut ctx = match (codec, dict) {
             (Codec::ZstdDict, Some(d)) => Compressor::with_prepared_dictionary(&d.encoder)?,
+            // A frame tagged zstd_dict must be compressed against the dictionary.
+            (Codec::ZstdDict, None) => {
+                return Err(std::io::Error::other("zstd_dict compression without a dictionary"));
+            }
             _ => Compressor::new(ZSTD_LEVEL)?,
         };
         ctx.set_parameter(CParameter::ChecksumFlag(true))?;

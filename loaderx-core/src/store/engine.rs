@@ -8,19 +8,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 
-use super::chunk::{Chunks, chunk_path, sync_dir};
+use super::chunk::{Chunks, Placement, chunk_path, sync_dir};
 use super::codec::{self, Decoder, Dictionary, Encoded, Encoder};
 use super::format::{
     Codec, ENTRY_SIZE, Header, HeaderError, MAX_CHUNK_SIZE, MAX_CHUNKS, MAX_RECORD_SIZE, MAX_RECORDS,
     META_SIZE, RecordLoc, dict,
 };
 use super::journal::{self, Journal};
+use super::lock::{LOCK_FILE, WriteLock};
 use crate::mapped::{MetaMap, Out, gather_to_slice, gather_to_vec, prefetch};
 use crate::{Error, Result};
 
 const META_FILE: &str = "meta.zr";
 const DICT_FILE: &str = "dict.zr";
-const LOCK_FILE: &str = "write.lock";
 /// Write pieces are at most this large, so a big append is written by several threads at once.
 const WRITE_PIECE: usize = 8 << 20;
 /// Below this many bytes a gather runs on the calling thread: a pool hand-off costs more.
@@ -45,6 +45,14 @@ const MAP_SHARD_MIN: usize = 32;
 const PREFETCH_AHEAD: usize = 4;
 /// Records sampled to train a dictionary on the first `zstd_dict` append.
 const DICT_SAMPLES: usize = 4096;
+
+/// A stored or logical record length as the table holds it: records are at most
+/// [`MAX_RECORD_SIZE`] and a compressed frame is kept only when smaller than its record, both
+/// checked before placement, so this never saturates.
+fn stored_len(len: usize) -> u32 {
+    debug_assert!(len <= MAX_RECORD_SIZE);
+    u32::try_from(len).unwrap_or(u32::MAX)
+}
 
 /// Options for creating or opening a store for writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +149,7 @@ pub struct CompactReport {
 
 struct Writer {
     // Held for the store's life: one writer process at a time.
-    _lock: File,
+    _lock: WriteLock,
     // Serialises appends (and dictionary training) between threads of this process.
     append: Mutex<()>,
 }
@@ -240,24 +248,7 @@ impl Store {
             Err(e) => return Err(Error::io("open", &meta_path, e)),
         };
         let writer = if writable {
-            let lock_path = dir.join(LOCK_FILE);
-            let lock = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&lock_path)
-                .map_err(|e| Error::io("open", &lock_path, e))?;
-            match lock.try_lock() {
-                Ok(()) => {}
-                Err(TryLockError::WouldBlock) => {
-                    return Err(Error::Locked {
-                        path: dir.to_path_buf(),
-                        reason: "another process has it open for writing".into(),
-                    });
-                }
-                Err(TryLockError::Error(e)) => return Err(Error::io("lock", &lock_path, e)),
-            }
-            Some(Writer { _lock: lock, append: Mutex::new(()) })
+            Some(Writer { _lock: WriteLock::acquire(dir)?, append: Mutex::new(()) })
         } else {
             None
         };
@@ -321,7 +312,8 @@ impl Store {
         Ok(())
     }
 
-    /// Every chunk up to the tail exists and the tail chunk holds its committed bytes.
+    /// Every chunk up to the tail exists, and for a writer the tail chunk holds its committed
+    /// bytes.
     fn check_chunks(&self) -> Result<()> {
         let h = self.meta.header();
         for id in 0..=h.tail_chunk {
@@ -337,11 +329,19 @@ impl Store {
                 }
                 Err(e) => return Err(Error::io("stat", &path, e)),
             };
-            if id == h.tail_chunk && len < u64::from(h.tail_offset) {
+            // Shorter than its committed end: not something a crash leaves (record bytes are
+            // durable before the frontier moves), so outside damage. The records before the cut
+            // are intact and stay readable; those past it are per-record errors. Appending after
+            // the hole would hide the loss, so a writer refuses.
+            if id == h.tail_chunk && len < u64::from(h.tail_offset) && self.writer.is_some() {
                 return Err(Error::Corrupt {
                     path,
                     offset: len,
-                    reason: format!("truncated: committed data ends at byte {}", h.tail_offset),
+                    reason: format!(
+                        "truncated: committed data ends at byte {}; the records before byte {len} can still \
+                         be read from a read-only open",
+                        h.tail_offset
+                    ),
                 });
             }
         }
@@ -414,17 +414,18 @@ impl Store {
 
     /// Appends `records` under `codec` and returns their indices.
     ///
-    /// Compression runs in parallel; a record that does not shrink is stored raw. The first
-    /// `ZstdDict` append trains the store's dictionary on a sample of its records (when there
-    /// are too few to train on, the batch is stored as plain zstd). The whole batch is validated
-    /// before anything is written, and committed in order: record bytes durable, then table
-    /// entries, then the length, published atomically. A crash leaves a prefix of what was
-    /// appended.
+    /// Compression runs in parallel; a record that does not shrink is stored raw. `ZstdDict`
+    /// needs the store's dictionary: train it first with [`Store::train_dictionary`] (the
+    /// converters do) or put a `zstd --train` dictionary in place as `dict.zr`. The whole batch
+    /// is validated before anything is written, and committed in order: record bytes durable,
+    /// then table entries, then the length, published atomically. A crash leaves a prefix of
+    /// what was appended.
     ///
     /// # Errors
-    /// [`Error::ReadOnly`]; [`Error::RecordTooLarge`] naming the batch position of a record over
-    /// 1 MiB; [`Error::StoreFull`]; [`Error::DiskFull`] or [`Error::Io`] naming the file. Nothing
-    /// of a failed batch is visible.
+    /// [`Error::ReadOnly`]; [`Error::MissingDictionary`] for `ZstdDict` on a store without a
+    /// dictionary; [`Error::RecordTooLarge`] naming the batch position of a record over 1 MiB;
+    /// [`Error::StoreFull`]; [`Error::DiskFull`] or [`Error::Io`] naming the file. Nothing of a
+    /// failed batch is visible.
     pub fn append<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Range<u32>> {
         let writer = self.writer()?;
         if let Some((i, r)) = records.iter().enumerate().find(|(_, r)| r.as_ref().len() > MAX_RECORD_SIZE) {
@@ -446,50 +447,44 @@ impl Store {
                 limit: u64::from(MAX_RECORDS),
             });
         }
+        // Training is explicit ([`Store::train_dictionary`]): a dictionary is a snapshot of the
+        // data, chosen by whoever knows when the data is final.
+        if codec == Codec::ZstdDict && self.dict.get().is_none() {
+            self.load_dictionary()?;
+            if self.dict.get().is_none() {
+                return Err(Error::MissingDictionary { path: self.dir.clone() });
+            }
+        }
         if records.is_empty() {
             return Ok(h.length..h.length);
         }
-        let mut codec = codec;
-        if codec == Codec::ZstdDict
-            && self.dict.get().is_none()
-            && !self.train_locked(&codec::sample(records, DICT_SAMPLES))?
-        {
-            codec = Codec::Zstd;
-        }
         let encoded = self.encode(records, codec)?;
 
-        // Placement is serial: each record gets the next position, rolling to a fresh chunk when
-        // it would not fit (a record never straddles two chunks).
-        let cap = self.opts.chunk_capacity;
-        let (mut chunk, mut off) = (h.tail_chunk, u64::from(h.tail_offset));
+        // Placement is serial: each record gets the next position ([`Placement`]).
+        let full = |placed: usize| Error::StoreFull {
+            path: self.dir.clone(),
+            len: u64::from(h.length),
+            adding: n - placed as u64,
+            limit: u64::from(h.length) + placed as u64,
+        };
+        let mut place = Placement::new(h.tail_chunk, u64::from(h.tail_offset), self.opts.chunk_capacity);
         let mut locs = Vec::with_capacity(records.len());
         for (i, (r, e)) in records.iter().zip(&encoded).enumerate() {
             let (len, tag) = match e {
-                Encoded::Raw => (r.as_ref().len() as u64, Codec::Raw),
-                Encoded::Packed(b, c) => (b.len() as u64, *c),
+                Encoded::Raw => (r.as_ref().len(), Codec::Raw),
+                Encoded::Packed(b, c) => (b.len(), *c),
             };
-            if off + len > cap || off > u64::from(u32::MAX) {
-                if u32::from(chunk) + 1 >= MAX_CHUNKS {
-                    return Err(Error::StoreFull {
-                        path: self.dir.clone(),
-                        len: u64::from(h.length),
-                        adding: n - i as u64,
-                        limit: u64::from(h.length) + i as u64,
-                    });
-                }
-                chunk += 1;
-                off = 0;
-            }
+            let (chunk, offset) = place.place(len as u64).ok_or_else(|| full(i))?;
             locs.push(RecordLoc {
-                offset: off as u32,
-                phys_length: len as u32,
-                logic_length: r.as_ref().len() as u32,
+                offset,
+                phys_length: stored_len(len),
+                logic_length: stored_len(r.as_ref().len()),
                 chunk_id: chunk,
                 codec: tag as u8,
                 reserved: 0,
             });
-            off += len;
         }
+        let (chunk, off) = place.frontier().ok_or_else(|| full(records.len()))?;
 
         // Flush in parallel, in pieces of consecutive records of one chunk.
         let bytes = |i: usize| -> &[u8] {
@@ -531,7 +526,7 @@ impl Store {
         self.meta.flush_entries(h.length, h.length + n as u32, &self.meta_path)?;
         let first = h.length;
         h.tail_chunk = chunk;
-        h.tail_offset = off as u32;
+        h.tail_offset = off;
         h.length += n as u32;
         self.meta.set_header(h);
         self.meta.flush_header(&self.meta_path)?;
@@ -1019,19 +1014,27 @@ impl Store {
         let len = self.len();
         let mut live: Vec<(u32, RecordLoc)> = (0..len).map(|i| (i, self.meta.entry(i))).collect();
         live.sort_unstable_by_key(|(_, l)| (l.chunk_id, l.offset));
-        let cap = self.opts.chunk_capacity;
-        let (mut chunk, mut off) = (0u16, 0u64);
+        let mut place = Placement::new(0, 0, self.opts.chunk_capacity);
         let mut batch: Vec<(u32, RecordLoc)> = Vec::new();
         let mut data: Vec<u8> = Vec::new();
         let mut batches = 0usize;
         for &(idx, loc) in &live {
             loc.validate_limits().map_err(|r| self.record_error(idx, format!("bad table entry: {r}")))?;
             let len = u64::from(loc.phys_length);
-            if off + len > cap || off > u64::from(u32::MAX) {
-                chunk += 1;
-                off = 0;
-            }
-            if (chunk, off) == (loc.chunk_id, u64::from(loc.offset)) {
+            // Records are visited in physical order and repacked from the start. A record must
+            // never move up (it would land on bytes not yet moved): with the capacity the store
+            // was written with that cannot happen; with a smaller one (this handle's option) a
+            // record that would move up stays, and packing goes on after it.
+            let here = (loc.chunk_id, loc.offset);
+            let (chunk, off) = match place.place(len) {
+                Some(to) if to <= here => to,
+                _ => {
+                    place =
+                        Placement::new(loc.chunk_id, u64::from(loc.offset) + len, self.opts.chunk_capacity);
+                    here
+                }
+            };
+            if (chunk, off) == here {
                 report.skipped += 1;
             } else {
                 let start = data.len();
@@ -1040,7 +1043,7 @@ impl Store {
                 if !self.chunks.read_exact(&f, loc.chunk_id, u64::from(loc.offset), &mut data[start..])? {
                     return Err(self.record_error(idx, "truncated chunk"));
                 }
-                batch.push((idx, RecordLoc { offset: off as u32, chunk_id: chunk, ..loc }));
+                batch.push((idx, RecordLoc { offset: off, chunk_id: chunk, ..loc }));
                 report.moved += 1;
                 if data.len() >= 32 << 20 {
                     if batches == max_batches {
@@ -1053,7 +1056,6 @@ impl Store {
                     batches += 1;
                 }
             }
-            off += len;
         }
         if !batch.is_empty() {
             if batches == max_batches {
@@ -1061,16 +1063,29 @@ impl Store {
             }
             self.run_journal(Journal::Move { entries: batch, data })?;
         }
+        // The packed frontier is never past the old one, so it can always be stored.
+        let (chunk, off) = place.frontier().ok_or_else(|| Error::StoreFull {
+            path: self.dir.clone(),
+            len: u64::from(len),
+            adding: 0,
+            limit: u64::from(len),
+        })?;
         let mut h = self.meta.header();
         let old_tail = h.tail_chunk;
         h.tail_chunk = chunk;
-        h.tail_offset = off as u32;
+        h.tail_offset = off;
         self.meta.set_header(h);
         self.meta.flush_header(&self.meta_path)?;
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
-        let f = OpenOptions::new().write(true).open(&tail).map_err(|e| Error::io("open", &tail, e))?;
-        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
+        // The packed frontier may have rolled into a chunk that held no record.
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&tail)
+            .map_err(|e| Error::io("open", &tail, e))?;
+        f.set_len(u64::from(off)).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
         for id in chunk + 1..=old_tail {
             let p = chunk_path(&self.dir, id);
@@ -1117,36 +1132,62 @@ impl Store {
     /// Reads and decodes every record, checking each table entry against the committed tail and
     /// each decoded length against the table. Nothing is changed.
     ///
+    /// Every damaged record is listed; on a badly damaged store that is a long list, which
+    /// [`Store::verify_each`] streams instead.
+    ///
     /// # Errors
     /// Only for failures that stop the scan as a whole; bad records are listed in the report.
     pub fn verify(&self) -> Result<VerifyReport> {
+        let mut bad = Vec::new();
+        let checked = self.verify_each(|idx, e| bad.push((idx, e)))?;
+        Ok(VerifyReport { checked, bad })
+    }
+
+    /// [`Store::verify`] that hands each damaged record to `f`, in index order, as the scan
+    /// finds it (records are checked in parallel, a block at a time), and returns the number of
+    /// records checked. Memory stays bounded however many records are damaged.
+    ///
+    /// # Errors
+    /// Only for failures that stop the scan as a whole.
+    pub fn verify_each(&self, mut f: impl FnMut(u32, Error)) -> Result<u64> {
+        /// Records checked between two hand-overs to `f`.
+        const BLOCK: u32 = 1 << 16;
         let h = self.meta.header();
-        let bad: Vec<Vec<(u32, Error)>> = (0..h.length)
-            .collect::<Vec<u32>>()
-            .par_chunks(1024)
-            .map(|ids| {
-                let mut bad = Vec::new();
-                let mut buf: Vec<u8> = Vec::new();
-                for &idx in ids {
-                    let loc = self.meta.entry(idx);
-                    let codec = match loc.validate(&h) {
-                        Ok(c) => c,
-                        Err(r) => {
-                            bad.push((idx, self.record_error(idx, format!("bad table entry: {r}"))));
-                            continue;
-                        }
-                    };
-                    let one = gather_to_vec(&mut buf, loc.logic_length as usize, |out| {
-                        self.read_shard(&[idx], &[(loc, codec)], out)
-                    });
-                    if let Err(e) = one {
-                        bad.push((idx, e));
-                    }
+        let mut first = 0u32;
+        while first < h.length {
+            let end = first.saturating_add(BLOCK).min(h.length);
+            let ids: Vec<u32> = (first..end).collect();
+            let bad: Vec<Vec<(u32, Error)>> =
+                ids.par_chunks(1024).map(|ids| self.verify_records(&h, ids)).collect();
+            for (idx, e) in bad.into_iter().flatten() {
+                f(idx, e);
+            }
+            first = end;
+        }
+        Ok(u64::from(h.length))
+    }
+
+    /// The damaged records among `ids`, with what is wrong with each.
+    fn verify_records(&self, h: &Header, ids: &[u32]) -> Vec<(u32, Error)> {
+        let mut bad = Vec::new();
+        let mut buf: Vec<u8> = Vec::new();
+        for &idx in ids {
+            let loc = self.meta.entry(idx);
+            let codec = match loc.validate(h) {
+                Ok(c) => c,
+                Err(r) => {
+                    bad.push((idx, self.record_error(idx, format!("bad table entry: {r}"))));
+                    continue;
                 }
-                bad
-            })
-            .collect();
-        Ok(VerifyReport { checked: u64::from(h.length), bad: bad.into_iter().flatten().collect() })
+            };
+            let one = gather_to_vec(&mut buf, loc.logic_length as usize, |out| {
+                self.read_shard(&[idx], &[(loc, codec)], out)
+            });
+            if let Err(e) = one {
+                bad.push((idx, e));
+            }
+        }
+        bad
     }
 }
 
@@ -1197,7 +1238,7 @@ pub(crate) fn remove_store_files(dir: &Path) -> Result<()> {
         let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = matches!(name.as_ref(), "meta.zr" | "dict.zr" | "journal.zr" | "write.lock")
+        let ours = matches!(name.as_ref(), "meta.zr" | "dict.zr" | "journal.zr" | LOCK_FILE)
             || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u16>().is_ok())
             || name.ends_with(".tmp");
         if ours {

@@ -5,7 +5,7 @@
 //! - `0.zr`, `1.zr`, ...: chunk files of densely packed record bytes, at most 4 GiB each;
 //! - `dict.zr`: the trained zstd dictionary of `zstd_dict` stores;
 //! - `journal.zr`: present only while a delete or compaction batch is being applied;
-//! - `write.lock`: the writer's advisory lock.
+//! - `write.lock`: the writer's advisory lock, present while a writer has the store open.
 //!
 //! | module | concern |
 //! | --- | --- |
@@ -13,6 +13,7 @@
 //! | `codec` | per-record zstd contexts and dictionary training |
 //! | `chunk` | positional reads and writes of chunk files |
 //! | `journal` | the redo log of delete and compaction |
+//! | `lock` | the writer's lock file |
 //! | `engine` | [`Store`]: the operations |
 
 mod chunk;
@@ -20,6 +21,7 @@ mod codec;
 mod engine;
 pub(crate) mod format;
 mod journal;
+mod lock;
 
 pub(crate) use chunk::sync_dir;
 pub use engine::{CodecCounts, CompactReport, Store, StoreOptions, StoreStats, VerifyReport};

@@ -56,7 +56,7 @@ fn entry_offset(idx: u64) -> u64 {
 fn store(dir: &Path, codec: Codec) -> PathBuf {
     let path = dir.join("s");
     let s = Store::create(&path, StoreOptions::new()).unwrap();
-    s.append(&(0..200).map(record).collect::<Vec<_>>(), codec).unwrap();
+    crate::common::append(&s, &(0..200).map(record).collect::<Vec<_>>(), codec);
     path
 }
 

@@ -33,3 +33,20 @@ pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     f.write_all_at(bytes, offset).unwrap();
 }
+
+/// `store.append(records, codec)`, training the store's dictionary first where `codec` needs
+/// one (training is explicit): on the batch itself, or on a standard sample when the batch is
+/// too small to train on.
+pub fn append<R: AsRef<[u8]> + Sync>(
+    store: &loaderx_core::Store,
+    records: &[R],
+    codec: loaderx_core::Codec,
+) -> std::ops::Range<u32> {
+    if codec == loaderx_core::Codec::ZstdDict
+        && !store.has_dictionary()
+        && !store.train_dictionary(records).unwrap()
+    {
+        assert!(store.train_dictionary(&(0..200).map(record).collect::<Vec<_>>()).unwrap());
+    }
+    store.append(records, codec).unwrap()
+}

@@ -92,14 +92,14 @@ fn crash_child() {
             // Appends only; in a reader-visible order: ids rise with the index.
             "append" | "writer" => {
                 let recs: Vec<Vec<u8>> = (next..next + APPEND_BATCH).map(record).collect();
-                store.append(&recs, codec_of(k)).unwrap();
+                crate::common::append(&store, &recs, codec_of(k));
                 next += APPEND_BATCH;
             }
             // append, delete every third record, compact: one store operation per step.
             "compact" => match k % 3 {
                 1 => {
                     let recs: Vec<Vec<u8>> = (next..next + COMPACT_BATCH).map(record).collect();
-                    store.append(&recs, codec_of(k / 3)).unwrap();
+                    crate::common::append(&store, &recs, codec_of(k / 3));
                     next += COMPACT_BATCH;
                 }
                 2 => store.delete(&(0..store.len()).step_by(3).collect::<Vec<_>>()).unwrap(),
@@ -422,9 +422,11 @@ fn readers_in_this_process_verify_every_record_while_a_thread_appends() {
             let mut k = 0u64;
             while Instant::now() < deadline {
                 let next = u64::from(store.len());
-                store
-                    .append(&(next..next + APPEND_BATCH).map(record).collect::<Vec<_>>(), codec_of(k))
-                    .unwrap();
+                crate::common::append(
+                    store,
+                    &(next..next + APPEND_BATCH).map(record).collect::<Vec<_>>(),
+                    codec_of(k),
+                );
                 k += 1;
             }
             k

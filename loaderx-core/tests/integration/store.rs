@@ -53,6 +53,15 @@ proptest! {
         let store = Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(64 << 10)).unwrap();
         let mut all: Vec<Vec<u8>> = Vec::new();
         for (records, codec) in &batches {
+            if *codec == Codec::ZstdDict && !store.has_dictionary() {
+                // Training is explicit: without a dictionary the batch is refused whole.
+                let refused = store.append(records, *codec);
+                prop_assert!(matches!(refused, Err(Error::MissingDictionary { .. })), "{:?}", refused);
+                prop_assert_eq!(store.len() as usize, all.len());
+                if !store.train_dictionary(records).unwrap() {
+                    continue;
+                }
+            }
             let range = store.append(records, *codec).unwrap();
             prop_assert_eq!(range.start as usize, all.len());
             all.extend(records.iter().cloned());
@@ -92,7 +101,7 @@ fn records_of_exactly_one_mib_round_trip_in_every_codec() {
     let recs =
         vec![noise(MAX_RECORD_SIZE, 7), vec![3u8; MAX_RECORD_SIZE], Vec::new(), noise(MAX_RECORD_SIZE, 9)];
     for codec in Codec::ALL {
-        let r = store.append(&recs, codec).unwrap();
+        let r = crate::common::append(&store, &recs, codec);
         let idx: Vec<u32> = r.rev().collect();
         let got = store.gather(&idx).unwrap();
         let want: Vec<Vec<u8>> = recs.iter().rev().cloned().collect();
@@ -241,7 +250,9 @@ fn reader_opened_before_the_dictionary_was_trained_reads_dictionary_records() {
     w.append(&(0..10).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
     let r = Store::open(&path).unwrap();
     assert!(!r.has_dictionary());
-    w.append(&(10..300).map(record).collect::<Vec<_>>(), Codec::ZstdDict).unwrap();
+    let batch: Vec<Vec<u8>> = (10..300).map(record).collect();
+    assert!(w.train_dictionary(&batch).unwrap());
+    w.append(&batch, Codec::ZstdDict).unwrap();
     assert!(w.stats().unwrap().codecs.zstd_dict > 0, "the batch was stored against a dictionary");
     for (i, rec) in r.gather(&(0..300).collect::<Vec<_>>()).unwrap().iter().enumerate() {
         assert_eq!(check_record(rec), Some(i as u64));
@@ -291,7 +302,7 @@ fn concurrent_gather_during_append_sees_only_intact_records() {
 fn sample_store(dir: &Path, codec: Codec) -> std::path::PathBuf {
     let path = dir.join("s");
     let store = Store::create(&path, StoreOptions::new()).unwrap();
-    store.append(&(0..200).map(record).collect::<Vec<_>>(), codec).unwrap();
+    crate::common::append(&store, &(0..200).map(record).collect::<Vec<_>>(), codec);
     path
 }
 
@@ -331,16 +342,53 @@ fn open_rejects_truncated_meta() {
     assert!(matches!(Store::open(&path), Err(Error::Corrupt { .. })));
 }
 
+/// A tail chunk cut short by outside damage: the records before the cut stay readable, those
+/// past it are per-record errors naming the chunk, and a writer refuses the store (appending
+/// after the hole would hide the loss).
 #[test]
-fn open_rejects_truncated_tail_chunk() {
+fn truncated_tail_chunk_opens_for_reading_with_per_record_errors() {
     let dir = tempfile::tempdir().unwrap();
     let path = sample_store(dir.path(), Codec::Raw);
+    let ends: Vec<u64> = {
+        let meta = std::fs::read(path.join("meta.zr")).unwrap();
+        (0..200u64)
+            .map(|i| {
+                let e = &meta[entry_offset(i) as usize..entry_offset(i) as usize + 16];
+                u64::from(u32::from_ne_bytes(e[0..4].try_into().unwrap()))
+                    + u64::from(u32::from_ne_bytes(e[4..8].try_into().unwrap()))
+            })
+            .collect()
+    };
+    let cut = ends[99];
     let f = std::fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap();
-    f.set_len(100).unwrap();
-    match Store::open(&path) {
-        Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("0.zr")),
+    f.set_len(cut).unwrap();
+    drop(f);
+    let store = Store::open(&path).unwrap();
+    let intact: Vec<u32> = (0..200).filter(|&i| ends[i as usize] <= cut).collect();
+    assert!(intact.len() >= 100);
+    for (k, rec) in store.gather(&intact).unwrap().iter().enumerate() {
+        assert_eq!(check_record(rec), Some(u64::from(intact[k])));
+    }
+    match store.gather(&[199]) {
+        Err(Error::CorruptRecord { index: 199, path: p, .. }) => assert!(p.ends_with("0.zr")),
         other => panic!("{other:?}"),
     }
+    let report = store.verify().unwrap();
+    assert_eq!(report.bad.len(), 200 - intact.len());
+    assert!(report.bad.iter().all(|(i, e)| ends[*i as usize] > cut
+        && matches!(e, Error::CorruptRecord { path, .. } if path.ends_with("0.zr"))));
+    match Store::open_rw(&path, StoreOptions::new()) {
+        Err(Error::Corrupt { path: p, reason, .. }) => {
+            assert!(p.ends_with("0.zr"));
+            assert!(reason.contains("truncated"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        std::fs::metadata(path.join("0.zr")).unwrap().len(),
+        cut,
+        "the refused writer changed nothing"
+    );
 }
 
 /// Byte offset of table entry `idx` in meta.zr.
@@ -449,12 +497,38 @@ fn missing_dictionary_is_named() {
 fn damaged_dictionary_file_is_refused_on_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = sample_store(dir.path(), Codec::ZstdDict);
-    let len = std::fs::metadata(path.join("dict.zr")).unwrap().len();
-    patch(&path.join("dict.zr"), len - 1, &[0xFF]);
+    patch(&path.join("dict.zr"), 1, &[0x00]);
     match Store::open(&path) {
         Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("dict.zr")),
         other => panic!("{other:?}"),
     }
+}
+
+/// `dict.zr` is the bare dictionary, so damage inside it is caught by the frames it decodes
+/// (each names the dictionary ID and carries a checksum of its content): a record either comes
+/// back intact or is an error, never wrong bytes.
+#[test]
+fn damage_inside_the_dictionary_never_hands_out_wrong_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample_store(dir.path(), Codec::ZstdDict);
+    let len = std::fs::metadata(path.join("dict.zr")).unwrap().len();
+    let at = len - len / 3;
+    let b = std::fs::read(path.join("dict.zr")).unwrap()[at as usize];
+    patch(&path.join("dict.zr"), at, &[b ^ 0xFF]);
+    let store = Store::open(&path).unwrap();
+    let mut failed = 0;
+    for i in 0..200u32 {
+        match store.get(i) {
+            Ok(rec) => assert_eq!(check_record(&rec), Some(u64::from(i))),
+            Err(Error::CorruptRecord { index, .. }) => {
+                assert_eq!(index, u64::from(i));
+                failed += 1;
+            }
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert!(failed > 0, "the damaged dictionary went unnoticed");
+    assert_eq!(store.verify().unwrap().bad.len(), failed);
 }
 
 #[test]
@@ -494,4 +568,235 @@ fn store_full_is_refused_before_writing() {
     store.append(&[b"last"], Codec::Raw).unwrap();
     assert_eq!(store.len(), MAX_RECORDS);
     assert_eq!(store.get(MAX_RECORDS - 1).unwrap(), b"last");
+}
+
+/// Byte offset in meta.zr of the header's `tail_offset` field.
+const TAIL_OFFSET_AT: u64 = 8;
+
+/// Regression: an append that ended exactly at byte 2^32 of a chunk stored the frontier as
+/// offset 0 of the same chunk, so the next append overwrote record 0 and the next writable open
+/// truncated the chunk. The 4 GiB chunk is a sparse file: only its first and last pages hold data.
+#[test]
+fn append_ending_exactly_at_4_gib_rolls_over_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    store.append(&[record(0)], Codec::Raw).unwrap();
+    drop(store);
+    // Move the frontier to 1 KiB before the end of chunk 0 without writing the bytes between.
+    let edge = (1u64 << 32) - 1024;
+    std::fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap().set_len(edge).unwrap();
+    patch(&path.join("meta.zr"), TAIL_OFFSET_AT, &u32::try_from(edge).unwrap().to_ne_bytes());
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    let last = vec![0xA7u8; 1024];
+    assert_eq!(store.append(std::slice::from_ref(&last), Codec::Raw).unwrap(), 1..2);
+    assert_eq!(store.stats().unwrap().chunks, 2, "a frontier at exactly 4 GiB rolls to the next chunk");
+    store.append(&[record(2)], Codec::Raw).unwrap();
+    drop(store);
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert_eq!(std::fs::metadata(path.join("0.zr")).unwrap().len(), 1 << 32, "reopening truncated nothing");
+    assert_eq!(check_record(&store.get(0).unwrap()), Some(0));
+    assert_eq!(store.get(1).unwrap(), last);
+    assert_eq!(check_record(&store.get(2).unwrap()), Some(2));
+    assert!(store.verify().unwrap().bad.is_empty());
+}
+
+/// The same placement rule at a small chunk capacity, in append and in compaction: a frontier
+/// exactly at the capacity starts the next chunk.
+#[test]
+fn a_frontier_exactly_at_the_chunk_capacity_rolls_over_in_append_and_compact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let opts = StoreOptions::new().chunk_capacity(4096);
+    let mut store = Store::create(&path, opts.clone()).unwrap();
+    let recs: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 1024]).collect();
+    store.append(&recs[..4], Codec::Raw).unwrap();
+    assert_eq!(store.stats().unwrap().chunks, 2);
+    assert_eq!(std::fs::metadata(path.join("1.zr")).unwrap().len(), 0);
+    store.append(&recs[4..], Codec::Raw).unwrap();
+    assert_eq!(std::fs::metadata(path.join("1.zr")).unwrap().len(), 2048);
+    // Four records of 1 KiB stay: compaction packs them into exactly one 4 KiB chunk.
+    store.delete(&[0, 1]).unwrap();
+    let report = store.compact().unwrap();
+    assert_eq!(report.bytes_after, 4096);
+    assert_eq!(store.stats().unwrap().chunks, 2, "the packed frontier sits at the start of chunk 1");
+    store.append(&[vec![9u8; 100]], Codec::Raw).unwrap();
+    drop(store);
+    let store = Store::open_rw(&path, opts).unwrap();
+    let mut got = store.gather(&(0..5).collect::<Vec<_>>()).unwrap();
+    got.sort();
+    let mut want = vec![recs[2].clone(), recs[3].clone(), recs[4].clone(), recs[5].clone(), vec![9u8; 100]];
+    want.sort();
+    assert_eq!(got, want);
+    assert!(store.verify().unwrap().bad.is_empty());
+}
+
+/// A compaction with a smaller chunk capacity than the store was written with never moves a
+/// record up onto bytes not yet moved. 40 MiB, so that the compaction runs in more than one
+/// journal batch (32 MiB each): a batch that wrote over records of a later batch would show.
+#[test]
+fn compaction_with_a_smaller_capacity_keeps_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = Store::create(&path, StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
+    let rec = |i: u32| {
+        let mut r = vec![(i % 251) as u8; 64 << 10];
+        r[..4].copy_from_slice(&i.to_le_bytes());
+        r
+    };
+    store.append(&(0..640).map(rec).collect::<Vec<_>>(), Codec::Raw).unwrap();
+    store.delete(&[0, 5, 9]).unwrap();
+    drop(store);
+    let mut store = Store::open_rw(&path, StoreOptions::new().chunk_capacity(512 << 10)).unwrap();
+    store.compact().unwrap();
+    let mut ids = Vec::new();
+    for r in store.gather(&(0..637).collect::<Vec<_>>()).unwrap() {
+        let i = u32::from_le_bytes(r[..4].try_into().unwrap());
+        assert_eq!(r, rec(i), "record {i} is intact");
+        ids.push(i);
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (0..640).filter(|i| ![0, 5, 9].contains(i)).collect::<Vec<_>>());
+    assert!(store.verify().unwrap().bad.is_empty());
+}
+
+/// `zstd_dict` needs the store's dictionary: without one the append is an error and nothing is
+/// written (no silent plain-zstd fallback, no implicit training).
+#[test]
+fn zstd_dict_append_without_a_dictionary_is_refused_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    let recs: Vec<Vec<u8>> = (0..3000).map(record).collect();
+    for batch in [&recs[..0], &recs[..5], &recs[..]] {
+        match store.append(batch, Codec::ZstdDict) {
+            Err(Error::MissingDictionary { path }) => assert_eq!(path, dir.path().join("s")),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(store.len(), 0);
+    assert!(!store.has_dictionary(), "no dictionary was trained behind the caller's back");
+    assert!(!dir.path().join("s/dict.zr").exists());
+    assert!(store.train_dictionary(&recs).unwrap());
+    store.append(&recs, Codec::ZstdDict).unwrap();
+    assert!(store.stats().unwrap().codecs.zstd_dict > 0);
+}
+
+/// The `zstd` command-line tool, or `None` (a failure where CI asks for it).
+fn zstd_cli() -> Option<&'static str> {
+    let found =
+        std::process::Command::new("zstd").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found && std::env::var_os("LOADERX_REQUIRE_ZSTD_CLI").is_some() {
+        panic!("the zstd command-line tool is required (LOADERX_REQUIRE_ZSTD_CLI) but not on PATH");
+    }
+    if !found {
+        eprintln!("skipped: no zstd command-line tool on PATH");
+    }
+    found.then_some("zstd")
+}
+
+/// The stored bytes (frame) of record `idx`, read through the documented layout.
+fn stored_frame(path: &Path, idx: u64) -> (u8, Vec<u8>) {
+    let meta = std::fs::read(path.join("meta.zr")).unwrap();
+    let e = &meta[entry_offset(idx) as usize..entry_offset(idx) as usize + 16];
+    let off = u32::from_ne_bytes(e[0..4].try_into().unwrap()) as usize;
+    let phys = u32::from_ne_bytes(e[4..8].try_into().unwrap()) as usize;
+    let chunk = u16::from_ne_bytes(e[12..14].try_into().unwrap());
+    let data = std::fs::read(path.join(format!("{chunk}.zr"))).unwrap();
+    (e[14], data[off..off + phys].to_vec())
+}
+
+/// Decodes `frame` with `zstd -d -D dict`.
+fn zstd_cli_decode(zstd: &str, dir: &Path, dict: &Path, frame: &[u8]) -> Vec<u8> {
+    let input = dir.join("frame.zst");
+    let output = dir.join("frame.out");
+    std::fs::write(&input, frame).unwrap();
+    let st = std::process::Command::new(zstd)
+        .args(["-q", "-f", "-d", "-D"])
+        .arg(dict)
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .status()
+        .unwrap();
+    assert!(st.success(), "zstd -d -D failed");
+    std::fs::read(output).unwrap()
+}
+
+/// `dict.zr` is the bare zstd dictionary: one trained by `zstd --train` works as a store's
+/// dictionary, `zstd -d -D dict.zr` decodes loaderx's `zstd_dict` records, and stores written
+/// with the earlier headed `dict.zr` still read.
+#[test]
+fn dict_zr_interoperates_with_the_zstd_command_line_tool() {
+    let Some(zstd) = zstd_cli() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<Vec<u8>> = (0..400).map(record).collect();
+    let text: Vec<u64> = (0..400).filter(|i| i % 3 != 0).collect();
+
+    // A dictionary trained by the command-line tool, dropped into a fresh store.
+    let samples = dir.path().join("samples");
+    std::fs::create_dir(&samples).unwrap();
+    for &i in &text {
+        std::fs::write(samples.join(format!("{i}")), &recs[i as usize]).unwrap();
+    }
+    let cli_dict = dir.path().join("cli.dict");
+    let st = std::process::Command::new(zstd)
+        .args(["-q", "-f", "--train", "--maxdict=16384", "-r"])
+        .arg(&samples)
+        .arg("-o")
+        .arg(&cli_dict)
+        .status()
+        .unwrap();
+    assert!(st.success(), "zstd --train failed");
+    let path = dir.path().join("cli");
+    drop(Store::create(&path, StoreOptions::new()).unwrap());
+    std::fs::copy(&cli_dict, path.join("dict.zr")).unwrap();
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert_eq!(store.dictionary(), Some(&std::fs::read(&cli_dict).unwrap()[..]));
+    store.append(&recs, Codec::ZstdDict).unwrap();
+    assert!(store.stats().unwrap().codecs.zstd_dict > 0);
+    assert_eq!(store.gather(&(0..400).collect::<Vec<_>>()).unwrap(), recs);
+    let (tag, frame) = stored_frame(&path, 1);
+    assert_eq!(tag, 2, "record 1 is a zstd_dict frame");
+    assert_eq!(zstd_cli_decode(zstd, dir.path(), &path.join("dict.zr"), &frame), recs[1]);
+    drop(store);
+
+    // A dictionary trained by loaderx is a plain zstd dictionary file too.
+    let path = dir.path().join("ours");
+    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    assert!(store.train_dictionary(&recs).unwrap());
+    store.append(&recs, Codec::ZstdDict).unwrap();
+    let dict = std::fs::read(path.join("dict.zr")).unwrap();
+    assert_eq!(dict[..4], 0xEC30_A437u32.to_le_bytes(), "dict.zr starts with the zstd dictionary magic");
+    assert_eq!(store.dictionary(), Some(&dict[..]));
+    let (tag, frame) = stored_frame(&path, 2);
+    assert_eq!(tag, 2);
+    assert_eq!(zstd_cli_decode(zstd, dir.path(), &path.join("dict.zr"), &frame), recs[2]);
+    drop(store);
+
+    // The headed dict.zr of earlier builds still opens and reads identically.
+    std::fs::write(path.join("dict.zr"), loaderx_core::format::dict::encode_legacy(&dict)).unwrap();
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.dictionary(), Some(&dict[..]));
+    assert_eq!(store.gather(&(0..400).collect::<Vec<_>>()).unwrap(), recs);
+}
+
+/// A closed writer leaves no `write.lock` behind, whatever it did (append, compact).
+#[test]
+fn closing_a_writer_leaves_no_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = Store::create(&path, StoreOptions::new()).unwrap();
+    assert!(path.join("write.lock").exists(), "the lock is held while the writer is open");
+    store.append(&(0..50).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+    store.delete(&[3, 7]).unwrap();
+    store.compact().unwrap();
+    drop(store);
+    assert!(!path.join("write.lock").exists());
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert!(matches!(Store::open_rw(&path, StoreOptions::new()), Err(Error::Locked { .. })));
+    drop(store);
+    assert!(!path.join("write.lock").exists());
+    let names: Vec<String> =
+        std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(names.iter().all(|n| n == "meta.zr" || n.ends_with(".zr")), "{names:?}");
 }
