@@ -165,7 +165,7 @@ fn rmp(bytes: &[u8]) -> MnistItem {
 }
 
 fn fast(bytes: &[u8]) -> MnistItem {
-    loaderx::msgpack::from_slice(bytes).unwrap()
+    loaderx::burn::msgpack::from_slice(bytes).unwrap()
 }
 
 fn main() {

@@ -18,12 +18,13 @@ mod common;
 use std::io::Write;
 use std::time::Instant;
 
-use common::{random_batches, structured_record};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use loaderx::{Codec, MappedFile, Store, StoreOptions};
+use loaderx_bench::timing::{FixedContender, interleaved_fixed};
+use loaderx_bench::workloads::{block, blocks as record_blocks, random_batches, zstd_frames};
 use rayon::prelude::*;
-use zstd::bulk::{Compressor, Decompressor};
-use zstd::dict::{DecoderDictionary, EncoderDictionary};
+use zstd::bulk::Decompressor;
+use zstd::dict::DecoderDictionary;
 
 const BATCH: usize = 256;
 const BATCHES: usize = 16;
@@ -45,30 +46,11 @@ fn blocks<'a>(idx: &'a [u32], rec: usize, dst: &'a mut [u8]) -> Vec<(&'a [u32], 
     idx.chunks(per).zip(dst.chunks_mut(per * rec)).collect()
 }
 
-fn frames_for(
-    records: &(dyn Fn(u64) -> Vec<u8> + Sync),
-    batches: &[Vec<u32>],
-    dict: Option<&[u8]>,
-) -> Vec<Vec<Vec<u8>>> {
-    let enc_dict = dict.map(|d| EncoderDictionary::copy(d, 19));
-    batches
-        .par_iter()
-        .map(|b| {
-            let mut c = match &enc_dict {
-                Some(d) => Compressor::with_prepared_dictionary(d).unwrap(),
-                None => Compressor::new(3).unwrap(),
-            };
-            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
-            b.iter().map(|&i| c.compress(&records(u64::from(i))).unwrap()).collect()
-        })
-        .collect()
-}
-
 /// One unit of a contender's work: fill this buffer with batch `k`.
 type Work<'a> = Box<dyn FnMut(&mut [u8], usize) + 'a>;
 
 /// Each contender owns its buffer and walks the same batches.
-fn contender<'a>(name: &'a str, rec: usize, mut f: Work<'a>) -> common::Contender<'a> {
+fn contender<'a>(name: &'a str, rec: usize, mut f: Work<'a>) -> FixedContender<'a> {
     let mut dst = vec![0u8; BATCH * rec];
     let mut k = 0usize;
     (
@@ -85,16 +67,14 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
         std::env::var_os("LOADERX_BENCH_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from),
     )
     .unwrap();
-    let gen_rec = move |i: u64| structured_record(i, rec);
     let batches = random_batches(42, n, BATCH, BATCHES);
 
     // The flat file the memcpy ceiling reads, written in blocks.
     let flat_path = dir.path().join("flat.bin");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&flat_path).unwrap());
-        for block in (0..u64::from(n)).collect::<Vec<_>>().chunks(512) {
-            let recs: Vec<Vec<u8>> = block.par_iter().map(|&i| gen_rec(i)).collect();
-            for r in recs {
+        for (lo, hi) in record_blocks(n, rec, 512 * rec) {
+            for r in block(lo, hi, rec) {
                 f.write_all(&r).unwrap();
             }
         }
@@ -105,8 +85,8 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
     for codec in Codec::ALL {
         let store = Store::create(dir.path().join(codec.name()), StoreOptions::new()).unwrap();
         let mut secs = 0.0;
-        for block in (0..u64::from(n)).collect::<Vec<_>>().chunks(2048) {
-            let recs: Vec<Vec<u8>> = block.par_iter().map(|&i| gen_rec(i)).collect();
+        for (lo, hi) in record_blocks(n, rec, 2048 * rec) {
+            let recs = block(lo, hi, rec);
             let t = Instant::now();
             // zstd_dict trains on the first block (training is explicit, as in the converters).
             if codec == Codec::ZstdDict && !store.has_dictionary() {
@@ -129,8 +109,8 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
         stores.push((codec, store));
     }
     let dict = stores[2].1.dictionary().map(<[u8]>::to_vec);
-    let plain_frames = frames_for(&gen_rec, &batches, None);
-    let dict_frames = frames_for(&gen_rec, &batches, dict.as_deref());
+    let plain_frames = zstd_frames(rec, &batches, None);
+    let dict_frames = zstd_frames(rec, &batches, dict.as_deref());
     let ddict = dict.as_deref().map(DecoderDictionary::copy);
 
     let group_name = format!("gather_{label}");
@@ -160,7 +140,7 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
     let batches = &batches;
     let contender = |name, f| contender(name, rec, f);
     let (raw, zstd, zstd_dict) = (&stores[0].1, &stores[1].1, &stores[2].1);
-    let mut contenders: Vec<common::Contender<'_>> = vec![
+    let mut contenders: Vec<FixedContender<'_>> = vec![
         contender("memcpy", Box::new(memcpy)),
         contender(
             "raw",
@@ -189,7 +169,7 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
     let rounds = 15;
     let iters = if rec > 64 << 10 { 4 } else { 20 };
     for pair in contenders.chunks_mut(2) {
-        let res = common::interleaved(rounds, iters, pair);
+        let res = interleaved_fixed(rounds, iters, pair);
         let mibs = |ns: f64| (BATCH * rec) as f64 / (1 << 20) as f64 / (ns * 1e-9);
         let row = rows.iter_mut().find(|r| r.size == label && r.codec == res[1].name).expect("row");
         row.ceiling_mibs = mibs(res[0].median_ns);

@@ -12,7 +12,9 @@
 mod common;
 
 use criterion::{Criterion, Throughput};
-use loaderx::{ArrayData, DataLoader, DatasetWriter, DenseSource, SamplerMode, WriteOptions};
+use loaderx::{ArrayData, DataLoader, DenseSource, SamplerMode};
+use loaderx_bench::timing::{FixedContender, interleaved_fixed};
+use loaderx_bench::workloads::{blocks, write_structured_f32};
 
 const BATCH: u32 = 256;
 const ELEMS: usize = 3072;
@@ -24,22 +26,8 @@ fn main() {
     )
     .unwrap();
     let path = dir.path().join("x");
-    let mut w =
-        DatasetWriter::dense::<f32>(&path, vec![ELEMS], WriteOptions::new().codec(loaderx::Codec::Raw))
-            .unwrap();
-    for block in (0..n).collect::<Vec<_>>().chunks(1024) {
-        let v: Vec<f32> = block
-            .iter()
-            .flat_map(|&i| {
-                common::structured_record(u64::from(i), ELEMS * 4)
-                    .chunks(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3] & 0x3f]))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        w.append(&v).unwrap();
-    }
-    w.finish().unwrap();
+    // 1,024 records per append.
+    write_structured_f32(&path, ELEMS, blocks(n, ELEMS * 4, 1024 * ELEMS * 4)).unwrap();
     let source = DenseSource::open(&path).unwrap();
     let builder =
         DataLoader::builder().stream("x", source.clone()).batch_size(BATCH).mode(SamplerMode::Cyclic).seed(7);
@@ -55,7 +43,7 @@ fn main() {
     g.throughput(Throughput::Bytes(u64::from(BATCH) * (ELEMS * 4) as u64));
     g.sample_size(30);
     {
-        let mut contenders: Vec<common::Contender<'_>> = vec![
+        let mut contenders: Vec<FixedContender<'_>> = vec![
             (
                 "gather",
                 Box::new(|| {
@@ -77,7 +65,7 @@ fn main() {
         g.finish();
         c.final_summary();
 
-        let res = common::interleaved(15, 50, &mut contenders);
+        let res = interleaved_fixed(15, 50, &mut contenders);
         let batch_mib = f64::from(BATCH) * (ELEMS * 4) as f64 / (1 << 20) as f64;
         println!(
             "\nLoader, {n} records of 12 KiB, batch {BATCH}, identity transform, {} prefetch threads; median of 15 interleaved rounds",

@@ -13,10 +13,9 @@
 
 use std::hint::black_box;
 
-mod common;
-
 use criterion::{BenchmarkId, Criterion, Throughput};
 use loaderx::{Sampler, SamplerMode};
+use loaderx_bench::timing::{FixedContender, interleaved_fixed};
 use rand::rngs::{SmallRng, StdRng};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -122,7 +121,7 @@ fn side_by_side() {
         let mut shuffled = Shuffled::new();
         let [b0, b1, b2, b3, b4] = &mut bufs[..] else { unreachable!() };
         let [s_iid, s_cyc] = &mut steps;
-        let mut contenders: Vec<common::Contender<'_>> = vec![
+        let mut contenders: Vec<FixedContender<'_>> = vec![
             (
                 "rand_std_loop",
                 Box::new(|| {
@@ -162,7 +161,7 @@ fn side_by_side() {
             ),
         ];
         let iters = (2_000 * 1024 / b as usize).max(50);
-        for r in common::interleaved(15, iters, &mut contenders) {
+        for r in interleaved_fixed(15, iters, &mut contenders) {
             let rate = f64::from(b) / r.median_ns * 1e3;
             println!("  batch {b:>5}  {:<16} {rate:>8.0} M/s  {:>5.2}x", r.name, r.speed_vs_baseline);
         }

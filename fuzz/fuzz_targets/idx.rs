@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loaderx_core::format::IdxHeader;
+use loaderx_core::convert::IdxHeader;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(h) = IdxHeader::parse(data) else { return };

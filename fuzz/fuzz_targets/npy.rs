@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loaderx_core::format::NpyHeader;
+use loaderx_core::convert::NpyHeader;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(h) = NpyHeader::parse(data) else { return };

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loaderx_core::format::Schema;
+use loaderx_core::Schema;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = Schema::decode(data) {

@@ -10,7 +10,8 @@
 //! - burn `Dataset`s over loaderx stores whose `get_many` is one batched gather:
 //!   [`DenseItems`] (dense records as `Vec<T>`), [`MnistItems`], and [`ItemStore`], serde items as
 //!   MessagePack records, the fast stand-in for `SqliteDataset`, with a one-call migration from
-//!   any burn dataset ([`ItemStore::from_dataset`]).
+//!   any burn dataset ([`ItemStore::from_dataset`]); [`msgpack`] is its decoder, a serde
+//!   `Deserializer` that gives exactly `rmp_serde::from_slice`'s values and errors, faster.
 //! - The burn book's MNIST guide types: [`MnistItem`], [`MnistBatch`], [`MnistBatcher`].
 //!
 //! It is not a training framework: models, learners and optimisers are burn's own, re-exported
@@ -64,7 +65,7 @@ mod mnist;
 pub use dataset::DenseItems;
 pub use dense::{DenseBatch, tensor_data};
 pub use error::{Error, Result};
-pub use item_store::{ItemStore, ItemWriter};
+pub use item_store::{ItemStore, ItemWriter, msgpack};
 pub use loader::{StepLoader, StepLoaderBuilder};
 pub use mnist::{MNIST_MEAN, MNIST_SIDE, MNIST_STD, MnistBatch, MnistBatcher, MnistItem, MnistItems};
 

@@ -8,18 +8,18 @@
 //! The loader starts its prefetch threads on the first `iter()` (so the copies `to_device` and
 //! `slice` make cost nothing until used) and keeps them running between epochs.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, sync_channel};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
-use loaderx_core::{Batch, DataLoader, DenseSource, LoaderBuilder, LoaderState, SamplerConfig, SamplerMode};
+use loaderx_core::{
+    Batch, DataLoader, DenseSource, LoaderBuilder, LoaderState, Prefetcher, SamplerConfig, SamplerMode,
+    fingerprint,
+};
 
 use crate::dense::DenseBatch;
 use crate::{Error, Result};
@@ -157,11 +157,9 @@ impl StepLoaderBuilder {
         F: Fn(Batch, &Device) -> std::result::Result<O, E> + Send + Sync + 'static,
     {
         let core = self.core;
-        // A one-thread probe validates everything and yields the sampler config and the
-        // fingerprint; it is dropped at once (the real threads start on the first `iter()`).
-        let probe = core.clone().threads(1).prefetch(1).build()?;
-        let state = probe.state();
-        drop(probe);
+        // Validates the streams and the sampler and yields the starting state; the threads start
+        // on the first `iter()`.
+        let state = core.resolve()?;
         let transform: Transform<O> = Arc::new(move |b, d| transform(b, d).map_err(Into::into));
         let recipe = Arc::new(CoreRecipe { builder: core, fingerprint: state.fingerprint, transform });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
@@ -185,7 +183,7 @@ impl StepLoaderBuilder {
     {
         let len = u32::try_from(dataset.len())
             .map_err(|_| Error::InvalidArgument("a dataset of more than u32::MAX items".into()))?;
-        let fingerprint = fnv(format!("dataset:{len}").as_bytes());
+        let fingerprint = fingerprint(format!("dataset:{len}").as_bytes());
         let state = self.core.plan(len, fingerprint)?;
         let recipe = Arc::new(DatasetRecipe {
             dataset: Arc::new(dataset),
@@ -195,10 +193,6 @@ impl StepLoaderBuilder {
         });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
     }
-}
-
-pub(crate) fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// What a loader runs: the same recipe makes every `to_device` and `slice` copy.
@@ -252,94 +246,26 @@ impl<I: Send + 'static, O: Send + 'static> Recipe<O> for DatasetRecipe<I, O> {
         let dataset = Arc::clone(&self.dataset);
         let batcher = Arc::clone(&self.batcher);
         let device = device.clone();
-        let produce = move |step: u64| -> Result<O> {
+        // The outer result is the prefetcher's own (a panicking step); the inner one the step's.
+        let produce = move |step: u64| -> loaderx_core::Result<Result<O>> {
             let indices: Vec<usize> = sampler.batch(step).into_iter().map(|i| i as usize).collect();
-            let items = dataset.get_many(indices).map_err(|e| {
-                Error::Core(loaderx_core::Error::Transform { step, message: format!("get_many: {e}") })
-            })?;
-            Ok(batcher.batch(items, &device))
+            Ok(match dataset.get_many(indices) {
+                Ok(items) => Ok(batcher.batch(items, &device)),
+                Err(source) => Err(Error::Dataset { step, source }),
+            })
         };
-        Ok(Box::new(Prefetch::spawn(self.threads, self.prefetch, step, Arc::new(produce))?))
+        let prefetcher = Prefetcher::spawn("loaderx-burn", self.threads, self.prefetch, step, produce)?;
+        Ok(Box::new(prefetcher))
     }
 }
 
-type Produce<O> = Arc<dyn Fn(u64) -> Result<O> + Send + Sync>;
-
-/// Ordered prefetch for the dataset path: thread `w` of `n` produces steps `start + w + k*n`
-/// into its own bounded channel, and the consumer reads the channels round-robin.
-struct Prefetch<O> {
-    rxs: Vec<Receiver<Result<O>>>,
-    handles: Vec<JoinHandle<()>>,
-    stop: Arc<AtomicBool>,
-    start: u64,
-    step: u64,
-}
-
-impl<O: Send + 'static> Prefetch<O> {
-    fn spawn(threads: usize, depth: usize, start: u64, produce: Produce<O>) -> Result<Self> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut rxs = Vec::with_capacity(threads);
-        let mut handles = Vec::with_capacity(threads);
-        for w in 0..threads {
-            let (tx, rx) = sync_channel::<Result<O>>(depth);
-            let (produce, stop) = (Arc::clone(&produce), Arc::clone(&stop));
-            let handle = std::thread::Builder::new()
-                .name(format!("loaderx-burn-{w}"))
-                .spawn(move || {
-                    let mut step = start + w as u64;
-                    while !stop.load(Ordering::Acquire) {
-                        let out = catch_unwind(AssertUnwindSafe(|| produce(step))).unwrap_or_else(|panic| {
-                            let message = panic
-                                .downcast_ref::<&str>()
-                                .map(|s| (*s).to_string())
-                                .or_else(|| panic.downcast_ref::<String>().cloned())
-                                .unwrap_or_else(|| "panicked".into());
-                            Err(Error::Core(loaderx_core::Error::Transform {
-                                step,
-                                message: format!("panicked: {message}"),
-                            }))
-                        });
-                        if tx.send(out).is_err() {
-                            return;
-                        }
-                        step += threads as u64;
-                    }
-                })
-                .map_err(|e| {
-                    Error::Core(loaderx_core::Error::LoaderStopped(format!(
-                        "cannot start a prefetch thread: {e}"
-                    )))
-                })?;
-            rxs.push(rx);
-            handles.push(handle);
-        }
-        Ok(Prefetch { rxs, handles, stop, start, step: start })
-    }
-}
-
-impl<O: Send + 'static> Running<O> for Prefetch<O> {
+impl<O: Send + 'static> Running<O> for Prefetcher<Result<O>> {
     fn next(&mut self) -> Result<O> {
-        let w = ((self.step - self.start) % self.rxs.len() as u64) as usize;
-        let out = self.rxs[w].recv().unwrap_or_else(|_| {
-            Err(Error::Core(loaderx_core::Error::LoaderStopped("a prefetch thread exited".into())))
-        });
-        self.step += 1;
-        out
+        Prefetcher::next(self)?
     }
 
     fn step(&self) -> u64 {
-        self.step
-    }
-}
-
-impl<O> Drop for Prefetch<O> {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        // Dropping the receivers wakes threads blocked on a full channel.
-        self.rxs.clear();
-        for h in self.handles.drain(..) {
-            let _ = h.join();
-        }
+        Prefetcher::step(self)
     }
 }
 

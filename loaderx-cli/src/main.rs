@@ -156,20 +156,10 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The error and its causes joined by ": ", skipping a cause whose text the message already
-/// carries (core's I/O errors print their source themselves).
+/// The error and its causes joined by ": ": the library's messages say what failed and where,
+/// and leave the cause to `source`, so each part appears once.
 fn one_line(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if !line.contains(&text) {
-            if !line.is_empty() {
-                line.push_str(": ");
-            }
-            line.push_str(&text);
-        }
-    }
-    line
+    err.chain().map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }
 
 /// Writes `text` to stdout, so that a closed pipe comes back as an error rather than a panic.

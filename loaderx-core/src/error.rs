@@ -7,12 +7,14 @@ use std::path::PathBuf;
 ///
 /// Every variant that concerns a file names its path; every variant that concerns a record names
 /// its index. Bytes read from disk never panic: they become [`Error::Corrupt`] or a more specific
-/// variant.
+/// variant. A message says what failed and where, once; the cause (an operating-system error, a
+/// transform's error) is the [`source`](std::error::Error::source), not pasted into the message,
+/// so a caller printing the chain (`loaderx` prints `message: cause: ...`) shows each part once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system I/O call failed.
-    #[error("{op} {}: {source}", path.display())]
+    #[error("{op} {}", path.display())]
     Io {
         /// What was being done, e.g. "open", "read", "write", "sync".
         op: &'static str,
@@ -154,13 +156,14 @@ pub enum Error {
         /// What is wrong, with the byte offset, line or element where it applies.
         reason: String,
     },
-    /// A user transform (collate step) failed.
-    #[error("transform failed at step {step}: {message}")]
+    /// A user transform (collate step) failed or panicked.
+    #[error("transform failed at step {step}")]
     Transform {
         /// The loader step whose batch failed.
         step: u64,
-        /// The transform's message.
-        message: String,
+        /// The transform's error (for a panic: its message).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The data loader's worker threads stopped unexpectedly.
     #[error("data loader stopped: {0}")]

@@ -1,7 +1,7 @@
 //! Element-wise conversions a transform runs over every batch, compiled for AVX2 where the CPU
 //! has it (the same bits either way).
 
-use crate::mapped::with_avx2;
+use crate::sys::with_avx2;
 
 /// `f32::from(x) * scale + offset` for every byte of `src`, into a fresh `Vec` a tensor can
 /// adopt: the usual image normalisation `(x / 255 - mean) / std` is `scale = 1 / (255 * std)`,

@@ -88,7 +88,7 @@ fn a_failed_conversion_names_its_step_and_the_loader_goes_on() {
     for want in 0..3u64 {
         let err = loader.next_batch().unwrap_err();
         assert!(
-            matches!(&err, Error::Core(loaderx_core::Error::Transform { step, message }) if *step == want && message.contains("bool")),
+            matches!(&err, Error::Core(loaderx_core::Error::Transform { step, source }) if *step == want && source.to_string().contains("bool")),
             "{err}"
         );
     }

@@ -1,26 +1,86 @@
-//! `loaderx bench`: the sampler, the store and the loader measured against their baselines and
-//! physical ceilings, every contender in this one process, on the same generated data and the
-//! same indices.
-//!
-//! The machine this runs on is usually shared and noisy, so no ratio is a quotient of two
-//! separately measured medians: contenders run in interleaved rounds ([`timing`]), the ratio is
-//! taken per round, and the median over rounds is reported. Absolute figures are medians of the
-//! per-round times. Data is generated into a temporary directory and read with a warm page cache.
-//!
-//! The criterion benches under `benches/` keep their own copy of the interleaving and the
-//! workload generators: they are a separate crate (`loaderx`), and moving the helpers would have
-//! meant a shared crate for forty lines.
+//! `loaderx bench`: the command line of the bench harness. The harness itself (workloads,
+//! interleaved timing, the per-layer measurements, the tables, JSON rows and plot) is the
+//! `loaderx-bench` crate, shared with the criterion benches under `benches/`; this module only
+//! parses the arguments into its [`loaderx_bench::Options`] and runs it.
 
-#[cfg(any(feature = "burn", feature = "candle"))]
-mod adapters;
-mod data;
-mod loader;
-mod machine;
-mod plot;
-mod report;
-mod run;
-mod sampler;
-mod store;
-mod timing;
+use std::io::Write;
+use std::path::PathBuf;
 
-pub(crate) use run::{BenchArgs, run};
+use clap::{Args, ValueEnum};
+
+/// Which layer to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Layer {
+    /// Index generation on its own.
+    Sampler,
+    /// Batch gather from the record store and the alternatives.
+    Store,
+    /// The endless loader end to end.
+    Loader,
+    /// All three.
+    All,
+}
+
+impl From<Layer> for loaderx_bench::Layer {
+    fn from(layer: Layer) -> Self {
+        match layer {
+            Layer::Sampler => loaderx_bench::Layer::Sampler,
+            Layer::Store => loaderx_bench::Layer::Store,
+            Layer::Loader => loaderx_bench::Layer::Loader,
+            Layer::All => loaderx_bench::Layer::All,
+        }
+    }
+}
+
+/// `loaderx bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The layer to measure.
+    #[arg(value_enum, default_value = "all")]
+    layer: Layer,
+    /// Small sizes and 3 rounds: a smoke run, figures only indicative.
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON array of rows instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Also draw the store and loader figures as a bar chart (SVG).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+    /// Records per store and loader dataset [default: 20000; 2000 with --quick].
+    #[arg(long, value_name = "N")]
+    records: Option<u32>,
+    /// Records in the zstd_dict store (level 19 writes slowly) [default: all; 1000 with --quick].
+    #[arg(long, value_name = "N")]
+    dict_records: Option<u32>,
+    /// Record sizes of the store layer, in KiB [default: 12,128; 12 with --quick].
+    #[arg(long, value_name = "KIB", value_delimiter = ',')]
+    record_kib: Option<Vec<usize>>,
+    /// Interleaved rounds per comparison; figures are medians over them [default: 7; 3 with
+    /// --quick].
+    #[arg(long, value_name = "N")]
+    rounds: Option<usize>,
+    /// Where the temporary data is generated (removed at the end) [default: the system temp
+    /// directory].
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Runs the chosen layers and writes the tables (or the JSON) to `out`.
+///
+/// # Errors
+/// Writing the data or the output; an invalid size.
+pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let options = loaderx_bench::Options {
+        layer: args.layer.into(),
+        quick: args.quick,
+        json: args.json,
+        plot: args.plot.clone(),
+        records: args.records,
+        dict_records: args.dict_records,
+        record_kib: args.record_kib.clone(),
+        rounds: args.rounds,
+        dir: args.dir.clone(),
+    };
+    loaderx_bench::run(&options, out)
+}

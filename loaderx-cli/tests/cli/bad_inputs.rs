@@ -2,7 +2,7 @@
 // naming the file (never a panic, never a signal), and leaves the store byte-for-byte unchanged.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -18,7 +18,9 @@ fn dataset(dir: &Path, codec: Codec) -> PathBuf {
 }
 
 fn patch(path: &Path, offset: u64, bytes: &[u8]) {
-    std::fs::OpenOptions::new().write(true).open(path).unwrap().write_all_at(bytes, offset).unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
 }
 
 fn entry(idx: u64) -> u64 {
@@ -35,7 +37,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, Vec<u8>)> {
         }
         let len = std::fs::metadata(&p).unwrap().len();
         let mut head = vec![0u8; len.min(4 << 20) as usize];
-        std::fs::File::open(&p).unwrap().read_exact_at(&mut head, 0).unwrap();
+        std::fs::File::open(&p).unwrap().read_exact(&mut head).unwrap();
         out.insert(p, (len, head));
     }
     out

@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use loaderx_core::format::{NpyHeader, RecordLoc};
+use loaderx_core::convert::NpyHeader;
+use loaderx_core::format::RecordLoc;
 use loaderx_core::{Codec, DType};
 
 fn loaderx(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {

@@ -2,10 +2,11 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::block::{records_per_block, to_native};
 use super::npy::NpyHeader;
-use super::summary::{records_per_block, to_native};
+use crate::store::write_atomic_with;
 use crate::{DenseSource, Error, Result};
 
 /// Writes the dense dataset in `dataset` as the `.npy` file `out`: shape `(len, *item_shape)`,
@@ -13,8 +14,8 @@ use crate::{DenseSource, Error, Result};
 /// little-endian `.npy` converted with [`crate::convert::npy`] comes back byte for byte.
 /// Returns the number of records.
 ///
-/// Records are read in blocks of a few MiB; the file is written to `out.partial` and renamed
-/// into place when complete.
+/// Records are read in blocks of a few MiB; the file is written beside `out` and renamed into
+/// place when complete, so a failure leaves no partial `out`.
 ///
 /// # Errors
 /// [`Error::AlreadyExists`] when `out` exists and `overwrite` is false; [`Error::Schema`] for a
@@ -27,20 +28,16 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
     }
     let src = DenseSource::open(dataset)?;
     let header = NpyHeader::encode(src.dtype(), &src.batch_shape(src.len()))?;
-    let mut tmp = out.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = PathBuf::from(tmp);
-    let result = write_npy(&src, &header, &tmp);
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    std::fs::rename(&tmp, out).map_err(|e| Error::io("rename", &tmp, e))?;
+    let name = out
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", out.display())))?;
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    write_atomic_with(dir, name, |file, tmp| write_npy(&src, &header, file, tmp))?;
     Ok(src.len() as u64)
 }
 
-fn write_npy(src: &DenseSource, header: &[u8], tmp: &Path) -> Result<()> {
-    let file = File::create(tmp).map_err(|e| Error::io("create", tmp, e))?;
+fn write_npy(src: &DenseSource, header: &[u8], file: &File, tmp: &Path) -> Result<()> {
     let mut w = BufWriter::with_capacity(1 << 20, file);
     w.write_all(header).map_err(|e| Error::io("write", tmp, e))?;
     let item_bytes = src.schema().unit_bytes();
@@ -59,6 +56,5 @@ fn write_npy(src: &DenseSource, header: &[u8], tmp: &Path) -> Result<()> {
         w.write_all(block).map_err(|e| Error::io("write", tmp, e))?;
         done += k;
     }
-    let file = w.into_inner().map_err(|e| Error::io("write", tmp, e.into_error()))?;
-    file.sync_all().map_err(|e| Error::io("sync", tmp, e))
+    w.flush().map_err(|e| Error::io("write", tmp, e))
 }

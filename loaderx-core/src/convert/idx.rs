@@ -6,10 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::npy::read_full;
-use super::summary::{
-    ConvertSummary, DataSection, check_records, finish, product, stream_records, truncated,
-};
+use super::block::{DataSection, check_records, product, read_full, stream_records, truncated};
+use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
 /// The header of an IDX file: two zero bytes, a type byte, the number of dimensions, then each

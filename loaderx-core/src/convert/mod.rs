@@ -19,6 +19,7 @@
 //!
 //! The reverse direction for `.npy` is [`crate::export::npy`].
 
+mod block;
 mod dir;
 pub(crate) mod export;
 mod idx;
@@ -28,10 +29,11 @@ mod npy;
 mod safetensors;
 mod summary;
 
+pub use block::BLOCK_BYTES;
 pub use dir::dir;
 pub use idx::{IdxHeader, idx};
 pub use iter::{from_arrays, from_bytes, from_ragged};
 pub use jsonl::jsonl;
 pub use npy::{NpyHeader, npy};
 pub use safetensors::safetensors;
-pub use summary::{BLOCK_BYTES, ConvertSummary};
+pub use summary::ConvertSummary;

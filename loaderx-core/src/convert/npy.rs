@@ -4,9 +4,8 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::summary::{
-    ConvertSummary, DataSection, check_records, finish, product, stream_records, truncated,
-};
+use super::block::{DataSection, check_records, product, read_full, stream_records, truncated};
+use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
 /// The parsed header of a `.npy` file (format versions 1.0, 2.0 and 3.0).
@@ -358,28 +357,6 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
         )));
     }
     Ok(h)
-}
-
-/// Reads until `buf` is full or the input ends; returns the bytes read.
-pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            // Errors from the operating system carry an errno; one without is a decoder (gzip)
-            // saying the stream is damaged or cut short.
-            Err(e) if e.raw_os_error().is_none() => {
-                return Err(Error::BadInput {
-                    path: path.to_path_buf(),
-                    reason: format!("after {n} bytes of a read: {e}"),
-                });
-            }
-            Err(e) => return Err(Error::io("read", path, e)),
-        }
-    }
-    Ok(n)
 }
 
 /// Converts the `.npy` file `input` into a dense dataset at `out`: one record per slice along axis

@@ -1,12 +1,12 @@
 //! safetensors files: one dense dataset per tensor.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
 
-use super::summary::{ConvertSummary, append_block, check_block, finish, records_per_block, to_native};
-use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result, Schema, WriteOptions};
+use super::block::{append_block, check_block, records_per_block, to_native};
+use super::summary::{ConvertSummary, finish};
+use crate::{DType, DatasetWriter, Error, MAX_RECORDS, MappedFile, Result, Schema, WriteOptions};
 
 /// Our dtype of a safetensors dtype, if we have one.
 fn dtype_of(d: Dtype) -> Option<DType> {
@@ -54,9 +54,9 @@ pub fn safetensors(
 ) -> Result<Vec<(String, ConvertSummary)>> {
     let (input, out_dir) = (input.as_ref(), out_dir.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
-    let file = File::open(input).map_err(|e| Error::io("open", input, e))?;
-    let map = crate::mapped::map_readonly(&file, input)?;
-    let st = SafeTensors::deserialize(&map).map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+    let map = MappedFile::open(input)?;
+    let st = SafeTensors::deserialize(map.bytes())
+        .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
     let mut tensors = st.tensors();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
 
@@ -108,7 +108,7 @@ pub fn safetensors(
             }
             Err(e) => {
                 for dir in created {
-                    let _ = crate::store::remove_store_dir(&dir);
+                    let _ = crate::dataset::remove_dataset_dir(&dir);
                 }
                 return Err(e);
             }

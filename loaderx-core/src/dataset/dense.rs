@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
-use crate::mapped::{Out, gather_to_vec};
+use crate::store::Parallelism;
+use crate::sys::{Destination, fill_vec};
 use crate::{Error, Result, Store};
 
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
@@ -89,6 +90,16 @@ impl DenseSource {
     /// The store's gather errors, and [`Error::CorruptRecord`] for a record of the wrong size or a
     /// `bool` byte that is not 0 or 1.
     pub fn gather_into(&self, indices: &[u32], data: &mut ArrayData) -> Result<()> {
+        self.gather_into_with(indices, data, Parallelism::Pool)
+    }
+
+    /// [`DenseSource::gather_into`], split over the pool or not as `par` says.
+    pub(crate) fn gather_into_with(
+        &self,
+        indices: &[u32],
+        data: &mut ArrayData,
+        par: Parallelism,
+    ) -> Result<()> {
         let elems = indices.len() * self.item_elems;
         if data.dtype() != self.schema.dtype {
             *data = ArrayData::zeros(self.schema.dtype, 0);
@@ -96,26 +107,26 @@ impl DenseSource {
         let item_bytes = self.schema.unit_bytes();
         // The records are written straight into the buffer's (possibly uninitialised) storage:
         // no zero-fill pass before the gather, whether the buffer is recycled or fresh.
-        let gather = |out: Out<'_>| self.store.gather_fixed_out(indices, item_bytes, out);
+        let gather = |out: Destination<'_>| self.store.gather_fixed_to(indices, item_bytes, out, par);
         match data {
             ArrayData::Bool(bools) => {
                 let mut raw = Vec::new();
-                gather_to_vec::<u8>(&mut raw, elems, gather)?;
+                fill_vec::<u8>(&mut raw, elems, gather)?;
                 *bools = bool::from_bytes(&raw).ok_or_else(|| self.bad_bool(indices, &raw))?;
                 Ok(())
             }
-            ArrayData::U8(v) => gather_to_vec(v, elems, gather),
-            ArrayData::I8(v) => gather_to_vec(v, elems, gather),
-            ArrayData::U16(v) => gather_to_vec(v, elems, gather),
-            ArrayData::I16(v) => gather_to_vec(v, elems, gather),
-            ArrayData::U32(v) => gather_to_vec(v, elems, gather),
-            ArrayData::I32(v) => gather_to_vec(v, elems, gather),
-            ArrayData::U64(v) => gather_to_vec(v, elems, gather),
-            ArrayData::I64(v) => gather_to_vec(v, elems, gather),
-            ArrayData::F16(v) => gather_to_vec(v, elems, gather),
-            ArrayData::BF16(v) => gather_to_vec(v, elems, gather),
-            ArrayData::F32(v) => gather_to_vec(v, elems, gather),
-            ArrayData::F64(v) => gather_to_vec(v, elems, gather),
+            ArrayData::U8(v) => fill_vec(v, elems, gather),
+            ArrayData::I8(v) => fill_vec(v, elems, gather),
+            ArrayData::U16(v) => fill_vec(v, elems, gather),
+            ArrayData::I16(v) => fill_vec(v, elems, gather),
+            ArrayData::U32(v) => fill_vec(v, elems, gather),
+            ArrayData::I32(v) => fill_vec(v, elems, gather),
+            ArrayData::U64(v) => fill_vec(v, elems, gather),
+            ArrayData::I64(v) => fill_vec(v, elems, gather),
+            ArrayData::F16(v) => fill_vec(v, elems, gather),
+            ArrayData::BF16(v) => fill_vec(v, elems, gather),
+            ArrayData::F32(v) => fill_vec(v, elems, gather),
+            ArrayData::F64(v) => fill_vec(v, elems, gather),
         }
     }
 

@@ -9,4 +9,5 @@ mod writer;
 pub use dense::{DenseDataset, DenseSource};
 pub use ragged::{RaggedDataset, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
+pub(crate) use writer::remove_dataset_dir;
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};

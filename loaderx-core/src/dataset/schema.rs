@@ -98,16 +98,12 @@ impl Schema {
         Schema::decode(&bytes).map_err(|reason| Error::Corrupt { path, offset: 0, reason })
     }
 
-    /// Writes `dir/schema.msgpack` durably (temporary file, sync, rename).
+    /// Writes `dir/schema.msgpack` durably (temporary file, sync, rename, directory sync).
     ///
     /// # Errors
     /// [`Error::Io`] naming the file.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(SCHEMA_FILE);
-        let tmp = dir.join("schema.msgpack.tmp");
-        std::fs::write(&tmp, self.encode()).map_err(|e| Error::io("write", &tmp, e))?;
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| Error::io("sync", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))
+        crate::store::write_atomic(dir, SCHEMA_FILE, &self.encode())
     }
 }
 

@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use super::dtype::{DType, Element};
+use super::schema::SCHEMA_FILE;
 use super::schema::{Kind, Schema};
-use crate::store::remove_store_dir;
+use crate::store::{remove_store_files, sync_dir};
 use crate::{Codec, Error, Result, Store, StoreOptions};
 
 /// Records buffered before they are compressed and appended as one batch.
@@ -166,7 +167,7 @@ impl DatasetWriter {
         staging.push(".partial");
         let staging = PathBuf::from(staging);
         if staging.exists() {
-            remove_store_dir(&staging)?;
+            remove_dataset_dir(&staging)?;
         }
         let store = Store::create(&staging, StoreOptions::new().dict_cap(opts.dict_cap))?;
         Ok(DatasetWriter {
@@ -332,12 +333,12 @@ impl DatasetWriter {
             let old = PathBuf::from(old);
             std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
             std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
-            remove_store_dir(&old)?;
+            remove_dataset_dir(&old)?;
         } else {
             std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
         }
         if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-            crate::store::sync_dir(parent)?;
+            sync_dir(parent)?;
         }
         Ok(self.count)
     }
@@ -358,7 +359,19 @@ fn append_batch<R: AsRef<[u8]> + Sync>(store: &Store, records: &[R], codec: Code
 impl Drop for DatasetWriter {
     fn drop(&mut self) {
         if self.store.take().is_some() {
-            let _ = remove_store_dir(&self.staging);
+            let _ = remove_dataset_dir(&self.staging);
         }
     }
+}
+
+/// Removes a dataset directory: the store's files, the schema, then the directory itself if that
+/// leaves it empty (anything else in it is kept).
+pub(crate) fn remove_dataset_dir(dir: &Path) -> Result<()> {
+    remove_store_files(dir)?;
+    let schema = dir.join(SCHEMA_FILE);
+    if schema.exists() {
+        std::fs::remove_file(&schema).map_err(|e| Error::io("remove", &schema, e))?;
+    }
+    let _ = std::fs::remove_dir(dir);
+    Ok(())
 }

@@ -1,68 +1,13 @@
-//! File-level entry points: map an immutable input once and plan over its bytes.
+//! File-level entry points: map an immutable input once ([`MappedFile`]) and plan over its bytes.
 
-use std::fs::File;
-use std::io;
-use std::path::{Path, PathBuf};
-
-use memmap2::Mmap;
+use std::path::Path;
 
 use super::multi::partition_files;
 use super::partition::{check_parts, partition};
 use super::range::{FilePartRange, PartRange};
-use crate::mapped::map_readonly;
-use crate::{Error, Result};
-
-/// A whole file mapped read-only, exposing its bytes for planning and for parallel readers.
-///
-/// An empty file is not mapped (mapping zero bytes fails on most systems); its
-/// [`bytes`](MappedFile::bytes) are simply empty. `MappedFile` is `Send + Sync`, so one mapping
-/// can be shared by the workers reading the ranges of a plan.
-///
-/// The file must not be truncated or rewritten while it is mapped (an immutable input):
-/// reading a page past a shrunken end raises SIGBUS.
-#[derive(Debug)]
-pub struct MappedFile {
-    path: PathBuf,
-    map: Option<Mmap>,
-}
+use crate::{Error, MappedFile, Result};
 
 impl MappedFile {
-    /// Opens and maps `path` read-only.
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming `path` when it cannot be opened, is a directory, or cannot be
-    /// mapped.
-    pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
-        let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
-        if meta.is_dir() {
-            return Err(Error::io("open", path, io::Error::from(io::ErrorKind::IsADirectory)));
-        }
-        let map = if meta.len() == 0 { None } else { Some(map_readonly(&file, path)?) };
-        Ok(MappedFile { path: path.to_path_buf(), map })
-    }
-
-    /// The path the file was opened from.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The file's bytes, as mapped.
-    pub fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
-    }
-
-    /// The file's length in bytes.
-    pub fn len(&self) -> u64 {
-        self.bytes().len() as u64
-    }
-
-    /// Whether the file is empty.
-    pub fn is_empty(&self) -> bool {
-        self.bytes().is_empty()
-    }
-
     /// Plans `parts` record-aligned ranges over the file; see [`partition`].
     ///
     /// # Errors
@@ -104,6 +49,9 @@ pub fn plan_files<P: AsRef<Path>>(paths: &[P], parts: usize, delimiter: u8) -> R
 
 #[cfg(test)]
 mod tests {
+    use std::io;
+    use std::path::PathBuf;
+
     use super::*;
 
     fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {

@@ -8,9 +8,11 @@
 //! final widening to `u32` (`vpunpck{l,h}wd`, which work within 128-bit lanes) puts them back in
 //! order with no cross-lane shuffle.
 //!
-//! Everything here is safe code: arithmetic intrinsics are safe inside a function compiled with
-//! the feature, and vectors are built from and turned back into arrays with `bytemuck`. Only the
-//! call into [`fill`] needs the CPU check, made in [`crate::mapped::fill_cyclic_avx2`].
+//! Everything here is safe code but one call: arithmetic intrinsics are safe inside a function
+//! compiled with the feature, and vectors are built from and turned back into arrays with
+//! `bytemuck`. Calling [`fill`] needs the CPU check, made in [`try_fill`] beside it (the unsafe
+//! layer `crate::sys` offers a generic AVX2 dispatch for portable loops, but a hand-written
+//! kernel must be called by name, and `sys` imports nothing above it).
 
 use std::arch::x86_64::{
     __m256i, _mm_cvtsi32_si128, _mm256_add_epi16, _mm256_and_si256, _mm256_andnot_si256, _mm256_cmpeq_epi16,
@@ -19,7 +21,7 @@ use std::arch::x86_64::{
     _mm256_sub_epi16, _mm256_unpackhi_epi16, _mm256_unpacklo_epi16, _mm256_xor_si256,
 };
 
-use super::{Permutation, ROUNDS};
+use super::feistel::{Permutation, ROUNDS};
 
 /// 16-bit lanes per vector.
 const LANES: usize = 16;
@@ -37,6 +39,22 @@ const ORDER: [u16; LANES] = [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 1
 /// Whether [`fill`] handles this permutation: a block must cross at most one multiple of `2^k`.
 pub(crate) fn supports(perm: &Permutation) -> bool {
     perm.lo_bits >= BLOCK.ilog2()
+}
+
+/// Runs [`fill`] where the CPU has AVX2 and the kernel handles the permutation's shape; `false`,
+/// with nothing written, otherwise.
+#[inline]
+pub(super) fn try_fill(perm: &Permutation, first: u32, out: &mut [u32]) -> bool {
+    if supports(perm) && std::arch::is_x86_feature_detected!("avx2") {
+        #[expect(unsafe_code, reason = "calling the AVX2 kernel after the CPU check")]
+        // SAFETY: the CPU supports AVX2, checked just above: the kernel is safe code whose only
+        // requirement is the target feature it is compiled with.
+        unsafe {
+            fill(perm, first, out);
+        }
+        return true;
+    }
+    false
 }
 
 /// [`Permutation::fill`], sixteen lanes at a time. Requires [`supports`].
@@ -112,5 +130,42 @@ fn block<const SMALL: bool>(perm: &Permutation, first: u32, out: &mut [u32; BLOC
         let high = join(_mm256_unpackhi_epi16(li, zero), _mm256_unpackhi_epi16(ri, zero));
         o[..8].copy_from_slice(&low);
         o[8..].copy_from_slice(&high);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::feistel::FeistelShape;
+    use super::*;
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn cyclic_avx2_kernel_equals_the_portable_network() {
+        if !std::arch::is_x86_feature_detected!("avx2") {
+            eprintln!("no AVX2 on this CPU: kernel not compared");
+            return;
+        }
+        // Small and large `a` (the two reductions), k from 6 (the kernel's least) to 16, blocks
+        // crossing multiples of 2^k, cycle-walks, and lengths that end mid-block.
+        let shapes = [2_049, 5_000, 100_000, 1_000_000, 40_000_000, (3 << 30) + 1, u32::MAX];
+        let mut checked = 0;
+        for (i, n) in shapes.into_iter().enumerate() {
+            let shape = FeistelShape::new(n);
+            for key in [0, 1, u64::MAX, 0xDEAD_BEEF] {
+                let perm = Permutation::new(shape, n, key ^ i as u64);
+                assert!(supports(&perm), "n {n}");
+                for (first, len) in [(0, 2048), (60, 333), (n - 70, 70), (n / 2 + 7, 64), (n - 1, 1)] {
+                    let (mut portable, mut simd) = (vec![0u32; len], vec![1u32; len]);
+                    perm.fill(first, &mut portable);
+                    assert!(try_fill(&perm, first, &mut simd));
+                    assert_eq!(simd, portable, "n {n} key {key} first {first}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 7 * 4 * 5);
+        // Below k = 6 the portable network runs.
+        let perm = Permutation::new(FeistelShape::new(1000), 1000, 3);
+        assert!(!try_fill(&perm, 0, &mut [0; 8]));
     }
 }

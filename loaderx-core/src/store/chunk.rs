@@ -1,20 +1,14 @@
-//! The chunk files `0.zr`, `1.zr`, ...: densely packed record bytes, read and written positionally.
+//! The chunk files `0.zr`, `1.zr`, ...: densely packed record bytes, read through mappings and
+//! written positionally; and [`Placement`], the rule that decides where each record goes.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use memmap2::Mmap;
-
-use super::format::{MAX_CHUNK_SIZE, MAX_CHUNKS};
-use crate::mapped::map_chunk;
+use super::files::chunk_path;
+use crate::format::{MAX_CHUNK_SIZE, MAX_CHUNKS};
+use crate::sys::{MappedFile, read_exact_at, write_all_at};
 use crate::{Error, Result};
-
-/// The path of chunk `id` in `dir`.
-pub(crate) fn chunk_path(dir: &Path, id: u16) -> PathBuf {
-    dir.join(format!("{id}.zr"))
-}
 
 /// Open handles to a store's chunk files, opened lazily: a reader in another process may see a
 /// chunk the writer created after the reader opened the store.
@@ -22,7 +16,7 @@ pub(crate) struct Chunks {
     dir: PathBuf,
     writable: bool,
     files: RwLock<Vec<Arc<File>>>,
-    maps: RwLock<Vec<Option<Arc<Mmap>>>>,
+    maps: RwLock<Vec<Option<Arc<MappedFile>>>>,
 }
 
 impl Chunks {
@@ -63,11 +57,11 @@ impl Chunks {
     /// A read-only mapping of chunk `id` covering at least `end` bytes, mapping (again) when the
     /// cached one is shorter: the tail chunk grows while the store is open. `None` when the file
     /// itself is shorter than `end` (a truncated chunk).
-    pub(crate) fn view(&self, id: u16, end: u64) -> Result<Option<Arc<Mmap>>> {
+    pub(crate) fn view(&self, id: u16, end: u64) -> Result<Option<Arc<MappedFile>>> {
         {
             let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
             if let Some(Some(m)) = maps.get(id as usize)
-                && m.len() as u64 >= end
+                && m.len() >= end
             {
                 return Ok(Some(Arc::clone(m)));
             }
@@ -78,7 +72,7 @@ impl Chunks {
             maps.resize(id as usize + 1, None);
         }
         if let Some(m) = &maps[id as usize]
-            && m.len() as u64 >= end
+            && m.len() >= end
         {
             return Ok(Some(Arc::clone(m)));
         }
@@ -87,9 +81,11 @@ impl Chunks {
         if len < end {
             return Ok(None);
         }
-        let map = map_chunk(&file, &path, len)?.map(Arc::new);
-        maps[id as usize] = map.clone();
-        Ok(map)
+        // The committed bytes of a chunk are never truncated while the store is open (see
+        // `MappedFile::map_prefix`), and only committed bytes are read through a view.
+        let map = Arc::new(MappedFile::map_prefix(&file, &path, len)?);
+        maps[id as usize] = Some(Arc::clone(&map));
+        Ok(Some(map))
     }
 
     /// Forgets every handle (after compaction removed files).
@@ -103,7 +99,7 @@ impl Chunks {
     /// A short read means the table points past the end of the file: reported as `Ok(false)` so
     /// the caller can name the record.
     pub(crate) fn read_exact(&self, file: &File, id: u16, offset: u64, dst: &mut [u8]) -> Result<bool> {
-        match file.read_exact_at(dst, offset) {
+        match read_exact_at(file, dst, offset) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
             Err(e) => Err(Error::io("read", self.path(id), e)),
@@ -113,18 +109,13 @@ impl Chunks {
     /// Writes all of `src` at `offset` of chunk `id`.
     pub(crate) fn write_all(&self, id: u16, offset: u64, src: &[u8]) -> Result<()> {
         let file = self.get(id)?;
-        file.write_all_at(src, offset).map_err(|e| Error::io("write", self.path(id), e))
+        write_all_at(&file, src, offset).map_err(|e| Error::io("write", self.path(id), e))
     }
 
     /// Makes chunk `id`'s data durable.
     pub(crate) fn sync(&self, id: u16) -> Result<()> {
         self.get(id)?.sync_data().map_err(|e| Error::io("sync", self.path(id), e))
     }
-}
-
-/// Makes a directory entry change (create, rename, remove) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))
 }
 
 /// The write frontier of a store and the one rule that places records on it: each record gets

@@ -9,8 +9,8 @@ use zstd::bulk::{Compressor, Decompressor};
 use zstd::dict::{DecoderDictionary, EncoderDictionary};
 use zstd::zstd_safe::CParameter;
 
-use super::format::{Codec, MAX_RECORD_SIZE};
-use crate::mapped::Out;
+use crate::format::{Codec, MAX_RECORD_SIZE};
+use crate::sys::Destination;
 
 /// Level of plain zstd records.
 pub(crate) const ZSTD_LEVEL: i32 = 3;
@@ -100,6 +100,15 @@ impl<'d> Encoder<'d> {
     }
 }
 
+/// Why a frame did not decode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DecodeError {
+    /// A `zstd_dict` frame, and no dictionary to decode it with.
+    MissingDictionary,
+    /// The frame is damaged or does not fit the record: what is wrong.
+    Frame(String),
+}
+
 /// One worker's decompression context, reused across every record it handles.
 pub(crate) struct Decoder<'d> {
     plain: Option<Decompressor<'d>>,
@@ -115,36 +124,39 @@ impl<'d> Decoder<'d> {
     /// Decompresses `src` straight into the next `len` bytes of `dst`, the record's length.
     ///
     /// # Errors
-    /// A sentence saying what is wrong with the frame (`Err(None)` when a dictionary is needed and
-    /// missing).
+    /// [`DecodeError::MissingDictionary`] for a `zstd_dict` frame without a dictionary;
+    /// [`DecodeError::Frame`] saying what is wrong with a damaged frame.
     pub(crate) fn decode(
         &mut self,
         codec: Codec,
         src: &[u8],
-        dst: &mut Out<'_>,
+        dst: &mut Destination<'_>,
         len: usize,
-    ) -> Result<(), Option<String>> {
+    ) -> Result<(), DecodeError> {
         let ctx = match codec {
             Codec::Raw => unreachable!("raw records are not decoded"),
             Codec::Zstd => match &mut self.plain {
                 Some(c) => c,
-                slot @ None => slot.insert(Decompressor::new().map_err(|e| Some(e.to_string()))?),
+                slot @ None => {
+                    slot.insert(Decompressor::new().map_err(|e| DecodeError::Frame(e.to_string()))?)
+                }
             },
             Codec::ZstdDict => match &mut self.dict {
                 Some(c) => c,
                 slot @ None => {
-                    let d = self.dictionary.ok_or(None)?;
+                    let d = self.dictionary.ok_or(DecodeError::MissingDictionary)?;
                     slot.insert(
                         Decompressor::with_prepared_dictionary(&d.decoder)
-                            .map_err(|e| Some(e.to_string()))?,
+                            .map_err(|e| DecodeError::Frame(e.to_string()))?,
                     )
                 }
             },
         };
-        let n =
-            dst.decompress(ctx, src, len).map_err(|e| Some(format!("zstd frame does not decode: {e}")))?;
+        let n = dst
+            .decompress(ctx, src, len)
+            .map_err(|e| DecodeError::Frame(format!("zstd frame does not decode: {e}")))?;
         if n != len {
-            return Err(Some(format!("decoded {n} bytes, the table says {len}")));
+            return Err(DecodeError::Frame(format!("decoded {n} bytes, the table says {len}")));
         }
         Ok(())
     }
@@ -153,7 +165,7 @@ impl<'d> Decoder<'d> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapped::gather_to_slice;
+    use crate::sys::fill_slice;
 
     #[test]
     fn incompressible_record_stays_raw() {
@@ -185,7 +197,7 @@ mod tests {
         };
         let mut out = vec![0u8; recs[3].len()];
         let decode = |dec: &mut Decoder<'_>, out: &mut [u8]| {
-            gather_to_slice(out, |mut o| {
+            fill_slice(out, |mut o| {
                 let len = o.remaining();
                 Ok(dec.decode(Codec::ZstdDict, &frame, &mut o, len))
             })
@@ -193,7 +205,7 @@ mod tests {
         };
         decode(&mut Decoder::new(Some(&d)), &mut out).unwrap();
         assert_eq!(out, recs[3]);
-        assert_eq!(decode(&mut Decoder::new(None), &mut out), Err(None));
+        assert_eq!(decode(&mut Decoder::new(None), &mut out), Err(DecodeError::MissingDictionary));
     }
 
     #[test]
@@ -204,7 +216,7 @@ mod tests {
         let mid = frame.len() / 2;
         frame[mid] ^= 0x55;
         let mut out = vec![0u8; rec.len()];
-        let r = gather_to_slice(&mut out, |mut o| {
+        let r = fill_slice(&mut out, |mut o| {
             let len = o.remaining();
             Ok(Decoder::new(None).decode(Codec::Zstd, &frame, &mut o, len))
         });

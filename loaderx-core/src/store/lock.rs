@@ -9,10 +9,9 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
+use super::files::LOCK_FILE;
+use crate::sys::same_file;
 use crate::{Error, Result};
-
-/// Name of the lock file in a store directory.
-pub(crate) const LOCK_FILE: &str = "write.lock";
 
 /// Attempts before giving up on a lock file that keeps being replaced under us.
 const ATTEMPTS: usize = 8;
@@ -67,26 +66,6 @@ impl Drop for WriteLock {
     }
 }
 
-/// Whether `path` names the file `file` has open (the same device and inode).
-#[cfg(unix)]
-fn same_file(file: &File, path: &Path) -> std::io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let held = file.metadata()?;
-    match std::fs::metadata(path) {
-        Ok(now) => Ok(held.dev() == now.dev() && held.ino() == now.ino()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Whether `path` names the file `file` has open. Windows does not remove a file that another
-/// handle holds open until that handle closes, so a path that still exists is the file we hold
-/// (not checked on a Windows machine).
-#[cfg(not(unix))]
-fn same_file(_file: &File, path: &Path) -> std::io::Result<bool> {
-    path.try_exists()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,20 +80,5 @@ mod tests {
         assert!(!dir.path().join(LOCK_FILE).exists(), "a released lock leaves no file");
         let b = WriteLock::acquire(dir.path()).unwrap();
         drop(b);
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn a_lock_on_a_removed_file_is_not_taken() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(LOCK_FILE);
-        // What a late opener holds after the holder removed the file: an orphan.
-        let orphan = File::create(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        assert!(!same_file(&orphan, &path).unwrap());
-        std::fs::write(&path, b"").unwrap();
-        assert!(!same_file(&orphan, &path).unwrap());
-        let fresh = File::open(&path).unwrap();
-        assert!(same_file(&fresh, &path).unwrap());
     }
 }

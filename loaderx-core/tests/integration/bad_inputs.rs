@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use loaderx_core::{
     Codec, DType, DataLoader, DenseDataset, Error, MAX_RECORD_SIZE, MAX_RECORDS, RaggedDataset, Sampler,
-    Store, StoreOptions, WriteOptions, convert, format::NpyHeader,
+    Store, StoreOptions, WriteOptions, convert, convert::NpyHeader,
 };
 
 use crate::common::{patch, record};

@@ -29,9 +29,10 @@ pub fn check_record(bytes: &[u8]) -> Option<u64> {
 
 /// Overwrites `bytes` at `offset` of `path`.
 pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.write_all_at(bytes, offset).unwrap();
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(offset)).unwrap();
+    f.write_all(bytes).unwrap();
 }
 
 /// `store.append(records, codec)`, training the store's dictionary first where `codec` needs

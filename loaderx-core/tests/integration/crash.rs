@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use loaderx_core::{
     Codec, DType, DatasetWriter, DenseDataset, RaggedDataset, Store, StoreOptions, WriteOptions,
-    format::NpyHeader,
+    convert::NpyHeader,
 };
 
 use crate::common::{check_record, record};

@@ -186,8 +186,10 @@ fn transform_errors_and_panics_surface_and_the_loader_goes_on() {
         .unwrap();
     for s in 0..8u64 {
         match (s, loader.next_batch()) {
-            (3, Err(Error::Transform { step: 3, message })) => assert!(message.contains("bad step")),
-            (5, Err(Error::Transform { step: 5, message })) => assert!(message.contains("boom")),
+            (3, Err(Error::Transform { step: 3, source })) => {
+                assert!(source.to_string().contains("bad step"))
+            }
+            (5, Err(Error::Transform { step: 5, source })) => assert!(source.to_string().contains("boom")),
             (s, Ok(got)) if s != 3 && s != 5 => assert_eq!(got, s),
             (s, other) => panic!("step {s}: {other:?}"),
         }

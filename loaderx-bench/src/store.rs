@@ -15,16 +15,16 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use loaderx_core::format::NpyHeader;
+use loaderx_core::convert::NpyHeader;
 use loaderx_core::{Codec, DType, MappedFile, Store, StoreOptions};
 use rayon::prelude::*;
-use zstd::bulk::{Compressor, Decompressor};
-use zstd::dict::{DecoderDictionary, EncoderDictionary};
+use zstd::bulk::Decompressor;
+use zstd::dict::DecoderDictionary;
 
-use super::data::{block, blocks, random_batches, sequential_batches};
-use super::report::{self, Report, Row, Section};
-use super::run::Config;
-use super::timing::{self, Contender};
+use crate::report::{self, Report, Row, Section};
+use crate::run::Config;
+use crate::timing::{self, Contender};
+use crate::workloads::{block, blocks, random_batches, sequential_batches, zstd_frames};
 
 const BATCH: usize = 256;
 /// Bytes generated and written per block, so a 2.5 GiB set never sits in memory.
@@ -77,26 +77,6 @@ fn decompress(frames: &[Vec<u8>], dict: Option<&DecoderDictionary<'_>>, rec: usi
             dc.decompress_to_buffer(f, &mut d[j * rec..(j + 1) * rec]).expect("a frame this run compressed");
         }
     });
-}
-
-/// The records of `batches` compressed as the store compresses them: level 3, or level 19
-/// against the store's dictionary, each with a checksum.
-fn frames_for(rec: usize, batches: &[Vec<u32>], dict: Option<&[u8]>) -> Vec<Vec<Vec<u8>>> {
-    let enc = dict.map(|d| EncoderDictionary::copy(d, 19));
-    batches
-        .par_iter()
-        .map(|b| {
-            let mut c = match &enc {
-                Some(d) => Compressor::with_prepared_dictionary(d),
-                None => Compressor::new(3),
-            }
-            .expect("a zstd compression context");
-            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).expect("checksum flag");
-            b.iter()
-                .map(|&i| c.compress(&super::data::structured_record(u64::from(i), rec)).expect("compress"))
-                .collect()
-        })
-        .collect()
 }
 
 /// One contender: owns its destination buffer and fills it with batch `k`, `k + 1`, ...
@@ -244,8 +224,8 @@ fn size(cfg: &Config, rec: usize, report: &mut Report) -> anyhow::Result<()> {
     let st_data = tensors.tensor("x")?.data();
 
     let dict = stores[2].dictionary().map(<[u8]>::to_vec);
-    let plain_frames = frames_for(rec, &rnd[..nf], None);
-    let dict_frames = frames_for(rec, &rnd_d[..nf], dict.as_deref());
+    let plain_frames = zstd_frames(rec, &rnd[..nf], None);
+    let dict_frames = zstd_frames(rec, &rnd_d[..nf], dict.as_deref());
     let ddict = dict.as_deref().map(DecoderDictionary::copy);
 
     let mut measured = Vec::new();

@@ -7,9 +7,9 @@ use loaderx_core::{Sampler, SamplerMode};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use super::report::{self, Report, Row, Section};
-use super::run::Config;
-use super::timing::{self, Contender, Work};
+use crate::report::{self, Report, Row, Section};
+use crate::run::Config;
+use crate::timing::{self, Contender, Work};
 
 const N: u32 = 1_000_000;
 const BATCHES: [u32; 3] = [256, 1024, 8192];

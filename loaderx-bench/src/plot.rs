@@ -4,7 +4,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::report::Report;
+use crate::report::Report;
 
 /// One panel: a bar per `(label, value)`.
 fn panel<DB: DrawingBackend>(

@@ -131,7 +131,7 @@ impl<I: Serialize + DeserializeOwned> ItemStore<I> {
 
     /// Reads the items at `indices`, decoding each record where it lies (raw records straight
     /// from the mapped store, compressed ones from a per-thread scratch buffer) with
-    /// `loaderx_core::msgpack`, rmp-serde's decoding without its per-value overhead; a batch of
+    /// [`msgpack`](super::msgpack), rmp-serde's decoding without its per-value overhead; a batch of
     /// 64 or more decodes on two or more threads.
     ///
     /// # Errors
@@ -142,7 +142,7 @@ impl<I: Serialize + DeserializeOwned> ItemStore<I> {
         I: Send,
     {
         self.store.map_records(indices, |k, bytes| {
-            loaderx_core::msgpack::from_slice::<I>(bytes).map_err(|source| Error::Decode {
+            super::msgpack::from_slice::<I>(bytes).map_err(|source| Error::Decode {
                 path: self.path.clone(),
                 index: u64::from(indices[k]),
                 source,

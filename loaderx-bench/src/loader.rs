@@ -8,12 +8,12 @@
 
 use std::hint::black_box;
 
-use loaderx_core::{Batch, Codec, DataLoader, DatasetWriter, DenseSource, SamplerMode, WriteOptions};
+use loaderx_core::{Batch, DataLoader, DenseSource, SamplerMode};
 
-use super::data::{blocks, structured_record};
-use super::report::{self, Report, Section};
-use super::run::Config;
-use super::timing::{self, Contender, Work};
+use crate::report::{self, Report, Section};
+use crate::run::Config;
+use crate::timing::{self, Contender, Work};
+use crate::workloads::{blocks, write_structured_f32};
 
 const BATCH: u32 = 256;
 const ELEMS: usize = 3072;
@@ -58,20 +58,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     let n = cfg.records;
     let dir = tempfile::Builder::new().prefix("loaderx-bench-").tempdir_in(&cfg.dir)?;
     let path = dir.path().join("x");
-    let mut w = DatasetWriter::dense::<f32>(&path, vec![ELEMS], WriteOptions::new().codec(Codec::Raw))?;
-    for (lo, hi) in blocks(n, ELEMS * 4, 64 << 20) {
-        let v: Vec<f32> = (lo..hi)
-            .flat_map(|i| {
-                // The top byte masked keeps every value finite and below 2.
-                structured_record(u64::from(i), ELEMS * 4)
-                    .chunks(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3] & 0x3f]))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        w.append(&v)?;
-    }
-    w.finish()?;
+    write_structured_f32(&path, ELEMS, blocks(n, ELEMS * 4, 64 << 20))?;
     let source = DenseSource::open(&path)?;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
     let typed = source.clone().typed::<f32>()?;
@@ -158,8 +145,8 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     #[cfg(any(feature = "burn", feature = "candle"))]
     {
         cfg.progress("adapters");
-        let shared = super::adapters::Shared { source: typed.source(), elems: ELEMS, threads, queued };
-        super::adapters::run(cfg, report, &shared)?;
+        let shared = crate::adapters::Shared { source: typed.source(), elems: ELEMS, threads, queued };
+        crate::adapters::run(cfg, report, &shared)?;
     }
     Ok(())
 }

@@ -1,18 +1,18 @@
-//! The `bench` arguments and the driver that runs the chosen layers and prints the result.
+//! What a run measures ([`Options`]) and the driver that runs the chosen layers and prints the
+//! result.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, ValueEnum};
 
-use super::report::Report;
-use super::{loader, machine, plot, sampler, store};
+use crate::report::Report;
+use crate::{loader, machine, plot, sampler, store};
 
 /// Which layer to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Layer {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layer {
     /// Index generation on its own.
     Sampler,
     /// Batch gather from the record store and the alternatives.
@@ -20,44 +20,37 @@ pub(crate) enum Layer {
     /// The endless loader end to end.
     Loader,
     /// All three.
+    #[default]
     All,
 }
 
-/// `loaderx bench`.
-#[derive(Debug, Args)]
-pub(crate) struct BenchArgs {
+/// A run's settings, as `loaderx bench` takes them on its command line; `None` takes the
+/// default (which `quick` changes).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
     /// The layer to measure.
-    #[arg(value_enum, default_value = "all")]
-    layer: Layer,
+    pub layer: Layer,
     /// Small sizes and 3 rounds: a smoke run, figures only indicative.
-    #[arg(long)]
-    quick: bool,
+    pub quick: bool,
     /// Print one JSON array of rows instead of the tables.
-    #[arg(long)]
-    json: bool,
-    /// Also draw the store and loader figures as a bar chart (SVG).
-    #[arg(long, value_name = "FILE.svg")]
-    plot: Option<PathBuf>,
-    /// Records per store and loader dataset [default: 20000; 2000 with --quick].
-    #[arg(long, value_name = "N")]
-    records: Option<u32>,
-    /// Records in the zstd_dict store (level 19 writes slowly) [default: all; 1000 with --quick].
-    #[arg(long, value_name = "N")]
-    dict_records: Option<u32>,
-    /// Record sizes of the store layer, in KiB [default: 12,128; 12 with --quick].
-    #[arg(long, value_name = "KIB", value_delimiter = ',')]
-    record_kib: Option<Vec<usize>>,
+    pub json: bool,
+    /// Also draw the store and loader figures as a bar chart (SVG) into this file.
+    pub plot: Option<PathBuf>,
+    /// Records per store and loader dataset [default: 20000; 2000 with `quick`].
+    pub records: Option<u32>,
+    /// Records in the zstd_dict store (level 19 writes slowly) [default: all; 1000 with `quick`].
+    pub dict_records: Option<u32>,
+    /// Record sizes of the store layer, in KiB [default: 12,128; 12 with `quick`].
+    pub record_kib: Option<Vec<usize>>,
     /// Interleaved rounds per comparison; figures are medians over them [default: 7; 3 with
-    /// --quick].
-    #[arg(long, value_name = "N")]
-    rounds: Option<usize>,
+    /// `quick`].
+    pub rounds: Option<usize>,
     /// Where the temporary data is generated (removed at the end) [default: the system temp
     /// directory].
-    #[arg(long, value_name = "DIR")]
-    dir: Option<PathBuf>,
+    pub dir: Option<PathBuf>,
 }
 
-/// The sizes a run uses, resolved from the arguments.
+/// The sizes a run uses, resolved from the options.
 pub(crate) struct Config {
     pub(crate) records: u32,
     pub(crate) record_kib: Vec<usize>,
@@ -77,11 +70,12 @@ impl Config {
     }
 }
 
-/// Runs the chosen layers and writes the tables (or the JSON) to `out`.
+/// Runs the chosen layers and writes the tables (or the JSON) to `out`. The error messages name
+/// the options by their `loaderx bench` flags.
 ///
 /// # Errors
 /// Writing the data or the output; an invalid size.
-pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
     let records = args.records.unwrap_or(if args.quick { 2000 } else { 20_000 });
     anyhow::ensure!(records >= 256, "--records must be at least the batch size, 256");
     anyhow::ensure!(

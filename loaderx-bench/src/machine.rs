@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use super::report::Section;
+use crate::report::Section;
 
 fn read(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok()

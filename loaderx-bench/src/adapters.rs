@@ -1,6 +1,7 @@
 //! Framework layer: the loader layer's records handed to burn and candle as CPU tensors, next to
 //! the frameworks' own data paths, all against the same gather ceiling. Built only with the
-//! `burn` and/or `candle` features of `loaderx-cli`.
+//! `burn` and/or `candle` features of `loaderx-bench` (which `loaderx-cli`'s features of the same
+//! names turn on).
 //!
 //! Every contender produces a `[256, 3072]` f32 tensor of the same records on the CPU:
 //! - burn: loaderx's `StepLoader` (dense fast path: the gathered buffer becomes the tensor's
@@ -20,9 +21,9 @@ use std::hint::black_box;
 
 use loaderx_core::{DataLoader, DenseDataset, DenseSource, SamplerMode};
 
-use super::report::{self, Report, Section};
-use super::run::Config;
-use super::timing::{self, Contender, Work};
+use crate::report::{self, Report, Section};
+use crate::run::Config;
+use crate::timing::{self, Contender, Work};
 
 const BATCH: u32 = 256;
 const GATHER: &str = "gather (calling thread)";
@@ -135,7 +136,7 @@ mod burn_side {
     use serde::{Deserialize, Serialize};
 
     use super::{BATCH, Contender, GATHER, Named, Shared, black_box};
-    use crate::bench::run::Config;
+    use crate::run::Config;
 
     pub(super) const STEP_LOADER: &str = "loaderx → burn StepLoader";
     pub(super) const IN_MEM: &str = "burn DataLoader, InMemDataset";

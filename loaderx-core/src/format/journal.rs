@@ -1,4 +1,4 @@
-//! `journal.zr`: a redo log that makes delete and compaction moves atomic across a crash.
+//! `journal.zr`: the redo log that makes delete and compaction moves atomic across a crash.
 //!
 //! An operation that rewrites live table entries (delete) or live record bytes (compaction) first
 //! writes what it will do here, durably (write a temporary file, sync, rename, sync the directory);
@@ -8,29 +8,36 @@
 //! This is also what makes a compaction move that overlaps its own old bytes safe: the record's
 //! bytes are in the journal before its old copy is overwritten.
 
-use std::path::Path;
+use super::checksum::checksum;
+use super::entry::RecordLoc;
 
-use super::format::{RecordLoc, checksum};
-
-/// File name of the journal inside a store directory.
-pub(crate) const FILE: &str = "journal.zr";
 const MAGIC: [u8; 4] = *b"ZJRN";
 const VERSION: u16 = 1;
 const HEAD: usize = 32;
 
 /// What a journal says to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Journal {
+pub enum Journal {
     /// Set these table entries, then publish `new_length`.
-    Delete { entries: Vec<(u32, RecordLoc)>, new_length: u32 },
+    Delete {
+        /// (index, new entry) pairs.
+        entries: Vec<(u32, RecordLoc)>,
+        /// The length published once the entries are set.
+        new_length: u32,
+    },
     /// Write each record's bytes (concatenated in `data`, `phys_length` each) at its new location,
     /// then point its table entry there.
-    Move { entries: Vec<(u32, RecordLoc)>, data: Vec<u8> },
+    Move {
+        /// (index, new entry) pairs, in the order of their bytes in `data`.
+        entries: Vec<(u32, RecordLoc)>,
+        /// The moved records' stored bytes.
+        data: Vec<u8>,
+    },
 }
 
 impl Journal {
     /// Serialises the journal.
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    pub fn encode(&self) -> Vec<u8> {
         let (kind, entries, new_length, data): (u16, _, u32, &[u8]) = match self {
             Journal::Delete { entries, new_length } => (1, entries, *new_length, &[]),
             Journal::Move { entries, data } => (2, entries, 0, data),
@@ -58,7 +65,7 @@ impl Journal {
     ///
     /// # Errors
     /// `(offset, reason)` of the first problem.
-    pub(crate) fn decode(bytes: &[u8]) -> Result<Journal, (u64, String)> {
+    pub fn decode(bytes: &[u8]) -> Result<Journal, (u64, String)> {
         let head = bytes
             .get(..HEAD)
             .ok_or((0, format!("{} bytes is shorter than the journal header", bytes.len())))?;
@@ -109,11 +116,6 @@ impl Journal {
             k => Err((6, format!("unknown journal kind {k}"))),
         }
     }
-}
-
-/// Path of the journal in `dir`.
-pub(crate) fn path(dir: &Path) -> std::path::PathBuf {
-    dir.join(FILE)
 }
 
 #[cfg(test)]

@@ -1,10 +1,15 @@
 //! Interleaved timing: every contender is timed back to back within each round, so the load
 //! drift of a shared machine hits all of them alike and a per-round ratio cancels most of it.
+//!
+//! Two forms: [`interleaved`] (`loaderx bench`) calibrates how often each contender runs per
+//! round to fill a target time and can leave a loader's queued batches untimed;
+//! [`interleaved_fixed`] (the criterion benches' side-by-side tables) runs every contender a
+//! fixed number of times per round and takes the first as the baseline.
 
 use std::time::{Duration, Instant};
 
 /// One unit of a contender's work (one batch).
-pub(crate) type Work<'a> = Box<dyn FnMut() + 'a>;
+pub type Work<'a> = Box<dyn FnMut() + 'a>;
 
 /// A contender: its name, its work, and how many calls at the start of each round go untimed.
 /// A loader needs those: while the others run, its prefetch threads fill their queues, and
@@ -14,21 +19,26 @@ pub(crate) type Work<'a> = Box<dyn FnMut() + 'a>;
 /// whose prefetch is unbounded (burn's `DataLoader`), started from a fresh iterator and run to its
 /// end, so that nothing it produced in the background is timed as if it were free. Times are
 /// reported per batch.
-pub(crate) struct Contender<'a> {
-    pub(crate) name: String,
-    pub(crate) work: Work<'a>,
-    pub(crate) untimed: u32,
-    pub(crate) batches: f64,
+pub struct Contender<'a> {
+    /// The name its timings are looked up by.
+    pub name: String,
+    /// One unit of its work.
+    pub work: Work<'a>,
+    /// Calls at the start of each round that go untimed.
+    pub untimed: u32,
+    /// Batches per unit of work; times are divided by it.
+    pub batches: f64,
 }
 
 impl<'a> Contender<'a> {
-    pub(crate) fn new(name: &str, work: Work<'a>) -> Contender<'a> {
+    /// A contender whose unit of work is one batch, every call timed.
+    pub fn new(name: &str, work: Work<'a>) -> Contender<'a> {
         Contender { name: name.into(), work, untimed: 0, batches: 1.0 }
     }
 }
 
 /// Per contender and round, the time of one batch in seconds.
-pub(crate) struct Timings {
+pub struct Timings {
     names: Vec<String>,
     secs: Vec<Vec<f64>>,
 }
@@ -44,13 +54,19 @@ impl Timings {
     }
 
     /// The median over rounds of the time of one unit of `name`'s work, in seconds.
-    pub(crate) fn median_secs(&self, name: &str) -> f64 {
+    ///
+    /// # Panics
+    /// If no contender is called `name`.
+    pub fn median_secs(&self, name: &str) -> f64 {
         median(self.secs[self.index(name)].clone())
     }
 
     /// The median over rounds of `baseline`'s time over `name`'s time in that round: how many
     /// times faster `name` is than `baseline`.
-    pub(crate) fn speed_vs(&self, name: &str, baseline: &str) -> f64 {
+    ///
+    /// # Panics
+    /// If no contender is called `name` or `baseline`.
+    pub fn speed_vs(&self, name: &str, baseline: &str) -> f64 {
         let (i, b) = (self.index(name), self.index(baseline));
         median(self.secs[b].iter().zip(&self.secs[i]).map(|(tb, ti)| tb / ti).collect())
     }
@@ -59,7 +75,7 @@ impl Timings {
 /// Runs `rounds` rounds; in each, every contender repeats its work enough times to fill about
 /// `target` (calibrated once, after `warm` untimed calls that touch every page a contender will
 /// read), starting from a rotating contender so none always runs first.
-pub(crate) fn interleaved(
+pub fn interleaved(
     rounds: usize,
     target: Duration,
     warm: usize,
@@ -101,6 +117,56 @@ pub(crate) fn interleaved(
     Timings { names: contenders.iter().map(|c| c.name.clone()).collect(), secs }
 }
 
+/// One contender of a fixed-iteration comparison ([`interleaved_fixed`]): a name and one unit of
+/// work.
+pub type FixedContender<'a> = (&'a str, Work<'a>);
+
+/// Medians of a fixed-iteration interleaved run, per contender.
+pub struct Interleaved {
+    /// The contender's name.
+    pub name: String,
+    /// The median time of one unit of its work, in nanoseconds.
+    pub median_ns: f64,
+    /// The median over rounds of (baseline time / its time): its speed relative to the baseline.
+    pub speed_vs_baseline: f64,
+}
+
+/// Runs every contender `iters` times per round, alternating contenders within each round, for
+/// `rounds` rounds; contender 0 is the baseline. Every contender is called once untimed first
+/// (a warm-up), and each round starts from a rotating contender so none always runs first.
+///
+/// # Panics
+/// If `rounds` is 0.
+pub fn interleaved_fixed(
+    rounds: usize,
+    iters: usize,
+    contenders: &mut [FixedContender<'_>],
+) -> Vec<Interleaved> {
+    let n = contenders.len();
+    let mut times = vec![Vec::with_capacity(rounds); n];
+    for (_, f) in contenders.iter_mut() {
+        f(); // warm up
+    }
+    for r in 0..rounds {
+        // Rotate the starting contender so none always runs first.
+        for k in 0..n {
+            let i = (k + r) % n;
+            let t = Instant::now();
+            for _ in 0..iters {
+                (contenders[i].1)();
+            }
+            times[i].push(t.elapsed().as_secs_f64() * 1e9 / iters as f64);
+        }
+    }
+    (0..n)
+        .map(|i| Interleaved {
+            name: contenders[i].0.to_string(),
+            median_ns: median(times[i].clone()),
+            speed_vs_baseline: median((0..rounds).map(|r| times[0][r] / times[i][r]).collect()),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +180,16 @@ mod tests {
         assert_eq!(t.speed_vs("b", "a"), 2.0);
         assert_eq!(t.speed_vs("a", "a"), 1.0);
         assert_eq!(t.median_secs("a"), 4.0);
+    }
+
+    #[test]
+    fn fixed_rounds_call_each_contender_warm_up_plus_rounds_times_iters() {
+        let (mut a, mut b) = (0u32, 0u32);
+        let mut contenders: Vec<FixedContender<'_>> =
+            vec![("a", Box::new(|| a += 1)), ("b", Box::new(|| b += 1))];
+        let res = interleaved_fixed(3, 4, &mut contenders);
+        drop(contenders);
+        assert_eq!((a, b), (1 + 3 * 4, 1 + 3 * 4));
+        assert_eq!(res.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
     }
 }

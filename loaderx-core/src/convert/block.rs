@@ -1,0 +1,178 @@
+//! The block-wise streaming every converter shares: input is read in blocks of at most
+//! [`BLOCK_BYTES`] (plus one record), turned to native byte order, checked and appended, so memory
+//! does not grow with the input.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result};
+
+/// Input bytes a converter reads per block (rounded up to one whole record).
+pub const BLOCK_BYTES: usize = 4 << 20;
+
+/// Records of `item_bytes` per block: at least one, at most [`BLOCK_BYTES`] worth.
+pub(crate) fn records_per_block(item_bytes: usize) -> usize {
+    (BLOCK_BYTES / item_bytes.max(1)).max(1)
+}
+
+/// Turns elements of `elem` bytes stored in the given byte order into native order, in place.
+pub(crate) fn to_native(buf: &mut [u8], elem: usize, little_endian: bool) {
+    if elem > 1 && little_endian != cfg!(target_endian = "little") {
+        for e in buf.chunks_exact_mut(elem) {
+            e.reverse();
+        }
+    }
+}
+
+/// Checks that every byte of a `bool` block is 0 or 1; `first` is the element number of `buf[0]`
+/// in the input, `data_offset` its byte offset in the file.
+pub(crate) fn check_block(dtype: DType, buf: &[u8], path: &Path, first: u64, data_offset: u64) -> Result<()> {
+    if dtype != DType::Bool {
+        return Ok(());
+    }
+    match buf.iter().position(|&b| b > 1) {
+        None => Ok(()),
+        Some(at) => Err(Error::BadInput {
+            path: path.to_path_buf(),
+            reason: format!(
+                "bool element {} (byte offset {}) is {}, not 0 or 1",
+                first + at as u64,
+                data_offset + at as u64,
+                buf[at]
+            ),
+        }),
+    }
+}
+
+/// Appends a block of whole records of `item_bytes` each (zero-sized items: `count` of them).
+pub(crate) fn append_block(w: &mut DatasetWriter, buf: &[u8], item_bytes: usize, count: usize) -> Result<()> {
+    if item_bytes == 0 {
+        let empty: Vec<&[u8]> = vec![&[]; count];
+        w.append_bytes(&empty)
+    } else {
+        let recs: Vec<&[u8]> = buf.chunks_exact(item_bytes).collect();
+        w.append_bytes(&recs)
+    }
+}
+
+/// A [`Error::BadInput`] naming `path` when axis 0 has more entries than a store holds.
+pub(crate) fn check_records(records: usize, path: &Path) -> Result<()> {
+    if records as u64 > u64::from(MAX_RECORDS) {
+        return Err(Error::BadInput {
+            path: path.to_path_buf(),
+            reason: format!("axis 0 has {records} entries; a store holds at most {MAX_RECORDS} records"),
+        });
+    }
+    Ok(())
+}
+
+/// Where a stream of fixed-size records lies in its input file, for error positions and the
+/// truncation message.
+pub(crate) struct DataSection<'a> {
+    pub(crate) path: &'a Path,
+    /// Byte offset of the data in the file (of the decompressed stream for `.gz`).
+    pub(crate) offset: u64,
+    /// Bytes the header promises.
+    pub(crate) expected: u64,
+}
+
+/// Streams `records` records of `item_bytes` bytes (elements of `dtype`, stored little- or
+/// big-endian) from `r` into `w` in bounded blocks: each block read, turned to native order,
+/// checked and appended. `report` gets the data bytes read so far after every block.
+///
+/// # Errors
+/// A truncated data section, a bad `bool` byte, read and write errors.
+pub(crate) fn stream_records(
+    r: &mut impl Read,
+    w: &mut DatasetWriter,
+    (dtype, little_endian): (DType, bool),
+    (records, item_bytes): (usize, usize),
+    data: &DataSection<'_>,
+    mut report: impl FnMut(u64),
+) -> Result<()> {
+    let per_block = records_per_block(item_bytes);
+    let mut buf = vec![0u8; per_block * item_bytes];
+    let mut done = 0usize;
+    while done < records {
+        let k = per_block.min(records - done);
+        let block = &mut buf[..k * item_bytes];
+        let got = read_full(r, block, data.path)?;
+        let at = (done * item_bytes) as u64;
+        if got < block.len() {
+            return Err(truncated(data.path, data.expected, at + got as u64));
+        }
+        to_native(block, dtype.size(), little_endian);
+        check_block(dtype, block, data.path, at / dtype.size() as u64, data.offset + at)?;
+        append_block(w, block, item_bytes, k)?;
+        done += k;
+        report((done * item_bytes) as u64);
+    }
+    Ok(())
+}
+
+/// `a * b * ...` with overflow reported as `None`.
+pub(crate) fn product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
+/// A [`Error::BadInput`] for a data section that ends early.
+pub(crate) fn truncated(path: &Path, expected: u64, actual: u64) -> Error {
+    Error::BadInput {
+        path: path.to_path_buf(),
+        reason: format!("data section is truncated: expected {expected} bytes, found {actual}"),
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Errors from the operating system carry an errno; one without is a decoder (gzip)
+            // saying the stream is damaged or cut short.
+            Err(e) if e.raw_os_error().is_none() => {
+                return Err(Error::BadInput {
+                    path: path.to_path_buf(),
+                    reason: format!("after {n} bytes of a read: {e}"),
+                });
+            }
+            Err(e) => return Err(Error::io("read", path, e)),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_native_swaps_only_foreign_order() {
+        let mut b = vec![1, 2, 3, 4, 5, 6, 7, 8];
+        let native_le = cfg!(target_endian = "little");
+        to_native(&mut b, 4, native_le);
+        assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+        to_native(&mut b, 4, !native_le);
+        assert_eq!(b, [4, 3, 2, 1, 8, 7, 6, 5]);
+        to_native(&mut b, 1, !native_le);
+        assert_eq!(b, [4, 3, 2, 1, 8, 7, 6, 5]);
+    }
+
+    #[test]
+    fn records_per_block_is_at_least_one() {
+        assert_eq!(records_per_block(0), BLOCK_BYTES);
+        assert_eq!(records_per_block(BLOCK_BYTES * 2), 1);
+        assert_eq!(records_per_block(1024), BLOCK_BYTES / 1024);
+    }
+
+    #[test]
+    fn check_block_names_the_bad_bool() {
+        let e = check_block(DType::Bool, &[0, 1, 7], Path::new("x.npy"), 10, 128).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("element 12") && msg.contains("offset 130"), "{msg}");
+        assert!(check_block(DType::U8, &[7], Path::new("x"), 0, 0).is_ok());
+    }
+}

@@ -1,0 +1,118 @@
+//! [`Batch`]: one step's streams, and the pool that recycles their buffers.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::sampler::{SampleRng, sample_seed};
+use crate::{ArrayData, DType, DenseArray};
+
+/// One step's data: every stream gathered at the same indices.
+#[derive(Debug)]
+pub struct Batch {
+    pub(super) step: u64,
+    pub(super) seed: u64,
+    pub(super) indices: Vec<u32>,
+    pub(super) streams: BTreeMap<String, DenseArray>,
+    pub(super) pool: Option<Arc<Pool>>,
+}
+
+impl Batch {
+    /// The global step this batch is.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The record indices of its rows (this rank's stripe of the global batch).
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// True for a batch of no rows (never produced by the loader).
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+
+    /// The stream `name`, shaped `(B, *item_shape)`.
+    pub fn get(&self, name: &str) -> Option<&DenseArray> {
+        self.streams.get(name)
+    }
+
+    /// Takes the stream `name` out (its buffer then belongs to the caller, e.g. a tensor).
+    pub fn take(&mut self, name: &str) -> Option<DenseArray> {
+        self.streams.remove(name)
+    }
+
+    /// Puts a stream in (a transform's output, say).
+    pub fn insert(&mut self, name: impl Into<String>, array: DenseArray) {
+        self.streams.insert(name.into(), array);
+    }
+
+    /// Stream names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.streams.keys().map(String::as_str)
+    }
+
+    /// Takes every stream out.
+    pub fn into_streams(mut self) -> BTreeMap<String, DenseArray> {
+        std::mem::take(&mut self.streams)
+    }
+
+    /// A deterministic RNG for row `position` of this batch, seeded from (seed, step, position):
+    /// an augmentation drawn from it replays exactly when the run resumes.
+    pub fn rng(&self, position: u32) -> SampleRng {
+        SampleRng::new(sample_seed(self.seed, self.step, position))
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // Streams nobody took go back to the pool: steady state allocates no fresh pages.
+        if let Some(pool) = &self.pool {
+            for (name, array) in std::mem::take(&mut self.streams) {
+                pool.put(&name, array.into_parts().1);
+            }
+        }
+    }
+}
+
+/// Recycled stream buffers, per stream name.
+#[derive(Debug)]
+pub(super) struct Pool {
+    free: Mutex<BTreeMap<String, Vec<ArrayData>>>,
+    cap: usize,
+    pub(super) fresh: AtomicUsize,
+}
+
+impl Pool {
+    /// A pool for `names`, keeping at most `cap` free buffers per stream.
+    pub(super) fn new<'a>(names: impl Iterator<Item = &'a str>, cap: usize) -> Pool {
+        Pool {
+            free: Mutex::new(names.map(|n| (n.to_string(), Vec::new())).collect()),
+            cap,
+            fresh: AtomicUsize::new(0),
+        }
+    }
+
+    pub(super) fn get(&self, name: &str, dtype: DType) -> ArrayData {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        free.get_mut(name).and_then(Vec::pop).unwrap_or_else(|| {
+            self.fresh.fetch_add(1, Ordering::Relaxed);
+            ArrayData::zeros(dtype, 0)
+        })
+    }
+
+    pub(super) fn put(&self, name: &str, data: ArrayData) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = free.get_mut(name)
+            && list.len() < self.cap
+        {
+            list.push(data);
+        }
+    }
+}

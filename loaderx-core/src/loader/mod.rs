@@ -1,0 +1,30 @@
+//! The endless, step-based [`DataLoader`].
+//!
+//! There are no epochs and no final partial batch: step `s` is a pure function of the sampler
+//! config and `s`, so resuming is starting at step `s`. Each step gathers every named stream at
+//! the same indices (record `i` of every stream lands in the same row), runs the transform on a
+//! prefetch thread, and is delivered in step order whichever thread finishes first.
+//!
+//! Prefetch threads claim the next step from a shared counter, so a thread that is slowed down
+//! (sharing its core with the consumer, say) holds up only its own step while the others take
+//! the rest; finished steps wait in a reorder window until the consumer reaches them. At most
+//! `threads * (prefetch + 1)` steps are claimed and not yet delivered.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | `builder` | [`LoaderBuilder`], [`LoaderState`] and the data fingerprint |
+//! | `data_loader` | [`DataLoader`]: one step = gather every stream + the transform |
+//! | `batch` | [`Batch`] and the pool that recycles its buffers |
+//! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
+//! | `window` | the reorder window between the prefetch threads and the consumer |
+
+mod batch;
+mod builder;
+mod data_loader;
+mod prefetch;
+mod window;
+
+pub use batch::Batch;
+pub use builder::{LoaderBuilder, LoaderState, fingerprint};
+pub use data_loader::DataLoader;
+pub use prefetch::Prefetcher;

@@ -1,0 +1,334 @@
+//! [`Sampler`]: its configuration, its builder, and the dispatch of a step to its mode.
+
+use serde::{Deserialize, Serialize};
+
+use super::feistel::{FeistelShape, Permutation};
+use super::iid::{IidKey, iid_fill};
+use super::rng::{DOMAIN_CYCLIC, DOMAIN_IID, GOLDEN, mix64};
+use super::shuffle::{SHUFFLE_MAX_LEN, ShuffleCache, shuffle};
+use crate::sys::with_avx2;
+use crate::{Error, Result};
+
+/// How a [`Sampler`] turns a step into indices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum SamplerMode {
+    /// In order over a circular index space: global position `p` of the stream is index `p mod N`.
+    Sequential,
+    /// Uniform with replacement, unbiased (Lemire with rejection on counter-based random bits).
+    Iid,
+    /// Without replacement: each cycle of `N / B` steps walks a fresh keyed permutation of
+    /// `[0, N)`; the cycle's last `N % B` positions are dropped so every batch is full.
+    #[default]
+    Cyclic,
+}
+
+/// Everything that determines a [`Sampler`]; plain data, saved and restored by the loader.
+///
+/// Two samplers built from equal configs produce identical batches for every step.
+///
+/// # Examples
+/// ```
+/// use loaderx_core::{SamplerConfig, SamplerMode};
+///
+/// let config = SamplerConfig {
+///     len: 1000,
+///     batch_size: 32,
+///     mode: SamplerMode::Cyclic,
+///     seed: 7,
+///     rank: 0,
+///     world: 1,
+/// };
+/// let sampler = config.build()?;
+/// assert_eq!(sampler.config(), config);
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SamplerConfig {
+    /// Size `N` of the index space `[0, N)`.
+    pub len: u32,
+    /// Global batch size `B`, summed over all ranks.
+    pub batch_size: u32,
+    /// How indices are drawn.
+    pub mode: SamplerMode,
+    /// Seed of the random modes (ignored by [`SamplerMode::Sequential`]).
+    pub seed: u64,
+    /// This process's rank, in `0..world`.
+    pub rank: u32,
+    /// Number of ranks sharing each global batch.
+    pub world: u32,
+}
+
+impl SamplerConfig {
+    /// Validates the config and builds its [`Sampler`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `len` is 0, `batch_size` is 0, `world` is 0,
+    /// `rank >= world`, `batch_size` is not divisible by `world`, or the mode is
+    /// [`SamplerMode::Cyclic`] and `batch_size > len`.
+    pub fn build(&self) -> Result<Sampler> {
+        Sampler::from_config(self.clone())
+    }
+}
+
+/// Builder of a [`Sampler`]; see [`Sampler::builder`].
+///
+/// Defaults: `batch_size` 1, mode [`SamplerMode::Cyclic`], seed 0, rank 0, world 1.
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct SamplerBuilder {
+    pub(super) config: SamplerConfig,
+}
+
+impl SamplerBuilder {
+    /// Sets the global batch size `B` (summed over all ranks).
+    pub fn batch_size(mut self, n: u32) -> Self {
+        self.config.batch_size = n;
+        self
+    }
+
+    /// Sets how indices are drawn.
+    pub fn mode(mut self, mode: SamplerMode) -> Self {
+        self.config.mode = mode;
+        self
+    }
+
+    /// Sets the seed of the random modes.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+
+    /// Sets this process's rank, in `0..world`.
+    pub fn rank(mut self, rank: u32) -> Self {
+        self.config.rank = rank;
+        self
+    }
+
+    /// Sets the number of ranks sharing each global batch.
+    pub fn world(mut self, world: u32) -> Self {
+        self.config.world = world;
+        self
+    }
+
+    /// Validates the parameters and builds the sampler.
+    ///
+    /// # Errors
+    /// As [`SamplerConfig::build`].
+    pub fn build(self) -> Result<Sampler> {
+        Sampler::from_config(self.config)
+    }
+}
+
+/// A stateless, resumable index generator.
+///
+/// Batches are a pure function of the [`SamplerConfig`] and the step; see the
+/// [module documentation](self) for the modes and the sharding rule.
+///
+/// # Examples
+/// ```
+/// use loaderx_core::{Sampler, SamplerMode};
+///
+/// let sampler = Sampler::builder(10).batch_size(4).mode(SamplerMode::Sequential).build()?;
+/// assert_eq!(sampler.batch(2), vec![8, 9, 0, 1]);
+///
+/// let shuffled = Sampler::builder(1000).batch_size(100).seed(3).build()?;
+/// let mut buf = vec![0u32; 100];
+/// shuffled.fill(12, &mut buf)?;
+/// assert_eq!(buf, shuffled.batch(12));
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    pub(super) config: SamplerConfig,
+    /// `batch_size / world`.
+    pub(super) local: u32,
+    /// Global position of this rank's first index in a batch: `rank * local`.
+    pub(super) stripe_start: u32,
+    /// Lemire rejection threshold `2^32 mod N`: a product whose low word is below it is rejected.
+    pub(super) iid_threshold: u32,
+    /// Seed-derived key of the IID stream.
+    pub(super) iid_key: u64,
+    /// Seed-derived key of the cycle permutations.
+    pub(super) cyclic_key: u64,
+    /// Steps of one cycle (cyclic: `N / B`, at least 1; sequential: `ceil(N / B)`).
+    pub(super) steps_per_cycle: u64,
+    pub(super) feistel: FeistelShape,
+    /// The cached cycle permutations of the Fisher-Yates path: `Some` exactly in cyclic mode with
+    /// `N <= SHUFFLE_MAX_LEN`. Shared by clones, so prefetch threads build each cycle once.
+    pub(super) shuffles: Option<ShuffleCache>,
+}
+
+impl Sampler {
+    /// A builder over the index space `[0, len)`.
+    pub fn builder(len: u32) -> SamplerBuilder {
+        SamplerBuilder {
+            config: SamplerConfig {
+                len,
+                batch_size: 1,
+                mode: SamplerMode::default(),
+                seed: 0,
+                rank: 0,
+                world: 1,
+            },
+        }
+    }
+
+    fn from_config(config: SamplerConfig) -> Result<Self> {
+        let SamplerConfig { len: n, batch_size: b, mode, seed, rank, world } = config;
+        let invalid = |msg: String| Err(Error::InvalidArgument(format!("sampler: {msg}")));
+        if n == 0 {
+            return invalid("the index space is empty (len 0)".into());
+        }
+        if b == 0 {
+            return invalid("batch_size must be at least 1".into());
+        }
+        if world == 0 {
+            return invalid("world must be at least 1".into());
+        }
+        if rank >= world {
+            return invalid(format!("rank {rank} is not below world {world}"));
+        }
+        if b % world != 0 {
+            return invalid(format!("the global batch_size {b} is not divisible by world {world}"));
+        }
+        if mode == SamplerMode::Cyclic && b > n {
+            return invalid(format!("a cyclic batch_size {b} exceeds the {n} indices of a cycle"));
+        }
+        let local = b / world;
+        let steps_per_cycle = match mode {
+            SamplerMode::Cyclic => u64::from(n / b),
+            _ => u64::from(n.div_ceil(b)),
+        };
+        Ok(Sampler {
+            local,
+            stripe_start: rank * local,
+            iid_threshold: n.wrapping_neg() % n,
+            iid_key: mix64(seed ^ DOMAIN_IID),
+            cyclic_key: mix64(seed ^ DOMAIN_CYCLIC),
+            steps_per_cycle,
+            feistel: FeistelShape::new(n),
+            shuffles: (mode == SamplerMode::Cyclic && n <= SHUFFLE_MAX_LEN).then(ShuffleCache::default),
+            config,
+        })
+    }
+
+    /// Writes this rank's indices of global step `step` into `out`.
+    ///
+    /// `out[k]` is position `stripe_start() + k` of the global batch. Allocates nothing, except
+    /// in cyclic mode with `N <= 2^16`, where the first call for a cycle among the sampler and its
+    /// clones builds that cycle's shuffle (`2N` bytes, cached; see the module documentation).
+    /// Safe to call from several threads at once, on one sampler or on clones.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `out.len()` is not
+    /// [`local_batch_size`](Self::local_batch_size).
+    pub fn fill(&self, step: u64, out: &mut [u32]) -> Result<()> {
+        if out.len() != self.local as usize {
+            return Err(Error::InvalidArgument(format!(
+                "sampler: the output slice holds {} indices; the local batch size is {}",
+                out.len(),
+                self.local
+            )));
+        }
+        match self.config.mode {
+            SamplerMode::Sequential => self.fill_sequential(step, out),
+            SamplerMode::Iid => self.fill_iid(step, out),
+            SamplerMode::Cyclic => self.fill_cyclic(step, out),
+        }
+        Ok(())
+    }
+
+    /// This rank's indices of global step `step`, in a new vector.
+    pub fn batch(&self, step: u64) -> Vec<u32> {
+        let mut out = vec![0; self.local as usize];
+        self.fill(step, &mut out).expect("the buffer has the local batch size by construction");
+        out
+    }
+
+    /// Size `N` of the index space.
+    #[expect(
+        clippy::len_without_is_empty,
+        reason = "a sampler is never empty: len 0 is a construction error"
+    )]
+    pub fn len(&self) -> u32 {
+        self.config.len
+    }
+
+    /// Global batch size `B`, summed over all ranks.
+    pub fn global_batch_size(&self) -> u32 {
+        self.config.batch_size
+    }
+
+    /// This rank's share of each batch: `B / world`, the length [`fill`](Self::fill) expects.
+    pub fn local_batch_size(&self) -> u32 {
+        self.local
+    }
+
+    /// Global position of this rank's first index in each batch: `rank * B / world`.
+    ///
+    /// Pass `stripe_start() + k` as the position to [`sample_seed`] so that per-sample
+    /// randomness does not depend on the world size.
+    pub fn stripe_start(&self) -> u32 {
+        self.stripe_start
+    }
+
+    /// Steps of one cycle: `N / B` (floor) for cyclic, `ceil(N / B)` for sequential (the steps of
+    /// one pass, the last of which may wrap into the next), `None` for IID, which has no cycles.
+    pub fn steps_per_cycle(&self) -> Option<u64> {
+        match self.config.mode {
+            SamplerMode::Iid => None,
+            _ => Some(self.steps_per_cycle),
+        }
+    }
+
+    /// The configuration this sampler was built from; [`SamplerConfig::build`] rebuilds it.
+    pub fn config(&self) -> SamplerConfig {
+        self.config.clone()
+    }
+
+    fn fill_sequential(&self, step: u64, out: &mut [u32]) {
+        let n = self.config.len;
+        let first = (u128::from(step) * u128::from(self.config.batch_size) + u128::from(self.stripe_start))
+            % u128::from(n);
+        let mut i = first as u32;
+        for o in out {
+            *o = i;
+            i += 1;
+            if i == n {
+                i = 0;
+            }
+        }
+    }
+
+    fn fill_iid(&self, step: u64, out: &mut [u32]) {
+        let key = IidKey::new(self.iid_key, step);
+        let (n, threshold, start) = (self.config.len, self.iid_threshold, self.stripe_start);
+        with_avx2(|| iid_fill(&key, n, threshold, start, out));
+    }
+
+    fn fill_cyclic(&self, step: u64, out: &mut [u32]) {
+        let spc = self.steps_per_cycle;
+        let (cycle, step_in_cycle) = (step / spc, step % spc);
+        let cycle_key = mix64(self.cyclic_key.wrapping_add(cycle.wrapping_mul(GOLDEN)));
+        // Below spc * B <= N <= u32::MAX, so every position of the cycle fits a u32.
+        let first = (step_in_cycle * u64::from(self.config.batch_size)) as u32 + self.stripe_start;
+        if let Some(cache) = &self.shuffles {
+            // Outside the cache's lock: a thread that needs this cycle while another builds it
+            // waits on the `OnceLock` (it would compute the same values); one that needs the
+            // other cached cycle does not wait.
+            let slot = cache.slot(cycle);
+            let perm = slot.get_or_init(|| shuffle(self.config.len, cycle_key));
+            let stripe = &perm[first as usize..first as usize + out.len()];
+            for (o, &i) in out.iter_mut().zip(stripe) {
+                *o = u32::from(i);
+            }
+            return;
+        }
+        let perm = Permutation::new(self.feistel, self.config.len, cycle_key);
+        // The hand-written AVX2 kernel where the CPU has it (the compiler's own AVX2 build of the
+        // portable loops is slower than their SSE2 build, so `with_avx2` would not help).
+        if !super::avx2::try_fill(&perm, first, out) {
+            perm.fill(first, out);
+        }
+    }
+}

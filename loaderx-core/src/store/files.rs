@@ -1,0 +1,144 @@
+//! The files of a store directory: their names, and the one way a file is replaced atomically.
+//!
+//! | file | what it holds |
+//! | --- | --- |
+//! | `meta.zr` | header + fixed sparse table of 2^24 entries, memory-mapped and used in place |
+//! | `0.zr`, `1.zr`, ... | chunk files of densely packed record bytes, at most 4 GiB each |
+//! | `dict.zr` | the trained zstd dictionary of `zstd_dict` records |
+//! | `journal.zr` | present only while a delete or compaction batch is being applied |
+//! | `write.lock` | the writer's advisory lock, present while a writer has the store open |
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use crate::{Error, Result};
+
+/// The metadata file.
+pub(crate) const META_FILE: &str = "meta.zr";
+/// The trained dictionary.
+pub(crate) const DICT_FILE: &str = "dict.zr";
+/// The redo log of delete and compaction.
+pub(crate) const JOURNAL_FILE: &str = "journal.zr";
+/// The writer's lock.
+pub(crate) const LOCK_FILE: &str = "write.lock";
+/// Suffix of the temporary file [`write_atomic`] renames into place.
+const TMP_SUFFIX: &str = ".tmp";
+
+/// The path of chunk `id` in `dir`.
+pub(crate) fn chunk_path(dir: &Path, id: u16) -> PathBuf {
+    dir.join(format!("{id}.zr"))
+}
+
+/// Whether `name` is one of a store's own files (or a temporary file of one).
+fn is_store_file(name: &str) -> bool {
+    matches!(name, META_FILE | DICT_FILE | JOURNAL_FILE | LOCK_FILE)
+        || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u16>().is_ok())
+        || name.ends_with(TMP_SUFFIX)
+}
+
+/// Replaces `dir/name` atomically and durably: `fill` writes a temporary file beside it, which
+/// is synced, renamed over `name`, and the directory synced. A crash leaves the old file or the
+/// new one, never a mix; the temporary file of a failed `fill` is removed.
+///
+/// # Errors
+/// `fill`'s error; [`Error::Io`] naming the file that failed.
+pub(crate) fn write_atomic_with(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&File, &Path) -> Result<()>,
+) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    let file = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+    let written = fill(&file, &tmp).and_then(|()| file.sync_all().map_err(|e| Error::io("sync", &tmp, e)));
+    drop(file);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))?;
+    sync_dir(dir)
+}
+
+/// [`write_atomic_with`] of the bytes `bytes`.
+///
+/// # Errors
+/// [`Error::Io`] naming the file that failed.
+pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(dir, name, |file, tmp| {
+        crate::sys::write_all_at(file, bytes, 0).map_err(|e| Error::io("write", tmp, e))
+    })
+}
+
+/// Makes a directory entry change (create, rename, remove) durable.
+///
+/// # Errors
+/// [`Error::Io`] naming the directory.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    // Windows cannot open a directory as a file to sync it (and its renames are durable by the
+    // time they return); a directory that cannot be opened is skipped there.
+    match File::open(dir) {
+        Ok(d) => d.sync_all().map_err(|e| Error::io("sync directory", dir, e)),
+        Err(_) if cfg!(windows) => Ok(()),
+        Err(e) => Err(Error::io("sync directory", dir, e)),
+    }
+}
+
+/// Removes the files of a store (and nothing else) from `dir`.
+///
+/// # Errors
+/// [`Error::Io`] naming the file or directory.
+pub(crate) fn remove_store_files(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        if is_store_file(&entry.file_name().to_string_lossy()) {
+            let p = entry.path();
+            std::fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_atomic_write_replaces_the_file_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        write_atomic(dir.path(), "f", b"one").unwrap();
+        write_atomic(dir.path(), "f", b"two!").unwrap();
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"two!");
+        let failed = write_atomic_with(dir.path(), "f", |_, _| Err(Error::InvalidArgument("no".into())));
+        assert!(failed.is_err());
+        assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"two!", "a failed fill changes nothing");
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["f"]);
+    }
+
+    #[test]
+    fn only_store_files_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "meta.zr",
+            "0.zr",
+            "17.zr",
+            "dict.zr",
+            "journal.zr",
+            "write.lock",
+            "meta.zr.tmp",
+            "notes.txt",
+            "x.zr",
+        ] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        remove_store_files(dir.path()).unwrap();
+        let mut left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["notes.txt", "x.zr"]);
+    }
+}

@@ -1,0 +1,53 @@
+//! What depends on the CPU: code compiled for AVX2 where the CPU has it, and prefetch hints.
+#![expect(unsafe_code, reason = "calling AVX2-compiled code after the CPU check, and prefetch intrinsics")]
+
+/// Runs `f`, inlined into a copy compiled for AVX2 where the CPU has it (checked once, then a
+/// cached load), else as is. `f` should be a small closure over `#[inline(always)]` loops, so
+/// that its whole body lands in the AVX2 copy. The result is the same either way: only the
+/// instructions differ.
+#[inline(always)]
+pub(crate) fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above: the only requirement for calling
+            // a function compiled with `target_feature(enable = "avx2")`.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
+
+/// Asks the CPU to start loading the first bytes of `src` into cache (at most [`PREFETCH_BYTES`],
+/// one hint per cache line) and returns at once: a gather hints the next records while it copies
+/// this one, so their cache misses overlap instead of queueing one after another.
+#[inline]
+pub(crate) fn prefetch(src: &[u8]) {
+    prefetch_raw(src.as_ptr(), src.len());
+}
+
+/// [`prefetch`] of the `len` bytes at `ptr`. Any address is allowed: a prefetch hint never faults.
+#[inline]
+pub(super) fn prefetch_raw(ptr: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for offset in (0..len.min(PREFETCH_BYTES)).step_by(64) {
+        // SAFETY: `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that reads
+        // and changes no memory and never faults, whatever the address (computed with
+        // `wrapping_add`, so no pointer-arithmetic rule applies either).
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                ptr.wrapping_add(offset).cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (ptr, len);
+}
+
+/// Bytes of a record [`prefetch`] hints: the hardware prefetcher follows a longer record once
+/// the copy streams through it.
+const PREFETCH_BYTES: usize = 1024;

@@ -1,0 +1,37 @@
+//! The platform and the only `unsafe` code of the crate, as a leaf: it imports nothing of the
+//! crate but the on-disk layouts of [`crate::format`] and the error type.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | `map` | [`MappedFile`]: the one type that maps a file (inputs, chunk files) |
+//! | `table` | [`MetaMap`]: the v1 `meta.zr` table, mapped and used in place |
+//! | `dest` | [`Destination`]: gather destinations in possibly uninitialised memory |
+//! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
+//! | `io` | positional reads and writes, file identity (Unix and Windows) |
+//! | `pinned` | page-locked host memory (feature `cuda`) |
+//!
+//! What a mapping may assume, and what it may not:
+//! - A mapping stays valid while the `Mmap`/`MmapRaw` lives; the file may be changed underneath by
+//!   another process. Reading a page past the file's current end raises SIGBUS, so every mapping
+//!   here is checked against the file's length when it is made, and the files mapped are either
+//!   fixed-size (`meta.zr`, never truncated by loaderx), committed chunk regions (never truncated
+//!   while anyone has the store open), or inputs that the caller promises not to truncate while
+//!   they are mapped (framing over immutable inputs).
+//! - Pages written by another process through a shared mapping are visible here; ordering between
+//!   them is what the atomic `length` field provides.
+
+mod cpu;
+mod dest;
+mod io;
+mod map;
+#[cfg(feature = "cuda")]
+mod pinned;
+mod table;
+
+pub(crate) use cpu::{prefetch, with_avx2};
+pub(crate) use dest::{Destination, fill_slice, fill_vec};
+pub(crate) use io::{read_exact_at, same_file, write_all_at};
+pub use map::MappedFile;
+#[cfg(feature = "cuda")]
+pub use pinned::pinned_zeroed;
+pub(crate) use table::MetaMap;
