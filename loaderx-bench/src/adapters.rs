@@ -299,13 +299,18 @@ mod candle_side {
         contenders: &mut Vec<Contender<'a>>,
         named: &mut Vec<Named>,
     ) -> anyhow::Result<()> {
-        let mut loader = CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu))?;
+        let loader = std::rc::Rc::new(std::cell::RefCell::new(CandleLoader::new(
+            builder.clone(),
+            Converter::new(&Device::Cpu),
+        )?));
+        let watched = std::rc::Rc::clone(&loader);
         contenders.push(Contender {
             untimed: shared.queued,
+            settle: Some(Box::new(move || crate::timing::settle(|| watched.borrow().prefetched()))),
             ..Contender::new(
                 LOADER,
                 Box::new(move || {
-                    let mut b = loader.next_batch().expect("a batch");
+                    let mut b = loader.borrow_mut().next_batch().expect("a batch");
                     black_box(b.take("x").expect("stream x"));
                 }),
             )

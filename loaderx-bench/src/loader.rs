@@ -6,13 +6,14 @@
 //! runs a few passes of element-wise arithmetic, so it costs several times the gather and the
 //! loader's prefetch threads have real work to spread.
 
+use std::cell::RefCell;
 use std::hint::black_box;
 
 use loaderx_core::{Batch, DataLoader, DenseSource, SamplerMode};
 
 use crate::report::{self, Report, Section};
 use crate::run::Config;
-use crate::timing::{self, Contender, Work};
+use crate::timing::{self, Contender, Work, settle};
 use crate::workloads::{blocks, write_structured_f32};
 
 const BATCH: u32 = 256;
@@ -70,8 +71,8 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
         .threads(threads)
         .prefetch(PREFETCH);
     let sampler = builder.clone().build()?.sampler().clone();
-    let mut identity = builder.clone().build()?;
-    let mut loaded = builder.clone().build_with(heavy)?;
+    let identity = RefCell::new(builder.clone().build()?);
+    let loaded = RefCell::new(builder.clone().build_with(heavy)?);
 
     let serial = |with_transform: bool| -> Work<'_> {
         let mut idx = vec![0u32; BATCH as usize];
@@ -94,12 +95,20 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
         Contender::new(GATHER, serial(false)),
         Contender {
             untimed: queued,
-            ..Contender::new(IDENTITY, Box::new(|| drop(identity.next_batch().expect("a batch"))))
+            settle: Some(Box::new(|| settle(|| identity.borrow().prefetched()))),
+            ..Contender::new(
+                IDENTITY,
+                Box::new(|| drop(identity.borrow_mut().next_batch().expect("a batch"))),
+            )
         },
         Contender::new(SERIAL, serial(true)),
         Contender {
             untimed: queued,
-            ..Contender::new(HEAVY, Box::new(|| drop(black_box(loaded.next_batch().expect("a batch")))))
+            settle: Some(Box::new(|| settle(|| loaded.borrow().prefetched()))),
+            ..Contender::new(
+                HEAVY,
+                Box::new(|| drop(black_box(loaded.borrow_mut().next_batch().expect("a batch")))),
+            )
         },
     ];
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);

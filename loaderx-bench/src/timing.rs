@@ -28,12 +28,22 @@ pub struct Contender<'a> {
     pub untimed: u32,
     /// Batches per unit of work; times are divided by it.
     pub batches: f64,
+    /// Run after each of its timed stretches, untimed: waits until the contender's background
+    /// work is done (a loader refilling its queue), so that it does not steal cores from the
+    /// contender timed next.
+    pub settle: Option<Work<'a>>,
 }
 
 impl<'a> Contender<'a> {
     /// A contender whose unit of work is one batch, every call timed.
     pub fn new(name: &str, work: Work<'a>) -> Contender<'a> {
-        Contender { name: name.into(), work, untimed: 0, batches: 1.0 }
+        Contender { name: name.into(), work, untimed: 0, batches: 1.0, settle: None }
+    }
+
+    fn settle(&mut self) {
+        if let Some(settle) = &mut self.settle {
+            settle();
+        }
     }
 }
 
@@ -96,6 +106,7 @@ pub fn interleaved(
                 (c.work)();
             }
             let once = (t.elapsed().as_secs_f64() / f64::from(calls)).max(1e-9);
+            c.settle();
             (target.as_secs_f64() / once).ceil().clamp(1.0, 1e6) as u32
         })
         .collect();
@@ -112,9 +123,24 @@ pub fn interleaved(
                 (contenders[i].work)();
             }
             secs[i].push(t.elapsed().as_secs_f64() / f64::from(iters[i]) / contenders[i].batches);
+            contenders[i].settle();
         }
     }
     Timings { names: contenders.iter().map(|c| c.name.clone()).collect(), secs }
+}
+
+/// Waits (sleeping in steps of 100 µs, for at most a second) until `fill` reports a full prefetch
+/// window: (ready, capacity) with ready == capacity, the loader's threads idle. For
+/// [`Contender::settle`].
+pub fn settle(fill: impl Fn() -> (usize, usize)) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline {
+        let (ready, capacity) = fill();
+        if ready >= capacity {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
 }
 
 /// One contender of a fixed-iteration comparison ([`interleaved_fixed`]): a name and one unit of

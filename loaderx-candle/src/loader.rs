@@ -81,6 +81,12 @@ impl<O: Send + 'static> CandleLoader<O> {
         self.loader.step()
     }
 
+    /// Batches ready and waiting, and the most that may be in flight (see
+    /// `loaderx_core::Prefetcher::prefetched`).
+    pub fn prefetched(&self) -> (usize, usize) {
+        self.loader.prefetched()
+    }
+
     /// The state to save: a builder given it with [`LoaderBuilder::state`] resumes at the next
     /// undelivered step.
     pub fn state(&self) -> LoaderState {

@@ -1,7 +1,7 @@
 //! Element-wise conversions a transform runs over every batch, compiled for AVX2 where the CPU
 //! has it (the same bits either way).
 
-use crate::sys::with_avx2;
+use crate::sys::{Kernel, with_avx2};
 
 /// `f32::from(x) * scale + offset` for every byte of `src`, into a fresh `Vec` a tensor can
 /// adopt: the usual image normalisation `(x / 255 - mean) / std` is `scale = 1 / (255 * std)`,
@@ -17,9 +17,25 @@ use crate::sys::with_avx2;
 /// assert!((v[2] - 0.5).abs() < 1e-6);
 /// ```
 pub fn scale_bytes_to_f32(src: &[u8], scale: f32, offset: f32) -> Vec<f32> {
-    let mut out = Vec::with_capacity(src.len());
-    with_avx2(|| out.extend(src.iter().map(|&x| f32::from(x) * scale + offset)));
-    out
+    with_avx2(Scale { src, scale, offset })
+}
+
+/// [`scale_bytes_to_f32`] as a [`Kernel`] for the AVX2 dispatch.
+struct Scale<'a> {
+    src: &'a [u8],
+    scale: f32,
+    offset: f32,
+}
+
+impl Kernel for Scale<'_> {
+    type Output = Vec<f32>;
+
+    #[inline(always)]
+    fn run(self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.src.len());
+        out.extend(self.src.iter().map(|&x| f32::from(x) * self.scale + self.offset));
+        out
+    }
 }
 
 #[cfg(test)]

@@ -111,6 +111,12 @@ impl<O: Send + 'static> DataLoader<O> {
         self.prefetcher.step()
     }
 
+    /// Batches ready and waiting, and the most that may be in flight; see
+    /// [`Prefetcher::prefetched`].
+    pub fn prefetched(&self) -> (usize, usize) {
+        self.prefetcher.prefetched()
+    }
+
     /// The state to save: restoring it resumes at the next undelivered step.
     pub fn state(&self) -> LoaderState {
         LoaderState { sampler: self.sampler.config(), step: self.step(), fingerprint: self.fingerprint }

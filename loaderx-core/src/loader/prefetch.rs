@@ -46,6 +46,13 @@ impl<O> Prefetcher<O> {
     pub fn step(&self) -> u64 {
         self.step
     }
+
+    /// Steps finished and waiting for the consumer, and the most that may be in flight
+    /// (`threads * (depth + 1)`): when the two are equal, the threads are idle until the consumer
+    /// takes a step. For benchmarks that must not time one contender while a loader refills.
+    pub fn prefetched(&self) -> (usize, usize) {
+        self.window.fill()
+    }
 }
 
 impl<O: Send + 'static> Prefetcher<O> {
@@ -145,6 +152,19 @@ mod tests {
         let got: Vec<u64> = (0..8).map(|_| p.next().unwrap()).collect();
         assert_eq!(got, (5..13).collect::<Vec<_>>());
         assert_eq!(p.step(), 13);
+    }
+
+    #[test]
+    fn the_window_fills_to_its_capacity_and_then_the_threads_wait() {
+        let mut p = Prefetcher::spawn("t", 2, 3, 0, Ok).unwrap();
+        assert_eq!(p.next().unwrap(), 0);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while p.prefetched().0 < p.prefetched().1 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert_eq!(p.prefetched(), (8, 8), "2 threads x (depth 3 + 1)");
+        assert_eq!(p.next().unwrap(), 1);
+        assert!(p.prefetched().0 <= 8);
     }
 
     #[test]

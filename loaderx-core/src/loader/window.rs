@@ -120,6 +120,12 @@ impl<O> Window<O> {
         }
     }
 
+    /// (finished steps waiting for the consumer, steps the window holds at most).
+    pub(super) fn fill(&self) -> (usize, usize) {
+        let st = self.lock();
+        (st.slots.iter().filter(|s| s.is_some()).count(), usize::try_from(st.size).unwrap_or(usize::MAX))
+    }
+
     pub(super) fn stop(&self) {
         self.lock().stop = true;
         self.room.notify_all();

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::feistel::{FeistelShape, Permutation};
-use super::iid::{IidKey, iid_fill};
+use super::iid::{IidFill, IidKey};
 use super::rng::{DOMAIN_CYCLIC, DOMAIN_IID, GOLDEN, mix64};
 use super::shuffle::{SHUFFLE_MAX_LEN, ShuffleCache, shuffle};
 use crate::sys::with_avx2;
@@ -303,7 +303,7 @@ impl Sampler {
     fn fill_iid(&self, step: u64, out: &mut [u32]) {
         let key = IidKey::new(self.iid_key, step);
         let (n, threshold, start) = (self.config.len, self.iid_threshold, self.stripe_start);
-        with_avx2(|| iid_fill(&key, n, threshold, start, out));
+        with_avx2(IidFill { key: &key, n, threshold, start, out });
     }
 
     fn fill_cyclic(&self, step: u64, out: &mut [u32]) {

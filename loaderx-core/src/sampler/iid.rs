@@ -2,6 +2,7 @@
 //! Lemire's method with rejection.
 
 use super::rng::{DOMAIN_RETRY, GOLDEN, mix64};
+use crate::sys::Kernel;
 
 /// Indices per IID chunk: large enough to amortise the rejection check, small enough that a
 /// chunk rarely holds a rejected draw (at N = 10^6, one chunk in 70).
@@ -53,6 +54,24 @@ pub(super) fn mix32(mut x: u32) -> u32 {
 /// Written as plain loops over 32-bit lanes that the compiler vectorises (and, under
 /// [`with_avx2`], with AVX2): the hot pass only folds the rare rejection into a flag; a second
 /// pass over the chunk finds the rejected draws.
+/// [`iid_fill`] as a [`Kernel`] for the AVX2 dispatch.
+pub(super) struct IidFill<'a> {
+    pub(super) key: &'a IidKey,
+    pub(super) n: u32,
+    pub(super) threshold: u32,
+    pub(super) start: u32,
+    pub(super) out: &'a mut [u32],
+}
+
+impl Kernel for IidFill<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        iid_fill(self.key, self.n, self.threshold, self.start, self.out);
+    }
+}
+
 #[inline(always)]
 pub(super) fn iid_fill(key: &IidKey, n: u32, threshold: u32, start: u32, out: &mut [u32]) {
     let map = |bits: u32| {

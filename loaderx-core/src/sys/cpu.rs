@@ -1,25 +1,34 @@
 //! What depends on the CPU: code compiled for AVX2 where the CPU has it, and prefetch hints.
 #![expect(unsafe_code, reason = "calling AVX2-compiled code after the CPU check, and prefetch intrinsics")]
 
-/// Runs `f`, inlined into a copy compiled for AVX2 where the CPU has it (checked once, then a
-/// cached load), else as is. `f` should be a small closure over `#[inline(always)]` loops, so
-/// that its whole body lands in the AVX2 copy. The result is the same either way: only the
-/// instructions differ.
+/// A computation [`with_avx2`] runs compiled for AVX2: its `run` must be `#[inline(always)]` over
+/// `#[inline(always)]` loops, so that its whole body lands in the AVX2 copy. (A closure would not
+/// do: its body is a separate function that the compiler may leave out of line, compiled for the
+/// baseline CPU.)
+pub(crate) trait Kernel {
+    /// What the computation returns.
+    type Output;
+    /// The computation; `#[inline(always)]`.
+    fn run(self) -> Self::Output;
+}
+
+/// Runs `kernel`, inlined into a copy compiled for AVX2 where the CPU has it (checked once, then a
+/// cached load), else as is. The result is the same either way: only the instructions differ.
 #[inline(always)]
-pub(crate) fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn with_avx2<K: Kernel>(kernel: K) -> K::Output {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
-        fn avx2<R>(f: impl FnOnce() -> R) -> R {
-            f()
+        fn avx2<K: Kernel>(kernel: K) -> K::Output {
+            kernel.run()
         }
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU supports AVX2, checked just above: the only requirement for calling
             // a function compiled with `target_feature(enable = "avx2")`.
-            return unsafe { avx2(f) };
+            return unsafe { avx2(kernel) };
         }
     }
-    f()
+    kernel.run()
 }
 
 /// Asks the CPU to start loading the first bytes of `src` into cache (at most [`PREFETCH_BYTES`],

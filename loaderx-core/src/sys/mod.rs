@@ -28,7 +28,7 @@ mod map;
 mod pinned;
 mod table;
 
-pub(crate) use cpu::{prefetch, with_avx2};
+pub(crate) use cpu::{Kernel, prefetch, with_avx2};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
 pub(crate) use io::{read_exact_at, same_file, write_all_at};
 pub use map::MappedFile;
