@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::report::Report;
-use crate::{loader, machine, plot, sampler, store};
+use crate::{gather, loader, machine, plot, sampler, store};
 
 /// Which layer to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -19,7 +19,10 @@ pub enum Layer {
     Store,
     /// The endless loader end to end.
     Loader,
-    /// All three.
+    /// The raw gather against the page-aligned memcpy ceiling and NumPy, at three record sizes,
+    /// three batch sizes, one thread and all; zstd against decompress-only. Not part of `All`.
+    Gather,
+    /// Sampler, store and loader.
     #[default]
     All,
 }
@@ -48,6 +51,11 @@ pub struct Options {
     /// Where the temporary data is generated (removed at the end) [default: the system temp
     /// directory].
     pub dir: Option<PathBuf>,
+    /// Record sizes of the gather layer, in bytes [default: 784, 12288, 131072].
+    pub record_bytes: Option<Vec<usize>>,
+    /// The Python interpreter (with NumPy) for the gather layer's NumPy rows; without it they
+    /// are skipped with a note.
+    pub python: Option<PathBuf>,
 }
 
 /// The sizes a run uses, resolved from the options.
@@ -59,6 +67,8 @@ pub(crate) struct Config {
     /// How long one contender runs per round.
     pub(crate) target: Duration,
     pub(crate) dir: PathBuf,
+    /// Small sizes (`--quick`).
+    pub(crate) quick: bool,
 }
 
 impl Config {
@@ -95,6 +105,7 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
         rounds: args.rounds.unwrap_or(if args.quick { 3 } else { 7 }).max(1),
         target: Duration::from_millis(if args.quick { 20 } else { 100 }),
         dir: args.dir.clone().unwrap_or_else(std::env::temp_dir),
+        quick: args.quick,
     };
     let all = args.layer == Layer::All;
     let mut report = Report::default();
@@ -109,6 +120,14 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
     if all || args.layer == Layer::Loader {
         cfg.progress("loader");
         loader::run(&cfg, &mut report)?;
+    }
+    if args.layer == Layer::Gather {
+        let sizes = args.record_bytes.clone().unwrap_or_else(|| gather::RECORD_SIZES.to_vec());
+        anyhow::ensure!(
+            sizes.iter().all(|&b| (1..=1 << 20).contains(&b)),
+            "--record-bytes must be between 1 and 1048576 (the store's record limit is 1 MiB)"
+        );
+        gather::run(&cfg, &mut report, &sizes, args.python.as_deref())?;
     }
     if let Some(path) = &args.plot {
         plot::draw(&report, path).with_context(|| format!("drawing {}", path.display()))?;

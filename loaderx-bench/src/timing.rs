@@ -32,12 +32,48 @@ pub struct Contender<'a> {
     /// work is done (a loader refilling its queue), so that it does not steal cores from the
     /// contender timed next.
     pub settle: Option<Work<'a>>,
+    /// A contender that times itself: runs `n` units of its work and returns their seconds, as
+    /// measured on its side (another process, so that the hand-over is not timed). `work` is not
+    /// called when this is set.
+    pub timed: Option<Box<dyn FnMut(u32) -> f64 + 'a>>,
 }
 
 impl<'a> Contender<'a> {
     /// A contender whose unit of work is one batch, every call timed.
     pub fn new(name: &str, work: Work<'a>) -> Contender<'a> {
-        Contender { name: name.into(), work, untimed: 0, batches: 1.0, settle: None }
+        Contender { name: name.into(), work, untimed: 0, batches: 1.0, settle: None, timed: None }
+    }
+
+    /// A contender that times itself ([`Contender::timed`]).
+    pub fn self_timed(name: &str, timed: Box<dyn FnMut(u32) -> f64 + 'a>) -> Contender<'a> {
+        Contender { timed: Some(timed), ..Contender::new(name, Box::new(|| {})) }
+    }
+
+    /// Runs `n` units untimed (the warm-up and the untimed calls).
+    fn run_untimed(&mut self, n: u32) {
+        match &mut self.timed {
+            Some(timed) if n > 0 => {
+                timed(n);
+            }
+            Some(_) => {}
+            None => {
+                for _ in 0..n {
+                    (self.work)();
+                }
+            }
+        }
+    }
+
+    /// Runs `n` units and returns their seconds.
+    fn run_timed(&mut self, n: u32) -> f64 {
+        if let Some(timed) = &mut self.timed {
+            return timed(n);
+        }
+        let t = Instant::now();
+        for _ in 0..n {
+            (self.work)();
+        }
+        t.elapsed().as_secs_f64()
     }
 
     fn settle(&mut self) {
@@ -71,6 +107,20 @@ impl Timings {
         median(self.secs[self.index(name)].clone())
     }
 
+    /// The median over rounds of the fastest of `baselines`' times in that round over `name`'s:
+    /// how `name` compares with the best of several ways to do the same work.
+    ///
+    /// # Panics
+    /// If a name is not a contender's, or `baselines` is empty.
+    pub fn speed_vs_best(&self, name: &str, baselines: &[&str]) -> f64 {
+        let i = self.index(name);
+        let bs: Vec<usize> = baselines.iter().map(|b| self.index(b)).collect();
+        let ratios = (0..self.secs[i].len())
+            .map(|r| bs.iter().map(|&b| self.secs[b][r]).fold(f64::INFINITY, f64::min) / self.secs[i][r])
+            .collect();
+        median(ratios)
+    }
+
     /// The median over rounds of `baseline`'s time over `name`'s time in that round: how many
     /// times faster `name` is than `baseline`.
     ///
@@ -94,18 +144,12 @@ pub fn interleaved(
     let iters: Vec<u32> = contenders
         .iter_mut()
         .map(|c| {
-            for _ in 0..warm.max(1) + c.untimed as usize {
-                (c.work)();
-            }
+            c.run_untimed(warm.max(1) as u32 + c.untimed);
             // Calibrate on `untimed + 1` calls: a loader may have refilled its queue while the
             // untimed ones ran, and a single call served from the queue would look free (and ask
             // for millions of iterations); at most `untimed` of these can be.
             let calls = c.untimed + 1;
-            let t = Instant::now();
-            for _ in 0..calls {
-                (c.work)();
-            }
-            let once = (t.elapsed().as_secs_f64() / f64::from(calls)).max(1e-9);
+            let once = (c.run_timed(calls) / f64::from(calls)).max(1e-9);
             c.settle();
             (target.as_secs_f64() / once).ceil().clamp(1.0, 1e6) as u32
         })
@@ -115,15 +159,11 @@ pub fn interleaved(
     for r in 0..rounds.max(1) {
         for k in 0..n {
             let i = (k + r) % n;
-            for _ in 0..contenders[i].untimed {
-                (contenders[i].work)();
-            }
-            let t = Instant::now();
-            for _ in 0..iters[i] {
-                (contenders[i].work)();
-            }
-            secs[i].push(t.elapsed().as_secs_f64() / f64::from(iters[i]) / contenders[i].batches);
-            contenders[i].settle();
+            let c = &mut contenders[i];
+            c.run_untimed(c.untimed);
+            let elapsed = c.run_timed(iters[i]);
+            secs[i].push(elapsed / f64::from(iters[i]) / c.batches);
+            c.settle();
         }
     }
     Timings { names: contenders.iter().map(|c| c.name.clone()).collect(), secs }

