@@ -31,7 +31,7 @@ use zstd::dict::DecoderDictionary;
 use crate::report::{self, Report, Section};
 use crate::run::Config;
 use crate::timing::{self, Contender};
-use crate::workloads::{Gen, block, blocks, structured_record, zstd_frames};
+use crate::workloads::{Dst, DstBuf, Gen, block, blocks, structured_record, zstd_frames};
 
 /// Record sizes measured: an MNIST digit, the store layer's 12 KiB, and 128 KiB.
 pub(crate) const RECORD_SIZES: [usize; 3] = [784, 12 << 10, 128 << 10];
@@ -47,26 +47,6 @@ const BLOCK_BYTES: usize = 64 << 20;
 const MIB: f64 = (1 << 20) as f64;
 /// The NumPy worker, written next to the data when the run starts.
 const WORKER: &str = include_str!("../python/gather_worker.py");
-
-/// `len` bytes starting `skew` bytes past a 4 KiB boundary, inside a vector that owns them (safe
-/// alignment: the vector is over-allocated and the slice starts where the address is right).
-struct PageAligned {
-    buf: Vec<u8>,
-    start: usize,
-    len: usize,
-}
-
-impl PageAligned {
-    fn new(len: usize, skew: usize) -> PageAligned {
-        let buf = vec![0u8; len + 8192];
-        let start = buf.as_ptr().align_offset(4096) + skew;
-        PageAligned { buf, start, len }
-    }
-
-    fn slice(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..self.start + self.len]
-    }
-}
 
 /// Copies the records at `idx` of `rec` bytes from `src` into `dst`, one contiguous block of
 /// the batch per thread of the current pool.
@@ -103,17 +83,6 @@ fn decompress(frames: &[Vec<u8>], dict: Option<&DecoderDictionary<'_>>, rec: usi
     });
 }
 
-/// Where a contender's destination buffer starts.
-#[derive(Clone, Copy)]
-enum Dst {
-    /// At a page boundary.
-    Page,
-    /// Half a page past one: as far from the short-distance hazard as an offset gets.
-    HalfPage,
-    /// Wherever the allocator puts a `Vec`.
-    Vec,
-}
-
 /// A contender whose `batch(k, dst)` fills `dst` with batch `k`, its timed loop run inside
 /// `pool`.
 fn pooled<'a>(
@@ -123,20 +92,12 @@ fn pooled<'a>(
     len: usize,
     mut batch: impl FnMut(usize, &mut [u8]) + Send + 'a,
 ) -> Contender<'a> {
-    let mut aligned = match at {
-        Dst::Page => Some(PageAligned::new(len, 0)),
-        Dst::HalfPage => Some(PageAligned::new(len, 2048)),
-        Dst::Vec => None,
-    };
-    let mut plain = vec![0u8; if aligned.is_some() { 0 } else { len }];
+    let mut buf = DstBuf::new(at, len);
     let mut k = 0usize;
     Contender::self_timed(
         &name,
         Box::new(move |n| {
-            let dst = match &mut aligned {
-                Some(a) => a.slice(),
-                None => &mut plain[..],
-            };
+            let dst = buf.slice();
             pool.install(|| {
                 let t = Instant::now();
                 for _ in 0..n {

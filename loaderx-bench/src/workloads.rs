@@ -134,6 +134,66 @@ pub fn zstd_frames(rec: usize, batches: &[Vec<u32>], dict: Option<&[u8]>) -> Vec
         .collect()
 }
 
+/// `len` bytes starting `skew` bytes past a 4 KiB boundary, inside a vector that owns them (safe
+/// alignment: the vector is over-allocated and the slice starts where the address is right).
+pub struct PageAligned {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl PageAligned {
+    /// A zeroed buffer of `len` bytes, `skew` bytes past a page boundary.
+    pub fn new(len: usize, skew: usize) -> PageAligned {
+        let buf = vec![0u8; len + 8192];
+        let start = buf.as_ptr().align_offset(4096) + skew;
+        PageAligned { buf, start, len }
+    }
+
+    /// The buffer.
+    pub fn slice(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
+/// Where a contender's destination buffer starts.
+#[derive(Clone, Copy)]
+pub enum Dst {
+    /// At a page boundary.
+    Page,
+    /// Half a page past one: as far from the short-distance hazard as an offset gets.
+    HalfPage,
+    /// Wherever the allocator puts a `Vec`.
+    Vec,
+}
+
+/// A destination buffer of `len` bytes placed as a [`Dst`] says.
+pub enum DstBuf {
+    /// At a page boundary plus a skew.
+    Aligned(PageAligned),
+    /// A plain vector.
+    Vec(Vec<u8>),
+}
+
+impl DstBuf {
+    /// A zeroed buffer of `len` bytes placed as `at` says.
+    pub fn new(at: Dst, len: usize) -> DstBuf {
+        match at {
+            Dst::Page => DstBuf::Aligned(PageAligned::new(len, 0)),
+            Dst::HalfPage => DstBuf::Aligned(PageAligned::new(len, 2048)),
+            Dst::Vec => DstBuf::Vec(vec![0u8; len]),
+        }
+    }
+
+    /// The buffer.
+    pub fn slice(&mut self) -> &mut [u8] {
+        match self {
+            DstBuf::Aligned(a) => a.slice(),
+            DstBuf::Vec(v) => v,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -132,3 +132,19 @@ fn bench_loader_json_rows_and_framework_rows_where_built() {
         );
     }
 }
+
+#[test]
+fn bench_gather_json_rows_name_existing_baselines() {
+    let mut args = vec!["gather", "--quick", "--json", "--rounds", "1", "--record-bytes", "784"];
+    // With a Python that has NumPy (scripts/bench-gather.sh makes one), its rows are checked too.
+    let python = std::env::var("LOADERX_BENCH_PYTHON").ok();
+    if let Some(p) = &python {
+        args.extend(["--python", p.as_str()]);
+    }
+    let rows = bench_json(&args);
+    check_rows(&rows, "gather");
+    for name in ["memcpy → page-aligned buffer, 1 thread", "loaderx raw → Vec, 1 thread", "loaderx zstd_dict, 1 thread"] {
+        assert!(rows.iter().any(|r| r["name"] == name), "no row {name}");
+    }
+    assert_eq!(python.is_some(), rows.iter().any(|r| r["name"] == "NumPy np.take(out=)"));
+}
