@@ -43,14 +43,14 @@ const ZSTD_BATCH: usize = 256;
 /// so every batch reads records from memory, as batches of a large dataset do.
 const INDEX_BYTES: usize = 256 << 20;
 /// Bytes generated and written per block.
-const BLOCK_BYTES: usize = 64 << 20;
+pub(crate) const BLOCK_BYTES: usize = 64 << 20;
 const MIB: f64 = (1 << 20) as f64;
 /// The NumPy worker, written next to the data when the run starts.
 const WORKER: &str = include_str!("../python/gather_worker.py");
 
 /// Copies the records at `idx` of `rec` bytes from `src` into `dst`, one contiguous block of
 /// the batch per thread of the current pool.
-fn copy_rows(src: &[u8], idx: &[u32], rec: usize, dst: &mut [u8]) {
+pub(crate) fn copy_rows(src: &[u8], idx: &[u32], rec: usize, dst: &mut [u8]) {
     let threads = rayon::current_num_threads();
     if threads == 1 {
         for (j, &i) in idx.iter().enumerate() {
@@ -85,7 +85,7 @@ fn decompress(frames: &[Vec<u8>], dict: Option<&DecoderDictionary<'_>>, rec: usi
 
 /// A contender whose `batch(k, dst)` fills `dst` with batch `k`, its timed loop run inside
 /// `pool`.
-fn pooled<'a>(
+pub(crate) fn pooled<'a>(
     name: String,
     pool: &'a ThreadPool,
     at: Dst,
@@ -184,7 +184,7 @@ impl Drop for Numpy {
 
 /// Random, unsorted index batches of `b` over `n` records of `rec` bytes: as many as it takes to
 /// cover [`INDEX_BYTES`] (at least 8), used in turn.
-fn index_batches(n: u32, b: usize, rec: usize, seed: u64) -> Vec<Vec<u32>> {
+pub(crate) fn index_batches(n: u32, b: usize, rec: usize, seed: u64) -> Vec<Vec<u32>> {
     let mut g = Gen(seed);
     let count = (INDEX_BYTES / (b * rec)).clamp(8, 8192);
     (0..count).map(|_| (0..b).map(|_| g.below(u64::from(n)) as u32).collect()).collect()
@@ -221,13 +221,13 @@ fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, PathBu
 }
 
 /// Names of the contenders of one configuration.
-fn name(what: &str, threads: usize) -> String {
+pub(crate) fn name(what: &str, threads: usize) -> String {
     format!("{what}, {threads} thread{}", if threads == 1 { "" } else { "s" })
 }
 
-const PAGE: &str = "memcpy → page-aligned buffer";
-const HALF: &str = "memcpy → page + 2 KiB";
-const VEC: &str = "memcpy → Vec";
+pub(crate) const PAGE: &str = "memcpy → page-aligned buffer";
+pub(crate) const HALF: &str = "memcpy → page + 2 KiB";
+pub(crate) const VEC: &str = "memcpy → Vec";
 const RAW: &str = "loaderx raw → Vec";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
@@ -396,7 +396,7 @@ fn zstd_records(rec: usize) -> u32 {
     u32::try_from((24usize << 20) / rec).unwrap_or(u32::MAX).max(4 * ZSTD_BATCH as u32)
 }
 
-fn size(rec: usize) -> String {
+pub(crate) fn size(rec: usize) -> String {
     if rec.is_multiple_of(1024) { format!("{} KiB", rec >> 10) } else { format!("{rec} B") }
 }
 

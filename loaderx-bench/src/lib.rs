@@ -17,6 +17,7 @@
 
 #[cfg(any(feature = "burn", feature = "candle"))]
 mod adapters;
+mod format;
 mod gather;
 mod loader;
 mod machine;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::report::Report;
-use crate::{gather, loader, machine, plot, sampler, store};
+use crate::{format, gather, loader, machine, plot, sampler, store};
 
 /// Which layer to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,6 +22,9 @@ pub enum Layer {
     /// The raw gather against the page-aligned memcpy ceiling and NumPy, at three record sizes,
     /// three batch sizes, one thread and all; zstd against decompress-only. Not part of `All`.
     Gather,
+    /// Store format v2 against v1: raw gathers (with and without `verify_reads`), zstd and LZ4,
+    /// append and size, open to first batch. Not part of `All`.
+    Format,
     /// Sampler, store and loader.
     #[default]
     All,
@@ -128,6 +131,9 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
             "--record-bytes must be between 1 and 1048576 (the store's record limit is 1 MiB)"
         );
         gather::run(&cfg, &mut report, &sizes, args.python.as_deref())?;
+    }
+    if args.layer == Layer::Format {
+        format::run(&cfg, &mut report)?;
     }
     if let Some(path) = &args.plot {
         plot::draw(&report, path).with_context(|| format!("drawing {}", path.display()))?;

@@ -52,9 +52,13 @@ pub struct JsonlArgs {
 /// How the output is written.
 #[derive(Debug, Args)]
 pub struct CodecArgs {
-    /// How records are compressed: raw, zstd or zstd_dict.
+    /// How records are compressed: raw, zstd, zstd_dict or lz4 (v2 only).
     #[arg(long, default_value = "zstd")]
     codec: Codec,
+    /// The store format: v2 (no record-count or record-size walls, every record checksummed) or
+    /// v1 (the specification's format).
+    #[arg(long, default_value = "v2")]
+    format: loaderx_core::Format,
     /// Upper bound on the zstd_dict dictionary size in bytes (default: adapts to the data).
     #[arg(long, value_name = "BYTES")]
     dict_size: Option<usize>,
@@ -72,7 +76,7 @@ fn input_size(path: &Path, is_dir: bool) -> u64 {
         .unwrap_or(0)
 }
 
-fn progress_bar(total: u64) -> ProgressBar {
+pub(crate) fn progress_bar(total: u64) -> ProgressBar {
     let target = if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()
     } else {
@@ -127,6 +131,7 @@ pub fn run(format: Format) -> anyhow::Result<()> {
     let bar = pb.clone();
     let opts = WriteOptions::new()
         .codec(codec.codec)
+        .format(codec.format)
         .dict_cap(codec.dict_size)
         .overwrite(codec.force)
         .progress(move |done| bar.set_position(done));

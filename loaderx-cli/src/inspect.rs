@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use loaderx_core::{Error, Schema, Store, StoreOptions, StoreStats};
+use loaderx_core::{Error, Format, Schema, Store, StoreOptions, StoreStats};
 
-use crate::convert::human;
+use crate::convert::{human, progress_bar};
 
 /// Arguments of `loaderx info`.
 #[derive(Debug, Args)]
@@ -45,31 +45,39 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
     if args.json {
         let v = serde_json::json!({
             "path": dir.display().to_string(),
+            "format": store.format().name(),
             "kind": schema.as_ref().map_or("raw", |_| kind),
             "dtype": schema.as_ref().map(|s| s.dtype.name()),
             "shape": schema.as_ref().map(|s| s.shape.clone()),
             "length": stats.length,
-            "codecs": { "raw": stats.codecs.raw, "zstd": stats.codecs.zstd, "zstd_dict": stats.codecs.zstd_dict },
+            "codecs": {
+                "raw": stats.codecs.raw,
+                "zstd": stats.codecs.zstd,
+                "zstd_dict": stats.codecs.zstd_dict,
+                "lz4": stats.codecs.lz4,
+            },
             "logical_bytes": stats.logical_bytes,
             "live_bytes": stats.live_bytes,
             "chunk_bytes": stats.chunk_bytes,
             "dict_bytes": stats.dict_bytes,
             "chunks": stats.chunks,
+            "index_bytes": stats.index_bytes,
             "ratio": ratio(&stats),
         });
         return crate::print(&format!("{v}\n"));
     }
-    let mut t = format!("path:    {}\nkind:    {kind}\n", dir.display());
+    let mut t = format!("path:    {}\nformat:  {}\nkind:    {kind}\n", dir.display(), store.format());
     if let Some(s) = &schema {
         let what = if s.kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
         t.push_str(&format!("dtype:   {}\nshape:   {:?} ({what})\n", s.dtype, s.shape));
     }
     t.push_str(&format!(
-        "length:  {}\ncodecs:  raw {}, zstd {}, zstd_dict {}\nbytes:   {} logical, {} live, {} in {} chunk file(s), {} dictionary\nratio:   {:.2}x\n",
+        "length:  {}\ncodecs:  raw {}, zstd {}, zstd_dict {}, lz4 {}\nbytes:   {} logical, {} live, {} in {} chunk file(s), {} dictionary\nratio:   {:.2}x\n",
         stats.length,
         stats.codecs.raw,
         stats.codecs.zstd,
         stats.codecs.zstd_dict,
+        stats.codecs.lz4,
         human(stats.logical_bytes),
         human(stats.live_bytes),
         human(stats.chunk_bytes),
@@ -82,9 +90,11 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
 
 /// `loaderx stats STORE`: the raw space accounting, one `key value` per line, in bytes.
 pub fn stats(dir: &Path) -> anyhow::Result<()> {
-    let s = Store::open(dir).and_then(|st| st.stats()).with_context(|| format!("stats {}", dir.display()))?;
+    let store = Store::open(dir).with_context(|| format!("stats {}", dir.display()))?;
+    let s = store.stats().with_context(|| format!("stats {}", dir.display()))?;
     crate::print(&format!(
-        "length {}\nlogical_bytes {}\nlive_bytes {}\nchunk_bytes {}\nchunks {}\ndict_bytes {}\nraw {}\nzstd {}\nzstd_dict {}\nreclaimable_at_most {}\n",
+        "format {}\nlength {}\nlogical_bytes {}\nlive_bytes {}\nchunk_bytes {}\nchunks {}\ndict_bytes {}\nraw {}\nzstd {}\nzstd_dict {}\nlz4 {}\nindex_bytes {}\nreclaimable_at_most {}\n",
+        store.format(),
         s.length,
         s.logical_bytes,
         s.live_bytes,
@@ -94,6 +104,8 @@ pub fn stats(dir: &Path) -> anyhow::Result<()> {
         s.codecs.raw,
         s.codecs.zstd,
         s.codecs.zstd_dict,
+        s.codecs.lz4,
+        s.index_bytes,
         s.chunk_bytes.saturating_sub(s.live_bytes),
     ))
 }
@@ -123,8 +135,10 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let limit = if args.all { u64::MAX } else { VERIFY_LISTED };
     let mut listed = Vec::new();
     let mut damaged = 0u64;
+    let mut files = Vec::new();
     let checked = Store::open(dir)
         .and_then(|s| {
+            files = s.verify_files()?.iter().map(ToString::to_string).collect();
             s.verify_each(|index, err| {
                 damaged += 1;
                 if damaged <= limit {
@@ -133,7 +147,7 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
             })
         })
         .with_context(|| format!("verify {}", dir.display()))?;
-    let code = if damaged == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) };
+    let code = if damaged == 0 && files.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
     if args.json {
         let records: Vec<_> = listed
             .iter()
@@ -145,15 +159,19 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
             "damaged": damaged,
             "listed": records.len(),
             "records": records,
+            "files": files,
         });
         crate::print(&format!("{v}\n"))?;
         return Ok(code);
     }
-    if damaged == 0 {
+    if damaged == 0 && files.is_empty() {
         crate::print(&format!("{}: all {checked} records intact\n", dir.display()))?;
         return Ok(code);
     }
     let mut t = format!("{}: {damaged} of {checked} records damaged\n", dir.display());
+    for f in &files {
+        t.push_str(&format!("  store: {f}\n"));
+    }
     for (index, err) in &listed {
         t.push_str(&format!("  record {index}: {err}\n"));
     }
@@ -170,6 +188,31 @@ pub fn export(dir: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     let n = loaderx_core::export::npy(dir, out, force)
         .with_context(|| format!("export {} → {}", dir.display(), out.display()))?;
     crate::print(&format!("{}: {n} records\n", out.display()))
+}
+
+/// `loaderx migrate STORE --to FORMAT`: the index rewritten in the other format beside the old
+/// one and swapped in atomically (the chunk files are shared), with a progress bar over the
+/// record bytes checksummed.
+pub fn migrate(dir: &Path, to: Format) -> anyhow::Result<()> {
+    let pb = progress_bar(0);
+    let bar = pb.clone();
+    let report = Store::migrate(dir, to, &move |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })
+    .with_context(|| format!("migrate {} to {to}", dir.display()))?;
+    pb.finish_and_clear();
+    if report.from == report.to {
+        return crate::print(&format!("{}: already {to}\n", dir.display()));
+    }
+    crate::print(&format!(
+        "{}: {} → {}, {} records, {} checksummed\n",
+        dir.display(),
+        report.from,
+        report.to,
+        report.records,
+        human(report.bytes_checked)
+    ))
 }
 
 /// `loaderx compact STORE`.

@@ -53,6 +53,14 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Rewrite a store's index in the other on-disk format, in place and atomically.
+    Migrate {
+        /// The store directory.
+        store: PathBuf,
+        /// The format to migrate to: v2, or v1 (where every record fits v1's limits).
+        #[arg(long)]
+        to: loaderx_core::Format,
+    },
     /// Reclaim the space of deleted records in place.
     Compact {
         /// The store directory.
@@ -83,6 +91,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => inspect::verify(&args),
         Command::Export { store, out, force } => ok(inspect::export(&store, &out, force)),
         Command::Compact { store } => ok(inspect::compact(&store)),
+        Command::Migrate { store, to } => ok(inspect::migrate(&store, to)),
         Command::Stats { store } => ok(inspect::stats(&store)),
         Command::Bench(args) => ok(bench::run(&args, &mut out)),
     }

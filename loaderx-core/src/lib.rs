@@ -37,7 +37,7 @@ pub use dataset::{
     WriteOptions, pad,
 };
 pub use error::{Error, Result};
-pub use format::{Codec, MAX_RECORD_SIZE, MAX_RECORDS};
+pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use framing::{
     ChunkCursor, FilePartRange, PartRange, chunk_boundaries, chunk_boundaries_pattern, fixed_chunk_bounds,
     fixed_chunk_count, partition, partition_files, partition_pattern, plan_file, plan_files,
@@ -45,7 +45,9 @@ pub use framing::{
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{Batch, DataLoader, LoaderBuilder, LoaderState, Prefetcher, fingerprint};
 pub use sampler::{SampleRng, Sampler, SamplerBuilder, SamplerConfig, SamplerMode, sample_seed};
-pub use store::{CodecCounts, CompactReport, Store, StoreOptions, StoreStats, VerifyReport};
+pub use store::{
+    CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, VerifyReport,
+};
 pub use sys::MappedFile;
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;

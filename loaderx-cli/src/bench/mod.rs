@@ -20,6 +20,9 @@ pub(crate) enum Layer {
     /// The raw gather against the page-aligned memcpy ceiling and NumPy (784 B, 12 KiB and 128 KiB
     /// records; batches of 64, 256, 1024; one thread and all), and zstd against decompress-only.
     Gather,
+    /// Store format v2 against v1: raw gathers with and without verify_reads, zstd and LZ4 (bench
+    /// records and MNIST), append throughput and size, open of 10 M records to the first batch.
+    Format,
     /// Sampler, store and loader.
     All,
 }
@@ -31,6 +34,7 @@ impl From<Layer> for loaderx_bench::Layer {
             Layer::Store => loaderx_bench::Layer::Store,
             Layer::Loader => loaderx_bench::Layer::Loader,
             Layer::Gather => loaderx_bench::Layer::Gather,
+            Layer::Format => loaderx_bench::Layer::Format,
             Layer::All => loaderx_bench::Layer::All,
         }
     }

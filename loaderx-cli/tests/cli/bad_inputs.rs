@@ -6,12 +6,14 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use loaderx_core::{Codec, DType, DatasetWriter, WriteOptions};
+use loaderx_core::{Codec, DType, DatasetWriter, Format, WriteOptions};
 
-/// A dense u32 dataset of 300 records (compressible, so zstd frames exist).
+/// A dense u32 dataset of 300 records (compressible, so zstd frames exist), in a v1 store (the
+/// cases patch `meta.zr`).
 fn dataset(dir: &Path, codec: Codec) -> PathBuf {
     let out = dir.join("d");
-    let mut w = DatasetWriter::dense::<u32>(&out, vec![64], WriteOptions::new().codec(codec)).unwrap();
+    let opts = WriteOptions::new().codec(codec).format(Format::V1);
+    let mut w = DatasetWriter::dense::<u32>(&out, vec![64], opts).unwrap();
     w.append(&(0..300 * 64).map(|i| (i / 64) as u32).collect::<Vec<u32>>()).unwrap();
     w.finish().unwrap();
     out

@@ -69,7 +69,9 @@ fn bench_store_json_and_plot() {
     ]);
     check_rows(&rows, "store");
     for name in [
-        "memcpy (flat mmap)",
+        "memcpy → page-aligned (flat mmap)",
+        "memcpy → page + 2 KiB (flat mmap)",
+        "memcpy → Vec (flat mmap)",
         "loaderx raw",
         "loaderx zstd",
         "loaderx zstd_dict",
@@ -143,7 +145,11 @@ fn bench_gather_json_rows_name_existing_baselines() {
     }
     let rows = bench_json(&args);
     check_rows(&rows, "gather");
-    for name in ["memcpy → page-aligned buffer, 1 thread", "loaderx raw → Vec, 1 thread", "loaderx zstd_dict, 1 thread"] {
+    for name in [
+        "memcpy → page-aligned buffer, 1 thread",
+        "loaderx raw → Vec, 1 thread",
+        "loaderx zstd_dict, 1 thread",
+    ] {
         assert!(rows.iter().any(|r| r["name"] == name), "no row {name}");
     }
     assert_eq!(python.is_some(), rows.iter().any(|r| r["name"] == "NumPy np.take(out=)"));

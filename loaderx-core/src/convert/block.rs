@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use crate::{DType, DatasetWriter, Error, MAX_RECORDS, Result};
+use crate::{DType, DatasetWriter, Error, Result, WriteOptions};
 
 /// Input bytes a converter reads per block (rounded up to one whole record).
 pub const BLOCK_BYTES: usize = 4 << 20;
@@ -55,12 +55,17 @@ pub(crate) fn append_block(w: &mut DatasetWriter, buf: &[u8], item_bytes: usize,
     }
 }
 
-/// A [`Error::BadInput`] naming `path` when axis 0 has more entries than a store holds.
-pub(crate) fn check_records(records: usize, path: &Path) -> Result<()> {
-    if records as u64 > u64::from(MAX_RECORDS) {
+/// A [`Error::BadInput`] naming `path` when axis 0 has more entries than a store of the chosen
+/// format holds.
+pub(crate) fn check_records(records: usize, path: &Path, opts: &WriteOptions) -> Result<()> {
+    let limit = opts.format_of().max_records();
+    if records as u64 > limit {
         return Err(Error::BadInput {
             path: path.to_path_buf(),
-            reason: format!("axis 0 has {records} entries; a store holds at most {MAX_RECORDS} records"),
+            reason: format!(
+                "axis 0 has {records} entries; a {} store holds at most {limit} records",
+                opts.format_of()
+            ),
         });
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::summary::{ConvertSummary, finish};
-use crate::{DatasetWriter, Error, MAX_RECORD_SIZE, Result, WriteOptions};
+use crate::{DatasetWriter, Error, Result, WriteOptions};
 
 /// Writes a ragged `u8` dataset at `out` with one record per regular file directly in `input`
 /// (symbolic links followed, subdirectories and other entries skipped, hidden files included), in
@@ -20,6 +20,7 @@ use crate::{DatasetWriter, Error, MAX_RECORD_SIZE, Result, WriteOptions};
 pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
     let (input, out) = (input.as_ref(), out.as_ref());
     let mut files: Vec<(PathBuf, u64)> = Vec::new();
+    let limit = opts.max_record_size();
     let entries = std::fs::read_dir(input).map_err(|e| Error::io("read directory", input, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read directory", input, e))?;
@@ -28,10 +29,14 @@ pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         if !meta.is_file() {
             continue;
         }
-        if meta.len() > MAX_RECORD_SIZE as u64 {
+        if meta.len() > limit as u64 {
             return Err(Error::BadInput {
                 path,
-                reason: format!("{} bytes; a record holds at most {MAX_RECORD_SIZE} bytes", meta.len()),
+                reason: format!(
+                    "{} bytes; a {} record holds at most {limit} bytes",
+                    meta.len(),
+                    opts.format_of()
+                ),
             });
         }
         files.push((path, meta.len()));
@@ -46,7 +51,7 @@ pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         buf.clear();
         let f = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
         // One byte more than the limit reveals a file that grew past it.
-        f.take(MAX_RECORD_SIZE as u64 + 1).read_to_end(&mut buf).map_err(|e| Error::io("read", &path, e))?;
+        f.take(limit as u64 + 1).read_to_end(&mut buf).map_err(|e| Error::io("read", &path, e))?;
         if buf.len() as u64 != len {
             return Err(Error::BadInput {
                 path,

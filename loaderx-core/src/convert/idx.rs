@@ -126,7 +126,7 @@ pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
     let h = IdxHeader::parse(&hbytes).map_err(bad)?;
     let header_len = hbytes.len() as u64;
     let (records, item_shape) = (h.dims[0], h.dims[1..].to_vec());
-    check_records(records, input)?;
+    check_records(records, input, &opts)?;
     let schema = Schema::dense(h.dtype, item_shape);
     let item_bytes = schema.unit_bytes();
     let expected = (records as u64) * item_bytes as u64;

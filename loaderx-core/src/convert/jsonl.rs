@@ -5,7 +5,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use super::summary::{ConvertSummary, finish};
-use crate::{DatasetWriter, Error, MAX_RECORD_SIZE, MappedFile, Result, WriteOptions, partition};
+use crate::{DatasetWriter, Error, MappedFile, Result, WriteOptions, partition};
 
 /// Bytes of input per planned range.
 const RANGE_BYTES: u64 = 8 << 20;
@@ -48,7 +48,14 @@ pub fn jsonl<P: AsRef<Path>>(
         for group in ranges.chunks(window) {
             let lines: Vec<Vec<&[u8]>> = group
                 .par_iter()
-                .map(|r| split_lines(&bytes[r.start as usize..r.end as usize], r.start, file))
+                .map(|r| {
+                    split_lines(
+                        &bytes[r.start as usize..r.end as usize],
+                        r.start,
+                        file,
+                        opts.max_record_size(),
+                    )
+                })
                 .collect::<Result<_>>()?;
             for l in &lines {
                 w.append_bytes(l)?;
@@ -62,7 +69,7 @@ pub fn jsonl<P: AsRef<Path>>(
 }
 
 /// The lines of `range` (which starts at byte `start` of `file` and ends after a `\n` or at EOF).
-fn split_lines<'a>(range: &'a [u8], start: u64, file: &MappedFile) -> Result<Vec<&'a [u8]>> {
+fn split_lines<'a>(range: &'a [u8], start: u64, file: &MappedFile, limit: usize) -> Result<Vec<&'a [u8]>> {
     let mut lines = Vec::with_capacity(range.len() / 64 + 1);
     let mut from = 0usize;
     for nl in memchr::memchr_iter(b'\n', range) {
@@ -72,16 +79,13 @@ fn split_lines<'a>(range: &'a [u8], start: u64, file: &MappedFile) -> Result<Vec
     if from < range.len() {
         lines.push(&range[from..]);
     }
-    if let Some(long) = lines.iter().find(|l| l.len() > MAX_RECORD_SIZE) {
+    if let Some(long) = lines.iter().find(|l| l.len() > limit) {
         let at = long.as_ptr() as usize - range.as_ptr() as usize + start as usize;
         // Only on this error path is the file scanned up to the line, to name it.
         let line = memchr::memchr_iter(b'\n', &file.bytes()[..at]).count() + 1;
         return Err(Error::BadInput {
             path: file.path().to_path_buf(),
-            reason: format!(
-                "line {line} is {} bytes; a record holds at most {MAX_RECORD_SIZE} bytes",
-                long.len()
-            ),
+            reason: format!("line {line} is {} bytes; a record holds at most {limit} bytes", long.len()),
         });
     }
     Ok(lines)
@@ -119,10 +123,11 @@ mod tests {
     fn a_line_over_the_limit_names_file_and_line_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let mut text = b"ok\nok\n".to_vec();
-        text.extend(std::iter::repeat_n(b'x', MAX_RECORD_SIZE + 1));
+        text.extend(std::iter::repeat_n(b'x', crate::MAX_RECORD_SIZE + 1));
         text.extend_from_slice(b"\nafter\n");
         let p = write(dir.path(), "big.jsonl", &text);
-        let err = jsonl(&[&p], dir.path().join("out"), WriteOptions::new()).unwrap_err();
+        let opts = WriteOptions::new().format(crate::Format::V1);
+        let err = jsonl(&[&p], dir.path().join("out"), opts).unwrap_err();
         match err {
             Error::BadInput { path, reason } => {
                 assert_eq!(path, p);

@@ -402,7 +402,7 @@ pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         Some((&n, rest)) => (n, rest.to_vec()),
         None => (1, Vec::new()),
     };
-    check_records(records, input)?;
+    check_records(records, input, &opts)?;
     let expected = h.data_len();
     let actual = file_len.saturating_sub(h.data_offset);
     if actual < expected {

@@ -6,7 +6,7 @@ use safetensors::{Dtype, SafeTensors};
 
 use super::block::{append_block, check_block, records_per_block, to_native};
 use super::summary::{ConvertSummary, finish};
-use crate::{DType, DatasetWriter, Error, MAX_RECORDS, MappedFile, Result, Schema, WriteOptions};
+use crate::{DType, DatasetWriter, Error, MappedFile, Result, Schema, WriteOptions};
 
 /// Our dtype of a safetensors dtype, if we have one.
 fn dtype_of(d: Dtype) -> Option<DType> {
@@ -73,17 +73,21 @@ pub fn safetensors(
             Some((&n, rest)) => (n, rest.to_vec()),
             None => (1, Vec::new()),
         };
-        if records as u64 > u64::from(MAX_RECORDS) {
+        if records as u64 > opts.format_of().max_records() {
             return Err(bad(format!(
-                "tensor '{name}' has {records} entries on axis 0; the limit is {MAX_RECORDS}"
+                "tensor '{name}' has {records} entries on axis 0; a {} store holds at most {}",
+                opts.format_of(),
+                opts.format_of().max_records()
             )));
         }
         let schema = Schema::dense(dtype, item_shape);
-        if schema.unit_bytes() > crate::MAX_RECORD_SIZE {
+        if schema.unit_bytes() > opts.max_record_size() {
             return Err(Error::InvalidArgument(format!(
-                "tensor '{name}': an item of shape {:?} is {} bytes; a record holds at most 1 MiB",
+                "tensor '{name}': an item of shape {:?} is {} bytes; a {} record holds at most {} bytes",
                 schema.shape,
-                schema.unit_bytes()
+                schema.unit_bytes(),
+                opts.format_of(),
+                opts.max_record_size()
             )));
         }
         let out = out_dir.join(name);

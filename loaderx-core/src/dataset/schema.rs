@@ -66,7 +66,7 @@ impl Schema {
         let s: Schema = rmp_serde::from_slice(bytes).map_err(|e| e.to_string())?;
         let elems = s.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         match elems.and_then(|e| e.checked_mul(s.dtype.size())) {
-            Some(b) if b <= crate::MAX_RECORD_SIZE => Ok(s),
+            Some(b) if b <= crate::format::v2::MAX_RECORD_SIZE => Ok(s),
             _ => Err(format!("shape {:?} of {} is larger than a record can be", s.shape, s.dtype)),
         }
     }

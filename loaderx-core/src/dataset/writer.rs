@@ -6,7 +6,7 @@ use super::dtype::{DType, Element};
 use super::schema::SCHEMA_FILE;
 use super::schema::{Kind, Schema};
 use crate::store::{remove_store_files, sync_dir};
-use crate::{Codec, Error, Result, Store, StoreOptions};
+use crate::{Codec, Error, Format, Result, Store, StoreOptions};
 
 /// Records buffered before they are compressed and appended as one batch.
 const BATCH_RECORDS: usize = 4096;
@@ -21,6 +21,7 @@ pub type ProgressFn = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 #[derive(Clone)]
 pub struct WriteOptions {
     codec: Codec,
+    format: Format,
     dict_cap: Option<usize>,
     overwrite: bool,
     progress: Option<ProgressFn>,
@@ -30,6 +31,7 @@ impl std::fmt::Debug for WriteOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WriteOptions")
             .field("codec", &self.codec)
+            .field("format", &self.format)
             .field("dict_cap", &self.dict_cap)
             .field("overwrite", &self.overwrite)
             .field("progress", &self.progress.is_some())
@@ -40,7 +42,10 @@ impl std::fmt::Debug for WriteOptions {
 // Two options are equal when they write the same bytes: the progress callback is not compared.
 impl PartialEq for WriteOptions {
     fn eq(&self, other: &Self) -> bool {
-        self.codec == other.codec && self.dict_cap == other.dict_cap && self.overwrite == other.overwrite
+        self.codec == other.codec
+            && self.format == other.format
+            && self.dict_cap == other.dict_cap
+            && self.overwrite == other.overwrite
     }
 }
 
@@ -48,12 +53,18 @@ impl Eq for WriteOptions {}
 
 impl Default for WriteOptions {
     fn default() -> Self {
-        WriteOptions { codec: Codec::Zstd, dict_cap: None, overwrite: false, progress: None }
+        WriteOptions {
+            codec: Codec::Zstd,
+            format: Format::V2,
+            dict_cap: None,
+            overwrite: false,
+            progress: None,
+        }
     }
 }
 
 impl WriteOptions {
-    /// Plain zstd, no dictionary cap, no overwrite.
+    /// Plain zstd, format v2, no dictionary cap, no overwrite.
     pub fn new() -> Self {
         Self::default()
     }
@@ -64,6 +75,23 @@ impl WriteOptions {
     pub fn codec(mut self, codec: Codec) -> Self {
         self.codec = codec;
         self
+    }
+
+    /// The store format the dataset is written in (default [`Format::V2`]; v1 holds records of
+    /// at most 1 MiB and no LZ4).
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// The store format chosen.
+    pub fn format_of(&self) -> Format {
+        self.format
+    }
+
+    /// The largest record the chosen format holds.
+    pub fn max_record_size(&self) -> usize {
+        self.format.max_record_size()
     }
 
     /// Upper bound on the `zstd_dict` dictionary size.
@@ -149,15 +177,24 @@ impl DatasetWriter {
     /// A writer for `schema` (the dtype known at run time, as converters have it).
     ///
     /// # Errors
-    /// As [`DatasetWriter::dense`], and [`Error::InvalidArgument`] for a dense item over 1 MiB.
+    /// As [`DatasetWriter::dense`], and [`Error::InvalidArgument`] for a dense item larger than
+    /// the format's records (1 MiB in v1, 4 GiB - 1 in v2), or for LZ4 in v1.
     pub fn with_schema(out: impl AsRef<Path>, schema: Schema, opts: WriteOptions) -> Result<Self> {
         let out = out.as_ref().to_path_buf();
-        if schema.kind == Kind::Dense && schema.unit_bytes() > crate::MAX_RECORD_SIZE {
+        if schema.kind == Kind::Dense && schema.unit_bytes() > opts.max_record_size() {
             return Err(Error::InvalidArgument(format!(
-                "an item of shape {:?} {} is {} bytes; a record holds at most 1 MiB",
+                "an item of shape {:?} {} is {} bytes; a {} record holds at most {} bytes",
                 schema.shape,
                 schema.dtype,
-                schema.unit_bytes()
+                schema.unit_bytes(),
+                opts.format,
+                opts.max_record_size()
+            )));
+        }
+        if !opts.format.has_codec(opts.codec) {
+            return Err(Error::InvalidArgument(format!(
+                "{} stores have no {} codec",
+                opts.format, opts.codec
             )));
         }
         if out.exists() && !opts.overwrite {
@@ -169,7 +206,7 @@ impl DatasetWriter {
         if staging.exists() {
             remove_dataset_dir(&staging)?;
         }
-        let store = Store::create(&staging, StoreOptions::new().dict_cap(opts.dict_cap))?;
+        let store = Store::create(&staging, StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap))?;
         Ok(DatasetWriter {
             out,
             staging,
@@ -267,12 +304,12 @@ impl DatasetWriter {
                     if self.schema.kind == Kind::Dense { "items" } else { "rows" }
                 )));
             }
-            if r.len() > crate::MAX_RECORD_SIZE {
+            if r.len() > self.opts.max_record_size() {
                 return Err(Error::RecordTooLarge {
                     path: self.out.clone(),
                     index: n,
                     size: r.len() as u64,
-                    limit: crate::MAX_RECORD_SIZE as u64,
+                    limit: self.opts.max_record_size() as u64,
                 });
             }
             bytes += r.len();

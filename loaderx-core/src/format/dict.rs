@@ -12,6 +12,17 @@ pub const LEGACY_MAGIC: [u8; 4] = *b"ZDCT";
 /// Version of the legacy headed dictionary file.
 pub const LEGACY_VERSION: u16 = 1;
 
+/// The dictionary id of a zstd dictionary: bytes 4..8 (little-endian) of one with the magic
+/// number; 0 for anything else.
+pub fn id(dict: &[u8]) -> u32 {
+    match dict {
+        [m0, m1, m2, m3, a, b, c, d, ..] if [*m0, *m1, *m2, *m3] == ZSTD_MAGIC => {
+            u32::from_le_bytes([*a, *b, *c, *d])
+        }
+        _ => 0,
+    }
+}
+
 /// The bytes of `dict.zr` for a dictionary: the dictionary itself.
 pub fn encode(dict: &[u8]) -> Vec<u8> {
     dict.to_vec()

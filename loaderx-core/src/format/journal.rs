@@ -7,107 +7,169 @@
 //!
 //! This is also what makes a compaction move that overlaps its own old bytes safe: the record's
 //! bytes are in the journal before its old copy is overwritten.
+//!
+//! Two layouts, one per store format, both little-endian:
+//!
+//! ```text
+//! version 1 (v1 stores)                     version 2 (v2 stores)
+//!  0  4 magic "ZJRN"                         0  4 magic "ZJRN"
+//!  4  2 version 1                            4  2 version 2
+//!  6  2 kind (1 delete, 2 move)              6  2 kind
+//!  8  4 entries                              8  4 entries
+//! 12  4 new length (delete)                 12  4 zero
+//! 16  8 body length                         16  8 new length (delete)
+//! 24  4 FNV-1a of the body                  24  8 body length
+//! 28  4 zero                                32  4 crc32c of the body
+//!                                           36  4 zero
+//! body: per entry u32 index + the 16-byte   body: per entry u64 index + the 32-byte v2 entry;
+//! v1 entry; then the moved bytes            then the moved bytes
+//! ```
 
 use super::checksum::checksum;
 use super::entry::RecordLoc;
+use super::v2::Entry;
+use super::{Codec, Format};
 
 const MAGIC: [u8; 4] = *b"ZJRN";
-const VERSION: u16 = 1;
-const HEAD: usize = 32;
 
-/// What a journal says to do.
+/// What a journal says to do. Entries are held in the v2 form whatever the store's format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Journal {
     /// Set these table entries, then publish `new_length`.
     Delete {
         /// (index, new entry) pairs.
-        entries: Vec<(u32, RecordLoc)>,
+        entries: Vec<(u64, Entry)>,
         /// The length published once the entries are set.
-        new_length: u32,
+        new_length: u64,
     },
-    /// Write each record's bytes (concatenated in `data`, `phys_length` each) at its new location,
+    /// Write each record's bytes (concatenated in `data`, `stored` each) at its new location,
     /// then point its table entry there.
     Move {
         /// (index, new entry) pairs, in the order of their bytes in `data`.
-        entries: Vec<(u32, RecordLoc)>,
+        entries: Vec<(u64, Entry)>,
         /// The moved records' stored bytes.
         data: Vec<u8>,
     },
 }
 
 impl Journal {
-    /// Serialises the journal.
-    pub fn encode(&self) -> Vec<u8> {
-        let (kind, entries, new_length, data): (u16, _, u32, &[u8]) = match self {
+    /// Serialises the journal in the layout of `format`.
+    ///
+    /// # Panics
+    /// For a v1 journal whose entries or length do not fit v1's fields (a v1 store never makes
+    /// one).
+    pub fn encode(&self, format: Format) -> Vec<u8> {
+        let (kind, entries, new_length, data): (u16, _, u64, &[u8]) = match self {
             Journal::Delete { entries, new_length } => (1, entries, *new_length, &[]),
             Journal::Move { entries, data } => (2, entries, 0, data),
         };
-        let mut body = Vec::with_capacity(entries.len() * 20 + data.len());
-        for (idx, loc) in entries {
-            body.extend_from_slice(&idx.to_le_bytes());
-            body.extend_from_slice(bytemuck::bytes_of(loc));
+        let count = u32::try_from(entries.len()).expect("a journal batch holds fewer than 2^32 entries");
+        let mut body = Vec::with_capacity(entries.len() * 40 + data.len());
+        for (idx, e) in entries {
+            match format {
+                Format::V1 => {
+                    let idx = u32::try_from(*idx).expect("a v1 index fits u32");
+                    let loc = RecordLoc::try_from(*e).expect("a v1 store's entries fit v1");
+                    body.extend_from_slice(&idx.to_le_bytes());
+                    body.extend_from_slice(bytemuck::bytes_of(&loc));
+                }
+                Format::V2 => {
+                    body.extend_from_slice(&idx.to_le_bytes());
+                    body.extend_from_slice(&e.encode());
+                }
+            }
         }
         body.extend_from_slice(data);
-        let mut out = Vec::with_capacity(HEAD + body.len());
+        let mut out = Vec::with_capacity(40 + body.len());
         out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&kind.to_le_bytes());
-        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
-        out.extend_from_slice(&new_length.to_le_bytes());
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&checksum(&body).to_le_bytes());
-        out.extend_from_slice(&[0; 4]);
+        match format {
+            Format::V1 => {
+                let new_length = u32::try_from(new_length).expect("a v1 length fits u32");
+                out.extend_from_slice(&1u16.to_le_bytes());
+                out.extend_from_slice(&kind.to_le_bytes());
+                out.extend_from_slice(&count.to_le_bytes());
+                out.extend_from_slice(&new_length.to_le_bytes());
+                out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+                out.extend_from_slice(&checksum(&body).to_le_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
+            Format::V2 => {
+                out.extend_from_slice(&2u16.to_le_bytes());
+                out.extend_from_slice(&kind.to_le_bytes());
+                out.extend_from_slice(&count.to_le_bytes());
+                out.extend_from_slice(&[0; 4]);
+                out.extend_from_slice(&new_length.to_le_bytes());
+                out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+                out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+                out.extend_from_slice(&[0; 4]);
+            }
+        }
         out.extend_from_slice(&body);
         out
     }
 
-    /// Parses a journal; never panics on any input.
+    /// Parses a journal of either layout; never panics on any input.
     ///
     /// # Errors
     /// `(offset, reason)` of the first problem.
     pub fn decode(bytes: &[u8]) -> Result<Journal, (u64, String)> {
-        let head = bytes
-            .get(..HEAD)
-            .ok_or((0, format!("{} bytes is shorter than the journal header", bytes.len())))?;
-        let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
-        if head[..4] != MAGIC {
+        let short = || (0, format!("{} bytes is shorter than the journal header", bytes.len()));
+        let u16_at = |o: usize| u16::from_le_bytes([bytes[o], bytes[o + 1]]);
+        let u32_at = |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+        let u64_at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap_or([0; 8]));
+        if bytes.len() < 8 {
+            return Err(short());
+        }
+        if bytes[..4] != MAGIC {
             return Err((0, "bad journal magic".into()));
         }
-        if u16_at(4) != VERSION {
-            return Err((4, format!("unsupported journal version {}", u16_at(4))));
-        }
+        let (head, row, count, new_length, body_len, sum_ok) = match u16_at(4) {
+            1 if bytes.len() >= 32 => {
+                let body = &bytes[32..];
+                (32, 20, u32_at(8) as usize, u64::from(u32_at(12)), u64_at(16), checksum(body) == u32_at(24))
+            }
+            2 if bytes.len() >= 40 => {
+                let body = &bytes[40..];
+                (40, 40, u32_at(8) as usize, u64_at(16), u64_at(24), crc32c::crc32c(body) == u32_at(32))
+            }
+            1 | 2 => return Err(short()),
+            v => return Err((4, format!("unsupported journal version {v}"))),
+        };
         let kind = u16_at(6);
-        let count = u32_at(8) as usize;
-        let new_length = u32_at(12);
-        let body_len = u64::from_le_bytes(head[16..24].try_into().unwrap_or([0; 8]));
-        let body = &bytes[HEAD..];
+        let body = &bytes[head..];
         if body.len() as u64 != body_len {
-            return Err((16, format!("journal body is {} bytes, header says {body_len}", body.len())));
+            return Err((
+                head as u64 - 16,
+                format!("journal body is {} bytes, header says {body_len}", body.len()),
+            ));
         }
-        if checksum(body) != u32_at(24) {
-            return Err((24, "journal checksum mismatch".into()));
+        if !sum_ok {
+            return Err((head as u64 - 8, "journal checksum mismatch".into()));
         }
         let table_len = count
-            .checked_mul(20)
+            .checked_mul(row)
             .filter(|&n| n <= body.len())
             .ok_or((8, "entry count exceeds the body".to_string()))?;
-        let entries: Vec<(u32, RecordLoc)> = body[..table_len]
-            .chunks_exact(20)
-            .map(|c| {
+        let mut entries = Vec::with_capacity(count);
+        for c in body[..table_len].chunks_exact(row) {
+            entries.push(if row == 20 {
                 let idx = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                 let loc: [u8; 16] = c[4..20].try_into().unwrap_or([0; 16]);
-                (idx, RecordLoc::from_bytes(loc))
-            })
-            .collect();
+                (u64::from(idx), Entry::from(RecordLoc::from_bytes(loc)))
+            } else {
+                let idx = u64::from_le_bytes(c[0..8].try_into().unwrap_or([0; 8]));
+                let e = Entry::parse(&c[8..40]).map_err(|e| (head as u64, format!("journal entry: {e}")))?;
+                (idx, e)
+            });
+        }
         let data = &body[table_len..];
         match kind {
             1 if data.is_empty() => Ok(Journal::Delete { entries, new_length }),
             2 => {
-                let need: u64 = entries.iter().map(|(_, l)| u64::from(l.phys_length)).sum();
+                let need: u64 = entries.iter().map(|(_, e)| u64::from(e.stored)).sum();
                 if need != data.len() as u64 {
                     return Err((
-                        HEAD as u64,
+                        head as u64,
                         format!("move journal holds {} data bytes, entries need {need}", data.len()),
                     ));
                 }
@@ -118,30 +180,85 @@ impl Journal {
     }
 }
 
+/// A v1 entry as the v2 form every layer above the format uses.
+impl From<RecordLoc> for Entry {
+    fn from(l: RecordLoc) -> Entry {
+        Entry {
+            offset: u64::from(l.offset),
+            stored: l.phys_length,
+            logical: l.logic_length,
+            chunk: u32::from(l.chunk_id),
+            codec: l.codec,
+            crc: 0,
+        }
+    }
+}
+
+/// The v1 entry of a v2-form entry, when its fields fit v1's (and its codec exists in v1).
+impl TryFrom<Entry> for RecordLoc {
+    type Error = String;
+
+    fn try_from(e: Entry) -> Result<RecordLoc, String> {
+        let offset =
+            u32::try_from(e.offset).map_err(|_| format!("offset {} does not fit v1's u32", e.offset))?;
+        let chunk_id =
+            u16::try_from(e.chunk).map_err(|_| format!("chunk {} does not fit v1's u16", e.chunk))?;
+        if e.codec == Codec::Lz4 as u8 {
+            return Err("lz4 records do not exist in v1".into());
+        }
+        Ok(RecordLoc {
+            offset,
+            phys_length: e.stored,
+            logic_length: e.logical,
+            chunk_id,
+            codec: e.codec,
+            reserved: 0,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn loc(o: u32) -> RecordLoc {
-        RecordLoc { offset: o, phys_length: 3, logic_length: 3, chunk_id: 0, codec: 0, reserved: 0 }
+    fn loc(o: u64) -> Entry {
+        Entry { offset: o, stored: 3, logical: 3, chunk: 0, codec: 0, crc: 0 }
     }
 
     #[test]
-    fn journal_round_trips() {
-        let d = Journal::Delete { entries: vec![(4, loc(9)), (1, loc(0))], new_length: 3 };
-        assert_eq!(Journal::decode(&d.encode()).unwrap(), d);
-        let m = Journal::Move { entries: vec![(0, loc(0)), (2, loc(3))], data: b"abcdef".to_vec() };
-        assert_eq!(Journal::decode(&m.encode()).unwrap(), m);
+    fn journal_round_trips_in_both_layouts() {
+        for format in [Format::V1, Format::V2] {
+            let d = Journal::Delete { entries: vec![(4, loc(9)), (1, loc(0))], new_length: 3 };
+            assert_eq!(Journal::decode(&d.encode(format)).unwrap(), d);
+            let m = Journal::Move { entries: vec![(0, loc(0)), (2, loc(3))], data: b"abcdef".to_vec() };
+            assert_eq!(Journal::decode(&m.encode(format)).unwrap(), m);
+        }
+        let big = Journal::Delete {
+            entries: vec![(1 << 40, Entry { offset: 1 << 35, ..loc(0) })],
+            new_length: 1 << 41,
+        };
+        assert_eq!(Journal::decode(&big.encode(Format::V2)).unwrap(), big);
     }
 
     #[test]
     fn journal_rejects_damage_and_truncation() {
-        let m = Journal::Move { entries: vec![(0, loc(0))], data: b"abc".to_vec() }.encode();
-        for cut in [0, 5, 31, m.len() - 1] {
-            assert!(Journal::decode(&m[..cut]).is_err(), "cut at {cut}");
+        for format in [Format::V1, Format::V2] {
+            let m = Journal::Move { entries: vec![(0, loc(0))], data: b"abc".to_vec() }.encode(format);
+            for cut in [0, 5, 31, m.len() - 1] {
+                assert!(Journal::decode(&m[..cut]).is_err(), "cut at {cut}");
+            }
+            let mut bad = m.clone();
+            *bad.last_mut().unwrap() ^= 1;
+            assert!(Journal::decode(&bad).is_err());
         }
-        let mut bad = m.clone();
-        *bad.last_mut().unwrap() ^= 1;
-        assert!(Journal::decode(&bad).is_err());
+    }
+
+    #[test]
+    fn entries_convert_between_the_formats_where_they_fit() {
+        let l = RecordLoc { offset: 7, phys_length: 5, logic_length: 9, chunk_id: 3, codec: 1, reserved: 0 };
+        assert_eq!(RecordLoc::try_from(Entry::from(l)), Ok(l));
+        assert!(RecordLoc::try_from(Entry { offset: 1 << 32, ..loc(0) }).is_err());
+        assert!(RecordLoc::try_from(Entry { chunk: 1 << 16, ..loc(0) }).is_err());
+        assert!(RecordLoc::try_from(Entry { codec: Codec::Lz4 as u8, ..loc(0) }).is_err());
     }
 }

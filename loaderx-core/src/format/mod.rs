@@ -8,12 +8,76 @@
 //! | `dict` | `dict.zr`, the bare zstd dictionary (and the legacy headed file) |
 //! | `journal` | `journal.zr`, the redo log of delete and compaction |
 //! | `checksum` | the checksum of small metadata files |
+//! | `v2` | format v2: its header, entries and manifest |
 
 mod checksum;
 pub mod dict;
 mod entry;
 mod header;
 mod journal;
+pub mod v2;
+
+/// Which on-disk layout a store has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Format {
+    /// The specification's layout, byte for byte: a fixed sparse table of 2^24 16-byte entries in
+    /// host byte order, `u32` offsets in chunks of at most 4 GiB, records of at most 1 MiB, no
+    /// record checksums.
+    V1,
+    /// No walls: a dense little-endian index growing with the data (`u64` counts and offsets),
+    /// records up to 4 GiB - 1, chunk files of any size, a crc32c per record and per entry, a chunk
+    /// manifest, LZ4. The default for new stores.
+    #[default]
+    V2,
+}
+
+impl Format {
+    /// `v1` or `v2`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Format::V1 => "v1",
+            Format::V2 => "v2",
+        }
+    }
+
+    /// The largest record this format stores.
+    pub const fn max_record_size(self) -> usize {
+        match self {
+            Format::V1 => MAX_RECORD_SIZE,
+            Format::V2 => v2::MAX_RECORD_SIZE,
+        }
+    }
+
+    /// The most records a store of this format holds.
+    pub const fn max_records(self) -> u64 {
+        match self {
+            Format::V1 => MAX_RECORDS as u64,
+            Format::V2 => v2::MAX_RECORDS,
+        }
+    }
+
+    /// Whether `codec` exists in this format.
+    pub const fn has_codec(self, codec: Codec) -> bool {
+        !matches!((self, codec), (Format::V1, Codec::Lz4))
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "v1" | "1" => Ok(Format::V1),
+            "v2" | "2" => Ok(Format::V2),
+            other => Err(format!("unknown store format {other:?} (expected v1 or v2)")),
+        }
+    }
+}
 
 pub use checksum::checksum;
 pub use entry::{Codec, RecordLoc};

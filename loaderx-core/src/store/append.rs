@@ -7,8 +7,9 @@ use rayon::prelude::*;
 use super::Store;
 use super::chunk::Placement;
 use super::codec::{self, Dictionary, Encoded, Encoder};
-use super::files::{DICT_FILE, sync_dir, write_atomic};
-use crate::format::{Codec, MAX_RECORD_SIZE, MAX_RECORDS, RecordLoc, dict};
+use super::files::{DICT_FILE, MANIFEST_FILE, sync_dir, write_atomic};
+use crate::format::v2::{ChunkSummary, Entry, Manifest};
+use crate::format::{Codec, Format, dict};
 use crate::{Error, Result};
 
 /// Write pieces are at most this large, so a big append is written by several threads at once.
@@ -16,11 +17,17 @@ const WRITE_PIECE: usize = 8 << 20;
 /// Records sampled to train a dictionary ([`Store::train_dictionary`]).
 const DICT_SAMPLES: usize = 4096;
 
-/// A stored or logical record length as the table holds it: records are at most
-/// [`MAX_RECORD_SIZE`] and a compressed frame is kept only when smaller than its record, both
-/// checked before placement, so this never saturates.
-fn stored_len(len: usize) -> u32 {
-    debug_assert!(len <= MAX_RECORD_SIZE);
+/// A record as it goes to disk: its stored bytes, codec and logical length.
+pub(super) struct Stored<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) codec: Codec,
+    pub(super) logical: usize,
+}
+
+/// A length the entry holds: records are at most the format's record size (checked before
+/// placement, a `u32` in both formats) and a compressed frame is kept only when smaller than its
+/// record, so this never saturates.
+fn entry_len(len: usize) -> u32 {
     u32::try_from(len).unwrap_or(u32::MAX)
 }
 
@@ -31,35 +38,32 @@ impl Store {
     /// needs the store's dictionary: train it first with [`Store::train_dictionary`] (the
     /// converters do) or put a `zstd --train` dictionary in place as `dict.zr`. The whole batch
     /// is validated before anything is written, and committed in order: record bytes durable,
-    /// then table entries, then the length, published atomically. A crash leaves a prefix of
-    /// what was appended.
+    /// then index entries, then the count, published atomically (v2: then the chunk manifest). A
+    /// crash leaves a prefix of what was appended.
     ///
     /// # Errors
     /// [`Error::ReadOnly`]; [`Error::MissingDictionary`] for `ZstdDict` on a store without a
-    /// dictionary; [`Error::RecordTooLarge`] naming the batch position of a record over 1 MiB;
-    /// [`Error::StoreFull`]; [`Error::DiskFull`] or [`Error::Io`] naming the file. Nothing of a
-    /// failed batch is visible.
-    pub fn append<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Range<u32>> {
+    /// dictionary; [`Error::InvalidArgument`] for LZ4 on a v1 store; [`Error::RecordTooLarge`]
+    /// naming the batch position of a record over the format's limit (1 MiB in v1, 4 GiB - 1 in
+    /// v2); [`Error::StoreFull`]; [`Error::DiskFull`] or [`Error::Io`] naming the file. Nothing of
+    /// a failed batch is visible.
+    pub fn append<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Range<u64>> {
         let writer = self.writer()?;
-        if let Some((i, r)) = records.iter().enumerate().find(|(_, r)| r.as_ref().len() > MAX_RECORD_SIZE) {
+        let format = self.format();
+        if !format.has_codec(codec) {
+            return Err(Error::InvalidArgument(format!("{} stores have no {codec} codec", format.name())));
+        }
+        let limit = format.max_record_size();
+        if let Some((i, r)) = records.iter().enumerate().find(|(_, r)| r.as_ref().len() > limit) {
             return Err(Error::RecordTooLarge {
                 path: self.dir.clone(),
                 index: i as u64,
                 size: r.as_ref().len() as u64,
-                limit: MAX_RECORD_SIZE as u64,
+                limit: limit as u64,
             });
         }
-        let _g = writer.append.lock().unwrap_or_else(|e| e.into_inner());
-        let mut h = self.meta.header();
-        let n = records.len() as u64;
-        if u64::from(h.length) + n > u64::from(MAX_RECORDS) {
-            return Err(Error::StoreFull {
-                path: self.dir.clone(),
-                len: u64::from(h.length),
-                adding: n,
-                limit: u64::from(MAX_RECORDS),
-            });
-        }
+        let mut manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_room(records.len())?;
         // Training is explicit ([`Store::train_dictionary`]): a dictionary is a snapshot of the
         // data, chosen by whoever knows when the data is final.
         if codec == Codec::ZstdDict && self.dict.get().is_none() {
@@ -69,81 +73,119 @@ impl Store {
             }
         }
         if records.is_empty() {
-            return Ok(h.length..h.length);
+            return Ok(self.len()..self.len());
         }
         let encoded = self.encode(records, codec)?;
+        let stored: Vec<Stored<'_>> = records
+            .iter()
+            .zip(&encoded)
+            .map(|(r, e)| match e {
+                Encoded::Raw => Stored { bytes: r.as_ref(), codec: Codec::Raw, logical: r.as_ref().len() },
+                Encoded::Packed(b, c) => Stored { bytes: b, codec: *c, logical: r.as_ref().len() },
+            })
+            .collect();
+        self.commit(&mut manifest, &stored)
+    }
+
+    /// [`Error::StoreFull`] when `adding` more records would pass the format's limit.
+    fn check_room(&self, adding: usize) -> Result<()> {
+        let format_limit = self.format().max_records();
+        let (len, limit) = (self.len(), self.opts.max_records.map_or(format_limit, |m| m.min(format_limit)));
+        if len.saturating_add(adding as u64) > limit {
+            return Err(Error::StoreFull { path: self.dir.clone(), len, adding: adding as u64, limit });
+        }
+        Ok(())
+    }
+
+    /// Places, writes and commits records already encoded, under the append lock (whose
+    /// `manifest` it updates): record bytes durable, then entries, then the count, then (v2) the
+    /// manifest.
+    pub(super) fn commit(&self, manifest: &mut Manifest, records: &[Stored<'_>]) -> Result<Range<u64>> {
+        self.check_room(records.len())?;
+        let v2 = self.format() == Format::V2;
+        let first = self.len();
+        let n = records.len() as u64;
+        let crcs: Vec<u32> =
+            if v2 { records.par_iter().map(|r| crc32c::crc32c(r.bytes)).collect() } else { Vec::new() };
 
         // Placement is serial: each record gets the next position ([`Placement`]).
         let full = |placed: usize| Error::StoreFull {
             path: self.dir.clone(),
-            len: u64::from(h.length),
+            len: first,
             adding: n - placed as u64,
-            limit: u64::from(h.length) + placed as u64,
+            limit: first + placed as u64,
         };
-        let mut place = Placement::new(h.tail_chunk, u64::from(h.tail_offset), self.opts.chunk_capacity);
-        let mut locs = Vec::with_capacity(records.len());
-        for (i, (r, e)) in records.iter().zip(&encoded).enumerate() {
-            let (len, tag) = match e {
-                Encoded::Raw => (r.as_ref().len(), Codec::Raw),
-                Encoded::Packed(b, c) => (b.len(), *c),
-            };
-            let (chunk, offset) = place.place(len as u64).ok_or_else(|| full(i))?;
-            locs.push(RecordLoc {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let mut place = Placement::new(tail_chunk, tail_offset, self.chunk_capacity()?, self.index.limits());
+        let mut entries = Vec::with_capacity(records.len());
+        for (i, r) in records.iter().enumerate() {
+            let (chunk, offset) = place.place(r.bytes.len() as u64).ok_or_else(|| full(i))?;
+            entries.push(Entry {
                 offset,
-                phys_length: stored_len(len),
-                logic_length: stored_len(r.as_ref().len()),
-                chunk_id: chunk,
-                codec: tag as u8,
-                reserved: 0,
+                stored: entry_len(r.bytes.len()),
+                logical: entry_len(r.logical),
+                chunk,
+                codec: r.codec as u8,
+                crc: crcs.get(i).copied().unwrap_or(0),
             });
         }
-        let (chunk, off) = place.frontier().ok_or_else(|| full(records.len()))?;
+        let frontier = place.frontier().ok_or_else(|| full(records.len()))?;
 
-        // Flush in parallel, in pieces of consecutive records of one chunk.
-        let bytes = |i: usize| -> &[u8] {
-            match &encoded[i] {
-                Encoded::Raw => records[i].as_ref(),
-                Encoded::Packed(b, _) => b,
-            }
-        };
+        // Flush in parallel, in pieces of consecutive records of one chunk; each piece's crc32c
+        // (v2) extends its chunk's running checksum in the manifest.
         let mut pieces: Vec<Range<usize>> = Vec::new();
         let mut start = 0;
         let mut size = 0usize;
-        for i in 0..locs.len() {
-            if i > start && (locs[i].chunk_id != locs[start].chunk_id || size >= WRITE_PIECE) {
+        for i in 0..entries.len() {
+            if i > start && (entries[i].chunk != entries[start].chunk || size >= WRITE_PIECE) {
                 pieces.push(start..i);
                 start = i;
                 size = 0;
             }
-            size += locs[i].phys_length as usize;
+            size += entries[i].stored as usize;
         }
-        pieces.push(start..locs.len());
-        pieces.par_iter().try_for_each(|p| {
-            let mut buf = Vec::with_capacity(p.clone().map(|i| locs[i].phys_length as usize).sum());
-            for i in p.clone() {
-                buf.extend_from_slice(bytes(i));
-            }
-            let first = locs[p.start];
-            self.chunks.write_all(first.chunk_id, u64::from(first.offset), &buf)
-        })?;
-        let touched: Vec<u16> = (h.tail_chunk..=chunk).collect();
+        pieces.push(start..entries.len());
+        let piece_crcs: Vec<(u32, u32, u64)> = pieces
+            .par_iter()
+            .map(|p| {
+                let mut buf = Vec::with_capacity(p.clone().map(|i| entries[i].stored as usize).sum());
+                for i in p.clone() {
+                    buf.extend_from_slice(records[i].bytes);
+                }
+                let first = entries[p.start];
+                self.chunks.write_all(first.chunk, first.offset, &buf)?;
+                Ok((first.chunk, if v2 { crc32c::crc32c(&buf) } else { 0 }, buf.len() as u64))
+            })
+            .collect::<Result<_>>()?;
+        let touched: Vec<u32> = (tail_chunk..=frontier.0).collect();
         touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
-        if chunk != h.tail_chunk {
+        if frontier.0 != tail_chunk {
             sync_dir(&self.dir)?;
         }
 
-        // Then the table, then the length.
-        for (k, loc) in locs.iter().enumerate() {
-            self.meta.set_entry(h.length + k as u32, *loc);
+        // Then the entries, then the count.
+        self.index.reserve(first + n)?;
+        self.index.set_entries(first, &entries)?;
+        self.index.flush_entries(first, n, &self.index_path)?;
+        self.index.publish(first + n, frontier, &self.index_path)?;
+
+        if v2 {
+            for (chunk, crc, len) in piece_crcs {
+                while manifest.chunks.len() <= chunk as usize {
+                    manifest.chunks.push(ChunkSummary::default());
+                }
+                let c = &mut manifest.chunks[chunk as usize];
+                c.crc = crc32c::crc32c_combine(c.crc, crc, len as usize);
+                c.len += len;
+            }
+            // Chunks the frontier rolled into without a record (an exact fill).
+            while manifest.chunks.len() <= frontier.0 as usize {
+                manifest.chunks.push(ChunkSummary::default());
+            }
+            manifest.count = first + n;
+            write_atomic(&self.dir, MANIFEST_FILE, &manifest.encode())?;
         }
-        self.meta.flush_entries(h.length, h.length + n as u32, &self.meta_path)?;
-        let first = h.length;
-        h.tail_chunk = chunk;
-        h.tail_offset = off;
-        h.length += n as u32;
-        self.meta.set_header(h);
-        self.meta.flush_header(&self.meta_path)?;
-        Ok(first..h.length)
+        Ok(first..first + n)
     }
 
     fn encode<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Vec<Encoded>> {
@@ -183,6 +225,8 @@ impl Store {
         }
         let Some(raw) = codec::train(samples, self.opts.dict_cap) else { return Ok(false) };
         write_atomic(&self.dir, DICT_FILE, &dict::encode(&raw))?;
+        // v2 names the dictionary in its header: a dict.zr swapped under the store is refused.
+        self.index.set_dict_id(dict::id(&raw), &self.index_path)?;
         let _ = self.dict.set(Dictionary::new(raw));
         Ok(true)
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use super::files::chunk_path;
-use crate::format::{MAX_CHUNK_SIZE, MAX_CHUNKS};
+use super::table::Limits;
 use crate::sys::{MappedFile, read_exact_at, write_all_at};
 use crate::{Error, Result};
 
@@ -29,18 +29,18 @@ impl Chunks {
         }
     }
 
-    pub(crate) fn path(&self, id: u16) -> PathBuf {
+    pub(crate) fn path(&self, id: u32) -> PathBuf {
         chunk_path(&self.dir, id)
     }
 
     /// The handle of chunk `id`, opening (the writer: creating) it on first use.
-    pub(crate) fn get(&self, id: u16) -> Result<Arc<File>> {
+    pub(crate) fn get(&self, id: u32) -> Result<Arc<File>> {
         if let Some(f) = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize) {
             return Ok(Arc::clone(f));
         }
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         while files.len() <= id as usize {
-            let next = files.len() as u16;
+            let next = u32::try_from(files.len()).expect("chunk ids are u32");
             let path = self.path(next);
             let file = OpenOptions::new()
                 .read(true)
@@ -57,7 +57,7 @@ impl Chunks {
     /// A read-only mapping of chunk `id` covering at least `end` bytes, mapping (again) when the
     /// cached one is shorter: the tail chunk grows while the store is open. `None` when the file
     /// itself is shorter than `end` (a truncated chunk).
-    pub(crate) fn view(&self, id: u16, end: u64) -> Result<Option<Arc<MappedFile>>> {
+    pub(crate) fn view(&self, id: u32, end: u64) -> Result<Option<Arc<MappedFile>>> {
         {
             let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
             if let Some(Some(m)) = maps.get(id as usize)
@@ -66,7 +66,17 @@ impl Chunks {
                 return Ok(Some(Arc::clone(m)));
             }
         }
-        let file = self.get(id)?;
+        // A read never creates a chunk (a damaged entry may name any id): a missing one reads
+        // as too short, which the caller reports naming the record.
+        let cached = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
+        let file = match cached {
+            Some(f) => f,
+            None => match File::open(self.path(id)) {
+                Ok(f) => Arc::new(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(Error::io("open chunk", self.path(id), e)),
+            },
+        };
         let mut maps = self.maps.write().unwrap_or_else(|e| e.into_inner());
         if maps.len() <= id as usize {
             maps.resize(id as usize + 1, None);
@@ -98,7 +108,7 @@ impl Chunks {
     ///
     /// A short read means the table points past the end of the file: reported as `Ok(false)` so
     /// the caller can name the record.
-    pub(crate) fn read_exact(&self, file: &File, id: u16, offset: u64, dst: &mut [u8]) -> Result<bool> {
+    pub(crate) fn read_exact(&self, file: &File, id: u32, offset: u64, dst: &mut [u8]) -> Result<bool> {
         match read_exact_at(file, dst, offset) {
             Ok(()) => Ok(true),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
@@ -107,13 +117,13 @@ impl Chunks {
     }
 
     /// Writes all of `src` at `offset` of chunk `id`.
-    pub(crate) fn write_all(&self, id: u16, offset: u64, src: &[u8]) -> Result<()> {
+    pub(crate) fn write_all(&self, id: u32, offset: u64, src: &[u8]) -> Result<()> {
         let file = self.get(id)?;
         write_all_at(&file, src, offset).map_err(|e| Error::io("write", self.path(id), e))
     }
 
     /// Makes chunk `id`'s data durable.
-    pub(crate) fn sync(&self, id: u16) -> Result<()> {
+    pub(crate) fn sync(&self, id: u32) -> Result<()> {
         self.get(id)?.sync_data().map_err(|e| Error::io("sync", self.path(id), e))
     }
 }
@@ -121,46 +131,49 @@ impl Chunks {
 /// The write frontier of a store and the one rule that places records on it: each record gets
 /// the next free bytes, a record that would cross the chunk capacity starts a fresh chunk (a
 /// record never straddles two), and a frontier that reaches the capacity exactly rolls over to
-/// `(chunk + 1, 0)` at once, so the header never has to hold an offset of 2^32.
+/// `(chunk + 1, 0)` at once, so a v1 header never has to hold an offset of 2^32.
 ///
-/// Used by append and by compaction alike.
+/// Used by append and by compaction alike, in both formats (their [`Limits`] differ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Placement {
-    chunk: u16,
+    chunk: u32,
     offset: u64,
     capacity: u64,
+    limits: Limits,
 }
 
 impl Placement {
     /// The frontier `(chunk, offset)` of a store written with chunks of `capacity` bytes (at
-    /// most [`MAX_CHUNK_SIZE`]).
-    pub(crate) fn new(chunk: u16, offset: u64, capacity: u64) -> Placement {
-        let mut p = Placement { chunk, offset, capacity: capacity.clamp(1, MAX_CHUNK_SIZE) };
+    /// most the format's chunk size).
+    pub(crate) fn new(chunk: u32, offset: u64, capacity: u64, limits: Limits) -> Placement {
+        let mut p = Placement { chunk, offset, capacity: capacity.clamp(1, limits.max_chunk_size), limits };
         p.roll_if_full();
         p
     }
 
     /// Places a record of `len` stored bytes and returns where it goes, or `None` when the store
     /// has no chunk left for it (nothing is changed then).
-    pub(crate) fn place(&mut self, len: u64) -> Option<(u16, u32)> {
-        let before = *self;
-        if self.offset > 0 && self.offset + len > self.capacity && !self.roll() {
+    pub(crate) fn place(&mut self, len: u64) -> Option<(u32, u64)> {
+        let fits = |p: &Placement| p.offset.checked_add(len).is_some_and(|end| end <= p.capacity);
+        if self.offset > 0 && !fits(self) && !self.roll() {
             return None;
         }
-        let Ok(at) = u32::try_from(self.offset) else {
-            *self = before;
+        // A record larger than the capacity goes alone at the start of a chunk, but must still
+        // end inside the format's chunk size, and its start must be storable.
+        let end = self.offset.checked_add(len)?;
+        if end > self.limits.max_chunk_size || self.offset >= self.limits.max_chunk_size {
             return None;
-        };
-        let chunk = self.chunk;
-        self.offset += len;
+        }
+        let at = (self.chunk, self.offset);
+        self.offset = end;
         self.roll_if_full();
-        Some((chunk, at))
+        Some(at)
     }
 
     /// The frontier as the header stores it, or `None` when it cannot be stored: the last
-    /// possible chunk is full to its 4 GiB end.
-    pub(crate) fn frontier(&self) -> Option<(u16, u32)> {
-        Some((self.chunk, u32::try_from(self.offset).ok()?))
+    /// possible chunk is full to the format's chunk size (2^32 in v1).
+    pub(crate) fn frontier(&self) -> Option<(u32, u64)> {
+        (self.offset < self.limits.max_chunk_size).then_some((self.chunk, self.offset))
     }
 
     fn roll_if_full(&mut self) {
@@ -171,7 +184,7 @@ impl Placement {
 
     /// Moves to the start of the next chunk; `false` (and no change) past the last one.
     fn roll(&mut self) -> bool {
-        if u32::from(self.chunk) + 1 >= MAX_CHUNKS {
+        if u64::from(self.chunk) + 1 >= self.limits.max_chunks {
             return false;
         }
         self.chunk += 1;
@@ -183,10 +196,13 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::{MAX_CHUNK_SIZE, MAX_CHUNKS};
+
+    const V1: Limits = Limits::V1;
 
     #[test]
     fn a_frontier_exactly_at_capacity_rolls_to_the_next_chunk() {
-        let mut p = Placement::new(0, 0, 4096);
+        let mut p = Placement::new(0, 0, 4096, V1);
         assert_eq!(p.place(1024), Some((0, 0)));
         assert_eq!(p.place(3072), Some((0, 1024)));
         assert_eq!(p.frontier(), Some((1, 0)));
@@ -195,16 +211,16 @@ mod tests {
 
     #[test]
     fn a_frontier_at_4_gib_never_wraps_to_offset_zero() {
-        let mut p = Placement::new(3, MAX_CHUNK_SIZE - 4096, MAX_CHUNK_SIZE);
-        assert_eq!(p.place(4096), Some((3, (MAX_CHUNK_SIZE - 4096) as u32)));
+        let mut p = Placement::new(3, MAX_CHUNK_SIZE - 4096, MAX_CHUNK_SIZE, V1);
+        assert_eq!(p.place(4096), Some((3, MAX_CHUNK_SIZE - 4096)));
         assert_eq!(p.frontier(), Some((4, 0)));
         // An old store whose header already sits at the end of a chunk starts in the next one.
-        assert_eq!(Placement::new(7, MAX_CHUNK_SIZE, MAX_CHUNK_SIZE).frontier(), Some((8, 0)));
+        assert_eq!(Placement::new(7, MAX_CHUNK_SIZE, MAX_CHUNK_SIZE, V1).frontier(), Some((8, 0)));
     }
 
     #[test]
     fn a_record_that_does_not_fit_starts_a_fresh_chunk() {
-        let mut p = Placement::new(0, 0, 100);
+        let mut p = Placement::new(0, 0, 100, V1);
         assert_eq!(p.place(60), Some((0, 0)));
         assert_eq!(p.place(60), Some((1, 0)));
         // Larger than the capacity: alone in its chunk.
@@ -214,16 +230,22 @@ mod tests {
 
     #[test]
     fn the_last_chunk_full_is_reported_not_wrapped() {
-        let last = (MAX_CHUNKS - 1) as u16;
-        let mut p = Placement::new(last, MAX_CHUNK_SIZE - 10, MAX_CHUNK_SIZE);
+        let last = MAX_CHUNKS - 1;
+        let mut p = Placement::new(last, MAX_CHUNK_SIZE - 10, MAX_CHUNK_SIZE, V1);
         assert_eq!(p.place(11), None, "does not fit and there is no next chunk");
-        assert_eq!(
-            p.frontier(),
-            Some((last, (MAX_CHUNK_SIZE - 10) as u32)),
-            "a refused record changes nothing"
-        );
+        assert_eq!(p.frontier(), Some((last, MAX_CHUNK_SIZE - 10)), "a refused record changes nothing");
         assert!(p.place(10).is_some());
         assert_eq!(p.frontier(), None, "an offset of 2^32 cannot be stored");
         assert_eq!(p.place(0), None);
+    }
+
+    #[test]
+    fn v2_chunks_go_past_4_gib_and_past_4096() {
+        let mut p = Placement::new(5000, (1 << 33) - 10, 1 << 34, Limits::V2);
+        assert_eq!(p.place(10), Some((5000, (1 << 33) - 10)));
+        assert_eq!(p.frontier(), Some((5000, 1 << 33)));
+        let mut big = Placement::new(0, 0, 1 << 20, Limits::V2);
+        assert_eq!(big.place(u64::from(u32::MAX)), Some((0, 0)), "a 4 GiB record alone in its chunk");
+        assert_eq!(big.frontier(), Some((1, 0)));
     }
 }

@@ -1,7 +1,10 @@
-//! Per-record compression: plain zstd (level 3) and zstd against a trained dictionary (level 19).
+//! Per-record compression: plain zstd (level 3), zstd against a trained dictionary (level 19),
+//! and (v2 stores) LZ4.
 //!
-//! Every compressed frame carries its content size and a checksum, so a damaged frame is caught
-//! before its bytes are handed out. A record that does not shrink is stored raw.
+//! Every zstd frame carries its content size and a checksum, so a damaged frame is caught before
+//! its bytes are handed out; an LZ4 block has neither, so its length is checked after decoding
+//! and v2 checks its stored bytes' crc32c on every verified read. A record that does not shrink is
+//! stored raw.
 
 use std::sync::Arc;
 
@@ -55,7 +58,7 @@ pub(crate) fn sample<R: AsRef<[u8]>>(records: &[R], max: usize) -> Vec<&[u8]> {
 
 /// One worker's compression context, reused across every record it handles.
 pub(crate) struct Encoder<'d> {
-    ctx: Compressor<'d>,
+    ctx: Option<Compressor<'d>>,
     codec: Codec,
     buf: Vec<u8>,
 }
@@ -77,12 +80,15 @@ impl<'d> Encoder<'d> {
             (Codec::ZstdDict, None) => {
                 return Err(std::io::Error::other("zstd_dict compression without a dictionary"));
             }
+            (Codec::Lz4, _) | (Codec::Raw, _) => {
+                return Ok(Encoder { ctx: None, codec, buf: Vec::new() });
+            }
             _ => Compressor::new(ZSTD_LEVEL)?,
         };
         ctx.set_parameter(CParameter::ChecksumFlag(true))?;
         ctx.set_parameter(CParameter::ContentSizeFlag(true))?;
         let buf = Vec::with_capacity(zstd::zstd_safe::compress_bound(MAX_RECORD_SIZE));
-        Ok(Encoder { ctx, codec, buf })
+        Ok(Encoder { ctx: Some(ctx), codec, buf })
     }
 
     /// Compresses one record; a record that does not shrink stays raw.
@@ -91,7 +97,19 @@ impl<'d> Encoder<'d> {
             return Ok(Encoded::Raw);
         }
         self.buf.clear();
-        self.ctx.compress_to_buffer(record, &mut self.buf)?;
+        match &mut self.ctx {
+            Some(ctx) => {
+                self.buf.reserve(zstd::zstd_safe::compress_bound(record.len()));
+                ctx.compress_to_buffer(record, &mut self.buf)?;
+            }
+            None if self.codec == Codec::Lz4 => {
+                self.buf.resize(lz4_flex::block::get_maximum_output_size(record.len()), 0);
+                let n =
+                    lz4_flex::block::compress_into(record, &mut self.buf).map_err(std::io::Error::other)?;
+                self.buf.truncate(n);
+            }
+            None => return Ok(Encoded::Raw),
+        }
         Ok(if self.buf.len() < record.len() {
             Encoded::Packed(self.buf.clone(), self.codec)
         } else {
@@ -134,7 +152,16 @@ impl<'d> Decoder<'d> {
         len: usize,
     ) -> Result<(), DecodeError> {
         let ctx = match codec {
-            Codec::Raw => unreachable!("raw records are not decoded"),
+            Codec::Raw => return Err(DecodeError::Frame("a raw record is not decoded".into())),
+            Codec::Lz4 => {
+                let n = dst
+                    .write_zeroed(len, |out| lz4_flex::block::decompress_into(src, out))
+                    .map_err(|e| DecodeError::Frame(format!("lz4 block does not decode: {e}")))?;
+                if n != len {
+                    return Err(DecodeError::Frame(format!("decoded {n} bytes, the entry says {len}")));
+                }
+                return Ok(());
+            }
             Codec::Zstd => match &mut self.plain {
                 Some(c) => c,
                 slot @ None => {

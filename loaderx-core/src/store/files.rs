@@ -2,7 +2,9 @@
 //!
 //! | file | what it holds |
 //! | --- | --- |
-//! | `meta.zr` | header + fixed sparse table of 2^24 entries, memory-mapped and used in place |
+//! | `meta.zr` | v1: header + fixed sparse table of 2^24 entries, memory-mapped and used in place |
+//! | `index.zr` | v2: header + a dense array of entries that grows with the store, mapped |
+//! | `manifest.zr` | v2: every chunk's committed length and crc32c |
 //! | `0.zr`, `1.zr`, ... | chunk files of densely packed record bytes, at most 4 GiB each |
 //! | `dict.zr` | the trained zstd dictionary of `zstd_dict` records |
 //! | `journal.zr` | present only while a delete or compaction batch is being applied |
@@ -13,8 +15,12 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// The metadata file.
+/// The metadata file of a v1 store.
 pub(crate) const META_FILE: &str = "meta.zr";
+/// The index of a v2 store.
+pub(crate) const INDEX_FILE: &str = "index.zr";
+/// The chunk manifest of a v2 store.
+pub(crate) const MANIFEST_FILE: &str = "manifest.zr";
 /// The trained dictionary.
 pub(crate) const DICT_FILE: &str = "dict.zr";
 /// The redo log of delete and compaction.
@@ -25,14 +31,14 @@ pub(crate) const LOCK_FILE: &str = "write.lock";
 const TMP_SUFFIX: &str = ".tmp";
 
 /// The path of chunk `id` in `dir`.
-pub(crate) fn chunk_path(dir: &Path, id: u16) -> PathBuf {
+pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{id}.zr"))
 }
 
 /// Whether `name` is one of a store's own files (or a temporary file of one).
 fn is_store_file(name: &str) -> bool {
-    matches!(name, META_FILE | DICT_FILE | JOURNAL_FILE | LOCK_FILE)
-        || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u16>().is_ok())
+    matches!(name, META_FILE | INDEX_FILE | MANIFEST_FILE | DICT_FILE | JOURNAL_FILE | LOCK_FILE)
+        || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u32>().is_ok())
         || name.ends_with(TMP_SUFFIX)
 }
 

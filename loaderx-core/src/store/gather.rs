@@ -1,5 +1,5 @@
 //! Batched reads: [`Store::gather`] and its family, and [`Store::map_records`]. Each resolves the
-//! batch's table entries once, then copies or decompresses every record straight into the
+//! batch's index entries once, then copies or decompresses every record straight into the
 //! destination (or hands it to a callback where it lies), in contiguous shards over the pool.
 
 use std::sync::Arc;
@@ -8,7 +8,9 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::codec::{DecodeError, Decoder};
-use crate::format::{Codec, RecordLoc};
+use super::table::{Table, View};
+use crate::format::Codec;
+use crate::format::v2::Entry;
 use crate::sys::{Destination, MappedFile, fill_slice, fill_vec, prefetch};
 use crate::{Error, Result};
 
@@ -19,6 +21,39 @@ const GATHER_SHARD_MIN_BYTES: usize = 128 << 10;
 const MAP_SHARD_MIN_RECORDS: usize = 32;
 /// How many records ahead a gather hints the CPU to fetch ([`prefetch`]).
 const PREFETCH_AHEAD: usize = 4;
+
+/// The integer types a batch of record indices may be given in: `u32` (what the sampler
+/// yields), `u64` and `usize` (a v2 store holds more than 2^32 records), and `i32` / `i64` (so a
+/// literal `&[2, 0]` needs no suffix; a negative index is an error naming it).
+pub trait RecordIndex: Copy + Send + Sync + std::fmt::Display + sealed::Sealed {
+    /// The index as a `u64`; `None` when it is negative.
+    fn to_u64(self) -> Option<u64>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! record_index {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        impl RecordIndex for $t {
+            #[inline(always)]
+            fn to_u64(self) -> Option<u64> {
+                u64::try_from(self).ok()
+            }
+        }
+    )*};
+}
+record_index!(u32, u64, usize, i32, i64);
+
+/// A record of a batch as resolved from the index: its index, entry and codec.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Located {
+    pub(super) index: u64,
+    pub(super) entry: Entry,
+    pub(super) codec: Codec,
+}
 
 /// Whether a batched read may split over the rayon pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,31 +85,76 @@ impl Store {
     /// The original sizes of the records at `indices`.
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`]; [`Error::CorruptRecord`] for a bad table entry.
-    pub fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
-        Ok(self.resolve(indices)?.iter().map(|(l, _)| l.logic_length).collect())
+    /// [`Error::IndexOutOfRange`]; [`Error::CorruptRecord`] for a bad index entry.
+    pub fn record_lens<I: RecordIndex>(&self, indices: &[I]) -> Result<Vec<u32>> {
+        Ok(self.resolve(indices)?.iter().map(|l| l.entry.logical).collect())
     }
 
-    fn resolve(&self, indices: &[u32]) -> Result<Vec<(RecordLoc, Codec)>> {
-        let len = self.len();
-        // The entries of a random batch are scattered over the table: start all their loads
-        // before reading the first.
-        for &idx in indices {
-            self.meta.prefetch_entry(idx);
+    /// Whether this handle checks record checksums on its reads (a v2 store opened with
+    /// [`StoreOptions::verify_reads`](super::StoreOptions::verify_reads)).
+    #[inline]
+    pub(super) fn verifies_reads(&self) -> bool {
+        self.opts.verify_reads && self.index.has_checksums()
+    }
+
+    /// Index `i` (batch position `pos`) as a `u64` below `len`.
+    #[inline]
+    pub(super) fn check_index<I: RecordIndex>(&self, pos: usize, i: I, len: u64) -> Result<u64> {
+        match i.to_u64() {
+            Some(x) if x < len => Ok(x),
+            Some(x) => Err(self.index_error(x, len)),
+            None => Err(Error::InvalidArgument(format!(
+                "record index {i} (batch position {pos}) of {} is negative",
+                self.dir.display()
+            ))),
         }
+    }
+
+    pub(super) fn resolve<I: RecordIndex>(&self, indices: &[I]) -> Result<Vec<Located>> {
+        let len = self.len();
+        match self.index.view(len)? {
+            View::V1(m) => self.resolve_in(m, len, indices),
+            View::V2(v) => self.resolve_in(&v, len, indices),
+        }
+    }
+
+    fn resolve_in<T: Table, I: RecordIndex>(
+        &self,
+        table: &T,
+        len: u64,
+        indices: &[I],
+    ) -> Result<Vec<Located>> {
+        // The entries of a random batch are scattered over the index: start all their loads
+        // before reading the first.
+        for &i in indices {
+            match i.to_u64() {
+                Some(x) if x < len => table.prefetch(x),
+                _ => {}
+            }
+        }
+        let verify = T::CHECKSUMS && self.verifies_reads();
         indices
             .iter()
-            .map(|&idx| {
-                if idx >= len {
-                    return Err(self.index_error(idx, len));
-                }
-                let loc = self.meta.entry(idx);
-                let codec = loc
-                    .validate_limits()
-                    .map_err(|r| self.record_error(idx, format!("bad table entry: {r}")))?;
-                Ok((loc, codec))
+            .enumerate()
+            .map(|(pos, &i)| {
+                let index = self.check_index(pos, i, len)?;
+                self.locate(table, index, verify)
             })
             .collect()
+    }
+
+    /// Entry `index` (below the count) read and checked: its fields against the format's limits,
+    /// and its own checksum when `verify`.
+    #[inline]
+    pub(super) fn locate<T: Table>(&self, table: &T, index: u64, verify: bool) -> Result<Located> {
+        let entry = if verify {
+            table.get_checked(index).map_err(|r| self.record_error(index, r))?
+        } else {
+            table.get(index)
+        };
+        let codec =
+            T::check(&entry).map_err(|r| self.record_error(index, format!("bad index entry: {r}")))?;
+        Ok(Located { index, entry, codec })
     }
 
     /// Gathers the records at `indices` into `dst`, packed back to back in the order given.
@@ -84,20 +164,21 @@ impl Store {
     /// is split over the thread pool in contiguous blocks, one zstd context per block.
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`]; [`Error::InvalidArgument`] when `dst` has the wrong size;
-    /// [`Error::CorruptRecord`] (truncated chunk, bad frame...) or [`Error::MissingDictionary`]
-    /// naming the record. On error `dst` holds no usable data.
-    pub fn gather_into(&self, indices: &[u32], dst: &mut [u8]) -> Result<()> {
+    /// [`Error::IndexOutOfRange`]; [`Error::InvalidArgument`] when `dst` has the wrong size or an
+    /// index is negative; [`Error::CorruptRecord`] (truncated chunk, bad frame, a checksum that
+    /// does not match under [`verify_reads`](super::StoreOptions::verify_reads)...) or
+    /// [`Error::MissingDictionary`] naming the record. On error `dst` holds no usable data.
+    pub fn gather_into<I: RecordIndex>(&self, indices: &[I], dst: &mut [u8]) -> Result<()> {
         let locs = self.resolve(indices)?;
-        let total: usize = locs.iter().map(|(l, _)| l.logic_length as usize).sum();
-        if total != dst.len() {
+        let total: u64 = locs.iter().map(|l| u64::from(l.entry.logical)).sum();
+        if total != dst.len() as u64 {
             return Err(Error::InvalidArgument(format!(
                 "gather of {} records needs a {total}-byte buffer, got {} bytes",
                 indices.len(),
                 dst.len()
             )));
         }
-        fill_slice(dst, |out| self.read_batch(indices, &locs, out, Parallelism::Pool))
+        fill_slice(dst, |out| self.read_batch(&locs, out, Parallelism::Pool))
     }
 
     /// Gathers records that are each exactly `record_len` bytes into `dst` (`indices.len() *
@@ -105,23 +186,32 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::gather_into`], and [`Error::CorruptRecord`] naming a record of another size.
-    pub fn gather_fixed(&self, indices: &[u32], record_len: usize, dst: &mut [u8]) -> Result<()> {
+    pub fn gather_fixed<I: RecordIndex>(
+        &self,
+        indices: &[I],
+        record_len: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
         fill_slice(dst, |out| self.gather_fixed_to(indices, record_len, out, Parallelism::Pool))
     }
 
     /// Gathers the records at `indices` as owned byte vectors.
     ///
     /// # Errors
-    /// As [`Store::gather_into`].
-    pub fn gather(&self, indices: &[u32]) -> Result<Vec<Vec<u8>>> {
+    /// As [`Store::gather_into`], and [`Error::InvalidArgument`] for a batch larger than memory
+    /// can address.
+    pub fn gather<I: RecordIndex>(&self, indices: &[I]) -> Result<Vec<Vec<u8>>> {
         let locs = self.resolve(indices)?;
         let mut flat = Vec::new();
-        let total = locs.iter().map(|(l, _)| l.logic_length as usize).sum();
-        fill_vec(&mut flat, total, |out| self.read_batch(indices, &locs, out, Parallelism::Pool))?;
+        let total: u64 = locs.iter().map(|l| u64::from(l.entry.logical)).sum();
+        let total = usize::try_from(total).map_err(|_| {
+            Error::InvalidArgument(format!("a gather of {total} bytes does not fit in memory"))
+        })?;
+        fill_vec(&mut flat, total, |out| self.read_batch(&locs, out, Parallelism::Pool))?;
         let mut out = Vec::with_capacity(locs.len());
         let mut pos = 0;
-        for (l, _) in &locs {
-            let n = l.logic_length as usize;
+        for l in &locs {
+            let n = l.entry.logical as usize;
             out.push(flat[pos..pos + n].to_vec());
             pos += n;
         }
@@ -132,50 +222,40 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::gather_into`].
-    pub fn get(&self, index: u32) -> Result<Vec<u8>> {
+    pub fn get(&self, index: u64) -> Result<Vec<u8>> {
         Ok(self.gather(&[index])?.pop().unwrap_or_default())
     }
 
     /// Reads one batch into `dst`: contiguous shards of records over the pool ([`shard_count`]),
     /// each with its slice of the destination.
-    fn read_batch(
-        &self,
-        indices: &[u32],
-        locs: &[(RecordLoc, Codec)],
-        mut dst: Destination<'_>,
-        par: Parallelism,
-    ) -> Result<()> {
-        let shards = shard_count(par, indices.len(), dst.remaining(), GATHER_SHARD_MIN_BYTES);
+    fn read_batch(&self, locs: &[Located], mut dst: Destination<'_>, par: Parallelism) -> Result<()> {
+        let shards = shard_count(par, locs.len(), dst.remaining(), GATHER_SHARD_MIN_BYTES);
         if shards == 1 {
-            return self.read_shard(indices, locs, dst);
+            return self.read_shard(locs, dst, self.verifies_reads());
         }
-        let per = indices.len().div_ceil(shards);
+        let per = locs.len().div_ceil(shards);
         let mut work = Vec::with_capacity(shards);
-        for (ix, lc) in indices.chunks(per).zip(locs.chunks(per)) {
-            let bytes: usize = lc.iter().map(|(l, _)| l.logic_length as usize).sum();
-            work.push((ix, lc, dst.split_off(bytes)));
+        for lc in locs.chunks(per) {
+            let bytes: usize = lc.iter().map(|l| l.entry.logical as usize).sum();
+            work.push((lc, dst.split_off(bytes)));
         }
-        run_shards(work, |(ix, lc, d)| self.read_shard(ix, lc, d))
+        run_shards(work, |(lc, d)| self.read_shard(lc, d, self.verifies_reads()))
     }
 
-    pub(super) fn read_shard(
-        &self,
-        indices: &[u32],
-        locs: &[(RecordLoc, Codec)],
-        mut dst: Destination<'_>,
-    ) -> Result<()> {
+    /// Reads `locs` into `dst` on the calling thread, checking record checksums when `verify`.
+    pub(super) fn read_shard(&self, locs: &[Located], mut dst: Destination<'_>, verify: bool) -> Result<()> {
         self.ensure_dictionary(locs)?;
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
-        self.walk_stored(indices, locs, |_, idx, loc, codec, src| {
-            let len = loc.logic_length as usize;
+        self.walk_stored(locs, verify, |_, l, src| {
+            let len = l.entry.logical as usize;
             if len == 0 {
                 Ok(())
-            } else if codec == Codec::Raw {
-                // `resolve` checked that a raw record stores exactly its length.
+            } else if l.codec == Codec::Raw {
+                // `locate` checked that a raw record stores exactly its length.
                 dst.copy(src);
                 Ok(())
             } else {
-                decoder.decode(codec, src, &mut dst, len).map_err(|e| self.decode_error(e, idx, loc))
+                decoder.decode(l.codec, src, &mut dst, len).map_err(|e| self.decode_error(e, l))
             }
         })
     }
@@ -206,25 +286,26 @@ impl Store {
     /// assert_eq!(lens, [5, 5]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn map_records<T, E, F>(&self, indices: &[u32], f: F) -> std::result::Result<Vec<T>, E>
+    pub fn map_records<I, T, E, F>(&self, indices: &[I], f: F) -> std::result::Result<Vec<T>, E>
     where
+        I: RecordIndex,
         T: Send,
         E: From<Error> + Send,
         F: Fn(usize, &[u8]) -> std::result::Result<T, E> + Sync,
     {
         let locs = self.resolve(indices)?;
         self.ensure_dictionary(&locs)?;
-        let shard = |base: usize, ix: &[u32], lc: &[(RecordLoc, Codec)]| {
-            let mut out = Vec::with_capacity(ix.len());
+        let shard = |base: usize, lc: &[Located]| {
+            let mut out = Vec::with_capacity(lc.len());
             let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
             let mut scratch = Vec::new();
-            self.walk_stored(ix, lc, |k, idx, loc, codec, src| {
-                let bytes = if codec == Codec::Raw || loc.logic_length == 0 {
+            self.walk_stored(lc, self.verifies_reads(), |k, l, src| {
+                let bytes = if l.codec == Codec::Raw || l.entry.logical == 0 {
                     src
                 } else {
-                    let len = loc.logic_length as usize;
+                    let len = l.entry.logical as usize;
                     fill_vec(&mut scratch, len, |mut dst| {
-                        decoder.decode(codec, src, &mut dst, len).map_err(|e| self.decode_error(e, idx, loc))
+                        decoder.decode(l.codec, src, &mut dst, len).map_err(|e| self.decode_error(e, l))
                     })
                     .map_err(E::from)?;
                     &scratch[..]
@@ -234,18 +315,17 @@ impl Store {
             })?;
             Ok(out)
         };
-        let shards = shard_count(Parallelism::Pool, indices.len(), indices.len(), MAP_SHARD_MIN_RECORDS);
+        let shards = shard_count(Parallelism::Pool, locs.len(), locs.len(), MAP_SHARD_MIN_RECORDS);
         if shards == 1 {
-            return shard(0, indices, &locs);
+            return shard(0, &locs);
         }
-        let per = indices.len().div_ceil(shards);
-        let parts = indices
+        let per = locs.len().div_ceil(shards);
+        let parts = locs
             .par_chunks(per)
-            .zip(locs.par_chunks(per))
             .enumerate()
-            .map(|(s, (ix, lc))| shard(s * per, ix, lc))
+            .map(|(s, lc)| shard(s * per, lc))
             .collect::<std::result::Result<Vec<_>, E>>()?;
-        let mut all = Vec::with_capacity(indices.len());
+        let mut all = Vec::with_capacity(locs.len());
         for part in parts {
             all.extend(part);
         }
@@ -255,68 +335,109 @@ impl Store {
     /// Loads the dictionary when a record in `locs` needs it and this handle has none: one
     /// opened before the writer (perhaps in another process) trained it. `dict.zr` is durable
     /// before any record that needs it is committed, so it is there to load now.
-    fn ensure_dictionary(&self, locs: &[(RecordLoc, Codec)]) -> Result<()> {
-        if self.dict.get().is_none() && locs.iter().any(|(_, c)| *c == Codec::ZstdDict) {
+    fn ensure_dictionary(&self, locs: &[Located]) -> Result<()> {
+        if self.dict.get().is_none() && locs.iter().any(|l| l.codec == Codec::ZstdDict) {
             self.load_dictionary()?;
         }
         Ok(())
     }
 
     /// The error for a record that does not decompress.
-    pub(super) fn decode_error(&self, e: DecodeError, idx: u32, loc: RecordLoc) -> Error {
+    pub(super) fn decode_error(&self, e: DecodeError, l: &Located) -> Error {
         match e {
             DecodeError::MissingDictionary => Error::MissingDictionary { path: self.dir.clone() },
             DecodeError::Frame(reason) => {
-                Error::CorruptRecord { path: self.chunks.path(loc.chunk_id), index: u64::from(idx), reason }
+                Error::CorruptRecord { path: self.chunks.path(l.entry.chunk), index: l.index, reason }
             }
         }
     }
 
-    /// Walks the records at `indices` (table entries `locs`, from [`Store::resolve`]) in order,
-    /// handing `f` each one's position, index, entry, codec and stored bytes (a slice of its
-    /// chunk's map; empty for an empty record).
+    /// Checks a record's stored bytes against its entry's crc32c.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] naming the chunk file and the record.
+    #[inline]
+    pub(super) fn check_stored(&self, l: &Located, src: &[u8]) -> Result<()> {
+        let got = crc32c::crc32c(src);
+        if got == l.entry.crc {
+            return Ok(());
+        }
+        Err(Error::CorruptRecord {
+            path: self.chunks.path(l.entry.chunk),
+            index: l.index,
+            reason: format!(
+                "stored bytes {}..{} fail their checksum (crc32c {got:#010x}, the index says {:#010x})",
+                l.entry.offset,
+                l.entry.end(),
+                l.entry.crc
+            ),
+        })
+    }
+
+    /// The error for a record whose bytes lie past the end of its chunk file (or whose chunk is
+    /// missing).
+    pub(super) fn truncated_error(&self, l: &Located) -> Error {
+        Error::CorruptRecord {
+            path: self.chunks.path(l.entry.chunk),
+            index: l.index,
+            reason: format!(
+                "truncated or missing chunk: the record needs bytes {}..{} of it",
+                l.entry.offset,
+                l.entry.end()
+            ),
+        }
+    }
+
+    /// Walks the records `locs` (from [`Store::resolve`]) in order, handing `f` each one's
+    /// position and its stored bytes (a slice of its chunk's map; empty for an empty record),
+    /// checked against their checksum first when `verify`.
     fn walk_stored<E: From<Error>>(
         &self,
-        indices: &[u32],
-        locs: &[(RecordLoc, Codec)],
-        mut f: impl FnMut(usize, u32, RecordLoc, Codec, &[u8]) -> std::result::Result<(), E>,
+        locs: &[Located],
+        verify: bool,
+        mut f: impl FnMut(usize, &Located, &[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let mut view: Option<(u16, Arc<MappedFile>)> = None;
-        for (k, (&idx, &(loc, codec))) in indices.iter().zip(locs).enumerate() {
+        let mut view: Option<(u32, Arc<MappedFile>)> = None;
+        for (k, l) in locs.iter().enumerate() {
             // Records of a random batch are cache misses each: hint the one `PREFETCH_AHEAD`
             // places on (when it is in the chunk in view) so its misses overlap this one's work.
-            if let (Some((id, map)), Some((next, _))) = (&view, locs.get(k + PREFETCH_AHEAD))
-                && next.chunk_id == *id
+            if let (Some((id, map)), Some(next)) = (&view, locs.get(k + PREFETCH_AHEAD))
+                && next.entry.chunk == *id
+                && let Some(src) = stored_range(map, &next.entry)
             {
-                let start = next.offset as usize;
-                if let Some(src) = map.bytes().get(start..start + next.phys_length as usize) {
-                    prefetch(src);
-                }
+                prefetch(src);
             }
-            if loc.logic_length == 0 {
-                f(k, idx, loc, codec, &[])?;
+            if l.entry.stored == 0 {
+                if verify {
+                    self.check_stored(l, &[])?;
+                }
+                f(k, l, &[])?;
                 continue;
             }
-            let start = loc.offset as usize;
-            let end = start + loc.phys_length as usize;
+            let end = l.entry.end();
             let map = match &view {
-                Some((id, m)) if *id == loc.chunk_id && m.bytes().len() >= end => m,
-                _ => match self.chunks.view(loc.chunk_id, end as u64)? {
-                    Some(m) => &view.insert((loc.chunk_id, m)).1,
-                    None => {
-                        return Err(Error::CorruptRecord {
-                            path: self.chunks.path(loc.chunk_id),
-                            index: u64::from(idx),
-                            reason: format!("truncated chunk: the record needs bytes {start}..{end} of it"),
-                        }
-                        .into());
-                    }
+                Some((id, m)) if *id == l.entry.chunk && m.len() >= end => m,
+                _ => match self.chunks.view(l.entry.chunk, end)? {
+                    Some(m) => &view.insert((l.entry.chunk, m)).1,
+                    None => return Err(self.truncated_error(l).into()),
                 },
             };
-            f(k, idx, loc, codec, &map.bytes()[start..end])?;
+            let src = stored_range(map, &l.entry).ok_or_else(|| self.truncated_error(l))?;
+            if verify {
+                self.check_stored(l, src)?;
+            }
+            f(k, l, src)?;
         }
         Ok(())
     }
+}
+
+/// The stored bytes of `e` in its chunk's map, `None` when they lie past the map's end.
+#[inline]
+pub(super) fn stored_range<'m>(map: &'m MappedFile, e: &Entry) -> Option<&'m [u8]> {
+    let start = usize::try_from(e.offset).ok()?;
+    let end = start.checked_add(e.stored as usize)?;
+    map.bytes().get(start..end)
 }
 
 #[cfg(test)]

@@ -6,9 +6,15 @@ use std::fs::{self, OpenOptions};
 
 use super::Store;
 use super::chunk::Placement;
-use super::files::{JOURNAL_FILE, chunk_path, sync_dir, write_atomic};
-use crate::format::{Journal, RecordLoc};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, sync_dir, write_atomic};
+use super::gather::RecordIndex;
+use super::table::committed;
+use crate::format::v2::Entry;
+use crate::format::{Format, Journal};
 use crate::{Error, Result};
+
+/// A compaction moves records through the journal in batches of about this many bytes.
+const MOVE_BATCH_BYTES: usize = 32 << 20;
 
 /// What [`Store::compact`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,38 +37,50 @@ impl Store {
     /// The change goes through a journal, so a crash leaves either none or all of it.
     ///
     /// # Errors
-    /// [`Error::ReadOnly`]; [`Error::IndexOutOfRange`] (nothing deleted); [`Error::Locked`] when
-    /// other handles have the store open.
-    pub fn delete(&mut self, indices: &[u32]) -> Result<()> {
+    /// [`Error::ReadOnly`]; [`Error::IndexOutOfRange`] or [`Error::InvalidArgument`] for a
+    /// negative index (nothing deleted); [`Error::Locked`] when other handles have the store open.
+    pub fn delete<I: RecordIndex>(&mut self, indices: &[I]) -> Result<()> {
         self.writer()?;
         let len = self.len();
-        if let Some(&bad) = indices.iter().find(|&&i| i >= len) {
-            return Err(self.index_error(bad, len));
-        }
-        let mut order = indices.to_vec();
+        let mut order = indices
+            .iter()
+            .enumerate()
+            .map(|(pos, &i)| self.check_index(pos, i, len))
+            .collect::<Result<Vec<u64>>>()?;
         order.sort_unstable_by(|a, b| b.cmp(a));
         order.dedup();
         if order.is_empty() {
             return Ok(());
         }
         let _x = self.exclusive()?;
-        let mut changed: BTreeMap<u32, RecordLoc> = BTreeMap::new();
+        let mut changed: BTreeMap<u64, Entry> = BTreeMap::new();
         let mut n = len;
         for idx in order {
             let last = n - 1;
             if idx != last {
-                let moved = changed.get(&last).copied().unwrap_or_else(|| self.meta.entry(last));
+                let moved = match changed.get(&last) {
+                    Some(e) => *e,
+                    None => self.index.entry(last)?,
+                };
                 changed.insert(idx, moved);
             }
             n -= 1;
         }
-        let entries: Vec<(u32, RecordLoc)> = changed.into_iter().filter(|(i, _)| *i < n).collect();
-        self.run_journal(Journal::Delete { entries, new_length: n })
+        let entries: Vec<(u64, Entry)> = changed.into_iter().filter(|(i, _)| *i < n).collect();
+        self.run_journal(Journal::Delete { entries, new_length: n })?;
+        if self.format() == Format::V2 {
+            // The chunks are unchanged; the manifest's count follows the index. (A crash before
+            // this write leaves a manifest behind the index, which the next writer repairs.)
+            let mut m = self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner());
+            m.count = n;
+            write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
+        }
+        Ok(())
     }
 
     /// Writes `j` durably, applies it, removes it.
     fn run_journal(&self, j: Journal) -> Result<()> {
-        write_atomic(&self.dir, JOURNAL_FILE, &j.encode())?;
+        write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()))?;
         self.apply(&j)?;
         let path = self.dir.join(JOURNAL_FILE);
         fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
@@ -84,34 +102,44 @@ impl Store {
     }
 
     fn apply(&self, j: &Journal) -> Result<()> {
+        let set = |entries: &[(u64, Entry)]| -> Result<()> {
+            for &(idx, e) in entries {
+                // A journal names entries below the count it was written against; one past the
+                // index (a journal from elsewhere) is refused rather than written.
+                if idx >= self.len() {
+                    return Err(Error::Corrupt {
+                        path: self.dir.join(JOURNAL_FILE),
+                        offset: 0,
+                        reason: format!(
+                            "the journal rewrites entry {idx} of a store of {} records",
+                            self.len()
+                        ),
+                    });
+                }
+                self.index.set_entries(idx, &[e])?;
+                self.index.flush_entries(idx, 1, &self.index_path)?;
+            }
+            Ok(())
+        };
         match j {
             Journal::Delete { entries, new_length } => {
-                for &(idx, loc) in entries {
-                    self.meta.set_entry(idx, loc);
-                    self.meta.flush_entries(idx, idx + 1, &self.meta_path)?;
-                }
-                let mut h = self.meta.header();
-                h.length = *new_length;
-                self.meta.set_header(h);
-                self.meta.flush_header(&self.meta_path)
+                set(entries)?;
+                let new_length = (*new_length).min(self.len());
+                self.index.publish(new_length, self.index.frontier(), &self.index_path)
             }
             Journal::Move { entries, data } => {
                 let mut pos = 0usize;
                 let mut touched = BTreeSet::new();
-                for (_, loc) in entries {
-                    let n = loc.phys_length as usize;
-                    self.chunks.write_all(loc.chunk_id, u64::from(loc.offset), &data[pos..pos + n])?;
-                    touched.insert(loc.chunk_id);
+                for (_, e) in entries {
+                    let n = e.stored as usize;
+                    self.chunks.write_all(e.chunk, e.offset, &data[pos..pos + n])?;
+                    touched.insert(e.chunk);
                     pos += n;
                 }
                 for id in touched {
                     self.chunks.sync(id)?;
                 }
-                for &(idx, loc) in entries {
-                    self.meta.set_entry(idx, loc);
-                    self.meta.flush_entries(idx, idx + 1, &self.meta_path)?;
-                }
-                Ok(())
+                set(entries)
             }
         }
     }
@@ -122,11 +150,11 @@ impl Store {
     /// A record never moves to a higher address, and each batch of moves goes through the
     /// journal (so a move overlapping the record's own old bytes cannot tear it). An interrupted
     /// compaction leaves a consistent store; running it again finishes the job. Records already
-    /// in place are skipped.
+    /// in place are skipped. A v2 store's chunk manifest is computed again from the chunks.
     ///
     /// # Errors
     /// [`Error::ReadOnly`]; [`Error::Locked`] when other handles have the store open;
-    /// [`Error::CorruptRecord`] for a record whose bytes cannot be read.
+    /// [`Error::CorruptRecord`] for a record whose entry is damaged or whose bytes cannot be read.
     pub fn compact(&mut self) -> Result<CompactReport> {
         self.compact_limited(usize::MAX)
     }
@@ -140,70 +168,78 @@ impl Store {
         let before = self.stats()?;
         let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };
         let len = self.len();
-        let mut live: Vec<(u32, RecordLoc)> = (0..len).map(|i| (i, self.meta.entry(i))).collect();
-        live.sort_unstable_by_key(|(_, l)| (l.chunk_id, l.offset));
-        let mut place = Placement::new(0, 0, self.opts.chunk_capacity);
-        let mut batch: Vec<(u32, RecordLoc)> = Vec::new();
+        let frontier = self.index.frontier();
+        let (capacity, limits) = (self.chunk_capacity()?, self.index.limits());
+        let entries = self.index.entries(0, len)?;
+        let mut live: Vec<(u64, Entry)> = (0..len).zip(entries).collect();
+        for (idx, e) in &live {
+            self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+            committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+        }
+        live.sort_unstable_by_key(|(_, e)| (e.chunk, e.offset));
+        let mut place = Placement::new(0, 0, capacity, limits);
+        let mut batch: Vec<(u64, Entry)> = Vec::new();
         let mut data: Vec<u8> = Vec::new();
         let mut batches = 0usize;
-        for &(idx, loc) in &live {
-            loc.validate_limits().map_err(|r| self.record_error(idx, format!("bad table entry: {r}")))?;
-            let len = u64::from(loc.phys_length);
+        let mut manifest_dropped = false;
+        let mut run = |store: &Store, batch: &mut Vec<(u64, Entry)>, data: &mut Vec<u8>| -> Result<bool> {
+            if batches == max_batches {
+                return Ok(false);
+            }
+            if store.format() == Format::V2 && !manifest_dropped {
+                // Moves change the chunks' bytes under their checksums: the manifest goes first,
+                // and is computed again from the chunks when compaction ends (or by the next
+                // writer, after a crash).
+                store.drop_manifest()?;
+                manifest_dropped = true;
+            }
+            store
+                .run_journal(Journal::Move { entries: std::mem::take(batch), data: std::mem::take(data) })?;
+            batches += 1;
+            Ok(true)
+        };
+        for &(idx, e) in &live {
+            let len = u64::from(e.stored);
             // Records are visited in physical order and repacked from the start. A record must
             // never move up (it would land on bytes not yet moved): with the capacity the store
             // was written with that cannot happen; with a smaller one (this handle's option) a
             // record that would move up stays, and packing goes on after it.
-            let here = (loc.chunk_id, loc.offset);
-            let (chunk, off) = match place.place(len) {
+            let here = (e.chunk, e.offset);
+            let to = match place.place(len) {
                 Some(to) if to <= here => to,
                 _ => {
-                    place =
-                        Placement::new(loc.chunk_id, u64::from(loc.offset) + len, self.opts.chunk_capacity);
+                    place = Placement::new(e.chunk, e.end(), capacity, limits);
                     here
                 }
             };
-            if (chunk, off) == here {
+            if to == here {
                 report.skipped += 1;
-            } else {
-                let start = data.len();
-                data.resize(start + len as usize, 0);
-                let f = self.chunks.get(loc.chunk_id)?;
-                if !self.chunks.read_exact(&f, loc.chunk_id, u64::from(loc.offset), &mut data[start..])? {
-                    return Err(self.record_error(idx, "truncated chunk"));
-                }
-                batch.push((idx, RecordLoc { offset: off, chunk_id: chunk, ..loc }));
-                report.moved += 1;
-                if data.len() >= 32 << 20 {
-                    if batches == max_batches {
-                        return Ok(report);
-                    }
-                    self.run_journal(Journal::Move {
-                        entries: std::mem::take(&mut batch),
-                        data: std::mem::take(&mut data),
-                    })?;
-                    batches += 1;
-                }
+                continue;
+            }
+            let start = data.len();
+            data.resize(start + len as usize, 0);
+            let f = self.chunks.get(e.chunk)?;
+            if !self.chunks.read_exact(&f, e.chunk, e.offset, &mut data[start..])? {
+                return Err(self.record_error(idx, "truncated chunk"));
+            }
+            batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
+            report.moved += 1;
+            if data.len() >= MOVE_BATCH_BYTES && !run(self, &mut batch, &mut data)? {
+                return self.compaction_stopped(report);
             }
         }
-        if !batch.is_empty() {
-            if batches == max_batches {
-                return Ok(report);
-            }
-            self.run_journal(Journal::Move { entries: batch, data })?;
+        if !batch.is_empty() && !run(self, &mut batch, &mut data)? {
+            return self.compaction_stopped(report);
         }
         // The packed frontier is never past the old one, so it can always be stored.
         let (chunk, off) = place.frontier().ok_or_else(|| Error::StoreFull {
             path: self.dir.clone(),
-            len: u64::from(len),
+            len,
             adding: 0,
-            limit: u64::from(len),
+            limit: len,
         })?;
-        let mut h = self.meta.header();
-        let old_tail = h.tail_chunk;
-        h.tail_chunk = chunk;
-        h.tail_offset = off;
-        self.meta.set_header(h);
-        self.meta.flush_header(&self.meta_path)?;
+        let old_tail = frontier.0;
+        self.index.publish(len, (chunk, off), &self.index_path)?;
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
         // The packed frontier may have rolled into a chunk that held no record.
@@ -213,14 +249,36 @@ impl Store {
             .truncate(false)
             .open(&tail)
             .map_err(|e| Error::io("open", &tail, e))?;
-        f.set_len(u64::from(off)).map_err(|e| Error::io("truncate", &tail, e))?;
+        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
         for id in chunk + 1..=old_tail {
             let p = chunk_path(&self.dir, id);
             fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
         }
         sync_dir(&self.dir)?;
+        if self.format() == Format::V2 {
+            self.rebuild_manifest(Vec::new())?;
+        }
         report.bytes_after = self.stats()?.chunk_bytes;
         Ok(report)
+    }
+
+    /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2
+    /// one gets its manifest back.
+    fn compaction_stopped(&self, report: CompactReport) -> Result<CompactReport> {
+        if self.format() == Format::V2 {
+            self.rebuild_manifest(Vec::new())?;
+        }
+        Ok(report)
+    }
+
+    /// Removes `manifest.zr` (durably): the next writer computes it again from the chunks.
+    fn drop_manifest(&self) -> Result<()> {
+        let path = self.dir.join(MANIFEST_FILE);
+        match fs::remove_file(&path) {
+            Ok(()) => sync_dir(&self.dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("remove", &path, e)),
+        }
     }
 }

@@ -9,7 +9,9 @@
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
 //! | `fixed` | the fixed-stride gather, entries and records pipelined in one pass |
 //! | `maintain` | delete and compaction through the journal |
+//! | `migrate` | a store from one format to the other, in place |
 //! | `report` | stats and verify |
+//! | `table` | the index of either format behind one face: the writer's [`Index`](table::Index), a batch's [`Table`](table::Table) |
 //! | `chunk` | chunk files (mapped reads, positional writes) and the placement rule |
 //! | `codec` | per-record zstd contexts and dictionary training |
 //! | `files` | file names, atomic replacement, directory sync |
@@ -23,11 +25,15 @@ mod fixed;
 mod gather;
 mod lock;
 mod maintain;
+mod migrate;
 mod open;
 mod report;
+mod table;
 
 pub(crate) use files::{remove_store_files, sync_dir, write_atomic, write_atomic_with};
 pub(crate) use gather::Parallelism;
+pub use gather::RecordIndex;
 pub use maintain::CompactReport;
+pub use migrate::MigrateReport;
 pub use open::{Store, StoreOptions};
 pub use report::{CodecCounts, StoreStats, VerifyReport};

@@ -7,36 +7,59 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::chunk::Chunks;
 use super::codec::Dictionary;
-use super::files::{DICT_FILE, JOURNAL_FILE, META_FILE, chunk_path, remove_store_files, write_atomic_with};
+use super::files::{
+    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, chunk_path, remove_store_files,
+    write_atomic, write_atomic_with,
+};
 use super::lock::WriteLock;
-use crate::format::{ENTRY_SIZE, Header, HeaderError, MAX_CHUNK_SIZE, MAX_CHUNKS, META_SIZE, dict};
-use crate::sys::{MetaMap, read_exact_at, write_all_at};
+use super::table::{Index, v2_header_error};
+use crate::format::v2::{self, ChunkSummary, Manifest};
+use crate::format::{ENTRY_SIZE, Format, Header, HeaderError, MAX_CHUNK_SIZE, META_SIZE, dict};
+use crate::sys::{IndexMap, MetaMap, read_exact_at, write_all_at};
 use crate::{Error, Result};
 
-/// Options for creating or opening a store for writing.
+/// Options for creating or opening a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
-    pub(super) chunk_capacity: u64,
+    pub(super) format: Format,
+    pub(super) chunk_capacity: Option<u64>,
     pub(super) dict_cap: Option<usize>,
     pub(super) overwrite: bool,
+    pub(super) verify_reads: bool,
+    pub(super) max_records: Option<u64>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { chunk_capacity: MAX_CHUNK_SIZE, dict_cap: None, overwrite: false }
+        StoreOptions {
+            format: Format::V2,
+            chunk_capacity: None,
+            dict_cap: None,
+            overwrite: false,
+            verify_reads: false,
+            max_records: None,
+        }
     }
 }
 
 impl StoreOptions {
-    /// Default options: 4 GiB chunks, adaptive dictionary size, no overwrite.
+    /// Default options: format v2 for new stores, its default chunk size (1 GiB; v1: 4 GiB),
+    /// adaptive dictionary size, no overwrite, reads unverified.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Largest chunk file the writer fills before rolling to the next (at most 4 GiB; mainly for
-    /// tests of rollover).
+    /// The format [`Store::create`] writes (default [`Format::V2`]); opening reads either.
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Largest chunk file the writer fills before rolling to the next. A v2 store records its
+    /// capacity when it is created; a v1 store's is at most 4 GiB and applies to this handle's
+    /// writes.
     pub fn chunk_capacity(mut self, bytes: u64) -> Self {
-        self.chunk_capacity = bytes.clamp(1, MAX_CHUNK_SIZE);
+        self.chunk_capacity = Some(bytes.max(1));
         self
     }
 
@@ -51,13 +74,39 @@ impl StoreOptions {
         self.overwrite = yes;
         self
     }
+
+    /// Check every record's crc32c (and its entry's) on every gather of this handle, raw records
+    /// included (v2 stores; v1 keeps no checksums). Off by default: compressed records are
+    /// checked by their frame's checksum anyway; see the README for what the check costs raw
+    /// gathers.
+    pub fn verify_reads(mut self, yes: bool) -> Self {
+        self.verify_reads = yes;
+        self
+    }
+
+    /// Lowers the number of records this handle lets the store grow to below the format's limit
+    /// (tests of the limit's error path without writing 2^24 or 2^56 records).
+    #[doc(hidden)]
+    pub fn max_records(mut self, n: u64) -> Self {
+        self.max_records = Some(n);
+        self
+    }
+
+    /// The chunk capacity a new store of `format` gets.
+    pub(super) fn capacity_for(&self, format: Format) -> u64 {
+        match format {
+            Format::V1 => self.chunk_capacity.unwrap_or(MAX_CHUNK_SIZE).min(MAX_CHUNK_SIZE),
+            Format::V2 => self.chunk_capacity.unwrap_or(v2::DEFAULT_CHUNK_CAPACITY),
+        }
+    }
 }
 
 pub(super) struct Writer {
     // Held for the store's life: one writer process at a time.
     _lock: WriteLock,
-    // Serialises appends (and dictionary training) between threads of this process.
-    pub(super) append: Mutex<()>,
+    // Serialises appends (and dictionary training) between threads of this process; holds the
+    // v2 manifest as of the last commit (empty for v1).
+    pub(super) append: Mutex<Manifest>,
 }
 
 /// A Zrecord store: a dense index space `0..len` of independent byte records.
@@ -77,9 +126,10 @@ pub(super) struct Writer {
 /// ```
 pub struct Store {
     pub(super) dir: PathBuf,
-    pub(super) meta_path: PathBuf,
-    pub(super) meta_file: File,
-    pub(super) meta: MetaMap,
+    /// `meta.zr` (v1) or `index.zr` (v2): what readers hold a shared lock on.
+    pub(super) index_path: PathBuf,
+    pub(super) index_file: File,
+    pub(super) index: Index,
     pub(super) chunks: Chunks,
     pub(super) dict: OnceLock<Arc<Dictionary>>,
     pub(super) writer: Option<Writer>,
@@ -90,6 +140,7 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("dir", &self.dir)
+            .field("format", &self.format())
             .field("len", &self.len())
             .field("writable", &self.writer.is_some())
             .finish_non_exhaustive()
@@ -104,23 +155,31 @@ impl Store {
     /// overwriting it; [`Error::Io`] naming the path for any failing file operation.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         let dir = dir.as_ref();
-        let meta_path = dir.join(META_FILE);
-        if meta_path.exists() {
+        if dir.join(META_FILE).exists() || dir.join(INDEX_FILE).exists() {
             if !opts.overwrite {
                 return Err(Error::AlreadyExists { path: dir.to_path_buf() });
             }
             remove_store_files(dir)?;
         }
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
-        // Chunk 0 first: a store whose meta.zr exists has every chunk up to its tail.
+        // Chunk 0 first: a store whose index exists has every chunk up to its tail.
         File::create(chunk_path(dir, 0)).map_err(|e| Error::io("create", chunk_path(dir, 0), e))?;
-        write_atomic_with(dir, META_FILE, |file, tmp| {
-            // Sparse: a store with one record allocates a page of its 256 MiB table.
-            file.set_len(META_SIZE).map_err(|e| Error::io("size", tmp, e))?;
-            write_all_at(file, bytemuck::bytes_of(&Header::empty()), 0)
-                .map_err(|e| Error::io("write", tmp, e))
-        })?;
-        Store::open_with(dir, opts, true)
+        match opts.format {
+            Format::V1 => write_atomic_with(dir, META_FILE, |file, tmp| {
+                // Sparse: a store with one record allocates a page of its 256 MiB table.
+                file.set_len(META_SIZE).map_err(|e| Error::io("size", tmp, e))?;
+                write_all_at(file, bytemuck::bytes_of(&Header::empty()), 0)
+                    .map_err(|e| Error::io("write", tmp, e))
+            })?,
+            Format::V2 => {
+                let empty = Manifest { count: 0, chunks: vec![ChunkSummary::default()] };
+                write_atomic(dir, MANIFEST_FILE, &empty.encode())?;
+                // The index last: its rename is what makes the directory a store.
+                let header = v2::Header::empty(opts.capacity_for(Format::V2));
+                write_atomic(dir, INDEX_FILE, &header.encode())?;
+            }
+        }
+        Store::open_impl(dir, opts, true)
     }
 
     /// Opens an existing store read-only. Any number of readers may have a store open, in this
@@ -130,7 +189,15 @@ impl Store {
     /// [`Error::NotAStore`], [`Error::Version`], [`Error::ByteOrder`] or [`Error::Corrupt`] for a
     /// bad header or metadata file; [`Error::Locked`] while another process deletes or compacts.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        Store::open_with(dir.as_ref(), StoreOptions::default(), false)
+        Store::open_impl(dir.as_ref(), StoreOptions::default(), false)
+    }
+
+    /// [`Store::open`] with options (read-only): [`StoreOptions::verify_reads`], say.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+        Store::open_impl(dir.as_ref(), opts, false)
     }
 
     /// Opens an existing store read-write, finishing any delete or compaction a crash
@@ -139,50 +206,80 @@ impl Store {
     /// # Errors
     /// As [`Store::open`], and [`Error::Locked`] when another process has it open for writing.
     pub fn open_rw(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
-        Store::open_with(dir.as_ref(), opts, true)
+        Store::open_impl(dir.as_ref(), opts, true)
     }
 
-    fn open_with(dir: &Path, opts: StoreOptions, writable: bool) -> Result<Store> {
-        let meta_path = dir.join(META_FILE);
-        let meta_file = match OpenOptions::new().read(true).write(writable).open(&meta_path) {
+    fn open_impl(dir: &Path, opts: StoreOptions, writable: bool) -> Result<Store> {
+        // A v2 index wins over a v1 table: a migration to v2 commits by renaming index.zr into
+        // place and only then removes meta.zr (and one back to v1 removes index.zr last).
+        let format = if dir.join(INDEX_FILE).exists() { Format::V2 } else { Format::V1 };
+        let index_path = dir.join(if format == Format::V2 { INDEX_FILE } else { META_FILE });
+        let index_file = match OpenOptions::new().read(true).write(writable).open(&index_path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::NotAStore { path: dir.to_path_buf(), reason: "it has no meta.zr".into() });
+                let reason = if dir.exists() {
+                    "it has no meta.zr (v1) or index.zr (v2)".to_string()
+                } else {
+                    "it does not exist".to_string()
+                };
+                return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
             }
-            Err(e) => return Err(Error::io("open", &meta_path, e)),
+            Err(e) => return Err(Error::io("open", &index_path, e)),
         };
         let writer = if writable {
-            Some(Writer { _lock: WriteLock::acquire(dir)?, append: Mutex::new(()) })
+            Some(Writer { _lock: WriteLock::acquire(dir)?, append: Mutex::new(Manifest::default()) })
         } else {
             None
         };
-        match meta_file.try_lock_shared() {
+        match index_file.try_lock_shared() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 return Err(Error::Locked {
                     path: dir.to_path_buf(),
-                    reason: "another process is deleting from or compacting it".into(),
+                    reason: "another process is deleting from, compacting or migrating it".into(),
                 });
             }
-            Err(TryLockError::Error(e)) => return Err(Error::io("lock", &meta_path, e)),
+            Err(TryLockError::Error(e)) => return Err(Error::io("lock", &index_path, e)),
         }
-        let size = meta_file.metadata().map_err(|e| Error::io("stat", &meta_path, e))?.len();
-        let mut head = [0u8; ENTRY_SIZE];
-        let got = usize::try_from(size).map_or(ENTRY_SIZE, |s| s.min(ENTRY_SIZE));
-        read_exact_at(&meta_file, &mut head[..got], 0).map_err(|e| Error::io("read", &meta_path, e))?;
-        Header::parse(&head[..got]).map_err(|e| header_error(&meta_path, e))?;
-        let meta = MetaMap::map(&meta_file, &meta_path, writable)?;
+        let size = index_file.metadata().map_err(|e| Error::io("stat", &index_path, e))?.len();
+        let index = match format {
+            Format::V1 => {
+                let mut head = [0u8; ENTRY_SIZE];
+                let got = usize::try_from(size).map_or(ENTRY_SIZE, |s| s.min(ENTRY_SIZE));
+                read_exact_at(&index_file, &mut head[..got], 0)
+                    .map_err(|e| Error::io("read", &index_path, e))?;
+                Header::parse(&head[..got]).map_err(|e| header_error(&index_path, e))?;
+                Index::V1(MetaMap::map(&index_file, &index_path, writable)?)
+            }
+            Format::V2 => {
+                let mut head = [0u8; v2::HEADER_SIZE];
+                let got = usize::try_from(size).map_or(v2::HEADER_SIZE, |s| s.min(v2::HEADER_SIZE));
+                read_exact_at(&index_file, &mut head[..got], 0)
+                    .map_err(|e| Error::io("read", &index_path, e))?;
+                // Readers take only the count; the one writer checks the fields a commit writes
+                // below ([`Store::check_frontier`]).
+                let h =
+                    v2::Header::parse(&head[..got], false).map_err(|e| v2_header_error(&index_path, e))?;
+                let file = index_file.try_clone().map_err(|e| Error::io("open", &index_path, e))?;
+                let map = IndexMap::map(file, &index_path, writable)?;
+                map.view(h.count)?;
+                Index::V2(map)
+            }
+        };
         let store = Store {
             dir: dir.to_path_buf(),
-            meta_path,
-            meta_file,
-            meta,
+            index_path,
+            index_file,
+            index,
             chunks: Chunks::new(dir, writable),
             dict: OnceLock::new(),
             writer,
             opts,
         };
         store.load_dictionary()?;
+        if writable && format == Format::V2 {
+            store.check_frontier()?;
+        }
         if dir.join(JOURNAL_FILE).exists() {
             if !writable {
                 return Err(Error::Locked {
@@ -197,8 +294,44 @@ impl Store {
         store.check_chunks()?;
         if writable {
             store.trim_uncommitted()?;
+            if format == Format::V2 {
+                // What a migration to v2 left once it had committed.
+                let stale = dir.join(META_FILE);
+                if stale.exists() {
+                    fs::remove_file(&stale).map_err(|e| Error::io("remove", &stale, e))?;
+                }
+                store.load_manifest()?;
+            }
         }
         Ok(store)
+    }
+
+    /// The writer checks the v2 header's frontier against its checksum before anything uses it
+    /// (trimming to a damaged frontier would cut committed records). A mismatch is what a
+    /// process killed inside a commit's header write leaves (its fields are written one after
+    /// another), or damage: either way the frontier is set to the end of the furthest committed
+    /// record, which keeps every record the count publishes.
+    fn check_frontier(&self) -> Result<()> {
+        let Index::V2(map) = &self.index else { return Ok(()) };
+        match v2::Header::parse(&map.header(), true) {
+            Ok(_) => Ok(()),
+            Err(v2::HeaderError::Field(28, _)) => {
+                let len = self.len();
+                let mut frontier = (0u32, 0u64);
+                let mut first = 0;
+                while first < len {
+                    let end = (first + (1 << 16)).min(len);
+                    for e in self.index.entries(first, end)? {
+                        if e.stored > 0 {
+                            frontier = frontier.max((e.chunk, e.end()));
+                        }
+                    }
+                    first = end;
+                }
+                self.index.publish(len, frontier, &self.index_path)
+            }
+            Err(e) => Err(v2_header_error(&self.index_path, e)),
+        }
     }
 
     pub(super) fn load_dictionary(&self) -> Result<()> {
@@ -213,6 +346,20 @@ impl Store {
             offset,
             reason,
         })?;
+        if let Some(h) = self.index.v2_header(&self.index_path)?
+            && h.dict_id != 0
+            && h.dict_id != dict::id(raw)
+        {
+            return Err(Error::Corrupt {
+                path,
+                offset: 4,
+                reason: format!(
+                    "dictionary id {} is not the {} the store's records were compressed with",
+                    dict::id(raw),
+                    h.dict_id
+                ),
+            });
+        }
         let _ = self.dict.set(Dictionary::new(raw.to_vec()));
         Ok(())
     }
@@ -220,8 +367,8 @@ impl Store {
     /// Every chunk up to the tail exists, and for a writer the tail chunk holds its committed
     /// bytes.
     pub(super) fn check_chunks(&self) -> Result<()> {
-        let h = self.meta.header();
-        for id in 0..=h.tail_chunk {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        for id in 0..=tail_chunk {
             let path = chunk_path(&self.dir, id);
             let len = match fs::metadata(&path) {
                 Ok(m) => m.len(),
@@ -229,7 +376,7 @@ impl Store {
                     return Err(Error::Corrupt {
                         path,
                         offset: 0,
-                        reason: format!("chunk {id} is missing (the store has chunks 0..={})", h.tail_chunk),
+                        reason: format!("chunk {id} is missing (the store has chunks 0..={tail_chunk})"),
                     });
                 }
                 Err(e) => return Err(Error::io("stat", &path, e)),
@@ -238,14 +385,13 @@ impl Store {
             // durable before the frontier moves), so outside damage. The records before the cut
             // are intact and stay readable; those past it are per-record errors. Appending after
             // the hole would hide the loss, so a writer refuses.
-            if id == h.tail_chunk && len < u64::from(h.tail_offset) && self.writer.is_some() {
+            if id == tail_chunk && len < tail_offset && self.writer.is_some() {
                 return Err(Error::Corrupt {
                     path,
                     offset: len,
                     reason: format!(
-                        "truncated: committed data ends at byte {}; the records before byte {len} can still \
-                         be read from a read-only open",
-                        h.tail_offset
+                        "truncated: committed data ends at byte {tail_offset}; the records before byte {len} \
+                         can still be read from a read-only open"
                     ),
                 });
             }
@@ -255,15 +401,20 @@ impl Store {
 
     /// The writer drops what a crashed append left past the committed tail.
     pub(super) fn trim_uncommitted(&self) -> Result<()> {
-        let h = self.meta.header();
-        let tail = chunk_path(&self.dir, h.tail_chunk);
-        let f = OpenOptions::new().write(true).open(&tail).map_err(|e| Error::io("open", &tail, e))?;
-        if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > u64::from(h.tail_offset) {
-            f.set_len(u64::from(h.tail_offset)).map_err(|e| Error::io("truncate", &tail, e))?;
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let tail = chunk_path(&self.dir, tail_chunk);
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&tail)
+            .map_err(|e| Error::io("open", &tail, e))?;
+        if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > tail_offset {
+            f.set_len(tail_offset).map_err(|e| Error::io("truncate", &tail, e))?;
         }
-        let mut id = u32::from(h.tail_chunk) + 1;
-        while id < MAX_CHUNKS {
-            let p = chunk_path(&self.dir, id as u16); // id < MAX_CHUNKS = 2^12
+        let mut id = u64::from(tail_chunk) + 1;
+        while id < self.index.limits().max_chunks {
+            let p = chunk_path(&self.dir, id as u32);
             match fs::remove_file(&p) {
                 Ok(()) => id += 1,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
@@ -273,14 +424,94 @@ impl Store {
         Ok(())
     }
 
+    /// The writer reads `manifest.zr`, and rewrites it when a crash left it behind the header
+    /// (a commit publishes the header first, then the manifest): the tail chunk's checksum is
+    /// computed again from its committed bytes.
+    pub(super) fn load_manifest(&self) -> Result<()> {
+        let path = self.dir.join(MANIFEST_FILE);
+        let read = match fs::read(&path) {
+            Ok(bytes) => Manifest::decode(&bytes).ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let count = self.len();
+        let fits = |m: &Manifest| {
+            m.count == count
+                && m.chunks.len() == tail_chunk as usize + 1
+                && m.chunks.last().is_some_and(|c| c.len == tail_offset)
+        };
+        match read {
+            Some(m) if fits(&m) => {
+                *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
+                Ok(())
+            }
+            // The stale manifest's chunks before its own tail were sealed when it was written;
+            // its tail may have grown since.
+            stale => self.rebuild_manifest(
+                stale
+                    .map(|mut m| {
+                        m.chunks.pop();
+                        m.chunks
+                    })
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// Writes `manifest.zr` for the committed store, keeping the summaries in `sealed` of the
+    /// chunks before the tail (a manifest known to describe them) and computing the rest from
+    /// the chunk files; the writer's copy follows.
+    pub(super) fn rebuild_manifest(&self, mut sealed: Vec<ChunkSummary>) -> Result<()> {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        sealed.truncate(tail_chunk as usize);
+        for id in sealed.len() as u32..=tail_chunk {
+            sealed.push(self.summarise_chunk(id, if id == tail_chunk { Some(tail_offset) } else { None })?);
+        }
+        let m = Manifest { count: self.len(), chunks: sealed };
+        write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
+        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
+        Ok(())
+    }
+
+    /// The summary of chunk `id`: its length (or `len`) and the crc32c of those bytes.
+    pub(super) fn summarise_chunk(&self, id: u32, len: Option<u64>) -> Result<ChunkSummary> {
+        let path = chunk_path(&self.dir, id);
+        let file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let len = match len {
+            Some(l) => l,
+            None => file.metadata().map_err(|e| Error::io("stat", &path, e))?.len(),
+        };
+        let mut crc = 0u32;
+        let mut buf = vec![0u8; 4 << 20];
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(buf.len() as u64) as usize;
+            read_exact_at(&file, &mut buf[..n], at).map_err(|e| Error::io("read", &path, e))?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(ChunkSummary { len, crc })
+    }
+
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Number of committed records.
-    pub fn len(&self) -> u32 {
-        self.meta.length()
+    pub fn len(&self) -> u64 {
+        self.index.len()
+    }
+
+    /// The store's on-disk format.
+    pub fn format(&self) -> Format {
+        self.index.format()
+    }
+
+    /// The largest record this store holds (1 MiB in v1, 4 GiB - 1 in v2).
+    pub fn max_record_size(&self) -> usize {
+        self.format().max_record_size()
     }
 
     /// True when the store holds no records.
@@ -307,34 +538,43 @@ impl Store {
         self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })
     }
 
-    pub(super) fn index_error(&self, index: u32, len: u32) -> Error {
-        Error::IndexOutOfRange { path: self.dir.clone(), index: u64::from(index), len: u64::from(len) }
+    pub(super) fn index_error(&self, index: u64, len: u64) -> Error {
+        Error::IndexOutOfRange { path: self.dir.clone(), index, len }
     }
 
-    pub(super) fn record_error(&self, index: u32, reason: impl Into<String>) -> Error {
-        Error::CorruptRecord { path: self.meta_path.clone(), index: u64::from(index), reason: reason.into() }
+    pub(super) fn record_error(&self, index: u64, reason: impl Into<String>) -> Error {
+        Error::CorruptRecord { path: self.index_path.clone(), index, reason: reason.into() }
+    }
+
+    /// The chunk capacity this handle's writes and compactions use: the v2 header's, or the
+    /// handle's option for v1.
+    pub(super) fn chunk_capacity(&self) -> Result<u64> {
+        Ok(match self.index.v2_header(&self.index_path)? {
+            Some(h) => h.chunk_capacity,
+            None => self.opts.capacity_for(Format::V1),
+        })
     }
 
     /// Takes the store exclusively across processes for the guard's life.
     pub(super) fn exclusive(&self) -> Result<Exclusive<'_>> {
-        match self.meta_file.try_lock() {
-            Ok(()) => Ok(Exclusive(&self.meta_file)),
+        match self.index_file.try_lock() {
+            Ok(()) => Ok(Exclusive(&self.index_file)),
             Err(e) => {
                 // A failed conversion may have dropped the shared lock: take it back.
-                let _ = self.meta_file.lock_shared();
+                let _ = self.index_file.lock_shared();
                 match e {
                     TryLockError::WouldBlock => Err(Error::Locked {
                         path: self.dir.clone(),
                         reason: "other handles have it open; delete and compact need it exclusively".into(),
                     }),
-                    TryLockError::Error(e) => Err(Error::io("lock", &self.meta_path, e)),
+                    TryLockError::Error(e) => Err(Error::io("lock", &self.index_path, e)),
                 }
             }
         }
     }
 }
 
-/// Holds the meta file's exclusive lock; drops back to shared.
+/// Holds the index file's exclusive lock; drops back to shared.
 pub(super) struct Exclusive<'a>(&'a File);
 
 impl Drop for Exclusive<'_> {

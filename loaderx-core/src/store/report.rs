@@ -5,10 +5,16 @@ use std::fs;
 use rayon::prelude::*;
 
 use super::Store;
-use super::files::chunk_path;
-use crate::format::{Codec, Header};
+use super::files::{MANIFEST_FILE, chunk_path};
+use super::gather::Located;
+use super::table::{Index, committed, v2_header_error};
+use crate::format::Codec;
+use crate::format::v2::{self, Manifest};
 use crate::sys::fill_vec;
 use crate::{Error, Result};
+
+/// Entries read at a time by the scans (stats, verify): memory stays bounded on a big store.
+const SCAN_BLOCK: u64 = 1 << 16;
 
 /// Records stored under each codec.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -19,6 +25,8 @@ pub struct CodecCounts {
     pub zstd: u64,
     /// zstd with the store's dictionary.
     pub zstd_dict: u64,
+    /// LZ4 (v2 stores).
+    pub lz4: u64,
 }
 
 /// Space accounting of a store, from [`Store::stats`].
@@ -34,9 +42,12 @@ pub struct StoreStats {
     /// bound on what compaction reclaims (up to one record per chunk is slack at its end).
     pub chunk_bytes: u64,
     /// Number of chunk files.
-    pub chunks: u32,
+    pub chunks: u64,
     /// Size of the dictionary, 0 without one.
     pub dict_bytes: u64,
+    /// Size of the index: `meta.zr`'s 256 MiB table (sparse: what it allocates is about 16
+    /// bytes a record) or `index.zr`'s header and entries.
+    pub index_bytes: u64,
     /// Records per codec.
     pub codecs: CodecCounts,
 }
@@ -47,7 +58,16 @@ pub struct VerifyReport {
     /// Records checked.
     pub checked: u64,
     /// Every record that is not intact, with the reason.
-    pub bad: Vec<(u32, Error)>,
+    pub bad: Vec<(u64, Error)>,
+    /// What is wrong with the store's files as a whole ([`Store::verify_files`]).
+    pub files: Vec<Error>,
+}
+
+impl VerifyReport {
+    /// True when nothing is wrong.
+    pub fn is_ok(&self) -> bool {
+        self.bad.is_empty() && self.files.is_empty()
+    }
 }
 
 impl Store {
@@ -56,34 +76,40 @@ impl Store {
     /// # Errors
     /// [`Error::Io`] when a chunk file cannot be inspected.
     pub fn stats(&self) -> Result<StoreStats> {
-        let h = self.meta.header();
-        let mut s = StoreStats {
-            length: u64::from(h.length),
-            chunks: u32::from(h.tail_chunk) + 1,
-            ..Default::default()
-        };
-        for i in 0..h.length {
-            let l = self.meta.entry(i);
-            s.logical_bytes += u64::from(l.logic_length);
-            s.live_bytes += u64::from(l.phys_length);
-            match Codec::from_tag(l.codec) {
-                Some(Codec::Raw) => s.codecs.raw += 1,
-                Some(Codec::Zstd) => s.codecs.zstd += 1,
-                Some(Codec::ZstdDict) => s.codecs.zstd_dict += 1,
-                None => {}
+        let len = self.len();
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let mut s = StoreStats { length: len, chunks: u64::from(tail_chunk) + 1, ..Default::default() };
+        let mut first = 0;
+        while first < len {
+            let end = (first + SCAN_BLOCK).min(len);
+            for e in self.index.entries(first, end)? {
+                s.logical_bytes += u64::from(e.logical);
+                s.live_bytes += u64::from(e.stored);
+                match Codec::from_tag(e.codec) {
+                    Some(Codec::Raw) => s.codecs.raw += 1,
+                    Some(Codec::Zstd) => s.codecs.zstd += 1,
+                    Some(Codec::ZstdDict) => s.codecs.zstd_dict += 1,
+                    Some(Codec::Lz4) => s.codecs.lz4 += 1,
+                    None => {}
+                }
             }
+            first = end;
         }
-        for id in 0..h.tail_chunk {
+        for id in 0..tail_chunk {
             let p = chunk_path(&self.dir, id);
             s.chunk_bytes += fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
         }
-        s.chunk_bytes += u64::from(h.tail_offset);
+        s.chunk_bytes += tail_offset;
         s.dict_bytes = self.dict.get().map_or(0, |d| d.raw.len() as u64);
+        s.index_bytes =
+            fs::metadata(&self.index_path).map_err(|e| Error::io("stat", &self.index_path, e))?.len();
         Ok(s)
     }
 
-    /// Reads and decodes every record, checking each table entry against the committed tail and
-    /// each decoded length against the table. Nothing is changed.
+    /// Checks every record and the store's files as a whole ([`Store::verify_files`]): each
+    /// index entry against the format's limits and the committed tail (and, v2, its own
+    /// checksum), each record's stored bytes against their checksum (v2), each record decoded and
+    /// its length against the index. Nothing is changed.
     ///
     /// Every damaged record is listed; on a badly damaged store that is a long list, which
     /// [`Store::verify_each`] streams instead.
@@ -91,55 +117,135 @@ impl Store {
     /// # Errors
     /// Only for failures that stop the scan as a whole; bad records are listed in the report.
     pub fn verify(&self) -> Result<VerifyReport> {
+        let files = self.verify_files()?;
         let mut bad = Vec::new();
         let checked = self.verify_each(|idx, e| bad.push((idx, e)))?;
-        Ok(VerifyReport { checked, bad })
+        Ok(VerifyReport { checked, bad, files })
     }
 
-    /// [`Store::verify`] that hands each damaged record to `f`, in index order, as the scan
-    /// finds it (records are checked in parallel, a block at a time), and returns the number of
-    /// records checked. Memory stays bounded however many records are damaged.
+    /// The records part of [`Store::verify`], handing each damaged record to `f`, in index
+    /// order, as the scan finds it (records are checked in parallel, a block at a time), and
+    /// returning the number of records checked. Memory stays bounded however many records are
+    /// damaged.
     ///
     /// # Errors
     /// Only for failures that stop the scan as a whole.
-    pub fn verify_each(&self, mut f: impl FnMut(u32, Error)) -> Result<u64> {
-        /// Records checked between two hand-overs to `f`.
-        const BLOCK: u32 = 1 << 16;
-        let h = self.meta.header();
-        let mut first = 0u32;
-        while first < h.length {
-            let end = first.saturating_add(BLOCK).min(h.length);
-            let ids: Vec<u32> = (first..end).collect();
-            let bad: Vec<Vec<(u32, Error)>> =
-                ids.par_chunks(1024).map(|ids| self.verify_records(&h, ids)).collect();
+    pub fn verify_each(&self, mut f: impl FnMut(u64, Error)) -> Result<u64> {
+        let len = self.len();
+        let mut first = 0u64;
+        while first < len {
+            let end = (first + SCAN_BLOCK).min(len);
+            let ids: Vec<u64> = (first..end).collect();
+            let bad: Vec<Vec<(u64, Error)>> =
+                ids.par_chunks(1024).map(|ids| self.verify_records(ids)).collect();
             for (idx, e) in bad.into_iter().flatten() {
                 f(idx, e);
             }
             first = end;
         }
-        Ok(u64::from(h.length))
+        Ok(len)
     }
 
     /// The damaged records among `ids`, with what is wrong with each.
-    fn verify_records(&self, h: &Header, ids: &[u32]) -> Vec<(u32, Error)> {
+    fn verify_records(&self, ids: &[u64]) -> Vec<(u64, Error)> {
         let mut bad = Vec::new();
         let mut buf: Vec<u8> = Vec::new();
+        let frontier = self.index.frontier();
+        let checksums = self.index.has_checksums();
         for &idx in ids {
-            let loc = self.meta.entry(idx);
-            let codec = match loc.validate(h) {
-                Ok(c) => c,
-                Err(r) => {
-                    bad.push((idx, self.record_error(idx, format!("bad table entry: {r}"))));
-                    continue;
-                }
-            };
-            let one = fill_vec(&mut buf, loc.logic_length as usize, |out| {
-                self.read_shard(&[idx], &[(loc, codec)], out)
+            let checked = self.index.entry_checked(idx).and_then(|e| {
+                let entry = e.map_err(|r| self.record_error(idx, r))?;
+                let codec = self
+                    .index
+                    .check(&entry)
+                    .and_then(|c| committed(&entry, frontier).map(|()| c))
+                    .map_err(|r| self.record_error(idx, format!("bad index entry: {r}")))?;
+                Ok(Located { index: idx, entry, codec })
+            });
+            let one = checked.and_then(|l| {
+                fill_vec(&mut buf, l.entry.logical as usize, |out| self.read_shard(&[l], out, checksums))
             });
             if let Err(e) = one {
                 bad.push((idx, e));
             }
         }
         bad
+    }
+
+    /// Checks the store's files as a whole, beyond its records: a v2 header's fields that
+    /// readers do not check (the frontier's checksum, the reserved bytes), and `manifest.zr`
+    /// against the chunks (each chunk's length and crc32c) and the header's count. A v1 store
+    /// has nothing more to check. Run it on a store no writer is appending to: a commit under
+    /// way changes what it compares.
+    ///
+    /// # Errors
+    /// Only for failures that stop the check (an unreadable file); what is wrong is returned.
+    pub fn verify_files(&self) -> Result<Vec<Error>> {
+        let mut problems = Vec::new();
+        let Index::V2(map) = &self.index else { return Ok(problems) };
+        let header = map.header();
+        let h = match v2::Header::parse(&header, true) {
+            Ok(h) => h,
+            Err(e) => {
+                problems.push(v2_header_error(&self.index_path, e));
+                return Ok(problems);
+            }
+        };
+        let path = self.dir.join(MANIFEST_FILE);
+        let corrupt = |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason };
+        let manifest = match fs::read(&path) {
+            Ok(bytes) => match Manifest::decode(&bytes) {
+                Ok(m) => m,
+                Err((offset, reason)) => {
+                    problems.push(corrupt(offset, reason));
+                    return Ok(problems);
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                problems.push(corrupt(0, "missing (the next read-write open writes it again)".into()));
+                return Ok(problems);
+            }
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        if manifest.count != h.count {
+            problems
+                .push(corrupt(0, format!("counts {} records; the index header {}", manifest.count, h.count)));
+        }
+        if manifest.chunks.len() as u64 != u64::from(h.tail_chunk) + 1 {
+            problems.push(corrupt(
+                0,
+                format!(
+                    "lists {} chunks; the index header's tail is chunk {}",
+                    manifest.chunks.len(),
+                    h.tail_chunk
+                ),
+            ));
+        }
+        let sums: Vec<(u32, Result<v2::ChunkSummary>)> = (0..=h.tail_chunk)
+            .into_par_iter()
+            .map(|id| (id, self.summarise_chunk(id, (id == h.tail_chunk).then_some(h.tail_offset))))
+            .collect();
+        for (id, sum) in sums {
+            let sum = match sum {
+                Ok(s) => s,
+                Err(e) => {
+                    problems.push(e);
+                    continue;
+                }
+            };
+            if let Some(want) = manifest.chunks.get(id as usize)
+                && *want != sum
+            {
+                problems.push(Error::Corrupt {
+                    path: chunk_path(&self.dir, id),
+                    offset: 0,
+                    reason: format!(
+                        "{} bytes with crc32c {:#010x}; the manifest says {} bytes with crc32c {:#010x}",
+                        sum.len, sum.crc, want.len, want.crc
+                    ),
+                });
+            }
+        }
+        Ok(problems)
     }
 }

@@ -75,6 +75,30 @@ impl<'a> Destination<'a> {
         self.filled += dst.filled;
         result
     }
+
+    /// Hands `f` the next `len` bytes, zero-filled first (for a decoder that writes only into
+    /// initialised memory), and counts as written the `n` bytes `f` reports.
+    ///
+    /// # Errors
+    /// `f`'s error, after which nothing of the `len` bytes counts as written.
+    ///
+    /// # Panics
+    /// When `len` exceeds [`Destination::remaining`], or `f` reports more than `len` bytes.
+    pub(crate) fn write_zeroed<E>(
+        &mut self,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> std::result::Result<usize, E>,
+    ) -> std::result::Result<usize, E> {
+        let region = &mut self.buf[self.filled..self.filled + len];
+        region.fill(MaybeUninit::new(0));
+        // SAFETY: every byte of `region` was just initialised; `[u8]` and `[MaybeUninit<u8>]`
+        // have the same layout; the borrow is exclusive for `f`'s call.
+        let init = unsafe { std::slice::from_raw_parts_mut(region.as_mut_ptr().cast::<u8>(), len) };
+        let n = f(init)?;
+        assert!(n <= len, "a decoder reported {n} bytes written into {len}");
+        self.filled += n;
+        Ok(n)
+    }
 }
 
 impl Drop for Destination<'_> {

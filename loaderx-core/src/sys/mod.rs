@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | `map` | [`MappedFile`]: the one type that maps a file (inputs, chunk files) |
 //! | `table` | [`MetaMap`]: the v1 `meta.zr` table, mapped and used in place |
+//! | `index` | [`IndexMap`]: the v2 `index.zr`, a mapped array that grows |
 //! | `dest` | [`Destination`]: gather destinations in possibly uninitialised memory |
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
@@ -22,6 +23,7 @@
 
 mod cpu;
 mod dest;
+mod index;
 mod io;
 mod map;
 #[cfg(feature = "cuda")]
@@ -30,6 +32,7 @@ mod table;
 
 pub(crate) use cpu::{Kernel, prefetch, with_avx2};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
+pub(crate) use index::{IndexMap, IndexView};
 pub(crate) use io::{read_exact_at, same_file, write_all_at};
 pub use map::MappedFile;
 #[cfg(feature = "cuda")]

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use loaderx_core::{
-    Codec, DType, DataLoader, DenseDataset, Error, MAX_RECORD_SIZE, MAX_RECORDS, RaggedDataset, Sampler,
-    Store, StoreOptions, WriteOptions, convert, convert::NpyHeader,
+    Codec, DType, DataLoader, DenseDataset, Error, Format, MAX_RECORD_SIZE, MAX_RECORDS, RaggedDataset,
+    Sampler, Store, StoreOptions, WriteOptions, convert, convert::NpyHeader,
 };
 
-use crate::common::{patch, record};
+use crate::common::{entry_at, entry_fields, opts, patch, record};
 
 /// A file's length and its non-zero 64 KiB pieces.
 type FileImage = (u64, Vec<(usize, Vec<u8>)>);
@@ -52,12 +52,33 @@ fn entry_offset(idx: u64) -> u64 {
     16 * (1 + idx)
 }
 
-/// A store of 200 self-describing records at `dir/s`.
+/// A v1 store of 200 self-describing records at `dir/s`.
 fn store(dir: &Path, codec: Codec) -> PathBuf {
+    store_in(dir, codec, Format::V1)
+}
+
+/// A store of 200 self-describing records at `dir/s` in `format`.
+fn store_in(dir: &Path, codec: Codec, format: Format) -> PathBuf {
     let path = dir.join("s");
-    let s = Store::create(&path, StoreOptions::new()).unwrap();
+    let s = Store::create(&path, opts(format)).unwrap();
     crate::common::append(&s, &(0..200).map(record).collect::<Vec<_>>(), codec);
     path
+}
+
+/// A v2 store of 200 records.
+fn v2(dir: &Path, codec: Codec) -> PathBuf {
+    store_in(dir, codec, Format::V2)
+}
+
+/// Flips one bit of byte `at` of `path`.
+fn flip(path: &Path, at: u64) {
+    let b = std::fs::read(path).unwrap()[at as usize];
+    patch(path, at, &[b ^ 0x10]);
+}
+
+/// Opens read-only with verified reads.
+fn verified(s: &Path) -> Result<Store, Error> {
+    Store::open_with(s, StoreOptions::new().verify_reads(true))
 }
 
 fn ends(p: &Path, name: &str) -> bool {
@@ -189,7 +210,7 @@ fn cases() -> Vec<Case> {
             "store full",
             |d| {
                 let s = d.join("s");
-                drop(Store::create(&s, StoreOptions::new()).unwrap());
+                drop(Store::create(&s, opts(Format::V1)).unwrap());
                 patch(&s.join("meta.zr"), 12, &(MAX_RECORDS - 1).to_ne_bytes());
                 s
             },
@@ -197,6 +218,182 @@ fn cases() -> Vec<Case> {
                 Store::open_rw(s, StoreOptions::new())?.append(&[b"a".as_slice(), b"b"], Codec::Raw).map(drop)
             },
             |e, _| matches!(e, Error::StoreFull { adding: 2, .. }),
+        ),
+        (
+            "LZ4 on a v1 store",
+            |d| store(d, Codec::Raw),
+            |s| Store::open_rw(s, StoreOptions::new())?.append(&[b"abc"], Codec::Lz4).map(drop),
+            |e, _| matches!(e, Error::InvalidArgument(m) if m.contains("lz4")),
+        ),
+        (
+            "v2: wrong magic",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                patch(&s.join("index.zr"), 0, b"NOPE");
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, s| matches!(e, Error::NotAStore { path, .. } if *path == s.join("index.zr")),
+        ),
+        (
+            "v2: index shorter than its header",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(s.join("index.zr"))
+                    .unwrap()
+                    .set_len(40)
+                    .unwrap();
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, s| matches!(e, Error::Corrupt { path, .. } if *path == s.join("index.zr")),
+        ),
+        (
+            "v2: a count past the entries the index holds",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                let len = std::fs::metadata(s.join("index.zr")).unwrap().len();
+                patch(&s.join("index.zr"), 40, &((len - 64) / 32 + 1).to_le_bytes());
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, s| matches!(e, Error::Corrupt { path, .. } if *path == s.join("index.zr")),
+        ),
+        (
+            "v2: a flipped bit in the header's fixed fields",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                flip(&s.join("index.zr"), 9);
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, s| matches!(e, Error::Corrupt { path, offset: 20, .. } if *path == s.join("index.zr")),
+        ),
+        (
+            "v2: other version",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                patch(&s.join("index.zr"), 4, &9u16.to_le_bytes());
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, _| matches!(e, Error::Version { found: 9, .. }),
+        ),
+        (
+            "v2: entry pointing outside its chunk",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                let (file, at) = entry_at(&s, 5);
+                patch(&file, at, &(1u64 << 40).to_le_bytes());
+                s
+            },
+            |s| Store::open(s)?.gather(&[4, 5]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 5, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "v2: entry naming a chunk that does not exist",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                let (file, at) = entry_at(&s, 6);
+                patch(&file, at + 16, &4_000_000_000u32.to_le_bytes());
+                s
+            },
+            |s| Store::open(s)?.gather(&[6]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 6, path, .. } if ends(path, "4000000000.zr")),
+        ),
+        (
+            "v2: a flipped bit in an entry, verified read",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                let (file, at) = entry_at(&s, 9);
+                flip(&file, at + 13);
+                s
+            },
+            |s| verified(s)?.gather(&[8, 9]).map(drop),
+            |e, s| matches!(e, Error::CorruptRecord { index: 9, path, .. } if *path == s.join("index.zr")),
+        ),
+        (
+            "v2: a flipped bit in a raw record, verified read",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                let e = entry_fields(&s, 11);
+                flip(&s.join("0.zr"), e.offset + e.stored / 2);
+                s
+            },
+            |s| verified(s)?.gather(&[10, 11]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 11, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "v2: a flipped bit in a raw record, verified fixed-stride read",
+            |d| {
+                let s = v2(d, Codec::Raw);
+                let e = entry_fields(&s, 12);
+                flip(&s.join("0.zr"), e.offset);
+                s
+            },
+            |s| {
+                let store = verified(s)?;
+                let len = store.record_lens(&[12])?[0] as usize;
+                store.gather_fixed(&[12], len, &mut vec![0; len])
+            },
+            |e, _| matches!(e, Error::CorruptRecord { index: 12, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "v2: a flipped bit in an LZ4 record, verified read",
+            |d| {
+                let s = v2(d, Codec::Lz4);
+                let e = entry_fields(&s, 1);
+                assert_eq!(e.codec, 3, "record 1 is lz4");
+                flip(&s.join("0.zr"), e.offset + e.stored / 2);
+                s
+            },
+            |s| verified(s)?.gather(&[1]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 1, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "v2: a damaged LZ4 record, unverified read",
+            |d| {
+                let s = v2(d, Codec::Lz4);
+                let e = entry_fields(&s, 1);
+                // The first token: literal and match lengths no longer add up to the record.
+                patch(&s.join("0.zr"), e.offset, &[0xFF]);
+                s
+            },
+            |s| Store::open(s)?.gather(&[1]).map(drop),
+            |e, _| matches!(e, Error::CorruptRecord { index: 1, path, .. } if ends(path, "0.zr")),
+        ),
+        (
+            "v2: a dict.zr that is not the store's dictionary",
+            |d| {
+                let s = v2(d, Codec::ZstdDict);
+                let other = d.join("other");
+                let o = Store::create(&other, StoreOptions::new()).unwrap();
+                assert!(o.train_dictionary(&(1000..1400).map(record).collect::<Vec<_>>()).unwrap());
+                drop(o);
+                std::fs::copy(other.join("dict.zr"), s.join("dict.zr")).unwrap();
+                std::fs::remove_dir_all(other).unwrap();
+                s
+            },
+            |s| Store::open(s).map(drop),
+            |e, s| matches!(e, Error::Corrupt { path, .. } if *path == s.join("dict.zr")),
+        ),
+        (
+            "v2: record over 4 GiB - 1 (refused before anything is read)",
+            |d| v2(d, Codec::Raw),
+            |s| {
+                // A zero-length slice standing for a record too large: only its length is looked at.
+                struct Huge;
+                impl AsRef<[u8]> for Huge {
+                    fn as_ref(&self) -> &[u8] {
+                        static BIG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+                        BIG.get_or_init(|| vec![0u8; u32::MAX as usize + 1])
+                    }
+                }
+                Store::open_rw(s, StoreOptions::new())?.append(&[Huge], Codec::Raw).map(drop)
+            },
+            |e, _| matches!(e, Error::RecordTooLarge { index: 0, .. }),
         ),
         (
             "bad schema",

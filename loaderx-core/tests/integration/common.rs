@@ -2,6 +2,58 @@
 
 use std::path::Path;
 
+use loaderx_core::{Format, StoreOptions};
+
+/// Both on-disk formats: the tests of what they share run on each.
+pub const FORMATS: [Format; 2] = [Format::V1, Format::V2];
+
+/// Store options for a new store of `format`.
+pub fn opts(format: Format) -> StoreOptions {
+    StoreOptions::new().format(format)
+}
+
+/// An index entry as the tests read it from the files (either format's layout).
+#[derive(Debug, Clone, Copy)]
+pub struct EntryFields {
+    pub offset: u64,
+    pub stored: u64,
+    pub chunk: u32,
+    pub codec: u8,
+}
+
+/// Byte offset of entry `idx` in the index file of the store at `path`, and that file's name.
+pub fn entry_at(path: &Path, idx: u64) -> (std::path::PathBuf, u64) {
+    if path.join("index.zr").exists() {
+        (path.join("index.zr"), 64 + 32 * idx)
+    } else {
+        (path.join("meta.zr"), 16 * (1 + idx))
+    }
+}
+
+/// Entry `idx` of the store at `path`, read through the documented layouts (v1: host byte order
+/// u32 offset, u32 stored, u32 logical, u16 chunk, u8 codec; v2: little-endian u64 offset, u32
+/// stored, u32 logical, u32 chunk, u8 codec).
+pub fn entry_fields(path: &Path, idx: u64) -> EntryFields {
+    let (file, at) = entry_at(path, idx);
+    let bytes = std::fs::read(&file).unwrap();
+    let e = &bytes[at as usize..];
+    if file.ends_with("index.zr") {
+        EntryFields {
+            offset: u64::from_le_bytes(e[0..8].try_into().unwrap()),
+            stored: u64::from(u32::from_le_bytes(e[8..12].try_into().unwrap())),
+            chunk: u32::from_le_bytes(e[16..20].try_into().unwrap()),
+            codec: e[20],
+        }
+    } else {
+        EntryFields {
+            offset: u64::from(u32::from_ne_bytes(e[0..4].try_into().unwrap())),
+            stored: u64::from(u32::from_ne_bytes(e[4..8].try_into().unwrap())),
+            chunk: u32::from(u16::from_ne_bytes(e[12..14].try_into().unwrap())),
+            codec: e[14],
+        }
+    }
+}
+
 /// A deterministic, self-describing record: 8 bytes of id, then a payload derived from the id.
 /// Lengths vary with the id; some payloads compress, some do not.
 pub fn record(id: u64) -> Vec<u8> {
@@ -42,7 +94,7 @@ pub fn append<R: AsRef<[u8]> + Sync>(
     store: &loaderx_core::Store,
     records: &[R],
     codec: loaderx_core::Codec,
-) -> std::ops::Range<u32> {
+) -> std::ops::Range<u64> {
     if codec == loaderx_core::Codec::ZstdDict
         && !store.has_dictionary()
         && !store.train_dictionary(records).unwrap()

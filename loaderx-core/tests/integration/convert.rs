@@ -434,14 +434,19 @@ fn dir_records_follow_byte_wise_name_order() {
 }
 
 #[test]
-fn dir_with_a_file_over_1_mib_names_it_and_writes_nothing() {
+fn dir_with_a_file_over_1_mib_names_it_and_writes_nothing_in_v1_and_takes_it_in_v2() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in");
     std::fs::create_dir(&input).unwrap();
     std::fs::write(input.join("small"), b"ok").unwrap();
-    std::fs::write(input.join("huge.bin"), vec![0u8; (1 << 20) + 1]).unwrap();
+    let huge: Vec<u8> = (0..(1 << 20) + 1).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(input.join("huge.bin"), &huge).unwrap();
     let out = dir.path().join("d");
-    let err = convert::dir(&input, &out, WriteOptions::new()).unwrap_err();
+    let err = convert::dir(&input, &out, WriteOptions::new().format(loaderx_core::Format::V1)).unwrap_err();
     assert!(matches!(&err, Error::BadInput { path, .. } if path.ends_with("huge.bin")), "{err}");
     assert!(nothing_at(&out));
+    // v2 records go to 4 GiB - 1.
+    convert::dir(&input, &out, WriteOptions::new()).unwrap();
+    let d = RaggedDataset::<u8>::open(&out).unwrap();
+    assert_eq!(d.get_batch(&[0, 1]).unwrap(), vec![huge, b"ok".to_vec()]);
 }

@@ -9,8 +9,9 @@
 //! - `LOADERX_CRASH_SEED`: seed of the kill moments (default: from the clock, printed);
 //! - `LOADERX_CONCURRENCY_MS`: how long the concurrency tests run (default 1000).
 //!
-//! Each crash loop prints `crash MODE: N passed, M failed`; an iteration that fails is reported,
-//! the store is recreated and the loop goes on, then the test fails if any did.
+//! Each crash loop prints `crash MODE FORMAT: N passed, M failed`; an iteration that fails is
+//! reported, the store is recreated and the loop goes on, then the test fails if any did. Every
+//! loop and concurrency test runs on both store formats.
 
 use std::collections::HashSet;
 use std::io::BufRead;
@@ -20,11 +21,11 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use loaderx_core::{
-    Codec, DType, DatasetWriter, DenseDataset, RaggedDataset, Store, StoreOptions, WriteOptions,
+    Codec, DType, DatasetWriter, DenseDataset, Format, RaggedDataset, Store, StoreOptions, WriteOptions,
     convert::NpyHeader,
 };
 
-use crate::common::{check_record, record};
+use crate::common::{FORMATS, check_record, opts, record};
 
 const CHILD_ENV: &str = "LOADERX_CRASH_CHILD";
 /// Records per append in the `append` mode, and per append of the `compact` mode's cycle.
@@ -73,6 +74,14 @@ fn codec_of(k: u64) -> Codec {
     Codec::ALL[(k % 3) as usize]
 }
 
+/// The codecs a child's store cycles through: LZ4 too in a v2 store.
+fn codec_in(store: &Store, k: u64) -> Codec {
+    match store.format() {
+        Format::V1 => codec_of(k),
+        Format::V2 => Codec::ALL_V2[(k % 4) as usize],
+    }
+}
+
 /// Runs in a child process (see [`crash_loop`]): writes until it is killed, printing `STEP k`
 /// after the `k`-th operation has returned (so it is committed) and `READY` once the store is open.
 #[test]
@@ -82,8 +91,17 @@ fn crash_child() {
     let mut parts = spec.splitn(3, ':');
     let (mode, first, path) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
     let mut next: u64 = first.parse().unwrap();
-    if mode == "convert" {
-        return convert_child(Path::new(path));
+    if let Some(format) = mode.strip_prefix("convert.") {
+        return convert_child(Path::new(path), format.parse().unwrap());
+    }
+    if mode == "migrate" {
+        // To the other format and back, one migration per step.
+        println!("READY");
+        for k in 1.. {
+            let to = if Store::open(path).unwrap().format() == Format::V1 { Format::V2 } else { Format::V1 };
+            Store::migrate(path, to, &|_, _| {}).unwrap();
+            println!("STEP {k}");
+        }
     }
     let mut store = Store::open_rw(path, StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
     println!("READY");
@@ -92,14 +110,14 @@ fn crash_child() {
             // Appends only; in a reader-visible order: ids rise with the index.
             "append" | "writer" => {
                 let recs: Vec<Vec<u8>> = (next..next + APPEND_BATCH).map(record).collect();
-                crate::common::append(&store, &recs, codec_of(k));
+                crate::common::append(&store, &recs, codec_in(&store, k));
                 next += APPEND_BATCH;
             }
             // append, delete every third record, compact: one store operation per step.
             "compact" => match k % 3 {
                 1 => {
                     let recs: Vec<Vec<u8>> = (next..next + COMPACT_BATCH).map(record).collect();
-                    crate::common::append(&store, &recs, codec_of(k / 3));
+                    crate::common::append(&store, &recs, codec_in(&store, k / 3));
                     next += COMPACT_BATCH;
                 }
                 2 => store.delete(&(0..store.len()).step_by(3).collect::<Vec<_>>()).unwrap(),
@@ -115,11 +133,11 @@ fn crash_child() {
 
 /// The `convert` child: converts into `dir/out{k}` for k = 1, 2, ... (odd: `convert::npy` of
 /// `dir/in.npy`; even: a ragged dataset through [`DatasetWriter`]), printing `STEP k` after each.
-fn convert_child(dir: &Path) {
+fn convert_child(dir: &Path, format: Format) {
     println!("READY");
     for k in 1u64.. {
         let out = dir.join(format!("out{k}"));
-        let opts = WriteOptions::new().codec(codec_of(k / 2));
+        let opts = WriteOptions::new().format(format).codec(codec_of(k / 2));
         if k % 2 == 1 {
             loaderx_core::convert::npy(dir.join("in.npy"), &out, opts).unwrap();
         } else {
@@ -261,13 +279,25 @@ fn check_store(
     Ok((found, next_after))
 }
 
-fn crash_loop(mode: &str) {
+fn crash_loop(mode: &str, format: Format) {
     let iterations = env_u64("LOADERX_CRASH_ITERS", 3);
     let mut rng = Rng::from_env();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    drop(Store::create(&path, StoreOptions::new()).unwrap());
-    let (mut ids, mut next) = (Vec::new(), 0u64);
+    let seed = |path: &Path| {
+        let store = Store::create(path, opts(format).overwrite(true)).unwrap();
+        if mode == "migrate" {
+            // A store to migrate: records over several chunks and codecs.
+            for b in 0..4u64 {
+                let recs: Vec<Vec<u8>> = (b * 500..(b + 1) * 500).map(record).collect();
+                crate::common::append(&store, &recs, codec_of(b));
+            }
+            ((0..2000).collect::<Vec<u64>>(), 2000)
+        } else {
+            (Vec::new(), 0)
+        }
+    };
+    let (mut ids, mut next) = seed(&path);
     let (mut passed, mut failed) = (0u64, 0u64);
     for it in 0..iterations {
         let run = Duration::from_millis(rng.below(300));
@@ -280,25 +310,37 @@ fn crash_loop(mode: &str) {
             }
             Err(e) => {
                 failed += 1;
-                eprintln!("crash {mode}: iteration {it} (killed after {run:?}): {e}");
+                eprintln!("crash {mode} {format}: iteration {it} (killed after {run:?}): {e}");
                 // Start over from a fresh store: what is left is already reported.
-                drop(Store::create(&path, StoreOptions::new().overwrite(true)).unwrap());
-                (ids, next) = (Vec::new(), next + 1_000_000);
+                (ids, next) = seed(&path);
             }
         }
     }
-    println!("crash {mode}: {passed} passed, {failed} failed");
-    assert_eq!(failed, 0, "crash {mode}: {failed} of {iterations} iterations failed");
+    println!("crash {mode} {format}: {passed} passed, {failed} failed");
+    assert_eq!(failed, 0, "crash {mode} {format}: {failed} of {iterations} iterations failed");
 }
 
 #[test]
 fn crash_during_append_leaves_every_committed_record_intact() {
-    crash_loop("append");
+    for format in FORMATS {
+        crash_loop("append", format);
+    }
+}
+
+/// A migration killed at any point leaves the store (in the format it had, or the other)
+/// holding every record.
+#[test]
+fn crash_during_migration_leaves_the_store_intact() {
+    for format in FORMATS {
+        crash_loop("migrate", format);
+    }
 }
 
 #[test]
 fn crash_during_delete_and_compaction_leaves_every_committed_record_intact() {
-    crash_loop("compact");
+    for format in FORMATS {
+        crash_loop("compact", format);
+    }
 }
 
 /// Checks one output of the `convert` child: a complete, correct dataset.
@@ -327,13 +369,17 @@ fn check_output(out: &Path, k: u64, values: &[f32]) -> Result<(), String> {
 
 /// After a killed conversion: every reported output is complete; the one in flight is complete
 /// or absent; nothing later exists; no staging directory opens as a dataset.
-fn check_convert(dir: &Path, killed: &Killed, values: &[f32]) -> Result<(), String> {
+fn check_convert(dir: &Path, killed: &Killed, values: &[f32], format: Format) -> Result<(), String> {
     for k in 1..=killed.steps + 1 {
         let out = dir.join(format!("out{k}"));
         if k > killed.steps && !out.exists() {
             continue;
         }
         check_output(&out, k, values).map_err(|e| format!("{}: {e}", out.display()))?;
+        let written = Store::open(&out).map_err(|e| e.to_string())?.format();
+        if written != format {
+            return Err(format!("{} is a {written} store, expected {format}", out.display()));
+        }
     }
     let later = dir.join(format!("out{}", killed.steps + 2));
     if later.exists() {
@@ -352,6 +398,12 @@ fn check_convert(dir: &Path, killed: &Killed, values: &[f32]) -> Result<(), Stri
 
 #[test]
 fn crash_during_conversion_leaves_a_complete_dataset_or_none() {
+    for format in FORMATS {
+        crash_convert(format);
+    }
+}
+
+fn crash_convert(format: Format) {
     let iterations = env_u64("LOADERX_CRASH_ITERS", 3);
     let mut rng = Rng::from_env();
     let root = tempfile::tempdir().unwrap();
@@ -364,17 +416,20 @@ fn crash_during_conversion_leaves_a_complete_dataset_or_none() {
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(dir.join("in.npy"), &npy).unwrap();
         let run = Duration::from_millis(rng.below(800));
-        match run_and_kill("convert", 0, &dir, run).and_then(|killed| check_convert(&dir, &killed, &values)) {
+        let mode = format!("convert.{format}");
+        match run_and_kill(&mode, 0, &dir, run)
+            .and_then(|killed| check_convert(&dir, &killed, &values, format))
+        {
             Ok(()) => passed += 1,
             Err(e) => {
                 failed += 1;
-                eprintln!("crash convert: iteration {it} (killed after {run:?}): {e}");
+                eprintln!("crash convert {format}: iteration {it} (killed after {run:?}): {e}");
             }
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
-    println!("crash convert: {passed} passed, {failed} failed");
-    assert_eq!(failed, 0, "crash convert: {failed} of {iterations} iterations failed");
+    println!("crash convert {format}: {passed} passed, {failed} failed");
+    assert_eq!(failed, 0, "crash convert {format}: {failed} of {iterations} iterations failed");
 }
 
 // ------------------------------------------------------------------ concurrency
@@ -389,11 +444,11 @@ fn read_until(store: &Store, deadline: Instant, seed: u64) -> (u64, u64) {
         if n == 0 {
             continue;
         }
-        let idx: Vec<u32> = (0..32).map(|_| rng.below(u64::from(n)) as u32).collect();
+        let idx: Vec<u64> = (0..32).map(|_| rng.below(n)).collect();
         match store.gather(&idx) {
             Ok(got) => {
                 for (k, r) in got.iter().enumerate() {
-                    if check_record(r) != Some(u64::from(idx[k])) {
+                    if check_record(r) != Some(idx[k]) {
                         eprintln!("record {} is not intact", idx[k]);
                         bad += 1;
                     }
@@ -411,9 +466,15 @@ fn read_until(store: &Store, deadline: Instant, seed: u64) -> (u64, u64) {
 
 #[test]
 fn readers_in_this_process_verify_every_record_while_a_thread_appends() {
+    for format in FORMATS {
+        concurrent_in_process(format);
+    }
+}
+
+fn concurrent_in_process(format: Format) {
     let ms = env_u64("LOADERX_CONCURRENCY_MS", 1000);
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
+    let store = Store::create(dir.path().join("s"), opts(format).chunk_capacity(1 << 20)).unwrap();
     store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
     let deadline = Instant::now() + Duration::from_millis(ms);
     let store = &store;
@@ -421,7 +482,7 @@ fn readers_in_this_process_verify_every_record_while_a_thread_appends() {
         let writer = s.spawn(move || {
             let mut k = 0u64;
             while Instant::now() < deadline {
-                let next = u64::from(store.len());
+                let next = store.len();
                 crate::common::append(
                     store,
                     &(next..next + APPEND_BATCH).map(record).collect::<Vec<_>>(),
@@ -437,17 +498,23 @@ fn readers_in_this_process_verify_every_record_while_a_thread_appends() {
     });
     let bad: u64 = results.iter().map(|r| r.1).sum();
     let gathers: u64 = results.iter().map(|r| r.0).sum();
-    println!("concurrency in-process: {appends} appends, {gathers} gathers, {bad} mismatches");
+    println!("concurrency in-process {format}: {appends} appends, {gathers} gathers, {bad} mismatches");
     assert_eq!(bad, 0);
     assert!(store.verify().unwrap().bad.is_empty());
 }
 
 #[test]
 fn readers_in_another_process_verify_every_record_while_a_writer_appends() {
+    for format in FORMATS {
+        concurrent_cross_process(format);
+    }
+}
+
+fn concurrent_cross_process(format: Format) {
     let ms = env_u64("LOADERX_CONCURRENCY_MS", 1000);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    let store = Store::create(&path, opts(format)).unwrap();
     store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
     drop(store);
     // The child appends record(i) at index i, so a reader can check any index it sees.
@@ -472,7 +539,7 @@ fn readers_in_another_process_verify_every_record_while_a_writer_appends() {
     let bad: u64 = results.iter().map(|r| r.1).sum();
     let gathers: u64 = results.iter().map(|r| r.0).sum();
     println!(
-        "concurrency cross-process: {steps} appends seen, reader saw {} records, {gathers} gathers, {bad} mismatches",
+        "concurrency cross-process {format}: {steps} appends seen, reader saw {} records, {gathers} gathers, {bad} mismatches",
         reader.len()
     );
     assert_eq!(bad, 0);

@@ -7,3 +7,4 @@ mod crash;
 mod dataset;
 mod loader;
 mod store;
+mod v2;

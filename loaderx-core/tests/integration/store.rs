@@ -1,14 +1,15 @@
-//! The Zrecord store: round trips, delete, compaction, corruption, concurrency (crashes: `crash.rs`).
+//! The Zrecord store: round trips, delete, compaction, corruption, concurrency, in both formats
+//! (crashes: `crash.rs`; what only v2 has: `v2.rs`).
 
 use std::path::Path;
 
-use loaderx_core::{Codec, Error, MAX_RECORD_SIZE, MAX_RECORDS, Store, StoreOptions};
+use loaderx_core::{Codec, Error, Format, MAX_RECORD_SIZE, MAX_RECORDS, Store};
 use proptest::prelude::*;
 
-use crate::common::{check_record, patch, record};
+use crate::common::{FORMATS, check_record, entry_fields, opts, patch, record};
 
-fn create(dir: &Path) -> Store {
-    Store::create(dir.join("s"), StoreOptions::new()).unwrap()
+fn create(dir: &Path, format: Format) -> Store {
+    Store::create(dir.join("s"), opts(format)).unwrap()
 }
 
 fn noise(len: usize, seed: u64) -> Vec<u8> {
@@ -24,7 +25,7 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 }
 
 fn codec_strategy() -> impl Strategy<Value = Codec> {
-    prop_oneof![Just(Codec::Raw), Just(Codec::Zstd), Just(Codec::ZstdDict)]
+    prop_oneof![Just(Codec::Raw), Just(Codec::Zstd), Just(Codec::ZstdDict), Just(Codec::Lz4)]
 }
 
 fn record_strategy() -> impl Strategy<Value = Vec<u8>> {
@@ -47,12 +48,21 @@ proptest! {
     fn append_then_gather_round_trips(
         batches in proptest::collection::vec((proptest::collection::vec(record_strategy(), 0..60), codec_strategy()), 1..4),
         seed in any::<u64>(),
+        v2 in any::<bool>(),
     ) {
+        let format = if v2 { Format::V2 } else { Format::V1 };
         let dir = tempfile::tempdir().unwrap();
         // Small chunks so rollover happens within the test.
-        let store = Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(64 << 10)).unwrap();
+        let store = Store::create(dir.path().join("s"), opts(format).chunk_capacity(64 << 10)).unwrap();
         let mut all: Vec<Vec<u8>> = Vec::new();
         for (records, codec) in &batches {
+            // LZ4 is a v2 codec: a v1 store refuses it whole.
+            let codec = &if *codec == Codec::Lz4 && format == Format::V1 {
+                prop_assert!(matches!(store.append(records, Codec::Lz4), Err(Error::InvalidArgument(_))));
+                Codec::Zstd
+            } else {
+                *codec
+            };
             if *codec == Codec::ZstdDict && !store.has_dictionary() {
                 // Training is explicit: without a dictionary the batch is refused whole.
                 let refused = store.append(records, *codec);
@@ -96,13 +106,14 @@ proptest! {
 
 #[test]
 fn records_of_exactly_one_mib_round_trip_in_every_codec() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
+    let store = create(dir.path(), format);
     let recs =
         vec![noise(MAX_RECORD_SIZE, 7), vec![3u8; MAX_RECORD_SIZE], Vec::new(), noise(MAX_RECORD_SIZE, 9)];
     for codec in Codec::ALL {
         let r = crate::common::append(&store, &recs, codec);
-        let idx: Vec<u32> = r.rev().collect();
+        let idx: Vec<u64> = r.rev().collect();
         let got = store.gather(&idx).unwrap();
         let want: Vec<Vec<u8>> = recs.iter().rev().cloned().collect();
         assert_eq!(got, want, "codec {codec}");
@@ -113,9 +124,10 @@ fn records_of_exactly_one_mib_round_trip_in_every_codec() {
 }
 
 #[test]
-fn record_over_one_mib_is_refused_and_nothing_is_written() {
+fn record_over_one_mib_is_refused_in_v1_and_nothing_is_written() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
+    let store = create(dir.path(), format);
     let recs = vec![vec![1u8; 10], vec![0u8; MAX_RECORD_SIZE + 1]];
     match store.append(&recs, Codec::Zstd) {
         Err(Error::RecordTooLarge { index: 1, size, .. }) => assert_eq!(size as usize, MAX_RECORD_SIZE + 1),
@@ -126,117 +138,128 @@ fn record_over_one_mib_is_refused_and_nothing_is_written() {
 
 #[test]
 fn gather_fixed_fills_a_stride_and_rejects_other_sizes() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
-    let recs: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 12]).collect();
-    store.append(&recs, Codec::Zstd).unwrap();
-    let mut dst = vec![0u8; 36];
-    store.gather_fixed(&[9, 0, 4], 12, &mut dst).unwrap();
-    assert_eq!(&dst[..12], &[9u8; 12]);
-    assert_eq!(&dst[24..], &[4u8; 12]);
-    store.append(&[vec![1u8; 5]], Codec::Raw).unwrap();
-    match store.gather_fixed(&[0, 10, 1], 12, &mut dst) {
-        Err(Error::CorruptRecord { index: 10, .. }) => {}
-        other => panic!("expected CorruptRecord for index 10, got {other:?}"),
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let store = create(dir.path(), format);
+        let recs: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 12]).collect();
+        store.append(&recs, Codec::Zstd).unwrap();
+        let mut dst = vec![0u8; 36];
+        store.gather_fixed(&[9, 0, 4], 12, &mut dst).unwrap();
+        assert_eq!(&dst[..12], &[9u8; 12]);
+        assert_eq!(&dst[24..], &[4u8; 12]);
+        store.append(&[vec![1u8; 5]], Codec::Raw).unwrap();
+        match store.gather_fixed(&[0, 10, 1], 12, &mut dst) {
+            Err(Error::CorruptRecord { index: 10, .. }) => {}
+            other => panic!("expected CorruptRecord for index 10, got {other:?}"),
+        }
+        assert!(matches!(store.gather_fixed(&[0], 12, &mut dst), Err(Error::InvalidArgument(_))));
     }
-    assert!(matches!(store.gather_fixed(&[0], 12, &mut dst), Err(Error::InvalidArgument(_))));
 }
 
 #[test]
 fn index_out_of_range_names_the_index() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
-    store.append(&[b"a"], Codec::Raw).unwrap();
-    match store.gather(&[0, 1]) {
-        Err(Error::IndexOutOfRange { index: 1, len: 1, .. }) => {}
-        other => panic!("{other:?}"),
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let store = create(dir.path(), format);
+        store.append(&[b"a"], Codec::Raw).unwrap();
+        match store.gather(&[0, 1]) {
+            Err(Error::IndexOutOfRange { index: 1, len: 1, .. }) => {}
+            other => panic!("{other:?}"),
+        }
     }
 }
 
 #[test]
 fn delete_swaps_the_tail_in_descending_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = create(dir.path());
-    let recs: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 3]).collect();
-    store.append(&recs, Codec::Raw).unwrap();
-    // [a b c d e f g h] delete {1, 6, 3, 6}: descending 6 -> [a b c d e f h], 3 -> [a b c h e f],
-    // 1 -> [a f c h e].
-    store.delete(&[1, 6, 3, 6]).unwrap();
-    let got: Vec<u8> =
-        store.gather(&(0..store.len()).collect::<Vec<_>>()).unwrap().iter().map(|r| r[0]).collect();
-    assert_eq!(got, b"afche");
-    assert!(matches!(store.delete(&[5]), Err(Error::IndexOutOfRange { index: 5, len: 5, .. })));
-    drop(store);
-    let reopened = Store::open(dir.path().join("s")).unwrap();
-    assert_eq!(reopened.len(), 5);
-    assert_eq!(reopened.get(1).unwrap(), b"fff");
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = create(dir.path(), format);
+        let recs: Vec<Vec<u8>> = (0..8u8).map(|i| vec![b'a' + i; 3]).collect();
+        store.append(&recs, Codec::Raw).unwrap();
+        // [a b c d e f g h] delete {1, 6, 3, 6}: descending 6 -> [a b c d e f h], 3 -> [a b c h e f],
+        // 1 -> [a f c h e].
+        store.delete(&[1, 6, 3, 6]).unwrap();
+        let got: Vec<u8> =
+            store.gather(&(0..store.len()).collect::<Vec<_>>()).unwrap().iter().map(|r| r[0]).collect();
+        assert_eq!(got, b"afche");
+        assert!(matches!(store.delete(&[5]), Err(Error::IndexOutOfRange { index: 5, len: 5, .. })));
+        drop(store);
+        let reopened = Store::open(dir.path().join("s")).unwrap();
+        assert_eq!(reopened.len(), 5);
+        assert_eq!(reopened.get(1).unwrap(), b"fff");
+    }
 }
 
 #[test]
 fn compaction_preserves_every_record_and_leaves_the_table_dense() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store =
-        Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(40 << 10)).unwrap();
-    for b in 0..6u64 {
-        let recs: Vec<Vec<u8>> = (b * 50..(b + 1) * 50).map(record).collect();
-        store.append(&recs, if b % 2 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::create(dir.path().join("s"), opts(format).chunk_capacity(40 << 10)).unwrap();
+        for b in 0..6u64 {
+            let recs: Vec<Vec<u8>> = (b * 50..(b + 1) * 50).map(record).collect();
+            store.append(&recs, if b % 2 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
+        }
+        let del: Vec<u32> = (0..300).filter(|i| i % 3 == 1).collect();
+        store.delete(&del).unwrap();
+        let idx: Vec<u64> = (0..store.len()).collect();
+        let before = store.gather(&idx).unwrap();
+        let stats_before = store.stats().unwrap();
+        let report = store.compact().unwrap();
+        assert!(report.moved > 0);
+        let after = store.stats().unwrap();
+        assert_eq!(store.gather(&idx).unwrap(), before);
+        assert!(after.chunk_bytes < stats_before.chunk_bytes);
+        // Dense: the only slack left is the end of each full chunk, less than one record per chunk.
+        assert!(after.chunk_bytes - after.live_bytes < after.chunks * 3100, "{after:?}");
+        let again = store.compact().unwrap();
+        assert_eq!(again.moved, 0, "a compacted store has nothing to move");
+        drop(store);
+        let reopened = Store::open(dir.path().join("s")).unwrap();
+        assert_eq!(reopened.gather(&idx).unwrap(), before);
+        assert!(reopened.verify().unwrap().bad.is_empty());
     }
-    let del: Vec<u32> = (0..300).filter(|i| i % 3 == 1).collect();
-    store.delete(&del).unwrap();
-    let idx: Vec<u32> = (0..store.len()).collect();
-    let before = store.gather(&idx).unwrap();
-    let stats_before = store.stats().unwrap();
-    let report = store.compact().unwrap();
-    assert!(report.moved > 0);
-    let after = store.stats().unwrap();
-    assert_eq!(store.gather(&idx).unwrap(), before);
-    assert!(after.chunk_bytes < stats_before.chunk_bytes);
-    // Dense: the only slack left is the end of each full chunk, less than one record per chunk.
-    assert!(after.chunk_bytes - after.live_bytes < u64::from(after.chunks) * 3100, "{after:?}");
-    let again = store.compact().unwrap();
-    assert_eq!(again.moved, 0, "a compacted store has nothing to move");
-    drop(store);
-    let reopened = Store::open(dir.path().join("s")).unwrap();
-    assert_eq!(reopened.gather(&idx).unwrap(), before);
-    assert!(reopened.verify().unwrap().bad.is_empty());
 }
 
 #[test]
 fn interrupted_compaction_is_finished_by_a_second_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = create(dir.path());
-    // Large records so the 32 MiB journal batch splits the work into several batches.
-    let recs: Vec<Vec<u8>> = (0..100u64).map(|i| noise(700 << 10, i)).collect();
-    store.append(&recs, Codec::Raw).unwrap();
-    store.delete(&[0, 2, 4]).unwrap();
-    let idx: Vec<u32> = (0..store.len()).collect();
-    let before = store.gather(&idx).unwrap();
-    let partial = store.compact_limited(1).unwrap();
-    assert!(partial.moved > 0);
-    assert_eq!(store.gather(&idx).unwrap(), before, "consistent after an interrupted compaction");
-    drop(store);
-    let mut store = Store::open_rw(dir.path().join("s"), StoreOptions::new()).unwrap();
-    let full = store.compact().unwrap();
-    assert!(full.moved > 0 && full.skipped > 0, "{full:?}");
-    assert_eq!(store.gather(&idx).unwrap(), before);
-    let s = store.stats().unwrap();
-    assert_eq!(s.chunk_bytes, s.live_bytes);
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = create(dir.path(), format);
+        // Large records so the 32 MiB journal batch splits the work into several batches.
+        let recs: Vec<Vec<u8>> = (0..100u64).map(|i| noise(700 << 10, i)).collect();
+        store.append(&recs, Codec::Raw).unwrap();
+        store.delete(&[0, 2, 4]).unwrap();
+        let idx: Vec<u64> = (0..store.len()).collect();
+        let before = store.gather(&idx).unwrap();
+        let partial = store.compact_limited(1).unwrap();
+        assert!(partial.moved > 0);
+        assert_eq!(store.gather(&idx).unwrap(), before, "consistent after an interrupted compaction");
+        drop(store);
+        let mut store = Store::open_rw(dir.path().join("s"), opts(format)).unwrap();
+        let full = store.compact().unwrap();
+        assert!(full.moved > 0 && full.skipped > 0, "{full:?}");
+        assert_eq!(store.gather(&idx).unwrap(), before);
+        let s = store.stats().unwrap();
+        assert_eq!(s.chunk_bytes, s.live_bytes);
+    }
 }
 
 #[test]
 fn one_writer_many_readers() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let mut w = Store::create(&path, StoreOptions::new()).unwrap();
-    assert!(matches!(Store::open_rw(&path, StoreOptions::new()), Err(Error::Locked { .. })));
-    let r = Store::open(&path).unwrap();
-    w.append(&[b"x"], Codec::Raw).unwrap();
-    assert_eq!(r.len(), 1, "readers see committed appends");
-    assert!(matches!(r.append(&[b"y"], Codec::Raw), Err(Error::ReadOnly { .. })));
-    assert!(matches!(w.delete(&[0]), Err(Error::Locked { .. })), "delete needs the store exclusively");
-    drop(r);
-    w.delete(&[0]).unwrap();
-    assert_eq!(w.len(), 0);
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut w = Store::create(&path, opts(format)).unwrap();
+        assert!(matches!(Store::open_rw(&path, opts(format)), Err(Error::Locked { .. })));
+        let r = Store::open(&path).unwrap();
+        w.append(&[b"x"], Codec::Raw).unwrap();
+        assert_eq!(r.len(), 1, "readers see committed appends");
+        assert!(matches!(r.append(&[b"y"], Codec::Raw), Err(Error::ReadOnly { .. })));
+        assert!(matches!(w.delete(&[0]), Err(Error::Locked { .. })), "delete needs the store exclusively");
+        drop(r);
+        w.delete(&[0]).unwrap();
+        assert_eq!(w.len(), 0);
+    }
 }
 
 /// Regression: a reader opened before the writer's first `zstd_dict` append loaded no dictionary
@@ -244,73 +267,78 @@ fn one_writer_many_readers() {
 /// cross-process concurrency test in `crash.rs`).
 #[test]
 fn reader_opened_before_the_dictionary_was_trained_reads_dictionary_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let w = Store::create(&path, StoreOptions::new()).unwrap();
-    w.append(&(0..10).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
-    let r = Store::open(&path).unwrap();
-    assert!(!r.has_dictionary());
-    let batch: Vec<Vec<u8>> = (10..300).map(record).collect();
-    assert!(w.train_dictionary(&batch).unwrap());
-    w.append(&batch, Codec::ZstdDict).unwrap();
-    assert!(w.stats().unwrap().codecs.zstd_dict > 0, "the batch was stored against a dictionary");
-    for (i, rec) in r.gather(&(0..300).collect::<Vec<_>>()).unwrap().iter().enumerate() {
-        assert_eq!(check_record(rec), Some(i as u64));
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let w = Store::create(&path, opts(format)).unwrap();
+        w.append(&(0..10).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        let r = Store::open(&path).unwrap();
+        assert!(!r.has_dictionary());
+        let batch: Vec<Vec<u8>> = (10..300).map(record).collect();
+        assert!(w.train_dictionary(&batch).unwrap());
+        w.append(&batch, Codec::ZstdDict).unwrap();
+        assert!(w.stats().unwrap().codecs.zstd_dict > 0, "the batch was stored against a dictionary");
+        for (i, rec) in r.gather(&(0..300).collect::<Vec<_>>()).unwrap().iter().enumerate() {
+            assert_eq!(check_record(rec), Some(i as u64));
+        }
+        assert!(r.has_dictionary());
+        assert!(r.verify().unwrap().bad.is_empty());
     }
-    assert!(r.has_dictionary());
-    assert!(r.verify().unwrap().bad.is_empty());
 }
 
 #[test]
 fn concurrent_gather_during_append_sees_only_intact_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
-    store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            for b in 1..40u64 {
-                let recs: Vec<Vec<u8>> = (b * 64..(b + 1) * 64).map(record).collect();
-                store.append(&recs, if b % 2 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
-            }
-        });
-        for t in 0..2u64 {
-            let store = &store;
-            s.spawn(move || {
-                let mut x = 0x1234_5678u64 + t;
-                for _ in 0..300 {
-                    let n = store.len();
-                    let idx: Vec<u32> = (0..64)
-                        .map(|_| {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                            (x % u64::from(n)) as u32
-                        })
-                        .collect();
-                    for (k, r) in store.gather(&idx).unwrap().iter().enumerate() {
-                        assert_eq!(check_record(r), Some(u64::from(idx[k])), "record {} torn", idx[k]);
-                    }
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let store = create(dir.path(), format);
+        store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for b in 1..40u64 {
+                    let recs: Vec<Vec<u8>> = (b * 64..(b + 1) * 64).map(record).collect();
+                    store.append(&recs, if b % 2 == 0 { Codec::Zstd } else { Codec::Raw }).unwrap();
                 }
             });
-        }
-    });
-    assert_eq!(store.len(), 40 * 64);
+            for t in 0..2u64 {
+                let store = &store;
+                s.spawn(move || {
+                    let mut x = 0x1234_5678u64 + t;
+                    for _ in 0..300 {
+                        let n = store.len();
+                        let idx: Vec<u64> = (0..64)
+                            .map(|_| {
+                                x ^= x << 13;
+                                x ^= x >> 7;
+                                x ^= x << 17;
+                                x % n
+                            })
+                            .collect();
+                        for (k, r) in store.gather(&idx).unwrap().iter().enumerate() {
+                            assert_eq!(check_record(r), Some(idx[k]), "record {} torn", idx[k]);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(store.len(), 40 * 64);
+    }
 }
 
 // ------------------------------------------------------------------ corruption
 
-fn sample_store(dir: &Path, codec: Codec) -> std::path::PathBuf {
+fn sample_store(dir: &Path, codec: Codec, format: Format) -> std::path::PathBuf {
     let path = dir.join("s");
-    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    let store = Store::create(&path, opts(format)).unwrap();
     crate::common::append(&store, &(0..200).map(record).collect::<Vec<_>>(), codec);
     path
 }
 
 #[test]
 fn open_rejects_a_directory_that_is_not_a_store() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(Store::open(dir.path()), Err(Error::NotAStore { .. })));
-    let path = sample_store(dir.path(), Codec::Raw);
+    let path = sample_store(dir.path(), Codec::Raw, format);
     patch(&path.join("meta.zr"), 0, b"NOPE");
     match Store::open(&path) {
         Err(Error::NotAStore { path: p, .. }) => assert!(p.ends_with("meta.zr")),
@@ -320,8 +348,9 @@ fn open_rejects_a_directory_that_is_not_a_store() {
 
 #[test]
 fn open_rejects_other_byte_order_and_version() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::Raw);
+    let path = sample_store(dir.path(), Codec::Raw, format);
     patch(&path.join("meta.zr"), 4, &1u16.swap_bytes().to_ne_bytes());
     assert!(matches!(Store::open(&path), Err(Error::ByteOrder { .. })));
     patch(&path.join("meta.zr"), 4, &9u16.to_ne_bytes());
@@ -330,8 +359,9 @@ fn open_rejects_other_byte_order_and_version() {
 
 #[test]
 fn open_rejects_truncated_meta() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::Raw);
+    let path = sample_store(dir.path(), Codec::Raw, format);
     let f = std::fs::OpenOptions::new().write(true).open(path.join("meta.zr")).unwrap();
     f.set_len(4096).unwrap();
     match Store::open(&path) {
@@ -347,48 +377,46 @@ fn open_rejects_truncated_meta() {
 /// after the hole would hide the loss).
 #[test]
 fn truncated_tail_chunk_opens_for_reading_with_per_record_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::Raw);
-    let ends: Vec<u64> = {
-        let meta = std::fs::read(path.join("meta.zr")).unwrap();
-        (0..200u64)
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample_store(dir.path(), Codec::Raw, format);
+        let ends: Vec<u64> = (0..200u64)
             .map(|i| {
-                let e = &meta[entry_offset(i) as usize..entry_offset(i) as usize + 16];
-                u64::from(u32::from_ne_bytes(e[0..4].try_into().unwrap()))
-                    + u64::from(u32::from_ne_bytes(e[4..8].try_into().unwrap()))
+                let e = entry_fields(&path, i);
+                e.offset + e.stored
             })
-            .collect()
-    };
-    let cut = ends[99];
-    let f = std::fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap();
-    f.set_len(cut).unwrap();
-    drop(f);
-    let store = Store::open(&path).unwrap();
-    let intact: Vec<u32> = (0..200).filter(|&i| ends[i as usize] <= cut).collect();
-    assert!(intact.len() >= 100);
-    for (k, rec) in store.gather(&intact).unwrap().iter().enumerate() {
-        assert_eq!(check_record(rec), Some(u64::from(intact[k])));
-    }
-    match store.gather(&[199]) {
-        Err(Error::CorruptRecord { index: 199, path: p, .. }) => assert!(p.ends_with("0.zr")),
-        other => panic!("{other:?}"),
-    }
-    let report = store.verify().unwrap();
-    assert_eq!(report.bad.len(), 200 - intact.len());
-    assert!(report.bad.iter().all(|(i, e)| ends[*i as usize] > cut
-        && matches!(e, Error::CorruptRecord { path, .. } if path.ends_with("0.zr"))));
-    match Store::open_rw(&path, StoreOptions::new()) {
-        Err(Error::Corrupt { path: p, reason, .. }) => {
-            assert!(p.ends_with("0.zr"));
-            assert!(reason.contains("truncated"), "{reason}");
+            .collect();
+        let cut = ends[99];
+        let f = std::fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap();
+        f.set_len(cut).unwrap();
+        drop(f);
+        let store = Store::open(&path).unwrap();
+        let intact: Vec<u32> = (0..200).filter(|&i| ends[i as usize] <= cut).collect();
+        assert!(intact.len() >= 100);
+        for (k, rec) in store.gather(&intact).unwrap().iter().enumerate() {
+            assert_eq!(check_record(rec), Some(u64::from(intact[k])));
         }
-        other => panic!("{other:?}"),
+        match store.gather(&[199]) {
+            Err(Error::CorruptRecord { index: 199, path: p, .. }) => assert!(p.ends_with("0.zr")),
+            other => panic!("{other:?}"),
+        }
+        let report = store.verify().unwrap();
+        assert_eq!(report.bad.len(), 200 - intact.len());
+        assert!(report.bad.iter().all(|(i, e)| ends[*i as usize] > cut
+            && matches!(e, Error::CorruptRecord { path, .. } if path.ends_with("0.zr"))));
+        match Store::open_rw(&path, opts(format)) {
+            Err(Error::Corrupt { path: p, reason, .. }) => {
+                assert!(p.ends_with("0.zr"));
+                assert!(reason.contains("truncated"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            std::fs::metadata(path.join("0.zr")).unwrap().len(),
+            cut,
+            "the refused writer changed nothing"
+        );
     }
-    assert_eq!(
-        std::fs::metadata(path.join("0.zr")).unwrap().len(),
-        cut,
-        "the refused writer changed nothing"
-    );
 }
 
 /// Byte offset of table entry `idx` in meta.zr.
@@ -398,8 +426,9 @@ fn entry_offset(idx: u64) -> u64 {
 
 #[test]
 fn entry_pointing_outside_its_chunk_is_a_record_error() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::Raw);
+    let path = sample_store(dir.path(), Codec::Raw, format);
     // offset field of entry 5 -> far past the end of 0.zr.
     patch(&path.join("meta.zr"), entry_offset(5), &0x7000_0000u32.to_ne_bytes());
     let store = Store::open(&path).unwrap();
@@ -413,8 +442,9 @@ fn entry_pointing_outside_its_chunk_is_a_record_error() {
 
 #[test]
 fn bad_codec_tag_is_a_record_error() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::Zstd);
+    let path = sample_store(dir.path(), Codec::Zstd, format);
     patch(&path.join("meta.zr"), entry_offset(7) + 14, &[9]);
     let store = Store::open(&path).unwrap();
     assert!(matches!(store.gather(&[7]), Err(Error::CorruptRecord { index: 7, .. })));
@@ -423,28 +453,27 @@ fn bad_codec_tag_is_a_record_error() {
 
 #[test]
 fn corrupt_zstd_frame_is_a_record_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::Zstd);
-    let store = Store::open(&path).unwrap();
-    // Record 1 compresses (id % 3 != 0): flip a byte in the middle of its frame.
-    let meta = std::fs::read(path.join("meta.zr")).unwrap();
-    let e = &meta[entry_offset(1) as usize..entry_offset(1) as usize + 16];
-    let off = u32::from_ne_bytes(e[0..4].try_into().unwrap());
-    let phys = u32::from_ne_bytes(e[4..8].try_into().unwrap());
-    assert_eq!(e[14], 1, "record 1 is zstd");
-    let chunk = std::fs::read(path.join("0.zr")).unwrap();
-    let at = u64::from(off + phys / 2);
-    patch(&path.join("0.zr"), at, &[chunk[at as usize] ^ 0xA5]);
-    match store.gather(&[1]) {
-        Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
-        other => panic!("{other:?}"),
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample_store(dir.path(), Codec::Zstd, format);
+        let store = Store::open(&path).unwrap();
+        // Record 1 compresses (id % 3 != 0): flip a byte in the middle of its frame.
+        let e = entry_fields(&path, 1);
+        assert_eq!(e.codec, 1, "record 1 is zstd");
+        let chunk = std::fs::read(path.join("0.zr")).unwrap();
+        let at = e.offset + e.stored / 2;
+        patch(&path.join("0.zr"), at, &[chunk[at as usize] ^ 0xA5]);
+        match store.gather(&[1]) {
+            Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
+            other => panic!("{other:?}"),
+        }
+        let many: Vec<u32> = (0..200).rev().collect();
+        match store.map_records(&many, |_, b| Ok::<_, Error>(b.len())) {
+            Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(store.verify().unwrap().bad.len(), 1);
     }
-    let many: Vec<u32> = (0..200).rev().collect();
-    match store.map_records(&many, |_, b| Ok::<_, Error>(b.len())) {
-        Err(Error::CorruptRecord { index: 1, path: p, .. }) => assert!(p.ends_with("0.zr")),
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(store.verify().unwrap().bad.len(), 1);
 }
 
 #[test]
@@ -459,9 +488,12 @@ fn map_records_hands_over_records_in_place_and_stops_at_the_first_error() {
             Failure::Store(e)
         }
     }
-    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+    for (format, codec) in FORMATS.into_iter().flat_map(|f| Codec::ALL_V2.map(|c| (f, c))) {
+        if !format.has_codec(codec) {
+            continue;
+        }
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(sample_store(dir.path(), codec)).unwrap();
+        let store = Store::open(sample_store(dir.path(), codec, format)).unwrap();
         let order: Vec<u32> = (0..200).map(|k| (k * 7) % 200).collect();
         let ok = store.map_records(&order, |k, b| Ok::<_, Failure>((k, b.to_vec()))).unwrap();
         for (k, (pos, bytes)) in ok.into_iter().enumerate() {
@@ -477,30 +509,34 @@ fn map_records_hands_over_records_in_place_and_stops_at_the_first_error() {
             Err(Failure::Store(Error::IndexOutOfRange { index: 200, .. })) => {}
             other => panic!("{other:?}"),
         }
-        assert!(store.map_records(&[], |_, b| Ok::<_, Failure>(b.len())).unwrap().is_empty());
+        assert!(store.map_records(&[0u32; 0], |_, b| Ok::<_, Failure>(b.len())).unwrap().is_empty());
     }
 }
 
 #[test]
 fn missing_dictionary_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::ZstdDict);
-    assert!(Store::open(&path).unwrap().has_dictionary());
-    std::fs::remove_file(path.join("dict.zr")).unwrap();
-    let store = Store::open(&path).unwrap();
-    assert!(store.stats().unwrap().codecs.zstd_dict > 0);
-    // Record 1 is text (id % 3 != 0), so it was stored against the dictionary.
-    assert!(matches!(store.gather(&[1]), Err(Error::MissingDictionary { .. })));
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample_store(dir.path(), Codec::ZstdDict, format);
+        assert!(Store::open(&path).unwrap().has_dictionary());
+        std::fs::remove_file(path.join("dict.zr")).unwrap();
+        let store = Store::open(&path).unwrap();
+        assert!(store.stats().unwrap().codecs.zstd_dict > 0);
+        // Record 1 is text (id % 3 != 0), so it was stored against the dictionary.
+        assert!(matches!(store.gather(&[1]), Err(Error::MissingDictionary { .. })));
+    }
 }
 
 #[test]
 fn damaged_dictionary_file_is_refused_on_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::ZstdDict);
-    patch(&path.join("dict.zr"), 1, &[0x00]);
-    match Store::open(&path) {
-        Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("dict.zr")),
-        other => panic!("{other:?}"),
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample_store(dir.path(), Codec::ZstdDict, format);
+        patch(&path.join("dict.zr"), 1, &[0x00]);
+        match Store::open(&path) {
+            Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("dict.zr")),
+            other => panic!("{other:?}"),
+        }
     }
 }
 
@@ -509,66 +545,71 @@ fn damaged_dictionary_file_is_refused_on_open() {
 /// back intact or is an error, never wrong bytes.
 #[test]
 fn damage_inside_the_dictionary_never_hands_out_wrong_records() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = sample_store(dir.path(), Codec::ZstdDict);
-    let len = std::fs::metadata(path.join("dict.zr")).unwrap().len();
-    let at = len - len / 3;
-    let b = std::fs::read(path.join("dict.zr")).unwrap()[at as usize];
-    patch(&path.join("dict.zr"), at, &[b ^ 0xFF]);
-    let store = Store::open(&path).unwrap();
-    let mut failed = 0;
-    for i in 0..200u32 {
-        match store.get(i) {
-            Ok(rec) => assert_eq!(check_record(&rec), Some(u64::from(i))),
-            Err(Error::CorruptRecord { index, .. }) => {
-                assert_eq!(index, u64::from(i));
-                failed += 1;
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample_store(dir.path(), Codec::ZstdDict, format);
+        let len = std::fs::metadata(path.join("dict.zr")).unwrap().len();
+        let at = len - len / 3;
+        let b = std::fs::read(path.join("dict.zr")).unwrap()[at as usize];
+        patch(&path.join("dict.zr"), at, &[b ^ 0xFF]);
+        let store = Store::open(&path).unwrap();
+        let mut failed = 0;
+        for i in 0..200u64 {
+            match store.get(i) {
+                Ok(rec) => assert_eq!(check_record(&rec), Some(i)),
+                Err(Error::CorruptRecord { index, .. }) => {
+                    assert_eq!(index, i);
+                    failed += 1;
+                }
+                Err(other) => panic!("{other:?}"),
             }
-            Err(other) => panic!("{other:?}"),
         }
+        assert!(failed > 0, "the damaged dictionary went unnoticed");
+        assert_eq!(store.verify().unwrap().bad.len(), failed);
     }
-    assert!(failed > 0, "the damaged dictionary went unnoticed");
-    assert_eq!(store.verify().unwrap().bad.len(), failed);
 }
 
 #[test]
 #[cfg(target_os = "linux")]
 fn disk_full_commits_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let store = Store::create(&path, StoreOptions::new().chunk_capacity(8)).unwrap();
-    store.append(&[b"first"], Codec::Raw).unwrap();
-    // The next record rolls over to chunk 1, which is /dev/full: every write fails with ENOSPC.
-    std::os::unix::fs::symlink("/dev/full", path.join("1.zr")).unwrap();
-    match store.append(&[b"second!!"], Codec::Raw) {
-        Err(Error::DiskFull { path: p }) => assert!(p.ends_with("1.zr"), "{}", p.display()),
-        other => panic!("expected DiskFull, got {other:?}"),
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let store = Store::create(&path, opts(format).chunk_capacity(8)).unwrap();
+        store.append(&[b"first"], Codec::Raw).unwrap();
+        // The next record rolls over to chunk 1, which is /dev/full: every write fails with ENOSPC.
+        std::os::unix::fs::symlink("/dev/full", path.join("1.zr")).unwrap();
+        match store.append(&[b"second!!"], Codec::Raw) {
+            Err(Error::DiskFull { path: p }) => assert!(p.ends_with("1.zr"), "{}", p.display()),
+            other => panic!("expected DiskFull, got {other:?}"),
+        }
+        assert_eq!(store.len(), 1);
+        drop(store);
+        std::fs::remove_file(path.join("1.zr")).unwrap();
+        let store = Store::open_rw(&path, opts(format).chunk_capacity(8)).unwrap();
+        assert_eq!(store.gather(&[0]).unwrap(), vec![b"first".to_vec()]);
+        store.append(&[b"second!!"], Codec::Raw).unwrap();
+        assert_eq!(store.get(1).unwrap(), b"second!!");
     }
-    assert_eq!(store.len(), 1);
-    drop(store);
-    std::fs::remove_file(path.join("1.zr")).unwrap();
-    let store = Store::open_rw(&path, StoreOptions::new().chunk_capacity(8)).unwrap();
-    assert_eq!(store.gather(&[0]).unwrap(), vec![b"first".to_vec()]);
-    store.append(&[b"second!!"], Codec::Raw).unwrap();
-    assert_eq!(store.get(1).unwrap(), b"second!!");
 }
 
 #[test]
 fn store_full_is_refused_before_writing() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    drop(Store::create(&path, StoreOptions::new()).unwrap());
+    drop(Store::create(&path, opts(format)).unwrap());
     // Claim MAX - 1 (empty, raw) records: the zero-filled sparse table is exactly that.
     patch(&path.join("meta.zr"), 12, &(MAX_RECORDS - 1).to_ne_bytes());
-    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
-    assert_eq!(store.get(MAX_RECORDS - 2).unwrap(), b"");
+    let store = Store::open_rw(&path, opts(format)).unwrap();
+    assert_eq!(store.get(u64::from(MAX_RECORDS - 2)).unwrap(), b"");
     match store.append(&[b"a".as_slice(), b"b"], Codec::Raw) {
         Err(Error::StoreFull { len, adding: 2, .. }) => assert_eq!(len, u64::from(MAX_RECORDS - 1)),
         other => panic!("{other:?}"),
     }
     store.append(&[b"last"], Codec::Raw).unwrap();
-    assert_eq!(store.len(), MAX_RECORDS);
-    assert_eq!(store.get(MAX_RECORDS - 1).unwrap(), b"last");
+    assert_eq!(store.len(), u64::from(MAX_RECORDS));
+    assert_eq!(store.get(u64::from(MAX_RECORDS - 1)).unwrap(), b"last");
 }
 
 /// Byte offset in meta.zr of the header's `tail_offset` field.
@@ -579,22 +620,23 @@ const TAIL_OFFSET_AT: u64 = 8;
 /// truncated the chunk. The 4 GiB chunk is a sparse file: only its first and last pages hold data.
 #[test]
 fn append_ending_exactly_at_4_gib_rolls_over_and_loses_nothing() {
+    let format = Format::V1;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    let store = Store::create(&path, opts(format)).unwrap();
     store.append(&[record(0)], Codec::Raw).unwrap();
     drop(store);
     // Move the frontier to 1 KiB before the end of chunk 0 without writing the bytes between.
     let edge = (1u64 << 32) - 1024;
     std::fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap().set_len(edge).unwrap();
     patch(&path.join("meta.zr"), TAIL_OFFSET_AT, &u32::try_from(edge).unwrap().to_ne_bytes());
-    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    let store = Store::open_rw(&path, opts(format)).unwrap();
     let last = vec![0xA7u8; 1024];
     assert_eq!(store.append(std::slice::from_ref(&last), Codec::Raw).unwrap(), 1..2);
     assert_eq!(store.stats().unwrap().chunks, 2, "a frontier at exactly 4 GiB rolls to the next chunk");
     store.append(&[record(2)], Codec::Raw).unwrap();
     drop(store);
-    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    let store = Store::open_rw(&path, opts(format)).unwrap();
     assert_eq!(std::fs::metadata(path.join("0.zr")).unwrap().len(), 1 << 32, "reopening truncated nothing");
     assert_eq!(check_record(&store.get(0).unwrap()), Some(0));
     assert_eq!(store.get(1).unwrap(), last);
@@ -606,30 +648,33 @@ fn append_ending_exactly_at_4_gib_rolls_over_and_loses_nothing() {
 /// exactly at the capacity starts the next chunk.
 #[test]
 fn a_frontier_exactly_at_the_chunk_capacity_rolls_over_in_append_and_compact() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let opts = StoreOptions::new().chunk_capacity(4096);
-    let mut store = Store::create(&path, opts.clone()).unwrap();
-    let recs: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 1024]).collect();
-    store.append(&recs[..4], Codec::Raw).unwrap();
-    assert_eq!(store.stats().unwrap().chunks, 2);
-    assert_eq!(std::fs::metadata(path.join("1.zr")).unwrap().len(), 0);
-    store.append(&recs[4..], Codec::Raw).unwrap();
-    assert_eq!(std::fs::metadata(path.join("1.zr")).unwrap().len(), 2048);
-    // Four records of 1 KiB stay: compaction packs them into exactly one 4 KiB chunk.
-    store.delete(&[0, 1]).unwrap();
-    let report = store.compact().unwrap();
-    assert_eq!(report.bytes_after, 4096);
-    assert_eq!(store.stats().unwrap().chunks, 2, "the packed frontier sits at the start of chunk 1");
-    store.append(&[vec![9u8; 100]], Codec::Raw).unwrap();
-    drop(store);
-    let store = Store::open_rw(&path, opts).unwrap();
-    let mut got = store.gather(&(0..5).collect::<Vec<_>>()).unwrap();
-    got.sort();
-    let mut want = vec![recs[2].clone(), recs[3].clone(), recs[4].clone(), recs[5].clone(), vec![9u8; 100]];
-    want.sort();
-    assert_eq!(got, want);
-    assert!(store.verify().unwrap().bad.is_empty());
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let opts = opts(format).chunk_capacity(4096);
+        let mut store = Store::create(&path, opts.clone()).unwrap();
+        let recs: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; 1024]).collect();
+        store.append(&recs[..4], Codec::Raw).unwrap();
+        assert_eq!(store.stats().unwrap().chunks, 2);
+        assert_eq!(std::fs::metadata(path.join("1.zr")).unwrap().len(), 0);
+        store.append(&recs[4..], Codec::Raw).unwrap();
+        assert_eq!(std::fs::metadata(path.join("1.zr")).unwrap().len(), 2048);
+        // Four records of 1 KiB stay: compaction packs them into exactly one 4 KiB chunk.
+        store.delete(&[0, 1]).unwrap();
+        let report = store.compact().unwrap();
+        assert_eq!(report.bytes_after, 4096);
+        assert_eq!(store.stats().unwrap().chunks, 2, "the packed frontier sits at the start of chunk 1");
+        store.append(&[vec![9u8; 100]], Codec::Raw).unwrap();
+        drop(store);
+        let store = Store::open_rw(&path, opts).unwrap();
+        let mut got = store.gather(&(0..5).collect::<Vec<_>>()).unwrap();
+        got.sort();
+        let mut want =
+            vec![recs[2].clone(), recs[3].clone(), recs[4].clone(), recs[5].clone(), vec![9u8; 100]];
+        want.sort();
+        assert_eq!(got, want);
+        assert!(store.verify().unwrap().bad.is_empty());
+    }
 }
 
 /// A compaction with a smaller chunk capacity than the store was written with never moves a
@@ -637,49 +682,53 @@ fn a_frontier_exactly_at_the_chunk_capacity_rolls_over_in_append_and_compact() {
 /// journal batch (32 MiB each): a batch that wrote over records of a later batch would show.
 #[test]
 fn compaction_with_a_smaller_capacity_keeps_every_record() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let mut store = Store::create(&path, StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
-    let rec = |i: u32| {
-        let mut r = vec![(i % 251) as u8; 64 << 10];
-        r[..4].copy_from_slice(&i.to_le_bytes());
-        r
-    };
-    store.append(&(0..640).map(rec).collect::<Vec<_>>(), Codec::Raw).unwrap();
-    store.delete(&[0, 5, 9]).unwrap();
-    drop(store);
-    let mut store = Store::open_rw(&path, StoreOptions::new().chunk_capacity(512 << 10)).unwrap();
-    store.compact().unwrap();
-    let mut ids = Vec::new();
-    for r in store.gather(&(0..637).collect::<Vec<_>>()).unwrap() {
-        let i = u32::from_le_bytes(r[..4].try_into().unwrap());
-        assert_eq!(r, rec(i), "record {i} is intact");
-        ids.push(i);
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts(format).chunk_capacity(1 << 20)).unwrap();
+        let rec = |i: u32| {
+            let mut r = vec![(i % 251) as u8; 64 << 10];
+            r[..4].copy_from_slice(&i.to_le_bytes());
+            r
+        };
+        store.append(&(0..640).map(rec).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        store.delete(&[0, 5, 9]).unwrap();
+        drop(store);
+        let mut store = Store::open_rw(&path, opts(format).chunk_capacity(512 << 10)).unwrap();
+        store.compact().unwrap();
+        let mut ids = Vec::new();
+        for r in store.gather(&(0..637).collect::<Vec<_>>()).unwrap() {
+            let i = u32::from_le_bytes(r[..4].try_into().unwrap());
+            assert_eq!(r, rec(i), "record {i} is intact");
+            ids.push(i);
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (0..640).filter(|i| ![0, 5, 9].contains(i)).collect::<Vec<_>>());
+        assert!(store.verify().unwrap().bad.is_empty());
     }
-    ids.sort_unstable();
-    assert_eq!(ids, (0..640).filter(|i| ![0, 5, 9].contains(i)).collect::<Vec<_>>());
-    assert!(store.verify().unwrap().bad.is_empty());
 }
 
 /// `zstd_dict` needs the store's dictionary: without one the append is an error and nothing is
 /// written (no silent plain-zstd fallback, no implicit training).
 #[test]
 fn zstd_dict_append_without_a_dictionary_is_refused_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
-    let recs: Vec<Vec<u8>> = (0..3000).map(record).collect();
-    for batch in [&recs[..0], &recs[..5], &recs[..]] {
-        match store.append(batch, Codec::ZstdDict) {
-            Err(Error::MissingDictionary { path }) => assert_eq!(path, dir.path().join("s")),
-            other => panic!("{other:?}"),
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let store = create(dir.path(), format);
+        let recs: Vec<Vec<u8>> = (0..3000).map(record).collect();
+        for batch in [&recs[..0], &recs[..5], &recs[..]] {
+            match store.append(batch, Codec::ZstdDict) {
+                Err(Error::MissingDictionary { path }) => assert_eq!(path, dir.path().join("s")),
+                other => panic!("{other:?}"),
+            }
         }
+        assert_eq!(store.len(), 0);
+        assert!(!store.has_dictionary(), "no dictionary was trained behind the caller's back");
+        assert!(!dir.path().join("s/dict.zr").exists());
+        assert!(store.train_dictionary(&recs).unwrap());
+        store.append(&recs, Codec::ZstdDict).unwrap();
+        assert!(store.stats().unwrap().codecs.zstd_dict > 0);
     }
-    assert_eq!(store.len(), 0);
-    assert!(!store.has_dictionary(), "no dictionary was trained behind the caller's back");
-    assert!(!dir.path().join("s/dict.zr").exists());
-    assert!(store.train_dictionary(&recs).unwrap());
-    store.append(&recs, Codec::ZstdDict).unwrap();
-    assert!(store.stats().unwrap().codecs.zstd_dict > 0);
 }
 
 /// The `zstd` command-line tool, or `None` (a failure where CI asks for it).
@@ -697,13 +746,9 @@ fn zstd_cli() -> Option<&'static str> {
 
 /// The stored bytes (frame) of record `idx`, read through the documented layout.
 fn stored_frame(path: &Path, idx: u64) -> (u8, Vec<u8>) {
-    let meta = std::fs::read(path.join("meta.zr")).unwrap();
-    let e = &meta[entry_offset(idx) as usize..entry_offset(idx) as usize + 16];
-    let off = u32::from_ne_bytes(e[0..4].try_into().unwrap()) as usize;
-    let phys = u32::from_ne_bytes(e[4..8].try_into().unwrap()) as usize;
-    let chunk = u16::from_ne_bytes(e[12..14].try_into().unwrap());
-    let data = std::fs::read(path.join(format!("{chunk}.zr"))).unwrap();
-    (e[14], data[off..off + phys].to_vec())
+    let e = entry_fields(path, idx);
+    let data = std::fs::read(path.join(format!("{}.zr", e.chunk))).unwrap();
+    (e.codec, data[e.offset as usize..(e.offset + e.stored) as usize].to_vec())
 }
 
 /// Decodes `frame` with `zstd -d -D dict`.
@@ -728,6 +773,7 @@ fn zstd_cli_decode(zstd: &str, dir: &Path, dict: &Path, frame: &[u8]) -> Vec<u8>
 /// with the earlier headed `dict.zr` still read.
 #[test]
 fn dict_zr_interoperates_with_the_zstd_command_line_tool() {
+    let format = Format::V1;
     let Some(zstd) = zstd_cli() else { return };
     let dir = tempfile::tempdir().unwrap();
     let recs: Vec<Vec<u8>> = (0..400).map(record).collect();
@@ -749,9 +795,9 @@ fn dict_zr_interoperates_with_the_zstd_command_line_tool() {
         .unwrap();
     assert!(st.success(), "zstd --train failed");
     let path = dir.path().join("cli");
-    drop(Store::create(&path, StoreOptions::new()).unwrap());
+    drop(Store::create(&path, opts(format)).unwrap());
     std::fs::copy(&cli_dict, path.join("dict.zr")).unwrap();
-    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    let store = Store::open_rw(&path, opts(format)).unwrap();
     assert_eq!(store.dictionary(), Some(&std::fs::read(&cli_dict).unwrap()[..]));
     store.append(&recs, Codec::ZstdDict).unwrap();
     assert!(store.stats().unwrap().codecs.zstd_dict > 0);
@@ -763,7 +809,7 @@ fn dict_zr_interoperates_with_the_zstd_command_line_tool() {
 
     // A dictionary trained by loaderx is a plain zstd dictionary file too.
     let path = dir.path().join("ours");
-    let store = Store::create(&path, StoreOptions::new()).unwrap();
+    let store = Store::create(&path, opts(format)).unwrap();
     assert!(store.train_dictionary(&recs).unwrap());
     store.append(&recs, Codec::ZstdDict).unwrap();
     let dict = std::fs::read(path.join("dict.zr")).unwrap();
@@ -784,22 +830,26 @@ fn dict_zr_interoperates_with_the_zstd_command_line_tool() {
 /// A closed writer leaves no `write.lock` behind, whatever it did (append, compact).
 #[test]
 fn closing_a_writer_leaves_no_lock_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let mut store = Store::create(&path, StoreOptions::new()).unwrap();
-    assert!(path.join("write.lock").exists(), "the lock is held while the writer is open");
-    store.append(&(0..50).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
-    store.delete(&[3, 7]).unwrap();
-    store.compact().unwrap();
-    drop(store);
-    assert!(!path.join("write.lock").exists());
-    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
-    assert!(matches!(Store::open_rw(&path, StoreOptions::new()), Err(Error::Locked { .. })));
-    drop(store);
-    assert!(!path.join("write.lock").exists());
-    let names: Vec<String> =
-        std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert!(names.iter().all(|n| n == "meta.zr" || n.ends_with(".zr")), "{names:?}");
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts(format)).unwrap();
+        assert!(path.join("write.lock").exists(), "the lock is held while the writer is open");
+        store.append(&(0..50).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+        store.delete(&[3, 7]).unwrap();
+        store.compact().unwrap();
+        drop(store);
+        assert!(!path.join("write.lock").exists());
+        let store = Store::open_rw(&path, opts(format)).unwrap();
+        assert!(matches!(Store::open_rw(&path, opts(format)), Err(Error::Locked { .. })));
+        drop(store);
+        assert!(!path.join("write.lock").exists());
+        let names: Vec<String> = std::fs::read_dir(&path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(names.iter().all(|n| n.ends_with(".zr")), "{names:?}");
+    }
 }
 
 proptest! {
@@ -816,9 +866,11 @@ proptest! {
         codecs in proptest::collection::vec(codec_strategy(), 1..4),
         order in proptest::collection::vec((any::<u32>(), 0u32..40), 0..120),
         cap_kib in 1u64..64,
+        v2 in any::<bool>(),
     ) {
+        let format = if v2 { Format::V2 } else { Format::V1 };
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::create(dir.path().join("s"), StoreOptions::new().chunk_capacity(cap_kib << 10)).unwrap();
+        let store = Store::create(dir.path().join("s"), opts(format).chunk_capacity(cap_kib << 10)).unwrap();
         let records: Vec<Vec<u8>> = (0..n).map(|i| {
             let mut r = record(u64::from(i));
             r.resize(rec, (i % 7) as u8);
@@ -826,7 +878,8 @@ proptest! {
         }).collect();
         let per = (n as usize).div_ceil(codecs.len());
         for (part, codec) in records.chunks(per).zip(&codecs) {
-            crate::common::append(&store, part, *codec);
+            let codec = if format.has_codec(*codec) { *codec } else { Codec::Zstd };
+            crate::common::append(&store, part, codec);
         }
         // Random starts with sequential runs after each.
         let indices: Vec<u32> = order.iter().flat_map(|&(s, run)| (0..run.min(5)).map(move |d| (s % n + d) % n)).collect();
@@ -839,25 +892,27 @@ proptest! {
 
 #[test]
 fn fixed_gather_names_the_first_bad_index_or_record_wherever_it_sits() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = create(dir.path());
-    let recs: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 64]).collect();
-    store.append(&recs, Codec::Raw).unwrap();
-    store.append(&[vec![1u8; 65]], Codec::Raw).unwrap();
-    for at in [0usize, 1, 15, 16, 17, 31, 32, 33, 70] {
-        let mut idx: Vec<u32> = (0..80).map(|i| i % 100).collect();
-        idx[at] = 5000;
-        let mut dst = vec![0u8; 80 * 64];
-        match store.gather_fixed(&idx, 64, &mut dst) {
-            Err(Error::IndexOutOfRange { index: 5000, len: 101, .. }) => {}
-            other => panic!("at {at}: {other:?}"),
-        }
-        idx[at] = 100;
-        match store.gather_fixed(&idx, 64, &mut dst) {
-            Err(Error::CorruptRecord { index: 100, reason, .. }) => {
-                assert!(reason.contains("65 bytes"), "{reason}")
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let store = create(dir.path(), format);
+        let recs: Vec<Vec<u8>> = (0..100u8).map(|i| vec![i; 64]).collect();
+        store.append(&recs, Codec::Raw).unwrap();
+        store.append(&[vec![1u8; 65]], Codec::Raw).unwrap();
+        for at in [0usize, 1, 15, 16, 17, 31, 32, 33, 70] {
+            let mut idx: Vec<u32> = (0..80).map(|i| i % 100).collect();
+            idx[at] = 5000;
+            let mut dst = vec![0u8; 80 * 64];
+            match store.gather_fixed(&idx, 64, &mut dst) {
+                Err(Error::IndexOutOfRange { index: 5000, len: 101, .. }) => {}
+                other => panic!("at {at}: {other:?}"),
             }
-            other => panic!("at {at}: {other:?}"),
+            idx[at] = 100;
+            match store.gather_fixed(&idx, 64, &mut dst) {
+                Err(Error::CorruptRecord { index: 100, reason, .. }) => {
+                    assert!(reason.contains("65 bytes"), "{reason}")
+                }
+                other => panic!("at {at}: {other:?}"),
+            }
         }
     }
 }
@@ -865,23 +920,25 @@ fn fixed_gather_names_the_first_bad_index_or_record_wherever_it_sits() {
 /// The fixed-stride gather loads a dictionary trained after the reader opened, as the plain one.
 #[test]
 fn fixed_gather_of_a_reader_opened_before_the_dictionary_loads_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let w = Store::create(&path, StoreOptions::new()).unwrap();
-    let fixed = |i: u64| {
-        let mut r = record(i);
-        r.resize(512, b'x');
-        r
-    };
-    w.append(&(0..10).map(fixed).collect::<Vec<_>>(), Codec::Zstd).unwrap();
-    let r = Store::open(&path).unwrap();
-    let batch: Vec<Vec<u8>> = (10..300).map(fixed).collect();
-    assert!(w.train_dictionary(&batch).unwrap());
-    w.append(&batch, Codec::ZstdDict).unwrap();
-    assert!(!r.has_dictionary());
-    let idx: Vec<u32> = (0..300).rev().collect();
-    let mut got = vec![0u8; 300 * 512];
-    r.gather_fixed(&idx, 512, &mut got).unwrap();
-    let want: Vec<u8> = idx.iter().flat_map(|&i| fixed(u64::from(i))).collect();
-    assert_eq!(got, want);
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let w = Store::create(&path, opts(format)).unwrap();
+        let fixed = |i: u64| {
+            let mut r = record(i);
+            r.resize(512, b'x');
+            r
+        };
+        w.append(&(0..10).map(fixed).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+        let r = Store::open(&path).unwrap();
+        let batch: Vec<Vec<u8>> = (10..300).map(fixed).collect();
+        assert!(w.train_dictionary(&batch).unwrap());
+        w.append(&batch, Codec::ZstdDict).unwrap();
+        assert!(!r.has_dictionary());
+        let idx: Vec<u32> = (0..300).rev().collect();
+        let mut got = vec![0u8; 300 * 512];
+        r.gather_fixed(&idx, 512, &mut got).unwrap();
+        let want: Vec<u8> = idx.iter().flat_map(|&i| fixed(u64::from(i))).collect();
+        assert_eq!(got, want);
+    }
 }

@@ -1,0 +1,229 @@
+//! [`IndexMap`]: a v2 `index.zr`, memory-mapped: its header and a record array that grows with
+//! the store, read in place.
+//!
+//! The file only grows while the store is open (the writer extends it before it writes entries
+//! past its end, and never shrinks it), so a mapping made at some length stays backed by the file
+//! for its whole life. A reader maps what the file holds when it needs more entries than its
+//! mapping covers; entries below the published count never change while readers exist (delete
+//! and compaction take the store exclusively), so reading them races no write.
+#![expect(unsafe_code, reason = "the v2 index is read and written in place through a shared mapping")]
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::format::v2::{COUNT_OFFSET, ENTRY_SIZE, HEADER_SIZE};
+use crate::{Error, Result};
+
+/// Entries the writer adds to the file at least when it grows it: growth in steps, not per
+/// append.
+const GROW_ENTRIES: u64 = 1 << 15;
+
+/// A mapping of `index.zr` and how many entries it covers.
+struct Mapping {
+    raw: MmapRaw,
+    entries: u64,
+}
+
+/// The mapped `index.zr` of a v2 store.
+pub(crate) struct IndexMap {
+    file: File,
+    path: PathBuf,
+    writable: bool,
+    map: RwLock<Arc<Mapping>>,
+}
+
+/// A snapshot of the index covering at least the entries it was asked for: what a batched read
+/// holds while it reads entries (one lock per batch, none per entry).
+pub(crate) struct IndexView {
+    map: Arc<Mapping>,
+}
+
+impl IndexMap {
+    /// Maps `file` (at `path`), which must hold at least the header.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] for a file shorter than the header; [`Error::Io`] naming the path.
+    pub(crate) fn map(file: File, path: &Path, writable: bool) -> Result<IndexMap> {
+        let mapping = Self::map_file(&file, path, writable)?;
+        Ok(IndexMap { file, path: path.to_path_buf(), writable, map: RwLock::new(Arc::new(mapping)) })
+    }
+
+    fn map_file(file: &File, path: &Path, writable: bool) -> Result<Mapping> {
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        if len < HEADER_SIZE as u64 {
+            return Err(Error::Corrupt {
+                path: path.to_path_buf(),
+                offset: len,
+                reason: format!("index.zr is {len} bytes, shorter than its {HEADER_SIZE}-byte header"),
+            });
+        }
+        let opts = MmapOptions::new();
+        let raw = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) };
+        let raw = raw.map_err(|e| Error::io("mmap", path, e))?;
+        Ok(Mapping { raw, entries: (len - HEADER_SIZE as u64) / ENTRY_SIZE as u64 })
+    }
+
+    fn current(&self) -> Arc<Mapping> {
+        Arc::clone(&self.map.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The header's 64 bytes (the count among them read atomically).
+    pub(crate) fn header(&self) -> [u8; HEADER_SIZE] {
+        let m = self.current();
+        let count = count_atomic(&m).load(Ordering::Acquire);
+        // SAFETY: the mapping holds at least HEADER_SIZE bytes (checked when it was made); only
+        // the single writer writes the header, and a torn read of its dynamic fields is caught by
+        // their checksum where it matters (the writer's own open). The count is overwritten with
+        // its atomic load.
+        let mut h = unsafe { std::ptr::read_volatile(m.raw.as_ptr().cast::<[u8; HEADER_SIZE]>()) };
+        h[COUNT_OFFSET..COUNT_OFFSET + 8].copy_from_slice(&count.to_le_bytes());
+        h
+    }
+
+    /// The published record count (acquire).
+    pub(crate) fn count(&self) -> u64 {
+        count_atomic(&self.current()).load(Ordering::Acquire)
+    }
+
+    /// A view covering at least `entries` entries, remapping when the file has grown past the
+    /// current mapping (another process appended).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] when the file holds fewer entries than asked (a count past the file's
+    /// end); [`Error::Io`] naming the path.
+    pub(crate) fn view(&self, entries: u64) -> Result<IndexView> {
+        let m = self.current();
+        if m.entries >= entries {
+            return Ok(IndexView { map: m });
+        }
+        let mut slot = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if slot.entries < entries {
+            let fresh = Self::map_file(&self.file, &self.path, self.writable)?;
+            if fresh.entries < entries {
+                return Err(Error::Corrupt {
+                    path: self.path.clone(),
+                    offset: HEADER_SIZE as u64 + fresh.entries * ENTRY_SIZE as u64,
+                    reason: format!(
+                        "the index holds {} entries; the header publishes {entries}",
+                        fresh.entries
+                    ),
+                });
+            }
+            *slot = Arc::new(fresh);
+        }
+        Ok(IndexView { map: Arc::clone(&slot) })
+    }
+
+    /// The writer makes room for `entries` entries: the file grows (in steps) and is remapped.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (or [`Error::DiskFull`]) naming the path.
+    pub(crate) fn reserve(&self, entries: u64) -> Result<()> {
+        assert!(self.writable, "reserve on a read-only index");
+        let mut slot = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if slot.entries >= entries {
+            return Ok(());
+        }
+        let want = entries.max(slot.entries.saturating_mul(2)).max(slot.entries + GROW_ENTRIES);
+        let bytes = (HEADER_SIZE as u64).saturating_add(want.saturating_mul(ENTRY_SIZE as u64));
+        self.file.set_len(bytes).map_err(|e| Error::io("grow", &self.path, e))?;
+        *slot = Arc::new(Self::map_file(&self.file, &self.path, true)?);
+        Ok(())
+    }
+
+    /// The writer writes entries `first..` (already [`reserve`](Self::reserve)d), which no reader
+    /// reads yet (they are at or past the published count, or the store is held exclusively).
+    pub(crate) fn set_entries(&self, first: u64, entries: &[[u8; ENTRY_SIZE]]) {
+        let m = self.current();
+        assert!(
+            self.writable && first + entries.len() as u64 <= m.entries,
+            "set_entries past the reserved index"
+        );
+        for (k, e) in entries.iter().enumerate() {
+            let at = HEADER_SIZE + ENTRY_SIZE * (first as usize + k);
+            // SAFETY: in bounds (asserted above); the mapping is writable; no reader reads these
+            // entries concurrently (the method's contract).
+            unsafe { std::ptr::write_volatile(m.raw.as_mut_ptr().add(at).cast::<[u8; ENTRY_SIZE]>(), *e) };
+        }
+    }
+
+    /// Flushes entries `first..first + n` to disk.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the path.
+    pub(crate) fn flush_entries(&self, first: u64, n: u64) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let m = self.current();
+        let start = HEADER_SIZE + ENTRY_SIZE * first as usize;
+        m.raw.flush_range(start, ENTRY_SIZE * n as usize).map_err(|e| Error::io("msync", &self.path, e))
+    }
+
+    /// The writer writes the header: every byte but the count, then publishes the count (release),
+    /// then flushes the header to disk.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the path.
+    pub(crate) fn set_header(&self, h: &[u8; HEADER_SIZE]) -> Result<()> {
+        assert!(self.writable, "set_header on a read-only index");
+        let m = self.current();
+        let base = m.raw.as_mut_ptr();
+        // SAFETY: the mapping holds the header (checked when made) and is writable; only the writer
+        // writes these bytes. The count (bytes 40..48) is left to the atomic store below.
+        unsafe {
+            std::ptr::write_volatile(
+                base.cast::<[u8; COUNT_OFFSET]>(),
+                h[..COUNT_OFFSET].try_into().expect("40 bytes"),
+            );
+            std::ptr::write_volatile(
+                base.add(COUNT_OFFSET + 8).cast::<[u8; HEADER_SIZE - COUNT_OFFSET - 8]>(),
+                h[COUNT_OFFSET + 8..].try_into().expect("16 bytes"),
+            );
+        }
+        let count = u64::from_le_bytes(h[COUNT_OFFSET..COUNT_OFFSET + 8].try_into().expect("8 bytes"));
+        count_atomic(&m).store(count, Ordering::Release);
+        m.raw.flush_range(0, HEADER_SIZE).map_err(|e| Error::io("msync", &self.path, e))
+    }
+}
+
+/// The count field of a mapping's header, as an atomic.
+fn count_atomic(m: &Mapping) -> &AtomicU64 {
+    // SAFETY: offset 40 of a page-aligned mapping of at least HEADER_SIZE bytes is in bounds and
+    // 8-byte aligned; every access to this field, in any process, goes through an atomic.
+    unsafe { AtomicU64::from_ptr(m.raw.as_mut_ptr().add(COUNT_OFFSET).cast::<u64>()) }
+}
+
+impl IndexView {
+    /// The 32 bytes of entry `idx`.
+    ///
+    /// # Panics
+    /// When `idx` is not below the entries the view covers (callers check against the count,
+    /// which the view covers).
+    #[inline]
+    pub(crate) fn entry_bytes(&self, idx: u64) -> [u8; ENTRY_SIZE] {
+        assert!(idx < self.map.entries, "index entry {idx} past the mapped {}", self.map.entries);
+        // SAFETY: in bounds (asserted; the mapping covers `entries` whole entries after the
+        // header). Entries below the published count are immutable while readers exist.
+        unsafe {
+            std::ptr::read_volatile(
+                self.map.raw.as_ptr().add(HEADER_SIZE + ENTRY_SIZE * idx as usize).cast::<[u8; ENTRY_SIZE]>(),
+            )
+        }
+    }
+
+    /// Hints the CPU to fetch entry `idx`; a no-op past the mapping.
+    #[inline]
+    pub(crate) fn prefetch(&self, idx: u64) {
+        if idx < self.map.entries {
+            super::cpu::prefetch_raw(
+                self.map.raw.as_ptr().wrapping_add(HEADER_SIZE + ENTRY_SIZE * idx as usize),
+                ENTRY_SIZE,
+            );
+        }
+    }
+}
