@@ -4,7 +4,8 @@
 #
 #   scripts/reliability.sh [CRASH_ITERS [FUZZ_SECONDS [CONCURRENCY_MS]]]   (defaults 200 60 10000)
 #   scripts/reliability.sh --build-fuzz                                    (CI: build the targets)
-#   scripts/reliability.sh --big                            (the 4 GiB chunk boundary, real size)
+#   scripts/reliability.sh --big                            (the 4 GiB chunk boundary, real size;
+#                                                            a v2 store of 2^24 + 1,000 records)
 #
 # Prints `crash MODE: N passed, M failed` per crash mode, executions and findings per fuzz target
 # (crashing inputs are kept in fuzz/artifacts/TARGET/), and the concurrency counts. Exits non-zero
@@ -56,12 +57,24 @@ with open(sys.argv[1], "wb") as f:
         f.write(out)
 PY
     bin=$CARGO_TARGET_DIR/release/loaderx
-    "$bin" convert npy "$BIG/big.npy" "$BIG/store" --codec raw || exit 1
+    # v1: 4 GiB chunks, so chunk 0's frontier lands exactly on byte 2^32.
+    "$bin" convert npy "$BIG/big.npy" "$BIG/store" --codec raw --format v1 || exit 1
     "$bin" stats "$BIG/store" | grep -E '^(length|chunks) '
     "$bin" verify "$BIG/store" || exit 1
     "$bin" export "$BIG/store" "$BIG/back.npy" || exit 1
-    cmp "$BIG/big.npy" "$BIG/back.npy" && echo "big: 4 GiB boundary: every record intact, export byte for byte"
-    exit $?
+    cmp "$BIG/big.npy" "$BIG/back.npy" || exit 1
+    echo "big: 4 GiB boundary: every record intact, export byte for byte"
+    # The same rows in a v2 store (1 GiB chunks), migrated to v1 and back.
+    "$bin" migrate "$BIG/store" --to v2 || exit 1
+    "$bin" verify "$BIG/store" || exit 1
+    "$bin" export "$BIG/store" "$BIG/back2.npy" --force || exit 1
+    cmp "$BIG/big.npy" "$BIG/back2.npy" || exit 1
+    echo "big: the 4 GiB store migrated to v2: every record intact, export byte for byte"
+    rm -rf "$BIG/store" "$BIG/back.npy" "$BIG/back2.npy"
+    # A v2 store past v1's 2^24 records, in a release build.
+    LOADERX_BIG_DIR=$BIG cargo test --release -p loaderx-core --test integration -- \
+        --ignored --exact v2::a_v2_store_beyond_v1s_record_limit --nocapture || exit 1
+    exit 0
 fi
 
 ITERS=${1:-200}

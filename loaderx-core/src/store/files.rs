@@ -76,6 +76,21 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// Replaces `dir/name` with `bytes` atomically but without waiting for the disk: a temporary
+/// file renamed over `name`, neither synced. For a file that is derived from the durable ones and
+/// rebuilt from them when it is missing, damaged or behind (v2's `manifest.zr`): a crash leaves
+/// the old file, the new one, or (after a power loss) an empty or stale one, never a mix that
+/// decodes.
+///
+/// # Errors
+/// [`Error::Io`] naming the file that failed.
+pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
+    std::fs::write(&tmp, bytes).map_err(|e| Error::io("write", &tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))
+}
+
 /// Makes a directory entry change (create, rename, remove) durable.
 ///
 /// # Errors

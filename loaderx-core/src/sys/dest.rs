@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use zstd::bulk::Decompressor;
 use zstd::zstd_safe::WriteBuf;
 
+use super::crc::Summer;
 use crate::Result;
 
 /// The destination of a gather, or one shard of it: bytes that may be uninitialised, written
@@ -54,6 +55,17 @@ impl<'a> Destination<'a> {
     pub(crate) fn copy(&mut self, src: &[u8]) {
         copy_bytes(&mut self.buf[self.filled..self.filled + src.len()], src);
         self.filled += src.len();
+    }
+
+    /// Writes `src` at the cursor and returns the crc32c of what was written, summed in the same
+    /// pass as the copy ([`Summer::copy`]).
+    ///
+    /// # Panics
+    /// When `src` is longer than [`Destination::remaining`].
+    pub(crate) fn copy_crc32c(&mut self, src: &[u8], summer: &mut Summer) -> u32 {
+        let crc = summer.copy(&mut self.buf[self.filled..self.filled + src.len()], src);
+        self.filled += src.len();
+        crc
     }
 
     /// Decompresses one zstd frame at the cursor into at most `max` bytes; returns the
@@ -151,7 +163,8 @@ pub(crate) fn fill_slice<R>(buf: &mut [u8], f: impl FnOnce(Destination<'_>) -> R
 /// zero-filling them first; `v`'s allocation is kept where it is large enough.
 ///
 /// # Errors
-/// `f`'s error, after which `v` is empty.
+/// `f`'s error, after which `v` is empty; [`crate::Error::InvalidArgument`] when `elems` cannot
+/// be allocated.
 ///
 /// # Panics
 /// When `f` returns `Ok` without having written every byte (a bug in the gather, never bad data).
@@ -161,8 +174,15 @@ pub(crate) fn fill_vec<T: bytemuck::Pod>(
     f: impl FnOnce(Destination<'_>) -> Result<()>,
 ) -> Result<()> {
     v.clear();
-    v.reserve_exact(elems);
-    let bytes = elems * size_of::<T>(); // cannot overflow: `reserve_exact` checked it
+    // The size comes from index entries, which may be damaged: an allocation that fails is an
+    // error naming the size, not an abort.
+    v.try_reserve_exact(elems).map_err(|_| {
+        crate::Error::InvalidArgument(format!(
+            "a batch of {elems} x {} bytes cannot be allocated (damaged index entries claim more than memory holds)",
+            size_of::<T>()
+        ))
+    })?;
+    let bytes = elems * size_of::<T>(); // cannot overflow: `try_reserve_exact` checked it
     let spare = &mut v.spare_capacity_mut()[..elems];
     // SAFETY: the spare capacity is allocated memory for `elems` values of `T`, exclusively
     // borrowed; `MaybeUninit<u8>` has alignment 1 and no validity requirement, so the same

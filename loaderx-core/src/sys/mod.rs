@@ -8,6 +8,7 @@
 //! | `index` | [`IndexMap`]: the v2 `index.zr`, a mapped array that grows |
 //! | `dest` | [`Destination`]: gather destinations in possibly uninitialised memory |
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
+//! | `crc` | a copy that sums its bytes (crc32c) in the same pass: verified reads |
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
 //!
@@ -15,13 +16,15 @@
 //! - A mapping stays valid while the `Mmap`/`MmapRaw` lives; the file may be changed underneath by
 //!   another process. Reading a page past the file's current end raises SIGBUS, so every mapping
 //!   here is checked against the file's length when it is made, and the files mapped are either
-//!   fixed-size (`meta.zr`, never truncated by loaderx), committed chunk regions (never truncated
+//!   fixed-size (`meta.zr`, never truncated by loaderx), only grown while open (`index.zr`),
+//!   committed chunk regions (never truncated
 //!   while anyone has the store open), or inputs that the caller promises not to truncate while
 //!   they are mapped (framing over immutable inputs).
 //! - Pages written by another process through a shared mapping are visible here; ordering between
 //!   them is what the atomic `length` field provides.
 
 mod cpu;
+mod crc;
 mod dest;
 mod index;
 mod io;
@@ -31,6 +34,7 @@ mod pinned;
 mod table;
 
 pub(crate) use cpu::{Kernel, prefetch, with_avx2};
+pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
 pub(crate) use index::{IndexMap, IndexView};
 pub(crate) use io::{read_exact_at, same_file, write_all_at};

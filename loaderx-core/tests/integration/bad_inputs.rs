@@ -365,6 +365,27 @@ fn cases() -> Vec<Case> {
             |e, _| matches!(e, Error::CorruptRecord { index: 1, path, .. } if ends(path, "0.zr")),
         ),
         (
+            "v2: entries claiming records larger than memory (no allocation sized by them aborts)",
+            |d| {
+                let s = v2(d, Codec::Zstd);
+                // 64 compressed records, each now claiming 4 GiB: 256 GiB for the batch.
+                let zstd: Vec<u64> = (0..200).filter(|&i| entry_fields(&s, i).codec == 1).take(64).collect();
+                assert_eq!(zstd.len(), 64);
+                for i in zstd {
+                    let (file, at) = entry_at(&s, i);
+                    patch(&file, at + 12, &u32::MAX.to_le_bytes());
+                }
+                s
+            },
+            |s| Store::open(s)?.gather(&(0..200u64).collect::<Vec<_>>()).map(drop),
+            |e, _| {
+                // Refused before the allocation, or (where memory overcommits that far) by the
+                // first frame that does not decode to its claimed size.
+                matches!(e, Error::InvalidArgument(m) if m.contains("cannot be allocated"))
+                    || matches!(e, Error::CorruptRecord { .. })
+            },
+        ),
+        (
             "v2: a dict.zr that is not the store's dictionary",
             |d| {
                 let s = v2(d, Codec::ZstdDict);
