@@ -31,7 +31,7 @@ fn main() {
     let source = DenseSource::open(&path).unwrap();
     let builder =
         DataLoader::builder().stream("x", source.clone()).batch_size(BATCH).mode(SamplerMode::Cyclic).seed(7);
-    let sampler = builder.clone().build().unwrap().sampler().clone();
+    let sampler = builder.clone().build().unwrap().sampler().cloned().expect("an endless loader");
 
     let mut step = 0u64;
     let mut idx = vec![0u32; BATCH as usize];

@@ -8,15 +8,19 @@
 //! `MNIST_DIR` holds the four IDX files (`train-images-idx3-ubyte`, `train-labels-idx1-ubyte`,
 //! `t10k-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`, each plain or `.gz`); the default is the
 //! bundled `data/mnist-10k` (8,000 train / 2,000 test digits). They are converted into loaderx
-//! stores under the system temp directory on the first run and reused afterwards.
+//! stores in the loaderx cache (`loaderx::convert::cache_dir`) on the first run and reused
+//! afterwards. Each epoch prints its train loss and accuracy and the validation pass's (every
+//! test digit once, in order).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use loaderx::burn::burn;
 use loaderx::burn::{MnistBatch, StepLoaderBuilder};
-use loaderx::{DenseSource, SamplerMode, WriteOptions};
+use loaderx::convert::{MnistSplit, cache_dir, mnist_stores};
+use loaderx::{DenseSource, Finite};
 
 use burn::config::Config;
 use burn::data::dataloader::DataLoader;
@@ -28,7 +32,7 @@ use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Int, Tensor};
 use burn::train::logger::{EvaluationProgressLogger, TrainingProgressLogger};
-use burn::train::metric::{AccuracyMetric, LossMetric, MetricDefinition};
+use burn::train::metric::{AccuracyMetric, LossMetric, MetricDefinition, MetricId, NumericEntry};
 use burn::train::renderer::{
     EvaluationName, MetricState, MetricsRenderer, MetricsRendererEvaluation, MetricsRendererTraining,
 };
@@ -118,35 +122,47 @@ impl InferenceStep for Model {
 
 // ------------------------------------------------------------------ data
 
-/// The IDX file `name` in `dir`, plain or gzip.
-fn idx_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
-    [dir.join(name), dir.join(format!("{name}.gz"))]
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or_else(|| format!("{} has no {name} or {name}.gz", dir.display()))
-}
-
-/// Converts `dir/name` into the dense store `out` unless a complete one is already there.
-fn store(dir: &Path, name: &str, out: &Path) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    if DenseSource::open(out).is_err() {
-        let summary = loaderx::convert::idx(idx_file(dir, name)?, out, WriteOptions::new().overwrite(true))?;
-        println!("converted {name} -> {} ({summary:?})", out.display());
-    }
-    Ok(out.to_path_buf())
-}
-
 // ------------------------------------------------------------------ a one-line-per-epoch renderer
 
-/// Prints one line per split instead of burn's line per iteration.
+/// Prints one line per split (its mean loss and accuracy) instead of burn's line per iteration.
+#[derive(Default)]
 struct EpochLines {
-    start: Instant,
+    start: Option<Instant>,
     epoch: usize,
     epochs: usize,
+    split: String,
+    items: usize,
+    names: HashMap<MetricId, String>,
+    /// Per metric of the split under way: weighted sum and weight.
+    sums: HashMap<MetricId, (f64, f64)>,
+}
+
+impl EpochLines {
+    fn add(&mut self, state: MetricState) {
+        if let MetricState::Numeric(entry, Some(value)) = state {
+            let (v, w) = match value {
+                NumericEntry::Value(v) => (v, 1.0),
+                NumericEntry::Aggregated { aggregated_value, count } => (aggregated_value, count as f64),
+                // The epoch's own final value: the split's mean from here on.
+                NumericEntry::Final(v) => {
+                    self.sums.insert(entry.metric_id, (v, 1.0));
+                    return;
+                }
+            };
+            let s = self.sums.entry(entry.metric_id).or_default();
+            s.0 += v * w;
+            s.1 += w;
+        }
+    }
 }
 
 impl MetricsRendererTraining for EpochLines {
-    fn update_train(&mut self, _: MetricState) {}
-    fn update_valid(&mut self, _: MetricState) {}
+    fn update_train(&mut self, state: MetricState) {
+        self.add(state);
+    }
+    fn update_valid(&mut self, state: MetricState) {
+        self.add(state);
+    }
 }
 impl MetricsRendererEvaluation for EpochLines {
     fn update_test(&mut self, _: EvaluationName, _: MetricState) {}
@@ -159,15 +175,33 @@ impl TrainingProgressLogger for EpochLines {
         self.epoch = epoch;
     }
     fn start_split(&mut self, split: &str, items: usize) {
-        println!(
-            "[{:6.1}s] epoch {}/{}: {split} ({items} items)",
-            self.start.elapsed().as_secs_f64(),
-            self.epoch + 1,
-            self.epochs
-        );
+        self.start.get_or_insert_with(Instant::now);
+        self.split = split.to_string();
+        self.items = items;
+        self.sums.clear();
     }
     fn update_split(&mut self, _: usize) {}
-    fn end_split(&mut self) {}
+    fn end_split(&mut self) {
+        let mut metrics: Vec<String> = self
+            .sums
+            .iter()
+            .filter(|(_, (_, w))| *w > 0.0)
+            .map(|(id, (s, w))| {
+                let name = self.names.get(id).map_or("metric", String::as_str);
+                format!("{} {:.4}", name.to_lowercase(), s / w)
+            })
+            .collect();
+        metrics.sort();
+        println!(
+            "[{:6.1}s] epoch {}/{} {:>5}: {} ({} digits)",
+            self.start.map_or(0.0, |t| t.elapsed().as_secs_f64()),
+            self.epoch + 1,
+            self.epochs,
+            self.split,
+            metrics.join(", "),
+            self.items
+        );
+    }
     fn end(&mut self) {}
     fn log_event_training(&mut self, _: String) {}
 }
@@ -181,7 +215,9 @@ impl EvaluationProgressLogger for EpochLines {
 }
 impl MetricsRenderer for EpochLines {
     fn manual_close(&mut self) {}
-    fn register_metric(&mut self, _: MetricDefinition) {}
+    fn register_metric(&mut self, def: MetricDefinition) {
+        self.names.insert(def.metric_id, def.name.to_string());
+    }
 }
 
 // ------------------------------------------------------------------ main
@@ -218,13 +254,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let args = args()?;
     let dir = args.dir.canonicalize().map_err(|e| format!("{}: {e}", args.dir.display()))?;
-    let key = loaderx_key(&dir);
-    let stores = std::env::temp_dir().join(format!("loaderx-mnist-burn-{key:016x}"));
-    std::fs::create_dir_all(&stores)?;
-    let train_images = store(&dir, "train-images-idx3-ubyte", &stores.join("train-images"))?;
-    let train_labels = store(&dir, "train-labels-idx1-ubyte", &stores.join("train-labels"))?;
-    let test_images = store(&dir, "t10k-images-idx3-ubyte", &stores.join("test-images"))?;
-    let test_labels = store(&dir, "t10k-labels-idx1-ubyte", &stores.join("test-labels"))?;
+    // Converted on the first run, reused afterwards.
+    let (train_images, train_labels) = mnist_stores(&dir, MnistSplit::Train, &cache_dir())?;
+    let (test_images, test_labels) = mnist_stores(&dir, MnistSplit::Test, &cache_dir())?;
+    for (what, path) in [("train images", &train_images), ("test images", &test_images)] {
+        let s = DenseSource::open(path)?;
+        let stats = s.store().map(|st| st.stats()).transpose()?.unwrap_or_default();
+        println!(
+            "{what}: {} records of {:?} {}, {:.1} MiB in {}",
+            s.len(),
+            s.item_shape(),
+            s.dtype(),
+            stats.chunk_bytes as f64 / (1 << 20) as f64,
+            path.display()
+        );
+    }
 
     let device = Device::flex();
     // Two cores: one prefetch thread keeps up with the model; the rest train.
@@ -235,13 +279,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .threads(1)
         .device(&device)
         .build_mnist()?;
-    let test_len = DenseSource::open(&test_labels)?.len() as u32;
-    // The validation split: every test digit once per epoch, in order.
-    let eval_batch = largest_divisor_at_most(test_len, 500);
+    let test_len = DenseSource::open(&test_labels)?.len();
+    // The validation split: every test digit once per epoch, in order, the last batch partial.
     let valid_builder = StepLoaderBuilder::new()
         .mnist(&test_images, &test_labels)?
-        .batch_size(eval_batch)
-        .mode(SamplerMode::Sequential)
+        .batch_size(500)
+        .finite(Finite::ordered())
         .threads(1)
         .device(&device);
     let valid = valid_builder.clone().build_mnist()?;
@@ -255,7 +298,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let model = ModelConfig::new(10, 512).init(&device.clone().autodiff());
-    let artifacts = stores.join("artifacts");
+    let artifacts = std::env::temp_dir().join("loaderx-mnist-burn-artifacts");
     let training = SupervisedTraining::new(
         &artifacts,
         Arc::new(train) as Arc<dyn DataLoader<MnistBatch>>,
@@ -266,7 +309,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     .metric_train_numeric(LossMetric::new())
     .metric_valid_numeric(LossMetric::new())
     .with_application_logger(None)
-    .renderer(Box::new(EpochLines { start: Instant::now(), epoch: 0, epochs: 0 }))
+    .renderer(Box::new(EpochLines::default()))
     .num_epochs(args.epochs);
     let t = Instant::now();
     let result = training.launch(Learner::new(model, AdamConfig::new().init(), args.lr));
@@ -296,16 +339,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// The largest divisor of `n` not above `cap`, so a sequential epoch covers `n` exactly.
-fn largest_divisor_at_most(n: u32, cap: u32) -> u32 {
-    (1..=cap.min(n)).rev().find(|&d| n.is_multiple_of(d)).unwrap_or(1)
-}
-
-/// FNV-1a of the data directory's path: one set of stores per input directory.
-fn loaderx_key(dir: &Path) -> u64 {
-    dir.to_string_lossy()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

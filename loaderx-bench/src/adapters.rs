@@ -52,7 +52,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report, shared: &Shared<'_>) -> any
         .mode(SamplerMode::Cyclic)
         .seed(7)
         .threads(shared.threads);
-    let sampler = builder.clone().build()?.sampler().clone();
+    let sampler = crate::loader::sampler_of(&builder)?;
     // Built before the contenders, which borrow its loaders.
     #[cfg(feature = "burn")]
     let burn_parts = burn_side::Parts::new(cfg, shared, &typed, &builder)?;

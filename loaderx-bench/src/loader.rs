@@ -9,12 +9,15 @@
 use std::cell::RefCell;
 use std::hint::black_box;
 
-use loaderx_core::{Batch, DataLoader, DenseSource, SamplerMode};
+use loaderx_core::{
+    Batch, DataLoader, DatasetWriter, DenseSource, Finite, LoaderBuilder, Pad, RaggedDataset, SamplerMode,
+    WriteOptions,
+};
 
 use crate::report::{self, Report, Section};
 use crate::run::Config;
 use crate::timing::{self, Contender, Work, settle};
-use crate::workloads::{blocks, write_structured_f32};
+use crate::workloads::{Gen, blocks, write_structured_f32};
 
 const BATCH: u32 = 256;
 const ELEMS: usize = 3072;
@@ -70,7 +73,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
         .seed(7)
         .threads(threads)
         .prefetch(PREFETCH);
-    let sampler = builder.clone().build()?.sampler().clone();
+    let sampler = sampler_of(&builder)?;
     let identity = RefCell::new(builder.clone().build()?);
     let loaded = RefCell::new(builder.clone().build_with(heavy)?);
 
@@ -151,11 +154,162 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     ));
     report.sections.push(s);
     drop((identity, loaded));
+    cfg.progress("loader: finite pass, padded ragged");
+    passes(cfg, report, &builder, threads)?;
+    ragged(cfg, report, threads)?;
     #[cfg(any(feature = "burn", feature = "candle"))]
     {
         cfg.progress("adapters");
         let shared = crate::adapters::Shared { source: typed.source(), elems: ELEMS, threads, queued };
         crate::adapters::run(cfg, report, &shared)?;
     }
+    Ok(())
+}
+
+/// The sampler of the endless loader `builder` builds.
+pub(crate) fn sampler_of(builder: &LoaderBuilder) -> anyhow::Result<loaderx_core::Sampler> {
+    builder
+        .clone()
+        .build()?
+        .sampler()
+        .cloned()
+        .ok_or_else(|| anyhow::anyhow!("an endless loader has a sampler"))
+}
+
+/// The rows of a section comparing `name` with `base` in batches per second.
+fn pair_rows(
+    report: &mut Report,
+    s: &mut Section,
+    t: &timing::Timings,
+    workload: &str,
+    base: &str,
+    name: &str,
+) {
+    for (name, base) in [(base, None), (name, Some(base))] {
+        let bps = 1.0 / t.median_secs(name);
+        report.push_rates(
+            ("loader", name, workload),
+            &[(bps, "batches/s")],
+            base.map(|b| (b, t.speed_vs(name, b))),
+        );
+        s.rows.push(vec![
+            name.into(),
+            format!("{bps:.1}"),
+            base.map_or_else(
+                || "baseline".into(),
+                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
+            ),
+        ]);
+    }
+}
+
+const ENDLESS: &str = "endless loader (cyclic)";
+const PASS: &str = "exactly-once epochs (shuffled passes back to back)";
+
+/// The finite pass against the endless loader on the same data: batches/s.
+fn passes(cfg: &Config, report: &mut Report, builder: &LoaderBuilder, threads: usize) -> anyhow::Result<()> {
+    let endless = RefCell::new(builder.clone().build()?);
+    let passes = RefCell::new(builder.clone().finite(Finite::shuffled().epochs(None)).build()?);
+    let steps = passes.borrow().steps_per_epoch();
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders = vec![
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| endless.borrow().prefetched()))),
+            ..Contender::new(ENDLESS, Box::new(|| drop(endless.borrow_mut().next_batch().expect("a batch"))))
+        },
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| passes.borrow().prefetched()))),
+            ..Contender::new(PASS, Box::new(|| drop(passes.borrow_mut().next_batch().expect("a batch"))))
+        },
+    ];
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
+    let mut s = Section::new(
+        format!(
+            "3b. Loader — finite passes against the endless loader, 12 KiB records, batch {BATCH}, {threads} threads"
+        ),
+        &["loader", "batches/s", "vs"],
+    );
+    let workload = format!("{} records of 12 KiB, batch {BATCH}, passes", cfg.records);
+    pair_rows(report, &mut s, &t, &workload, ENDLESS, PASS);
+    let epochs = passes.borrow().step() / steps.max(1);
+    s.notes.push(format!(
+        "{epochs} epochs of {steps} steps ran, each every record once in a new shuffle, its last batch \
+         partial; the prefetch threads go on into the next epoch."
+    ));
+    report.sections.push(s);
+    Ok(())
+}
+
+const BY_HAND: &str = "by hand: sample + get_batch + pad (calling thread)";
+const PADDED: &str = "loaderx padded ragged loader";
+
+/// A ragged token stream padded on the prefetch threads against the same work done by hand.
+fn ragged(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<()> {
+    let dir = tempfile::Builder::new().prefix("loaderx-bench-ragged-").tempdir_in(&cfg.dir)?;
+    let path = dir.path().join("tokens");
+    let mut w =
+        DatasetWriter::ragged::<i32>(&path, vec![], WriteOptions::new().codec(loaderx_core::Codec::Raw))?;
+    let mut g = Gen(0x70C3);
+    let mut total = 0usize;
+    for i in 0..cfg.records {
+        let len = 16 + g.below(497) as usize;
+        total += len;
+        w.append_record(&(0..len as i32).map(|j| j ^ i as i32).collect::<Vec<i32>>())?;
+    }
+    w.finish()?;
+    let data = RaggedDataset::<i32>::open(&path)?;
+    let builder = DataLoader::builder()
+        .open_stream("t", &path)?
+        .batch_size(BATCH)
+        .seed(3)
+        .threads(threads)
+        .prefetch(PREFETCH);
+    let sampler = builder.clone().build()?.sampler().cloned().ok_or_else(|| anyhow::anyhow!("a sampler"))?;
+    let padded = RefCell::new(builder.pad("t", Pad::longest())?.build()?);
+    let mut step = 0u64;
+    let mut idx = vec![0u32; BATCH as usize];
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders = vec![
+        Contender::new(
+            BY_HAND,
+            Box::new(|| {
+                sampler.fill(step, &mut idx).expect("a buffer of the batch size");
+                let records = data.get_batch(&idx).expect("a gather");
+                let (values, lengths) = loaderx_core::pad(&records, &[], 0).expect("whole rows");
+                step += 1;
+                black_box((values, lengths));
+            }),
+        ),
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| padded.borrow().prefetched()))),
+            ..Contender::new(
+                PADDED,
+                Box::new(|| drop(black_box(padded.borrow_mut().next_batch().expect("a batch")))),
+            )
+        },
+    ];
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
+    let mean = total as f64 / f64::from(cfg.records);
+    let mut s = Section::new(
+        format!(
+            "3c. Loader — ragged i32 token records (16..512 tokens, mean {mean:.0}), padded to the batch's longest, batch {BATCH}, {threads} threads"
+        ),
+        &["loader", "batches/s", "vs"],
+    );
+    let workload = format!("{} ragged records, batch {BATCH}, padded", cfg.records);
+    pair_rows(report, &mut s, &t, &workload, BY_HAND, PADDED);
+    s.notes.push(
+        "By hand is what a user writes without the loader: the sampler's indices, \
+         RaggedDataset::get_batch (a Vec per record) and loaderx_core::pad, on the training thread. The \
+         loader gathers the batch as one offsets + values array and pads it (with lengths and a mask) \
+         on its prefetch threads."
+            .into(),
+    );
+    report.sections.push(s);
     Ok(())
 }

@@ -106,10 +106,12 @@ impl DenseBatch {
     }
 
     fn take_rank<const D: usize>(&mut self, name: &str) -> Result<TensorData> {
-        let data = self.streams.remove(name).ok_or_else(|| Error::Stream {
-            name: name.to_string(),
-            reason: "no such stream in the batch".into(),
-        })?;
+        let Some(data) = self.streams.remove(name) else {
+            return Err(Error::Stream {
+                name: name.to_string(),
+                reason: format!("no such stream in the batch; it has {}", listed(self.names())),
+            });
+        };
         if data.shape().len() != D {
             let reason =
                 format!("has rank {} (shape {:?}), asked for rank {D}", data.shape().len(), data.shape());
@@ -119,7 +121,9 @@ impl DenseBatch {
         Ok(data)
     }
 
-    /// Takes stream `name` out as a float tensor of rank `D` (batch axis first).
+    /// Takes stream `name` out as a float tensor of rank `D` (batch axis first). The values are
+    /// converted to the backend's float type, whatever the stream's dtype (an `f64` stream,
+    /// NumPy's default, becomes `f32` on an `f32` backend, silently, as burn's `from_data` does).
     ///
     /// # Errors
     /// [`Error::Stream`] when there is no such stream or its rank is not `D`.
@@ -142,4 +146,10 @@ impl DenseBatch {
     pub fn bool<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Bool>> {
         Ok(Tensor::from_data(self.take_rank::<D>(name)?, &self.device))
     }
+}
+
+/// `"a", "b"` (or `no streams`), for an error naming what there is.
+pub(crate) fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<String> = names.map(|n| format!("{n:?}")).collect();
+    if names.is_empty() { "no streams".into() } else { names.join(", ") }
 }

@@ -55,6 +55,7 @@
 //!   the side-by-side bench.
 #![forbid(unsafe_code)]
 
+mod builder;
 mod dataset;
 mod dense;
 mod error;
@@ -62,12 +63,33 @@ mod item_store;
 mod loader;
 mod mnist;
 
+pub use builder::DataLoaderBuilder;
 pub use dataset::DenseItems;
 pub use dense::{DenseBatch, tensor_data};
 pub use error::{Error, Result};
 pub use item_store::{ItemStore, ItemWriter, msgpack};
 pub use loader::{StepLoader, StepLoaderBuilder};
-pub use mnist::{MNIST_MEAN, MNIST_SIDE, MNIST_STD, MnistBatch, MnistBatcher, MnistItem, MnistItems};
+pub use loaderx_core::convert::MnistSplit;
+pub use mnist::{
+    MNIST_MEAN, MNIST_SIDE, MNIST_STD, MnistBatch, MnistBatcher, MnistDataset, MnistItem, MnistItems,
+};
+
+/// The common imports of a burn program: `use loaderx::burn::prelude::*;`. loaderx's own loader
+/// is [`LoaderBuilder`](loaderx_core::LoaderBuilder) here (its `DataLoader` would clash with
+/// burn's trait of that name, which this prelude brings in for its methods, unnamed).
+pub mod prelude {
+    pub use burn::data::dataloader::DataLoader as _;
+    pub use burn::data::dataset::Dataset as _;
+    pub use loaderx_core::{
+        BoxError, Codec, DenseSource, Finite, LoaderBuilder, LoaderState, Pad, RaggedSource, SamplerMode,
+        Selection, WriteOptions,
+    };
+
+    pub use crate::{
+        DataLoaderBuilder, DenseBatch, DenseItems, ItemStore, MnistBatch, MnistBatcher, MnistDataset,
+        MnistItem, MnistItems, StepLoader, StepLoaderBuilder,
+    };
+}
 
 /// burn itself, re-exported so users (and the `loaderx` facade) name one version of it.
 pub use burn;

@@ -17,8 +17,8 @@ use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, P
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 use loaderx_core::{
-    Batch, DataLoader, DenseSource, LoaderBuilder, LoaderState, Prefetcher, SamplerConfig, SamplerMode,
-    fingerprint,
+    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, PassConfig, Prefetcher,
+    SamplerConfig, SamplerMode, fingerprint,
 };
 
 use crate::dense::DenseBatch;
@@ -122,6 +122,19 @@ impl StepLoaderBuilder {
         self
     }
 
+    /// Each `iter()` is one finite pass ([`Finite`]): every item exactly once, in order or
+    /// shuffled (a new shuffle each `iter()`: epoch 0, 1, ...), the last batch partial unless
+    /// dropped; `num_items()` and `progress()` count exactly the items delivered. For
+    /// validation loaders (`Finite::ordered()`) and exactly-once training epochs
+    /// (`Finite::shuffled()`). [`mode`](Self::mode) and [`steps_per_epoch`](Self::steps_per_epoch)
+    /// do not apply.
+    pub fn finite(mut self, finite: Finite) -> Self {
+        // One pass per `iter()`, the passes back to back: the prefetch threads go on into the
+        // next epoch while this one is consumed.
+        self.core = self.core.finite(finite.epochs(None));
+        self
+    }
+
     /// Steps per `iter()` (a burn "epoch"). Default: one pass over the data, `len / batch`
     /// steps for the cyclic sampler (its remainder is dropped), `ceil(len / batch)` otherwise.
     pub fn steps_per_epoch(mut self, steps: u64) -> Self {
@@ -197,7 +210,7 @@ impl StepLoaderBuilder {
 
 /// What a loader runs: the same recipe makes every `to_device` and `slice` copy.
 trait Recipe<O>: Send + Sync {
-    fn start(&self, config: &SamplerConfig, step: u64, device: &Device) -> Result<Box<dyn Running<O>>>;
+    fn start(&self, state: &LoaderState, device: &Device) -> Result<Box<dyn Running<O>>>;
 }
 
 /// A started producer: delivers consecutive steps.
@@ -214,8 +227,8 @@ struct CoreRecipe<O> {
 }
 
 impl<O: Send + 'static> Recipe<O> for CoreRecipe<O> {
-    fn start(&self, config: &SamplerConfig, step: u64, device: &Device) -> Result<Box<dyn Running<O>>> {
-        let state = LoaderState { sampler: config.clone(), step, fingerprint: self.fingerprint };
+    fn start(&self, state: &LoaderState, device: &Device) -> Result<Box<dyn Running<O>>> {
+        let state = LoaderState { fingerprint: self.fingerprint, ..state.clone() };
         let transform = Arc::clone(&self.transform);
         let device = device.clone();
         let loader = self.builder.clone().state(state).build_with(move |b| transform(b, &device))?;
@@ -233,6 +246,12 @@ impl<O: Send + 'static> Running<O> for DataLoader<O> {
     }
 }
 
+/// Where a dataset loader's indices come from.
+enum Indices {
+    Endless(loaderx_core::Sampler),
+    Pass(loaderx_core::Pass),
+}
+
 struct DatasetRecipe<I, O> {
     dataset: Arc<dyn Dataset<I>>,
     batcher: Arc<dyn Batcher<I, O>>,
@@ -241,14 +260,27 @@ struct DatasetRecipe<I, O> {
 }
 
 impl<I: Send + 'static, O: Send + 'static> Recipe<O> for DatasetRecipe<I, O> {
-    fn start(&self, config: &SamplerConfig, step: u64, device: &Device) -> Result<Box<dyn Running<O>>> {
-        let sampler = config.build()?;
+    fn start(&self, state: &LoaderState, device: &Device) -> Result<Box<dyn Running<O>>> {
+        let indexer = match &state.pass {
+            Some(p) => Indices::Pass(p.build()?),
+            None => Indices::Endless(state.sampler.build()?),
+        };
+        let step = state.step;
         let dataset = Arc::clone(&self.dataset);
         let batcher = Arc::clone(&self.batcher);
         let device = device.clone();
         // The outer result is the prefetcher's own (a panicking step); the inner one the step's.
         let produce = move |step: u64| -> loaderx_core::Result<Result<O>> {
-            let indices: Vec<usize> = sampler.batch(step).into_iter().map(|i| i as usize).collect();
+            let batch = match &indexer {
+                Indices::Endless(s) => s.batch(step),
+                // The prefetch threads run ahead of the consumer, past a pass's end too: those
+                // steps are not batched (a batcher may not take an empty list).
+                Indices::Pass(p) if p.total_steps().is_some_and(|t| step >= t) => {
+                    return Ok(Err(loaderx_core::Error::PassEnded { steps: p.steps() }.into()));
+                }
+                Indices::Pass(p) => p.batch(step),
+            };
+            let indices: Vec<usize> = batch.into_iter().map(|i| i as usize).collect();
             Ok(match dataset.get_many(indices) {
                 Ok(items) => Ok(batcher.batch(items, &device)),
                 Err(source) => Err(Error::Dataset { step, source }),
@@ -307,6 +339,9 @@ impl<O: Send + 'static> Running<O> for Prefetcher<Result<O>> {
 pub struct StepLoader<O> {
     recipe: Arc<dyn Recipe<O>>,
     config: SamplerConfig,
+    /// One pass per `iter()` ([`StepLoaderBuilder::finite`]), the passes back to back from
+    /// its `epoch`.
+    pass: Option<PassConfig>,
     fingerprint: u64,
     steps_per_epoch: u64,
     device: Option<Device>,
@@ -332,16 +367,22 @@ impl<O> StepLoader<O> {
         steps_per_epoch: Option<u64>,
         device: Option<Device>,
     ) -> Result<Self> {
-        let one_pass = state.sampler.build()?.steps_per_cycle();
-        let batch = u64::from(state.sampler.batch_size);
-        let steps_per_epoch = steps_per_epoch
-            .unwrap_or_else(|| one_pass.unwrap_or(u64::from(state.sampler.len).div_ceil(batch)));
+        let steps_per_epoch = match &state.pass {
+            Some(p) => p.build()?.steps(),
+            None => {
+                let one_pass = state.sampler.build()?.steps_per_cycle();
+                let batch = u64::from(state.sampler.batch_size);
+                steps_per_epoch
+                    .unwrap_or_else(|| one_pass.unwrap_or(u64::from(state.sampler.len).div_ceil(batch)))
+            }
+        };
         if steps_per_epoch == 0 {
             return Err(Error::InvalidArgument("an epoch needs at least one step".into()));
         }
         Ok(StepLoader {
             recipe,
             config: state.sampler,
+            pass: state.pass,
             fingerprint: state.fingerprint,
             steps_per_epoch,
             device,
@@ -355,9 +396,23 @@ impl<O> StepLoader<O> {
         self.next_step.load(Ordering::Acquire)
     }
 
-    /// The state to save: restoring it resumes at the next undelivered step.
+    /// The state to save: restoring it resumes at the next undelivered step (of a finite
+    /// loader, epoch `pass.epoch + step / steps_per_epoch`).
     pub fn state(&self) -> LoaderState {
-        LoaderState { sampler: self.config.clone(), step: self.step(), fingerprint: self.fingerprint }
+        LoaderState {
+            sampler: self.config.clone(),
+            step: self.step(),
+            fingerprint: self.fingerprint,
+            pass: self.pass.clone(),
+        }
+    }
+
+    /// Items each `iter()` delivers on this rank (burn's `num_items`).
+    pub fn items_per_epoch(&self) -> usize {
+        match &self.pass {
+            Some(p) => p.build().map_or(0, |p| p.num_items() as usize),
+            None => (self.steps_per_epoch as usize).saturating_mul(self.batch_size()),
+        }
     }
 
     /// Steps each `iter()` delivers.
@@ -381,9 +436,12 @@ impl<O> StepLoader<O> {
     }
 
     fn copy(&self, config: SamplerConfig, device: Option<Device>, next_step: Arc<AtomicU64>) -> Self {
+        let pass =
+            self.pass.as_ref().map(|p| PassConfig { rank: config.rank, world: config.world, ..p.clone() });
         StepLoader {
             recipe: Arc::clone(&self.recipe),
             config,
+            pass,
             fingerprint: self.fingerprint,
             steps_per_epoch: self.steps_per_epoch,
             device,
@@ -397,22 +455,26 @@ impl<O: Send + 'static> BurnDataLoader<O> for StepLoader<O> {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<O> + 'a> {
         let step = self.step();
         let parked = self.running.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let state = self.state();
         let started = match parked {
             Some(r) if r.step() == step => Ok(r),
             _ => {
                 let device = self.device.clone().unwrap_or_default();
-                self.recipe.start(&self.config, step, &device)
+                self.recipe.start(&state, &device)
             }
         };
         let (running, failed) = match started {
             Ok(r) => (Some(r), None),
             Err(e) => (None, Some(e)),
         };
-        Box::new(StepIter { loader: self, running, failed, done: 0 })
+        // A finite loader's `iter()` ends at its epoch's end, also when a restored state resumes
+        // mid-epoch.
+        let done = if self.pass.is_some() { step % self.steps_per_epoch } else { 0 };
+        Box::new(StepIter { loader: self, running, failed, done })
     }
 
     fn num_items(&self) -> usize {
-        (self.steps_per_epoch as usize).saturating_mul(self.batch_size())
+        self.items_per_epoch()
     }
 
     fn to_device(&self, device: &Device) -> Arc<dyn BurnDataLoader<O>> {
@@ -464,11 +526,9 @@ impl<O> Iterator for StepIter<'_, O> {
 impl<O> DataLoaderIterator<O> for StepIter<'_, O> {
     fn progress(&self) -> Progress {
         let batch = self.loader.batch_size();
-        Progress::new(
-            self.done as usize * batch,
-            self.loader.steps_per_epoch as usize * batch,
-            Some("items".to_string()),
-        )
+        let total = self.loader.items_per_epoch();
+        // Only a finite pass's last step can be partial: the count is exact.
+        Progress::new((self.done as usize * batch).min(total), total, Some("items".to_string()))
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::Path;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use loaderx_core::convert::MnistSplit;
 use loaderx_core::{Batch, DenseDataset};
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +61,10 @@ impl MnistBatch {
         let bytes = |name: &str, item_shape: &[usize]| -> Result<&[u8]> {
             let array = batch.get(name).ok_or_else(|| Error::Stream {
                 name: name.into(),
-                reason: "no such stream in the batch".into(),
+                reason: format!(
+                    "no such stream in the batch; it has {}",
+                    crate::dense::listed(batch.names())
+                ),
             })?;
             if array.shape().get(1..) != Some(item_shape) {
                 return Err(Error::Stream {
@@ -171,6 +175,92 @@ impl Dataset<MnistItem> for MnistItems {
 
     fn len(&self) -> usize {
         self.labels.len()
+    }
+}
+
+/// burn's `MnistDataset`, same names, from MNIST's IDX files in a directory instead of a
+/// download: converted into loaderx stores on first use and cached, then read with one gather
+/// per batch ([`MnistItems`]).
+///
+/// The directory is `$LOADERX_MNIST_DIR`, else the first `data/mnist-10k` found in the current
+/// directory or above it (this repository bundles 10,000 digits there); each file is read as
+/// `NAME` or `NAME.gz`. The cache is `$LOADERX_CACHE_DIR`, else `$XDG_CACHE_HOME/loaderx`, else
+/// `~/.cache/loaderx`, else the system temporary directory; a cached copy is keyed by the IDX
+/// files' paths, sizes and modification times, so changed files are converted again.
+#[derive(Debug, Clone)]
+pub struct MnistDataset {
+    items: MnistItems,
+}
+
+impl MnistDataset {
+    /// The training digits.
+    ///
+    /// # Panics
+    /// When the IDX files cannot be found or read, as burn's `MnistDataset::train` panics when
+    /// it cannot download them; [`MnistDataset::try_train`] returns the error instead.
+    pub fn train() -> Self {
+        Self::try_train().unwrap_or_else(|e| panic!("MnistDataset::train: {e}"))
+    }
+
+    /// The test digits.
+    ///
+    /// # Panics
+    /// As [`MnistDataset::train`]; [`MnistDataset::try_test`] returns the error instead.
+    pub fn test() -> Self {
+        Self::try_test().unwrap_or_else(|e| panic!("MnistDataset::test: {e}"))
+    }
+
+    /// [`MnistDataset::train`], the failure as an error.
+    ///
+    /// # Errors
+    /// [`Error::Core`] naming where the files were looked for, or the conversion's errors naming
+    /// the file.
+    pub fn try_train() -> Result<Self> {
+        Self::from_idx_dir(loaderx_core::convert::mnist_dir()?, MnistSplit::Train)
+    }
+
+    /// [`MnistDataset::test`], the failure as an error.
+    ///
+    /// # Errors
+    /// As [`MnistDataset::try_train`].
+    pub fn try_test() -> Result<Self> {
+        Self::from_idx_dir(loaderx_core::convert::mnist_dir()?, MnistSplit::Test)
+    }
+
+    /// One split from the IDX files in `dir`, converted and cached on first use.
+    ///
+    /// # Errors
+    /// As [`MnistDataset::try_train`].
+    pub fn from_idx_dir(dir: impl AsRef<Path>, split: MnistSplit) -> Result<Self> {
+        Self::cached_in(dir, split, loaderx_core::convert::cache_dir())
+    }
+
+    /// [`MnistDataset::from_idx_dir`] with the cache in `cache`.
+    ///
+    /// # Errors
+    /// As [`MnistDataset::try_train`].
+    pub fn cached_in(dir: impl AsRef<Path>, split: MnistSplit, cache: impl AsRef<Path>) -> Result<Self> {
+        let (images, labels) = loaderx_core::convert::mnist_stores(dir.as_ref(), split, cache.as_ref())?;
+        Ok(MnistDataset { items: MnistItems::open(&images, &labels)? })
+    }
+
+    /// The items, as a loaderx dataset.
+    pub fn items(&self) -> &MnistItems {
+        &self.items
+    }
+}
+
+impl Dataset<MnistItem> for MnistDataset {
+    fn get(&self, index: usize) -> Result<MnistItem, DatasetError> {
+        self.items.get(index)
+    }
+
+    fn get_many(&self, indexes: Vec<usize>) -> Result<Vec<MnistItem>, DatasetError> {
+        self.items.get_many(indexes)
+    }
+
+    fn len(&self) -> usize {
+        self.items.len()
     }
 }
 

@@ -80,12 +80,24 @@ mod cuda;
 mod dtype;
 mod error;
 mod loader;
+pub mod mnist;
 mod tensor;
 
 pub use dtype::{Widen, candle_dtype};
 pub use error::{Error, Result};
 pub use loader::CandleLoader;
 pub use tensor::{Converter, TensorBatch, tensor_from_parts, to_tensor};
+
+/// The common imports of a candle program: `use loaderx::candle::prelude::*;`.
+pub mod prelude {
+    pub use candle_core::{DType, Device, Tensor};
+    pub use loaderx_core::{
+        BoxError, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Pad, RaggedSource,
+        SamplerMode, Selection, WriteOptions,
+    };
+
+    pub use crate::{CandleLoader, Converter, TensorBatch, Widen};
+}
 
 pub use candle_core;
 /// candle-nn 0.11 (feature `nn`).

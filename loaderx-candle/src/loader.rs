@@ -66,6 +66,33 @@ impl<O: Send + 'static> CandleLoader<O> {
         Ok(CandleLoader { loader, converter })
     }
 
+    /// [`CandleLoader::with_transform`] for a transform whose error is any boxed error: `?` on
+    /// any error type inside it, and no `Ok::<_, E>` annotation.
+    ///
+    /// # Errors
+    /// As [`CandleLoader::with_transform`].
+    pub fn with_map<F>(builder: LoaderBuilder, converter: Converter, transform: F) -> Result<CandleLoader<O>>
+    where
+        F: Fn(Batch, &Converter) -> std::result::Result<O, loaderx_core::BoxError> + Send + Sync + 'static,
+    {
+        CandleLoader::with_transform(builder, converter, transform)
+    }
+
+    /// Steps of a finite pass (`LoaderBuilder::finite`), `None` for an endless loader.
+    pub fn steps(&self) -> Option<u64> {
+        self.loader.steps()
+    }
+
+    /// Steps of one epoch: a finite pass's, or one cycle of the endless sampler.
+    pub fn steps_per_epoch(&self) -> u64 {
+        self.loader.steps_per_epoch()
+    }
+
+    /// Records this rank reads in one finite pass (`None` for an endless loader).
+    pub fn num_items(&self) -> Option<u64> {
+        self.loader.num_items()
+    }
+
     /// The next batch, in step order.
     ///
     /// # Errors
@@ -137,8 +164,11 @@ impl<O: Send + 'static> CandleLoader<O> {
 impl<O: Send + 'static> Iterator for CandleLoader<O> {
     type Item = Result<O>;
 
-    /// Never `None`: the loader is endless.
+    /// Never `None` for an endless loader; `None` after the last step of a finite pass.
     fn next(&mut self) -> Option<Result<O>> {
-        Some(self.next_batch())
+        match self.loader.next_batch() {
+            Err(loaderx_core::Error::PassEnded { .. }) => None,
+            other => Some(other.map_err(Into::into)),
+        }
     }
 }

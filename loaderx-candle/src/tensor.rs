@@ -123,6 +123,8 @@ impl TensorBatch {
 pub struct Converter {
     device: Device,
     widen: Widen,
+    /// Float streams converted to this dtype, when set.
+    floats: Option<candle_core::DType>,
     /// Pinned buffers for CUDA devices, shared by the clones.
     #[cfg(feature = "cuda")]
     staging: crate::cuda::Staging,
@@ -134,6 +136,7 @@ impl Converter {
         Converter {
             device: device.clone(),
             widen: Widen::Never,
+            floats: None,
             #[cfg(feature = "cuda")]
             staging: crate::cuda::Staging::default(),
         }
@@ -143,6 +146,16 @@ impl Converter {
     #[must_use]
     pub fn widen(mut self, widen: Widen) -> Converter {
         self.widen = widen;
+        self
+    }
+
+    /// Converts every float stream (f16, bf16, f32, f64) to `dtype` (a float dtype): an `f64`
+    /// stream (NumPy's default) then arrives as the model's `f32`. Without it a stream keeps its
+    /// dtype, `f64` included (candle then fails in the first op that mixes it with `f32`). The
+    /// conversion is one more pass over the batch, on the prefetch thread.
+    #[must_use]
+    pub fn floats_as(mut self, dtype: candle_core::DType) -> Converter {
+        self.floats = Some(dtype);
         self
     }
 
@@ -166,6 +179,14 @@ impl Converter {
     /// # Errors
     /// As [`to_tensor`].
     pub fn array(&self, array: DenseArray) -> Result<Tensor> {
+        let t = self.array_as_is(array)?;
+        match self.floats {
+            Some(d) if t.dtype().is_float() && t.dtype() != d => Ok(t.to_dtype(d)?),
+            _ => Ok(t),
+        }
+    }
+
+    fn array_as_is(&self, array: DenseArray) -> Result<Tensor> {
         #[cfg(feature = "cuda")]
         if let Device::Cuda(device) = &self.device
             && !array.is_empty()

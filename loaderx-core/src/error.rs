@@ -165,6 +165,12 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// A finite pass was asked for a batch after its last step.
+    #[error("the pass is over: all {steps} steps were delivered")]
+    PassEnded {
+        /// Steps the pass had.
+        steps: u64,
+    },
     /// The data loader's worker threads stopped unexpectedly.
     #[error("data loader stopped: {0}")]
     LoaderStopped(String),

@@ -33,8 +33,8 @@ mod sys;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 pub use dataset::{
-    DatasetWriter, DenseDataset, DenseSource, Kind, ProgressFn, RaggedDataset, SCHEMA_FILE, Schema,
-    WriteOptions, pad,
+    DatasetWriter, DenseDataset, DenseSource, Kind, Pad, Padded, ProgressFn, RaggedArray, RaggedDataset,
+    RaggedSource, SCHEMA_FILE, Schema, Selection, WriteOptions, pad,
 };
 pub use error::{Error, Result};
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
@@ -43,14 +43,27 @@ pub use framing::{
     fixed_chunk_count, partition, partition_files, partition_pattern, plan_file, plan_files,
 };
 pub use kernels::scale_bytes_to_f32;
-pub use loader::{Batch, DataLoader, LoaderBuilder, LoaderState, Prefetcher, fingerprint};
-pub use sampler::{SampleRng, Sampler, SamplerBuilder, SamplerConfig, SamplerMode, sample_seed};
+pub use loader::{
+    Batch, BoxError, DataLoader, Finite, LoaderBuilder, LoaderState, Prefetcher, StreamSource, fingerprint,
+};
+pub use sampler::{
+    Pass, PassConfig, SampleRng, Sampler, SamplerBuilder, SamplerConfig, SamplerMode, sample_seed,
+};
 pub use store::{
     CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, VerifyReport,
 };
 pub use sys::MappedFile;
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;
+
+/// The common imports: `use loaderx::prelude::*;` (or `loaderx_core::prelude`).
+pub mod prelude {
+    pub use crate::{
+        BoxError, Codec, DataLoader, DatasetWriter, DenseDataset, DenseSource, Error, Finite, Format,
+        LoaderBuilder, LoaderState, Pad, RaggedDataset, RaggedSource, Result, SamplerMode, Selection, Store,
+        StoreOptions, WriteOptions,
+    };
+}
 
 /// Datasets written back out in other formats.
 pub mod export {

@@ -80,7 +80,10 @@ impl<I: Serialize + DeserializeOwned> ItemStore<I> {
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
         let path = dir.as_ref().to_path_buf();
         let ragged = RaggedDataset::<u8>::open(&path)?;
-        Ok(ItemStore { store: Arc::clone(ragged.store()), path, _item: PhantomData })
+        let store = ragged
+            .store()
+            .ok_or_else(|| Error::InvalidArgument("an item store lives in a directory".into()))?;
+        Ok(ItemStore { store: Arc::clone(store), path, _item: PhantomData })
     }
 
     /// Copies every item of a burn dataset (`InMemDataset`, `SqliteDataset`, `MnistDataset`...)

@@ -3,6 +3,7 @@
 
 mod common;
 mod dataset;
+mod first_hour;
 mod item_store;
 mod loader;
 mod train;

@@ -94,3 +94,48 @@ fn a_failed_conversion_names_its_step_and_the_loader_goes_on() {
     }
     assert_eq!(loader.step(), 3);
 }
+
+/// A finite pass through the candle loader: every record once, then the iterator ends; its
+/// steps, epoch length and item count; an f64 stream cast to f32 on request; a ragged stream
+/// padded into tensors; a transform with `?` on any error.
+#[test]
+fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
+    use loaderx_core::{DenseSource, Finite, Pad, RaggedSource};
+    let x = DenseSource::from_vec(vec![2], (0..100).map(f64::from).collect::<Vec<f64>>()).unwrap();
+    let t =
+        RaggedSource::from_records(vec![], &(0..50).map(|i| vec![i as u32; i % 5 + 1]).collect::<Vec<_>>())
+            .unwrap();
+    let builder = DataLoader::builder()
+        .stream("x", x)
+        .ragged_stream("t", t)
+        .pad("t", Pad::longest())
+        .unwrap()
+        .batch_size(16)
+        .finite(Finite::ordered());
+    let loader =
+        CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu).floats_as(CandleDType::F32)).unwrap();
+    assert_eq!((loader.steps(), loader.steps_per_epoch(), loader.num_items()), (Some(4), 4, Some(50)));
+    let mut rows = 0;
+    for b in loader {
+        let b = b.unwrap();
+        let x = b.get("x").unwrap();
+        assert_eq!(x.dtype(), CandleDType::F32, "f64 cast to f32");
+        let t = b.get("t").unwrap();
+        assert_eq!(t.dims()[0], x.dims()[0]);
+        let lengths = b.get("t_lengths").unwrap().to_vec1::<i64>().unwrap();
+        for (k, &i) in b.indices.iter().enumerate() {
+            assert_eq!(lengths[k], i64::from(i % 5 + 1));
+        }
+        rows += x.dims()[0];
+    }
+    assert_eq!(rows, 50);
+    let kept =
+        CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu)).unwrap().next().unwrap().unwrap();
+    assert_eq!(kept.get("x").unwrap().dtype(), CandleDType::F64, "without floats_as an f64 stream stays f64");
+    let mut sums = CandleLoader::with_map(builder, Converter::new(&Device::Cpu), |mut b, _| {
+        let x = b.take("x").ok_or("no x")?.into_vec::<f64>()?;
+        Ok(x.iter().sum::<f64>())
+    })
+    .unwrap();
+    assert_eq!(sums.next_batch().unwrap(), (0..32).map(f64::from).sum::<f64>());
+}

@@ -49,7 +49,10 @@ fn write_npy(src: &DenseSource, header: &[u8], file: &File, tmp: &Path) -> Resul
         let k = per_block.min(len - done);
         let indices: Vec<u32> = (done as u32..(done + k) as u32).collect();
         let block = &mut buf[..k * item_bytes];
-        src.store().gather_fixed(&indices, item_bytes, block)?;
+        match src.store() {
+            Some(store) => store.gather_fixed(&indices, item_bytes, block)?,
+            None => block.copy_from_slice(src.get_batch(&indices)?.as_bytes()),
+        }
         // The header promises little-endian data; a byte swap is its own inverse, so "from
         // little-endian to native" is also "from native to little-endian".
         to_native(block, src.dtype().size(), true);

@@ -1,31 +1,46 @@
 //! Dense datasets: fixed-shape records gathered at a fixed stride, shape from the schema.
 
 use std::marker::PhantomData;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
+use super::selection::Selection;
 use crate::store::Parallelism;
 use crate::sys::{Destination, fill_vec};
 use crate::{Error, Result, Store};
 
+/// Where a source's records are: a store, or memory (a dataset built from values).
+#[derive(Debug, Clone)]
+pub(crate) enum Backing {
+    /// Records of a store.
+    Store(Arc<Store>),
+    /// Records held in memory, back to back: item `i` is bytes `i * item .. (i + 1) * item`.
+    Memory(Arc<ArrayData>),
+}
+
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
 ///
 /// A batch is one fixed-stride gather straight into a typed buffer; no per-record metadata is
-/// touched beyond the table entry.
+/// touched beyond the index entry. A source may be a view of some of its records
+/// ([`DenseSource::select`]), and may live in memory ([`DenseSource::from_vec`]).
 #[derive(Debug, Clone)]
 pub struct DenseSource {
-    store: Arc<Store>,
+    backing: Backing,
     schema: Schema,
     item_elems: usize,
+    view: Option<Selection>,
+    /// For errors: the store's directory, or `<memory>`.
+    path: PathBuf,
 }
 
 impl DenseSource {
     /// Opens the dense dataset in `dir` read-only.
     ///
     /// # Errors
-    /// [`Error::Schema`] when it is ragged or has no schema; the store's open errors.
+    /// [`Error::Schema`] when it is ragged or has no schema; [`Error::NotAStore`] when `dir` does
+    /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<DenseSource> {
         let dir = dir.as_ref();
         let schema = Schema::read(dir)?;
@@ -37,19 +52,77 @@ impl DenseSource {
     /// # Errors
     /// [`Error::Schema`] when `schema` is not dense.
     pub fn new(store: Arc<Store>, schema: Schema) -> Result<DenseSource> {
+        let path = store.path().to_path_buf();
         if schema.kind != Kind::Dense {
             return Err(Error::Schema {
-                path: store.path().to_path_buf(),
+                path,
                 reason: "the dataset is ragged; open it with RaggedDataset".into(),
             });
         }
         let item_elems = schema.unit_elems();
-        Ok(DenseSource { store, schema, item_elems })
+        Ok(DenseSource { backing: Backing::Store(store), schema, item_elems, view: None, path })
     }
 
-    /// Number of records.
+    /// A dense dataset held in memory: `data` is the items back to back, each of `item_shape`
+    /// (no file is written; for tests, small data and notebooks).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `data` is not a whole number of items.
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{DataLoader, DenseSource};
+    /// let x = DenseSource::from_vec(vec![2], (0..20).map(|v| v as f32).collect::<Vec<f32>>())?;
+    /// assert_eq!(x.len(), 10);
+    /// let mut loader = DataLoader::builder().stream("x", x).batch_size(5).build()?;
+    /// assert_eq!(loader.next_batch()?.get("x").unwrap().shape(), &[5, 2]);
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn from_vec<T: Element>(item_shape: Vec<usize>, data: Vec<T>) -> Result<DenseSource> {
+        let schema = Schema::dense(T::DTYPE, item_shape);
+        let item_elems = schema.unit_elems();
+        if item_elems == 0 || !data.len().is_multiple_of(item_elems) {
+            return Err(Error::InvalidArgument(format!(
+                "{} values are not a whole number of items of shape {:?}",
+                data.len(),
+                schema.shape
+            )));
+        }
+        if u32::try_from(data.len() / item_elems).is_err() {
+            return Err(Error::InvalidArgument("an in-memory dataset holds at most 2^32 - 1 items".into()));
+        }
+        Ok(DenseSource {
+            backing: Backing::Memory(Arc::new(T::wrap(data))),
+            schema,
+            item_elems,
+            view: None,
+            path: PathBuf::from("<memory>"),
+        })
+    }
+
+    /// A view of the records `selection` names, in its order (a split, a range, a list); composes
+    /// with an earlier view. Nothing is copied.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] when the selection names a record past the source.
+    pub fn select(&self, selection: &Selection) -> Result<DenseSource> {
+        let view = select_view(self.view.as_ref(), self.len(), selection, &self.path)?;
+        Ok(DenseSource { view: Some(view), ..self.clone() })
+    }
+
+    /// Number of records (of the view, when this is one).
     pub fn len(&self) -> usize {
-        self.store.len() as usize
+        match &self.view {
+            Some(v) => v.len(),
+            None => self.physical_len(),
+        }
+    }
+
+    fn physical_len(&self) -> usize {
+        match &self.backing {
+            Backing::Store(s) => s.len() as usize,
+            Backing::Memory(d) => d.len() / self.item_elems.max(1),
+        }
     }
 
     /// True when there are no records.
@@ -77,9 +150,17 @@ impl DenseSource {
         &self.schema
     }
 
-    /// The underlying store.
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
+    /// The underlying store; `None` for a dataset in memory.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        match &self.backing {
+            Backing::Store(s) => Some(s),
+            Backing::Memory(_) => None,
+        }
+    }
+
+    /// The store's directory, or `<memory>`.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Gathers `indices` into `data`, resizing it (keeping its allocation where it fits) to
@@ -105,9 +186,35 @@ impl DenseSource {
             *data = ArrayData::zeros(self.schema.dtype, 0);
         }
         let item_bytes = self.schema.unit_bytes();
+        let mapped;
+        let indices = match &self.view {
+            Some(v) => {
+                let mut m = Vec::new();
+                v.map_into(indices, &mut m, &self.path)?;
+                mapped = m;
+                &mapped[..]
+            }
+            None => indices,
+        };
         // The records are written straight into the buffer's (possibly uninitialised) storage:
         // no zero-fill pass before the gather, whether the buffer is recycled or fresh.
-        let gather = |out: Destination<'_>| self.store.gather_fixed_to(indices, item_bytes, out, par);
+        let gather = |mut out: Destination<'_>| match &self.backing {
+            Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
+            Backing::Memory(data) => {
+                let (bytes, n) = (data.as_bytes(), self.physical_len());
+                for &i in indices {
+                    if i as usize >= n {
+                        return Err(Error::IndexOutOfRange {
+                            path: self.path.clone(),
+                            index: u64::from(i),
+                            len: n as u64,
+                        });
+                    }
+                    out.copy(&bytes[i as usize * item_bytes..(i as usize + 1) * item_bytes]);
+                }
+                Ok(())
+            }
+        };
         match data {
             ArrayData::Bool(bools) => {
                 let mut raw = Vec::new();
@@ -133,7 +240,7 @@ impl DenseSource {
     fn bad_bool(&self, indices: &[u32], raw: &[u8]) -> Error {
         let at = raw.iter().position(|&b| b > 1).unwrap_or(0);
         Error::CorruptRecord {
-            path: self.store.path().to_path_buf(),
+            path: self.path.clone(),
             index: u64::from(indices[at / self.item_elems.max(1)]),
             reason: format!("bool byte {} is neither 0 nor 1", raw[at]),
         }
@@ -189,6 +296,22 @@ impl<T: Element> DenseDataset<T> {
         DenseSource::open(dir)?.typed()
     }
 
+    /// A dataset held in memory ([`DenseSource::from_vec`]).
+    ///
+    /// # Errors
+    /// As [`DenseSource::from_vec`].
+    pub fn from_vec(item_shape: Vec<usize>, data: Vec<T>) -> Result<Self> {
+        DenseSource::from_vec(item_shape, data)?.typed()
+    }
+
+    /// A view of the records `selection` names ([`DenseSource::select`]).
+    ///
+    /// # Errors
+    /// As [`DenseSource::select`].
+    pub fn select(&self, selection: &Selection) -> Result<Self> {
+        self.source.select(selection)?.typed()
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.source.len()
@@ -215,9 +338,9 @@ impl<T: Element> DenseDataset<T> {
     /// [`Error::InvalidArgument`] for a wrong `out` length; the store's gather errors.
     pub fn gather_into(&self, indices: &[u32], out: &mut [T]) -> Result<()> {
         let item_bytes = self.source.schema.unit_bytes();
-        match T::bytes_mut(out) {
-            Some(bytes) => self.source.store.gather_fixed(indices, item_bytes, bytes),
-            None => {
+        match (T::bytes_mut(out), &self.source.backing, &self.source.view) {
+            (Some(bytes), Backing::Store(store), None) => store.gather_fixed(indices, item_bytes, bytes),
+            _ => {
                 let mut data = ArrayData::zeros(T::DTYPE, 0);
                 self.source.gather_into(indices, &mut data)?;
                 let v = T::view(&data).unwrap_or_default();
@@ -259,10 +382,32 @@ impl DenseSource {
     pub fn typed<T: Element>(self) -> Result<DenseDataset<T>> {
         if self.schema.dtype != T::DTYPE {
             return Err(Error::Schema {
-                path: self.store.path().to_path_buf(),
+                path: self.path.clone(),
                 reason: format!("the dataset holds {} elements, not {}", self.schema.dtype, T::DTYPE),
             });
         }
         Ok(DenseDataset { source: self, _t: PhantomData })
+    }
+}
+
+/// The view `selection` of a source of `len` records, itself viewed by `inner` when given.
+pub(crate) fn select_view(
+    inner: Option<&Selection>,
+    len: usize,
+    selection: &Selection,
+    path: &Path,
+) -> Result<Selection> {
+    if let Some(max) = selection.max()
+        && max as usize >= len
+    {
+        return Err(Error::IndexOutOfRange {
+            path: path.to_path_buf(),
+            index: u64::from(max),
+            len: len as u64,
+        });
+    }
+    match inner {
+        Some(inner) => selection.within(inner),
+        None => Ok(selection.clone()),
     }
 }

@@ -4,10 +4,12 @@ mod dense;
 pub(crate) mod dtype;
 mod ragged;
 mod schema;
+mod selection;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
-pub use ragged::{RaggedDataset, pad};
+pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
+pub use selection::Selection;
 pub(crate) use writer::remove_dataset_dir;
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};

@@ -1,12 +1,540 @@
-//! Ragged datasets: variable-length records of rows, returned as a list; [`pad`] makes them dense.
+//! Ragged datasets: variable-length records of rows. [`RaggedSource`] gathers a batch as one
+//! [`RaggedArray`] (offsets and values, no allocation per record), [`RaggedArray::pad`] and
+//! [`pad`] make it dense.
 
 use std::marker::PhantomData;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::dtype::{DenseArray, Element};
+use super::dense::select_view;
+use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
+use super::selection::Selection;
+use crate::store::Parallelism;
+use crate::sys::fill_vec;
 use crate::{Error, Result, Store};
+
+/// Where a ragged source's records are.
+#[derive(Debug, Clone)]
+enum Backing {
+    Store(Arc<Store>),
+    /// Values back to back and `offsets[i]..offsets[i + 1]`, in elements, of record `i`.
+    Memory {
+        values: Arc<ArrayData>,
+        offsets: Arc<[usize]>,
+    },
+}
+
+/// A ragged dataset whose element type is known at run time: what the loader holds for a
+/// ragged stream. Each record is a sequence of rows of the schema's row shape.
+#[derive(Debug, Clone)]
+pub struct RaggedSource {
+    backing: Backing,
+    schema: Schema,
+    view: Option<Selection>,
+    path: PathBuf,
+}
+
+/// One batch of a ragged stream: the records' values back to back and where each starts, in
+/// rows. Record `k` is rows `offsets[k]..offsets[k + 1]` of `values`, each row of `row_shape`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RaggedArray {
+    row_shape: Vec<usize>,
+    offsets: Vec<usize>,
+    values: ArrayData,
+}
+
+/// How [`RaggedArray::pad`] makes a ragged batch dense.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pad {
+    /// Pad to this many rows; `None`: to the batch's longest record.
+    pub length: Option<usize>,
+    /// Cut records longer than `length` (otherwise they are an error naming the record).
+    pub truncate: bool,
+    /// The padding value, as an `f64` converted to the stream's dtype (0 by default).
+    pub value: f64,
+}
+
+impl Pad {
+    /// To the longest record of each batch, with zeros.
+    pub fn longest() -> Pad {
+        Pad { length: None, truncate: false, value: 0.0 }
+    }
+
+    /// To `rows` rows, with zeros; a longer record is an error unless [`Pad::truncate`]d.
+    pub fn length(rows: usize) -> Pad {
+        Pad { length: Some(rows), truncate: false, value: 0.0 }
+    }
+
+    /// Cut records longer than the fixed length.
+    pub fn truncate(mut self, yes: bool) -> Pad {
+        self.truncate = yes;
+        self
+    }
+
+    /// The padding value (converted to the stream's dtype; 1 or more is `true` for bool).
+    pub fn value(mut self, v: f64) -> Pad {
+        self.value = v;
+        self
+    }
+}
+
+/// A padded batch: `(B, L, *row_shape)` values, each record's length in rows (`i64`, capped at
+/// `L`), and a `(B, L)` mask of 1 for a real row and 0 for padding (`u8`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Padded {
+    /// `(B, L, *row_shape)`.
+    pub values: DenseArray,
+    /// `(B,)`, `i64`.
+    pub lengths: DenseArray,
+    /// `(B, L)`, `u8`.
+    pub mask: DenseArray,
+}
+
+impl RaggedSource {
+    /// Opens the ragged dataset in `dir` read-only.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] when it is dense or has no schema; [`Error::NotAStore`] when `dir` does
+    /// not exist or is not a dataset; the store's open errors.
+    pub fn open(dir: impl AsRef<Path>) -> Result<RaggedSource> {
+        let dir = dir.as_ref();
+        let schema = Schema::read(dir)?;
+        RaggedSource::new(Arc::new(Store::open(dir)?), schema)
+    }
+
+    /// A ragged view of an open store.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] when `schema` is dense.
+    pub fn new(store: Arc<Store>, schema: Schema) -> Result<RaggedSource> {
+        let path = store.path().to_path_buf();
+        if schema.kind != Kind::Ragged {
+            return Err(Error::Schema {
+                path,
+                reason: "the dataset is dense; open it with DenseDataset".into(),
+            });
+        }
+        Ok(RaggedSource { backing: Backing::Store(store), schema, view: None, path })
+    }
+
+    /// A ragged dataset held in memory: one vector per record, each a whole number of rows of
+    /// `row_shape`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the first record that is not a whole number of rows.
+    pub fn from_records<T: Element>(row_shape: Vec<usize>, records: &[Vec<T>]) -> Result<RaggedSource> {
+        let schema = Schema::ragged(T::DTYPE, row_shape);
+        let row = schema.unit_elems().max(1);
+        let mut offsets = Vec::with_capacity(records.len() + 1);
+        let mut values = Vec::with_capacity(records.iter().map(Vec::len).sum());
+        offsets.push(0);
+        for (i, r) in records.iter().enumerate() {
+            if r.len() % row != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "record {i} holds {} elements, not a whole number of {row}-element rows",
+                    r.len()
+                )));
+            }
+            values.extend_from_slice(r);
+            offsets.push(values.len());
+        }
+        if u32::try_from(records.len()).is_err() {
+            return Err(Error::InvalidArgument("an in-memory dataset holds at most 2^32 - 1 records".into()));
+        }
+        Ok(RaggedSource {
+            backing: Backing::Memory { values: Arc::new(T::wrap(values)), offsets: offsets.into() },
+            schema,
+            view: None,
+            path: PathBuf::from("<memory>"),
+        })
+    }
+
+    /// A view of the records `selection` names, in its order; composes with an earlier view.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] when the selection names a record past the source.
+    pub fn select(&self, selection: &Selection) -> Result<RaggedSource> {
+        let view = select_view(self.view.as_ref(), self.len(), selection, &self.path)?;
+        Ok(RaggedSource { view: Some(view), ..self.clone() })
+    }
+
+    /// Number of records (of the view, when this is one).
+    pub fn len(&self) -> usize {
+        match &self.view {
+            Some(v) => v.len(),
+            None => self.physical_len(),
+        }
+    }
+
+    fn physical_len(&self) -> usize {
+        match &self.backing {
+            Backing::Store(s) => s.len() as usize,
+            Backing::Memory { offsets, .. } => offsets.len() - 1,
+        }
+    }
+
+    /// True when there are no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.schema.dtype
+    }
+
+    /// Shape of one row.
+    pub fn row_shape(&self) -> &[usize] {
+        &self.schema.shape
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The underlying store; `None` for a dataset in memory.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        match &self.backing {
+            Backing::Store(s) => Some(s),
+            Backing::Memory { .. } => None,
+        }
+    }
+
+    /// The store's directory, or `<memory>`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Gathers the records at `indices` as one [`RaggedArray`].
+    ///
+    /// # Errors
+    /// The store's gather errors; [`Error::CorruptRecord`] for a record that is not a whole
+    /// number of rows or not valid values of the dtype (a `bool` byte other than 0 or 1).
+    pub fn get_batch(&self, indices: &[u32]) -> Result<RaggedArray> {
+        let mut out = RaggedArray::empty(self.schema.dtype, self.schema.shape.clone());
+        self.gather_into_with(indices, &mut out, Parallelism::Pool)?;
+        Ok(out)
+    }
+
+    /// [`RaggedSource::get_batch`] into `out`, reusing its buffers.
+    pub(crate) fn gather_into_with(
+        &self,
+        indices: &[u32],
+        out: &mut RaggedArray,
+        par: Parallelism,
+    ) -> Result<()> {
+        let mapped;
+        let indices = match &self.view {
+            Some(v) => {
+                let mut m = Vec::new();
+                v.map_into(indices, &mut m, &self.path)?;
+                mapped = m;
+                &mapped[..]
+            }
+            None => indices,
+        };
+        let row_bytes = self.schema.unit_bytes().max(1);
+        let elem = self.schema.dtype.size();
+        out.row_shape.clone_from(&self.schema.shape);
+        out.offsets.clear();
+        out.offsets.push(0);
+        if out.values.dtype() != self.schema.dtype {
+            out.values = ArrayData::zeros(self.schema.dtype, 0);
+        }
+        match &self.backing {
+            Backing::Store(store) => {
+                let resolved = store.resolve_batch(indices)?;
+                let mut rows = 0usize;
+                for (&i, len) in indices.iter().zip(resolved.lens()) {
+                    if !(len as usize).is_multiple_of(row_bytes) {
+                        return Err(Error::CorruptRecord {
+                            path: self.path.clone(),
+                            index: u64::from(i),
+                            reason: format!("{len} bytes is not a whole number of {row_bytes}-byte rows"),
+                        });
+                    }
+                    rows += len as usize / row_bytes;
+                    out.offsets.push(rows);
+                }
+                let elems = rows * (row_bytes / elem);
+                let gather = |dst: crate::sys::Destination<'_>| store.read_resolved(&resolved, dst, par);
+                out.values = fill_values(
+                    std::mem::replace(&mut out.values, ArrayData::zeros(DType::U8, 0)),
+                    elems,
+                    gather,
+                )
+                .map_err(|e| match e {
+                    BoolError::Store(e) => e,
+                    BoolError::Bool(at) => Error::CorruptRecord {
+                        path: self.path.clone(),
+                        index: u64::from(
+                            indices[out.offsets.partition_point(|&o| o * (row_bytes / elem) <= at) - 1],
+                        ),
+                        reason: "a bool byte is neither 0 nor 1".into(),
+                    },
+                })?;
+                Ok(())
+            }
+            Backing::Memory { values, offsets } => {
+                let row = self.schema.unit_elems().max(1);
+                let n = offsets.len() - 1;
+                let bytes = values.as_bytes();
+                let mut flat: Vec<u8> = Vec::new();
+                let mut rows = 0usize;
+                for &i in indices {
+                    let i = i as usize;
+                    if i >= n {
+                        return Err(Error::IndexOutOfRange {
+                            path: self.path.clone(),
+                            index: i as u64,
+                            len: n as u64,
+                        });
+                    }
+                    flat.extend_from_slice(&bytes[offsets[i] * elem..offsets[i + 1] * elem]);
+                    rows += (offsets[i + 1] - offsets[i]) / row;
+                    out.offsets.push(rows);
+                }
+                out.values = from_bytes(self.schema.dtype, &flat)
+                    .ok_or_else(|| Error::InvalidArgument("in-memory values of the wrong size".into()))?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The typed view.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] when the dtype is not `T`.
+    pub fn typed<T: Element>(self) -> Result<RaggedDataset<T>> {
+        if self.schema.dtype != T::DTYPE {
+            return Err(Error::Schema {
+                path: self.path.clone(),
+                reason: format!("the dataset holds {} elements, not {}", self.schema.dtype, T::DTYPE),
+            });
+        }
+        Ok(RaggedDataset { source: self, _t: PhantomData })
+    }
+}
+
+/// Why filling a typed buffer failed.
+enum BoolError {
+    Store(Error),
+    /// The element at this position is a bool byte other than 0 or 1.
+    Bool(usize),
+}
+
+/// `elems` elements of `data`'s dtype written by `gather` (bytes), `data`'s allocation reused.
+fn fill_values(
+    data: ArrayData,
+    elems: usize,
+    gather: impl FnOnce(crate::sys::Destination<'_>) -> Result<()>,
+) -> std::result::Result<ArrayData, BoolError> {
+    macro_rules! typed {
+        ($v:expr, $variant:ident) => {{
+            let mut v = $v;
+            fill_vec(&mut v, elems, gather).map_err(BoolError::Store)?;
+            Ok(ArrayData::$variant(v))
+        }};
+    }
+    match data {
+        ArrayData::Bool(_) => {
+            let mut raw: Vec<u8> = Vec::new();
+            fill_vec(&mut raw, elems, gather).map_err(BoolError::Store)?;
+            match bool::from_bytes(&raw) {
+                Some(b) => Ok(ArrayData::Bool(b)),
+                None => Err(BoolError::Bool(raw.iter().position(|&b| b > 1).unwrap_or(0))),
+            }
+        }
+        ArrayData::U8(v) => typed!(v, U8),
+        ArrayData::I8(v) => typed!(v, I8),
+        ArrayData::U16(v) => typed!(v, U16),
+        ArrayData::I16(v) => typed!(v, I16),
+        ArrayData::U32(v) => typed!(v, U32),
+        ArrayData::I32(v) => typed!(v, I32),
+        ArrayData::U64(v) => typed!(v, U64),
+        ArrayData::I64(v) => typed!(v, I64),
+        ArrayData::F16(v) => typed!(v, F16),
+        ArrayData::BF16(v) => typed!(v, BF16),
+        ArrayData::F32(v) => typed!(v, F32),
+        ArrayData::F64(v) => typed!(v, F64),
+    }
+}
+
+/// Native-endian bytes of `dtype` as its array.
+fn from_bytes(dtype: DType, bytes: &[u8]) -> Option<ArrayData> {
+    Some(match dtype {
+        DType::U8 => ArrayData::U8(bytes.to_vec()),
+        DType::I8 => ArrayData::I8(i8::from_bytes(bytes)?),
+        DType::U16 => ArrayData::U16(u16::from_bytes(bytes)?),
+        DType::I16 => ArrayData::I16(i16::from_bytes(bytes)?),
+        DType::U32 => ArrayData::U32(u32::from_bytes(bytes)?),
+        DType::I32 => ArrayData::I32(i32::from_bytes(bytes)?),
+        DType::U64 => ArrayData::U64(u64::from_bytes(bytes)?),
+        DType::I64 => ArrayData::I64(i64::from_bytes(bytes)?),
+        DType::F16 => ArrayData::F16(half::f16::from_bytes(bytes)?),
+        DType::BF16 => ArrayData::BF16(half::bf16::from_bytes(bytes)?),
+        DType::F32 => ArrayData::F32(f32::from_bytes(bytes)?),
+        DType::F64 => ArrayData::F64(f64::from_bytes(bytes)?),
+        DType::Bool => ArrayData::Bool(bool::from_bytes(bytes)?),
+    })
+}
+
+impl RaggedArray {
+    /// An empty batch of `dtype` rows of `row_shape`.
+    pub fn empty(dtype: DType, row_shape: Vec<usize>) -> RaggedArray {
+        RaggedArray { row_shape, offsets: vec![0], values: ArrayData::zeros(dtype, 0) }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// True for a batch of no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.values.dtype()
+    }
+
+    /// Shape of one row.
+    pub fn row_shape(&self) -> &[usize] {
+        &self.row_shape
+    }
+
+    /// `B + 1` offsets, in rows: record `k` is rows `offsets[k]..offsets[k + 1]`.
+    pub fn offsets(&self) -> &[usize] {
+        &self.offsets
+    }
+
+    /// Every record's values back to back.
+    pub fn values(&self) -> &ArrayData {
+        &self.values
+    }
+
+    /// Rows of record `k`.
+    pub fn rows(&self, k: usize) -> usize {
+        self.offsets[k + 1] - self.offsets[k]
+    }
+
+    /// The values of record `k`, flat row-major.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `T` is not the dtype.
+    pub fn record<T: Element>(&self, k: usize) -> Result<&[T]> {
+        let row = self.row_elems();
+        let all = T::view(&self.values).ok_or_else(|| {
+            Error::InvalidArgument(format!("the ragged stream holds {}, not {}", self.dtype(), T::DTYPE))
+        })?;
+        Ok(&all[self.offsets[k] * row..self.offsets[k + 1] * row])
+    }
+
+    fn row_elems(&self) -> usize {
+        self.row_shape.iter().product::<usize>().max(1)
+    }
+
+    /// The batch made dense as `pad` says: `(B, L, *row_shape)` values, lengths and mask.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the record (its position in the batch) longer than a
+    /// fixed length that does not truncate.
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{Pad, RaggedSource};
+    /// let tokens = RaggedSource::from_records(vec![], &[vec![1i32, 2, 3], vec![4], vec![5, 6]])?;
+    /// let p = tokens.get_batch(&[0, 1, 2])?.pad(Pad::longest().value(-1.0))?;
+    /// assert_eq!(p.values.shape(), &[3, 3]);
+    /// assert_eq!(p.values.as_slice::<i32>()?, &[1, 2, 3, 4, -1, -1, 5, 6, -1]);
+    /// assert_eq!(p.lengths.as_slice::<i64>()?, &[3, 1, 2]);
+    /// assert_eq!(p.mask.as_slice::<u8>()?, &[1, 1, 1, 1, 0, 0, 1, 1, 0]);
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn pad(&self, pad: Pad) -> Result<Padded> {
+        let b = self.len();
+        let longest = (0..b).map(|k| self.rows(k)).max().unwrap_or(0);
+        let l = pad.length.unwrap_or(longest);
+        if !pad.truncate
+            && let Some(k) = (0..b).find(|&k| self.rows(k) > l)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "record {k} of the batch has {} rows; the padded length is {l} (Pad::truncate cuts it)",
+                self.rows(k)
+            )));
+        }
+        let row = self.row_elems();
+        let elem = self.dtype().size();
+        let fill = fill_bytes(self.dtype(), pad.value);
+        let src = self.values.as_bytes();
+        // One zeroed buffer of the dtype, each record copied into its row, the padding filled
+        // only when the value is not zero.
+        let mut values = ArrayData::zeros(self.dtype(), b * l * row);
+        let mut lengths = Vec::with_capacity(b);
+        let mut mask = vec![0u8; b * l];
+        {
+            let mut bools = Vec::new();
+            let out: &mut [u8] = match values.as_bytes_mut() {
+                Some(bytes) => bytes,
+                None => {
+                    bools.resize(b * l * row, 0u8);
+                    &mut bools
+                }
+            };
+            let stride = l * row * elem;
+            for k in 0..b {
+                let rows = self.rows(k).min(l);
+                let n = rows * row * elem;
+                let start = self.offsets[k] * row * elem;
+                let dst = &mut out[k * stride..(k + 1) * stride];
+                dst[..n].copy_from_slice(&src[start..start + n]);
+                if fill[..elem].iter().any(|&b| b != 0) {
+                    for e in dst[n..].chunks_exact_mut(elem) {
+                        e.copy_from_slice(&fill[..elem]);
+                    }
+                }
+                lengths.push(rows as i64);
+                mask[k * l..k * l + rows].fill(1);
+            }
+            if !bools.is_empty() {
+                values = ArrayData::Bool(bools.iter().map(|&b| b == 1).collect());
+            }
+        }
+        let mut shape = vec![b, l];
+        shape.extend_from_slice(&self.row_shape);
+        Ok(Padded {
+            values: DenseArray::new(shape, values)?,
+            lengths: DenseArray::from_vec(vec![b], lengths)?,
+            mask: DenseArray::from_vec(vec![b, l], mask)?,
+        })
+    }
+}
+
+/// The native-endian bytes of `v` as one element of `dtype` (8 bytes, the first `size` used).
+fn fill_bytes(dtype: DType, v: f64) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    let mut put = |x: &[u8]| b[..x.len()].copy_from_slice(x);
+    match dtype {
+        DType::U8 => put(&(v as u8).to_ne_bytes()),
+        DType::I8 => put(&(v as i8).to_ne_bytes()),
+        DType::U16 => put(&(v as u16).to_ne_bytes()),
+        DType::I16 => put(&(v as i16).to_ne_bytes()),
+        DType::U32 => put(&(v as u32).to_ne_bytes()),
+        DType::I32 => put(&(v as i32).to_ne_bytes()),
+        DType::U64 => put(&(v as u64).to_ne_bytes()),
+        DType::I64 => put(&(v as i64).to_ne_bytes()),
+        DType::F16 => put(&half::f16::from_f64(v).to_ne_bytes()),
+        DType::BF16 => put(&half::bf16::from_f64(v).to_ne_bytes()),
+        DType::F32 => put(&(v as f32).to_ne_bytes()),
+        DType::F64 => put(&v.to_ne_bytes()),
+        DType::Bool => put(&[u8::from(v >= 1.0)]),
+    }
+    b
+}
 
 /// A ragged dataset of `T`: each record is a sequence of rows of the schema's row shape.
 ///
@@ -28,8 +556,7 @@ use crate::{Error, Result, Store};
 /// ```
 #[derive(Debug, Clone)]
 pub struct RaggedDataset<T: Element> {
-    store: Arc<Store>,
-    schema: Schema,
+    source: RaggedSource,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -39,9 +566,7 @@ impl<T: Element> RaggedDataset<T> {
     /// # Errors
     /// [`Error::Schema`] when it is dense, has no schema, or its dtype is not `T`.
     pub fn open(dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
-        let schema = Schema::read(dir)?;
-        RaggedDataset::new(Arc::new(Store::open(dir)?), schema)
+        RaggedSource::open(dir)?.typed()
     }
 
     /// A ragged view of an open store.
@@ -49,25 +574,28 @@ impl<T: Element> RaggedDataset<T> {
     /// # Errors
     /// [`Error::Schema`] when `schema` is dense or its dtype is not `T`.
     pub fn new(store: Arc<Store>, schema: Schema) -> Result<Self> {
-        let path = store.path().to_path_buf();
-        if schema.kind != Kind::Ragged {
-            return Err(Error::Schema {
-                path,
-                reason: "the dataset is dense; open it with DenseDataset".into(),
-            });
-        }
-        if schema.dtype != T::DTYPE {
-            return Err(Error::Schema {
-                path,
-                reason: format!("the dataset holds {} elements, not {}", schema.dtype, T::DTYPE),
-            });
-        }
-        Ok(RaggedDataset { store, schema, _t: PhantomData })
+        RaggedSource::new(store, schema)?.typed()
+    }
+
+    /// A dataset held in memory ([`RaggedSource::from_records`]).
+    ///
+    /// # Errors
+    /// As [`RaggedSource::from_records`].
+    pub fn from_records(row_shape: Vec<usize>, records: &[Vec<T>]) -> Result<Self> {
+        RaggedSource::from_records(row_shape, records)?.typed()
+    }
+
+    /// A view of the records `selection` names ([`RaggedSource::select`]).
+    ///
+    /// # Errors
+    /// As [`RaggedSource::select`].
+    pub fn select(&self, selection: &Selection) -> Result<Self> {
+        self.source.select(selection)?.typed()
     }
 
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.store.len() as usize
+        self.source.len()
     }
 
     /// True when there are no records.
@@ -77,12 +605,17 @@ impl<T: Element> RaggedDataset<T> {
 
     /// Shape of one row.
     pub fn row_shape(&self) -> &[usize] {
-        &self.schema.shape
+        self.source.row_shape()
     }
 
-    /// The underlying store.
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
+    /// The underlying store; `None` in memory.
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        self.source.store()
+    }
+
+    /// The untyped source, as the loader takes it.
+    pub fn source(&self) -> &RaggedSource {
+        &self.source
     }
 
     /// Gathers the records at `indices`, each as a flat row-major `(len_i, *row_shape)` vector.
@@ -91,26 +624,16 @@ impl<T: Element> RaggedDataset<T> {
     /// The store's gather errors; [`Error::CorruptRecord`] for a record that is not a whole
     /// number of rows.
     pub fn get_batch(&self, indices: &[u32]) -> Result<Vec<Vec<T>>> {
-        let lens = self.store.record_lens(indices)?;
-        let mut flat = vec![0u8; lens.iter().map(|&l| l as usize).sum()];
-        self.store.gather_into(indices, &mut flat)?;
-        let row = self.schema.unit_bytes().max(1);
-        let mut out = Vec::with_capacity(indices.len());
-        let mut pos = 0;
-        for (&idx, &len) in indices.iter().zip(&lens) {
-            let bytes = &flat[pos..pos + len as usize];
-            pos += len as usize;
-            let bad = |reason: String| Error::CorruptRecord {
-                path: self.store.path().to_path_buf(),
-                index: u64::from(idx),
-                reason,
-            };
-            if bytes.len() % row != 0 {
-                return Err(bad(format!("{} bytes is not a whole number of {row}-byte rows", bytes.len())));
-            }
-            out.push(T::from_bytes(bytes).ok_or_else(|| bad(format!("bytes are not valid {}", T::DTYPE)))?);
-        }
-        Ok(out)
+        let batch = self.source.get_batch(indices)?;
+        (0..batch.len()).map(|k| batch.record::<T>(k).map(<[T]>::to_vec)).collect()
+    }
+
+    /// Gathers the records at `indices` as one [`RaggedArray`] (no allocation per record).
+    ///
+    /// # Errors
+    /// As [`RaggedDataset::get_batch`].
+    pub fn get_ragged(&self, indices: &[u32]) -> Result<RaggedArray> {
+        self.source.get_batch(indices)
     }
 
     /// Gathers each record as a `(len_i, *row_shape)` array.
@@ -118,12 +641,12 @@ impl<T: Element> RaggedDataset<T> {
     /// # Errors
     /// As [`RaggedDataset::get_batch`].
     pub fn get_arrays(&self, indices: &[u32]) -> Result<Vec<DenseArray>> {
-        let row_elems = self.schema.unit_elems().max(1);
+        let row_elems = self.source.schema.unit_elems().max(1);
         self.get_batch(indices)?
             .into_iter()
             .map(|v| {
                 let mut shape = vec![v.len() / row_elems];
-                shape.extend_from_slice(&self.schema.shape);
+                shape.extend_from_slice(self.row_shape());
                 DenseArray::from_vec(shape, v)
             })
             .collect()

@@ -74,7 +74,9 @@ impl Schema {
     /// Reads `dir/schema.msgpack`.
     ///
     /// # Errors
-    /// [`Error::Schema`] when it is missing; [`Error::Corrupt`] when it does not decode.
+    /// [`Error::NotAStore`] when `dir` does not exist or holds neither a schema nor a store;
+    /// [`Error::Schema`] for a raw store without a schema; [`Error::Corrupt`] when it does not
+    /// decode.
     pub fn read(dir: &Path) -> Result<Schema> {
         // A converter killed between writing the schema and renaming its staging directory into
         // place leaves a complete-looking `OUT.partial`: never take it for a dataset.
@@ -88,9 +90,21 @@ impl Schema {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(Error::Schema {
-                    path: dir.to_path_buf(),
-                    reason: "no schema.msgpack: a raw Zrecord store, open it with Store".into(),
+                let path = dir.to_path_buf();
+                return Err(if !dir.exists() {
+                    Error::NotAStore { path, reason: "it does not exist".into() }
+                } else if !dir.is_dir() {
+                    Error::NotAStore { path, reason: "it is a file, not a dataset directory".into() }
+                } else if dir.join("index.zr").exists() || dir.join("meta.zr").exists() {
+                    Error::Schema {
+                        path,
+                        reason: "a raw Zrecord store without schema.msgpack: open it with Store".into(),
+                    }
+                } else {
+                    Error::NotAStore {
+                        path,
+                        reason: "it holds no schema.msgpack and no store (index.zr or meta.zr)".into(),
+                    }
                 });
             }
             Err(e) => return Err(Error::io("read", &path, e)),

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::sampler::{SampleRng, sample_seed};
-use crate::{ArrayData, DType, DenseArray};
+use crate::{ArrayData, DType, DenseArray, RaggedArray};
 
 /// One step's data: every stream gathered at the same indices.
 #[derive(Debug)]
@@ -14,6 +14,7 @@ pub struct Batch {
     pub(super) seed: u64,
     pub(super) indices: Vec<u32>,
     pub(super) streams: BTreeMap<String, DenseArray>,
+    pub(super) ragged: BTreeMap<String, RaggedArray>,
     pub(super) pool: Option<Arc<Pool>>,
 }
 
@@ -56,6 +57,21 @@ impl Batch {
     /// Stream names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.streams.keys().map(String::as_str)
+    }
+
+    /// The unpadded ragged stream `name`: its records' values and offsets.
+    pub fn get_ragged(&self, name: &str) -> Option<&RaggedArray> {
+        self.ragged.get(name)
+    }
+
+    /// Takes the unpadded ragged stream `name` out.
+    pub fn take_ragged(&mut self, name: &str) -> Option<RaggedArray> {
+        self.ragged.remove(name)
+    }
+
+    /// Names of the unpadded ragged streams, sorted.
+    pub fn ragged_names(&self) -> impl Iterator<Item = &str> {
+        self.ragged.keys().map(String::as_str)
     }
 
     /// Takes every stream out.

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::Batch;
 use super::data_loader::{BoxError, DataLoader, Transform};
-use crate::dataset::DenseSource;
-use crate::sampler::{SamplerConfig, SamplerMode};
-use crate::{Error, Result};
+use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
+use crate::sampler::{PassConfig, SamplerConfig, SamplerMode};
+use crate::{DType, Error, Result};
 
 /// The fingerprint of a description of data (64-bit FNV-1a of `bytes`): what
 /// [`LoaderState::fingerprint`] holds. [`LoaderBuilder::fingerprint`] describes dense streams;
@@ -28,13 +28,118 @@ pub struct LoaderState {
     /// Fingerprint of the streams (names, dtypes, shapes, length): a state only restores onto
     /// the data it was saved from.
     pub fingerprint: u64,
+    /// A finite pass ([`LoaderBuilder::finite`]) instead of the endless sampler; absent in
+    /// states saved before passes existed.
+    #[serde(default)]
+    pub pass: Option<PassConfig>,
+}
+
+/// Finite passes over the data: every record exactly once per pass (one pass by default), then
+/// the loader ends; see [`LoaderBuilder::finite`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finite {
+    /// In a keyed shuffle of the builder's seed and the epoch, or in record order.
+    pub shuffle: bool,
+    /// Drop the last batch of each pass when it is partial.
+    pub drop_last: bool,
+    /// The first pass's epoch: each has its own shuffle.
+    pub epoch: u64,
+    /// Passes run back to back, the prefetch threads going on across the boundary; `None`:
+    /// without end (exactly-once training epochs: [`DataLoader::steps_per_epoch`] steps each).
+    pub epochs: Option<u64>,
+}
+
+impl Default for Finite {
+    fn default() -> Self {
+        Finite { shuffle: false, drop_last: false, epoch: 0, epochs: Some(1) }
+    }
+}
+
+impl Finite {
+    /// Every record once, in record order, the last batch partial: an evaluation pass.
+    pub fn ordered() -> Finite {
+        Finite::default()
+    }
+
+    /// Every record once, in a shuffle of the builder's seed and the epoch.
+    pub fn shuffled() -> Finite {
+        Finite { shuffle: true, ..Finite::default() }
+    }
+
+    /// `n` passes back to back (epochs `epoch..epoch + n`); `None`: without end.
+    pub fn epochs(mut self, n: Option<u64>) -> Finite {
+        self.epochs = n;
+        self
+    }
+
+    /// Drop the last batch when it is partial.
+    pub fn drop_last(mut self, yes: bool) -> Finite {
+        self.drop_last = yes;
+        self
+    }
+
+    /// The epoch (its own shuffle).
+    pub fn epoch(mut self, epoch: u64) -> Finite {
+        self.epoch = epoch;
+        self
+    }
+}
+
+/// The data of one loader stream: a dense source, or a ragged one with how it is padded (or
+/// not: its batches then carry [`RaggedArray`](crate::RaggedArray)s).
+#[derive(Debug, Clone)]
+pub enum StreamSource {
+    /// Fixed-shape records.
+    Dense(DenseSource),
+    /// Variable-length records, padded on the prefetch threads when a [`Pad`] is given.
+    Ragged(RaggedSource, Option<Pad>),
+}
+
+impl StreamSource {
+    /// Records in the stream.
+    pub fn len(&self) -> usize {
+        match self {
+            StreamSource::Dense(d) => d.len(),
+            StreamSource::Ragged(r, _) => r.len(),
+        }
+    }
+
+    /// True when the stream is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            StreamSource::Dense(d) => d.dtype(),
+            StreamSource::Ragged(r, _) => r.dtype(),
+        }
+    }
+
+    /// The item shape (dense) or row shape (ragged).
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            StreamSource::Dense(d) => d.item_shape(),
+            StreamSource::Ragged(r, _) => r.row_shape(),
+        }
+    }
+
+    fn select(&self, s: &Selection) -> Result<StreamSource> {
+        Ok(match self {
+            StreamSource::Dense(d) => StreamSource::Dense(d.select(s)?),
+            StreamSource::Ragged(r, p) => StreamSource::Ragged(r.select(s)?, *p),
+        })
+    }
 }
 
 /// Builds a [`DataLoader`]; see [`DataLoader::builder`].
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct LoaderBuilder {
-    streams: Vec<(String, DenseSource)>,
+    streams: Vec<(String, StreamSource)>,
+    selections: Vec<Selection>,
+    finite: Option<Finite>,
     batch_size: u32,
     mode: SamplerMode,
     seed: u64,
@@ -50,6 +155,8 @@ impl std::fmt::Debug for LoaderBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoaderBuilder")
             .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
+            .field("selections", &self.selections.iter().map(Selection::len).collect::<Vec<_>>())
+            .field("finite", &self.finite)
             .field("batch_size", &self.batch_size)
             .field("mode", &self.mode)
             .field("seed", &self.seed)
@@ -67,6 +174,8 @@ impl Default for LoaderBuilder {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         LoaderBuilder {
             streams: Vec::new(),
+            selections: Vec::new(),
+            finite: None,
             batch_size: 32,
             mode: SamplerMode::Cyclic,
             seed: 0,
@@ -81,18 +190,94 @@ impl Default for LoaderBuilder {
 }
 
 impl LoaderBuilder {
+    /// A builder with the defaults (what [`DataLoader::builder`] gives).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Adds a named dense stream.
     pub fn stream(mut self, name: impl Into<String>, source: DenseSource) -> Self {
-        self.streams.push((name.into(), source));
+        self.streams.push((name.into(), StreamSource::Dense(source)));
         self
     }
 
-    /// Opens the dense dataset in `dir` as stream `name`.
+    /// Adds a named ragged stream; its batches carry a [`RaggedArray`](crate::RaggedArray)
+    /// ([`Batch::get_ragged`]) unless [`LoaderBuilder::pad`] makes them dense.
+    pub fn ragged_stream(mut self, name: impl Into<String>, source: RaggedSource) -> Self {
+        self.streams.push((name.into(), StreamSource::Ragged(source, None)));
+        self
+    }
+
+    /// Opens the dataset in `dir`, dense or ragged (its schema says), as stream `name`.
     ///
     /// # Errors
-    /// As [`DenseSource::open`].
+    /// As [`DenseSource::open`] / [`RaggedSource::open`].
     pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
-        Ok(self.stream(name, DenseSource::open(dir)?))
+        let dir = dir.as_ref();
+        Ok(match Schema::read(dir)?.kind {
+            Kind::Dense => self.stream(name, DenseSource::open(dir)?),
+            Kind::Ragged => self.ragged_stream(name, RaggedSource::open(dir)?),
+        })
+    }
+
+    /// Pads the ragged stream `name` on the prefetch threads: the batch then holds `name` as a
+    /// dense `(B, L, *row_shape)` array, `{name}_lengths` (`i64`, `(B,)`) and `{name}_mask`
+    /// (`u8`, `(B, L)`: 1 for a real row), and no ragged `name`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when there is no ragged stream `name` (the message lists the
+    /// streams there are).
+    pub fn pad(mut self, name: &str, pad: Pad) -> Result<Self> {
+        let names = self.stream_names();
+        match self.streams.iter_mut().find(|(n, _)| n == name) {
+            Some((_, StreamSource::Ragged(_, p))) => *p = Some(pad),
+            Some(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "stream {name:?} is dense; only a ragged stream is padded"
+                )));
+            }
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "no stream {name:?} to pad; the streams are {names}"
+                )));
+            }
+        }
+        Ok(self)
+    }
+
+    fn stream_names(&self) -> String {
+        let names: Vec<String> = self.streams.iter().map(|(n, _)| format!("{n:?}")).collect();
+        if names.is_empty() { "none yet".into() } else { names.join(", ") }
+    }
+
+    /// Reads only the records `selection` names (a split, a range, a list), in every stream:
+    /// the loader's index space is the selection's (nothing is copied). A second call selects
+    /// within the first.
+    pub fn select(mut self, selection: Selection) -> Self {
+        self.selections.push(selection);
+        self
+    }
+
+    /// One finite pass ([`Finite`]) instead of the endless sampler: every record once, in
+    /// order or shuffled, the last batch partial unless dropped, sharded over ranks without
+    /// duplicates; the loader's iterator ends after it. [`mode`](Self::mode) is ignored.
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{DataLoader, DenseSource, Finite};
+    /// let x = DenseSource::from_vec(vec![], (0..10u32).collect::<Vec<u32>>())?;
+    /// let loader = DataLoader::builder().stream("x", x).batch_size(4).finite(Finite::ordered()).build()?;
+    /// assert_eq!(loader.steps(), Some(3));
+    /// let seen: Vec<u32> = loader
+    ///     .map(|b| b.map(|b| b.get("x").unwrap().as_slice::<u32>().unwrap().to_vec()))
+    ///     .collect::<Result<Vec<_>, _>>()?
+    ///     .concat();
+    /// assert_eq!(seen, (0..10).collect::<Vec<u32>>(), "each record once, the last batch partial");
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn finite(mut self, finite: Finite) -> Self {
+        self.finite = Some(finite);
+        self
     }
 
     /// Global batch size, summed over ranks (default 32).
@@ -156,6 +341,31 @@ impl LoaderBuilder {
         self.build_with(|b: Batch| Ok::<_, BoxError>(b))
     }
 
+    /// [`LoaderBuilder::build_with`] for a transform whose error is any boxed error: `?` works on
+    /// every error type inside it, and `Ok(x)` needs no type annotation.
+    ///
+    /// # Errors
+    /// As [`LoaderBuilder::build_with`].
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{DataLoader, DenseSource};
+    /// let x = DenseSource::from_vec(vec![2], vec![1f32; 40])?;
+    /// let mut loader = DataLoader::builder().stream("x", x).batch_size(4).build_map(|mut b| {
+    ///     let x = b.take("x").ok_or("no stream x")?.into_vec::<f32>()?;
+    ///     Ok(x.iter().sum::<f32>())
+    /// })?;
+    /// assert_eq!(loader.next_batch()?, 8.0);
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn build_map<O, F>(self, transform: F) -> Result<DataLoader<O>>
+    where
+        O: Send + 'static,
+        F: Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync + 'static,
+    {
+        self.build_with(transform)
+    }
+
     /// Builds a loader whose prefetch threads run `transform` (the collate step) on each batch.
     ///
     /// # Errors
@@ -180,15 +390,16 @@ impl LoaderBuilder {
     /// name, more records than `u32` indices, invalid sampler parameters, or a restored state
     /// whose fingerprint does not match the streams.
     pub fn resolve(&self) -> Result<LoaderState> {
-        let Some((_, first)) = self.streams.first() else {
+        let streams = self.selected_streams()?;
+        let Some((_, first)) = streams.first() else {
             return Err(Error::InvalidArgument("a data loader needs at least one stream".into()));
         };
         let len = first.len();
-        if let Some((name, s)) = self.streams.iter().find(|(_, s)| s.len() != len) {
+        if let Some((name, s)) = streams.iter().find(|(_, s)| s.len() != len) {
             return Err(Error::InvalidArgument(format!(
                 "stream {name:?} has {} records but stream {:?} has {len}; all streams must have the same length",
                 s.len(),
-                self.streams[0].0
+                streams[0].0
             )));
         }
         let mut names: Vec<&str> = self.streams.iter().map(|(n, _)| n.as_str()).collect();
@@ -198,7 +409,16 @@ impl LoaderBuilder {
         }
         let len =
             u32::try_from(len).map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
-        self.plan(len, self.fingerprint())
+        self.plan(len, fingerprint_of(&streams))
+    }
+
+    /// The streams with the [selection](Self::select) applied.
+    fn selected_streams(&self) -> Result<Vec<(String, StreamSource)>> {
+        let mut streams = self.streams.clone();
+        for sel in &self.selections {
+            streams = streams.into_iter().map(|(n, s)| Ok((n, s.select(sel)?))).collect::<Result<_>>()?;
+        }
+        Ok(streams)
     }
 
     /// Where a loader over `len` records of data with `fingerprint` starts: the restored
@@ -211,7 +431,11 @@ impl LoaderBuilder {
     /// fingerprint or length) or the sampler parameters are invalid.
     pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
         let state = match &self.state {
-            Some(state) if state.fingerprint != fingerprint || state.sampler.len != len => {
+            Some(state)
+                if state.fingerprint != fingerprint
+                    || state.sampler.len != len
+                    || state.pass.as_ref().is_some_and(|p| p.len != len) =>
+            {
                 return Err(Error::InvalidArgument(
                     "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
                         .into(),
@@ -229,9 +453,25 @@ impl LoaderBuilder {
                 },
                 step: self.start_step,
                 fingerprint,
+                pass: self.finite.map(|f| PassConfig {
+                    len,
+                    batch_size: self.batch_size,
+                    shuffle: f.shuffle,
+                    seed: self.seed,
+                    epoch: f.epoch,
+                    epochs: f.epochs,
+                    drop_last: f.drop_last,
+                    rank: self.rank,
+                    world: self.world,
+                }),
             },
         };
-        state.sampler.build()?;
+        match &state.pass {
+            // A pass has no sampler of its own; its config is checked instead (a batch larger
+            // than the data is fine in a pass: one partial batch).
+            Some(p) => drop(p.build()?),
+            None => drop(state.sampler.build()?),
+        }
         Ok(state)
     }
 
@@ -249,15 +489,36 @@ impl LoaderBuilder {
     /// [`LoaderState`] carries: ranks can compare it at start-up, and a state restores only onto
     /// data with the same one.
     pub fn fingerprint(&self) -> u64 {
-        let mut text = String::new();
-        for (name, s) in &self.streams {
-            text.push_str(&format!("{name}:{}:{:?}:{};", s.dtype(), s.item_shape(), s.len()));
+        match self.selected_streams() {
+            Ok(streams) => fingerprint_of(&streams),
+            Err(_) => fingerprint_of(&self.streams),
         }
-        fingerprint(text.as_bytes())
     }
 
-    /// The streams added so far.
-    pub(super) fn into_streams(self) -> Vec<(String, DenseSource)> {
-        self.streams
+    /// The streams, the selection applied.
+    pub(super) fn into_streams(self) -> Result<Vec<(String, StreamSource)>> {
+        self.selected_streams()
     }
+}
+
+/// The fingerprint of streams (names, kinds, dtypes, shapes, lengths).
+fn fingerprint_of(streams: &[(String, StreamSource)]) -> u64 {
+    let mut text = String::new();
+    for (name, s) in streams {
+        match s {
+            // Dense streams' text is the same as before ragged streams and selections existed, so
+            // saved states still restore.
+            StreamSource::Dense(d) => {
+                text.push_str(&format!("{name}:{}:{:?}:{};", d.dtype(), d.item_shape(), d.len()))
+            }
+            StreamSource::Ragged(r, p) => text.push_str(&format!(
+                "{name}:ragged:{}:{:?}:{}:{:?};",
+                r.dtype(),
+                r.row_shape(),
+                r.len(),
+                p.map(|p| p.length)
+            )),
+        }
+    }
+    fingerprint(text.as_bytes())
 }

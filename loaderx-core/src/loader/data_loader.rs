@@ -6,17 +6,43 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::batch::{Batch, Pool};
-use super::builder::{LoaderBuilder, LoaderState};
+use super::builder::{LoaderBuilder, LoaderState, StreamSource};
 use super::prefetch::{Prefetcher, panic_message};
-use crate::dataset::DenseSource;
-use crate::sampler::Sampler;
+use crate::sampler::{Pass, Sampler};
 use crate::store::Parallelism;
-use crate::{DType, DenseArray, Error, Result};
+use crate::{DType, DenseArray, Error, RaggedArray, Result};
+
+/// What turns a step into indices: the endless sampler or one finite pass.
+#[derive(Debug, Clone)]
+enum Indexer {
+    Endless(Sampler),
+    Pass(Pass),
+}
+
+impl Indexer {
+    fn fill(&self, step: u64, out: &mut Vec<u32>) -> Result<()> {
+        match self {
+            Indexer::Endless(s) => {
+                out.resize(s.local_batch_size() as usize, 0);
+                s.fill(step, out)
+            }
+            Indexer::Pass(p) => {
+                if let Some(total) = p.total_steps()
+                    && step >= total
+                {
+                    return Err(Error::PassEnded { steps: total });
+                }
+                p.fill(step, out);
+                Ok(())
+            }
+        }
+    }
+}
 
 /// The collate step a loader's prefetch threads run on each batch.
 pub(super) type Transform<O> = Arc<dyn Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync>;
 /// Any error a transform returns.
-pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The endless, step-based loader: an iterator of `Result<O>` that never ends.
 ///
@@ -47,7 +73,9 @@ pub(super) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// ```
 pub struct DataLoader<O> {
     prefetcher: Prefetcher<O>,
-    sampler: Sampler,
+    /// The endless sampler's config (kept for the state, also under a pass).
+    config: crate::SamplerConfig,
+    indexer: Indexer,
     fingerprint: u64,
     streams: Vec<(String, DType, Vec<usize>)>,
     pool: Arc<Pool>,
@@ -57,7 +85,7 @@ impl<O> std::fmt::Debug for DataLoader<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataLoader")
             .field("step", &self.prefetcher.step())
-            .field("sampler", &self.sampler)
+            .field("indexer", &self.indexer)
             .field("prefetcher", &self.prefetcher)
             .finish_non_exhaustive()
     }
@@ -72,15 +100,33 @@ impl DataLoader<Batch> {
 
 impl<O: Send + 'static> DataLoader<O> {
     pub(super) fn start(b: LoaderBuilder, transform: Transform<O>) -> Result<DataLoader<O>> {
-        let LoaderState { sampler: config, step, fingerprint } = b.resolve()?;
-        let sampler = config.build()?;
+        let LoaderState { sampler: config, step, fingerprint, pass } = b.resolve()?;
+        let indexer = match &pass {
+            Some(p) => Indexer::Pass(p.build()?),
+            None => Indexer::Endless(config.build()?),
+        };
         let (threads, depth) = (b.thread_count(), b.prefetch_depth());
-        let streams: Arc<Vec<(String, DenseSource)>> = Arc::new(b.into_streams());
+        let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
+        // Every dense array a batch can hold: the dense streams, and a padded ragged stream's
+        // values, lengths and mask.
+        let mut meta: Vec<(String, DType, Vec<usize>)> = Vec::new();
+        for (n, s) in streams.iter() {
+            match s {
+                StreamSource::Dense(d) => meta.push((n.clone(), d.dtype(), d.item_shape().to_vec())),
+                StreamSource::Ragged(r, Some(p)) => {
+                    let mut shape = vec![p.length.unwrap_or(0)];
+                    shape.extend_from_slice(r.row_shape());
+                    meta.push((n.clone(), r.dtype(), shape));
+                    meta.push((format!("{n}_lengths"), DType::I64, vec![]));
+                    meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
+                }
+                StreamSource::Ragged(_, None) => {}
+            }
+        }
         let pool = Arc::new(Pool::new(
-            streams.iter().map(|(n, _)| n.as_str()),
+            meta.iter().map(|(n, _, _)| n.as_str()),
             threads.saturating_mul(depth.saturating_add(2)),
         ));
-        let meta = streams.iter().map(|(n, s)| (n.clone(), s.dtype(), s.item_shape().to_vec())).collect();
         // As many prefetch threads as the pool keep every core busy with whole batches: a
         // gather split over the pool as well would only add hand-offs and oversubscription.
         let par = if threads >= rayon::current_num_threads() {
@@ -88,11 +134,17 @@ impl<O: Send + 'static> DataLoader<O> {
         } else {
             Parallelism::Pool
         };
-        let producer =
-            Producer { streams, sampler: sampler.clone(), transform, pool: Arc::clone(&pool), par };
+        let producer = Producer {
+            streams,
+            indexer: indexer.clone(),
+            seed: config.seed,
+            transform,
+            pool: Arc::clone(&pool),
+            par,
+        };
         let prefetcher =
             Prefetcher::spawn("loaderx-prefetch", threads, depth, step, move |s| producer.produce(s))?;
-        Ok(DataLoader { prefetcher, sampler, fingerprint, streams: meta, pool })
+        Ok(DataLoader { prefetcher, config, indexer, fingerprint, streams: meta, pool })
     }
 
     /// The next batch, in step order.
@@ -101,9 +153,43 @@ impl<O: Send + 'static> DataLoader<O> {
     /// A gather or transform failure of this step ([`Error::Transform`] for the transform,
     /// failed or panicked); the loader goes on with the next step afterwards.
     /// [`Error::LoaderStopped`] for a step whose prefetch thread panicked outside the transform
-    /// (the loader goes on), or, without consuming a step, when no prefetch thread is left.
+    /// (the loader goes on), or, without consuming a step, when no prefetch thread is left;
+    /// [`Error::PassEnded`] past the last step of a finite pass (the iterator ends there).
     pub fn next_batch(&mut self) -> Result<O> {
+        if let Some(steps) = self.steps()
+            && self.step() >= steps
+        {
+            return Err(Error::PassEnded { steps });
+        }
         self.prefetcher.next()
+    }
+
+    /// Steps of all the finite passes ([`LoaderBuilder::finite`]), `None` for an endless loader
+    /// (or passes without end).
+    pub fn steps(&self) -> Option<u64> {
+        match &self.indexer {
+            Indexer::Pass(p) => p.total_steps(),
+            Indexer::Endless(_) => None,
+        }
+    }
+
+    /// Steps of one epoch: a finite pass's steps; for the endless modes one cycle (cyclic:
+    /// `N / B`, the remainder dropped), `ceil(N / B)` (sequential, and IID by convention).
+    pub fn steps_per_epoch(&self) -> u64 {
+        match &self.indexer {
+            Indexer::Pass(p) => p.steps(),
+            Indexer::Endless(s) => s
+                .steps_per_cycle()
+                .unwrap_or_else(|| u64::from(s.len()).div_ceil(u64::from(s.global_batch_size()))),
+        }
+    }
+
+    /// Records this rank reads in one pass (`None` for an endless loader).
+    pub fn num_items(&self) -> Option<u64> {
+        match &self.indexer {
+            Indexer::Pass(p) => Some(p.num_items()),
+            Indexer::Endless(_) => None,
+        }
     }
 
     /// The next step to be delivered.
@@ -119,17 +205,36 @@ impl<O: Send + 'static> DataLoader<O> {
 
     /// The state to save: restoring it resumes at the next undelivered step.
     pub fn state(&self) -> LoaderState {
-        LoaderState { sampler: self.sampler.config(), step: self.step(), fingerprint: self.fingerprint }
+        LoaderState {
+            sampler: self.config.clone(),
+            step: self.step(),
+            fingerprint: self.fingerprint,
+            pass: match &self.indexer {
+                Indexer::Pass(p) => Some(p.config().clone()),
+                Indexer::Endless(_) => None,
+            },
+        }
     }
 
-    /// The sampler.
-    pub fn sampler(&self) -> &Sampler {
-        &self.sampler
+    /// The endless sampler; `None` for a finite pass ([`DataLoader::pass`]).
+    pub fn sampler(&self) -> Option<&Sampler> {
+        match &self.indexer {
+            Indexer::Endless(s) => Some(s),
+            Indexer::Pass(_) => None,
+        }
+    }
+
+    /// The finite pass; `None` for an endless loader.
+    pub fn pass(&self) -> Option<&Pass> {
+        match &self.indexer {
+            Indexer::Pass(p) => Some(p),
+            Indexer::Endless(_) => None,
+        }
     }
 
     /// Number of records in every stream.
     pub fn len(&self) -> usize {
-        self.sampler.len() as usize
+        self.config.len as usize
     }
 
     /// True when the streams are empty (never: the sampler refuses that).
@@ -137,9 +242,9 @@ impl<O: Send + 'static> DataLoader<O> {
         self.len() == 0
     }
 
-    /// Rows per batch on this rank.
+    /// Rows per batch on this rank (a finite pass's last batch may hold fewer).
     pub fn batch_size(&self) -> usize {
-        self.sampler.local_batch_size() as usize
+        (self.config.batch_size / self.config.world.max(1)) as usize
     }
 
     /// Stream buffers allocated so far (the rest were recycled from dropped batches).
@@ -148,7 +253,9 @@ impl<O: Send + 'static> DataLoader<O> {
         self.pool.fresh.load(Ordering::Relaxed)
     }
 
-    /// (name, dtype, item shape) of each stream.
+    /// (name, dtype, item shape) of each dense array a batch holds: the dense streams, and for
+    /// a padded ragged stream `name` (shape `[L, *row]`, `L` 0 when padded to the longest),
+    /// `{name}_lengths` and `{name}_mask`.
     pub fn streams(&self) -> &[(String, DType, Vec<usize>)] {
         &self.streams
     }
@@ -157,16 +264,20 @@ impl<O: Send + 'static> DataLoader<O> {
 impl<O: Send + 'static> Iterator for DataLoader<O> {
     type Item = Result<O>;
 
-    /// Never `None`: the loader is endless.
+    /// Never `None` for an endless loader; `None` after the last step of a finite pass.
     fn next(&mut self) -> Option<Result<O>> {
-        Some(self.next_batch())
+        match self.next_batch() {
+            Err(Error::PassEnded { .. }) => None,
+            other => Some(other),
+        }
     }
 }
 
 /// What the prefetch threads of a [`DataLoader`] run for each step.
 struct Producer<O> {
-    streams: Arc<Vec<(String, DenseSource)>>,
-    sampler: Sampler,
+    streams: Arc<Vec<(String, StreamSource)>>,
+    indexer: Indexer,
+    seed: u64,
     transform: Transform<O>,
     pool: Arc<Pool>,
     par: Parallelism,
@@ -175,21 +286,47 @@ struct Producer<O> {
 impl<O> Producer<O> {
     /// Step `step`: its indices, every stream gathered at them, then the transform.
     fn produce(&self, step: u64) -> Result<O> {
-        let mut indices = vec![0u32; self.sampler.local_batch_size() as usize];
-        self.sampler.fill(step, &mut indices)?;
+        let mut indices = Vec::new();
+        self.indexer.fill(step, &mut indices)?;
         let mut batch = Batch {
             step,
-            seed: self.sampler.config().seed,
+            seed: self.seed,
             indices,
             streams: BTreeMap::new(),
+            ragged: BTreeMap::new(),
             pool: Some(Arc::clone(&self.pool)),
         };
         for (name, source) in self.streams.iter() {
-            let mut data = self.pool.get(name, source.dtype());
-            source.gather_into_with(&batch.indices, &mut data, self.par)?;
-            batch
-                .streams
-                .insert(name.clone(), DenseArray::new(source.batch_shape(batch.indices.len()), data)?);
+            match source {
+                StreamSource::Dense(source) => {
+                    let mut data = self.pool.get(name, source.dtype());
+                    source.gather_into_with(&batch.indices, &mut data, self.par)?;
+                    batch.streams.insert(
+                        name.clone(),
+                        DenseArray::new(source.batch_shape(batch.indices.len()), data)?,
+                    );
+                }
+                StreamSource::Ragged(source, pad) => {
+                    let mut ragged = RaggedArray::empty(source.dtype(), source.row_shape().to_vec());
+                    source.gather_into_with(&batch.indices, &mut ragged, self.par)?;
+                    match pad {
+                        Some(p) => {
+                            let padded = ragged.pad(*p).map_err(|e| match e {
+                                Error::InvalidArgument(m) => {
+                                    Error::InvalidArgument(format!("stream {name:?}, step {step}: {m}"))
+                                }
+                                other => other,
+                            })?;
+                            batch.streams.insert(format!("{name}_lengths"), padded.lengths);
+                            batch.streams.insert(format!("{name}_mask"), padded.mask);
+                            batch.streams.insert(name.clone(), padded.values);
+                        }
+                        None => {
+                            batch.ragged.insert(name.clone(), ragged);
+                        }
+                    }
+                }
+            }
         }
         match catch_unwind(AssertUnwindSafe(|| (self.transform)(batch))) {
             Ok(Ok(out)) => Ok(out),

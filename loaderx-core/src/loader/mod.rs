@@ -25,6 +25,6 @@ mod prefetch;
 mod window;
 
 pub use batch::Batch;
-pub use builder::{LoaderBuilder, LoaderState, fingerprint};
-pub use data_loader::DataLoader;
+pub use builder::{Finite, LoaderBuilder, LoaderState, StreamSource, fingerprint};
+pub use data_loader::{BoxError, DataLoader};
 pub use prefetch::Prefetcher;

@@ -49,6 +49,7 @@
 mod config;
 mod feistel;
 mod iid;
+mod pass;
 mod rng;
 mod shuffle;
 #[cfg(test)]
@@ -65,4 +66,7 @@ mod avx2 {
 }
 
 pub use config::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
+pub(crate) use pass::shuffle_positions;
+pub use pass::{Pass, PassConfig};
+pub(crate) use rng::{DOMAIN_SPLIT, mix64};
 pub use rng::{SampleRng, sample_seed};

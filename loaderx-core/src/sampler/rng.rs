@@ -10,9 +10,11 @@ pub(super) const DOMAIN_RETRY: u64 = 0x7265_7472_7920_6269;
 pub(super) const DOMAIN_CYCLIC: u64 = 0x6379_636C_6963_206B;
 pub(super) const DOMAIN_SAMPLE: u64 = 0x7361_6D70_6C65_2073;
 pub(super) const DOMAIN_SHUFFLE: u64 = 0x7368_7566_666C_6520;
+/// Domain of `Selection::split`'s membership permutation.
+pub(crate) const DOMAIN_SPLIT: u64 = 0x7370_6C69_7420_7365;
 /// SplitMix64's output mixer (Stafford's variant 13): a bijection of `u64` with full avalanche.
 #[inline(always)]
-pub(super) fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -47,6 +47,21 @@ macro_rules! record_index {
 }
 record_index!(u32, u64, usize, i32, i64);
 
+/// A batch's entries, resolved once ([`Store::resolve_batch`]).
+pub(crate) struct Resolved(Vec<Located>);
+
+impl Resolved {
+    /// Each record's logical length.
+    pub(crate) fn lens(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().map(|l| l.entry.logical)
+    }
+
+    /// The records' total logical length.
+    pub(crate) fn total(&self) -> u64 {
+        self.0.iter().map(|l| u64::from(l.entry.logical)).sum()
+    }
+}
+
 /// A record of a batch as resolved from the index: its index, entry and codec.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Located {
@@ -179,6 +194,35 @@ impl Store {
             )));
         }
         fill_slice(dst, |out| self.read_batch(&locs, out, Parallelism::Pool))
+    }
+
+    /// The index entries of `indices`, resolved once: their lengths size a buffer, then
+    /// [`Store::read_resolved`] fills it (the ragged gather of the dataset layer).
+    ///
+    /// # Errors
+    /// As [`Store::record_lens`].
+    pub(crate) fn resolve_batch<I: RecordIndex>(&self, indices: &[I]) -> Result<Resolved> {
+        Ok(Resolved(self.resolve(indices)?))
+    }
+
+    /// Reads a resolved batch into a destination of exactly its total size.
+    ///
+    /// # Errors
+    /// As [`Store::gather_into`].
+    pub(crate) fn read_resolved(
+        &self,
+        batch: &Resolved,
+        dst: Destination<'_>,
+        par: Parallelism,
+    ) -> Result<()> {
+        if batch.total() != dst.remaining() as u64 {
+            return Err(Error::InvalidArgument(format!(
+                "a batch of {} bytes read into {} bytes",
+                batch.total(),
+                dst.remaining()
+            )));
+        }
+        self.read_batch(&batch.0, dst, par)
     }
 
     /// Gathers records that are each exactly `record_len` bytes into `dst` (`indices.len() *

@@ -50,7 +50,7 @@ fn streams_are_gathered_at_the_same_indices() {
 fn batches_arrive_in_step_order_whatever_thread_finishes_first() {
     let dir = tempfile::tempdir().unwrap();
     let builder = streams(dir.path(), 500).batch_size(10).seed(11).threads(4).prefetch(1);
-    let sampler = builder.clone().build().unwrap().sampler().clone();
+    let sampler = builder.clone().build().unwrap().sampler().cloned().unwrap();
     let mut loader = builder
         .build_with(|b: Batch| {
             // Uneven work so later steps often finish first.

@@ -6,5 +6,8 @@ mod convert;
 mod crash;
 mod dataset;
 mod loader;
+mod passes;
+mod ragged_loader;
 mod store;
 mod v2;
+mod views;

@@ -1,0 +1,115 @@
+//! What a burn user meets first: exactly-once validation passes, burn's builder names backed by
+//! loaderx, MNIST from IDX files converted once, errors naming what there is.
+
+use burn::data::dataloader::DataLoader;
+use burn::data::dataset::Dataset;
+use loaderx_burn::{
+    DataLoaderBuilder, DenseBatch, MnistBatcher, MnistDataset, MnistSplit, StepLoaderBuilder,
+};
+use loaderx_core::Finite;
+
+use crate::common::{mnist_dir, write_xy};
+
+/// The `y` stream of a batch: `i % 251` of each row.
+fn ys(b: &mut DenseBatch) -> Vec<i64> {
+    b.int::<1>("y").unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap()
+}
+
+#[test]
+fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    write_xy(dir.path(), 250);
+    let builder = StepLoaderBuilder::new()
+        .open_stream("x", dir.path().join("x"))
+        .unwrap()
+        .open_stream("y", dir.path().join("y"))
+        .unwrap()
+        .batch_size(32);
+    let valid = builder.clone().finite(Finite::ordered()).build_dense().unwrap();
+    assert_eq!((valid.num_items(), valid.steps_per_epoch()), (250, 8));
+    for _ in 0..2 {
+        let mut it = valid.iter();
+        let mut seen = Vec::new();
+        while let Some(b) = it.next() {
+            seen.extend(ys(&mut b.unwrap()));
+            let p = it.progress();
+            assert_eq!(
+                (p.items_processed, p.items_total),
+                (seen.len(), 250),
+                "progress counts the items delivered"
+            );
+        }
+        assert_eq!(
+            seen,
+            (0..250).map(|i| i % 251).collect::<Vec<i64>>(),
+            "every item once, in order, each iter()"
+        );
+    }
+    let train = builder.finite(Finite::shuffled()).seed(9).build_dense().unwrap();
+    let epoch =
+        |l: &dyn DataLoader<DenseBatch>| -> Vec<i64> { l.iter().flat_map(|b| ys(&mut b.unwrap())).collect() };
+    let (e0, e1) = (epoch(&train), epoch(&train));
+    assert_ne!(e0, e1, "a new shuffle each epoch");
+    for e in [e0, e1] {
+        let mut sorted = e.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..250).collect::<Vec<i64>>());
+    }
+    let state = train.state();
+    assert_eq!((state.step, state.pass.unwrap().epoch), (16, 0), "two epochs of 8 steps from epoch 0");
+}
+
+#[test]
+fn burns_builder_names_build_a_loaderx_loader_over_mnist_converted_once() {
+    let cache = tempfile::tempdir().unwrap();
+    let test = MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap();
+    assert_eq!(test.len(), 2000);
+    let converted: Vec<_> = std::fs::read_dir(cache.path()).unwrap().collect();
+    assert_eq!(converted.len(), 1, "one cached conversion");
+    let again = MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap();
+    assert_eq!(again.get(5).unwrap(), test.get(5).unwrap(), "the cache is reused");
+    let loader = DataLoaderBuilder::new(MnistBatcher).batch_size(64).shuffle(42).num_workers(2).build(test);
+    assert_eq!(loader.num_items(), 2000);
+    let mut rows = 0;
+    let mut labels = Vec::new();
+    for b in loader.iter() {
+        let b = b.unwrap();
+        rows += b.targets.dims()[0];
+        labels.extend(b.targets.into_data().convert::<i64>().try_to_vec::<i64>().unwrap());
+    }
+    assert_eq!(rows, 2000, "every digit once, the last batch partial");
+    let in_order = DataLoaderBuilder::new(MnistBatcher).batch_size(500).build(again);
+    let ordered: Vec<i64> = in_order
+        .iter()
+        .flat_map(|b| b.unwrap().targets.into_data().convert::<i64>().try_to_vec::<i64>().unwrap())
+        .collect();
+    let (mut a, mut b) = (labels.clone(), ordered.clone());
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, b, "the same digits");
+    assert_ne!(labels, ordered, "shuffled");
+    let bad = DataLoaderBuilder::new(MnistBatcher)
+        .batch_size(0)
+        .build(MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap());
+    let first = bad.iter().next().unwrap();
+    assert!(first.is_err(), "a build error is the first item");
+    assert!(
+        MnistDataset::cached_in(cache.path(), MnistSplit::Train, cache.path()).is_err(),
+        "no IDX files there"
+    );
+}
+
+#[test]
+fn a_stream_name_typo_lists_the_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    write_xy(dir.path(), 40);
+    let loader = StepLoaderBuilder::new()
+        .open_stream("x", dir.path().join("x"))
+        .unwrap()
+        .batch_size(8)
+        .build_dense()
+        .unwrap();
+    let mut b = loader.iter().next().unwrap().unwrap();
+    let e = b.float::<2>("xx").unwrap_err().to_string();
+    assert!(e.contains("\"x\""), "{e}");
+}

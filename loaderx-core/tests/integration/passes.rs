@@ -1,0 +1,109 @@
+//! Finite passes: every record exactly once per pass, in order or shuffled, the last batch
+//! partial or dropped, sharded over ranks without duplicates, resumable; steps per epoch.
+
+use loaderx_core::{Batch, DataLoader, DenseSource, Error, Finite, LoaderBuilder, SamplerMode};
+
+fn ids(n: u32) -> DenseSource {
+    DenseSource::from_vec(vec![], (0..n).collect::<Vec<u32>>()).unwrap()
+}
+
+fn rows(b: &Batch) -> Vec<u32> {
+    b.get("id").unwrap().as_slice::<u32>().unwrap().to_vec()
+}
+
+fn run(builder: LoaderBuilder) -> Vec<Vec<u32>> {
+    builder.build().unwrap().map(|b| rows(&b.unwrap())).collect()
+}
+
+#[test]
+fn an_ordered_pass_sees_every_record_once_with_a_partial_last_batch() {
+    // 1,000 items at batch 64: 16 steps, the last of 40 (the endless sequential mode wraps
+    // around and shows 24 items twice).
+    let builder = DataLoader::builder().stream("id", ids(1000)).batch_size(64).finite(Finite::ordered());
+    let loader = builder.clone().build().unwrap();
+    assert_eq!((loader.steps(), loader.num_items(), loader.steps_per_epoch()), (Some(16), Some(1000), 16));
+    let batches = run(builder.clone());
+    assert_eq!(batches.len(), 16);
+    assert_eq!(batches[15].len(), 40);
+    assert_eq!(batches.concat(), (0..1000).collect::<Vec<_>>());
+    let dropped = run(builder.finite(Finite::ordered().drop_last(true)));
+    assert_eq!(dropped.len(), 15);
+    assert_eq!(dropped.concat(), (0..960).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_shuffled_pass_is_a_permutation_fixed_by_seed_and_epoch() {
+    let builder = |seed, epoch| {
+        DataLoader::builder()
+            .stream("id", ids(1000))
+            .batch_size(64)
+            .seed(seed)
+            .finite(Finite::shuffled().epoch(epoch))
+    };
+    let a = run(builder(7, 0)).concat();
+    let mut sorted = a.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (0..1000).collect::<Vec<_>>(), "every record once");
+    assert_ne!(a, (0..1000).collect::<Vec<_>>(), "shuffled");
+    assert_eq!(run(builder(7, 0)).concat(), a, "the same seed and epoch: the same order");
+    assert_ne!(run(builder(7, 1)).concat(), a, "another epoch: another order");
+    assert_ne!(run(builder(8, 0)).concat(), a, "another seed: another order");
+}
+
+#[test]
+fn ranks_together_see_every_record_once() {
+    for (n, batch, world) in [(1000u32, 64u32, 4u32), (10, 8, 4), (3, 4, 4), (97, 6, 3)] {
+        let mut all = Vec::new();
+        let mut items = 0;
+        for rank in 0..world {
+            let builder = DataLoader::builder()
+                .stream("id", ids(n))
+                .batch_size(batch)
+                .shard(rank, world)
+                .seed(3)
+                .finite(Finite::shuffled());
+            items += builder.clone().build().unwrap().num_items().unwrap();
+            all.extend(run(builder).concat());
+        }
+        assert_eq!(items, u64::from(n));
+        all.sort_unstable();
+        assert_eq!(all, (0..n).collect::<Vec<_>>(), "{n} records, batch {batch}, {world} ranks");
+    }
+}
+
+#[test]
+fn a_pass_resumes_from_its_state_and_ends_cleanly() {
+    let builder =
+        DataLoader::builder().stream("id", ids(100)).batch_size(16).finite(Finite::shuffled()).seed(1);
+    let whole = run(builder.clone());
+    let mut loader = builder.clone().build().unwrap();
+    let first: Vec<Vec<u32>> = (0..3).map(|_| rows(&loader.next_batch().unwrap())).collect();
+    let state = loader.state();
+    assert_eq!((state.step, state.pass.as_ref().map(|p| p.len)), (3, Some(100)));
+    let saved = rmp_serde::to_vec(&state).unwrap();
+    let rest = run(DataLoader::builder()
+        .stream("id", ids(100))
+        .batch_size(16)
+        .state(rmp_serde::from_slice(&saved).unwrap()));
+    assert_eq!([first, rest].concat(), whole);
+    let mut done = builder.build().unwrap();
+    for _ in 0..7 {
+        done.next_batch().unwrap();
+    }
+    assert!(matches!(done.next_batch(), Err(Error::PassEnded { steps: 7 })));
+    assert!(done.next().is_none());
+}
+
+#[test]
+fn a_pass_may_hold_fewer_records_than_a_batch_and_epochs_are_counted_for_every_mode() {
+    assert_eq!(
+        run(DataLoader::builder().stream("id", ids(5)).batch_size(64).finite(Finite::ordered())),
+        vec![vec![0, 1, 2, 3, 4]]
+    );
+    let endless =
+        |mode| DataLoader::builder().stream("id", ids(1000)).batch_size(64).mode(mode).build().unwrap();
+    assert_eq!(endless(SamplerMode::Cyclic).steps_per_epoch(), 15, "the remainder dropped");
+    assert_eq!(endless(SamplerMode::Sequential).steps_per_epoch(), 16);
+    assert_eq!(endless(SamplerMode::Iid).steps_per_epoch(), 16);
+    assert_eq!(endless(SamplerMode::Cyclic).steps(), None);
+}

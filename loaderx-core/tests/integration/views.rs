@@ -1,0 +1,101 @@
+//! Selections (splits, ranges, lists) as views over datasets, and datasets held in memory, in
+//! the loader and the datasets' own reads.
+
+use loaderx_core::{
+    DataLoader, DatasetWriter, DenseDataset, DenseSource, Error, Finite, RaggedDataset, Selection,
+    WriteOptions,
+};
+
+#[test]
+fn a_split_feeds_two_loaders_that_together_see_every_record_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DatasetWriter::dense::<u32>(dir.path().join("x"), vec![2], WriteOptions::new()).unwrap();
+    w.append(&(0..2000u32).flat_map(|i| [i, i * 10]).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let (train, valid) = Selection::split(1000, 0.9, 5).unwrap();
+    let pass = |sel: Selection| -> Vec<u32> {
+        DataLoader::builder()
+            .open_stream("x", dir.path().join("x"))
+            .unwrap()
+            .select(Selection::range(1000..2000))
+            .select(sel)
+            .batch_size(32)
+            .finite(Finite::ordered())
+            .build()
+            .unwrap()
+            .flat_map(|b| {
+                let x = b.unwrap().take("x").unwrap().into_vec::<u32>().unwrap();
+                assert!(x.chunks(2).all(|r| r[1] == r[0] * 10), "rows stay whole");
+                x.chunks(2).map(|r| r[0] - 1000).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let (t, v) = (pass(train), pass(valid));
+    assert_eq!((t.len(), v.len()), (900, 100));
+    let mut all = [t, v].concat();
+    all.sort_unstable();
+    assert_eq!(all, (0..1000).collect::<Vec<_>>());
+}
+
+#[test]
+fn views_of_datasets_read_the_records_they_name() {
+    let ds = DenseDataset::<f32>::from_vec(vec![3], (0..300).map(|v| v as f32).collect()).unwrap();
+    let tail = ds.select(&Selection::range(90..100)).unwrap();
+    assert_eq!(tail.len(), 10);
+    assert_eq!(tail.get_vec(&[0, 9]).unwrap(), vec![270.0, 271.0, 272.0, 297.0, 298.0, 299.0]);
+    let picked = tail.select(&Selection::indices(vec![9u32, 0])).unwrap();
+    assert_eq!(picked.get_vec(&[0]).unwrap(), vec![297.0, 298.0, 299.0], "views compose");
+    assert!(matches!(picked.get_vec(&[2]), Err(Error::IndexOutOfRange { index: 2, len: 2, .. })));
+    assert!(matches!(ds.select(&Selection::range(99..101)), Err(Error::IndexOutOfRange { index: 100, .. })));
+    let tokens = RaggedDataset::<i32>::from_records(vec![], &[vec![1], vec![2, 2], vec![3, 3, 3]]).unwrap();
+    let odd = tokens.select(&Selection::indices(vec![2u32, 0])).unwrap();
+    assert_eq!(odd.get_batch(&[0, 1]).unwrap(), vec![vec![3, 3, 3], vec![1]]);
+}
+
+#[test]
+fn in_memory_datasets_read_like_stored_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let values: Vec<u16> = (0..600).collect();
+    let mut w = DatasetWriter::dense::<u16>(dir.path().join("x"), vec![2, 3], WriteOptions::new()).unwrap();
+    w.append(&values).unwrap();
+    w.finish().unwrap();
+    let stored = DenseSource::open(dir.path().join("x")).unwrap();
+    let memory = DenseSource::from_vec(vec![2, 3], values).unwrap();
+    assert_eq!((memory.len(), memory.store().is_none()), (100, true));
+    let idx = [7u32, 99, 0, 7];
+    assert_eq!(memory.get_batch(&idx).unwrap(), stored.get_batch(&idx).unwrap());
+    let batches = |s: DenseSource| -> Vec<Vec<u16>> {
+        let loader = DataLoader::builder().stream("x", s).batch_size(10).seed(4).build().unwrap();
+        loader.take(12).map(|b| b.unwrap().take("x").unwrap().into_vec::<u16>().unwrap()).collect()
+    };
+    assert_eq!(batches(memory), batches(stored), "the same batches from memory as from the store");
+    assert!(DenseSource::from_vec(vec![4], vec![1u8; 10]).is_err(), "not a whole number of items");
+    assert!(
+        RaggedDataset::<f32>::from_records(vec![2], &[vec![1.0; 3]]).is_err(),
+        "not a whole number of rows"
+    );
+}
+
+#[test]
+fn opening_what_is_not_a_dataset_names_the_path_and_says_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    match DenseSource::open(&missing) {
+        Err(Error::NotAStore { path, reason }) => {
+            assert!(path == missing && reason.contains("does not exist"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    match DataLoader::builder().open_stream("x", dir.path()) {
+        Err(Error::NotAStore { path, reason }) => {
+            assert!(path == dir.path() && reason.contains("no schema.msgpack"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let store = dir.path().join("raw");
+    drop(loaderx_core::Store::create(&store, loaderx_core::StoreOptions::new()).unwrap());
+    match DenseSource::open(&store) {
+        Err(Error::Schema { reason, .. }) => assert!(reason.contains("open it with Store"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
