@@ -12,7 +12,6 @@
 //! afterwards. Each epoch prints its train loss and accuracy and the validation pass's (every
 //! test digit once, in order).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,203 +21,19 @@ use loaderx::burn::{MnistBatch, StepLoaderBuilder};
 use loaderx::convert::{MnistSplit, cache_dir, mnist_stores};
 use loaderx::{DenseSource, Finite};
 
-use burn::config::Config;
 use burn::data::dataloader::DataLoader;
-use burn::module::Module;
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::loss::CrossEntropyLossConfig;
-use burn::nn::pool::{AdaptiveAvgPool2d, AdaptiveAvgPool2dConfig};
-use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, Relu};
 use burn::optim::AdamConfig;
 use burn::tensor::{Device, Int, Tensor};
-use burn::train::logger::{EvaluationProgressLogger, TrainingProgressLogger};
-use burn::train::metric::{AccuracyMetric, LossMetric, MetricDefinition, MetricId, NumericEntry};
-use burn::train::renderer::{
-    EvaluationName, MetricState, MetricsRenderer, MetricsRendererEvaluation, MetricsRendererTraining,
-};
-use burn::train::{ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep};
+use burn::train::metric::{AccuracyMetric, LossMetric};
+use burn::train::{Learner, SupervisedTraining};
 
-// ------------------------------------------------------------------ the guide's model
+#[path = "common/burn_model.rs"]
+mod model;
+use model::ModelConfig;
 
-/// The burn book guide's model: two 3×3 convolutions, dropout, adaptive pooling, two linear layers.
-#[derive(Module, Debug)]
-struct Model {
-    conv1: Conv2d,
-    conv2: Conv2d,
-    pool: AdaptiveAvgPool2d,
-    dropout: Dropout,
-    linear1: Linear,
-    linear2: Linear,
-    activation: Relu,
-}
-
-#[derive(Config, Debug)]
-struct ModelConfig {
-    num_classes: usize,
-    hidden_size: usize,
-    #[config(default = "0.5")]
-    dropout: f64,
-}
-
-impl ModelConfig {
-    fn init(&self, device: &Device) -> Model {
-        Model {
-            conv1: Conv2dConfig::new([1, 8], [3, 3]).init(device),
-            conv2: Conv2dConfig::new([8, 16], [3, 3]).init(device),
-            pool: AdaptiveAvgPool2dConfig::new([8, 8]).init(),
-            activation: Relu::new(),
-            linear1: LinearConfig::new(16 * 8 * 8, self.hidden_size).init(device),
-            linear2: LinearConfig::new(self.hidden_size, self.num_classes).init(device),
-            dropout: DropoutConfig::new(self.dropout).init(),
-        }
-    }
-}
-
-impl Model {
-    /// `images` `[B, 28, 28]` to logits `[B, classes]`.
-    fn forward(&self, images: Tensor<3>) -> Tensor<2> {
-        let [batch_size, height, width] = images.dims();
-        let x = images.reshape([batch_size, 1, height, width]);
-        let x = self.conv1.forward(x);
-        let x = self.dropout.forward(x);
-        let x = self.conv2.forward(x);
-        let x = self.dropout.forward(x);
-        let x = self.activation.forward(x);
-        let x = self.pool.forward(x);
-        let x = x.reshape([batch_size, 16 * 8 * 8]);
-        let x = self.linear1.forward(x);
-        let x = self.dropout.forward(x);
-        let x = self.activation.forward(x);
-        self.linear2.forward(x)
-    }
-
-    fn forward_classification(&self, batch: MnistBatch) -> ClassificationOutput {
-        let output = self.forward(batch.images);
-        let loss = CrossEntropyLossConfig::new()
-            .init(&output.device())
-            .forward(output.clone(), batch.targets.clone());
-        ClassificationOutput::new(loss, output, batch.targets)
-    }
-}
-
-impl TrainStep for Model {
-    type Input = MnistBatch;
-    type Output = ClassificationOutput;
-
-    fn step(&self, batch: MnistBatch) -> TrainOutput<ClassificationOutput> {
-        let item = self.forward_classification(batch);
-        TrainOutput::new(self, item.loss.backward(), item)
-    }
-}
-
-impl InferenceStep for Model {
-    type Input = MnistBatch;
-    type Output = ClassificationOutput;
-
-    fn step(&self, batch: MnistBatch) -> ClassificationOutput {
-        self.forward_classification(batch)
-    }
-}
-
-// ------------------------------------------------------------------ data
-
-// ------------------------------------------------------------------ a one-line-per-epoch renderer
-
-/// Prints one line per split (its mean loss and accuracy) instead of burn's line per iteration.
-#[derive(Default)]
-struct EpochLines {
-    start: Option<Instant>,
-    epoch: usize,
-    epochs: usize,
-    split: String,
-    items: usize,
-    names: HashMap<MetricId, String>,
-    /// Per metric of the split under way: weighted sum and weight.
-    sums: HashMap<MetricId, (f64, f64)>,
-}
-
-impl EpochLines {
-    fn add(&mut self, state: MetricState) {
-        if let MetricState::Numeric(entry, Some(value)) = state {
-            let (v, w) = match value {
-                NumericEntry::Value(v) => (v, 1.0),
-                NumericEntry::Aggregated { aggregated_value, count } => (aggregated_value, count as f64),
-                // The epoch's own final value: the split's mean from here on.
-                NumericEntry::Final(v) => {
-                    self.sums.insert(entry.metric_id, (v, 1.0));
-                    return;
-                }
-            };
-            let s = self.sums.entry(entry.metric_id).or_default();
-            s.0 += v * w;
-            s.1 += w;
-        }
-    }
-}
-
-impl MetricsRendererTraining for EpochLines {
-    fn update_train(&mut self, state: MetricState) {
-        self.add(state);
-    }
-    fn update_valid(&mut self, state: MetricState) {
-        self.add(state);
-    }
-}
-impl MetricsRendererEvaluation for EpochLines {
-    fn update_test(&mut self, _: EvaluationName, _: MetricState) {}
-}
-impl TrainingProgressLogger for EpochLines {
-    fn start(&mut self, epochs: usize, _: usize, _: Option<usize>, _: Option<&str>) {
-        self.epochs = epochs;
-    }
-    fn update_epoch(&mut self, epoch: usize) {
-        self.epoch = epoch;
-    }
-    fn start_split(&mut self, split: &str, items: usize) {
-        self.start.get_or_insert_with(Instant::now);
-        self.split = split.to_string();
-        self.items = items;
-        self.sums.clear();
-    }
-    fn update_split(&mut self, _: usize) {}
-    fn end_split(&mut self) {
-        let mut metrics: Vec<String> = self
-            .sums
-            .iter()
-            .filter(|(_, (_, w))| *w > 0.0)
-            .map(|(id, (s, w))| {
-                let name = self.names.get(id).map_or("metric", String::as_str);
-                format!("{} {:.4}", name.to_lowercase(), s / w)
-            })
-            .collect();
-        metrics.sort();
-        println!(
-            "[{:6.1}s] epoch {}/{} {:>5}: {} ({} digits)",
-            self.start.map_or(0.0, |t| t.elapsed().as_secs_f64()),
-            self.epoch + 1,
-            self.epochs,
-            self.split,
-            metrics.join(", "),
-            self.items
-        );
-    }
-    fn end(&mut self) {}
-    fn log_event_training(&mut self, _: String) {}
-}
-impl EvaluationProgressLogger for EpochLines {
-    fn start_global_progress(&mut self, _: usize) {}
-    fn start_test(&mut self, _: &str, _: usize) {}
-    fn update_test_progress(&mut self, _: usize) {}
-    fn end_test(&mut self) {}
-    fn end_global_progress(&mut self) {}
-    fn log_event_evaluation(&mut self, _: String) {}
-}
-impl MetricsRenderer for EpochLines {
-    fn manual_close(&mut self) {}
-    fn register_metric(&mut self, def: MetricDefinition) {
-        self.names.insert(def.metric_id, def.name.to_string());
-    }
-}
+#[path = "common/epoch_lines.rs"]
+mod epoch_lines;
+use epoch_lines::EpochLines;
 
 // ------------------------------------------------------------------ main
 

@@ -17,8 +17,8 @@ use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, P
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 use loaderx_core::{
-    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, PassConfig, Prefetcher,
-    SamplerConfig, SamplerMode, fingerprint,
+    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Pad, PassConfig, Prefetcher,
+    RaggedSource, SamplerConfig, SamplerMode, Selection, fingerprint,
 };
 
 use crate::dense::DenseBatch;
@@ -64,12 +64,38 @@ impl StepLoaderBuilder {
         self
     }
 
-    /// Opens the dense dataset in `dir` as stream `name`.
+    /// Opens the dataset in `dir` as stream `name`: dense, or ragged (then give it a
+    /// [`pad`](Self::pad) for [`build_dense`](Self::build_dense)).
     ///
     /// # Errors
-    /// [`Error::Core`] when `dir` holds no dense dataset.
-    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
-        Ok(self.stream(name, DenseSource::open(dir)?))
+    /// [`Error::Core`] when `dir` holds no dataset (naming `dir`).
+    pub fn open_stream(mut self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
+        self.core = self.core.open_stream(name, dir)?;
+        Ok(self)
+    }
+
+    /// Adds a named ragged stream; [`pad`](Self::pad) makes its batches dense tensors.
+    pub fn ragged_stream(mut self, name: impl Into<String>, source: RaggedSource) -> Self {
+        self.core = self.core.ragged_stream(name, source);
+        self
+    }
+
+    /// Pads the ragged stream `name` on the prefetch threads: the batch holds `name` as a dense
+    /// `[B, L, ..]` tensor, `{name}_lengths` (`[B]`) and `{name}_mask` (`[B, L]`, 1 for a real
+    /// row) ([`LoaderBuilder::pad`]).
+    ///
+    /// # Errors
+    /// [`Error::Core`] when there is no ragged stream `name` (the message lists the streams).
+    pub fn pad(mut self, name: &str, pad: Pad) -> Result<Self> {
+        self.core = self.core.pad(name, pad)?;
+        Ok(self)
+    }
+
+    /// Reads only the records `selection` names (a split, a range, a list) in every stream
+    /// ([`LoaderBuilder::select`]): nothing is copied.
+    pub fn select(mut self, selection: Selection) -> Self {
+        self.core = self.core.select(selection);
+        self
     }
 
     /// Global batch size, summed over ranks (default 32).

@@ -113,3 +113,54 @@ fn a_stream_name_typo_lists_the_streams() {
     let e = b.float::<2>("xx").unwrap_err().to_string();
     assert!(e.contains("\"x\""), "{e}");
 }
+
+/// A ragged stream padded into burn tensors, over a split of in-memory data: the padded values,
+/// the lengths and the mask agree with the records, and train and validation are disjoint.
+#[test]
+fn padded_ragged_tensors_over_an_in_memory_split() {
+    use loaderx_core::{DenseSource, Pad, RaggedSource, Selection};
+    let records: Vec<Vec<i32>> = (0..60).map(|i| (0..i % 7 + 1).map(|k| i * 10 + k).collect()).collect();
+    let tokens = RaggedSource::from_records(vec![], &records).unwrap();
+    let ids = DenseSource::from_vec(vec![], (0..60).map(|i| i as i64).collect::<Vec<i64>>()).unwrap();
+    let (train, valid) = Selection::split(60, 0.8, 3).unwrap();
+    let builder = StepLoaderBuilder::new()
+        .ragged_stream("t", tokens)
+        .stream("id", ids)
+        .pad("t", Pad::longest())
+        .unwrap()
+        .batch_size(8)
+        .finite(Finite::ordered());
+    let ids_of = |sel: Selection| -> Vec<i64> {
+        let loader = builder.clone().select(sel).build_dense().unwrap();
+        let mut seen = Vec::new();
+        for b in loader.iter() {
+            let mut b = b.unwrap();
+            let id = b.int::<1>("id").unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+            let t = b.int::<2>("t").unwrap();
+            let width = t.dims()[1];
+            let t = t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+            let lengths =
+                b.int::<1>("t_lengths").unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+            let mask =
+                b.int::<2>("t_mask").unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+            for (row, &i) in id.iter().enumerate() {
+                let want = &records[i as usize];
+                assert_eq!(lengths[row], want.len() as i64);
+                for k in 0..width {
+                    let (v, m) = (t[row * width + k], mask[row * width + k]);
+                    match want.get(k) {
+                        Some(&w) => assert_eq!((v, m), (i64::from(w), 1)),
+                        None => assert_eq!((v, m), (0, 0), "padding is 0 and masked out"),
+                    }
+                }
+            }
+            seen.extend(id);
+        }
+        seen
+    };
+    let (a, b) = (ids_of(train), ids_of(valid));
+    assert_eq!((a.len(), b.len()), (48, 12));
+    let mut all: Vec<i64> = a.iter().chain(&b).copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..60).collect::<Vec<i64>>(), "the split covers every record once");
+}
