@@ -45,6 +45,13 @@ pub struct JsonlArgs {
     /// The input files, in order, then the dataset to write.
     #[arg(required = true, num_args = 2.., value_name = "IN... OUT")]
     paths: Vec<PathBuf>,
+    /// Convert only part K (zero-based) of the --parts record-aligned parts of the input: n
+    /// processes with K = 0..n write n datasets that, in order, hold the whole input's records.
+    #[arg(long, value_name = "K", requires = "parts")]
+    part: Option<usize>,
+    /// The number of parts for --part.
+    #[arg(long, value_name = "N", requires = "part")]
+    parts: Option<usize>,
     #[command(flatten)]
     codec: CodecArgs,
 }
@@ -151,8 +158,14 @@ pub fn run(format: Format) -> anyhow::Result<()> {
             let s = convert::dir(&a.input, &a.out, opts).with_context(ctx)?;
             summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
         }
-        Format::Jsonl(_) => {
-            let s = convert::jsonl(&inputs, out, opts).with_context(ctx)?;
+        Format::Jsonl(a) => {
+            let s = match (a.part, a.parts) {
+                (Some(index), Some(count)) => {
+                    let part = convert::Part::new(index, count).with_context(ctx)?;
+                    convert::jsonl_part(&inputs, out, opts, part).with_context(ctx)?
+                }
+                _ => convert::jsonl(&inputs, out, opts).with_context(ctx)?,
+            };
             summary_line(&out.display().to_string(), &s, start.elapsed().as_secs_f64())
         }
         Format::Safetensors(a) => {

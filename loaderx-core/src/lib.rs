@@ -44,7 +44,8 @@ pub use framing::{
 };
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
-    Batch, BoxError, DataLoader, Finite, LoaderBuilder, LoaderState, Prefetcher, StreamSource, fingerprint,
+    Batch, BoxError, DataLoader, Finite, Launch, LoaderBuilder, LoaderState, Prefetcher, StreamSource,
+    fingerprint,
 };
 pub use sampler::{
     Pass, PassConfig, SampleRng, Sampler, SamplerBuilder, SamplerConfig, SamplerMode, sample_seed,

@@ -81,3 +81,47 @@ fn jsonl_missing_input_is_one_clear_error_and_nothing_is_written() {
     assert!(err.contains("nope.jsonl"), "{err}");
     assert!(!out.exists());
 }
+
+/// `--part K --parts N`: N separate runs, in order, hold exactly the records of one run over the
+/// whole input; a part out of range, or `--part` without `--parts`, is an error writing nothing.
+#[test]
+fn jsonl_parts_converted_separately_are_the_whole_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.jsonl");
+    let big_text = write_big(&big);
+    let tail = dir.path().join("tail.jsonl");
+    std::fs::write(&tail, b"first\n\nlast without newline").unwrap();
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for t in [&big_text[..], b"first\n\nlast without newline"] {
+        want.extend(lines_of(t).into_iter().map(<[u8]>::to_vec));
+    }
+    let convert = |out: &Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["convert", "jsonl"])
+            .args([&big, &tail])
+            .arg(out)
+            .args(["--codec", "raw"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let parts = 4;
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    for k in 0..parts {
+        let out = dir.path().join(format!("part-{k}"));
+        let o = convert(&out, &["--part", &k.to_string(), "--parts", &parts.to_string()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let store = Store::open(&out).unwrap();
+        assert!(!store.is_empty(), "part {k} of a 17 MiB input holds records");
+        got.extend(store.gather(&(0..store.len()).collect::<Vec<_>>()).unwrap());
+    }
+    assert!(got == want, "the parts in order are the whole input, record for record");
+    for bad in [&["--part", "4", "--parts", "4"][..], &["--part", "0"][..]] {
+        let out = dir.path().join("bad");
+        let o = convert(&out, bad);
+        assert!(!o.status.success(), "{bad:?}");
+        assert!(!out.exists(), "{bad:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("part"), "{err}");
+    }
+}

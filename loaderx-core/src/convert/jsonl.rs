@@ -5,7 +5,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use super::summary::{ConvertSummary, finish};
-use crate::{DatasetWriter, Error, MappedFile, Result, WriteOptions, partition};
+use crate::{DatasetWriter, Error, MappedFile, Result, WriteOptions, partition, partition_files};
 
 /// Bytes of input per planned range.
 const RANGE_BYTES: u64 = 8 << 20;
@@ -30,19 +30,84 @@ pub fn jsonl<P: AsRef<Path>>(
     out: impl AsRef<Path>,
     opts: WriteOptions,
 ) -> Result<ConvertSummary> {
-    let out = out.as_ref();
     if inputs.is_empty() {
         return Err(Error::InvalidArgument("convert jsonl needs at least one input file".into()));
     }
     // Open every input before writing anything, so a missing file fails fast.
     let files: Vec<MappedFile> = inputs.iter().map(MappedFile::open).collect::<Result<_>>()?;
+    let spans: Vec<(usize, u64, u64)> =
+        files.iter().enumerate().map(|(i, f)| (i, 0, f.bytes().len() as u64)).collect();
+    convert_spans(&files, &spans, out.as_ref(), opts)
+}
+
+/// Part `index` of a conversion cut into `count` parts: which one this process converts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// Zero-based part to convert, below `count`.
+    pub index: usize,
+    /// How many parts the input is cut into.
+    pub count: usize,
+}
+
+impl Part {
+    /// Part `index` of `count`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `count` is 0 or `index` is not below it.
+    pub fn new(index: usize, count: usize) -> Result<Part> {
+        if count == 0 || index >= count {
+            return Err(Error::InvalidArgument(format!(
+                "part {index} of {count} is out of range: a part index is below the number of parts"
+            )));
+        }
+        Ok(Part { index, count })
+    }
+}
+
+/// [`jsonl`] of only part `part` of the inputs: the lines of the `part.index`-th of the
+/// `part.count` record-aligned ranges the framing planner ([`partition_files`](crate::partition_files))
+/// cuts the files into, taken as one input. Every process (a Slurm array task, a Ray or Spark
+/// job) plans the same ranges from the same files with no coordination; the parts, in order,
+/// hold exactly the records of the whole conversion (a part the plan leaves without bytes,
+/// because giant lines swallowed its share, is an empty dataset).
+///
+/// # Errors
+/// As [`jsonl`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn jsonl_part<P: AsRef<Path>>(
+    inputs: &[P],
+    out: impl AsRef<Path>,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<ConvertSummary> {
+    let part = Part::new(part.index, part.count)?;
+    if inputs.is_empty() {
+        return Err(Error::InvalidArgument("convert jsonl needs at least one input file".into()));
+    }
+    let files: Vec<MappedFile> = inputs.iter().map(MappedFile::open).collect::<Result<_>>()?;
+    let sources: Vec<&[u8]> = files.iter().map(MappedFile::bytes).collect();
+    let spans: Vec<(usize, u64, u64)> = partition_files(&sources, part.count, b'\n')?
+        .into_iter()
+        .filter(|r| r.worker == part.index as u64)
+        .map(|r| (r.source as usize, r.start, r.end))
+        .collect();
+    convert_spans(&files, &spans, out.as_ref(), opts)
+}
+
+/// Writes the lines of each `(file, start, end)` span, in order, as one ragged `u8` dataset.
+fn convert_spans(
+    files: &[MappedFile],
+    spans: &[(usize, u64, u64)],
+    out: &Path,
+    opts: WriteOptions,
+) -> Result<ConvertSummary> {
     let mut w = DatasetWriter::ragged::<u8>(out, Vec::new(), opts.clone())?;
     let window = 2 * rayon::current_num_threads();
     let mut done = 0u64;
     // The records' bytes, newlines excluded: what `info` reports as the logical size.
     let mut logical = 0u64;
-    for file in &files {
-        let bytes = file.bytes();
+    for &(f, start, end) in spans {
+        let file = &files[f];
+        let bytes = &file.bytes()[start as usize..end as usize];
         let parts = (bytes.len() as u64).div_ceil(RANGE_BYTES).max(1) as usize;
         let ranges = partition(bytes, parts, b'\n')?;
         for group in ranges.chunks(window) {
@@ -51,7 +116,7 @@ pub fn jsonl<P: AsRef<Path>>(
                 .map(|r| {
                     split_lines(
                         &bytes[r.start as usize..r.end as usize],
-                        r.start,
+                        start + r.start,
                         file,
                         opts.max_record_size(),
                     )
@@ -137,6 +202,36 @@ mod tests {
         }
         assert!(!dir.path().join("out").exists());
         assert!(!dir.path().join("out.partial").exists());
+    }
+
+    #[test]
+    fn parts_converted_separately_are_the_whole_conversion_record_for_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = Vec::new();
+        for i in 0..5000 {
+            text.extend_from_slice(format!("{{\"id\":{i},\"pad\":\"{}\"}}\n", "x".repeat(i % 97)).as_bytes());
+        }
+        let a = write(dir.path(), "a.jsonl", &text);
+        let b = write(dir.path(), "b.jsonl", b"tail-1\n\ntail-3");
+        let inputs = [&a, &b, &a];
+        jsonl(&inputs, dir.path().join("whole"), WriteOptions::new()).unwrap();
+        let whole = crate::Store::open(dir.path().join("whole")).unwrap();
+        let all = whole.gather(&(0..whole.len()).collect::<Vec<u64>>()).unwrap();
+        for n in [1usize, 2, 3, 7, 64] {
+            let mut joined: Vec<Vec<u8>> = Vec::new();
+            for k in 0..n {
+                let out = dir.path().join(format!("p{n}-{k}"));
+                jsonl_part(&inputs, &out, WriteOptions::new(), Part::new(k, n).unwrap()).unwrap();
+                let part = crate::Store::open(&out).unwrap();
+                joined.extend(part.gather(&(0..part.len()).collect::<Vec<u64>>()).unwrap());
+            }
+            assert_eq!(joined, all, "{n} parts in order are the whole conversion");
+        }
+        assert!(matches!(Part::new(3, 3), Err(Error::InvalidArgument(m)) if m.contains("part 3 of 3")));
+        assert!(Part::new(0, 0).is_err());
+        let bad = Part { index: 5, count: 2 };
+        assert!(jsonl_part(&inputs, dir.path().join("bad"), WriteOptions::new(), bad).is_err());
+        assert!(!dir.path().join("bad").exists());
     }
 
     #[test]

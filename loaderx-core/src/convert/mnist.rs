@@ -2,6 +2,7 @@
 //! `MnistDataset` (burn) and `mnist::load` (candle) read.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{Codec, DenseSource, Error, Result, WriteOptions};
 
@@ -41,15 +42,40 @@ pub fn mnist_stores(dir: &Path, split: MnistSplit, cache: &Path) -> Result<(Path
     for (src, out) in [(&images, &img_store), (&labels, &lbl_store)] {
         if DenseSource::open(out).is_err() {
             std::fs::create_dir_all(&root).map_err(|e| Error::io("create directory", &root, e))?;
-            let opts = WriteOptions::new().codec(Codec::Raw).overwrite(true);
-            if let Err(e) = super::idx(src, out, opts)
-                && DenseSource::open(out).is_err()
-            {
-                return Err(e);
-            }
+            convert_once(src, out)?;
         }
     }
     Ok((img_store, lbl_store))
+}
+
+/// Converts `src` into `out` through a directory of this call's own (so concurrent first uses,
+/// from threads or processes, never write the same files), renamed into place; when another
+/// caller's copy got there first (a directory is not renamed over a non-empty one), that copy is
+/// used and this one removed.
+fn convert_once(src: &Path, out: &Path) -> Result<()> {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let name = out.file_name().and_then(|n| n.to_str()).unwrap_or("store");
+    let tmp = out.with_file_name(format!(
+        ".{name}-{}-{}-{nanos}.tmp",
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    ));
+    let converted = super::idx(src, &tmp, WriteOptions::new().codec(Codec::Raw));
+    let placed = converted.and_then(|_| {
+        std::fs::rename(&tmp, out).or_else(|e| {
+            if DenseSource::open(out).is_ok() { Ok(()) } else { Err(Error::io("rename into", out, e)) }
+        })
+    });
+    if tmp.exists() {
+        // The loser's copy (or a failed conversion's remains): nothing else refers to it.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    match placed {
+        Err(_) if DenseSource::open(out).is_ok() => Ok(()),
+        other => other,
+    }
 }
 
 /// `dir/name` or `dir/name.gz`.

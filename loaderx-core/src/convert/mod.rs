@@ -16,6 +16,7 @@
 //! | [`from_bytes`] | byte records | ragged `u8` |
 //! | [`dir`] | a directory, one record per regular file | ragged `u8` |
 //! | [`jsonl`] | JSONL / newline-delimited files, one record per line | ragged `u8` |
+//! | [`jsonl_part`] | part `k` of `n` of the same, planned with no coordination | ragged `u8` |
 //!
 //! The reverse direction for `.npy` is [`crate::export::npy`].
 
@@ -34,7 +35,7 @@ pub use block::BLOCK_BYTES;
 pub use dir::dir;
 pub use idx::{IdxHeader, idx};
 pub use iter::{from_arrays, from_bytes, from_ragged};
-pub use jsonl::jsonl;
+pub use jsonl::{Part, jsonl, jsonl_part};
 pub use mnist::{MnistSplit, cache_dir, mnist_dir, mnist_stores};
 pub use npy::{NpyHeader, npy};
 pub use safetensors::safetensors;

@@ -305,6 +305,35 @@ impl LoaderBuilder {
         self
     }
 
+    /// [`shard`](Self::shard) with this process's rank and world size from the launcher's
+    /// environment ([`Launch::from_env`](crate::Launch::from_env): torchrun's `RANK` and
+    /// `WORLD_SIZE`, or Slurm's `SLURM_PROCID` and `SLURM_NTASKS`; one process without them).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the variables when they are inconsistent.
+    pub fn shard_from_env(self) -> Result<Self> {
+        let l = crate::Launch::from_env()?;
+        Ok(self.shard(l.rank, l.world))
+    }
+
+    /// A fingerprint of everything every rank must agree on: the streams (names, dtypes, shapes,
+    /// lengths, the selection) and the sampler config and pass, but not the rank or the step.
+    /// Compare it across ranks at start-up (an all-gather of one `u64`) to catch a rank that
+    /// opened other data or another seed.
+    ///
+    /// # Errors
+    /// As [`resolve`](Self::resolve).
+    pub fn run_fingerprint(&self) -> Result<u64> {
+        let state = self.resolve()?;
+        let mut sampler = state.sampler;
+        sampler.rank = 0;
+        let pass = state.pass.map(|p| PassConfig { rank: 0, ..p });
+        let shared = (state.fingerprint, sampler, pass);
+        let bytes = rmp_serde::to_vec(&shared)
+            .map_err(|e| Error::InvalidArgument(format!("the run's config does not serialise: {e}")))?;
+        Ok(fingerprint(&bytes))
+    }
+
     /// The first step delivered (resume).
     pub fn start_step(mut self, step: u64) -> Self {
         self.start_step = step;

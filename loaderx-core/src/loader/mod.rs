@@ -17,14 +17,17 @@
 //! | `batch` | [`Batch`] and the pool that recycles its buffers |
 //! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
 //! | `window` | the reorder window between the prefetch threads and the consumer |
+//! | `launch` | [`Launch`]: rank and world from torchrun's or Slurm's environment |
 
 mod batch;
 mod builder;
 mod data_loader;
+mod launch;
 mod prefetch;
 mod window;
 
 pub use batch::Batch;
 pub use builder::{Finite, LoaderBuilder, LoaderState, StreamSource, fingerprint};
 pub use data_loader::{BoxError, DataLoader};
+pub use launch::Launch;
 pub use prefetch::Prefetcher;

@@ -450,3 +450,33 @@ fn dir_with_a_file_over_1_mib_names_it_and_writes_nothing_in_v1_and_takes_it_in_
     let d = RaggedDataset::<u8>::open(&out).unwrap();
     assert_eq!(d.get_batch(&[0, 1]).unwrap(), vec![huge, b"ok".to_vec()]);
 }
+
+/// First uses of the MNIST cache racing each other (threads here; processes are the same case:
+/// each conversion writes a directory of its own): every caller gets whole stores, the first
+/// rename wins, nothing is left behind, and later calls reuse the cache.
+#[test]
+fn concurrent_first_uses_of_the_mnist_cache_all_get_whole_stores() {
+    use loaderx_core::convert::{MnistSplit, mnist_stores};
+    let cache = tempfile::tempdir().unwrap();
+    let dir = mnist("");
+    let got: Vec<(PathBuf, PathBuf)> = std::thread::scope(|s| {
+        let calls: Vec<_> =
+            (0..6).map(|_| s.spawn(|| mnist_stores(&dir, MnistSplit::Test, cache.path()).unwrap())).collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    for (images, labels) in &got {
+        assert_eq!(got[0], (images.clone(), labels.clone()), "one cached copy");
+        assert_eq!(DenseSource::open(images).unwrap().len(), 2000);
+        assert_eq!(DenseSource::open(labels).unwrap().len(), 2000);
+    }
+    let root = got[0].0.parent().unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["images", "labels"], "no temporary copies left");
+    let modified = std::fs::metadata(&got[0].0).unwrap().modified().unwrap();
+    assert_eq!(mnist_stores(&dir, MnistSplit::Test, cache.path()).unwrap(), got[0]);
+    assert_eq!(std::fs::metadata(&got[0].0).unwrap().modified().unwrap(), modified, "reused");
+}

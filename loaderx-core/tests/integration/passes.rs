@@ -107,3 +107,48 @@ fn a_pass_may_hold_fewer_records_than_a_batch_and_epochs_are_counted_for_every_m
     assert_eq!(endless(SamplerMode::Iid).steps_per_epoch(), 16);
     assert_eq!(endless(SamplerMode::Cyclic).steps(), None);
 }
+
+/// The run fingerprint: equal on every rank of one run (rank and step left out), different for
+/// other data, another seed, another batch or another pass; and the endless sampler's union of
+/// ranks at a step is the world-1 global batch for W in {1, 2, 3, 4, 8}.
+#[test]
+fn ranks_agree_on_the_run_fingerprint_and_their_union_is_the_global_batch() {
+    let base = |world: u32, rank: u32| {
+        DataLoader::builder()
+            .stream("id", ids(5000))
+            .batch_size(48)
+            .seed(11)
+            .mode(SamplerMode::Cyclic)
+            .shard(rank, world)
+    };
+    let f = base(4, 0).run_fingerprint().unwrap();
+    assert_eq!(base(4, 3).run_fingerprint().unwrap(), f, "another rank of the same run");
+    assert_eq!(base(4, 2).start_step(70).run_fingerprint().unwrap(), f, "another step");
+    for other in [
+        base(4, 0).seed(12),
+        base(4, 0).batch_size(96),
+        base(2, 0),
+        DataLoader::builder().stream("id", ids(5001)).batch_size(48).seed(11).shard(0, 4),
+        base(4, 0).finite(Finite::ordered()),
+    ] {
+        assert_ne!(other.run_fingerprint().unwrap(), f);
+    }
+    assert!(base(4, 4).run_fingerprint().is_err(), "rank 4 of 4");
+
+    let global =
+        |step: u64| -> Vec<u32> { rows(&base(1, 0).start_step(step).build().unwrap().next_batch().unwrap()) };
+    for world in [1u32, 2, 3, 4, 8] {
+        for step in [0u64, 1, 103, 104, 5000] {
+            let want = global(step);
+            let mut union = Vec::new();
+            for rank in 0..world {
+                let b = base(world, rank).batch_size(48).start_step(step);
+                union.extend(rows(&b.build().unwrap().next_batch().unwrap()));
+            }
+            let mut a = want.clone();
+            a.sort_unstable();
+            union.sort_unstable();
+            assert_eq!(union, a, "world {world}, step {step}");
+        }
+    }
+}
