@@ -66,6 +66,13 @@ enum Command {
         /// The store directory.
         store: PathBuf,
     },
+    /// Write a store set: datasets converted in parts (`convert jsonl --part K --parts N`),
+    /// listed in order, opened as one dataset with global indices.
+    Stitch {
+        /// The part datasets, in order, then the set directory to write.
+        #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
+        paths: Vec<PathBuf>,
+    },
     /// Print the store's space accounting.
     Stats {
         /// The store directory.
@@ -73,6 +80,13 @@ enum Command {
     },
     /// Measure the sampler, store and loader against baselines and ceilings, in one process.
     Bench(bench::BenchArgs),
+}
+
+/// `loaderx stitch PART... OUT`.
+fn stitch(paths: &[PathBuf]) -> anyhow::Result<()> {
+    let (out, parts) = paths.split_last().context("stitch needs PART... OUT")?;
+    let s = loaderx_core::stitch(parts, out).with_context(|| format!("stitch → {}", out.display()))?;
+    print(&format!("{}: a store set of {} parts, {} records\n", out.display(), s.parts, s.records))
 }
 
 fn main() -> ExitCode {
@@ -93,6 +107,7 @@ fn main() -> ExitCode {
         Command::Compact { store } => ok(inspect::compact(&store)),
         Command::Migrate { store, to } => ok(inspect::migrate(&store, to)),
         Command::Stats { store } => ok(inspect::stats(&store)),
+        Command::Stitch { paths } => ok(stitch(&paths)),
         Command::Bench(args) => ok(bench::run(&args, &mut out)),
     }
     .and_then(|code| out.flush().context("writing to stdout").map(|()| code));

@@ -116,6 +116,21 @@ fn jsonl_parts_converted_separately_are_the_whole_input() {
         got.extend(store.gather(&(0..store.len()).collect::<Vec<_>>()).unwrap());
     }
     assert!(got == want, "the parts in order are the whole input, record for record");
+    let set = dir.path().join("set");
+    let o = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .arg("stitch")
+        .args((0..parts).map(|k| dir.path().join(format!("part-{k}"))))
+        .arg(&set)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("{} records", want.len())));
+    let set = loaderx_core::RaggedSource::open(&set).unwrap();
+    let all: Vec<u32> = (0..want.len() as u32).collect();
+    let batch = set.get_batch(&all).unwrap();
+    for (k, w) in want.iter().enumerate() {
+        assert_eq!(batch.record::<u8>(k).unwrap(), &w[..], "record {k} of the set");
+    }
     for bad in [&["--part", "4", "--parts", "4"][..], &["--part", "0"][..]] {
         let out = dir.path().join("bad");
         let o = convert(&out, bad);

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
 use super::selection::Selection;
+use super::set::{StoreSet, is_set};
 use crate::store::Parallelism;
 use crate::sys::{Destination, fill_vec};
 use crate::{Error, Result, Store};
@@ -18,6 +19,8 @@ pub(crate) enum Backing {
     Store(Arc<Store>),
     /// Records held in memory, back to back: item `i` is bytes `i * item .. (i + 1) * item`.
     Memory(Arc<ArrayData>),
+    /// The parts of a store set, one index space.
+    Set(Arc<StoreSet>),
 }
 
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
@@ -44,6 +47,24 @@ impl DenseSource {
     pub fn open(dir: impl AsRef<Path>) -> Result<DenseSource> {
         let dir = dir.as_ref();
         let schema = Schema::read(dir)?;
+        if is_set(dir) {
+            let set = StoreSet::open(dir, &schema)?;
+            let path = dir.to_path_buf();
+            if schema.kind != Kind::Dense {
+                return Err(Error::Schema {
+                    path,
+                    reason: "the store set is ragged; open it with RaggedDataset".into(),
+                });
+            }
+            let item_elems = schema.unit_elems();
+            return Ok(DenseSource {
+                backing: Backing::Set(Arc::new(set)),
+                schema,
+                item_elems,
+                view: None,
+                path,
+            });
+        }
         DenseSource::new(Arc::new(Store::open(dir)?), schema)
     }
 
@@ -122,6 +143,7 @@ impl DenseSource {
         match &self.backing {
             Backing::Store(s) => s.len() as usize,
             Backing::Memory(d) => d.len() / self.item_elems.max(1),
+            Backing::Set(s) => s.len() as usize,
         }
     }
 
@@ -154,7 +176,7 @@ impl DenseSource {
     pub fn store(&self) -> Option<&Arc<Store>> {
         match &self.backing {
             Backing::Store(s) => Some(s),
-            Backing::Memory(_) => None,
+            Backing::Memory(_) | Backing::Set(_) => None,
         }
     }
 
@@ -200,6 +222,7 @@ impl DenseSource {
         // no zero-fill pass before the gather, whether the buffer is recycled or fresh.
         let gather = |mut out: Destination<'_>| match &self.backing {
             Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
+            Backing::Set(set) => set.gather_fixed_to(indices, item_bytes, out, par),
             Backing::Memory(data) => {
                 let (bytes, n) = (data.as_bytes(), self.physical_len());
                 for &i in indices {

@@ -5,11 +5,13 @@ pub(crate) mod dtype;
 mod ragged;
 mod schema;
 mod selection;
+mod set;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
 pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
+pub use set::{SET_FILE, StitchSummary, stitch};
 pub(crate) use writer::remove_dataset_dir;
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};

@@ -10,6 +10,7 @@ use super::dense::select_view;
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
 use super::selection::Selection;
+use super::set::{StoreSet, is_set};
 use crate::store::Parallelism;
 use crate::sys::fill_vec;
 use crate::{Error, Result, Store};
@@ -18,6 +19,8 @@ use crate::{Error, Result, Store};
 #[derive(Debug, Clone)]
 enum Backing {
     Store(Arc<Store>),
+    /// The parts of a store set, one index space.
+    Set(Arc<StoreSet>),
     /// Values back to back and `offsets[i]..offsets[i + 1]`, in elements, of record `i`.
     Memory {
         values: Arc<ArrayData>,
@@ -100,6 +103,17 @@ impl RaggedSource {
     pub fn open(dir: impl AsRef<Path>) -> Result<RaggedSource> {
         let dir = dir.as_ref();
         let schema = Schema::read(dir)?;
+        if is_set(dir) {
+            let set = StoreSet::open(dir, &schema)?;
+            let path = dir.to_path_buf();
+            if schema.kind != Kind::Ragged {
+                return Err(Error::Schema {
+                    path,
+                    reason: "the store set is dense; open it with DenseDataset".into(),
+                });
+            }
+            return Ok(RaggedSource { backing: Backing::Set(Arc::new(set)), schema, view: None, path });
+        }
         RaggedSource::new(Arc::new(Store::open(dir)?), schema)
     }
 
@@ -170,6 +184,7 @@ impl RaggedSource {
     fn physical_len(&self) -> usize {
         match &self.backing {
             Backing::Store(s) => s.len() as usize,
+            Backing::Set(s) => s.len() as usize,
             Backing::Memory { offsets, .. } => offsets.len() - 1,
         }
     }
@@ -198,7 +213,7 @@ impl RaggedSource {
     pub fn store(&self) -> Option<&Arc<Store>> {
         match &self.backing {
             Backing::Store(s) => Some(s),
-            Backing::Memory { .. } => None,
+            Backing::Set(_) | Backing::Memory { .. } => None,
         }
     }
 
@@ -235,7 +250,6 @@ impl RaggedSource {
             }
             None => indices,
         };
-        let row_bytes = self.schema.unit_bytes().max(1);
         let elem = self.schema.dtype.size();
         out.row_shape.clone_from(&self.schema.shape);
         out.offsets.clear();
@@ -246,36 +260,14 @@ impl RaggedSource {
         match &self.backing {
             Backing::Store(store) => {
                 let resolved = store.resolve_batch(indices)?;
-                let mut rows = 0usize;
-                for (&i, len) in indices.iter().zip(resolved.lens()) {
-                    if !(len as usize).is_multiple_of(row_bytes) {
-                        return Err(Error::CorruptRecord {
-                            path: self.path.clone(),
-                            index: u64::from(i),
-                            reason: format!("{len} bytes is not a whole number of {row_bytes}-byte rows"),
-                        });
-                    }
-                    rows += len as usize / row_bytes;
-                    out.offsets.push(rows);
-                }
-                let elems = rows * (row_bytes / elem);
-                let gather = |dst: crate::sys::Destination<'_>| store.read_resolved(&resolved, dst, par);
-                out.values = fill_values(
-                    std::mem::replace(&mut out.values, ArrayData::zeros(DType::U8, 0)),
-                    elems,
-                    gather,
-                )
-                .map_err(|e| match e {
-                    BoolError::Store(e) => e,
-                    BoolError::Bool(at) => Error::CorruptRecord {
-                        path: self.path.clone(),
-                        index: u64::from(
-                            indices[out.offsets.partition_point(|&o| o * (row_bytes / elem) <= at) - 1],
-                        ),
-                        reason: "a bool byte is neither 0 nor 1".into(),
-                    },
-                })?;
-                Ok(())
+                self.fill_resolved(indices, resolved.lens(), out, |dst| {
+                    store.read_resolved(&resolved, dst, par)
+                })
+            }
+            Backing::Set(set) => {
+                let runs = set.resolve(indices)?;
+                let lens = runs.iter().flat_map(|(_, r)| r.lens());
+                self.fill_resolved(indices, lens, out, |dst| set.read_resolved(&runs, dst, par))
             }
             Backing::Memory { values, offsets } => {
                 let row = self.schema.unit_elems().max(1);
@@ -301,6 +293,45 @@ impl RaggedSource {
                 Ok(())
             }
         }
+    }
+
+    /// Fills `out` with the records of `indices`, whose stored lengths are `lens`, read by `read`
+    /// into a destination of exactly their total size.
+    fn fill_resolved(
+        &self,
+        indices: &[u32],
+        lens: impl Iterator<Item = u32>,
+        out: &mut RaggedArray,
+        read: impl FnOnce(crate::sys::Destination<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let row_bytes = self.schema.unit_bytes().max(1);
+        let elem = self.schema.dtype.size();
+        let mut rows = 0usize;
+        for (&i, len) in indices.iter().zip(lens) {
+            if !(len as usize).is_multiple_of(row_bytes) {
+                return Err(Error::CorruptRecord {
+                    path: self.path.clone(),
+                    index: u64::from(i),
+                    reason: format!("{len} bytes is not a whole number of {row_bytes}-byte rows"),
+                });
+            }
+            rows += len as usize / row_bytes;
+            out.offsets.push(rows);
+        }
+        let elems = rows * (row_bytes / elem);
+        out.values =
+            fill_values(std::mem::replace(&mut out.values, ArrayData::zeros(DType::U8, 0)), elems, read)
+                .map_err(|e| match e {
+                    BoolError::Store(e) => e,
+                    BoolError::Bool(at) => Error::CorruptRecord {
+                        path: self.path.clone(),
+                        index: u64::from(
+                            indices[out.offsets.partition_point(|&o| o * (row_bytes / elem) <= at) - 1],
+                        ),
+                        reason: "a bool byte is neither 0 nor 1".into(),
+                    },
+                })?;
+        Ok(())
     }
 
     /// The typed view.

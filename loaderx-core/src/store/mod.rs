@@ -31,8 +31,8 @@ mod report;
 mod table;
 
 pub(crate) use files::{remove_store_files, sync_dir, write_atomic, write_atomic_with};
-pub(crate) use gather::Parallelism;
 pub use gather::RecordIndex;
+pub(crate) use gather::{Parallelism, Resolved};
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::{Store, StoreOptions};

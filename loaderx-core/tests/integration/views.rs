@@ -99,3 +99,93 @@ fn opening_what_is_not_a_dataset_names_the_path_and_says_what_it_is() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A store set of JSONL parts converted separately is the single conversion of the whole input,
+/// record for record, through the dataset, the loader and a dense set; a part changed after
+/// stitching, mismatched schemas and a damaged manifest are typed errors naming the path.
+#[test]
+fn a_store_set_of_parts_is_the_whole_conversion() {
+    use loaderx_core::convert::{Part, jsonl, jsonl_part};
+    use loaderx_core::{Codec, DataLoader, DatasetWriter, DenseSource, Error, RaggedSource, Store, stitch};
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = Vec::new();
+    for i in 0..3000 {
+        text.extend_from_slice(format!("{{\"id\":{i},\"x\":\"{}\"}}\n", "y".repeat(i % 61)).as_bytes());
+    }
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, &text).unwrap();
+    jsonl(&[&input], dir.path().join("whole"), WriteOptions::new()).unwrap();
+    let parts: Vec<std::path::PathBuf> = (0..3)
+        .map(|k| {
+            let out = dir.path().join(format!("parts/p{k}"));
+            jsonl_part(&[&input], &out, WriteOptions::new(), Part::new(k, 3).unwrap()).unwrap();
+            out
+        })
+        .collect();
+    let summary = stitch(&parts, dir.path().join("set")).unwrap();
+    assert_eq!((summary.parts, summary.records), (3, 3000));
+    let whole = RaggedSource::open(dir.path().join("whole")).unwrap();
+    let set = RaggedSource::open(dir.path().join("set")).unwrap();
+    assert_eq!(set.len(), 3000);
+    let all: Vec<u32> = (0..3000).collect();
+    assert_eq!(set.get_batch(&all).unwrap(), whole.get_batch(&all).unwrap(), "record for record");
+    let shuffled: Vec<u32> = (0..3000).map(|i| (i * 1237) % 3000).collect();
+    assert_eq!(
+        set.get_batch(&shuffled).unwrap(),
+        whole.get_batch(&shuffled).unwrap(),
+        "random batches across parts"
+    );
+    let mut from_set = DataLoader::builder()
+        .open_stream("t", dir.path().join("set"))
+        .unwrap()
+        .batch_size(64)
+        .seed(5)
+        .build()
+        .unwrap();
+    let mut from_whole = DataLoader::builder()
+        .open_stream("t", dir.path().join("whole"))
+        .unwrap()
+        .batch_size(64)
+        .seed(5)
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let (a, b) = (from_set.next_batch().unwrap(), from_whole.next_batch().unwrap());
+        assert_eq!(a.get_ragged("t"), b.get_ragged("t"));
+    }
+    assert!(matches!(set.get_batch(&[3000]), Err(Error::IndexOutOfRange { index: 3000, .. })));
+
+    // A dense set: two parts of f32 rows.
+    let dense: Vec<std::path::PathBuf> = (0..2)
+        .map(|k| {
+            let p = dir.path().join(format!("d{k}"));
+            let mut w =
+                DatasetWriter::dense::<f32>(&p, vec![2], WriteOptions::new().codec(Codec::Raw)).unwrap();
+            w.append(&(0..20).map(|v| (k * 100 + v) as f32).collect::<Vec<f32>>()).unwrap();
+            w.finish().unwrap();
+            p
+        })
+        .collect();
+    stitch(&dense, dir.path().join("dset")).unwrap();
+    let d = DenseSource::open(dir.path().join("dset")).unwrap().typed::<f32>().unwrap();
+    assert_eq!(d.len(), 20);
+    let rows = d.get_batch(&[9, 10, 0]).unwrap();
+    assert_eq!(rows.as_slice::<f32>().unwrap(), [18.0, 19.0, 100.0, 101.0, 0.0, 1.0]);
+    assert!(RaggedSource::open(dir.path().join("dset")).is_err(), "a dense set is not ragged");
+
+    // Mismatched schemas, a changed part, a damaged manifest.
+    let e = stitch(&[&parts[0], &dense[0]], dir.path().join("mixed")).unwrap_err();
+    assert!(matches!(&e, Error::Schema { path, .. } if path == &dense[0]), "{e}");
+    assert!(!dir.path().join("mixed").exists());
+    let store = Store::open_rw(&parts[1], loaderx_core::StoreOptions::new()).unwrap();
+    store.append(&[b"one more".as_slice()], Codec::Raw).unwrap();
+    drop(store);
+    let e = RaggedSource::open(dir.path().join("set")).unwrap_err();
+    assert!(
+        matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("changed")),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("dset").join(loaderx_core::SET_FILE), b"\xc1 not msgpack").unwrap();
+    let e = DenseSource::open(dir.path().join("dset")).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { .. }), "{e}");
+}

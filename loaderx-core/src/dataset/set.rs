@@ -1,0 +1,290 @@
+//! Store sets: datasets converted in parts (`convert jsonl --part K --parts N` on many machines)
+//! opened as one dataset with global indices. A set is a directory holding `storeset.msgpack`
+//! (the parts, in order, with their record counts) and a copy of the parts' `schema.msgpack`;
+//! record `i` of the set is record `i - start(p)` of the part `p` whose range holds `i`.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::schema::Schema;
+use crate::store::{Parallelism, Resolved};
+use crate::sys::Destination;
+use crate::{Error, Result, Store};
+
+/// The set's manifest file, beside its `schema.msgpack`.
+pub const SET_FILE: &str = "storeset.msgpack";
+
+/// The most bytes a manifest may have (a million parts' paths is far below it).
+const MAX_MANIFEST: u64 = 64 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    version: u32,
+    parts: Vec<PartEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PartEntry {
+    /// Relative to the set's directory (or absolute, when the part is on another root).
+    path: String,
+    records: u64,
+}
+
+/// What [`stitch`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StitchSummary {
+    /// Parts in the set.
+    pub parts: usize,
+    /// Records over all parts.
+    pub records: u64,
+}
+
+/// Writes a store set at `out` listing the datasets `parts` in order (each a dense or ragged
+/// dataset, all of one schema), so that [`DenseSource::open`](crate::DenseSource::open),
+/// [`RaggedSource::open`](crate::RaggedSource::open), the loader and the adapters open `out` as
+/// one dataset. The parts stay where they are (the manifest names them relative to `out`); a
+/// part changed afterwards (appended to, replaced) is an error when the set is opened.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no parts or more than `u32::MAX` records in all (the
+/// loader's indices); [`Error::Schema`] naming the first part whose schema differs from the
+/// first's; [`Error::InvalidArgument`] when `out` exists; the parts' open errors.
+pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<StitchSummary> {
+    let out = out.as_ref();
+    if parts.is_empty() {
+        return Err(Error::InvalidArgument("a store set needs at least one part".into()));
+    }
+    if out.exists() {
+        return Err(Error::InvalidArgument(format!("{} exists; a store set is written new", out.display())));
+    }
+    let mut schema: Option<Schema> = None;
+    let mut entries = Vec::with_capacity(parts.len());
+    let mut records = 0u64;
+    let out_abs = absolute(out)?;
+    for p in parts {
+        let p = p.as_ref();
+        let s = Schema::read(p)?;
+        match &schema {
+            None => schema = Some(s.clone()),
+            Some(first) if *first != s => {
+                return Err(Error::Schema {
+                    path: p.to_path_buf(),
+                    reason: format!("the part's schema {s:?} differs from the first part's {first:?}"),
+                });
+            }
+            Some(_) => {}
+        }
+        let n = Store::open(p)?.len();
+        records += n;
+        let rel = relative(&absolute(p)?, &out_abs);
+        entries.push(PartEntry { path: rel.to_string_lossy().into_owned(), records: n });
+    }
+    if records > u64::from(u32::MAX) {
+        return Err(Error::InvalidArgument(format!(
+            "a store set of {records} records: the loader indexes at most 2^32 - 1"
+        )));
+    }
+    let schema = schema.unwrap_or_else(|| unreachable!("at least one part"));
+    let bytes = rmp_serde::to_vec_named(&Manifest { version: 1, parts: entries })
+        .map_err(|e| Error::InvalidArgument(format!("the set manifest does not encode: {e}")))?;
+    std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
+    schema.write(out)?;
+    crate::store::write_atomic(out, SET_FILE, &bytes)?;
+    Ok(StitchSummary { parts: parts.len(), records })
+}
+
+/// Whether `dir` holds a store set.
+pub(crate) fn is_set(dir: &Path) -> bool {
+    dir.join(SET_FILE).is_file()
+}
+
+/// The parts of an open store set and where each starts in the set's index space.
+#[derive(Debug)]
+pub(crate) struct StoreSet {
+    parts: Vec<Arc<Store>>,
+    /// `starts[p]` is part `p`'s first global index; `starts[parts.len()]` the set's length.
+    starts: Vec<u64>,
+    path: PathBuf,
+}
+
+impl StoreSet {
+    /// Opens the set in `dir`: every part, checked against the manifest and the set's schema.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the manifest when it does not decode or is too large;
+    /// [`Error::Schema`] naming a part whose schema or record count changed since the set was
+    /// written; the parts' open errors.
+    pub(crate) fn open(dir: &Path, schema: &Schema) -> Result<StoreSet> {
+        let file = dir.join(SET_FILE);
+        let len = std::fs::metadata(&file).map_err(|e| Error::io("stat", &file, e))?.len();
+        if len > MAX_MANIFEST {
+            return Err(Error::Corrupt {
+                path: file,
+                offset: 0,
+                reason: format!("{len} bytes is more than a set manifest may hold ({MAX_MANIFEST})"),
+            });
+        }
+        let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
+        let m: Manifest = rmp_serde::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            path: file.clone(),
+            offset: 0,
+            reason: format!("not a store set manifest: {e}"),
+        })?;
+        if m.version != 1 || m.parts.is_empty() {
+            return Err(Error::Corrupt {
+                path: file,
+                offset: 0,
+                reason: format!(
+                    "version {} with {} parts (this build reads version 1, ≥ 1 part)",
+                    m.version,
+                    m.parts.len()
+                ),
+            });
+        }
+        let mut parts = Vec::with_capacity(m.parts.len());
+        let mut starts = vec![0u64];
+        for e in &m.parts {
+            let p = dir.join(&e.path);
+            let s = Schema::read(&p)?;
+            if s != *schema {
+                return Err(Error::Schema {
+                    path: p,
+                    reason: format!(
+                        "the part's schema {s:?} is not the set's {schema:?}: it changed after stitching"
+                    ),
+                });
+            }
+            let store = Store::open(&p)?;
+            if store.len() != e.records {
+                return Err(Error::Schema {
+                    path: p,
+                    reason: format!(
+                        "the part holds {} records, the set was stitched with {}: it changed after stitching",
+                        store.len(),
+                        e.records
+                    ),
+                });
+            }
+            let end = starts[starts.len() - 1] + e.records;
+            if end > u64::from(u32::MAX) {
+                return Err(Error::Corrupt {
+                    path: file,
+                    offset: 0,
+                    reason: "the parts hold more than 2^32 - 1 records".into(),
+                });
+            }
+            starts.push(end);
+            parts.push(Arc::new(store));
+        }
+        Ok(StoreSet { parts, starts, path: dir.to_path_buf() })
+    }
+
+    /// Records in the set.
+    pub(crate) fn len(&self) -> u64 {
+        self.starts[self.parts.len()]
+    }
+
+    /// Splits `indices` into runs of consecutive positions in one part: `(part, local indices)`.
+    fn runs(&self, indices: &[u32]) -> Result<Vec<(usize, Vec<u64>)>> {
+        let mut runs: Vec<(usize, Vec<u64>)> = Vec::new();
+        for &i in indices {
+            let i = u64::from(i);
+            if i >= self.len() {
+                return Err(Error::IndexOutOfRange { path: self.path.clone(), index: i, len: self.len() });
+            }
+            let p = self.starts.partition_point(|&s| s <= i) - 1;
+            let local = i - self.starts[p];
+            match runs.last_mut() {
+                Some((q, v)) if *q == p => v.push(local),
+                _ => runs.push((p, vec![local])),
+            }
+        }
+        Ok(runs)
+    }
+
+    /// The fixed-stride gather of a dense set: each run of one part is that part's gather into
+    /// its own stretch of `dst`.
+    pub(crate) fn gather_fixed_to(
+        &self,
+        indices: &[u32],
+        item_bytes: usize,
+        mut dst: Destination<'_>,
+        par: Parallelism,
+    ) -> Result<()> {
+        let runs = self.runs(indices)?;
+        if dst.remaining() != indices.len() * item_bytes {
+            return Err(Error::InvalidArgument(format!(
+                "gather of {} records of {item_bytes} bytes into {} bytes",
+                indices.len(),
+                dst.remaining()
+            )));
+        }
+        for (p, local) in &runs {
+            let sub = dst.split_off(local.len() * item_bytes);
+            self.parts[*p].gather_fixed_to(local, item_bytes, sub, par)?;
+        }
+        Ok(())
+    }
+
+    /// The runs of `indices` resolved in their parts (lengths known before the read).
+    pub(crate) fn resolve(&self, indices: &[u32]) -> Result<Vec<(usize, Resolved)>> {
+        self.runs(indices)?
+            .into_iter()
+            .map(|(p, local)| Ok((p, self.parts[p].resolve_batch(&local)?)))
+            .collect()
+    }
+
+    /// Reads resolved runs into `dst`, each into its own stretch.
+    pub(crate) fn read_resolved(
+        &self,
+        runs: &[(usize, Resolved)],
+        mut dst: Destination<'_>,
+        par: Parallelism,
+    ) -> Result<()> {
+        for (p, r) in runs {
+            let n = usize::try_from(r.total())
+                .map_err(|_| Error::InvalidArgument("a batch over usize".into()))?;
+            let sub = dst.split_off(n);
+            self.parts[*p].read_resolved(r, sub, par)?;
+        }
+        Ok(())
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).map_err(|e| Error::io("resolve", p, e))
+}
+
+/// `target` as a path relative to the directory `base` (both absolute), through `..` where they
+/// part; `target` itself when they share no root.
+fn relative(target: &Path, base: &Path) -> PathBuf {
+    let t: Vec<Component<'_>> = target.components().collect();
+    let b: Vec<Component<'_>> = base.components().collect();
+    let common = t.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    if common == 0 {
+        return target.to_path_buf();
+    }
+    let mut rel = PathBuf::new();
+    for _ in common..b.len() {
+        rel.push("..");
+    }
+    for c in &t[common..] {
+        rel.push(c.as_os_str());
+    }
+    rel
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_climb_to_the_common_directory() {
+        let r = |t: &str, b: &str| relative(Path::new(t), Path::new(b));
+        assert_eq!(r("/data/parts/p0", "/data/set"), Path::new("../parts/p0"));
+        assert_eq!(r("/data/set/p0", "/data/set"), Path::new("p0"));
+        assert_eq!(r("/a/b", "/c/d/e"), Path::new("../../../a/b"));
+    }
+}
