@@ -157,6 +157,8 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     cfg.progress("loader: finite pass, padded ragged");
     passes(cfg, report, &builder, threads)?;
     ragged(cfg, report, threads)?;
+    cfg.progress("loader: weighted mixture");
+    mixture(cfg, report, &builder, dir.path(), threads)?;
     #[cfg(any(feature = "burn", feature = "candle"))]
     {
         cfg.progress("adapters");
@@ -201,6 +203,69 @@ fn pair_rows(
             ),
         ]);
     }
+}
+
+const SINGLE: &str = "one source (endless cyclic loader)";
+const MIXED: &str = "mixture of 3 sources, weights 0.5 / 0.3 / 0.2";
+
+/// A weighted mixture of three stores holding the records in thirds against the endless loader
+/// over the one store of all of them: batches/s.
+fn mixture(
+    cfg: &Config,
+    report: &mut Report,
+    builder: &LoaderBuilder,
+    dir: &std::path::Path,
+    threads: usize,
+) -> anyhow::Result<()> {
+    let n = cfg.records;
+    let cuts = [0, n / 3, 2 * n / 3, n];
+    let mut sources = Vec::new();
+    for (k, w) in [0.5, 0.3, 0.2].into_iter().enumerate() {
+        let path = dir.join(format!("mix-{k}"));
+        let (lo, hi) = (cuts[k], cuts[k + 1]);
+        let part: Vec<(u32, u32)> = blocks(n, ELEMS * 4, 64 << 20)
+            .into_iter()
+            .map(|(a, b)| (a.max(lo), b.min(hi)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        write_structured_f32(&path, ELEMS, part)?;
+        sources.push((w, DataLoader::builder().stream("x", DenseSource::open(&path)?)));
+    }
+    let mixed =
+        LoaderBuilder::mixture(sources)?.batch_size(BATCH).seed(7).threads(threads).prefetch(PREFETCH);
+    let single = RefCell::new(builder.clone().build()?);
+    let mix = RefCell::new(mixed.build()?);
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders = vec![
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| single.borrow().prefetched()))),
+            ..Contender::new(SINGLE, Box::new(|| drop(single.borrow_mut().next_batch().expect("a batch"))))
+        },
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| mix.borrow().prefetched()))),
+            ..Contender::new(MIXED, Box::new(|| drop(mix.borrow_mut().next_batch().expect("a batch"))))
+        },
+    ];
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
+    let mut s = Section::new(
+        format!(
+            "3d. Loader — a weighted mixture against one source, the same 12 KiB records, batch {BATCH}, {threads} threads"
+        ),
+        &["loader", "batches/s", "vs"],
+    );
+    let workload = format!("{n} records of 12 KiB, batch {BATCH}, mixture");
+    pair_rows(report, &mut s, &t, &workload, SINGLE, MIXED);
+    s.notes.push(
+        "The mixture reads three stores holding the records in thirds; each step deals its rows by \
+         weight, draws each source's from its own keyed shuffle, shuffles the batch and gathers each \
+         source's rows in one run."
+            .into(),
+    );
+    report.sections.push(s);
+    Ok(())
 }
 
 const ENDLESS: &str = "endless loader (cyclic)";

@@ -17,8 +17,8 @@ use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, P
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 use loaderx_core::{
-    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Pad, PassConfig, Prefetcher,
-    RaggedSource, SamplerConfig, SamplerMode, Selection, fingerprint,
+    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, MixtureConfig, Pad, PassConfig,
+    Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection, fingerprint,
 };
 
 use crate::dense::DenseBatch;
@@ -368,6 +368,8 @@ pub struct StepLoader<O> {
     /// One pass per `iter()` ([`StepLoaderBuilder::finite`]), the passes back to back from
     /// its `epoch`.
     pass: Option<PassConfig>,
+    /// A weighted mixture of sources ([`LoaderBuilder::mixture`]).
+    mixture: Option<MixtureConfig>,
     fingerprint: u64,
     steps_per_epoch: u64,
     device: Option<Device>,
@@ -395,6 +397,10 @@ impl<O> StepLoader<O> {
     ) -> Result<Self> {
         let steps_per_epoch = match &state.pass {
             Some(p) => p.build()?.steps(),
+            None if state.mixture.is_some() => {
+                let batch = u64::from(state.sampler.batch_size.max(1));
+                steps_per_epoch.unwrap_or(u64::from(state.sampler.len).div_ceil(batch))
+            }
             None => {
                 let one_pass = state.sampler.build()?.steps_per_cycle();
                 let batch = u64::from(state.sampler.batch_size);
@@ -409,6 +415,7 @@ impl<O> StepLoader<O> {
             recipe,
             config: state.sampler,
             pass: state.pass,
+            mixture: state.mixture,
             fingerprint: state.fingerprint,
             steps_per_epoch,
             device,
@@ -430,6 +437,7 @@ impl<O> StepLoader<O> {
             step: self.step(),
             fingerprint: self.fingerprint,
             pass: self.pass.clone(),
+            mixture: self.mixture.clone(),
         }
     }
 
@@ -468,6 +476,7 @@ impl<O> StepLoader<O> {
             recipe: Arc::clone(&self.recipe),
             config,
             pass,
+            mixture: self.mixture.clone(),
             fingerprint: self.fingerprint,
             steps_per_epoch: self.steps_per_epoch,
             device,

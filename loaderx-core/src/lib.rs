@@ -48,7 +48,8 @@ pub use loader::{
     fingerprint,
 };
 pub use sampler::{
-    Pass, PassConfig, SampleRng, Sampler, SamplerBuilder, SamplerConfig, SamplerMode, sample_seed,
+    MIXTURE_SLOTS, Mixture, MixtureConfig, Pass, PassConfig, SampleRng, Sampler, SamplerBuilder,
+    SamplerConfig, SamplerMode, sample_seed,
 };
 pub use store::{
     CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, VerifyReport,

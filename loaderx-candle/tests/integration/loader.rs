@@ -139,3 +139,18 @@ fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
     .unwrap();
     assert_eq!(sums.next_batch().unwrap(), (0..32).map(f64::from).sum::<f64>());
 }
+
+/// A weighted mixture through the candle loader: tensors of rows from every source.
+#[test]
+fn a_weighted_mixture_becomes_candle_tensors() {
+    use loaderx_core::{DenseSource, LoaderBuilder};
+    let src = |base: u32, n: u32| {
+        LoaderBuilder::new()
+            .stream("v", DenseSource::from_vec(vec![], (base..base + n).collect::<Vec<u32>>()).unwrap())
+    };
+    let mix = LoaderBuilder::mixture(vec![(1.0, src(0, 30)), (1.0, src(100, 30))]).unwrap().batch_size(20);
+    let mut loader = CandleLoader::new(mix, Converter::new(&Device::Cpu)).unwrap();
+    let v = loader.next_batch().unwrap().get("v").unwrap().to_vec1::<u32>().unwrap();
+    assert_eq!(v.len(), 20);
+    assert_eq!(v.iter().filter(|&&x| x >= 100).count(), 10, "1:1 over a batch of 20");
+}

@@ -21,6 +21,8 @@ pub(crate) enum Backing {
     Memory(Arc<ArrayData>),
     /// The parts of a store set, one index space.
     Set(Arc<StoreSet>),
+    /// Sources back to back ([`DenseSource::concat`]): `starts[p]` is part `p`'s first index.
+    Concat { parts: Arc<[DenseSource]>, starts: Arc<[u64]> },
 }
 
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
@@ -144,6 +146,7 @@ impl DenseSource {
             Backing::Store(s) => s.len() as usize,
             Backing::Memory(d) => d.len() / self.item_elems.max(1),
             Backing::Set(s) => s.len() as usize,
+            Backing::Concat { starts, .. } => starts[starts.len() - 1] as usize,
         }
     }
 
@@ -176,7 +179,7 @@ impl DenseSource {
     pub fn store(&self) -> Option<&Arc<Store>> {
         match &self.backing {
             Backing::Store(s) => Some(s),
-            Backing::Memory(_) | Backing::Set(_) => None,
+            Backing::Memory(_) | Backing::Set(_) | Backing::Concat { .. } => None,
         }
     }
 
@@ -207,37 +210,7 @@ impl DenseSource {
         if data.dtype() != self.schema.dtype {
             *data = ArrayData::zeros(self.schema.dtype, 0);
         }
-        let item_bytes = self.schema.unit_bytes();
-        let mapped;
-        let indices = match &self.view {
-            Some(v) => {
-                let mut m = Vec::new();
-                v.map_into(indices, &mut m, &self.path)?;
-                mapped = m;
-                &mapped[..]
-            }
-            None => indices,
-        };
-        // The records are written straight into the buffer's (possibly uninitialised) storage:
-        // no zero-fill pass before the gather, whether the buffer is recycled or fresh.
-        let gather = |mut out: Destination<'_>| match &self.backing {
-            Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
-            Backing::Set(set) => set.gather_fixed_to(indices, item_bytes, out, par),
-            Backing::Memory(data) => {
-                let (bytes, n) = (data.as_bytes(), self.physical_len());
-                for &i in indices {
-                    if i as usize >= n {
-                        return Err(Error::IndexOutOfRange {
-                            path: self.path.clone(),
-                            index: u64::from(i),
-                            len: n as u64,
-                        });
-                    }
-                    out.copy(&bytes[i as usize * item_bytes..(i as usize + 1) * item_bytes]);
-                }
-                Ok(())
-            }
-        };
+        let gather = |out: Destination<'_>| self.write_records(indices, out, par);
         match data {
             ArrayData::Bool(bools) => {
                 let mut raw = Vec::new();
@@ -258,6 +231,86 @@ impl DenseSource {
             ArrayData::F32(v) => fill_vec(v, elems, gather),
             ArrayData::F64(v) => fill_vec(v, elems, gather),
         }
+    }
+
+    /// Writes the records of `indices` (of this source's index space, its view applied) into
+    /// `out`, `item_bytes` each, in order.
+    fn write_records(&self, indices: &[u32], mut out: Destination<'_>, par: Parallelism) -> Result<()> {
+        let item_bytes = self.schema.unit_bytes();
+        let mapped;
+        let indices = match &self.view {
+            Some(v) => {
+                let mut m = Vec::new();
+                v.map_into(indices, &mut m, &self.path)?;
+                mapped = m;
+                &mapped[..]
+            }
+            None => indices,
+        };
+        match &self.backing {
+            Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
+            Backing::Set(set) => set.gather_fixed_to(indices, item_bytes, out, par),
+            Backing::Concat { parts, starts } => {
+                for (p, local) in concat_runs(indices, starts, &self.path)? {
+                    let sub = out.split_off(local.len() * item_bytes);
+                    parts[p].write_records(&local, sub, par)?;
+                }
+                Ok(())
+            }
+            Backing::Memory(data) => {
+                let (bytes, n) = (data.as_bytes(), self.physical_len());
+                for &i in indices {
+                    if i as usize >= n {
+                        return Err(Error::IndexOutOfRange {
+                            path: self.path.clone(),
+                            index: u64::from(i),
+                            len: n as u64,
+                        });
+                    }
+                    out.copy(&bytes[i as usize * item_bytes..(i as usize + 1) * item_bytes]);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `parts` back to back as one source: record `i` of the result is record `i - start(p)` of
+    /// the part `p` whose range holds `i` (what a weighted mixture reads through). Nothing is
+    /// copied; a batch's runs of one part are gathered by that part into their stretch.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no parts, or more than `u32::MAX` records in all;
+    /// [`Error::Schema`] naming the first part whose dtype or item shape differs from the first's.
+    pub fn concat(parts: Vec<DenseSource>) -> Result<DenseSource> {
+        let Some(first) = parts.first() else {
+            return Err(Error::InvalidArgument("a concatenation needs at least one source".into()));
+        };
+        let schema = first.schema.clone();
+        let mut starts = vec![0u64];
+        for (k, p) in parts.iter().enumerate() {
+            if p.schema != schema {
+                return Err(Error::Schema {
+                    path: p.path.clone(),
+                    reason: format!(
+                        "source {k} holds {} {:?} records, source 0 {} {:?}",
+                        p.schema.dtype, p.schema.shape, schema.dtype, schema.shape
+                    ),
+                });
+            }
+            starts.push(starts[k] + p.len() as u64);
+        }
+        if starts[parts.len()] > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument("a concatenation of more than 2^32 - 1 records".into()));
+        }
+        let path = PathBuf::from(format!("<concatenation of {} sources>", parts.len()));
+        let item_elems = first.item_elems;
+        Ok(DenseSource {
+            backing: Backing::Concat { parts: parts.into(), starts: starts.into() },
+            schema,
+            item_elems,
+            view: None,
+            path,
+        })
     }
 
     fn bad_bool(&self, indices: &[u32], raw: &[u8]) -> Error {
@@ -433,4 +486,24 @@ pub(crate) fn select_view(
         Some(inner) => selection.within(inner),
         None => Ok(selection.clone()),
     }
+}
+
+/// `indices` of a concatenation split into runs of consecutive positions in one part, each as
+/// `(part, indices within the part)`.
+pub(crate) fn concat_runs(indices: &[u32], starts: &[u64], path: &Path) -> Result<Vec<(usize, Vec<u32>)>> {
+    let len = starts[starts.len() - 1];
+    let mut runs: Vec<(usize, Vec<u32>)> = Vec::new();
+    for &i in indices {
+        let g = u64::from(i);
+        if g >= len {
+            return Err(Error::IndexOutOfRange { path: path.to_path_buf(), index: g, len });
+        }
+        let p = starts.partition_point(|&s| s <= g) - 1;
+        let local = (g - starts[p]) as u32;
+        match runs.last_mut() {
+            Some((q, v)) if *q == p => v.push(local),
+            _ => runs.push((p, vec![local])),
+        }
+    }
+    Ok(runs)
 }

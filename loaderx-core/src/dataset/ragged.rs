@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::dense::select_view;
+use super::dense::{concat_runs, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
 use super::selection::Selection;
@@ -21,6 +21,11 @@ enum Backing {
     Store(Arc<Store>),
     /// The parts of a store set, one index space.
     Set(Arc<StoreSet>),
+    /// Sources back to back ([`RaggedSource::concat`]).
+    Concat {
+        parts: Arc<[RaggedSource]>,
+        starts: Arc<[u64]>,
+    },
     /// Values back to back and `offsets[i]..offsets[i + 1]`, in elements, of record `i`.
     Memory {
         values: Arc<ArrayData>,
@@ -164,6 +169,42 @@ impl RaggedSource {
         })
     }
 
+    /// `parts` back to back as one source (what a weighted mixture reads through); see
+    /// [`DenseSource::concat`](crate::DenseSource::concat).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no parts or more than `u32::MAX` records;
+    /// [`Error::Schema`] naming the first part whose dtype or row shape differs.
+    pub fn concat(parts: Vec<RaggedSource>) -> Result<RaggedSource> {
+        let Some(first) = parts.first() else {
+            return Err(Error::InvalidArgument("a concatenation needs at least one source".into()));
+        };
+        let schema = first.schema.clone();
+        let mut starts = vec![0u64];
+        for (k, p) in parts.iter().enumerate() {
+            if p.schema != schema {
+                return Err(Error::Schema {
+                    path: p.path.clone(),
+                    reason: format!(
+                        "source {k} holds {} {:?} rows, source 0 {} {:?}",
+                        p.schema.dtype, p.schema.shape, schema.dtype, schema.shape
+                    ),
+                });
+            }
+            starts.push(starts[k] + p.len() as u64);
+        }
+        if starts[parts.len()] > u64::from(u32::MAX) {
+            return Err(Error::InvalidArgument("a concatenation of more than 2^32 - 1 records".into()));
+        }
+        let path = PathBuf::from(format!("<concatenation of {} sources>", parts.len()));
+        Ok(RaggedSource {
+            backing: Backing::Concat { parts: parts.into(), starts: starts.into() },
+            schema,
+            view: None,
+            path,
+        })
+    }
+
     /// A view of the records `selection` names, in its order; composes with an earlier view.
     ///
     /// # Errors
@@ -185,6 +226,7 @@ impl RaggedSource {
         match &self.backing {
             Backing::Store(s) => s.len() as usize,
             Backing::Set(s) => s.len() as usize,
+            Backing::Concat { starts, .. } => starts[starts.len() - 1] as usize,
             Backing::Memory { offsets, .. } => offsets.len() - 1,
         }
     }
@@ -213,7 +255,7 @@ impl RaggedSource {
     pub fn store(&self) -> Option<&Arc<Store>> {
         match &self.backing {
             Backing::Store(s) => Some(s),
-            Backing::Set(_) | Backing::Memory { .. } => None,
+            Backing::Set(_) | Backing::Concat { .. } | Backing::Memory { .. } => None,
         }
     }
 
@@ -268,6 +310,24 @@ impl RaggedSource {
                 let runs = set.resolve(indices)?;
                 let lens = runs.iter().flat_map(|(_, r)| r.lens());
                 self.fill_resolved(indices, lens, out, |dst| set.read_resolved(&runs, dst, par))
+            }
+            Backing::Concat { parts, starts } => {
+                // Each run is read by its part, then appended: one copy more than a store's read.
+                let mut flat: Vec<u8> = Vec::new();
+                let mut part = RaggedArray::empty(self.schema.dtype, self.schema.shape.clone());
+                let row = self.schema.unit_elems().max(1);
+                let mut rows = 0usize;
+                for (p, local) in concat_runs(indices, starts, &self.path)? {
+                    parts[p].gather_into_with(&local, &mut part, par)?;
+                    flat.extend_from_slice(part.values.as_bytes());
+                    for w in part.offsets.windows(2) {
+                        rows += (w[1] - w[0]) / row;
+                        out.offsets.push(rows);
+                    }
+                }
+                out.values = from_bytes(self.schema.dtype, &flat)
+                    .ok_or_else(|| Error::InvalidArgument("concatenated values of the wrong size".into()))?;
+                Ok(())
             }
             Backing::Memory { values, offsets } => {
                 let row = self.schema.unit_elems().max(1);

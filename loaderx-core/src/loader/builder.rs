@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::Batch;
 use super::data_loader::{BoxError, DataLoader, Transform};
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
-use crate::sampler::{PassConfig, SamplerConfig, SamplerMode};
+use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig, SamplerMode};
 use crate::{DType, Error, Result};
 
 /// The fingerprint of a description of data (64-bit FNV-1a of `bytes`): what
@@ -19,7 +19,7 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
 }
 
 /// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoaderState {
     /// The sampler: length, global batch size, mode, seed, rank, world.
     pub sampler: SamplerConfig,
@@ -32,6 +32,10 @@ pub struct LoaderState {
     /// states saved before passes existed.
     #[serde(default)]
     pub pass: Option<PassConfig>,
+    /// A weighted mixture of sources ([`LoaderBuilder::mixture`]); absent otherwise and in
+    /// states saved before mixtures existed.
+    #[serde(default)]
+    pub mixture: Option<MixtureConfig>,
 }
 
 /// Finite passes over the data: every record exactly once per pass (one pass by default), then
@@ -149,6 +153,8 @@ pub struct LoaderBuilder {
     state: Option<LoaderState>,
     threads: usize,
     prefetch: usize,
+    /// The weights of a mixture ([`LoaderBuilder::mixture`]) and its sources' lengths.
+    mixture: Option<(Vec<f64>, Vec<u32>)>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -165,6 +171,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("start_step", &self.start_step)
             .field("threads", &self.threads)
             .field("prefetch", &self.prefetch)
+            .field("mixture", &self.mixture)
             .finish()
     }
 }
@@ -185,6 +192,7 @@ impl Default for LoaderBuilder {
             state: None,
             threads: cores.clamp(1, 8),
             prefetch: 2,
+            mixture: None,
         }
     }
 }
@@ -248,6 +256,102 @@ impl LoaderBuilder {
     fn stream_names(&self) -> String {
         let names: Vec<String> = self.streams.iter().map(|(n, _)| format!("{n:?}")).collect();
         if names.is_empty() { "none yet".into() } else { names.join(", ") }
+    }
+
+    /// A builder over a weighted mixture of `sources`: each a builder with streams of the same
+    /// names, dtypes and shapes as the others (its own selections applied), each with a
+    /// non-negative weight. Row `r` of step `s` reads a source and a record chosen from
+    /// (seed, `s`, `r`) alone: the sources are dealt rows in proportion to their weights (within
+    /// `k + 1 + W / 2^16` rows over any `W` consecutive global rows, for `k` sources), and each
+    /// cycles through its own keyed shuffles independently ([`Mixture`](crate::Mixture)). Batch
+    /// size, seed, sharding, threads and resume are set on the returned builder as on any other;
+    /// the sources' own such settings are not used. A rank's rows arrive grouped by source.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no sources, a source without streams or with streams of
+    /// different lengths, a negative, NaN or infinite weight, all weights zero, streams whose
+    /// names differ between sources, or a ragged stream padded differently in two sources;
+    /// [`Error::Schema`] naming the first source whose stream has another dtype or shape.
+    pub fn mixture(sources: Vec<(f64, LoaderBuilder)>) -> Result<LoaderBuilder> {
+        if sources.is_empty() {
+            return Err(Error::InvalidArgument("a mixture needs at least one source".into()));
+        }
+        let mut weights = Vec::with_capacity(sources.len());
+        let mut lens = Vec::with_capacity(sources.len());
+        let mut per_source: Vec<Vec<(String, StreamSource)>> = Vec::with_capacity(sources.len());
+        for (j, (w, b)) in sources.into_iter().enumerate() {
+            if !w.is_finite() || w < 0.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "mixture weight {j} is {w}: weights are finite and non-negative"
+                )));
+            }
+            let mut streams = b.selected_streams()?;
+            let Some((_, first)) = streams.first() else {
+                return Err(Error::InvalidArgument(format!("mixture source {j} has no streams")));
+            };
+            let len = first.len();
+            if let Some((name, s)) = streams.iter().find(|(_, s)| s.len() != len) {
+                return Err(Error::InvalidArgument(format!(
+                    "mixture source {j}: stream {name:?} has {} records, {:?} has {len}",
+                    s.len(),
+                    streams[0].0
+                )));
+            }
+            streams.sort_by(|a, b| a.0.cmp(&b.0));
+            if let Some(first) = per_source.first() {
+                let names =
+                    |v: &[(String, StreamSource)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+                if names(first) != names(&streams) {
+                    return Err(Error::InvalidArgument(format!(
+                        "mixture source {j} has streams {:?}, source 0 {:?}",
+                        names(&streams),
+                        names(first)
+                    )));
+                }
+            }
+            weights.push(w);
+            lens.push(u32::try_from(len).map_err(|_| {
+                Error::InvalidArgument(format!("mixture source {j} has more records than u32 indices"))
+            })?);
+            per_source.push(streams);
+        }
+        if weights.iter().all(|&w| w == 0.0) {
+            return Err(Error::InvalidArgument("every mixture weight is zero".into()));
+        }
+        let mut out = LoaderBuilder::default();
+        for (k, (name, first)) in per_source[0].iter().enumerate() {
+            let column = per_source.iter().map(|s| s[k].1.clone());
+            let stream = match first {
+                StreamSource::Dense(_) => {
+                    let parts = column
+                        .map(|s| match s {
+                            StreamSource::Dense(d) => Ok(d),
+                            StreamSource::Ragged(..) => Err(Error::InvalidArgument(format!(
+                                "stream {name:?} is dense in one source, ragged in another"
+                            ))),
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    StreamSource::Dense(DenseSource::concat(parts)?)
+                }
+                StreamSource::Ragged(_, pad) => {
+                    let parts = column
+                        .map(|s| match s {
+                            StreamSource::Ragged(r, p) if p == *pad => Ok(r),
+                            StreamSource::Ragged(..) => Err(Error::InvalidArgument(format!(
+                                "ragged stream {name:?} is padded differently in two sources"
+                            ))),
+                            StreamSource::Dense(_) => Err(Error::InvalidArgument(format!(
+                                "stream {name:?} is ragged in one source, dense in another"
+                            ))),
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    StreamSource::Ragged(RaggedSource::concat(parts)?, *pad)
+                }
+            };
+            out.streams.push((name.clone(), stream));
+        }
+        out.mixture = Some((weights, lens));
+        Ok(out)
     }
 
     /// Reads only the records `selection` names (a split, a range, a list), in every stream:
@@ -463,7 +567,8 @@ impl LoaderBuilder {
             Some(state)
                 if state.fingerprint != fingerprint
                     || state.sampler.len != len
-                    || state.pass.as_ref().is_some_and(|p| p.len != len) =>
+                    || state.pass.as_ref().is_some_and(|p| p.len != len)
+                    || state.mixture.as_ref().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l) =>
             {
                 return Err(Error::InvalidArgument(
                     "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
@@ -493,8 +598,23 @@ impl LoaderBuilder {
                     rank: self.rank,
                     world: self.world,
                 }),
+                mixture: self
+                    .mixture
+                    .as_ref()
+                    .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() }),
             },
         };
+        if state.mixture.is_some() && (state.pass.is_some() || !self.selections.is_empty()) {
+            return Err(Error::InvalidArgument(
+                "a mixture is endless and reads its sources whole: select within the sources, and \
+                 evaluate each source with its own finite loader"
+                    .into(),
+            ));
+        }
+        if let Some(m) = &state.mixture {
+            drop(m.build(&state.sampler)?);
+            return Ok(state);
+        }
         match &state.pass {
             // A pass has no sampler of its own; its config is checked instead (a batch larger
             // than the data is fine in a pass: one partial batch).

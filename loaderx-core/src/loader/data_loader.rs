@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use super::batch::{Batch, Pool};
 use super::builder::{LoaderBuilder, LoaderState, StreamSource};
 use super::prefetch::{Prefetcher, panic_message};
-use crate::sampler::{Pass, Sampler};
+use crate::sampler::{Mixture, Pass, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};
 
@@ -17,6 +17,7 @@ use crate::{DType, DenseArray, Error, RaggedArray, Result};
 enum Indexer {
     Endless(Sampler),
     Pass(Pass),
+    Mixture(Mixture),
 }
 
 impl Indexer {
@@ -33,6 +34,10 @@ impl Indexer {
                     return Err(Error::PassEnded { steps: total });
                 }
                 p.fill(step, out);
+                Ok(())
+            }
+            Indexer::Mixture(m) => {
+                m.fill(step, out);
                 Ok(())
             }
         }
@@ -100,10 +105,11 @@ impl DataLoader<Batch> {
 
 impl<O: Send + 'static> DataLoader<O> {
     pub(super) fn start(b: LoaderBuilder, transform: Transform<O>) -> Result<DataLoader<O>> {
-        let LoaderState { sampler: config, step, fingerprint, pass } = b.resolve()?;
-        let indexer = match &pass {
-            Some(p) => Indexer::Pass(p.build()?),
-            None => Indexer::Endless(config.build()?),
+        let LoaderState { sampler: config, step, fingerprint, pass, mixture } = b.resolve()?;
+        let indexer = match (&pass, &mixture) {
+            (_, Some(m)) => Indexer::Mixture(m.build(&config)?),
+            (Some(p), None) => Indexer::Pass(p.build()?),
+            (None, None) => Indexer::Endless(config.build()?),
         };
         let (threads, depth) = (b.thread_count(), b.prefetch_depth());
         let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
@@ -169,7 +175,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn steps(&self) -> Option<u64> {
         match &self.indexer {
             Indexer::Pass(p) => p.total_steps(),
-            Indexer::Endless(_) => None,
+            Indexer::Endless(_) | Indexer::Mixture(_) => None,
         }
     }
 
@@ -181,6 +187,8 @@ impl<O: Send + 'static> DataLoader<O> {
             Indexer::Endless(s) => s
                 .steps_per_cycle()
                 .unwrap_or_else(|| u64::from(s.len()).div_ceil(u64::from(s.global_batch_size()))),
+            // As many rows as the sources hold, by convention.
+            Indexer::Mixture(_) => u64::from(self.config.len).div_ceil(u64::from(self.config.batch_size)),
         }
     }
 
@@ -188,7 +196,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn num_items(&self) -> Option<u64> {
         match &self.indexer {
             Indexer::Pass(p) => Some(p.num_items()),
-            Indexer::Endless(_) => None,
+            Indexer::Endless(_) | Indexer::Mixture(_) => None,
         }
     }
 
@@ -211,16 +219,21 @@ impl<O: Send + 'static> DataLoader<O> {
             fingerprint: self.fingerprint,
             pass: match &self.indexer {
                 Indexer::Pass(p) => Some(p.config().clone()),
-                Indexer::Endless(_) => None,
+                Indexer::Endless(_) | Indexer::Mixture(_) => None,
+            },
+            mixture: match &self.indexer {
+                Indexer::Mixture(m) => Some(m.config().clone()),
+                Indexer::Endless(_) | Indexer::Pass(_) => None,
             },
         }
     }
 
-    /// The endless sampler; `None` for a finite pass ([`DataLoader::pass`]).
+    /// The endless sampler; `None` for a finite pass ([`DataLoader::pass`]) or a mixture
+    /// ([`DataLoader::mixture`]).
     pub fn sampler(&self) -> Option<&Sampler> {
         match &self.indexer {
             Indexer::Endless(s) => Some(s),
-            Indexer::Pass(_) => None,
+            Indexer::Pass(_) | Indexer::Mixture(_) => None,
         }
     }
 
@@ -228,7 +241,15 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn pass(&self) -> Option<&Pass> {
         match &self.indexer {
             Indexer::Pass(p) => Some(p),
-            Indexer::Endless(_) => None,
+            Indexer::Endless(_) | Indexer::Mixture(_) => None,
+        }
+    }
+
+    /// The weighted mixture ([`LoaderBuilder::mixture`]); `None` otherwise.
+    pub fn mixture(&self) -> Option<&Mixture> {
+        match &self.indexer {
+            Indexer::Mixture(m) => Some(m),
+            Indexer::Endless(_) | Indexer::Pass(_) => None,
         }
     }
 

@@ -49,6 +49,7 @@
 mod config;
 mod feistel;
 mod iid;
+mod mixture;
 mod pass;
 mod rng;
 mod shuffle;
@@ -66,6 +67,7 @@ mod avx2 {
 }
 
 pub use config::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
+pub use mixture::{MIXTURE_SLOTS, Mixture, MixtureConfig};
 pub(crate) use pass::shuffle_positions;
 pub use pass::{Pass, PassConfig};
 pub(crate) use rng::{DOMAIN_SPLIT, mix64};

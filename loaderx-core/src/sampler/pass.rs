@@ -207,6 +207,35 @@ impl Pass {
         }
     }
 
+    /// Appends the indices at positions `first..first + count` of the endless stream of passes
+    /// (position `k` is position `k mod N` of the pass `k div N` after the first), ignoring
+    /// batches and ranks: a weighted mixture's draws from one source.
+    pub(crate) fn extend_positions(&self, mut first: u64, mut count: u64, out: &mut Vec<u32>) {
+        let n = u64::from(self.config.len);
+        if n == 0 {
+            return;
+        }
+        while count > 0 {
+            let (epoch, pos) = (self.config.epoch + first / n, first % n);
+            let take = count.min(n - pos);
+            let order = self.order(epoch);
+            let (pos, end) = (pos as usize, (pos + take) as usize);
+            match &*order {
+                Order::Identity => out.extend(pos as u32..end as u32),
+                Order::Table(t) => out.extend(t[pos..end].iter().map(|&i| u32::from(i))),
+                Order::Feistel(p) => {
+                    let at = out.len();
+                    out.resize(at + take as usize, 0);
+                    if !super::avx2::try_fill(p, pos as u32, &mut out[at..]) {
+                        p.fill(pos as u32, &mut out[at..]);
+                    }
+                }
+            }
+            first += take;
+            count -= take;
+        }
+    }
+
     /// This rank's indices of step `step`, in a new vector.
     pub fn batch(&self, step: u64) -> Vec<u32> {
         let mut out = Vec::new();

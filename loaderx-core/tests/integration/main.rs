@@ -6,6 +6,7 @@ mod convert;
 mod crash;
 mod dataset;
 mod loader;
+mod mixtures;
 mod passes;
 mod ragged_loader;
 mod store;
