@@ -394,6 +394,59 @@ impl RaggedSource {
         Ok(())
     }
 
+    /// The number of rows of each record of `indices`, from the index alone (nothing is read):
+    /// what sequence packing plans with.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`]; the store's index errors.
+    pub fn record_rows(&self, indices: &[u32]) -> Result<Vec<u64>> {
+        let mapped;
+        let indices = match &self.view {
+            Some(v) => {
+                let mut m = Vec::new();
+                v.map_into(indices, &mut m, &self.path)?;
+                mapped = m;
+                &mapped[..]
+            }
+            None => indices,
+        };
+        let row_bytes = self.schema.unit_bytes().max(1) as u64;
+        Ok(match &self.backing {
+            Backing::Store(store) => {
+                store.resolve_batch(indices)?.lens().map(|l| u64::from(l) / row_bytes).collect()
+            }
+            Backing::Set(set) => set
+                .resolve(indices)?
+                .iter()
+                .flat_map(|(_, r)| r.lens())
+                .map(|l| u64::from(l) / row_bytes)
+                .collect(),
+            Backing::Concat { parts, starts } => {
+                let mut out = Vec::with_capacity(indices.len());
+                for (p, local) in concat_runs(indices, starts, &self.path)? {
+                    out.extend(parts[p].record_rows(&local)?);
+                }
+                out
+            }
+            Backing::Memory { offsets, .. } => {
+                let (n, row) = (offsets.len() - 1, self.schema.unit_elems().max(1));
+                let mut out = Vec::with_capacity(indices.len());
+                for &i in indices {
+                    let i = i as usize;
+                    if i >= n {
+                        return Err(Error::IndexOutOfRange {
+                            path: self.path.clone(),
+                            index: i as u64,
+                            len: n as u64,
+                        });
+                    }
+                    out.push(((offsets[i + 1] - offsets[i]) / row) as u64);
+                }
+                out
+            }
+        })
+    }
+
     /// The typed view.
     ///
     /// # Errors

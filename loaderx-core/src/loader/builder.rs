@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::Batch;
 use super::data_loader::{BoxError, DataLoader, Transform};
+use super::pack::{Pack, PackConfig};
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
 use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig, SamplerMode};
 use crate::{DType, Error, Result};
@@ -36,6 +37,9 @@ pub struct LoaderState {
     /// states saved before mixtures existed.
     #[serde(default)]
     pub mixture: Option<MixtureConfig>,
+    /// A packed stream ([`LoaderBuilder::pack`]) and where this rank's packing stands at `step`.
+    #[serde(default)]
+    pub pack: Option<PackConfig>,
 }
 
 /// Finite passes over the data: every record exactly once per pass (one pass by default), then
@@ -155,6 +159,8 @@ pub struct LoaderBuilder {
     prefetch: usize,
     /// The weights of a mixture ([`LoaderBuilder::mixture`]) and its sources' lengths.
     mixture: Option<(Vec<f64>, Vec<u32>)>,
+    /// The packed stream ([`LoaderBuilder::pack`]).
+    pack: Option<(String, Pack)>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -172,6 +178,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("threads", &self.threads)
             .field("prefetch", &self.prefetch)
             .field("mixture", &self.mixture)
+            .field("pack", &self.pack)
             .finish()
     }
 }
@@ -193,6 +200,7 @@ impl Default for LoaderBuilder {
             threads: cores.clamp(1, 8),
             prefetch: 2,
             mixture: None,
+            pack: None,
         }
     }
 }
@@ -352,6 +360,46 @@ impl LoaderBuilder {
         }
         out.mixture = Some((weights, lens));
         Ok(out)
+    }
+
+    /// Packs the ragged token stream `name` into dense rows of `pack.length` tokens: each step's
+    /// `batch / world` rows on a rank hold consecutive samples of the rank's stripe of the
+    /// (shuffled) stream, and the batch holds `name` (`[rows, L]`, the tokens, 0 in padding),
+    /// `{name}_segments` and `{name}_positions` (`i32`: segment ids from 1 within a row and
+    /// positions within the sample, 0 in padding) and `{name}_loss_mask` (`u8`, 1 on a token);
+    /// see [`Pack`]. The stream must be the loader's only one. The state carries where the
+    /// packing stands (a sample and an offset), so a saved state resumes exactly, on the same
+    /// world size (each rank packs its own stripe). `steps_per_epoch` is `records / batch` by
+    /// convention.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when there is no ragged, unpadded stream `name` (the message
+    /// lists the streams) or `pack.length` is 0.
+    pub fn pack(mut self, name: &str, pack: Pack) -> Result<Self> {
+        let names = self.stream_names();
+        match self.streams.iter().find(|(n, _)| n == name) {
+            Some((_, StreamSource::Ragged(_, None))) if pack.length > 0 => {}
+            Some((_, StreamSource::Ragged(_, None))) => {
+                return Err(Error::InvalidArgument("a packed row needs at least one token".into()));
+            }
+            Some(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "stream {name:?} is dense or padded; only an unpadded ragged stream is packed"
+                )));
+            }
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "no stream {name:?} to pack; the streams are {names}"
+                )));
+            }
+        }
+        self.pack = Some((name.to_string(), pack));
+        Ok(self)
+    }
+
+    /// The packed stream's name and packing, if any.
+    pub(super) fn packed(&self) -> Option<&(String, Pack)> {
+        self.pack.as_ref()
     }
 
     /// Reads only the records `selection` names (a split, a range, a list), in every stream:
@@ -568,7 +616,8 @@ impl LoaderBuilder {
                 if state.fingerprint != fingerprint
                     || state.sampler.len != len
                     || state.pass.as_ref().is_some_and(|p| p.len != len)
-                    || state.mixture.as_ref().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l) =>
+                    || state.mixture.as_ref().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
+                    || state.pack.map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p) =>
             {
                 return Err(Error::InvalidArgument(
                     "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
@@ -602,8 +651,23 @@ impl LoaderBuilder {
                     .mixture
                     .as_ref()
                     .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() }),
+                pack: self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() }),
             },
         };
+        if state.pack.is_some() {
+            let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
+            if state.pass.is_some() || state.mixture.is_some() || self.streams.len() != 1 {
+                return Err(Error::InvalidArgument(
+                    "a packed stream is the loader's only stream, endless and not mixed".into(),
+                ));
+            }
+            if b == 0 || w == 0 || r >= w || !b.is_multiple_of(w) {
+                return Err(Error::InvalidArgument(format!(
+                    "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
+                )));
+            }
+            return Ok(state);
+        }
         if state.mixture.is_some() && (state.pass.is_some() || !self.selections.is_empty()) {
             return Err(Error::InvalidArgument(
                 "a mixture is endless and reads its sources whole: select within the sources, and \

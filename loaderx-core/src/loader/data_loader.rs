@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use super::batch::{Batch, Pool};
 use super::builder::{LoaderBuilder, LoaderState, StreamSource};
+use super::pack::{PackConfig, Packer};
 use super::prefetch::{Prefetcher, panic_message};
 use crate::sampler::{Mixture, Pass, Sampler};
 use crate::store::Parallelism;
@@ -18,6 +19,8 @@ enum Indexer {
     Endless(Sampler),
     Pass(Pass),
     Mixture(Mixture),
+    /// A packed stream: its planner, and the stream's name.
+    Packed(Packer, String),
 }
 
 impl Indexer {
@@ -40,6 +43,8 @@ impl Indexer {
                 m.fill(step, out);
                 Ok(())
             }
+            // Packed steps are produced by the packer itself.
+            Indexer::Packed(..) => Ok(()),
         }
     }
 }
@@ -105,11 +110,28 @@ impl DataLoader<Batch> {
 
 impl<O: Send + 'static> DataLoader<O> {
     pub(super) fn start(b: LoaderBuilder, transform: Transform<O>) -> Result<DataLoader<O>> {
-        let LoaderState { sampler: config, step, fingerprint, pass, mixture } = b.resolve()?;
-        let indexer = match (&pass, &mixture) {
-            (_, Some(m)) => Indexer::Mixture(m.build(&config)?),
-            (Some(p), None) => Indexer::Pass(p.build()?),
-            (None, None) => Indexer::Endless(config.build()?),
+        let LoaderState { sampler: config, step, fingerprint, pass, mixture, pack } = b.resolve()?;
+        let indexer = match (&pass, &mixture, pack) {
+            (_, _, Some(p)) => {
+                let name = b.packed().map(|(n, _)| n.clone()).unwrap_or_default();
+                let source = b
+                    .clone()
+                    .into_streams()?
+                    .into_iter()
+                    .find_map(|(n, s)| match s {
+                        StreamSource::Ragged(r, None) if n == name => Some(r),
+                        _ => None,
+                    })
+                    .ok_or_else(|| Error::InvalidArgument(format!("no ragged stream {name:?} to pack")))?;
+                let shuffle = config.mode != crate::SamplerMode::Sequential;
+                let rows = config.batch_size / config.world.max(1);
+                let packer =
+                    Packer::new(source, p, (config.seed, shuffle), (rows, config.rank, config.world), step)?;
+                Indexer::Packed(packer, name)
+            }
+            (_, Some(m), None) => Indexer::Mixture(m.build(&config)?),
+            (Some(p), None, None) => Indexer::Pass(p.build()?),
+            (None, None, None) => Indexer::Endless(config.build()?),
         };
         let (threads, depth) = (b.thread_count(), b.prefetch_depth());
         let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
@@ -126,7 +148,17 @@ impl<O: Send + 'static> DataLoader<O> {
                     meta.push((format!("{n}_lengths"), DType::I64, vec![]));
                     meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
                 }
-                StreamSource::Ragged(_, None) => {}
+                StreamSource::Ragged(r, None) => {
+                    if let Indexer::Packed(p, packed) = &indexer
+                        && packed == n
+                    {
+                        let l = p.pack().length as usize;
+                        meta.push((n.clone(), r.dtype(), vec![l]));
+                        meta.push((format!("{n}_segments"), DType::I32, vec![l]));
+                        meta.push((format!("{n}_positions"), DType::I32, vec![l]));
+                        meta.push((format!("{n}_loss_mask"), DType::U8, vec![l]));
+                    }
+                }
             }
         }
         let pool = Arc::new(Pool::new(
@@ -175,7 +207,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn steps(&self) -> Option<u64> {
         match &self.indexer {
             Indexer::Pass(p) => p.total_steps(),
-            Indexer::Endless(_) | Indexer::Mixture(_) => None,
+            Indexer::Endless(_) | Indexer::Mixture(_) | Indexer::Packed(..) => None,
         }
     }
 
@@ -188,7 +220,9 @@ impl<O: Send + 'static> DataLoader<O> {
                 .steps_per_cycle()
                 .unwrap_or_else(|| u64::from(s.len()).div_ceil(u64::from(s.global_batch_size()))),
             // As many rows as the sources hold, by convention.
-            Indexer::Mixture(_) => u64::from(self.config.len).div_ceil(u64::from(self.config.batch_size)),
+            Indexer::Mixture(_) | Indexer::Packed(..) => {
+                u64::from(self.config.len).div_ceil(u64::from(self.config.batch_size))
+            }
         }
     }
 
@@ -196,7 +230,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn num_items(&self) -> Option<u64> {
         match &self.indexer {
             Indexer::Pass(p) => Some(p.num_items()),
-            Indexer::Endless(_) | Indexer::Mixture(_) => None,
+            Indexer::Endless(_) | Indexer::Mixture(_) | Indexer::Packed(..) => None,
         }
     }
 
@@ -219,11 +253,19 @@ impl<O: Send + 'static> DataLoader<O> {
             fingerprint: self.fingerprint,
             pass: match &self.indexer {
                 Indexer::Pass(p) => Some(p.config().clone()),
-                Indexer::Endless(_) | Indexer::Mixture(_) => None,
+                _ => None,
             },
             mixture: match &self.indexer {
                 Indexer::Mixture(m) => Some(m.config().clone()),
-                Indexer::Endless(_) | Indexer::Pass(_) => None,
+                _ => None,
+            },
+            pack: match &self.indexer {
+                // The step's start is known once the step before it was planned (or it is the
+                // first); planning forward from there is all cursor_at can need.
+                Indexer::Packed(p, _) => {
+                    p.cursor_at(self.step()).ok().map(|cursor| PackConfig { pack: p.pack(), cursor })
+                }
+                _ => None,
             },
         }
     }
@@ -233,7 +275,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn sampler(&self) -> Option<&Sampler> {
         match &self.indexer {
             Indexer::Endless(s) => Some(s),
-            Indexer::Pass(_) | Indexer::Mixture(_) => None,
+            _ => None,
         }
     }
 
@@ -241,7 +283,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn pass(&self) -> Option<&Pass> {
         match &self.indexer {
             Indexer::Pass(p) => Some(p),
-            Indexer::Endless(_) | Indexer::Mixture(_) => None,
+            _ => None,
         }
     }
 
@@ -249,7 +291,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn mixture(&self) -> Option<&Mixture> {
         match &self.indexer {
             Indexer::Mixture(m) => Some(m),
-            Indexer::Endless(_) | Indexer::Pass(_) => None,
+            _ => None,
         }
     }
 
@@ -307,6 +349,19 @@ struct Producer<O> {
 impl<O> Producer<O> {
     /// Step `step`: its indices, every stream gathered at them, then the transform.
     fn produce(&self, step: u64) -> Result<O> {
+        if let Indexer::Packed(packer, name) = &self.indexer {
+            let (indices, arrays) = packer.produce(step, name)?;
+            let mut batch = Batch {
+                step,
+                seed: self.seed,
+                indices,
+                streams: BTreeMap::new(),
+                ragged: BTreeMap::new(),
+                pool: Some(Arc::clone(&self.pool)),
+            };
+            batch.streams.extend(arrays);
+            return self.finish(step, batch);
+        }
         let mut indices = Vec::new();
         self.indexer.fill(step, &mut indices)?;
         let mut batch = Batch {
@@ -349,6 +404,11 @@ impl<O> Producer<O> {
                 }
             }
         }
+        self.finish(step, batch)
+    }
+
+    /// The transform of a gathered batch, its failure or panic as the step's error.
+    fn finish(&self, step: u64, batch: Batch) -> Result<O> {
         match catch_unwind(AssertUnwindSafe(|| (self.transform)(batch))) {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(source)) => Err(Error::Transform { step, source }),

@@ -17,12 +17,14 @@
 //! | `batch` | [`Batch`] and the pool that recycles its buffers |
 //! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
 //! | `window` | the reorder window between the prefetch threads and the consumer |
+//! | `pack` | sequence packing: [`Pack`], the planner and its cursor |
 //! | `launch` | [`Launch`]: rank and world from torchrun's or Slurm's environment |
 
 mod batch;
 mod builder;
 mod data_loader;
 mod launch;
+mod pack;
 mod prefetch;
 mod window;
 
@@ -30,4 +32,5 @@ pub use batch::Batch;
 pub use builder::{Finite, LoaderBuilder, LoaderState, StreamSource, fingerprint};
 pub use data_loader::{BoxError, DataLoader};
 pub use launch::Launch;
+pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;

@@ -7,6 +7,7 @@ mod crash;
 mod dataset;
 mod loader;
 mod mixtures;
+mod packing;
 mod passes;
 mod ragged_loader;
 mod store;
