@@ -10,8 +10,8 @@ use std::cell::RefCell;
 use std::hint::black_box;
 
 use loaderx_core::{
-    Batch, DataLoader, DatasetWriter, DenseSource, Finite, LoaderBuilder, Pad, RaggedDataset, SamplerMode,
-    WriteOptions,
+    Batch, DataLoader, DatasetWriter, DenseSource, Finite, LoaderBuilder, Pack, Pad, RaggedDataset,
+    SamplerMode, WriteOptions,
 };
 
 use crate::report::{self, Report, Section};
@@ -159,6 +159,8 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     ragged(cfg, report, threads)?;
     cfg.progress("loader: weighted mixture");
     mixture(cfg, report, &builder, dir.path(), threads)?;
+    cfg.progress("loader: packing and bucketing");
+    packing(cfg, report, threads)?;
     #[cfg(any(feature = "burn", feature = "candle"))]
     {
         cfg.progress("adapters");
@@ -264,6 +266,114 @@ fn mixture(
          source's rows in one run."
             .into(),
     );
+    report.sections.push(s);
+    Ok(())
+}
+
+const PACK_L: u32 = 2048;
+const PACK_ROWS: u32 = 8;
+const P_PADDED: &str = "padded to the batch's longest";
+const P_BUCKETED: &str = "padded, bucketed by length (window 32 steps)";
+const P_WHOLE: &str = "packed, samples whole";
+const P_SPLIT: &str = "packed, samples split at row ends";
+
+/// Sequence packing against padding on log-normal token lengths (median 300): the share of
+/// token slots filled, and batches/s with the padded batches holding as many samples as a
+/// packed batch does on average.
+fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<()> {
+    let dir = tempfile::Builder::new().prefix("loaderx-bench-pack-").tempdir_in(&cfg.dir)?;
+    let path = dir.path().join("tokens");
+    let mut w =
+        DatasetWriter::ragged::<i32>(&path, vec![], WriteOptions::new().codec(loaderx_core::Codec::Raw))?;
+    let mut g = Gen(0x9ACC);
+    let mut total = 0u64;
+    for i in 0..cfg.records {
+        // Box-Muller: a normal deviate, then exp(ln 300 + 0.6 z).
+        let (u1, u2) = (
+            (g.below(1 << 24) as f64 + 1.0) / f64::from(1 << 24),
+            g.below(1 << 24) as f64 / f64::from(1 << 24),
+        );
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+        let len = (300.0 * (0.6 * z).exp()).round().clamp(1.0, 8192.0) as usize;
+        total += len as u64;
+        w.append_record(&(0..len as i32).map(|j| j ^ i as i32).collect::<Vec<i32>>())?;
+    }
+    w.finish()?;
+    let mean = total as f64 / f64::from(cfg.records);
+    let base = DataLoader::builder().open_stream("t", &path)?.seed(7).threads(threads).prefetch(PREFETCH);
+    let packed = |split: bool| -> anyhow::Result<LoaderBuilder> {
+        Ok(base.clone().pack("t", Pack::new(PACK_L).split(split))?.batch_size(PACK_ROWS))
+    };
+    // As many samples per padded batch as a packed batch holds on average.
+    let per_batch = ((f64::from(PACK_ROWS * PACK_L) / mean).round() as u32).max(1);
+    let padded = base.clone().pad("t", Pad::longest())?.batch_size(per_batch);
+    let bucketed = padded.clone().bucket("t", 32)?;
+    let fill = |b: &LoaderBuilder, mask: &str| -> anyhow::Result<f64> {
+        let mut l = b.clone().build()?;
+        let (mut on, mut all) = (0usize, 0usize);
+        for _ in 0..200 {
+            let batch = l.next_batch()?;
+            let m = batch.get(mask).ok_or_else(|| anyhow::anyhow!("no {mask}"))?.as_slice::<u8>()?;
+            on += m.iter().filter(|&&x| x != 0).count();
+            all += m.len();
+        }
+        Ok(on as f64 / all as f64)
+    };
+    let fills = [
+        (P_PADDED, fill(&padded, "t_mask")?),
+        (P_BUCKETED, fill(&bucketed, "t_mask")?),
+        (P_WHOLE, fill(&packed(false)?, "t_loss_mask")?),
+        (P_SPLIT, fill(&packed(true)?, "t_loss_mask")?),
+    ];
+    let loaders = [
+        RefCell::new(padded.build()?),
+        RefCell::new(bucketed.build()?),
+        RefCell::new(packed(false)?.build()?),
+        RefCell::new(packed(true)?.build()?),
+    ];
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders: Vec<Contender<'_>> = fills
+        .iter()
+        .zip(&loaders)
+        .map(|((name, _), l)| Contender {
+            untimed: queued,
+            settle: Some(Box::new(move || settle(|| l.borrow().prefetched()))),
+            ..Contender::new(name, Box::new(move || drop(l.borrow_mut().next_batch().expect("a batch"))))
+        })
+        .collect();
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
+    let mut s = Section::new(
+        format!(
+            "3e. Loader — packing and bucketing, i32 tokens of log-normal lengths (median 300, mean {mean:.0}), \
+             rows of {PACK_L}, {threads} threads"
+        ),
+        &["loader", "token slots filled", "batches/s", "vs"],
+    );
+    let workload =
+        format!("{} ragged records, {PACK_ROWS} rows of {PACK_L} or {per_batch} padded samples", cfg.records);
+    for (name, f) in fills {
+        let bps = 1.0 / t.median_secs(name);
+        let base = (name != P_PADDED).then_some(P_PADDED);
+        report.push_rates(
+            ("loader", name, &workload),
+            &[(bps, "batches/s"), (100.0 * f, "% slots filled")],
+            base.map(|b| (b, t.speed_vs(name, b))),
+        );
+        s.rows.push(vec![
+            name.into(),
+            format!("{:.1}%", 100.0 * f),
+            format!("{bps:.1}"),
+            base.map_or_else(
+                || "baseline".into(),
+                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
+            ),
+        ]);
+    }
+    s.notes.push(format!(
+        "A packed batch is {PACK_ROWS} rows of {PACK_L} tokens; the padded batches hold {per_batch} samples, \
+         what a packed batch holds on average, so each row of the table moves the same samples per batch."
+    ));
     report.sections.push(s);
     Ok(())
 }

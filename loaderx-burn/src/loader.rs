@@ -17,8 +17,9 @@ use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, P
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 use loaderx_core::{
-    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, MixtureConfig, Pad, PassConfig,
-    Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection, fingerprint,
+    Batch, BucketConfig, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, MixtureConfig,
+    PackConfig, Pad, PassConfig, Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection,
+    fingerprint,
 };
 
 use crate::dense::DenseBatch;
@@ -244,6 +245,10 @@ trait Running<O>: Send {
     fn next(&mut self) -> Result<O>;
     /// The next step [`Running::next`] delivers.
     fn step(&self) -> u64;
+    /// Where a packed stream's packing stands at [`Running::step`].
+    fn pack(&self) -> Option<PackConfig> {
+        None
+    }
 }
 
 struct CoreRecipe<O> {
@@ -269,6 +274,10 @@ impl<O: Send + 'static> Running<O> for DataLoader<O> {
 
     fn step(&self) -> u64 {
         DataLoader::step(self)
+    }
+
+    fn pack(&self) -> Option<PackConfig> {
+        self.state().pack
     }
 }
 
@@ -370,6 +379,10 @@ pub struct StepLoader<O> {
     pass: Option<PassConfig>,
     /// A weighted mixture of sources ([`LoaderBuilder::mixture`]).
     mixture: Option<MixtureConfig>,
+    /// A packed stream's packing at [`StepLoader::step`] ([`LoaderBuilder::pack`]).
+    pack: Mutex<Option<PackConfig>>,
+    /// Length bucketing ([`LoaderBuilder::bucket`]).
+    bucket: Option<BucketConfig>,
     fingerprint: u64,
     steps_per_epoch: u64,
     device: Option<Device>,
@@ -397,7 +410,7 @@ impl<O> StepLoader<O> {
     ) -> Result<Self> {
         let steps_per_epoch = match &state.pass {
             Some(p) => p.build()?.steps(),
-            None if state.mixture.is_some() => {
+            None if state.mixture.is_some() || state.pack.is_some() => {
                 let batch = u64::from(state.sampler.batch_size.max(1));
                 steps_per_epoch.unwrap_or(u64::from(state.sampler.len).div_ceil(batch))
             }
@@ -416,6 +429,8 @@ impl<O> StepLoader<O> {
             config: state.sampler,
             pass: state.pass,
             mixture: state.mixture,
+            pack: Mutex::new(state.pack),
+            bucket: state.bucket,
             fingerprint: state.fingerprint,
             steps_per_epoch,
             device,
@@ -438,6 +453,8 @@ impl<O> StepLoader<O> {
             fingerprint: self.fingerprint,
             pass: self.pass.clone(),
             mixture: self.mixture.clone(),
+            pack: *self.pack.lock().unwrap_or_else(|e| e.into_inner()),
+            bucket: self.bucket.clone(),
         }
     }
 
@@ -477,6 +494,8 @@ impl<O> StepLoader<O> {
             config,
             pass,
             mixture: self.mixture.clone(),
+            pack: Mutex::new(*self.pack.lock().unwrap_or_else(|e| e.into_inner())),
+            bucket: self.bucket.clone(),
             fingerprint: self.fingerprint,
             steps_per_epoch: self.steps_per_epoch,
             device,
@@ -554,6 +573,10 @@ impl<O> Iterator for StepIter<'_, O> {
         let out = running.next();
         self.done += 1;
         self.loader.next_step.store(running.step(), Ordering::Release);
+        let mut pack = self.loader.pack.lock().unwrap_or_else(|e| e.into_inner());
+        if pack.is_some() {
+            *pack = running.pack();
+        }
         Some(out.map_err(Error::into_dataset_error))
     }
 }

@@ -44,8 +44,8 @@ pub use framing::{
 };
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
-    Batch, BoxError, DataLoader, Finite, Launch, LoaderBuilder, LoaderState, Pack, PackConfig, PackCursor,
-    Prefetcher, StreamSource, fingerprint,
+    Batch, BoxError, BucketConfig, DataLoader, Finite, Launch, LoaderBuilder, LoaderState, Pack, PackConfig,
+    PackCursor, Prefetcher, StreamSource, fingerprint,
 };
 pub use sampler::{
     MIXTURE_SLOTS, Mixture, MixtureConfig, Pass, PassConfig, SampleRng, Sampler, SamplerBuilder,

@@ -202,3 +202,35 @@ fn a_weighted_mixture_feeds_the_step_loader() {
         .collect();
     assert_eq!(replay, all, "the same batches from the saved state");
 }
+
+/// A packed token stream through the burn loader: `[rows, L]` int tensors, and a state saved
+/// after an epoch resumes to the same rows.
+#[test]
+fn packed_rows_through_the_step_loader_resume_exactly() {
+    use loaderx_core::{LoaderBuilder, Pack, RaggedSource};
+    let records: Vec<Vec<i32>> = (0..300).map(|i| vec![i; (i % 37 + 1) as usize]).collect();
+    let core = LoaderBuilder::new()
+        .ragged_stream("t", RaggedSource::from_records(vec![], &records).unwrap())
+        .pack("t", Pack::new(32).split(true))
+        .unwrap()
+        .batch_size(4)
+        .seed(2);
+    let rows = |l: &loaderx_burn::StepLoader<DenseBatch>| -> Vec<i64> {
+        l.iter()
+            .flat_map(|b| {
+                let mut b = b.unwrap();
+                assert_eq!(b.int::<2>("t_segments").unwrap().dims(), [4, 32]);
+                b.int::<2>("t").unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap()
+            })
+            .collect()
+    };
+    let loader = StepLoaderBuilder::from(core.clone()).steps_per_epoch(5).build_dense().unwrap();
+    let first = rows(&loader);
+    let state = loader.state();
+    assert_eq!(state.step, 5);
+    assert!(state.pack.is_some_and(|p| p.cursor.sample > 0), "the cursor moved: {:?}", state.pack);
+    let second = rows(&loader);
+    let resumed = StepLoaderBuilder::from(core.state(state)).steps_per_epoch(5).build_dense().unwrap();
+    assert_eq!(rows(&resumed), second, "resumed at step 5");
+    assert_ne!(first, second);
+}

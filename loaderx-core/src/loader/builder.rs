@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::batch::Batch;
+use super::bucket::BucketConfig;
 use super::data_loader::{BoxError, DataLoader, Transform};
 use super::pack::{Pack, PackConfig};
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
@@ -40,6 +41,9 @@ pub struct LoaderState {
     /// A packed stream ([`LoaderBuilder::pack`]) and where this rank's packing stands at `step`.
     #[serde(default)]
     pub pack: Option<PackConfig>,
+    /// Length bucketing ([`LoaderBuilder::bucket`]).
+    #[serde(default)]
+    pub bucket: Option<BucketConfig>,
 }
 
 /// Finite passes over the data: every record exactly once per pass (one pass by default), then
@@ -161,6 +165,8 @@ pub struct LoaderBuilder {
     mixture: Option<(Vec<f64>, Vec<u32>)>,
     /// The packed stream ([`LoaderBuilder::pack`]).
     pack: Option<(String, Pack)>,
+    /// Length bucketing ([`LoaderBuilder::bucket`]).
+    bucket: Option<BucketConfig>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -179,6 +185,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("prefetch", &self.prefetch)
             .field("mixture", &self.mixture)
             .field("pack", &self.pack)
+            .field("bucket", &self.bucket)
             .finish()
     }
 }
@@ -201,6 +208,7 @@ impl Default for LoaderBuilder {
             prefetch: 2,
             mixture: None,
             pack: None,
+            bucket: None,
         }
     }
 }
@@ -394,6 +402,38 @@ impl LoaderBuilder {
             }
         }
         self.pack = Some((name.to_string(), pack));
+        Ok(self)
+    }
+
+    /// Length bucketing for padded ragged batches: within each window of `window` steps, the
+    /// records of the sampler's global batches are sorted by the length of the ragged stream
+    /// `name` and cut into `window` batches again, served in a keyed order, so a padded batch
+    /// holds records of similar lengths. Which records a window holds is the sampler's (every
+    /// record once per cycle, in cyclic mode); batches are still a pure function of (seed,
+    /// step) and resume exactly, on any world size.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when there is no ragged stream `name` (the message lists the
+    /// streams) or `window` is 0.
+    pub fn bucket(mut self, name: &str, window: u32) -> Result<Self> {
+        let names = self.stream_names();
+        match self.streams.iter().find(|(n, _)| n == name) {
+            Some((_, StreamSource::Ragged(..))) if window > 0 => {}
+            Some((_, StreamSource::Ragged(..))) => {
+                return Err(Error::InvalidArgument("a bucketing window needs at least one step".into()));
+            }
+            Some(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "stream {name:?} is dense; buckets sort a ragged stream"
+                )));
+            }
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "no stream {name:?} to bucket by; the streams are {names}"
+                )));
+            }
+        }
+        self.bucket = Some(BucketConfig { stream: name.to_string(), window });
         Ok(self)
     }
 
@@ -617,7 +657,8 @@ impl LoaderBuilder {
                     || state.sampler.len != len
                     || state.pass.as_ref().is_some_and(|p| p.len != len)
                     || state.mixture.as_ref().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
-                    || state.pack.map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p) =>
+                    || state.pack.map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
+                    || state.bucket != self.bucket =>
             {
                 return Err(Error::InvalidArgument(
                     "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
@@ -652,8 +693,16 @@ impl LoaderBuilder {
                     .as_ref()
                     .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() }),
                 pack: self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() }),
+                bucket: self.bucket.clone(),
             },
         };
+        if state.bucket.is_some() && (state.pass.is_some() || state.mixture.is_some() || state.pack.is_some())
+        {
+            return Err(Error::InvalidArgument(
+                "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
+                    .into(),
+            ));
+        }
         if state.pack.is_some() {
             let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
             if state.pass.is_some() || state.mixture.is_some() || self.streams.len() != 1 {

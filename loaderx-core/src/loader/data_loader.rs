@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::batch::{Batch, Pool};
+use super::bucket::Bucketer;
 use super::builder::{LoaderBuilder, LoaderState, StreamSource};
 use super::pack::{PackConfig, Packer};
 use super::prefetch::{Prefetcher, panic_message};
@@ -21,6 +22,8 @@ enum Indexer {
     Mixture(Mixture),
     /// A packed stream: its planner, and the stream's name.
     Packed(Packer, String),
+    /// The endless sampler's batches bucketed by length.
+    Bucketed(Bucketer),
 }
 
 impl Indexer {
@@ -45,6 +48,7 @@ impl Indexer {
             }
             // Packed steps are produced by the packer itself.
             Indexer::Packed(..) => Ok(()),
+            Indexer::Bucketed(b) => b.fill(step, out),
         }
     }
 }
@@ -110,9 +114,23 @@ impl DataLoader<Batch> {
 
 impl<O: Send + 'static> DataLoader<O> {
     pub(super) fn start(b: LoaderBuilder, transform: Transform<O>) -> Result<DataLoader<O>> {
-        let LoaderState { sampler: config, step, fingerprint, pass, mixture, pack } = b.resolve()?;
-        let indexer = match (&pass, &mixture, pack) {
-            (_, _, Some(p)) => {
+        let LoaderState { sampler: config, step, fingerprint, pass, mixture, pack, bucket } = b.resolve()?;
+        let indexer = match (&pass, &mixture, pack, bucket) {
+            (_, _, _, Some(bucket)) => {
+                let source = b
+                    .clone()
+                    .into_streams()?
+                    .into_iter()
+                    .find_map(|(n, s)| match s {
+                        StreamSource::Ragged(r, _) if n == bucket.stream => Some(r),
+                        _ => None,
+                    })
+                    .ok_or_else(|| {
+                        Error::InvalidArgument(format!("no ragged stream {:?} to bucket by", bucket.stream))
+                    })?;
+                Indexer::Bucketed(Bucketer::new(bucket, config.clone(), source)?)
+            }
+            (_, _, Some(p), None) => {
                 let name = b.packed().map(|(n, _)| n.clone()).unwrap_or_default();
                 let source = b
                     .clone()
@@ -129,9 +147,9 @@ impl<O: Send + 'static> DataLoader<O> {
                     Packer::new(source, p, (config.seed, shuffle), (rows, config.rank, config.world), step)?;
                 Indexer::Packed(packer, name)
             }
-            (_, Some(m), None) => Indexer::Mixture(m.build(&config)?),
-            (Some(p), None, None) => Indexer::Pass(p.build()?),
-            (None, None, None) => Indexer::Endless(config.build()?),
+            (_, Some(m), None, None) => Indexer::Mixture(m.build(&config)?),
+            (Some(p), None, None, None) => Indexer::Pass(p.build()?),
+            (None, None, None, None) => Indexer::Endless(config.build()?),
         };
         let (threads, depth) = (b.thread_count(), b.prefetch_depth());
         let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
@@ -207,7 +225,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn steps(&self) -> Option<u64> {
         match &self.indexer {
             Indexer::Pass(p) => p.total_steps(),
-            Indexer::Endless(_) | Indexer::Mixture(_) | Indexer::Packed(..) => None,
+            Indexer::Endless(_) | Indexer::Mixture(_) | Indexer::Packed(..) | Indexer::Bucketed(_) => None,
         }
     }
 
@@ -220,7 +238,7 @@ impl<O: Send + 'static> DataLoader<O> {
                 .steps_per_cycle()
                 .unwrap_or_else(|| u64::from(s.len()).div_ceil(u64::from(s.global_batch_size()))),
             // As many rows as the sources hold, by convention.
-            Indexer::Mixture(_) | Indexer::Packed(..) => {
+            Indexer::Mixture(_) | Indexer::Packed(..) | Indexer::Bucketed(_) => {
                 u64::from(self.config.len).div_ceil(u64::from(self.config.batch_size))
             }
         }
@@ -230,7 +248,7 @@ impl<O: Send + 'static> DataLoader<O> {
     pub fn num_items(&self) -> Option<u64> {
         match &self.indexer {
             Indexer::Pass(p) => Some(p.num_items()),
-            Indexer::Endless(_) | Indexer::Mixture(_) | Indexer::Packed(..) => None,
+            _ => None,
         }
     }
 
@@ -265,6 +283,10 @@ impl<O: Send + 'static> DataLoader<O> {
                 Indexer::Packed(p, _) => {
                     p.cursor_at(self.step()).ok().map(|cursor| PackConfig { pack: p.pack(), cursor })
                 }
+                _ => None,
+            },
+            bucket: match &self.indexer {
+                Indexer::Bucketed(b) => Some(b.config().clone()),
                 _ => None,
             },
         }
@@ -350,7 +372,7 @@ impl<O> Producer<O> {
     /// Step `step`: its indices, every stream gathered at them, then the transform.
     fn produce(&self, step: u64) -> Result<O> {
         if let Indexer::Packed(packer, name) = &self.indexer {
-            let (indices, arrays) = packer.produce(step, name)?;
+            let (indices, arrays) = packer.produce(step, name, &self.pool, self.par)?;
             let mut batch = Batch {
                 step,
                 seed: self.seed,

@@ -17,10 +17,12 @@
 //! | `batch` | [`Batch`] and the pool that recycles its buffers |
 //! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
 //! | `window` | the reorder window between the prefetch threads and the consumer |
+//! | `bucket` | length bucketing: batches of similar lengths within a window of steps |
 //! | `pack` | sequence packing: [`Pack`], the planner and its cursor |
 //! | `launch` | [`Launch`]: rank and world from torchrun's or Slurm's environment |
 
 mod batch;
+mod bucket;
 mod builder;
 mod data_loader;
 mod launch;
@@ -29,6 +31,7 @@ mod prefetch;
 mod window;
 
 pub use batch::Batch;
+pub use bucket::BucketConfig;
 pub use builder::{Finite, LoaderBuilder, LoaderState, StreamSource, fingerprint};
 pub use data_loader::{BoxError, DataLoader};
 pub use launch::Launch;

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use super::batch::Pool;
 use crate::dataset::RaggedSource;
 use crate::sampler::{Pass, PassConfig, mix64};
 use crate::{ArrayData, DType, DenseArray, Error, RaggedArray, Result};
@@ -66,6 +67,9 @@ pub struct PackConfig {
     /// Where the state's step starts.
     pub cursor: PackCursor,
 }
+
+/// A packed step: the records read, in order, and the arrays by name.
+pub(crate) type Packed = (Vec<u32>, Vec<(String, DenseArray)>);
 
 /// One placed piece: `tokens` of sample `record` from token `from`, in segment `segment` of
 /// row `row` at column `at`.
@@ -145,23 +149,36 @@ impl Packer {
         })
     }
 
-    /// The record of the rank's `k`-th sample.
-    fn record(&self, k: u64, out: &mut Vec<u32>) {
-        self.order.extend_positions(k * self.world + self.rank, 1, out);
+    /// The records and lengths of the rank's samples `k..k + n`.
+    fn samples(&self, k: u64, n: u64) -> Result<(Vec<u32>, Vec<u64>)> {
+        let mut records = Vec::with_capacity(n as usize);
+        if self.world == 1 {
+            self.order.extend_positions(k, n, &mut records);
+        } else {
+            for j in k..k + n {
+                self.order.extend_positions(j * self.world + self.rank, 1, &mut records);
+            }
+        }
+        let lens = self.source.record_rows(&records)?;
+        Ok((records, lens))
     }
 
     /// Packs one step from `cursor`: its pieces and the next step's cursor.
-    fn simulate(&self, mut cursor: PackCursor) -> Result<(Vec<Piece>, PackCursor)> {
+    fn simulate(&self, mut cursor: PackCursor, collect: bool) -> Result<(Vec<Piece>, PackCursor)> {
         let l = u64::from(self.pack.length);
         let mut pieces = Vec::new();
-        let mut rec = Vec::with_capacity(1);
+        // The upcoming samples' records and lengths, fetched a chunk at a time from the index.
+        let chunk = (u64::from(self.rows) * 8).clamp(16, 4096);
+        let (mut first, mut records, mut lens) = (cursor.sample, Vec::new(), Vec::new());
         for row in 0..self.rows {
             let (mut at, mut segment) = (0u64, 0u32);
             while at < l {
-                rec.clear();
-                self.record(cursor.sample, &mut rec);
-                let record = rec[0];
-                let len = self.source.record_rows(&[record])?[0];
+                if cursor.sample >= first + records.len() as u64 {
+                    first = cursor.sample;
+                    (records, lens) = self.samples(first, chunk)?;
+                }
+                let j = (cursor.sample - first) as usize;
+                let (record, len) = (records[j], lens[j]);
                 let left = len.saturating_sub(cursor.offset);
                 let space = l - at;
                 let (tokens, done) = if left <= space {
@@ -175,14 +192,16 @@ impl Packer {
                 };
                 if tokens > 0 {
                     segment += 1;
-                    pieces.push(Piece {
-                        row,
-                        at: at as u32,
-                        segment,
-                        record,
-                        from: cursor.offset,
-                        tokens: tokens as u32,
-                    });
+                    if collect {
+                        pieces.push(Piece {
+                            row,
+                            at: at as u32,
+                            segment,
+                            record,
+                            from: cursor.offset,
+                            tokens: tokens as u32,
+                        });
+                    }
                     at += tokens;
                 }
                 if done {
@@ -195,21 +214,29 @@ impl Packer {
         Ok((pieces, cursor))
     }
 
-    /// The pieces of step `step`, planning forward from the last known step start.
+    /// The pieces of step `step`, planned forward from the last known step start (outside the
+    /// lock: a thread that finds its start unknown walks from the nearest known one itself).
     fn plan(&self, step: u64) -> Result<Vec<Piece>> {
-        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((&from, &cursor)) = starts.range(..=step).next_back() else {
-            return Err(Error::InvalidArgument(format!(
-                "step {step} is before the packed loader's first step; a packed stream only goes forward"
-            )));
+        let (from, mut cursor) = {
+            let starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+            match starts.range(..=step).next_back() {
+                Some((&from, &cursor)) => (from, cursor),
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "step {step} is before the packed loader's first step; a packed stream only goes forward"
+                    )));
+                }
+            }
         };
-        let mut cursor = cursor;
+        let mut learned = Vec::new();
         for s in from..step {
-            cursor = self.simulate(cursor)?.1;
-            starts.insert(s + 1, cursor);
+            cursor = self.simulate(cursor, false)?.1;
+            learned.push((s + 1, cursor));
         }
-        let (pieces, next) = self.simulate(cursor)?;
-        starts.insert(step + 1, next);
+        let (pieces, next) = self.simulate(cursor, true)?;
+        learned.push((step + 1, next));
+        let mut starts = self.starts.lock().unwrap_or_else(|e| e.into_inner());
+        starts.extend(learned);
         while starts.len() > KEEP {
             starts.pop_first();
         }
@@ -241,53 +268,88 @@ impl Packer {
     /// Step `step`'s arrays: `{name}` (tokens), `{name}_segments` and `{name}_positions` (`i32`,
     /// segment ids from 1 and positions from 0, 0 in padding) and `{name}_loss_mask` (`u8`, 1 on
     /// a token), each `[rows, L]`; and the records read, in order.
-    pub(crate) fn produce(&self, step: u64, name: &str) -> Result<(Vec<u32>, Vec<(String, DenseArray)>)> {
+    pub(crate) fn produce(
+        &self,
+        step: u64,
+        name: &str,
+        pool: &Pool,
+        par: crate::store::Parallelism,
+    ) -> Result<Packed> {
         let pieces = self.plan(step)?;
         let mut records: Vec<u32> = pieces.iter().map(|p| p.record).collect();
         records.dedup();
         let mut gathered = RaggedArray::empty(self.source.dtype(), Vec::new());
-        self.source.gather_into_with(&records, &mut gathered, crate::store::Parallelism::Pool)?;
+        self.source.gather_into_with(&records, &mut gathered, par)?;
         let (rows, l) = (self.rows as usize, self.pack.length as usize);
         let elem = self.source.dtype().size();
-        let mut tokens = vec![0u8; rows * l * elem];
-        let mut segments = vec![0i32; rows * l];
-        let mut positions = vec![0i32; rows * l];
-        let mut mask = vec![0u8; rows * l];
+        let (seg_name, pos_name, mask_name) =
+            (format!("{name}_segments"), format!("{name}_positions"), format!("{name}_loss_mask"));
+        // Recycled buffers (a fresh allocation of this size is mapped anew, page by page, every
+        // step): each cell is written by a piece, or zeroed below as a row's padding.
+        let mut data = recycled(pool, name, self.source.dtype(), rows * l);
+        let mut segments = recycled_i32(pool, &seg_name, rows * l);
+        let mut positions = recycled_i32(pool, &pos_name, rows * l);
+        let mut mask = recycled(pool, &mask_name, DType::U8, rows * l);
+        let tokens = data.as_bytes_mut().ok_or_else(|| {
+            Error::InvalidArgument(format!("a {} stream cannot be packed", self.source.dtype()))
+        })?;
+        let mask_bytes = mask.as_bytes_mut().unwrap_or_default();
         let values = gathered.values().as_bytes();
+        let offsets = gathered.offsets();
         let mut k = 0usize;
+        // Each row's end so far: its padding is what follows it.
+        let mut ends = vec![0usize; rows];
         for p in &pieces {
             while records[k] != p.record {
                 k += 1;
             }
-            let start = gathered.offsets()[k] + p.from as usize;
+            let start = offsets[k] + p.from as usize;
             let (cell, n) = (p.row as usize * l + p.at as usize, p.tokens as usize);
             tokens[cell * elem..(cell + n) * elem].copy_from_slice(&values[start * elem..(start + n) * elem]);
-            for j in 0..n {
-                segments[cell + j] = p.segment as i32;
-                positions[cell + j] = (p.from as usize + j) as i32;
-                mask[cell + j] = 1;
+            segments[cell..cell + n].fill(p.segment as i32);
+            let from = p.from as i32;
+            for (j, v) in positions[cell..cell + n].iter_mut().enumerate() {
+                *v = from + j as i32;
             }
+            mask_bytes[cell..cell + n].fill(1);
+            ends[p.row as usize] = p.at as usize + n;
         }
-        let data = bytes_to(self.source.dtype(), &tokens)?;
+        for (row, &end) in ends.iter().enumerate() {
+            let (a, b) = (row * l + end, (row + 1) * l);
+            tokens[a * elem..b * elem].fill(0);
+            segments[a..b].fill(0);
+            positions[a..b].fill(0);
+            mask_bytes[a..b].fill(0);
+        }
         let shape = vec![rows, l];
         Ok((
             records,
             vec![
                 (name.to_string(), DenseArray::new(shape.clone(), data)?),
-                (format!("{name}_segments"), DenseArray::new(shape.clone(), ArrayData::I32(segments))?),
-                (format!("{name}_positions"), DenseArray::new(shape.clone(), ArrayData::I32(positions))?),
-                (format!("{name}_loss_mask"), DenseArray::new(shape, ArrayData::U8(mask))?),
+                (seg_name, DenseArray::new(shape.clone(), ArrayData::I32(segments))?),
+                (pos_name, DenseArray::new(shape.clone(), ArrayData::I32(positions))?),
+                (mask_name, DenseArray::new(shape, mask)?),
             ],
         ))
     }
 }
 
-/// Token bytes as an array of `dtype`.
-fn bytes_to(dtype: DType, bytes: &[u8]) -> Result<ArrayData> {
-    let mut a = ArrayData::zeros(dtype, bytes.len() / dtype.size().max(1));
-    match a.as_bytes_mut() {
-        Some(dst) => dst.copy_from_slice(bytes),
-        None => return Err(Error::InvalidArgument(format!("a {dtype} stream cannot be packed"))),
+/// `n` zeros of `dtype`, in the pool's recycled buffer for `name` where there is one.
+/// `n` elements of `dtype` in the pool's recycled buffer for `name` where there is one: what a
+/// previous batch left there (every element is overwritten: by a piece, or zeroed as padding).
+fn recycled(pool: &Pool, name: &str, dtype: DType, n: usize) -> ArrayData {
+    let mut a = pool.get(name, dtype);
+    if a.dtype() != dtype {
+        return ArrayData::zeros(dtype, n);
     }
-    Ok(a)
+    a.resize(n);
+    a
+}
+
+/// [`recycled`] for an `i32` array, as its vector.
+fn recycled_i32(pool: &Pool, name: &str, n: usize) -> Vec<i32> {
+    match recycled(pool, name, DType::I32, n) {
+        ArrayData::I32(v) => v,
+        _ => vec![0; n],
+    }
 }
