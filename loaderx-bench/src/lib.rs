@@ -19,6 +19,8 @@
 mod adapters;
 mod format;
 mod gather;
+#[cfg(any(feature = "parquet", feature = "images"))]
+mod ingest;
 mod loader;
 mod machine;
 mod plot;

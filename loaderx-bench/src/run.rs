@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+#[cfg(any(feature = "parquet", feature = "images"))]
+use crate::ingest;
 use crate::report::Report;
 use crate::{format, gather, loader, machine, plot, sampler, store};
 
@@ -25,6 +27,9 @@ pub enum Layer {
     /// Store format v2 against v1: raw gathers (with and without `verify_reads`), zstd and LZ4,
     /// append and size, open to first batch. Not part of `All`.
     Format,
+    /// The Parquet and image-folder converters against decoding alone (with the `parquet` and
+    /// `images` features). Not part of `All`.
+    Ingest,
     /// Sampler, store and loader.
     #[default]
     All,
@@ -134,6 +139,12 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
     }
     if args.layer == Layer::Format {
         format::run(&cfg, &mut report)?;
+    }
+    if args.layer == Layer::Ingest {
+        #[cfg(any(feature = "parquet", feature = "images"))]
+        ingest::run(&cfg, &mut report)?;
+        #[cfg(not(any(feature = "parquet", feature = "images")))]
+        anyhow::bail!("the ingest layer needs a build with the `parquet` or `images` feature");
     }
     if let Some(path) = &args.plot {
         plot::draw(&report, path).with_context(|| format!("drawing {}", path.display()))?;

@@ -26,6 +26,65 @@ pub enum Format {
     /// JSONL / newline-delimited files → ragged u8 dataset, record i = line i across the files
     /// (the newline excluded), planned into record-aligned ranges and split in parallel.
     Jsonl(JsonlArgs),
+    /// Parquet files → OUT/<column>, one dataset per column: numbers and fixed-size lists dense,
+    /// variable-length lists ragged, strings and binary values u8 records (build feature
+    /// `parquet`).
+    #[cfg(feature = "parquet")]
+    Parquet(ParquetArgs),
+    /// An image folder (one subdirectory of JPEG, PNG or WebP files per class) → OUT/images
+    /// (u8 [H, W, 3]), OUT/labels (u32) and OUT/classes.txt (build feature `images`).
+    #[cfg(feature = "images")]
+    Images(ImagesArgs),
+}
+
+/// `convert parquet IN... OUT`.
+#[cfg(feature = "parquet")]
+#[derive(Debug, Args)]
+pub struct ParquetArgs {
+    /// The input files, in order (one table), then the directory to write the datasets in.
+    #[arg(required = true, num_args = 2.., value_name = "IN... OUT")]
+    paths: Vec<PathBuf>,
+    /// A column to convert, `NAME` or `NAME=DATASET` (repeatable; default: every column).
+    #[arg(long = "column", value_name = "NAME[=DATASET]")]
+    columns: Vec<String>,
+    /// Replace null values by this number (a null list, string or binary value by an empty
+    /// record) instead of failing on the first.
+    #[arg(long, value_name = "VALUE")]
+    fill_nulls: Option<f64>,
+    #[command(flatten)]
+    codec: CodecArgs,
+}
+
+/// `convert images DIR OUT`.
+#[cfg(feature = "images")]
+#[derive(Debug, Args)]
+pub struct ImagesArgs {
+    /// The image folder: one subdirectory per class.
+    input: PathBuf,
+    /// The directory to write images, labels and classes.txt in.
+    out: PathBuf,
+    /// Output size, WIDTHxHEIGHT.
+    #[arg(long, value_name = "WxH", value_parser = parse_size)]
+    size: (u32, u32),
+    /// How images are brought to the size: crop (cover, then cut the centre), pad (fit, on
+    /// black) or stretch.
+    #[arg(long, default_value = "crop")]
+    resize: loaderx_core::convert::Resize,
+    /// Leave out files that do not decode (listed on stderr) instead of failing.
+    #[arg(long)]
+    skip_bad: bool,
+    #[command(flatten)]
+    codec: CodecArgs,
+}
+
+/// `224x224`.
+#[cfg(feature = "images")]
+fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(|| format!("`{s}` is not WIDTHxHEIGHT"))?;
+    let n = |v: &str| {
+        v.parse::<u32>().ok().filter(|&v| v > 0).ok_or_else(|| format!("`{s}` is not WIDTHxHEIGHT"))
+    };
+    Ok((n(w)?, n(h)?))
 }
 
 /// What every converter takes.
@@ -121,6 +180,20 @@ fn summary_line(what: &str, s: &ConvertSummary, secs: f64) -> String {
     )
 }
 
+/// One line per dataset of a multi-dataset conversion, then the total's summary line.
+fn per_dataset(out: &str, what: &str, all: &[(String, ConvertSummary)], secs: f64) -> String {
+    let mut total = ConvertSummary::default();
+    let mut text = String::new();
+    for (name, s) in all {
+        text.push_str(&format!("  {name}: {} records, {} on disk\n", s.records, human(s.bytes_on_disk)));
+        total.records += s.records;
+        total.bytes_in += s.bytes_in;
+        total.bytes_on_disk += s.bytes_on_disk;
+    }
+    text.push_str(&summary_line(&format!("{out} ({} {what})", all.len()), &total, secs));
+    text
+}
+
 /// Runs one conversion.
 pub fn run(format: Format) -> anyhow::Result<()> {
     let (name, inputs, out, codec): (&str, Vec<&Path>, &Path, &CodecArgs) = match &format {
@@ -132,8 +205,21 @@ pub fn run(format: Format) -> anyhow::Result<()> {
             let (out, inputs) = a.paths.split_last().context("convert jsonl needs IN... OUT")?;
             ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec)
         }
+        #[cfg(feature = "parquet")]
+        Format::Parquet(a) => {
+            let (out, inputs) = a.paths.split_last().context("convert parquet needs IN... OUT")?;
+            ("parquet", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec)
+        }
+        #[cfg(feature = "images")]
+        Format::Images(a) => ("images", vec![&a.input], &a.out, &a.codec),
     };
-    let total = inputs.iter().map(|p| input_size(p, matches!(format, Format::Dir(_)))).sum();
+    let is_dir = match &format {
+        Format::Dir(_) => true,
+        #[cfg(feature = "images")]
+        Format::Images(_) => true,
+        _ => false,
+    };
+    let total = inputs.iter().map(|p| input_size(p, is_dir)).sum();
     let pb = progress_bar(total);
     let bar = pb.clone();
     let opts = WriteOptions::new()
@@ -168,23 +254,38 @@ pub fn run(format: Format) -> anyhow::Result<()> {
             };
             summary_line(&out.display().to_string(), &s, start.elapsed().as_secs_f64())
         }
+        #[cfg(feature = "parquet")]
+        Format::Parquet(a) => {
+            let columns = a
+                .columns
+                .iter()
+                .map(|c| convert::ParquetColumn::parse(c))
+                .collect::<loaderx_core::Result<Vec<_>>>()
+                .with_context(ctx)?;
+            let nulls = a.fill_nulls.map_or(convert::Nulls::Error, convert::Nulls::Fill);
+            let all = convert::parquet(&inputs, out, &columns, nulls, opts).with_context(ctx)?;
+            per_dataset(&out.display().to_string(), "columns", &all, start.elapsed().as_secs_f64())
+        }
+        #[cfg(feature = "images")]
+        Format::Images(a) => {
+            let options = convert::ImageOptions { size: a.size, resize: a.resize, skip_bad: a.skip_bad };
+            let s = convert::images(&a.input, &a.out, options, opts).with_context(ctx)?;
+            for (path, why) in &s.skipped {
+                eprintln!("skipped {}: {why}", path.display());
+            }
+            let what = format!(
+                "{} ({} classes, {}x{}, {} skipped)",
+                a.out.display(),
+                s.classes.len(),
+                a.size.0,
+                a.size.1,
+                s.skipped.len()
+            );
+            summary_line(&what, &s.images, start.elapsed().as_secs_f64())
+        }
         Format::Safetensors(a) => {
             let all = convert::safetensors(&a.input, &a.out, opts).with_context(ctx)?;
-            let mut total = ConvertSummary::default();
-            let mut text = String::new();
-            for (tensor, s) in &all {
-                text.push_str(&format!(
-                    "  {tensor}: {} records, {} on disk\n",
-                    s.records,
-                    human(s.bytes_on_disk)
-                ));
-                total.records += s.records;
-                total.bytes_in += s.bytes_in;
-                total.bytes_on_disk += s.bytes_on_disk;
-            }
-            let what = format!("{} ({} tensors)", a.out.display(), all.len());
-            text.push_str(&summary_line(&what, &total, start.elapsed().as_secs_f64()));
-            text
+            per_dataset(&a.out.display().to_string(), "tensors", &all, start.elapsed().as_secs_f64())
         }
     };
     pb.finish_and_clear();

@@ -23,6 +23,9 @@ pub(crate) enum Layer {
     /// Store format v2 against v1: raw gathers with and without verify_reads, zstd and LZ4 (bench
     /// records and MNIST), append throughput and size, open of 10 M records to the first batch.
     Format,
+    /// The Parquet and image-folder converters against decoding alone (a build with the
+    /// `parquet` and/or `images` features).
+    Ingest,
     /// Sampler, store and loader.
     All,
 }
@@ -35,6 +38,7 @@ impl From<Layer> for loaderx_bench::Layer {
             Layer::Loader => loaderx_bench::Layer::Loader,
             Layer::Gather => loaderx_bench::Layer::Gather,
             Layer::Format => loaderx_bench::Layer::Format,
+            Layer::Ingest => loaderx_bench::Layer::Ingest,
             Layer::All => loaderx_bench::Layer::All,
         }
     }

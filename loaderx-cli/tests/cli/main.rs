@@ -3,5 +3,7 @@
 mod bad_inputs;
 mod bench;
 mod convert;
+#[cfg(any(feature = "parquet", feature = "images"))]
+mod ingest;
 mod jsonl;
 mod partition;

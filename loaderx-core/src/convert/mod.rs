@@ -16,6 +16,8 @@
 //! | [`from_bytes`] | byte records | ragged `u8` |
 //! | [`dir`] | a directory, one record per regular file | ragged `u8` |
 //! | [`jsonl`] | JSONL / newline-delimited files, one record per line | ragged `u8` |
+//! | `parquet` (feature `parquet`) | Parquet files, one dataset per column | dense, ragged or `u8` |
+//! | `images` (feature `images`) | an image folder, one subdirectory per class | dense `u8` images + labels |
 //! | [`jsonl_part`] | part `k` of `n` of the same, planned with no coordination | ragged `u8` |
 //!
 //! The reverse direction for `.npy` is [`crate::export::npy`].
@@ -24,19 +26,27 @@ mod block;
 mod dir;
 pub(crate) mod export;
 mod idx;
+#[cfg(feature = "images")]
+mod images;
 mod iter;
 mod jsonl;
 mod mnist;
 mod npy;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod safetensors;
 mod summary;
 
 pub use block::BLOCK_BYTES;
 pub use dir::dir;
 pub use idx::{IdxHeader, idx};
+#[cfg(feature = "images")]
+pub use images::{ImageOptions, ImagesSummary, Resize, fit, images};
 pub use iter::{from_arrays, from_bytes, from_ragged};
 pub use jsonl::{Part, jsonl, jsonl_part};
 pub use mnist::{MnistSplit, cache_dir, mnist_dir, mnist_stores};
 pub use npy::{NpyHeader, npy};
+#[cfg(feature = "parquet")]
+pub use parquet::{Nulls, ParquetColumn, parquet};
 pub use safetensors::safetensors;
 pub use summary::ConvertSummary;

@@ -29,7 +29,7 @@ fn dtype_of(d: Dtype) -> Option<DType> {
 }
 
 /// A tensor name usable as one directory name: no separators, not `.` or `..`.
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 

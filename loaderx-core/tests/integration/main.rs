@@ -5,9 +5,13 @@ mod common;
 mod convert;
 mod crash;
 mod dataset;
+#[cfg(feature = "images")]
+mod images;
 mod loader;
 mod mixtures;
 mod packing;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod passes;
 mod ragged_loader;
 mod store;

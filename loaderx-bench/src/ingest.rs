@@ -1,0 +1,236 @@
+//! Ingest layer: the Parquet and image-folder converters against the decoding they cannot avoid
+//! (features `parquet` and `images`). Each round converts the whole input once and decodes it
+//! once more with nothing written, interleaved; the ratio is decode time / conversion time.
+
+use std::hint::black_box;
+use std::path::Path;
+
+use loaderx_core::{Codec, WriteOptions};
+use rayon::prelude::*;
+
+use crate::report::{self, Report, Section};
+use crate::run::Config;
+use crate::timing;
+use crate::workloads::Gen;
+
+/// Runs the ingest comparisons this build has features for.
+///
+/// # Errors
+/// Writing the fixtures or converting them.
+pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
+    let dir = tempfile::Builder::new().prefix("loaderx-ingest-").tempdir_in(&cfg.dir)?;
+    #[cfg(feature = "parquet")]
+    {
+        cfg.progress("ingest: parquet");
+        parquet(cfg, report, dir.path())?;
+    }
+    #[cfg(feature = "images")]
+    {
+        cfg.progress("ingest: images");
+        images(cfg, report, dir.path())?;
+    }
+    Ok(())
+}
+
+fn fresh(p: &Path) {
+    let _ = std::fs::remove_dir_all(p);
+}
+
+/// Rows of a section: each contender's seconds per run, rate and speed against contender 0.
+fn table_rows(
+    report: &mut Report,
+    s: &mut Section,
+    results: &[timing::Interleaved],
+    workload: &str,
+    per_run: (f64, &'static str),
+) {
+    let base = &results[0].name;
+    for (k, r) in results.iter().enumerate() {
+        let secs = r.median_ns / 1e9;
+        let rate = per_run.0 / secs;
+        let vs = (k > 0).then_some((base.as_str(), r.speed_vs_baseline));
+        report.push_rates(("ingest", &r.name, workload), &[(rate, per_run.1)], vs);
+        s.rows.push(vec![
+            r.name.clone(),
+            report::duration(secs),
+            format!("{} {}", report::thousands(rate), per_run.1),
+            vs.map_or_else(|| "baseline".into(), |(b, x)| format!("{} ({b})", report::ratio(x))),
+        ]);
+    }
+}
+
+#[cfg(feature = "parquet")]
+fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder};
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use loaderx_core::convert::{Nulls, ParquetColumn};
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::basic::Compression;
+    use parquet::file::properties::WriterProperties;
+
+    const GROUP: usize = 10_000;
+    let rows = if cfg.quick { 20_000 } else { 100_000 };
+    let path = dir.join("table.parquet");
+    let mut g = Gen(0xBA4C);
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_size(GROUP)
+        .build();
+    let mut writer: Option<ArrowWriter<std::fs::File>> = None;
+    for start in (0..rows).step_by(GROUP) {
+        let n = GROUP.min(rows - start);
+        let label = Int64Array::from_iter_values((0..n).map(|_| g.below(1000) as i64));
+        let mut emb = FixedSizeListBuilder::new(Float32Builder::new(), 32);
+        let mut ids = ListBuilder::new(Int32Builder::new());
+        for _ in 0..n {
+            for _ in 0..32 {
+                emb.values().append_value(g.below(1 << 20) as f32 / 1024.0);
+            }
+            emb.append(true);
+            for _ in 0..g.below(64) {
+                ids.values().append_value(g.below(50_000) as i32);
+            }
+            ids.append(true);
+        }
+        let text = StringArray::from_iter_values(
+            (0..n).map(|i| format!("row {} {}", start + i, "lorem ipsum ".repeat(4))),
+        );
+        let batch = RecordBatch::try_from_iter(vec![
+            ("label", Arc::new(label) as ArrayRef),
+            ("emb", Arc::new(emb.finish()) as ArrayRef),
+            ("ids", Arc::new(ids.finish()) as ArrayRef),
+            ("text", Arc::new(text) as ArrayRef),
+        ])?;
+        let w = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(ArrowWriter::try_new(
+                std::fs::File::create(&path)?,
+                batch.schema(),
+                Some(props.clone()),
+            )?),
+        };
+        w.write(&batch)?;
+    }
+    if let Some(w) = writer {
+        w.close()?;
+    }
+    let groups =
+        ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?.metadata().num_row_groups();
+    let out = dir.join("parquet-out");
+    let decode = || -> anyhow::Result<()> {
+        (0..groups).into_par_iter().try_for_each(|g| -> anyhow::Result<()> {
+            let b = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?;
+            for batch in b.with_row_groups(vec![g]).with_batch_size(8192).build()? {
+                black_box(batch?.num_rows());
+            }
+            Ok(())
+        })
+    };
+    let convert = || -> anyhow::Result<()> {
+        fresh(&out);
+        let none: [ParquetColumn; 0] = [];
+        loaderx_core::convert::parquet(
+            &[&path],
+            &out,
+            &none,
+            Nulls::Error,
+            WriteOptions::new().codec(Codec::Raw),
+        )?;
+        Ok(())
+    };
+    convert()?;
+    let mut contenders: Vec<timing::FixedContender<'_>> = vec![
+        (
+            "the parquet crate alone: decode every row group, nothing written",
+            Box::new(|| decode().expect("decode")),
+        ),
+        ("loaderx convert parquet (raw codec)", Box::new(|| convert().expect("convert"))),
+    ];
+    let results = timing::interleaved_fixed(cfg.rounds, 1, &mut contenders);
+    let mut s = Section::new(
+        format!(
+            "I1. Ingest — Parquet → store: {rows} rows (int64, 32 × f32, list<int32> of 0..63, string), snappy, \
+             {groups} row groups, {} threads",
+            rayon::current_num_threads()
+        ),
+        &["contender", "per run", "rate", "vs"],
+    );
+    table_rows(report, &mut s, &results, &format!("{rows} Parquet rows, 4 columns"), (rows as f64, "rows/s"));
+    s.notes.push(
+        "Both decode the same four columns, row groups in parallel on the same pool; the converter \
+         also turns each batch into records and writes four datasets (raw)."
+            .into(),
+    );
+    report.sections.push(s);
+    Ok(())
+}
+
+#[cfg(feature = "images")]
+fn images(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> {
+    use loaderx_core::convert::{ImageOptions, fit};
+
+    let n = if cfg.quick { 48 } else { 240 };
+    let input = dir.join("folder");
+    let mut g = Gen(0x1A6E);
+    let mut files = Vec::new();
+    for k in 0..n {
+        let class = input.join(format!("class{}", k % 4));
+        std::fs::create_dir_all(&class)?;
+        let (w, h) = (320, 240);
+        let (a, b) = (g.below(256) as u8, g.below(256) as u8);
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([
+                (x as u8).wrapping_add(a),
+                (y as u8).wrapping_mul(3).wrapping_add(b),
+                ((x ^ y) as u8),
+            ])
+        });
+        let path = class.join(format!("{k:04}.jpg"));
+        img.save_with_format(&path, image::ImageFormat::Jpeg)?;
+        files.push(path);
+    }
+    let options = ImageOptions::new(224, 224);
+    let out = dir.join("images-out");
+    let decode_only = || {
+        files.par_iter().for_each(|p| {
+            let bytes = std::fs::read(p).expect("a fixture");
+            black_box(image::load_from_memory(&bytes).expect("a jpeg").width());
+        })
+    };
+    let decode_resize = || {
+        files.par_iter().for_each(|p| {
+            let bytes = std::fs::read(p).expect("a fixture");
+            black_box(fit(&image::load_from_memory(&bytes).expect("a jpeg"), options).len());
+        })
+    };
+    let convert = || {
+        fresh(&out);
+        loaderx_core::convert::images(&input, &out, options, WriteOptions::new().codec(Codec::Raw))
+            .expect("convert");
+    };
+    convert();
+    let mut contenders: Vec<timing::FixedContender<'_>> = vec![
+        ("decode alone (image crate, in parallel)", Box::new(decode_only)),
+        ("decode + resize to 224x224, nothing written", Box::new(decode_resize)),
+        ("loaderx convert images --size 224x224 (raw)", Box::new(convert)),
+    ];
+    let results = timing::interleaved_fixed(cfg.rounds, 1, &mut contenders);
+    let mut s = Section::new(
+        format!(
+            "I2. Ingest — an image folder: {n} JPEGs of 320x240 in 4 classes, cropped to 224x224, {} threads",
+            rayon::current_num_threads()
+        ),
+        &["contender", "per run", "rate", "vs"],
+    );
+    table_rows(report, &mut s, &results, &format!("{n} JPEGs 320x240 to 224x224"), (n as f64, "images/s"));
+    s.notes.push(
+        "Every contender reads the files; the converter decodes, crops and resizes (bilinear) and writes the \
+         images and labels."
+            .into(),
+    );
+    report.sections.push(s);
+    Ok(())
+}

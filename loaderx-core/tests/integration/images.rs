@@ -1,0 +1,118 @@
+//! `convert::images` on image folders made here with the `image` crate: PNG, JPEG and WebP of
+//! several sizes, a truncated file and a text file among them, crop / pad / stretch.
+
+use std::path::Path;
+
+use image::{ImageFormat, Rgb, RgbImage};
+use loaderx_core::convert::{ImageOptions, Resize, images};
+use loaderx_core::{DenseDataset, Error, WriteOptions};
+
+fn save(path: &Path, w: u32, h: u32, color: [u8; 3], format: ImageFormat) {
+    RgbImage::from_pixel(w, h, Rgb(color)).save_with_format(path, format).unwrap();
+}
+
+/// `cat/` (3 images) and `dog/` (2 images), plus `.hidden/` ignored; `bad` adds a truncated
+/// PNG and a text file to `dog/`.
+fn folder(root: &Path, bad: bool) {
+    for c in ["cat", "dog", ".hidden"] {
+        std::fs::create_dir_all(root.join(c)).unwrap();
+    }
+    save(&root.join("cat/a.png"), 40, 30, [255, 0, 0], ImageFormat::Png);
+    save(&root.join("cat/b.jpg"), 17, 50, [0, 255, 0], ImageFormat::Jpeg);
+    save(&root.join("cat/c.webp"), 64, 64, [0, 0, 255], ImageFormat::WebP);
+    save(&root.join("dog/a.png"), 8, 8, [10, 20, 30], ImageFormat::Png);
+    save(&root.join("dog/z.png"), 100, 20, [200, 200, 0], ImageFormat::Png);
+    save(&root.join(".hidden/x.png"), 8, 8, [1, 1, 1], ImageFormat::Png);
+    if bad {
+        let png = std::fs::read(root.join("dog/a.png")).unwrap();
+        std::fs::write(root.join("dog/b-truncated.png"), &png[..png.len() / 2]).unwrap();
+        std::fs::write(root.join("dog/notes.txt"), b"not an image").unwrap();
+    }
+}
+
+#[test]
+fn an_image_folder_becomes_images_labels_and_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), false);
+    let out = dir.path().join("out");
+    let s = images(dir.path().join("in"), &out, ImageOptions::new(32, 24), WriteOptions::new()).unwrap();
+    assert_eq!(s.classes, ["cat", "dog"]);
+    assert_eq!(s.images.records, 5);
+    assert!(s.skipped.is_empty());
+    assert_eq!(std::fs::read_to_string(out.join("classes.txt")).unwrap(), "cat\ndog\n");
+    let imgs = DenseDataset::<u8>::open(out.join("images")).unwrap();
+    assert_eq!(imgs.source().item_shape(), &[24, 32, 3]);
+    let labels = DenseDataset::<u32>::open(out.join("labels")).unwrap();
+    assert_eq!(labels.get_batch(&[0, 1, 2, 3, 4]).unwrap().as_slice::<u32>().unwrap(), &[0, 0, 0, 1, 1]);
+    // Solid images stay solid under a crop (JPEG within its loss).
+    let px = imgs.get_batch(&[0, 1, 3]).unwrap();
+    let px = px.as_slice::<u8>().unwrap();
+    let item = 24 * 32 * 3;
+    assert!(px[..item].chunks(3).all(|p| p == [255, 0, 0]), "red png");
+    assert!(px[item..2 * item].chunks(3).all(|p| p[0] < 16 && p[1] > 235 && p[2] < 16), "green jpeg");
+    assert!(px[2 * item..].chunks(3).all(|p| p == [10, 20, 30]), "upscaled png");
+    assert!(
+        images(dir.path().join("in"), &out, ImageOptions::new(32, 24), WriteOptions::new()).is_err(),
+        "no overwrite without force"
+    );
+}
+
+#[test]
+fn pad_keeps_the_aspect_on_black_and_stretch_fills() {
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), false);
+    for (resize, name) in [(Resize::Pad, "pad"), (Resize::Stretch, "stretch")] {
+        let out = dir.path().join(name);
+        let opts = ImageOptions { resize, ..ImageOptions::new(20, 20) };
+        images(dir.path().join("in"), &out, opts, WriteOptions::new()).unwrap();
+        let imgs = DenseDataset::<u8>::open(out.join("images")).unwrap();
+        // dog/z.png is 100x20 yellow: padded it is a band 4 rows high in the middle.
+        let px = imgs.get_batch(&[4]).unwrap();
+        let px = px.as_slice::<u8>().unwrap();
+        let row = |y: usize| &px[y * 60..(y + 1) * 60];
+        match resize {
+            Resize::Pad => {
+                assert!(row(0).iter().all(|&b| b == 0), "black above");
+                assert!(row(19).iter().all(|&b| b == 0), "black below");
+                assert!(row(10).chunks(3).all(|p| p == [200, 200, 0]), "the image in the middle");
+            }
+            _ => assert!(px.chunks(3).all(|p| p == [200, 200, 0]), "stretched over all of it"),
+        }
+    }
+}
+
+#[test]
+fn undecodable_files_fail_with_their_path_or_are_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), true);
+    let out = dir.path().join("out");
+    let e = images(dir.path().join("in"), &out, ImageOptions::new(16, 16), WriteOptions::new()).unwrap_err();
+    assert!(matches!(&e, Error::BadInput { path, .. } if path.ends_with("dog/b-truncated.png")), "{e}");
+    assert!(!out.exists() && !dir.path().join("out.partial").exists(), "nothing written");
+    let opts = ImageOptions { skip_bad: true, ..ImageOptions::new(16, 16) };
+    let s = images(dir.path().join("in"), &out, opts, WriteOptions::new()).unwrap();
+    assert_eq!(s.images.records, 5);
+    let skipped: Vec<String> =
+        s.skipped.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into()).collect();
+    assert_eq!(skipped, ["b-truncated.png", "notes.txt"]);
+    // A folder without classes, a missing folder, a zero size.
+    std::fs::create_dir_all(dir.path().join("empty")).unwrap();
+    std::fs::write(dir.path().join("empty/loose.png"), b"x").unwrap();
+    let e =
+        images(dir.path().join("empty"), dir.path().join("o2"), ImageOptions::new(8, 8), WriteOptions::new())
+            .unwrap_err();
+    assert!(e.to_string().contains("no class"), "{e}");
+    assert!(matches!(
+        images(
+            dir.path().join("missing"),
+            dir.path().join("o3"),
+            ImageOptions::new(8, 8),
+            WriteOptions::new()
+        ),
+        Err(Error::NotAStore { .. })
+    ));
+    assert!(
+        images(dir.path().join("in"), dir.path().join("o4"), ImageOptions::new(0, 8), WriteOptions::new())
+            .is_err()
+    );
+}
