@@ -46,6 +46,63 @@ pub struct LoaderState {
     pub bucket: Option<BucketConfig>,
 }
 
+impl LoaderState {
+    /// This state moved onto a global batch of `batch_size`, resuming from the samples consumed:
+    /// the rule when a run restarts with another global batch (elastic resume with the same
+    /// global batch needs nothing: [`shard`](LoaderBuilder::shard) the same state onto any world
+    /// size). Cyclic mode (and finite passes) keep the cycle (pass) and its keyed permutation,
+    /// which does not depend on the batch: the consumed part of the cycle is `f = (step mod S) *
+    /// B` positions and the new step is the cycle's first plus `floor(f / B')`, so nothing is
+    /// lost and at most `B' - 1` samples of the cycle are seen again (and the cycle's dropped
+    /// remainder becomes `N mod B'`). Sequential, IID and mixture streams are streams of global
+    /// rows: the new step is `floor(step * B / B')`, the same rule. A packed stream's cursor
+    /// says where it stands whatever the rows per step: its step stays.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a batch of 0, one not divisible by the world, one larger
+    /// than the data in cyclic mode, or a bucketed stream (its windows are made of batches).
+    pub fn rebatched(&self, batch_size: u32) -> Result<LoaderState> {
+        let (b, b2) = (u64::from(self.sampler.batch_size), u64::from(batch_size));
+        if b2 == 0 || !batch_size.is_multiple_of(self.sampler.world.max(1)) {
+            return Err(Error::InvalidArgument(format!(
+                "a global batch of {batch_size} over {} ranks",
+                self.sampler.world
+            )));
+        }
+        if self.bucket.is_some() {
+            return Err(Error::InvalidArgument(
+                "a bucketed stream's windows are made of its batches: it restarts, not rebatches".into(),
+            ));
+        }
+        let within = |spc_old: u64, spc_new: u64| -> Result<u64> {
+            if spc_old == 0 || spc_new == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "a global batch of {batch_size} leaves no whole batch in {} records",
+                    self.sampler.len
+                )));
+            }
+            let (cycle, f) = (self.step / spc_old, (self.step % spc_old) * b);
+            Ok(cycle * spc_new + f / b2)
+        };
+        let mut out = self.clone();
+        out.sampler.batch_size = batch_size;
+        out.step = if self.pack.is_some() {
+            self.step
+        } else if let Some(p) = &self.pass {
+            let new = PassConfig { batch_size, ..p.clone() };
+            let step = within(p.build()?.steps(), new.build()?.steps())?;
+            out.pass = Some(new);
+            step
+        } else if self.mixture.is_none() && self.sampler.mode == SamplerMode::Cyclic {
+            let n = u64::from(self.sampler.len);
+            within(n / b.max(1), n / b2)?
+        } else {
+            self.step.saturating_mul(b) / b2
+        };
+        Ok(out)
+    }
+}
+
 /// Finite passes over the data: every record exactly once per pass (one pass by default), then
 /// the loader ends; see [`LoaderBuilder::finite`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,6 +18,7 @@
 //! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
 //! | `window` | the reorder window between the prefetch threads and the consumer |
 //! | `bucket` | length bucketing: batches of similar lengths within a window of steps |
+//! | `ring` | [`SlotRing`]: reusable buffers handed off with a completion fence (device staging) |
 //! | `pack` | sequence packing: [`Pack`], the planner and its cursor |
 //! | `launch` | [`Launch`]: rank and world from torchrun's or Slurm's environment |
 
@@ -28,6 +29,7 @@ mod data_loader;
 mod launch;
 mod pack;
 mod prefetch;
+mod ring;
 mod window;
 
 pub use batch::Batch;
@@ -37,3 +39,4 @@ pub use data_loader::{BoxError, DataLoader};
 pub use launch::Launch;
 pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;
+pub use ring::{Fence, Lease, SlotRing};

@@ -152,3 +152,48 @@ fn ranks_agree_on_the_run_fingerprint_and_their_union_is_the_global_batch() {
         }
     }
 }
+
+/// A run restarted with another global batch resumes from the samples consumed: in cyclic mode
+/// the new first batch starts at the old run's last whole new-batch boundary inside the same
+/// cycle (nothing lost, fewer than B' seen again); a stream of rows (sequential) continues at
+/// floor(step * B / B').
+#[test]
+fn a_changed_global_batch_resumes_from_the_samples_consumed() {
+    let base = |b: u32, mode: SamplerMode| {
+        DataLoader::builder().stream("id", ids(5000)).batch_size(b).seed(3).mode(mode)
+    };
+    let old_batch = |mode, step: u64| -> Vec<u32> {
+        rows(&base(48, mode).start_step(step).build().unwrap().next_batch().unwrap())
+    };
+    let mut old = base(48, SamplerMode::Cyclic).start_step(13).build().unwrap();
+    old.next_batch().unwrap();
+    let state = old.state(); // step 14: 14 * 48 = 672 samples of cycle 0 consumed
+    let doubled = state.rebatched(96).unwrap();
+    assert_eq!(doubled.step, 7);
+    let first = rows(&base(96, SamplerMode::Cyclic).state(doubled).build().unwrap().next_batch().unwrap());
+    assert_eq!(
+        first,
+        [old_batch(SamplerMode::Cyclic, 14), old_batch(SamplerMode::Cyclic, 15)].concat(),
+        "exactly where it stopped"
+    );
+    let halved = state.rebatched(32).unwrap();
+    assert_eq!(halved.step, 21, "672 / 32");
+    let h = rows(&base(32, SamplerMode::Cyclic).state(halved).build().unwrap().next_batch().unwrap());
+    assert_eq!(h, old_batch(SamplerMode::Cyclic, 14)[..32], "the next 32 of the same cycle");
+    // 5000 / 48 = 104 steps per cycle: step 110 is cycle 1, 6 steps (288 samples) in.
+    let later =
+        base(48, SamplerMode::Cyclic).start_step(110).build().unwrap().state().rebatched(100).unwrap();
+    assert_eq!(later.step, 50 + 2, "cycle 1 (50 steps of 100 each) plus floor(288 / 100)");
+    let re = rows(&base(100, SamplerMode::Cyclic).state(later).build().unwrap().next_batch().unwrap());
+    let mut seen: Vec<u32> = (104..110).flat_map(|s| old_batch(SamplerMode::Cyclic, s)).collect();
+    seen.extend((110..113).flat_map(|s| old_batch(SamplerMode::Cyclic, s)));
+    assert_eq!(re, seen[200..300], "cycle 1 from position 200: 88 of them seen again, none lost");
+    let seq =
+        base(48, SamplerMode::Sequential).start_step(10).build().unwrap().state().rebatched(40).unwrap();
+    assert_eq!(seq.step, 12);
+    assert!(base(48, SamplerMode::Cyclic).build().unwrap().state().rebatched(0).is_err());
+    assert!(
+        base(48, SamplerMode::Cyclic).build().unwrap().state().rebatched(6000).is_err(),
+        "no whole batch"
+    );
+}
