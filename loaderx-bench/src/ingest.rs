@@ -72,7 +72,7 @@ fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> 
     use parquet::file::properties::WriterProperties;
 
     const GROUP: usize = 10_000;
-    let rows = if cfg.quick { 20_000 } else { 100_000 };
+    let rows = 5 * cfg.records as usize;
     let path = dir.join("table.parquet");
     let mut g = Gen(0xBA4C);
     let props = WriterProperties::builder()
@@ -172,7 +172,7 @@ fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> 
 fn images(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> {
     use loaderx_core::convert::{ImageOptions, fit};
 
-    let n = if cfg.quick { 48 } else { 240 };
+    let n = (cfg.records as usize * 12 / 1000).max(16);
     let input = dir.join("folder");
     let mut g = Gen(0x1A6E);
     let mut files = Vec::new();
