@@ -132,6 +132,24 @@ pub struct VerifyArgs {
 /// the scan so a store with millions of damaged records costs no more memory than an intact one.
 pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.store;
+    #[cfg(feature = "remote")]
+    if loaderx_core::remote::is_remote(dir) {
+        // A remote store: every record fetched and checked against its crc32c (the first
+        // damaged one is the error).
+        let url = dir.to_string_lossy();
+        let store =
+            loaderx_core::remote::RemoteStore::open(&url, loaderx_core::remote::RemoteOptions::new())?;
+        return Ok(match store.verify() {
+            Ok(n) => {
+                crate::print(&format!("{url}: {n} records, all intact\n"))?;
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                crate::print(&format!("{url}: damaged: {e}\n"))?;
+                ExitCode::FAILURE
+            }
+        });
+    }
     let limit = if args.all { u64::MAX } else { VERIFY_LISTED };
     let mut listed = Vec::new();
     let mut damaged = 0u64;

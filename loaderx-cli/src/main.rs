@@ -73,6 +73,16 @@ enum Command {
         #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
         paths: Vec<PathBuf>,
     },
+    /// Upload a v2 store (or dataset) directory to S3-compatible object storage (build feature
+    /// `remote`; endpoint and keys from the AWS environment variables). Files already there
+    /// with the same size are skipped, so an interrupted push restarts where it stopped.
+    #[cfg(feature = "remote")]
+    Push {
+        /// The local store directory.
+        store: PathBuf,
+        /// Where to: `s3://bucket/prefix/store`.
+        url: String,
+    },
     /// Print the store's space accounting.
     Stats {
         /// The store directory.
@@ -80,6 +90,22 @@ enum Command {
     },
     /// Measure the sampler, store and loader against baselines and ceilings, in one process.
     Bench(bench::BenchArgs),
+}
+
+/// `loaderx push STORE URL`.
+#[cfg(feature = "remote")]
+fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
+    let total: u64 = std::fs::read_dir(store)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0);
+    let pb = convert::progress_bar(total);
+    let start = std::time::Instant::now();
+    let sent = loaderx_core::remote::push(store, url, loaderx_core::remote::RemoteOptions::new(), |n| {
+        pb.set_position(n)
+    })
+    .with_context(|| format!("push {} → {url}", store.display()))?;
+    pb.finish_and_clear();
+    print(&format!("{url}: {} pushed, {:.2}s\n", convert::human(sent), start.elapsed().as_secs_f64()))
 }
 
 /// `loaderx stitch PART... OUT`.
@@ -108,6 +134,8 @@ fn main() -> ExitCode {
         Command::Migrate { store, to } => ok(inspect::migrate(&store, to)),
         Command::Stats { store } => ok(inspect::stats(&store)),
         Command::Stitch { paths } => ok(stitch(&paths)),
+        #[cfg(feature = "remote")]
+        Command::Push { store, url } => ok(push(&store, &url)),
         Command::Bench(args) => ok(bench::run(&args, &mut out)),
     }
     .and_then(|code| out.flush().context("writing to stdout").map(|()| code));

@@ -171,6 +171,17 @@ pub enum Error {
         /// Steps the pass had.
         steps: u64,
     },
+    /// A request to object storage failed after its retries (feature `remote`). The message
+    /// never holds a credential.
+    #[error("{url}{}: {reason}", range.as_ref().map(|r| format!(" bytes {}..{}", r.start, r.end)).unwrap_or_default())]
+    Remote {
+        /// The object's URL.
+        url: String,
+        /// The byte range asked for, when it was a range request.
+        range: Option<std::ops::Range<u64>>,
+        /// What went wrong.
+        reason: String,
+    },
     /// The data loader's worker threads stopped unexpectedly.
     #[error("data loader stopped: {0}")]
     LoaderStopped(String),

@@ -27,6 +27,8 @@ pub mod format;
 mod framing;
 mod kernels;
 mod loader;
+#[cfg(feature = "remote")]
+pub mod remote;
 mod sampler;
 mod store;
 mod sys;

@@ -21,6 +21,9 @@ pub(crate) enum Backing {
     Memory(Arc<ArrayData>),
     /// The parts of a store set, one index space.
     Set(Arc<StoreSet>),
+    /// A store on object storage (feature `remote`).
+    #[cfg(feature = "remote")]
+    Remote(Arc<crate::remote::RemoteStore>),
     /// Sources back to back ([`DenseSource::concat`]): `starts[p]` is part `p`'s first index.
     Concat { parts: Arc<[DenseSource]>, starts: Arc<[u64]> },
 }
@@ -48,6 +51,10 @@ impl DenseSource {
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<DenseSource> {
         let dir = dir.as_ref();
+        #[cfg(feature = "remote")]
+        if crate::remote::is_remote(dir) {
+            return DenseSource::open_remote(&dir.to_string_lossy(), crate::remote::RemoteOptions::new());
+        }
         let schema = Schema::read(dir)?;
         if is_set(dir) {
             let set = StoreSet::open(dir, &schema)?;
@@ -68,6 +75,29 @@ impl DenseSource {
             });
         }
         DenseSource::new(Arc::new(Store::open(dir)?), schema)
+    }
+
+    /// The dense dataset at `url` on object storage (`s3://bucket/prefix/dataset`), read-only
+    /// (feature `remote`): its schema and index fetched once; batches fetched in coalesced
+    /// range requests, every record's checksum checked.
+    ///
+    /// # Errors
+    /// As [`RemoteStore::open`](crate::remote::RemoteStore::open); [`Error::Schema`] naming the
+    /// URL when the dataset is ragged or its schema does not decode.
+    #[cfg(feature = "remote")]
+    pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<DenseSource> {
+        let store = crate::remote::RemoteStore::open(url, options)?;
+        let path = PathBuf::from(url);
+        let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?)
+            .map_err(|reason| Error::Schema { path: path.clone(), reason })?;
+        if schema.kind != Kind::Dense {
+            return Err(Error::Schema {
+                path,
+                reason: "the dataset is ragged; open it with RaggedDataset".into(),
+            });
+        }
+        let item_elems = schema.unit_elems();
+        Ok(DenseSource { backing: Backing::Remote(Arc::new(store)), schema, item_elems, view: None, path })
     }
 
     /// A dense view of an open store.
@@ -146,6 +176,8 @@ impl DenseSource {
             Backing::Store(s) => s.len() as usize,
             Backing::Memory(d) => d.len() / self.item_elems.max(1),
             Backing::Set(s) => s.len() as usize,
+            #[cfg(feature = "remote")]
+            Backing::Remote(r) => r.len() as usize,
             Backing::Concat { starts, .. } => starts[starts.len() - 1] as usize,
         }
     }
@@ -179,7 +211,7 @@ impl DenseSource {
     pub fn store(&self) -> Option<&Arc<Store>> {
         match &self.backing {
             Backing::Store(s) => Some(s),
-            Backing::Memory(_) | Backing::Set(_) | Backing::Concat { .. } => None,
+            _ => None,
         }
     }
 
@@ -250,6 +282,21 @@ impl DenseSource {
         match &self.backing {
             Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
             Backing::Set(set) => set.gather_fixed_to(indices, item_bytes, out, par),
+            #[cfg(feature = "remote")]
+            Backing::Remote(r) => {
+                let wide: Vec<u64> = indices.iter().map(|&i| u64::from(i)).collect();
+                for (k, rec) in r.gather(&wide)?.iter().enumerate() {
+                    if rec.len() != item_bytes {
+                        return Err(Error::CorruptRecord {
+                            path: self.path.clone(),
+                            index: wide[k],
+                            reason: format!("{} bytes, the schema's items are {item_bytes}", rec.len()),
+                        });
+                    }
+                    out.copy(rec);
+                }
+                Ok(())
+            }
             Backing::Concat { parts, starts } => {
                 for (p, local) in concat_runs(indices, starts, &self.path)? {
                     let sub = out.split_off(local.len() * item_bytes);

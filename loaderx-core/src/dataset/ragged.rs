@@ -21,6 +21,9 @@ enum Backing {
     Store(Arc<Store>),
     /// The parts of a store set, one index space.
     Set(Arc<StoreSet>),
+    /// A store on object storage (feature `remote`).
+    #[cfg(feature = "remote")]
+    Remote(Arc<crate::remote::RemoteStore>),
     /// Sources back to back ([`RaggedSource::concat`]).
     Concat {
         parts: Arc<[RaggedSource]>,
@@ -107,6 +110,10 @@ impl RaggedSource {
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<RaggedSource> {
         let dir = dir.as_ref();
+        #[cfg(feature = "remote")]
+        if crate::remote::is_remote(dir) {
+            return RaggedSource::open_remote(&dir.to_string_lossy(), crate::remote::RemoteOptions::new());
+        }
         let schema = Schema::read(dir)?;
         if is_set(dir) {
             let set = StoreSet::open(dir, &schema)?;
@@ -120,6 +127,26 @@ impl RaggedSource {
             return Ok(RaggedSource { backing: Backing::Set(Arc::new(set)), schema, view: None, path });
         }
         RaggedSource::new(Arc::new(Store::open(dir)?), schema)
+    }
+
+    /// The ragged dataset at `url` on object storage (feature `remote`); see
+    /// [`DenseSource::open_remote`](crate::DenseSource::open_remote).
+    ///
+    /// # Errors
+    /// As [`DenseSource::open_remote`](crate::DenseSource::open_remote), for a dense dataset.
+    #[cfg(feature = "remote")]
+    pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<RaggedSource> {
+        let store = crate::remote::RemoteStore::open(url, options)?;
+        let path = PathBuf::from(url);
+        let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?)
+            .map_err(|reason| Error::Schema { path: path.clone(), reason })?;
+        if schema.kind != Kind::Ragged {
+            return Err(Error::Schema {
+                path,
+                reason: "the dataset is dense; open it with DenseDataset".into(),
+            });
+        }
+        Ok(RaggedSource { backing: Backing::Remote(Arc::new(store)), schema, view: None, path })
     }
 
     /// A ragged view of an open store.
@@ -226,6 +253,8 @@ impl RaggedSource {
         match &self.backing {
             Backing::Store(s) => s.len() as usize,
             Backing::Set(s) => s.len() as usize,
+            #[cfg(feature = "remote")]
+            Backing::Remote(r) => r.len() as usize,
             Backing::Concat { starts, .. } => starts[starts.len() - 1] as usize,
             Backing::Memory { offsets, .. } => offsets.len() - 1,
         }
@@ -255,7 +284,7 @@ impl RaggedSource {
     pub fn store(&self) -> Option<&Arc<Store>> {
         match &self.backing {
             Backing::Store(s) => Some(s),
-            Backing::Set(_) | Backing::Concat { .. } | Backing::Memory { .. } => None,
+            _ => None,
         }
     }
 
@@ -310,6 +339,17 @@ impl RaggedSource {
                 let runs = set.resolve(indices)?;
                 let lens = runs.iter().flat_map(|(_, r)| r.lens());
                 self.fill_resolved(indices, lens, out, |dst| set.read_resolved(&runs, dst, par))
+            }
+            #[cfg(feature = "remote")]
+            Backing::Remote(r) => {
+                let wide: Vec<u64> = indices.iter().map(|&i| u64::from(i)).collect();
+                let lens = r.record_lens(&wide)?;
+                self.fill_resolved(indices, lens.into_iter(), out, |mut dst| {
+                    for rec in r.gather(&wide)? {
+                        dst.copy(&rec);
+                    }
+                    Ok(())
+                })
             }
             Backing::Concat { parts, starts } => {
                 // Each run is read by its part, then appended: one copy more than a store's read.
@@ -419,6 +459,12 @@ impl RaggedSource {
                 .resolve(indices)?
                 .iter()
                 .flat_map(|(_, r)| r.lens())
+                .map(|l| u64::from(l) / row_bytes)
+                .collect(),
+            #[cfg(feature = "remote")]
+            Backing::Remote(r) => r
+                .record_lens(&indices.iter().map(|&i| u64::from(i)).collect::<Vec<_>>())?
+                .into_iter()
                 .map(|l| u64::from(l) / row_bytes)
                 .collect(),
             Backing::Concat { parts, starts } => {

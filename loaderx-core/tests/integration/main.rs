@@ -14,6 +14,8 @@ mod packing;
 mod parquet;
 mod passes;
 mod ragged_loader;
+#[cfg(feature = "remote")]
+mod remote;
 mod store;
 mod v2;
 mod views;

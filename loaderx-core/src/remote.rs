@@ -1,0 +1,505 @@
+//! Stores on S3-compatible object storage, read-only (feature `remote`), through the Apache
+//! Arrow project's `object_store` crate on a private tokio runtime.
+//!
+//! [`RemoteStore::open`] fetches a v2 store's index (`index.zr`, every entry's checksum checked)
+//! and dictionary once; a batch's records are sorted by chunk and offset and coalesced into
+//! range requests (records closer than [`RemoteOptions::max_gap`], requests up to
+//! [`RemoteOptions::max_request`]), issued concurrently (at most
+//! [`RemoteOptions::concurrency`]), each record's crc32c checked before it is decoded and handed
+//! out in the batch's order. Retries with backoff and per-request timeouts are `object_store`'s
+//! (its `RetryConfig`, `ClientOptions::with_timeout`); after the last one the error names the URL
+//! and the byte range. Credentials and endpoint come from the standard AWS variables
+//! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+//! `AWS_ALLOW_HTTP`) or [`RemoteOptions`]; no error or log shows a credential.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientConfigKey, ObjectStore, PutPayload, RetryConfig};
+
+use crate::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
+use crate::{Codec, Error, Result};
+
+/// How a remote store is reached and read.
+#[derive(Clone, Default)]
+pub struct RemoteOptions {
+    endpoint: Option<String>,
+    region: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+    allow_http: Option<bool>,
+    max_gap: Option<u64>,
+    max_request: Option<u64>,
+    concurrency: Option<usize>,
+    retries: Option<usize>,
+    timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for RemoteOptions {
+    // Never the keys: only whether they are set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteOptions")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id.as_ref().map(|_| "<set>"))
+            .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "<set>"))
+            .field("allow_http", &self.allow_http)
+            .field("max_gap", &self.max_gap)
+            .field("max_request", &self.max_request)
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+impl RemoteOptions {
+    /// The defaults: everything from the AWS environment variables; gaps up to 64 KiB
+    /// coalesced, requests up to 8 MiB, 16 in flight, 5 retries, 30 s per request.
+    pub fn new() -> RemoteOptions {
+        RemoteOptions::default()
+    }
+    /// The endpoint (`http://127.0.0.1:9000`, a MinIO or other S3-compatible server).
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+    /// The region.
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+    /// The access key pair.
+    pub fn credentials(mut self, key_id: impl Into<String>, secret: impl Into<String>) -> Self {
+        self.access_key_id = Some(key_id.into());
+        self.secret_access_key = Some(secret.into());
+        self
+    }
+    /// Allow plain HTTP endpoints.
+    pub fn allow_http(mut self, yes: bool) -> Self {
+        self.allow_http = Some(yes);
+        self
+    }
+    /// Records this close (in bytes) share a request.
+    pub fn max_gap(mut self, bytes: u64) -> Self {
+        self.max_gap = Some(bytes);
+        self
+    }
+    /// The largest coalesced request.
+    pub fn max_request(mut self, bytes: u64) -> Self {
+        self.max_request = Some(bytes);
+        self
+    }
+    /// Requests in flight at once.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+    /// Retries of a failed request, with exponential backoff.
+    pub fn retries(mut self, n: usize) -> Self {
+        self.retries = Some(n);
+        self
+    }
+    /// The time one request may take.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+
+    fn gap(&self) -> u64 {
+        self.max_gap.unwrap_or(64 << 10)
+    }
+    fn request(&self) -> u64 {
+        self.max_request.unwrap_or(8 << 20).max(1)
+    }
+
+    /// The object store of `bucket`.
+    fn build(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        if let Some(e) = &self.endpoint {
+            b = b.with_endpoint(e);
+        }
+        if let Some(r) = &self.region {
+            b = b.with_region(r);
+        }
+        if let (Some(k), Some(s)) = (&self.access_key_id, &self.secret_access_key) {
+            b = b.with_access_key_id(k).with_secret_access_key(s);
+        }
+        if let Some(h) = self.allow_http {
+            b = b.with_allow_http(h);
+        }
+        let retry = RetryConfig { max_retries: self.retries.unwrap_or(5), ..RetryConfig::default() };
+        // One client setting changed, the others (from the environment, `allow_http`) kept.
+        let timeout = self.timeout.unwrap_or(Duration::from_secs(30));
+        b = b.with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            format!("{}ms", timeout.as_millis()),
+        );
+        let store = b.with_retry(retry).build().map_err(|e| Error::Remote {
+            url: format!("s3://{bucket}"),
+            range: None,
+            reason: format!("cannot configure the S3 client: {}", scrub(&e.to_string())),
+        })?;
+        Ok(Arc::new(store))
+    }
+}
+
+/// `text` without anything that looks like a credential from the environment.
+fn scrub(text: &str) -> String {
+    let mut out = text.to_string();
+    for k in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
+        if let Ok(v) = std::env::var(k)
+            && v.len() >= 4
+        {
+            out = out.replace(&v, "<redacted>");
+        }
+    }
+    out
+}
+
+/// Whether `path` names a remote store (`s3://...`).
+pub fn is_remote(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with("s3://"))
+}
+
+/// `s3://bucket/prefix` as (bucket, prefix).
+fn parse_url(url: &str) -> Result<(String, String)> {
+    let rest = url
+        .strip_prefix("s3://")
+        .ok_or_else(|| Error::InvalidArgument(format!("{url:?} is not an s3:// URL")))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() || prefix.split('/').any(|p| p == "..") {
+        return Err(Error::InvalidArgument(format!(
+            "{url:?}: an s3:// URL names a bucket and a prefix without `..`"
+        )));
+    }
+    Ok((bucket.to_string(), prefix.trim_end_matches('/').to_string()))
+}
+
+/// A read-only v2 store on S3-compatible object storage; see the [module documentation](self).
+pub struct RemoteStore {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    runtime: tokio::runtime::Runtime,
+    entries: Vec<Entry>,
+    dict: Option<Arc<crate::store::Dictionary>>,
+    options: RemoteOptions,
+}
+
+impl std::fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteStore").field("url", &self.url).field("records", &self.entries.len()).finish()
+    }
+}
+
+impl RemoteStore {
+    /// Opens the store at `url` (`s3://bucket/prefix/store`): its index fetched and checked.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] naming the URL for a request that failed after its retries;
+    /// [`Error::Corrupt`] naming the object for a damaged index or dictionary;
+    /// [`Error::InvalidArgument`] for a v1 store (not read remotely yet) or a bad URL.
+    pub fn open(url: &str, options: RemoteOptions) -> Result<RemoteStore> {
+        let (bucket, prefix) = parse_url(url)?;
+        let store = options.build(&bucket)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("start the runtime of", url, e))?;
+        let mut r = RemoteStore {
+            url: url.to_string(),
+            store,
+            prefix,
+            runtime,
+            entries: Vec::new(),
+            dict: None,
+            options,
+        };
+        let index = match r.get_whole("index.zr") {
+            Ok(b) => b,
+            Err(e) if r.exists("meta.zr") => {
+                return Err(Error::InvalidArgument(format!(
+                    "{url} is a v1 store; remote reading needs v2 (loaderx migrate STORE --to v2): {e}"
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let path = r.object_url("index.zr");
+        let corrupt =
+            |offset: u64, reason: String| Error::Corrupt { path: PathBuf::from(&path), offset, reason };
+        let header = Header::parse(&index, true).map_err(|e| corrupt(0, format!("{e:?}")))?;
+        let count = usize::try_from(header.count).map_err(|_| corrupt(40, "a count past usize".into()))?;
+        let need = count.checked_mul(ENTRY_SIZE).and_then(|n| n.checked_add(HEADER_SIZE));
+        if need.is_none_or(|n| n > index.len()) {
+            return Err(corrupt(40, format!("{count} entries in {} bytes", index.len())));
+        }
+        r.entries = (0..count)
+            .map(|i| {
+                let at = HEADER_SIZE + i * ENTRY_SIZE;
+                Entry::parse(&index[at..at + ENTRY_SIZE])
+                    .map_err(|e| corrupt(at as u64, format!("entry {i}: {e:?}")))
+            })
+            .collect::<Result<_>>()?;
+        if header.dict_id != 0 {
+            let bytes = r.get_whole("dict.zr")?;
+            let raw = crate::format::dict::decode(&bytes).map_err(|(o, why)| Error::Corrupt {
+                path: PathBuf::from(r.object_url("dict.zr")),
+                offset: o,
+                reason: why,
+            })?;
+            r.dict = Some(crate::store::Dictionary::new(raw.to_vec()));
+        }
+        Ok(r)
+    }
+
+    fn key(&self, name: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(name)
+        } else {
+            ObjectPath::from(format!("{}/{name}", self.prefix))
+        }
+    }
+
+    fn object_url(&self, name: &str) -> String {
+        format!("{}/{name}", self.url.trim_end_matches('/'))
+    }
+
+    fn remote_err(&self, name: &str, range: Option<std::ops::Range<u64>>, e: &object_store::Error) -> Error {
+        Error::Remote { url: self.object_url(name), range, reason: scrub(&e.to_string()) }
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        self.runtime.block_on(self.store.head(&self.key(name))).is_ok()
+    }
+
+    fn get_whole(&self, name: &str) -> Result<Vec<u8>> {
+        let key = self.key(name);
+        self.runtime
+            .block_on(async { self.store.get(&key).await?.bytes().await })
+            .map(|b| b.to_vec())
+            .map_err(|e| self.remote_err(name, None, &e))
+    }
+
+    /// Records in the store.
+    pub fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// True when the store holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The URL it was opened at.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Each record's logical length (from the index: nothing is fetched).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] naming the URL.
+    pub fn record_lens(&self, indices: &[u64]) -> Result<Vec<u32>> {
+        indices.iter().map(|&i| self.entry(i).map(|e| e.logical)).collect()
+    }
+
+    fn entry(&self, i: u64) -> Result<&Entry> {
+        self.entries.get(i as usize).ok_or_else(|| Error::IndexOutOfRange {
+            path: PathBuf::from(&self.url),
+            index: i,
+            len: self.len(),
+        })
+    }
+
+    /// The records of `indices`, in order: fetched in coalesced, concurrent range requests,
+    /// each checked against its crc32c and decoded.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`]; [`Error::Remote`] naming the chunk's URL and byte range
+    /// after the last retry; [`Error::CorruptRecord`] naming the URL and index for a record
+    /// whose checksum does not match or that does not decode. Never a partial record.
+    pub fn gather(&self, indices: &[u64]) -> Result<Vec<Vec<u8>>> {
+        let mut order: Vec<(usize, &Entry)> = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            order.push((k, self.entry(i)?));
+        }
+        order.sort_by_key(|(_, e)| (e.chunk, e.offset));
+        // Coalesced requests: (chunk, byte range, the positions they serve).
+        let (gap, max) = (self.options.gap(), self.options.request());
+        let mut requests: Vec<(u32, std::ops::Range<u64>, Vec<usize>)> = Vec::new();
+        for (k, e) in order {
+            match requests.last_mut() {
+                Some((c, r, ks))
+                    if *c == e.chunk && e.offset <= r.end + gap && e.end().max(r.end) - r.start <= max =>
+                {
+                    r.end = r.end.max(e.end());
+                    ks.push(k);
+                }
+                _ => requests.push((e.chunk, e.offset..e.end(), vec![k])),
+            }
+        }
+        let concurrency = self.options.concurrency.unwrap_or(16);
+        let fetched: Vec<(usize, std::result::Result<bytes::Bytes, object_store::Error>)> =
+            self.runtime.block_on(
+                futures::stream::iter(requests.iter().enumerate().map(|(n, (c, r, _))| {
+                    let key = self.key(&format!("{c}.zr"));
+                    let store = Arc::clone(&self.store);
+                    let r = r.clone();
+                    async move { (n, store.get_range(&key, r).await) }
+                }))
+                .buffer_unordered(concurrency)
+                .collect(),
+            );
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); indices.len()];
+        let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
+        for (n, got) in fetched {
+            let (c, range, ks) = &requests[n];
+            let name = format!("{c}.zr");
+            let bytes = got.map_err(|e| self.remote_err(&name, Some(range.clone()), &e))?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(Error::Remote {
+                    url: self.object_url(&name),
+                    range: Some(range.clone()),
+                    reason: format!("{} bytes came back", bytes.len()),
+                });
+            }
+            for &k in ks {
+                let e = self.entry(indices[k])?;
+                let at = (e.offset - range.start) as usize;
+                let stored = &bytes[at..at + e.stored as usize];
+                let bad = |reason: String| Error::CorruptRecord {
+                    path: PathBuf::from(&self.url),
+                    index: indices[k],
+                    reason,
+                };
+                if crc32c::crc32c(stored) != e.crc {
+                    return Err(bad(
+                        "its crc32c does not match the index (fetched from the object store)".into()
+                    ));
+                }
+                let codec = Codec::from_tag(e.codec).ok_or_else(|| bad(format!("codec tag {}", e.codec)))?;
+                out[k] = if codec == Codec::Raw {
+                    stored.to_vec()
+                } else {
+                    let mut v = vec![0u8; e.logical as usize];
+                    crate::sys::fill_slice(&mut v, |mut d| {
+                        decoder
+                            .decode(codec, stored, &mut d, e.logical as usize)
+                            .map_err(|e| bad(format!("{e:?}")))
+                    })?;
+                    v
+                };
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads every record and checks it ([`RemoteStore::gather`] in blocks): the records
+    /// checked, or the first damaged one as the error.
+    ///
+    /// # Errors
+    /// As [`RemoteStore::gather`].
+    pub fn verify(&self) -> Result<u64> {
+        let mut start = 0u64;
+        while start < self.len() {
+            let end = (start + 4096).min(self.len());
+            self.gather(&(start..end).collect::<Vec<_>>())?;
+            start = end;
+        }
+        Ok(self.len())
+    }
+
+    /// A file of the store directory (`schema.msgpack`), whole.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] naming it.
+    pub fn get_file(&self, name: &str) -> Result<Vec<u8>> {
+        self.get_whole(name)
+    }
+}
+
+/// Files larger than this go up as multipart uploads, in parts of [`PART`] bytes.
+const MULTIPART_OVER: u64 = 32 << 20;
+const PART: u64 = 16 << 20;
+
+/// Uploads the local store (or dataset) directory `dir` to `url`: every regular file, a file
+/// that is already there with the same size skipped (so an interrupted push restarts where it
+/// stopped), the index last (a reader opening the store during a push sees the old index or
+/// none). `progress` is called with the bytes sent so far.
+///
+/// # Errors
+/// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
+/// [`Error::InvalidArgument`] for a v1 store (migrate it to v2 first).
+pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
+    let (bucket, prefix) = parse_url(url)?;
+    if dir.join("meta.zr").exists() {
+        return Err(Error::InvalidArgument(format!(
+            "{} is a v1 store (a fixed 256 MiB index): remote stores are v2; `loaderx migrate {} --to v2` first",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let store = options.build(&bucket)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("start the runtime of", url, e))?;
+    // The multipart writer spawns its part uploads on the current runtime.
+    let _entered = runtime.enter();
+    let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
+        let meta = e.metadata().map_err(|err| Error::io("stat", e.path(), err))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if meta.is_file() && name != "write.lock" {
+            files.push((name, e.path(), meta.len()));
+        }
+    }
+    // The index goes last: its count publishes the records.
+    files.sort_by_key(|(n, _, _)| (n == "index.zr" || n == "meta.zr", n.clone()));
+    let key = |name: &str| {
+        if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) }
+    };
+    let mut sent = 0u64;
+    for (name, path, len) in files {
+        let k = key(&name);
+        let there = runtime.block_on(store.head(&k)).ok().map(|m| m.size);
+        if there != Some(len) || name == "index.zr" || name == "meta.zr" || name == "manifest.zr" {
+            let failed = |e: object_store::Error| Error::Remote {
+                url: format!("{}/{name}", url.trim_end_matches('/')),
+                range: None,
+                reason: scrub(&e.to_string()),
+            };
+            if len <= MULTIPART_OVER {
+                let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+                runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
+            } else {
+                // Large chunk files go up in parts, read a part at a time.
+                use std::io::Read;
+                let mut f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+                let upload = runtime.block_on(store.put_multipart(&k)).map_err(failed)?;
+                let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, PART as usize);
+                let mut buf = vec![0u8; PART as usize];
+                let mut done = 0u64;
+                loop {
+                    let n = f.read(&mut buf).map_err(|e| Error::io("read", &path, e))?;
+                    if n == 0 {
+                        break;
+                    }
+                    runtime.block_on(w.wait_for_capacity(4)).map_err(failed)?;
+                    w.write(&buf[..n]);
+                    done += n as u64;
+                    progress(sent + done);
+                }
+                runtime.block_on(w.finish()).map_err(failed)?;
+            }
+        }
+        sent += len;
+        progress(sent);
+    }
+    Ok(sent)
+}
