@@ -35,6 +35,10 @@ fn ratio(stats: &StoreStats) -> f64 {
 /// `loaderx info STORE [--json]`.
 pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
     let dir = &args.store;
+    #[cfg(feature = "remote")]
+    if loaderx_core::remote::is_remote(dir) {
+        return remote_info(&dir.to_string_lossy(), args.json);
+    }
     let store = Store::open(dir).with_context(|| format!("info {}", dir.display()))?;
     let stats = store.stats().with_context(|| format!("info {}", dir.display()))?;
     let schema = schema_of(dir)?;
@@ -245,5 +249,46 @@ pub fn compact(dir: &Path) -> anyhow::Result<()> {
         r.bytes_after,
         human(r.bytes_before.saturating_sub(r.bytes_after)),
         r.moved
+    ))
+}
+
+/// `loaderx info s3://...`: what the remote index says (format v2; nothing else fetched).
+#[cfg(feature = "remote")]
+fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
+    let store = loaderx_core::remote::RemoteStore::open(url, loaderx_core::remote::RemoteOptions::new())
+        .with_context(|| format!("info {url}"))?;
+    let s = store.summary();
+    let schema =
+        store.get_file(loaderx_core::SCHEMA_FILE).ok().and_then(|b| loaderx_core::Schema::decode(&b).ok());
+    let ratio = if s.stored_bytes == 0 { 1.0 } else { s.logical_bytes as f64 / s.stored_bytes as f64 };
+    if json {
+        let v = serde_json::json!({
+            "path": url,
+            "format": "v2",
+            "kind": schema.as_ref().map_or("raw", |s| match s.kind {
+                loaderx_core::Kind::Dense => "dense",
+                loaderx_core::Kind::Ragged => "ragged",
+            }),
+            "dtype": schema.as_ref().map(|s| s.dtype.name()),
+            "shape": schema.as_ref().map(|s| s.shape.clone()),
+            "length": s.records,
+            "codecs": { "raw": s.codecs[0], "zstd": s.codecs[1], "zstd_dict": s.codecs[2], "lz4": s.codecs[3] },
+            "logical_bytes": s.logical_bytes,
+            "stored_bytes": s.stored_bytes,
+            "ratio": ratio,
+        });
+        return crate::print(&format!("{v}\n"));
+    }
+    let what = schema
+        .map_or_else(|| "raw".to_string(), |sc| format!("{:?} {} {:?}", sc.kind, sc.dtype.name(), sc.shape));
+    crate::print(&format!(
+        "{url}\n  format v2, {what}\n  {} records, {} logical, {} stored (ratio {ratio:.2}x)\n  codecs: raw {}, zstd {}, zstd_dict {}, lz4 {}\n",
+        s.records,
+        crate::convert::human(s.logical_bytes),
+        crate::convert::human(s.stored_bytes),
+        s.codecs[0],
+        s.codecs[1],
+        s.codecs[2],
+        s.codecs[3]
     ))
 }

@@ -178,6 +178,19 @@ fn parse_url(url: &str) -> Result<(String, String)> {
     Ok((bucket.to_string(), prefix.trim_end_matches('/').to_string()))
 }
 
+/// [`RemoteStore::summary`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteSummary {
+    /// Records.
+    pub records: u64,
+    /// Their bytes as handed out.
+    pub logical_bytes: u64,
+    /// Their bytes as stored.
+    pub stored_bytes: u64,
+    /// Records stored raw, zstd, zstd_dict and lz4.
+    pub codecs: [u64; 4],
+}
+
 /// A read-only v2 store on S3-compatible object storage; see the [module documentation](self).
 pub struct RemoteStore {
     url: String,
@@ -411,6 +424,20 @@ impl RemoteStore {
             start = end;
         }
         Ok(self.len())
+    }
+
+    /// What the index says of the store, nothing else fetched: records, logical bytes, stored
+    /// bytes, and records per codec (raw, zstd, zstd_dict, lz4).
+    pub fn summary(&self) -> RemoteSummary {
+        let mut s = RemoteSummary { records: self.len(), ..RemoteSummary::default() };
+        for e in &self.entries {
+            s.logical_bytes += u64::from(e.logical);
+            s.stored_bytes += u64::from(e.stored);
+            if let Some(c) = s.codecs.get_mut(usize::from(e.codec)) {
+                *c += 1;
+            }
+        }
+        s
     }
 
     /// A file of the store directory (`schema.msgpack`), whole.
