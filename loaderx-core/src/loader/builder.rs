@@ -96,6 +96,10 @@ impl LoaderState {
         } else if self.mixture.is_none() && self.sampler.mode == SamplerMode::Cyclic {
             let n = u64::from(self.sampler.len);
             within(n / b.max(1), n / b2)?
+        } else if let (None, SamplerMode::BlockCyclic { block, .. }) = (&self.mixture, self.sampler.mode) {
+            // A cycle is the records of its whole blocks, whatever the batch.
+            let n = u64::from(self.sampler.len / block.max(1) * block);
+            within(n / b.max(1), n / b2)?
         } else {
             self.step.saturating_mul(b) / b2
         };

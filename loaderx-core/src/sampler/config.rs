@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 use super::feistel::{FeistelShape, Permutation};
 use super::iid::{IidFill, IidKey};
 use super::rng::{DOMAIN_CYCLIC, DOMAIN_IID, GOLDEN, mix64};
+
+/// Domain separator of the block-cyclic mode's keys.
+const DOMAIN_BLOCKS: u64 = 0x626C_6F63_6B73_2063;
 use super::shuffle::{SHUFFLE_MAX_LEN, ShuffleCache, shuffle};
 use crate::sys::with_avx2;
 use crate::{Error, Result};
@@ -20,6 +23,22 @@ pub enum SamplerMode {
     /// `[0, N)`; the cycle's last `N % B` positions are dropped so every batch is full.
     #[default]
     Cyclic,
+    /// Without replacement, in blocks of `block` consecutive records, for stores read over a
+    /// network: each cycle cuts the records into blocks (at an offset of the cycle's choosing,
+    /// so the fewer than `block` records left over differ from cycle to cycle), walks a keyed
+    /// permutation of the blocks, and shuffles the records within each window of `window`
+    /// consecutive blocks of that order. A batch then spans about `batch / block + 1` blocks
+    /// of one or two windows instead of `batch` scattered records: far fewer range requests,
+    /// at the price of randomness: records of one block tend to share batches (their
+    /// neighbours in the store are their neighbours in the stream), and a batch draws from
+    /// `window * block` records, not all of them. Pure in (seed, step), sharded and resumed as
+    /// cyclic mode; `block: 1` is a plain keyed permutation.
+    BlockCyclic {
+        /// Records per block, `K` (at least 1).
+        block: u32,
+        /// Blocks per shuffling window, `W` (at least 1).
+        window: u32,
+    },
 }
 
 /// Everything that determines a [`Sampler`]; plain data, saved and restored by the loader.
@@ -194,9 +213,23 @@ impl Sampler {
         if mode == SamplerMode::Cyclic && b > n {
             return invalid(format!("a cyclic batch_size {b} exceeds the {n} indices of a cycle"));
         }
+        if let SamplerMode::BlockCyclic { block, window } = mode {
+            if block == 0 || window == 0 {
+                return invalid(format!(
+                    "blocks of {block} records in windows of {window} blocks: both at least 1"
+                ));
+            }
+            let per_cycle = (n / block) * block;
+            if b > per_cycle {
+                return invalid(format!(
+                    "a batch_size {b} exceeds the {per_cycle} records of a cycle of whole blocks of {block}"
+                ));
+            }
+        }
         let local = b / world;
         let steps_per_cycle = match mode {
             SamplerMode::Cyclic => u64::from(n / b),
+            SamplerMode::BlockCyclic { block, .. } => u64::from((n / block) * block / b),
             _ => u64::from(n.div_ceil(b)),
         };
         Ok(Sampler {
@@ -234,6 +267,7 @@ impl Sampler {
             SamplerMode::Sequential => self.fill_sequential(step, out),
             SamplerMode::Iid => self.fill_iid(step, out),
             SamplerMode::Cyclic => self.fill_cyclic(step, out),
+            SamplerMode::BlockCyclic { block, window } => self.fill_block_cyclic(step, out, block, window),
         }
         Ok(())
     }
@@ -304,6 +338,40 @@ impl Sampler {
         let key = IidKey::new(self.iid_key, step);
         let (n, threshold, start) = (self.config.len, self.iid_threshold, self.stripe_start);
         with_avx2(IidFill { key: &key, n, threshold, start, out });
+    }
+
+    fn fill_block_cyclic(&self, step: u64, out: &mut [u32], k: u32, w: u32) {
+        let n = self.config.len;
+        let blocks = n / k;
+        let slack = n - blocks * k;
+        let spc = self.steps_per_cycle;
+        let (cycle, step_in_cycle) = (step / spc, step % spc);
+        let key = mix64(self.cyclic_key.wrapping_add(cycle.wrapping_mul(GOLDEN)) ^ DOMAIN_BLOCKS);
+        // This cycle's block grid starts at `offset`: the records before it and after the last
+        // whole block sit this cycle out.
+        let offset = if slack == 0 { 0 } else { (mix64(key) % u64::from(slack + 1)) as u32 };
+        let perm = |len: u32, key: u64| Permutation::new(FeistelShape::new(len), len, key);
+        let order = (blocks > 1).then(|| perm(blocks, key));
+        let per_window = u64::from(w) * u64::from(k);
+        let mut window: Option<(u64, Option<Permutation>)> = None;
+        let first = step_in_cycle * u64::from(self.config.batch_size) + u64::from(self.stripe_start);
+        for (j, o) in out.iter_mut().enumerate() {
+            let p = first + j as u64;
+            let (wi, within) = (p / per_window, (p % per_window) as u32);
+            if window.as_ref().is_none_or(|(i, _)| *i != wi) {
+                // The window's records: its whole blocks (the last window may have fewer).
+                let m = (u64::from(blocks) - wi * u64::from(w)).min(u64::from(w)) as u32 * k;
+                let wkey = mix64(key.wrapping_add((wi + 1).wrapping_mul(GOLDEN)));
+                window = Some((wi, (m > 1).then(|| perm(m, wkey))));
+            }
+            let q = match &window {
+                Some((_, Some(pw))) => pw.apply(within),
+                _ => within,
+            };
+            let slot = (wi * u64::from(w)) as u32 + q / k;
+            let b = order.as_ref().map_or(slot, |o| o.apply(slot));
+            *o = offset + b * k + q % k;
+        }
     }
 
     fn fill_cyclic(&self, step: u64, out: &mut [u32]) {

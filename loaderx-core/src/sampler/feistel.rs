@@ -193,7 +193,6 @@ impl Permutation {
     }
 
     /// The image of `i < n` under the permutation of `[0, n)`.
-    #[cfg(test)]
     pub(super) fn apply(&self, i: u32) -> u32 {
         self.walk(self.feistel(i))
     }

@@ -268,3 +268,68 @@ proptest! {
         prop_assert_ne!(s.batch(step), s.batch(step + 1));
     }
 }
+
+/// Block-cyclic mode: every record of a cycle's whole blocks exactly once per cycle (the left
+/// over records, fewer than a block, differ from cycle to cycle), batches local to few blocks,
+/// pure in (seed, step), the union of ranks the world-1 batch, and invalid shapes refused.
+#[test]
+fn block_cyclic_covers_each_cycle_in_few_blocks_per_batch() {
+    let (n, k, w, b) = (10_007u32, 64u32, 4u32, 128u32);
+    let mode = SamplerMode::BlockCyclic { block: k, window: w };
+    let build = |rank: u32, world: u32| sampler(n, b, mode, 21, rank, world);
+    let s = build(0, 1);
+    let spc = s.steps_per_cycle().unwrap();
+    assert_eq!(spc, u64::from((n / k) * k / b));
+    let mut left_out = Vec::new();
+    for cycle in 0..3u64 {
+        let mut seen = HashSet::new();
+        let mut blocks_per_batch = Vec::new();
+        for step in cycle * spc..(cycle + 1) * spc {
+            let batch = s.batch(step);
+            let offset = batch.iter().map(|&i| i % k).collect::<HashSet<_>>().len();
+            assert!(offset <= k as usize);
+            for &i in &batch {
+                assert!(i < n);
+                assert!(seen.insert(i), "record {i} twice in cycle {cycle}");
+            }
+            // Records of one batch fall in few aligned-to-the-cycle blocks.
+            let grid = batch.iter().map(|&i| i / k).collect::<HashSet<_>>().len();
+            blocks_per_batch.push(grid);
+        }
+        assert_eq!(seen.len() as u64, spc * u64::from(b), "every position of the cycle once");
+        let worst = blocks_per_batch.iter().max().unwrap();
+        // Two windows at most, each block straddling at most two cells of the aligned grid.
+        assert!(*worst <= 4 * w as usize, "a batch spans few blocks, got {worst}");
+        let missing: Vec<u32> = (0..n).filter(|i| !seen.contains(i)).collect();
+        left_out.push(missing);
+    }
+    assert!(left_out.windows(2).any(|p| p[0] != p[1]), "the left-over records change between cycles");
+    assert_eq!(s.batch(77), build(0, 1).batch(77), "pure in (seed, step)");
+    for world in [2u32, 4, 8] {
+        let mut union: Vec<u32> = (0..world).flat_map(|r| build(r, world).batch(99)).collect();
+        union.sort_unstable();
+        let mut want = s.batch(99);
+        want.sort_unstable();
+        assert_eq!(union, want, "world {world}");
+    }
+    for bad in
+        [SamplerMode::BlockCyclic { block: 0, window: 4 }, SamplerMode::BlockCyclic { block: 4, window: 0 }]
+    {
+        assert!(Sampler::builder(100).batch_size(4).mode(bad).build().is_err());
+    }
+    assert!(
+        Sampler::builder(95)
+            .batch_size(91)
+            .mode(SamplerMode::BlockCyclic { block: 10, window: 2 })
+            .build()
+            .is_err()
+    );
+    let one = Sampler::builder(50)
+        .batch_size(10)
+        .mode(SamplerMode::BlockCyclic { block: 1, window: 1 })
+        .build()
+        .unwrap();
+    let mut all: Vec<u32> = (0..5).flat_map(|st| one.batch(st)).collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..50).collect::<Vec<_>>(), "block 1: a plain permutation");
+}
