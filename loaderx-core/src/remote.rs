@@ -191,6 +191,9 @@ pub struct RemoteSummary {
     pub codecs: [u64; 4],
 }
 
+/// A batch's responses, and per position its response and offset there.
+type Fetched = (Vec<bytes::Bytes>, Vec<(usize, usize)>);
+
 /// A read-only v2 store on S3-compatible object storage; see the [module documentation](self).
 pub struct RemoteStore {
     url: String,
@@ -328,37 +331,34 @@ impl RemoteStore {
         })
     }
 
-    /// The records of `indices`, in order: fetched in coalesced, concurrent range requests,
-    /// each checked against its crc32c and decoded.
-    ///
-    /// # Errors
-    /// [`Error::IndexOutOfRange`]; [`Error::Remote`] naming the chunk's URL and byte range
-    /// after the last retry; [`Error::CorruptRecord`] naming the URL and index for a record
-    /// whose checksum does not match or that does not decode. Never a partial record.
-    pub fn gather(&self, indices: &[u64]) -> Result<Vec<Vec<u8>>> {
+    /// Fetches the stored bytes of `indices`: sorted by chunk and offset, coalesced into range
+    /// requests, issued concurrently. Returns each request's bytes and, per position of
+    /// `indices`, its request and offset in it.
+    fn fetch(&self, indices: &[u64]) -> Result<Fetched> {
         let mut order: Vec<(usize, &Entry)> = Vec::with_capacity(indices.len());
         for (k, &i) in indices.iter().enumerate() {
             order.push((k, self.entry(i)?));
         }
         order.sort_by_key(|(_, e)| (e.chunk, e.offset));
-        // Coalesced requests: (chunk, byte range, the positions they serve).
         let (gap, max) = (self.options.gap(), self.options.request());
-        let mut requests: Vec<(u32, std::ops::Range<u64>, Vec<usize>)> = Vec::new();
+        let mut requests: Vec<(u32, std::ops::Range<u64>)> = Vec::new();
+        let mut place = vec![(0usize, 0usize); indices.len()];
         for (k, e) in order {
             match requests.last_mut() {
-                Some((c, r, ks))
+                Some((c, r))
                     if *c == e.chunk && e.offset <= r.end + gap && e.end().max(r.end) - r.start <= max =>
                 {
                     r.end = r.end.max(e.end());
-                    ks.push(k);
                 }
-                _ => requests.push((e.chunk, e.offset..e.end(), vec![k])),
+                _ => requests.push((e.chunk, e.offset..e.end())),
             }
+            let n = requests.len() - 1;
+            place[k] = (n, (e.offset - requests[n].1.start) as usize);
         }
         let concurrency = self.options.concurrency.unwrap_or(16);
         let fetched: Vec<(usize, std::result::Result<bytes::Bytes, object_store::Error>)> =
             self.runtime.block_on(
-                futures::stream::iter(requests.iter().enumerate().map(|(n, (c, r, _))| {
+                futures::stream::iter(requests.iter().enumerate().map(|(n, (c, r))| {
                     let key = self.key(&format!("{c}.zr"));
                     let store = Arc::clone(&self.store);
                     let r = r.clone();
@@ -367,10 +367,9 @@ impl RemoteStore {
                 .buffer_unordered(concurrency)
                 .collect(),
             );
-        let mut out: Vec<Vec<u8>> = vec![Vec::new(); indices.len()];
-        let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
+        let mut out = vec![bytes::Bytes::new(); requests.len()];
         for (n, got) in fetched {
-            let (c, range, ks) = &requests[n];
+            let (c, range) = &requests[n];
             let name = format!("{c}.zr");
             let bytes = got.map_err(|e| self.remote_err(&name, Some(range.clone()), &e))?;
             if bytes.len() as u64 != range.end - range.start {
@@ -380,35 +379,73 @@ impl RemoteStore {
                     reason: format!("{} bytes came back", bytes.len()),
                 });
             }
-            for &k in ks {
-                let e = self.entry(indices[k])?;
-                let at = (e.offset - range.start) as usize;
-                let stored = &bytes[at..at + e.stored as usize];
-                let bad = |reason: String| Error::CorruptRecord {
-                    path: PathBuf::from(&self.url),
-                    index: indices[k],
-                    reason,
-                };
-                if crc32c::crc32c(stored) != e.crc {
-                    return Err(bad(
-                        "its crc32c does not match the index (fetched from the object store)".into()
-                    ));
-                }
-                let codec = Codec::from_tag(e.codec).ok_or_else(|| bad(format!("codec tag {}", e.codec)))?;
-                out[k] = if codec == Codec::Raw {
-                    stored.to_vec()
-                } else {
-                    let mut v = vec![0u8; e.logical as usize];
-                    crate::sys::fill_slice(&mut v, |mut d| {
-                        decoder
-                            .decode(codec, stored, &mut d, e.logical as usize)
-                            .map_err(|e| bad(format!("{e:?}")))
-                    })?;
-                    v
-                };
+            out[n] = bytes;
+        }
+        Ok((out, place))
+    }
+
+    /// Record `index`'s stored bytes at `(request, offset)` of `fetched`, checked against its
+    /// crc32c, with its entry and codec.
+    fn checked<'b>(
+        &self,
+        index: u64,
+        fetched: &'b [bytes::Bytes],
+        (n, at): (usize, usize),
+    ) -> Result<(&Entry, Codec, &'b [u8])> {
+        let e = self.entry(index)?;
+        let bad = |reason: String| Error::CorruptRecord { path: PathBuf::from(&self.url), index, reason };
+        let stored =
+            fetched[n].get(at..at + e.stored as usize).ok_or_else(|| bad("outside its request".into()))?;
+        if crc32c::crc32c(stored) != e.crc {
+            return Err(bad("its crc32c does not match the index (fetched from the object store)".into()));
+        }
+        let codec = Codec::from_tag(e.codec).ok_or_else(|| bad(format!("codec tag {}", e.codec)))?;
+        Ok((e, codec, stored))
+    }
+
+    /// The records of `indices`, in order: fetched in coalesced, concurrent range requests,
+    /// each checked against its crc32c and decoded.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`]; [`Error::Remote`] naming the chunk's URL and byte range
+    /// after the last retry; [`Error::CorruptRecord`] naming the URL and index for a record
+    /// whose checksum does not match or that does not decode. Never a partial record.
+    pub fn gather(&self, indices: &[u64]) -> Result<Vec<Vec<u8>>> {
+        let lens = self.record_lens(indices)?;
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        let mut flat = vec![0u8; total];
+        crate::sys::fill_slice(&mut flat, |mut d| self.gather_to(indices, &mut d))?;
+        let mut at = 0usize;
+        Ok(lens
+            .iter()
+            .map(|&l| {
+                let r = flat[at..at + l as usize].to_vec();
+                at += l as usize;
+                r
+            })
+            .collect())
+    }
+
+    /// [`RemoteStore::gather`] straight into `dst` (the records back to back, in order): one
+    /// copy (or decode) from the response into the destination.
+    pub(crate) fn gather_to(&self, indices: &[u64], dst: &mut crate::sys::Destination<'_>) -> Result<()> {
+        let (fetched, place) = self.fetch(indices)?;
+        let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
+        for (k, &i) in indices.iter().enumerate() {
+            let (e, codec, stored) = self.checked(i, &fetched, place[k])?;
+            if codec == Codec::Raw {
+                dst.copy(stored);
+            } else {
+                decoder.decode(codec, stored, dst, e.logical as usize).map_err(|why| {
+                    Error::CorruptRecord {
+                        path: PathBuf::from(&self.url),
+                        index: i,
+                        reason: format!("{why:?}"),
+                    }
+                })?;
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Reads every record and checks it ([`RemoteStore::gather`] in blocks): the records

@@ -285,17 +285,16 @@ impl DenseSource {
             #[cfg(feature = "remote")]
             Backing::Remote(r) => {
                 let wide: Vec<u64> = indices.iter().map(|&i| u64::from(i)).collect();
-                for (k, rec) in r.gather(&wide)?.iter().enumerate() {
-                    if rec.len() != item_bytes {
-                        return Err(Error::CorruptRecord {
-                            path: self.path.clone(),
-                            index: wide[k],
-                            reason: format!("{} bytes, the schema's items are {item_bytes}", rec.len()),
-                        });
-                    }
-                    out.copy(rec);
+                if let Some((k, len)) =
+                    r.record_lens(&wide)?.iter().enumerate().find(|(_, l)| **l as usize != item_bytes)
+                {
+                    return Err(Error::CorruptRecord {
+                        path: self.path.clone(),
+                        index: wide[k],
+                        reason: format!("{len} bytes, the schema's items are {item_bytes}"),
+                    });
                 }
-                Ok(())
+                r.gather_to(&wide, &mut out)
             }
             Backing::Concat { parts, starts } => {
                 for (p, local) in concat_runs(indices, starts, &self.path)? {
@@ -329,28 +328,9 @@ impl DenseSource {
     /// [`Error::InvalidArgument`] for no parts, or more than `u32::MAX` records in all;
     /// [`Error::Schema`] naming the first part whose dtype or item shape differs from the first's.
     pub fn concat(parts: Vec<DenseSource>) -> Result<DenseSource> {
-        let Some(first) = parts.first() else {
-            return Err(Error::InvalidArgument("a concatenation needs at least one source".into()));
-        };
-        let schema = first.schema.clone();
-        let mut starts = vec![0u64];
-        for (k, p) in parts.iter().enumerate() {
-            if p.schema != schema {
-                return Err(Error::Schema {
-                    path: p.path.clone(),
-                    reason: format!(
-                        "source {k} holds {} {:?} records, source 0 {} {:?}",
-                        p.schema.dtype, p.schema.shape, schema.dtype, schema.shape
-                    ),
-                });
-            }
-            starts.push(starts[k] + p.len() as u64);
-        }
-        if starts[parts.len()] > u64::from(u32::MAX) {
-            return Err(Error::InvalidArgument("a concatenation of more than 2^32 - 1 records".into()));
-        }
+        let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
         let path = PathBuf::from(format!("<concatenation of {} sources>", parts.len()));
-        let item_elems = first.item_elems;
+        let item_elems = schema.unit_elems();
         Ok(DenseSource {
             backing: Backing::Concat { parts: parts.into(), starts: starts.into() },
             schema,
@@ -533,6 +513,41 @@ pub(crate) fn select_view(
         Some(inner) => selection.within(inner),
         None => Ok(selection.clone()),
     }
+}
+
+/// The schema and part starts of a concatenation of parts given as (schema, records, path): the
+/// schema they all share and each part's first index (then the total).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no parts or more than `u32::MAX` records; [`Error::Schema`]
+/// naming the first part whose schema differs from the first's.
+pub(crate) fn concat_plan<'a>(
+    parts: impl Iterator<Item = (&'a Schema, usize, &'a Path)>,
+) -> Result<(Schema, Vec<u64>)> {
+    let mut schema: Option<Schema> = None;
+    let mut starts = vec![0u64];
+    for (k, (s, len, path)) in parts.enumerate() {
+        match &schema {
+            None => schema = Some(s.clone()),
+            Some(first) if first != s => {
+                return Err(Error::Schema {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "source {k} holds {} {:?} records, source 0 {} {:?}",
+                        s.dtype, s.shape, first.dtype, first.shape
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+        starts.push(starts[k] + len as u64);
+    }
+    let schema =
+        schema.ok_or_else(|| Error::InvalidArgument("a concatenation needs at least one source".into()))?;
+    if starts[starts.len() - 1] > u64::from(u32::MAX) {
+        return Err(Error::InvalidArgument("a concatenation of more than 2^32 - 1 records".into()));
+    }
+    Ok((schema, starts))
 }
 
 /// `indices` of a concatenation split into runs of consecutive positions in one part, each as

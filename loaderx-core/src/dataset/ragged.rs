@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::dense::{concat_runs, select_view};
+use super::dense::{concat_plan, concat_runs, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
 use super::selection::Selection;
@@ -203,26 +203,7 @@ impl RaggedSource {
     /// [`Error::InvalidArgument`] for no parts or more than `u32::MAX` records;
     /// [`Error::Schema`] naming the first part whose dtype or row shape differs.
     pub fn concat(parts: Vec<RaggedSource>) -> Result<RaggedSource> {
-        let Some(first) = parts.first() else {
-            return Err(Error::InvalidArgument("a concatenation needs at least one source".into()));
-        };
-        let schema = first.schema.clone();
-        let mut starts = vec![0u64];
-        for (k, p) in parts.iter().enumerate() {
-            if p.schema != schema {
-                return Err(Error::Schema {
-                    path: p.path.clone(),
-                    reason: format!(
-                        "source {k} holds {} {:?} rows, source 0 {} {:?}",
-                        p.schema.dtype, p.schema.shape, schema.dtype, schema.shape
-                    ),
-                });
-            }
-            starts.push(starts[k] + p.len() as u64);
-        }
-        if starts[parts.len()] > u64::from(u32::MAX) {
-            return Err(Error::InvalidArgument("a concatenation of more than 2^32 - 1 records".into()));
-        }
+        let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
         let path = PathBuf::from(format!("<concatenation of {} sources>", parts.len()));
         Ok(RaggedSource {
             backing: Backing::Concat { parts: parts.into(), starts: starts.into() },
@@ -344,12 +325,7 @@ impl RaggedSource {
             Backing::Remote(r) => {
                 let wide: Vec<u64> = indices.iter().map(|&i| u64::from(i)).collect();
                 let lens = r.record_lens(&wide)?;
-                self.fill_resolved(indices, lens.into_iter(), out, |mut dst| {
-                    for rec in r.gather(&wide)? {
-                        dst.copy(&rec);
-                    }
-                    Ok(())
-                })
+                self.fill_resolved(indices, lens.into_iter(), out, |mut dst| r.gather_to(&wide, &mut dst))
             }
             Backing::Concat { parts, starts } => {
                 // Each run is read by its part, then appended: one copy more than a store's read.
