@@ -235,7 +235,7 @@ impl RemoteStore {
             dict: None,
             options,
         };
-        let index = match r.get_whole("index.zr") {
+        let index = match r.cached_index() {
             Ok(b) => b,
             Err(e) if r.exists("meta.zr") => {
                 return Err(Error::InvalidArgument(format!(
@@ -290,6 +290,44 @@ impl RemoteStore {
 
     fn exists(&self, name: &str) -> bool {
         self.runtime.block_on(self.store.head(&self.key(name))).is_ok()
+    }
+
+    /// The index, from the local cache when the object's ETag is the cached copy's (the
+    /// consistency token: a store rewritten under the same URL has another), else fetched and
+    /// cached (temporary file, then rename). The cache is `$LOADERX_CACHE_DIR/remote/...`
+    /// ([`crate::convert::cache_dir`]); it is an optimisation: any failure to use it fetches.
+    fn cached_index(&self) -> Result<Vec<u8>> {
+        let key = self.key("index.zr");
+        let meta = self
+            .runtime
+            .block_on(self.store.head(&key))
+            .map_err(|e| self.remote_err("index.zr", None, &e))?;
+        let token = meta.e_tag.clone().unwrap_or_default();
+        let dir = crate::convert::cache_dir()
+            .join("remote")
+            .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())));
+        let (cached, tag) = (dir.join("index.zr"), dir.join("etag"));
+        if !token.is_empty()
+            && std::fs::read_to_string(&tag).is_ok_and(|t| t == token)
+            && let Ok(bytes) = std::fs::read(&cached)
+            && bytes.len() as u64 == meta.size
+        {
+            return Ok(bytes);
+        }
+        let bytes = self.get_whole("index.zr")?;
+        if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() {
+            let _ = crate::store::write_atomic(&dir, "index.zr", &bytes)
+                .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
+        }
+        Ok(bytes)
+    }
+
+    /// Where this store's index is cached locally.
+    pub fn index_cache(&self) -> PathBuf {
+        crate::convert::cache_dir()
+            .join("remote")
+            .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())))
+            .join("index.zr")
     }
 
     fn get_whole(&self, name: &str) -> Result<Vec<u8>> {
@@ -490,9 +528,9 @@ impl RemoteStore {
 const MULTIPART_OVER: u64 = 32 << 20;
 const PART: u64 = 16 << 20;
 
-/// Uploads the local store (or dataset) directory `dir` to `url`: every regular file, a file
-/// that is already there with the same size skipped (so an interrupted push restarts where it
-/// stopped), the index last (a reader opening the store during a push sees the old index or
+/// Uploads the local store (or dataset) directory `dir` to `url`: every regular file, a chunk
+/// file skipped when it is already there with the same length and (by the store's manifests)
+/// the same crc32c, so an interrupted push restarts where it stopped, the index last (a reader opening the store during a push sees the old index or
 /// none). `progress` is called with the bytes sent so far.
 ///
 /// # Errors
@@ -528,11 +566,28 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     let key = |name: &str| {
         if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) }
     };
+    // A chunk file is skipped only when the remote manifest (what an earlier push of this store
+    // finished with) and the local one give it the same committed length and crc32c, and the
+    // object there has that length: a restarted push resumes, another store under the same URL
+    // is uploaded whole.
+    let manifest = |bytes: &[u8]| crate::format::v2::Manifest::decode(bytes).ok();
+    let local_manifest = std::fs::read(dir.join("manifest.zr")).ok().and_then(|b| manifest(&b));
+    let remote_manifest = runtime
+        .block_on(async { store.get(&key("manifest.zr")).await?.bytes().await })
+        .ok()
+        .and_then(|b| manifest(&b));
+    let same_chunk = |name: &str| -> bool {
+        let Some(id) = name.strip_suffix(".zr").and_then(|n| n.parse::<usize>().ok()) else { return false };
+        match (&local_manifest, &remote_manifest) {
+            (Some(l), Some(r)) => l.chunks.get(id).is_some_and(|c| r.chunks.get(id) == Some(c)),
+            _ => false,
+        }
+    };
     let mut sent = 0u64;
     for (name, path, len) in files {
         let k = key(&name);
         let there = runtime.block_on(store.head(&k)).ok().map(|m| m.size);
-        if there != Some(len) || name == "index.zr" || name == "meta.zr" || name == "manifest.zr" {
+        if there != Some(len) || !same_chunk(&name) {
             let failed = |e: object_store::Error| Error::Remote {
                 url: format!("{}/{name}", url.trim_end_matches('/')),
                 range: None,

@@ -181,3 +181,58 @@ fn a_large_chunk_goes_up_in_parts() {
     let want = DenseSource::open(&p).unwrap().get_batch(&[0, 8999, 4500]).unwrap();
     assert_eq!(got, want);
 }
+
+/// The index is cached locally after the first open and used while the object's ETag matches;
+/// a store pushed anew under the same URL is fetched again (its ETag changed).
+#[test]
+fn the_index_is_cached_by_etag_and_refetched_when_the_store_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let opts = server.options();
+    let small = tmp.path().join("small");
+    let mut w = DatasetWriter::dense::<u32>(&small, vec![], WriteOptions::new()).unwrap();
+    w.append(&(0..100u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let url = format!("s3://bucket/cache-test-{}", std::process::id());
+    push(&small, &url, opts.clone(), |_| {}).unwrap();
+    let first = RemoteStore::open(&url, opts.clone()).unwrap();
+    let cached = first.index_cache();
+    assert!(cached.is_file(), "cached at {}", cached.display());
+    assert_eq!(std::fs::read(&cached).unwrap(), std::fs::read(small.join("index.zr")).unwrap());
+    assert_eq!(RemoteStore::open(&url, opts.clone()).unwrap().len(), 100, "read from the cache");
+    // The same URL, another store: 150 records.
+    let bigger = tmp.path().join("bigger");
+    let mut w = DatasetWriter::dense::<u32>(&bigger, vec![], WriteOptions::new()).unwrap();
+    w.append(&(0..150u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    push(&bigger, &url, opts.clone(), |_| {}).unwrap();
+    let again = DenseSource::open_remote(&url, opts).unwrap();
+    assert_eq!(again.len(), 150, "the changed index is fetched, not the stale cache used");
+    let got = again.get_batch(&[149]).unwrap();
+    assert_eq!(got.as_slice::<u32>().unwrap(), &[149]);
+}
+
+/// Another store of the same sizes pushed under the same URL replaces every chunk: a chunk is
+/// skipped only when the manifests give it the same checksum.
+#[test]
+fn a_different_store_of_the_same_size_is_uploaded_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let opts = server.options();
+    let write = |name: &str, base: u32| {
+        let p = tmp.path().join(name);
+        let mut w = DatasetWriter::dense::<u32>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+        w.append(&(base..base + 100).collect::<Vec<_>>()).unwrap();
+        w.finish().unwrap();
+        p
+    };
+    let (a, b) = (write("a", 0), write("b", 1000));
+    assert_eq!(
+        std::fs::metadata(a.join("0.zr")).unwrap().len(),
+        std::fs::metadata(b.join("0.zr")).unwrap().len()
+    );
+    push(&a, "s3://bucket/same", opts.clone(), |_| {}).unwrap();
+    push(&b, "s3://bucket/same", opts.clone(), |_| {}).unwrap();
+    let got = DenseSource::open_remote("s3://bucket/same", opts).unwrap().get_batch(&[0, 99]).unwrap();
+    assert_eq!(got.as_slice::<u32>().unwrap(), &[1000, 1099]);
+}
