@@ -131,3 +131,66 @@ fn bad_mixtures_are_typed_errors() {
     let e = mix(&[1.0, 1.0], &[10, 10]).finite(loaderx_core::Finite::ordered()).build().unwrap_err();
     assert!(e.to_string().contains("endless"), "{e}");
 }
+
+/// A world-2 run in two real processes (this test binary started twice, one rank each), each
+/// saving its batches and its state to a file at step 13; the states resumed on worlds 1 and 4
+/// give the same global sample sequence as one world-1 run, and the two ranks' batches before
+/// it were disjoint halves of the same global batches.
+#[test]
+fn a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequence() {
+    let build = |world: u32, rank: u32| {
+        DataLoader::builder()
+            .stream("id", DenseSource::from_vec(vec![], (0..5000u32).collect::<Vec<_>>()).unwrap())
+            .batch_size(48)
+            .seed(17)
+            .shard(rank, world)
+    };
+    let ids = |b: &loaderx_core::Batch| b.get("id").unwrap().as_slice::<u32>().unwrap().to_vec();
+    if let (Ok(rank), Ok(out)) = (std::env::var("LOADERX_TEST_RANK"), std::env::var("LOADERX_TEST_OUT")) {
+        // A child: rank `rank` of world 2 up to step 13.
+        let mut l = build(2, rank.parse().unwrap()).build().unwrap();
+        let batches: Vec<Vec<u32>> = (0..13).map(|_| ids(&l.next_batch().unwrap())).collect();
+        let bytes = rmp_serde::to_vec_named(&(batches, l.state())).unwrap();
+        std::fs::write(out, bytes).unwrap();
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let name = "mixtures::a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequence";
+    let children: Vec<_> = (0..2)
+        .map(|rank| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--test-threads", "1"])
+                .env("LOADERX_TEST_RANK", rank.to_string())
+                .env("LOADERX_TEST_OUT", dir.path().join(format!("rank{rank}")))
+                .output()
+                .unwrap()
+        })
+        .collect();
+    for c in &children {
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    }
+    let saved: Vec<(Vec<Vec<u32>>, loaderx_core::LoaderState)> = (0..2)
+        .map(|r| rmp_serde::from_slice(&std::fs::read(dir.path().join(format!("rank{r}"))).unwrap()).unwrap())
+        .collect();
+    let mut reference = build(1, 0).build().unwrap();
+    let global: Vec<Vec<u32>> = (0..30).map(|_| ids(&reference.next_batch().unwrap())).collect();
+    for (s, want) in global.iter().enumerate().take(13) {
+        let got = [saved[0].0[s].clone(), saved[1].0[s].clone()].concat();
+        assert_eq!(&got, want, "step {s}: the two processes' stripes are the global batch");
+    }
+    assert_eq!(saved[0].1.step, 13);
+    for world in [1u32, 4] {
+        let mut loaders: Vec<_> = (0..world)
+            .map(|rank| {
+                let mut st = saved[0].1.clone();
+                st.sampler.rank = rank;
+                st.sampler.world = world;
+                build(world, rank).state(st).build().unwrap()
+            })
+            .collect();
+        for (s, want) in global.iter().enumerate().skip(13) {
+            let got: Vec<u32> = loaders.iter_mut().flat_map(|l| ids(&l.next_batch().unwrap())).collect();
+            assert_eq!(&got, want, "world {world}, step {s}");
+        }
+    }
+}
