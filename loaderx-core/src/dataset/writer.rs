@@ -9,7 +9,7 @@ use crate::store::{remove_store_files, sync_dir};
 use crate::{Codec, Error, Format, Result, Store, StoreOptions};
 
 /// Records buffered before they are compressed and appended as one batch.
-const BATCH_RECORDS: usize = 4096;
+const BATCH_RECORDS: usize = 1 << 16;
 /// Bytes buffered before a batch is appended. The store holds up to two more copies of a batch
 /// while it compresses and writes it, so this bounds a converter's memory at a few times 16 MiB.
 const BATCH_BYTES: usize = 16 << 20;
