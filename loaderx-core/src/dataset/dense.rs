@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
-use super::selection::Selection;
+use super::selection::{Selection, map_view};
 use super::set::{StoreSet, is_set};
 use crate::store::Parallelism;
 use crate::sys::{Destination, fill_vec};
@@ -269,16 +269,8 @@ impl DenseSource {
     /// `out`, `item_bytes` each, in order.
     fn write_records(&self, indices: &[u32], mut out: Destination<'_>, par: Parallelism) -> Result<()> {
         let item_bytes = self.schema.unit_bytes();
-        let mapped;
-        let indices = match &self.view {
-            Some(v) => {
-                let mut m = Vec::new();
-                v.map_into(indices, &mut m, &self.path)?;
-                mapped = m;
-                &mapped[..]
-            }
-            None => indices,
-        };
+        let mut mapped = Vec::new();
+        let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;
         match &self.backing {
             Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
             Backing::Set(set) => set.gather_fixed_to(indices, item_bytes, out, par),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::dense::{concat_plan, concat_runs, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::schema::{Kind, Schema};
-use super::selection::Selection;
+use super::selection::{Selection, map_view};
 use super::set::{StoreSet, is_set};
 use crate::store::Parallelism;
 use crate::sys::fill_vec;
@@ -292,16 +292,8 @@ impl RaggedSource {
         out: &mut RaggedArray,
         par: Parallelism,
     ) -> Result<()> {
-        let mapped;
-        let indices = match &self.view {
-            Some(v) => {
-                let mut m = Vec::new();
-                v.map_into(indices, &mut m, &self.path)?;
-                mapped = m;
-                &mapped[..]
-            }
-            None => indices,
-        };
+        let mut mapped = Vec::new();
+        let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;
         let elem = self.schema.dtype.size();
         out.row_shape.clone_from(&self.schema.shape);
         out.offsets.clear();
@@ -416,16 +408,8 @@ impl RaggedSource {
     /// # Errors
     /// [`Error::IndexOutOfRange`]; the store's index errors.
     pub fn record_rows(&self, indices: &[u32]) -> Result<Vec<u64>> {
-        let mapped;
-        let indices = match &self.view {
-            Some(v) => {
-                let mut m = Vec::new();
-                v.map_into(indices, &mut m, &self.path)?;
-                mapped = m;
-                &mapped[..]
-            }
-            None => indices,
-        };
+        let mut mapped = Vec::new();
+        let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;
         let row_bytes = self.schema.unit_bytes().max(1) as u64;
         Ok(match &self.backing {
             Backing::Store(store) => {

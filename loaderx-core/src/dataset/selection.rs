@@ -167,3 +167,23 @@ mod tests {
         assert_eq!(out, [100, 199]);
     }
 }
+
+/// `indices` of a source seen through `view`: mapped into `buf` when there is a view, as they
+/// are otherwise.
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`] naming `path` for an index past the view.
+pub(crate) fn map_view<'a>(
+    view: Option<&Selection>,
+    indices: &'a [u32],
+    buf: &'a mut Vec<u32>,
+    path: &std::path::Path,
+) -> Result<&'a [u32]> {
+    match view {
+        Some(v) => {
+            v.map_into(indices, buf, path)?;
+            Ok(&buf[..])
+        }
+        None => Ok(indices),
+    }
+}
