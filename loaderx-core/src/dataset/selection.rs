@@ -129,6 +129,26 @@ impl Selection {
     }
 }
 
+/// `indices` of a source seen through `view`: mapped into `buf` when there is a view, as they
+/// are otherwise.
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`] naming `path` for an index past the view.
+pub(crate) fn map_view<'a>(
+    view: Option<&Selection>,
+    indices: &'a [u32],
+    buf: &'a mut Vec<u32>,
+    path: &std::path::Path,
+) -> Result<&'a [u32]> {
+    match view {
+        Some(v) => {
+            v.map_into(indices, buf, path)?;
+            Ok(&buf[..])
+        }
+        None => Ok(indices),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,25 +185,5 @@ mod tests {
         assert!(inner.map_into(&[0, 100], &mut out, std::path::Path::new("d")).is_err());
         inner.map_into(&[0, 99], &mut out, std::path::Path::new("d")).unwrap();
         assert_eq!(out, [100, 199]);
-    }
-}
-
-/// `indices` of a source seen through `view`: mapped into `buf` when there is a view, as they
-/// are otherwise.
-///
-/// # Errors
-/// [`Error::IndexOutOfRange`] naming `path` for an index past the view.
-pub(crate) fn map_view<'a>(
-    view: Option<&Selection>,
-    indices: &'a [u32],
-    buf: &'a mut Vec<u32>,
-    path: &std::path::Path,
-) -> Result<&'a [u32]> {
-    match view {
-        Some(v) => {
-            v.map_into(indices, buf, path)?;
-            Ok(&buf[..])
-        }
-        None => Ok(indices),
     }
 }
