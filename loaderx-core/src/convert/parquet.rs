@@ -496,7 +496,11 @@ pub fn parquet<P: AsRef<Path>>(
     let window = 2 * rayon::current_num_threads();
     let mut done = 0u64;
     let decode = |group: &[(usize, usize)]| -> Result<Vec<Vec<Chunk>>> {
-        group.par_iter().map(|&(s, g)| decode_group(&sources[s], g, &columns, &layouts, nulls)).collect()
+        // Every row group's result, then the first error in file order: the one named is the
+        // first bad row, whichever thread found its error first.
+        let decoded: Vec<Result<Vec<Chunk>>> =
+            group.par_iter().map(|&(s, g)| decode_group(&sources[s], g, &columns, &layouts, nulls)).collect();
+        decoded.into_iter().collect()
     };
     let groups: Vec<&[(usize, usize)]> = tasks.chunks(window).collect();
     // Each window is appended while the next one decodes on the pool.
