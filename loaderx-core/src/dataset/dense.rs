@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
+use super::open::{Opened, check_kind, open_dataset};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
-use super::set::{StoreSet, is_set};
+use super::set::StoreSet;
 use crate::store::Parallelism;
 use crate::sys::{Destination, fill_vec};
 use crate::{Error, Result, Store};
@@ -50,31 +51,8 @@ impl DenseSource {
     /// [`Error::Schema`] when it is ragged or has no schema; [`Error::NotAStore`] when `dir` does
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<DenseSource> {
-        let dir = dir.as_ref();
-        #[cfg(feature = "remote")]
-        if crate::remote::is_remote(dir) {
-            return DenseSource::open_remote(&dir.to_string_lossy(), crate::remote::RemoteOptions::new());
-        }
-        let schema = Schema::read(dir)?;
-        if is_set(dir) {
-            let set = StoreSet::open(dir, &schema)?;
-            let path = dir.to_path_buf();
-            if schema.kind != Kind::Dense {
-                return Err(Error::Schema {
-                    path,
-                    reason: "the store set is ragged; open it with RaggedDataset".into(),
-                });
-            }
-            let item_elems = schema.unit_elems();
-            return Ok(DenseSource {
-                backing: Backing::Set(Arc::new(set)),
-                schema,
-                item_elems,
-                view: None,
-                path,
-            });
-        }
-        DenseSource::new(Arc::new(Store::open(dir)?), schema)
+        let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Dense)?;
+        Ok(DenseSource::wrap(opened, schema, path))
     }
 
     /// The dense dataset at `url` on object storage (`s3://bucket/prefix/dataset`), read-only
@@ -86,18 +64,8 @@ impl DenseSource {
     /// URL when the dataset is ragged or its schema does not decode.
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<DenseSource> {
-        let store = crate::remote::RemoteStore::open(url, options)?;
-        let path = PathBuf::from(url);
-        let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?)
-            .map_err(|reason| Error::Schema { path: path.clone(), reason })?;
-        if schema.kind != Kind::Dense {
-            return Err(Error::Schema {
-                path,
-                reason: "the dataset is ragged; open it with RaggedDataset".into(),
-            });
-        }
-        let item_elems = schema.unit_elems();
-        Ok(DenseSource { backing: Backing::Remote(Arc::new(store)), schema, item_elems, view: None, path })
+        let (opened, schema, path) = super::open::open_remote(url, options, Kind::Dense)?;
+        Ok(DenseSource::wrap(opened, schema, path))
     }
 
     /// A dense view of an open store.
@@ -106,14 +74,20 @@ impl DenseSource {
     /// [`Error::Schema`] when `schema` is not dense.
     pub fn new(store: Arc<Store>, schema: Schema) -> Result<DenseSource> {
         let path = store.path().to_path_buf();
-        if schema.kind != Kind::Dense {
-            return Err(Error::Schema {
-                path,
-                reason: "the dataset is ragged; open it with RaggedDataset".into(),
-            });
-        }
+        check_kind(&schema, Kind::Dense, &path)?;
+        Ok(DenseSource::wrap(Opened::Store(store), schema, path))
+    }
+
+    /// A source over opened records (their schema already checked).
+    fn wrap(opened: Opened, schema: Schema, path: PathBuf) -> DenseSource {
+        let backing = match opened {
+            Opened::Store(s) => Backing::Store(s),
+            Opened::Set(s) => Backing::Set(s),
+            #[cfg(feature = "remote")]
+            Opened::Remote(r) => Backing::Remote(r),
+        };
         let item_elems = schema.unit_elems();
-        Ok(DenseSource { backing: Backing::Store(store), schema, item_elems, view: None, path })
+        DenseSource { backing, schema, item_elems, view: None, path }
     }
 
     /// A dense dataset held in memory: `data` is the items back to back, each of `item_shape`

@@ -2,6 +2,7 @@
 
 mod dense;
 pub(crate) mod dtype;
+mod open;
 mod ragged;
 mod schema;
 mod selection;

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use super::dense::{concat_plan, concat_runs, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
+use super::open::{Opened, check_kind, open_dataset};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
-use super::set::{StoreSet, is_set};
+use super::set::StoreSet;
 use crate::store::Parallelism;
 use crate::sys::fill_vec;
 use crate::{Error, Result, Store};
@@ -109,24 +110,8 @@ impl RaggedSource {
     /// [`Error::Schema`] when it is dense or has no schema; [`Error::NotAStore`] when `dir` does
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<RaggedSource> {
-        let dir = dir.as_ref();
-        #[cfg(feature = "remote")]
-        if crate::remote::is_remote(dir) {
-            return RaggedSource::open_remote(&dir.to_string_lossy(), crate::remote::RemoteOptions::new());
-        }
-        let schema = Schema::read(dir)?;
-        if is_set(dir) {
-            let set = StoreSet::open(dir, &schema)?;
-            let path = dir.to_path_buf();
-            if schema.kind != Kind::Ragged {
-                return Err(Error::Schema {
-                    path,
-                    reason: "the store set is dense; open it with DenseDataset".into(),
-                });
-            }
-            return Ok(RaggedSource { backing: Backing::Set(Arc::new(set)), schema, view: None, path });
-        }
-        RaggedSource::new(Arc::new(Store::open(dir)?), schema)
+        let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Ragged)?;
+        Ok(RaggedSource::wrap(opened, schema, path))
     }
 
     /// The ragged dataset at `url` on object storage (feature `remote`); see
@@ -136,17 +121,8 @@ impl RaggedSource {
     /// As [`DenseSource::open_remote`](crate::DenseSource::open_remote), for a dense dataset.
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<RaggedSource> {
-        let store = crate::remote::RemoteStore::open(url, options)?;
-        let path = PathBuf::from(url);
-        let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?)
-            .map_err(|reason| Error::Schema { path: path.clone(), reason })?;
-        if schema.kind != Kind::Ragged {
-            return Err(Error::Schema {
-                path,
-                reason: "the dataset is dense; open it with DenseDataset".into(),
-            });
-        }
-        Ok(RaggedSource { backing: Backing::Remote(Arc::new(store)), schema, view: None, path })
+        let (opened, schema, path) = super::open::open_remote(url, options, Kind::Ragged)?;
+        Ok(RaggedSource::wrap(opened, schema, path))
     }
 
     /// A ragged view of an open store.
@@ -155,13 +131,19 @@ impl RaggedSource {
     /// [`Error::Schema`] when `schema` is dense.
     pub fn new(store: Arc<Store>, schema: Schema) -> Result<RaggedSource> {
         let path = store.path().to_path_buf();
-        if schema.kind != Kind::Ragged {
-            return Err(Error::Schema {
-                path,
-                reason: "the dataset is dense; open it with DenseDataset".into(),
-            });
-        }
-        Ok(RaggedSource { backing: Backing::Store(store), schema, view: None, path })
+        check_kind(&schema, Kind::Ragged, &path)?;
+        Ok(RaggedSource::wrap(Opened::Store(store), schema, path))
+    }
+
+    /// A source over opened records (their schema already checked).
+    fn wrap(opened: Opened, schema: Schema, path: PathBuf) -> RaggedSource {
+        let backing = match opened {
+            Opened::Store(s) => Backing::Store(s),
+            Opened::Set(s) => Backing::Set(s),
+            #[cfg(feature = "remote")]
+            Opened::Remote(r) => Backing::Remote(r),
+        };
+        RaggedSource { backing, schema, view: None, path }
     }
 
     /// A ragged dataset held in memory: one vector per record, each a whole number of rows of
