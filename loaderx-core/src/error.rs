@@ -182,6 +182,17 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// An object of a remote store changed while it was being read (its ETag is not the one it
+    /// had): the store was rewritten under the reader, which reopens it rather than mix versions.
+    #[error("{url} changed while it was being read (ETag {expected:?}, now {found:?}): open the store again")]
+    Changed {
+        /// The object's URL.
+        url: String,
+        /// The token it had.
+        expected: String,
+        /// The token it has now.
+        found: String,
+    },
     /// The data loader's worker threads stopped unexpectedly.
     #[error("data loader stopped: {0}")]
     LoaderStopped(String),

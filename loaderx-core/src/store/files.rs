@@ -31,6 +31,19 @@ pub(crate) const LOCK_FILE: &str = "write.lock";
 const TMP_SUFFIX: &str = ".tmp";
 
 /// The path of chunk `id` in `dir`.
+/// Opens `path` for writing, created when missing, its bytes kept (a lock file, a chunk to trim).
+///
+/// # Errors
+/// [`Error::Io`] naming `path`.
+pub(crate) fn open_or_create(path: &Path) -> Result<File> {
+    File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))
+}
+
 pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{id}.zr"))
 }

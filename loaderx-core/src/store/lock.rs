@@ -6,7 +6,7 @@
 //! process creates and locks a new file. So the locker, once it holds the lock, checks that the
 //! path still names the file it locked, and starts over when it does not.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 
 use super::files::LOCK_FILE;
@@ -31,12 +31,7 @@ impl WriteLock {
     pub(crate) fn acquire(dir: &Path) -> Result<WriteLock> {
         let path = dir.join(LOCK_FILE);
         for _ in 0..ATTEMPTS {
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(|e| Error::io("open", &path, e))?;
+            let file = super::open_or_create(&path)?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {

@@ -2,7 +2,7 @@
 //! [`Store::compact`] (repack in physical order, in place), both through the redo journal.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, OpenOptions};
+use std::fs;
 
 use super::Store;
 use super::chunk::Placement;
@@ -243,12 +243,7 @@ impl Store {
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
         // The packed frontier may have rolled into a chunk that held no record.
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&tail)
-            .map_err(|e| Error::io("open", &tail, e))?;
+        let f = super::open_or_create(&tail)?;
         f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
         for id in chunk + 1..=old_tail {

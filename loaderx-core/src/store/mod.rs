@@ -32,7 +32,7 @@ mod table;
 
 #[cfg(feature = "remote")]
 pub(crate) use codec::{Decoder, Dictionary};
-pub(crate) use files::{remove_store_files, sync_dir, write_atomic, write_atomic_with};
+pub(crate) use files::{open_or_create, remove_store_files, sync_dir, write_atomic, write_atomic_with};
 pub use gather::RecordIndex;
 pub(crate) use gather::{Parallelism, Resolved};
 pub use maintain::CompactReport;

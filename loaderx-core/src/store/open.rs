@@ -404,12 +404,7 @@ impl Store {
     pub(super) fn trim_uncommitted(&self) -> Result<()> {
         let (tail_chunk, tail_offset) = self.index.frontier();
         let tail = chunk_path(&self.dir, tail_chunk);
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&tail)
-            .map_err(|e| Error::io("open", &tail, e))?;
+        let f = super::open_or_create(&tail)?;
         if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > tail_offset {
             f.set_len(tail_offset).map_err(|e| Error::io("truncate", &tail, e))?;
         }

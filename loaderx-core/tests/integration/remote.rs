@@ -1,13 +1,18 @@
 //! Remote stores against a real S3-compatible server started here: s3s-fs on 127.0.0.1 and a
 //! free port, stores uploaded through the S3 API (`remote::push`), then read with
 //! `DenseSource::open_remote` / `RaggedSource::open_remote` and the loader; damage, missing
-//! objects, a stopped server and wrong keys as typed errors without a credential in them.
+//! objects, a stopped server and wrong keys as typed errors without a credential in them; the
+//! page cache (second epochs without requests, its byte limit, eviction, two processes sharing
+//! it); faults (503 SlowDown, dropped connections, delays, a server stopped and restarted) and a
+//! chunk replaced under a reader.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use loaderx_core::remote::{RemoteOptions, RemoteStore, push};
+use loaderx_core::remote::{RemoteOptions, RemoteStats, RemoteStore, push};
 use loaderx_core::{
     Codec, DataLoader, DatasetWriter, DenseSource, Error, Format, RaggedSource, WriteOptions,
 };
@@ -22,8 +27,26 @@ struct Server {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
+/// Faults a server injects, by the number of the request: every `every`-th answered 503
+/// SlowDown, the one after it dropped (the connection closed, no response), and every request
+/// delayed by `delay`.
+#[derive(Debug, Default)]
+struct Faults {
+    every: u64,
+    delay: std::time::Duration,
+    seen: AtomicU64,
+    injected: AtomicU64,
+}
+
+type Reply = std::result::Result<hyper::Response<s3s::Body>, std::io::Error>;
+
 impl Server {
     fn start(root: &Path) -> Server {
+        Server::start_on(root, 0, None)
+    }
+
+    /// A server on `port` (0: a free one), injecting `faults`.
+    fn start_on(root: &Path, port: u16, faults: Option<Arc<Faults>>) -> Server {
         std::fs::create_dir_all(root.join("bucket")).unwrap();
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -31,19 +54,49 @@ impl Server {
         let mut b = s3s::service::S3ServiceBuilder::new(fs);
         b.set_auth(s3s::auth::SimpleAuth::from_single(KEY, SECRET));
         let service = b.build();
-        let listener = runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0))).unwrap();
+        let listener = runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", port))).unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         runtime.spawn(async move {
             let http = ConnBuilder::new(TokioExecutor::new());
             loop {
                 let Ok((socket, _)) = listener.accept().await else { break };
-                let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+                let (service, faults) = (service.clone(), faults.clone());
+                let handler = hyper::service::service_fn(move |req| {
+                    let (service, faults) = (service.clone(), faults.clone());
+                    async move {
+                        if let Some(f) = &faults {
+                            tokio::time::sleep(f.delay).await;
+                            let k = f.seen.fetch_add(1, Ordering::Relaxed);
+                            if f.every > 0 && k % f.every == 1 {
+                                f.injected.fetch_add(1, Ordering::Relaxed);
+                                let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>\
+                                            <Message>Please reduce your request rate.</Message></Error>";
+                                let reply = hyper::Response::builder()
+                                    .status(503)
+                                    .body(s3s::Body::from(body.to_string()))
+                                    .unwrap();
+                                return Reply::Ok(reply);
+                            }
+                            if f.every > 0 && k % f.every == 2 {
+                                f.injected.fetch_add(1, Ordering::Relaxed);
+                                return Reply::Err(std::io::Error::other("dropped by the fault injector"));
+                            }
+                        }
+                        let reply = hyper::service::Service::call(&service, req).await;
+                        reply.map_err(|e| std::io::Error::other(format!("{e:?}")))
+                    }
+                });
+                let conn = http.serve_connection(TokioIo::new(socket), handler).into_owned();
                 tokio::spawn(async move {
                     let _ = conn.await;
                 });
             }
         });
         Server { endpoint, root: root.to_path_buf(), runtime: Some(runtime) }
+    }
+
+    fn port(&self) -> u16 {
+        self.endpoint.rsplit(':').next().unwrap().parse().unwrap()
     }
 
     fn options(&self) -> RemoteOptions {
@@ -235,4 +288,274 @@ fn a_different_store_of_the_same_size_is_uploaded_whole() {
     push(&b, "s3://bucket/same", opts.clone(), |_| {}).unwrap();
     let got = DenseSource::open_remote("s3://bucket/same", opts).unwrap().get_batch(&[0, 99]).unwrap();
     assert_eq!(got.as_slice::<u32>().unwrap(), &[1000, 1099]);
+}
+
+/// Page files in a cache directory: (path, length).
+fn pages(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "pg") {
+                out.push((p.clone(), e.metadata().unwrap().len()));
+            }
+        }
+    }
+    out
+}
+
+fn delta(a: RemoteStats, b: RemoteStats) -> RemoteStats {
+    RemoteStats {
+        requests: b.requests - a.requests,
+        bytes_fetched: b.bytes_fetched - a.bytes_fetched,
+        pages_hit: b.pages_hit - a.pages_hit,
+        pages_filled: b.pages_filled - a.pages_filled,
+        pages_evicted: b.pages_evicted - a.pages_evicted,
+        cache_errors: b.cache_errors - a.cache_errors,
+    }
+}
+
+/// The records of every codec and the ragged store read through the page cache equal the local
+/// store's; a second epoch sends no request; a second reader of the warm cache sends one HEAD per
+/// chunk (its consistency token) and fills nothing.
+#[test]
+fn the_page_cache_serves_a_second_epoch_without_requests() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let cache = tmp.path().join("cache");
+    let opts = server.options().cache(&cache, 64 << 20).page_size(4096);
+    for codec in [Codec::Raw, Codec::Zstd, Codec::Lz4] {
+        let local = dense(tmp.path(), codec);
+        let url = format!("s3://bucket/cached-{codec:?}");
+        push(&local, &url, server.options(), |_| {}).unwrap();
+        let remote = DenseSource::open_remote(&url, opts.clone()).unwrap();
+        let local = DenseSource::open(&local).unwrap();
+        let idx: Vec<u32> = (0..3000u32).map(|i| i.wrapping_mul(2_654_435_761) % 3000).collect();
+        for batch in idx.chunks(256) {
+            assert_eq!(remote.get_batch(batch).unwrap(), local.get_batch(batch).unwrap(), "{codec:?}");
+        }
+    }
+    let local = ragged(tmp.path());
+    push(&local, "s3://bucket/cached-ragged", server.options(), |_| {}).unwrap();
+    let remote = RaggedSource::open_remote("s3://bucket/cached-ragged", opts.clone()).unwrap();
+    let idx: Vec<u32> = (0..2000).rev().step_by(3).collect();
+    assert_eq!(remote.get_batch(&idx).unwrap(), RaggedSource::open(&local).unwrap().get_batch(&idx).unwrap());
+
+    // Counted on the store itself: epoch 1 fills every page once, epoch 2 sends nothing.
+    let url = "s3://bucket/cached-Raw";
+    let chunk = std::fs::metadata(tmp.path().join("dense-Raw/0.zr")).unwrap().len();
+    let all_pages = chunk.div_ceil(4096);
+    std::fs::remove_dir_all(&cache).unwrap();
+    let store = RemoteStore::open(url, opts.clone()).unwrap();
+    let all: Vec<u64> = (0..3000u64).map(|i| i.wrapping_mul(2_654_435_761) % 3000).collect();
+    let opened = store.stats();
+    let first: Vec<Vec<u8>> = all.chunks(100).flat_map(|b| store.gather(b).unwrap()).collect();
+    let epoch1 = delta(opened, store.stats());
+    assert_eq!(epoch1.pages_filled, all_pages, "{epoch1:?}");
+    assert!(epoch1.requests <= all_pages + 1, "one HEAD, then at most a request per page: {epoch1:?}");
+    let before = store.stats();
+    let second: Vec<Vec<u8>> = all.chunks(100).flat_map(|b| store.gather(b).unwrap()).collect();
+    let epoch2 = delta(before, store.stats());
+    assert_eq!(first, second);
+    assert_eq!((epoch2.requests, epoch2.bytes_fetched, epoch2.pages_filled), (0, 0, 0), "{epoch2:?}");
+    assert!(epoch2.pages_hit > 0);
+    // Another reader (as another process would): the pages come from the directory.
+    let again = RemoteStore::open(url, opts).unwrap();
+    let opened = again.stats();
+    let third: Vec<Vec<u8>> = all.chunks(100).flat_map(|b| again.gather(b).unwrap()).collect();
+    let cold_open = delta(opened, again.stats());
+    assert_eq!(first, third);
+    assert_eq!((cold_open.requests, cold_open.pages_filled), (1, 0), "one HEAD of chunk 0: {cold_open:?}");
+    assert_eq!(pages(&cache).len() as u64, all_pages);
+}
+
+/// The byte limit holds; eviction removes the least recently used pages (a page read by another
+/// reader is kept, an older one goes); a page fetched damaged is not cached.
+#[test]
+fn the_cache_keeps_its_byte_limit_and_evicts_the_least_recently_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = dense(tmp.path(), Codec::Raw); // 16-byte records: 256 to a 4 KiB page
+    push(&local, "s3://bucket/lru", server.options(), |_| {}).unwrap();
+    let cache = tmp.path().join("cache");
+    let opts = server.options().cache(&cache, 5 * 4096).page_size(4096);
+    let page_of = |p: u64| vec![p * 256 + 7];
+    let page_file = |p: u64| {
+        pages(&cache).into_iter().find(|(f, _)| f.file_name().unwrap() == format!("{p}.pg").as_str())
+    };
+    let pause = || std::thread::sleep(std::time::Duration::from_millis(20));
+    let a = RemoteStore::open("s3://bucket/lru", opts.clone()).unwrap();
+    for p in 0..4 {
+        a.gather(&page_of(p)).unwrap();
+        pause();
+    }
+    assert_eq!(pages(&cache).len(), 4);
+    // Page 0 used again by another reader: it becomes the most recently used.
+    let b = RemoteStore::open("s3://bucket/lru", opts.clone()).unwrap();
+    b.gather(&page_of(0)).unwrap();
+    assert_eq!(b.stats().pages_hit, 1);
+    pause();
+    a.gather(&page_of(4)).unwrap();
+    pause();
+    assert_eq!(a.stats().pages_evicted, 0, "five pages fit");
+    a.gather(&page_of(5)).unwrap();
+    assert!(a.stats().pages_evicted >= 2, "{:?}", a.stats());
+    assert!(page_file(0).is_some(), "the page used last is kept");
+    assert!(page_file(1).is_none() && page_file(2).is_none(), "the oldest go first");
+    for p in 6..12 {
+        a.gather(&page_of(p)).unwrap();
+        let total: u64 = pages(&cache).iter().map(|(_, n)| n).sum();
+        assert!(total <= 5 * 4096, "{total} bytes cached, limit {}", 5 * 4096);
+    }
+    // Records still right after all that eviction, from pages evicted and refetched.
+    let want = DenseSource::open(&local).unwrap().get_batch(&[7, 263, 2999]).unwrap();
+    let got = DenseSource::open_remote("s3://bucket/lru", opts.clone())
+        .unwrap()
+        .get_batch(&[7, 263, 2999])
+        .unwrap();
+    assert_eq!(got, want);
+    // A flipped byte on the server: the page that holds it is refused, and not cached.
+    let chunk = server.root.join("bucket/lru/0.zr");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[16 * 2000 + 1] ^= 0x10;
+    std::fs::write(&chunk, &bytes).unwrap();
+    let c = RemoteStore::open("s3://bucket/lru", opts.clone()).unwrap();
+    let cached = pages(&cache).len();
+    let e = c.gather(&[2001]).unwrap_err();
+    assert!(matches!(&e, Error::CorruptRecord { index: 2000, .. }), "{e}");
+    assert_eq!((c.stats().pages_filled, pages(&cache).len()), (0, cached), "the damaged page is not cached");
+    // Bad options.
+    let e = RemoteStore::open("s3://bucket/lru", server.options().cache(&cache, 1 << 20).page_size(1000))
+        .unwrap_err();
+    assert!(e.to_string().contains("4096"), "{e}");
+    let e = RemoteStore::open("s3://bucket/lru", server.options().cache(&cache, 100).page_size(4096))
+        .unwrap_err();
+    assert!(e.to_string().contains("limit"), "{e}");
+}
+
+/// Two processes reading the same store through one cache directory at the same time fetch
+/// each page once between them (the stripe locks), and read the right records.
+#[test]
+fn two_processes_share_one_cache_and_fetch_each_page_once() {
+    let records = 40_000u64;
+    if let Ok(spec) = std::env::var("LOADERX_TEST_CACHE_CHILD") {
+        let [endpoint, cache] = spec.split('|').collect::<Vec<_>>()[..] else { panic!("{spec}") };
+        let opts = RemoteOptions::new()
+            .endpoint(endpoint)
+            .region("us-east-1")
+            .credentials(KEY, SECRET)
+            .allow_http(true)
+            .cache(cache, 1 << 30)
+            .page_size(4096);
+        let store = RemoteStore::open("s3://bucket/shared", opts).unwrap();
+        let all: Vec<u64> = (0..records).collect();
+        for batch in all.chunks(128) {
+            for (i, r) in batch.iter().zip(store.gather(batch).unwrap()) {
+                assert_eq!(r, (*i as u32).to_le_bytes(), "record {i}");
+            }
+        }
+        println!("FILLED {}", store.stats().pages_filled);
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = tmp.path().join("shared");
+    let mut w = DatasetWriter::dense::<u32>(&local, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..records as u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    push(&local, "s3://bucket/shared", server.options(), |_| {}).unwrap();
+    let all_pages = std::fs::metadata(local.join("0.zr")).unwrap().len().div_ceil(4096);
+    let cache = tmp.path().join("cache");
+    let name = "remote::two_processes_share_one_cache_and_fetch_each_page_once";
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--test-threads", "1", "--nocapture"])
+                .env("LOADERX_TEST_CACHE_CHILD", format!("{}|{}", server.endpoint, cache.display()))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut filled = 0u64;
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        // libtest prints the test's output on its "test ... " line.
+        let at = text.find("FILLED ").expect("a FILLED line") + "FILLED ".len();
+        let n: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
+        filled += n.parse::<u64>().unwrap();
+    }
+    assert_eq!(filled, all_pages, "every page fetched once between the two processes");
+    assert_eq!(pages(&cache).len() as u64, all_pages);
+}
+
+/// 503 SlowDown answers, dropped connections and delays are retried and the data is right; a
+/// server stopped under a batch is a typed error, and the same reader recovers when it returns.
+#[test]
+fn faults_are_retried_and_a_restarted_server_is_read_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("s3");
+    let clean = Server::start(&root);
+    let local = dense(tmp.path(), Codec::Zstd);
+    push(&local, "s3://bucket/faulty", clean.options(), |_| {}).unwrap();
+    let faults =
+        Arc::new(Faults { every: 10, delay: std::time::Duration::from_millis(2), ..Faults::default() });
+    let mut faulty = Server::start_on(&root, 0, Some(Arc::clone(&faults)));
+    let opts = faulty.options().retries(8).max_request(2048).max_gap(0);
+    let remote = DenseSource::open_remote("s3://bucket/faulty", opts.clone()).unwrap();
+    let want = DenseSource::open(&local).unwrap();
+    let idx: Vec<u32> = (0..3000u32).step_by(7).collect();
+    assert_eq!(remote.get_batch(&idx).unwrap(), want.get_batch(&idx).unwrap());
+    assert!(faults.injected.load(Ordering::Relaxed) >= 4, "{faults:?}");
+    // Stopped while a batch waits on slow requests: an error naming a chunk and range.
+    let port = faulty.port();
+    faulty.stop();
+    let slow = Arc::new(Faults { delay: std::time::Duration::from_millis(300), ..Faults::default() });
+    let mut server = Server::start_on(&root, port, Some(slow));
+    let opts = server.options().retries(1).timeout(std::time::Duration::from_secs(2));
+    let reader =
+        Arc::new(DenseSource::open_remote("s3://bucket/faulty", opts.max_request(1024).max_gap(0)).unwrap());
+    let r = Arc::clone(&reader);
+    let batch = std::thread::spawn(move || r.get_batch(&(0..3000u32).step_by(5).collect::<Vec<_>>()));
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    server.stop();
+    let e = batch.join().unwrap().unwrap_err();
+    assert!(matches!(&e, Error::Remote { url, .. } if url.contains("faulty/0.zr")), "{e}");
+    // Back on the same port: the same reader reads again.
+    let _back = Server::start_on(&root, port, None);
+    assert_eq!(reader.get_batch(&[1, 2999]).unwrap(), want.get_batch(&[1, 2999]).unwrap());
+}
+
+/// A chunk object replaced while a reader has the store open: its next request is a typed
+/// consistency error, with and without the cache, never records of two versions.
+#[test]
+fn a_chunk_replaced_under_a_reader_is_a_consistency_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let write = |name: &str, base: u32| {
+        let p = tmp.path().join(name);
+        let mut w = DatasetWriter::dense::<u32>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+        w.append(&(base..base + 5000).collect::<Vec<_>>()).unwrap();
+        w.finish().unwrap();
+        p
+    };
+    let (a, b) = (write("a", 0), write("b", 100_000));
+    let cache = tmp.path().join("cache");
+    for (url, opts) in [
+        ("s3://bucket/swap", server.options()),
+        ("s3://bucket/swap-cached", server.options().cache(&cache, 1 << 20).page_size(4096)),
+    ] {
+        push(&a, url, server.options(), |_| {}).unwrap();
+        let reader = DenseSource::open_remote(url, opts).unwrap();
+        assert_eq!(reader.get_batch(&[0]).unwrap().as_slice::<u32>().unwrap(), &[0]);
+        push(&b, url, server.options(), |_| {}).unwrap();
+        let e = reader.get_batch(&[4000]).unwrap_err();
+        assert!(matches!(&e, Error::Changed { url: u, .. } if u.ends_with("/0.zr")), "{url}: {e}");
+    }
 }

@@ -1,0 +1,272 @@
+//! The local page cache of remote stores ([`RemoteOptions::cache`](super::RemoteOptions::cache)):
+//! aligned pages of chunk objects in a directory with a byte limit, shared by the processes of
+//! one host.
+//!
+//! Layout: `DIR/<store>/<chunk>-<tag>/<page>.pg`, where `<store>` is a hash of the store's URL
+//! and `<tag>` a hash of the chunk object's ETag (its consistency token): a chunk replaced under
+//! the same URL gets new pages, never a mix of versions. Page `p` of a chunk holds its bytes
+//! `p * page .. min((p + 1) * page, size)`.
+//!
+//! - **Fills are atomic**: a page is written to `<page>.tmp` and renamed into place, so a page
+//!   file is whole or absent; one whose length is not the page's is ignored (refetched).
+//! - **Shared by processes** through file locks, no shared memory: a filler holds the lock of the
+//!   page's stripe (`<store>/locks/<k>.lock`, one of 64, taken in ascending order so two fillers
+//!   never deadlock), looks again (another process may have filled it meanwhile) and only then
+//!   fetches: two processes missing the same page fetch it once.
+//! - **Checked when filled**: every record lying wholly inside a page is checked against its
+//!   crc32c before the page is written (records across a page boundary are checked when read, as
+//!   every record is).
+//! - **Byte limit, least recently used out**: before a fill would take the directory past the
+//!   limit, the filler takes `DIR/evict.lock`, lists every page of every store and removes the
+//!   least recently used (by modification time, which a use refreshes at most once a minute)
+//!   until the fill fits with an eighth of the limit free. The directory can exceed the limit
+//!   only by pages other processes filled since the last listing.
+//!
+//! Each process keeps up to [`OPEN_PAGES`] pages open (mapped), so a warm page costs a memory
+//! copy. Pages are never modified in place (only renamed over or removed), which is what makes
+//! mapping them sound: see [`MappedFile::map_prefix`].
+//!
+//! The cache is an optimisation: a page that cannot be written (a full disk, say) is served from
+//! memory for the batch and counted in [`RemoteStats::cache_errors`](super::RemoteStats).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+
+use crate::sys::MappedFile;
+use crate::{Error, Result};
+
+/// Lock stripes per store.
+const STRIPES: u64 = 64;
+/// Pages one process keeps open.
+pub(super) const OPEN_PAGES: usize = 4096;
+/// How often a page in use has its modification time refreshed.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// A page: which chunk (with its consistency token) and which page of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) struct PageKey {
+    pub(super) chunk: u32,
+    pub(super) page: u64,
+}
+
+/// A mapped page file as the owner of a `Bytes`.
+struct Mapped(MappedFile);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
+struct Open {
+    bytes: Bytes,
+    path: PathBuf,
+    used: u64,
+    touched: Instant,
+}
+
+#[derive(Default)]
+struct OpenPages {
+    pages: HashMap<PageKey, Open>,
+    tick: u64,
+}
+
+/// The cache of one remote store; see the [module documentation](self).
+pub(super) struct PageCache {
+    dir: PathBuf,
+    store: PathBuf,
+    limit: u64,
+    page: u64,
+    /// Bytes in the directory as last listed, plus this process's fills since.
+    used: Mutex<Option<u64>>,
+    open: Mutex<OpenPages>,
+}
+
+impl std::fmt::Debug for PageCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageCache")
+            .field("dir", &self.dir)
+            .field("limit", &self.limit)
+            .field("page", &self.page)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PageCache {
+    /// The cache of the store at `url` in `dir`, pages of `page` bytes, at most `limit` bytes.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the directory when it cannot be created.
+    pub(super) fn new(dir: &Path, limit: u64, page: u64, url: &str) -> Result<PageCache> {
+        let store = dir.join(format!("{:016x}", crate::fingerprint(url.as_bytes())));
+        let locks = store.join("locks");
+        std::fs::create_dir_all(&locks).map_err(|e| Error::io("create the cache directory", &locks, e))?;
+        Ok(PageCache {
+            dir: dir.to_path_buf(),
+            store,
+            limit,
+            page,
+            used: Mutex::new(None),
+            open: Mutex::new(OpenPages::default()),
+        })
+    }
+
+    pub(super) fn page_size(&self) -> u64 {
+        self.page
+    }
+
+    /// The page's file, for the chunk object whose ETag is `tag`.
+    pub(super) fn path(&self, key: PageKey, tag: &str) -> PathBuf {
+        self.store
+            .join(format!("{}-{:016x}", key.chunk, crate::fingerprint(tag.as_bytes())))
+            .join(format!("{}.pg", key.page))
+    }
+
+    /// A page this process has open.
+    pub(super) fn get_open(&self, key: PageKey) -> Option<Bytes> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.tick += 1;
+        let tick = open.tick;
+        let page = open.pages.get_mut(&key)?;
+        page.used = tick;
+        if page.touched.elapsed() >= TOUCH_EVERY {
+            page.touched = Instant::now();
+            touch(&page.path);
+        }
+        Some(page.bytes.clone())
+    }
+
+    /// The page file at `path` when it is there and `len` bytes long, mapped, its use recorded.
+    pub(super) fn load(&self, key: PageKey, path: &Path, len: u64) -> Option<Bytes> {
+        let file = File::open(path).ok()?;
+        if file.metadata().ok()?.len() != len {
+            return None;
+        }
+        // A use refreshes the page's place in the eviction order.
+        let _ = file.set_modified(SystemTime::now());
+        let mapped = MappedFile::map_prefix(&file, path, len).ok()?;
+        let bytes = Bytes::from_owner(Mapped(mapped));
+        self.keep(key, path, bytes.clone());
+        Some(bytes)
+    }
+
+    /// Keeps `bytes` open as page `key`, the least recently used open page closed when full.
+    pub(super) fn keep(&self, key: PageKey, path: &Path, bytes: Bytes) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.tick += 1;
+        let used = open.tick;
+        if open.pages.len() >= OPEN_PAGES
+            && !open.pages.contains_key(&key)
+            && let Some(oldest) = open.pages.iter().min_by_key(|(_, p)| p.used).map(|(k, _)| *k)
+        {
+            open.pages.remove(&oldest);
+        }
+        open.pages.insert(key, Open { bytes, path: path.to_path_buf(), used, touched: Instant::now() });
+    }
+
+    /// Locks the stripes of `keys` (ascending: fillers never deadlock); unlocked when dropped.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming a lock file that cannot be opened or locked.
+    pub(super) fn lock(&self, keys: impl Iterator<Item = PageKey>) -> Result<Vec<File>> {
+        let mut stripes: Vec<u64> = keys
+            .map(|k| {
+                crate::fingerprint(&[k.chunk.to_le_bytes(), (k.page as u32).to_le_bytes()].concat()) % STRIPES
+            })
+            .collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        stripes
+            .into_iter()
+            .map(|s| {
+                let path = self.store.join("locks").join(format!("{s}.lock"));
+                let file = crate::store::open_or_create(&path)?;
+                file.lock().map_err(|e| Error::io("lock", &path, e))?;
+                Ok(file)
+            })
+            .collect()
+    }
+
+    /// Writes a filled page (temporary file, then rename), room made first. Returns the pages
+    /// evicted, or the error that kept the page from being written.
+    pub(super) fn store(&self, path: &Path, bytes: &[u8]) -> std::io::Result<u64> {
+        let evicted = self.make_room(bytes.len() as u64)?;
+        let dir = path.parent().unwrap_or(&self.store);
+        std::fs::create_dir_all(dir)?;
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, path)?;
+        Ok(evicted)
+    }
+
+    /// Makes room for `need` more bytes; returns how many pages were removed.
+    fn make_room(&self, need: u64) -> std::io::Result<u64> {
+        if need > self.limit {
+            return Err(std::io::Error::other(format!(
+                "a page of {need} bytes is over the cache's limit of {}",
+                self.limit
+            )));
+        }
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = match *used {
+            Some(u) => u,
+            None => self.list()?.iter().map(|p| p.1).sum(),
+        };
+        if now + need <= self.limit {
+            *used = Some(now + need);
+            return Ok(0);
+        }
+        let lock =
+            crate::store::open_or_create(&self.dir.join("evict.lock")).map_err(std::io::Error::other)?;
+        lock.lock()?;
+        let mut pages = self.list()?;
+        let mut total: u64 = pages.iter().map(|p| p.1).sum();
+        let target = self.limit.saturating_sub(self.limit / 8).saturating_sub(need);
+        pages.sort_by_key(|p| p.0);
+        let mut removed = 0;
+        for (_, len, path) in pages {
+            if total <= target {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+                removed += 1;
+            }
+        }
+        *used = Some(total + need);
+        Ok(removed)
+    }
+
+    /// Every page file in the cache directory (all stores): modified, length, path.
+    fn list(&self) -> std::io::Result<Vec<(SystemTime, u64, PathBuf)>> {
+        let mut out = Vec::new();
+        for store in std::fs::read_dir(&self.dir)? {
+            let store = store?.path();
+            let Ok(chunks) = std::fs::read_dir(&store) else { continue };
+            for chunk in chunks.flatten() {
+                let Ok(pages) = std::fs::read_dir(chunk.path()) else { continue };
+                for page in pages.flatten() {
+                    let path = page.path();
+                    if path.extension().is_some_and(|e| e == "pg")
+                        && let Ok(meta) = page.metadata()
+                    {
+                        out.push((meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len(), path));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Refreshes a page file's modification time (its eviction order); best effort.
+fn touch(path: &Path) {
+    if let Ok(f) = File::open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}

@@ -1,0 +1,914 @@
+//! Stores on S3-compatible object storage, read-only (feature `remote`), through the Apache
+//! Arrow project's `object_store` crate on a private tokio runtime.
+//!
+//! [`RemoteStore::open`] fetches a v2 store's index (`index.zr`, every entry's checksum checked)
+//! and dictionary once; a batch's records are sorted by chunk and offset and coalesced into
+//! range requests (records closer than [`RemoteOptions::max_gap`], requests up to
+//! [`RemoteOptions::max_request`]), issued concurrently (at most
+//! [`RemoteOptions::concurrency`]), each record's crc32c checked before it is decoded and handed
+//! out in the batch's order. Retries with backoff and per-request timeouts are `object_store`'s
+//! (its `RetryConfig`, `ClientOptions::with_timeout`); after the last one the error names the URL
+//! and the byte range. Credentials and endpoint come from the standard AWS variables
+//! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+//! `AWS_ALLOW_HTTP`) or [`RemoteOptions`]; no error or log shows a credential.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientConfigKey, GetOptions, GetRange, ObjectMeta, ObjectStore, RetryConfig};
+
+use crate::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
+use crate::{Codec, Error, Result};
+
+pub mod cache;
+mod push;
+
+use cache::{PageCache, PageKey};
+pub use push::push;
+
+/// How a remote store is reached and read.
+#[derive(Clone, Default)]
+pub struct RemoteOptions {
+    endpoint: Option<String>,
+    region: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+    allow_http: Option<bool>,
+    max_gap: Option<u64>,
+    max_request: Option<u64>,
+    concurrency: Option<usize>,
+    retries: Option<usize>,
+    timeout: Option<Duration>,
+    cache: Option<(PathBuf, u64)>,
+    page_size: Option<u64>,
+}
+
+impl std::fmt::Debug for RemoteOptions {
+    // Never the keys: only whether they are set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteOptions")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id.as_ref().map(|_| "<set>"))
+            .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "<set>"))
+            .field("allow_http", &self.allow_http)
+            .field("max_gap", &self.max_gap)
+            .field("max_request", &self.max_request)
+            .field("concurrency", &self.concurrency)
+            .field("cache", &self.cache)
+            .field("page_size", &self.page_size)
+            .finish()
+    }
+}
+
+impl RemoteOptions {
+    /// The defaults: everything from the AWS environment variables; gaps up to 64 KiB
+    /// coalesced, requests up to 8 MiB, 16 in flight, 5 retries, 30 s per request.
+    pub fn new() -> RemoteOptions {
+        RemoteOptions::default()
+    }
+    /// The endpoint (`http://127.0.0.1:9000`, a MinIO or other S3-compatible server).
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+    /// The region.
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+    /// The access key pair.
+    pub fn credentials(mut self, key_id: impl Into<String>, secret: impl Into<String>) -> Self {
+        self.access_key_id = Some(key_id.into());
+        self.secret_access_key = Some(secret.into());
+        self
+    }
+    /// Allow plain HTTP endpoints.
+    pub fn allow_http(mut self, yes: bool) -> Self {
+        self.allow_http = Some(yes);
+        self
+    }
+    /// Records this close (in bytes) share a request.
+    pub fn max_gap(mut self, bytes: u64) -> Self {
+        self.max_gap = Some(bytes);
+        self
+    }
+    /// The largest coalesced request.
+    pub fn max_request(mut self, bytes: u64) -> Self {
+        self.max_request = Some(bytes);
+        self
+    }
+    /// Requests in flight at once.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+    /// Retries of a failed request, with exponential backoff.
+    pub fn retries(mut self, n: usize) -> Self {
+        self.retries = Some(n);
+        self
+    }
+    /// The time one request may take.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+    /// Caches the chunk objects' pages in `dir`, at most `limit_bytes` there (see
+    /// [`cache`](self::cache)). Without this, `LOADERX_REMOTE_CACHE` names the directory and
+    /// `LOADERX_REMOTE_CACHE_BYTES` the limit (default 8 GiB); with neither, nothing is cached
+    /// but the index.
+    pub fn cache(mut self, dir: impl Into<PathBuf>, limit_bytes: u64) -> Self {
+        self.cache = Some((dir.into(), limit_bytes));
+        self
+    }
+    /// The cache's page size: a multiple of 4 KiB (default 1 MiB). Larger pages cost fewer
+    /// requests and more bytes per cold random record.
+    pub fn page_size(mut self, bytes: u64) -> Self {
+        self.page_size = Some(bytes);
+        self
+    }
+
+    /// The cache directory and limit, from the options or the environment.
+    fn cache_config(&self) -> Result<Option<(PathBuf, u64, u64)>> {
+        let page = self.page_size.unwrap_or(1 << 20);
+        if page == 0 || !page.is_multiple_of(4096) {
+            return Err(Error::InvalidArgument(format!(
+                "a cache page of {page} bytes: use a multiple of 4096"
+            )));
+        }
+        let (dir, limit) = match &self.cache {
+            Some((d, l)) => (d.clone(), *l),
+            None => match std::env::var_os("LOADERX_REMOTE_CACHE") {
+                Some(d) if !d.is_empty() => {
+                    let limit = match std::env::var("LOADERX_REMOTE_CACHE_BYTES") {
+                        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+                            Error::InvalidArgument(format!(
+                                "LOADERX_REMOTE_CACHE_BYTES={v:?} is not a byte count"
+                            ))
+                        })?,
+                        Err(_) => 8 << 30,
+                    };
+                    (PathBuf::from(d), limit)
+                }
+                _ => return Ok(None),
+            },
+        };
+        if limit < page {
+            return Err(Error::InvalidArgument(format!(
+                "a cache limit of {limit} bytes holds no page of {page} bytes"
+            )));
+        }
+        Ok(Some((dir, limit, page)))
+    }
+
+    fn gap(&self) -> u64 {
+        self.max_gap.unwrap_or(64 << 10)
+    }
+    fn request(&self) -> u64 {
+        self.max_request.unwrap_or(8 << 20).max(1)
+    }
+
+    /// The object store of `bucket`.
+    fn build(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        if let Some(e) = &self.endpoint {
+            b = b.with_endpoint(e);
+        }
+        if let Some(r) = &self.region {
+            b = b.with_region(r);
+        }
+        if let (Some(k), Some(s)) = (&self.access_key_id, &self.secret_access_key) {
+            b = b.with_access_key_id(k).with_secret_access_key(s);
+        }
+        if let Some(h) = self.allow_http {
+            b = b.with_allow_http(h);
+        }
+        let retry = RetryConfig { max_retries: self.retries.unwrap_or(5), ..RetryConfig::default() };
+        // One client setting changed, the others (from the environment, `allow_http`) kept.
+        let timeout = self.timeout.unwrap_or(Duration::from_secs(30));
+        b = b.with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            format!("{}ms", timeout.as_millis()),
+        );
+        let store = b.with_retry(retry).build().map_err(|e| Error::Remote {
+            url: format!("s3://{bucket}"),
+            range: None,
+            reason: format!("cannot configure the S3 client: {}", scrub(&e.to_string())),
+        })?;
+        Ok(Arc::new(store))
+    }
+}
+
+/// `text` without anything that looks like a credential from the environment.
+fn scrub(text: &str) -> String {
+    let mut out = text.to_string();
+    for k in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
+        if let Ok(v) = std::env::var(k)
+            && v.len() >= 4
+        {
+            out = out.replace(&v, "<redacted>");
+        }
+    }
+    out
+}
+
+/// Whether `path` names a remote store (`s3://...`).
+pub fn is_remote(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with("s3://"))
+}
+
+/// `s3://bucket/prefix` as (bucket, prefix).
+fn parse_url(url: &str) -> Result<(String, String)> {
+    let rest = url
+        .strip_prefix("s3://")
+        .ok_or_else(|| Error::InvalidArgument(format!("{url:?} is not an s3:// URL")))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() || prefix.split('/').any(|p| p == "..") {
+        return Err(Error::InvalidArgument(format!(
+            "{url:?}: an s3:// URL names a bucket and a prefix without `..`"
+        )));
+    }
+    Ok((bucket.to_string(), prefix.trim_end_matches('/').to_string()))
+}
+
+/// [`RemoteStore::summary`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteSummary {
+    /// Records.
+    pub records: u64,
+    /// Their bytes as handed out.
+    pub logical_bytes: u64,
+    /// Their bytes as stored.
+    pub stored_bytes: u64,
+    /// Records stored raw, zstd, zstd_dict and lz4.
+    pub codecs: [u64; 4],
+}
+
+/// What a remote store's reads cost: [`RemoteStore::stats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteStats {
+    /// Requests sent (GET and HEAD), retries not counted.
+    pub requests: u64,
+    /// Bytes that came back in range responses.
+    pub bytes_fetched: u64,
+    /// Cache pages found (open in this process or on disk).
+    pub pages_hit: u64,
+    /// Cache pages fetched and written.
+    pub pages_filled: u64,
+    /// Cache pages this process removed to keep the directory under its limit.
+    pub pages_evicted: u64,
+    /// Pages fetched but not written to the cache (a full disk, say); served all the same.
+    pub cache_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    bytes_fetched: AtomicU64,
+    pages_hit: AtomicU64,
+    pages_filled: AtomicU64,
+    pages_evicted: AtomicU64,
+    cache_errors: AtomicU64,
+}
+
+fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A chunk object's consistency token (its ETag, or size and modification time on a server that
+/// gives none) and, once asked (HEAD), its size.
+#[derive(Debug, Clone)]
+struct ChunkObject {
+    tag: String,
+    /// Whether `tag` is the server's ETag.
+    etag: bool,
+    size: Option<u64>,
+}
+
+fn token(meta: &ObjectMeta) -> String {
+    meta.e_tag.clone().unwrap_or_else(|| format!("{}@{}", meta.size, meta.last_modified))
+}
+
+fn has_etag(meta: &ObjectMeta) -> bool {
+    meta.e_tag.is_some()
+}
+
+/// A batch's responses (or cache pages), and per position its piece and offset there.
+type Fetched = (Vec<Bytes>, Vec<(usize, usize)>);
+
+/// A read-only v2 store on S3-compatible object storage; see the [module documentation](self).
+pub struct RemoteStore {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    runtime: tokio::runtime::Runtime,
+    entries: Vec<Entry>,
+    dict: Option<Arc<crate::store::Dictionary>>,
+    options: RemoteOptions,
+    cache: Option<PageCache>,
+    /// Each chunk object's token, from its first response: a later one with another token is
+    /// [`Error::Changed`].
+    objects: Mutex<HashMap<u32, ChunkObject>>,
+    /// Entry numbers sorted by (chunk, offset), for checking filled pages (built at the first).
+    by_place: OnceLock<Vec<u64>>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteStore").field("url", &self.url).field("records", &self.entries.len()).finish()
+    }
+}
+
+impl RemoteStore {
+    /// Opens the store at `url` (`s3://bucket/prefix/store`): its index fetched and checked.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] naming the URL for a request that failed after its retries;
+    /// [`Error::Corrupt`] naming the object for a damaged index or dictionary;
+    /// [`Error::InvalidArgument`] for a v1 store (not read remotely yet) or a bad URL.
+    pub fn open(url: &str, options: RemoteOptions) -> Result<RemoteStore> {
+        let (bucket, prefix) = parse_url(url)?;
+        let store = options.build(&bucket)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("start the runtime of", url, e))?;
+        let mut r = RemoteStore {
+            url: url.to_string(),
+            store,
+            prefix,
+            runtime,
+            entries: Vec::new(),
+            dict: None,
+            cache: None,
+            objects: Mutex::new(HashMap::new()),
+            by_place: OnceLock::new(),
+            counters: Counters::default(),
+            options,
+        };
+        if let Some((dir, limit, page)) = r.options.cache_config()? {
+            r.cache = Some(PageCache::new(&dir, limit, page, url)?);
+        }
+        let index = match r.cached_index() {
+            Ok(b) => b,
+            Err(e) if r.exists("meta.zr") => {
+                return Err(Error::InvalidArgument(format!(
+                    "{url} is a v1 store; remote reading needs v2 (loaderx migrate STORE --to v2): {e}"
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let path = r.object_url("index.zr");
+        let corrupt =
+            |offset: u64, reason: String| Error::Corrupt { path: PathBuf::from(&path), offset, reason };
+        let header = Header::parse(&index, true).map_err(|e| corrupt(0, format!("{e:?}")))?;
+        let count = usize::try_from(header.count).map_err(|_| corrupt(40, "a count past usize".into()))?;
+        let need = count.checked_mul(ENTRY_SIZE).and_then(|n| n.checked_add(HEADER_SIZE));
+        if need.is_none_or(|n| n > index.len()) {
+            return Err(corrupt(40, format!("{count} entries in {} bytes", index.len())));
+        }
+        r.entries = (0..count)
+            .map(|i| {
+                let at = HEADER_SIZE + i * ENTRY_SIZE;
+                Entry::parse(&index[at..at + ENTRY_SIZE])
+                    .map_err(|e| corrupt(at as u64, format!("entry {i}: {e:?}")))
+            })
+            .collect::<Result<_>>()?;
+        if header.dict_id != 0 {
+            let bytes = r.get_whole("dict.zr")?;
+            let raw = crate::format::dict::decode(&bytes).map_err(|(o, why)| Error::Corrupt {
+                path: PathBuf::from(r.object_url("dict.zr")),
+                offset: o,
+                reason: why,
+            })?;
+            r.dict = Some(crate::store::Dictionary::new(raw.to_vec()));
+        }
+        Ok(r)
+    }
+
+    fn key(&self, name: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(name)
+        } else {
+            ObjectPath::from(format!("{}/{name}", self.prefix))
+        }
+    }
+
+    fn object_url(&self, name: &str) -> String {
+        format!("{}/{name}", self.url.trim_end_matches('/'))
+    }
+
+    fn remote_err(&self, name: &str, range: Option<std::ops::Range<u64>>, e: &object_store::Error) -> Error {
+        Error::Remote { url: self.object_url(name), range, reason: scrub(&e.to_string()) }
+    }
+
+    fn exists(&self, name: &str) -> bool {
+        add(&self.counters.requests, 1);
+        self.runtime.block_on(self.store.head(&self.key(name))).is_ok()
+    }
+
+    /// The index, from the local cache when the object's ETag is the cached copy's (the
+    /// consistency token: a store rewritten under the same URL has another), else fetched and
+    /// cached (temporary file, then rename). The cache is `$LOADERX_CACHE_DIR/remote/...`
+    /// ([`crate::convert::cache_dir`]); it is an optimisation: any failure to use it fetches.
+    fn cached_index(&self) -> Result<Vec<u8>> {
+        let key = self.key("index.zr");
+        add(&self.counters.requests, 1);
+        let meta = self
+            .runtime
+            .block_on(self.store.head(&key))
+            .map_err(|e| self.remote_err("index.zr", None, &e))?;
+        let token = meta.e_tag.clone().unwrap_or_default();
+        let dir = crate::convert::cache_dir()
+            .join("remote")
+            .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())));
+        let (cached, tag) = (dir.join("index.zr"), dir.join("etag"));
+        if !token.is_empty()
+            && std::fs::read_to_string(&tag).is_ok_and(|t| t == token)
+            && let Ok(bytes) = std::fs::read(&cached)
+            && bytes.len() as u64 == meta.size
+        {
+            return Ok(bytes);
+        }
+        let bytes = self.get_whole("index.zr")?;
+        if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() {
+            let _ = crate::store::write_atomic(&dir, "index.zr", &bytes)
+                .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
+        }
+        Ok(bytes)
+    }
+
+    /// Where this store's index is cached locally.
+    pub fn index_cache(&self) -> PathBuf {
+        crate::convert::cache_dir()
+            .join("remote")
+            .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())))
+            .join("index.zr")
+    }
+
+    fn get_whole(&self, name: &str) -> Result<Vec<u8>> {
+        let key = self.key(name);
+        add(&self.counters.requests, 1);
+        self.runtime
+            .block_on(async { self.store.get(&key).await?.bytes().await })
+            .map(|b| b.to_vec())
+            .map_err(|e| self.remote_err(name, None, &e))
+    }
+
+    /// Records in the store.
+    pub fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    /// True when the store holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The URL it was opened at.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Each record's logical length (from the index: nothing is fetched).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] naming the URL.
+    pub fn record_lens(&self, indices: &[u64]) -> Result<Vec<u32>> {
+        indices.iter().map(|&i| self.entry(i).map(|e| e.logical)).collect()
+    }
+
+    fn entry(&self, i: u64) -> Result<&Entry> {
+        self.entries.get(i as usize).ok_or_else(|| Error::IndexOutOfRange {
+            path: PathBuf::from(&self.url),
+            index: i,
+            len: self.len(),
+        })
+    }
+
+    /// Fetches the stored bytes of `indices`: through the page cache when there is one, else
+    /// sorted by chunk and offset, coalesced into range requests, issued concurrently. Returns
+    /// the pieces and, per position of `indices`, its piece and offset there.
+    fn fetch(&self, indices: &[u64]) -> Result<Fetched> {
+        if let Some(cache) = &self.cache {
+            return self.fetch_paged(cache, indices);
+        }
+        let mut order: Vec<(usize, &Entry)> = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            order.push((k, self.entry(i)?));
+        }
+        order.sort_by_key(|(_, e)| (e.chunk, e.offset));
+        let (gap, max) = (self.options.gap(), self.options.request());
+        let mut requests: Vec<(u32, Range<u64>)> = Vec::new();
+        let mut place = vec![(0usize, 0usize); indices.len()];
+        for (k, e) in order {
+            match requests.last_mut() {
+                Some((c, r))
+                    if *c == e.chunk && e.offset <= r.end + gap && e.end().max(r.end) - r.start <= max =>
+                {
+                    r.end = r.end.max(e.end());
+                }
+                _ => requests.push((e.chunk, e.offset..e.end())),
+            }
+            let n = requests.len() - 1;
+            place[k] = (n, (e.offset - requests[n].1.start) as usize);
+        }
+        Ok((self.get_ranges(&requests)?, place))
+    }
+
+    /// Range requests `(chunk, bytes)`, concurrently (at most [`RemoteOptions::concurrency`]).
+    /// Each is sent with the chunk object's token as `If-Match` once it is known and its
+    /// response's token compared: an object replaced under the reader is [`Error::Changed`].
+    fn get_ranges(&self, requests: &[(u32, Range<u64>)]) -> Result<Vec<Bytes>> {
+        let tags: Vec<Option<String>> = {
+            let objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+            // Only a real ETag goes out as If-Match (the stand-in token is checked here alone).
+            requests.iter().map(|(c, _)| objects.get(c).filter(|o| o.etag).map(|o| o.tag.clone())).collect()
+        };
+        let concurrency = self.options.concurrency.unwrap_or(16);
+        add(&self.counters.requests, requests.len() as u64);
+        type Got = std::result::Result<(Bytes, (String, bool)), object_store::Error>;
+        let fetched: Vec<(usize, Got)> = self.runtime.block_on(
+            futures::stream::iter(requests.iter().enumerate().map(|(n, (c, r))| {
+                let key = self.key(&format!("{c}.zr"));
+                let store = Arc::clone(&self.store);
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(r.clone())),
+                    if_match: tags[n].clone(),
+                    ..GetOptions::default()
+                };
+                async move {
+                    let got = async {
+                        let response = store.get_opts(&key, options).await?;
+                        let tag = (token(&response.meta), has_etag(&response.meta));
+                        Ok((response.bytes().await?, tag))
+                    };
+                    (n, got.await)
+                }
+            }))
+            .buffer_unordered(concurrency)
+            .collect(),
+        );
+        let mut out = vec![Bytes::new(); requests.len()];
+        for (n, got) in fetched {
+            let (c, range) = &requests[n];
+            let name = format!("{c}.zr");
+            let (bytes, tag) = match got {
+                Ok(g) => g,
+                Err(object_store::Error::Precondition { .. }) => {
+                    return Err(self.changed(*c, tags[n].as_deref().unwrap_or(""), "another"));
+                }
+                Err(e) => return Err(self.remote_err(&name, Some(range.clone()), &e)),
+            };
+            self.learn(*c, &tag, None)?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(Error::Remote {
+                    url: self.object_url(&name),
+                    range: Some(range.clone()),
+                    reason: format!("{} bytes came back", bytes.len()),
+                });
+            }
+            add(&self.counters.bytes_fetched, bytes.len() as u64);
+            out[n] = bytes;
+        }
+        Ok(out)
+    }
+
+    fn changed(&self, chunk: u32, expected: &str, found: &str) -> Error {
+        Error::Changed {
+            url: self.object_url(&format!("{chunk}.zr")),
+            expected: expected.to_string(),
+            found: found.to_string(),
+        }
+    }
+
+    /// Records chunk `c`'s token (and size), or checks it against the one already recorded.
+    fn learn(&self, c: u32, (tag, etag): &(String, bool), size: Option<u64>) -> Result<ChunkObject> {
+        let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        let o = objects.entry(c).or_insert_with(|| ChunkObject { tag: tag.clone(), etag: *etag, size: None });
+        if o.tag != *tag {
+            return Err(self.changed(c, &o.tag, tag));
+        }
+        if size.is_some() {
+            o.size = size;
+        }
+        Ok(o.clone())
+    }
+
+    /// Chunk `c`'s token and size (a HEAD the first time the size is needed).
+    fn chunk_object(&self, c: u32) -> Result<(String, u64)> {
+        let known = self.objects.lock().unwrap_or_else(PoisonError::into_inner).get(&c).cloned();
+        if let Some(ChunkObject { tag, size: Some(size), .. }) = known {
+            return Ok((tag, size));
+        }
+        let name = format!("{c}.zr");
+        add(&self.counters.requests, 1);
+        let meta = self
+            .runtime
+            .block_on(self.store.head(&self.key(&name)))
+            .map_err(|e| self.remote_err(&name, None, &e))?;
+        let o = self.learn(c, &(token(&meta), has_etag(&meta)), Some(meta.size))?;
+        Ok((o.tag, meta.size))
+    }
+
+    /// [`RemoteStore::fetch`] through the page cache: each record's pages found open, on disk,
+    /// or fetched (under their stripes' locks, contiguous pages of a chunk in one request),
+    /// checked, written and kept open. A record within one page is read in place; one across
+    /// pages is joined.
+    fn fetch_paged(&self, cache: &PageCache, indices: &[u64]) -> Result<Fetched> {
+        let p = cache.page_size();
+        let mut entries = Vec::with_capacity(indices.len());
+        let mut keys: Vec<PageKey> = Vec::new();
+        for &i in indices {
+            let e = self.entry(i)?;
+            entries.push(e);
+            if e.stored > 0 {
+                keys.extend((e.offset / p..=(e.end() - 1) / p).map(|page| PageKey { chunk: e.chunk, page }));
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let mut pages: Vec<Option<Bytes>> = keys.iter().map(|&k| cache.get_open(k)).collect();
+        let mut hits = pages.iter().filter(|p| p.is_some()).count() as u64;
+        // The page's file and length, from its chunk object's token and size.
+        let span = |k: PageKey| -> Result<(PathBuf, u64, u64)> {
+            let (tag, size) = self.chunk_object(k.chunk)?;
+            let start = k.page * p;
+            if start >= size {
+                return Err(Error::Remote {
+                    url: self.object_url(&format!("{}.zr", k.chunk)),
+                    range: Some(start..start + p),
+                    reason: format!("the index reads past the object's {size} bytes"),
+                });
+            }
+            Ok((cache.path(k, &tag), start, p.min(size - start)))
+        };
+        let mut misses = Vec::new();
+        for (n, &k) in keys.iter().enumerate() {
+            if pages[n].is_none() {
+                let (path, _, len) = span(k)?;
+                match cache.load(k, &path, len) {
+                    Some(b) => {
+                        pages[n] = Some(b);
+                        hits += 1;
+                    }
+                    None => misses.push(n),
+                }
+            }
+        }
+        if !misses.is_empty() {
+            let _locks = cache.lock(misses.iter().map(|&n| keys[n]))?;
+            // Another process (or thread) may have filled some while this one waited.
+            let mut still = Vec::with_capacity(misses.len());
+            for n in misses {
+                let (path, _, len) = span(keys[n])?;
+                match cache.load(keys[n], &path, len) {
+                    Some(b) => {
+                        pages[n] = Some(b);
+                        hits += 1;
+                    }
+                    None => still.push(n),
+                }
+            }
+            let max = self.options.request().max(p);
+            let mut requests: Vec<(u32, Range<u64>, Vec<usize>)> = Vec::new();
+            for n in still {
+                let (_, start, len) = span(keys[n])?;
+                match requests.last_mut() {
+                    Some((c, r, ns))
+                        if *c == keys[n].chunk && r.end == start && r.end + len - r.start <= max =>
+                    {
+                        r.end += len;
+                        ns.push(n);
+                    }
+                    _ => requests.push((keys[n].chunk, start..start + len, vec![n])),
+                }
+            }
+            let ranges: Vec<(u32, Range<u64>)> = requests.iter().map(|(c, r, _)| (*c, r.clone())).collect();
+            let got = self.get_ranges(&ranges)?;
+            for ((_, r, ns), bytes) in requests.iter().zip(got) {
+                for &n in ns {
+                    let (path, start, len) = span(keys[n])?;
+                    let at = (start - r.start) as usize;
+                    let page = bytes.slice(at..at + len as usize);
+                    self.check_page(keys[n], start, &page)?;
+                    match cache.store(&path, &page) {
+                        Ok(evicted) => {
+                            add(&self.counters.pages_filled, 1);
+                            add(&self.counters.pages_evicted, evicted);
+                            // Kept open from its file, so the response's memory goes.
+                            pages[n] = Some(cache.load(keys[n], &path, len).unwrap_or(page));
+                        }
+                        Err(_) => {
+                            add(&self.counters.cache_errors, 1);
+                            pages[n] = Some(page);
+                        }
+                    }
+                }
+            }
+        }
+        add(&self.counters.pages_hit, hits);
+        let mut out: Vec<Bytes> = pages.into_iter().map(Option::unwrap_or_default).collect();
+        let mut place = Vec::with_capacity(indices.len());
+        for e in entries {
+            if e.stored == 0 {
+                place.push((out.len(), 0));
+                out.push(Bytes::new());
+                continue;
+            }
+            let (first, last) = (e.offset / p, (e.end() - 1) / p);
+            let n = keys.partition_point(|k| (k.chunk, k.page) < (e.chunk, first));
+            let at = (e.offset - first * p) as usize;
+            if first == last {
+                place.push((n, at));
+            } else {
+                // Across pages: joined (the record's crc32c is checked when it is read).
+                let mut joined = Vec::with_capacity(e.stored as usize);
+                joined.extend_from_slice(out[n].get(at..).unwrap_or_default());
+                for piece in &out[n + 1..=n + (last - first) as usize] {
+                    joined.extend_from_slice(piece);
+                }
+                joined.truncate(e.stored as usize);
+                place.push((out.len(), 0));
+                out.push(Bytes::from(joined));
+            }
+        }
+        Ok((out, place))
+    }
+
+    /// Checks every record lying wholly inside a fetched page (chunk `k.chunk`, bytes from
+    /// `start`) against its crc32c, before the page is cached.
+    fn check_page(&self, k: PageKey, start: u64, page: &[u8]) -> Result<()> {
+        let by_place = self.by_place.get_or_init(|| {
+            let mut order: Vec<u64> = (0..self.entries.len() as u64).collect();
+            order.sort_by_key(|&i| {
+                let e = &self.entries[i as usize];
+                (e.chunk, e.offset)
+            });
+            order
+        });
+        let end = start + page.len() as u64;
+        let from = by_place.partition_point(|&i| {
+            let e = &self.entries[i as usize];
+            (e.chunk, e.offset) < (k.chunk, start)
+        });
+        for &i in &by_place[from..] {
+            let e = &self.entries[i as usize];
+            if e.chunk != k.chunk || e.offset >= end {
+                break;
+            }
+            if e.end() <= end {
+                let bytes = &page[(e.offset - start) as usize..(e.end() - start) as usize];
+                if crc32c::crc32c(bytes) != e.crc {
+                    return Err(Error::CorruptRecord {
+                        path: PathBuf::from(&self.url),
+                        index: i,
+                        reason: format!(
+                            "bytes {}..{} of {} fail their crc32c as fetched; the page was not cached",
+                            e.offset,
+                            e.end(),
+                            self.object_url(&format!("{}.zr", k.chunk))
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What this store's reads have cost so far.
+    pub fn stats(&self) -> RemoteStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RemoteStats {
+            requests: get(&c.requests),
+            bytes_fetched: get(&c.bytes_fetched),
+            pages_hit: get(&c.pages_hit),
+            pages_filled: get(&c.pages_filled),
+            pages_evicted: get(&c.pages_evicted),
+            cache_errors: get(&c.cache_errors),
+        }
+    }
+
+    /// Record `index`'s stored bytes at `(request, offset)` of `fetched`, with its entry and
+    /// codec; a compressed record checked against its crc32c (a raw one is summed as it is
+    /// copied, [`RemoteStore::gather_to`]).
+    fn checked<'b>(
+        &self,
+        index: u64,
+        fetched: &'b [Bytes],
+        (n, at): (usize, usize),
+    ) -> Result<(&Entry, Codec, &'b [u8])> {
+        let e = self.entry(index)?;
+        let stored = fetched[n]
+            .get(at..at + e.stored as usize)
+            .ok_or_else(|| self.corrupt(index, "outside its request".into()))?;
+        let codec =
+            Codec::from_tag(e.codec).ok_or_else(|| self.corrupt(index, format!("codec tag {}", e.codec)))?;
+        if codec != Codec::Raw && crc32c::crc32c(stored) != e.crc {
+            return Err(self.crc_mismatch(index));
+        }
+        Ok((e, codec, stored))
+    }
+
+    fn corrupt(&self, index: u64, reason: String) -> Error {
+        Error::CorruptRecord { path: PathBuf::from(&self.url), index, reason }
+    }
+
+    fn crc_mismatch(&self, index: u64) -> Error {
+        self.corrupt(index, "its crc32c does not match the index (fetched from the object store)".into())
+    }
+
+    /// The records of `indices`, in order: fetched in coalesced, concurrent range requests,
+    /// each checked against its crc32c and decoded.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`]; [`Error::Remote`] naming the chunk's URL and byte range
+    /// after the last retry; [`Error::CorruptRecord`] naming the URL and index for a record
+    /// whose checksum does not match or that does not decode. Never a partial record.
+    pub fn gather(&self, indices: &[u64]) -> Result<Vec<Vec<u8>>> {
+        let lens = self.record_lens(indices)?;
+        let total: usize = lens.iter().map(|&l| l as usize).sum();
+        let mut flat = vec![0u8; total];
+        crate::sys::fill_slice(&mut flat, |mut d| self.gather_to(indices, &mut d))?;
+        let mut at = 0usize;
+        Ok(lens
+            .iter()
+            .map(|&l| {
+                let r = flat[at..at + l as usize].to_vec();
+                at += l as usize;
+                r
+            })
+            .collect())
+    }
+
+    /// [`RemoteStore::gather`] straight into `dst` (the records back to back, in order): one
+    /// copy (or decode) from the response into the destination.
+    pub(crate) fn gather_to(&self, indices: &[u64], dst: &mut crate::sys::Destination<'_>) -> Result<()> {
+        let (fetched, place) = self.fetch(indices)?;
+        let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
+        let mut summer = crate::sys::Summer::default();
+        for (k, &i) in indices.iter().enumerate() {
+            let (e, codec, stored) = self.checked(i, &fetched, place[k])?;
+            if codec == Codec::Raw {
+                // Summed in the copy's pass; on a mismatch the destination holds no usable data
+                // (the gather's contract on error).
+                if dst.copy_crc32c(stored, &mut summer) != e.crc {
+                    return Err(self.crc_mismatch(i));
+                }
+            } else {
+                decoder
+                    .decode(codec, stored, dst, e.logical as usize)
+                    .map_err(|why| self.corrupt(i, format!("{why:?}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads every record and checks it ([`RemoteStore::gather`] in blocks): the records
+    /// checked, or the first damaged one as the error.
+    ///
+    /// # Errors
+    /// As [`RemoteStore::gather`].
+    pub fn verify(&self) -> Result<u64> {
+        let mut start = 0u64;
+        while start < self.len() {
+            let end = (start + 4096).min(self.len());
+            self.gather(&(start..end).collect::<Vec<_>>())?;
+            start = end;
+        }
+        Ok(self.len())
+    }
+
+    /// What the index says of the store, nothing else fetched: records, logical bytes, stored
+    /// bytes, and records per codec (raw, zstd, zstd_dict, lz4).
+    pub fn summary(&self) -> RemoteSummary {
+        let mut s = RemoteSummary { records: self.len(), ..RemoteSummary::default() };
+        for e in &self.entries {
+            s.logical_bytes += u64::from(e.logical);
+            s.stored_bytes += u64::from(e.stored);
+            if let Some(c) = s.codecs.get_mut(usize::from(e.codec)) {
+                *c += 1;
+            }
+        }
+        s
+    }
+
+    /// A file of the store directory (`schema.msgpack`), whole.
+    ///
+    /// # Errors
+    /// [`Error::Remote`] naming it.
+    pub fn get_file(&self, name: &str) -> Result<Vec<u8>> {
+        self.get_whole(name)
+    }
+}
