@@ -73,9 +73,10 @@ enum Command {
         #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
         paths: Vec<PathBuf>,
     },
-    /// Upload a v2 store (or dataset) directory to S3-compatible object storage (build feature
-    /// `remote`; endpoint and keys from the AWS environment variables). Files already there
-    /// with the same size are skipped, so an interrupted push restarts where it stopped.
+    /// Upload a store (or dataset) directory to S3-compatible object storage (build feature
+    /// `remote`; endpoint and keys from the AWS environment variables). A v2 chunk already
+    /// there with the same length and checksum is skipped, so an interrupted push restarts
+    /// where it stopped; of a v1 store's meta.zr only the committed prefix goes up.
     #[cfg(feature = "remote")]
     Push {
         /// The local store directory.

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+mod store;
+
 /// Which layer to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Layer {
@@ -83,6 +85,17 @@ pub(crate) struct BenchArgs {
     /// installs NumPy into a venv); without it those rows are skipped with a note.
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
+    /// Measure this dataset instead (a store, a store set, or an `s3://` URL with the `remote`
+    /// feature): batches in cyclic, IID and block-cyclic order, with requests per batch for a
+    /// remote store.
+    #[arg(long, value_name = "PATH|URL")]
+    store: Option<PathBuf>,
+    /// Batch size for --store.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    batch: u32,
+    /// Batches per order for --store.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    steps: u64,
 }
 
 /// Runs the chosen layers and writes the tables (or the JSON) to `out`.
@@ -90,6 +103,9 @@ pub(crate) struct BenchArgs {
 /// # Errors
 /// Writing the data or the output; an invalid size.
 pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    if let Some(path) = &args.store {
+        return store::run(path, args.batch, args.steps.max(1), out);
+    }
     let options = loaderx_bench::Options {
         layer: args.layer.into(),
         quick: args.quick,

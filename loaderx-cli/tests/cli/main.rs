@@ -7,3 +7,5 @@ mod convert;
 mod ingest;
 mod jsonl;
 mod partition;
+#[cfg(feature = "remote")]
+mod remote;

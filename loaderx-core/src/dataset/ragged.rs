@@ -212,6 +212,16 @@ impl RaggedSource {
         }
     }
 
+    /// The remote store behind this source, when it reads one (its
+    /// [`stats`](crate::remote::RemoteStore::stats): requests, bytes, cache pages).
+    #[cfg(feature = "remote")]
+    pub fn remote(&self) -> Option<&crate::remote::RemoteStore> {
+        match &self.backing {
+            Backing::Remote(r) => Some(r),
+            _ => None,
+        }
+    }
+
     fn physical_len(&self) -> usize {
         match &self.backing {
             Backing::Store(s) => s.len() as usize,

@@ -49,6 +49,7 @@ pub struct RemoteOptions {
     timeout: Option<Duration>,
     cache: Option<(PathBuf, u64)>,
     page_size: Option<u64>,
+    anonymous: bool,
 }
 
 impl std::fmt::Debug for RemoteOptions {
@@ -65,6 +66,7 @@ impl std::fmt::Debug for RemoteOptions {
             .field("concurrency", &self.concurrency)
             .field("cache", &self.cache)
             .field("page_size", &self.page_size)
+            .field("anonymous", &self.anonymous)
             .finish()
     }
 }
@@ -89,6 +91,11 @@ impl RemoteOptions {
     pub fn credentials(mut self, key_id: impl Into<String>, secret: impl Into<String>) -> Self {
         self.access_key_id = Some(key_id.into());
         self.secret_access_key = Some(secret.into());
+        self
+    }
+    /// Unsigned requests, for a public bucket (no credentials looked for, none sent).
+    pub fn anonymous(mut self, yes: bool) -> Self {
+        self.anonymous = yes;
         self
     }
     /// Allow plain HTTP endpoints.
@@ -190,6 +197,9 @@ impl RemoteOptions {
         }
         if let Some(h) = self.allow_http {
             b = b.with_allow_http(h);
+        }
+        if self.anonymous {
+            b = b.with_skip_signature(true);
         }
         let retry = RetryConfig { max_retries: self.retries.unwrap_or(5), ..RetryConfig::default() };
         // One client setting changed, the others (from the environment, `allow_http`) kept.
@@ -320,6 +330,8 @@ pub struct RemoteStore {
     /// Entry numbers sorted by (chunk, offset), for checking filled pages (built at the first).
     by_place: OnceLock<Vec<u64>>,
     counters: Counters,
+    /// Whether records carry a crc32c (v2), checked on every read.
+    checksums: bool,
 }
 
 impl std::fmt::Debug for RemoteStore {
@@ -334,7 +346,8 @@ impl RemoteStore {
     /// # Errors
     /// [`Error::Remote`] naming the URL for a request that failed after its retries;
     /// [`Error::Corrupt`] naming the object for a damaged index or dictionary;
-    /// [`Error::InvalidArgument`] for a v1 store (not read remotely yet) or a bad URL.
+    /// [`Error::NotAStore`] naming the URL when neither `index.zr` nor `meta.zr` is there;
+    /// [`Error::InvalidArgument`] for a bad URL or cache option.
     pub fn open(url: &str, options: RemoteOptions) -> Result<RemoteStore> {
         let (bucket, prefix) = parse_url(url)?;
         let store = options.build(&bucket)?;
@@ -354,6 +367,7 @@ impl RemoteStore {
             objects: Mutex::new(HashMap::new()),
             by_place: OnceLock::new(),
             counters: Counters::default(),
+            checksums: true,
             options,
         };
         if let Some((dir, limit, page)) = r.options.cache_config()? {
@@ -361,10 +375,18 @@ impl RemoteStore {
         }
         let index = match r.cached_index() {
             Ok(b) => b,
-            Err(e) if r.exists("meta.zr") => {
-                return Err(Error::InvalidArgument(format!(
-                    "{url} is a v1 store; remote reading needs v2 (loaderx migrate STORE --to v2): {e}"
-                )));
+            Err(_) if r.exists("meta.zr") => {
+                r.open_v1()?;
+                return Ok(r);
+            }
+            Err(Error::Remote { reason, .. })
+                if reason.contains("not found") || reason.contains("NotFound") =>
+            {
+                return Err(Error::NotAStore {
+                    path: PathBuf::from(url),
+                    reason: "neither index.zr (v2) nor meta.zr (v1) is there (or the bucket does not exist)"
+                        .into(),
+                });
             }
             Err(e) => return Err(e),
         };
@@ -385,15 +407,77 @@ impl RemoteStore {
             })
             .collect::<Result<_>>()?;
         if header.dict_id != 0 {
-            let bytes = r.get_whole("dict.zr")?;
-            let raw = crate::format::dict::decode(&bytes).map_err(|(o, why)| Error::Corrupt {
-                path: PathBuf::from(r.object_url("dict.zr")),
-                offset: o,
-                reason: why,
-            })?;
-            r.dict = Some(crate::store::Dictionary::new(raw.to_vec()));
+            r.load_dictionary()?;
         }
         Ok(r)
+    }
+
+    fn load_dictionary(&mut self) -> Result<()> {
+        let bytes = self.get_whole("dict.zr")?;
+        let raw = crate::format::dict::decode(&bytes).map_err(|(o, why)| Error::Corrupt {
+            path: PathBuf::from(self.object_url("dict.zr")),
+            offset: o,
+            reason: why,
+        })?;
+        self.dict = Some(crate::store::Dictionary::new(raw.to_vec()));
+        Ok(())
+    }
+
+    /// A v1 store: the header of `meta.zr` and its committed entries (one range request each;
+    /// the rest of the fixed 256 MiB table is never fetched), the dictionary when there is one.
+    /// v1 records carry no checksum, so they are read unchecked (as a v1 store is locally).
+    fn open_v1(&mut self) -> Result<()> {
+        use crate::format::{ENTRY_SIZE as V1_ENTRY, Header as V1Header, RecordLoc};
+        self.checksums = false;
+        let path = PathBuf::from(self.object_url("meta.zr"));
+        let corrupt = |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason };
+        let head = self.get_range("meta.zr", 0..V1_ENTRY as u64)?;
+        let header = V1Header::parse(&head).map_err(|e| corrupt(0, format!("{e:?}")))?;
+        let count = u64::from(header.length);
+        let table = if count == 0 {
+            Bytes::new()
+        } else {
+            self.get_range("meta.zr", V1_ENTRY as u64..V1_ENTRY as u64 * (1 + count))?
+        };
+        self.entries = table
+            .chunks_exact(V1_ENTRY)
+            .enumerate()
+            .map(|(i, b)| {
+                let at = (V1_ENTRY * (i + 1)) as u64;
+                let loc =
+                    RecordLoc::from_bytes(b.try_into().map_err(|_| corrupt(at, "a short entry".into()))?);
+                loc.validate(&header).map_err(|why| corrupt(at, format!("entry {i}: {why}")))?;
+                Ok(Entry {
+                    offset: u64::from(loc.offset),
+                    stored: loc.phys_length,
+                    logical: loc.logic_length,
+                    chunk: u32::from(loc.chunk_id),
+                    codec: loc.codec,
+                    crc: 0,
+                })
+            })
+            .collect::<Result<_>>()?;
+        if self.entries.iter().any(|e| e.codec == Codec::ZstdDict as u8) {
+            self.load_dictionary()?;
+        }
+        Ok(())
+    }
+
+    /// Bytes `range` of the store's file `name`, exactly.
+    fn get_range(&self, name: &str, range: Range<u64>) -> Result<Bytes> {
+        add(&self.counters.requests, 1);
+        let bytes = self
+            .runtime
+            .block_on(self.store.get_range(&self.key(name), range.clone()))
+            .map_err(|e| self.remote_err(name, Some(range.clone()), &e))?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(Error::Corrupt {
+                path: PathBuf::from(self.object_url(name)),
+                offset: range.start,
+                reason: format!("{} bytes where {} were expected", bytes.len(), range.end - range.start),
+            });
+        }
+        Ok(bytes)
     }
 
     fn key(&self, name: &str) -> ObjectPath {
@@ -749,6 +833,9 @@ impl RemoteStore {
     /// Checks every record lying wholly inside a fetched page (chunk `k.chunk`, bytes from
     /// `start`) against its crc32c, before the page is cached.
     fn check_page(&self, k: PageKey, start: u64, page: &[u8]) -> Result<()> {
+        if !self.checksums {
+            return Ok(());
+        }
         let by_place = self.by_place.get_or_init(|| {
             let mut order: Vec<u64> = (0..self.entries.len() as u64).collect();
             order.sort_by_key(|&i| {
@@ -786,6 +873,11 @@ impl RemoteStore {
         Ok(())
     }
 
+    /// The store's format: v2, or v1 (records read without checksums).
+    pub fn format(&self) -> crate::Format {
+        if self.checksums { crate::Format::V2 } else { crate::Format::V1 }
+    }
+
     /// What this store's reads have cost so far.
     pub fn stats(&self) -> RemoteStats {
         let c = &self.counters;
@@ -815,7 +907,7 @@ impl RemoteStore {
             .ok_or_else(|| self.corrupt(index, "outside its request".into()))?;
         let codec =
             Codec::from_tag(e.codec).ok_or_else(|| self.corrupt(index, format!("codec tag {}", e.codec)))?;
-        if codec != Codec::Raw && crc32c::crc32c(stored) != e.crc {
+        if self.checksums && codec != Codec::Raw && crc32c::crc32c(stored) != e.crc {
             return Err(self.crc_mismatch(index));
         }
         Ok((e, codec, stored))
@@ -863,7 +955,9 @@ impl RemoteStore {
             if codec == Codec::Raw {
                 // Summed in the copy's pass; on a mismatch the destination holds no usable data
                 // (the gather's contract on error).
-                if dst.copy_crc32c(stored, &mut summer) != e.crc {
+                if !self.checksums {
+                    dst.copy(stored);
+                } else if dst.copy_crc32c(stored, &mut summer) != e.crc {
                     return Err(self.crc_mismatch(i));
                 }
             } else {

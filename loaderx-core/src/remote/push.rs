@@ -1,4 +1,4 @@
-//! [`push`]: a local v2 store uploaded to object storage, restartable, the index last.
+//! [`push`]: a local store uploaded to object storage, restartable, the index last.
 
 use std::path::{Path, PathBuf};
 
@@ -15,20 +15,19 @@ const PART: u64 = 16 << 20;
 /// Uploads the local store (or dataset) directory `dir` to `url`: every regular file, a chunk
 /// file skipped when it is already there with the same length and (by the store's manifests)
 /// the same crc32c, so an interrupted push restarts where it stopped, the index last (a reader opening the store during a push sees the old index or
-/// none). `progress` is called with the bytes sent so far.
+/// none). `progress` is called with the bytes sent so far. Of a v1 store's `meta.zr` (a fixed
+/// 256 MiB table) only the committed prefix goes up; v1 stores have no manifest, so a restarted
+/// push of one sends every file again.
 ///
 /// # Errors
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
-/// [`Error::InvalidArgument`] for a v1 store (migrate it to v2 first).
+/// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse.
 pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
     let (bucket, prefix) = parse_url(url)?;
-    if dir.join("meta.zr").exists() {
-        return Err(Error::InvalidArgument(format!(
-            "{} is a v1 store (a fixed 256 MiB index): remote stores are v2; `loaderx migrate {} --to v2` first",
-            dir.display(),
-            dir.display()
-        )));
-    }
+    // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
+    // and `length` entries) goes up, all a reader fetches.
+    let meta = dir.join("meta.zr");
+    let v1_prefix = if meta.exists() { Some(v1_committed(&meta)?) } else { None };
     let store = options.build(&bucket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -42,7 +41,8 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         let meta = e.metadata().map_err(|err| Error::io("stat", e.path(), err))?;
         let name = e.file_name().to_string_lossy().into_owned();
         if meta.is_file() && name != "write.lock" {
-            files.push((name, e.path(), meta.len()));
+            let len = if name == "meta.zr" { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
+            files.push((name, e.path(), len));
         }
     }
     // The index goes last: its count publishes the records.
@@ -77,7 +77,14 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
                 range: None,
                 reason: scrub(&e.to_string()),
             };
-            if len <= MULTIPART_OVER {
+            if name == "meta.zr"
+                && let Some(n) = v1_prefix
+            {
+                let mut bytes = vec![0u8; n as usize];
+                let f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+                crate::sys::read_exact_at(&f, &mut bytes, 0).map_err(|e| Error::io("read", &path, e))?;
+                runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
+            } else if len <= MULTIPART_OVER {
                 let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
                 runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
             } else {
@@ -105,4 +112,18 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         progress(sent);
     }
     Ok(sent)
+}
+
+/// The committed prefix of a v1 `meta.zr`: its header and `length` entries, in bytes.
+fn v1_committed(path: &Path) -> Result<u64> {
+    use crate::format::{ENTRY_SIZE, Header};
+    let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let mut head = [0u8; ENTRY_SIZE];
+    crate::sys::read_exact_at(&f, &mut head, 0).map_err(|e| Error::io("read", path, e))?;
+    let header = Header::parse(&head).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason: format!("{e:?}"),
+    })?;
+    Ok(ENTRY_SIZE as u64 * (1 + u64::from(header.length)))
 }

@@ -190,15 +190,27 @@ fn damage_missing_objects_a_stopped_server_and_wrong_keys_are_typed_errors() {
     let remote = DenseSource::open_remote("s3://bucket/d", opts.clone()).unwrap();
     let e = remote.get_batch(&[4, 5, 6]).unwrap_err();
     assert!(matches!(&e, Error::CorruptRecord { index: 5, .. }), "{e}");
-    // No such store; a v1 store.
+    // No such store, no such bucket: not a store, naming the URL.
     let e = DenseSource::open_remote("s3://bucket/nothing-here", opts.clone()).unwrap_err();
-    assert!(matches!(&e, Error::Remote { url, .. } if url.contains("nothing-here")), "{e}");
-    let v1 = tmp.path().join("v1");
-    let mut w = DatasetWriter::dense::<u8>(&v1, vec![], WriteOptions::new().format(Format::V1)).unwrap();
-    w.append(&[1u8, 2, 3]).unwrap();
-    w.finish().unwrap();
-    let e = push(&v1, "s3://bucket/v1", opts.clone(), |_| {}).unwrap_err();
-    assert!(e.to_string().contains("v1") && e.to_string().contains("migrate"), "{e}");
+    assert!(
+        matches!(&e, Error::NotAStore { path, .. } if path.to_string_lossy().contains("nothing-here")),
+        "{e}"
+    );
+    let e = RemoteStore::open("s3://no-such-bucket/d", opts.clone()).unwrap_err();
+    assert!(matches!(&e, Error::NotAStore { .. }) && e.to_string().contains("s3://no-such-bucket/d"), "{e}");
+    // Objects that are not a store: an index.zr of text.
+    let junk = tmp.path().join("junk");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("index.zr"), b"these are not the bytes of an index").unwrap();
+    push(&junk, "s3://bucket/junk", opts.clone(), |_| {}).unwrap();
+    let e = RemoteStore::open("s3://bucket/junk", opts.clone()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, .. } if path.to_string_lossy().ends_with("junk/index.zr")),
+        "{e}"
+    );
+    // No credentials (unsigned requests): refused by the server, naming the URL.
+    let e = RemoteStore::open("s3://bucket/d", opts.clone().credentials("", "").anonymous(true)).unwrap_err();
+    assert!(matches!(&e, Error::Remote { url, .. } if url.contains("bucket/d")), "{e}");
     // Wrong keys: refused, and the error shows neither key.
     let wrong = opts.clone().credentials(KEY, "not-the-secret-at-all");
     let e = DenseSource::open_remote("s3://bucket/d", wrong).unwrap_err().to_string();
@@ -215,6 +227,47 @@ fn damage_missing_objects_a_stopped_server_and_wrong_keys_are_typed_errors() {
     server.stop();
     let e = remote.get_batch(&[1]).unwrap_err();
     assert!(matches!(&e, Error::Remote { url, range: Some(_), .. } if url.ends_with("fresh/0.zr")), "{e}");
+}
+
+/// v1 stores (raw, zstd, zstd_dict, dense and ragged) pushed (only the committed prefix of
+/// `meta.zr`) and read back record for record, directly and through the page cache.
+#[test]
+fn v1_stores_read_back_remotely() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let cache = tmp.path().join("cache");
+    for (i, codec) in [Codec::Raw, Codec::Zstd, Codec::ZstdDict].into_iter().enumerate() {
+        let p = tmp.path().join(format!("v1-{i}"));
+        let mut w =
+            DatasetWriter::dense::<f32>(&p, vec![8], WriteOptions::new().codec(codec).format(Format::V1))
+                .unwrap();
+        w.append(&(0..8 * 2500).map(|v| (v % 613) as f32).collect::<Vec<f32>>()).unwrap();
+        w.finish().unwrap();
+        assert!(p.join("meta.zr").exists(), "a v1 store");
+        let url = format!("s3://bucket/v1-{i}");
+        push(&p, &url, server.options(), |_| {}).unwrap();
+        let local = DenseSource::open(&p).unwrap();
+        let idx: Vec<u32> = (0..2500u32).map(|i| i.wrapping_mul(2_654_435_761) % 2500).collect();
+        for opts in [server.options(), server.options().cache(&cache, 1 << 26).page_size(8192)] {
+            let remote = DenseSource::open_remote(&url, opts).unwrap();
+            assert_eq!(remote.len(), 2500);
+            assert_eq!(remote.get_batch(&idx).unwrap(), local.get_batch(&idx).unwrap(), "{codec:?}");
+        }
+        let meta = server.root.join(format!("bucket/v1-{i}/meta.zr"));
+        assert_eq!(std::fs::metadata(meta).unwrap().len(), 16 * 2501, "only the committed prefix went up");
+    }
+    let p = tmp.path().join("v1-ragged");
+    let mut w =
+        DatasetWriter::ragged::<i32>(&p, vec![], WriteOptions::new().codec(Codec::Zstd).format(Format::V1))
+            .unwrap();
+    for i in 0..900i32 {
+        w.append_record(&vec![i; (i % 13) as usize]).unwrap();
+    }
+    w.finish().unwrap();
+    push(&p, "s3://bucket/v1-ragged", server.options(), |_| {}).unwrap();
+    let idx: Vec<u32> = (0..900).rev().step_by(2).collect();
+    let remote = RaggedSource::open_remote("s3://bucket/v1-ragged", server.options()).unwrap();
+    assert_eq!(remote.get_batch(&idx).unwrap(), RaggedSource::open(&p).unwrap().get_batch(&idx).unwrap());
 }
 
 /// A chunk file over the multipart threshold goes up in parts and reads back intact.

@@ -1,0 +1,104 @@
+// The read commands on `s3://` URLs (feature `remote`): `push`, then `info`, `verify`, `export`
+// and `bench --store` against an S3 server started here (s3s-fs on 127.0.0.1, a free port),
+// endpoint and keys given the way a user gives them, in the AWS environment variables.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+
+const KEY: &str = "AKIDCLITEST";
+const SECRET: &str = "cli-test-secret-0123456789abcdef";
+
+/// s3s-fs over `root` on a free loopback port; the runtime (and server) stop when dropped.
+fn server(root: &Path) -> (tokio::runtime::Runtime, String) {
+    std::fs::create_dir_all(root.join("bucket")).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let fs = s3s_fs::FileSystem::new(root).map_err(|e| format!("{e:?}")).unwrap();
+    let mut b = s3s::service::S3ServiceBuilder::new(fs);
+    b.set_auth(s3s::auth::SimpleAuth::from_single(KEY, SECRET));
+    let service = b.build();
+    let listener = runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0))).unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move {
+        let http = ConnBuilder::new(TokioExecutor::new());
+        while let Ok((socket, _)) = listener.accept().await {
+            let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+        }
+    });
+    (runtime, endpoint)
+}
+
+fn loaderx(endpoint: &str, cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(args)
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("LOADERX_CACHE_DIR", cache)
+        .output()
+        .expect("run loaderx")
+}
+
+fn ok(out: &Output) -> String {
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains(SECRET) && !String::from_utf8_lossy(&out.stderr).contains(SECRET));
+    text
+}
+
+#[test]
+fn push_then_info_verify_export_and_bench_on_the_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_runtime, endpoint) = server(&tmp.path().join("s3"));
+    let cache = tmp.path().join("cache");
+    // A dense dataset: 300 records of 8 f32, from a .npy through `convert npy`.
+    let npy = tmp.path().join("x.npy");
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (300, 8), }".to_string();
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    let values: Vec<f32> = (0..2400).map(|v| v as f32 * 0.5).collect();
+    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+    std::fs::write(&npy, &bytes).unwrap();
+    let store = tmp.path().join("x");
+    ok(&loaderx(&endpoint, &cache, &["convert", "npy", npy.to_str().unwrap(), store.to_str().unwrap()]));
+    let url = "s3://bucket/data/x";
+    ok(&loaderx(&endpoint, &cache, &["push", store.to_str().unwrap(), url]));
+    let info = ok(&loaderx(&endpoint, &cache, &["info", url]));
+    assert!(info.contains("300"), "{info}");
+    let verify = ok(&loaderx(&endpoint, &cache, &["verify", url]));
+    assert!(verify.contains("300"), "{verify}");
+    // export from the URL equals the input, byte for byte past the header.
+    let back = tmp.path().join("back.npy");
+    ok(&loaderx(&endpoint, &cache, &["export", url, back.to_str().unwrap()]));
+    let got = std::fs::read(&back).unwrap();
+    assert_eq!(&got[got.len() - 9600..], &bytes[bytes.len() - 9600..]);
+    let bench = ok(&loaderx(&endpoint, &cache, &["bench", "--store", url, "--batch", "64", "--steps", "2"]));
+    for order in ["cyclic", "IID", "block-cyclic (64 x 1)"] {
+        let row = bench
+            .lines()
+            .find(|l| l.starts_with(&format!("| {order} |")))
+            .unwrap_or_else(|| panic!("{bench}"));
+        let requests: f64 = row.split('|').nth(4).unwrap().trim().parse().unwrap_or_else(|_| panic!("{row}"));
+        assert!(requests >= 1.0, "a remote batch costs requests: {row}");
+    }
+    // A local store measured the same way: no request column.
+    let local =
+        ok(&loaderx(&endpoint, &cache, &["bench", "--store", store.to_str().unwrap(), "--steps", "1"]));
+    assert!(local.lines().any(|l| l.starts_with("| cyclic |") && l.ends_with("| - | - |")), "{local}");
+    // A URL with no store there: an error naming it.
+    let missing = loaderx(&endpoint, &cache, &["info", "s3://bucket/none"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("s3://bucket/none"));
+}
