@@ -65,6 +65,14 @@ impl StepLoaderBuilder {
         self
     }
 
+    /// How [`open_stream`](Self::open_stream) reaches `s3://` URLs (feature `remote`): endpoint,
+    /// keys, region, the page cache. Without it, the AWS environment variables.
+    #[cfg(feature = "remote")]
+    pub fn remote_options(mut self, options: loaderx_core::remote::RemoteOptions) -> Self {
+        self.core = self.core.remote_options(options);
+        self
+    }
+
     /// Opens the dataset in `dir` as stream `name`: dense, or ragged (then give it a
     /// [`pad`](Self::pad) for [`build_dense`](Self::build_dense)).
     ///

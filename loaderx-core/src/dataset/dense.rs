@@ -51,21 +51,39 @@ impl DenseSource {
     /// [`Error::Schema`] when it is ragged or has no schema; [`Error::NotAStore`] when `dir` does
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<DenseSource> {
+        #[cfg(feature = "remote")]
+        if crate::remote::is_remote(dir.as_ref()) {
+            return DenseSource::open_remote(
+                &dir.as_ref().to_string_lossy(),
+                crate::remote::RemoteOptions::new(),
+            );
+        }
         let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Dense)?;
         Ok(DenseSource::wrap(opened, schema, path))
     }
 
     /// The dense dataset at `url` on object storage (`s3://bucket/prefix/dataset`), read-only
     /// (feature `remote`): its schema and index fetched once; batches fetched in coalesced
-    /// range requests, every record's checksum checked.
+    /// range requests, every record's checksum checked. A store set pushed there (its manifest,
+    /// the parts at the paths it names relative to it) opens as one dataset.
     ///
     /// # Errors
     /// As [`RemoteStore::open`](crate::remote::RemoteStore::open); [`Error::Schema`] naming the
     /// URL when the dataset is ragged or its schema does not decode.
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<DenseSource> {
-        let (opened, schema, path) = super::open::open_remote(url, options, Kind::Dense)?;
-        Ok(DenseSource::wrap(opened, schema, path))
+        super::open::open_remote_or_set(
+            url,
+            options,
+            Kind::Dense,
+            DenseSource::wrap,
+            DenseSource::len,
+            |parts| {
+                let mut s = DenseSource::concat(parts)?;
+                s.path = PathBuf::from(url);
+                Ok(s)
+            },
+        )
     }
 
     /// A dense view of an open store.

@@ -28,13 +28,9 @@ pub(crate) fn check_kind(schema: &Schema, kind: Kind, path: &Path) -> Result<()>
     Err(Error::Schema { path: path.to_path_buf(), reason: reason.into() })
 }
 
-/// Opens `dir` as a dataset of `kind`: a store set when it holds one, a remote store for an
-/// `s3://` URL (with the environment's settings), else a store.
+/// Opens the local `dir` as a dataset of `kind`: a store set when it holds one, else a store
+/// (URLs go through [`open_remote_or_set`]).
 pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Opened, Schema, PathBuf)> {
-    #[cfg(feature = "remote")]
-    if crate::remote::is_remote(dir) {
-        return open_remote(&dir.to_string_lossy(), crate::remote::RemoteOptions::new(), kind);
-    }
     let schema = Schema::read(dir)?;
     check_kind(&schema, kind, dir)?;
     let opened = if is_set(dir) {
@@ -43,6 +39,48 @@ pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Opened, Schema, Pa
         Opened::Store(Arc::new(Store::open(dir)?))
     };
     Ok((opened, schema, dir.to_path_buf()))
+}
+
+/// The dataset at `url` on object storage, or the store set there (its parts opened and
+/// concatenated): `single` wraps one opened store, `concat` joins the parts (each checked to
+/// hold the records the set was stitched with).
+///
+/// # Errors
+/// As [`open_remote`]; [`Error::Schema`] naming a part whose record count changed.
+#[cfg(feature = "remote")]
+pub(crate) fn open_remote_or_set<S>(
+    url: &str,
+    options: crate::remote::RemoteOptions,
+    kind: Kind,
+    single: impl Fn(Opened, Schema, PathBuf) -> S,
+    len: impl Fn(&S) -> usize,
+    concat: impl FnOnce(Vec<S>) -> Result<S>,
+) -> Result<S> {
+    match open_remote(url, options.clone(), kind) {
+        Ok((opened, schema, path)) => Ok(single(opened, schema, path)),
+        Err(Error::NotAStore { path, reason }) => {
+            let Some(parts) = super::set::remote_parts(url, &options)? else {
+                return Err(Error::NotAStore { path, reason });
+            };
+            let mut sources = Vec::with_capacity(parts.len());
+            for (part, records) in parts {
+                let (opened, schema, path) = open_remote(&part, options.clone(), kind)?;
+                let s = single(opened, schema, path);
+                if len(&s) as u64 != records {
+                    return Err(Error::Schema {
+                        path: PathBuf::from(part),
+                        reason: format!(
+                            "the part holds {} records, the set was stitched with {records}: it changed after stitching",
+                            len(&s)
+                        ),
+                    });
+                }
+                sources.push(s);
+            }
+            concat(sources)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The dataset of `kind` at `url` on object storage: its index and schema fetched once.

@@ -110,6 +110,13 @@ impl RaggedSource {
     /// [`Error::Schema`] when it is dense or has no schema; [`Error::NotAStore`] when `dir` does
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<RaggedSource> {
+        #[cfg(feature = "remote")]
+        if crate::remote::is_remote(dir.as_ref()) {
+            return RaggedSource::open_remote(
+                &dir.as_ref().to_string_lossy(),
+                crate::remote::RemoteOptions::new(),
+            );
+        }
         let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Ragged)?;
         Ok(RaggedSource::wrap(opened, schema, path))
     }
@@ -121,8 +128,18 @@ impl RaggedSource {
     /// As [`DenseSource::open_remote`](crate::DenseSource::open_remote), for a dense dataset.
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<RaggedSource> {
-        let (opened, schema, path) = super::open::open_remote(url, options, Kind::Ragged)?;
-        Ok(RaggedSource::wrap(opened, schema, path))
+        super::open::open_remote_or_set(
+            url,
+            options,
+            Kind::Ragged,
+            RaggedSource::wrap,
+            RaggedSource::len,
+            |parts| {
+                let mut s = RaggedSource::concat(parts)?;
+                s.path = PathBuf::from(url);
+                Ok(s)
+            },
+        )
     }
 
     /// A ragged view of an open store.

@@ -32,6 +32,60 @@ struct PartEntry {
     records: u64,
 }
 
+impl Manifest {
+    /// A manifest from its bytes (of `file`, for errors).
+    fn decode(bytes: &[u8], file: &Path) -> Result<Manifest> {
+        let corrupt = |reason: String| Error::Corrupt { path: file.to_path_buf(), offset: 0, reason };
+        let m: Manifest =
+            rmp_serde::from_slice(bytes).map_err(|e| corrupt(format!("not a store set manifest: {e}")))?;
+        if m.version != 1 || m.parts.is_empty() {
+            return Err(corrupt(format!(
+                "version {} with {} parts (this build reads version 1, ≥ 1 part)",
+                m.version,
+                m.parts.len()
+            )));
+        }
+        Ok(m)
+    }
+}
+
+/// The parts of the store set in `dir`, as written in its manifest: (path relative to `dir`,
+/// records), or `None` when `dir` holds no set.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Corrupt`] naming the manifest.
+pub(crate) fn parts_of(dir: &Path) -> Result<Option<Vec<(String, u64)>>> {
+    if !is_set(dir) {
+        return Ok(None);
+    }
+    let file = dir.join(SET_FILE);
+    let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
+    Ok(Some(Manifest::decode(&bytes, &file)?.parts.into_iter().map(|e| (e.path, e.records)).collect()))
+}
+
+/// The parts of the store set at `url` on object storage: each part's URL (its manifest path
+/// resolved against `url`) and record count, or `None` when there is no set manifest there.
+///
+/// # Errors
+/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest;
+/// [`Error::InvalidArgument`] for a part path that leaves the bucket or is absolute.
+#[cfg(feature = "remote")]
+pub(crate) fn remote_parts(
+    url: &str,
+    options: &crate::remote::RemoteOptions,
+) -> Result<Option<Vec<(String, u64)>>> {
+    let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_MANIFEST)? else {
+        return Ok(None);
+    };
+    let file = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
+    Manifest::decode(&bytes, &file)?
+        .parts
+        .into_iter()
+        .map(|e| Ok((crate::remote::join_url(url, &e.path)?, e.records)))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
 /// What [`stitch`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StitchSummary {
@@ -127,22 +181,7 @@ impl StoreSet {
             });
         }
         let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
-        let m: Manifest = rmp_serde::from_slice(&bytes).map_err(|e| Error::Corrupt {
-            path: file.clone(),
-            offset: 0,
-            reason: format!("not a store set manifest: {e}"),
-        })?;
-        if m.version != 1 || m.parts.is_empty() {
-            return Err(Error::Corrupt {
-                path: file,
-                offset: 0,
-                reason: format!(
-                    "version {} with {} parts (this build reads version 1, ≥ 1 part)",
-                    m.version,
-                    m.parts.len()
-                ),
-            });
-        }
+        let m = Manifest::decode(&bytes, &file)?;
         let mut parts = Vec::with_capacity(m.parts.len());
         let mut starts = vec![0u64];
         for e in &m.parts {

@@ -228,6 +228,9 @@ pub struct LoaderBuilder {
     pack: Option<(String, Pack)>,
     /// Length bucketing ([`LoaderBuilder::bucket`]).
     bucket: Option<BucketConfig>,
+    /// How `open_stream` reaches `s3://` URLs ([`LoaderBuilder::remote_options`]).
+    #[cfg(feature = "remote")]
+    remote: Option<crate::remote::RemoteOptions>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -270,6 +273,8 @@ impl Default for LoaderBuilder {
             mixture: None,
             pack: None,
             bucket: None,
+            #[cfg(feature = "remote")]
+            remote: None,
         }
     }
 }
@@ -293,12 +298,35 @@ impl LoaderBuilder {
         self
     }
 
-    /// Opens the dataset in `dir`, dense or ragged (its schema says), as stream `name`.
+    /// How [`LoaderBuilder::open_stream`] reaches `s3://` URLs from here on (endpoint, keys,
+    /// region, the page cache...; feature `remote`). Without it, the AWS environment variables.
+    #[cfg(feature = "remote")]
+    pub fn remote_options(mut self, options: crate::remote::RemoteOptions) -> Self {
+        self.remote = Some(options);
+        self
+    }
+
+    /// Opens the dataset in `dir`, dense or ragged (its schema says), as stream `name`; with
+    /// the `remote` feature `dir` may be an `s3://` URL (a store or a store set), reached with
+    /// [`LoaderBuilder::remote_options`].
     ///
     /// # Errors
     /// As [`DenseSource::open`] / [`RaggedSource::open`].
     pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
+        #[cfg(feature = "remote")]
+        if crate::remote::is_remote(dir) {
+            let url = dir.to_string_lossy();
+            let options = self.remote.clone().unwrap_or_default();
+            // The kind is in the schema, fetched with the store: dense first, else ragged.
+            return Ok(match DenseSource::open_remote(&url, options.clone()) {
+                Ok(d) => self.stream(name, d),
+                Err(Error::Schema { .. }) => {
+                    self.ragged_stream(name, RaggedSource::open_remote(&url, options)?)
+                }
+                Err(e) => return Err(e),
+            });
+        }
         Ok(match Schema::read(dir)?.kind {
             Kind::Dense => self.stream(name, DenseSource::open(dir)?),
             Kind::Ragged => self.ragged_stream(name, RaggedSource::open(dir)?),

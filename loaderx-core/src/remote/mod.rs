@@ -235,6 +235,77 @@ pub fn is_remote(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("s3://"))
 }
 
+/// `url/name` whole, or `None` when there is no such object; refused past `max` bytes (its size
+/// asked first, so no response sizes memory unchecked).
+///
+/// # Errors
+/// [`Error::Remote`] naming the object for a failed request or one over `max`.
+pub(crate) fn get_optional(
+    url: &str,
+    name: &str,
+    options: &RemoteOptions,
+    max: u64,
+) -> Result<Option<Vec<u8>>> {
+    let (bucket, prefix) = parse_url(url)?;
+    let store = options.build(&bucket)?;
+    let key =
+        if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) };
+    let object = format!("{}/{name}", url.trim_end_matches('/'));
+    let failed = |e: object_store::Error| Error::Remote {
+        url: object.clone(),
+        range: None,
+        reason: scrub(&e.to_string()),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("start the runtime of", url, e))?;
+    let meta = match runtime.block_on(store.head(&key)) {
+        Ok(m) => m,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(failed(e)),
+    };
+    if meta.size > max {
+        return Err(Error::Remote {
+            url: object.clone(),
+            range: None,
+            reason: format!("{} bytes, more than the {max} it may hold", meta.size),
+        });
+    }
+    let bytes = runtime.block_on(async { store.get(&key).await?.bytes().await }).map_err(failed)?;
+    Ok(Some(bytes.to_vec()))
+}
+
+/// `rel` (a relative path, `/`-separated, `..` allowed) resolved against the directory `url`;
+/// the result stays inside the bucket.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an absolute path or one that climbs out of the bucket.
+pub(crate) fn join_url(url: &str, rel: &str) -> Result<String> {
+    let (bucket, prefix) = parse_url(url)?;
+    let rel = rel.replace('\\', "/");
+    if rel.starts_with('/') || rel.contains(':') {
+        return Err(Error::InvalidArgument(format!(
+            "{url}: the part {rel:?} is an absolute path, which names nothing on object storage"
+        )));
+    }
+    let mut parts: Vec<&str> = prefix.split('/').filter(|p| !p.is_empty()).collect();
+    for c in rel.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{url}: the part {rel:?} climbs out of the bucket"
+                    )));
+                }
+            }
+            c => parts.push(c),
+        }
+    }
+    Ok(format!("s3://{bucket}/{}", parts.join("/")))
+}
+
 /// `s3://bucket/prefix` as (bucket, prefix).
 fn parse_url(url: &str) -> Result<(String, String)> {
     let rest = url
@@ -1004,5 +1075,19 @@ impl RemoteStore {
     /// [`Error::Remote`] naming it.
     pub fn get_file(&self, name: &str) -> Result<Vec<u8>> {
         self.get_whole(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_paths_resolve_inside_the_bucket() {
+        assert_eq!(join_url("s3://b/sets/all", "../../parts/p0").unwrap(), "s3://b/parts/p0");
+        assert_eq!(join_url("s3://b/sets/all/", "p0/./x").unwrap(), "s3://b/sets/all/p0/x");
+        assert!(join_url("s3://b/sets/all", "../../../up").is_err(), "out of the bucket");
+        assert!(join_url("s3://b/all", "/abs/p0").is_err());
+        assert!(join_url("s3://b/all", "C:\\data\\p0").is_err());
     }
 }

@@ -23,6 +23,18 @@ const PART: u64 = 16 << 20;
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
 /// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse.
 pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
+    push_dir(dir, url, &options, &progress)
+}
+
+fn push_dir(dir: &Path, url: &str, options: &RemoteOptions, progress: &dyn Fn(u64)) -> Result<u64> {
+    // A store set: its parts first, each to the URL its manifest path names relative to the
+    // set's, then the set's own files (the manifest last of all).
+    let mut base = 0u64;
+    for (rel, _) in crate::dataset::parts_of(dir)?.unwrap_or_default() {
+        let part_url = super::join_url(url, &rel)?;
+        base += push_dir(&dir.join(&rel), &part_url, options, &|n| progress(base + n))?;
+    }
+    let progress = |n: u64| progress(base + n);
     let (bucket, prefix) = parse_url(url)?;
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
     // and `length` entries) goes up, all a reader fetches.
@@ -46,7 +58,9 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         }
     }
     // The index goes last: its count publishes the records.
-    files.sort_by_key(|(n, _, _)| (n == "index.zr" || n == "meta.zr", n.clone()));
+    files.sort_by_key(|(n, _, _)| {
+        (n == "index.zr" || n == "meta.zr" || n == crate::dataset::SET_FILE, n.clone())
+    });
     let key = |name: &str| {
         if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) }
     };
@@ -111,7 +125,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         sent += len;
         progress(sent);
     }
-    Ok(sent)
+    Ok(base + sent)
 }
 
 /// The committed prefix of a v1 `meta.zr`: its header and `length` entries, in bytes.

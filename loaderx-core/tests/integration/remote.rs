@@ -612,3 +612,52 @@ fn a_chunk_replaced_under_a_reader_is_a_consistency_error() {
         assert!(matches!(&e, Error::Changed { url: u, .. } if u.ends_with("/0.zr")), "{url}: {e}");
     }
 }
+
+/// A store set pushed as one directory (its parts go to the URLs its manifest names relative to
+/// it) opens remotely as one dataset, through the datasets and `open_stream` with explicit
+/// options; a part replaced by one of another length is an error naming it.
+#[test]
+fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let part = |name: &str, range: std::ops::Range<u32>| {
+        let p = tmp.path().join("parts").join(name);
+        let mut w = DatasetWriter::dense::<u32>(&p, vec![2], WriteOptions::new().codec(Codec::Zstd)).unwrap();
+        w.append(&range.flat_map(|i| [i, i * 3]).collect::<Vec<_>>()).unwrap();
+        w.finish().unwrap();
+        p
+    };
+    let parts = [part("p0", 0..700), part("p1", 700..1000), part("p2", 1000..1800)];
+    let set = tmp.path().join("sets").join("all");
+    loaderx_core::stitch(&parts, &set).unwrap();
+    push(&set, "s3://bucket/sets/all", server.options(), |_| {}).unwrap();
+    assert!(server.root.join("bucket/parts/p1/index.zr").is_file(), "the parts went up beside the set");
+    let local = DenseSource::open(&set).unwrap();
+    let remote = DenseSource::open_remote("s3://bucket/sets/all", server.options()).unwrap();
+    assert_eq!(remote.len(), 1800);
+    let idx: Vec<u32> = (0..1800u32).map(|i| i.wrapping_mul(2_654_435_761) % 1800).collect();
+    assert_eq!(remote.get_batch(&idx).unwrap(), local.get_batch(&idx).unwrap());
+    // open_stream on the URL with explicit options (no environment), and a ragged dataset too.
+    let rag = ragged(tmp.path());
+    push(&rag, "s3://bucket/r", server.options(), |_| {}).unwrap();
+    let mut a = DataLoader::builder()
+        .remote_options(server.options())
+        .open_stream("x", "s3://bucket/sets/all")
+        .unwrap()
+        .batch_size(50)
+        .seed(9)
+        .build()
+        .unwrap();
+    let mut b = DataLoader::builder().open_stream("x", &set).unwrap().batch_size(50).seed(9).build().unwrap();
+    for _ in 0..4 {
+        assert_eq!(a.next_batch().unwrap().get("x"), b.next_batch().unwrap().get("x"));
+    }
+    let r = DataLoader::builder().remote_options(server.options()).open_stream("t", "s3://bucket/r").unwrap();
+    let mut r = r.batch_size(8).build().unwrap();
+    assert_eq!(r.next_batch().unwrap().get_ragged("t").unwrap().len(), 8);
+    // A part replaced by a store of another length: the set no longer holds.
+    let other = part("other", 0..10);
+    push(&other, "s3://bucket/parts/p1", server.options(), |_| {}).unwrap();
+    let e = DenseSource::open_remote("s3://bucket/sets/all", server.options()).unwrap_err();
+    assert!(matches!(&e, Error::Schema { path, .. } if path.to_string_lossy().ends_with("parts/p1")), "{e}");
+}
