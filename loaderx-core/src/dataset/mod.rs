@@ -13,6 +13,7 @@ pub use dense::{DenseDataset, DenseSource};
 pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
+#[cfg(feature = "remote")]
 pub(crate) use set::parts_of;
 pub use set::{SET_FILE, StitchSummary, stitch};
 pub(crate) use writer::remove_dataset_dir;

@@ -54,6 +54,7 @@ impl Manifest {
 ///
 /// # Errors
 /// [`Error::Io`] or [`Error::Corrupt`] naming the manifest.
+#[cfg(feature = "remote")]
 pub(crate) fn parts_of(dir: &Path) -> Result<Option<Vec<(String, u64)>>> {
     if !is_set(dir) {
         return Ok(None);

@@ -211,6 +211,14 @@ impl Store {
     }
 
     fn open_impl(dir: &Path, opts: StoreOptions, writable: bool) -> Result<Store> {
+        // A URL names a store on object storage: read-only, through its own type.
+        if dir.to_str().is_some_and(|d| d.starts_with("s3://")) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is on object storage: open it with remote::RemoteStore::open (feature `remote`), \
+                 or as a dataset (DenseSource::open, RaggedSource::open, open_stream)",
+                dir.display()
+            )));
+        }
         // A v2 index wins over a v1 table: a migration to v2 commits by renaming index.zr into
         // place and only then removes meta.zr (and one back to v1 removes index.zr last).
         let format = if dir.join(INDEX_FILE).exists() { Format::V2 } else { Format::V1 };

@@ -145,7 +145,7 @@ fn pushed_stores_read_back_record_for_record_through_the_datasets_and_the_loader
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let opts = server.options();
-    for codec in [Codec::Raw, Codec::Zstd, Codec::Lz4] {
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict, Codec::Lz4] {
         let local = dense(tmp.path(), codec);
         let url = format!("s3://bucket/data/dense-{codec:?}");
         push(&local, &url, opts.clone(), |_| {}).unwrap();
@@ -660,4 +660,35 @@ fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
     push(&other, "s3://bucket/parts/p1", server.options(), |_| {}).unwrap();
     let e = DenseSource::open_remote("s3://bucket/sets/all", server.options()).unwrap_err();
     assert!(matches!(&e, Error::Schema { path, .. } if path.to_string_lossy().ends_with("parts/p1")), "{e}");
+}
+
+/// The loader's prefetch threads request the next steps' records before the consumer asks
+/// (counted on the store); `Store::open` on a URL says where to open it.
+#[test]
+fn the_loader_fetches_the_next_steps_ahead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = dense(tmp.path(), Codec::Raw);
+    push(&local, "s3://bucket/ahead", server.options(), |_| {}).unwrap();
+    // One request per record: requests count records.
+    let source =
+        DenseSource::open_remote("s3://bucket/ahead", server.options().max_gap(0).max_request(1)).unwrap();
+    let stats = || source.remote().unwrap().stats().requests;
+    let opened = stats();
+    let mut loader = DataLoader::builder()
+        .stream("x", source.clone())
+        .batch_size(8)
+        .prefetch(3)
+        .threads(2)
+        .build()
+        .unwrap();
+    loader.next_batch().unwrap();
+    // Steps 1..=3 are fetched without being asked for (bounded wait: 10 s).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stats() - opened < 8 * 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(stats() - opened >= 8 * 4, "{} records requested after one batch", stats() - opened);
+    let e = loaderx_core::Store::open("s3://bucket/ahead").unwrap_err();
+    assert!(e.to_string().contains("RemoteStore"), "{e}");
 }
