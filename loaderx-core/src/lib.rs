@@ -49,7 +49,7 @@ pub use loader::{
     Batch, BoxError, BucketConfig, DataLoader, Finite, Launch, LoaderBuilder, LoaderState, Pack, PackConfig,
     PackCursor, Prefetcher, StreamSource, fingerprint,
 };
-pub use loader::{Fence, Lease, SlotRing};
+pub use loader::{Fence, Lease, SlotBuffers, SlotRing, Staged, StagedStream};
 pub use sampler::{
     MIXTURE_SLOTS, Mixture, MixtureConfig, Pass, PassConfig, SampleRng, Sampler, SamplerBuilder,
     SamplerConfig, SamplerMode, sample_seed,

@@ -267,6 +267,28 @@ impl DenseSource {
         }
     }
 
+    /// The records of `indices` as bytes, straight into `out` (exactly `indices.len()` items
+    /// long): a staged loader's slot. `bool` bytes are checked to be 0 or 1.
+    ///
+    /// # Errors
+    /// As [`DenseSource::gather_into`]; [`Error::InvalidArgument`] for an `out` of another size.
+    pub(crate) fn gather_bytes_with(&self, indices: &[u32], out: &mut [u8], par: Parallelism) -> Result<()> {
+        let want = indices.len() * self.schema.unit_bytes();
+        if out.len() != want {
+            return Err(Error::InvalidArgument(format!(
+                "a gather of {} records of {} bytes into {} bytes",
+                indices.len(),
+                self.schema.unit_bytes(),
+                out.len()
+            )));
+        }
+        crate::sys::fill_slice(out, |d| self.write_records(indices, d, par))?;
+        if self.schema.dtype == DType::Bool && out.iter().any(|&b| b > 1) {
+            return Err(self.bad_bool(indices, out));
+        }
+        Ok(())
+    }
+
     /// Writes the records of `indices` (of this source's index space, its view applied) into
     /// `out`, `item_bytes` each, in order.
     fn write_records(&self, indices: &[u32], mut out: Destination<'_>, par: Parallelism) -> Result<()> {

@@ -531,6 +531,11 @@ impl LoaderBuilder {
         self.pack.as_ref()
     }
 
+    /// The names of the ragged streams (padded or not).
+    pub(super) fn ragged_names(&self) -> impl Iterator<Item = &str> {
+        self.streams.iter().filter(|(_, s)| matches!(s, StreamSource::Ragged(..))).map(|(n, _)| n.as_str())
+    }
+
     /// Reads only the records `selection` names (a split, a range, a list), in every stream:
     /// the loader's index space is the selection's (nothing is copied). A second call selects
     /// within the first.

@@ -10,6 +10,7 @@ use super::bucket::Bucketer;
 use super::builder::{LoaderBuilder, LoaderState, StreamSource};
 use super::pack::{PackConfig, Packer};
 use super::prefetch::{Prefetcher, panic_message};
+use super::staged::StepFn;
 use crate::sampler::{Mixture, Pass, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};
@@ -114,6 +115,15 @@ impl DataLoader<Batch> {
 
 impl<O: Send + 'static> DataLoader<O> {
     pub(super) fn start(b: LoaderBuilder, transform: Transform<O>) -> Result<DataLoader<O>> {
+        DataLoader::start_output(b, Output::Batch(transform))
+    }
+
+    /// A staged loader ([`LoaderBuilder::build_staged`]): `run` gathers and stages each step.
+    pub(super) fn start_staged(b: LoaderBuilder, run: StepFn<O>) -> Result<DataLoader<O>> {
+        DataLoader::start_output(b, Output::Staged(run))
+    }
+
+    fn start_output(b: LoaderBuilder, output: Output<O>) -> Result<DataLoader<O>> {
         let LoaderState { sampler: config, step, fingerprint, pass, mixture, pack, bucket } = b.resolve()?;
         let indexer = match (&pass, &mixture, pack, bucket) {
             (_, _, _, Some(bucket)) => {
@@ -194,7 +204,7 @@ impl<O: Send + 'static> DataLoader<O> {
             streams,
             indexer: indexer.clone(),
             seed: config.seed,
-            transform,
+            output,
             pool: Arc::clone(&pool),
             par,
         };
@@ -358,19 +368,35 @@ impl<O: Send + 'static> Iterator for DataLoader<O> {
     }
 }
 
+/// What a loader makes of a step: a [`Batch`] through the transform, or (a staged loader) the
+/// step gathered into a ring slot and staged.
+enum Output<O> {
+    Batch(Transform<O>),
+    Staged(StepFn<O>),
+}
+
 /// What the prefetch threads of a [`DataLoader`] run for each step.
 struct Producer<O> {
     streams: Arc<Vec<(String, StreamSource)>>,
     indexer: Indexer,
     seed: u64,
-    transform: Transform<O>,
+    output: Output<O>,
     pool: Arc<Pool>,
     par: Parallelism,
 }
 
 impl<O> Producer<O> {
-    /// Step `step`: its indices, every stream gathered at them, then the transform.
+    /// Step `step`: its indices, every stream gathered at them, then the transform (or, staged,
+    /// the slot's stage function).
     fn produce(&self, step: u64) -> Result<O> {
+        let transform = match &self.output {
+            Output::Batch(t) => t,
+            Output::Staged(run) => {
+                let mut indices = Vec::new();
+                self.indexer.fill(step, &mut indices)?;
+                return run(step, &indices, &self.streams, self.par);
+            }
+        };
         if let Indexer::Packed(packer, name) = &self.indexer {
             let (indices, arrays) = packer.produce(step, name, &self.pool, self.par)?;
             let mut batch = Batch {
@@ -382,7 +408,7 @@ impl<O> Producer<O> {
                 pool: Some(Arc::clone(&self.pool)),
             };
             batch.streams.extend(arrays);
-            return self.finish(step, batch);
+            return self.finish(transform, step, batch);
         }
         let mut indices = Vec::new();
         self.indexer.fill(step, &mut indices)?;
@@ -426,12 +452,12 @@ impl<O> Producer<O> {
                 }
             }
         }
-        self.finish(step, batch)
+        self.finish(transform, step, batch)
     }
 
     /// The transform of a gathered batch, its failure or panic as the step's error.
-    fn finish(&self, step: u64, batch: Batch) -> Result<O> {
-        match catch_unwind(AssertUnwindSafe(|| (self.transform)(batch))) {
+    fn finish(&self, transform: &Transform<O>, step: u64, batch: Batch) -> Result<O> {
+        match catch_unwind(AssertUnwindSafe(|| transform(batch))) {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(source)) => Err(Error::Transform { step, source }),
             Err(panic) => {

@@ -19,6 +19,7 @@
 //! | `window` | the reorder window between the prefetch threads and the consumer |
 //! | `bucket` | length bucketing: batches of similar lengths within a window of steps |
 //! | `ring` | [`SlotRing`]: reusable buffers handed off with a completion fence (device staging) |
+//! | `staged` | staged loaders: steps gathered straight into a ring's slots, then a stage function |
 //! | `pack` | sequence packing: [`Pack`], the planner and its cursor |
 //! | `launch` | [`Launch`]: rank and world from torchrun's or Slurm's environment |
 
@@ -30,6 +31,7 @@ mod launch;
 mod pack;
 mod prefetch;
 mod ring;
+mod staged;
 mod window;
 
 pub use batch::Batch;
@@ -40,3 +42,4 @@ pub use launch::Launch;
 pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;
 pub use ring::{Fence, Lease, SlotRing};
+pub use staged::{SlotBuffers, Staged, StagedStream};

@@ -16,6 +16,7 @@ mod passes;
 mod ragged_loader;
 #[cfg(feature = "remote")]
 mod remote;
+mod staged;
 mod store;
 mod v2;
 mod views;
