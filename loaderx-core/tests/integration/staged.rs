@@ -32,6 +32,7 @@ fn builder() -> LoaderBuilder {
 }
 
 type Copied = (u64, Vec<(String, Vec<usize>, Vec<u8>)>);
+type Staging = Result<(Copied, Box<dyn Fence>), loaderx_core::BoxError>;
 
 /// The "device": the slot's bytes copied out (what a DMA would read), the fence completed
 /// `delay` later; counts the slots in use at once.
