@@ -40,8 +40,7 @@ fn device(
     delay: Duration,
     busy: Arc<AtomicUsize>,
     peak: Arc<AtomicUsize>,
-) -> impl Fn(Staged<'_, Vec<Vec<u8>>>) -> Result<(Copied, Box<dyn Fence>), loaderx_core::BoxError> + Send + Sync
-{
+) -> impl Fn(Staged<'_, Vec<Vec<u8>>>) -> Staging + Send + Sync {
     move |s| {
         let now = busy.fetch_add(1, Ordering::SeqCst) + 1;
         peak.fetch_max(now, Ordering::SeqCst);
