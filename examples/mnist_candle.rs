@@ -9,6 +9,9 @@
 //! cargo run --release --features candle-nn --example mnist_candle
 //! # full MNIST (the four IDX files, .gz or not, in one directory), own cache dir, more steps:
 //! cargo run --release --features candle-nn --example mnist_candle -- /data/mnist --cache /tmp/mnist-stores --steps 3000
+//! # on a GPU: batches gathered into pinned memory and copied asynchronously (CudaLoader),
+//! # normalised on the device
+//! cargo run --release --features candle-nn,candle-cuda --example mnist_candle -- --device cuda
 //! ```
 //!
 //! Defaults: the bundled `data/mnist-10k` (8,000 training and 2,000 test digits), stores in
@@ -33,13 +36,14 @@ struct Args {
     steps: u64,
     batch: u32,
     seed: u64,
+    cuda: bool,
 }
 
 fn parse_args() -> Result<Args, BoxError> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut input = root.join("data/mnist-10k");
     let mut cache = None;
-    let (mut steps, mut batch, mut seed) = (600, 64, 0);
+    let (mut steps, mut batch, mut seed, mut cuda) = (600, 64, 0, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
@@ -48,9 +52,16 @@ fn parse_args() -> Result<Args, BoxError> {
             "--steps" => steps = value()?.parse()?,
             "--batch" => batch = value()?.parse()?,
             "--seed" => seed = value()?.parse()?,
+            "--device" => {
+                cuda = match value()?.as_str() {
+                    "cpu" => false,
+                    "cuda" => true,
+                    other => return Err(format!("--device {other}: cpu or cuda").into()),
+                }
+            }
             "-h" | "--help" => {
                 println!(
-                    "usage: mnist_candle [MNIST_IDX_DIR] [--cache DIR] [--steps N] [--batch N] [--seed N]"
+                    "usage: mnist_candle [MNIST_IDX_DIR] [--cache DIR] [--steps N] [--batch N] [--seed N] [--device cpu|cuda]"
                 );
                 std::process::exit(0);
             }
@@ -60,7 +71,7 @@ fn parse_args() -> Result<Args, BoxError> {
     }
     let name = input.file_name().map_or_else(|| "mnist".into(), |n| n.to_string_lossy().into_owned());
     let cache = cache.unwrap_or_else(|| root.join("target/mnist-stores").join(name));
-    Ok(Args { input, cache, steps, batch, seed })
+    Ok(Args { input, cache, steps, batch, seed, cuda })
 }
 
 /// `dir/stem` or `dir/stem.gz`, whichever exists.
@@ -90,6 +101,48 @@ fn ensure_stores(input: &Path, cache: &Path) -> Result<(), BoxError> {
         println!("converted {} -> {} in {:.2?}", src.display(), out.display(), t.elapsed());
     }
     Ok(())
+}
+
+/// Where the training batches come from: the CPU loader (normalised on its prefetch threads), or
+/// the staged CUDA loader (u8 batches copied to the device, normalised there).
+enum Feed {
+    Cpu(CandleLoader<(Tensor, Tensor)>),
+    #[cfg(feature = "candle-cuda")]
+    Cuda(loaderx::candle::CudaLoader),
+}
+
+impl Feed {
+    fn next(&mut self) -> Result<(Tensor, Tensor), BoxError> {
+        match self {
+            Feed::Cpu(l) => Ok(l.next_batch()?),
+            #[cfg(feature = "candle-cuda")]
+            Feed::Cuda(l) => {
+                let b = l.next_batch()?;
+                let image = b.get("image")?;
+                let x = ((image.to_dtype(DType::F32)? / 255.0)? - f64::from(MEAN))? / f64::from(STD);
+                let x = x?.reshape((image.dims()[0], 1, 28, 28))?;
+                Ok((x, b.get("label")?.to_dtype(DType::U32)?))
+            }
+        }
+    }
+
+    fn step(&self) -> u64 {
+        match self {
+            Feed::Cpu(l) => l.state().step,
+            #[cfg(feature = "candle-cuda")]
+            Feed::Cuda(l) => l.state().step,
+        }
+    }
+}
+
+#[cfg(feature = "candle-cuda")]
+fn cuda_feed(builder: loaderx::LoaderBuilder, device: &Device) -> Result<Feed, BoxError> {
+    Ok(Feed::Cuda(loaderx::candle::CudaLoader::new(builder, device)?))
+}
+
+#[cfg(not(feature = "candle-cuda"))]
+fn cuda_feed(_: loaderx::LoaderBuilder, _: &Device) -> Result<Feed, BoxError> {
+    Err("--device cuda needs the candle-cuda feature (and the CUDA toolkit to build it)".into())
 }
 
 /// u8 pixels → normalised f32, `(B, 1, 28, 28)`.
@@ -147,7 +200,7 @@ fn main() -> Result<(), BoxError> {
     let args = parse_args()?;
     let start = Instant::now();
     ensure_stores(&args.input, &args.cache)?;
-    let device = Device::Cpu;
+    let device = if args.cuda { Device::new_cuda(0)? } else { Device::Cpu };
 
     let builder = DataLoader::builder()
         .open_stream("image", args.cache.join("train-images"))?
@@ -156,21 +209,24 @@ fn main() -> Result<(), BoxError> {
         .seed(args.seed)
         .threads(2)
         .prefetch(4);
-    // Runs on the prefetch threads: normalise the gathered bytes and build both tensors.
-    let mut loader = CandleLoader::with_transform(builder, Converter::new(&device), |mut batch, conv| {
-        let image = batch.take("image").ok_or("no image stream")?;
-        let label = batch.take("label").ok_or("no label stream")?;
-        let x = normalise(image.as_slice::<u8>()?, conv.device())?;
-        let y = conv.array(label)?.to_dtype(DType::U32)?;
-        Ok::<_, BoxError>((x, y))
-    })?;
     println!(
-        "training on {} digits: batch {}, {} steps, {} prefetch threads",
-        loader.len(),
-        loader.batch_size(),
+        "training on {} digits: batch {}, {} steps, 2 prefetch threads, on {device:?}",
+        DenseSource::open(args.cache.join("train-labels"))?.len(),
+        args.batch,
         args.steps,
-        2
     );
+    let mut loader = if args.cuda {
+        cuda_feed(builder, &device)?
+    } else {
+        // Runs on the prefetch threads: normalise the gathered bytes and build both tensors.
+        Feed::Cpu(CandleLoader::with_transform(builder, Converter::new(&device), |mut batch, conv| {
+            let image = batch.take("image").ok_or("no image stream")?;
+            let label = batch.take("label").ok_or("no label stream")?;
+            let x = normalise(image.as_slice::<u8>()?, conv.device())?;
+            let y = conv.array(label)?.to_dtype(DType::U32)?;
+            Ok::<_, BoxError>((x, y))
+        })?)
+    };
 
     let vars = VarMap::new();
     let net = Net::new(VarBuilder::from_varmap(&vars, DType::F32, &device))?;
@@ -178,7 +234,7 @@ fn main() -> Result<(), BoxError> {
     let train_start = Instant::now();
     let mut running = 0f32;
     for step in 0..args.steps {
-        let (x, y) = loader.next_batch()?;
+        let (x, y) = loader.next()?;
         let loss = candle_nn::loss::cross_entropy(&net.forward(&x)?, &y)?;
         opt.backward_step(&loss)?;
         running += loss.to_scalar::<f32>()?;
@@ -188,12 +244,13 @@ fn main() -> Result<(), BoxError> {
         }
     }
     let (correct, n) = evaluate(&net, &args.cache, &device)?;
+    let trained = train_start.elapsed();
     println!(
-        "test accuracy: {:.2}% ({correct}/{n}); training {:.1?}, total {:.1?}; resume state: step {}",
+        "test accuracy: {:.2}% ({correct}/{n}); training {trained:.1?} ({:.2} ms per step), total {:.1?}; resume state: step {}",
         100.0 * correct as f64 / n as f64,
-        train_start.elapsed(),
+        trained.as_secs_f64() * 1e3 / args.steps.max(1) as f64,
         start.elapsed(),
-        loader.state().step
+        loader.step()
     );
     Ok(())
 }

@@ -70,9 +70,14 @@
 //! `CUDA_COMPUTE_CAP=90`), lints clean and its tests link (`scripts/check-cuda.sh`). **Not verified: nothing of it has run on a GPU** (no
 //! GPU on the machine it was written on). The tests for it (`tests/integration/cuda.rs`: every
 //! dtype through pinned staging, a loader's batches intact and in step order while pinned buffers
-//! are reused) run only where a CUDA device is visible. The gather still lands in pageable memory
-//! and is copied into the pinned buffer (one host memcpy per stream); gathering straight into
-//! pinned memory would save it.
+//! are reused) run only where a CUDA device is visible.
+//!
+//! [`CudaLoader`] (feature `cuda`) saves the host copy: its prefetch threads gather straight into
+//! the pinned buffers of a ring of slots (`loaderx_core::LoaderBuilder::build_staged`), start
+//! the copy on a side stream, and hand the slot back when the event recorded after the copy is
+//! done, never synchronising the device; the consumer's stream waits on that event in
+//! [`CudaLoader::next_batch`]. The ring's bookkeeping is tested on the CPU (loaderx-core's
+//! `SlotRing` and staged-loader tests); the CUDA half only builds here (`scripts/check-cuda.sh`).
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "cuda")]
@@ -83,6 +88,8 @@ mod loader;
 pub mod mnist;
 mod tensor;
 
+#[cfg(feature = "cuda")]
+pub use cuda::CudaLoader;
 pub use dtype::{Widen, candle_dtype};
 pub use error::{Error, Result};
 pub use loader::CandleLoader;
