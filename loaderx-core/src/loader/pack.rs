@@ -4,10 +4,14 @@
 //! Each rank reads its own stripe of the sample stream (global position `k * world + rank` is
 //! the rank's `k`-th sample; the positions walk keyed shuffles of the stream's records, one per
 //! pass, or the records in order in sequential mode) and packs consecutive samples into its
-//! `batch / world` rows of each step, in order. A sample that does not fit the rest of a row
-//! starts the next row (the rest is padding); one longer than a whole row is cut to `L` tokens,
-//! or, with [`Pack::split`], every sample is cut wherever a row ends and goes on in the next
-//! (no padding at all). Planning reads only the records' lengths from the index; where a step
+//! `batch / world` rows of each step. Whole samples go first fit: each into the first row of the
+//! step with room for it, and the first sample that fits no row starts the next step (a step
+//! holds a run of consecutive samples, each row its share of them in stream order; the rest of a
+//! row is padding). One longer than a whole row is cut to `L` tokens and takes an empty row.
+//! First fit over `R` rows fills more of them than filling rows one after the other: on
+//! log-normal lengths of median 300 and rows of 2,048, about 88% for one row, 94% for 4, 96% for
+//! 8, 97% for 16. With [`Pack::split`], every sample is cut wherever a row ends and goes on in
+//! the next, rows filled in turn (no padding at all). Planning reads only the records' lengths from the index; where a step
 //! starts (the sample and the tokens of it already placed) depends on the steps before it, so
 //! the planner walks forward from the last step it knows, and the state saves that cursor: two
 //! numbers, whatever the run's length.
@@ -164,7 +168,63 @@ impl Packer {
     }
 
     /// Packs one step from `cursor`: its pieces and the next step's cursor.
-    fn simulate(&self, mut cursor: PackCursor, collect: bool) -> Result<(Vec<Piece>, PackCursor)> {
+    fn simulate(&self, cursor: PackCursor, collect: bool) -> Result<(Vec<Piece>, PackCursor)> {
+        if self.pack.split {
+            self.simulate_split(cursor, collect)
+        } else {
+            self.simulate_first_fit(cursor, collect)
+        }
+    }
+
+    /// Whole samples, first fit: each into the first row with room; the first that fits none
+    /// starts the next step.
+    fn simulate_first_fit(&self, mut cursor: PackCursor, collect: bool) -> Result<(Vec<Piece>, PackCursor)> {
+        let l = u64::from(self.pack.length);
+        let rows = self.rows as usize;
+        let mut pieces = Vec::new();
+        let (mut fill, mut segments) = (vec![0u64; rows], vec![0u32; rows]);
+        let chunk = (u64::from(self.rows) * 8).clamp(16, 4096);
+        let (mut first, mut records, mut lens) = (cursor.sample, Vec::new(), Vec::new());
+        // Empty samples take no room: a stream of nothing but those would never end a step.
+        let mut empty_run = 0u64;
+        loop {
+            if cursor.sample >= first + records.len() as u64 {
+                first = cursor.sample;
+                (records, lens) = self.samples(first, chunk)?;
+            }
+            let j = (cursor.sample - first) as usize;
+            let (record, tokens) = (records[j], lens[j].min(l));
+            if tokens == 0 {
+                empty_run += 1;
+                if empty_run > self.source.len() as u64 {
+                    return Err(Error::InvalidArgument(
+                        "every record of the packed stream is empty: nothing to pack".into(),
+                    ));
+                }
+                cursor.sample += 1;
+                continue;
+            }
+            empty_run = 0;
+            let Some(row) = fill.iter().position(|&f| f + tokens <= l) else { break };
+            segments[row] += 1;
+            if collect {
+                pieces.push(Piece {
+                    row: row as u32,
+                    at: fill[row] as u32,
+                    segment: segments[row],
+                    record,
+                    from: 0,
+                    tokens: tokens as u32,
+                });
+            }
+            fill[row] += tokens;
+            cursor.sample += 1;
+        }
+        Ok((pieces, cursor))
+    }
+
+    /// Samples cut wherever a row ends, rows filled in turn.
+    fn simulate_split(&self, mut cursor: PackCursor, collect: bool) -> Result<(Vec<Piece>, PackCursor)> {
         let l = u64::from(self.pack.length);
         let mut pieces = Vec::new();
         // The upcoming samples' records and lengths, fetched a chunk at a time from the index.
@@ -181,15 +241,7 @@ impl Packer {
                 let (record, len) = (records[j], lens[j]);
                 let left = len.saturating_sub(cursor.offset);
                 let space = l - at;
-                let (tokens, done) = if left <= space {
-                    (left, true)
-                } else if self.pack.split {
-                    (space, false)
-                } else if at == 0 {
-                    (l, true) // longer than a row: cut to L, the rest dropped
-                } else {
-                    break; // does not fit: the next row starts with it
-                };
+                let (tokens, done) = if left <= space { (left, true) } else { (space, false) };
                 if tokens > 0 {
                     segment += 1;
                     if collect {

@@ -1,5 +1,5 @@
-//! Sequence packing: rows hold exactly the stream's samples in order, whole unless splitting is
-//! asked for, never mixed within a segment; segment ids, positions and the loss mask agree; a
+//! Sequence packing: a step holds a run of the stream's samples (split: in row order; whole:
+//! first fit, each row's in stream order), whole unless splitting is asked for, never mixed within a segment; segment ids, positions and the loss mask agree; a
 //! saved state resumes to the same batches; bad packings are typed errors.
 
 use loaderx_core::{Batch, DataLoader, DenseSource, Error, LoaderBuilder, Pack, RaggedSource, SamplerMode};
@@ -81,25 +81,47 @@ fn split_packing_fills_every_slot_with_the_stream_in_order() {
 }
 
 #[test]
-fn whole_packing_keeps_samples_whole_and_in_order() {
+fn whole_packing_keeps_samples_whole_first_fit() {
     let mut loader = builder(false).build().unwrap();
-    let mut next = 0u32;
+    let mut next = 0u32; // the stream position the step starts at (record next % 200)
     let (mut used, mut slots) = (0usize, 0usize);
-    for _ in 0..40 {
+    for step in 0..40 {
         let b = loader.next_batch().unwrap();
-        for row in segments(&b, 64) {
-            slots += 64;
+        let rows = segments(&b, 64);
+        let mut positions = Vec::new();
+        let mut fill = Vec::new();
+        for row in &rows {
+            let mut last = None;
             for s in row {
-                let i = next % 200;
+                let i = (s[0] / 10_000) as u32;
+                let k = next + (i + 200 - next % 200) % 200;
                 let whole: Vec<i32> = (0..lengths(i).min(64)).map(|p| (i * 10_000 + p) as i32).collect();
-                assert_eq!(s, whole, "sample {i} whole (or its first 64 tokens), alone in its segment");
+                assert_eq!(s, &whole, "sample {i} whole (or its first 64 tokens), alone in its segment");
+                assert!(last < Some(k), "step {step}: a row holds its samples in stream order");
+                last = Some(k);
+                positions.push(k);
                 used += s.len();
-                next += 1;
             }
+            fill.push(row.iter().map(Vec::len).sum::<usize>());
+            slots += 64;
         }
+        positions.sort_unstable();
+        let n = positions.len() as u32;
+        assert_eq!(
+            positions,
+            (next..next + n).collect::<Vec<_>>(),
+            "step {step}: a run of consecutive samples"
+        );
+        next += n;
+        // First fit: the sample that starts the next step fits no row of this one.
+        let t = lengths(next % 200).min(64) as usize;
+        assert!(
+            fill.iter().all(|f| f + t > 64),
+            "step {step}: sample {next} ({t} tokens) would fit {fill:?}"
+        );
     }
     assert!(next > 40 * 8, "several samples per row");
-    assert!(used * 100 / slots >= 50, "{used} of {slots} slots");
+    assert!(used * 100 / slots >= 80, "first fit over 8 rows: {used} of {slots} slots");
 }
 
 #[test]
@@ -152,6 +174,10 @@ fn bad_packings_are_typed_errors() {
     let other = builder(false).build().unwrap().state();
     let e = builder(true).state(other).build().unwrap_err();
     assert!(e.to_string().contains("other data"), "a state of another packing: {e}");
+    // Nothing but empty samples: an error, not a step that never ends.
+    let empty = DataLoader::builder().ragged_stream("t", tokens(20, |_| 0)).pack("t", Pack::new(8)).unwrap();
+    let e = empty.batch_size(2).build().unwrap().next_batch().unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
 }
 
 /// Length bucketing: a window's batches hold exactly the records of the sampler's batches of
