@@ -399,27 +399,13 @@ impl<O> Producer<O> {
         };
         if let Indexer::Packed(packer, name) = &self.indexer {
             let (indices, arrays) = packer.produce(step, name, &self.pool, self.par)?;
-            let mut batch = Batch {
-                step,
-                seed: self.seed,
-                indices,
-                streams: BTreeMap::new(),
-                ragged: BTreeMap::new(),
-                pool: Some(Arc::clone(&self.pool)),
-            };
+            let mut batch = self.empty_batch(step, indices);
             batch.streams.extend(arrays);
             return self.finish(transform, step, batch);
         }
         let mut indices = Vec::new();
         self.indexer.fill(step, &mut indices)?;
-        let mut batch = Batch {
-            step,
-            seed: self.seed,
-            indices,
-            streams: BTreeMap::new(),
-            ragged: BTreeMap::new(),
-            pool: Some(Arc::clone(&self.pool)),
-        };
+        let mut batch = self.empty_batch(step, indices);
         for (name, source) in self.streams.iter() {
             match source {
                 StreamSource::Dense(source) => {
@@ -453,6 +439,18 @@ impl<O> Producer<O> {
             }
         }
         self.finish(transform, step, batch)
+    }
+
+    /// Step `step`'s batch of rows `indices`, no stream in it yet, its buffers from the pool.
+    fn empty_batch(&self, step: u64, indices: Vec<u32>) -> Batch {
+        Batch {
+            step,
+            seed: self.seed,
+            indices,
+            streams: BTreeMap::new(),
+            ragged: BTreeMap::new(),
+            pool: Some(Arc::clone(&self.pool)),
+        }
     }
 
     /// The transform of a gathered batch, its failure or panic as the step's error.
