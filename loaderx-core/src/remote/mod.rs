@@ -382,8 +382,10 @@ fn has_etag(meta: &ObjectMeta) -> bool {
     meta.e_tag.is_some()
 }
 
-/// A batch's responses (or cache pages), and per position its piece and offset there.
-type Fetched = (Vec<Bytes>, Vec<(usize, usize)>);
+/// A batch's responses (or cache pages), and per position where its stored bytes are: the
+/// piece, the offset in it, and how many consecutive pieces they run over (more than one for a
+/// record across cache pages: it goes on at the start of the next).
+type Fetched = (Vec<Bytes>, Vec<(usize, usize, usize)>);
 
 /// A read-only v2 store on S3-compatible object storage; see the [module documentation](self).
 pub struct RemoteStore {
@@ -665,7 +667,7 @@ impl RemoteStore {
         order.sort_by_key(|(_, e)| (e.chunk, e.offset));
         let (gap, max) = (self.options.gap(), self.options.request());
         let mut requests: Vec<(u32, Range<u64>)> = Vec::new();
-        let mut place = vec![(0usize, 0usize); indices.len()];
+        let mut place = vec![(0usize, 0usize, 1usize); indices.len()];
         for (k, e) in order {
             match requests.last_mut() {
                 Some((c, r))
@@ -676,7 +678,7 @@ impl RemoteStore {
                 _ => requests.push((e.chunk, e.offset..e.end())),
             }
             let n = requests.len() - 1;
-            place[k] = (n, (e.offset - requests[n].1.start) as usize);
+            place[k] = (n, (e.offset - requests[n].1.start) as usize, 1);
         }
         Ok((self.get_ranges(&requests)?, place))
     }
@@ -778,8 +780,8 @@ impl RemoteStore {
 
     /// [`RemoteStore::fetch`] through the page cache: each record's pages found open, on disk,
     /// or fetched (under their stripes' locks, contiguous pages of a chunk in one request),
-    /// checked, written and kept open. A record within one page is read in place; one across
-    /// pages is joined.
+    /// checked, written and kept open. A record is read in place, from as many consecutive pages
+    /// as it runs over.
     fn fetch_paged(&self, cache: &PageCache, indices: &[u64]) -> Result<Fetched> {
         let p = cache.page_size();
         let mut entries = Vec::with_capacity(indices.len());
@@ -877,26 +879,14 @@ impl RemoteStore {
         let mut place = Vec::with_capacity(indices.len());
         for e in entries {
             if e.stored == 0 {
-                place.push((out.len(), 0));
+                place.push((out.len(), 0, 1));
                 out.push(Bytes::new());
                 continue;
             }
             let (first, last) = (e.offset / p, (e.end() - 1) / p);
+            // The record's pages are consecutive keys (sorted by chunk, then page).
             let n = keys.partition_point(|k| (k.chunk, k.page) < (e.chunk, first));
-            let at = (e.offset - first * p) as usize;
-            if first == last {
-                place.push((n, at));
-            } else {
-                // Across pages: joined (the record's crc32c is checked when it is read).
-                let mut joined = Vec::with_capacity(e.stored as usize);
-                joined.extend_from_slice(out[n].get(at..).unwrap_or_default());
-                for piece in &out[n + 1..=n + (last - first) as usize] {
-                    joined.extend_from_slice(piece);
-                }
-                joined.truncate(e.stored as usize);
-                place.push((out.len(), 0));
-                out.push(Bytes::from(joined));
-            }
+            place.push((n, (e.offset - first * p) as usize, (last - first + 1) as usize));
         }
         Ok((out, place))
     }
@@ -963,25 +953,28 @@ impl RemoteStore {
         }
     }
 
-    /// Record `index`'s stored bytes at `(request, offset)` of `fetched`, with its entry and
-    /// codec; a compressed record checked against its crc32c (a raw one is summed as it is
-    /// copied, [`RemoteStore::gather_to`]).
-    fn checked<'b>(
+    /// Record `index`'s stored bytes at `(piece, offset, pieces)` of `fetched`: one slice, or
+    /// (across cache pages) one per page it runs over.
+    fn stored_parts<'b>(
         &self,
         index: u64,
+        len: usize,
         fetched: &'b [Bytes],
-        (n, at): (usize, usize),
-    ) -> Result<(&Entry, Codec, &'b [u8])> {
-        let e = self.entry(index)?;
-        let stored = fetched[n]
-            .get(at..at + e.stored as usize)
-            .ok_or_else(|| self.corrupt(index, "outside its request".into()))?;
-        let codec =
-            Codec::from_tag(e.codec).ok_or_else(|| self.corrupt(index, format!("codec tag {}", e.codec)))?;
-        if self.checksums && codec != Codec::Raw && crc32c::crc32c(stored) != e.crc {
-            return Err(self.crc_mismatch(index));
+        (n, at, pieces): (usize, usize, usize),
+    ) -> Result<Vec<&'b [u8]>> {
+        let outside = || self.corrupt(index, "outside its request".into());
+        let mut parts = Vec::with_capacity(pieces);
+        let mut left = len;
+        for (j, piece) in fetched.get(n..n + pieces).ok_or_else(outside)?.iter().enumerate() {
+            let from = if j == 0 { at } else { 0 };
+            let take = piece.len().saturating_sub(from).min(left);
+            parts.push(piece.get(from..from + take).ok_or_else(outside)?);
+            left -= take;
         }
-        Ok((e, codec, stored))
+        if left != 0 {
+            return Err(outside());
+        }
+        Ok(parts)
     }
 
     fn corrupt(&self, index: u64, reason: String) -> Error {
@@ -1022,7 +1015,33 @@ impl RemoteStore {
         let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
         let mut summer = crate::sys::Summer::default();
         for (k, &i) in indices.iter().enumerate() {
-            let (e, codec, stored) = self.checked(i, &fetched, place[k])?;
+            let e = self.entry(i)?;
+            let codec =
+                Codec::from_tag(e.codec).ok_or_else(|| self.corrupt(i, format!("codec tag {}", e.codec)))?;
+            let (n, at, pieces) = place[k];
+            let whole;
+            let stored: &[u8] = if pieces == 1 {
+                fetched[n]
+                    .get(at..at + e.stored as usize)
+                    .ok_or_else(|| self.corrupt(i, "outside its request".into()))?
+            } else {
+                let parts = self.stored_parts(i, e.stored as usize, &fetched, place[k])?;
+                if codec == Codec::Raw {
+                    // Across cache pages: copied a page's part at a time, summed as it goes.
+                    let mut crc = 0;
+                    for part in parts {
+                        dst.copy(part);
+                        crc = crc32c::crc32c_append(crc, part);
+                    }
+                    if self.checksums && crc != e.crc {
+                        return Err(self.crc_mismatch(i));
+                    }
+                    continue;
+                }
+                // A compressed record's decoder takes its frame in one piece.
+                whole = parts.concat();
+                &whole
+            };
             if codec == Codec::Raw {
                 // Summed in the copy's pass; on a mismatch the destination holds no usable data
                 // (the gather's contract on error).
@@ -1032,6 +1051,9 @@ impl RemoteStore {
                     return Err(self.crc_mismatch(i));
                 }
             } else {
+                if self.checksums && crc32c::crc32c(stored) != e.crc {
+                    return Err(self.crc_mismatch(i));
+                }
                 decoder
                     .decode(codec, stored, dst, e.logical as usize)
                     .map_err(|why| self.corrupt(i, format!("{why:?}")))?;

@@ -391,6 +391,16 @@ fn the_page_cache_serves_a_second_epoch_without_requests() {
             assert_eq!(remote.get_batch(batch).unwrap(), local.get_batch(batch).unwrap(), "{codec:?}");
         }
     }
+    // Raw records of 12 bytes: some run across two 4 KiB pages, read from both in place.
+    let odd = tmp.path().join("odd");
+    let mut w = DatasetWriter::dense::<u32>(&odd, vec![3], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..3 * 2000u32).map(|v| v.wrapping_mul(2_654_435_761)).collect::<Vec<u32>>()).unwrap();
+    w.finish().unwrap();
+    push(&odd, "s3://bucket/cached-odd", server.options(), |_| {}).unwrap();
+    let remote = DenseSource::open_remote("s3://bucket/cached-odd", opts.clone()).unwrap();
+    let idx: Vec<u32> = (0..2000u32).rev().collect();
+    assert!(idx.iter().any(|&i| (i * 12) / 4096 != (i * 12 + 11) / 4096), "some record spans pages");
+    assert_eq!(remote.get_batch(&idx).unwrap(), DenseSource::open(&odd).unwrap().get_batch(&idx).unwrap());
     let local = ragged(tmp.path());
     push(&local, "s3://bucket/cached-ragged", server.options(), |_| {}).unwrap();
     let remote = RaggedSource::open_remote("s3://bucket/cached-ragged", opts.clone()).unwrap();
