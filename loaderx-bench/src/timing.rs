@@ -208,15 +208,31 @@ pub fn interleaved_fixed(
     iters: usize,
     contenders: &mut [FixedContender<'_>],
 ) -> Vec<Interleaved> {
+    interleaved_fixed_tidy(rounds, iters, contenders, &mut || {})
+}
+
+/// [`interleaved_fixed`], calling `tidy` untimed before every timed run (to remove what the
+/// previous run wrote, say, so that no contender pays for another's clean-up).
+///
+/// # Panics
+/// If `rounds` is 0.
+pub fn interleaved_fixed_tidy(
+    rounds: usize,
+    iters: usize,
+    contenders: &mut [FixedContender<'_>],
+    tidy: &mut dyn FnMut(),
+) -> Vec<Interleaved> {
     let n = contenders.len();
     let mut times = vec![Vec::with_capacity(rounds); n];
     for (_, f) in contenders.iter_mut() {
+        tidy();
         f(); // warm up
     }
     for r in 0..rounds {
         // Rotate the starting contender so none always runs first.
         for k in 0..n {
             let i = (k + r) % n;
+            tidy();
             let t = Instant::now();
             for _ in 0..iters {
                 (contenders[i].1)();

@@ -10,6 +10,58 @@ use crate::{DType, DatasetWriter, Error, Result, WriteOptions};
 /// Input bytes a converter reads per block (rounded up to one whole record).
 pub const BLOCK_BYTES: usize = 4 << 20;
 
+/// Decodes windows `0..windows` in order with `decode` (which runs on the caller's thread and may
+/// use the rayon pool) while a writer thread of its own hands each decoded window to `write`, in
+/// order, one window behind: the writes overlap the decoding of the next windows instead of
+/// taking turns with it. The writer runs in a one-thread pool, so the parallel parts of its
+/// appends run there rather than queueing behind the decoding on the global pool. At most
+/// three windows are held at once (one written, one queued, one decoding).
+///
+/// The first error wins in window order: a failed write stops the decoding; a failed decode
+/// lets the windows before it be written, then is returned.
+///
+/// # Errors
+/// The first error of `decode` or `write`; [`Error::Io`] naming `out` when no thread can be started.
+pub(crate) fn pipelined<T: Send>(
+    windows: usize,
+    out: &Path,
+    mut decode: impl FnMut(usize) -> Result<T>,
+    mut write: impl FnMut(usize, T) -> Result<()> + Send,
+) -> Result<()> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, T)>(1);
+    std::thread::scope(|s| {
+        let writer = std::thread::Builder::new()
+            .name("loaderx-writer".into())
+            .spawn_scoped(s, move || -> Result<()> {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .use_current_thread()
+                    .build()
+                    .map_err(|e| Error::io("start a writer thread", out, std::io::Error::other(e)))?;
+                pool.install(move || rx.into_iter().try_for_each(|(k, t)| write(k, t)))
+            })
+            .map_err(|e| Error::io("start a writer thread", out, e))?;
+        let mut decoded = Ok(());
+        for k in 0..windows {
+            match decode(k) {
+                // A closed channel: the writer failed, its error is returned below.
+                Ok(t) => {
+                    if tx.send((k, t)).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    decoded = Err(e);
+                    break;
+                }
+            }
+        }
+        drop(tx);
+        let written = writer.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        written.and(decoded)
+    })
+}
+
 /// Records of `item_bytes` per block: at least one, at most [`BLOCK_BYTES`] worth.
 pub(crate) fn records_per_block(item_bytes: usize) -> usize {
     (BLOCK_BYTES / item_bytes.max(1)).max(1)

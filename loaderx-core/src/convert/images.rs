@@ -9,6 +9,7 @@ use fast_image_resize as fir;
 use image::{DynamicImage, ImageReader, Limits, RgbImage};
 use rayon::prelude::*;
 
+use super::block::pipelined;
 use super::summary::ConvertSummary;
 use crate::{DatasetWriter, Error, Result, Store, WriteOptions};
 
@@ -271,43 +272,33 @@ fn write(
             .collect()
     };
     let windows: Vec<&[(PathBuf, u32)]> = files.chunks(window).collect();
-    // Each window is written while the next one decodes on the pool.
-    let mut next = windows.first().map(|w| decode_window(w));
-    for (k, chunk) in windows.iter().enumerate() {
-        let decoded = next.take().unwrap_or_default();
-        let (written, decoded_next) = rayon::join(
-            || -> Result<()> {
-                let mut pixels: Vec<Vec<u8>> = Vec::with_capacity(chunk.len());
-                let mut ids: Vec<u32> = Vec::with_capacity(chunk.len());
-                for ((path, label), (n, img)) in chunk.iter().zip(decoded) {
-                    done += n;
-                    match img {
-                        Ok(img) => {
-                            bytes_in += n;
-                            pixels.push(img.into_raw());
-                            ids.push(*label);
-                        }
-                        Err(why) if options.skip_bad => skipped.push((path.clone(), why)),
-                        Err(why) => {
-                            return Err(Error::BadInput {
-                                path: path.clone(),
-                                reason: format!(
-                                    "not a decodable image ({why}); --skip-bad leaves such files out"
-                                ),
-                            });
-                        }
-                    }
+    // Each window is written on a writer thread while the next ones decode on the pool.
+    let write = |k: usize, decoded: Vec<(u64, std::result::Result<RgbImage, String>)>| -> Result<()> {
+        let mut pixels: Vec<Vec<u8>> = Vec::with_capacity(decoded.len());
+        let mut ids: Vec<u32> = Vec::with_capacity(decoded.len());
+        for ((path, label), (n, img)) in windows[k].iter().zip(decoded) {
+            done += n;
+            match img {
+                Ok(img) => {
+                    bytes_in += n;
+                    pixels.push(img.into_raw());
+                    ids.push(*label);
                 }
-                images.append_bytes(&pixels)?;
-                labels.append(&ids)?;
-                opts.report(done);
-                Ok(())
-            },
-            || windows.get(k + 1).map(|w| decode_window(w)),
-        );
-        written?;
-        next = decoded_next;
-    }
+                Err(why) if options.skip_bad => skipped.push((path.clone(), why)),
+                Err(why) => {
+                    return Err(Error::BadInput {
+                        path: path.clone(),
+                        reason: format!("not a decodable image ({why}); --skip-bad leaves such files out"),
+                    });
+                }
+            }
+        }
+        images.append_bytes(&pixels)?;
+        labels.append(&ids)?;
+        opts.report(done);
+        Ok(())
+    };
+    pipelined(windows.len(), staging, |k| Ok(decode_window(windows[k])), write)?;
     let records = images.finish()?;
     labels.finish()?;
     if records == 0 {
@@ -318,6 +309,6 @@ fn write(
     }
     let text: String = classes.iter().map(|c| format!("{c}\n")).collect();
     crate::store::write_atomic(staging, "classes.txt", text.as_bytes())?;
-    let stats = Store::open(&images_dir)?.stats()?;
-    Ok((ConvertSummary { records, bytes_in, bytes_on_disk: stats.chunk_bytes + stats.dict_bytes }, skipped))
+    let (chunk_bytes, dict_bytes) = Store::open(&images_dir)?.footprint()?;
+    Ok((ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes }, skipped))
 }

@@ -16,9 +16,9 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
-use super::BLOCK_BYTES;
+use super::block::pipelined;
 use super::summary::{ConvertSummary, finish};
-use crate::dataset::remove_dataset_dir;
+use crate::dataset::{DIRECT_BYTES, DIRECT_RECORDS, remove_dataset_dir};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
 /// Rows per decoded Arrow batch (a row group is read in batches of this many rows).
@@ -495,43 +495,38 @@ pub fn parquet<P: AsRef<Path>>(
         sources.iter().enumerate().flat_map(|(s, src)| (0..src.groups.len()).map(move |g| (s, g))).collect();
     let window = 2 * rayon::current_num_threads();
     let mut done = 0u64;
-    let decode = |group: &[(usize, usize)]| -> Result<Vec<Vec<Chunk>>> {
+    let groups: Vec<&[(usize, usize)]> = tasks.chunks(window).collect();
+    let decode = |k: usize| -> Result<Vec<Vec<Chunk>>> {
         // Every row group's result, then the first error in file order: the one named is the
         // first bad row, whichever thread found its error first.
-        let decoded: Vec<Result<Vec<Chunk>>> =
-            group.par_iter().map(|&(s, g)| decode_group(&sources[s], g, &columns, &layouts, nulls)).collect();
+        let decoded: Vec<Result<Vec<Chunk>>> = groups[k]
+            .par_iter()
+            .map(|&(s, g)| decode_group(&sources[s], g, &columns, &layouts, nulls))
+            .collect();
         decoded.into_iter().collect()
     };
-    let groups: Vec<&[(usize, usize)]> = tasks.chunks(window).collect();
-    // Each window is appended while the next one decodes on the pool.
-    let mut next = groups.first().map(|g| decode(g)).transpose()?;
-    for (k, group) in groups.iter().enumerate() {
-        let decoded = next.take().unwrap_or_default();
-        let (appended, decoded_next) = rayon::join(
-            || -> Result<u64> {
-                let mut bytes = 0u64;
-                for (chunks, &(s, g)) in decoded.into_iter().zip(group.iter()) {
-                    for (c, chunks) in group_columns(chunks, columns.len()).into_iter().enumerate() {
-                        for chunk in chunks {
-                            logical[c] += chunk.bytes.len() as u64;
-                            pending[c].1 += chunk.bytes.len();
-                            pending[c].0.push(chunk);
-                        }
-                        // One append (one commit: its fsyncs) per block of a column's records.
-                        if pending[c].1 >= BLOCK_BYTES {
-                            flush(&mut writers[c], &mut pending[c])?;
-                        }
-                    }
-                    bytes += sources[s].groups[g].1;
+    let write = |k: usize, decoded: Vec<Vec<Chunk>>| -> Result<()> {
+        for (chunks, &(s, g)) in decoded.into_iter().zip(groups[k].iter()) {
+            for (c, chunks) in group_columns(chunks, columns.len()).into_iter().enumerate() {
+                for chunk in chunks {
+                    logical[c] += chunk.bytes.len() as u64;
+                    pending[c].1 += chunk.bytes.len();
+                    pending[c].0.push(chunk);
                 }
-                Ok(bytes)
-            },
-            || groups.get(k + 1).map(|g| decode(g)).transpose(),
-        );
-        done += appended?;
+                // Appended as soon as the writer takes them as they are (not copied into its own
+                // batch): a commit of the staging store waits for no disk.
+                if pending[c].1 >= DIRECT_BYTES
+                    || pending[c].0.iter().map(|k| k.ends.len()).sum::<usize>() >= DIRECT_RECORDS
+                {
+                    flush(&mut writers[c], &mut pending[c])?;
+                }
+            }
+            done += sources[s].groups[g].1;
+        }
         opts.report(done);
-        next = decoded_next?;
-    }
+        Ok(())
+    };
+    pipelined(groups.len(), out_dir, decode, write)?;
     for (w, p) in writers.iter_mut().zip(&mut pending) {
         flush(w, p)?;
     }

@@ -25,6 +25,6 @@ impl ConvertSummary {
 /// Finishes `writer` at `out` and measures the result.
 pub(crate) fn finish(writer: DatasetWriter, out: &Path, bytes_in: u64) -> Result<ConvertSummary> {
     let records = writer.finish()?;
-    let stats = Store::open(out)?.stats()?;
-    Ok(ConvertSummary { records, bytes_in, bytes_on_disk: stats.chunk_bytes + stats.dict_bytes })
+    let (chunk_bytes, dict_bytes) = Store::open(out)?.footprint()?;
+    Ok(ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes })
 }

@@ -17,4 +17,5 @@ pub use selection::Selection;
 pub(crate) use set::parts_of;
 pub use set::{SET_FILE, StitchSummary, stitch};
 pub(crate) use writer::remove_dataset_dir;
+pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};

@@ -13,6 +13,11 @@ const BATCH_RECORDS: usize = 1 << 16;
 /// Bytes buffered before a batch is appended. The store holds up to two more copies of a batch
 /// while it compresses and writes it, so this bounds a converter's memory at a few times 16 MiB.
 const BATCH_BYTES: usize = 16 << 20;
+/// An [`DatasetWriter::append_bytes`] of at least this many records, or of at least
+/// [`DIRECT_BYTES`], goes to the store as it is; a smaller one is copied into the writer's batch.
+pub(crate) const DIRECT_RECORDS: usize = BATCH_RECORDS / 4;
+/// See [`DIRECT_RECORDS`].
+pub(crate) const DIRECT_BYTES: usize = BATCH_BYTES / 4;
 
 /// A callback told how many input bytes a converter has consumed so far.
 pub type ProgressFn = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
@@ -206,7 +211,12 @@ impl DatasetWriter {
         if staging.exists() {
             remove_dataset_dir(&staging)?;
         }
-        let store = Store::create(&staging, StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap))?;
+        // Synced once, in `finish`: a crash before it leaves only a staging directory, which is
+        // never opened and is removed by the next writer.
+        let store = Store::create(
+            &staging,
+            StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap).deferred_sync(true),
+        )?;
         Ok(DatasetWriter {
             out,
             staging,
@@ -314,7 +324,7 @@ impl DatasetWriter {
             }
             bytes += r.len();
         }
-        if records.len() < BATCH_RECORDS / 4 && bytes < BATCH_BYTES / 4 {
+        if records.len() < DIRECT_RECORDS && bytes < DIRECT_BYTES {
             // Small appends are gathered into one batch so compression still runs in parallel.
             for r in records {
                 self.pending_bytes += r.as_ref().len();
@@ -362,6 +372,7 @@ impl DatasetWriter {
     /// The store's write errors; [`Error::Io`] naming the path of a failed rename.
     pub fn finish(mut self) -> Result<u64> {
         self.flush()?;
+        self.store.as_ref().expect("store lives until finish").sync()?;
         self.schema.write(&self.staging)?;
         drop(self.store.take());
         if self.out.exists() {

@@ -132,7 +132,9 @@ impl Store {
         let frontier = place.frontier().ok_or_else(|| full(records.len()))?;
 
         // Flush in parallel, in pieces of consecutive records of one chunk; each piece's crc32c
-        // (v2) extends its chunk's running checksum in the manifest.
+        // (v2) extends its chunk's running checksum in the manifest. Deferred sync starts each
+        // piece's writeback at once, so that the disk writes while the caller goes on.
+        let durable = !self.opts.deferred_sync;
         let mut pieces: Vec<Range<usize>> = Vec::new();
         let mut start = 0;
         let mut size = 0usize;
@@ -148,26 +150,37 @@ impl Store {
         let piece_crcs: Vec<(u32, u32, u64)> = pieces
             .par_iter()
             .map(|p| {
-                let mut buf = Vec::with_capacity(p.clone().map(|i| entries[i].stored as usize).sum());
-                for i in p.clone() {
-                    buf.extend_from_slice(records[i].bytes);
-                }
+                let bytes = || p.clone().map(|i| records[i].bytes);
+                let len: u64 = bytes().map(|b| b.len() as u64).sum();
                 let first = entries[p.start];
-                self.chunks.write_all(first.chunk, first.offset, &buf)?;
-                Ok((first.chunk, if v2 { crc32c::crc32c(&buf) } else { 0 }, buf.len() as u64))
+                self.chunks.write_records(first.chunk, first.offset, bytes())?;
+                if !durable {
+                    self.chunks.start_writeback(first.chunk, first.offset, len)?;
+                }
+                let crc = if v2 { bytes().fold(0, crc32c::crc32c_append) } else { 0 };
+                Ok((first.chunk, crc, len))
             })
             .collect::<Result<_>>()?;
-        let touched: Vec<u32> = (tail_chunk..=frontier.0).collect();
-        touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
-        if frontier.0 != tail_chunk {
-            sync_dir(&self.dir)?;
+        if durable {
+            self.sync_chunks(tail_chunk..=frontier.0, frontier.0 != tail_chunk)?;
         }
 
         // Then the entries, then the count.
         self.index.reserve(first + n)?;
         self.index.set_entries(first, &entries)?;
-        self.index.flush_entries(first, n, &self.index_path)?;
-        self.index.publish(first + n, frontier, &self.index_path)?;
+        if durable {
+            self.index.flush_entries(first, n, &self.index_path)?;
+        } else {
+            self.index.start_writeback(first, n);
+        }
+        self.index.publish(first + n, frontier, &self.index_path, durable)?;
+        if !durable {
+            self.writer()?
+                .unsynced
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert((tail_chunk, first));
+        }
 
         if v2 {
             for (chunk, crc, len) in piece_crcs {
@@ -184,10 +197,47 @@ impl Store {
             }
             manifest.count = first + n;
             // Derived from the durable files and rebuilt from them by the next writer when it is
-            // behind: no fsync on the commit path.
-            replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
+            // behind: no fsync on the commit path (with deferred sync, written by the sync).
+            if durable {
+                replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
+            }
         }
         Ok(first..first + n)
+    }
+
+    /// Makes every record appended so far durable, in the order a commit does: record bytes,
+    /// then entries, then the count. Only a store opened with [`StoreOptions::deferred_sync`]
+    /// has anything to do here; on any other it returns at once.
+    ///
+    /// [`StoreOptions::deferred_sync`]: crate::StoreOptions::deferred_sync
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::Io`] naming the file that failed to sync.
+    pub fn sync(&self) -> Result<()> {
+        let writer = self.writer()?;
+        let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((chunk, entry)) = *unsynced else { return Ok(()) };
+        let frontier = self.index.frontier();
+        self.sync_chunks(chunk..=frontier.0, true)?;
+        let count = self.len();
+        self.index.flush_entries(entry, count - entry, &self.index_path)?;
+        self.index.publish(count, frontier, &self.index_path, true)?;
+        if self.format() == Format::V2 {
+            replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
+        }
+        *unsynced = None;
+        Ok(())
+    }
+
+    /// Syncs chunks `ids` in parallel, then (`new_files`) the directory that names them.
+    fn sync_chunks(&self, ids: std::ops::RangeInclusive<u32>, new_files: bool) -> Result<()> {
+        let touched: Vec<u32> = ids.collect();
+        touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
+        if new_files {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     fn encode<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Vec<Encoded>> {

@@ -122,6 +122,24 @@ impl Chunks {
         write_all_at(&file, src, offset).map_err(|e| Error::io("write", self.path(id), e))
     }
 
+    /// Writes `records` back to back at `offset` of chunk `id`, from where they lie.
+    pub(crate) fn write_records<'a>(
+        &self,
+        id: u32,
+        offset: u64,
+        records: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<()> {
+        let file = self.get(id)?;
+        crate::sys::write_records_at(&file, records, offset).map_err(|e| Error::io("write", self.path(id), e))
+    }
+
+    /// Starts writing `len` bytes of chunk `id` at `offset` to the disk, without waiting (a hint
+    /// for deferred-sync stores: their one sync then finds most of it written).
+    pub(crate) fn start_writeback(&self, id: u32, offset: u64, len: u64) -> Result<()> {
+        crate::sys::start_writeback(&*self.get(id)?, offset, len);
+        Ok(())
+    }
+
     /// Makes chunk `id`'s data durable.
     pub(crate) fn sync(&self, id: u32) -> Result<()> {
         self.get(id)?.sync_data().map_err(|e| Error::io("sync", self.path(id), e))

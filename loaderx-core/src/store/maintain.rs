@@ -125,7 +125,7 @@ impl Store {
             Journal::Delete { entries, new_length } => {
                 set(entries)?;
                 let new_length = (*new_length).min(self.len());
-                self.index.publish(new_length, self.index.frontier(), &self.index_path)
+                self.index.publish(new_length, self.index.frontier(), &self.index_path, true)
             }
             Journal::Move { entries, data } => {
                 let mut pos = 0usize;
@@ -239,7 +239,7 @@ impl Store {
             limit: len,
         })?;
         let old_tail = frontier.0;
-        self.index.publish(len, (chunk, off), &self.index_path)?;
+        self.index.publish(len, (chunk, off), &self.index_path, true)?;
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
         // The packed frontier may have rolled into a chunk that held no record.

@@ -27,6 +27,7 @@ pub struct StoreOptions {
     pub(super) overwrite: bool,
     pub(super) verify_reads: bool,
     pub(super) max_records: Option<u64>,
+    pub(super) deferred_sync: bool,
 }
 
 impl Default for StoreOptions {
@@ -38,6 +39,7 @@ impl Default for StoreOptions {
             overwrite: false,
             verify_reads: false,
             max_records: None,
+            deferred_sync: false,
         }
     }
 }
@@ -85,6 +87,18 @@ impl StoreOptions {
         self
     }
 
+    /// Commits of this handle publish their records (readers see them at once) without waiting
+    /// for the disk; [`Store::sync`] makes everything appended so far durable. Off by default:
+    /// each [`Store::append`] returns with its records on disk, and a crash leaves a prefix of the
+    /// appends. With it, a crash before `sync` returns can leave a store whose index names records
+    /// that never reached the disk: for a store built whole and then published, as the converters
+    /// build theirs (in `OUT.partial`, synced once, then renamed into place), where it saves a
+    /// wait for the disk at every commit.
+    pub fn deferred_sync(mut self, yes: bool) -> Self {
+        self.deferred_sync = yes;
+        self
+    }
+
     /// Lowers the number of records this handle lets the store grow to below the format's limit
     /// (tests of the limit's error path without writing 2^24 or 2^56 records).
     #[doc(hidden)]
@@ -108,6 +122,9 @@ pub(super) struct Writer {
     // Serialises appends (and dictionary training) between threads of this process; holds the
     // v2 manifest as of the last commit (empty for v1).
     pub(super) append: Mutex<Manifest>,
+    // With deferred sync: the first chunk and the first entry written since the last sync (taken
+    // under `append`).
+    pub(super) unsynced: Mutex<Option<(u32, u64)>>,
 }
 
 /// A Zrecord store: a dense index space `0..len` of independent byte records.
@@ -236,7 +253,11 @@ impl Store {
             Err(e) => return Err(Error::io("open", &index_path, e)),
         };
         let writer = if writable {
-            Some(Writer { _lock: WriteLock::acquire(dir)?, append: Mutex::new(Manifest::default()) })
+            Some(Writer {
+                _lock: WriteLock::acquire(dir)?,
+                append: Mutex::new(Manifest::default()),
+                unsynced: Mutex::new(None),
+            })
         } else {
             None
         };
@@ -337,7 +358,7 @@ impl Store {
                     }
                     first = end;
                 }
-                self.index.publish(len, frontier, &self.index_path)
+                self.index.publish(len, frontier, &self.index_path, true)
             }
             Err(e) => Err(v2_header_error(&self.index_path, e)),
         }

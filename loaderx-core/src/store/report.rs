@@ -71,13 +71,28 @@ impl VerifyReport {
 }
 
 impl Store {
+    /// The bytes of the chunk files (the last one up to its frontier) and of the dictionary,
+    /// without reading the index: what [`StoreStats`] reports as `chunk_bytes` and `dict_bytes`.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming a chunk file that cannot be read.
+    pub(crate) fn footprint(&self) -> Result<(u64, u64)> {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let mut chunk_bytes = tail_offset;
+        for id in 0..tail_chunk {
+            let p = chunk_path(&self.dir, id);
+            chunk_bytes += fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
+        }
+        Ok((chunk_bytes, self.dict.get().map_or(0, |d| d.raw.len() as u64)))
+    }
+
     /// Length, live and chunk bytes, and records per codec.
     ///
     /// # Errors
     /// [`Error::Io`] when a chunk file cannot be inspected.
     pub fn stats(&self) -> Result<StoreStats> {
         let len = self.len();
-        let (tail_chunk, tail_offset) = self.index.frontier();
+        let (tail_chunk, _) = self.index.frontier();
         let mut s = StoreStats { length: len, chunks: u64::from(tail_chunk) + 1, ..Default::default() };
         let mut first = 0;
         while first < len {
@@ -95,12 +110,7 @@ impl Store {
             }
             first = end;
         }
-        for id in 0..tail_chunk {
-            let p = chunk_path(&self.dir, id);
-            s.chunk_bytes += fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
-        }
-        s.chunk_bytes += tail_offset;
-        s.dict_bytes = self.dict.get().map_or(0, |d| d.raw.len() as u64);
+        (s.chunk_bytes, s.dict_bytes) = self.footprint()?;
         s.index_bytes =
             fs::metadata(&self.index_path).map_err(|e| Error::io("stat", &self.index_path, e))?.len();
         Ok(s)

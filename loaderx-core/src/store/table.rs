@@ -172,7 +172,7 @@ impl Index {
             }
             Index::V2(x) => {
                 let bytes: Vec<[u8; ENTRY_SIZE]> = entries.iter().map(Entry::encode).collect();
-                x.set_entries(first, &bytes);
+                x.set_entries(first, &bytes)?;
             }
         }
         Ok(())
@@ -192,12 +192,26 @@ impl Index {
         }
     }
 
+    /// Starts writing entries `first..first + n` to the disk without waiting (v2; v1 tables are
+    /// flushed whole by their next sync).
+    pub(crate) fn start_writeback(&self, first: u64, n: u64) {
+        if let Index::V2(x) = self {
+            x.start_writeback(first, n);
+        }
+    }
+
     /// Publishes `count` records and the frontier: the header's other fields first, the count
-    /// last (release), then the header made durable.
+    /// last (release), then (`durable`) the header made durable.
     ///
     /// # Errors
     /// [`Error::StoreFull`] for a frontier a v1 header cannot hold; [`Error::Io`] naming `path`.
-    pub(crate) fn publish(&self, count: u64, (chunk, offset): (u32, u64), path: &Path) -> Result<()> {
+    pub(crate) fn publish(
+        &self,
+        count: u64,
+        (chunk, offset): (u32, u64),
+        path: &Path,
+        durable: bool,
+    ) -> Result<()> {
         match self {
             Index::V1(m) => {
                 let full =
@@ -207,14 +221,14 @@ impl Index {
                 h.tail_offset = u32::try_from(offset).map_err(|_| full())?;
                 h.length = u32::try_from(count).map_err(|_| full())?;
                 m.set_header(h);
-                m.flush_header(path)
+                if durable { m.flush_header(path) } else { Ok(()) }
             }
             Index::V2(x) => {
                 let mut h = v2::Header::parse(&x.header(), false).map_err(|e| v2_header_error(path, e))?;
                 h.tail_chunk = chunk;
                 h.tail_offset = offset;
                 h.count = count;
-                x.set_header(&h.encode())
+                x.set_header(&h.encode(), durable)
             }
         }
     }
@@ -237,7 +251,7 @@ impl Index {
         if let Index::V2(x) = self {
             let mut h = v2::Header::parse(&x.header(), false).map_err(|e| v2_header_error(path, e))?;
             h.dict_id = id;
-            x.set_header(&h.encode())?;
+            x.set_header(&h.encode(), true)?;
         }
         Ok(())
     }

@@ -137,18 +137,29 @@ impl IndexMap {
 
     /// The writer writes entries `first..` (already [`reserve`](Self::reserve)d), which no reader
     /// reads yet (they are at or past the published count, or the store is held exclusively).
-    pub(crate) fn set_entries(&self, first: u64, entries: &[[u8; ENTRY_SIZE]]) {
+    ///
+    /// One positional write of the file, not stores through the mapping: a mapping's first touch
+    /// of each page faults (a hole read in, then made writable), and flushing pages dirtied
+    /// through a mapping write-protects every one of them again (a TLB flush on each CPU); a write
+    /// copies into the same page cache the mappings read, so readers see the entries as before.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (or [`Error::DiskFull`]) naming the path.
+    pub(crate) fn set_entries(&self, first: u64, entries: &[[u8; ENTRY_SIZE]]) -> Result<()> {
         let m = self.current();
         assert!(
             self.writable && first + entries.len() as u64 <= m.entries,
             "set_entries past the reserved index"
         );
-        for (k, e) in entries.iter().enumerate() {
-            let at = HEADER_SIZE + ENTRY_SIZE * (first as usize + k);
-            // SAFETY: in bounds (asserted above); the mapping is writable; no reader reads these
-            // entries concurrently (the method's contract).
-            unsafe { std::ptr::write_volatile(m.raw.as_mut_ptr().add(at).cast::<[u8; ENTRY_SIZE]>(), *e) };
-        }
+        let at = HEADER_SIZE as u64 + ENTRY_SIZE as u64 * first;
+        super::io::write_all_at(&self.file, entries.as_flattened(), at)
+            .map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    /// Starts writing entries `first..first + n` to the disk without waiting for them.
+    pub(crate) fn start_writeback(&self, first: u64, n: u64) {
+        let at = HEADER_SIZE as u64 + ENTRY_SIZE as u64 * first;
+        super::io::start_writeback(&self.file, at, ENTRY_SIZE as u64 * n);
     }
 
     /// Flushes entries `first..first + n` to disk.
@@ -165,11 +176,11 @@ impl IndexMap {
     }
 
     /// The writer writes the header: every byte but the count, then publishes the count (release),
-    /// then flushes the header to disk.
+    /// then (`durable`) flushes the header to disk.
     ///
     /// # Errors
     /// [`Error::Io`] naming the path.
-    pub(crate) fn set_header(&self, h: &[u8; HEADER_SIZE]) -> Result<()> {
+    pub(crate) fn set_header(&self, h: &[u8; HEADER_SIZE], durable: bool) -> Result<()> {
         assert!(self.writable, "set_header on a read-only index");
         let m = self.current();
         let base = m.raw.as_mut_ptr();
@@ -187,6 +198,9 @@ impl IndexMap {
         }
         let count = u64::from_le_bytes(h[COUNT_OFFSET..COUNT_OFFSET + 8].try_into().expect("8 bytes"));
         count_atomic(&m).store(count, Ordering::Release);
+        if !durable {
+            return Ok(());
+        }
         m.raw.flush_range(0, HEADER_SIZE).map_err(|e| Error::io("msync", &self.path, e))
     }
 }

@@ -1,6 +1,10 @@
 //! Positional file I/O and file identity: the only platform-specific code of the crate, with a
 //! Unix and a Windows implementation of each function (the Windows ones are written against
 //! `std::os::windows` and not built on a Windows machine here).
+#![cfg_attr(
+    target_os = "linux",
+    expect(unsafe_code, reason = "pwritev and sync_file_range are foreign functions")
+)]
 
 use std::fs::File;
 use std::io;
@@ -61,6 +65,126 @@ fn write_at(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_write(file, buf, offset)
 }
 
+/// Writes `records` back to back at `offset` of `file`, from where they lie: one positional
+/// vectored write (`pwritev`) per [`MAX_RUNS`] runs, records adjacent in memory (the slices of
+/// one buffer) written as one run. The bytes go into the page cache with no copy in between.
+#[cfg(target_os = "linux")]
+pub(crate) fn write_records_at<'a>(
+    file: &File,
+    records: impl IntoIterator<Item = &'a [u8]>,
+    mut offset: u64,
+) -> io::Result<()> {
+    let mut runs: Vec<libc::iovec> = Vec::with_capacity(64);
+    for r in records {
+        if r.is_empty() {
+            continue;
+        }
+        let start = r.as_ptr() as usize;
+        match runs.last_mut() {
+            // The two ranges are each readable for `'a`; their union is the same bytes.
+            Some(last) if last.iov_base as usize + last.iov_len == start => last.iov_len += r.len(),
+            _ => {
+                if runs.len() == MAX_RUNS {
+                    offset = write_runs(file, &mut runs, offset)?;
+                }
+                runs.push(libc::iovec { iov_base: r.as_ptr().cast_mut().cast(), iov_len: r.len() });
+            }
+        }
+    }
+    write_runs(file, &mut runs, offset)?;
+    Ok(())
+}
+
+/// Runs per `pwritev` (Linux's `IOV_MAX`).
+#[cfg(target_os = "linux")]
+const MAX_RUNS: usize = 1024;
+
+/// Writes every run of `runs` at `offset`, emptying `runs`; returns the offset after them.
+#[cfg(target_os = "linux")]
+fn write_runs(file: &File, runs: &mut Vec<libc::iovec>, mut offset: u64) -> io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let mut first = 0;
+    while first < runs.len() {
+        let left = &runs[first..];
+        let at = libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: every iovec names bytes of a slice the caller borrows for the whole call
+        // (adjacent slices merged: still bytes it may read), at most MAX_RUNS of them; the
+        // kernel only reads them.
+        let n = unsafe { libc::pwritev(file.as_raw_fd(), left.as_ptr(), left.len() as libc::c_int, at) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        let mut n = n as usize;
+        offset += n as u64;
+        // Skip the runs written whole; a run written in part resumes after its written bytes.
+        while n > 0 {
+            let run = &mut runs[first];
+            if n >= run.iov_len {
+                n -= run.iov_len;
+                first += 1;
+            } else {
+                run.iov_base = run.iov_base.cast::<u8>().wrapping_add(n).cast();
+                run.iov_len -= n;
+                n = 0;
+            }
+        }
+    }
+    runs.clear();
+    Ok(offset)
+}
+
+/// Writes `records` back to back at `offset` of `file` (copied into one buffer: no vectored
+/// positional write here).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn write_records_at<'a>(
+    file: &File,
+    records: impl IntoIterator<Item = &'a [u8]>,
+    offset: u64,
+) -> io::Result<()> {
+    let mut buf = Vec::new();
+    for r in records {
+        buf.extend_from_slice(r);
+    }
+    write_all_at(file, &buf, offset)
+}
+
+/// Starts writing `len` bytes of `file` at `offset` back to the disk without waiting for them, so
+/// that a later `fdatasync` finds them written or on the way (Linux `sync_file_range` with
+/// `SYNC_FILE_RANGE_WRITE`). A hint: an error is ignored, and on other systems it does nothing,
+/// the later sync writes everything.
+///
+/// Only the whole [`WRITEBACK_ALIGN`] blocks of the range are started: a page under writeback
+/// cannot be written until its writeback ends, so the block the writer is still filling is left
+/// alone (page-cache folios are at most that large and aligned to their size).
+#[cfg(target_os = "linux")]
+pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let start = offset / WRITEBACK_ALIGN * WRITEBACK_ALIGN;
+    let end = offset.saturating_add(len) / WRITEBACK_ALIGN * WRITEBACK_ALIGN;
+    if end <= start {
+        return;
+    }
+    let (Ok(offset), Ok(len)) = (i64::try_from(start), i64::try_from(end - start)) else { return };
+    // SAFETY: a plain system call on a descriptor `file` keeps open for the call's duration; it
+    // reads and writes no memory of this process.
+    let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
+}
+
+/// The granularity of [`start_writeback`]: the largest page-cache folio (2 MiB).
+#[cfg(target_os = "linux")]
+const WRITEBACK_ALIGN: u64 = 2 << 20;
+
+/// Does nothing here: the later sync writes everything (see the Linux version).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+
 /// Whether `path` names the file `file` has open (the same device and inode).
 #[cfg(unix)]
 pub(crate) fn same_file(file: &File, path: &Path) -> io::Result<bool> {
@@ -102,6 +226,27 @@ mod tests {
         assert_eq!(&buf, b"hello world");
         let mut past = [0u8; 4];
         assert_eq!(read_exact_at(&f, &mut past, 9).unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn records_written_from_where_they_lie_land_back_to_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = File::create_new(dir.path().join("f")).unwrap();
+        // Slices of one buffer (adjacent: merged into runs), separate buffers, empty records, and
+        // more runs than one vectored write takes.
+        let one: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let others: Vec<Vec<u8>> = (0..3000).map(|k| vec![(k % 251) as u8; k % 7]).collect();
+        let mut records: Vec<&[u8]> = one.chunks(37).collect();
+        records.insert(5, &[]);
+        for (k, o) in others.iter().enumerate() {
+            records.insert((k * 3) % records.len(), o);
+        }
+        write_records_at(&f, records.iter().copied(), 100).unwrap();
+        let expect: Vec<u8> = records.concat();
+        let mut back = vec![0u8; expect.len()];
+        read_exact_at(&f, &mut back, 100).unwrap();
+        assert_eq!(back, expect);
+        assert_eq!(f.metadata().unwrap().len(), 100 + expect.len() as u64);
     }
 
     #[cfg(unix)]

@@ -245,6 +245,60 @@ fn the_manifest_tracks_the_chunks_and_is_repaired_by_the_writer() {
     );
 }
 
+/// A deferred-sync store publishes each append at once (to its own handle and to a reader of
+/// the files) and leaves the disk and `manifest.zr` to [`Store::sync`], which brings them up to
+/// date: the same files a store synced at every commit has. One dropped without a sync is
+/// whole again when the next writer opens it.
+#[test]
+fn deferred_sync_publishes_at_once_and_sync_leaves_the_files_a_durable_store_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let batches: Vec<(Vec<Vec<u8>>, Codec)> = vec![
+        ((0..300).map(record).collect(), Codec::Raw),
+        ((300..340).map(|i| noise(3000 + i as usize, i)).collect(), Codec::Raw),
+        ((340..600).map(record).collect(), Codec::Zstd),
+        ((600..900).map(record).collect(), Codec::Lz4),
+    ];
+    let all: Vec<Vec<u8>> = batches.iter().flat_map(|(b, _)| b.clone()).collect();
+    let every: Vec<u64> = (0..all.len() as u64).collect();
+    let write = |name: &str, deferred: bool| {
+        let path = dir.path().join(name);
+        let opts = StoreOptions::new().chunk_capacity(16 << 10).deferred_sync(deferred);
+        let store = Store::create(&path, opts).unwrap();
+        let mut n = 0;
+        for (b, codec) in &batches {
+            store.append(b, *codec).unwrap();
+            n += b.len();
+            assert_eq!(store.gather(&every[..n]).unwrap(), all[..n], "{name}: own handle");
+            assert_eq!(
+                Store::open(&path).unwrap().gather(&every[..n]).unwrap(),
+                all[..n],
+                "{name}: a reader"
+            );
+        }
+        (path, store)
+    };
+    let (durable, store) = write("durable", false);
+    store.sync().unwrap();
+    drop(store);
+    let (deferred, store) = write("deferred", true);
+    // Until the sync, the manifest still describes the empty store.
+    assert!(!store.verify_files().unwrap().is_empty(), "the manifest is left to the sync");
+    store.sync().unwrap();
+    assert!(store.verify().unwrap().is_ok());
+    store.sync().unwrap();
+    drop(store);
+    assert!(Store::open(&deferred).unwrap().verify().unwrap().is_ok());
+    for f in ["index.zr", "manifest.zr", "0.zr", "1.zr", "5.zr"] {
+        assert_eq!(std::fs::read(deferred.join(f)).unwrap(), std::fs::read(durable.join(f)).unwrap(), "{f}");
+    }
+    let (unsynced, store) = write("unsynced", true);
+    drop(store);
+    drop(Store::open_rw(&unsynced, StoreOptions::new()).unwrap());
+    let reopened = Store::open(&unsynced).unwrap();
+    assert!(reopened.verify().unwrap().is_ok());
+    assert_eq!(reopened.gather(&every).unwrap(), all);
+}
+
 /// A reader opened early sees the index grow past its mapping (the writer extends `index.zr` in
 /// steps of 32,768 entries) without reopening, in this process and from the files.
 #[test]
