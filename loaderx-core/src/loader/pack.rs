@@ -17,7 +17,8 @@
 //! numbers, whatever the run's length.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +30,45 @@ use crate::{ArrayData, DType, DenseArray, Error, RaggedArray, Result};
 const DOMAIN_PACK: u64 = 0x7061_636B_2073_6571;
 /// Steps whose start the planner remembers (the prefetch window is far smaller).
 const KEEP: usize = 4096;
+/// Records per block of the planner's length cache.
+const LENGTH_BLOCK: usize = 1 << 16;
+/// Streams of more records than this read every length from the index (the cache would pass
+/// 256 MiB).
+const MAX_CACHED: usize = 1 << 26;
+/// A length the cache does not hold (yet).
+const UNKNOWN: u32 = u32::MAX;
+
+/// The rows of each record the planner has read from the index, so that every pass after the
+/// first plans without it (a pass reads each record's length once; planning a step and
+/// gathering it read the index otherwise twice per sample). Four bytes a record, in blocks of
+/// [`LENGTH_BLOCK`] records allocated when first touched; none for a stream of more than
+/// [`MAX_CACHED`] records. A record's length never changes while the stream is open (a store
+/// only grows; delete and compaction need it exclusively).
+#[derive(Debug)]
+struct Lengths {
+    blocks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+}
+
+impl Lengths {
+    fn new(records: usize) -> Lengths {
+        let blocks = if records <= MAX_CACHED { records.div_ceil(LENGTH_BLOCK) } else { 0 };
+        Lengths { blocks: (0..blocks).map(|_| OnceLock::new()).collect() }
+    }
+
+    fn get(&self, record: u32) -> Option<u64> {
+        let (b, i) = (record as usize / LENGTH_BLOCK, record as usize % LENGTH_BLOCK);
+        let v = self.blocks.get(b)?.get()?[i].load(Ordering::Relaxed);
+        (v != UNKNOWN).then_some(u64::from(v))
+    }
+
+    fn set(&self, record: u32, rows: u64) {
+        let (b, i) = (record as usize / LENGTH_BLOCK, record as usize % LENGTH_BLOCK);
+        if let (Some(block), Ok(rows)) = (self.blocks.get(b), u32::try_from(rows)) {
+            block.get_or_init(|| (0..LENGTH_BLOCK).map(|_| AtomicU32::new(UNKNOWN)).collect())[i]
+                .store(rows, Ordering::Relaxed);
+        }
+    }
+}
 
 /// How a ragged stream is packed; see the [module documentation](self).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +137,7 @@ pub(crate) struct Packer {
     rank: u64,
     world: u64,
     starts: Arc<Mutex<BTreeMap<u64, PackCursor>>>,
+    lengths: Arc<Lengths>,
 }
 
 impl std::fmt::Debug for Packer {
@@ -150,6 +191,7 @@ impl Packer {
             rank: u64::from(rank),
             world: u64::from(world.max(1)),
             starts: Arc::new(Mutex::new(starts)),
+            lengths: Arc::new(Lengths::new(len as usize)),
         })
     }
 
@@ -163,7 +205,21 @@ impl Packer {
                 self.order.extend_positions(j * self.world + self.rank, 1, &mut records);
             }
         }
-        let lens = self.source.record_rows(&records)?;
+        let mut lens = Vec::with_capacity(records.len());
+        let mut missing: Vec<(usize, u32)> = Vec::new();
+        for (at, &r) in records.iter().enumerate() {
+            lens.push(self.lengths.get(r).unwrap_or_else(|| {
+                missing.push((at, r));
+                0
+            }));
+        }
+        if !missing.is_empty() {
+            let read: Vec<u32> = missing.iter().map(|&(_, r)| r).collect();
+            for ((at, r), rows) in missing.into_iter().zip(self.source.record_rows(&read)?) {
+                lens[at] = rows;
+                self.lengths.set(r, rows);
+            }
+        }
         Ok((records, lens))
     }
 
