@@ -78,17 +78,32 @@ pub struct Pack {
     /// Cut samples wherever a row ends and go on in the next row (no padding), instead of
     /// starting the next row with a sample that does not fit (whole samples, some padding).
     pub split: bool,
+    /// Keep the lengths the planner reads (4 bytes a record, for streams of up to 2^26 records),
+    /// so that passes after the first plan without reading the index (default); without it,
+    /// every plan reads them from the index. Changes no batch.
+    #[serde(default = "yes")]
+    pub cache_lengths: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Pack {
     /// Rows of `length` tokens; samples kept whole (one longer than a row cut to `length`).
     pub fn new(length: u32) -> Pack {
-        Pack { length, split: false }
+        Pack { length, split: false, cache_lengths: true }
     }
 
     /// Cut samples at row ends and carry the rest into the next row.
     pub fn split(mut self, yes: bool) -> Pack {
         self.split = yes;
+        self
+    }
+
+    /// Keep the record lengths the planner reads (the field of the same name; default yes).
+    pub fn cache_lengths(mut self, yes: bool) -> Pack {
+        self.cache_lengths = yes;
         self
     }
 }
@@ -191,7 +206,7 @@ impl Packer {
             rank: u64::from(rank),
             world: u64::from(world.max(1)),
             starts: Arc::new(Mutex::new(starts)),
-            lengths: Arc::new(Lengths::new(len as usize)),
+            lengths: Arc::new(Lengths::new(if config.pack.cache_lengths { len as usize } else { 0 })),
         })
     }
 

@@ -14,6 +14,9 @@ use crate::{Error, Result};
 
 /// Write pieces are at most this large, so a big append is written by several threads at once.
 const WRITE_PIECE: usize = 8 << 20;
+/// Records at least this long have their checksum combined into their write piece's rather than
+/// hashed again (a combine costs about what hashing 1-2 KiB does).
+const COMBINE_FROM: usize = 4096;
 /// Records sampled to train a dictionary ([`Store::train_dictionary`]).
 const DICT_SAMPLES: usize = 4096;
 
@@ -75,12 +78,19 @@ impl Store {
         if records.is_empty() {
             return Ok(self.len()..self.len());
         }
+        fn raw<R: AsRef<[u8]>>(r: &R) -> Stored<'_> {
+            Stored { bytes: r.as_ref(), codec: Codec::Raw, logical: r.as_ref().len() }
+        }
+        if codec == Codec::Raw {
+            let stored: Vec<Stored<'_>> = records.iter().map(raw).collect();
+            return self.commit(&mut manifest, &stored);
+        }
         let encoded = self.encode(records, codec)?;
         let stored: Vec<Stored<'_>> = records
             .iter()
             .zip(&encoded)
             .map(|(r, e)| match e {
-                Encoded::Raw => Stored { bytes: r.as_ref(), codec: Codec::Raw, logical: r.as_ref().len() },
+                Encoded::Raw => raw(r),
                 Encoded::Packed(b, c) => Stored { bytes: b, codec: *c, logical: r.as_ref().len() },
             })
             .collect();
@@ -157,7 +167,21 @@ impl Store {
                 if !durable {
                     self.chunks.start_writeback(first.chunk, first.offset, len)?;
                 }
-                let crc = if v2 { bytes().fold(0, crc32c::crc32c_append) } else { 0 };
+                // The piece's checksum from its records': a long record's own checksum is combined
+                // in (no second pass over its bytes), a short one hashed again (cheaper than a
+                // combine).
+                let crc = if v2 {
+                    p.clone().fold(0, |acc, i| {
+                        let b = records[i].bytes;
+                        if b.len() >= COMBINE_FROM {
+                            crc32c::crc32c_combine(acc, crcs[i], b.len())
+                        } else {
+                            crc32c::crc32c_append(acc, b)
+                        }
+                    })
+                } else {
+                    0
+                };
                 Ok((first.chunk, crc, len))
             })
             .collect::<Result<_>>()?;
@@ -240,10 +264,8 @@ impl Store {
         Ok(())
     }
 
+    /// Compresses `records` under `codec` (not raw: raw records are stored as they are).
     fn encode<R: AsRef<[u8]> + Sync>(&self, records: &[R], codec: Codec) -> Result<Vec<Encoded>> {
-        if codec == Codec::Raw {
-            return Ok(records.iter().map(|_| Encoded::Raw).collect());
-        }
         let dict = self.dict.get().map(|d| &**d);
         // Contiguous blocks, one compression context per block.
         let block = records.len().div_ceil(rayon::current_num_threads()).max(1);
