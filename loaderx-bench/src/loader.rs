@@ -276,7 +276,7 @@ const P_PADDED: &str = "padded to the batch's longest";
 const P_BUCKETED: &str = "padded, bucketed by length (window 32 steps)";
 const P_WHOLE: &str = "packed, samples whole";
 const P_SPLIT: &str = "packed, samples split at row ends";
-const P_UNCACHED: &str = "packed, samples whole, every length read from the index (as in a first pass)";
+const P_UNCACHED: &str = "packed, samples whole, no length cache (every plan reads each entry)";
 
 /// Sequence packing against padding on log-normal token lengths (median 300): the share of
 /// token slots filled, and batches/s with the padded batches holding as many samples as a
@@ -378,8 +378,9 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
     s.notes.push(format!(
         "A packed batch is {PACK_ROWS} rows of {PACK_L} tokens; the padded batches hold {per_batch} samples, \
          what a packed batch holds on average, so each row of the table moves the same samples per batch. \
-         The packed loaders keep the lengths their planner reads, so passes after the first (most of this \
-         run: {} records) plan without the index; the last row reads them every time.",
+         The packed loaders' planners read record lengths from the index a block of 4,096 records at a time \
+         and keep them (a first pass reads each block once; this run of {} records reads them in its first \
+         steps); the last row reads each sample's entry at every plan.",
         cfg.records
     ));
     report.sections.push(s);

@@ -17,7 +17,6 @@
 //! numbers, whatever the run's length.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
@@ -30,43 +29,61 @@ use crate::{ArrayData, DType, DenseArray, Error, RaggedArray, Result};
 const DOMAIN_PACK: u64 = 0x7061_636B_2073_6571;
 /// Steps whose start the planner remembers (the prefetch window is far smaller).
 const KEEP: usize = 4096;
-/// Records per block of the planner's length cache.
-const LENGTH_BLOCK: usize = 1 << 16;
+/// Records per block of the planner's length cache: what one sequential read of the index fills.
+const LENGTH_BLOCK: usize = 1 << 12;
 /// Streams of more records than this read every length from the index (the cache would pass
 /// 256 MiB).
 const MAX_CACHED: usize = 1 << 26;
-/// A length the cache does not hold (yet).
-const UNKNOWN: u32 = u32::MAX;
 
-/// The rows of each record the planner has read from the index, so that every pass after the
-/// first plans without it (a pass reads each record's length once; planning a step and
-/// gathering it read the index otherwise twice per sample). Four bytes a record, in blocks of
-/// [`LENGTH_BLOCK`] records allocated when first touched; none for a stream of more than
-/// [`MAX_CACHED`] records. A record's length never changes while the stream is open (a store
-/// only grows; delete and compaction need it exclusively).
+/// The rows of every record, read from the index a block of [`LENGTH_BLOCK`] records at a time
+/// (one sequential read of 128 KiB of a v2 index, where a shuffled pass would read its entries
+/// one by one, each a cache miss) the first time a record of the block is planned, and kept:
+/// every later plan, the walks of prefetch threads ahead of their step and the passes after the
+/// first among them, reads no index. Four bytes a record, blocks allocated as they are first
+/// touched; none for a stream of more than [`MAX_CACHED`] records or with
+/// [`Pack::cache_lengths`] off. A record's length never changes while the stream is open (a
+/// store only grows; delete and compaction need it exclusively).
 #[derive(Debug)]
 struct Lengths {
-    blocks: Box<[OnceLock<Box<[AtomicU32]>>]>,
+    records: usize,
+    blocks: Box<[OnceLock<Box<[u32]>>]>,
 }
 
 impl Lengths {
-    fn new(records: usize) -> Lengths {
-        let blocks = if records <= MAX_CACHED { records.div_ceil(LENGTH_BLOCK) } else { 0 };
-        Lengths { blocks: (0..blocks).map(|_| OnceLock::new()).collect() }
+    fn new(records: usize, cache: bool) -> Lengths {
+        let blocks = if cache && records <= MAX_CACHED { records.div_ceil(LENGTH_BLOCK) } else { 0 };
+        Lengths { records, blocks: (0..blocks).map(|_| OnceLock::new()).collect() }
     }
 
-    fn get(&self, record: u32) -> Option<u64> {
-        let (b, i) = (record as usize / LENGTH_BLOCK, record as usize % LENGTH_BLOCK);
-        let v = self.blocks.get(b)?.get()?[i].load(Ordering::Relaxed);
-        (v != UNKNOWN).then_some(u64::from(v))
-    }
-
-    fn set(&self, record: u32, rows: u64) {
-        let (b, i) = (record as usize / LENGTH_BLOCK, record as usize % LENGTH_BLOCK);
-        if let (Some(block), Ok(rows)) = (self.blocks.get(b), u32::try_from(rows)) {
-            block.get_or_init(|| (0..LENGTH_BLOCK).map(|_| AtomicU32::new(UNKNOWN)).collect())[i]
-                .store(rows, Ordering::Relaxed);
+    /// The rows of each of `records`.
+    ///
+    /// # Errors
+    /// The source's, for a damaged entry among `records` (a block that fails to fill is left
+    /// empty and `records` read one by one, so an error names a record asked for).
+    fn rows(&self, source: &RaggedSource, records: &[u32]) -> Result<Vec<u64>> {
+        if self.blocks.is_empty() {
+            return source.record_rows(records);
         }
+        let mut out = Vec::with_capacity(records.len());
+        for &r in records {
+            let (b, i) = (r as usize / LENGTH_BLOCK, r as usize % LENGTH_BLOCK);
+            let block = match self.blocks.get(b).map(|slot| (slot, slot.get())) {
+                Some((_, Some(block))) => block,
+                Some((slot, None)) => {
+                    let start = b * LENGTH_BLOCK;
+                    let all: Vec<u32> =
+                        (start..(start + LENGTH_BLOCK).min(self.records)).map(|k| k as u32).collect();
+                    match source.record_rows(&all) {
+                        // At most 2^32 - 1 bytes a record: its rows fit.
+                        Ok(rows) => slot.get_or_init(|| rows.iter().map(|&x| x as u32).collect()),
+                        Err(_) => return source.record_rows(records),
+                    }
+                }
+                None => return source.record_rows(records),
+            };
+            out.push(u64::from(block[i]));
+        }
+        Ok(out)
     }
 }
 
@@ -78,9 +95,9 @@ pub struct Pack {
     /// Cut samples wherever a row ends and go on in the next row (no padding), instead of
     /// starting the next row with a sample that does not fit (whole samples, some padding).
     pub split: bool,
-    /// Keep the lengths the planner reads (4 bytes a record, for streams of up to 2^26 records),
-    /// so that passes after the first plan without reading the index (default); without it,
-    /// every plan reads them from the index. Changes no batch.
+    /// Keep the record lengths the planner reads, read a block of 4,096 records at a time
+    /// (4 bytes a record, for streams of up to 2^26 records), so that plans read the index once
+    /// per block (default); without it, every plan reads each sample's entry. Changes no batch.
     #[serde(default = "yes")]
     pub cache_lengths: bool,
 }
@@ -206,7 +223,7 @@ impl Packer {
             rank: u64::from(rank),
             world: u64::from(world.max(1)),
             starts: Arc::new(Mutex::new(starts)),
-            lengths: Arc::new(Lengths::new(if config.pack.cache_lengths { len as usize } else { 0 })),
+            lengths: Arc::new(Lengths::new(len as usize, config.pack.cache_lengths)),
         })
     }
 
@@ -220,21 +237,7 @@ impl Packer {
                 self.order.extend_positions(j * self.world + self.rank, 1, &mut records);
             }
         }
-        let mut lens = Vec::with_capacity(records.len());
-        let mut missing: Vec<(usize, u32)> = Vec::new();
-        for (at, &r) in records.iter().enumerate() {
-            lens.push(self.lengths.get(r).unwrap_or_else(|| {
-                missing.push((at, r));
-                0
-            }));
-        }
-        if !missing.is_empty() {
-            let read: Vec<u32> = missing.iter().map(|&(_, r)| r).collect();
-            for ((at, r), rows) in missing.into_iter().zip(self.source.record_rows(&read)?) {
-                lens[at] = rows;
-                self.lengths.set(r, rows);
-            }
-        }
+        let lens = self.lengths.rows(&self.source, &records)?;
         Ok((records, lens))
     }
 

@@ -155,6 +155,41 @@ fn a_saved_state_resumes_to_the_same_batches() {
     }
 }
 
+/// The planner reads lengths a block of records at a time, but a damaged entry is still an
+/// error naming it at the step that plans it, not at the first step of its block.
+#[test]
+fn a_damaged_entry_fails_the_step_that_plans_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    let mut w = loaderx_core::DatasetWriter::ragged::<i32>(&path, vec![], Default::default()).unwrap();
+    for i in 0..200u32 {
+        w.append_record(&(0..lengths(i)).map(|p| (i * 10_000 + p) as i32).collect::<Vec<_>>()).unwrap();
+    }
+    w.finish().unwrap();
+    // Its codec byte: an entry that no length can be read from.
+    let (index, at) = crate::common::entry_at(&path, 150);
+    crate::common::patch(&index, at + 20, &[9]);
+    let mut loader = DataLoader::builder()
+        .ragged_stream("t", RaggedSource::open(&path).unwrap())
+        .pack("t", Pack::new(64))
+        .unwrap()
+        .batch_size(8)
+        .mode(SamplerMode::Sequential)
+        .threads(1)
+        .build()
+        .unwrap();
+    let mut seen = 0;
+    let err = loop {
+        match loader.next_batch() {
+            Ok(b) => seen += segments(&b, 64).iter().map(Vec::len).sum::<usize>(),
+            Err(e) => break e,
+        }
+    };
+    // The planner looks 64 samples ahead: the steps up to that far before record 150 come out.
+    assert!(seen >= 150 - 64, "the steps before record 150 are produced ({seen} samples)");
+    assert!(matches!(err, Error::CorruptRecord { index: 150, .. }), "{err:?}");
+}
+
 #[test]
 fn bad_packings_are_typed_errors() {
     let ids = || DenseSource::from_vec(vec![], vec![0u32; 200]).unwrap();
