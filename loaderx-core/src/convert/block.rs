@@ -22,6 +22,7 @@ pub const BLOCK_BYTES: usize = 4 << 20;
 ///
 /// # Errors
 /// The first error of `decode` or `write`; [`Error::Io`] naming `out` when no thread can be started.
+#[cfg(any(feature = "parquet", feature = "images"))]
 pub(crate) fn pipelined<T: Send>(
     windows: usize,
     out: &Path,

@@ -17,5 +17,6 @@ pub use selection::Selection;
 pub(crate) use set::parts_of;
 pub use set::{SET_FILE, StitchSummary, stitch};
 pub(crate) use writer::remove_dataset_dir;
+#[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
