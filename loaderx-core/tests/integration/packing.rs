@@ -155,6 +155,42 @@ fn a_saved_state_resumes_to_the_same_batches() {
     }
 }
 
+/// A stream read from a store packs to the batches of the same records held in memory (some
+/// samples longer than a row, cut).
+#[test]
+fn a_stored_stream_packs_to_the_batches_of_the_same_records_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    // Mostly under a row of 64 tokens, now and then longer.
+    let len = |i: u32| if i % 37 == 0 { 80 } else { 1 + (i.wrapping_mul(2_654_435_761) >> 9) % 40 };
+    let mut w = loaderx_core::DatasetWriter::ragged::<i32>(&path, vec![], Default::default()).unwrap();
+    for i in 0..300u32 {
+        w.append_record(&(0..len(i)).map(|p| (i * 10_000 + p) as i32).collect::<Vec<_>>()).unwrap();
+    }
+    w.finish().unwrap();
+    let build = |source: RaggedSource| {
+        DataLoader::builder()
+            .ragged_stream("t", source)
+            .pack("t", Pack::new(64))
+            .unwrap()
+            .batch_size(8)
+            .seed(5)
+            .threads(2)
+            .build()
+            .unwrap()
+    };
+    let mut stored = build(RaggedSource::open(&path).unwrap());
+    let mut memory = build(tokens(300, len));
+    for step in 0..80 {
+        let (a, b) = (stored.next_batch().unwrap(), memory.next_batch().unwrap());
+        assert_eq!(a.indices(), b.indices(), "step {step}");
+        for name in ["t", "t_segments", "t_positions", "t_loss_mask"] {
+            assert_eq!(a.get(name).unwrap().data(), b.get(name).unwrap().data(), "step {step}, {name}");
+        }
+        segments(&a, 64);
+    }
+}
+
 /// The planner reads lengths a block of records at a time, but a damaged entry is still an
 /// error naming it at the step that plans it, not at the first step of its block.
 #[test]
