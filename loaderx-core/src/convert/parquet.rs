@@ -317,6 +317,12 @@ fn list_records<O: OffsetSizeTrait>(a: &ArrayRef, at: &At<'_>, chunk: &mut Chunk
     let mut values = Vec::new();
     leaf_bytes(l.values().slice(first, last - first).as_ref(), at, &mut values)?;
     let per = if last > first { values.len() / (last - first) } else { 0 };
+    if l.null_count() == 0 {
+        // The values are the records back to back: kept as they are, cut at the offsets.
+        chunk.ends = offsets[1..].iter().map(|o| (o.as_usize() - first) * per).collect();
+        chunk.bytes = values;
+        return Ok(());
+    }
     for i in 0..l.len() {
         if l.is_null(i) {
             match at.nulls {
@@ -361,6 +367,30 @@ fn bytes_records(a: &dyn Array, at: &At<'_>, chunk: &mut Chunk) -> Result<()> {
             chunk.push(if s.is_null(i) { &[] } else { r });
         }
         return Ok(());
+    }
+    // Without nulls, offset-based strings and binaries are their records back to back: one copy.
+    if a.null_count() == 0 {
+        let mut whole = |data: &[u8], offsets: &mut dyn Iterator<Item = usize>, first: usize| {
+            chunk.ends = offsets.map(|o| o - first).collect();
+            chunk.bytes = data.to_vec();
+        };
+        macro_rules! offset_based {
+            ($arr:expr) => {{
+                let x = $arr;
+                let o = x.value_offsets();
+                // Offsets of a valid array are non-negative and ascending (arrow checks).
+                let (first, last) = (o[0] as usize, o[x.len()] as usize);
+                whole(&x.value_data()[first..last], &mut o[1..].iter().map(|&v| v as usize), first);
+                return Ok(());
+            }};
+        }
+        match a.data_type() {
+            DataType::Binary => offset_based!(a.as_binary::<i32>()),
+            DataType::LargeBinary => offset_based!(a.as_binary::<i64>()),
+            DataType::Utf8 => offset_based!(a.as_string::<i32>()),
+            DataType::LargeUtf8 => offset_based!(a.as_string::<i64>()),
+            _ => {}
+        }
     }
     for i in 0..a.len() {
         match (value(i), at.nulls) {
