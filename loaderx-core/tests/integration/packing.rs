@@ -162,7 +162,7 @@ fn a_stored_stream_packs_to_the_batches_of_the_same_records_in_memory() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t");
     // Mostly under a row of 64 tokens, now and then longer.
-    let len = |i: u32| if i % 37 == 0 { 80 } else { 1 + (i.wrapping_mul(2_654_435_761) >> 9) % 40 };
+    let len = |i: u32| if i.is_multiple_of(37) { 80 } else { 1 + (i.wrapping_mul(2_654_435_761) >> 9) % 40 };
     let mut w = loaderx_core::DatasetWriter::ragged::<i32>(&path, vec![], Default::default()).unwrap();
     for i in 0..300u32 {
         w.append_record(&(0..len(i)).map(|p| (i * 10_000 + p) as i32).collect::<Vec<_>>()).unwrap();
