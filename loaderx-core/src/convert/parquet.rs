@@ -560,24 +560,34 @@ pub fn parquet<P: AsRef<Path>>(
     for (w, p) in writers.iter_mut().zip(&mut pending) {
         flush(w, p)?;
     }
-    let mut results = Vec::with_capacity(columns.len());
-    let mut finished: Vec<PathBuf> = Vec::new();
-    for ((c, w), bytes) in columns.iter().zip(writers).zip(logical) {
-        let out = out_dir.join(&c.stream);
-        match finish(w, &out, bytes) {
-            Ok(s) => {
-                finished.push(out);
-                results.push((c.stream.clone(), s));
-            }
+    // The datasets are synced and moved into place in parallel (each waits on its own disk
+    // writes); if any fails, none of this call's is left.
+    let jobs: Vec<(&ParquetColumn, DatasetWriter, u64)> =
+        columns.iter().zip(writers).zip(logical).map(|((c, w), b)| (c, w, b)).collect();
+    let done: Vec<(PathBuf, Result<ConvertSummary>)> = jobs
+        .into_par_iter()
+        .map(|(c, w, bytes)| {
+            let out = out_dir.join(&c.stream);
+            let s = finish(w, &out, bytes);
+            (out, s)
+        })
+        .collect();
+    let (mut finished, mut failed) = (Vec::with_capacity(done.len()), None);
+    for (c, (dir, s)) in columns.iter().zip(done) {
+        match s {
+            Ok(s) => finished.push((dir, (c.stream.clone(), s))),
             Err(e) => {
-                for dir in finished {
-                    let _ = remove_dataset_dir(&dir);
-                }
-                return Err(e);
+                failed.get_or_insert(e);
             }
         }
     }
-    Ok(results)
+    if let Some(e) = failed {
+        for (dir, _) in finished {
+            let _ = remove_dataset_dir(&dir);
+        }
+        return Err(e);
+    }
+    Ok(finished.into_iter().map(|(_, r)| r).collect())
 }
 
 /// The decoded batches of one row group, column after column: `columns.len()` chunks per batch.
