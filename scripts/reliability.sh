@@ -94,13 +94,14 @@ build_fuzz || { echo "could not build the fuzz targets"; exit 2; }
 
 echo "== crash loops ($ITERS iterations per mode)"
 for test in crash_during_append_leaves_every_committed_record_intact \
+    a_killed_deferred_sync_writer_leaves_every_published_record_intact \
     crash_during_delete_and_compaction_leaves_every_committed_record_intact \
     crash_during_conversion_leaves_a_complete_dataset_or_none; do
     out=$(LOADERX_CRASH_ITERS=$ITERS "$WORK/integration" --exact "crash::$test" --nocapture \
         --test-threads=1 2>&1)
     rc=$?
-    grep -oE 'crash (seed .*|[a-z]+: (iteration .*|[0-9]+ passed.*))' <<<"$out"
-    grep -qE 'crash [a-z]+: [0-9]+ passed' <<<"$out" || echo "$test did not report: $(tail -5 <<<"$out")"
+    grep -oE 'crash (seed .*|[a-z.]+( v[12])?: (iteration .*|[0-9]+ passed.*))' <<<"$out"
+    grep -qE 'crash [a-z.]+( v[12])?: [0-9]+ passed' <<<"$out" || echo "$test did not report: $(tail -5 <<<"$out")"
     [[ $rc == 0 ]] || failed=1
 done
 
