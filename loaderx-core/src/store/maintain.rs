@@ -41,6 +41,8 @@ impl Store {
     /// negative index (nothing deleted); [`Error::Locked`] when other handles have the store open.
     pub fn delete<I: RecordIndex>(&mut self, indices: &[I]) -> Result<()> {
         self.writer()?;
+        // Its journal and durable commits stand on durable appends (a deferred-sync store's first).
+        self.sync()?;
         let len = self.len();
         let mut order = indices
             .iter()
@@ -164,6 +166,7 @@ impl Store {
     #[doc(hidden)]
     pub fn compact_limited(&mut self, max_batches: usize) -> Result<CompactReport> {
         self.writer()?;
+        self.sync()?;
         let _x = self.exclusive()?;
         let before = self.stats()?;
         let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };

@@ -292,6 +292,15 @@ fn deferred_sync_publishes_at_once_and_sync_leaves_the_files_a_durable_store_has
     for f in ["index.zr", "manifest.zr", "0.zr", "1.zr", "5.zr"] {
         assert_eq!(std::fs::read(deferred.join(f)).unwrap(), std::fs::read(durable.join(f)).unwrap(), "{f}");
     }
+    // A deferred-sync store deletes and compacts like any other (both sync what was appended
+    // first, which no test without a machine crash can see).
+    let (_, mut store) = write("maintained", true);
+    store.delete(&[3, 400]).unwrap();
+    assert!(store.verify_files().unwrap().is_empty(), "after the delete");
+    store.compact().unwrap();
+    assert!(store.verify().unwrap().is_ok());
+    assert_eq!(store.len(), all.len() as u64 - 2);
+    drop(store);
     let (unsynced, store) = write("unsynced", true);
     drop(store);
     drop(Store::open_rw(&unsynced, StoreOptions::new()).unwrap());
