@@ -4,7 +4,9 @@
 //!
 //! Each subcommand group lives in its own module with a clap `Args` struct and a `run`
 //! function writing to the locked, buffered stdout handed to it; `main` only parses,
-//! dispatches and turns errors into one line on stderr and an exit status.
+//! dispatches and turns errors into one line on stderr and an exit status. `partition` and
+//! `partition-files` are the exception: they keep mmap-chunker's argument grammar, errors
+//! and exit statuses, so `partition::main` parses and runs them before clap sees them.
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
@@ -12,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 mod bench;
 mod convert;
@@ -117,7 +119,14 @@ fn stitch(paths: &[PathBuf]) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse_from(double_dash_as_file(std::env::args_os().collect())) {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    // `partition` and `partition-files` keep mmap-chunker's own argument grammar and errors,
+    // which clap's cannot express (`--` and `--parts=2` are errors there): they are parsed and
+    // run apart, and reach clap only for their help.
+    if let Some(code) = partition::main(&argv) {
+        return code;
+    }
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         Err(err) => return usage_error(&err),
     };
@@ -125,8 +134,9 @@ fn main() -> ExitCode {
     let mut out = BufWriter::new(stdout.lock());
     let ok = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
     let result = match cli.command {
-        Command::Partition(args) => ok(partition::run(&args, &mut out)),
-        Command::PartitionFiles(args) => ok(partition::run_files(&args, &mut out)),
+        Command::Partition(_) | Command::PartitionFiles(_) => {
+            unreachable!("partition::main runs these command lines; clap only shows their help")
+        }
         Command::Convert { format } => ok(convert::run(format)),
         Command::Info(args) => ok(inspect::info(&args)),
         Command::Verify(args) => inspect::verify(&args),
@@ -149,41 +159,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// mmap-chunker's `partition` and `partition-files` read a bare `--` as a FILE path, not as the
-/// end of the options (clap's reading: no clap setting makes a leading `--` a value). So for
-/// those two subcommands each bare `--` after the subcommand name, unless it stands where an
-/// option's value goes (`--parts --`, left to clap's usual error), becomes
-/// [`partition::DOUBLE_DASH`], which clap takes as a plain positional value and the FILE value
-/// parser turns back into the path `--`. Every other command line is left as it is.
-fn double_dash_as_file(mut args: Vec<OsString>) -> Vec<OsString> {
-    let Some(name) =
-        args.get(1).and_then(|a| a.to_str()).filter(|n| matches!(*n, "partition" | "partition-files"))
-    else {
-        return args;
-    };
-    let command = Cli::command();
-    let Some(sub) = command.find_subcommand(name) else {
-        return args;
-    };
-    // The spellings of the options that take a value as the next argument.
-    let takes_value: Vec<String> = sub
-        .get_arguments()
-        .filter(|a| !a.is_positional() && a.get_action().takes_values())
-        .flat_map(|a| {
-            let long = a.get_long().map(|l| format!("--{l}"));
-            let short = a.get_short().map(|c| format!("-{c}"));
-            long.into_iter().chain(short)
-        })
-        .collect();
-    for k in 2..args.len() {
-        let after_option = args[k - 1].to_str().is_some_and(|p| takes_value.iter().any(|t| t == p));
-        if args[k] == "--" && !after_option {
-            args[k] = partition::DOUBLE_DASH.into();
-        }
-    }
-    args
 }
 
 /// Help and version go to stdout with status 0; any other parse error becomes one line on

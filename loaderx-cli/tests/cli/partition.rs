@@ -25,14 +25,15 @@ fn ok(out: &Output, stdout: &str) {
     assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// Asserts failure: non-zero status, empty stdout, one line on stderr containing `needle`.
-fn fails(out: &Output, needle: &str) {
-    assert!(!out.status.success());
-    assert_eq!(out.status.code(), Some(1));
+/// Asserts mmap-chunker's failure: status 1, empty stdout, and on stderr exactly its two lines,
+/// `error: MESSAGE` and the hint naming the command's help.
+fn fails(out: &Output, command: &str, message: &str) {
+    assert_eq!(out.status.code(), Some(1), "stderr {}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stdout.is_empty(), "stdout: {}", String::from_utf8_lossy(&out.stdout));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "stderr is not one line: {err}");
-    assert!(err.contains(needle), "stderr {err:?} lacks {needle:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: {message}\nTry `loaderx {command} --help` for usage.\n")
+    );
 }
 
 // len 20; targets for 4 parts at 5, 10, 15: 5 -> 11 (swallows 10), 15 -> 19.
@@ -72,41 +73,67 @@ fn partition_matches_the_reference_examples() {
     }
 }
 
-/// `loaderx ARGS` run in `dir`, so that a relative path `--` names a file there.
+/// `loaderx ARGS` run in `dir`, so that relative paths name files there.
 fn loaderx_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args).current_dir(dir).output().expect("run loaderx")
 }
 
+/// mmap-chunker reads every argument starting with `-` that is not one of its options as an
+/// unexpected option: a bare `--` too, even where a file of that name exists.
 #[test]
-fn a_bare_double_dash_is_a_file_path_not_the_end_of_options() {
+fn a_bare_double_dash_is_an_unexpected_option() {
     let dir = tempfile::tempdir().unwrap();
-    let f = write(dir.path(), "f", b"a\nb\n");
-    // No file `--`: it fails as any missing path does.
-    fails(&loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]), "open --: ");
-    fails(&loaderx_in(dir.path(), &["partition", "--parts", "2", "--", "f"]), "open --: ");
-    fails(&loaderx_in(dir.path(), &["partition-files", "--parts", "2", "f", "--", "f"]), "open --: ");
-    fails(&loaderx_in(dir.path(), &["partition-files", "--parts", "2", "--"]), "open --: ");
-    // The message is the one any missing file gets.
-    let missing = loaderx_in(dir.path(), &["partition", "nope", "--parts", "2"]);
-    let dashes = loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]);
-    assert_eq!(
-        String::from_utf8_lossy(&dashes.stderr),
-        String::from_utf8_lossy(&missing.stderr).replace("open nope", "open --"),
-    );
-    // With a file named `--`, it is planned, and the options after it still count.
+    write(dir.path(), "f", b"a\nb\n");
     write(dir.path(), "--", b"aaa\nbbb\n");
-    ok(&loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]), "0\t0\t8\t8\n");
-    ok(&loaderx_in(dir.path(), &["partition", "--parts", "1", "--"]), "0\t0\t8\t8\n");
-    ok(
-        &loaderx_in(dir.path(), &["partition-files", "--parts", "1", s(&f), "--", s(&f)]),
-        "0\t0\t0\t4\t4\n0\t1\t0\t8\t8\n0\t2\t0\t4\t4\n",
+    let unexpected = "unexpected option `--`";
+    fails(&loaderx_in(dir.path(), &["partition", "--", "--parts", "2"]), "partition", unexpected);
+    fails(&loaderx_in(dir.path(), &["partition", "--parts", "1", "--"]), "partition", unexpected);
+    fails(&loaderx_in(dir.path(), &["partition", "--parts", "2", "--", "f"]), "partition", unexpected);
+    fails(
+        &loaderx_in(dir.path(), &["partition-files", "--parts", "2", "f", "--", "f"]),
+        "partition-files",
+        unexpected,
     );
-    ok(&loaderx_in(dir.path(), &["partition-files", "--", "--parts", "1"]), "0\t0\t0\t8\t8\n");
-    // FILE is taken first; a second positional argument is still an error.
-    fails(&loaderx_in(dir.path(), &["partition", "--parts", "2", "--", "f"]), "unexpected argument 'f'");
-    fails(&loaderx(&["partition", s(&f), s(&f), "--parts", "2"]), "unexpected argument");
-    // A `--` where an option's value goes is not a path.
-    fails(&loaderx_in(dir.path(), &["partition", "f", "--parts", "--"]), "--parts");
+    fails(&loaderx_in(dir.path(), &["partition-files", "--parts", "2", "--"]), "partition-files", unexpected);
+    // Where an option's value goes, `--` is that value (and not a number).
+    fails(
+        &loaderx_in(dir.path(), &["partition", "f", "--parts", "--"]),
+        "partition",
+        "invalid value for `--parts`: `--`",
+    );
+    // A file named `--` is reachable by another spelling of its path.
+    ok(&loaderx_in(dir.path(), &["partition", "./--", "--parts", "2"]), "0\t0\t8\t8\n");
+    // FILE is taken first; a second positional argument is an error.
+    fails(
+        &loaderx_in(dir.path(), &["partition", "f", "f", "--parts", "2"]),
+        "partition",
+        "unexpected argument `f`",
+    );
+}
+
+/// The reference rejects the `NAME=VALUE` spelling of every option; it has no `--version` or
+/// `-V` for a command, and takes `--help` / `-h` only as a command's sole argument.
+#[test]
+fn equals_forms_help_after_arguments_and_version_are_unexpected_options() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "f", SMALL);
+    for (args, arg) in [
+        (&["partition", "f", "--parts=2"][..], "--parts=2"),
+        (&["partition", "f", "--parts", "2", "--worker=0"], "--worker=0"),
+        (&["partition", "f", "--parts", "2", "--delimiter-byte=10"], "--delimiter-byte=10"),
+        (&["partition", "f", "--parts", "2", "--help"], "--help"),
+        (&["partition", "f", "-h"], "-h"),
+        (&["partition", "--help", "f"], "--help"),
+        (&["partition", "--version"], "--version"),
+        (&["partition", "-V"], "-V"),
+        (&["partition", "f", "--parts", "2", "--version"], "--version"),
+        (&["partition-files", "--parts=2", "f"], "--parts=2"),
+        (&["partition-files", "--parts", "2", "f", "--help"], "--help"),
+        (&["partition-files", "-h", "f"], "-h"),
+        (&["partition-files", "--version"], "--version"),
+    ] {
+        fails(&loaderx_in(dir.path(), args), args[0], &format!("unexpected option `{arg}`"));
+    }
 }
 
 #[test]
@@ -123,8 +150,22 @@ fn worker_selects_one_range() {
 fn worker_out_of_range_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "small", SMALL);
-    fails(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "4"]), "--worker");
-    fails(&loaderx(&["partition", s(&f), "--parts", "4", "--worker", "-1"]), "-1");
+    fails(
+        &loaderx(&["partition", s(&f), "--parts", "4", "--worker", "4"]),
+        "partition",
+        "`--worker` must be less than `--parts`",
+    );
+    fails(
+        &loaderx(&["partition", s(&f), "--parts", "4", "--worker", "-1"]),
+        "partition",
+        "invalid value for `--worker`: `-1`",
+    );
+    // Checked before the file is opened.
+    fails(
+        &loaderx(&["partition", "/no/such/file", "--parts", "2", "--worker", "2"]),
+        "partition",
+        "`--worker` must be less than `--parts`",
+    );
 }
 
 #[test]
@@ -183,12 +224,19 @@ fn nul_and_0xff_delimiters() {
 fn bad_delimiter_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "small", SMALL);
+    let message =
+        |bad: &str| format!("invalid value for `--delimiter-byte`: `{bad}` (expected decimal byte 0..255)");
     for bad in ["256", "0x0a", "+10", "nope", ""] {
-        fails(&loaderx(&["partition", s(&f), "--parts", "2", "--delimiter-byte", bad]), "--delimiter-byte");
+        fails(
+            &loaderx(&["partition", s(&f), "--parts", "2", "--delimiter-byte", bad]),
+            "partition",
+            &message(bad),
+        );
     }
     fails(
         &loaderx(&["partition-files", "--parts", "2", "--delimiter-byte", "300", s(&f)]),
-        "--delimiter-byte",
+        "partition-files",
+        &message("300"),
     );
 }
 
@@ -196,19 +244,35 @@ fn bad_delimiter_is_an_error() {
 fn parts_zero_or_missing_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "small", SMALL);
-    fails(&loaderx(&["partition", s(&f), "--parts", "0"]), "--parts");
-    fails(&loaderx(&["partition", s(&f)]), "--parts");
-    fails(&loaderx(&["partition-files", "--parts", "0", s(&f)]), "--parts");
+    let zero = "`--parts` must be greater than zero";
+    fails(&loaderx(&["partition", s(&f), "--parts", "0"]), "partition", zero);
+    fails(&loaderx(&["partition", s(&f)]), "partition", "missing required option `--parts`");
+    fails(&loaderx(&["partition-files", "--parts", "0", s(&f)]), "partition-files", zero);
+    fails(&loaderx(&["partition-files", s(&f)]), "partition-files", "missing required option `--parts`");
+    // Refused while parsing: the file is not looked at.
+    fails(&loaderx(&["partition", "/no/such/file", "--parts", "0"]), "partition", zero);
 }
 
 #[test]
 fn missing_file_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.jsonl");
-    fails(&loaderx(&["partition", s(&missing), "--parts", "2"]), "missing.jsonl");
+    // One wording for every file that cannot be opened or mapped, as the reference's.
+    let cannot = |p: &Path| format!("failed to open {}: failed to open or map file", p.display());
+    fails(&loaderx(&["partition", s(&missing), "--parts", "2"]), "partition", &cannot(&missing));
     let f = write(dir.path(), "small", SMALL);
-    fails(&loaderx(&["partition-files", "--parts", "2", s(&f), s(&missing)]), "missing.jsonl");
-    fails(&loaderx(&["partition", s(dir.path()), "--parts", "2"]), "directory");
+    fails(
+        &loaderx(&["partition-files", "--parts", "2", s(&f), s(&missing)]),
+        "partition-files",
+        &cannot(&missing),
+    );
+    fails(&loaderx(&["partition", s(dir.path()), "--parts", "2"]), "partition", &cannot(dir.path()));
+    // The first one in argument order is named.
+    fails(
+        &loaderx(&["partition-files", "--parts", "2", s(dir.path()), s(&missing)]),
+        "partition-files",
+        &cannot(dir.path()),
+    );
 }
 
 #[test]
@@ -259,7 +323,13 @@ fn partition_files_all_empty_gives_empty_output() {
 
 #[test]
 fn partition_files_without_paths_is_an_error() {
-    fails(&loaderx(&["partition-files", "--parts", "2"]), "FILE");
+    fails(
+        &loaderx(&["partition-files", "--parts", "2"]),
+        "partition-files",
+        "missing FILE (provide one or more ordered source paths)",
+    );
+    fails(&loaderx(&["partition", "--parts", "2"]), "partition", "missing FILE");
+    fails(&loaderx(&["partition"]), "partition", "missing FILE");
 }
 
 #[test]
@@ -271,13 +341,21 @@ fn help_is_available_everywhere() {
         assert!(out.status.success(), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stdout).contains("Usage"), "{args:?}");
     }
+    for args in [&["partition", "-h"][..], &["partition-files", "-h"]] {
+        let out = loaderx(args);
+        assert!(out.status.success() && out.stderr.is_empty(), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("--parts <N>"), "{args:?}");
+    }
     let out = loaderx(&["partition", "--help"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("end_exclusive"));
-    fails(&loaderx(&[]), "subcommand");
+    let out = loaderx(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("subcommand"));
 }
 
+/// A failed write is the reference's error too: `failed to write output: ...`, status 1.
 #[test]
-fn broken_pipe_exits_zero_quietly() {
+fn a_closed_pipe_is_a_write_error() {
     let dir = tempfile::tempdir().unwrap();
     // 200,000 two-byte records, every other one a range: about 1.5 MB of rows, far more than a
     // pipe buffer holds.
@@ -294,8 +372,82 @@ fn broken_pipe_exits_zero_quietly() {
     stdout.read_exact(&mut first).unwrap();
     drop(stdout);
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "status {:?}", out.status);
-    assert!(out.stderr.is_empty(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     // Target 2 starts the second record, so the first range holds two records.
     assert_eq!(&first, b"0\t0\t4\t4\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: failed to write output: Broken pipe (os error 32)\nTry `loaderx partition --help` for usage.\n"
+    );
+}
+
+#[test]
+fn a_full_disk_is_a_write_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "small", SMALL);
+    for (args, command) in [
+        (&["partition", s(&f), "--parts", "4"][..], "partition"),
+        (&["partition-files", "--parts", "4", s(&f)], "partition-files"),
+    ] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args).stdout(full).output().unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "error: failed to write output: No space left on device (os error 28)\nTry `loaderx {command} --help` for usage.\n"
+            )
+        );
+    }
+}
+
+/// mmap-chunker 0.2.6's CLI, recorded: every case of `golden/partition_reference.json` (its
+/// exit status, stdout and stderr, run in a directory holding the file's fixtures) gives the
+/// same here. The one difference is the program in the hint line: the reference's `Try
+/// \`mmap-chunker --help\` for usage.` names loaderx's command that shows the same usage.
+#[test]
+fn the_reference_clis_recorded_results_are_reproduced() {
+    let golden: serde_json::Value =
+        serde_json::from_str(include_str!("golden/partition_reference.json")).expect("golden JSON");
+    let dir = tempfile::tempdir().unwrap();
+    for fixture in golden["fixtures"].as_array().unwrap() {
+        let path = dir.path().join(fixture["name"].as_str().unwrap());
+        if fixture["dir"].as_bool() == Some(true) {
+            std::fs::create_dir(&path).unwrap();
+        } else {
+            std::fs::write(&path, fixture["text"].as_str().unwrap()).unwrap();
+        }
+    }
+    let cases = golden["cases"].as_array().unwrap();
+    assert!(cases.len() > 50, "the golden file lost its cases");
+    let mut failures = Vec::new();
+    for case in cases {
+        let args: Vec<&str> = case["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let out = loaderx_in(dir.path(), &args);
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let status = out.status.code().map(i64::from);
+        let matches = if case["help"].as_bool() == Some(true) {
+            // Help is each tool's own text: compared are its status and that it is on stdout.
+            status == case["status"].as_i64() && stdout.contains("Usage") && stderr.is_empty()
+        } else {
+            let hint = format!("Try `loaderx {} --help` for usage.", args[0]);
+            let want_stderr =
+                case["stderr"].as_str().unwrap().replace("Try `mmap-chunker --help` for usage.", &hint);
+            status == case["status"].as_i64()
+                && stdout == case["stdout"].as_str().unwrap()
+                && stderr == want_stderr
+        };
+        if !matches {
+            failures.push(format!(
+                "{args:?}: status {status:?}, stdout {stdout:?}, stderr {stderr:?}; want {case}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }

@@ -3,15 +3,16 @@
 use std::path::Path;
 
 use super::multi::partition_files;
-use super::partition::{check_parts, partition};
+use super::partition::partition;
 use super::range::{FilePartRange, PartRange};
 use crate::{Error, MappedFile, Result};
 
 impl MappedFile {
-    /// Plans `parts` record-aligned ranges over the file; see [`partition`].
+    /// Plans `parts` record-aligned ranges over the file; see [`partition`] (0 parts: an empty
+    /// plan, as mmap-chunker's `partition_records(0, d)`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `parts` is 0.
+    /// None today; the `Result` is [`partition`]'s.
     pub fn partition(&self, parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
         partition(self.bytes(), parts, delimiter)
     }
@@ -21,24 +22,25 @@ impl MappedFile {
 /// `delimiter`; the mapping is released before returning, the plan is plain data.
 ///
 /// Semantics are [`partition`]'s: an empty file gives zero ranges, giant records give fewer
-/// ranges than asked, a missing trailing delimiter is fine.
+/// ranges than asked, a missing trailing delimiter is fine, 0 parts give an empty plan. The
+/// file is opened whatever `parts` is (as mmap-chunker's `open` then `partition_records`), so a
+/// path that cannot be mapped is an error even then.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when `parts` is 0 (checked before the file is opened);
 /// [`Error::Io`] naming `path` when it cannot be opened or mapped.
 pub fn plan_file(path: impl AsRef<Path>, parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
-    check_parts(parts)?;
     MappedFile::open(path)?.partition(parts, delimiter)
 }
 
 /// Maps every file of the ordered list `paths` and plans `parts` workers' ranges over them as
 /// one logical dataset; see [`partition_files`]. Duplicate paths are distinct sources.
 ///
+/// As in [`plan_file`], 0 parts give an empty plan once every file has been opened.
+///
 /// # Errors
-/// [`Error::InvalidArgument`] when `parts` is 0 or `paths` is empty (checked before any file
-/// is opened); [`Error::Io`] naming the first path that cannot be opened or mapped.
+/// [`Error::InvalidArgument`] when `paths` is empty (checked before any file is opened);
+/// [`Error::Io`] naming the first path that cannot be opened or mapped.
 pub fn plan_files<P: AsRef<Path>>(paths: &[P], parts: usize, delimiter: u8) -> Result<Vec<FilePartRange>> {
-    check_parts(parts)?;
     if paths.is_empty() {
         return Err(Error::InvalidArgument("at least one source path is required".to_owned()));
     }
@@ -109,11 +111,17 @@ mod tests {
     }
 
     #[test]
-    fn parts_zero_is_checked_before_opening() {
-        let err = plan_file("/definitely/not/here", 0, b'\n').unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)));
-        let err = plan_files(&["/definitely/not/here"], 0, b'\n').unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)));
+    fn parts_zero_gives_an_empty_plan_after_opening() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a", b"a1\na2\n");
+        assert_eq!(plan_file(&a, 0, b'\n').unwrap(), []);
+        assert_eq!(MappedFile::open(&a).unwrap().partition(0, b'\n').unwrap(), []);
+        assert_eq!(plan_files(&[&a, &a], 0, b'\n').unwrap(), []);
+        // The files are still opened: a missing one is an error naming it.
+        let missing = dir.path().join("missing");
+        assert!(matches!(plan_file(&missing, 0, b'\n'), Err(Error::Io { path, .. }) if path == missing));
+        let err = plan_files(&[&a, &missing], 0, b'\n').unwrap_err();
+        assert!(matches!(&err, Error::Io { path, .. } if path == &missing));
     }
 
     #[test]

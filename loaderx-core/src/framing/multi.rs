@@ -1,7 +1,7 @@
 //! Ordered multi-file partitioning: one logical dataset of independent sources, split over
 //! workers without any record crossing a source or a worker boundary.
 
-use super::partition::{check_parts, first_index_past};
+use super::partition::first_index_past;
 use super::range::FilePartRange;
 use super::search::Needle;
 use crate::Result;
@@ -24,8 +24,12 @@ use crate::Result;
 /// produce no rows; if every source is empty (or there are none) the plan is empty. Duplicate
 /// sources are simply distinct entries. Records never cross a source or worker boundary.
 ///
+/// `parts == 0` gives an empty plan, as in [`partition`](crate::partition) (and as the planner
+/// of mmap-chunker 0.2.6's `partition-files` does; its CLI refuses `--parts 0` before planning).
+///
 /// # Errors
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `parts` is 0.
+/// None: every input has a plan. The `Result` stays for the callers' `?` and to match
+/// [`partition`](crate::partition)'s signature.
 ///
 /// # Examples
 /// ```
@@ -41,7 +45,6 @@ pub fn partition_files<S: AsRef<[u8]>>(
     parts: usize,
     delimiter: u8,
 ) -> Result<Vec<FilePartRange>> {
-    check_parts(parts)?;
     let needle = Needle::Byte(delimiter);
     // prefixes[s] is the logical offset where source s starts; prefixes[len] is the total.
     let mut prefixes = Vec::with_capacity(sources.len() + 1);
@@ -51,7 +54,7 @@ pub fn partition_files<S: AsRef<[u8]>>(
         total += source.as_ref().len() as u128;
         prefixes.push(total);
     }
-    if total == 0 {
+    if total == 0 || parts == 0 {
         return Ok(Vec::new());
     }
 
@@ -167,8 +170,11 @@ mod tests {
     }
 
     #[test]
-    fn parts_zero_is_an_error() {
-        assert!(partition_files(&[b"a\n"], 0, b'\n').is_err());
+    fn parts_zero_gives_an_empty_plan() {
+        let none: [&[u8]; 0] = [];
+        assert_eq!(partition_files(&none, 0, b'\n').unwrap(), []);
+        assert_eq!(partition_files(&[&b"a\n"[..], b"", b"bb\ncc"], 0, b'\n').unwrap(), []);
+        assert_eq!(partition_files(&[&[b'\n'; 1000][..]], 0, 0).unwrap(), []);
     }
 
     #[test]

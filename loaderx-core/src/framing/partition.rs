@@ -2,7 +2,7 @@
 
 use super::range::{PartRange, ranges_from_cuts};
 use super::search::Needle;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Splits `data` into at most `parts` contiguous, record-aligned byte ranges for independent
 /// workers.
@@ -21,9 +21,14 @@ use crate::{Error, Result};
 /// Planning searches forward from each ideal target only (`memchr`), never scanning the whole
 /// buffer: the cost is O(parts) searches, each as long as the record it lands in.
 ///
+/// `parts == 0` asks for no ranges and gets none (an empty plan), as mmap-chunker 0.2.6's Rust
+/// API does (`find_partition_boundaries`, `partition_records`); its CLI's refusal of
+/// `--parts 0` is the CLI's own check, kept in `loaderx partition`. Empty `data` gives zero
+/// ranges; `parts` larger than `data` is fine.
+///
 /// # Errors
-/// [`Error::InvalidArgument`] when `parts` is 0. Empty `data` gives zero ranges; `parts`
-/// larger than `data` is fine.
+/// None: every input has a plan. The `Result` stays so that this signature matches
+/// [`partition_pattern`]'s (whose empty pattern is an error) and existing callers' `?`.
 ///
 /// # Examples
 /// ```
@@ -46,17 +51,12 @@ pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRan
 /// straddling `t` does not count; one ending exactly at `t` does not keep `t` either), or to
 /// the end of `data` when none remains.
 ///
+/// `parts == 0` gives an empty plan, as in [`partition`].
+///
 /// # Errors
-/// [`Error::InvalidArgument`] when `parts` is 0 or `pattern` is empty.
+/// [`Error::InvalidArgument`] when `pattern` is empty.
 pub fn partition_pattern(data: &[u8], parts: usize, pattern: &[u8]) -> Result<Vec<PartRange>> {
     partition_with(data, parts, &Needle::pattern(pattern)?)
-}
-
-pub(crate) fn check_parts(parts: usize) -> Result<()> {
-    if parts == 0 {
-        return Err(Error::InvalidArgument("parts must be greater than zero".to_owned()));
-    }
-    Ok(())
 }
 
 /// The first `i` whose ideal target `floor(len * i / n)` lies past the previous cut `last`
@@ -67,9 +67,8 @@ pub(crate) fn first_index_past(last: u128, len: u128, n: u128) -> u128 {
 }
 
 fn partition_with(data: &[u8], parts: usize, needle: &Needle) -> Result<Vec<PartRange>> {
-    check_parts(parts)?;
     let len = data.len();
-    if len == 0 {
+    if len == 0 || parts == 0 {
         return Ok(Vec::new());
     }
     // More parts than bytes only repeats cut positions; capping keeps the loop bounded.
@@ -150,12 +149,23 @@ mod tests {
         assert_eq!(pos, len, "ranges cover the data");
     }
 
+    /// mmap-chunker 0.2.6's `find_partition_boundaries(data, 0, d)` and `partition_records(0, d)`
+    /// return no ranges; so do ours, for any data and delimiter.
     #[test]
-    fn parts_zero_is_an_error() {
-        assert!(matches!(partition(b"a\n", 0, b'\n'), Err(Error::InvalidArgument(_))));
-        assert!(matches!(partition(b"", 0, b'\n'), Err(Error::InvalidArgument(_))));
-        assert!(partition_pattern(b"a\n", 0, b"\r\n").is_err());
-        assert!(partition_pattern(b"a\n", 2, b"").is_err());
+    fn parts_zero_gives_an_empty_plan() {
+        for data in [&b""[..], b"a\n", b"aaa\nbbbbbb\ncc\ndddd\ne", &[b'\n'; 1000]] {
+            for delimiter in [b'\n', 0, 0xff] {
+                assert_eq!(partition(data, 0, delimiter).unwrap(), []);
+            }
+            assert_eq!(partition_pattern(data, 0, b"\r\n").unwrap(), []);
+        }
+    }
+
+    #[test]
+    fn an_empty_pattern_is_an_error() {
+        for parts in [0, 2] {
+            assert!(matches!(partition_pattern(b"a\n", parts, b""), Err(crate::Error::InvalidArgument(_))));
+        }
     }
 
     #[test]
