@@ -55,7 +55,8 @@ pub use sampler::{
     SamplerConfig, SamplerMode, sample_seed,
 };
 pub use store::{
-    CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, VerifyReport,
+    CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, StoreSummary,
+    VerifyReport,
 };
 pub use sys::MappedFile;
 #[cfg(feature = "cuda")]

@@ -57,7 +57,7 @@ fn idx_convert_of_the_bundled_data_then_info() {
     let o = loaderx(&[&"info", &store]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    for want in ["kind:    dense", "dtype:   u8", "[28, 28]", "length:  8000", "zstd 8000"] {
+    for want in ["kind:    dense", "dtype:   u8", "[28, 28]", "length:  8000", "1 chunk file"] {
         assert!(t.contains(want), "{want} missing from\n{t}");
     }
     let o = loaderx(&[&"info", &store, &"--json"]);
@@ -68,6 +68,7 @@ fn idx_convert_of_the_bundled_data_then_info() {
     );
     let o = loaderx(&[&"stats", &store]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("logical_bytes 6272000"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("zstd 8000"), "{}", text(&o));
 }
 
 #[test]
@@ -91,6 +92,11 @@ fn verify_passes_a_good_store_and_names_a_damaged_record() {
     assert!(convert.status.success(), "{}", text(&convert));
     let o = loaderx(&[&"verify", &store]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A clean v1 run says what it could not check: v1 records carry no checksum.
+    let t = text(&o);
+    assert!(t.contains("readable") && t.contains("no checksum") && !t.contains("intact"), "{t}");
+    let t = text(&loaderx(&[&"verify", &store, &"--json"]));
+    assert!(t.contains("\"checksums\":false") && t.contains("\"format\":\"v1\""), "{t}");
 
     // Flip a byte in the middle of record 7's compressed bytes.
     let meta = std::fs::read(store.join("meta.zr")).unwrap();
@@ -119,6 +125,8 @@ fn v2_verify_catches_a_flipped_bit_in_a_raw_record_and_migrate_round_trips() {
     assert!(loaderx(&[&"convert", &"npy", &input, &store, &"--codec", &"raw"]).status.success());
     let info = text(&loaderx(&[&"info", &store]));
     assert!(info.contains("format:  v2"), "{info}");
+    let t = text(&loaderx(&[&"verify", &store]));
+    assert!(t.contains("all 50 records intact"), "{t}");
     let json = text(&loaderx(&[&"info", &store, &"--json"]));
     assert!(json.contains("\"format\":\"v2\""), "{json}");
     let o = loaderx(&[&"migrate", &store, &"--to", &"v1"]);
@@ -162,7 +170,7 @@ fn convert_refuses_to_overwrite_without_force() {
     assert_eq!(t.lines().count(), 1, "one line of error: {t}");
     let o = loaderx(&[&"convert", &"npy", &input, &store, &"--force", &"--codec", &"raw"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&loaderx(&[&"info", &store])).contains("raw 10"));
+    assert!(text(&loaderx(&[&"stats", &store])).contains("raw 10"));
 }
 
 #[test]

@@ -16,6 +16,8 @@ pub use selection::Selection;
 #[cfg(feature = "remote")]
 pub(crate) use set::parts_of;
 pub use set::{SET_FILE, StitchSummary, stitch};
+#[cfg(feature = "images")]
+pub(crate) use writer::lock_staging;
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};

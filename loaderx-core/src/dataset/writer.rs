@@ -5,8 +5,13 @@ use std::path::{Path, PathBuf};
 use super::dtype::{DType, Element};
 use super::schema::SCHEMA_FILE;
 use super::schema::{Kind, Schema};
-use crate::store::{remove_store_files, sync_dir};
+use crate::store::{WriteLock, remove_store_files, sync_dir};
 use crate::{Codec, Error, Format, Result, Store, StoreOptions};
+
+/// The lock a [`DatasetWriter`] holds in its staging directory from creation until the dataset is
+/// in place: a second writer of the same output fails naming the first, instead of removing its
+/// files. (Beside the store's own `write.lock`, which is released before the rename.)
+pub(crate) const STAGING_LOCK: &str = "convert.lock";
 
 /// Records buffered before they are compressed and appended as one batch.
 const BATCH_RECORDS: usize = 1 << 16;
@@ -147,6 +152,9 @@ pub struct DatasetWriter {
     out: PathBuf,
     staging: PathBuf,
     store: Option<Store>,
+    /// Held for the writer's life, through the rename (see [`STAGING_LOCK`]); dropped after
+    /// `store` (fields drop in order), so nothing in the staging directory is unguarded.
+    lock: WriteLock,
     schema: Schema,
     opts: WriteOptions,
     pending: Vec<Vec<u8>>,
@@ -208,9 +216,10 @@ impl DatasetWriter {
         let mut staging = out.clone().into_os_string();
         staging.push(".partial");
         let staging = PathBuf::from(staging);
-        if staging.exists() {
-            remove_dataset_dir(&staging)?;
-        }
+        let lock = lock_staging(&staging, &out)?;
+        // What a crashed writer left (its lock is free, so no writer is using it); the lock
+        // file itself stays: it is what this writer holds.
+        remove_dataset_files(&staging, &[SCHEMA_FILE])?;
         // Synced once, in `finish`: a crash before it leaves only a staging directory, which is
         // never opened and is removed by the next writer.
         let store = Store::create(
@@ -221,6 +230,7 @@ impl DatasetWriter {
             out,
             staging,
             store: Some(store),
+            lock,
             schema,
             opts,
             pending: Vec::new(),
@@ -375,15 +385,19 @@ impl DatasetWriter {
         self.store.as_ref().expect("store lives until finish").sync()?;
         self.schema.write(&self.staging)?;
         drop(self.store.take());
-        if self.out.exists() {
+        // Still this writer's staging directory (its lock is held on the file in it): the
+        // rename moves exactly the data written here.
+        if std::fs::symlink_metadata(&self.out).is_ok() {
             let mut old = self.out.clone().into_os_string();
             old.push(".old");
             let old = PathBuf::from(old);
             std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
             std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+            self.lock.moved_to(&self.out);
             remove_dataset_dir(&old)?;
         } else {
             std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+            self.lock.moved_to(&self.out);
         }
         if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {
             sync_dir(parent)?;
@@ -412,14 +426,56 @@ impl Drop for DatasetWriter {
     }
 }
 
-/// Removes a dataset directory: the store's files, the schema, then the directory itself if that
-/// leaves it empty (anything else in it is kept).
-pub(crate) fn remove_dataset_dir(dir: &Path) -> Result<()> {
-    remove_store_files(dir)?;
-    let schema = dir.join(SCHEMA_FILE);
-    if schema.exists() {
-        std::fs::remove_file(&schema).map_err(|e| Error::io("remove", &schema, e))?;
+/// Takes the staging directory `staging` of output `out`: created when missing (a symbolic link
+/// or a file there is refused, never followed), then locked.
+///
+/// # Errors
+/// [`Error::Locked`] naming the writer already converting into `out`; [`Error::BadInput`] for a
+/// staging path that is a link or not a directory; [`Error::Io`].
+pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
+    match std::fs::create_dir(staging) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::io("create directory", staging, e)),
     }
+    // `create_dir` does not follow a link at the last component, but an existing entry can be
+    // anything: only a real directory is written into.
+    let meta = std::fs::symlink_metadata(staging).map_err(|e| Error::io("stat", staging, e))?;
+    if !meta.is_dir() {
+        return Err(Error::BadInput {
+            path: staging.to_path_buf(),
+            reason: format!(
+                "the staging path of {} is {}, not a directory; refusing to write through it",
+                out.display(),
+                if meta.file_type().is_symlink() { "a symbolic link" } else { "a file" }
+            ),
+        });
+    }
+    WriteLock::acquire_named(staging, STAGING_LOCK, &format!("converting into {}", out.display()))
+}
+
+/// Removes a store's files and `also` from `dir`, keeping anything else.
+fn remove_dataset_files(dir: &Path, also: &[&str]) -> Result<()> {
+    remove_store_files(dir)?;
+    for name in also {
+        let f = dir.join(name);
+        match std::fs::remove_file(&f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", &f, e)),
+        }
+    }
+    Ok(())
+}
+
+/// Removes a dataset directory: the store's files, the schema, then the directory itself if that
+/// leaves it empty (anything else in it is kept). A symbolic link is removed itself: nothing is
+/// deleted through it.
+pub(crate) fn remove_dataset_dir(dir: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return std::fs::remove_file(dir).map_err(|e| Error::io("remove", dir, e));
+    }
+    remove_dataset_files(dir, &[SCHEMA_FILE, STAGING_LOCK])?;
     let _ = std::fs::remove_dir(dir);
     Ok(())
 }

@@ -492,7 +492,12 @@ impl RemoteStore {
             offset: o,
             reason: why,
         })?;
-        self.dict = Some(crate::store::Dictionary::new(raw.to_vec()));
+        let prepared = crate::store::Dictionary::new(raw.to_vec()).map_err(|reason| Error::Corrupt {
+            path: PathBuf::from(self.object_url("dict.zr")),
+            offset: 0,
+            reason,
+        })?;
+        self.dict = Some(prepared);
         Ok(())
     }
 

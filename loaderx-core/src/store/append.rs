@@ -301,7 +301,13 @@ impl Store {
         write_atomic(&self.dir, DICT_FILE, &dict::encode(&raw))?;
         // v2 names the dictionary in its header: a dict.zr swapped under the store is refused.
         self.index.set_dict_id(dict::id(&raw), &self.index_path)?;
-        let _ = self.dict.set(Dictionary::new(raw));
+        // A dictionary zstd itself just trained always loads; refused, it is an internal error.
+        let prepared = Dictionary::new(raw).map_err(|reason| Error::Corrupt {
+            path: self.dir.join(DICT_FILE),
+            offset: 0,
+            reason: format!("the dictionary just trained: {reason}"),
+        })?;
+        let _ = self.dict.set(prepared);
         Ok(true)
     }
 }

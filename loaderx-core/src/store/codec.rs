@@ -30,10 +30,26 @@ pub(crate) struct Dictionary {
 }
 
 impl Dictionary {
-    pub(crate) fn new(raw: Vec<u8>) -> Arc<Dictionary> {
+    /// Prepares `raw` for both directions.
+    ///
+    /// # Errors
+    /// Why zstd refused it (damaged entropy tables, a truncated file): `dict.zr` is read from
+    /// disk or a server, and the zstd crate's own constructors panic on such input, so it is
+    /// first loaded with the fallible ones.
+    pub(crate) fn new(raw: Vec<u8>) -> Result<Arc<Dictionary>, String> {
+        if zstd::zstd_safe::CDict::try_create(&raw, ZSTD_DICT_LEVEL).is_none() {
+            return Err(
+                "zstd cannot load it as a compression dictionary (damaged or truncated tables)".into()
+            );
+        }
+        if zstd::zstd_safe::DDict::try_create(&raw).is_none() {
+            return Err(
+                "zstd cannot load it as a decompression dictionary (damaged or truncated tables)".into()
+            );
+        }
         let encoder = EncoderDictionary::copy(&raw, ZSTD_DICT_LEVEL);
         let decoder = DecoderDictionary::copy(&raw);
-        Arc::new(Dictionary { raw, encoder, decoder })
+        Ok(Arc::new(Dictionary { raw, encoder, decoder }))
     }
 }
 
@@ -194,6 +210,28 @@ mod tests {
     use super::*;
     use crate::sys::fill_slice;
 
+    /// A damaged dictionary is an error, not a panic: truncated at every length, and with bytes
+    /// flipped in its tables.
+    #[test]
+    fn a_damaged_dictionary_is_refused_without_a_panic() {
+        let recs: Vec<Vec<u8>> = (0..400u32)
+            .map(|i| format!("{{\"id\":{i},\"name\":\"item-{}\"}}", i % 17).into_bytes())
+            .collect();
+        let raw = train(&sample(&recs, 400), Some(8192)).expect("trains");
+        assert!(Dictionary::new(raw.clone()).is_ok());
+        let mut refused = 0;
+        for cut in (0..raw.len()).step_by(7) {
+            refused += usize::from(Dictionary::new(raw[..cut].to_vec()).is_err());
+        }
+        assert!(refused > 0, "no truncation was refused");
+        for at in 8..raw.len().min(400) {
+            let mut bad = raw.clone();
+            bad[at] ^= 0xff;
+            // Either loads (the damage is in content, caught per frame) or is refused: no panic.
+            let _ = Dictionary::new(bad);
+        }
+    }
+
     #[test]
     fn incompressible_record_stays_raw() {
         let mut enc = Encoder::new(Codec::Zstd, None).unwrap();
@@ -217,7 +255,7 @@ mod tests {
                 format!("{{\"id\":{i},\"name\":\"user{i}\",\"tags\":[\"a\",\"b\"]}}").repeat(4).into_bytes()
             })
             .collect();
-        let d = Dictionary::new(train(&sample(&recs, 100), Some(8192)).expect("trains"));
+        let d = Dictionary::new(train(&sample(&recs, 100), Some(8192)).expect("trains")).unwrap();
         let mut enc = Encoder::new(Codec::ZstdDict, Some(&d)).unwrap();
         let Encoded::Packed(frame, Codec::ZstdDict) = enc.encode(&recs[3]).unwrap() else {
             panic!("not packed")

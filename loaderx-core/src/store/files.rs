@@ -44,6 +44,29 @@ pub(crate) fn open_or_create(path: &Path) -> Result<File> {
         .map_err(|e| Error::io("open", path, e))
 }
 
+/// [`open_or_create`] refusing a symbolic link at `path` (a lock file: one planted as a link
+/// would have the locker write its process id through it).
+///
+/// # Errors
+/// [`Error::Io`] naming `path`.
+pub(crate) fn open_or_create_no_follow(path: &Path) -> Result<File> {
+    crate::sys::no_follow(File::options().write(true).create(true).truncate(false))
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))
+}
+
+/// Creates `path` as a new file for writing, replacing a stale one a crash left behind: removing
+/// a name never touches what a link there points to, and the exclusive create (`O_EXCL`) refuses
+/// whatever is put back in between, link or file.
+fn create_fresh(path: &Path) -> Result<File> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("remove", path, e)),
+    }
+    File::options().write(true).create_new(true).open(path).map_err(|e| Error::io("create", path, e))
+}
+
 pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{id}.zr"))
 }
@@ -68,7 +91,7 @@ pub(crate) fn write_atomic_with(
 ) -> Result<()> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    let file = File::create(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
+    let file = create_fresh(&tmp)?;
     let written = fill(&file, &tmp).and_then(|()| file.sync_all().map_err(|e| Error::io("sync", &tmp, e)));
     drop(file);
     if let Err(e) = written {
@@ -100,7 +123,9 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    std::fs::write(&tmp, bytes).map_err(|e| Error::io("write", &tmp, e))?;
+    let file = create_fresh(&tmp)?;
+    crate::sys::write_all_at(&file, bytes, 0).map_err(|e| Error::io("write", &tmp, e))?;
+    drop(file);
     std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))
 }
 
@@ -149,6 +174,30 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"two!", "a failed fill changes nothing");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["f"]);
+    }
+
+    /// A link planted where the temporary file goes (`manifest.zr.tmp` pointing at a file
+    /// outside the store) is replaced, not written through: the outside file keeps its bytes.
+    #[cfg(unix)]
+    #[test]
+    fn an_atomic_write_never_writes_through_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let store = dir.path().join("s");
+        std::fs::create_dir(&store).unwrap();
+        for name in ["manifest.zr", "journal.zr"] {
+            std::os::unix::fs::symlink(&victim, store.join(format!("{name}.tmp"))).unwrap();
+        }
+        write_atomic(&store, "journal.zr", b"new").unwrap();
+        replace_unsynced(&store, "manifest.zr", b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(std::fs::read(store.join("journal.zr")).unwrap(), b"new");
+        assert!(!std::fs::symlink_metadata(store.join("manifest.zr")).unwrap().file_type().is_symlink());
+        // A lock file planted as a link is refused, not followed.
+        std::os::unix::fs::symlink(&victim, store.join("write.lock")).unwrap();
+        assert!(matches!(open_or_create_no_follow(&store.join("write.lock")), Err(Error::Io { .. })));
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     }
 
     #[test]

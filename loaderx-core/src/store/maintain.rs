@@ -104,20 +104,10 @@ impl Store {
     }
 
     fn apply(&self, j: &Journal) -> Result<()> {
+        let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = j;
+        self.check_journal(entries)?;
         let set = |entries: &[(u64, Entry)]| -> Result<()> {
             for &(idx, e) in entries {
-                // A journal names entries below the count it was written against; one past the
-                // index (a journal from elsewhere) is refused rather than written.
-                if idx >= self.len() {
-                    return Err(Error::Corrupt {
-                        path: self.dir.join(JOURNAL_FILE),
-                        offset: 0,
-                        reason: format!(
-                            "the journal rewrites entry {idx} of a store of {} records",
-                            self.len()
-                        ),
-                    });
-                }
                 self.index.set_entries(idx, &[e])?;
                 self.index.flush_entries(idx, 1, &self.index_path)?;
             }
@@ -134,7 +124,19 @@ impl Store {
                 let mut touched = BTreeSet::new();
                 for (_, e) in entries {
                     let n = e.stored as usize;
-                    self.chunks.write_all(e.chunk, e.offset, &data[pos..pos + n])?;
+                    if n == 0 {
+                        // An empty record's entry moves; no chunk is written (or created).
+                        continue;
+                    }
+                    let bytes = data.get(pos..pos + n).ok_or_else(|| Error::Corrupt {
+                        path: self.dir.join(JOURNAL_FILE),
+                        offset: 0,
+                        reason: format!(
+                            "the journal's moves need more than its {} bytes of data",
+                            data.len()
+                        ),
+                    })?;
+                    self.chunks.write_all(e.chunk, e.offset, bytes)?;
                     touched.insert(e.chunk);
                     pos += n;
                 }
@@ -144,6 +146,31 @@ impl Store {
                 set(entries)
             }
         }
+    }
+
+    /// Refuses, before anything is written or created, a journal whose entries this store could
+    /// not hold: an index past the count it was written against, an entry the format cannot
+    /// store, or bytes past the committed frontier (deletes and compaction only ever point
+    /// below it). A journal from elsewhere, or a hostile one, is an error on every retry, not
+    /// thousands of chunk files.
+    fn check_journal(&self, entries: &[(u64, Entry)]) -> Result<()> {
+        let (len, frontier) = (self.len(), self.index.frontier());
+        let path = self.dir.join(JOURNAL_FILE);
+        for &(idx, e) in entries {
+            let bad = if idx >= len {
+                Some(format!("the journal rewrites entry {idx} of a store of {len} records"))
+            } else {
+                self.index
+                    .check(&e)
+                    .err()
+                    .or_else(|| committed(&e, frontier).err())
+                    .map(|r| format!("the journal's entry for record {idx} is not storable here: {r}"))
+            };
+            if let Some(reason) = bad {
+                return Err(Error::Corrupt { path, offset: 0, reason });
+            }
+        }
+        Ok(())
     }
 
     /// Rewrites the live records densely, in place, in physical order, and drops the chunk files
@@ -165,6 +192,13 @@ impl Store {
     /// compaction).
     #[doc(hidden)]
     pub fn compact_limited(&mut self, max_batches: usize) -> Result<CompactReport> {
+        self.compact_in_batches(max_batches, MOVE_BATCH_BYTES)
+    }
+
+    /// [`Store::compact_limited`] with journal batches of about `batch_bytes` (tests that stop a
+    /// compaction of a small store at any record).
+    #[doc(hidden)]
+    pub fn compact_in_batches(&mut self, max_batches: usize, batch_bytes: usize) -> Result<CompactReport> {
         self.writer()?;
         self.sync()?;
         let _x = self.exclusive()?;
@@ -179,7 +213,30 @@ impl Store {
             self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
             committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
         }
-        live.sort_unstable_by_key(|(_, e)| (e.chunk, e.offset));
+        // A total order: physical position, then empty records before the real one that starts
+        // where they do (an empty record sits at the frontier of its time, so it shares the next
+        // record's offset), then the index. Empty records take no bytes and never move the
+        // packing position; real records must not overlap (a damaged or hostile index could
+        // claim shared bytes, and moving one would tear the other).
+        live.sort_unstable_by_key(|(idx, e)| (e.chunk, e.offset, e.stored != 0, *idx));
+        let mut last_real: Option<(u64, Entry)> = None;
+        for &(idx, e) in live.iter().filter(|(_, e)| e.stored != 0) {
+            if let Some((prev_idx, prev)) = last_real
+                && prev.chunk == e.chunk
+                && prev.end() > e.offset
+            {
+                return Err(self.record_error(
+                    idx,
+                    format!(
+                        "bad index entry: its bytes {}..{} of chunk {} overlap record {prev_idx}'s",
+                        e.offset,
+                        e.end(),
+                        e.chunk
+                    ),
+                ));
+            }
+            last_real = Some((idx, e));
+        }
         let mut place = Placement::new(0, 0, capacity, limits);
         let mut batch: Vec<(u64, Entry)> = Vec::new();
         let mut data: Vec<u8> = Vec::new();
@@ -208,9 +265,24 @@ impl Store {
             // was written with that cannot happen; with a smaller one (this handle's option) a
             // record that would move up stays, and packing goes on after it.
             let here = (e.chunk, e.offset);
+            if len == 0 {
+                // An empty record goes to the current packing position (`place(0)` changes
+                // nothing), even when that is past its old one: it has no bytes to land on
+                // anything, and the packing position only ever grows.
+                let to = place.place(0).unwrap_or(here);
+                if to == here {
+                    report.skipped += 1;
+                } else {
+                    batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
+                    report.moved += 1;
+                }
+                continue;
+            }
             let to = match place.place(len) {
                 Some(to) if to <= here => to,
                 _ => {
+                    // Never backwards: real records do not overlap (checked above), so
+                    // everything packed so far ends at or before this record's start.
                     place = Placement::new(e.chunk, e.end(), capacity, limits);
                     here
                 }
@@ -227,7 +299,7 @@ impl Store {
             }
             batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
             report.moved += 1;
-            if data.len() >= MOVE_BATCH_BYTES && !run(self, &mut batch, &mut data)? {
+            if data.len() >= batch_bytes.max(1) && !run(self, &mut batch, &mut data)? {
                 return self.compaction_stopped(report);
             }
         }

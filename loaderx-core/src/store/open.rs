@@ -293,6 +293,25 @@ impl Store {
                 let file = index_file.try_clone().map_err(|e| Error::io("open", &index_path, e))?;
                 let map = IndexMap::map(file, &index_path, writable)?;
                 map.view(h.count)?;
+                // Every published entry was written before its count was: a hole among them is
+                // a sparse file claiming records it never held (a few KB on disk claiming 2^34
+                // entries would otherwise be scanned for hours by `verify`).
+                let entries_end =
+                    (v2::HEADER_SIZE as u64).saturating_add(h.count.saturating_mul(v2::ENTRY_SIZE as u64));
+                if let Some(hole) = crate::sys::first_hole(&index_file, v2::HEADER_SIZE as u64)
+                    .filter(|&hole| hole < entries_end)
+                {
+                    return Err(Error::Corrupt {
+                        path: index_path,
+                        offset: hole,
+                        reason: format!(
+                            "the header publishes {} entries, but the file holds no data from byte {hole} on \
+                             (a sparse file: entry {} onwards was never written)",
+                            h.count,
+                            (hole - v2::HEADER_SIZE as u64) / v2::ENTRY_SIZE as u64
+                        ),
+                    });
+                }
                 Index::V2(map)
             }
         };
@@ -390,7 +409,9 @@ impl Store {
                 ),
             });
         }
-        let _ = self.dict.set(Dictionary::new(raw.to_vec()));
+        let prepared =
+            Dictionary::new(raw.to_vec()).map_err(|reason| Error::Corrupt { path, offset: 0, reason })?;
+        let _ = self.dict.set(prepared);
         Ok(())
     }
 

@@ -52,6 +52,22 @@ pub struct StoreStats {
     pub codecs: CodecCounts,
 }
 
+/// What a store holds by its files alone, from [`Store::summary`]: no index entry is read, so
+/// it costs the same on a store of any length (and on a damaged index that claims billions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreSummary {
+    /// Number of records, as the index publishes it.
+    pub length: u64,
+    /// Bytes used in chunk files up to the write position.
+    pub chunk_bytes: u64,
+    /// Number of chunk files.
+    pub chunks: u64,
+    /// Size of the dictionary, 0 without one.
+    pub dict_bytes: u64,
+    /// Size of the index file (see [`StoreStats::index_bytes`]).
+    pub index_bytes: u64,
+}
+
 /// What [`Store::verify`] found.
 #[derive(Debug, Default)]
 pub struct VerifyReport {
@@ -86,6 +102,24 @@ impl Store {
         Ok((chunk_bytes, self.dict.get().map_or(0, |d| d.raw.len() as u64)))
     }
 
+    /// Length and file sizes, without reading an index entry ([`Store::stats`] reads them all:
+    /// logical and live bytes, records per codec).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when a chunk or index file cannot be inspected.
+    pub fn summary(&self) -> Result<StoreSummary> {
+        let (chunk_bytes, dict_bytes) = self.footprint()?;
+        Ok(StoreSummary {
+            length: self.len(),
+            chunk_bytes,
+            chunks: u64::from(self.index.frontier().0) + 1,
+            dict_bytes,
+            index_bytes: fs::metadata(&self.index_path)
+                .map_err(|e| Error::io("stat", &self.index_path, e))?
+                .len(),
+        })
+    }
+
     /// Length, live and chunk bytes, and records per codec.
     ///
     /// # Errors
@@ -110,9 +144,8 @@ impl Store {
             }
             first = end;
         }
-        (s.chunk_bytes, s.dict_bytes) = self.footprint()?;
-        s.index_bytes =
-            fs::metadata(&self.index_path).map_err(|e| Error::io("stat", &self.index_path, e))?.len();
+        let sum = self.summary()?;
+        (s.chunk_bytes, s.dict_bytes, s.index_bytes) = (sum.chunk_bytes, sum.dict_bytes, sum.index_bytes);
         Ok(s)
     }
 

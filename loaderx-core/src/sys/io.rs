@@ -3,7 +3,7 @@
 //! `std::os::windows` and not built on a Windows machine here).
 #![cfg_attr(
     target_os = "linux",
-    expect(unsafe_code, reason = "pwritev and sync_file_range are foreign functions")
+    expect(unsafe_code, reason = "pwritev, sync_file_range and lseek are foreign functions")
 )]
 
 use std::fs::File;
@@ -177,6 +177,27 @@ pub(crate) fn start_writeback(file: &File, offset: u64, len: u64) {
     let _ = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE) };
 }
 
+/// The first hole (never-written bytes of a sparse file) at or after `from`, or `None` when the
+/// file holds data from `from` to its end (or the file system cannot tell: then it says so by
+/// reporting the whole file as data).
+#[cfg(target_os = "linux")]
+pub(crate) fn first_hole(file: &File, from: u64) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let end = file.metadata().ok()?.len();
+    let at = libc::off_t::try_from(from).ok()?;
+    // SAFETY: a plain system call on a descriptor `file` keeps open for the call's duration; it
+    // moves only the descriptor's file position, which nothing here reads from (all I/O is
+    // positional).
+    let hole = unsafe { libc::lseek(file.as_raw_fd(), at, libc::SEEK_HOLE) };
+    u64::try_from(hole).ok().filter(|&h| h < end)
+}
+
+/// Other systems are not asked (unbuilt here): no hole is reported.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn first_hole(_file: &File, _from: u64) -> Option<u64> {
+    None
+}
+
 /// The granularity of [`start_writeback`]: the largest page-cache folio (2 MiB).
 #[cfg(target_os = "linux")]
 const WRITEBACK_ALIGN: u64 = 2 << 20;
@@ -184,6 +205,21 @@ const WRITEBACK_ALIGN: u64 = 2 << 20;
 /// Does nothing here: the later sync writes everything (see the Linux version).
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+
+/// `opts` made to refuse a symbolic link as the path's last component (`O_NOFOLLOW`): a store's
+/// writer never writes through a link planted in its directory. Elsewhere the options are
+/// returned as they are (a Windows symbolic link needs a privilege to create; unchecked here).
+#[cfg(target_os = "linux")]
+pub(crate) fn no_follow(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    opts.custom_flags(libc::O_NOFOLLOW)
+}
+
+/// See the Linux version: other platforms are not built here, so they keep std's behaviour.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn no_follow(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    opts
+}
 
 /// Whether `path` names the file `file` has open (the same device and inode).
 #[cfg(unix)]

@@ -37,7 +37,9 @@ pub(crate) use cpu::{Kernel, prefetch, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
 pub(crate) use index::{IndexMap, IndexView};
-pub(crate) use io::{read_exact_at, same_file, start_writeback, write_all_at, write_records_at};
+pub(crate) use io::{
+    first_hole, no_follow, read_exact_at, same_file, start_writeback, write_all_at, write_records_at,
+};
 pub use map::MappedFile;
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;

@@ -221,3 +221,68 @@ fn a_raw_store_has_no_schema() {
     assert!(matches!(DenseSource::open(dir.path().join("raw")), Err(Error::Schema { .. })));
     let _ = ArrayData::zeros(DType::U8, 0);
 }
+
+/// Two writers of the same output (issue 27): the second fails naming the first, instead of
+/// removing its staging files; the first's success means the data in place is its own.
+#[test]
+fn a_second_writer_of_the_same_output_is_refused_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut a = DatasetWriter::dense::<u32>(&out, vec![2], WriteOptions::new()).unwrap();
+    a.append(&[1u32, 2, 3, 4]).unwrap();
+    for overwrite in [false, true] {
+        let err = DatasetWriter::dense::<u32>(&out, vec![2], WriteOptions::new().overwrite(overwrite))
+            .err()
+            .expect("the staging directory is locked");
+        assert!(matches!(err, Error::Locked { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(&format!("process {}", std::process::id())) && text.contains("out"), "{text}");
+    }
+    a.append(&[5u32, 6]).unwrap();
+    assert_eq!(a.finish().unwrap(), 3);
+    let ds = DenseDataset::<u32>::open(&out).unwrap();
+    assert_eq!(ds.get_vec(&[0, 1, 2]).unwrap(), [1u32, 2, 3, 4, 5, 6]);
+    // The lock went with it: nothing of the writer is left in the dataset or beside it.
+    assert!(!out.join("convert.lock").exists() && !dir.path().join("out.partial").exists());
+    // A writer that crashed (its lock free) leaves a staging directory the next one reuses.
+    std::fs::create_dir(dir.path().join("b.partial")).unwrap();
+    std::fs::write(dir.path().join("b.partial").join("0.zr"), b"stale").unwrap();
+    let mut b = DatasetWriter::dense::<u32>(dir.path().join("b"), vec![1], WriteOptions::new()).unwrap();
+    b.append(&[7u32]).unwrap();
+    assert_eq!(b.finish().unwrap(), 1);
+    assert_eq!(DenseDataset::<u32>::open(dir.path().join("b")).unwrap().get_vec(&[0]).unwrap(), [7u32]);
+}
+
+/// A staging path planted as a symbolic link is refused, not written through; an output that is
+/// a link is replaced by `overwrite` without deleting anything where the link points.
+#[cfg(unix)]
+#[test]
+fn writers_never_delete_or_write_through_symbolic_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    let mut w = DatasetWriter::dense::<u8>(&elsewhere, vec![1], WriteOptions::new()).unwrap();
+    w.append(&[1u8, 2, 3]).unwrap();
+    w.finish().unwrap();
+    let files = |p: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().file_name()).collect();
+        v.sort();
+        v
+    };
+    let before = files(&elsewhere);
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("out.partial")).unwrap();
+    let err = DatasetWriter::dense::<u8>(dir.path().join("out"), vec![1], WriteOptions::new()).err().unwrap();
+    assert!(matches!(err, Error::BadInput { .. }) && err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(files(&elsewhere), before, "nothing removed through the link");
+    std::fs::remove_file(dir.path().join("out.partial")).unwrap();
+
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("out")).unwrap();
+    let mut w =
+        DatasetWriter::dense::<u8>(dir.path().join("out"), vec![1], WriteOptions::new().overwrite(true))
+            .unwrap();
+    w.append(&[9u8]).unwrap();
+    w.finish().unwrap();
+    assert_eq!(files(&elsewhere), before, "the link's target keeps its files");
+    assert_eq!(DenseDataset::<u8>::open(&elsewhere).unwrap().len(), 3);
+    assert!(!std::fs::symlink_metadata(dir.path().join("out")).unwrap().file_type().is_symlink());
+    assert_eq!(DenseDataset::<u8>::open(dir.path().join("out")).unwrap().len(), 1);
+}

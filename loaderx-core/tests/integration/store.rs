@@ -244,6 +244,150 @@ fn interrupted_compaction_is_finished_by_a_second_run() {
     }
 }
 
+/// The two cases an audit found (issue 27): a real record sharing its offset with an empty one
+/// was moved, then the empty one's placement reset the packing position backwards, so the next
+/// record overwrote the first one's tail (or the chunk was truncated under it).
+#[test]
+fn compaction_with_empty_records_keeps_every_record() {
+    let cases: [(Vec<Vec<u8>>, Vec<u32>); 2] = [
+        (vec![vec![b'A'; 100], vec![b'B'; 50], vec![], vec![b'R'; 400], vec![b'Z'; 300]], vec![0, 1]),
+        (vec![vec![b'A'; 100], vec![], vec![b'R'; 400]], vec![0]),
+    ];
+    for format in FORMATS {
+        for (records, del) in &cases {
+            let dir = tempfile::tempdir().unwrap();
+            let mut store = create(dir.path(), format);
+            store.append(records, Codec::Raw).unwrap();
+            store.delete(del).unwrap();
+            let idx: Vec<u64> = (0..store.len()).collect();
+            let before = store.gather(&idx).unwrap();
+            store.compact().unwrap();
+            assert_eq!(store.gather(&idx).unwrap(), before, "{format}: {del:?}");
+            let s = store.stats().unwrap();
+            assert_eq!(s.chunk_bytes, s.live_bytes, "{format}: {s:?}");
+            let again = store.compact().unwrap();
+            assert_eq!(again.moved, 0, "{format}: a compacted store has nothing to move: {again:?}");
+            drop(store);
+            let reopened = Store::open(dir.path().join("s")).unwrap();
+            assert_eq!(reopened.gather(&idx).unwrap(), before, "{format}: reopened");
+            assert!(reopened.verify().unwrap().bad.is_empty());
+        }
+    }
+}
+
+/// A damaged or hostile index whose entries share bytes is refused by compaction (moving one
+/// would tear the other), naming the record, and nothing is changed. (v1: its entries carry no
+/// checksum, so a patched offset reaches compaction; v2 refuses it earlier, by the entry's crc.)
+#[test]
+fn compaction_refuses_entries_that_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = create(dir.path(), Format::V1);
+    store.append(&[vec![b'A'; 100], vec![b'B'; 200], vec![b'C'; 300]], Codec::Raw).unwrap();
+    store.delete(&[0u32]).unwrap();
+    drop(store);
+    // After the delete, record 0 is C (300 B at 300) and record 1 is B (200 B at 100); B is made
+    // to start at 150, so its bytes run into C's.
+    let (file, at) = crate::common::entry_at(&path, 1);
+    patch(&file, at, &150u32.to_ne_bytes());
+    let before: Vec<u8> = std::fs::read(path.join("0.zr")).unwrap();
+    let mut store = Store::open_rw(&path, opts(Format::V1)).unwrap();
+    let err = store.compact().unwrap_err();
+    assert!(matches!(err, Error::CorruptRecord { index: 0, .. }), "{err}");
+    assert!(err.to_string().contains("overlap"), "{err}");
+    assert_eq!(std::fs::read(path.join("0.zr")).unwrap(), before, "nothing moved");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Random stores with empty records among real ones, random deletes, compaction stopped
+    /// after a random number of journal batches (one record each) and then finished: every
+    /// surviving record byte-identical, the chunks exactly the live bytes, a second compaction
+    /// moving nothing. Both formats.
+    #[test]
+    fn interrupted_compaction_with_empty_records_keeps_every_record(
+        lens in proptest::collection::vec(prop_oneof![Just(0usize), Just(0usize), 1usize..600], 1..60),
+        dels in proptest::collection::vec(any::<u16>(), 0..30),
+        stop in 0usize..40,
+        rounds in 1usize..3,
+        v2 in any::<bool>(),
+    ) {
+        let format = if v2 { Format::V2 } else { Format::V1 };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        // Small chunks, so packing crosses chunk boundaries.
+        let mut store = Store::create(&path, opts(format).chunk_capacity(4096)).unwrap();
+        let records: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &n)| noise(n, i as u64 + 1)).collect();
+        store.append(&records, Codec::Raw).unwrap();
+        let mut oracle = records.clone();
+        for _ in 0..rounds {
+            let del: Vec<u64> = dels.iter().map(|&d| u64::from(d) % (oracle.len() as u64).max(1)).collect();
+            if !oracle.is_empty() {
+                store.delete(&del).unwrap();
+                let mut order = del.clone();
+                order.sort_unstable_by(|a, b| b.cmp(a));
+                order.dedup();
+                for i in order {
+                    oracle.swap_remove(i as usize);
+                }
+            }
+            let idx: Vec<u64> = (0..store.len()).collect();
+            store.compact_in_batches(stop, 1).unwrap();
+            prop_assert_eq!(&store.gather(&idx).unwrap(), &oracle, "after the stopped compaction");
+            drop(store);
+            store = Store::open_rw(&path, opts(format).chunk_capacity(4096)).unwrap();
+            store.compact().unwrap();
+            prop_assert_eq!(&store.gather(&idx).unwrap(), &oracle, "after the finished compaction");
+            let s = store.stats().unwrap();
+            prop_assert!(s.chunk_bytes >= s.live_bytes, "{:?}", s);
+            let again = store.compact().unwrap();
+            prop_assert_eq!(again.moved, 0, "{:?}", again);
+            prop_assert!(store.verify().unwrap().bad.is_empty());
+            // Append more (some empty) so the next round deletes and compacts a mixed store.
+            let more: Vec<Vec<u8>> = lens.iter().take(7).enumerate().map(|(i, &n)| noise(n / 2, i as u64 + 99)).collect();
+            store.append(&more, Codec::Raw).unwrap();
+            oracle.extend(more);
+        }
+    }
+}
+
+/// A hostile (or foreign) journal whose moves name chunk 25,000 is refused before anything is
+/// created: no chunk files appear, and the refusal repeats on every open.
+#[test]
+fn a_journal_naming_chunks_past_the_store_creates_nothing() {
+    use loaderx_core::format::Journal;
+    use loaderx_core::format::v2::Entry;
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = create(dir.path(), format);
+        store.append(&[vec![1u8; 10], vec![2u8; 10]], Codec::Raw).unwrap();
+        drop(store);
+        let e = Entry { offset: 0, stored: 4, logical: 4, chunk: 25_000, codec: Codec::Raw as u8, crc: 0 };
+        let j = Journal::Move { entries: vec![(0, e)], data: vec![9u8; 4] };
+        std::fs::write(path.join("journal.zr"), j.encode(format)).unwrap();
+        for _ in 0..2 {
+            let err = Store::open_rw(&path, opts(format)).err().expect("a hostile journal is refused");
+            assert!(matches!(err, Error::Corrupt { .. }), "{format}: {err}");
+            assert!(err.to_string().contains("journal"), "{err}");
+        }
+        let chunks = std::fs::read_dir(&path)
+            .unwrap()
+            .filter(|f| f.as_ref().unwrap().file_name().to_string_lossy().ends_with(".zr"))
+            .filter(|f| {
+                f.as_ref().unwrap().file_name().to_string_lossy().chars().next().unwrap().is_ascii_digit()
+            })
+            .count();
+        assert_eq!(chunks, 1, "{format}: only 0.zr");
+        let s = Store::open(&path);
+        // A read-only open leaves the journal to the next writer; the records still read.
+        if let Ok(s) = s {
+            assert_eq!(s.gather(&[0u64]).unwrap(), vec![vec![1u8; 10]]);
+        }
+    }
+}
+
 #[test]
 fn one_writer_many_readers() {
     for format in FORMATS {
@@ -537,6 +681,37 @@ fn damaged_dictionary_file_is_refused_on_open() {
             Err(Error::Corrupt { path: p, .. }) => assert!(p.ends_with("dict.zr")),
             other => panic!("{other:?}"),
         }
+    }
+}
+
+/// A `dict.zr` truncated, or with its entropy tables damaged, makes zstd refuse to load it: a
+/// `Corrupt` error naming the file on open, never a panic (issue 27: exit 101 in zstd-safe).
+#[test]
+fn a_truncated_or_damaged_dictionary_is_an_error_not_a_panic() {
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = sample_store(dir.path(), Codec::ZstdDict, format);
+        let good = std::fs::read(path.join("dict.zr")).unwrap();
+        let mut refused = 0;
+        let mut cases: Vec<Vec<u8>> =
+            [9usize, 12, 40, good.len() / 2].iter().map(|&n| good[..n].to_vec()).collect();
+        for at in (8..good.len().min(300)).step_by(3) {
+            let mut bad = good.clone();
+            bad[at] ^= 0xA5;
+            cases.push(bad);
+        }
+        for bad in cases {
+            std::fs::write(path.join("dict.zr"), &bad).unwrap();
+            match std::panic::catch_unwind(|| Store::open(&path).map(|s| s.gather(&[1u64, 2]).is_ok())) {
+                Ok(Err(Error::Corrupt { path: p, .. })) => {
+                    assert!(p.ends_with("dict.zr"), "{}", p.display());
+                    refused += 1;
+                }
+                Ok(_) => {}
+                Err(_) => panic!("{format}: a damaged dictionary of {} bytes panicked", bad.len()),
+            }
+        }
+        assert!(refused >= 4, "{format}: only {refused} damaged dictionaries were refused");
     }
 }
 

@@ -531,3 +531,28 @@ fn a_v2_store_beyond_v1s_record_limit() {
     assert!(report.is_ok() && report.checked == N, "{:?}", (report.checked, report.bad.len(), &report.files));
     println!("beyond v1's limit: {N} records appended, reopened, gathered and verified");
 }
+
+/// A v2 index whose header claims 2^34 entries over a sparse file (a few KB on disk) is refused
+/// on open, naming the file and the first entry never written, instead of being scanned for hours
+/// by `verify` or `stats` (issue 27).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_sparse_index_claiming_billions_of_records_is_refused_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new().format(Format::V2)).unwrap();
+    store.append(&[b"one".as_slice(), b"two"], Codec::Raw).unwrap();
+    drop(store);
+    let index = path.join("index.zr");
+    let count: u64 = 1 << 34;
+    // The count is bytes 40..48 of the header; the file is grown sparsely to hold that many.
+    crate::common::patch(&index, 40, &count.to_le_bytes());
+    std::fs::OpenOptions::new().write(true).open(&index).unwrap().set_len(64 + 32 * count).unwrap();
+    match Store::open(&path) {
+        Err(Error::Corrupt { path: p, reason, .. }) => {
+            assert!(p.ends_with("index.zr"), "{}", p.display());
+            assert!(reason.contains("sparse") && reason.contains("never written"), "{reason}");
+        }
+        other => panic!("{:?}", other.map(|s| s.len())),
+    }
+}
