@@ -196,6 +196,23 @@ pub enum Error {
     /// The data loader's worker threads stopped unexpectedly.
     #[error("data loader stopped: {0}")]
     LoaderStopped(String),
+    /// A batch whose records, as the index gives their lengths, would take more memory than the
+    /// reader may use (feature `remote`: `RemoteOptions::memory_limit`): refused before anything
+    /// was fetched or allocated. A damaged or hostile index, or a batch too large.
+    #[error(
+        "a batch of {records} records from {} needs {bytes} bytes by its index entries, more than the limit of {limit}",
+        path.display()
+    )]
+    BatchTooLarge {
+        /// The store.
+        path: PathBuf,
+        /// Records in the batch.
+        records: u64,
+        /// The bytes its records (and their stored bytes) claim.
+        bytes: u64,
+        /// What the reader may hold.
+        limit: u64,
+    },
 }
 
 impl Error {

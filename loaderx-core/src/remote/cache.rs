@@ -2,10 +2,12 @@
 //! aligned pages of chunk objects in a directory with a byte limit, shared by the processes of
 //! one host.
 //!
-//! Layout: `DIR/<store>/<chunk>-<tag>/<page>.pg`, where `<store>` is a hash of the store's URL
-//! and `<tag>` a hash of the chunk object's ETag (its consistency token): a chunk replaced under
-//! the same URL gets new pages, never a mix of versions. Page `p` of a chunk holds its bytes
-//! `p * page .. min((p + 1) * page, size)`.
+//! Layout: `DIR/<store>-p<page size>/<chunk>-<tag>/<page>.pg`, where `<store>` is a hash of the
+//! store's URL and `<tag>` a hash of the chunk object's ETag (its consistency token): a chunk
+//! replaced under the same URL gets new pages, never a mix of versions, and readers of other
+//! page sizes never take each other's pages (page 1 of 4 KiB and the last page of 8 KiB can
+//! have the same length). Page `p` of a chunk holds its bytes `p * page .. min((p + 1) * page,
+//! size)`.
 //!
 //! - **Fills are atomic**: a page is written to `<page>.tmp` and renamed into place, so a page
 //!   file is whole or absent; one whose length is not the page's is ignored (refetched).
@@ -16,6 +18,9 @@
 //! - **Checked when filled**: every record lying wholly inside a page is checked against its
 //!   crc32c before the page is written (records across a page boundary are checked when read, as
 //!   every record is).
+//! - **Healed when damaged**: a record read from cached pages is checked before a byte of it is
+//!   handed out; on a mismatch its pages are dropped and fetched once from the store, so a page
+//!   file damaged on disk costs a request, not every later read.
 //! - **Byte limit, least recently used out**: before a fill would take the directory past the
 //!   limit, the filler takes `DIR/evict.lock`, lists every page of every store and removes the
 //!   least recently used (by modification time, which a use refreshes at most once a minute)
@@ -103,7 +108,7 @@ impl PageCache {
     /// # Errors
     /// [`Error::Io`] naming the directory when it cannot be created.
     pub(super) fn new(dir: &Path, limit: u64, page: u64, url: &str) -> Result<PageCache> {
-        let store = dir.join(format!("{:016x}", crate::fingerprint(url.as_bytes())));
+        let store = dir.join(format!("{:016x}-p{page}", crate::fingerprint(url.as_bytes())));
         let locks = store.join("locks");
         std::fs::create_dir_all(&locks).map_err(|e| Error::io("create the cache directory", &locks, e))?;
         Ok(PageCache {
@@ -153,6 +158,15 @@ impl PageCache {
         let bytes = Bytes::from_owner(Mapped(mapped));
         self.keep(key, path, bytes.clone());
         Some(bytes)
+    }
+
+    /// Drops page `key`: this process's open copy and its file at `path` (a page that failed a
+    /// record's checksum). Readers that have it mapped keep their mapping; the next fill renames
+    /// a new file into place.
+    pub(super) fn discard(&self, key: PageKey, path: &Path) {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).pages.remove(&key);
+        // Best effort: a file already gone is what was wanted.
+        let _ = std::fs::remove_file(path);
     }
 
     /// Keeps `bytes` open as page `key`, the least recently used open page closed when full.

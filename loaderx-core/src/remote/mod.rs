@@ -10,7 +10,13 @@
 //! (its `RetryConfig`, `ClientOptions::with_timeout`); after the last one the error names the URL
 //! and the byte range. Credentials and endpoint come from the standard AWS variables
 //! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
-//! `AWS_ALLOW_HTTP`) or [`RemoteOptions`]; no error or log shows a credential.
+//! `AWS_ALLOW_HTTP`) or [`RemoteOptions`]; no error or `Debug` string shows a credential, the
+//! userinfo of an endpoint URL (`http://user:password@host`) included (see `redact`).
+//!
+//! Every server is treated as hostile: a response's declared length is checked against what was
+//! asked (and against what the object may hold) before anything is allocated and its body read
+//! with that cap (`body`); a batch whose records, as the index gives their lengths, would take
+//! more than [`RemoteOptions::memory_limit`] is refused before it is fetched or allocated.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -28,11 +34,23 @@ use object_store::{ClientConfigKey, GetOptions, GetRange, ObjectMeta, ObjectStor
 use crate::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
 use crate::{Codec, Error, Result};
 
+mod body;
 pub mod cache;
 mod push;
+mod redact;
 
+use body::{BodyError, Expect};
 use cache::{PageCache, PageKey};
 pub use push::push;
+pub(crate) use redact::scrub;
+
+/// The most bytes a store's small files (`schema.msgpack`, `dict.zr`) may hold: a zstd
+/// dictionary is some hundreds of KiB, a schema less.
+const MAX_SMALL_FILE: u64 = 64 << 20;
+/// `verify` reads in blocks of at most this many records and (unless one record is larger)
+/// bytes, so that an intact store of large records never needs a large batch.
+const VERIFY_BLOCK_RECORDS: u64 = 4096;
+const VERIFY_BLOCK_BYTES: u64 = 64 << 20;
 
 /// How a remote store is reached and read.
 #[derive(Clone, Default)]
@@ -49,6 +67,7 @@ pub struct RemoteOptions {
     timeout: Option<Duration>,
     cache: Option<(PathBuf, u64)>,
     page_size: Option<u64>,
+    memory_limit: Option<u64>,
     anonymous: bool,
 }
 
@@ -56,7 +75,7 @@ impl std::fmt::Debug for RemoteOptions {
     // Never the keys: only whether they are set.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteOptions")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.endpoint.as_deref().map(|e| scrub(e, Some(e))))
             .field("region", &self.region)
             .field("access_key_id", &self.access_key_id.as_ref().map(|_| "<set>"))
             .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "<set>"))
@@ -66,6 +85,7 @@ impl std::fmt::Debug for RemoteOptions {
             .field("concurrency", &self.concurrency)
             .field("cache", &self.cache)
             .field("page_size", &self.page_size)
+            .field("memory_limit", &self.memory_limit)
             .field("anonymous", &self.anonymous)
             .finish()
     }
@@ -143,6 +163,25 @@ impl RemoteOptions {
         self
     }
 
+    /// The most bytes one batch (its records as handed out plus their stored bytes, by the
+    /// index's lengths) or the index itself may take in memory: anything claiming more is refused
+    /// with a typed error before a request is sent or a buffer allocated, so a damaged or hostile
+    /// index cannot make a reader allocate what it cannot hold. Default: half of the host's
+    /// physical memory (8 GiB where that cannot be read).
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes.max(1));
+        self
+    }
+
+    fn memory(&self) -> u64 {
+        self.memory_limit.unwrap_or_else(default_memory_limit)
+    }
+
+    /// `text` with every credential these options (or the environment) know replaced.
+    fn scrub(&self, text: &str) -> String {
+        scrub(text, self.endpoint.as_deref())
+    }
+
     /// The cache directory and limit, from the options or the environment.
     fn cache_config(&self) -> Result<Option<(PathBuf, u64, u64)>> {
         let page = self.page_size.unwrap_or(1 << 20);
@@ -211,23 +250,32 @@ impl RemoteOptions {
         let store = b.with_retry(retry).build().map_err(|e| Error::Remote {
             url: format!("s3://{bucket}"),
             range: None,
-            reason: format!("cannot configure the S3 client: {}", scrub(&e.to_string())),
+            reason: format!("cannot configure the S3 client: {}", self.scrub(&e.to_string())),
         })?;
         Ok(Arc::new(store))
     }
 }
 
-/// `text` without anything that looks like a credential from the environment.
-fn scrub(text: &str) -> String {
-    let mut out = text.to_string();
-    for k in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
-        if let Ok(v) = std::env::var(k)
-            && v.len() >= 4
-        {
-            out = out.replace(&v, "<redacted>");
-        }
+/// Half of the host's physical memory (`MemTotal` of `/proc/meminfo`), 8 GiB where it cannot be
+/// read: a bound on what a claim from the index may make a reader allocate, not a budget.
+fn default_memory_limit() -> u64 {
+    static LIMIT: OnceLock<u64> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+        total.map_or(8 << 30, |t| (t / 2).max(1 << 30))
+    })
+}
+
+/// What a failed whole-object read says, its credentials removed.
+fn body_reason(e: BodyError, options: &RemoteOptions) -> String {
+    match e {
+        BodyError::Store(e) => options.scrub(&e.to_string()),
+        BodyError::Length(why) => why,
     }
-    out
 }
 
 /// Whether `path` names a remote store (`s3://...`).
@@ -235,11 +283,13 @@ pub fn is_remote(path: &Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("s3://"))
 }
 
-/// `url/name` whole, or `None` when there is no such object; refused past `max` bytes (its size
-/// asked first, so no response sizes memory unchecked).
+/// `url/name` whole, or `None` when there is no such object; refused past `max` bytes (the
+/// response's declared length checked before anything is allocated, its body read with that
+/// cap).
 ///
 /// # Errors
-/// [`Error::Remote`] naming the object for a failed request or one over `max`.
+/// [`Error::Remote`] naming the object for a failed request, one over `max`, or a body other
+/// than its declared length.
 pub(crate) fn get_optional(
     url: &str,
     name: &str,
@@ -251,29 +301,19 @@ pub(crate) fn get_optional(
     let key =
         if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) };
     let object = format!("{}/{name}", url.trim_end_matches('/'));
-    let failed = |e: object_store::Error| Error::Remote {
-        url: object.clone(),
-        range: None,
-        reason: scrub(&e.to_string()),
-    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::io("start the runtime of", url, e))?;
-    let meta = match runtime.block_on(store.head(&key)) {
-        Ok(m) => m,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(failed(e)),
-    };
-    if meta.size > max {
-        return Err(Error::Remote {
-            url: object.clone(),
-            range: None,
-            reason: format!("{} bytes, more than the {max} it may hold", meta.size),
-        });
+    let got = runtime.block_on(async {
+        let response = store.get(&key).await.map_err(BodyError::Store)?;
+        body::read(response, Expect::AtMost(max)).await
+    });
+    match got {
+        Ok(bytes) => Ok(Some(bytes.to_vec())),
+        Err(BodyError::Store(object_store::Error::NotFound { .. })) => Ok(None),
+        Err(e) => Err(Error::Remote { url: object, range: None, reason: body_reason(e, options) }),
     }
-    let bytes = runtime.block_on(async { store.get(&key).await?.bytes().await }).map_err(failed)?;
-    Ok(Some(bytes.to_vec()))
 }
 
 /// `rel` (a relative path, `/`-separated, `..` allowed) resolved against the directory `url`;
@@ -312,6 +352,15 @@ fn parse_url(url: &str) -> Result<(String, String)> {
         .strip_prefix("s3://")
         .ok_or_else(|| Error::InvalidArgument(format!("{url:?} is not an s3:// URL")))?;
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    // No bucket name holds `@` or `:`: keys written into the URL would be sent nowhere and
+    // shown in every message that names it.
+    if bucket.contains(['@', ':']) {
+        return Err(Error::InvalidArgument(format!(
+            "{:?}: an s3:// URL holds no credentials (give them in AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY)",
+            scrub(url, None)
+        )));
+    }
     if bucket.is_empty() || prefix.split('/').any(|p| p == "..") {
         return Err(Error::InvalidArgument(format!(
             "{url:?}: an s3:// URL names a bucket and a prefix without `..`"
@@ -486,7 +535,7 @@ impl RemoteStore {
     }
 
     fn load_dictionary(&mut self) -> Result<()> {
-        let bytes = self.get_whole("dict.zr")?;
+        let bytes = self.get_whole("dict.zr", MAX_SMALL_FILE, None)?;
         let raw = crate::format::dict::decode(&bytes).map_err(|(o, why)| Error::Corrupt {
             path: PathBuf::from(self.object_url("dict.zr")),
             offset: o,
@@ -541,21 +590,23 @@ impl RemoteStore {
         Ok(())
     }
 
-    /// Bytes `range` of the store's file `name`, exactly.
+    /// Bytes `range` of the store's file `name`, exactly (the body read with that cap).
     fn get_range(&self, name: &str, range: Range<u64>) -> Result<Bytes> {
         add(&self.counters.requests, 1);
-        let bytes = self
-            .runtime
-            .block_on(self.store.get_range(&self.key(name), range.clone()))
-            .map_err(|e| self.remote_err(name, Some(range.clone()), &e))?;
-        if bytes.len() as u64 != range.end - range.start {
-            return Err(Error::Corrupt {
-                path: PathBuf::from(self.object_url(name)),
-                offset: range.start,
-                reason: format!("{} bytes where {} were expected", bytes.len(), range.end - range.start),
-            });
-        }
-        Ok(bytes)
+        let options = GetOptions { range: Some(GetRange::Bounded(range.clone())), ..GetOptions::default() };
+        let len = range.end - range.start;
+        self.runtime
+            .block_on(async {
+                let response =
+                    self.store.get_opts(&self.key(name), options).await.map_err(BodyError::Store)?;
+                body::read(response, Expect::Exactly(len)).await
+            })
+            .map_err(|e| self.body_err(name, Some(range), e))
+    }
+
+    /// The error of a failed read of `name`.
+    fn body_err(&self, name: &str, range: Option<Range<u64>>, e: BodyError) -> Error {
+        Error::Remote { url: self.object_url(name), range, reason: body_reason(e, &self.options) }
     }
 
     fn key(&self, name: &str) -> ObjectPath {
@@ -571,7 +622,7 @@ impl RemoteStore {
     }
 
     fn remote_err(&self, name: &str, range: Option<std::ops::Range<u64>>, e: &object_store::Error) -> Error {
-        Error::Remote { url: self.object_url(name), range, reason: scrub(&e.to_string()) }
+        Error::Remote { url: self.object_url(name), range, reason: self.options.scrub(&e.to_string()) }
     }
 
     fn exists(&self, name: &str) -> bool {
@@ -583,7 +634,7 @@ impl RemoteStore {
     /// consistency token: a store rewritten under the same URL has another), else fetched and
     /// cached (temporary file, then rename). The cache is `$LOADERX_CACHE_DIR/remote/...`
     /// ([`crate::convert::cache_dir`]); it is an optimisation: any failure to use it fetches.
-    fn cached_index(&self) -> Result<Vec<u8>> {
+    fn cached_index(&self) -> Result<Bytes> {
         let key = self.key("index.zr");
         add(&self.counters.requests, 1);
         let meta = self
@@ -591,6 +642,19 @@ impl RemoteStore {
             .block_on(self.store.head(&key))
             .map_err(|e| self.remote_err("index.zr", None, &e))?;
         let token = meta.e_tag.clone().unwrap_or_default();
+        // Checked before the cached copy is read or the object fetched: an index larger than
+        // memory may hold is refused, whatever the server says next.
+        let limit = self.options.memory();
+        if meta.size > limit {
+            return Err(Error::Remote {
+                url: self.object_url("index.zr"),
+                range: None,
+                reason: format!(
+                    "the server gives it {} bytes, more than the memory limit of {limit} (RemoteOptions::memory_limit)",
+                    meta.size
+                ),
+            });
+        }
         let dir = crate::convert::cache_dir()
             .join("remote")
             .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())));
@@ -600,9 +664,20 @@ impl RemoteStore {
             && let Ok(bytes) = std::fs::read(&cached)
             && bytes.len() as u64 == meta.size
         {
-            return Ok(bytes);
+            return Ok(Bytes::from(bytes));
         }
-        let bytes = self.get_whole("index.zr")?;
+        let bytes = self.get_whole("index.zr", limit, meta.e_tag.clone())?;
+        if bytes.len() as u64 != meta.size {
+            return Err(Error::Remote {
+                url: self.object_url("index.zr"),
+                range: None,
+                reason: format!(
+                    "{} bytes came back where the server gave its size as {}",
+                    bytes.len(),
+                    meta.size
+                ),
+            });
+        }
         if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() {
             let _ = crate::store::write_atomic(&dir, "index.zr", &bytes)
                 .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
@@ -618,13 +693,19 @@ impl RemoteStore {
             .join("index.zr")
     }
 
-    fn get_whole(&self, name: &str) -> Result<Vec<u8>> {
+    /// The store's file `name` whole, at most `max` bytes (the response's declared length
+    /// checked before anything is allocated, its body read with that cap); with `if_match`, only
+    /// the object of that ETag.
+    fn get_whole(&self, name: &str, max: u64, if_match: Option<String>) -> Result<Bytes> {
         let key = self.key(name);
         add(&self.counters.requests, 1);
+        let options = GetOptions { if_match, ..GetOptions::default() };
         self.runtime
-            .block_on(async { self.store.get(&key).await?.bytes().await })
-            .map(|b| b.to_vec())
-            .map_err(|e| self.remote_err(name, None, &e))
+            .block_on(async {
+                let response = self.store.get_opts(&key, options).await.map_err(BodyError::Store)?;
+                body::read(response, Expect::AtMost(max)).await
+            })
+            .map_err(|e| self.body_err(name, None, e))
     }
 
     /// Records in the store.
@@ -642,12 +723,38 @@ impl RemoteStore {
         &self.url
     }
 
-    /// Each record's logical length (from the index: nothing is fetched).
+    /// Each record's logical length (from the index: nothing is fetched), for sizing the
+    /// batch's buffer.
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`] naming the URL.
+    /// [`Error::IndexOutOfRange`] naming the URL; [`Error::BatchTooLarge`] for a batch over
+    /// [`RemoteOptions::memory_limit`].
     pub fn record_lens(&self, indices: &[u64]) -> Result<Vec<u32>> {
+        self.check_batch(indices)?;
         indices.iter().map(|&i| self.entry(i).map(|e| e.logical)).collect()
+    }
+
+    /// The logical bytes of the batch `indices`, checked first: its records as handed out and
+    /// their stored bytes (both are held at once), by the index's lengths, within
+    /// [`RemoteOptions::memory_limit`]. The index may be hostile: this is what keeps its claims
+    /// from sizing a request or an allocation.
+    fn check_batch(&self, indices: &[u64]) -> Result<u64> {
+        let (mut logical, mut stored) = (0u64, 0u64);
+        for &i in indices {
+            let e = self.entry(i)?;
+            logical = logical.saturating_add(u64::from(e.logical));
+            stored = stored.saturating_add(u64::from(e.stored));
+        }
+        let (bytes, limit) = (logical.saturating_add(stored), self.options.memory());
+        if bytes > limit {
+            return Err(Error::BatchTooLarge {
+                path: PathBuf::from(&self.url),
+                records: indices.len() as u64,
+                bytes,
+                limit,
+            });
+        }
+        Ok(logical)
     }
 
     fn entry(&self, i: u64) -> Result<&Entry> {
@@ -699,7 +806,7 @@ impl RemoteStore {
         };
         let concurrency = self.options.concurrency.unwrap_or(16);
         add(&self.counters.requests, requests.len() as u64);
-        type Got = std::result::Result<(Bytes, (String, bool)), object_store::Error>;
+        type Got = std::result::Result<(Bytes, (String, bool)), BodyError>;
         let fetched: Vec<(usize, Got)> = self.runtime.block_on(
             futures::stream::iter(requests.iter().enumerate().map(|(n, (c, r))| {
                 let key = self.key(&format!("{c}.zr"));
@@ -710,10 +817,11 @@ impl RemoteStore {
                     ..GetOptions::default()
                 };
                 async move {
+                    let len = r.end - r.start;
                     let got = async {
-                        let response = store.get_opts(&key, options).await?;
+                        let response = store.get_opts(&key, options).await.map_err(BodyError::Store)?;
                         let tag = (token(&response.meta), has_etag(&response.meta));
-                        Ok((response.bytes().await?, tag))
+                        Ok((body::read(response, Expect::Exactly(len)).await?, tag))
                     };
                     (n, got.await)
                 }
@@ -727,19 +835,12 @@ impl RemoteStore {
             let name = format!("{c}.zr");
             let (bytes, tag) = match got {
                 Ok(g) => g,
-                Err(object_store::Error::Precondition { .. }) => {
+                Err(BodyError::Store(object_store::Error::Precondition { .. })) => {
                     return Err(self.changed(*c, tags[n].as_deref().unwrap_or(""), "another"));
                 }
-                Err(e) => return Err(self.remote_err(&name, Some(range.clone()), &e)),
+                Err(e) => return Err(self.body_err(&name, Some(range.clone()), e)),
             };
             self.learn(*c, &tag, None)?;
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(Error::Remote {
-                    url: self.object_url(&name),
-                    range: Some(range.clone()),
-                    reason: format!("{} bytes came back", bytes.len()),
-                });
-            }
             add(&self.counters.bytes_fetched, bytes.len() as u64);
             out[n] = bytes;
         }
@@ -994,89 +1095,201 @@ impl RemoteStore {
     /// each checked against its crc32c and decoded.
     ///
     /// # Errors
-    /// [`Error::IndexOutOfRange`]; [`Error::Remote`] naming the chunk's URL and byte range
-    /// after the last retry; [`Error::CorruptRecord`] naming the URL and index for a record
-    /// whose checksum does not match or that does not decode. Never a partial record.
+    /// [`Error::IndexOutOfRange`]; [`Error::BatchTooLarge`] for a batch over
+    /// [`RemoteOptions::memory_limit`] (nothing fetched); [`Error::Remote`] naming the chunk's
+    /// URL and byte range after the last retry; [`Error::CorruptRecord`] naming the URL and index
+    /// for a record whose checksum does not match or that does not decode. Never a partial
+    /// record.
     pub fn gather(&self, indices: &[u64]) -> Result<Vec<Vec<u8>>> {
-        let lens = self.record_lens(indices)?;
-        let total: usize = lens.iter().map(|&l| l as usize).sum();
-        let mut flat = vec![0u8; total];
-        crate::sys::fill_slice(&mut flat, |mut d| self.gather_to(indices, &mut d))?;
+        let flat = self.gather_flat(indices)?;
         let mut at = 0usize;
-        Ok(lens
+        Ok(indices
             .iter()
-            .map(|&l| {
-                let r = flat[at..at + l as usize].to_vec();
-                at += l as usize;
+            .map(|&i| {
+                // `gather_flat` wrote exactly the sum of these lengths.
+                let l = self.entries[i as usize].logical as usize;
+                let r = flat[at..at + l].to_vec();
+                at += l;
                 r
             })
             .collect())
     }
 
+    /// The records of `indices` back to back. The stored bytes are fetched before the output
+    /// is allocated (by a fallible reservation): a length the server cannot back with bytes
+    /// fails as a request, never as an allocation.
+    fn gather_flat(&self, indices: &[u64]) -> Result<Vec<u8>> {
+        let total = self.check_batch(indices)?;
+        let total = usize::try_from(total).map_err(|_| Error::BatchTooLarge {
+            path: PathBuf::from(&self.url),
+            records: indices.len() as u64,
+            bytes: total,
+            limit: usize::MAX as u64,
+        })?;
+        let fetched = self.fetch(indices)?;
+        let mut flat = Vec::new();
+        crate::sys::fill_vec(&mut flat, total, |mut d| self.write_fetched(indices, &fetched, &mut d))?;
+        Ok(flat)
+    }
+
     /// [`RemoteStore::gather`] straight into `dst` (the records back to back, in order): one
     /// copy (or decode) from the response into the destination.
     pub(crate) fn gather_to(&self, indices: &[u64], dst: &mut crate::sys::Destination<'_>) -> Result<()> {
-        let (fetched, place) = self.fetch(indices)?;
+        self.check_batch(indices)?;
+        let fetched = self.fetch(indices)?;
+        self.write_fetched(indices, &fetched, dst)
+    }
+
+    /// Writes the records of `indices` from what [`RemoteStore::fetch`] returned for them into
+    /// `dst`, each checked against its crc32c (and decoded).
+    fn write_fetched(
+        &self,
+        indices: &[u64],
+        (fetched, place): &Fetched,
+        dst: &mut crate::sys::Destination<'_>,
+    ) -> Result<()> {
         let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
         let mut summer = crate::sys::Summer::default();
+        let outside = |i: u64| self.corrupt(i, "outside its request".into());
         for (k, &i) in indices.iter().enumerate() {
             let e = self.entry(i)?;
             let codec =
                 Codec::from_tag(e.codec).ok_or_else(|| self.corrupt(i, format!("codec tag {}", e.codec)))?;
             let (n, at, pieces) = place[k];
-            let whole;
-            let stored: &[u8] = if pieces == 1 {
-                fetched[n]
-                    .get(at..at + e.stored as usize)
-                    .ok_or_else(|| self.corrupt(i, "outside its request".into()))?
+            let (one, many, refetched, refetched_part): (_, _, Bytes, [&[u8]; 1]);
+            let mut parts: &[&[u8]] = if pieces == 1 {
+                let piece = fetched.get(n).ok_or_else(|| outside(i))?;
+                one = [piece.get(at..at + e.stored as usize).ok_or_else(|| outside(i))?];
+                &one
             } else {
-                let parts = self.stored_parts(i, e.stored as usize, &fetched, place[k])?;
-                if codec == Codec::Raw {
-                    // Across cache pages: copied a page's part at a time, summed as it goes.
-                    let mut crc = 0;
-                    for part in parts {
-                        dst.copy(part);
-                        crc = crc32c::crc32c_append(crc, part);
+                many = self.stored_parts(i, e.stored as usize, fetched, place[k])?;
+                &many
+            };
+            // Through the cache a record's bytes may come from a page file damaged since it was
+            // filled: they are checked before a byte is written and, on a mismatch, the record's
+            // pages are dropped and fetched once from the store (only then is it an error).
+            let checked = match &self.cache {
+                Some(cache) if self.checksums => {
+                    let crc = parts.iter().fold(0, |c, p| crc32c::crc32c_append(c, p));
+                    if crc != e.crc {
+                        refetched = self.refetch(cache, i, e)?;
+                        refetched_part = [&refetched[..]];
+                        parts = &refetched_part;
                     }
-                    if self.checksums && crc != e.crc {
+                    true
+                }
+                _ => false,
+            };
+            let check = self.checksums && !checked;
+            if codec == Codec::Raw {
+                if let [stored] = parts {
+                    // Summed in the copy's pass; on a mismatch the destination holds no usable
+                    // data (the gather's contract on error).
+                    if !check {
+                        dst.copy(stored);
+                    } else if dst.copy_crc32c(stored, &mut summer) != e.crc {
                         return Err(self.crc_mismatch(i));
                     }
-                    continue;
+                } else {
+                    // Across cache pages: copied a page's part at a time (checked above).
+                    for part in parts {
+                        dst.copy(part);
+                    }
                 }
-                // A compressed record's decoder takes its frame in one piece.
+                continue;
+            }
+            // A compressed record's decoder takes its frame in one piece.
+            let whole;
+            let stored: &[u8] = if let [stored] = parts {
+                stored
+            } else {
                 whole = parts.concat();
                 &whole
             };
-            if codec == Codec::Raw {
-                // Summed in the copy's pass; on a mismatch the destination holds no usable data
-                // (the gather's contract on error).
-                if !self.checksums {
-                    dst.copy(stored);
-                } else if dst.copy_crc32c(stored, &mut summer) != e.crc {
-                    return Err(self.crc_mismatch(i));
-                }
-            } else {
-                if self.checksums && crc32c::crc32c(stored) != e.crc {
-                    return Err(self.crc_mismatch(i));
-                }
-                decoder
-                    .decode(codec, stored, dst, e.logical as usize)
-                    .map_err(|why| self.corrupt(i, format!("{why:?}")))?;
+            if check && crc32c::crc32c(stored) != e.crc {
+                return Err(self.crc_mismatch(i));
             }
+            decoder
+                .decode(codec, stored, dst, e.logical as usize)
+                .map_err(|why| self.corrupt(i, format!("{why:?}")))?;
         }
         Ok(())
     }
 
-    /// Reads every record and checks it ([`RemoteStore::gather`] in blocks): the records
-    /// checked, or the first damaged one as the error.
+    /// Record `i`'s stored bytes fetched from the store again, after they failed their crc32c
+    /// as read from the cache: its pages are dropped (this process's open copies and the page
+    /// files) and refilled from the response, under their stripes' locks.
     ///
     /// # Errors
-    /// As [`RemoteStore::gather`].
+    /// [`Error::CorruptRecord`] when the store's bytes fail too (the store is damaged);
+    /// [`Error::Remote`] for a failed request.
+    fn refetch(&self, cache: &PageCache, i: u64, e: &Entry) -> Result<Bytes> {
+        let p = cache.page_size();
+        let keys: Vec<PageKey> =
+            (e.offset / p..=(e.end() - 1) / p).map(|page| PageKey { chunk: e.chunk, page }).collect();
+        let _locks = cache.lock(keys.iter().copied())?;
+        let (tag, size) = self.chunk_object(e.chunk)?;
+        let start = keys[0].page * p;
+        let end = ((keys[keys.len() - 1].page + 1) * p).min(size);
+        if e.end() > end {
+            return Err(Error::Remote {
+                url: self.object_url(&format!("{}.zr", e.chunk)),
+                range: Some(e.offset..e.end()),
+                reason: format!("the index reads past the object's {size} bytes"),
+            });
+        }
+        let bytes = self.get_ranges(&[(e.chunk, start..end)])?.pop().unwrap_or_default();
+        let stored = bytes.slice((e.offset - start) as usize..(e.end() - start) as usize);
+        if crc32c::crc32c(&stored) != e.crc {
+            return Err(self.corrupt(
+                i,
+                "its crc32c does not match the index, read from the cache and fetched again from the object store"
+                    .into(),
+            ));
+        }
+        for k in keys {
+            let path = cache.path(k, &tag);
+            cache.discard(k, &path);
+            let from = k.page * p - start;
+            let page = bytes.slice(from as usize..(from + p).min(end - start) as usize);
+            // A page that fails its own records' checksums is left out (the next read fetches it).
+            if self.check_page(k, k.page * p, &page).is_ok() {
+                match cache.store(&path, &page) {
+                    Ok(evicted) => {
+                        add(&self.counters.pages_filled, 1);
+                        add(&self.counters.pages_evicted, evicted);
+                    }
+                    Err(_) => add(&self.counters.cache_errors, 1),
+                }
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Reads every record and checks it ([`RemoteStore::gather`] in blocks of at most 4096
+    /// records and 64 MiB (or the memory limit, when less), a larger record alone): the records checked, or the first damaged
+    /// one as the error.
+    ///
+    /// # Errors
+    /// As [`RemoteStore::gather`]; [`Error::BatchTooLarge`] for a record that alone is over
+    /// [`RemoteOptions::memory_limit`].
     pub fn verify(&self) -> Result<u64> {
+        // Blocks fit the memory limit too: an intact store verifies under any limit that holds
+        // its largest record.
+        let cap = VERIFY_BLOCK_BYTES.min(self.options.memory());
         let mut start = 0u64;
         while start < self.len() {
-            let end = (start + 4096).min(self.len());
-            self.gather(&(start..end).collect::<Vec<_>>())?;
+            let (mut end, mut bytes) = (start, 0u64);
+            while end < self.len() && end - start < VERIFY_BLOCK_RECORDS {
+                let e = &self.entries[end as usize];
+                let b = u64::from(e.logical) + u64::from(e.stored);
+                if end > start && bytes + b > cap {
+                    break;
+                }
+                bytes += b;
+                end += 1;
+            }
+            self.gather_flat(&(start..end).collect::<Vec<_>>())?;
             start = end;
         }
         Ok(self.len())
@@ -1096,12 +1309,13 @@ impl RemoteStore {
         s
     }
 
-    /// A file of the store directory (`schema.msgpack`), whole.
+    /// A small file of the store directory (`schema.msgpack`), whole: at most 64 MiB.
     ///
     /// # Errors
-    /// [`Error::Remote`] naming it.
+    /// [`Error::Remote`] naming it, for a failed request or a response that declares more than
+    /// 64 MiB or sends other than it declares.
     pub fn get_file(&self, name: &str) -> Result<Vec<u8>> {
-        self.get_whole(name)
+        Ok(self.get_whole(name, MAX_SMALL_FILE, None)?.to_vec())
     }
 }
 

@@ -1,45 +1,144 @@
 //! [`push`]: a local store uploaded to object storage, restartable, the index last.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
 
-use super::{RemoteOptions, parse_url, scrub};
+use super::{RemoteOptions, parse_url};
 use crate::{Error, Result};
 
+/// The most a remote `manifest.zr` is read: 16 bytes a chunk, and a store of 2^20 chunks is
+/// past any real one.
+const MAX_MANIFEST: u64 = 64 << 20;
 /// Files larger than this go up as multipart uploads, in parts of [`PART`] bytes.
 const MULTIPART_OVER: u64 = 32 << 20;
 const PART: u64 = 16 << 20;
 
-/// Uploads the local store (or dataset) directory `dir` to `url`: every regular file, a chunk
-/// file skipped when it is already there with the same length and (by the store's manifests)
-/// the same crc32c, so an interrupted push restarts where it stopped, the index last (a reader opening the store during a push sees the old index or
-/// none). `progress` is called with the bytes sent so far. Of a v1 store's `meta.zr` (a fixed
-/// 256 MiB table) only the committed prefix goes up; v1 stores have no manifest, so a restarted
-/// push of one sends every file again.
+/// The files of a store directory that go up (the names of `store/files.rs`, with the dataset's
+/// schema and class list): the index, v1 metadata, manifest and dictionary; chunks are
+/// [`is_chunk`]. The writer's lock, a pending journal and temporary files stay local (a reader
+/// of object storage uses none of them), and so does anything else in the directory.
+const STORE_FILES: [&str; 6] =
+    ["index.zr", "meta.zr", "manifest.zr", "dict.zr", "schema.msgpack", "classes.txt"];
+
+/// Whether `name` is a chunk file's: `<id>.zr`, the id a `u32` written as the writer writes it.
+fn is_chunk(name: &str) -> bool {
+    name.strip_suffix(".zr").and_then(|n| n.parse::<u32>().ok()).is_some_and(|id| name == format!("{id}.zr"))
+}
+
+/// Whether `dir` holds a store: an index (v2) or metadata (v1) that is a regular file.
+fn is_store(dir: &Path) -> bool {
+    ["index.zr", "meta.zr"]
+        .iter()
+        .any(|n| std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.file_type().is_file()))
+}
+
+/// Uploads the local store (or dataset) directory `dir` to `url`: the store's own files (see
+/// [`STORE_FILES`]: nothing else in the directory), a chunk file skipped when it is already
+/// there with the same length and (by the store's manifests) the same crc32c, so an interrupted
+/// push restarts where it stopped, the index last (a reader opening the store during a push
+/// sees the old index or none). `progress` is called with the bytes sent so far. Of a v1
+/// store's `meta.zr` (a fixed 256 MiB table) only the committed prefix goes up; v1 stores have
+/// no manifest, so a restarted push of one sends every file again.
+///
+/// A store set goes up as its parts, each to the URL its manifest path names relative to the
+/// set's, then its own schema and manifest (the manifest last of all). Every part must be a
+/// store (not a set, not any other directory), named by a relative path that is not empty and
+/// does not resolve to the set's directory or one above it.
 ///
 /// # Errors
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
-/// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse.
+/// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse, or naming the set's
+/// manifest and the part for a part path that is empty, absolute or names the set itself or a
+/// directory above it; [`Error::NotAStore`] for a `dir`, or a part, that holds no store;
+/// [`Error::InvalidArgument`] for a part whose URL leaves the bucket.
 pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
-    push_dir(dir, url, &options, &progress)
+    let Some(parts) = crate::dataset::parts_of(dir)? else {
+        if !is_store(dir) {
+            return Err(Error::NotAStore {
+                path: dir.to_path_buf(),
+                reason: "neither index.zr (v2) nor meta.zr (v1) is there, nor a store set's manifest".into(),
+            });
+        }
+        return push_dir(dir, url, &options, &progress, false);
+    };
+    // Every part checked before anything goes up.
+    let mut resolved = Vec::with_capacity(parts.len());
+    for (rel, _) in &parts {
+        resolved.push((part_dir(dir, rel)?, super::join_url(url, rel)?));
+    }
+    let mut base = 0u64;
+    for (part, part_url) in resolved {
+        base += push_dir(&part, &part_url, &options, &|n| progress(base + n), false)?;
+    }
+    let sent = push_dir(dir, url, &options, &|n| progress(base + n), true)?;
+    Ok(base + sent)
 }
 
-fn push_dir(dir: &Path, url: &str, options: &RemoteOptions, progress: &dyn Fn(u64)) -> Result<u64> {
-    // A store set: its parts first, each to the URL its manifest path names relative to the
-    // set's, then the set's own files (the manifest last of all).
-    let mut base = 0u64;
-    for (rel, _) in crate::dataset::parts_of(dir)?.unwrap_or_default() {
-        let part_url = super::join_url(url, &rel)?;
-        base += push_dir(&dir.join(&rel), &part_url, options, &|n| progress(base + n))?;
+/// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the
+/// set's directory or one above it (lexically: `a/..` is the set itself), naming a store.
+fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
+    let manifest = set.join(crate::dataset::SET_FILE);
+    let refuse = |why: &str| Error::Corrupt {
+        path: manifest.clone(),
+        offset: 0,
+        reason: format!("the part {rel:?} {why}; a part is a store named relative to the set"),
+    };
+    let path = Path::new(rel);
+    if rel.is_empty() {
+        return Err(refuse("is an empty path"));
     }
-    let progress = |n: u64| progress(base + n);
+    if path.has_root() || path.is_absolute() || rel.contains(':') || rel.starts_with('\\') {
+        return Err(refuse("is an absolute path"));
+    }
+    // Resolved lexically against the set's absolute path: a part that is the set itself or a
+    // directory holding it (`""`, `.`, `a/..`, `../all` of the set `all`) would send the set
+    // inside itself, or far more than a store.
+    let set_abs = std::path::absolute(set).map_err(|e| Error::io("resolve", set, e))?;
+    let mut resolved = set_abs.clone();
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => resolved.push(n),
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return Err(refuse("is an absolute path")),
+        }
+    }
+    if set_abs.starts_with(&resolved) {
+        return Err(refuse("names the set's directory or one above it"));
+    }
+    let dir = set.join(path);
+    if !is_store(&dir) {
+        return Err(Error::NotAStore {
+            path: dir,
+            reason: format!("the part {rel:?} of the store set {} holds no store", set.display()),
+        });
+    }
+    if dir.join(crate::dataset::SET_FILE).exists() {
+        return Err(Error::NotAStore {
+            path: dir,
+            reason: format!("the part {rel:?} of the store set {} is itself a set", set.display()),
+        });
+    }
+    Ok(dir)
+}
+
+/// Uploads the files of one store (or, `set`, a set's own schema and manifest) in `dir` to `url`.
+fn push_dir(
+    dir: &Path,
+    url: &str,
+    options: &RemoteOptions,
+    progress: &dyn Fn(u64),
+    set: bool,
+) -> Result<u64> {
     let (bucket, prefix) = parse_url(url)?;
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
     // and `length` entries) goes up, all a reader fetches.
     let meta = dir.join("meta.zr");
-    let v1_prefix = if meta.exists() { Some(v1_committed(&meta)?) } else { None };
+    let v1_prefix = if !set && meta.exists() { Some(v1_committed(&meta)?) } else { None };
     let store = options.build(&bucket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -50,12 +149,25 @@ fn push_dir(dir: &Path, url: &str, options: &RemoteOptions, progress: &dyn Fn(u6
     let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
     for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
         let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-        let meta = e.metadata().map_err(|err| Error::io("stat", e.path(), err))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        if meta.is_file() && name != "write.lock" {
-            let len = if name == "meta.zr" { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
-            files.push((name, e.path(), len));
+        let wanted = if set {
+            name == crate::dataset::SET_FILE || name == crate::dataset::SCHEMA_FILE
+        } else {
+            STORE_FILES.contains(&name.as_str()) || is_chunk(&name)
+        };
+        if !wanted {
+            continue;
         }
+        // Not followed: a store's file that is a link (to a key, say) is refused, not sent.
+        let meta = std::fs::symlink_metadata(e.path()).map_err(|err| Error::io("stat", e.path(), err))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a store's file that is not a regular file (a link, a directory) is not pushed",
+                e.path().display()
+            )));
+        }
+        let len = if name == "meta.zr" { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
+        files.push((name, e.path(), len));
     }
     // The index goes last: its count publishes the records.
     files.sort_by_key(|(n, _, _)| {
@@ -70,8 +182,13 @@ fn push_dir(dir: &Path, url: &str, options: &RemoteOptions, progress: &dyn Fn(u6
     // is uploaded whole.
     let manifest = |bytes: &[u8]| crate::format::v2::Manifest::decode(bytes).ok();
     let local_manifest = std::fs::read(dir.join("manifest.zr")).ok().and_then(|b| manifest(&b));
+    // What the server sends is read with a cap (a lying length would size an allocation);
+    // any failure only means nothing is skipped.
     let remote_manifest = runtime
-        .block_on(async { store.get(&key("manifest.zr")).await?.bytes().await })
+        .block_on(async {
+            let response = store.get(&key("manifest.zr")).await.map_err(super::body::BodyError::Store)?;
+            super::body::read(response, super::body::Expect::AtMost(MAX_MANIFEST)).await
+        })
         .ok()
         .and_then(|b| manifest(&b));
     let same_chunk = |name: &str| -> bool {
@@ -89,7 +206,7 @@ fn push_dir(dir: &Path, url: &str, options: &RemoteOptions, progress: &dyn Fn(u6
             let failed = |e: object_store::Error| Error::Remote {
                 url: format!("{}/{name}", url.trim_end_matches('/')),
                 range: None,
-                reason: scrub(&e.to_string()),
+                reason: options.scrub(&e.to_string()),
             };
             if name == "meta.zr"
                 && let Some(n) = v1_prefix
@@ -125,7 +242,7 @@ fn push_dir(dir: &Path, url: &str, options: &RemoteOptions, progress: &dyn Fn(u6
         sent += len;
         progress(sent);
     }
-    Ok(base + sent)
+    Ok(sent)
 }
 
 /// The committed prefix of a v1 `meta.zr`: its header and `length` entries, in bytes.

@@ -16,6 +16,8 @@ mod passes;
 mod ragged_loader;
 #[cfg(feature = "remote")]
 mod remote;
+#[cfg(feature = "remote")]
+mod remote_hostile;
 mod staged;
 mod store;
 mod v2;

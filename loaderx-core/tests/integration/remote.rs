@@ -4,7 +4,8 @@
 //! objects, a stopped server and wrong keys as typed errors without a credential in them; the
 //! page cache (second epochs without requests, its byte limit, eviction, two processes sharing
 //! it); faults (503 SlowDown, dropped connections, delays, a server stopped and restarted) and a
-//! chunk replaced under a reader.
+//! chunk replaced under a reader. Hostile servers, indexes, set manifests and endpoints are in
+//! `remote_hostile.rs`, on the same server and its fault injector.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,36 +18,162 @@ use loaderx_core::{
     Codec, DataLoader, DatasetWriter, DenseSource, Error, Format, RaggedSource, WriteOptions,
 };
 
-const KEY: &str = "AKIDLOADERXTEST";
-const SECRET: &str = "sEcReT-loaderx-test-key-0123456789";
+pub(crate) const KEY: &str = "AKIDLOADERXTEST";
+pub(crate) const SECRET: &str = "sEcReT-loaderx-test-key-0123456789";
 
 /// An S3 server over `root` (a bucket is a directory), on a runtime that stops when dropped.
-struct Server {
-    endpoint: String,
-    root: PathBuf,
+pub(crate) struct Server {
+    pub(crate) endpoint: String,
+    pub(crate) root: PathBuf,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 /// Faults a server injects, by the number of the request: every `every`-th answered 503
 /// SlowDown, the one after it dropped (the connection closed, no response), and every request
-/// delayed by `delay`.
+/// delayed by `delay`; and the lies of `lies`, told of the objects they name.
 #[derive(Debug, Default)]
-struct Faults {
-    every: u64,
-    delay: std::time::Duration,
-    seen: AtomicU64,
-    injected: AtomicU64,
+pub(crate) struct Faults {
+    pub(crate) every: u64,
+    pub(crate) delay: std::time::Duration,
+    pub(crate) seen: AtomicU64,
+    pub(crate) injected: AtomicU64,
+    pub(crate) lies: Vec<Lie>,
+    /// Bytes of the bodies sent past what the objects hold ([`Told::Endless`]).
+    pub(crate) overrun: Arc<AtomicU64>,
+}
+
+/// A lie about the objects whose key ends with `suffix`, told in answer to a GET (and a HEAD,
+/// with `head`).
+#[derive(Debug, Clone)]
+pub(crate) struct Lie {
+    pub(crate) suffix: &'static str,
+    pub(crate) head: bool,
+    pub(crate) told: Told,
+}
+
+/// What a lying server says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Told {
+    /// `Content-Length` is this, the body the object's own (sent in two pieces, a pause between,
+    /// so that a client sees more than one).
+    Length(u64),
+    /// The body goes on past the object's bytes, [`OVERRUN_CAP`] bytes more (and
+    /// `Content-Length` says so, `Content-Range` stays what was asked): a bound, so that even a
+    /// client that reads it all finishes.
+    Endless,
+}
+
+/// The most an endless body sends past the object.
+pub(crate) const OVERRUN_CAP: u64 = 1 << 30;
+
+/// The body of a lying answer: the object's bytes (each piece split in two, a pause between),
+/// then, when `overrun` is set, filler up to [`OVERRUN_CAP`] bytes, counted there. Its length is
+/// unknown to hyper, so a `Content-Length` header set on the answer is what goes out.
+struct Feed {
+    inner: s3s::Body,
+    inner_done: bool,
+    held: Option<bytes::Bytes>,
+    pause: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    overrun: Option<(Arc<AtomicU64>, u64)>,
+}
+
+impl hyper::body::Body for Feed {
+    type Data = bytes::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, std::io::Error>>> {
+        use std::task::Poll;
+        let this = &mut *self;
+        if let Some(p) = &mut this.pause {
+            if p.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            this.pause = None;
+        }
+        if let Some(rest) = this.held.take() {
+            return Poll::Ready(Some(Ok(hyper::body::Frame::data(rest))));
+        }
+        while !this.inner_done {
+            match futures::StreamExt::poll_next_unpin(&mut this.inner, cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => this.inner_done = true,
+                Poll::Ready(Some(Err(e))) => {
+                    return Poll::Ready(Some(Err(std::io::Error::other(e.to_string()))));
+                }
+                Poll::Ready(Some(Ok(mut b))) if b.len() >= 2 => {
+                    this.held = Some(b.split_off(b.len() / 2));
+                    this.pause = Some(Box::pin(tokio::time::sleep(std::time::Duration::from_millis(30))));
+                    return Poll::Ready(Some(Ok(hyper::body::Frame::data(b))));
+                }
+                Poll::Ready(Some(Ok(b))) => return Poll::Ready(Some(Ok(hyper::body::Frame::data(b)))),
+            }
+        }
+        match &mut this.overrun {
+            Some((sent, left)) if *left > 0 => {
+                let n = (*left).min(64 << 10);
+                *left -= n;
+                sent.fetch_add(n, Ordering::Relaxed);
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(bytes::Bytes::from(vec![0x5a; n as usize])))))
+            }
+            _ => Poll::Ready(None),
+        }
+    }
+}
+
+/// `reply` to a request of `method` for `path` as the lies of `faults` would have it.
+fn tell_lies(
+    faults: &Faults,
+    method: &hyper::Method,
+    path: &str,
+    reply: hyper::Response<s3s::Body>,
+) -> hyper::Response<s3s::Body> {
+    let Some(lie) = faults.lies.iter().find(|l| {
+        path.ends_with(l.suffix)
+            && (method == hyper::Method::GET || (l.head && method == hyper::Method::HEAD))
+    }) else {
+        return reply;
+    };
+    if !reply.status().is_success() {
+        return reply;
+    }
+    faults.injected.fetch_add(1, Ordering::Relaxed);
+    let (mut parts, body) = reply.into_parts();
+    let overrun = match lie.told {
+        Told::Length(n) => {
+            parts.headers.insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(n));
+            None
+        }
+        Told::Endless => {
+            let real: u64 = parts
+                .headers
+                .get(hyper::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0);
+            parts
+                .headers
+                .insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(real + OVERRUN_CAP));
+            Some((Arc::clone(&faults.overrun), OVERRUN_CAP))
+        }
+    };
+    if method == hyper::Method::HEAD {
+        return hyper::Response::from_parts(parts, body);
+    }
+    let feed = Feed { inner: body, inner_done: false, held: None, pause: None, overrun };
+    hyper::Response::from_parts(parts, s3s::Body::http_body(feed))
 }
 
 type Reply = std::result::Result<hyper::Response<s3s::Body>, std::io::Error>;
 
 impl Server {
-    fn start(root: &Path) -> Server {
+    pub(crate) fn start(root: &Path) -> Server {
         Server::start_on(root, 0, None)
     }
 
     /// A server on `port` (0: a free one), injecting `faults`.
-    fn start_on(root: &Path, port: u16, faults: Option<Arc<Faults>>) -> Server {
+    pub(crate) fn start_on(root: &Path, port: u16, faults: Option<Arc<Faults>>) -> Server {
         std::fs::create_dir_all(root.join("bucket")).unwrap();
         let runtime =
             tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -61,8 +188,9 @@ impl Server {
             loop {
                 let Ok((socket, _)) = listener.accept().await else { break };
                 let (service, faults) = (service.clone(), faults.clone());
-                let handler = hyper::service::service_fn(move |req| {
+                let handler = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let (service, faults) = (service.clone(), faults.clone());
+                    let (method, path) = (req.method().clone(), req.uri().path().to_string());
                     async move {
                         if let Some(f) = &faults {
                             tokio::time::sleep(f.delay).await;
@@ -83,7 +211,11 @@ impl Server {
                             }
                         }
                         let reply = hyper::service::Service::call(&service, req).await;
-                        reply.map_err(|e| std::io::Error::other(format!("{e:?}")))
+                        let reply = reply.map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+                        Ok(match &faults {
+                            Some(f) => tell_lies(f, &method, &path, reply),
+                            None => reply,
+                        })
                     }
                 });
                 let conn = http.serve_connection(TokioIo::new(socket), handler).into_owned();
@@ -95,11 +227,11 @@ impl Server {
         Server { endpoint, root: root.to_path_buf(), runtime: Some(runtime) }
     }
 
-    fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.endpoint.rsplit(':').next().unwrap().parse().unwrap()
     }
 
-    fn options(&self) -> RemoteOptions {
+    pub(crate) fn options(&self) -> RemoteOptions {
         RemoteOptions::new()
             .endpoint(&self.endpoint)
             .region("us-east-1")
@@ -109,7 +241,7 @@ impl Server {
             .timeout(std::time::Duration::from_secs(5))
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_timeout(std::time::Duration::from_secs(1));
         }
@@ -122,7 +254,7 @@ impl Drop for Server {
     }
 }
 
-fn dense(dir: &Path, codec: Codec) -> PathBuf {
+pub(crate) fn dense(dir: &Path, codec: Codec) -> PathBuf {
     let p = dir.join(format!("dense-{codec:?}"));
     let mut w = DatasetWriter::dense::<f32>(&p, vec![4], WriteOptions::new().codec(codec)).unwrap();
     w.append(&(0..4 * 3000).map(|v| (v % 977) as f32 * 0.25).collect::<Vec<f32>>()).unwrap();
@@ -344,7 +476,7 @@ fn a_different_store_of_the_same_size_is_uploaded_whole() {
 }
 
 /// Page files in a cache directory: (path, length).
-fn pages(dir: &Path) -> Vec<(PathBuf, u64)> {
+pub(crate) fn pages(dir: &Path) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {

@@ -1,0 +1,135 @@
+//! Credentials kept out of every message of the remote layer: [`scrub`] is applied to each URL
+//! and each reason (ours and `object_store`'s, whose errors quote the request's URL, endpoint and
+//! all) before it reaches an [`Error`](crate::Error) or a `Debug` string.
+
+/// What replaces a credential.
+const REDACTED: &str = "<redacted>";
+
+/// `text` with every credential it may hold replaced by `<redacted>`: the userinfo of every URL
+/// in it (`http://user:password@host` becomes `http://<redacted>@host`), the userinfo of
+/// `endpoint` and of every `AWS_*` variable holding a URL wherever it appears (as given or
+/// percent-decoded: an error may quote either), and the AWS keys of the environment.
+pub(crate) fn scrub(text: &str, endpoint: Option<&str>) -> String {
+    let mut secrets: Vec<String> = Vec::new();
+    let mut add = |s: &str| {
+        // Shorter ones would match ordinary words; the URLs' own userinfo is removed above
+        // whatever its length.
+        if s.len() >= 4 {
+            secrets.push(s.to_string());
+        }
+    };
+    for k in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
+        if let Ok(v) = std::env::var(k) {
+            add(&v);
+        }
+    }
+    let from_env = std::env::vars_os()
+        .filter(|(k, _)| k.to_str().is_some_and(|k| k.starts_with("AWS_")))
+        .filter_map(|(_, v)| v.into_string().ok());
+    for url in endpoint.map(str::to_string).into_iter().chain(from_env) {
+        if let Some(info) = userinfo(&url) {
+            let decoded = percent_decode(info);
+            for form in [info, decoded.as_str()] {
+                add(form);
+                if let Some((_, password)) = form.split_once(':') {
+                    add(password);
+                }
+            }
+        }
+    }
+    let mut out = strip_userinfo(text);
+    // The longest first, so that a password inside a longer secret does not split it.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for s in &secrets {
+        out = out.replace(s.as_str(), REDACTED);
+    }
+    out
+}
+
+/// The userinfo of a URL given as an endpoint: what lies between `://` and the last `@` before
+/// the path. An endpoint has no `@` in its path, so a password holding an unescaped `/` is
+/// still found whole.
+fn userinfo(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let at = rest.rfind('@')?;
+    Some(&rest[..at]).filter(|s| !s.is_empty())
+}
+
+/// `text` with the userinfo of every `scheme://user:password@host` in it removed: the
+/// authority of a URL runs to the first `/`, `?`, `#`, white space, quote or bracket.
+fn strip_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\'' | '(' | ')' | '<' | '>' | '[' | ']' | '`')
+                    || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(k) => {
+                out.push_str(REDACTED);
+                out.push_str(&authority[k..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `%XX` escapes decoded (invalid ones kept as they are; bytes that do not form UTF-8 replaced).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) =
+                (b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c)))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn userinfo_of_every_url_is_removed() {
+        let e = "Error performing GET http://user:hunter2@127.0.0.1:9/b/k in 1ms - error sending \
+                 request for url (http://user:hunter2@127.0.0.1:9/b/k)";
+        let s = scrub(e, None);
+        assert!(!s.contains("hunter2") && !s.contains("user:"), "{s}");
+        assert!(s.contains("http://<redacted>@127.0.0.1:9/b/k"), "{s}");
+        assert_eq!(
+            scrub("s3://bucket/a/b and http://127.0.0.1:9000/x", None),
+            "s3://bucket/a/b and http://127.0.0.1:9000/x"
+        );
+    }
+
+    #[test]
+    fn the_endpoints_password_is_removed_in_every_form() {
+        let endpoint = "http://alice:pa/ss%40word@10.0.0.1:9000";
+        for text in ["pa/ss%40word", "pa/ss@word", "alice:pa/ss%40word", "key=pa/ss@word;"] {
+            let s = scrub(text, Some(endpoint));
+            assert!(!s.contains("pa/ss"), "{text} -> {s}");
+        }
+        assert_eq!(userinfo("http://a:b@h:1/x"), Some("a:b"));
+        assert_eq!(userinfo("http://h:1/x"), None);
+        assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+    }
+}

@@ -1,0 +1,409 @@
+//! Remote stores against hostile input (issue 27, 3.4 to 3.6, 3.10 and 3.16), on the S3 server
+//! of `remote.rs` and its fault injector: a server that lies about lengths or never ends a body,
+//! an index whose entries claim 4 GiB records, a store set whose parts name other directories,
+//! a damaged or foreign page in the cache, and credentials written into the endpoint URL. Each
+//! is a typed error (or the right records), never an abort or a leak.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use loaderx_core::remote::{RemoteOptions, RemoteStore, push};
+use loaderx_core::{Codec, DatasetWriter, DenseSource, Error, Format, WriteOptions};
+
+use super::remote::{Faults, KEY, Lie, OVERRUN_CAP, Server, Told, dense, pages};
+
+/// A unique prefix per test run: the index cache (`LOADERX_CACHE_DIR`) is keyed by URL, and a
+/// lie must be told to a reader that has not cached the truth.
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("s3://bucket/{name}-{}-{nanos}", std::process::id())
+}
+
+/// A server over `root` telling `lies`.
+fn liar(root: &Path, lies: Vec<Lie>) -> (Server, Arc<Faults>) {
+    let faults = Arc::new(Faults { lies, ..Faults::default() });
+    (Server::start_on(root, 0, Some(Arc::clone(&faults))), faults)
+}
+
+fn lie(suffix: &'static str, head: bool, told: Told) -> Lie {
+    Lie { suffix, head, told }
+}
+
+/// 3.4: a `Content-Length` of 10^12 on `index.zr` (on the GET, and on the HEAD too),
+/// `schema.msgpack` and a set's manifest, and bodies that run on past a chunk's range (with and
+/// without the page cache) or v1 `meta.zr`'s: each a typed error naming the object, the endless
+/// bodies read no further than a little past what was asked.
+#[test]
+fn lying_lengths_and_endless_bodies_are_refused_before_they_size_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("s3");
+    let clean = Server::start(&root);
+    let local = dense(tmp.path(), Codec::Raw);
+    let pushed = |name: &str| {
+        let url = unique(name);
+        push(&local, &url, clean.options(), |_| {}).unwrap();
+        url
+    };
+    let huge = Told::Length(1_000_000_000_000);
+    let is_remote_error =
+        |e: &Error, object: &str| matches!(e, Error::Remote { url, .. } if url.ends_with(object));
+
+    for (lies, object) in [
+        (vec![lie("/index.zr", false, huge)], "index.zr"),
+        (vec![lie("/index.zr", true, huge)], "index.zr"),
+        (vec![lie("/schema.msgpack", false, huge)], "schema.msgpack"),
+    ] {
+        let url = pushed("lies");
+        let (server, faults) = liar(&root, lies);
+        let e = DenseSource::open_remote(&url, server.options()).unwrap_err();
+        assert!(is_remote_error(&e, object), "{object}: {e}");
+        assert!(faults.injected.load(Ordering::Relaxed) >= 1, "the lie was told");
+    }
+
+    // A body that goes on past a chunk's range: refused as it runs past, the rest never read.
+    let cache = tmp.path().join("cache");
+    for cached in [false, true] {
+        let url = pushed("endless");
+        let (server, faults) = liar(&root, vec![lie("/0.zr", false, Told::Endless)]);
+        let opts =
+            if cached { server.options().cache(&cache, 1 << 26).page_size(4096) } else { server.options() };
+        let remote = DenseSource::open_remote(&url, opts).unwrap();
+        let e = remote.get_batch(&[0, 1500, 2999]).unwrap_err();
+        assert!(
+            matches!(&e, Error::Remote { url, range: Some(_), reason } if url.ends_with("/0.zr") && reason.contains("past")),
+            "cached {cached}: {e}"
+        );
+        // Sent past the object before the client hung up: socket buffers' worth, not the
+        // gigabyte on offer (a reader that read on to the end would see all of it).
+        let overrun = faults.overrun.load(Ordering::Relaxed);
+        assert!(overrun < 128 << 20, "cached {cached}: {overrun} of {OVERRUN_CAP} bytes sent past the range");
+    }
+
+    // v1: the committed prefix of meta.zr, endless.
+    let v1 = tmp.path().join("v1");
+    let mut w =
+        DatasetWriter::dense::<u32>(&v1, vec![], WriteOptions::new().codec(Codec::Raw).format(Format::V1))
+            .unwrap();
+    w.append(&(0..500u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let url = unique("endless-v1");
+    push(&v1, &url, clean.options(), |_| {}).unwrap();
+    let (server, _faults) = liar(&root, vec![lie("/meta.zr", false, Told::Endless)]);
+    let e = RemoteStore::open(&url, server.options()).unwrap_err();
+    assert!(is_remote_error(&e, "meta.zr"), "{e}");
+    drop(server);
+
+    // A store set's manifest with a lying length.
+    let part = tmp.path().join("parts").join("p0");
+    std::fs::create_dir_all(part.parent().unwrap()).unwrap();
+    let mut w = DatasetWriter::dense::<u32>(&part, vec![], WriteOptions::new()).unwrap();
+    w.append(&(0..100u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let set = tmp.path().join("sets").join("all");
+    std::fs::create_dir_all(set.parent().unwrap()).unwrap();
+    loaderx_core::stitch(&[&part], &set).unwrap();
+    let base = unique("set");
+    let set_url = format!("{base}/sets/all");
+    push(&set, &set_url, clean.options(), |_| {}).unwrap();
+    assert_eq!(DenseSource::open_remote(&set_url, clean.options()).unwrap().len(), 100);
+    let (server, _faults) = liar(&root, vec![lie("/storeset.msgpack", false, huge)]);
+    let e = DenseSource::open_remote(&set_url, server.options()).unwrap_err();
+    assert!(is_remote_error(&e, "storeset.msgpack"), "{e}");
+}
+
+/// The index of a v2 store of `n` raw u32 records, every entry claiming `logical` bytes (stored
+/// as many, as a raw record must), each entry's own checksum made right: a hostile index that
+/// parses.
+fn claim_lengths(store: &Path, logical: u32) {
+    use loaderx_core::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
+    let path = store.join("index.zr");
+    let mut index = std::fs::read(&path).unwrap();
+    let n = Header::parse(&index, true).unwrap().count as usize;
+    for i in 0..n {
+        let at = HEADER_SIZE + i * ENTRY_SIZE;
+        let mut e = Entry::parse(&index[at..at + ENTRY_SIZE]).unwrap();
+        e.stored = logical;
+        e.logical = logical;
+        index[at..at + ENTRY_SIZE].copy_from_slice(&e.encode());
+    }
+    std::fs::write(&path, &index).unwrap();
+}
+
+/// 3.5: entries claiming 0xFFFFFFFF bytes each: `verify` and `gather` are typed errors, never
+/// an allocation of their sum; an intact store verifies within a small memory limit (in blocks
+/// that fit it), and a batch over the limit is refused by name.
+#[test]
+fn a_hostile_index_is_refused_before_its_lengths_size_a_batch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = tmp.path().join("hostile");
+    let mut w = DatasetWriter::dense::<u32>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..5000u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    claim_lengths(&p, u32::MAX);
+    let url = unique("hostile-index");
+    push(&p, &url, server.options(), |_| {}).unwrap();
+
+    let store = RemoteStore::open(&url, server.options()).unwrap();
+    // The default limit (half of memory): 4096 records of 4 GiB is 32 TiB, over it anywhere.
+    let e = store.gather(&(0..4096).collect::<Vec<_>>()).unwrap_err();
+    assert!(matches!(&e, Error::BatchTooLarge { records: 4096, .. }), "{e}");
+    assert!(e.to_string().contains(&url), "{e}");
+    let e = store.record_lens(&(0..4096).collect::<Vec<_>>()).unwrap_err();
+    assert!(matches!(&e, Error::BatchTooLarge { .. }), "{e}");
+    // verify reads such records one at a time; each claims more bytes than its object holds, so
+    // it fails as a request (or over the limit, on a host of little memory): never an abort.
+    let e = store.verify().unwrap_err();
+    assert!(matches!(&e, Error::BatchTooLarge { .. } | Error::Remote { .. }), "{e}");
+    let limited = RemoteStore::open(&url, server.options().memory_limit(1 << 30)).unwrap();
+    let e = limited.verify().unwrap_err();
+    assert!(matches!(&e, Error::BatchTooLarge { records: 1, limit, .. } if *limit == 1 << 30), "{e}");
+
+    // An intact store of 8 MiB (1000 records of 4 KiB, stored raw) under a limit of 2 MiB (its
+    // index, 1 MiB as written, fits): verify reads it all in blocks that fit, a batch over the
+    // limit is refused.
+    let p = tmp.path().join("intact");
+    let mut w = DatasetWriter::dense::<u8>(&p, vec![4096], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..4096 * 1000).map(|i| (i % 251) as u8).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let url = unique("intact");
+    push(&p, &url, server.options(), |_| {}).unwrap();
+    let small = RemoteStore::open(&url, server.options().memory_limit(2 << 20)).unwrap();
+    assert_eq!(small.verify().unwrap(), 1000);
+    let e = small.gather(&(0..300).collect::<Vec<_>>()).unwrap_err();
+    assert!(
+        matches!(&e, Error::BatchTooLarge { records: 300, bytes: 2_457_600, limit: 2_097_152, .. }),
+        "{e}"
+    );
+    assert_eq!(small.gather(&[0, 999]).unwrap()[1].len(), 4096);
+}
+
+/// A store set's manifest with `paths` as its parts.
+fn write_set_manifest(set: &Path, paths: &[&str]) {
+    #[derive(serde::Serialize)]
+    struct Part<'a> {
+        path: &'a str,
+        records: u64,
+    }
+    #[derive(serde::Serialize)]
+    struct Manifest<'a> {
+        version: u32,
+        parts: Vec<Part<'a>>,
+    }
+    let m = Manifest { version: 1, parts: paths.iter().map(|&path| Part { path, records: 100 }).collect() };
+    std::fs::write(set.join(loaderx_core::SET_FILE), rmp_serde::to_vec_named(&m).unwrap()).unwrap();
+}
+
+/// Every file under `dir` whose bytes hold `needle`.
+fn files_holding(dir: &Path, needle: &[u8]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle)) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// 3.6: `push` of a store set uploads only parts that are stores, and of them only a store's
+/// files: a part naming any other directory (a key in it), an empty, absolute or
+/// set-enclosing part, or a part that is itself a set is refused by name before anything goes
+/// up; a stray file in a store stays local, a store's file that is a link is refused.
+#[test]
+fn push_sends_only_the_files_of_parts_that_are_stores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    const KEY_BYTES: &[u8] = b"-----BEGIN OPENSSH PRIVATE KEY----- loaderx-test";
+    let secret = tmp.path().join("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("id_ed25519"), KEY_BYTES).unwrap();
+    let part = tmp.path().join("parts").join("p0");
+    std::fs::create_dir_all(part.parent().unwrap()).unwrap();
+    let mut w = DatasetWriter::dense::<u32>(&part, vec![], WriteOptions::new()).unwrap();
+    w.append(&(0..100u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let set = tmp.path().join("sets").join("all");
+    std::fs::create_dir_all(set.parent().unwrap()).unwrap();
+    loaderx_core::stitch(&[&part], &set).unwrap();
+    let other = tmp.path().join("sets").join("other");
+    loaderx_core::stitch(&[&part], &other).unwrap();
+    let abs = secret.to_str().unwrap().to_string();
+
+    for (rel, named) in [
+        ("../../secret", "secret"),
+        ("", "storeset.msgpack"),
+        (".", "storeset.msgpack"),
+        ("../all", "storeset.msgpack"),
+        ("..", "storeset.msgpack"),
+        ("../../parts/p0/../..", "storeset.msgpack"),
+        (abs.as_str(), "storeset.msgpack"),
+        ("../other", "other"),
+    ] {
+        write_set_manifest(&set, &["../../parts/p0", rel]);
+        let e = push(&set, "s3://bucket/sets/all", server.options(), |_| {}).unwrap_err();
+        let path = match &e {
+            Error::NotAStore { path, .. } | Error::Corrupt { path, .. } => path.clone(),
+            other => panic!("{rel:?}: {other}"),
+        };
+        assert!(path.ends_with(named), "{rel:?}: {e}");
+        assert!(e.to_string().contains(&format!("{rel:?}")), "{rel:?}: the error names the part: {e}");
+    }
+    // Nothing went up before the parts were checked, the key least of all.
+    assert!(files_holding(&server.root, KEY_BYTES).is_empty());
+    assert!(!server.root.join("bucket/parts/p0/index.zr").exists(), "no part sent before the check");
+    // A directory that is no store is not pushed either.
+    let e = push(&secret, "s3://bucket/secret", server.options(), |_| {}).unwrap_err();
+    assert!(matches!(&e, Error::NotAStore { path, .. } if path.ends_with("secret")), "{e}");
+
+    // A stray file in a store stays local; the store goes up and reads back.
+    std::fs::write(part.join("id_rsa"), KEY_BYTES).unwrap();
+    write_set_manifest(&set, &["../../parts/p0"]);
+    push(&set, "s3://bucket/sets/all", server.options(), |_| {}).unwrap();
+    assert!(server.root.join("bucket/parts/p0/index.zr").is_file());
+    assert!(files_holding(&server.root, KEY_BYTES).is_empty(), "the stray file was not sent");
+    assert_eq!(DenseSource::open_remote("s3://bucket/sets/all", server.options()).unwrap().len(), 100);
+    // A store's file that is a link is refused, not followed.
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(secret.join("id_ed25519"), part.join("dict.zr")).unwrap();
+        let e = push(&part, "s3://bucket/linked", server.options(), |_| {}).unwrap_err();
+        assert!(e.to_string().contains("dict.zr"), "{e}");
+        assert!(files_holding(&server.root, KEY_BYTES).is_empty(), "the link's target was not sent");
+    }
+}
+
+/// Flips a bit of the byte at `at` of `path`, in place (the file neither truncated nor replaced:
+/// a reader that has it mapped sees the damage).
+fn flip(path: &Path, at: u64) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    let mut b = [0u8];
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.read_exact(&mut b).unwrap();
+    f.seek(SeekFrom::Start(at)).unwrap();
+    f.write_all(&[b[0] ^ 0x55]).unwrap();
+}
+
+/// 3.10: a cached page damaged on disk is dropped and fetched once from the store (the records
+/// right, `verify` passes, the page file intact again); readers of two page sizes sharing one
+/// cache directory never read each other's pages (a v1 store, no checksum to catch it).
+#[test]
+fn a_damaged_cached_page_is_fetched_again_and_page_sizes_keep_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = dense(tmp.path(), Codec::Raw); // 3000 records of 16 bytes
+    let url = unique("heal");
+    push(&local, &url, server.options(), |_| {}).unwrap();
+    let cache = tmp.path().join("cache");
+    let opts = server.options().cache(&cache, 1 << 26).page_size(4096);
+    let all: Vec<u64> = (0..3000).collect();
+    let want = RemoteStore::open(&url, server.options()).unwrap().gather(&all).unwrap();
+    let first = RemoteStore::open(&url, opts.clone()).unwrap();
+    assert_eq!(first.gather(&all).unwrap(), want);
+    // Damage page 2 on disk (records 512..768) in place, at record 518.
+    let (page, _) = pages(&cache).into_iter().find(|(p, _)| p.file_name().unwrap() == "2.pg").unwrap();
+    let intact = std::fs::read(&page).unwrap();
+    flip(&page, 100);
+    let second = RemoteStore::open(&url, opts.clone()).unwrap();
+    assert_eq!(
+        second.gather(&[600, 518, 9]).unwrap(),
+        vec![want[600].clone(), want[518].clone(), want[9].clone()]
+    );
+    assert!(second.stats().pages_filled >= 1, "fetched again: {:?}", second.stats());
+    assert_eq!(std::fs::read(&page).unwrap(), intact, "the page file is whole again");
+    assert_eq!(RemoteStore::open(&url, opts.clone()).unwrap().verify().unwrap(), 3000);
+    // The reader that had the page open when it was damaged heals too (its mapping is of the
+    // damaged file, which the second reader replaced).
+    assert_eq!(first.gather(&all).unwrap(), want);
+    // Damaged in the store as well: an error naming the record, after one more request.
+    let chunk = server.root.join(url.trim_start_matches("s3://")).join("0.zr");
+    let mut stored = std::fs::read(&chunk).unwrap();
+    stored[2 * 4096 + 100] ^= 0x55;
+    std::fs::write(&chunk, &stored).unwrap();
+    flip(&page, 100);
+    let third = RemoteStore::open(&url, opts).unwrap();
+    let e = third.gather(&[518]).unwrap_err();
+    assert!(matches!(&e, Error::CorruptRecord { index: 518, .. }), "{e}");
+
+    // v1, 3072 records of 4 bytes: page 1 of 4 KiB (bytes 4096..8192) and page 1 of 8 KiB
+    // (bytes 8192..12288) are both 4096 bytes long.
+    let v1 = tmp.path().join("v1");
+    let mut w =
+        DatasetWriter::dense::<u32>(&v1, vec![], WriteOptions::new().codec(Codec::Raw).format(Format::V1))
+            .unwrap();
+    w.append(&(0..3072u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    assert_eq!(std::fs::metadata(v1.join("0.zr")).unwrap().len(), 12288);
+    let url = unique("pagesizes");
+    push(&v1, &url, server.options(), |_| {}).unwrap();
+    let shared = tmp.path().join("shared");
+    let small = RemoteStore::open(&url, server.options().cache(&shared, 1 << 26).page_size(4096)).unwrap();
+    let idx: Vec<u64> = (0..3072).collect();
+    let values = |records: Vec<Vec<u8>>| -> Vec<u32> {
+        records.iter().map(|r| u32::from_le_bytes(r[..].try_into().unwrap())).collect()
+    };
+    assert_eq!(values(small.gather(&idx).unwrap()), (0..3072).collect::<Vec<_>>());
+    let large = RemoteStore::open(&url, server.options().cache(&shared, 1 << 26).page_size(8192)).unwrap();
+    let tail: Vec<u64> = (2048..3072).collect();
+    let got = values(large.gather(&tail).unwrap());
+    assert!(got == (2048..3072).collect::<Vec<_>>(), "records 2048.. read as {}..", got[0]);
+    assert_eq!(large.stats().pages_hit, 0, "no page of the other size taken: {:?}", large.stats());
+}
+
+/// 3.16: user and password in the endpoint URL (or keys written into an `s3://` URL) appear in
+/// no error, `Debug` string or message: a refused connection, a refused request, a failed push.
+#[test]
+fn credentials_in_the_endpoint_reach_no_error() {
+    const USER: &str = "loaderx-user";
+    const PASSWORD: &str = "Pa55-w0rd-in-the-url";
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = dense(tmp.path(), Codec::Raw);
+    push(&local, "s3://bucket/creds", server.options(), |_| {}).unwrap();
+    // A port nothing listens on: bound, then let go.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let shown = |what: &str, text: String| {
+        assert!(!text.contains(PASSWORD) && !text.contains(&format!("{USER}:")), "{what}: {text}");
+    };
+    for endpoint in [
+        format!("http://{USER}:{PASSWORD}@127.0.0.1:{closed}"),
+        format!("http://{USER}:{PASSWORD}@{}", server.endpoint.trim_start_matches("http://")),
+    ] {
+        // A wrong secret as well, so that the live server refuses the request.
+        let opts = RemoteOptions::new()
+            .endpoint(&endpoint)
+            .region("us-east-1")
+            .credentials(KEY, "not-the-secret")
+            .allow_http(true)
+            .retries(0)
+            .timeout(std::time::Duration::from_secs(5));
+        shown("options", format!("{opts:?}"));
+        let e = RemoteStore::open("s3://bucket/creds", opts.clone()).unwrap_err();
+        shown("open", format!("{e} / {e:?}"));
+        let e = DenseSource::open_remote("s3://bucket/creds", opts.clone()).unwrap_err();
+        shown("open_remote", format!("{e} / {e:?}"));
+        let e = push(&local, "s3://bucket/elsewhere", opts.clone(), |_| {}).unwrap_err();
+        shown("push", format!("{e} / {e:?}"));
+    }
+    // A reader whose requests fail once open: the server stopped under it.
+    let mut live = Server::start(&tmp.path().join("s3"));
+    let endpoint = format!("http://{USER}:{PASSWORD}@{}", live.endpoint.trim_start_matches("http://"));
+    let opts = live.options().endpoint(&endpoint).retries(0);
+    match RemoteStore::open("s3://bucket/creds", opts) {
+        Ok(store) => {
+            live.stop();
+            let e = store.gather(&[1]).unwrap_err();
+            shown("gather", format!("{e} / {e:?}"));
+        }
+        Err(e) => shown("open on a live server", format!("{e} / {e:?}")),
+    }
+    let e = RemoteStore::open("s3://AKID:keys-in-the-url@bucket/x", server.options()).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(_)) && !e.to_string().contains("keys-in-the-url"), "{e}");
+}
