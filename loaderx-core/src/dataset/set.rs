@@ -30,6 +30,10 @@ struct PartEntry {
     /// Relative to the set's directory (or absolute, when the part is on another root).
     path: String,
     records: u64,
+    /// The part's [`Store::identity`] when stitched (absent in sets written before it was
+    /// kept): a part replaced by another dataset of the same schema and length is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    identity: Option<u64>,
 }
 
 impl Manifest {
@@ -117,7 +121,9 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     let mut schema: Option<Schema> = None;
     let mut entries = Vec::with_capacity(parts.len());
     let mut records = 0u64;
-    let out_abs = absolute(out)?;
+    // Related through the paths the kernel will follow: a link on `out`'s way (or a part's)
+    // would otherwise make a lexically relative path name another directory.
+    let out_abs = resolved(out)?;
     for p in parts {
         let p = p.as_ref();
         let s = Schema::read(p)?;
@@ -131,10 +137,15 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
             }
             Some(_) => {}
         }
-        let n = Store::open(p)?.len();
+        let store = Store::open(p)?;
+        let n = store.len();
         records += n;
-        let rel = relative(&absolute(p)?, &out_abs);
-        entries.push(PartEntry { path: rel.to_string_lossy().into_owned(), records: n });
+        let rel = relative(&resolved(p)?, &out_abs);
+        entries.push(PartEntry {
+            path: rel.to_string_lossy().into_owned(),
+            records: n,
+            identity: Some(store.identity()?),
+        });
     }
     if records > u64::from(u32::MAX) {
         return Err(Error::InvalidArgument(format!(
@@ -205,6 +216,15 @@ impl StoreSet {
                         store.len(),
                         e.records
                     ),
+                });
+            }
+            if let Some(want) = e.identity
+                && store.identity()? != want
+            {
+                return Err(Error::Schema {
+                    path: p,
+                    reason: "the part holds other records than the set was stitched with: it was replaced after stitching"
+                        .into(),
                 });
             }
             let end = starts[starts.len() - 1] + e.records;
@@ -293,8 +313,28 @@ impl StoreSet {
     }
 }
 
-fn absolute(p: &Path) -> Result<PathBuf> {
-    std::path::absolute(p).map_err(|e| Error::io("resolve", p, e))
+/// `p` with every link resolved: its longest existing prefix canonicalised, the rest (not yet
+/// created, so holding no link) appended.
+fn resolved(p: &Path) -> Result<PathBuf> {
+    let abs = std::path::absolute(p).map_err(|e| Error::io("resolve", p, e))?;
+    let mut rest = Vec::new();
+    let mut head = abs.as_path();
+    loop {
+        match std::fs::canonicalize(head) {
+            Ok(mut real) => {
+                real.extend(rest.iter().rev());
+                return Ok(real);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match (head.parent(), head.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_os_string());
+                    head = parent;
+                }
+                _ => return Err(Error::io("resolve", p, e)),
+            },
+            Err(e) => return Err(Error::io("resolve", p, e)),
+        }
+    }
 }
 
 /// `target` as a path relative to the directory `base` (both absolute), through `..` where they

@@ -433,6 +433,9 @@ impl Drop for DatasetWriter {
 /// [`Error::Locked`] naming the writer already converting into `out`; [`Error::BadInput`] for a
 /// staging path that is a link or not a directory; [`Error::Io`].
 pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
+    if let Some(parent) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    }
     match std::fs::create_dir(staging) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}

@@ -189,3 +189,43 @@ fn a_store_set_of_parts_is_the_whole_conversion() {
     let e = DenseSource::open(dir.path().join("dset")).unwrap_err();
     assert!(matches!(&e, Error::Corrupt { .. }), "{e}");
 }
+
+/// A store set stitched through a symbolic link on its output's way relates its parts through
+/// the directories the kernel follows (not the lexical path), so it opens its own parts; a part
+/// replaced afterwards by another dataset of the same schema and length is refused on open
+/// (issue 27).
+#[cfg(unix)]
+#[test]
+fn stitch_resolves_links_and_a_replaced_part_is_refused() {
+    use loaderx_core::stitch;
+    let dir = tempfile::tempdir().unwrap();
+    let write = |p: &std::path::Path, base: u32| {
+        let mut w = DatasetWriter::dense::<u32>(p, vec![1], WriteOptions::new()).unwrap();
+        w.append(&(base..base + 10).collect::<Vec<u32>>()).unwrap();
+        w.finish().unwrap();
+    };
+    let parts = dir.path().join("parts");
+    std::fs::create_dir_all(&parts).unwrap();
+    write(&parts.join("p0"), 0);
+    write(&parts.join("p1"), 100);
+    // `sets` is a link into a deeper directory: `sets/s` is really `real/deep/s`, two levels
+    // further from `parts` than the lexical path says.
+    std::fs::create_dir_all(dir.path().join("real/deep")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real/deep"), dir.path().join("sets")).unwrap();
+    // A decoy where the lexical relative path would land, with the same schema and length.
+    std::fs::create_dir_all(dir.path().join("real/parts")).unwrap();
+    write(&dir.path().join("real/parts/p0"), 5000);
+    write(&dir.path().join("real/parts/p1"), 6000);
+    stitch(&[parts.join("p0"), parts.join("p1")], dir.path().join("sets/s")).unwrap();
+    let set = DenseDataset::<u32>::open(dir.path().join("sets/s")).unwrap();
+    assert_eq!(set.get_vec(&[0, 10, 19]).unwrap(), [0, 100, 109], "the set reads its own parts");
+
+    // p1 replaced by another dataset of the same schema and length.
+    std::fs::rename(parts.join("p1"), dir.path().join("p1-old")).unwrap();
+    write(&parts.join("p1"), 7000);
+    let e = DenseDataset::<u32>::open(dir.path().join("sets/s")).err().expect("a replaced part is refused");
+    assert!(
+        matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("replaced")),
+        "{e}"
+    );
+}
