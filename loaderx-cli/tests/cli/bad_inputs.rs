@@ -246,3 +246,56 @@ fn compact_leaves_no_lock_file_behind() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(!s.join("write.lock").exists());
 }
+
+/// `convert jsonl /dev/stdin` with a pipe as stdin (issue 27, 3.13) used to succeed with 0
+/// records: the input was never read. It fails with one line naming the path, writing nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn convert_refuses_a_pipe_as_input_instead_of_reading_it_as_empty() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["jsonl", "npy"] {
+        let out = dir.path().join(format!("out-{format}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["convert", format, "/dev/stdin"])
+            .arg(&out)
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The pipe holds data and stays open: an empty result would be a lie about it.
+        let mut stdin = child.stdin.take().unwrap();
+        let _ = stdin.write_all(b"{\"a\": 1}\n{\"a\": 2}\n");
+        let o = child.wait_with_output().unwrap();
+        drop(stdin);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{format}: {err}");
+        assert_eq!(err.lines().count(), 1, "{format}: {err}");
+        assert!(err.contains("/dev/stdin") && err.contains("not a regular file"), "{format}: {err}");
+        assert!(!out.exists(), "{format}: wrote {}", out.display());
+    }
+}
+
+/// `convert images DIR out` with a bare relative OUT (issue 27, 3.9) failed after writing
+/// everything: the parent of `out` is "", and syncing "" fails.
+#[cfg(feature = "images")]
+#[test]
+fn convert_images_into_a_bare_relative_out_succeeds() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 2x2 red PNG (as in ingest.rs).
+    const RED_PNG: [u8; 73] = [
+        137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 2, 0, 0, 0, 2, 8, 2, 0, 0, 0,
+        253, 212, 154, 115, 0, 0, 0, 16, 73, 68, 65, 84, 120, 156, 99, 248, 207, 192, 0, 68, 12, 16, 10, 0,
+        31, 238, 3, 253, 139, 95, 20, 212, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+    ];
+    std::fs::create_dir_all(dir.path().join("in/cat")).unwrap();
+    std::fs::write(dir.path().join("in/cat/a.png"), RED_PNG).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .current_dir(dir.path())
+        .args(["convert", "images", "in", "out", "--size", "4x4"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(dir.path().join("out/images").is_dir() && dir.path().join("out/classes.txt").is_file());
+}

@@ -2,6 +2,7 @@
 //! [`BLOCK_BYTES`] (plus one record), turned to native byte order, checked and appended, so memory
 //! does not grow with the input.
 
+use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
@@ -60,6 +61,44 @@ pub(crate) fn pipelined<T: Send>(
         drop(tx);
         let written = writer.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         written.and(decoded)
+    })
+}
+
+/// Runs the third-party decoder call `f` on untrusted bytes, turning a panic of it into `Err`
+/// with the panic's message: parquet 57 and arrow-ipc 57 index, unwrap and slice on values read
+/// from the file (an RLE run past its buffer, a negative column start, a missing thrift field),
+/// and a converter's contract is a typed error naming the file, never a crash.
+///
+/// The panic is not printed: the first call chains a panic hook in front of the one installed
+/// (which still reports every other panic, on every thread) that stays silent while this thread
+/// is inside `f`, since the message is returned in the error instead.
+#[cfg(any(feature = "parquet", feature = "images"))]
+pub(crate) fn catch_decoder_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    use std::cell::Cell;
+    thread_local! {
+        static INSIDE: Cell<u32> = const { Cell::new(0) };
+    }
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            // A thread whose locals are gone is not inside a decoder call.
+            if INSIDE.try_with(Cell::get).unwrap_or(0) == 0 {
+                previous(info);
+            }
+        }));
+    });
+    INSIDE.with(|n| n.set(n.get() + 1));
+    // Unwind safety: `f` owns or borrows only the decoder's state, which is dropped unused
+    // after a panic; nothing it touched is observed again.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    INSIDE.with(|n| n.set(n.get() - 1));
+    caught.map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into())
     })
 }
 
@@ -122,6 +161,121 @@ pub(crate) fn check_records(records: usize, path: &Path, opts: &WriteOptions) ->
         });
     }
     Ok(())
+}
+
+/// The most records of zero-byte items one input may declare. Such records take no bytes of the
+/// input but an index entry each in the store, so a header alone (a 128-byte `.npy` of shape
+/// `(2^40, 0)`) could otherwise make a conversion write terabytes of index.
+pub(crate) const MAX_EMPTY_ITEMS: u64 = 1 << 20;
+
+/// The bytes of one item of `item_shape` (elements of `dtype`), checked against what the input
+/// can justify: a [`Error::BadInput`] naming `path` when the item size overflows (a shape such as
+/// `(0, 2^32, 2^32, 2^32)` promises no data, so its size was never checked against the file) or
+/// when `records` items of zero bytes are more than [`MAX_EMPTY_ITEMS`]: such items hold no data
+/// to justify any count.
+pub(crate) fn checked_item_bytes(
+    records: usize,
+    dtype: DType,
+    item_shape: &[usize],
+    path: &Path,
+) -> Result<usize> {
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    let bytes = product(item_shape)
+        .and_then(|n| n.checked_mul(dtype.size()))
+        .ok_or_else(|| bad(format!("an item of shape {item_shape:?} {dtype} overflows")))?;
+    if bytes == 0 && records as u64 > MAX_EMPTY_ITEMS {
+        return Err(bad(format!(
+            "axis 0 has {records} entries of 0 bytes each: no data backs them, and at most \
+             {MAX_EMPTY_ITEMS} records of empty items are converted"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Opens the converter input `path` for reading and returns it with its length, refusing what
+/// is not a regular file whose length is its content: converters plan from the length (they map
+/// the file or check its data section against it), so a pipe, a terminal, a device or a
+/// `/proc` file (which reports 0 bytes) would otherwise read as empty or endless input.
+///
+/// # Errors
+/// [`Error::BadInput`] naming `path` for a file that is not regular or whose reported size of 0
+/// hides content; [`Error::Io`] naming it when it cannot be opened or examined.
+pub(crate) fn open_input(path: &Path) -> Result<(File, u64)> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Without O_NONBLOCK, opening a FIFO waits for a writer that may never come; on a regular
+    // file the flag changes nothing.
+    #[cfg(target_os = "linux")]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| Error::io("open", path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    if !meta.is_file() {
+        let t = meta.file_type();
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_symlink() {
+            "a symbolic link"
+        } else {
+            kind_of_special(&t)
+        };
+        return Err(bad(format!(
+            "{kind}, not a regular file: converters read files whose size is their content (save \
+             a stream to a file first)"
+        )));
+    }
+    if meta.len() == 0 {
+        let mut probe = [0u8; 1];
+        let got = read_at(&file, &mut probe, path)?;
+        if got > 0 {
+            return Err(bad(
+                "it reports a size of 0 bytes but has content (a /proc or /sys file?): converters \
+                 read files whose size is their content"
+                    .into(),
+            ));
+        }
+    }
+    Ok((file, meta.len()))
+}
+
+/// The converter input `path` mapped whole, after [`open_input`]'s checks.
+///
+/// # Errors
+/// As [`open_input`]; [`Error::Io`] naming `path` when it cannot be mapped.
+pub(crate) fn map_input(path: &Path) -> Result<crate::MappedFile> {
+    let (file, len) = open_input(path)?;
+    crate::MappedFile::map_prefix(&file, path, len)
+}
+
+/// What a file that is neither regular, a directory nor a link is.
+#[cfg(unix)]
+fn kind_of_special(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a pipe (FIFO)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn kind_of_special(_: &std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
+/// Reads into `buf` from byte 0 of `file` without moving its position.
+fn read_at(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
+    #[cfg(unix)]
+    let got = std::os::unix::fs::FileExt::read_at(file, buf, 0);
+    #[cfg(windows)]
+    let got = std::os::windows::fs::FileExt::seek_read(file, buf, 0);
+    got.map_err(|e| Error::io("read", path, e))
 }
 
 /// Where a stream of fixed-size records lies in its input file, for error positions and the

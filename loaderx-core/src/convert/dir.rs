@@ -1,9 +1,9 @@
 //! A directory of files: one byte record per regular file.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use super::block::open_input;
 use super::summary::{ConvertSummary, finish};
 use crate::{DatasetWriter, Error, Result, WriteOptions};
 
@@ -14,7 +14,8 @@ use crate::{DatasetWriter, Error, Result, WriteOptions};
 /// Sizes are checked before anything is written.
 ///
 /// # Errors
-/// [`Error::BadInput`] naming a file over 1 MiB, or one whose size changed while it was read;
+/// [`Error::BadInput`] naming a file over 1 MiB, one whose size changed while it was read, or one
+/// whose size is not its content (a `/proc` file);
 /// [`Error::Io`] naming the path; otherwise as [`DatasetWriter::with_schema`]. Nothing is left at
 /// `out` on error.
 pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
@@ -49,7 +50,9 @@ pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
     let mut buf = Vec::new();
     for (path, len) in files {
         buf.clear();
-        let f = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        // Listed as a regular file, but it may have been replaced since (by a FIFO, whose open
+        // would wait for a writer) or be a `/proc` file whose size is not its content.
+        let (f, _) = open_input(&path)?;
         // One byte more than the limit reveals a file that grew past it.
         f.take(limit as u64 + 1).read_to_end(&mut buf).map_err(|e| Error::io("read", &path, e))?;
         if buf.len() as u64 != len {

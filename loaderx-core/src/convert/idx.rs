@@ -1,12 +1,13 @@
 //! MNIST IDX files, plain or gzip-compressed.
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::block::{DataSection, check_records, product, read_full, stream_records, truncated};
+use super::block::{
+    DataSection, check_records, checked_item_bytes, open_input, product, read_full, stream_records, truncated,
+};
 use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
@@ -94,12 +95,12 @@ impl<R: Read> Read for Counting<R> {
 ///
 /// # Errors
 /// [`Error::BadInput`] naming `input` for a bad header, a truncated data section (expected vs
-/// actual bytes), trailing bytes or a corrupt gzip stream; otherwise as [`crate::convert::npy`].
+/// actual bytes), trailing bytes, a corrupt gzip stream, more than 2^20 records of zero-byte items
+/// or an input that is not a regular file; otherwise as [`crate::convert::npy`].
 pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
     let (input, out) = (input.as_ref(), out.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
-    let file = File::open(input).map_err(|e| Error::io("open", input, e))?;
-    let file_len = file.metadata().map_err(|e| Error::io("stat", input, e))?.len();
+    let (file, file_len) = open_input(input)?;
     let consumed = Arc::new(AtomicU64::new(0));
     let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: file, count: consumed.clone() });
     let mut magic = [0u8; 2];
@@ -127,8 +128,8 @@ pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
     let header_len = hbytes.len() as u64;
     let (records, item_shape) = (h.dims[0], h.dims[1..].to_vec());
     check_records(records, input, &opts)?;
+    let item_bytes = checked_item_bytes(records, h.dtype, &item_shape, input)?;
     let schema = Schema::dense(h.dtype, item_shape);
-    let item_bytes = schema.unit_bytes();
     let expected = (records as u64) * item_bytes as u64;
     if !gz && file_len.saturating_sub(header_len) < expected {
         return Err(truncated(input, expected, file_len.saturating_sub(header_len)));

@@ -2,14 +2,15 @@
 //! image dataset and a label dataset, decoded and resized with the `image` crate (feature
 //! `images`).
 
-use std::io::Cursor;
+use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 use fast_image_resize as fir;
-use image::{DynamicImage, ImageReader, Limits, RgbImage};
+use image::{ColorType, DynamicImage, ImageDecoder, ImageReader, Limits, RgbImage};
 use rayon::prelude::*;
 
-use super::block::pipelined;
+use super::block::{catch_decoder_panic, open_input, pipelined};
 use super::summary::ConvertSummary;
 use crate::{DatasetWriter, Error, Result, Store, WriteOptions};
 
@@ -19,6 +20,19 @@ const PER_THREAD: usize = 16;
 /// untrusted input, and its header alone must not size an allocation.
 const MAX_SIDE: u32 = 1 << 14;
 const MAX_ALLOC: u64 = 512 << 20;
+/// The most memory one image may take from its decode to its output (see [`decode_cost`]),
+/// from the dimensions in its header, before anything is decoded: the decoder's `max_alloc`
+/// does not cover the conversion to RGB nor the resizing, which take several times more for a
+/// grey image (a 255 KB PNG of 16384 x 16384 grey needs 1.8 GiB).
+const MAX_IMAGE_BYTES: u64 = 1 << 30;
+/// The memory the decodes of one conversion take at once, across all its threads: a decode waits
+/// for its bytes to be free, so large images are decoded fewer at a time instead of the memory
+/// growing with the number of threads.
+const DECODE_BUDGET: u64 = MAX_IMAGE_BYTES;
+/// The largest image file read, and the memory the files being decoded take at once (each
+/// counted twice: the JPEG decoder copies its input).
+const MAX_FILE_BYTES: u64 = 256 << 20;
+const FILE_BUDGET: u64 = 2 * MAX_FILE_BYTES;
 
 /// How an image is brought to the output size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -81,7 +95,9 @@ pub struct ImagesSummary {
 ///
 /// All or nothing: `out` is written as `out.partial` and renamed into place when complete.
 /// A file that does not decode is an error naming it (nothing written), or with `skip_bad` is
-/// left out and listed in the summary.
+/// left out and listed in the summary; so is one whose header announces an image that would take
+/// more than 1 GiB from decode to output (pixels times channels, counted before decoding), or a
+/// file over 256 MiB. The decodes running at once share 1 GiB, whatever the number of threads.
 ///
 /// # Errors
 /// [`Error::NotAStore`] naming `dir` when it does not exist; [`Error::BadInput`] naming `dir`
@@ -129,7 +145,9 @@ pub fn images(
                 remove_dir(out)?;
             }
             std::fs::rename(&staging, out).map_err(|e| Error::io("rename into", out, e))?;
-            crate::store::sync_dir(out.parent().unwrap_or(Path::new(".")))?;
+            // A bare relative `out` has the parent "", which names no directory.
+            let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            crate::store::sync_dir(parent)?;
             Ok(ImagesSummary { classes, images, skipped })
         }
         Err(e) => {
@@ -189,15 +207,137 @@ fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
     Ok((classes, files))
 }
 
-/// Decodes `bytes` within the limits and brings the image to `options.size` as RGB.
-fn decode(bytes: &[u8], options: ImageOptions) -> std::result::Result<RgbImage, String> {
+/// Bytes of memory shared by the decodes of one conversion: a decode takes its bytes before it
+/// allocates and waits while they are not free.
+struct Budget {
+    total: u64,
+    free: Mutex<u64>,
+    freed: Condvar,
+}
+
+/// Bytes taken from a [`Budget`], given back when dropped.
+struct Held<'a> {
+    budget: &'a Budget,
+    bytes: u64,
+}
+
+impl Budget {
+    fn new(total: u64) -> Budget {
+        Budget { total, free: Mutex::new(total), freed: Condvar::new() }
+    }
+
+    /// Takes `bytes` (at most the whole budget, so that a request can always be met), waiting
+    /// until they are free. No caller holds bytes of the same budget while it waits, and the
+    /// holders wait for nothing of it, so the waits end.
+    fn take(&self, bytes: u64) -> Held<'_> {
+        let bytes = bytes.min(self.total);
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        while *free < bytes {
+            free = self.freed.wait(free).unwrap_or_else(PoisonError::into_inner);
+        }
+        *free -= bytes;
+        Held { budget: self, bytes }
+    }
+
+    /// [`Budget::take`] without waiting: `None` while the bytes are not free.
+    #[cfg(test)]
+    fn try_take(&self, bytes: u64) -> Option<Held<'_>> {
+        let bytes = bytes.min(self.total);
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        (*free >= bytes).then(|| {
+            *free -= bytes;
+            Held { budget: self, bytes }
+        })
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut free = self.budget.free.lock().unwrap_or_else(PoisonError::into_inner);
+        *free += self.bytes;
+        self.budget.freed.notify_all();
+    }
+}
+
+/// The two budgets of one conversion's decodes, always taken in this order (files, then pixels)
+/// and given back together, so that a decode holding file bytes while it waits for pixel bytes
+/// waits only on decodes that wait for nothing.
+struct Budgets {
+    files: Budget,
+    pixels: Budget,
+}
+
+impl Budgets {
+    fn new() -> Budgets {
+        Budgets { files: Budget::new(FILE_BUDGET), pixels: Budget::new(DECODE_BUDGET) }
+    }
+}
+
+/// Bytes of memory one image of `width` x `height` takes from its decode to its output: the
+/// decoder's output (`decoded` bytes), its conversion to RGB when it is something else, the
+/// resizer's intermediate image (at most the larger of the two sizes on each side, RGB) and the
+/// output (twice: a padded image is drawn on a canvas of its own).
+fn decode_cost(width: u32, height: u32, decoded: u64, is_rgb8: bool, out: (u32, u32)) -> u64 {
+    let rgb = |w: u32, h: u32| u64::from(w) * u64::from(h) * 3;
+    let converted = if is_rgb8 { 0 } else { rgb(width, height) };
+    let intermediate = rgb(width.max(out.0), height.max(out.1));
+    decoded.saturating_add(converted).saturating_add(intermediate).saturating_add(2 * rgb(out.0, out.1))
+}
+
+/// Reads and decodes the image file `path` within the budgets: its length and the bytes read,
+/// and the image brought to `options.size`, or why not.
+fn decode_file(
+    path: &Path,
+    options: ImageOptions,
+    budgets: &Budgets,
+) -> (u64, std::result::Result<RgbImage, String>) {
+    let (file, len) = match open_input(path) {
+        Ok(f) => f,
+        Err(Error::BadInput { reason, .. }) => return (0, Err(reason)),
+        Err(e) => return (0, Err(format!("cannot be read: {e}"))),
+    };
+    if len > MAX_FILE_BYTES {
+        return (len, Err(format!("{len} bytes; image files of at most {MAX_FILE_BYTES} bytes are decoded")));
+    }
+    let _file_bytes = budgets.files.take(2 * len);
+    let mut bytes = Vec::with_capacity(len as usize);
+    // No more than the length measured: a file growing meanwhile cannot outgrow its budget.
+    if let Err(e) = file.take(len).read_to_end(&mut bytes) {
+        return (0, Err(format!("cannot be read: {e}")));
+    }
+    let decoded = catch_decoder_panic(|| decode(&bytes, options, &budgets.pixels))
+        .unwrap_or_else(|panic| Err(format!("it broke the decoder: {panic}")));
+    (bytes.len() as u64, decoded)
+}
+
+/// Decodes `bytes` within the limits and brings the image to `options.size` as RGB, its memory
+/// (from the header's dimensions) taken from `pixels` first.
+fn decode(bytes: &[u8], options: ImageOptions, pixels: &Budget) -> std::result::Result<RgbImage, String> {
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_ALLOC);
     let mut reader = ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| e.to_string())?;
     reader.limits(limits);
-    let img = reader.decode().map_err(|e| e.to_string())?;
+    let decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let ((w, h), color, decoded) = (decoder.dimensions(), decoder.color_type(), decoder.total_bytes());
+    // What `ImageReader::decode` checks before allocating its output: the decoder's limits
+    // bound only its own working memory.
+    if decoded > MAX_ALLOC {
+        return Err(format!(
+            "an image of {w}x{h} {color:?} is {decoded} bytes decoded; the limit is {MAX_ALLOC}"
+        ));
+    }
+    let need = decode_cost(w, h, decoded, color == ColorType::Rgb8, options.size);
+    if need > MAX_IMAGE_BYTES {
+        return Err(format!(
+            "an image of {w}x{h} {color:?} needs {need} bytes to decode, convert and resize to {}x{}; \
+             one image is given at most {MAX_IMAGE_BYTES}",
+            options.size.0, options.size.1
+        ));
+    }
+    let _held = pixels.take(need);
+    let img = DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?;
     Ok(fit(&img, options))
 }
 
@@ -262,14 +402,9 @@ fn write(
     let window = PER_THREAD * rayon::current_num_threads();
     let (mut bytes_in, mut done) = (0u64, 0u64);
     let mut skipped = Vec::new();
+    let budgets = Budgets::new();
     let decode_window = |chunk: &[(PathBuf, u32)]| -> Vec<(u64, std::result::Result<RgbImage, String>)> {
-        chunk
-            .par_iter()
-            .map(|(path, _)| match std::fs::read(path) {
-                Ok(b) => (b.len() as u64, decode(&b, options)),
-                Err(e) => (0, Err(format!("cannot be read: {e}"))),
-            })
-            .collect()
+        chunk.par_iter().map(|(path, _)| decode_file(path, options, &budgets)).collect()
     };
     let windows: Vec<&[(PathBuf, u32)]> = files.chunks(window).collect();
     // Each window is written on a writer thread while the next ones decode on the pool.
@@ -311,4 +446,40 @@ fn write(
     crate::store::write_atomic(staging, "classes.txt", text.as_bytes())?;
     let (chunk_bytes, dict_bytes) = Store::open(&images_dir)?.footprint()?;
     Ok((ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes }, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_gives_only_free_bytes_and_wakes_a_waiter_when_they_come_back() {
+        let b = Budget::new(10);
+        let held = b.take(6);
+        assert!(b.try_take(6).is_none(), "4 bytes are free");
+        let small = b.try_take(4).expect("4 bytes are free");
+        drop(small);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _h = b.take(6);
+                tx.send(()).unwrap();
+            });
+            drop(held);
+            rx.recv().expect("the waiter gets its bytes once they are given back");
+        });
+        assert!(b.try_take(10).is_some(), "every byte came back");
+        assert_eq!(b.take(25).bytes, 10, "a request over the whole budget takes the whole budget");
+    }
+
+    #[test]
+    fn a_grey_image_counts_its_conversion_and_resizing() {
+        // The 255 KB grey PNG of 16384 x 16384: 256 MiB decoded, 768 MiB as RGB, 768 MiB resized.
+        let side = 1u32 << 14;
+        let grey = decode_cost(side, side, 1 << 28, false, (32, 32));
+        assert!(grey > MAX_IMAGE_BYTES, "{grey}");
+        assert_eq!(grey, (1 << 28) + 2 * 3 * (1u64 << 28) + 2 * 32 * 32 * 3);
+        // An RGB photo of 4000 x 3000 takes its pixels twice.
+        assert_eq!(decode_cost(4000, 3000, 36_000_000, true, (224, 224)), 72_000_000 + 2 * 224 * 224 * 3);
+    }
 }

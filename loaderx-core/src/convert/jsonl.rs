@@ -4,6 +4,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
+use super::block::map_input;
 use super::summary::{ConvertSummary, finish};
 use crate::{DatasetWriter, Error, MappedFile, Result, WriteOptions, partition, partition_files};
 
@@ -23,7 +24,9 @@ const RANGE_BYTES: u64 = 8 << 20;
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no inputs; [`Error::BadInput`] naming the file and 1-based line
-/// of a line over 1 MiB; [`Error::Io`] naming a file that cannot be read; otherwise as
+/// of a line over 1 MiB, or naming an input that is not a regular file (a pipe, a device, a
+/// `/proc` file: nothing is converted from input that was not read); [`Error::Io`] naming a file
+/// that cannot be read; otherwise as
 /// [`DatasetWriter::with_schema`]. Nothing is left at `out` on error.
 pub fn jsonl<P: AsRef<Path>>(
     inputs: &[P],
@@ -34,7 +37,7 @@ pub fn jsonl<P: AsRef<Path>>(
         return Err(Error::InvalidArgument("convert jsonl needs at least one input file".into()));
     }
     // Open every input before writing anything, so a missing file fails fast.
-    let files: Vec<MappedFile> = inputs.iter().map(MappedFile::open).collect::<Result<_>>()?;
+    let files: Vec<MappedFile> = inputs.iter().map(|p| map_input(p.as_ref())).collect::<Result<_>>()?;
     let spans: Vec<(usize, u64, u64)> =
         files.iter().enumerate().map(|(i, f)| (i, 0, f.bytes().len() as u64)).collect();
     convert_spans(&files, &spans, out.as_ref(), opts)
@@ -83,7 +86,7 @@ pub fn jsonl_part<P: AsRef<Path>>(
     if inputs.is_empty() {
         return Err(Error::InvalidArgument("convert jsonl needs at least one input file".into()));
     }
-    let files: Vec<MappedFile> = inputs.iter().map(MappedFile::open).collect::<Result<_>>()?;
+    let files: Vec<MappedFile> = inputs.iter().map(|p| map_input(p.as_ref())).collect::<Result<_>>()?;
     let sources: Vec<&[u8]> = files.iter().map(MappedFile::bytes).collect();
     let spans: Vec<(usize, u64, u64)> = partition_files(&sources, part.count, b'\n')?
         .into_iter()

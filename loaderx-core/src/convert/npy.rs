@@ -1,10 +1,11 @@
 //! NumPy `.npy` files: the header as a pure function over bytes, and the streaming converter.
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use super::block::{DataSection, check_records, product, read_full, stream_records, truncated};
+use super::block::{
+    DataSection, check_records, checked_item_bytes, open_input, product, read_full, stream_records, truncated,
+};
 use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
@@ -369,7 +370,8 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
 ///
 /// # Errors
 /// [`Error::BadInput`] naming `input` for a malformed header, an unsupported dtype, Fortran order,
-/// a data section of the wrong size (expected vs actual bytes) or a `bool` byte other than 0/1;
+/// a data section of the wrong size (expected vs actual bytes), a `bool` byte other than 0/1,
+/// more than 2^20 records of zero-byte items, or an input that is not a regular file;
 /// [`Error::AlreadyExists`] when `out` exists and `opts` does not overwrite; [`Error::Io`] naming
 /// the file. On any error nothing is left at `out` (nor `out.partial`).
 ///
@@ -391,8 +393,7 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
 pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
     let (input, out) = (input.as_ref(), out.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
-    let file = File::open(input).map_err(|e| Error::io("open", input, e))?;
-    let file_len = file.metadata().map_err(|e| Error::io("stat", input, e))?.len();
+    let (file, file_len) = open_input(input)?;
     let mut r = BufReader::with_capacity(1 << 20, file);
     let h = read_header(&mut r, input)?;
     if h.fortran_order && h.shape.iter().filter(|&&d| d > 1).count() > 1 {
@@ -403,6 +404,7 @@ pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         None => (1, Vec::new()),
     };
     check_records(records, input, &opts)?;
+    let item_bytes = checked_item_bytes(records, h.dtype, &item_shape, input)?;
     let expected = h.data_len();
     let actual = file_len.saturating_sub(h.data_offset);
     if actual < expected {
@@ -415,7 +417,6 @@ pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         )));
     }
     let schema = Schema::dense(h.dtype, item_shape);
-    let item_bytes = schema.unit_bytes();
     let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
     // A read that comes up short means the file shrank after it was measured.
     let data = DataSection { path: input, offset: h.data_offset, expected };

@@ -16,7 +16,8 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
-use super::block::pipelined;
+use super::block::{catch_decoder_panic, open_input, pipelined};
+use super::safetensors::{STAGING_SUFFIX, valid_name};
 use super::summary::{ConvertSummary, finish};
 use crate::dataset::{DIRECT_BYTES, DIRECT_RECORDS, remove_dataset_dir};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
@@ -49,7 +50,8 @@ impl ParquetColumn {
     /// `NAME` or `NAME=STREAM` (the CLI's `--column`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for an empty name or a stream that is not a directory name.
+    /// [`Error::InvalidArgument`] for an empty name or a stream that is not a directory name (or
+    /// ends in `.partial`, the suffix of a dataset's staging directory).
     pub fn parse(spec: &str) -> Result<ParquetColumn> {
         let (column, stream) = spec.split_once('=').unwrap_or((spec, spec));
         ParquetColumn::new(column, stream)
@@ -60,10 +62,10 @@ impl ParquetColumn {
     /// # Errors
     /// As [`ParquetColumn::parse`].
     pub fn new(column: &str, stream: &str) -> Result<ParquetColumn> {
-        if column.is_empty() || !super::safetensors::valid_name(stream) {
+        if column.is_empty() || !valid_name(stream) {
             return Err(Error::InvalidArgument(format!(
                 "column {column:?} as dataset {stream:?}: a column name is not empty and a dataset name \
-                 is one directory name"
+                 is one directory name, not ending in {STAGING_SUFFIX} (the staging name of another)"
             )));
         }
         Ok(ParquetColumn { column: column.to_string(), stream: stream.to_string() })
@@ -411,12 +413,13 @@ struct Source {
     groups: Vec<(u64, u64)>,
 }
 
+/// The reader of `path`'s footer (metadata and Arrow schema), its decoder's panics caught.
 fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
-    let f = File::open(path).map_err(|e| Error::io("open", path, e))?;
-    ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| Error::BadInput {
-        path: path.to_path_buf(),
-        reason: format!("not a readable Parquet file: {e}"),
-    })
+    let (f, _) = open_input(path)?;
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    catch_decoder_panic(|| ParquetRecordBatchReaderBuilder::try_new(f))
+        .map_err(|panic| bad(format!("not a readable Parquet file: its footer broke the decoder ({panic})")))?
+        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))
 }
 
 /// Converts columns of the Parquet files `inputs` (read in order, as one table) into one
@@ -434,10 +437,12 @@ fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no inputs, a column not in the files, or two columns to one
-/// dataset; [`Error::BadInput`] naming the file for one that is not Parquet, a column of a type
-/// loaderx cannot hold (naming the type), another type for the same column in a later file, or
-/// a null; [`Error::AlreadyExists`] for an existing dataset without overwrite; the writers'
-/// errors.
+/// dataset; [`Error::BadInput`] naming the file for one that is not Parquet or is malformed
+/// (the decoder's panics on damaged files are caught and become this error), one that is not a
+/// regular file, a column of a type loaderx cannot hold (naming the type), a column whose name
+/// cannot be a dataset's (with all columns converted), another type for the same column in a
+/// later file, or a null; [`Error::AlreadyExists`] for an existing dataset without overwrite;
+/// the writers' errors.
 pub fn parquet<P: AsRef<Path>>(
     inputs: &[P],
     out_dir: impl AsRef<Path>,
@@ -453,7 +458,20 @@ pub fn parquet<P: AsRef<Path>>(
     let first = open_builder(inputs[0].as_ref())?;
     let arrow = Arc::clone(first.schema());
     let columns: Vec<ParquetColumn> = if columns.is_empty() {
-        arrow.fields().iter().map(|f| ParquetColumn::new(f.name(), f.name())).collect::<Result<_>>()?
+        arrow
+            .fields()
+            .iter()
+            .map(|f| {
+                ParquetColumn::new(f.name(), f.name()).map_err(|_| Error::BadInput {
+                    path: inputs[0].as_ref().to_path_buf(),
+                    reason: format!(
+                        "column {:?} cannot be a dataset's name (one directory name, not ending in \
+                         {STAGING_SUFFIX}, the staging name of another): name its dataset (NAME=DATASET)",
+                        f.name()
+                    ),
+                })
+            })
+            .collect::<Result<_>>()?
     } else {
         columns.to_vec()
     };
@@ -531,7 +549,17 @@ pub fn parquet<P: AsRef<Path>>(
         // first bad row, whichever thread found its error first.
         let decoded: Vec<Result<Vec<Chunk>>> = groups[k]
             .par_iter()
-            .map(|&(s, g)| decode_group(&sources[s], g, &columns, &layouts, nulls))
+            .map(|&(s, g)| {
+                let src = &sources[s];
+                catch_decoder_panic(|| decode_group(src, g, &columns, &layouts, nulls)).unwrap_or_else(
+                    |panic| {
+                        Err(Error::BadInput {
+                            path: src.path.clone(),
+                            reason: format!("row group {g} broke the Parquet decoder ({panic})"),
+                        })
+                    },
+                )
+            })
             .collect();
         decoded.into_iter().collect()
     };

@@ -4,9 +4,9 @@ use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors};
 
-use super::block::{append_block, check_block, records_per_block, to_native};
+use super::block::{append_block, check_block, checked_item_bytes, map_input, records_per_block, to_native};
 use super::summary::{ConvertSummary, finish};
-use crate::{DType, DatasetWriter, Error, MappedFile, Result, Schema, WriteOptions};
+use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
 /// Our dtype of a safetensors dtype, if we have one.
 fn dtype_of(d: Dtype) -> Option<DType> {
@@ -28,10 +28,20 @@ fn dtype_of(d: Dtype) -> Option<DType> {
     })
 }
 
-/// A tensor name usable as one directory name: no separators, not `.` or `..`.
+/// A tensor name usable as one dataset's directory name: no separators, not `.` or `..`, and not
+/// ending in `.partial`: each dataset `D` is written as `D.partial` first, so a dataset named
+/// `a.partial` beside one named `a` would be the other's staging directory (removed or renamed
+/// over by the other's writer).
 pub(crate) fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', '\\', '\0'])
+        && !name.ends_with(STAGING_SUFFIX)
 }
+
+/// The suffix of a dataset's staging directory (see [`crate::DatasetWriter`]).
+pub(crate) const STAGING_SUFFIX: &str = ".partial";
 
 /// Converts every tensor of the safetensors file `input` into a dense dataset `out_dir/<name>`
 /// (axis 0 = records, item shape the remaining axes), in name order, and returns each name with
@@ -54,7 +64,7 @@ pub fn safetensors(
 ) -> Result<Vec<(String, ConvertSummary)>> {
     let (input, out_dir) = (input.as_ref(), out_dir.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
-    let map = MappedFile::open(input)?;
+    let map = map_input(input)?;
     let st = SafeTensors::deserialize(map.bytes())
         .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
     let mut tensors = st.tensors();
@@ -67,7 +77,10 @@ pub fn safetensors(
             bad(format!("tensor '{name}' has dtype {:?}, which loaderx does not hold", view.dtype()))
         })?;
         if !valid_name(name) {
-            return Err(bad(format!("tensor name '{name}' cannot be a directory name")));
+            return Err(bad(format!(
+                "tensor name '{name}' cannot be a dataset's directory name (one path component, not \
+                 ending in {STAGING_SUFFIX})"
+            )));
         }
         let (records, item_shape) = match view.shape().split_first() {
             Some((&n, rest)) => (n, rest.to_vec()),
@@ -80,6 +93,10 @@ pub fn safetensors(
                 opts.format_of().max_records()
             )));
         }
+        // The library checked the data's length against the whole shape; an axis 0 of 0 leaves
+        // the item's size unchecked, and items of 0 bytes make records from no data.
+        checked_item_bytes(records, dtype, &item_shape, input)
+            .map_err(|e| bad(format!("tensor '{name}': {}", reason_of(e))))?;
         let schema = Schema::dense(dtype, item_shape);
         if schema.unit_bytes() > opts.max_record_size() {
             return Err(Error::InvalidArgument(format!(
@@ -121,6 +138,14 @@ pub fn safetensors(
     Ok(results)
 }
 
+/// The reason of a [`Error::BadInput`] (another error's message).
+fn reason_of(e: Error) -> String {
+    match e {
+        Error::BadInput { reason, .. } => reason,
+        other => other.to_string(),
+    }
+}
+
 fn write_tensor(
     input: &Path,
     data: &[u8],
@@ -158,7 +183,8 @@ mod tests {
     #[test]
     fn names_with_separators_are_refused() {
         assert!(valid_name("model.layers.0.weight"));
-        for n in ["", ".", "..", "a/b", "a\\b", "a\0"] {
+        assert!(valid_name("a.partial.x"));
+        for n in ["", ".", "..", "a/b", "a\\b", "a\0", "a.partial", ".partial"] {
             assert!(!valid_name(n), "{n:?}");
         }
     }

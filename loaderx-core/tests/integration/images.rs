@@ -116,3 +116,74 @@ fn undecodable_files_fail_with_their_path_or_are_skipped() {
             .is_err()
     );
 }
+
+/// A valid grey PNG of `side` x `side` black pixels that is small on disk: its rows (a filter
+/// byte and `side` zeros each) compressed once, 64 rows at a time, and that deflate block
+/// repeated (every block is byte-aligned by the sync flush, and refers only to zeros).
+fn grey_png_bomb(side: u32) -> Vec<u8> {
+    use flate2::{Compress, Compression, FlushCompress};
+    let rows_per_block = 64;
+    assert_eq!(side % rows_per_block, 0);
+    let block = vec![0u8; (side as usize + 1) * rows_per_block as usize];
+    let mut c = Compress::new(Compression::fast(), false);
+    let mut deflated = Vec::with_capacity(block.len());
+    c.compress_vec(&block, &mut deflated, FlushCompress::Sync).unwrap();
+    assert_eq!(c.total_in(), block.len() as u64, "one call compressed the whole block");
+    let mut last = Vec::with_capacity(64);
+    c.compress_vec(&[], &mut last, FlushCompress::Finish).unwrap();
+    let total = block.len() as u64 * u64::from(side / rows_per_block);
+    // zlib: a header, the blocks, the final empty block, then Adler-32 (of zeros: a = 1, b = n).
+    let mut zlib = vec![0x78, 0x01];
+    for _ in 0..side / rows_per_block {
+        zlib.extend_from_slice(&deflated);
+    }
+    zlib.extend_from_slice(&last);
+    zlib.extend_from_slice(&((((total % 65521) as u32) << 16) | 1).to_be_bytes());
+    let chunk = |out: &mut Vec<u8>, kind: &[u8], data: &[u8]| {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let mut crc = flate2::Crc::new();
+        crc.update(kind);
+        crc.update(data);
+        out.extend_from_slice(&crc.sum().to_be_bytes());
+    };
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut ihdr = side.to_be_bytes().to_vec();
+    ihdr.extend_from_slice(&side.to_be_bytes());
+    ihdr.extend_from_slice(&[8, 0, 0, 0, 0]); // 8 bits, grey, deflate, no filter set, no interlace
+    chunk(&mut png, b"IHDR", &ihdr);
+    chunk(&mut png, b"IDAT", &zlib);
+    chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+/// An image bomb (issue 27, 3.9): a PNG of about a megabyte that announces 16384 x 16384 grey
+/// pixels decodes within the decoder's own limit (256 MiB) but takes 1.8 GiB with its
+/// conversion to RGB and its resizing, per decode thread. Refused from its header, before any
+/// pixel is decoded, naming the file (or skipped with `skip_bad`); the images beside it convert.
+#[test]
+fn an_image_bomb_is_refused_from_its_header_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("in");
+    std::fs::create_dir_all(root.join("cat")).unwrap();
+    save(&root.join("cat/a.png"), 40, 30, [255, 0, 0], ImageFormat::Png);
+    let bomb = root.join("cat/b-bomb.png");
+    let png = grey_png_bomb(1 << 14);
+    assert!(png.len() < 2 << 20, "{} bytes on disk", png.len());
+    std::fs::write(&bomb, &png).unwrap();
+    let out = dir.path().join("out");
+    match images(&root, &out, ImageOptions::new(32, 32), WriteOptions::new()).unwrap_err() {
+        Error::BadInput { path, reason } => {
+            assert_eq!(path, bomb);
+            assert!(reason.contains("16384x16384") && reason.contains("needs"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!out.exists() && !dir.path().join("out.partial").exists(), "nothing written");
+    let opts = ImageOptions { skip_bad: true, ..ImageOptions::new(32, 32) };
+    let s = images(&root, &out, opts, WriteOptions::new()).unwrap();
+    assert_eq!(s.images.records, 1);
+    assert_eq!(s.skipped.len(), 1);
+    assert_eq!(s.skipped[0].0, bomb);
+}

@@ -248,3 +248,138 @@ for codec in ["snappy", "gzip", "zstd", "lz4", "none"]:
         assert_eq!(image.get_batch(&[9]).unwrap()[0], b"\x89PNG9");
     }
 }
+
+/// A small file of levels, lists and dictionary strings (nulls in each), uncompressed so that
+/// damaged bytes reach the decoders: 40 rows in row groups of 20.
+fn small_file(path: &Path) {
+    let n = 40;
+    let i = Int64Array::from_iter((0..n).map(|r| (r % 7 != 3).then_some(r as i64)));
+    let mut tok = ListBuilder::new(Int32Builder::new());
+    for r in 0..n {
+        tok.values().append_slice(&tokens(r));
+        tok.append(r % 5 != 1);
+    }
+    let s = StringArray::from_iter_values((0..n).map(|r| format!("w{}", r % 4)));
+    let batch = RecordBatch::try_from_iter(vec![
+        ("i", Arc::new(i) as ArrayRef),
+        ("tok", Arc::new(tok.finish()) as ArrayRef),
+        ("s", Arc::new(s) as ArrayRef),
+    ])
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::UNCOMPRESSED)
+        .set_max_row_group_size(20)
+        .build();
+    let mut w =
+        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+/// Damaged files (issue 27, 3.8: parquet 57.3.2 and arrow-ipc 57.3.2 panic on many: an RLE
+/// bit width past the type, a negative column start, `Option::unwrap` in the thrift decoding,
+/// an unknown type): every byte of the footer set to a value that breaks lengths, offsets or
+/// enums, and each page's first bytes to each of them. Each conversion converts or fails with
+/// `BadInput` naming the file (the decoder's panic caught, its message kept); none panics.
+#[test]
+fn damaged_files_are_typed_errors_never_panics() {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    // Two thousand conversions, each synced when it succeeds: on a memory file system where
+    // there is one, so that the disk's sync latency does not make the test minutes long.
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
+    let file = dir.path().join("t.parquet");
+    small_file(&file);
+    let good = std::fs::read(&file).unwrap();
+    let footer = u32::from_le_bytes(good[good.len() - 8..good.len() - 4].try_into().unwrap()) as usize;
+    const VALUES: [u8; 3] = [0x00, 0xFF, 0x7F];
+    let mut cases: Vec<(usize, u8)> =
+        (good.len() - 8 - footer..good.len() - 8).map(|p| (p, VALUES[p % 3])).collect();
+    let meta = SerializedFileReader::new(std::fs::File::open(&file).unwrap()).unwrap().metadata().clone();
+    for g in meta.row_groups() {
+        for c in g.columns() {
+            for start in [Some(c.data_page_offset()), c.dictionary_page_offset()].into_iter().flatten() {
+                let page = start as usize..(start as usize + 32).min(good.len());
+                cases.extend(page.flat_map(|p| VALUES.map(|v| (p, v))));
+            }
+        }
+    }
+    let out = dir.path().join("o");
+    let none: [ParquetColumn; 0] = [];
+    let (mut caught, mut converted) = (0, 0);
+    for &(p, v) in &cases {
+        let mut bytes = good.clone();
+        bytes[p] = v;
+        std::fs::write(&file, &bytes).unwrap();
+        let opts = WriteOptions::new().overwrite(true);
+        match parquet(&[&file], &out, &none, Nulls::Fill(0.0), opts) {
+            Ok(_) => converted += 1,
+            Err(Error::BadInput { path, reason }) => {
+                assert_eq!(path, file, "byte {p} = {v:#x}: {reason}");
+                caught += usize::from(reason.contains("broke"));
+            }
+            // A damaged name or length can make two datasets of one name, or a record too
+            // large for the store: typed errors too.
+            Err(Error::RecordTooLarge { .. } | Error::InvalidArgument(_)) => {}
+            Err(e) => panic!("byte {p} = {v:#x}: {e:?}"),
+        }
+    }
+    eprintln!("{} damaged files: {converted} converted, {caught} panics of the decoder caught", cases.len());
+}
+
+/// Columns `a` and `a.partial` (issue 27, 3.17): each dataset `D` is written as `D.partial`
+/// first, so the second column's dataset would be the first's staging directory. A dataset name
+/// ending in `.partial` is refused, naming the file when it comes from the file's columns; the
+/// column converts under another name.
+#[test]
+fn a_column_named_as_another_columns_staging_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.parquet");
+    let a = Int64Array::from_iter_values(0..10);
+    let b = Int64Array::from_iter_values(100..110);
+    let batch = RecordBatch::try_from_iter(vec![
+        ("a", Arc::new(a) as ArrayRef),
+        ("a.partial", Arc::new(b) as ArrayRef),
+    ])
+    .unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let out = dir.path().join("o");
+    let none: [ParquetColumn; 0] = [];
+    match parquet(&[&file], &out, &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
+        Error::BadInput { path, reason } => {
+            assert_eq!(path, file);
+            assert!(reason.contains("\"a.partial\"") && reason.contains("NAME=DATASET"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(!out.exists(), "nothing written");
+    assert!(matches!(ParquetColumn::parse("a=b.partial"), Err(Error::InvalidArgument(_))));
+    let cols = [ParquetColumn::parse("a").unwrap(), ParquetColumn::parse("a.partial=a_partial").unwrap()];
+    parquet(&[&file], &out, &cols, Nulls::Error, WriteOptions::new()).unwrap();
+    let a = DenseDataset::<i64>::open(out.join("a")).unwrap();
+    let b = DenseDataset::<i64>::open(out.join("a_partial")).unwrap();
+    assert_eq!(a.get_batch(&[9]).unwrap().as_slice::<i64>().unwrap(), &[9]);
+    assert_eq!(b.get_batch(&[9]).unwrap().as_slice::<i64>().unwrap(), &[109]);
+}
+
+/// A pipe or a device is not a Parquet file that happens to be empty (issue 27, 3.13): refused
+/// naming the path, and a FIFO without a writer does not make the open wait.
+#[cfg(target_os = "linux")]
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let none: [ParquetColumn; 0] = [];
+    for (input, needle) in [(Path::new("/dev/null"), "character device"), (fifo.as_path(), "pipe")] {
+        match parquet(&[input], dir.path().join("o"), &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
+            Error::BadInput { path, reason } => {
+                assert_eq!(path, input);
+                assert!(reason.contains(needle) && reason.contains("not a regular file"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
