@@ -97,7 +97,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = WriteLock::acquire(dir.path()).unwrap();
         assert!(dir.path().join(LOCK_FILE).exists());
-        let refused = WriteLock::acquire(dir.path()).err().expect("held");
+        let Err(refused) = WriteLock::acquire(dir.path()) else { panic!("held") };
         assert!(matches!(refused, Error::Locked { .. }), "{refused}");
         // The holder is named by its process id (here, this process).
         assert!(refused.to_string().contains(&format!("process {}", std::process::id())), "{refused}");

@@ -232,8 +232,7 @@ fn a_second_writer_of_the_same_output_is_refused_naming_the_first() {
     a.append(&[1u32, 2, 3, 4]).unwrap();
     for overwrite in [false, true] {
         let err = DatasetWriter::dense::<u32>(&out, vec![2], WriteOptions::new().overwrite(overwrite))
-            .err()
-            .expect("the staging directory is locked");
+            .expect_err("the staging directory is locked");
         assert!(matches!(err, Error::Locked { .. }), "{err}");
         let text = err.to_string();
         assert!(text.contains(&format!("process {}", std::process::id())) && text.contains("out"), "{text}");
@@ -270,7 +269,7 @@ fn writers_never_delete_or_write_through_symbolic_links() {
     };
     let before = files(&elsewhere);
     std::os::unix::fs::symlink(&elsewhere, dir.path().join("out.partial")).unwrap();
-    let err = DatasetWriter::dense::<u8>(dir.path().join("out"), vec![1], WriteOptions::new()).err().unwrap();
+    let err = DatasetWriter::dense::<u8>(dir.path().join("out"), vec![1], WriteOptions::new()).unwrap_err();
     assert!(matches!(err, Error::BadInput { .. }) && err.to_string().contains("symbolic link"), "{err}");
     assert_eq!(files(&elsewhere), before, "nothing removed through the link");
     std::fs::remove_file(dir.path().join("out.partial")).unwrap();

@@ -368,7 +368,9 @@ fn a_journal_naming_chunks_past_the_store_creates_nothing() {
         let j = Journal::Move { entries: vec![(0, e)], data: vec![9u8; 4] };
         std::fs::write(path.join("journal.zr"), j.encode(format)).unwrap();
         for _ in 0..2 {
-            let err = Store::open_rw(&path, opts(format)).err().expect("a hostile journal is refused");
+            let Err(err) = Store::open_rw(&path, opts(format)) else {
+                panic!("a hostile journal is refused")
+            };
             assert!(matches!(err, Error::Corrupt { .. }), "{format}: {err}");
             assert!(err.to_string().contains("journal"), "{err}");
         }

@@ -223,7 +223,9 @@ fn stitch_resolves_links_and_a_replaced_part_is_refused() {
     // p1 replaced by another dataset of the same schema and length.
     std::fs::rename(parts.join("p1"), dir.path().join("p1-old")).unwrap();
     write(&parts.join("p1"), 7000);
-    let e = DenseDataset::<u32>::open(dir.path().join("sets/s")).err().expect("a replaced part is refused");
+    let Err(e) = DenseDataset::<u32>::open(dir.path().join("sets/s")) else {
+        panic!("a replaced part is refused")
+    };
     assert!(
         matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("replaced")),
         "{e}"
