@@ -36,6 +36,9 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
     if loaderx_core::remote::is_remote(dir) {
         return remote_info(&dir.to_string_lossy(), args.json);
     }
+    if let Some(parts) = loaderx_core::set_parts(dir).with_context(|| format!("info {}", dir.display()))? {
+        return set_info(dir, &parts, args.json);
+    }
     let store = Store::open(dir).with_context(|| format!("info {}", dir.display()))?;
     let sum = store.summary().with_context(|| format!("info {}", dir.display()))?;
     let schema = schema_of(dir)?;
@@ -71,6 +74,41 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
         human(sum.dict_bytes),
         human(sum.index_bytes),
     ));
+    crate::print(&t)
+}
+
+/// `info` of a store set: its schema and parts as its manifest lists them (the parts are not
+/// opened: `verify` and the datasets check them).
+fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<()> {
+    let schema = Schema::read(dir).with_context(|| format!("info {}", dir.display()))?;
+    let kind = match schema.kind {
+        loaderx_core::Kind::Dense => "dense",
+        loaderx_core::Kind::Ragged => "ragged",
+    };
+    let length: u64 = parts.iter().map(|(_, n)| n).sum();
+    if json {
+        let v = serde_json::json!({
+            "path": dir.display().to_string(),
+            "kind": kind,
+            "set": true,
+            "dtype": schema.dtype.name(),
+            "shape": schema.shape,
+            "length": length,
+            "parts": parts.iter().map(|(p, n)| serde_json::json!({ "path": p, "records": n })).collect::<Vec<_>>(),
+        });
+        return crate::print(&format!("{v}\n"));
+    }
+    let what = if schema.kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
+    let mut t = format!(
+        "path:    {}\nkind:    {kind} (a store set of {} parts)\ndtype:   {}\nshape:   {:?} ({what})\nlength:  {length}\n",
+        dir.display(),
+        parts.len(),
+        schema.dtype,
+        schema.shape
+    );
+    for (p, n) in parts {
+        t.push_str(&format!("part:    {p} ({n} records)\n"));
+    }
     crate::print(&t)
 }
 

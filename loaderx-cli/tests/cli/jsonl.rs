@@ -125,6 +125,12 @@ fn jsonl_parts_converted_separately_are_the_whole_input() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("{} records", want.len())));
+    // `info` on the set: its schema, length and parts (it once said "not a loaderx store").
+    let o = Command::new(env!("CARGO_BIN_EXE_loaderx")).arg("info").arg(&set).output().unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(t.contains("a store set of 4 parts") && t.contains(&format!("length:  {}", want.len())), "{t}");
+    assert_eq!(t.matches("part:    ").count(), 4, "{t}");
     let set = loaderx_core::RaggedSource::open(&set).unwrap();
     let all: Vec<u32> = (0..want.len() as u32).collect();
     let batch = set.get_batch(&all).unwrap();

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::block::{records_per_block, to_native};
 use super::npy::NpyHeader;
 use crate::store::write_atomic_with;
-use crate::{DenseSource, Error, Result};
+use crate::{DType, DenseSource, Error, Result};
 
 /// Writes the dense dataset in `dataset` as the `.npy` file `out`: shape `(len, *item_shape)`,
 /// little-endian type string, C order, with the header laid out exactly as NumPy writes it, so a
@@ -27,6 +27,21 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
         return Err(Error::AlreadyExists { path: out.to_path_buf() });
     }
     let src = DenseSource::open(dataset)?;
+    if src.schema().unit_bytes() == 0
+        && let Some(store) = src.store()
+        && store.stats()?.logical_bytes > 0
+    {
+        // Items of no bytes would export as an empty array while the records hold data: the
+        // schema does not describe this store.
+        return Err(Error::Schema {
+            path: src.path().to_path_buf(),
+            reason: format!(
+                "the schema's items ({:?} {}) are 0 bytes, but the records hold bytes",
+                src.item_shape(),
+                src.dtype()
+            ),
+        });
+    }
     let header = NpyHeader::encode(src.dtype(), &src.batch_shape(src.len()))?;
     let name = out
         .file_name()
@@ -52,6 +67,16 @@ fn write_npy(src: &DenseSource, header: &[u8], file: &File, tmp: &Path) -> Resul
         match src.store() {
             Some(store) => store.gather_fixed(&indices, item_bytes, block)?,
             None => block.copy_from_slice(src.get_batch(&indices)?.as_bytes()),
+        }
+        if src.dtype() == DType::Bool
+            && let Some(at) = block.iter().position(|&b| b > 1)
+        {
+            // NumPy reads any byte as a bool; the dataset's own reads refuse these, so does this.
+            return Err(Error::CorruptRecord {
+                path: src.path().to_path_buf(),
+                index: (done + at / item_bytes) as u64,
+                reason: format!("a bool item holds the byte {} (bools are 0 or 1)", block[at]),
+            });
         }
         // The header promises little-endian data; a byte swap is its own inverse, so "from
         // little-endian to native" is also "from native to little-endian".

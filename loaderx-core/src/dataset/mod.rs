@@ -14,8 +14,7 @@ pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 #[cfg(feature = "remote")]
-pub(crate) use set::parts_of;
-pub use set::{SET_FILE, StitchSummary, stitch};
+pub use set::{SET_FILE, StitchSummary, set_parts, stitch};
 #[cfg(feature = "images")]
 pub(crate) use writer::lock_staging;
 pub(crate) use writer::remove_dataset_dir;

@@ -54,16 +54,25 @@ impl Manifest {
 }
 
 /// The parts of the store set in `dir`, as written in its manifest: (path relative to `dir`,
-/// records), or `None` when `dir` holds no set.
+/// records), or `None` when `dir` holds no set. Only the manifest is read (the parts are not
+/// opened).
 ///
 /// # Errors
 /// [`Error::Io`] or [`Error::Corrupt`] naming the manifest.
-#[cfg(feature = "remote")]
-pub(crate) fn parts_of(dir: &Path) -> Result<Option<Vec<(String, u64)>>> {
+pub fn set_parts(dir: impl AsRef<Path>) -> Result<Option<Vec<(String, u64)>>> {
+    let dir = dir.as_ref();
     if !is_set(dir) {
         return Ok(None);
     }
     let file = dir.join(SET_FILE);
+    let len = std::fs::metadata(&file).map_err(|e| Error::io("stat", &file, e))?.len();
+    if len > MAX_MANIFEST {
+        return Err(Error::Corrupt {
+            path: file,
+            offset: 0,
+            reason: format!("{len} bytes is more than a set manifest may hold ({MAX_MANIFEST})"),
+        });
+    }
     let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
     Ok(Some(Manifest::decode(&bytes, &file)?.parts.into_iter().map(|e| (e.path, e.records)).collect()))
 }

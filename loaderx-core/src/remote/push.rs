@@ -54,7 +54,7 @@ fn is_store(dir: &Path) -> bool {
 /// directory above it; [`Error::NotAStore`] for a `dir`, or a part, that holds no store;
 /// [`Error::InvalidArgument`] for a part whose URL leaves the bucket.
 pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
-    let Some(parts) = crate::dataset::parts_of(dir)? else {
+    let Some(parts) = crate::dataset::set_parts(dir)? else {
         if !is_store(dir) {
             return Err(Error::NotAStore {
                 path: dir.to_path_buf(),

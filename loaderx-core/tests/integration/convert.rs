@@ -604,3 +604,30 @@ fn inputs_that_are_not_regular_files_are_refused_naming_the_path() {
     bad_input_naming(e, &files.join("b"), "size of 0");
     assert!(nothing_at(&out));
 }
+
+/// `export` refuses what the dataset's schema does not describe (issue 27): a dense schema of
+/// zero-byte items over records that hold bytes (it exported an empty array, successfully), and
+/// a bool dataset whose bytes are not 0 or 1 (exported as they were).
+#[test]
+fn export_refuses_zero_byte_items_over_bytes_and_bools_that_are_not_0_or_1() {
+    use loaderx_core::{Codec, DType, Error, Schema, Store, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    for (name, schema, records) in [
+        ("zero", Schema::dense(DType::F32, vec![0]), vec![vec![1u8, 2, 3, 4]; 3]),
+        ("bool", Schema::dense(DType::Bool, vec![2]), vec![vec![0u8, 1], vec![1, 7], vec![0, 0]]),
+    ] {
+        let path = dir.path().join(name);
+        let store = Store::create(&path, StoreOptions::new()).unwrap();
+        store.append(&records, Codec::Raw).unwrap();
+        drop(store);
+        schema.write(&path).unwrap();
+        let out = dir.path().join(format!("{name}.npy"));
+        let err = loaderx_core::export::npy(&path, &out, false).unwrap_err();
+        match (name, &err) {
+            ("zero", Error::Schema { .. }) => assert!(err.to_string().contains("0 bytes"), "{err}"),
+            ("bool", Error::CorruptRecord { index: 1, .. }) => assert!(err.to_string().contains("byte 7"), "{err}"),
+            _ => panic!("{name}: {err}"),
+        }
+        assert!(!out.exists(), "{name}: nothing exported");
+    }
+}
