@@ -408,6 +408,46 @@ fn one_writer_many_readers() {
     }
 }
 
+/// What README's "no SIGBUS" rests on: loaderx itself never shrinks a file a reader maps. The
+/// one operation that truncates chunk files, compaction, needs the store exclusively, so with a
+/// reader open it is refused and every chunk keeps its length; the reader's mapped reads go on.
+/// (A file truncated under a reader by another program is outside that claim: README says so.)
+#[test]
+fn compaction_never_truncates_a_chunk_under_an_open_reader() {
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut w = Store::create(&path, opts(format).chunk_capacity(4096)).unwrap();
+        w.append(&(0..40).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        w.delete(&(0..40u32).step_by(2).collect::<Vec<_>>()).unwrap();
+        let lengths = |p: &Path| -> Vec<(std::ffi::OsString, u64)> {
+            let mut v: Vec<_> = std::fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| (e.file_name(), e.metadata().unwrap().len()))
+                .filter(|(n, _)| n.to_string_lossy().trim_end_matches(".zr").parse::<u32>().is_ok())
+                .collect();
+            v.sort();
+            v
+        };
+        let r = Store::open(&path).unwrap();
+        let all: Vec<u64> = (0..r.len()).collect();
+        let before = r.gather(&all).unwrap();
+        let chunks = lengths(&path);
+        assert!(
+            matches!(w.compact(), Err(Error::Locked { .. })),
+            "{format}: compaction needs the store alone"
+        );
+        assert_eq!(lengths(&path), chunks, "{format}: no chunk shrank under the reader");
+        assert_eq!(r.gather(&all).unwrap(), before);
+        drop(r);
+        assert!(w.compact().unwrap().moved > 0);
+        assert!(
+            lengths(&path).iter().map(|(_, n)| n).sum::<u64>() < chunks.iter().map(|(_, n)| n).sum::<u64>()
+        );
+    }
+}
+
 /// Regression: a reader opened before the writer's first `zstd_dict` append loaded no dictionary
 /// at open and failed every dictionary record with `MissingDictionary` (found by the
 /// cross-process concurrency test in `crash.rs`).
