@@ -134,17 +134,18 @@ pub fn images(
     }
     let (classes, files) = list(dir)?;
     let staging = PathBuf::from(format!("{}.partial", out.display()));
-    if staging.exists() {
-        remove_dir(&staging)?;
-    }
-    std::fs::create_dir_all(&staging).map_err(|e| Error::io("create directory", &staging, e))?;
+    // Locked for the whole conversion, through the rename: a second conversion into `out` fails
+    // naming this one instead of removing its files (and a link planted there is refused).
+    let mut lock = crate::dataset::lock_staging(&staging, out)?;
+    clear_staging(&staging)?;
     let result = write(&staging, &classes, &files, options, &opts);
     match result {
         Ok((images, skipped)) => {
-            if out.exists() {
+            if std::fs::symlink_metadata(out).is_ok() {
                 remove_dir(out)?;
             }
             std::fs::rename(&staging, out).map_err(|e| Error::io("rename into", out, e))?;
+            lock.moved_to(out);
             // A bare relative `out` has the parent "", which names no directory.
             let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             crate::store::sync_dir(parent)?;
@@ -157,8 +158,25 @@ pub fn images(
     }
 }
 
+/// Removes an output being replaced (a link is removed itself, never followed).
 fn remove_dir(p: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_dir()) {
+        return std::fs::remove_file(p).map_err(|e| Error::io("remove", p, e));
+    }
     std::fs::remove_dir_all(p).map_err(|e| Error::io("remove", p, e))
+}
+
+/// Empties the locked staging directory of what a crashed conversion left, keeping the lock.
+fn clear_staging(staging: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(staging).map_err(|e| Error::io("read directory", staging, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", staging, e))?;
+        if entry.file_name() == crate::dataset::STAGING_LOCK {
+            continue;
+        }
+        remove_dir(&entry.path())?;
+    }
+    Ok(())
 }
 
 /// Every `(file, label)` of a folder, in order.

@@ -187,3 +187,41 @@ fn an_image_bomb_is_refused_from_its_header_naming_the_file() {
     assert_eq!(s.skipped.len(), 1);
     assert_eq!(s.skipped[0].0, bomb);
 }
+
+/// The image converter's staging directory is locked like a dataset writer's: a conversion into
+/// an output another one is writing is refused naming it, a crashed one's leftovers are cleared,
+/// and a staging path planted as a link is refused, not written through (issue 27).
+#[cfg(unix)]
+#[test]
+fn the_staging_directory_is_locked_and_never_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), false);
+    let out = dir.path().join("out");
+    let staging = dir.path().join("out.partial");
+    // A live conversion's lock, held here as another converter would hold it.
+    std::fs::create_dir(&staging).unwrap();
+    let lock = std::fs::File::create(staging.join("convert.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap_err();
+    assert!(matches!(err, Error::Locked { .. }), "{err}");
+    assert!(staging.join("convert.lock").exists() && !out.exists());
+    drop(lock);
+    // The holder is gone (a crash): its leftovers are cleared and the conversion goes through.
+    std::fs::write(staging.join("classes.txt"), b"stale").unwrap();
+    std::fs::create_dir(staging.join("images")).unwrap();
+    let s = images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap();
+    assert_eq!(s.images.records, 5);
+    assert_eq!(std::fs::read_to_string(out.join("classes.txt")).unwrap(), "cat\ndog\n");
+    assert!(!staging.exists() && !out.join("convert.lock").exists());
+    // A staging path that is a link to another directory is refused; that directory is untouched.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("keep"), b"mine").unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("two.partial")).unwrap();
+    let err =
+        images(dir.path().join("in"), dir.path().join("two"), ImageOptions::new(8, 8), WriteOptions::new())
+            .unwrap_err();
+    assert!(matches!(err, Error::BadInput { .. }), "{err}");
+    assert_eq!(std::fs::read(elsewhere.join("keep")).unwrap(), b"mine");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
+}
