@@ -361,7 +361,7 @@ fn a_journal_naming_chunks_past_the_store_creates_nothing() {
     for format in FORMATS {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
-        let mut store = create(dir.path(), format);
+        let store = create(dir.path(), format);
         store.append(&[vec![1u8; 10], vec![2u8; 10]], Codec::Raw).unwrap();
         drop(store);
         let e = Entry { offset: 0, stored: 4, logical: 4, chunk: 25_000, codec: Codec::Raw as u8, crc: 0 };
