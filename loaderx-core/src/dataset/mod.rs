@@ -13,7 +13,6 @@ pub use dense::{DenseDataset, DenseSource};
 pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
-#[cfg(feature = "remote")]
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch};
 #[cfg(feature = "images")]
 pub(crate) use writer::{STAGING_LOCK, lock_staging};
