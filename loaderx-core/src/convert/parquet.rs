@@ -16,7 +16,7 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
-use super::block::{catch_decoder_panic, open_input, pipelined};
+use super::block::{catch_decoder_panic, open_input, pipelined, product};
 use super::safetensors::{STAGING_SUFFIX, valid_name};
 use super::summary::{ConvertSummary, finish};
 use crate::dataset::{DIRECT_BYTES, DIRECT_RECORDS, remove_dataset_dir};
@@ -99,10 +99,14 @@ fn layout_of(t: &DataType) -> std::result::Result<Layout, String> {
         DataType::Float16 => scalar(DType::F16),
         DataType::Float32 => scalar(DType::F32),
         DataType::Float64 => scalar(DType::F64),
-        DataType::FixedSizeBinary(n) => Ok(Layout::Dense(DType::U8, vec![*n as usize])),
+        DataType::FixedSizeBinary(n) => Ok(Layout::Dense(DType::U8, vec![fixed_size(*n)?])),
         DataType::FixedSizeList(f, n) => match layout_of(f.data_type())? {
             Layout::Dense(d, mut shape) => {
-                shape.insert(0, *n as usize);
+                shape.insert(0, fixed_size(*n)?);
+                // The sizes come from the file's schema: their product must be an item size.
+                if product(&shape).and_then(|e| e.checked_mul(d.size())).is_none() {
+                    return Err(format!("a fixed-size list of shape {shape:?} {d}, whose size overflows"));
+                }
                 Ok(Layout::Dense(d, shape))
             }
             _ => Err(format!("a fixed-size list of {} (only of fixed-size values)", f.data_type())),
@@ -119,6 +123,12 @@ fn layout_of(t: &DataType) -> std::result::Result<Layout, String> {
         },
         other => Err(format!("{other}")),
     }
+}
+
+/// A fixed size from the file's schema as a length (arrow's `i32` can be negative in a damaged
+/// file).
+fn fixed_size(n: i32) -> std::result::Result<usize, String> {
+    usize::try_from(n).map_err(|_| format!("a fixed size of {n}"))
 }
 
 impl Layout {

@@ -383,3 +383,30 @@ fn inputs_that_are_not_regular_files_are_refused_naming_the_path() {
         }
     }
 }
+
+/// A schema whose fixed sizes multiply past `usize` (found by the `parquet` fuzz target: the
+/// item size overflowed in the writer's schema check): refused as a type loaderx cannot hold,
+/// naming the file.
+#[test]
+fn fixed_sizes_that_overflow_an_item_are_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.parquet");
+    let side = 1 << 21;
+    let mut t = DataType::Float32;
+    for _ in 0..3 {
+        t = DataType::FixedSizeList(Arc::new(Field::new("item", t, true)), side);
+    }
+    let schema = Arc::new(arrow_schema::Schema::new(vec![Field::new("x", t, true)]));
+    let batch = RecordBatch::new_empty(schema.clone());
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let none: [ParquetColumn; 0] = [];
+    match parquet(&[&file], dir.path().join("o"), &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
+        Error::BadInput { path, reason } => {
+            assert_eq!(path, file);
+            assert!(reason.contains("overflows"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
