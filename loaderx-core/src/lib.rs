@@ -36,7 +36,8 @@ mod sys;
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 pub use dataset::{
     DatasetWriter, DenseDataset, DenseSource, Kind, Pad, Padded, ProgressFn, RaggedArray, RaggedDataset,
-    RaggedSource, SCHEMA_FILE, SET_FILE, Schema, Selection, StitchSummary, WriteOptions, pad, set_parts, stitch,
+    RaggedSource, SCHEMA_FILE, SET_FILE, Schema, Selection, StitchSummary, WriteOptions, pad, set_parts,
+    stitch,
 };
 pub use error::{Error, Result};
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};

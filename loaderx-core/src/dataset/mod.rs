@@ -14,9 +14,9 @@ pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch};
-#[cfg(feature = "images")]
-pub(crate) use writer::{STAGING_LOCK, lock_staging};
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
+#[cfg(feature = "images")]
+pub(crate) use writer::{STAGING_LOCK, lock_staging};

@@ -625,7 +625,9 @@ fn export_refuses_zero_byte_items_over_bytes_and_bools_that_are_not_0_or_1() {
         let err = loaderx_core::export::npy(&path, &out, false).unwrap_err();
         match (name, &err) {
             ("zero", Error::Schema { .. }) => assert!(err.to_string().contains("0 bytes"), "{err}"),
-            ("bool", Error::CorruptRecord { index: 1, .. }) => assert!(err.to_string().contains("byte 7"), "{err}"),
+            ("bool", Error::CorruptRecord { index: 1, .. }) => {
+                assert!(err.to_string().contains("byte 7"), "{err}")
+            }
             _ => panic!("{name}: {err}"),
         }
         assert!(!out.exists(), "{name}: nothing exported");
