@@ -500,12 +500,14 @@ fn zstd_section(
     );
     for (st, what) in [(&plain, "zstd"), (&dict, "zstd_dict")] {
         let c = st.stats()?.codecs;
-        if c.raw > 0 {
+        let raw = c[Codec::Raw];
+        if raw > 0 {
+            let all: u64 = c.iter().map(|(_, n)| n).sum();
             s.notes.push(format!(
                 "The {what} store holds {} of its {} records raw (they did not shrink), so its gather \
                  copies those: its row is not a decompression.",
-                report::thousands(c.raw as f64),
-                report::thousands((c.raw + c.zstd + c.zstd_dict) as f64)
+                report::thousands(raw as f64),
+                report::thousands(all as f64)
             ));
         }
     }

@@ -116,8 +116,9 @@ fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<(
 pub fn stats(dir: &Path) -> anyhow::Result<()> {
     let store = Store::open(dir).with_context(|| format!("stats {}", dir.display()))?;
     let s = store.stats().with_context(|| format!("stats {}", dir.display()))?;
+    let codecs: String = s.codecs.iter().map(|(c, n)| format!("{c} {n}\n")).collect();
     crate::print(&format!(
-        "format {}\nlength {}\nlogical_bytes {}\nlive_bytes {}\nchunk_bytes {}\nchunks {}\ndict_bytes {}\nraw {}\nzstd {}\nzstd_dict {}\nlz4 {}\nindex_bytes {}\nreclaimable_at_most {}\n",
+        "format {}\nlength {}\nlogical_bytes {}\nlive_bytes {}\nchunk_bytes {}\nchunks {}\ndict_bytes {}\n{codecs}index_bytes {}\nreclaimable_at_most {}\n",
         store.format(),
         s.length,
         s.logical_bytes,
@@ -125,10 +126,6 @@ pub fn stats(dir: &Path) -> anyhow::Result<()> {
         s.chunk_bytes,
         s.chunks,
         s.dict_bytes,
-        s.codecs.raw,
-        s.codecs.zstd,
-        s.codecs.zstd_dict,
-        s.codecs.lz4,
         s.index_bytes,
         s.chunk_bytes.saturating_sub(s.live_bytes),
     ))
@@ -311,7 +308,7 @@ fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
             "dtype": schema.as_ref().map(|s| s.dtype.name()),
             "shape": schema.as_ref().map(|s| s.shape.clone()),
             "length": s.records,
-            "codecs": { "raw": s.codecs[0], "zstd": s.codecs[1], "zstd_dict": s.codecs[2], "lz4": s.codecs[3] },
+            "codecs": s.codecs.iter().map(|(c, n)| (c.name().to_string(), n.into())).collect::<serde_json::Map<_, _>>(),
             "logical_bytes": s.logical_bytes,
             "stored_bytes": s.stored_bytes,
             "ratio": ratio,
@@ -320,15 +317,13 @@ fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
     }
     let what = schema
         .map_or_else(|| "raw".to_string(), |sc| format!("{:?} {} {:?}", sc.kind, sc.dtype.name(), sc.shape));
+    let codecs: Vec<String> = s.codecs.iter().map(|(c, n)| format!("{c} {n}")).collect();
     crate::print(&format!(
-        "{url}\n  format {}, {what}\n  {} records, {} logical, {} stored (ratio {ratio:.2}x)\n  codecs: raw {}, zstd {}, zstd_dict {}, lz4 {}\n",
+        "{url}\n  format {}, {what}\n  {} records, {} logical, {} stored (ratio {ratio:.2}x)\n  codecs: {}\n",
         store.format(),
         s.records,
         crate::convert::human(s.logical_bytes),
         crate::convert::human(s.stored_bytes),
-        s.codecs[0],
-        s.codecs[1],
-        s.codecs[2],
-        s.codecs[3]
+        codecs.join(", ")
     ))
 }

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use loaderx_core::convert::NpyHeader;
 use loaderx_core::format::RecordLoc;
-use loaderx_core::{Codec, DType};
+use loaderx_core::{Codec, DType, Format};
 
 fn loaderx(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
@@ -34,7 +34,7 @@ fn npy_to_store_to_npy_is_byte_for_byte_for_each_codec() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.npy");
     let original = write_npy(&input, 300);
-    for codec in Codec::ALL {
+    for &codec in Format::V1.codecs() {
         let store = dir.path().join(format!("s_{codec}"));
         let out = dir.path().join(format!("out_{codec}.npy"));
         let o = loaderx(&[&"convert", &"npy", &input, &store, &"--codec", &codec.name()]);

@@ -1,5 +1,7 @@
-//! A v1 table entry ([`RecordLoc`]) and the codec tags ([`Codec`]).
+//! A v1 table entry ([`RecordLoc`]) and the codec table ([`Codec`]: tags, names, which codecs
+//! check themselves).
 
+use super::Format;
 use super::header::{ENTRY_SIZE, Header, MAX_CHUNK_SIZE, MAX_CHUNKS, MAX_RECORD_SIZE};
 
 /// Where one record lives and how it is encoded.
@@ -23,7 +25,14 @@ pub struct RecordLoc {
 const _: () = assert!(std::mem::size_of::<RecordLoc>() == ENTRY_SIZE);
 
 /// How a record is stored.
+///
+/// [`Codec::ALL`] is the table every other codec list derives from: [`Codec::from_tag`],
+/// [`Codec::MAX_TAG`], the names `FromStr` accepts, [`Format::codecs`](super::Format::codecs),
+/// [`CodecCounts`](crate::CodecCounts). A new codec takes its tag after the last, goes into
+/// `ALL`, and the exhaustive matches below (name, checks) then say what else it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+// Test builds derive the tag check, so the table test can find a variant missing from `ALL`.
+#[cfg_attr(test, derive(bytemuck::CheckedBitPattern))]
 #[repr(u8)]
 pub enum Codec {
     /// Stored as is.
@@ -37,20 +46,20 @@ pub enum Codec {
 }
 
 impl Codec {
-    /// Every codec of a v1 store, by tag.
-    pub const ALL: [Codec; 3] = [Codec::Raw, Codec::Zstd, Codec::ZstdDict];
-    /// Every codec of a v2 store, by tag.
-    pub const ALL_V2: [Codec; 4] = [Codec::Raw, Codec::Zstd, Codec::ZstdDict, Codec::Lz4];
+    /// How many codecs there are: the length of [`Codec::ALL`].
+    pub const COUNT: usize = 4;
+
+    /// Every codec, by tag: `ALL[t]` has tag `t` (checked at compile time). Which of them each
+    /// store format holds: [`Format::codecs`](super::Format::codecs).
+    pub const ALL: [Codec; Codec::COUNT] = [Codec::Raw, Codec::Zstd, Codec::ZstdDict, Codec::Lz4];
+
+    /// The highest tag in use: a tag above it is no codec.
+    pub const MAX_TAG: u8 = (Codec::COUNT - 1) as u8;
 
     /// The codec of an on-disk tag, `None` for an unknown tag.
+    #[inline]
     pub const fn from_tag(tag: u8) -> Option<Codec> {
-        match tag {
-            0 => Some(Codec::Raw),
-            1 => Some(Codec::Zstd),
-            2 => Some(Codec::ZstdDict),
-            3 => Some(Codec::Lz4),
-            _ => None,
-        }
+        if tag <= Codec::MAX_TAG { Some(Codec::ALL[tag as usize]) } else { None }
     }
 
     /// The name used on the command line and in stats: `raw`, `zstd`, `zstd_dict`, `lz4`.
@@ -62,7 +71,35 @@ impl Codec {
             Codec::Lz4 => "lz4",
         }
     }
+
+    /// Whether the stored form detects its own damage when decoded: a zstd frame carries a
+    /// checksum of its content (the encoder sets the flag), an LZ4 block carries none, and a raw
+    /// record is not decoded at all.
+    pub const fn self_checking(self) -> bool {
+        match self {
+            Codec::Zstd | Codec::ZstdDict => true,
+            Codec::Raw | Codec::Lz4 => false,
+        }
+    }
+
+    /// Whether a read checks the record's crc32c (a v2 store's) whatever
+    /// [`StoreOptions::verify_reads`](crate::StoreOptions::verify_reads) says: a decoded record
+    /// whose stored form does not check itself (LZ4), so no damaged compressed record is handed
+    /// out. A raw record is checked only when asked: beside a copy the sum is the whole cost.
+    #[inline]
+    pub const fn checked_on_every_read(self) -> bool {
+        !matches!(self, Codec::Raw) && !self.self_checking()
+    }
 }
+
+// `from_tag` indexes `ALL` by tag: every codec must sit at its own tag.
+const _: () = {
+    let mut t = 0;
+    while t < Codec::COUNT {
+        assert!(Codec::ALL[t] as usize == t, "Codec::ALL is not in tag order");
+        t += 1;
+    }
+};
 
 impl std::fmt::Display for Codec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,13 +110,16 @@ impl std::fmt::Display for Codec {
 impl std::str::FromStr for Codec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "raw" => Ok(Codec::Raw),
-            "zstd" => Ok(Codec::Zstd),
-            "zstd_dict" | "zstdict" => Ok(Codec::ZstdDict),
-            "lz4" => Ok(Codec::Lz4),
-            other => Err(format!("unknown codec {other:?} (expected raw, zstd, zstd_dict or lz4)")),
+        // "zstdict": an alias, still accepted.
+        if s == "zstdict" {
+            return Ok(Codec::ZstdDict);
         }
+        if let Some(c) = Codec::ALL.into_iter().find(|c| c.name() == s) {
+            return Ok(c);
+        }
+        let names: Vec<&str> = Codec::ALL.iter().map(|c| c.name()).collect();
+        let (last, rest) = names.split_last().expect("there are codecs");
+        Err(format!("unknown codec {s:?} (expected {} or {last})", rest.join(", ")))
     }
 }
 
@@ -115,7 +155,7 @@ impl RecordLoc {
     /// A sentence saying which field is out of range.
     pub fn validate_limits(&self) -> Result<Codec, String> {
         let codec = Codec::from_tag(self.codec)
-            .filter(|c| *c != Codec::Lz4)
+            .filter(|c| Format::V1.has_codec(*c))
             .ok_or_else(|| format!("unknown codec tag {}", self.codec))?;
         if self.logic_length as usize > MAX_RECORD_SIZE {
             return Err(format!("logical length {} exceeds the 1 MiB limit", self.logic_length));
@@ -132,7 +172,7 @@ impl RecordLoc {
                 "raw record stores {} bytes of a {}-byte record",
                 self.phys_length, self.logic_length
             )),
-            Codec::Zstd | Codec::ZstdDict if self.phys_length == 0 => {
+            compressed if compressed != Codec::Raw && self.phys_length == 0 => {
                 Err("empty compressed frame".to_string())
             }
             _ => Ok(codec),
@@ -145,12 +185,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn codec_table_lists_every_codec_at_its_tag() {
+        // The variants themselves decide which bytes the derived check accepts: a codec added to
+        // the enum but not to `ALL` (or at a gap) fails here.
+        for tag in 0..=u8::MAX {
+            let variant = bytemuck::checked::try_cast::<u8, Codec>(tag).ok();
+            assert_eq!(Codec::from_tag(tag), variant, "tag {tag}");
+        }
+        assert_eq!(Codec::from_tag(Codec::MAX_TAG).map(|c| c as usize), Some(Codec::COUNT - 1));
+        assert_eq!(Codec::from_tag(Codec::MAX_TAG + 1), None);
+        let mut names = Vec::new();
+        for (tag, c) in Codec::ALL.into_iter().enumerate() {
+            assert_eq!(c as usize, tag, "{c} out of place");
+            assert_eq!(c.name().parse::<Codec>(), Ok(c));
+            assert_eq!(c.to_string(), c.name());
+            names.push(c.name());
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Codec::COUNT, "two codecs share a name");
+        assert_eq!("zstdict".parse::<Codec>(), Ok(Codec::ZstdDict));
+        assert_eq!(
+            "lz5".parse::<Codec>(),
+            Err("unknown codec \"lz5\" (expected raw, zstd, zstd_dict or lz4)".to_string())
+        );
+    }
+
+    #[test]
+    fn codecs_check_themselves_except_lz4_and_raw() {
+        let checking: Vec<Codec> = Codec::ALL.into_iter().filter(|c| c.self_checking()).collect();
+        assert_eq!(checking, [Codec::Zstd, Codec::ZstdDict]);
+        let always: Vec<Codec> = Codec::ALL.into_iter().filter(|c| c.checked_on_every_read()).collect();
+        assert_eq!(always, [Codec::Lz4]);
+    }
+
+    #[test]
+    fn each_format_holds_the_first_codecs_of_the_table() {
+        assert_eq!(Format::V1.codecs(), [Codec::Raw, Codec::Zstd, Codec::ZstdDict], "v1's tags are fixed");
+        assert_eq!(Format::V2.codecs(), Codec::ALL);
+        for format in [Format::V1, Format::V2] {
+            for c in Codec::ALL {
+                assert_eq!(format.has_codec(c), format.codecs().contains(&c), "{format} {c}");
+            }
+            for tag in 0..=u8::MAX {
+                let held = Codec::from_tag(tag).is_some_and(|c| format.codecs().contains(&c));
+                assert_eq!(tag <= format.max_codec_tag(), held, "{format} tag {tag}");
+            }
+        }
+    }
+
+    #[test]
     fn record_loc_validate_rejects_each_bad_field() {
         let h = Header { tail_chunk: 1, tail_offset: 100, ..Header::empty() };
         let ok =
             RecordLoc { offset: 0, phys_length: 10, logic_length: 10, chunk_id: 1, codec: 0, reserved: 0 };
         assert_eq!(ok.validate(&h), Ok(Codec::Raw));
         assert!(RecordLoc { codec: 9, ..ok }.validate(&h).is_err());
+        assert!(RecordLoc { codec: Codec::Lz4 as u8, ..ok }.validate(&h).is_err(), "v1 has no LZ4");
         assert!(RecordLoc { chunk_id: 2, ..ok }.validate(&h).is_err());
         assert!(RecordLoc { offset: 95, ..ok }.validate(&h).is_err());
         assert!(RecordLoc { logic_length: 11, ..ok }.validate(&h).is_err());

@@ -203,8 +203,11 @@ impl TryFrom<Entry> for RecordLoc {
             u32::try_from(e.offset).map_err(|_| format!("offset {} does not fit v1's u32", e.offset))?;
         let chunk_id =
             u16::try_from(e.chunk).map_err(|_| format!("chunk {} does not fit v1's u16", e.chunk))?;
-        if e.codec == Codec::Lz4 as u8 {
-            return Err("lz4 records do not exist in v1".into());
+        // An unknown tag is left to the v1 entry's own validation, which names it.
+        if let Some(c) = Codec::from_tag(e.codec)
+            && !Format::V1.has_codec(c)
+        {
+            return Err(format!("{c} records do not exist in v1"));
         }
         Ok(RecordLoc {
             offset,

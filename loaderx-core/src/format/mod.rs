@@ -56,11 +56,44 @@ impl Format {
         }
     }
 
+    /// The codecs this format holds, by tag: the first of [`Codec::ALL`] (checked at compile
+    /// time), so a tag up to [`Format::max_codec_tag`] is one of them. v1 predates LZ4.
+    pub const fn codecs(self) -> &'static [Codec] {
+        match self {
+            Format::V1 => &[Codec::Raw, Codec::Zstd, Codec::ZstdDict],
+            Format::V2 => &Codec::ALL,
+        }
+    }
+
+    /// The highest codec tag this format holds: an entry's tag is one of its codecs exactly when
+    /// it is at most this (the gathers' branch-free entry check).
+    #[inline]
+    pub const fn max_codec_tag(self) -> u8 {
+        (self.codecs().len() - 1) as u8
+    }
+
     /// Whether `codec` exists in this format.
+    #[inline]
     pub const fn has_codec(self, codec: Codec) -> bool {
-        !matches!((self, codec), (Format::V1, Codec::Lz4))
+        codec as u8 <= self.max_codec_tag()
     }
 }
+
+// `max_codec_tag` and `has_codec` rest on each format's codecs being a prefix of `Codec::ALL`.
+const _: () = {
+    let formats = [Format::V1, Format::V2];
+    let mut f = 0;
+    while f < formats.len() {
+        let codecs = formats[f].codecs();
+        assert!(!codecs.is_empty() && codecs.len() <= Codec::COUNT);
+        let mut t = 0;
+        while t < codecs.len() {
+            assert!(codecs[t] as usize == t, "a format's codecs are not the first of Codec::ALL");
+            t += 1;
+        }
+        f += 1;
+    }
+};
 
 impl std::fmt::Display for Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -378,8 +378,8 @@ pub struct RemoteSummary {
     pub logical_bytes: u64,
     /// Their bytes as stored.
     pub stored_bytes: u64,
-    /// Records stored raw, zstd, zstd_dict and lz4.
-    pub codecs: [u64; 4],
+    /// Records per codec.
+    pub codecs: crate::store::CodecCounts,
 }
 
 /// What a remote store's reads cost: [`RemoteStore::stats`].
@@ -1296,15 +1296,13 @@ impl RemoteStore {
     }
 
     /// What the index says of the store, nothing else fetched: records, logical bytes, stored
-    /// bytes, and records per codec (raw, zstd, zstd_dict, lz4).
+    /// bytes, and records per codec.
     pub fn summary(&self) -> RemoteSummary {
         let mut s = RemoteSummary { records: self.len(), ..RemoteSummary::default() };
         for e in &self.entries {
             s.logical_bytes += u64::from(e.logical);
             s.stored_bytes += u64::from(e.stored);
-            if let Some(c) = s.codecs.get_mut(usize::from(e.codec)) {
-                *c += 1;
-            }
+            s.codecs.count_tag(e.codec);
         }
         s
     }

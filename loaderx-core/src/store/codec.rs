@@ -99,8 +99,9 @@ impl<'d> Encoder<'d> {
             (Codec::Lz4, _) | (Codec::Raw, _) => {
                 return Ok(Encoder { ctx: None, codec, buf: Vec::new() });
             }
-            _ => Compressor::new(ZSTD_LEVEL)?,
+            (Codec::Zstd, _) => Compressor::new(ZSTD_LEVEL)?,
         };
+        // The frame checksum is what makes zstd `Codec::self_checking`.
         ctx.set_parameter(CParameter::ChecksumFlag(true))?;
         ctx.set_parameter(CParameter::ContentSizeFlag(true))?;
         let buf = Vec::with_capacity(zstd::zstd_safe::compress_bound(MAX_RECORD_SIZE));

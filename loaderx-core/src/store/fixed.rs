@@ -310,8 +310,7 @@ impl Store {
             }
             let l = located(k);
             let src = views.get(&l)?;
-            // An LZ4 block carries no checksum of its own (a zstd frame does): checked always.
-            if verify || l.codec == Codec::Lz4 {
+            if verify || l.codec.checked_on_every_read() {
                 self.check_stored(&l, src)?;
             }
             // A handle opened before the writer trained the dictionary loads it now (it is

@@ -472,9 +472,7 @@ impl Store {
                 },
             };
             let src = stored_range(map, &l.entry).ok_or_else(|| self.truncated_error(l))?;
-            // An LZ4 block carries no checksum of its own (a zstd frame does): its record's is
-            // checked on every read.
-            if verify || l.codec == Codec::Lz4 {
+            if verify || l.codec.checked_on_every_read() {
                 self.check_stored(l, src)?;
             }
             f(k, l, src)?;

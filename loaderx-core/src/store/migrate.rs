@@ -183,10 +183,14 @@ impl Store {
                 self.index
                     .check(&e)
                     .map_err(|r| self.record_error(index, format!("bad index entry: {r}")))?;
-                if e.codec == Codec::Lz4 as u8 {
+                if let Some(c) = Codec::from_tag(e.codec)
+                    && !Format::V1.has_codec(c)
+                {
+                    // In prose the codec is named in capitals ("is LZ4"), not as on the command line.
                     return Err(Error::InvalidArgument(format!(
-                        "record {index} of {} is LZ4, which v1 stores do not have",
-                        self.dir.display()
+                        "record {index} of {} is {}, which v1 stores do not have",
+                        self.dir.display(),
+                        c.name().to_uppercase()
                     )));
                 }
                 if e.logical as usize > MAX_RECORD_SIZE {

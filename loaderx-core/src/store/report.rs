@@ -16,17 +16,57 @@ use crate::{Error, Result};
 /// Entries read at a time by the scans (stats, verify): memory stays bounded on a big store.
 const SCAN_BLOCK: u64 = 1 << 16;
 
-/// Records stored under each codec.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CodecCounts {
-    /// Stored as is (including records that did not shrink).
-    pub raw: u64,
-    /// Plain zstd.
-    pub zstd: u64,
-    /// zstd with the store's dictionary.
-    pub zstd_dict: u64,
-    /// LZ4 (v2 stores).
-    pub lz4: u64,
+/// Records stored under each codec, indexed by [`Codec`] (`counts[Codec::Lz4]`), in the order of
+/// [`Codec::ALL`]: [`Store::stats`] and, with the `remote` feature, `RemoteSummary`.
+///
+/// Its `Debug` names each codec as a field (`CodecCounts { raw: 3, zstd: 1, .. }`).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct CodecCounts([u64; Codec::COUNT]);
+
+impl CodecCounts {
+    /// The records stored under `codec` (raw counts those that did not shrink too).
+    #[inline]
+    pub fn get(&self, codec: Codec) -> u64 {
+        self.0[codec as usize]
+    }
+
+    /// Each codec with its count, in tag order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (Codec, u64)> {
+        Codec::ALL.into_iter().zip(self.0.iter().copied())
+    }
+
+    /// Counts one record of tag `tag`; an unknown tag counts under no codec.
+    pub(crate) fn count_tag(&mut self, tag: u8) {
+        if let Some(c) = Codec::from_tag(tag) {
+            self[c] += 1;
+        }
+    }
+}
+
+impl std::ops::Index<Codec> for CodecCounts {
+    type Output = u64;
+
+    #[inline]
+    fn index(&self, codec: Codec) -> &u64 {
+        &self.0[codec as usize]
+    }
+}
+
+impl std::ops::IndexMut<Codec> for CodecCounts {
+    #[inline]
+    fn index_mut(&mut self, codec: Codec) -> &mut u64 {
+        &mut self.0[codec as usize]
+    }
+}
+
+impl std::fmt::Debug for CodecCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = f.debug_struct("CodecCounts");
+        for (c, n) in self.iter() {
+            s.field(c.name(), &n);
+        }
+        s.finish()
+    }
 }
 
 /// Space accounting of a store, from [`Store::stats`].
@@ -156,13 +196,7 @@ impl Store {
             for e in self.index.entries(first, end)? {
                 s.logical_bytes += u64::from(e.logical);
                 s.live_bytes += u64::from(e.stored);
-                match Codec::from_tag(e.codec) {
-                    Some(Codec::Raw) => s.codecs.raw += 1,
-                    Some(Codec::Zstd) => s.codecs.zstd += 1,
-                    Some(Codec::ZstdDict) => s.codecs.zstd_dict += 1,
-                    Some(Codec::Lz4) => s.codecs.lz4 += 1,
-                    None => {}
-                }
+                s.codecs.count_tag(e.codec);
             }
             first = end;
         }
@@ -312,5 +346,25 @@ impl Store {
             }
         }
         Ok(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codec_counts_are_indexed_by_codec_and_debug_by_name() {
+        let mut c = CodecCounts::default();
+        for tag in [0, 3, 3, 1, 9] {
+            c.count_tag(tag);
+        }
+        let want = [(Codec::Raw, 1), (Codec::Zstd, 1), (Codec::ZstdDict, 0), (Codec::Lz4, 2)];
+        assert_eq!(c.iter().collect::<Vec<_>>(), want);
+        for (codec, n) in want {
+            assert_eq!((c.get(codec), c[codec]), (n, n), "{codec}");
+        }
+        // The form the committed v1 fixture's stats.txt was written in (a field per codec).
+        assert_eq!(format!("{c:?}"), "CodecCounts { raw: 1, zstd: 1, zstd_dict: 0, lz4: 2 }");
     }
 }

@@ -322,7 +322,7 @@ impl Table for MetaMap {
     #[inline(always)]
     fn fits(e: &Entry, record_len: usize) -> bool {
         let raw = e.codec == Codec::Raw as u8;
-        (e.codec <= Codec::ZstdDict as u8)
+        (e.codec <= Format::V1.max_codec_tag())
             & (e.logical as usize == record_len)
             & (record_len <= MAX_RECORD_SIZE)
             & (u64::from(e.chunk) < MAX_CHUNKS as u64)
@@ -360,7 +360,7 @@ impl Table for IndexView {
     #[inline(always)]
     fn fits(e: &Entry, record_len: usize) -> bool {
         let raw = e.codec == Codec::Raw as u8;
-        (e.codec <= Codec::Lz4 as u8)
+        (e.codec <= Format::V2.max_codec_tag())
             & (e.logical as usize == record_len)
             & e.offset.checked_add(u64::from(e.stored)).is_some()
             & (!raw | (e.stored == e.logical))

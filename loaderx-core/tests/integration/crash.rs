@@ -86,15 +86,14 @@ impl Rng {
 /// Codec of the `k`-th append of a child: every codec in turn, including the first `zstd_dict`
 /// append that trains and writes `dict.zr`.
 fn codec_of(k: u64) -> Codec {
-    Codec::ALL[(k % 3) as usize]
+    let codecs = Format::V1.codecs();
+    codecs[(k % codecs.len() as u64) as usize]
 }
 
 /// The codecs a child's store cycles through: LZ4 too in a v2 store.
 fn codec_in(store: &Store, k: u64) -> Codec {
-    match store.format() {
-        Format::V1 => codec_of(k),
-        Format::V2 => Codec::ALL_V2[(k % 4) as usize],
-    }
+    let codecs = store.format().codecs();
+    codecs[(k % codecs.len() as u64) as usize]
 }
 
 /// Runs in a child process (see [`crash_loop`]): writes until it is killed, printing `STEP k`

@@ -277,7 +277,7 @@ fn pushed_stores_read_back_record_for_record_through_the_datasets_and_the_loader
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let opts = server.options();
-    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict, Codec::Lz4] {
+    for codec in Codec::ALL {
         let local = dense(tmp.path(), codec);
         let url = format!("s3://bucket/data/dense-{codec:?}");
         push(&local, &url, opts.clone(), |_| {}).unwrap();
@@ -368,7 +368,7 @@ fn v1_stores_read_back_remotely() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let cache = tmp.path().join("cache");
-    for (i, codec) in [Codec::Raw, Codec::Zstd, Codec::ZstdDict].into_iter().enumerate() {
+    for (i, &codec) in Format::V1.codecs().iter().enumerate() {
         let p = tmp.path().join(format!("v1-{i}"));
         let mut w =
             DatasetWriter::dense::<f32>(&p, vec![8], WriteOptions::new().codec(codec).format(Format::V1))

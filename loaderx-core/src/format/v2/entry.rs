@@ -120,7 +120,7 @@ impl Entry {
             Codec::Raw if self.stored != self.logical => {
                 Err(format!("raw record stores {} bytes of a {}-byte record", self.stored, self.logical))
             }
-            Codec::Zstd | Codec::ZstdDict | Codec::Lz4 if self.stored == 0 => {
+            compressed if compressed != Codec::Raw && self.stored == 0 => {
                 Err("empty compressed record".into())
             }
             _ => Ok(codec),
