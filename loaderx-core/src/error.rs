@@ -29,6 +29,9 @@ pub enum Error {
     DiskFull {
         /// The file that could not be written.
         path: PathBuf,
+        /// The operating system's error (ENOSPC or EDQUOT).
+        #[source]
+        source: io::Error,
     },
     /// Bytes on disk do not form what they should.
     #[error("corrupt {} at byte {offset}: {reason}", path.display())]
@@ -87,7 +90,7 @@ pub enum Error {
         /// The store's length when the call was made.
         len: u64,
     },
-    /// A record is larger than the 1 MiB limit.
+    /// A record is larger than its store's format holds (1 MiB in v1, 4 GiB - 1 in v2).
     #[error("record {index} of the batch is {size} bytes; the limit is {limit} bytes (store {})", path.display())]
     RecordTooLarge {
         /// The store.
@@ -220,7 +223,7 @@ impl Error {
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
         let path = path.into();
         if source.kind() == io::ErrorKind::StorageFull || source.kind() == io::ErrorKind::QuotaExceeded {
-            return Error::DiskFull { path };
+            return Error::DiskFull { path, source };
         }
         Error::Io { op, path, source }
     }

@@ -3,11 +3,11 @@
 //! `rmp_serde::from_slice` gives.
 //!
 //! Why not rmp-serde itself: it reads every value through a generic reader, a stored-marker
-//! check and a marker dispatch that is not inlined, about 6 ns per `f32` here, so decoding a
-//! 28×28 image item costs ~4.8 µs, more than a store takes to find and copy it. Here every value
-//! is read straight off a borrowed slice (an `f32` is one compare and one load, its slow cases
-//! kept out of line), and errors carry no data: ~2 ns per `f32`, most of it the call serde's
-//! derived visitors make per value.
+//! check and a marker dispatch that is not inlined, so decoding an image item costs more than a
+//! store takes to find and copy it. Here every value is read straight off a borrowed slice (an
+//! `f32` is one compare and one load, its slow cases kept out of line), and errors carry no
+//! data, leaving mostly the call serde's derived visitors make per value (figures:
+//! docs/benchmarks/kernels.md).
 //!
 //! Compatibility is by construction: this decoder mirrors rmp-serde's deserializer method by
 //! method (the same visitor calls for the same bytes: numbers, strings that fall back to bytes,

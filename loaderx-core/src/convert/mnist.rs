@@ -37,7 +37,7 @@ pub fn mnist_stores(dir: &Path, split: MnistSplit, cache: &Path) -> Result<(Path
         let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
         key.push_str(&format!("{}:{}:{:?};", f.display(), meta.len(), mtime));
     }
-    let root = cache.join(format!("mnist-{prefix}-{:016x}", crate::fingerprint(key.as_bytes())));
+    let root = cache.join(format!("mnist-{prefix}-{:016x}", crate::format::hash64(key.as_bytes())));
     let (img_store, lbl_store) = (root.join("images"), root.join("labels"));
     for (src, out) in [(&images, &img_store), (&labels, &lbl_store)] {
         if DenseSource::open(out).is_err() {
@@ -104,14 +104,4 @@ pub fn mnist_dir() -> Result<PathBuf> {
             cwd.display()
         ))
     })
-}
-
-/// Where converted datasets are cached: `$LOADERX_CACHE_DIR`, else `$XDG_CACHE_HOME/loaderx`,
-/// else `~/.cache/loaderx`, else `loaderx-cache` in the system temporary directory.
-pub fn cache_dir() -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
-    env("LOADERX_CACHE_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("loaderx")))
-        .or_else(|| env("HOME").map(|d| d.join(".cache/loaderx")))
-        .unwrap_or_else(|| std::env::temp_dir().join("loaderx-cache"))
 }

@@ -37,6 +37,7 @@ mod parquet;
 mod safetensors;
 mod summary;
 
+pub use crate::sys::cache_dir;
 pub use block::BLOCK_BYTES;
 pub use dir::dir;
 pub use idx::{IdxHeader, idx};
@@ -44,7 +45,7 @@ pub use idx::{IdxHeader, idx};
 pub use images::{ImageOptions, ImagesSummary, Resize, fit, images};
 pub use iter::{from_arrays, from_bytes, from_ragged};
 pub use jsonl::{Part, jsonl, jsonl_part};
-pub use mnist::{MnistSplit, cache_dir, mnist_dir, mnist_stores};
+pub use mnist::{MnistSplit, mnist_dir, mnist_stores};
 pub use npy::{NpyHeader, npy};
 #[cfg(feature = "parquet")]
 pub use parquet::{Nulls, ParquetColumn, parquet};

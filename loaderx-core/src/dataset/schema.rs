@@ -7,8 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::dtype::DType;
 use crate::{Error, Result};
 
-/// File name of the schema inside a dataset directory.
-pub const SCHEMA_FILE: &str = "schema.msgpack";
+pub use crate::store::SCHEMA_FILE;
 
 /// Whether every record has the same shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,51 +6,34 @@
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use super::schema::Schema;
+use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
 use crate::store::{Parallelism, Resolved};
 use crate::sys::Destination;
 use crate::{Error, Result, Store};
 
-/// The set's manifest file, beside its `schema.msgpack`.
-pub const SET_FILE: &str = "storeset.msgpack";
+pub use crate::format::storeset::SET_FILE;
 
-/// The most bytes a manifest may have (a million parts' paths is far below it).
-const MAX_MANIFEST: u64 = 64 << 20;
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Manifest {
-    version: u32,
-    parts: Vec<PartEntry>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct PartEntry {
-    /// Relative to the set's directory (or absolute, when the part is on another root).
-    path: String,
-    records: u64,
-    /// The part's [`Store::identity`] when stitched (absent in sets written before it was
-    /// kept): a part replaced by another dataset of the same schema and length is refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    identity: Option<u64>,
-}
-
-impl Manifest {
-    /// A manifest from its bytes (of `file`, for errors).
-    fn decode(bytes: &[u8], file: &Path) -> Result<Manifest> {
-        let corrupt = |reason: String| Error::Corrupt { path: file.to_path_buf(), offset: 0, reason };
-        let m: Manifest =
-            rmp_serde::from_slice(bytes).map_err(|e| corrupt(format!("not a store set manifest: {e}")))?;
-        if m.version != 1 || m.parts.is_empty() {
-            return Err(corrupt(format!(
-                "version {} with {} parts (this build reads version 1, ≥ 1 part)",
-                m.version,
-                m.parts.len()
-            )));
-        }
-        Ok(m)
+/// The manifest of the set in `dir` (`None` when `dir` holds none), read with its size capped.
+///
+/// # Errors
+/// [`Error::Io`] or [`Error::Corrupt`] naming the manifest.
+fn read_manifest(dir: &Path) -> Result<Option<SetManifest>> {
+    let file = dir.join(SET_FILE);
+    if !is_set(dir) {
+        return Ok(None);
     }
+    let Some(bytes) = crate::store::read_capped(&file, MAX_SET_MANIFEST)? else { return Ok(None) };
+    decode(&bytes, &file).map(Some)
+}
+
+/// The manifest in `bytes` (of `file`, for errors).
+fn decode(bytes: &[u8], file: &Path) -> Result<SetManifest> {
+    SetManifest::decode(bytes).map_err(|(offset, reason)| Error::Corrupt {
+        path: file.to_path_buf(),
+        offset,
+        reason,
+    })
 }
 
 /// The parts of the store set in `dir`, as written in its manifest: (path relative to `dir`,
@@ -60,21 +43,7 @@ impl Manifest {
 /// # Errors
 /// [`Error::Io`] or [`Error::Corrupt`] naming the manifest.
 pub fn set_parts(dir: impl AsRef<Path>) -> Result<Option<Vec<(String, u64)>>> {
-    let dir = dir.as_ref();
-    if !is_set(dir) {
-        return Ok(None);
-    }
-    let file = dir.join(SET_FILE);
-    let len = std::fs::metadata(&file).map_err(|e| Error::io("stat", &file, e))?.len();
-    if len > MAX_MANIFEST {
-        return Err(Error::Corrupt {
-            path: file,
-            offset: 0,
-            reason: format!("{len} bytes is more than a set manifest may hold ({MAX_MANIFEST})"),
-        });
-    }
-    let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
-    Ok(Some(Manifest::decode(&bytes, &file)?.parts.into_iter().map(|e| (e.path, e.records)).collect()))
+    Ok(read_manifest(dir.as_ref())?.map(|m| m.parts.into_iter().map(|e| (e.path, e.records)).collect()))
 }
 
 /// The parts of the store set at `url` on object storage: each part's URL (its manifest path
@@ -88,11 +57,11 @@ pub(crate) fn remote_parts(
     url: &str,
     options: &crate::remote::RemoteOptions,
 ) -> Result<Option<Vec<(String, u64)>>> {
-    let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_MANIFEST)? else {
+    let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
         return Ok(None);
     };
     let file = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
-    Manifest::decode(&bytes, &file)?
+    decode(&bytes, &file)?
         .parts
         .into_iter()
         .map(|e| Ok((crate::remote::join_url(url, &e.path)?, e.records)))
@@ -150,7 +119,7 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
         let n = store.len();
         records += n;
         let rel = relative(&resolved(p)?, &out_abs);
-        entries.push(PartEntry {
+        entries.push(SetPart {
             path: rel.to_string_lossy().into_owned(),
             records: n,
             identity: Some(store.identity()?),
@@ -162,8 +131,7 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
         )));
     }
     let schema = schema.unwrap_or_else(|| unreachable!("at least one part"));
-    let bytes = rmp_serde::to_vec_named(&Manifest { version: 1, parts: entries })
-        .map_err(|e| Error::InvalidArgument(format!("the set manifest does not encode: {e}")))?;
+    let bytes = SetManifest::new(entries).encode();
     std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
     schema.write(out)?;
     crate::store::write_atomic(out, SET_FILE, &bytes)?;
@@ -193,16 +161,8 @@ impl StoreSet {
     /// written; the parts' open errors.
     pub(crate) fn open(dir: &Path, schema: &Schema) -> Result<StoreSet> {
         let file = dir.join(SET_FILE);
-        let len = std::fs::metadata(&file).map_err(|e| Error::io("stat", &file, e))?.len();
-        if len > MAX_MANIFEST {
-            return Err(Error::Corrupt {
-                path: file,
-                offset: 0,
-                reason: format!("{len} bytes is more than a set manifest may hold ({MAX_MANIFEST})"),
-            });
-        }
-        let bytes = std::fs::read(&file).map_err(|e| Error::io("read", &file, e))?;
-        let m = Manifest::decode(&bytes, &file)?;
+        let m = read_manifest(dir)?
+            .ok_or_else(|| Error::io("read", &file, std::io::ErrorKind::NotFound.into()))?;
         let mut parts = Vec::with_capacity(m.parts.len());
         let mut starts = vec![0u64];
         for e in &m.parts {

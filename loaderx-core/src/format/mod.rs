@@ -7,7 +7,8 @@
 //! | `entry` | a `meta.zr` table entry and the codec tags |
 //! | `dict` | `dict.zr`, the bare zstd dictionary (and the legacy headed file) |
 //! | `journal` | `journal.zr`, the redo log of delete and compaction |
-//! | `checksum` | the checksum of small metadata files |
+//! | `checksum` | the checksum of small metadata files, the 64-bit hash of descriptions |
+//! | `storeset` | `storeset.msgpack`, a store set's manifest |
 //! | `v2` | format v2: its header, entries and manifest |
 
 mod checksum;
@@ -15,6 +16,7 @@ pub mod dict;
 mod entry;
 mod header;
 mod journal;
+pub mod storeset;
 pub mod v2;
 
 /// Which on-disk layout a store has.
@@ -112,7 +114,7 @@ impl std::str::FromStr for Format {
     }
 }
 
-pub use checksum::checksum;
+pub use checksum::{checksum, hash64};
 pub use entry::{Codec, RecordLoc};
 pub use header::{
     ENTRY_SIZE, Header, HeaderError, MAGIC, MAX_CHUNK_SIZE, MAX_CHUNKS, MAX_RECORD_SIZE, MAX_RECORDS,

@@ -17,7 +17,7 @@ use crate::{DType, Error, Result};
 /// [`LoaderState::fingerprint`] holds. [`LoaderBuilder::fingerprint`] describes dense streams;
 /// an adapter over other data describes it in its own words (a dataset's length, say).
 pub fn fingerprint(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    crate::format::hash64(bytes)
 }
 
 /// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.

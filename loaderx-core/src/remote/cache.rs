@@ -108,7 +108,7 @@ impl PageCache {
     /// # Errors
     /// [`Error::Io`] naming the directory when it cannot be created.
     pub(super) fn new(dir: &Path, limit: u64, page: u64, url: &str) -> Result<PageCache> {
-        let store = dir.join(format!("{:016x}-p{page}", crate::fingerprint(url.as_bytes())));
+        let store = dir.join(format!("{:016x}-p{page}", crate::format::hash64(url.as_bytes())));
         let locks = store.join("locks");
         std::fs::create_dir_all(&locks).map_err(|e| Error::io("create the cache directory", &locks, e))?;
         Ok(PageCache {
@@ -128,7 +128,7 @@ impl PageCache {
     /// The page's file, for the chunk object whose ETag is `tag`.
     pub(super) fn path(&self, key: PageKey, tag: &str) -> PathBuf {
         self.store
-            .join(format!("{}-{:016x}", key.chunk, crate::fingerprint(tag.as_bytes())))
+            .join(format!("{}-{:016x}", key.chunk, crate::format::hash64(tag.as_bytes())))
             .join(format!("{}.pg", key.page))
     }
 
@@ -190,7 +190,8 @@ impl PageCache {
     pub(super) fn lock(&self, keys: impl Iterator<Item = PageKey>) -> Result<Vec<File>> {
         let mut stripes: Vec<u64> = keys
             .map(|k| {
-                crate::fingerprint(&[k.chunk.to_le_bytes(), (k.page as u32).to_le_bytes()].concat()) % STRIPES
+                crate::format::hash64(&[k.chunk.to_le_bytes(), (k.page as u32).to_le_bytes()].concat())
+                    % STRIPES
             })
             .collect();
         stripes.sort_unstable();

@@ -515,7 +515,8 @@ impl RemoteStore {
         let path = r.object_url("index.zr");
         let corrupt =
             |offset: u64, reason: String| Error::Corrupt { path: PathBuf::from(&path), offset, reason };
-        let header = Header::parse(&index, true).map_err(|e| corrupt(0, format!("{e:?}")))?;
+        let header =
+            Header::parse(&index, true).map_err(|e| crate::store::v2_header_error(Path::new(&path), e))?;
         let count = usize::try_from(header.count).map_err(|_| corrupt(40, "a count past usize".into()))?;
         let need = count.checked_mul(ENTRY_SIZE).and_then(|n| n.checked_add(HEADER_SIZE));
         if need.is_none_or(|n| n > index.len()) {
@@ -525,7 +526,7 @@ impl RemoteStore {
             .map(|i| {
                 let at = HEADER_SIZE + i * ENTRY_SIZE;
                 Entry::parse(&index[at..at + ENTRY_SIZE])
-                    .map_err(|e| corrupt(at as u64, format!("entry {i}: {e:?}")))
+                    .map_err(|e| corrupt(at as u64, format!("entry {i}: {e}")))
             })
             .collect::<Result<_>>()?;
         if header.dict_id != 0 {
@@ -559,7 +560,7 @@ impl RemoteStore {
         let path = PathBuf::from(self.object_url("meta.zr"));
         let corrupt = |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason };
         let head = self.get_range("meta.zr", 0..V1_ENTRY as u64)?;
-        let header = V1Header::parse(&head).map_err(|e| corrupt(0, format!("{e:?}")))?;
+        let header = V1Header::parse(&head).map_err(|e| crate::store::v1_header_error(&path, e))?;
         let count = u64::from(header.length);
         let table = if count == 0 {
             Bytes::new()
@@ -633,7 +634,7 @@ impl RemoteStore {
     /// The index, from the local cache when the object's ETag is the cached copy's (the
     /// consistency token: a store rewritten under the same URL has another), else fetched and
     /// cached (temporary file, then rename). The cache is `$LOADERX_CACHE_DIR/remote/...`
-    /// ([`crate::convert::cache_dir`]); it is an optimisation: any failure to use it fetches.
+    /// (the cache directory, `convert::cache_dir`); it is an optimisation: any failure to use it fetches.
     fn cached_index(&self) -> Result<Bytes> {
         let key = self.key("index.zr");
         add(&self.counters.requests, 1);
@@ -655,9 +656,9 @@ impl RemoteStore {
                 ),
             });
         }
-        let dir = crate::convert::cache_dir()
+        let dir = crate::sys::cache_dir()
             .join("remote")
-            .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())));
+            .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())));
         let (cached, tag) = (dir.join("index.zr"), dir.join("etag"));
         if !token.is_empty()
             && std::fs::read_to_string(&tag).is_ok_and(|t| t == token)
@@ -687,9 +688,9 @@ impl RemoteStore {
 
     /// Where this store's index is cached locally.
     pub fn index_cache(&self) -> PathBuf {
-        crate::convert::cache_dir()
+        crate::sys::cache_dir()
             .join("remote")
-            .join(format!("{:016x}", crate::fingerprint(self.url.as_bytes())))
+            .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())))
             .join("index.zr")
     }
 

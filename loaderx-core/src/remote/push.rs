@@ -6,6 +6,8 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
 
 use super::{RemoteOptions, parse_url};
+use crate::format::storeset::{MAX_SET_MANIFEST, SET_FILE, SetManifest};
+use crate::store::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, SCHEMA_FILE};
 use crate::{Error, Result};
 
 /// The most a remote `manifest.zr` is read: 16 bytes a chunk, and a store of 2^20 chunks is
@@ -19,8 +21,7 @@ const PART: u64 = 16 << 20;
 /// schema and class list): the index, v1 metadata, manifest and dictionary; chunks are
 /// [`is_chunk`]. The writer's lock, a pending journal and temporary files stay local (a reader
 /// of object storage uses none of them), and so does anything else in the directory.
-const STORE_FILES: [&str; 6] =
-    ["index.zr", "meta.zr", "manifest.zr", "dict.zr", "schema.msgpack", "classes.txt"];
+const STORE_FILES: [&str; 6] = [INDEX_FILE, META_FILE, MANIFEST_FILE, DICT_FILE, SCHEMA_FILE, "classes.txt"];
 
 /// Whether `name` is a chunk file's: `<id>.zr`, the id a `u32` written as the writer writes it.
 fn is_chunk(name: &str) -> bool {
@@ -29,7 +30,7 @@ fn is_chunk(name: &str) -> bool {
 
 /// Whether `dir` holds a store: an index (v2) or metadata (v1) that is a regular file.
 fn is_store(dir: &Path) -> bool {
-    ["index.zr", "meta.zr"]
+    [INDEX_FILE, META_FILE]
         .iter()
         .any(|n| std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.file_type().is_file()))
 }
@@ -54,7 +55,18 @@ fn is_store(dir: &Path) -> bool {
 /// directory above it; [`Error::NotAStore`] for a `dir`, or a part, that holds no store;
 /// [`Error::InvalidArgument`] for a part whose URL leaves the bucket.
 pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
-    let Some(parts) = crate::dataset::set_parts(dir)? else {
+    let manifest = if std::fs::symlink_metadata(dir.join(SET_FILE)).is_ok_and(|m| m.is_file()) {
+        let file = dir.join(SET_FILE);
+        let bytes = crate::store::read_capped(&file, MAX_SET_MANIFEST)?.unwrap_or_default();
+        Some(SetManifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+            path: file,
+            offset,
+            reason,
+        })?)
+    } else {
+        None
+    };
+    let Some(parts) = manifest.map(|m| m.parts) else {
         if !is_store(dir) {
             return Err(Error::NotAStore {
                 path: dir.to_path_buf(),
@@ -65,8 +77,8 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     };
     // Every part checked before anything goes up.
     let mut resolved = Vec::with_capacity(parts.len());
-    for (rel, _) in &parts {
-        resolved.push((part_dir(dir, rel)?, super::join_url(url, rel)?));
+    for part in &parts {
+        resolved.push((part_dir(dir, &part.path)?, super::join_url(url, &part.path)?));
     }
     let mut base = 0u64;
     for (part, part_url) in resolved {
@@ -79,7 +91,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the
 /// set's directory or one above it (lexically: `a/..` is the set itself), naming a store.
 fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
-    let manifest = set.join(crate::dataset::SET_FILE);
+    let manifest = set.join(SET_FILE);
     let refuse = |why: &str| Error::Corrupt {
         path: manifest.clone(),
         offset: 0,
@@ -117,7 +129,7 @@ fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
             reason: format!("the part {rel:?} of the store set {} holds no store", set.display()),
         });
     }
-    if dir.join(crate::dataset::SET_FILE).exists() {
+    if dir.join(SET_FILE).exists() {
         return Err(Error::NotAStore {
             path: dir,
             reason: format!("the part {rel:?} of the store set {} is itself a set", set.display()),
@@ -137,7 +149,7 @@ fn push_dir(
     let (bucket, prefix) = parse_url(url)?;
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
     // and `length` entries) goes up, all a reader fetches.
-    let meta = dir.join("meta.zr");
+    let meta = dir.join(META_FILE);
     let v1_prefix = if !set && meta.exists() { Some(v1_committed(&meta)?) } else { None };
     let store = options.build(&bucket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -151,7 +163,7 @@ fn push_dir(
         let e = e.map_err(|e| Error::io("read directory", dir, e))?;
         let name = e.file_name().to_string_lossy().into_owned();
         let wanted = if set {
-            name == crate::dataset::SET_FILE || name == crate::dataset::SCHEMA_FILE
+            name == SET_FILE || name == SCHEMA_FILE
         } else {
             STORE_FILES.contains(&name.as_str()) || is_chunk(&name)
         };
@@ -166,13 +178,11 @@ fn push_dir(
                 e.path().display()
             )));
         }
-        let len = if name == "meta.zr" { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
+        let len = if name == META_FILE { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
         files.push((name, e.path(), len));
     }
     // The index goes last: its count publishes the records.
-    files.sort_by_key(|(n, _, _)| {
-        (n == "index.zr" || n == "meta.zr" || n == crate::dataset::SET_FILE, n.clone())
-    });
+    files.sort_by_key(|(n, _, _)| (n == INDEX_FILE || n == META_FILE || n == SET_FILE, n.clone()));
     let key = |name: &str| {
         if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) }
     };
@@ -181,12 +191,12 @@ fn push_dir(
     // object there has that length: a restarted push resumes, another store under the same URL
     // is uploaded whole.
     let manifest = |bytes: &[u8]| crate::format::v2::Manifest::decode(bytes).ok();
-    let local_manifest = std::fs::read(dir.join("manifest.zr")).ok().and_then(|b| manifest(&b));
+    let local_manifest = std::fs::read(dir.join(MANIFEST_FILE)).ok().and_then(|b| manifest(&b));
     // What the server sends is read with a cap (a lying length would size an allocation);
     // any failure only means nothing is skipped.
     let remote_manifest = runtime
         .block_on(async {
-            let response = store.get(&key("manifest.zr")).await.map_err(super::body::BodyError::Store)?;
+            let response = store.get(&key(MANIFEST_FILE)).await.map_err(super::body::BodyError::Store)?;
             super::body::read(response, super::body::Expect::AtMost(MAX_MANIFEST)).await
         })
         .ok()
@@ -208,7 +218,7 @@ fn push_dir(
                 range: None,
                 reason: options.scrub(&e.to_string()),
             };
-            if name == "meta.zr"
+            if name == META_FILE
                 && let Some(n) = v1_prefix
             {
                 let mut bytes = vec![0u8; n as usize];
@@ -251,10 +261,6 @@ fn v1_committed(path: &Path) -> Result<u64> {
     let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
     let mut head = [0u8; ENTRY_SIZE];
     crate::sys::read_exact_at(&f, &mut head, 0).map_err(|e| Error::io("read", path, e))?;
-    let header = Header::parse(&head).map_err(|e| Error::Corrupt {
-        path: path.to_path_buf(),
-        offset: 0,
-        reason: format!("{e:?}"),
-    })?;
+    let header = Header::parse(&head).map_err(|e| crate::store::v1_header_error(path, e))?;
     Ok(ENTRY_SIZE as u64 * (1 + u64::from(header.length)))
 }

@@ -5,7 +5,7 @@
 //! costs nothing: [`Sampler::fill`] for step `s` on a fresh sampler yields exactly the `s`-th
 //! batch of a run that started at step 0.
 //!
-//! Three modes ([`SamplerMode`]):
+//! Four modes ([`SamplerMode`]):
 //! - **Sequential**: global position `p = step * B + j` maps to `p mod N`, a sliding window over a
 //!   circular index space, so the tail never truncates.
 //! - **IID**: uniform with replacement. The random bits are a pure hash of
@@ -37,6 +37,12 @@
 //!     hand-written AVX2 (sixteen 16-bit lanes per instruction, [`avx2`]) where the CPU has it,
 //!     else 32 at a time as plain `u16` arrays that the compiler vectorises for SSE2; both give
 //!     the same bits. Nothing of size `N` is materialised.
+//! - **Block-cyclic**: without replacement, in blocks of consecutive records (for stores read
+//!   over a network): each cycle walks a keyed permutation of the blocks and shuffles records
+//!   within windows of blocks, so a batch spans a few blocks instead of scattered records.
+//!
+//! Finite passes (exactly once per epoch, a partial last batch or `drop_last`) are [`Pass`]; weighted
+//! mixtures of sources are [`Mixture`].
 //!
 //! Sharding: `batch_size` is the *global* batch size `B`; rank `r` of `world` takes the contiguous
 //! stripe `[r * B / world, (r + 1) * B / world)` of the global batch. The global sample stream

@@ -27,10 +27,12 @@ pub(crate) const DICT_FILE: &str = "dict.zr";
 pub(crate) const JOURNAL_FILE: &str = "journal.zr";
 /// The writer's lock.
 pub(crate) const LOCK_FILE: &str = "write.lock";
+/// File name of the schema inside a dataset directory (a store with its schema): written by
+/// `dataset/`, named here with the store's files, since uploads and removals handle both.
+pub const SCHEMA_FILE: &str = "schema.msgpack";
 /// Suffix of the temporary file [`write_atomic`] renames into place.
 const TMP_SUFFIX: &str = ".tmp";
 
-/// The path of chunk `id` in `dir`.
 /// Opens `path` for writing, created when missing, its bytes kept (a lock file, a chunk to trim).
 ///
 /// # Errors
@@ -67,6 +69,7 @@ fn create_fresh(path: &Path) -> Result<File> {
     File::options().write(true).create_new(true).open(path).map_err(|e| Error::io("create", path, e))
 }
 
+/// The path of chunk `id` in `dir`.
 pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(format!("{id}.zr"))
 }
@@ -127,6 +130,27 @@ pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     crate::sys::write_all_at(&file, bytes, 0).map_err(|e| Error::io("write", &tmp, e))?;
     drop(file);
     std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))
+}
+
+/// The bytes of the small file `path` (a manifest, a schema), or `None` when there is none; a
+/// file over `cap` bytes is refused before it is read (its length would size the buffer).
+///
+/// # Errors
+/// [`Error::Corrupt`] for a file over `cap`; [`Error::Io`] naming `path`.
+pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Option<Vec<u8>>> {
+    let len = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("stat", path, e)),
+    };
+    if len > cap {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!("{len} bytes is more than this file may hold ({cap})"),
+        });
+    }
+    std::fs::read(path).map(Some).map_err(|e| Error::io("read", path, e))
 }
 
 /// Makes a directory entry change (create, rename, remove) durable.

@@ -32,7 +32,12 @@ mod table;
 
 #[cfg(feature = "remote")]
 pub(crate) use codec::{Decoder, Dictionary};
-pub(crate) use files::{open_or_create, remove_store_files, sync_dir, write_atomic, write_atomic_with};
+pub use files::SCHEMA_FILE;
+#[cfg(feature = "remote")]
+pub(crate) use files::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE};
+pub(crate) use files::{
+    open_or_create, read_capped, remove_store_files, sync_dir, write_atomic, write_atomic_with,
+};
 pub use gather::RecordIndex;
 pub(crate) use gather::{Parallelism, Resolved};
 pub(crate) use lock::WriteLock;
@@ -40,3 +45,5 @@ pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::{Store, StoreOptions};
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};
+#[cfg(feature = "remote")]
+pub(crate) use table::{v1_header_error, v2_header_error};

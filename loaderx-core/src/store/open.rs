@@ -12,9 +12,9 @@ use super::files::{
     write_atomic, write_atomic_with,
 };
 use super::lock::WriteLock;
-use super::table::{Index, v2_header_error};
+use super::table::{Index, v1_header_error, v2_header_error};
 use crate::format::v2::{self, ChunkSummary, Manifest};
-use crate::format::{ENTRY_SIZE, Format, Header, HeaderError, MAX_CHUNK_SIZE, META_SIZE, dict};
+use crate::format::{ENTRY_SIZE, Format, Header, MAX_CHUNK_SIZE, META_SIZE, dict};
 use crate::sys::{IndexMap, MetaMap, read_exact_at, write_all_at};
 use crate::{Error, Result};
 
@@ -278,7 +278,7 @@ impl Store {
                 let got = usize::try_from(size).map_or(ENTRY_SIZE, |s| s.min(ENTRY_SIZE));
                 read_exact_at(&index_file, &mut head[..got], 0)
                     .map_err(|e| Error::io("read", &index_path, e))?;
-                Header::parse(&head[..got]).map_err(|e| header_error(&index_path, e))?;
+                Header::parse(&head[..got]).map_err(|e| v1_header_error(&index_path, e))?;
                 Index::V1(MetaMap::map(&index_file, &index_path, writable)?)
             }
             Format::V2 => {
@@ -626,22 +626,5 @@ pub(super) struct Exclusive<'a>(&'a File);
 impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
         let _ = self.0.lock_shared();
-    }
-}
-
-fn header_error(path: &Path, e: HeaderError) -> Error {
-    let path = path.to_path_buf();
-    match e {
-        HeaderError::Short(n) => Error::Corrupt {
-            path,
-            offset: n as u64,
-            reason: "truncated header (meta.zr is shorter than 16 bytes)".into(),
-        },
-        HeaderError::Magic(m) => {
-            Error::NotAStore { path, reason: format!("bad magic {m:?}, expected \"ZREC\"") }
-        }
-        HeaderError::ByteOrder => Error::ByteOrder { path },
-        HeaderError::Version(v) => Error::Version { path, found: v, expected: crate::format::VERSION },
-        HeaderError::Field(reason) => Error::Corrupt { path, offset: 0, reason },
     }
 }

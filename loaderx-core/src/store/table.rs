@@ -257,6 +257,25 @@ impl Index {
     }
 }
 
+/// The error for a v1 `meta.zr` header that does not parse.
+pub(crate) fn v1_header_error(path: &Path, e: crate::format::HeaderError) -> Error {
+    use crate::format::HeaderError;
+    let path = path.to_path_buf();
+    match e {
+        HeaderError::Short(n) => Error::Corrupt {
+            path,
+            offset: n as u64,
+            reason: "truncated header (meta.zr is shorter than 16 bytes)".into(),
+        },
+        HeaderError::Magic(m) => {
+            Error::NotAStore { path, reason: format!("bad magic {m:?}, expected \"ZREC\"") }
+        }
+        HeaderError::ByteOrder => Error::ByteOrder { path },
+        HeaderError::Version(v) => Error::Version { path, found: v, expected: crate::format::VERSION },
+        HeaderError::Field(reason) => Error::Corrupt { path, offset: 0, reason },
+    }
+}
+
 /// The error for a v2 header that does not parse.
 pub(crate) fn v2_header_error(path: &Path, e: v2::HeaderError) -> Error {
     let path = path.to_path_buf();

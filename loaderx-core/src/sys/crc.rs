@@ -2,8 +2,7 @@
 //! (`StoreOptions::verify_reads`) runs for each raw record.
 //!
 //! Copying a record from memory and then summing it costs the sum of the two even with the
-//! record in L1 for the second pass (the crc32c crate sums about 20 GB/s here, a gather copies
-//! about 10 GB/s from memory): 0.62x of the unverified gather on 12 KiB records. Fused, the
+//! record in L1 for the second pass (figures: docs/benchmarks/kernels.md). Fused, the
 //! record is split in three lanes, each summed by its own `crc32` chain (the instruction's
 //! latency is 3 cycles, its throughput 1 per cycle) while its words are stored, so the sums run
 //! in the shadow of the loads; the three lane sums are joined with the "shift by n zero bytes"

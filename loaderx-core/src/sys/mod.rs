@@ -7,6 +7,7 @@
 //! | `table` | [`MetaMap`]: the v1 `meta.zr` table, mapped and used in place |
 //! | `index` | [`IndexMap`]: the v2 `index.zr`, a mapped array that grows |
 //! | `dest` | [`Destination`]: gather destinations in possibly uninitialised memory |
+//! | `env` | where caches go (`LOADERX_CACHE_DIR`, XDG, home) |
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
 //! | `crc` | a copy that sums its bytes (crc32c) in the same pass: verified reads |
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
@@ -26,6 +27,7 @@
 mod cpu;
 mod crc;
 mod dest;
+mod env;
 mod index;
 mod io;
 mod map;
@@ -36,6 +38,7 @@ mod table;
 pub(crate) use cpu::{Kernel, prefetch, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
+pub use env::cache_dir;
 pub(crate) use index::{IndexMap, IndexView};
 pub(crate) use io::{
     first_hole, no_follow, read_exact_at, same_file, start_writeback, write_all_at, write_records_at,

@@ -212,16 +212,28 @@ fn shards_split_the_global_batch() {
     }
 }
 
+/// Dropping a loader stops and joins its prefetch threads: the transform they run (holding a
+/// token here) is released by the time `drop` returns, and the store files can be removed. A
+/// thread left running would still hold the token.
 #[test]
 fn dropping_the_loader_stops_its_threads() {
     let dir = tempfile::tempdir().unwrap();
+    let token = std::sync::Arc::new(());
     for _ in 0..5 {
-        let mut loader =
-            streams(dir.path().join("d").as_path(), 100).batch_size(10).threads(4).prefetch(1).build();
-        if let Ok(l) = &mut loader {
-            l.next_batch().unwrap();
-        }
+        let held = std::sync::Arc::clone(&token);
+        let mut loader = streams(dir.path().join("d").as_path(), 100)
+            .batch_size(10)
+            .threads(4)
+            .prefetch(1)
+            .build_map(move |b| {
+                let _ = &held;
+                Ok(b)
+            })
+            .unwrap();
+        loader.next_batch().unwrap();
+        assert!(std::sync::Arc::strong_count(&token) > 1, "the threads hold the transform");
         drop(loader);
+        assert_eq!(std::sync::Arc::strong_count(&token), 1, "a prefetch thread outlived its loader");
         std::fs::remove_dir_all(dir.path().join("d")).unwrap();
     }
 }

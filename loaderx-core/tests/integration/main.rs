@@ -7,6 +7,7 @@ mod crash;
 mod dataset;
 #[cfg(feature = "images")]
 mod images;
+mod layering;
 mod loader;
 mod mixtures;
 mod packing;

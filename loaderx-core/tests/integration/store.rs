@@ -794,7 +794,10 @@ fn disk_full_commits_nothing() {
         // The next record rolls over to chunk 1, which is /dev/full: every write fails with ENOSPC.
         std::os::unix::fs::symlink("/dev/full", path.join("1.zr")).unwrap();
         match store.append(&[b"second!!"], Codec::Raw) {
-            Err(Error::DiskFull { path: p }) => assert!(p.ends_with("1.zr"), "{}", p.display()),
+            Err(Error::DiskFull { path: p, source }) => {
+                assert!(p.ends_with("1.zr"), "{}", p.display());
+                assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "the cause is kept");
+            }
             other => panic!("expected DiskFull, got {other:?}"),
         }
         assert_eq!(store.len(), 1);
