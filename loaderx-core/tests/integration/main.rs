@@ -19,6 +19,7 @@ mod ragged_loader;
 mod remote;
 #[cfg(feature = "remote")]
 mod remote_hostile;
+mod saved_states;
 mod staged;
 mod store;
 mod v2;
