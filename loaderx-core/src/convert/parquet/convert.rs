@@ -1,0 +1,335 @@
+//! The conversion: files planned (every schema checked first), row groups decoded in parallel
+//! windows, each column appended to its dataset in order.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use rayon::prelude::*;
+
+use super::records::{At, Chunk, Layout, layout_of, records};
+use crate::convert::block::{catch_decoder_panic, open_input, pipelined};
+use crate::convert::safetensors::{STAGING_SUFFIX, valid_name};
+use crate::convert::summary::{ConvertSummary, finish};
+use crate::dataset::{DIRECT_BYTES, DIRECT_RECORDS, remove_dataset_dir};
+use crate::{DatasetWriter, Error, Result, WriteOptions};
+
+/// Rows per decoded Arrow batch (a row group is read in batches of this many rows).
+const BATCH_ROWS: usize = 8192;
+
+/// What to do with a null value.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Nulls {
+    /// A null is an error naming the file, the column and the row.
+    #[default]
+    Error,
+    /// A null number becomes this value (cast to the column's type), a null list, string or
+    /// binary value an empty record.
+    Fill(f64),
+}
+
+/// One column to convert: the Parquet column's name and the dataset (directory under `out`) it
+/// becomes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParquetColumn {
+    /// The top-level column in the files.
+    pub column: String,
+    /// The dataset's directory name under the output directory.
+    pub stream: String,
+}
+
+impl ParquetColumn {
+    /// `NAME` or `NAME=STREAM` (the CLI's `--column`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty name or a stream that is not a directory name (or
+    /// ends in `.partial`, the suffix of a dataset's staging directory).
+    pub fn parse(spec: &str) -> Result<ParquetColumn> {
+        let (column, stream) = spec.split_once('=').unwrap_or((spec, spec));
+        ParquetColumn::new(column, stream)
+    }
+
+    /// Column `column` as dataset `stream`.
+    ///
+    /// # Errors
+    /// As [`ParquetColumn::parse`].
+    pub fn new(column: &str, stream: &str) -> Result<ParquetColumn> {
+        if column.is_empty() || !valid_name(stream) {
+            return Err(Error::InvalidArgument(format!(
+                "column {column:?} as dataset {stream:?}: a column name is not empty and a dataset name \
+                 is one directory name, not ending in {STAGING_SUFFIX} (the staging name of another)"
+            )));
+        }
+        Ok(ParquetColumn { column: column.to_string(), stream: stream.to_string() })
+    }
+}
+
+/// One Parquet file's row groups to convert, and what is known of it.
+struct Source {
+    path: PathBuf,
+    /// The root index of each selected column in the file's Arrow schema.
+    roots: Vec<usize>,
+    /// Each row group's first row and compressed size.
+    groups: Vec<(u64, u64)>,
+}
+
+/// The reader of `path`'s footer (metadata and Arrow schema), its decoder's panics caught.
+fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
+    let (f, _) = open_input(path)?;
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    catch_decoder_panic(|| ParquetRecordBatchReaderBuilder::try_new(f))
+        .map_err(|panic| bad(format!("not a readable Parquet file: its footer broke the decoder ({panic})")))?
+        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))
+}
+
+/// Converts columns of the Parquet files `inputs` (read in order, as one table) into one
+/// dataset per column under `out_dir`: `columns` (all top-level columns, named as themselves,
+/// when empty). Numbers and fixed-size lists of them become dense datasets (a list of `n`
+/// becomes items of shape `[n]`), variable-length lists of them ragged datasets (token ids),
+/// strings and binary values `u8` records (UTF-8 bytes; a struct with a binary `bytes` field,
+/// as Hugging Face stores images, its bytes). Nulls are an error naming the file, column and
+/// row unless `nulls` fills them.
+///
+/// Read row group by row group (memory bounded by a window of row groups), the row groups of a
+/// window decoded in parallel and appended in order; progress is reported in compressed bytes
+/// of row groups done. Each dataset is written to `<dir>.partial` and renamed into place when
+/// complete; on error none of this call's datasets is left.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no inputs, a column not in the files, or two columns to one
+/// dataset; [`Error::BadInput`] naming the file for one that is not Parquet or is malformed
+/// (the decoder's panics on damaged files are caught and become this error), one that is not a
+/// regular file, a column of a type loaderx cannot hold (naming the type), a column whose name
+/// cannot be a dataset's (with all columns converted), another type for the same column in a
+/// later file, or a null; [`Error::AlreadyExists`] for an existing dataset without overwrite;
+/// the writers' errors.
+pub fn parquet<P: AsRef<Path>>(
+    inputs: &[P],
+    out_dir: impl AsRef<Path>,
+    columns: &[ParquetColumn],
+    nulls: Nulls,
+    opts: WriteOptions,
+) -> Result<Vec<(String, ConvertSummary)>> {
+    let out_dir = out_dir.as_ref();
+    if inputs.is_empty() {
+        return Err(Error::InvalidArgument("convert parquet needs at least one input file".into()));
+    }
+    // The plan: every file's schema checked, before anything is written.
+    let first = open_builder(inputs[0].as_ref())?;
+    let arrow = Arc::clone(first.schema());
+    let columns: Vec<ParquetColumn> = if columns.is_empty() {
+        arrow
+            .fields()
+            .iter()
+            .map(|f| {
+                ParquetColumn::new(f.name(), f.name()).map_err(|_| Error::BadInput {
+                    path: inputs[0].as_ref().to_path_buf(),
+                    reason: format!(
+                        "column {:?} cannot be a dataset's name (one directory name, not ending in \
+                         {STAGING_SUFFIX}, the staging name of another): name its dataset (NAME=DATASET)",
+                        f.name()
+                    ),
+                })
+            })
+            .collect::<Result<_>>()?
+    } else {
+        columns.to_vec()
+    };
+    let mut streams: Vec<&str> = columns.iter().map(|c| c.stream.as_str()).collect();
+    streams.sort_unstable();
+    if let Some(w) = streams.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::InvalidArgument(format!("two columns are written to dataset {:?}", w[0])));
+    }
+    let mut layouts = Vec::with_capacity(columns.len());
+    let mut types = Vec::with_capacity(columns.len());
+    for c in &columns {
+        let field = arrow.field_with_name(&c.column).map_err(|_| {
+            let names: Vec<&String> = arrow.fields().iter().map(|f| f.name()).collect();
+            Error::InvalidArgument(format!(
+                "no column {:?} in {}; the columns are {names:?}",
+                c.column,
+                inputs[0].as_ref().display()
+            ))
+        })?;
+        let layout = layout_of(field.data_type()).map_err(|t| Error::BadInput {
+            path: inputs[0].as_ref().to_path_buf(),
+            reason: format!("column {:?} is {t}, which loaderx cannot hold as records", c.column),
+        })?;
+        layouts.push(layout);
+        types.push(field.data_type().clone());
+    }
+    let mut sources = Vec::with_capacity(inputs.len());
+    for p in inputs {
+        let path = p.as_ref();
+        let b = open_builder(path)?;
+        let schema = b.schema();
+        let mut roots = Vec::with_capacity(columns.len());
+        for (c, t) in columns.iter().zip(&types) {
+            let (i, f) = schema.column_with_name(&c.column).ok_or_else(|| Error::BadInput {
+                path: path.to_path_buf(),
+                reason: format!("no column {:?} (the first file has it)", c.column),
+            })?;
+            if f.data_type() != t {
+                return Err(Error::BadInput {
+                    path: path.to_path_buf(),
+                    reason: format!("column {:?} is {}, {t} in the first file", c.column, f.data_type()),
+                });
+            }
+            roots.push(i);
+        }
+        let mut groups = Vec::new();
+        let mut row = 0u64;
+        for g in b.metadata().row_groups() {
+            groups.push((row, g.compressed_size().max(0) as u64));
+            row += g.num_rows().max(0) as u64;
+        }
+        sources.push(Source { path: path.to_path_buf(), roots, groups });
+    }
+    for c in &columns {
+        let out = out_dir.join(&c.stream);
+        if out.exists() && !opts.overwrite_of() {
+            return Err(Error::AlreadyExists { path: out });
+        }
+    }
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
+
+    let mut writers: Vec<DatasetWriter> = Vec::with_capacity(columns.len());
+    for (c, l) in columns.iter().zip(&layouts) {
+        writers.push(DatasetWriter::with_schema(out_dir.join(&c.stream), l.schema(), opts.clone())?);
+    }
+    let mut logical = vec![0u64; columns.len()];
+    let mut pending: Vec<(Vec<Chunk>, usize)> = (0..columns.len()).map(|_| (Vec::new(), 0)).collect();
+    let tasks: Vec<(usize, usize)> =
+        sources.iter().enumerate().flat_map(|(s, src)| (0..src.groups.len()).map(move |g| (s, g))).collect();
+    let window = 2 * rayon::current_num_threads();
+    let mut done = 0u64;
+    let groups: Vec<&[(usize, usize)]> = tasks.chunks(window).collect();
+    let decode = |k: usize| -> Result<Vec<Vec<Chunk>>> {
+        // Every row group's result, then the first error in file order: the one named is the
+        // first bad row, whichever thread found its error first.
+        let decoded: Vec<Result<Vec<Chunk>>> = groups[k]
+            .par_iter()
+            .map(|&(s, g)| {
+                let src = &sources[s];
+                catch_decoder_panic(|| decode_group(src, g, &columns, &layouts, nulls)).unwrap_or_else(
+                    |panic| {
+                        Err(Error::BadInput {
+                            path: src.path.clone(),
+                            reason: format!("row group {g} broke the Parquet decoder ({panic})"),
+                        })
+                    },
+                )
+            })
+            .collect();
+        decoded.into_iter().collect()
+    };
+    let write = |k: usize, decoded: Vec<Vec<Chunk>>| -> Result<()> {
+        for (chunks, &(s, g)) in decoded.into_iter().zip(groups[k].iter()) {
+            for (c, chunks) in group_columns(chunks, columns.len()).into_iter().enumerate() {
+                for chunk in chunks {
+                    logical[c] += chunk.bytes.len() as u64;
+                    pending[c].1 += chunk.bytes.len();
+                    pending[c].0.push(chunk);
+                }
+                // Appended as soon as the writer takes them as they are (not copied into its own
+                // batch): a commit of the staging store waits for no disk.
+                if pending[c].1 >= DIRECT_BYTES
+                    || pending[c].0.iter().map(|k| k.ends.len()).sum::<usize>() >= DIRECT_RECORDS
+                {
+                    flush(&mut writers[c], &mut pending[c])?;
+                }
+            }
+            done += sources[s].groups[g].1;
+        }
+        opts.report(done);
+        Ok(())
+    };
+    pipelined(groups.len(), out_dir, decode, write)?;
+    for (w, p) in writers.iter_mut().zip(&mut pending) {
+        flush(w, p)?;
+    }
+    // The datasets are synced and moved into place in parallel (each waits on its own disk
+    // writes); if any fails, none of this call's is left.
+    let jobs: Vec<(&ParquetColumn, DatasetWriter, u64)> =
+        columns.iter().zip(writers).zip(logical).map(|((c, w), b)| (c, w, b)).collect();
+    let done: Vec<(PathBuf, Result<ConvertSummary>)> = jobs
+        .into_par_iter()
+        .map(|(c, w, bytes)| {
+            let out = out_dir.join(&c.stream);
+            let s = finish(w, &out, bytes);
+            (out, s)
+        })
+        .collect();
+    let (mut finished, mut failed) = (Vec::with_capacity(done.len()), None);
+    for (c, (dir, s)) in columns.iter().zip(done) {
+        match s {
+            Ok(s) => finished.push((dir, (c.stream.clone(), s))),
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = failed {
+        for (dir, _) in finished {
+            let _ = remove_dataset_dir(&dir);
+        }
+        return Err(e);
+    }
+    Ok(finished.into_iter().map(|(_, r)| r).collect())
+}
+
+/// The decoded batches of one row group, column after column: `columns.len()` chunks per batch.
+fn decode_group(
+    src: &Source,
+    g: usize,
+    columns: &[ParquetColumn],
+    layouts: &[Layout],
+    nulls: Nulls,
+) -> Result<Vec<Chunk>> {
+    let b = open_builder(&src.path)?;
+    let mask = ProjectionMask::roots(b.parquet_schema(), src.roots.iter().copied());
+    let reader = b
+        .with_row_groups(vec![g])
+        .with_projection(mask)
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .map_err(|e| Error::BadInput { path: src.path.clone(), reason: format!("row group {g}: {e}") })?;
+    let mut out = Vec::new();
+    let mut row = src.groups[g].0;
+    for batch in reader {
+        let batch = batch
+            .map_err(|e| Error::BadInput { path: src.path.clone(), reason: format!("row group {g}: {e}") })?;
+        for (c, layout) in columns.iter().zip(layouts) {
+            let a = batch.column_by_name(&c.column).ok_or_else(|| Error::BadInput {
+                path: src.path.clone(),
+                reason: format!("row group {g} has no column {:?}", c.column),
+            })?;
+            out.push(records(a, layout, &At { path: &src.path, column: &c.column, row, nulls })?);
+        }
+        row += batch.num_rows() as u64;
+    }
+    Ok(out)
+}
+
+/// Appends a column's pending chunks as one batch of records.
+fn flush(w: &mut DatasetWriter, pending: &mut (Vec<Chunk>, usize)) -> Result<()> {
+    if pending.0.is_empty() {
+        return Ok(());
+    }
+    let records: Vec<&[u8]> = pending.0.iter().flat_map(Chunk::records).collect();
+    w.append_bytes(&records)?;
+    pending.0.clear();
+    pending.1 = 0;
+    Ok(())
+}
+
+/// Batch-major chunks regrouped by column.
+fn group_columns(chunks: Vec<Chunk>, n: usize) -> Vec<Vec<Chunk>> {
+    let mut by: Vec<Vec<Chunk>> = (0..n).map(|_| Vec::new()).collect();
+    for (i, c) in chunks.into_iter().enumerate() {
+        by[i % n].push(c);
+    }
+    by
+}

@@ -1,0 +1,359 @@
+//! Arrow arrays as records: how a column's type becomes a dataset's layout, and a decoded batch
+//! of one column its records (numbers and fixed-size lists dense, lists ragged, strings and
+//! binary values `u8` records), nulls filled or refused naming the file, column and row.
+
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
+    UInt32Type, UInt64Type,
+};
+use arrow_array::{Array, ArrayRef, OffsetSizeTrait};
+use arrow_schema::DataType;
+
+use super::Nulls;
+use crate::convert::block::product;
+use crate::{DType, Error, Result, Schema};
+
+/// How a column's values become records.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Layout {
+    /// Fixed-size values: numbers, fixed-size lists of them, fixed-size binary.
+    Dense(DType, Vec<usize>),
+    /// Variable-length lists of fixed-size values: rows of the shape.
+    Ragged(DType, Vec<usize>),
+    /// Strings and binary values (and a struct's `bytes` field: encoded images): `u8` records.
+    Bytes,
+}
+
+/// The layout of an Arrow type, or why it has none.
+pub(super) fn layout_of(t: &DataType) -> std::result::Result<Layout, String> {
+    let scalar = |d| Ok(Layout::Dense(d, Vec::new()));
+    match t {
+        DataType::Boolean => scalar(DType::Bool),
+        DataType::Int8 => scalar(DType::I8),
+        DataType::Int16 => scalar(DType::I16),
+        DataType::Int32 => scalar(DType::I32),
+        DataType::Int64 => scalar(DType::I64),
+        DataType::UInt8 => scalar(DType::U8),
+        DataType::UInt16 => scalar(DType::U16),
+        DataType::UInt32 => scalar(DType::U32),
+        DataType::UInt64 => scalar(DType::U64),
+        DataType::Float16 => scalar(DType::F16),
+        DataType::Float32 => scalar(DType::F32),
+        DataType::Float64 => scalar(DType::F64),
+        DataType::FixedSizeBinary(n) => Ok(Layout::Dense(DType::U8, vec![fixed_size(*n)?])),
+        DataType::FixedSizeList(f, n) => match layout_of(f.data_type())? {
+            Layout::Dense(d, mut shape) => {
+                shape.insert(0, fixed_size(*n)?);
+                // The sizes come from the file's schema: their product must be an item size.
+                if product(&shape).and_then(|e| e.checked_mul(d.size())).is_none() {
+                    return Err(format!("a fixed-size list of shape {shape:?} {d}, whose size overflows"));
+                }
+                Ok(Layout::Dense(d, shape))
+            }
+            _ => Err(format!("a fixed-size list of {} (only of fixed-size values)", f.data_type())),
+        },
+        DataType::List(f) | DataType::LargeList(f) => match layout_of(f.data_type())? {
+            Layout::Dense(d, shape) => Ok(Layout::Ragged(d, shape)),
+            _ => Err(format!("a list of {} (only of fixed-size values)", f.data_type())),
+        },
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => Ok(Layout::Bytes),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok(Layout::Bytes),
+        DataType::Struct(fields) => match fields.iter().find(|f| f.name() == "bytes") {
+            Some(f) if layout_of(f.data_type()) == Ok(Layout::Bytes) => Ok(Layout::Bytes),
+            _ => Err("a struct without a binary `bytes` field".into()),
+        },
+        other => Err(format!("{other}")),
+    }
+}
+
+/// A fixed size from the file's schema as a length (arrow's `i32` can be negative in a damaged
+/// file).
+fn fixed_size(n: i32) -> std::result::Result<usize, String> {
+    usize::try_from(n).map_err(|_| format!("a fixed size of {n}"))
+}
+
+impl Layout {
+    pub(super) fn schema(&self) -> Schema {
+        match self {
+            Layout::Dense(d, s) => Schema::dense(*d, s.clone()),
+            Layout::Ragged(d, s) => Schema::ragged(*d, s.clone()),
+            Layout::Bytes => Schema::ragged(DType::U8, Vec::new()),
+        }
+    }
+}
+
+/// Where an error happened: the file, the column and the file's first row of the batch.
+pub(super) struct At<'a> {
+    pub(super) path: &'a Path,
+    pub(super) column: &'a str,
+    pub(super) row: u64,
+    pub(super) nulls: Nulls,
+}
+
+impl At<'_> {
+    pub(super) fn null(&self, i: usize) -> Error {
+        Error::BadInput {
+            path: self.path.to_path_buf(),
+            reason: format!(
+                "column {:?}, row {}: a null value (fill nulls with a value to convert it)",
+                self.column,
+                self.row + i as u64
+            ),
+        }
+    }
+}
+
+/// A batch of one column's records: bytes back to back and where each record ends.
+#[derive(Default)]
+pub(super) struct Chunk {
+    pub(super) bytes: Vec<u8>,
+    pub(super) ends: Vec<usize>,
+}
+
+impl Chunk {
+    pub(super) fn push(&mut self, record: &[u8]) {
+        self.bytes.extend_from_slice(record);
+        self.ends.push(self.bytes.len());
+    }
+
+    pub(super) fn records(&self) -> Vec<&[u8]> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&e| {
+                let r = &self.bytes[start..e];
+                start = e;
+                r
+            })
+            .collect()
+    }
+}
+
+/// The fixed-size values of `a` (numbers, booleans as 0/1 bytes, fixed-size lists of them,
+/// fixed-size binary), flattened to bytes; a null value filled or an error. `k` is the number
+/// of leaf values per element of `a`.
+fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
+    macro_rules! prim {
+        ($t:ty, $conv:expr) => {{
+            let p = a.as_primitive::<$t>();
+            match (p.null_count(), at.nulls) {
+                (0, _) => out.extend_from_slice(bytemuck::cast_slice(p.values())),
+                (_, Nulls::Error) => {
+                    let i = (0..p.len()).find(|&i| p.is_null(i)).unwrap_or(0);
+                    return Err(at.null(i));
+                }
+                (_, Nulls::Fill(v)) => {
+                    let fill = $conv(v);
+                    for i in 0..p.len() {
+                        let x = if p.is_null(i) { fill } else { p.value(i) };
+                        out.extend_from_slice(bytemuck::bytes_of(&x));
+                    }
+                }
+            }
+        }};
+    }
+    match a.data_type() {
+        DataType::Int8 => prim!(Int8Type, |v: f64| v as i8),
+        DataType::Int16 => prim!(Int16Type, |v: f64| v as i16),
+        DataType::Int32 => prim!(Int32Type, |v: f64| v as i32),
+        DataType::Int64 => prim!(Int64Type, |v: f64| v as i64),
+        DataType::UInt8 => prim!(UInt8Type, |v: f64| v as u8),
+        DataType::UInt16 => prim!(UInt16Type, |v: f64| v as u16),
+        DataType::UInt32 => prim!(UInt32Type, |v: f64| v as u32),
+        DataType::UInt64 => prim!(UInt64Type, |v: f64| v as u64),
+        DataType::Float16 => prim!(Float16Type, half::f16::from_f64),
+        DataType::Float32 => prim!(Float32Type, |v: f64| v as f32),
+        DataType::Float64 => prim!(Float64Type, |v: f64| v),
+        DataType::Boolean => {
+            let b = a.as_boolean();
+            for i in 0..b.len() {
+                let v = if b.is_null(i) {
+                    match at.nulls {
+                        Nulls::Error => return Err(at.null(i)),
+                        Nulls::Fill(v) => v != 0.0,
+                    }
+                } else {
+                    b.value(i)
+                };
+                out.push(u8::from(v));
+            }
+        }
+        DataType::FixedSizeBinary(n) => {
+            let f = a.as_fixed_size_binary();
+            for i in 0..f.len() {
+                if f.is_null(i) {
+                    match at.nulls {
+                        Nulls::Error => return Err(at.null(i)),
+                        Nulls::Fill(v) => out.extend(std::iter::repeat_n(v as u8, *n as usize)),
+                    }
+                } else {
+                    out.extend_from_slice(f.value(i));
+                }
+            }
+        }
+        DataType::FixedSizeList(_, n) => {
+            let l = a.as_fixed_size_list();
+            let n = *n as usize;
+            let start = out.len();
+            // The child values of this list's elements only (a sliced list starts inside them).
+            let child = l.values().slice(l.offset() * n, l.len() * n);
+            leaf_bytes(child.as_ref(), at, out)?;
+            if l.null_count() > 0 {
+                let per = (out.len() - start) / l.len().max(1);
+                for i in (0..l.len()).filter(|&i| l.is_null(i)) {
+                    match at.nulls {
+                        Nulls::Error => return Err(at.null(i)),
+                        Nulls::Fill(v) => {
+                            let fill = fill_bytes(a.data_type(), v);
+                            let cell = &mut out[start + i * per..start + (i + 1) * per];
+                            for (k, b) in cell.iter_mut().enumerate() {
+                                *b = fill[k % fill.len()];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        other => {
+            return Err(Error::BadInput {
+                path: at.path.to_path_buf(),
+                reason: format!("column {:?}: {other} is not a fixed-size type", at.column),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of one leaf value `v` of the innermost type of `t`.
+fn fill_bytes(t: &DataType, v: f64) -> Vec<u8> {
+    match t {
+        DataType::FixedSizeList(f, _) => fill_bytes(f.data_type(), v),
+        DataType::Int8 => (v as i8).to_ne_bytes().to_vec(),
+        DataType::Int16 => (v as i16).to_ne_bytes().to_vec(),
+        DataType::Int32 => (v as i32).to_ne_bytes().to_vec(),
+        DataType::Int64 => (v as i64).to_ne_bytes().to_vec(),
+        DataType::UInt16 => (v as u16).to_ne_bytes().to_vec(),
+        DataType::UInt32 => (v as u32).to_ne_bytes().to_vec(),
+        DataType::UInt64 => (v as u64).to_ne_bytes().to_vec(),
+        DataType::Float16 => half::f16::from_f64(v).to_ne_bytes().to_vec(),
+        DataType::Float32 => (v as f32).to_ne_bytes().to_vec(),
+        DataType::Float64 => v.to_ne_bytes().to_vec(),
+        DataType::Boolean => vec![u8::from(v != 0.0)],
+        _ => vec![v as u8],
+    }
+}
+
+/// One batch of column values `a` as records.
+pub(super) fn records(a: &ArrayRef, layout: &Layout, at: &At<'_>) -> Result<Chunk> {
+    let mut chunk = Chunk::default();
+    match layout {
+        Layout::Dense(..) => {
+            let mut bytes = Vec::new();
+            leaf_bytes(a.as_ref(), at, &mut bytes)?;
+            let per = bytes.len() / a.len().max(1);
+            chunk.ends = (1..=a.len()).map(|i| i * per).collect();
+            chunk.bytes = bytes;
+        }
+        Layout::Ragged(..) => match a.data_type() {
+            DataType::List(_) => list_records::<i32>(a, at, &mut chunk)?,
+            _ => list_records::<i64>(a, at, &mut chunk)?,
+        },
+        Layout::Bytes => bytes_records(a.as_ref(), at, &mut chunk)?,
+    }
+    Ok(chunk)
+}
+
+fn list_records<O: OffsetSizeTrait>(a: &ArrayRef, at: &At<'_>, chunk: &mut Chunk) -> Result<()> {
+    let l = a.as_list::<O>();
+    let offsets = l.value_offsets();
+    let (first, last) = (offsets[0].as_usize(), offsets[l.len()].as_usize());
+    let mut values = Vec::new();
+    leaf_bytes(l.values().slice(first, last - first).as_ref(), at, &mut values)?;
+    let per = if last > first { values.len() / (last - first) } else { 0 };
+    if l.null_count() == 0 {
+        // The values are the records back to back: kept as they are, cut at the offsets.
+        chunk.ends = offsets[1..].iter().map(|o| (o.as_usize() - first) * per).collect();
+        chunk.bytes = values;
+        return Ok(());
+    }
+    for i in 0..l.len() {
+        if l.is_null(i) {
+            match at.nulls {
+                Nulls::Error => return Err(at.null(i)),
+                Nulls::Fill(_) => chunk.push(&[]),
+            }
+            continue;
+        }
+        let (s, e) = (offsets[i].as_usize() - first, offsets[i + 1].as_usize() - first);
+        chunk.push(&values[s * per..e * per]);
+    }
+    Ok(())
+}
+
+fn bytes_records(a: &dyn Array, at: &At<'_>, chunk: &mut Chunk) -> Result<()> {
+    let value = |i: usize| -> Option<&[u8]> {
+        if a.is_null(i) {
+            return None;
+        }
+        Some(match a.data_type() {
+            DataType::Binary => a.as_binary::<i32>().value(i),
+            DataType::LargeBinary => a.as_binary::<i64>().value(i),
+            DataType::BinaryView => a.as_binary_view().value(i),
+            DataType::Utf8 => a.as_string::<i32>().value(i).as_bytes(),
+            DataType::LargeUtf8 => a.as_string::<i64>().value(i).as_bytes(),
+            DataType::Utf8View => a.as_string_view().value(i).as_bytes(),
+            _ => return None,
+        })
+    };
+    if let DataType::Struct(_) = a.data_type() {
+        let s = a.as_struct();
+        let bytes = s.column_by_name("bytes").ok_or_else(|| Error::BadInput {
+            path: at.path.to_path_buf(),
+            reason: format!("column {:?}: a struct without a `bytes` field", at.column),
+        })?;
+        let mut inner = Chunk::default();
+        bytes_records(bytes.as_ref(), at, &mut inner)?;
+        for (i, r) in inner.records().into_iter().enumerate() {
+            if s.is_null(i) && at.nulls == Nulls::Error {
+                return Err(at.null(i));
+            }
+            chunk.push(if s.is_null(i) { &[] } else { r });
+        }
+        return Ok(());
+    }
+    // Without nulls, offset-based strings and binaries are their records back to back: one copy.
+    if a.null_count() == 0 {
+        let mut whole = |data: &[u8], offsets: &mut dyn Iterator<Item = usize>, first: usize| {
+            chunk.ends = offsets.map(|o| o - first).collect();
+            chunk.bytes = data.to_vec();
+        };
+        macro_rules! offset_based {
+            ($arr:expr) => {{
+                let x = $arr;
+                let o = x.value_offsets();
+                // Offsets of a valid array are non-negative and ascending (arrow checks).
+                let (first, last) = (o[0] as usize, o[x.len()] as usize);
+                whole(&x.value_data()[first..last], &mut o[1..].iter().map(|&v| v as usize), first);
+                return Ok(());
+            }};
+        }
+        match a.data_type() {
+            DataType::Binary => offset_based!(a.as_binary::<i32>()),
+            DataType::LargeBinary => offset_based!(a.as_binary::<i64>()),
+            DataType::Utf8 => offset_based!(a.as_string::<i32>()),
+            DataType::LargeUtf8 => offset_based!(a.as_string::<i64>()),
+            _ => {}
+        }
+    }
+    for i in 0..a.len() {
+        match (value(i), at.nulls) {
+            (Some(v), _) => chunk.push(v),
+            (None, Nulls::Fill(_)) => chunk.push(&[]),
+            (None, Nulls::Error) => return Err(at.null(i)),
+        }
+    }
+    Ok(())
+}
