@@ -5,6 +5,7 @@
 //! | module | concern |
 //! | --- | --- |
 //! | `open` | [`Store`]: create, open, the locks, recovery on open |
+//! | `options` | [`StoreOptions`] |
 //! | `append` | append: compress, place, flush, commit |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
 //! | `fixed` | the fixed-stride gather, entries and records pipelined in one pass |
@@ -27,6 +28,7 @@ mod lock;
 mod maintain;
 mod migrate;
 mod open;
+mod options;
 mod report;
 mod table;
 
@@ -43,7 +45,8 @@ pub(crate) use gather::{Parallelism, Resolved};
 pub(crate) use lock::WriteLock;
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
-pub use open::{Store, StoreOptions};
+pub use open::Store;
+pub use options::StoreOptions;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};
 #[cfg(feature = "remote")]
 pub(crate) use table::{v1_header_error, v2_header_error};

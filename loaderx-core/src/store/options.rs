@@ -1,0 +1,102 @@
+//! [`StoreOptions`]: how a store is created or opened.
+
+use crate::format::v2;
+use crate::format::{Format, MAX_CHUNK_SIZE};
+
+/// Options for creating or opening a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    pub(super) format: Format,
+    pub(super) chunk_capacity: Option<u64>,
+    pub(super) dict_cap: Option<usize>,
+    pub(super) overwrite: bool,
+    pub(super) verify_reads: bool,
+    pub(super) max_records: Option<u64>,
+    pub(super) deferred_sync: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            format: Format::V2,
+            chunk_capacity: None,
+            dict_cap: None,
+            overwrite: false,
+            verify_reads: false,
+            max_records: None,
+            deferred_sync: false,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// Default options: format v2 for new stores, its default chunk size (1 GiB; v1: 4 GiB),
+    /// adaptive dictionary size, no overwrite, reads unverified.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The format [`Store::create`] writes (default [`Format::V2`]); opening reads either.
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Largest chunk file the writer fills before rolling to the next. A v2 store records its
+    /// capacity when it is created; a v1 store's is at most 4 GiB and applies to this handle's
+    /// writes.
+    pub fn chunk_capacity(mut self, bytes: u64) -> Self {
+        self.chunk_capacity = Some(bytes.max(1));
+        self
+    }
+
+    /// Upper bound on the size of a trained `zstd_dict` dictionary.
+    pub fn dict_cap(mut self, bytes: Option<usize>) -> Self {
+        self.dict_cap = bytes;
+        self
+    }
+
+    /// Let [`Store::create`] replace an existing store at the path.
+    pub fn overwrite(mut self, yes: bool) -> Self {
+        self.overwrite = yes;
+        self
+    }
+
+    /// Check every record's crc32c (and its entry's) on every gather of this handle, raw records
+    /// included (v2 stores; v1 keeps no checksums). Off by default, because it costs a raw gather
+    /// 1-14% (README, "Format v2"); without it, zstd records are still checked by their frame's
+    /// checksum and LZ4 records by their crc32c (an LZ4 block has no checksum of its own), and
+    /// only raw records and entries go unchecked. `verify` checks everything whatever this says.
+    pub fn verify_reads(mut self, yes: bool) -> Self {
+        self.verify_reads = yes;
+        self
+    }
+
+    /// Commits of this handle publish their records (readers see them at once) without waiting
+    /// for the disk; [`Store::sync`] makes everything appended so far durable. Off by default:
+    /// each [`Store::append`] returns with its records on disk, and a crash leaves a prefix of the
+    /// appends. With it, a crash before `sync` returns can leave a store whose index names records
+    /// that never reached the disk: for a store built whole and then published, as the converters
+    /// build theirs (in `OUT.partial`, synced once, then renamed into place), where it saves a
+    /// wait for the disk at every commit.
+    pub fn deferred_sync(mut self, yes: bool) -> Self {
+        self.deferred_sync = yes;
+        self
+    }
+
+    /// Lowers the number of records this handle lets the store grow to below the format's limit
+    /// (tests of the limit's error path without writing 2^24 or 2^56 records).
+    #[doc(hidden)]
+    pub fn max_records(mut self, n: u64) -> Self {
+        self.max_records = Some(n);
+        self
+    }
+
+    /// The chunk capacity a new store of `format` gets.
+    pub(super) fn capacity_for(&self, format: Format) -> u64 {
+        match format {
+            Format::V1 => self.chunk_capacity.unwrap_or(MAX_CHUNK_SIZE).min(MAX_CHUNK_SIZE),
+            Format::V2 => self.chunk_capacity.unwrap_or(v2::DEFAULT_CHUNK_CAPACITY),
+        }
+    }
+}
