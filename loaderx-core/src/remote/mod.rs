@@ -32,6 +32,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ClientConfigKey, GetOptions, GetRange, ObjectMeta, ObjectStore, RetryConfig};
 
 use crate::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
+use crate::store::{RecordError, Stored, decode_record};
 use crate::{Codec, Error, Result};
 
 mod body;
@@ -1181,21 +1182,12 @@ impl RemoteStore {
                 }
                 _ => false,
             };
-            let check = self.checksums && !checked;
-            if codec == Codec::Raw {
-                if let [stored] = parts {
-                    // Summed in the copy's pass; on a mismatch the destination holds no usable
-                    // data (the gather's contract on error).
-                    if !check {
-                        dst.copy(stored);
-                    } else if dst.copy_crc32c(stored, &mut summer) != e.crc {
-                        return Err(self.crc_mismatch(i));
-                    }
-                } else {
-                    // Across cache pages: copied a page's part at a time (checked above).
-                    for part in parts {
-                        dst.copy(part);
-                    }
+            if let [_, _, ..] = parts
+                && codec == Codec::Raw
+            {
+                // Across cache pages: copied a page's part at a time (checked above).
+                for part in parts {
+                    dst.copy(part);
                 }
                 continue;
             }
@@ -1207,12 +1199,14 @@ impl RemoteStore {
                 whole = parts.concat();
                 &whole
             };
-            if check && crc32c::crc32c(stored) != e.crc {
-                return Err(self.crc_mismatch(i));
-            }
-            decoder
-                .decode(codec, stored, dst, e.logical as usize)
-                .map_err(|why| self.corrupt(i, format!("{why:?}")))?;
+            let rec = Stored { bytes: stored, codec, logical: e.logical as usize, crc: e.crc };
+            // A raw record is summed in the copy's pass.
+            decode_record(rec, self.checksums && !checked, &mut decoder, Some(&mut summer), dst).map_err(
+                |why| match why {
+                    RecordError::Checksum(_) => self.crc_mismatch(i),
+                    RecordError::Decode(why) => self.corrupt(i, format!("{why:?}")),
+                },
+            )?;
         }
         Ok(())
     }

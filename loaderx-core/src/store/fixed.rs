@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::Store;
 use super::codec::Decoder;
+use super::decode::{Stored, decode_record};
 use super::gather::{Located, Parallelism, RecordIndex, shard_count, stored_range};
 use super::table::{Table, View};
 use crate::format::Codec;
@@ -161,7 +162,7 @@ impl Store {
         let verify = T::CHECKSUMS && self.verifies_reads();
         let mut views = Views { store: self, slots: [None, None], verify };
         let mut summer = Summer::default();
-        let mut decoder: Option<Decoder<'_>> = None;
+        let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
         let mut cur = [Entry::default(); BLOCK];
         let mut next = [Entry::default(); BLOCK];
         prefetch_entries(&indices[..indices.len().min(2 * BLOCK)]);
@@ -183,7 +184,6 @@ impl Store {
             self.copy_block(
                 this,
                 &cur[..this.len()],
-                record_len,
                 verify,
                 &mut views,
                 &mut summer,
@@ -252,11 +252,10 @@ impl Store {
         &'d self,
         block: &[I],
         entries: &[Entry],
-        record_len: usize,
         verify: bool,
         views: &mut Views<'_>,
         summer: &mut Summer,
-        decoder: &mut Option<Decoder<'d>>,
+        decoder: &mut Decoder<'d>,
         dst: &mut Destination<'_>,
     ) -> Result<()> {
         let located = |k: usize| {
@@ -280,47 +279,41 @@ impl Store {
                     end = next.end();
                     run += 1;
                 }
-                if end > e.offset {
-                    let first = located(k);
-                    let map = views.range(&first, end)?;
-                    let (start, stop) = (e.offset as usize, end as usize);
-                    let src = &map.bytes()[start..stop];
-                    if verify {
-                        // Each record summed as it is copied; the destination of a record that
-                        // fails holds no usable data (the gather's contract on error).
-                        let mut at = 0;
-                        for (j, e) in entries.iter().enumerate().skip(k).take(run) {
-                            let n = e.stored as usize;
-                            let got = dst.copy_crc32c(&src[at..at + n], summer);
-                            if got != e.crc {
-                                return Err(self.checksum_error(&located(j), got));
-                            }
-                            at += n;
-                        }
-                    } else {
-                        dst.copy(src);
+                // An empty run maps nothing: its records (all empty) are only checked.
+                let src: &[u8] = if end > e.offset {
+                    let map = views.range(&located(k), end)?;
+                    &map.bytes()[e.offset as usize..end as usize]
+                } else {
+                    &[]
+                };
+                if verify {
+                    // Each record summed as it is copied; the destination of a record that
+                    // fails holds no usable data (the gather's contract on error).
+                    let mut at = 0;
+                    for (j, e) in entries.iter().enumerate().skip(k).take(run) {
+                        let n = e.stored as usize;
+                        let rec =
+                            Stored { bytes: &src[at..at + n], codec: Codec::Raw, logical: n, crc: e.crc };
+                        decode_record(rec, true, decoder, Some(summer), dst)
+                            .map_err(|err| self.record_failure(err, &located(j)))?;
+                        at += n;
                     }
-                } else if verify {
-                    for j in k..k + run {
-                        self.check_stored(&located(j), &[])?;
-                    }
+                } else {
+                    dst.copy(src);
                 }
                 k += run;
                 continue;
             }
             let l = located(k);
             let src = views.get(&l)?;
-            if verify || l.codec.checked_on_every_read() {
-                self.check_stored(&l, src)?;
-            }
             // A handle opened before the writer trained the dictionary loads it now (it is
             // durable before any record that needs it is committed).
             if l.codec == Codec::ZstdDict && self.dict.get().is_none() {
                 self.load_dictionary()?;
-                *decoder = None;
+                *decoder = Decoder::new(self.dict.get().map(|d| &**d));
             }
-            let dec = decoder.get_or_insert_with(|| Decoder::new(self.dict.get().map(|d| &**d)));
-            dec.decode(l.codec, src, dst, record_len).map_err(|e| self.decode_error(e, &l))?;
+            decode_record(l.stored(src), verify, decoder, Some(summer), dst)
+                .map_err(|err| self.record_failure(err, &l))?;
             k += 1;
         }
         Ok(())

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::codec::{DecodeError, Decoder};
+use super::decode::{RecordError, Stored, check_record, decode_record};
 use super::table::{Table, View};
 use crate::format::Codec;
 use crate::format::v2::Entry;
@@ -68,6 +69,14 @@ pub(super) struct Located {
     pub(super) index: u64,
     pub(super) entry: Entry,
     pub(super) codec: Codec,
+}
+
+impl Located {
+    /// The record with its stored bytes `bytes`, as [`decode_record`] takes it.
+    #[inline(always)]
+    pub(super) fn stored<'a>(&self, bytes: &'a [u8]) -> Stored<'a> {
+        Stored { bytes, codec: self.codec, logical: self.entry.logical as usize, crc: self.entry.crc }
+    }
 }
 
 /// Whether a batched read may split over the rayon pool.
@@ -286,21 +295,15 @@ impl Store {
         run_shards(work, |(lc, d)| self.read_shard(lc, d, self.verifies_reads()))
     }
 
-    /// Reads `locs` into `dst` on the calling thread, checking record checksums when `verify`.
+    /// Reads `locs` into `dst` on the calling thread, checking record checksums when `verify`
+    /// ([`decode_record`]: a raw record summed, then copied: its lengths vary, so a fused sum's
+    /// per-length plan would cost more than it saves).
     pub(super) fn read_shard(&self, locs: &[Located], mut dst: Destination<'_>, verify: bool) -> Result<()> {
         self.ensure_dictionary(locs)?;
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
-        self.walk_stored(locs, verify, |_, l, src| {
-            let len = l.entry.logical as usize;
-            if len == 0 {
-                Ok(())
-            } else if l.codec == Codec::Raw {
-                // `locate` checked that a raw record stores exactly its length.
-                dst.copy(src);
-                Ok(())
-            } else {
-                decoder.decode(l.codec, src, &mut dst, len).map_err(|e| self.decode_error(e, l))
-            }
+        self.walk_stored(locs, |_, l, bytes| {
+            decode_record(l.stored(bytes), verify, &mut decoder, None, &mut dst)
+                .map_err(|e| self.record_failure(e, l))
         })
     }
 
@@ -343,13 +346,16 @@ impl Store {
             let mut out = Vec::with_capacity(lc.len());
             let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
             let mut scratch = Vec::new();
-            self.walk_stored(lc, self.verifies_reads(), |k, l, src| {
+            let verify = self.verifies_reads();
+            self.walk_stored(lc, |k, l, src| {
+                let rec = l.stored(src);
                 let bytes = if l.codec == Codec::Raw || l.entry.logical == 0 {
+                    check_record(&rec, verify).map_err(|e| E::from(self.record_failure(e, l)))?;
                     src
                 } else {
-                    let len = l.entry.logical as usize;
-                    fill_vec(&mut scratch, len, |mut dst| {
-                        decoder.decode(l.codec, src, &mut dst, len).map_err(|e| self.decode_error(e, l))
+                    fill_vec(&mut scratch, rec.logical, |mut dst| {
+                        decode_record(rec, verify, &mut decoder, None, &mut dst)
+                            .map_err(|e| self.record_failure(e, l))
                     })
                     .map_err(E::from)?;
                     &scratch[..]
@@ -386,6 +392,14 @@ impl Store {
         Ok(())
     }
 
+    /// The error for record `l` that failed its checksum or did not decode.
+    pub(super) fn record_failure(&self, e: RecordError, l: &Located) -> Error {
+        match e {
+            RecordError::Checksum(got) => self.checksum_error(l, got),
+            RecordError::Decode(e) => self.decode_error(e, l),
+        }
+    }
+
     /// The error for a record that does not decompress.
     pub(super) fn decode_error(&self, e: DecodeError, l: &Located) -> Error {
         match e {
@@ -394,19 +408,6 @@ impl Store {
                 Error::CorruptRecord { path: self.chunks.path(l.entry.chunk), index: l.index, reason }
             }
         }
-    }
-
-    /// Checks a record's stored bytes against its entry's crc32c.
-    ///
-    /// # Errors
-    /// [`Error::CorruptRecord`] naming the chunk file and the record.
-    #[inline]
-    pub(super) fn check_stored(&self, l: &Located, src: &[u8]) -> Result<()> {
-        let got = crc32c::crc32c(src);
-        if got == l.entry.crc {
-            return Ok(());
-        }
-        Err(self.checksum_error(l, got))
     }
 
     /// The error for record `l` whose stored bytes sum to `got`, not to its entry's checksum.
@@ -439,11 +440,10 @@ impl Store {
 
     /// Walks the records `locs` (from [`Store::resolve`]) in order, handing `f` each one's
     /// position and its stored bytes (a slice of its chunk's map; empty for an empty record),
-    /// checked against their checksum first when `verify`.
+    /// unchecked: `f` checks them ([`decode_record`], [`check_record`]).
     fn walk_stored<E: From<Error>>(
         &self,
         locs: &[Located],
-        verify: bool,
         mut f: impl FnMut(usize, &Located, &[u8]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let mut view: Option<(u32, Arc<MappedFile>)> = None;
@@ -457,9 +457,6 @@ impl Store {
                 prefetch(src);
             }
             if l.entry.stored == 0 {
-                if verify {
-                    self.check_stored(l, &[])?;
-                }
                 f(k, l, &[])?;
                 continue;
             }
@@ -472,9 +469,6 @@ impl Store {
                 },
             };
             let src = stored_range(map, &l.entry).ok_or_else(|| self.truncated_error(l))?;
-            if verify || l.codec.checked_on_every_read() {
-                self.check_stored(l, src)?;
-            }
             f(k, l, src)?;
         }
         Ok(())

@@ -15,12 +15,14 @@
 //! | `table` | the index of either format behind one face: the writer's [`Index`](table::Index), a batch's [`Table`](table::Table) |
 //! | `chunk` | chunk files (mapped reads, positional writes) and the placement rule |
 //! | `codec` | per-record zstd contexts and dictionary training |
+//! | `decode` | one record into a gather's destination: checked as the codec table says, copied or decoded |
 //! | `files` | file names, atomic replacement, directory sync |
 //! | `lock` | the writer's lock file |
 
 mod append;
 mod chunk;
 mod codec;
+mod decode;
 mod files;
 mod fixed;
 mod gather;
@@ -34,6 +36,8 @@ mod table;
 
 #[cfg(feature = "remote")]
 pub(crate) use codec::{Decoder, Dictionary};
+#[cfg(feature = "remote")]
+pub(crate) use decode::{RecordError, Stored, decode_record};
 pub use files::SCHEMA_FILE;
 #[cfg(feature = "remote")]
 pub(crate) use files::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE};
