@@ -5,7 +5,8 @@ use std::path::{Component, Path, PathBuf};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutPayload};
 
-use super::{RemoteOptions, parse_url};
+use super::RemoteOptions;
+use super::url::parse_url;
 use crate::format::storeset::{MAX_SET_MANIFEST, SET_FILE, SetManifest};
 use crate::store::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, SCHEMA_FILE};
 use crate::{Error, Result};

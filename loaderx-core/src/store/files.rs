@@ -69,9 +69,14 @@ fn create_fresh(path: &Path) -> Result<File> {
     File::options().write(true).create_new(true).open(path).map_err(|e| Error::io("create", path, e))
 }
 
+/// The name of chunk `id`'s file (its object's name, in a store on object storage).
+pub(crate) fn chunk_name(id: u32) -> String {
+    format!("{id}.zr")
+}
+
 /// The path of chunk `id` in `dir`.
 pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
-    dir.join(format!("{id}.zr"))
+    dir.join(chunk_name(id))
 }
 
 /// Whether `name` is one of a store's own files (or a temporary file of one).

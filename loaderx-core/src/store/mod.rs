@@ -40,7 +40,7 @@ pub(crate) use codec::{Decoder, Dictionary};
 pub(crate) use decode::{RecordError, Stored, decode_record};
 pub use files::SCHEMA_FILE;
 #[cfg(feature = "remote")]
-pub(crate) use files::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE};
+pub(crate) use files::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, chunk_name};
 pub(crate) use files::{
     open_or_create, read_capped, remove_store_files, sync_dir, write_atomic, write_atomic_with,
 };

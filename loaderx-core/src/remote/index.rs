@@ -1,0 +1,164 @@
+//! A remote store's index: `index.zr` (v2, every entry's checksum checked) or the committed
+//! prefix of `meta.zr` (v1), parsed by [`crate::format`]'s parsers, the v2 index cached locally by
+//! its ETag; and the dictionary.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::RemoteStore;
+use super::fetch::add;
+use crate::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
+use crate::store::{DICT_FILE, INDEX_FILE, META_FILE};
+use crate::{Codec, Error, Result};
+
+/// The most bytes a store's small files (`schema.msgpack`, `dict.zr`) may hold: a zstd
+/// dictionary is some hundreds of KiB, a schema less.
+pub(super) const MAX_SMALL_FILE: u64 = 64 << 20;
+
+impl RemoteStore {
+    /// A v2 store: `index.zr`'s header and every entry parsed and checked (each entry's own
+    /// checksum), the dictionary fetched when the header names one.
+    pub(super) fn open_v2(&mut self, index: &[u8]) -> Result<()> {
+        let path = self.object_url(INDEX_FILE);
+        let corrupt =
+            |offset: u64, reason: String| Error::Corrupt { path: PathBuf::from(&path), offset, reason };
+        let header =
+            Header::parse(index, true).map_err(|e| crate::store::v2_header_error(Path::new(&path), e))?;
+        let count = usize::try_from(header.count).map_err(|_| corrupt(40, "a count past usize".into()))?;
+        let need = count.checked_mul(ENTRY_SIZE).and_then(|n| n.checked_add(HEADER_SIZE));
+        if need.is_none_or(|n| n > index.len()) {
+            return Err(corrupt(40, format!("{count} entries in {} bytes", index.len())));
+        }
+        self.entries = (0..count)
+            .map(|i| {
+                let at = HEADER_SIZE + i * ENTRY_SIZE;
+                Entry::parse(&index[at..at + ENTRY_SIZE])
+                    .map_err(|e| corrupt(at as u64, format!("entry {i}: {e}")))
+            })
+            .collect::<Result<_>>()?;
+        if header.dict_id != 0 {
+            self.load_dictionary()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn load_dictionary(&mut self) -> Result<()> {
+        let bytes = self.get_whole(DICT_FILE, MAX_SMALL_FILE, None)?;
+        let raw = crate::format::dict::decode(&bytes).map_err(|(o, why)| Error::Corrupt {
+            path: PathBuf::from(self.object_url(DICT_FILE)),
+            offset: o,
+            reason: why,
+        })?;
+        let prepared = crate::store::Dictionary::new(raw.to_vec()).map_err(|reason| Error::Corrupt {
+            path: PathBuf::from(self.object_url(DICT_FILE)),
+            offset: 0,
+            reason,
+        })?;
+        self.dict = Some(prepared);
+        Ok(())
+    }
+
+    /// A v1 store: the header of `meta.zr` and its committed entries (one range request each;
+    /// the rest of the fixed 256 MiB table is never fetched), the dictionary when there is one.
+    /// v1 records carry no checksum, so they are read unchecked (as a v1 store is locally).
+    pub(super) fn open_v1(&mut self) -> Result<()> {
+        use crate::format::{ENTRY_SIZE as V1_ENTRY, Header as V1Header, RecordLoc};
+        self.checksums = false;
+        let path = PathBuf::from(self.object_url(META_FILE));
+        let corrupt = |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason };
+        let head = self.get_range(META_FILE, 0..V1_ENTRY as u64)?;
+        let header = V1Header::parse(&head).map_err(|e| crate::store::v1_header_error(&path, e))?;
+        let count = u64::from(header.length);
+        let table = if count == 0 {
+            Bytes::new()
+        } else {
+            self.get_range(META_FILE, V1_ENTRY as u64..V1_ENTRY as u64 * (1 + count))?
+        };
+        self.entries = table
+            .chunks_exact(V1_ENTRY)
+            .enumerate()
+            .map(|(i, b)| {
+                let at = (V1_ENTRY * (i + 1)) as u64;
+                let loc =
+                    RecordLoc::from_bytes(b.try_into().map_err(|_| corrupt(at, "a short entry".into()))?);
+                loc.validate(&header).map_err(|why| corrupt(at, format!("entry {i}: {why}")))?;
+                Ok(Entry {
+                    offset: u64::from(loc.offset),
+                    stored: loc.phys_length,
+                    logical: loc.logic_length,
+                    chunk: u32::from(loc.chunk_id),
+                    codec: loc.codec,
+                    crc: 0,
+                })
+            })
+            .collect::<Result<_>>()?;
+        if self.entries.iter().any(|e| e.codec == Codec::ZstdDict as u8) {
+            self.load_dictionary()?;
+        }
+        Ok(())
+    }
+
+    /// The index, from the local cache when the object's ETag is the cached copy's (the
+    /// consistency token: a store rewritten under the same URL has another), else fetched and
+    /// cached (temporary file, then rename). The cache is `$LOADERX_CACHE_DIR/remote/...`
+    /// (the cache directory, `convert::cache_dir`); it is an optimisation: any failure to use it fetches.
+    pub(super) fn cached_index(&self) -> Result<Bytes> {
+        let key = self.key(INDEX_FILE);
+        add(&self.counters.requests, 1);
+        let meta = self
+            .runtime
+            .block_on(self.store.head(&key))
+            .map_err(|e| self.remote_err(INDEX_FILE, None, &e))?;
+        let token = meta.e_tag.clone().unwrap_or_default();
+        // Checked before the cached copy is read or the object fetched: an index larger than
+        // memory may hold is refused, whatever the server says next.
+        let limit = self.options.memory();
+        if meta.size > limit {
+            return Err(Error::Remote {
+                url: self.object_url(INDEX_FILE),
+                range: None,
+                reason: format!(
+                    "the server gives it {} bytes, more than the memory limit of {limit} (RemoteOptions::memory_limit)",
+                    meta.size
+                ),
+            });
+        }
+        let dir = crate::sys::cache_dir()
+            .join("remote")
+            .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())));
+        let (cached, tag) = (dir.join(INDEX_FILE), dir.join("etag"));
+        if !token.is_empty()
+            && std::fs::read_to_string(&tag).is_ok_and(|t| t == token)
+            && let Ok(bytes) = std::fs::read(&cached)
+            && bytes.len() as u64 == meta.size
+        {
+            return Ok(Bytes::from(bytes));
+        }
+        let bytes = self.get_whole(INDEX_FILE, limit, meta.e_tag.clone())?;
+        if bytes.len() as u64 != meta.size {
+            return Err(Error::Remote {
+                url: self.object_url(INDEX_FILE),
+                range: None,
+                reason: format!(
+                    "{} bytes came back where the server gave its size as {}",
+                    bytes.len(),
+                    meta.size
+                ),
+            });
+        }
+        if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() {
+            let _ = crate::store::write_atomic(&dir, INDEX_FILE, &bytes)
+                .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
+        }
+        Ok(bytes)
+    }
+
+    /// Where this store's index is cached locally.
+    pub fn index_cache(&self) -> PathBuf {
+        crate::sys::cache_dir()
+            .join("remote")
+            .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())))
+            .join(INDEX_FILE)
+    }
+}

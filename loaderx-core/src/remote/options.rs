@@ -1,0 +1,235 @@
+//! [`RemoteOptions`]: how a remote store is reached (endpoint, credentials, retries, timeouts)
+//! and read (coalescing, concurrency, the page cache, the memory limit), and the S3 client they
+//! build.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::{ClientConfigKey, ObjectStore, RetryConfig};
+
+use super::redact::scrub;
+use crate::{Error, Result};
+
+/// How a remote store is reached and read.
+#[derive(Clone, Default)]
+pub struct RemoteOptions {
+    endpoint: Option<String>,
+    region: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+    allow_http: Option<bool>,
+    max_gap: Option<u64>,
+    max_request: Option<u64>,
+    concurrency: Option<usize>,
+    retries: Option<usize>,
+    timeout: Option<Duration>,
+    cache: Option<(PathBuf, u64)>,
+    page_size: Option<u64>,
+    memory_limit: Option<u64>,
+    anonymous: bool,
+}
+
+impl std::fmt::Debug for RemoteOptions {
+    // Never the keys: only whether they are set.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteOptions")
+            .field("endpoint", &self.endpoint.as_deref().map(|e| scrub(e, Some(e))))
+            .field("region", &self.region)
+            .field("access_key_id", &self.access_key_id.as_ref().map(|_| "<set>"))
+            .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "<set>"))
+            .field("allow_http", &self.allow_http)
+            .field("max_gap", &self.max_gap)
+            .field("max_request", &self.max_request)
+            .field("concurrency", &self.concurrency)
+            .field("cache", &self.cache)
+            .field("page_size", &self.page_size)
+            .field("memory_limit", &self.memory_limit)
+            .field("anonymous", &self.anonymous)
+            .finish()
+    }
+}
+
+impl RemoteOptions {
+    /// The defaults: everything from the AWS environment variables; gaps up to 64 KiB
+    /// coalesced, requests up to 8 MiB, 16 in flight, 5 retries, 30 s per request.
+    pub fn new() -> RemoteOptions {
+        RemoteOptions::default()
+    }
+    /// The endpoint (`http://127.0.0.1:9000`, a MinIO or other S3-compatible server).
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+    /// The region.
+    pub fn region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+    /// The access key pair.
+    pub fn credentials(mut self, key_id: impl Into<String>, secret: impl Into<String>) -> Self {
+        self.access_key_id = Some(key_id.into());
+        self.secret_access_key = Some(secret.into());
+        self
+    }
+    /// Unsigned requests, for a public bucket (no credentials looked for, none sent).
+    pub fn anonymous(mut self, yes: bool) -> Self {
+        self.anonymous = yes;
+        self
+    }
+    /// Allow plain HTTP endpoints.
+    pub fn allow_http(mut self, yes: bool) -> Self {
+        self.allow_http = Some(yes);
+        self
+    }
+    /// Records this close (in bytes) share a request.
+    pub fn max_gap(mut self, bytes: u64) -> Self {
+        self.max_gap = Some(bytes);
+        self
+    }
+    /// The largest coalesced request.
+    pub fn max_request(mut self, bytes: u64) -> Self {
+        self.max_request = Some(bytes);
+        self
+    }
+    /// Requests in flight at once.
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = Some(n.max(1));
+        self
+    }
+    /// Retries of a failed request, with exponential backoff.
+    pub fn retries(mut self, n: usize) -> Self {
+        self.retries = Some(n);
+        self
+    }
+    /// The time one request may take.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+    /// Caches the chunk objects' pages in `dir`, at most `limit_bytes` there (see
+    /// [`cache`](self::cache)). Without this, `LOADERX_REMOTE_CACHE` names the directory and
+    /// `LOADERX_REMOTE_CACHE_BYTES` the limit (default 8 GiB); with neither, nothing is cached
+    /// but the index.
+    pub fn cache(mut self, dir: impl Into<PathBuf>, limit_bytes: u64) -> Self {
+        self.cache = Some((dir.into(), limit_bytes));
+        self
+    }
+    /// The cache's page size: a multiple of 4 KiB (default 1 MiB). Larger pages cost fewer
+    /// requests and more bytes per cold random record.
+    pub fn page_size(mut self, bytes: u64) -> Self {
+        self.page_size = Some(bytes);
+        self
+    }
+
+    /// The most bytes one batch (its records as handed out plus their stored bytes, by the
+    /// index's lengths) or the index itself may take in memory: anything claiming more is refused
+    /// with a typed error before a request is sent or a buffer allocated, so a damaged or hostile
+    /// index cannot make a reader allocate what it cannot hold. Default: half of the host's
+    /// physical memory (8 GiB where that cannot be read).
+    pub fn memory_limit(mut self, bytes: u64) -> Self {
+        self.memory_limit = Some(bytes.max(1));
+        self
+    }
+
+    pub(super) fn memory(&self) -> u64 {
+        self.memory_limit.unwrap_or_else(default_memory_limit)
+    }
+
+    /// `text` with every credential these options (or the environment) know replaced.
+    pub(super) fn scrub(&self, text: &str) -> String {
+        scrub(text, self.endpoint.as_deref())
+    }
+
+    /// The cache directory and limit, from the options or the environment.
+    pub(super) fn cache_config(&self) -> Result<Option<(PathBuf, u64, u64)>> {
+        let page = self.page_size.unwrap_or(1 << 20);
+        if page == 0 || !page.is_multiple_of(4096) {
+            return Err(Error::InvalidArgument(format!(
+                "a cache page of {page} bytes: use a multiple of 4096"
+            )));
+        }
+        let (dir, limit) = match &self.cache {
+            Some((d, l)) => (d.clone(), *l),
+            None => match std::env::var_os("LOADERX_REMOTE_CACHE") {
+                Some(d) if !d.is_empty() => {
+                    let limit = match std::env::var("LOADERX_REMOTE_CACHE_BYTES") {
+                        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+                            Error::InvalidArgument(format!(
+                                "LOADERX_REMOTE_CACHE_BYTES={v:?} is not a byte count"
+                            ))
+                        })?,
+                        Err(_) => 8 << 30,
+                    };
+                    (PathBuf::from(d), limit)
+                }
+                _ => return Ok(None),
+            },
+        };
+        if limit < page {
+            return Err(Error::InvalidArgument(format!(
+                "a cache limit of {limit} bytes holds no page of {page} bytes"
+            )));
+        }
+        Ok(Some((dir, limit, page)))
+    }
+
+    pub(super) fn gap(&self) -> u64 {
+        self.max_gap.unwrap_or(64 << 10)
+    }
+    /// Requests in flight at once ([`RemoteOptions::concurrency`], default 16).
+    pub(super) fn in_flight(&self) -> usize {
+        self.concurrency.unwrap_or(16)
+    }
+    pub(super) fn request(&self) -> u64 {
+        self.max_request.unwrap_or(8 << 20).max(1)
+    }
+
+    /// The object store of `bucket`.
+    pub(super) fn build(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+        if let Some(e) = &self.endpoint {
+            b = b.with_endpoint(e);
+        }
+        if let Some(r) = &self.region {
+            b = b.with_region(r);
+        }
+        if let (Some(k), Some(s)) = (&self.access_key_id, &self.secret_access_key) {
+            b = b.with_access_key_id(k).with_secret_access_key(s);
+        }
+        if let Some(h) = self.allow_http {
+            b = b.with_allow_http(h);
+        }
+        if self.anonymous {
+            b = b.with_skip_signature(true);
+        }
+        let retry = RetryConfig { max_retries: self.retries.unwrap_or(5), ..RetryConfig::default() };
+        // One client setting changed, the others (from the environment, `allow_http`) kept.
+        let timeout = self.timeout.unwrap_or(Duration::from_secs(30));
+        b = b.with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            format!("{}ms", timeout.as_millis()),
+        );
+        let store = b.with_retry(retry).build().map_err(|e| Error::Remote {
+            url: format!("s3://{bucket}"),
+            range: None,
+            reason: format!("cannot configure the S3 client: {}", self.scrub(&e.to_string())),
+        })?;
+        Ok(Arc::new(store))
+    }
+}
+
+/// Half of the host's physical memory (`MemTotal` of `/proc/meminfo`), 8 GiB where it cannot be
+/// read: a bound on what a claim from the index may make a reader allocate, not a budget.
+fn default_memory_limit() -> u64 {
+    static LIMIT: OnceLock<u64> = OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        });
+        total.map_or(8 << 30, |t| (t / 2).max(1 << 30))
+    })
+}

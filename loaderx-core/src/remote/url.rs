@@ -1,0 +1,79 @@
+//! `s3://bucket/prefix` URLs: what names a remote store, a URL split into bucket and prefix, and
+//! a store set's relative part paths resolved inside the bucket.
+
+use std::path::Path;
+
+use super::redact::scrub;
+use crate::{Error, Result};
+
+/// Whether `path` names a remote store (`s3://...`).
+pub fn is_remote(path: &Path) -> bool {
+    path.to_str().is_some_and(|s| s.starts_with("s3://"))
+}
+
+/// `rel` (a relative path, `/`-separated, `..` allowed) resolved against the directory `url`;
+/// the result stays inside the bucket.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an absolute path or one that climbs out of the bucket.
+pub(crate) fn join_url(url: &str, rel: &str) -> Result<String> {
+    let (bucket, prefix) = parse_url(url)?;
+    let rel = rel.replace('\\', "/");
+    if rel.starts_with('/') || rel.contains(':') {
+        return Err(Error::InvalidArgument(format!(
+            "{url}: the part {rel:?} is an absolute path, which names nothing on object storage"
+        )));
+    }
+    let mut parts: Vec<&str> = prefix.split('/').filter(|p| !p.is_empty()).collect();
+    for c in rel.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(Error::InvalidArgument(format!(
+                        "{url}: the part {rel:?} climbs out of the bucket"
+                    )));
+                }
+            }
+            c => parts.push(c),
+        }
+    }
+    Ok(format!("s3://{bucket}/{}", parts.join("/")))
+}
+
+/// `s3://bucket/prefix` as (bucket, prefix).
+pub(super) fn parse_url(url: &str) -> Result<(String, String)> {
+    let rest = url
+        .strip_prefix("s3://")
+        .ok_or_else(|| Error::InvalidArgument(format!("{url:?} is not an s3:// URL")))?;
+    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    // No bucket name holds `@` or `:`: keys written into the URL would be sent nowhere and
+    // shown in every message that names it.
+    if bucket.contains(['@', ':']) {
+        return Err(Error::InvalidArgument(format!(
+            "{:?}: an s3:// URL holds no credentials (give them in AWS_ACCESS_KEY_ID and \
+             AWS_SECRET_ACCESS_KEY)",
+            scrub(url, None)
+        )));
+    }
+    if bucket.is_empty() || prefix.split('/').any(|p| p == "..") {
+        return Err(Error::InvalidArgument(format!(
+            "{url:?}: an s3:// URL names a bucket and a prefix without `..`"
+        )));
+    }
+    Ok((bucket.to_string(), prefix.trim_end_matches('/').to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_paths_resolve_inside_the_bucket() {
+        assert_eq!(join_url("s3://b/sets/all", "../../parts/p0").unwrap(), "s3://b/parts/p0");
+        assert_eq!(join_url("s3://b/sets/all/", "p0/./x").unwrap(), "s3://b/sets/all/p0/x");
+        assert!(join_url("s3://b/sets/all", "../../../up").is_err(), "out of the bucket");
+        assert!(join_url("s3://b/all", "/abs/p0").is_err());
+        assert!(join_url("s3://b/all", "C:\\data\\p0").is_err());
+    }
+}
