@@ -17,9 +17,8 @@ use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, P
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 use loaderx_core::{
-    Batch, BucketConfig, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, MixtureConfig,
-    PackConfig, Pad, PassConfig, Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection,
-    fingerprint,
+    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Order, Pack, Pad, PassConfig,
+    Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection, fingerprint,
 };
 
 use crate::dense::DenseBatch;
@@ -58,19 +57,56 @@ impl StepLoaderBuilder {
         Self::default()
     }
 
+    /// Applies `f` to the wrapped loaderx builder: every [`LoaderBuilder`] setting (streams,
+    /// selections, sampler, sharding, resume, prefetch, padding, packing, bucketing) is reached
+    /// this way, with that builder's meaning; the setters below are the common ones, written
+    /// through it.
+    pub fn map_core(mut self, f: impl FnOnce(LoaderBuilder) -> LoaderBuilder) -> Self {
+        self.core = f(self.core);
+        self
+    }
+
+    /// [`map_core`](Self::map_core) for a fallible setting (`open_stream`, `pad`, `pack`,
+    /// `bucket`, `shard_from_env`).
+    ///
+    /// # Errors
+    /// [`Error::Core`] with `f`'s error.
+    pub fn try_map_core(
+        mut self,
+        f: impl FnOnce(LoaderBuilder) -> loaderx_core::Result<LoaderBuilder>,
+    ) -> Result<Self> {
+        self.core = f(self.core)?;
+        Ok(self)
+    }
+
+    /// The wrapped loaderx builder (its `fingerprint`, `run_fingerprint`, `resolve`).
+    pub fn core(&self) -> &LoaderBuilder {
+        &self.core
+    }
+
+    /// A loader over a weighted mixture of `sources` ([`LoaderBuilder::mixture`]): each source
+    /// a builder with streams of the same names, dtypes and shapes, each with a non-negative
+    /// weight. Only the sources' streams and selections are used: batch size, seed, sharding,
+    /// the epoch length and the device are set on the returned builder.
+    ///
+    /// # Errors
+    /// [`Error::Core`] as [`LoaderBuilder::mixture`].
+    pub fn mixture(sources: Vec<(f64, StepLoaderBuilder)>) -> Result<Self> {
+        let sources = sources.into_iter().map(|(w, b)| (w, b.core)).collect();
+        Ok(LoaderBuilder::mixture(sources)?.into())
+    }
+
     /// Adds a named dense stream (for [`build_dense`](Self::build_dense) and
     /// [`build_with`](Self::build_with)).
-    pub fn stream(mut self, name: impl Into<String>, source: DenseSource) -> Self {
-        self.core = self.core.stream(name, source);
-        self
+    pub fn stream(self, name: impl Into<String>, source: DenseSource) -> Self {
+        self.map_core(|b| b.stream(name, source))
     }
 
     /// How [`open_stream`](Self::open_stream) reaches `s3://` URLs (feature `remote`): endpoint,
     /// keys, region, the page cache. Without it, the AWS environment variables.
     #[cfg(feature = "remote")]
-    pub fn remote_options(mut self, options: loaderx_core::remote::RemoteOptions) -> Self {
-        self.core = self.core.remote_options(options);
-        self
+    pub fn remote_options(self, options: loaderx_core::remote::RemoteOptions) -> Self {
+        self.map_core(|b| b.remote_options(options))
     }
 
     /// Opens the dataset in `dir` as stream `name`: dense, or ragged (then give it a
@@ -78,15 +114,13 @@ impl StepLoaderBuilder {
     ///
     /// # Errors
     /// [`Error::Core`] when `dir` holds no dataset (naming `dir`).
-    pub fn open_stream(mut self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
-        self.core = self.core.open_stream(name, dir)?;
-        Ok(self)
+    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
+        self.try_map_core(|b| b.open_stream(name, dir))
     }
 
     /// Adds a named ragged stream; [`pad`](Self::pad) makes its batches dense tensors.
-    pub fn ragged_stream(mut self, name: impl Into<String>, source: RaggedSource) -> Self {
-        self.core = self.core.ragged_stream(name, source);
-        self
+    pub fn ragged_stream(self, name: impl Into<String>, source: RaggedSource) -> Self {
+        self.map_core(|b| b.ragged_stream(name, source))
     }
 
     /// Pads the ragged stream `name` on the prefetch threads: the batch holds `name` as a dense
@@ -95,66 +129,75 @@ impl StepLoaderBuilder {
     ///
     /// # Errors
     /// [`Error::Core`] when there is no ragged stream `name` (the message lists the streams).
-    pub fn pad(mut self, name: &str, pad: Pad) -> Result<Self> {
-        self.core = self.core.pad(name, pad)?;
-        Ok(self)
+    pub fn pad(self, name: &str, pad: Pad) -> Result<Self> {
+        self.try_map_core(|b| b.pad(name, pad))
+    }
+
+    /// Packs the ragged token stream `name` into dense rows of `pack.length` tokens, with
+    /// segment ids, positions and a loss mask ([`LoaderBuilder::pack`]); the stream is the
+    /// loader's only one, and the state carries where the packing stands.
+    ///
+    /// # Errors
+    /// [`Error::Core`] when there is no unpadded ragged stream `name` or `pack.length` is 0.
+    pub fn pack(self, name: &str, pack: Pack) -> Result<Self> {
+        self.try_map_core(|b| b.pack(name, pack))
+    }
+
+    /// Length bucketing of a padded ragged stream `name` within windows of `window` steps
+    /// ([`LoaderBuilder::bucket`]): a padded batch holds records of similar lengths.
+    ///
+    /// # Errors
+    /// [`Error::Core`] when there is no ragged stream `name` or `window` is 0.
+    pub fn bucket(self, name: &str, window: u32) -> Result<Self> {
+        self.try_map_core(|b| b.bucket(name, window))
     }
 
     /// Reads only the records `selection` names (a split, a range, a list) in every stream
     /// ([`LoaderBuilder::select`]): nothing is copied.
-    pub fn select(mut self, selection: Selection) -> Self {
-        self.core = self.core.select(selection);
-        self
+    pub fn select(self, selection: Selection) -> Self {
+        self.map_core(|b| b.select(selection))
     }
 
     /// Global batch size, summed over ranks (default 32).
-    pub fn batch_size(mut self, n: u32) -> Self {
-        self.core = self.core.batch_size(n);
-        self
+    pub fn batch_size(self, n: u32) -> Self {
+        self.map_core(|b| b.batch_size(n))
     }
 
     /// Sampling mode (default cyclic: shuffled without replacement, a fresh order every pass).
-    pub fn mode(mut self, mode: SamplerMode) -> Self {
-        self.core = self.core.mode(mode);
-        self
+    pub fn mode(self, mode: SamplerMode) -> Self {
+        self.map_core(|b| b.mode(mode))
     }
 
     /// Seed of the sampler and of the per-row RNGs.
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.core = self.core.seed(seed);
-        self
+    pub fn seed(self, seed: u64) -> Self {
+        self.map_core(|b| b.seed(seed))
     }
 
     /// This process's rank and the number of ranks sharing each global batch.
-    pub fn shard(mut self, rank: u32, world: u32) -> Self {
-        self.core = self.core.shard(rank, world);
-        self
+    pub fn shard(self, rank: u32, world: u32) -> Self {
+        self.map_core(|b| b.shard(rank, world))
     }
 
     /// The first global step delivered (resume).
-    pub fn start_step(mut self, step: u64) -> Self {
-        self.core = self.core.start_step(step);
-        self
+    pub fn start_step(self, step: u64) -> Self {
+        self.map_core(|b| b.start_step(step))
     }
 
     /// Restores a saved [`StepLoader::state`]: sampler config and step. It must come from the
     /// same data (checked by fingerprint at build).
-    pub fn state(mut self, state: LoaderState) -> Self {
-        self.core = self.core.state(state);
-        self
+    pub fn state(self, state: LoaderState) -> Self {
+        self.map_core(|b| b.state(state))
     }
 
     /// Prefetch threads (default: the number of cores, at most 8).
-    pub fn threads(mut self, n: usize) -> Self {
-        self.core = self.core.threads(n);
-        self
+    pub fn threads(self, n: usize) -> Self {
+        self.map_core(|b| b.threads(n))
     }
 
     /// Batches per thread that may be ready ahead of the consumer (default 2; see
     /// `loaderx_core::LoaderBuilder::prefetch`: 4–8 for small, fast batches such as MNIST's).
-    pub fn prefetch(mut self, depth: usize) -> Self {
-        self.core = self.core.prefetch(depth);
-        self
+    pub fn prefetch(self, depth: usize) -> Self {
+        self.map_core(|b| b.prefetch(depth))
     }
 
     /// Each `iter()` is one finite pass ([`Finite`]): every item exactly once, in order or
@@ -163,11 +206,10 @@ impl StepLoaderBuilder {
     /// validation loaders (`Finite::ordered()`) and exactly-once training epochs
     /// (`Finite::shuffled()`). [`mode`](Self::mode) and [`steps_per_epoch`](Self::steps_per_epoch)
     /// do not apply.
-    pub fn finite(mut self, finite: Finite) -> Self {
+    pub fn finite(self, finite: Finite) -> Self {
         // One pass per `iter()`, the passes back to back: the prefetch threads go on into the
         // next epoch while this one is consumed.
-        self.core = self.core.finite(finite.epochs(None));
-        self
+        self.map_core(|b| b.finite(finite.epochs(None)))
     }
 
     /// Steps per `iter()` (a burn "epoch"). Default: one pass over the data, `len / batch`
@@ -233,6 +275,14 @@ impl StepLoaderBuilder {
             .map_err(|_| Error::InvalidArgument("a dataset of more than u32::MAX items".into()))?;
         let fingerprint = fingerprint(format!("dataset:{len}").as_bytes());
         let state = self.core.plan(len, fingerprint)?;
+        if let Order::Packed(_) | Order::Bucketed(_) = state.order {
+            // Both read the builder's ragged stream (its records' lengths), which a dataset loader
+            // does not gather: its items are the batcher's.
+            return Err(Error::InvalidArgument(
+                "packing and length bucketing read the builder's ragged stream: build_with or build_dense, not a batcher"
+                    .into(),
+            ));
+        }
         let recipe = Arc::new(DatasetRecipe {
             dataset: Arc::new(dataset),
             batcher: Arc::new(batcher),
@@ -253,8 +303,8 @@ trait Running<O>: Send {
     fn next(&mut self) -> Result<O>;
     /// The next step [`Running::next`] delivers.
     fn step(&self) -> u64;
-    /// Where a packed stream's packing stands at [`Running::step`].
-    fn pack(&self) -> Option<PackConfig> {
+    /// The order at [`Running::step`] (where a packed stream's packing stands), when it moves.
+    fn order(&self) -> Option<Order> {
         None
     }
 }
@@ -284,15 +334,9 @@ impl<O: Send + 'static> Running<O> for DataLoader<O> {
         DataLoader::step(self)
     }
 
-    fn pack(&self) -> Option<PackConfig> {
-        self.state().pack
+    fn order(&self) -> Option<Order> {
+        Some(self.state().order)
     }
-}
-
-/// Where a dataset loader's indices come from.
-enum Indices {
-    Endless(loaderx_core::Sampler),
-    Pass(loaderx_core::Pass),
 }
 
 struct DatasetRecipe<I, O> {
@@ -304,25 +348,26 @@ struct DatasetRecipe<I, O> {
 
 impl<I: Send + 'static, O: Send + 'static> Recipe<O> for DatasetRecipe<I, O> {
     fn start(&self, state: &LoaderState, device: &Device) -> Result<Box<dyn Running<O>>> {
-        let indexer = match &state.pass {
-            Some(p) => Indices::Pass(p.build()?),
-            None => Indices::Endless(state.sampler.build()?),
-        };
+        // A dataset loader gathers no streams of its own: its order (endless, a pass or a
+        // mixture) reads none.
+        let indexer = state.indexer(&[])?;
         let step = state.step;
         let dataset = Arc::clone(&self.dataset);
         let batcher = Arc::clone(&self.batcher);
         let device = device.clone();
         // The outer result is the prefetcher's own (a panicking step); the inner one the step's.
         let produce = move |step: u64| -> loaderx_core::Result<Result<O>> {
-            let batch = match &indexer {
-                Indices::Endless(s) => s.batch(step),
+            let mut batch = Vec::new();
+            match indexer.fill(step, &mut batch) {
+                Ok(()) => {}
                 // The prefetch threads run ahead of the consumer, past a pass's end too: those
                 // steps are not batched (a batcher may not take an empty list).
-                Indices::Pass(p) if p.total_steps().is_some_and(|t| step >= t) => {
-                    return Ok(Err(loaderx_core::Error::PassEnded { steps: p.steps() }.into()));
+                Err(loaderx_core::Error::PassEnded { .. }) => {
+                    let steps = indexer.steps_per_epoch();
+                    return Ok(Err(loaderx_core::Error::PassEnded { steps }.into()));
                 }
-                Indices::Pass(p) => p.batch(step),
-            };
+                Err(e) => return Ok(Err(e.into())),
+            }
             let indices: Vec<usize> = batch.into_iter().map(|i| i as usize).collect();
             Ok(match dataset.get_many(indices) {
                 Ok(items) => Ok(batcher.batch(items, &device)),
@@ -382,15 +427,10 @@ impl<O: Send + 'static> Running<O> for Prefetcher<Result<O>> {
 pub struct StepLoader<O> {
     recipe: Arc<dyn Recipe<O>>,
     config: SamplerConfig,
-    /// One pass per `iter()` ([`StepLoaderBuilder::finite`]), the passes back to back from
-    /// its `epoch`.
-    pass: Option<PassConfig>,
-    /// A weighted mixture of sources ([`LoaderBuilder::mixture`]).
-    mixture: Option<MixtureConfig>,
-    /// A packed stream's packing at [`StepLoader::step`] ([`LoaderBuilder::pack`]).
-    pack: Mutex<Option<PackConfig>>,
-    /// Length bucketing ([`LoaderBuilder::bucket`]).
-    bucket: Option<BucketConfig>,
+    /// The order at [`StepLoader::step`]: a finite pass is one pass per `iter()`
+    /// ([`StepLoaderBuilder::finite`]), back to back from its `epoch`; a packed stream's cursor
+    /// follows the steps delivered.
+    order: Mutex<Order>,
     fingerprint: u64,
     steps_per_epoch: u64,
     device: Option<Device>,
@@ -416,13 +456,14 @@ impl<O> StepLoader<O> {
         steps_per_epoch: Option<u64>,
         device: Option<Device>,
     ) -> Result<Self> {
-        let steps_per_epoch = match &state.pass {
-            Some(p) => p.build()?.steps(),
-            None if state.mixture.is_some() || state.pack.is_some() => {
+        let steps_per_epoch = match &state.order {
+            Order::Pass(p) => p.build()?.steps(),
+            Order::Mixture(_) | Order::Packed(_) => {
                 let batch = u64::from(state.sampler.batch_size.max(1));
                 steps_per_epoch.unwrap_or(u64::from(state.sampler.len).div_ceil(batch))
             }
-            None => {
+            // A bucketed epoch is the sampler's: a cycle of the records it regroups.
+            Order::Endless | Order::Bucketed(_) => {
                 let one_pass = state.sampler.build()?.steps_per_cycle();
                 let batch = u64::from(state.sampler.batch_size);
                 steps_per_epoch
@@ -435,10 +476,7 @@ impl<O> StepLoader<O> {
         Ok(StepLoader {
             recipe,
             config: state.sampler,
-            pass: state.pass,
-            mixture: state.mixture,
-            pack: Mutex::new(state.pack),
-            bucket: state.bucket,
+            order: Mutex::new(state.order),
             fingerprint: state.fingerprint,
             steps_per_epoch,
             device,
@@ -459,16 +497,23 @@ impl<O> StepLoader<O> {
             sampler: self.config.clone(),
             step: self.step(),
             fingerprint: self.fingerprint,
-            pass: self.pass.clone(),
-            mixture: self.mixture.clone(),
-            pack: *self.pack.lock().unwrap_or_else(|e| e.into_inner()),
-            bucket: self.bucket.clone(),
+            order: self.order(),
         }
+    }
+
+    /// The order at [`StepLoader::step`].
+    fn order(&self) -> Order {
+        self.order.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The finite pass each `iter()` runs one of, if the loader is finite.
+    fn pass(&self) -> Option<PassConfig> {
+        self.order().pass().cloned()
     }
 
     /// Items each `iter()` delivers on this rank (burn's `num_items`).
     pub fn items_per_epoch(&self) -> usize {
-        match &self.pass {
+        match self.pass() {
             Some(p) => p.build().map_or(0, |p| p.num_items() as usize),
             None => (self.steps_per_epoch as usize).saturating_mul(self.batch_size()),
         }
@@ -495,15 +540,14 @@ impl<O> StepLoader<O> {
     }
 
     fn copy(&self, config: SamplerConfig, device: Option<Device>, next_step: Arc<AtomicU64>) -> Self {
-        let pass =
-            self.pass.as_ref().map(|p| PassConfig { rank: config.rank, world: config.world, ..p.clone() });
+        let order = match self.order() {
+            Order::Pass(p) => Order::Pass(PassConfig { rank: config.rank, world: config.world, ..p }),
+            other => other,
+        };
         StepLoader {
             recipe: Arc::clone(&self.recipe),
             config,
-            pass,
-            mixture: self.mixture.clone(),
-            pack: Mutex::new(*self.pack.lock().unwrap_or_else(|e| e.into_inner())),
-            bucket: self.bucket.clone(),
+            order: Mutex::new(order),
             fingerprint: self.fingerprint,
             steps_per_epoch: self.steps_per_epoch,
             device,
@@ -531,7 +575,7 @@ impl<O: Send + 'static> BurnDataLoader<O> for StepLoader<O> {
         };
         // A finite loader's `iter()` ends at its epoch's end, also when a restored state resumes
         // mid-epoch.
-        let done = if self.pass.is_some() { step % self.steps_per_epoch } else { 0 };
+        let done = if self.pass().is_some() { step % self.steps_per_epoch } else { 0 };
         Box::new(StepIter { loader: self, running, failed, done })
     }
 
@@ -581,9 +625,13 @@ impl<O> Iterator for StepIter<'_, O> {
         let out = running.next();
         self.done += 1;
         self.loader.next_step.store(running.step(), Ordering::Release);
-        let mut pack = self.loader.pack.lock().unwrap_or_else(|e| e.into_inner());
-        if pack.is_some() {
-            *pack = running.pack();
+        let mut order = self.loader.order.lock().unwrap_or_else(|e| e.into_inner());
+        if let Order::Packed(_) = *order {
+            // Only a packed stream's order moves with the steps (its cursor); a producer that
+            // cannot say where it stands leaves the order as it was.
+            if let Some(now) = running.order() {
+                *order = now;
+            }
         }
         Some(out.map_err(Error::into_dataset_error))
     }

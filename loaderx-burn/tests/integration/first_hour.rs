@@ -56,7 +56,11 @@ fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch(
         assert_eq!(sorted, (0..250).collect::<Vec<i64>>());
     }
     let state = train.state();
-    assert_eq!((state.step, state.pass.unwrap().epoch), (16, 0), "two epochs of 8 steps from epoch 0");
+    assert_eq!(
+        (state.step, state.order.pass().unwrap().epoch),
+        (16, 0),
+        "two epochs of 8 steps from epoch 0"
+    );
 }
 
 #[test]
@@ -189,7 +193,7 @@ fn a_weighted_mixture_feeds_the_step_loader() {
     assert_eq!(all.len(), 400);
     assert!((290..=310).contains(&low), "3:1 → ~300 of 400 from the first source, got {low}");
     let state = loader.state();
-    assert!(state.mixture.is_some());
+    assert!(state.order.mixture().is_some());
     let again = StepLoaderBuilder::from(mix.state(loaderx_core::LoaderState { step: 0, ..state }))
         .steps_per_epoch(25)
         .build_dense()
@@ -228,7 +232,7 @@ fn packed_rows_through_the_step_loader_resume_exactly() {
     let first = rows(&loader);
     let state = loader.state();
     assert_eq!(state.step, 5);
-    assert!(state.pack.is_some_and(|p| p.cursor.sample > 0), "the cursor moved: {:?}", state.pack);
+    assert!(state.order.pack().is_some_and(|p| p.cursor.sample > 0), "the cursor moved: {:?}", state.order);
     let second = rows(&loader);
     let resumed = StepLoaderBuilder::from(core.state(state)).steps_per_epoch(5).build_dense().unwrap();
     assert_eq!(rows(&resumed), second, "resumed at step 5");

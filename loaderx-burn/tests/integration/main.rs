@@ -6,4 +6,5 @@ mod dataset;
 mod first_hour;
 mod item_store;
 mod loader;
+mod orders;
 mod train;

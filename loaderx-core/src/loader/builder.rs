@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::Batch;
 use super::bucket::BucketConfig;
 use super::data_loader::{BoxError, DataLoader, Transform};
+use super::order::{Order, SavedState};
 use super::pack::{Pack, PackConfig};
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
 use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig, SamplerMode};
@@ -21,7 +22,11 @@ pub fn fingerprint(bytes: &[u8]) -> u64 {
 }
 
 /// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.
+///
+/// Serialised in the shape of earlier versions (the order's config under its own optional field:
+/// `pass`, `mixture`, `pack` or `bucket`), so states saved by them restore and theirs read ours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "SavedState", into = "SavedState")]
 pub struct LoaderState {
     /// The sampler: length, global batch size, mode, seed, rank, world.
     pub sampler: SamplerConfig,
@@ -30,20 +35,9 @@ pub struct LoaderState {
     /// Fingerprint of the streams (names, dtypes, shapes, length): a state only restores onto
     /// the data it was saved from.
     pub fingerprint: u64,
-    /// A finite pass ([`LoaderBuilder::finite`]) instead of the endless sampler; absent in
-    /// states saved before passes existed.
-    #[serde(default)]
-    pub pass: Option<PassConfig>,
-    /// A weighted mixture of sources ([`LoaderBuilder::mixture`]); absent otherwise and in
-    /// states saved before mixtures existed.
-    #[serde(default)]
-    pub mixture: Option<MixtureConfig>,
-    /// A packed stream ([`LoaderBuilder::pack`]) and where this rank's packing stands at `step`.
-    #[serde(default)]
-    pub pack: Option<PackConfig>,
-    /// Length bucketing ([`LoaderBuilder::bucket`]).
-    #[serde(default)]
-    pub bucket: Option<BucketConfig>,
+    /// Which records each step reads: the endless sampler, a finite pass, a mixture, a packed
+    /// stream (with where its packing stands at `step`) or length buckets.
+    pub order: Order,
 }
 
 impl LoaderState {
@@ -69,7 +63,7 @@ impl LoaderState {
                 self.sampler.world
             )));
         }
-        if self.bucket.is_some() {
+        if let Order::Bucketed(_) = self.order {
             return Err(Error::InvalidArgument(
                 "a bucketed stream's windows are made of its batches: it restarts, not rebatches".into(),
             ));
@@ -86,22 +80,24 @@ impl LoaderState {
         };
         let mut out = self.clone();
         out.sampler.batch_size = batch_size;
-        out.step = if self.pack.is_some() {
-            self.step
-        } else if let Some(p) = &self.pass {
-            let new = PassConfig { batch_size, ..p.clone() };
-            let step = within(p.build()?.steps(), new.build()?.steps())?;
-            out.pass = Some(new);
-            step
-        } else if self.mixture.is_none() && self.sampler.mode == SamplerMode::Cyclic {
-            let n = u64::from(self.sampler.len);
-            within(n / b.max(1), n / b2)?
-        } else if let (None, SamplerMode::BlockCyclic { block, .. }) = (&self.mixture, self.sampler.mode) {
-            // A cycle is the records of its whole blocks, whatever the batch.
-            let n = u64::from(self.sampler.len / block.max(1) * block);
-            within(n / b.max(1), n / b2)?
-        } else {
-            self.step.saturating_mul(b) / b2
+        out.step = match (&self.order, self.sampler.mode) {
+            (Order::Packed(_), _) => self.step,
+            (Order::Pass(p), _) => {
+                let new = PassConfig { batch_size, ..p.clone() };
+                let step = within(p.build()?.steps(), new.build()?.steps())?;
+                out.order = Order::Pass(new);
+                step
+            }
+            (Order::Endless, SamplerMode::Cyclic) => {
+                let n = u64::from(self.sampler.len);
+                within(n / b.max(1), n / b2)?
+            }
+            (Order::Endless, SamplerMode::BlockCyclic { block, .. }) => {
+                // A cycle is the records of its whole blocks, whatever the batch.
+                let n = u64::from(self.sampler.len / block.max(1) * block);
+                within(n / b.max(1), n / b2)?
+            }
+            (Order::Endless | Order::Mixture(_) | Order::Bucketed(_), _) => self.step.saturating_mul(b) / b2,
         };
         Ok(out)
     }
@@ -613,7 +609,9 @@ impl LoaderBuilder {
         let state = self.resolve()?;
         let mut sampler = state.sampler;
         sampler.rank = 0;
-        let pass = state.pass.map(|p| PassConfig { rank: 0, ..p });
+        // The pass alone of the orders: the run fingerprint is the same as before the order was
+        // one type.
+        let pass = state.order.pass().map(|p| PassConfig { rank: 0, ..p.clone() });
         let shared = (state.fingerprint, sampler, pass);
         let bytes = rmp_serde::to_vec(&shared)
             .map_err(|e| Error::InvalidArgument(format!("the run's config does not serialise: {e}")))?;
@@ -746,13 +744,15 @@ impl LoaderBuilder {
     /// fingerprint or length) or the sampler parameters are invalid.
     pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
         let state = match &self.state {
+            // A restored state's order is its own (a pass is not compared with the builder's
+            // `finite`); a mixture, packing or bucketing must be the builder's.
             Some(state)
                 if state.fingerprint != fingerprint
                     || state.sampler.len != len
-                    || state.pass.as_ref().is_some_and(|p| p.len != len)
-                    || state.mixture.as_ref().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
-                    || state.pack.map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
-                    || state.bucket != self.bucket =>
+                    || state.order.pass().is_some_and(|p| p.len != len)
+                    || state.order.mixture().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
+                    || state.order.pack().map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
+                    || state.order.bucket() != self.bucket.as_ref() =>
             {
                 return Err(Error::InvalidArgument(
                     "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
@@ -771,64 +771,69 @@ impl LoaderBuilder {
                 },
                 step: self.start_step,
                 fingerprint,
-                pass: self.finite.map(|f| PassConfig {
-                    len,
-                    batch_size: self.batch_size,
-                    shuffle: f.shuffle,
-                    seed: self.seed,
-                    epoch: f.epoch,
-                    epochs: f.epochs,
-                    drop_last: f.drop_last,
-                    rank: self.rank,
-                    world: self.world,
-                }),
-                mixture: self
-                    .mixture
-                    .as_ref()
-                    .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() }),
-                pack: self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() }),
-                bucket: self.bucket.clone(),
+                order: self.order(len)?,
             },
         };
-        if state.bucket.is_some() && (state.pass.is_some() || state.mixture.is_some() || state.pack.is_some())
-        {
-            return Err(Error::InvalidArgument(
-                "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
-                    .into(),
-            ));
-        }
-        if state.pack.is_some() {
-            let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
-            if state.pass.is_some() || state.mixture.is_some() || self.streams.len() != 1 {
-                return Err(Error::InvalidArgument(
-                    "a packed stream is the loader's only stream, endless and not mixed".into(),
-                ));
+        match &state.order {
+            Order::Packed(_) => {
+                let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
+                if self.streams.len() != 1 {
+                    return Err(Error::InvalidArgument(PACKED_ALONE.into()));
+                }
+                if b == 0 || w == 0 || r >= w || !b.is_multiple_of(w) {
+                    return Err(Error::InvalidArgument(format!(
+                        "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
+                    )));
+                }
             }
-            if b == 0 || w == 0 || r >= w || !b.is_multiple_of(w) {
-                return Err(Error::InvalidArgument(format!(
-                    "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
-                )));
+            Order::Mixture(_) if !self.selections.is_empty() => {
+                return Err(Error::InvalidArgument(MIXTURE_WHOLE.into()));
             }
-            return Ok(state);
-        }
-        if state.mixture.is_some() && (state.pass.is_some() || !self.selections.is_empty()) {
-            return Err(Error::InvalidArgument(
-                "a mixture is endless and reads its sources whole: select within the sources, and \
-                 evaluate each source with its own finite loader"
-                    .into(),
-            ));
-        }
-        if let Some(m) = &state.mixture {
-            drop(m.build(&state.sampler)?);
-            return Ok(state);
-        }
-        match &state.pass {
+            Order::Mixture(m) => drop(m.build(&state.sampler)?),
             // A pass has no sampler of its own; its config is checked instead (a batch larger
             // than the data is fine in a pass: one partial batch).
-            Some(p) => drop(p.build()?),
-            None => drop(state.sampler.build()?),
+            Order::Pass(p) => drop(p.build()?),
+            Order::Endless | Order::Bucketed(_) => drop(state.sampler.build()?),
         }
         Ok(state)
+    }
+
+    /// The order the builder's settings ask for over `len` records, one of them at most: its
+    /// [`finite`](Self::finite) pass, [`mixture`](Self::mixture), [`pack`](Self::pack) or
+    /// [`bucket`](Self::bucket) (the setters may be called in any order, so a combination is
+    /// refused here).
+    fn order(&self, len: u32) -> Result<Order> {
+        let pass = self.finite.map(|f| PassConfig {
+            len,
+            batch_size: self.batch_size,
+            shuffle: f.shuffle,
+            seed: self.seed,
+            epoch: f.epoch,
+            epochs: f.epochs,
+            drop_last: f.drop_last,
+            rank: self.rank,
+            world: self.world,
+        });
+        let mixture = self
+            .mixture
+            .as_ref()
+            .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() });
+        let pack = self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() });
+        Ok(match (pass, mixture, pack, self.bucket.clone()) {
+            (None, None, None, None) => Order::Endless,
+            (None, None, None, Some(b)) => Order::Bucketed(b),
+            (_, _, _, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
+                        .into(),
+                ));
+            }
+            (None, None, Some(p), None) => Order::Packed(p),
+            (_, _, Some(_), None) => return Err(Error::InvalidArgument(PACKED_ALONE.into())),
+            (None, Some(m), None, None) => Order::Mixture(m),
+            (Some(_), Some(_), None, None) => return Err(Error::InvalidArgument(MIXTURE_WHOLE.into())),
+            (Some(p), None, None, None) => Order::Pass(p),
+        })
     }
 
     /// The number of prefetch threads a built loader runs.
@@ -856,6 +861,12 @@ impl LoaderBuilder {
         self.selected_streams()
     }
 }
+
+/// Why a packed stream stands alone.
+const PACKED_ALONE: &str = "a packed stream is the loader's only stream, endless and not mixed";
+/// Why a mixture is endless and unselected.
+const MIXTURE_WHOLE: &str = "a mixture is endless and reads its sources whole: select within the sources, and \
+                             evaluate each source with its own finite loader";
 
 /// The fingerprint of streams (names, kinds, dtypes, shapes, lengths).
 fn fingerprint_of(streams: &[(String, StreamSource)]) -> u64 {

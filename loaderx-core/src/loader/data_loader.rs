@@ -6,53 +6,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::batch::{Batch, Pool};
-use super::bucket::Bucketer;
 use super::builder::{LoaderBuilder, LoaderState, StreamSource};
-use super::pack::{PackConfig, Packer};
+use super::order::Indexer;
 use super::prefetch::{Prefetcher, panic_message};
 use super::staged::StepFn;
 use crate::sampler::{Mixture, Pass, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};
-
-/// What turns a step into indices: the endless sampler or one finite pass.
-#[derive(Debug, Clone)]
-enum Indexer {
-    Endless(Sampler),
-    Pass(Pass),
-    Mixture(Mixture),
-    /// A packed stream: its planner, and the stream's name.
-    Packed(Packer, String),
-    /// The endless sampler's batches bucketed by length.
-    Bucketed(Bucketer),
-}
-
-impl Indexer {
-    fn fill(&self, step: u64, out: &mut Vec<u32>) -> Result<()> {
-        match self {
-            Indexer::Endless(s) => {
-                out.resize(s.local_batch_size() as usize, 0);
-                s.fill(step, out)
-            }
-            Indexer::Pass(p) => {
-                if let Some(total) = p.total_steps()
-                    && step >= total
-                {
-                    return Err(Error::PassEnded { steps: total });
-                }
-                p.fill(step, out);
-                Ok(())
-            }
-            Indexer::Mixture(m) => {
-                m.fill(step, out);
-                Ok(())
-            }
-            // Packed steps are produced by the packer itself.
-            Indexer::Packed(..) => Ok(()),
-            Indexer::Bucketed(b) => b.fill(step, out),
-        }
-    }
-}
 
 /// The collate step a loader's prefetch threads run on each batch.
 pub(super) type Transform<O> = Arc<dyn Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync>;
@@ -124,45 +84,11 @@ impl<O: Send + 'static> DataLoader<O> {
     }
 
     fn start_output(b: LoaderBuilder, output: Output<O>) -> Result<DataLoader<O>> {
-        let LoaderState { sampler: config, step, fingerprint, pass, mixture, pack, bucket } = b.resolve()?;
-        let indexer = match (&pass, &mixture, pack, bucket) {
-            (_, _, _, Some(bucket)) => {
-                let source = b
-                    .clone()
-                    .into_streams()?
-                    .into_iter()
-                    .find_map(|(n, s)| match s {
-                        StreamSource::Ragged(r, _) if n == bucket.stream => Some(r),
-                        _ => None,
-                    })
-                    .ok_or_else(|| {
-                        Error::InvalidArgument(format!("no ragged stream {:?} to bucket by", bucket.stream))
-                    })?;
-                Indexer::Bucketed(Bucketer::new(bucket, config.clone(), source)?)
-            }
-            (_, _, Some(p), None) => {
-                let name = b.packed().map(|(n, _)| n.clone()).unwrap_or_default();
-                let source = b
-                    .clone()
-                    .into_streams()?
-                    .into_iter()
-                    .find_map(|(n, s)| match s {
-                        StreamSource::Ragged(r, None) if n == name => Some(r),
-                        _ => None,
-                    })
-                    .ok_or_else(|| Error::InvalidArgument(format!("no ragged stream {name:?} to pack")))?;
-                let shuffle = config.mode != crate::SamplerMode::Sequential;
-                let rows = config.batch_size / config.world.max(1);
-                let packer =
-                    Packer::new(source, p, (config.seed, shuffle), (rows, config.rank, config.world), step)?;
-                Indexer::Packed(packer, name)
-            }
-            (_, Some(m), None, None) => Indexer::Mixture(m.build(&config)?),
-            (Some(p), None, None, None) => Indexer::Pass(p.build()?),
-            (None, None, None, None) => Indexer::Endless(config.build()?),
-        };
+        let state = b.resolve()?;
         let (threads, depth) = (b.thread_count(), b.prefetch_depth());
         let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
+        let indexer = state.indexer(&streams)?;
+        let LoaderState { sampler: config, step, fingerprint, .. } = state;
         // Every dense array a batch can hold: the dense streams, and a padded ragged stream's
         // values, lengths and mask.
         let mut meta: Vec<(String, DType, Vec<usize>)> = Vec::new();
@@ -177,7 +103,7 @@ impl<O: Send + 'static> DataLoader<O> {
                     meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
                 }
                 StreamSource::Ragged(r, None) => {
-                    if let Indexer::Packed(p, packed) = &indexer
+                    if let Some((p, packed)) = indexer.packed()
                         && packed == n
                     {
                         let l = p.pack().length as usize;
@@ -233,33 +159,18 @@ impl<O: Send + 'static> DataLoader<O> {
     /// Steps of all the finite passes ([`LoaderBuilder::finite`]), `None` for an endless loader
     /// (or passes without end).
     pub fn steps(&self) -> Option<u64> {
-        match &self.indexer {
-            Indexer::Pass(p) => p.total_steps(),
-            Indexer::Endless(_) | Indexer::Mixture(_) | Indexer::Packed(..) | Indexer::Bucketed(_) => None,
-        }
+        self.indexer.steps()
     }
 
     /// Steps of one epoch: a finite pass's steps; for the endless modes one cycle (cyclic:
     /// `N / B`, the remainder dropped), `ceil(N / B)` (sequential, and IID by convention).
     pub fn steps_per_epoch(&self) -> u64 {
-        match &self.indexer {
-            Indexer::Pass(p) => p.steps(),
-            Indexer::Endless(s) => s
-                .steps_per_cycle()
-                .unwrap_or_else(|| u64::from(s.len()).div_ceil(u64::from(s.global_batch_size()))),
-            // As many rows as the sources hold, by convention.
-            Indexer::Mixture(_) | Indexer::Packed(..) | Indexer::Bucketed(_) => {
-                u64::from(self.config.len).div_ceil(u64::from(self.config.batch_size))
-            }
-        }
+        self.indexer.steps_per_epoch()
     }
 
     /// Records this rank reads in one pass (`None` for an endless loader).
     pub fn num_items(&self) -> Option<u64> {
-        match &self.indexer {
-            Indexer::Pass(p) => Some(p.num_items()),
-            _ => None,
-        }
+        self.indexer.num_items()
     }
 
     /// The next step to be delivered.
@@ -275,56 +186,29 @@ impl<O: Send + 'static> DataLoader<O> {
 
     /// The state to save: restoring it resumes at the next undelivered step.
     pub fn state(&self) -> LoaderState {
+        let step = self.step();
         LoaderState {
             sampler: self.config.clone(),
-            step: self.step(),
+            step,
             fingerprint: self.fingerprint,
-            pass: match &self.indexer {
-                Indexer::Pass(p) => Some(p.config().clone()),
-                _ => None,
-            },
-            mixture: match &self.indexer {
-                Indexer::Mixture(m) => Some(m.config().clone()),
-                _ => None,
-            },
-            pack: match &self.indexer {
-                // The step's start is known once the step before it was planned (or it is the
-                // first); planning forward from there is all cursor_at can need.
-                Indexer::Packed(p, _) => {
-                    p.cursor_at(self.step()).ok().map(|cursor| PackConfig { pack: p.pack(), cursor })
-                }
-                _ => None,
-            },
-            bucket: match &self.indexer {
-                Indexer::Bucketed(b) => Some(b.config().clone()),
-                _ => None,
-            },
+            order: self.indexer.order_at(step),
         }
     }
 
     /// The endless sampler; `None` for a finite pass ([`DataLoader::pass`]) or a mixture
     /// ([`DataLoader::mixture`]).
     pub fn sampler(&self) -> Option<&Sampler> {
-        match &self.indexer {
-            Indexer::Endless(s) => Some(s),
-            _ => None,
-        }
+        self.indexer.sampler()
     }
 
     /// The finite pass; `None` for an endless loader.
     pub fn pass(&self) -> Option<&Pass> {
-        match &self.indexer {
-            Indexer::Pass(p) => Some(p),
-            _ => None,
-        }
+        self.indexer.pass()
     }
 
     /// The weighted mixture ([`LoaderBuilder::mixture`]); `None` otherwise.
     pub fn mixture(&self) -> Option<&Mixture> {
-        match &self.indexer {
-            Indexer::Mixture(m) => Some(m),
-            _ => None,
-        }
+        self.indexer.mixture()
     }
 
     /// Number of records in every stream.
@@ -397,7 +281,7 @@ impl<O> Producer<O> {
                 return run(step, &indices, &self.streams, self.par);
             }
         };
-        if let Indexer::Packed(packer, name) = &self.indexer {
+        if let Some((packer, name)) = self.indexer.packed() {
             let (indices, arrays) = packer.produce(step, name, &self.pool, self.par)?;
             let mut batch = self.empty_batch(step, indices);
             batch.streams.extend(arrays);

@@ -19,6 +19,7 @@
 //! | `batch` | [`Batch`] and the pool that recycles its buffers |
 //! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
 //! | `window` | the reorder window between the prefetch threads and the consumer |
+//! | `order` | [`Order`]: which records each step reads, one choice; [`Indexer`]: a state's order made runnable; the saved shape of a state |
 //! | `bucket` | length bucketing: batches of similar lengths within a window of steps |
 //! | `ring` | [`SlotRing`]: reusable buffers handed off with a completion fence (device staging) |
 //! | `staged` | staged loaders: steps gathered straight into a ring's slots, then a stage function |
@@ -30,6 +31,7 @@ mod bucket;
 mod builder;
 mod data_loader;
 mod launch;
+mod order;
 mod pack;
 mod prefetch;
 mod ring;
@@ -41,6 +43,7 @@ pub use bucket::BucketConfig;
 pub use builder::{Finite, LoaderBuilder, LoaderState, StreamSource, fingerprint};
 pub use data_loader::{BoxError, DataLoader};
 pub use launch::Launch;
+pub use order::{Indexer, Order};
 pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;
 pub use ring::{Fence, Lease, SlotRing};

@@ -79,7 +79,7 @@ fn a_pass_resumes_from_its_state_and_ends_cleanly() {
     let mut loader = builder.clone().build().unwrap();
     let first: Vec<Vec<u32>> = (0..3).map(|_| rows(&loader.next_batch().unwrap())).collect();
     let state = loader.state();
-    assert_eq!((state.step, state.pass.as_ref().map(|p| p.len)), (3, Some(100)));
+    assert_eq!((state.step, state.order.pass().map(|p| p.len)), (3, Some(100)));
     let saved = rmp_serde::to_vec(&state).unwrap();
     let rest = run(DataLoader::builder()
         .stream("id", ids(100))

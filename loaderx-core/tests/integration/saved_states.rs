@@ -108,9 +108,12 @@ fn fixture(name: &str) -> PathBuf {
         .join(format!("{name}.msgpack"))
 }
 
+/// An array of a batch, comparable: its name, shape and bytes.
+type Array = (String, Vec<usize>, Vec<u8>);
+
 /// Everything a batch holds, comparable: the rows read and every array's bytes and shape.
-fn contents(b: &Batch) -> (Vec<u32>, Vec<(String, Vec<usize>, Vec<u8>)>) {
-    let mut arrays: Vec<(String, Vec<usize>, Vec<u8>)> = b
+fn contents(b: &Batch) -> (Vec<u32>, Vec<Array>) {
+    let mut arrays: Vec<Array> = b
         .names()
         .map(|n| {
             let a = b.get(n).unwrap();
