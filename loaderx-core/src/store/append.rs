@@ -145,18 +145,7 @@ impl Store {
         // (v2) extends its chunk's running checksum in the manifest. Deferred sync starts each
         // piece's writeback at once, so that the disk writes while the caller goes on.
         let durable = !self.opts.deferred_sync;
-        let mut pieces: Vec<Range<usize>> = Vec::new();
-        let mut start = 0;
-        let mut size = 0usize;
-        for i in 0..entries.len() {
-            if i > start && (entries[i].chunk != entries[start].chunk || size >= WRITE_PIECE) {
-                pieces.push(start..i);
-                start = i;
-                size = 0;
-            }
-            size += entries[i].stored as usize;
-        }
-        pieces.push(start..entries.len());
+        let pieces = pieces_of(&entries);
         let piece_crcs: Vec<(u32, u32, u64)> = pieces
             .par_iter()
             .map(|p| {
@@ -310,4 +299,22 @@ impl Store {
         let _ = self.dict.set(prepared);
         Ok(true)
     }
+}
+
+/// The write pieces of a batch's entries: runs of consecutive records in one chunk, each of
+/// about [`WRITE_PIECE`] bytes (the last of a run shorter), written in parallel.
+fn pieces_of(entries: &[Entry]) -> Vec<Range<usize>> {
+    let mut pieces: Vec<Range<usize>> = Vec::new();
+    let mut start = 0;
+    let mut size = 0usize;
+    for i in 0..entries.len() {
+        if i > start && (entries[i].chunk != entries[start].chunk || size >= WRITE_PIECE) {
+            pieces.push(start..i);
+            start = i;
+            size = 0;
+        }
+        size += entries[i].stored as usize;
+    }
+    pieces.push(start..entries.len());
+    pieces
 }

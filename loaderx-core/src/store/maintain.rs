@@ -207,36 +207,7 @@ impl Store {
         let len = self.len();
         let frontier = self.index.frontier();
         let (capacity, limits) = (self.chunk_capacity()?, self.index.limits());
-        let entries = self.index.entries(0, len)?;
-        let mut live: Vec<(u64, Entry)> = (0..len).zip(entries).collect();
-        for (idx, e) in &live {
-            self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
-            committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
-        }
-        // A total order: physical position, then empty records before the real one that starts
-        // where they do (an empty record sits at the frontier of its time, so it shares the next
-        // record's offset), then the index. Empty records take no bytes and never move the
-        // packing position; real records must not overlap (a damaged or hostile index could
-        // claim shared bytes, and moving one would tear the other).
-        live.sort_unstable_by_key(|(idx, e)| (e.chunk, e.offset, e.stored != 0, *idx));
-        let mut last_real: Option<(u64, Entry)> = None;
-        for &(idx, e) in live.iter().filter(|(_, e)| e.stored != 0) {
-            if let Some((prev_idx, prev)) = last_real
-                && prev.chunk == e.chunk
-                && prev.end() > e.offset
-            {
-                return Err(self.record_error(
-                    idx,
-                    format!(
-                        "bad index entry: its bytes {}..{} of chunk {} overlap record {prev_idx}'s",
-                        e.offset,
-                        e.end(),
-                        e.chunk
-                    ),
-                ));
-            }
-            last_real = Some((idx, e));
-        }
+        let live = self.live_in_physical_order(len, frontier)?;
         let mut place = Placement::new(0, 0, capacity, limits);
         let mut batch: Vec<(u64, Entry)> = Vec::new();
         let mut data: Vec<u8> = Vec::new();
@@ -306,6 +277,54 @@ impl Store {
         if !batch.is_empty() && !run(self, &mut batch, &mut data)? {
             return self.compaction_stopped(report);
         }
+        self.publish_packed(len, place, frontier.0)?;
+        report.bytes_after = self.stats()?.chunk_bytes;
+        Ok(report)
+    }
+
+    /// Every live record `(index, entry)`, each entry checked, in the order compaction visits
+    /// them.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] naming a record whose entry is damaged or overlaps another's.
+    fn live_in_physical_order(&self, len: u64, frontier: (u32, u64)) -> Result<Vec<(u64, Entry)>> {
+        let entries = self.index.entries(0, len)?;
+        let mut live: Vec<(u64, Entry)> = (0..len).zip(entries).collect();
+        for (idx, e) in &live {
+            self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+            committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+        }
+        // A total order: physical position, then empty records before the real one that starts
+        // where they do (an empty record sits at the frontier of its time, so it shares the next
+        // record's offset), then the index. Empty records take no bytes and never move the
+        // packing position; real records must not overlap (a damaged or hostile index could
+        // claim shared bytes, and moving one would tear the other).
+        live.sort_unstable_by_key(|(idx, e)| (e.chunk, e.offset, e.stored != 0, *idx));
+        let mut last_real: Option<(u64, Entry)> = None;
+        for &(idx, e) in live.iter().filter(|(_, e)| e.stored != 0) {
+            if let Some((prev_idx, prev)) = last_real
+                && prev.chunk == e.chunk
+                && prev.end() > e.offset
+            {
+                return Err(self.record_error(
+                    idx,
+                    format!(
+                        "bad index entry: its bytes {}..{} of chunk {} overlap record {prev_idx}'s",
+                        e.offset,
+                        e.end(),
+                        e.chunk
+                    ),
+                ));
+            }
+            last_real = Some((idx, e));
+        }
+        Ok(live)
+    }
+
+    /// Publishes the packed frontier of a finished compaction and drops the chunk bytes past it:
+    /// the tail chunk truncated there, the chunks after it (up to the old tail) removed, a v2
+    /// manifest computed again.
+    fn publish_packed(&self, len: u64, place: Placement, old_tail: u32) -> Result<()> {
         // The packed frontier is never past the old one, so it can always be stored.
         let (chunk, off) = place.frontier().ok_or_else(|| Error::StoreFull {
             path: self.dir.clone(),
@@ -313,7 +332,6 @@ impl Store {
             adding: 0,
             limit: len,
         })?;
-        let old_tail = frontier.0;
         self.index.publish(len, (chunk, off), &self.index_path, true)?;
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
@@ -329,8 +347,7 @@ impl Store {
         if self.format() == Format::V2 {
             self.rebuild_manifest(Vec::new())?;
         }
-        report.bytes_after = self.stats()?.chunk_bytes;
-        Ok(report)
+        Ok(())
     }
 
     /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2

@@ -174,50 +174,7 @@ impl Store {
             }
             Err(TryLockError::Error(e)) => return Err(Error::io("lock", &index_path, e)),
         }
-        let size = index_file.metadata().map_err(|e| Error::io("stat", &index_path, e))?.len();
-        let index = match format {
-            Format::V1 => {
-                let mut head = [0u8; ENTRY_SIZE];
-                let got = usize::try_from(size).map_or(ENTRY_SIZE, |s| s.min(ENTRY_SIZE));
-                read_exact_at(&index_file, &mut head[..got], 0)
-                    .map_err(|e| Error::io("read", &index_path, e))?;
-                Header::parse(&head[..got]).map_err(|e| v1_header_error(&index_path, e))?;
-                Index::V1(MetaMap::map(&index_file, &index_path, writable)?)
-            }
-            Format::V2 => {
-                let mut head = [0u8; v2::HEADER_SIZE];
-                let got = usize::try_from(size).map_or(v2::HEADER_SIZE, |s| s.min(v2::HEADER_SIZE));
-                read_exact_at(&index_file, &mut head[..got], 0)
-                    .map_err(|e| Error::io("read", &index_path, e))?;
-                // Readers take only the count; the one writer checks the fields a commit writes
-                // below ([`Store::check_frontier`]).
-                let h =
-                    v2::Header::parse(&head[..got], false).map_err(|e| v2_header_error(&index_path, e))?;
-                let file = index_file.try_clone().map_err(|e| Error::io("open", &index_path, e))?;
-                let map = IndexMap::map(file, &index_path, writable)?;
-                map.view(h.count)?;
-                // Every published entry was written before its count was: a hole among them is
-                // a sparse file claiming records it never held (a few KB on disk claiming 2^34
-                // entries would otherwise be scanned for hours by `verify`).
-                let entries_end =
-                    (v2::HEADER_SIZE as u64).saturating_add(h.count.saturating_mul(v2::ENTRY_SIZE as u64));
-                if let Some(hole) = crate::sys::first_hole(&index_file, v2::HEADER_SIZE as u64)
-                    .filter(|&hole| hole < entries_end)
-                {
-                    return Err(Error::Corrupt {
-                        path: index_path,
-                        offset: hole,
-                        reason: format!(
-                            "the header publishes {} entries, but the file holds no data from byte {hole} on \
-                             (a sparse file: entry {} onwards was never written)",
-                            h.count,
-                            (hole - v2::HEADER_SIZE as u64) / v2::ENTRY_SIZE as u64
-                        ),
-                    });
-                }
-                Index::V2(map)
-            }
-        };
+        let index = map_index(&index_file, &index_path, format, writable)?;
         let store = Store {
             dir: dir.to_path_buf(),
             index_path,
@@ -530,4 +487,54 @@ impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
         let _ = self.0.lock_shared();
     }
+}
+
+/// The index of a store, mapped: its header parsed (a v1 one checked whole; a v2 one for its
+/// count, which the file must hold, without holes among the published entries).
+///
+/// # Errors
+/// [`Error::Io`] naming `index_path`; the header's errors; [`Error::Corrupt`] for a v2 count past
+/// the file or over a hole.
+fn map_index(index_file: &File, index_path: &Path, format: Format, writable: bool) -> Result<Index> {
+    let size = index_file.metadata().map_err(|e| Error::io("stat", index_path, e))?.len();
+    Ok(match format {
+        Format::V1 => {
+            let mut head = [0u8; ENTRY_SIZE];
+            let got = usize::try_from(size).map_or(ENTRY_SIZE, |s| s.min(ENTRY_SIZE));
+            read_exact_at(index_file, &mut head[..got], 0).map_err(|e| Error::io("read", index_path, e))?;
+            Header::parse(&head[..got]).map_err(|e| v1_header_error(index_path, e))?;
+            Index::V1(MetaMap::map(index_file, index_path, writable)?)
+        }
+        Format::V2 => {
+            let mut head = [0u8; v2::HEADER_SIZE];
+            let got = usize::try_from(size).map_or(v2::HEADER_SIZE, |s| s.min(v2::HEADER_SIZE));
+            read_exact_at(index_file, &mut head[..got], 0).map_err(|e| Error::io("read", index_path, e))?;
+            // Readers take only the count; the one writer checks the fields a commit writes
+            // below ([`Store::check_frontier`]).
+            let h = v2::Header::parse(&head[..got], false).map_err(|e| v2_header_error(index_path, e))?;
+            let file = index_file.try_clone().map_err(|e| Error::io("open", index_path, e))?;
+            let map = IndexMap::map(file, index_path, writable)?;
+            map.view(h.count)?;
+            // Every published entry was written before its count was: a hole among them is
+            // a sparse file claiming records it never held (a few KB on disk claiming 2^34
+            // entries would otherwise be scanned for hours by `verify`).
+            let entries_end =
+                (v2::HEADER_SIZE as u64).saturating_add(h.count.saturating_mul(v2::ENTRY_SIZE as u64));
+            if let Some(hole) =
+                crate::sys::first_hole(index_file, v2::HEADER_SIZE as u64).filter(|&hole| hole < entries_end)
+            {
+                return Err(Error::Corrupt {
+                    path: index_path.to_path_buf(),
+                    offset: hole,
+                    reason: format!(
+                        "the header publishes {} entries, but the file holds no data from byte {hole} on \
+                         (a sparse file: entry {} onwards was never written)",
+                        h.count,
+                        (hole - v2::HEADER_SIZE as u64) / v2::ENTRY_SIZE as u64
+                    ),
+                });
+            }
+            Index::V2(map)
+        }
+    })
 }

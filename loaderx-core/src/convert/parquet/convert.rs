@@ -117,76 +117,7 @@ pub fn parquet<P: AsRef<Path>>(
         return Err(Error::InvalidArgument("convert parquet needs at least one input file".into()));
     }
     // The plan: every file's schema checked, before anything is written.
-    let first = open_builder(inputs[0].as_ref())?;
-    let arrow = Arc::clone(first.schema());
-    let columns: Vec<ParquetColumn> = if columns.is_empty() {
-        arrow
-            .fields()
-            .iter()
-            .map(|f| {
-                ParquetColumn::new(f.name(), f.name()).map_err(|_| Error::BadInput {
-                    path: inputs[0].as_ref().to_path_buf(),
-                    reason: format!(
-                        "column {:?} cannot be a dataset's name (one directory name, not ending in \
-                         {STAGING_SUFFIX}, the staging name of another): name its dataset (NAME=DATASET)",
-                        f.name()
-                    ),
-                })
-            })
-            .collect::<Result<_>>()?
-    } else {
-        columns.to_vec()
-    };
-    let mut streams: Vec<&str> = columns.iter().map(|c| c.stream.as_str()).collect();
-    streams.sort_unstable();
-    if let Some(w) = streams.windows(2).find(|w| w[0] == w[1]) {
-        return Err(Error::InvalidArgument(format!("two columns are written to dataset {:?}", w[0])));
-    }
-    let mut layouts = Vec::with_capacity(columns.len());
-    let mut types = Vec::with_capacity(columns.len());
-    for c in &columns {
-        let field = arrow.field_with_name(&c.column).map_err(|_| {
-            let names: Vec<&String> = arrow.fields().iter().map(|f| f.name()).collect();
-            Error::InvalidArgument(format!(
-                "no column {:?} in {}; the columns are {names:?}",
-                c.column,
-                inputs[0].as_ref().display()
-            ))
-        })?;
-        let layout = layout_of(field.data_type()).map_err(|t| Error::BadInput {
-            path: inputs[0].as_ref().to_path_buf(),
-            reason: format!("column {:?} is {t}, which loaderx cannot hold as records", c.column),
-        })?;
-        layouts.push(layout);
-        types.push(field.data_type().clone());
-    }
-    let mut sources = Vec::with_capacity(inputs.len());
-    for p in inputs {
-        let path = p.as_ref();
-        let b = open_builder(path)?;
-        let schema = b.schema();
-        let mut roots = Vec::with_capacity(columns.len());
-        for (c, t) in columns.iter().zip(&types) {
-            let (i, f) = schema.column_with_name(&c.column).ok_or_else(|| Error::BadInput {
-                path: path.to_path_buf(),
-                reason: format!("no column {:?} (the first file has it)", c.column),
-            })?;
-            if f.data_type() != t {
-                return Err(Error::BadInput {
-                    path: path.to_path_buf(),
-                    reason: format!("column {:?} is {}, {t} in the first file", c.column, f.data_type()),
-                });
-            }
-            roots.push(i);
-        }
-        let mut groups = Vec::new();
-        let mut row = 0u64;
-        for g in b.metadata().row_groups() {
-            groups.push((row, g.compressed_size().max(0) as u64));
-            row += g.num_rows().max(0) as u64;
-        }
-        sources.push(Source { path: path.to_path_buf(), roots, groups });
-    }
+    let (columns, layouts, sources) = plan(inputs, columns)?;
     for c in &columns {
         let out = out_dir.join(&c.stream);
         if out.exists() && !opts.overwrite_of() {
@@ -278,6 +209,89 @@ pub fn parquet<P: AsRef<Path>>(
         return Err(e);
     }
     Ok(finished.into_iter().map(|(_, r)| r).collect())
+}
+
+/// The plan of a conversion: the columns (all of the first file's, when `columns` is empty),
+/// each one's layout, and every file's row groups, with every file's schema checked against the
+/// first's.
+///
+/// # Errors
+/// As [`parquet`], for everything found before a byte is written.
+fn plan<P: AsRef<Path>>(
+    inputs: &[P],
+    columns: &[ParquetColumn],
+) -> Result<(Vec<ParquetColumn>, Vec<Layout>, Vec<Source>)> {
+    let first = open_builder(inputs[0].as_ref())?;
+    let arrow = Arc::clone(first.schema());
+    let columns: Vec<ParquetColumn> = if columns.is_empty() {
+        arrow
+            .fields()
+            .iter()
+            .map(|f| {
+                ParquetColumn::new(f.name(), f.name()).map_err(|_| Error::BadInput {
+                    path: inputs[0].as_ref().to_path_buf(),
+                    reason: format!(
+                        "column {:?} cannot be a dataset's name (one directory name, not ending in \
+                         {STAGING_SUFFIX}, the staging name of another): name its dataset (NAME=DATASET)",
+                        f.name()
+                    ),
+                })
+            })
+            .collect::<Result<_>>()?
+    } else {
+        columns.to_vec()
+    };
+    let mut streams: Vec<&str> = columns.iter().map(|c| c.stream.as_str()).collect();
+    streams.sort_unstable();
+    if let Some(w) = streams.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::InvalidArgument(format!("two columns are written to dataset {:?}", w[0])));
+    }
+    let mut layouts = Vec::with_capacity(columns.len());
+    let mut types = Vec::with_capacity(columns.len());
+    for c in &columns {
+        let field = arrow.field_with_name(&c.column).map_err(|_| {
+            let names: Vec<&String> = arrow.fields().iter().map(|f| f.name()).collect();
+            Error::InvalidArgument(format!(
+                "no column {:?} in {}; the columns are {names:?}",
+                c.column,
+                inputs[0].as_ref().display()
+            ))
+        })?;
+        let layout = layout_of(field.data_type()).map_err(|t| Error::BadInput {
+            path: inputs[0].as_ref().to_path_buf(),
+            reason: format!("column {:?} is {t}, which loaderx cannot hold as records", c.column),
+        })?;
+        layouts.push(layout);
+        types.push(field.data_type().clone());
+    }
+    let mut sources = Vec::with_capacity(inputs.len());
+    for p in inputs {
+        let path = p.as_ref();
+        let b = open_builder(path)?;
+        let schema = b.schema();
+        let mut roots = Vec::with_capacity(columns.len());
+        for (c, t) in columns.iter().zip(&types) {
+            let (i, f) = schema.column_with_name(&c.column).ok_or_else(|| Error::BadInput {
+                path: path.to_path_buf(),
+                reason: format!("no column {:?} (the first file has it)", c.column),
+            })?;
+            if f.data_type() != t {
+                return Err(Error::BadInput {
+                    path: path.to_path_buf(),
+                    reason: format!("column {:?} is {}, {t} in the first file", c.column, f.data_type()),
+                });
+            }
+            roots.push(i);
+        }
+        let mut groups = Vec::new();
+        let mut row = 0u64;
+        for g in b.metadata().row_groups() {
+            groups.push((row, g.compressed_size().max(0) as u64));
+            row += g.num_rows().max(0) as u64;
+        }
+        sources.push(Source { path: path.to_path_buf(), roots, groups });
+    }
+    Ok((columns, layouts, sources))
 }
 
 /// The decoded batches of one row group, column after column: `columns.len()` chunks per batch.
