@@ -5,29 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
-use super::open::{Opened, check_kind, open_dataset};
+use super::open::{check_kind, open_dataset};
+use super::records::{Concat, InMemory, Part, Records};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
-use super::set::StoreSet;
 use crate::store::Parallelism;
 use crate::sys::{Destination, fill_vec};
 use crate::{Error, Result, Store};
-
-/// Where a source's records are: a store, or memory (a dataset built from values).
-#[derive(Debug, Clone)]
-pub(crate) enum Backing {
-    /// Records of a store.
-    Store(Arc<Store>),
-    /// Records held in memory, back to back: item `i` is bytes `i * item .. (i + 1) * item`.
-    Memory(Arc<ArrayData>),
-    /// The parts of a store set, one index space.
-    Set(Arc<StoreSet>),
-    /// A store on object storage (feature `remote`).
-    #[cfg(feature = "remote")]
-    Remote(Arc<crate::remote::RemoteStore>),
-    /// Sources back to back ([`DenseSource::concat`]): `starts[p]` is part `p`'s first index.
-    Concat { parts: Arc<[DenseSource]>, starts: Arc<[u64]> },
-}
 
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
 ///
@@ -36,7 +20,7 @@ pub(crate) enum Backing {
 /// ([`DenseSource::select`]), and may live in memory ([`DenseSource::from_vec`]).
 #[derive(Debug, Clone)]
 pub struct DenseSource {
-    backing: Backing,
+    records: Records,
     schema: Schema,
     item_elems: usize,
     view: Option<Selection>,
@@ -78,11 +62,7 @@ impl DenseSource {
             Kind::Dense,
             DenseSource::wrap,
             DenseSource::len,
-            |parts| {
-                let mut s = DenseSource::concat(parts)?;
-                s.path = PathBuf::from(url);
-                Ok(s)
-            },
+            |parts| DenseSource::concat_at(parts, PathBuf::from(url)),
         )
     }
 
@@ -93,19 +73,13 @@ impl DenseSource {
     pub fn new(store: Arc<Store>, schema: Schema) -> Result<DenseSource> {
         let path = store.path().to_path_buf();
         check_kind(&schema, Kind::Dense, &path)?;
-        Ok(DenseSource::wrap(Opened::Store(store), schema, path))
+        Ok(DenseSource::wrap(Records::store(store), schema, path))
     }
 
     /// A source over opened records (their schema already checked).
-    fn wrap(opened: Opened, schema: Schema, path: PathBuf) -> DenseSource {
-        let backing = match opened {
-            Opened::Store(s) => Backing::Store(s),
-            Opened::Set(s) => Backing::Set(s),
-            #[cfg(feature = "remote")]
-            Opened::Remote(r) => Backing::Remote(r),
-        };
+    fn wrap(records: Records, schema: Schema, path: PathBuf) -> DenseSource {
         let item_elems = schema.unit_elems();
-        DenseSource { backing, schema, item_elems, view: None, path }
+        DenseSource { records, schema, item_elems, view: None, path }
     }
 
     /// A dense dataset held in memory: `data` is the items back to back, each of `item_shape`
@@ -136,8 +110,9 @@ impl DenseSource {
         if u32::try_from(data.len() / item_elems).is_err() {
             return Err(Error::InvalidArgument("an in-memory dataset holds at most 2^32 - 1 items".into()));
         }
+        let (len, stride) = (data.len() / item_elems, schema.unit_bytes());
         Ok(DenseSource {
-            backing: Backing::Memory(Arc::new(T::wrap(data))),
+            records: Records::other(Arc::new(InMemory::fixed(Arc::new(T::wrap(data)), stride, len))),
             schema,
             item_elems,
             view: None,
@@ -159,7 +134,7 @@ impl DenseSource {
     pub fn len(&self) -> usize {
         match &self.view {
             Some(v) => v.len(),
-            None => self.physical_len(),
+            None => self.records.len(),
         }
     }
 
@@ -167,21 +142,7 @@ impl DenseSource {
     /// [`stats`](crate::remote::RemoteStore::stats): requests, bytes, cache pages).
     #[cfg(feature = "remote")]
     pub fn remote(&self) -> Option<&crate::remote::RemoteStore> {
-        match &self.backing {
-            Backing::Remote(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    fn physical_len(&self) -> usize {
-        match &self.backing {
-            Backing::Store(s) => s.len() as usize,
-            Backing::Memory(d) => d.len() / self.item_elems.max(1),
-            Backing::Set(s) => s.len() as usize,
-            #[cfg(feature = "remote")]
-            Backing::Remote(r) => r.len() as usize,
-            Backing::Concat { starts, .. } => starts[starts.len() - 1] as usize,
-        }
+        self.records.as_remote()
     }
 
     /// True when there are no records.
@@ -211,10 +172,7 @@ impl DenseSource {
 
     /// The underlying store; `None` for a dataset in memory.
     pub fn store(&self) -> Option<&Arc<Store>> {
-        match &self.backing {
-            Backing::Store(s) => Some(s),
-            _ => None,
-        }
+        self.records.as_store()
     }
 
     /// The store's directory, or `<memory>`.
@@ -291,49 +249,10 @@ impl DenseSource {
 
     /// Writes the records of `indices` (of this source's index space, its view applied) into
     /// `out`, `item_bytes` each, in order.
-    fn write_records(&self, indices: &[u32], mut out: Destination<'_>, par: Parallelism) -> Result<()> {
-        let item_bytes = self.schema.unit_bytes();
+    fn write_records(&self, indices: &[u32], out: Destination<'_>, par: Parallelism) -> Result<()> {
         let mut mapped = Vec::new();
         let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;
-        match &self.backing {
-            Backing::Store(store) => store.gather_fixed_to(indices, item_bytes, out, par),
-            Backing::Set(set) => set.gather_fixed_to(indices, item_bytes, out, par),
-            #[cfg(feature = "remote")]
-            Backing::Remote(r) => {
-                let wide: Vec<u64> = indices.iter().map(|&i| u64::from(i)).collect();
-                if let Some((k, len)) =
-                    r.record_lens(&wide)?.iter().enumerate().find(|(_, l)| **l as usize != item_bytes)
-                {
-                    return Err(Error::CorruptRecord {
-                        path: self.path.clone(),
-                        index: wide[k],
-                        reason: format!("{len} bytes, the schema's items are {item_bytes}"),
-                    });
-                }
-                r.gather_to(&wide, &mut out)
-            }
-            Backing::Concat { parts, starts } => {
-                for (p, local) in concat_runs(indices, starts, &self.path)? {
-                    let sub = out.split_off(local.len() * item_bytes);
-                    parts[p].write_records(&local, sub, par)?;
-                }
-                Ok(())
-            }
-            Backing::Memory(data) => {
-                let (bytes, n) = (data.as_bytes(), self.physical_len());
-                for &i in indices {
-                    if i as usize >= n {
-                        return Err(Error::IndexOutOfRange {
-                            path: self.path.clone(),
-                            index: u64::from(i),
-                            len: n as u64,
-                        });
-                    }
-                    out.copy(&bytes[i as usize * item_bytes..(i as usize + 1) * item_bytes]);
-                }
-                Ok(())
-            }
-        }
+        self.records.source.gather_fixed(indices, self.schema.unit_bytes(), out, par)
     }
 
     /// `parts` back to back as one source: record `i` of the result is record `i - start(p)` of
@@ -344,16 +263,20 @@ impl DenseSource {
     /// [`Error::InvalidArgument`] for no parts, or more than `u32::MAX` records in all;
     /// [`Error::Schema`] naming the first part whose dtype or item shape differs from the first's.
     pub fn concat(parts: Vec<DenseSource>) -> Result<DenseSource> {
-        let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
         let path = PathBuf::from(format!("<concatenation of {} sources>", parts.len()));
+        DenseSource::concat_at(parts, path)
+    }
+
+    /// [`DenseSource::concat`], named `path` in errors (a store set's URL).
+    fn concat_at(parts: Vec<DenseSource>, path: PathBuf) -> Result<DenseSource> {
+        let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
+        let parts = parts
+            .into_iter()
+            .map(|p| Part { records: p.records.source, view: p.view, path: p.path })
+            .collect();
+        let records = Records::other(Arc::new(Concat::new(parts, starts, path.clone())));
         let item_elems = schema.unit_elems();
-        Ok(DenseSource {
-            backing: Backing::Concat { parts: parts.into(), starts: starts.into() },
-            schema,
-            item_elems,
-            view: None,
-            path,
-        })
+        Ok(DenseSource { records, schema, item_elems, view: None, path })
     }
 
     fn bad_bool(&self, indices: &[u32], raw: &[u8]) -> Error {
@@ -457,8 +380,8 @@ impl<T: Element> DenseDataset<T> {
     /// [`Error::InvalidArgument`] for a wrong `out` length; the store's gather errors.
     pub fn gather_into(&self, indices: &[u32], out: &mut [T]) -> Result<()> {
         let item_bytes = self.source.schema.unit_bytes();
-        match (T::bytes_mut(out), &self.source.backing, &self.source.view) {
-            (Some(bytes), Backing::Store(store), None) => store.gather_fixed(indices, item_bytes, bytes),
+        match (T::bytes_mut(out), self.source.records.as_store(), &self.source.view) {
+            (Some(bytes), Some(store), None) => store.gather_fixed(indices, item_bytes, bytes),
             _ => {
                 let mut data = ArrayData::zeros(T::DTYPE, 0);
                 self.source.gather_into(indices, &mut data)?;
@@ -564,24 +487,4 @@ pub(crate) fn concat_plan<'a>(
         return Err(Error::InvalidArgument("a concatenation of more than 2^32 - 1 records".into()));
     }
     Ok((schema, starts))
-}
-
-/// `indices` of a concatenation split into runs of consecutive positions in one part, each as
-/// `(part, indices within the part)`.
-pub(crate) fn concat_runs(indices: &[u32], starts: &[u64], path: &Path) -> Result<Vec<(usize, Vec<u32>)>> {
-    let len = starts[starts.len() - 1];
-    let mut runs: Vec<(usize, Vec<u32>)> = Vec::new();
-    for &i in indices {
-        let g = u64::from(i);
-        if g >= len {
-            return Err(Error::IndexOutOfRange { path: path.to_path_buf(), index: g, len });
-        }
-        let p = starts.partition_point(|&s| s <= g) - 1;
-        let local = (g - starts[p]) as u32;
-        match runs.last_mut() {
-            Some((q, v)) if *q == p => v.push(local),
-            _ => runs.push((p, vec![local])),
-        }
-    }
-    Ok(runs)
 }

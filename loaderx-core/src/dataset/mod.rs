@@ -4,6 +4,7 @@ mod dense;
 pub(crate) mod dtype;
 mod open;
 mod ragged;
+mod records;
 mod schema;
 mod selection;
 mod set;

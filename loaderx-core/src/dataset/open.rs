@@ -4,17 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::records::Records;
 use super::schema::{Kind, Schema};
 use super::set::{StoreSet, is_set};
 use crate::{Error, Result, Store};
-
-/// Where an opened dataset's records are, before a source wraps them.
-pub(crate) enum Opened {
-    Store(Arc<Store>),
-    Set(Arc<StoreSet>),
-    #[cfg(feature = "remote")]
-    Remote(Arc<crate::remote::RemoteStore>),
-}
 
 /// [`Error::Schema`] naming `path` unless `schema` is of `kind`.
 pub(crate) fn check_kind(schema: &Schema, kind: Kind, path: &Path) -> Result<()> {
@@ -30,15 +23,15 @@ pub(crate) fn check_kind(schema: &Schema, kind: Kind, path: &Path) -> Result<()>
 
 /// Opens the local `dir` as a dataset of `kind`: a store set when it holds one, else a store
 /// (URLs go through [`open_remote_or_set`]).
-pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Opened, Schema, PathBuf)> {
+pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Records, Schema, PathBuf)> {
     let schema = Schema::read(dir)?;
     check_kind(&schema, kind, dir)?;
-    let opened = if is_set(dir) {
-        Opened::Set(Arc::new(StoreSet::open(dir, &schema)?))
+    let records = if is_set(dir) {
+        Records::set(StoreSet::open(dir, &schema)?)
     } else {
-        Opened::Store(Arc::new(Store::open(dir)?))
+        Records::store(Arc::new(Store::open(dir)?))
     };
-    Ok((opened, schema, dir.to_path_buf()))
+    Ok((records, schema, dir.to_path_buf()))
 }
 
 /// The dataset at `url` on object storage, or the store set there (its parts opened and
@@ -52,7 +45,7 @@ pub(crate) fn open_remote_or_set<S>(
     url: &str,
     options: crate::remote::RemoteOptions,
     kind: Kind,
-    single: impl Fn(Opened, Schema, PathBuf) -> S,
+    single: impl Fn(Records, Schema, PathBuf) -> S,
     len: impl Fn(&S) -> usize,
     concat: impl FnOnce(Vec<S>) -> Result<S>,
 ) -> Result<S> {
@@ -89,11 +82,11 @@ pub(crate) fn open_remote(
     url: &str,
     options: crate::remote::RemoteOptions,
     kind: Kind,
-) -> Result<(Opened, Schema, PathBuf)> {
+) -> Result<(Records, Schema, PathBuf)> {
     let store = crate::remote::RemoteStore::open(url, options)?;
     let path = PathBuf::from(url);
     let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?)
         .map_err(|reason| Error::Schema { path: path.clone(), reason })?;
     check_kind(&schema, kind, &path)?;
-    Ok((Opened::Remote(Arc::new(store)), schema, path))
+    Ok((Records::remote(Arc::new(store)), schema, path))
 }

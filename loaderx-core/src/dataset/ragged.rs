@@ -6,42 +6,21 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::dense::{concat_plan, concat_runs, select_view};
+use super::dense::{concat_plan, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
-use super::open::{Opened, check_kind, open_dataset};
+use super::open::{check_kind, open_dataset};
+use super::records::{Concat, InMemory, Part, Records};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
-use super::set::StoreSet;
 use crate::store::Parallelism;
 use crate::sys::fill_vec;
 use crate::{Error, Result, Store};
-
-/// Where a ragged source's records are.
-#[derive(Debug, Clone)]
-enum Backing {
-    Store(Arc<Store>),
-    /// The parts of a store set, one index space.
-    Set(Arc<StoreSet>),
-    /// A store on object storage (feature `remote`).
-    #[cfg(feature = "remote")]
-    Remote(Arc<crate::remote::RemoteStore>),
-    /// Sources back to back ([`RaggedSource::concat`]).
-    Concat {
-        parts: Arc<[RaggedSource]>,
-        starts: Arc<[u64]>,
-    },
-    /// Values back to back and `offsets[i]..offsets[i + 1]`, in elements, of record `i`.
-    Memory {
-        values: Arc<ArrayData>,
-        offsets: Arc<[usize]>,
-    },
-}
 
 /// A ragged dataset whose element type is known at run time: what the loader holds for a
 /// ragged stream. Each record is a sequence of rows of the schema's row shape.
 #[derive(Debug, Clone)]
 pub struct RaggedSource {
-    backing: Backing,
+    records: Records,
     schema: Schema,
     view: Option<Selection>,
     path: PathBuf,
@@ -134,11 +113,7 @@ impl RaggedSource {
             Kind::Ragged,
             RaggedSource::wrap,
             RaggedSource::len,
-            |parts| {
-                let mut s = RaggedSource::concat(parts)?;
-                s.path = PathBuf::from(url);
-                Ok(s)
-            },
+            |parts| RaggedSource::concat_at(parts, PathBuf::from(url)),
         )
     }
 
@@ -149,18 +124,12 @@ impl RaggedSource {
     pub fn new(store: Arc<Store>, schema: Schema) -> Result<RaggedSource> {
         let path = store.path().to_path_buf();
         check_kind(&schema, Kind::Ragged, &path)?;
-        Ok(RaggedSource::wrap(Opened::Store(store), schema, path))
+        Ok(RaggedSource::wrap(Records::store(store), schema, path))
     }
 
     /// A source over opened records (their schema already checked).
-    fn wrap(opened: Opened, schema: Schema, path: PathBuf) -> RaggedSource {
-        let backing = match opened {
-            Opened::Store(s) => Backing::Store(s),
-            Opened::Set(s) => Backing::Set(s),
-            #[cfg(feature = "remote")]
-            Opened::Remote(r) => Backing::Remote(r),
-        };
-        RaggedSource { backing, schema, view: None, path }
+    fn wrap(records: Records, schema: Schema, path: PathBuf) -> RaggedSource {
+        RaggedSource { records, schema, view: None, path }
     }
 
     /// A ragged dataset held in memory: one vector per record, each a whole number of rows of
@@ -187,8 +156,9 @@ impl RaggedSource {
         if u32::try_from(records.len()).is_err() {
             return Err(Error::InvalidArgument("an in-memory dataset holds at most 2^32 - 1 records".into()));
         }
+        let memory = InMemory::ragged(Arc::new(T::wrap(values)), &offsets);
         Ok(RaggedSource {
-            backing: Backing::Memory { values: Arc::new(T::wrap(values)), offsets: offsets.into() },
+            records: Records::other(Arc::new(memory)),
             schema,
             view: None,
             path: PathBuf::from("<memory>"),
@@ -202,14 +172,19 @@ impl RaggedSource {
     /// [`Error::InvalidArgument`] for no parts or more than `u32::MAX` records;
     /// [`Error::Schema`] naming the first part whose dtype or row shape differs.
     pub fn concat(parts: Vec<RaggedSource>) -> Result<RaggedSource> {
-        let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
         let path = PathBuf::from(format!("<concatenation of {} sources>", parts.len()));
-        Ok(RaggedSource {
-            backing: Backing::Concat { parts: parts.into(), starts: starts.into() },
-            schema,
-            view: None,
-            path,
-        })
+        RaggedSource::concat_at(parts, path)
+    }
+
+    /// [`RaggedSource::concat`], named `path` in errors (a store set's URL).
+    fn concat_at(parts: Vec<RaggedSource>, path: PathBuf) -> Result<RaggedSource> {
+        let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
+        let parts = parts
+            .into_iter()
+            .map(|p| Part { records: p.records.source, view: p.view, path: p.path })
+            .collect();
+        let records = Records::other(Arc::new(Concat::new(parts, starts, path.clone())));
+        Ok(RaggedSource { records, schema, view: None, path })
     }
 
     /// A view of the records `selection` names, in its order; composes with an earlier view.
@@ -225,7 +200,7 @@ impl RaggedSource {
     pub fn len(&self) -> usize {
         match &self.view {
             Some(v) => v.len(),
-            None => self.physical_len(),
+            None => self.records.len(),
         }
     }
 
@@ -233,21 +208,7 @@ impl RaggedSource {
     /// [`stats`](crate::remote::RemoteStore::stats): requests, bytes, cache pages).
     #[cfg(feature = "remote")]
     pub fn remote(&self) -> Option<&crate::remote::RemoteStore> {
-        match &self.backing {
-            Backing::Remote(r) => Some(r),
-            _ => None,
-        }
-    }
-
-    fn physical_len(&self) -> usize {
-        match &self.backing {
-            Backing::Store(s) => s.len() as usize,
-            Backing::Set(s) => s.len() as usize,
-            #[cfg(feature = "remote")]
-            Backing::Remote(r) => r.len() as usize,
-            Backing::Concat { starts, .. } => starts[starts.len() - 1] as usize,
-            Backing::Memory { offsets, .. } => offsets.len() - 1,
-        }
+        self.records.as_remote()
     }
 
     /// True when there are no records.
@@ -272,10 +233,7 @@ impl RaggedSource {
 
     /// The underlying store; `None` for a dataset in memory.
     pub fn store(&self) -> Option<&Arc<Store>> {
-        match &self.backing {
-            Backing::Store(s) => Some(s),
-            _ => None,
-        }
+        self.records.as_store()
     }
 
     /// The store's directory, or `<memory>`.
@@ -303,73 +261,15 @@ impl RaggedSource {
     ) -> Result<()> {
         let mut mapped = Vec::new();
         let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;
-        let elem = self.schema.dtype.size();
         out.row_shape.clone_from(&self.schema.shape);
         out.offsets.clear();
         out.offsets.push(0);
         if out.values.dtype() != self.schema.dtype {
             out.values = ArrayData::zeros(self.schema.dtype, 0);
         }
-        match &self.backing {
-            Backing::Store(store) => {
-                let resolved = store.resolve_batch(indices)?;
-                self.fill_resolved(indices, resolved.lens(), out, |dst| {
-                    store.read_resolved(&resolved, dst, par)
-                })
-            }
-            Backing::Set(set) => {
-                let runs = set.resolve(indices)?;
-                let lens = runs.iter().flat_map(|(_, r)| r.lens());
-                self.fill_resolved(indices, lens, out, |dst| set.read_resolved(&runs, dst, par))
-            }
-            #[cfg(feature = "remote")]
-            Backing::Remote(r) => {
-                let wide: Vec<u64> = indices.iter().map(|&i| u64::from(i)).collect();
-                let lens = r.record_lens(&wide)?;
-                self.fill_resolved(indices, lens.into_iter(), out, |mut dst| r.gather_to(&wide, &mut dst))
-            }
-            Backing::Concat { parts, starts } => {
-                // Each run is read by its part, then appended: one copy more than a store's read.
-                let mut flat: Vec<u8> = Vec::new();
-                let mut part = RaggedArray::empty(self.schema.dtype, self.schema.shape.clone());
-                let row = self.schema.unit_elems().max(1);
-                let mut rows = 0usize;
-                for (p, local) in concat_runs(indices, starts, &self.path)? {
-                    parts[p].gather_into_with(&local, &mut part, par)?;
-                    flat.extend_from_slice(part.values.as_bytes());
-                    for w in part.offsets.windows(2) {
-                        rows += (w[1] - w[0]) / row;
-                        out.offsets.push(rows);
-                    }
-                }
-                out.values = from_bytes(self.schema.dtype, &flat)
-                    .ok_or_else(|| Error::InvalidArgument("concatenated values of the wrong size".into()))?;
-                Ok(())
-            }
-            Backing::Memory { values, offsets } => {
-                let row = self.schema.unit_elems().max(1);
-                let n = offsets.len() - 1;
-                let bytes = values.as_bytes();
-                let mut flat: Vec<u8> = Vec::new();
-                let mut rows = 0usize;
-                for &i in indices {
-                    let i = i as usize;
-                    if i >= n {
-                        return Err(Error::IndexOutOfRange {
-                            path: self.path.clone(),
-                            index: i as u64,
-                            len: n as u64,
-                        });
-                    }
-                    flat.extend_from_slice(&bytes[offsets[i] * elem..offsets[i + 1] * elem]);
-                    rows += (offsets[i + 1] - offsets[i]) / row;
-                    out.offsets.push(rows);
-                }
-                out.values = from_bytes(self.schema.dtype, &flat)
-                    .ok_or_else(|| Error::InvalidArgument("in-memory values of the wrong size".into()))?;
-                Ok(())
-            }
-        }
+        self.records
+            .source
+            .gather_var(indices, par, &mut |lens, read| self.fill_resolved(indices, lens, out, read))
     }
 
     /// Fills `out` with the records of `indices`, whose stored lengths are `lens`, read by `read`
@@ -420,46 +320,7 @@ impl RaggedSource {
         let mut mapped = Vec::new();
         let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;
         let row_bytes = self.schema.unit_bytes().max(1) as u64;
-        Ok(match &self.backing {
-            Backing::Store(store) => {
-                store.resolve_batch(indices)?.lens().map(|l| u64::from(l) / row_bytes).collect()
-            }
-            Backing::Set(set) => set
-                .resolve(indices)?
-                .iter()
-                .flat_map(|(_, r)| r.lens())
-                .map(|l| u64::from(l) / row_bytes)
-                .collect(),
-            #[cfg(feature = "remote")]
-            Backing::Remote(r) => r
-                .record_lens(&indices.iter().map(|&i| u64::from(i)).collect::<Vec<_>>())?
-                .into_iter()
-                .map(|l| u64::from(l) / row_bytes)
-                .collect(),
-            Backing::Concat { parts, starts } => {
-                let mut out = Vec::with_capacity(indices.len());
-                for (p, local) in concat_runs(indices, starts, &self.path)? {
-                    out.extend(parts[p].record_rows(&local)?);
-                }
-                out
-            }
-            Backing::Memory { offsets, .. } => {
-                let (n, row) = (offsets.len() - 1, self.schema.unit_elems().max(1));
-                let mut out = Vec::with_capacity(indices.len());
-                for &i in indices {
-                    let i = i as usize;
-                    if i >= n {
-                        return Err(Error::IndexOutOfRange {
-                            path: self.path.clone(),
-                            index: i as u64,
-                            len: n as u64,
-                        });
-                    }
-                    out.push(((offsets[i + 1] - offsets[i]) / row) as u64);
-                }
-                out
-            }
-        })
+        Ok(self.records.source.record_lens(indices)?.into_iter().map(|l| u64::from(l) / row_bytes).collect())
     }
 
     /// The typed view.
@@ -519,25 +380,6 @@ fn fill_values(
         ArrayData::F32(v) => typed!(v, F32),
         ArrayData::F64(v) => typed!(v, F64),
     }
-}
-
-/// Native-endian bytes of `dtype` as its array.
-fn from_bytes(dtype: DType, bytes: &[u8]) -> Option<ArrayData> {
-    Some(match dtype {
-        DType::U8 => ArrayData::U8(bytes.to_vec()),
-        DType::I8 => ArrayData::I8(i8::from_bytes(bytes)?),
-        DType::U16 => ArrayData::U16(u16::from_bytes(bytes)?),
-        DType::I16 => ArrayData::I16(i16::from_bytes(bytes)?),
-        DType::U32 => ArrayData::U32(u32::from_bytes(bytes)?),
-        DType::I32 => ArrayData::I32(i32::from_bytes(bytes)?),
-        DType::U64 => ArrayData::U64(u64::from_bytes(bytes)?),
-        DType::I64 => ArrayData::I64(i64::from_bytes(bytes)?),
-        DType::F16 => ArrayData::F16(half::f16::from_bytes(bytes)?),
-        DType::BF16 => ArrayData::BF16(half::bf16::from_bytes(bytes)?),
-        DType::F32 => ArrayData::F32(f32::from_bytes(bytes)?),
-        DType::F64 => ArrayData::F64(f64::from_bytes(bytes)?),
-        DType::Bool => ArrayData::Bool(bool::from_bytes(bytes)?),
-    })
 }
 
 impl RaggedArray {

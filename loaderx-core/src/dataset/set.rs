@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::schema::Schema;
 use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
-use crate::store::{Parallelism, Resolved};
+use crate::store::{Parallelism, RecordSource, Resolved, VarFill};
 use crate::sys::Destination;
 use crate::{Error, Result, Store};
 
@@ -235,7 +235,7 @@ impl StoreSet {
 
     /// The fixed-stride gather of a dense set: each run of one part is that part's gather into
     /// its own stretch of `dst`.
-    pub(crate) fn gather_fixed_to(
+    fn gather_fixed_to(
         &self,
         indices: &[u32],
         item_bytes: usize,
@@ -258,7 +258,7 @@ impl StoreSet {
     }
 
     /// The runs of `indices` resolved in their parts (lengths known before the read).
-    pub(crate) fn resolve(&self, indices: &[u32]) -> Result<Vec<(usize, Resolved)>> {
+    fn resolve(&self, indices: &[u32]) -> Result<Vec<(usize, Resolved)>> {
         self.runs(indices)?
             .into_iter()
             .map(|(p, local)| Ok((p, self.parts[p].resolve_batch(&local)?)))
@@ -266,7 +266,7 @@ impl StoreSet {
     }
 
     /// Reads resolved runs into `dst`, each into its own stretch.
-    pub(crate) fn read_resolved(
+    fn read_resolved(
         &self,
         runs: &[(usize, Resolved)],
         mut dst: Destination<'_>,
@@ -279,6 +279,36 @@ impl StoreSet {
             self.parts[*p].read_resolved(r, sub, par)?;
         }
         Ok(())
+    }
+}
+
+/// A set read as one index space: each run of one part read by that part.
+impl RecordSource for StoreSet {
+    fn len(&self) -> u64 {
+        StoreSet::len(self)
+    }
+
+    fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
+        let mut lens = Vec::with_capacity(indices.len());
+        for (p, local) in self.runs(indices)? {
+            lens.extend(self.parts[p].record_lens(&local)?);
+        }
+        Ok(lens)
+    }
+
+    fn gather_fixed(
+        &self,
+        indices: &[u32],
+        record_len: usize,
+        dst: Destination<'_>,
+        par: Parallelism,
+    ) -> Result<()> {
+        self.gather_fixed_to(indices, record_len, dst, par)
+    }
+
+    fn gather_var(&self, indices: &[u32], par: Parallelism, fill: VarFill<'_>) -> Result<()> {
+        let runs = self.resolve(indices)?;
+        fill(&mut runs.iter().flat_map(|(_, r)| r.lens()), &mut |dst| self.read_resolved(&runs, dst, par))
     }
 }
 

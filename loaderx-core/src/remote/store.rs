@@ -15,7 +15,8 @@ use super::index::MAX_SMALL_FILE;
 use super::options::RemoteOptions;
 use super::url::parse_url;
 use crate::format::v2::Entry;
-use crate::store::{META_FILE, RecordError, Stored, decode_record};
+use crate::store::{META_FILE, Parallelism, RecordError, RecordSource, Stored, VarFill, decode_record};
+use crate::sys::Destination;
 use crate::{Codec, Error, Result};
 
 /// `verify` reads in blocks of at most this many records and (unless one record is larger)
@@ -261,7 +262,7 @@ impl RemoteStore {
 
     /// [`RemoteStore::gather`] straight into `dst` (the records back to back, in order): one
     /// copy (or decode) from the response into the destination.
-    pub(crate) fn gather_to(&self, indices: &[u64], dst: &mut crate::sys::Destination<'_>) -> Result<()> {
+    pub(crate) fn gather_to(&self, indices: &[u64], dst: &mut Destination<'_>) -> Result<()> {
         self.check_batch(indices)?;
         let fetched = self.fetch(indices)?;
         self.write_fetched(indices, &fetched, dst)
@@ -273,7 +274,7 @@ impl RemoteStore {
         &self,
         indices: &[u64],
         (fetched, place): &Fetched,
-        dst: &mut crate::sys::Destination<'_>,
+        dst: &mut Destination<'_>,
     ) -> Result<()> {
         let mut decoder = crate::store::Decoder::new(self.dict.as_deref());
         let mut summer = crate::sys::Summer::default();
@@ -385,4 +386,51 @@ impl RemoteStore {
     pub fn get_file(&self, name: &str) -> Result<Vec<u8>> {
         Ok(self.get_whole(name, MAX_SMALL_FILE, None)?.to_vec())
     }
+}
+
+/// A remote store read as a dataset's records: the batch fetched as one (its requests already
+/// concurrent, so `Parallelism` does not apply).
+impl RecordSource for RemoteStore {
+    fn len(&self) -> u64 {
+        RemoteStore::len(self)
+    }
+
+    fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
+        RemoteStore::record_lens(self, &widen(indices))
+    }
+
+    fn gather_fixed(
+        &self,
+        indices: &[u32],
+        record_len: usize,
+        mut dst: Destination<'_>,
+        _par: Parallelism,
+    ) -> Result<()> {
+        let wide = widen(indices);
+        // Every length checked before anything is fetched: a record of another size would
+        // misplace every record after it.
+        if let Some((k, len)) = RemoteStore::record_lens(self, &wide)?
+            .iter()
+            .enumerate()
+            .find(|(_, l)| **l as usize != record_len)
+        {
+            return Err(Error::CorruptRecord {
+                path: PathBuf::from(&self.url),
+                index: wide[k],
+                reason: format!("{len} bytes, the schema's items are {record_len}"),
+            });
+        }
+        self.gather_to(&wide, &mut dst)
+    }
+
+    fn gather_var(&self, indices: &[u32], _par: Parallelism, fill: VarFill<'_>) -> Result<()> {
+        let wide = widen(indices);
+        let lens = RemoteStore::record_lens(self, &wide)?;
+        fill(&mut lens.into_iter(), &mut |mut dst| self.gather_to(&wide, &mut dst))
+    }
+}
+
+/// A dataset's `u32` indices as the remote store's `u64` ones.
+fn widen(indices: &[u32]) -> Vec<u64> {
+    indices.iter().map(|&i| u64::from(i)).collect()
 }

@@ -12,6 +12,7 @@
 //! | `maintain` | delete and compaction through the journal |
 //! | `migrate` | a store from one format to the other, in place |
 //! | `report` | stats and verify |
+//! | `source` | [`RecordSource`](source::RecordSource): records by index, whatever holds them (what datasets read through) |
 //! | `table` | the index of either format behind one face: the writer's [`Index`](table::Index), a batch's [`Table`](table::Table) |
 //! | `chunk` | chunk files (mapped reads, positional writes) and the placement rule |
 //! | `codec` | per-record zstd contexts and dictionary training |
@@ -32,6 +33,7 @@ mod migrate;
 mod open;
 mod options;
 mod report;
+mod source;
 mod table;
 
 #[cfg(feature = "remote")]
@@ -52,5 +54,6 @@ pub use migrate::MigrateReport;
 pub use open::Store;
 pub use options::StoreOptions;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};
+pub(crate) use source::{RecordSource, VarFill};
 #[cfg(feature = "remote")]
 pub(crate) use table::{v1_header_error, v2_header_error};
