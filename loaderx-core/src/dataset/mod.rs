@@ -3,6 +3,7 @@
 mod dense;
 pub(crate) mod dtype;
 mod open;
+mod pad;
 mod ragged;
 mod records;
 mod schema;
@@ -11,7 +12,8 @@ mod set;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
-pub use ragged::{Pad, Padded, RaggedArray, RaggedDataset, RaggedSource, pad};
+pub use pad::{Pad, Padded, pad};
+pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch};

@@ -26,7 +26,7 @@
 //! | `index` | the index (v2 `index.zr`, v1 `meta.zr`) and the dictionary, the index's local cache |
 //! | `fetch` | range requests, coalescing, the page cache's use, each chunk object's ETag |
 //! | `store` | [`RemoteStore`]: a batch checked and decoded into its destination |
-//! | `cache` | [`PageCache`](cache::PageCache): chunk pages on disk, shared by processes |
+//! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
 //! | `body` | response bodies read with a cap |
 //! | `redact` | credentials scrubbed from every error |

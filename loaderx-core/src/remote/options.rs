@@ -109,7 +109,7 @@ impl RemoteOptions {
         self
     }
     /// Caches the chunk objects' pages in `dir`, at most `limit_bytes` there (see
-    /// [`cache`](self::cache)). Without this, `LOADERX_REMOTE_CACHE` names the directory and
+    /// [`cache`](crate::remote::cache)). Without this, `LOADERX_REMOTE_CACHE` names the directory and
     /// `LOADERX_REMOTE_CACHE_BYTES` the limit (default 8 GiB); with neither, nothing is cached
     /// but the index.
     pub fn cache(mut self, dir: impl Into<PathBuf>, limit_bytes: u64) -> Self {

@@ -55,7 +55,7 @@ pub struct RemoteStats {
     pub cache_errors: u64,
 }
 
-/// A read-only v2 store on S3-compatible object storage; see the [module documentation](self).
+/// A read-only v2 store on S3-compatible object storage; see the [module documentation](crate::remote).
 pub struct RemoteStore {
     pub(super) url: String,
     pub(super) store: Arc<dyn ObjectStore>,
