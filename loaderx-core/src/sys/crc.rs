@@ -221,8 +221,11 @@ mod tests {
                 let mut dst = vec![MaybeUninit::<u8>::uninit(); s.len()];
                 let crc = Summer::default().copy(&mut dst, s);
                 assert_eq!(crc, crc32c::crc32c(s), "length {len}, offset {off}");
-                // SAFETY (test): copy_crc32c wrote every byte.
-                let out: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+                let out: Vec<u8> = dst
+                    .iter()
+                    // SAFETY: `Summer::copy` wrote every byte of `dst` (its length is `s`'s).
+                    .map(|b| unsafe { b.assume_init() })
+                    .collect();
                 assert_eq!(out, s, "length {len}, offset {off}");
             }
         }
