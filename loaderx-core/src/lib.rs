@@ -47,8 +47,8 @@ pub use framing::{
 };
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
-    Batch, BoxError, BucketConfig, DataLoader, Finite, Indexer, Launch, LoaderBuilder, LoaderState, Order, Pack,
-    PackConfig, PackCursor, Prefetcher, StreamSource, fingerprint,
+    Batch, BoxError, BucketConfig, DataLoader, Finite, Indexer, Launch, LoaderBuilder, LoaderState, Order,
+    Pack, PackConfig, PackCursor, Prefetcher, StreamSource, fingerprint,
 };
 pub use loader::{Fence, Lease, SlotBuffers, SlotRing, Staged, StagedStream};
 pub use sampler::{
