@@ -1,232 +1,40 @@
-//! [`LoaderBuilder`]: what a loader reads and how; [`LoaderState`]: where it is.
+//! [`LoaderBuilder`]: what a loader reads and how (its setters; `build.rs` turns it into a loader).
 
 use std::path::Path;
-use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
-use super::batch::Batch;
 use super::bucket::BucketConfig;
-use super::data_loader::{BoxError, DataLoader, Transform};
-use super::order::{Order, SavedState};
-use super::pack::{Pack, PackConfig};
+use super::pack::Pack;
+use super::state::{Finite, LoaderState, fingerprint};
+use super::stream::StreamSource;
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
-use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig, SamplerMode};
-use crate::{DType, Error, Result};
-
-/// The fingerprint of a description of data (64-bit FNV-1a of `bytes`): what
-/// [`LoaderState::fingerprint`] holds. [`LoaderBuilder::fingerprint`] describes dense streams;
-/// an adapter over other data describes it in its own words (a dataset's length, say).
-pub fn fingerprint(bytes: &[u8]) -> u64 {
-    crate::format::hash64(bytes)
-}
-
-/// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.
-///
-/// Serialised in the shape of earlier versions (the order's config under its own optional field:
-/// `pass`, `mixture`, `pack` or `bucket`), so states saved by them restore and theirs read ours.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "SavedState", into = "SavedState")]
-pub struct LoaderState {
-    /// The sampler: length, global batch size, mode, seed, rank, world.
-    pub sampler: SamplerConfig,
-    /// The next step to be delivered.
-    pub step: u64,
-    /// Fingerprint of the streams (names, dtypes, shapes, length): a state only restores onto
-    /// the data it was saved from.
-    pub fingerprint: u64,
-    /// Which records each step reads: the endless sampler, a finite pass, a mixture, a packed
-    /// stream (with where its packing stands at `step`) or length buckets.
-    pub order: Order,
-}
-
-impl LoaderState {
-    /// This state moved onto a global batch of `batch_size`, resuming from the samples consumed:
-    /// the rule when a run restarts with another global batch (elastic resume with the same
-    /// global batch needs nothing: [`shard`](LoaderBuilder::shard) the same state onto any world
-    /// size). Cyclic mode (and finite passes) keep the cycle (pass) and its keyed permutation,
-    /// which does not depend on the batch: the consumed part of the cycle is `f = (step mod S) *
-    /// B` positions and the new step is the cycle's first plus `floor(f / B')`, so nothing is
-    /// lost and at most `B' - 1` samples of the cycle are seen again (and the cycle's dropped
-    /// remainder becomes `N mod B'`). Sequential, IID and mixture streams are streams of global
-    /// rows: the new step is `floor(step * B / B')`, the same rule. A packed stream's cursor
-    /// says where it stands whatever the rows per step: its step stays.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a batch of 0, one not divisible by the world, one larger
-    /// than the data in cyclic mode, or a bucketed stream (its windows are made of batches).
-    pub fn rebatched(&self, batch_size: u32) -> Result<LoaderState> {
-        let (b, b2) = (u64::from(self.sampler.batch_size), u64::from(batch_size));
-        if b2 == 0 || !batch_size.is_multiple_of(self.sampler.world.max(1)) {
-            return Err(Error::InvalidArgument(format!(
-                "a global batch of {batch_size} over {} ranks",
-                self.sampler.world
-            )));
-        }
-        if let Order::Bucketed(_) = self.order {
-            return Err(Error::InvalidArgument(
-                "a bucketed stream's windows are made of its batches: it restarts, not rebatches".into(),
-            ));
-        }
-        let within = |spc_old: u64, spc_new: u64| -> Result<u64> {
-            if spc_old == 0 || spc_new == 0 {
-                return Err(Error::InvalidArgument(format!(
-                    "a global batch of {batch_size} leaves no whole batch in {} records",
-                    self.sampler.len
-                )));
-            }
-            let (cycle, f) = (self.step / spc_old, (self.step % spc_old) * b);
-            Ok(cycle * spc_new + f / b2)
-        };
-        let mut out = self.clone();
-        out.sampler.batch_size = batch_size;
-        out.step = match (&self.order, self.sampler.mode) {
-            (Order::Packed(_), _) => self.step,
-            (Order::Pass(p), _) => {
-                let new = PassConfig { batch_size, ..p.clone() };
-                let step = within(p.build()?.steps(), new.build()?.steps())?;
-                out.order = Order::Pass(new);
-                step
-            }
-            (Order::Endless, SamplerMode::Cyclic) => {
-                let n = u64::from(self.sampler.len);
-                within(n / b.max(1), n / b2)?
-            }
-            (Order::Endless, SamplerMode::BlockCyclic { block, .. }) => {
-                // A cycle is the records of its whole blocks, whatever the batch.
-                let n = u64::from(self.sampler.len / block.max(1) * block);
-                within(n / b.max(1), n / b2)?
-            }
-            (Order::Endless | Order::Mixture(_) | Order::Bucketed(_), _) => self.step.saturating_mul(b) / b2,
-        };
-        Ok(out)
-    }
-}
-
-/// Finite passes over the data: every record exactly once per pass (one pass by default), then
-/// the loader ends; see [`LoaderBuilder::finite`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Finite {
-    /// In a keyed shuffle of the builder's seed and the epoch, or in record order.
-    pub shuffle: bool,
-    /// Drop the last batch of each pass when it is partial.
-    pub drop_last: bool,
-    /// The first pass's epoch: each has its own shuffle.
-    pub epoch: u64,
-    /// Passes run back to back, the prefetch threads going on across the boundary; `None`:
-    /// without end (exactly-once training epochs: [`DataLoader::steps_per_epoch`] steps each).
-    pub epochs: Option<u64>,
-}
-
-impl Default for Finite {
-    fn default() -> Self {
-        Finite { shuffle: false, drop_last: false, epoch: 0, epochs: Some(1) }
-    }
-}
-
-impl Finite {
-    /// Every record once, in record order, the last batch partial: an evaluation pass.
-    pub fn ordered() -> Finite {
-        Finite::default()
-    }
-
-    /// Every record once, in a shuffle of the builder's seed and the epoch.
-    pub fn shuffled() -> Finite {
-        Finite { shuffle: true, ..Finite::default() }
-    }
-
-    /// `n` passes back to back (epochs `epoch..epoch + n`); `None`: without end.
-    pub fn epochs(mut self, n: Option<u64>) -> Finite {
-        self.epochs = n;
-        self
-    }
-
-    /// Drop the last batch when it is partial.
-    pub fn drop_last(mut self, yes: bool) -> Finite {
-        self.drop_last = yes;
-        self
-    }
-
-    /// The epoch (its own shuffle).
-    pub fn epoch(mut self, epoch: u64) -> Finite {
-        self.epoch = epoch;
-        self
-    }
-}
-
-/// The data of one loader stream: a dense source, or a ragged one with how it is padded (or
-/// not: its batches then carry [`RaggedArray`](crate::RaggedArray)s).
-#[derive(Debug, Clone)]
-pub enum StreamSource {
-    /// Fixed-shape records.
-    Dense(DenseSource),
-    /// Variable-length records, padded on the prefetch threads when a [`Pad`] is given.
-    Ragged(RaggedSource, Option<Pad>),
-}
-
-impl StreamSource {
-    /// Records in the stream.
-    pub fn len(&self) -> usize {
-        match self {
-            StreamSource::Dense(d) => d.len(),
-            StreamSource::Ragged(r, _) => r.len(),
-        }
-    }
-
-    /// True when the stream is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        match self {
-            StreamSource::Dense(d) => d.dtype(),
-            StreamSource::Ragged(r, _) => r.dtype(),
-        }
-    }
-
-    /// The item shape (dense) or row shape (ragged).
-    pub fn shape(&self) -> &[usize] {
-        match self {
-            StreamSource::Dense(d) => d.item_shape(),
-            StreamSource::Ragged(r, _) => r.row_shape(),
-        }
-    }
-
-    fn select(&self, s: &Selection) -> Result<StreamSource> {
-        Ok(match self {
-            StreamSource::Dense(d) => StreamSource::Dense(d.select(s)?),
-            StreamSource::Ragged(r, p) => StreamSource::Ragged(r.select(s)?, *p),
-        })
-    }
-}
+use crate::sampler::{PassConfig, SamplerMode};
+use crate::{Error, Result};
 
 /// Builds a [`DataLoader`]; see [`DataLoader::builder`].
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct LoaderBuilder {
-    streams: Vec<(String, StreamSource)>,
-    selections: Vec<Selection>,
-    finite: Option<Finite>,
-    batch_size: u32,
-    mode: SamplerMode,
-    seed: u64,
-    rank: u32,
-    world: u32,
-    start_step: u64,
-    state: Option<LoaderState>,
-    threads: usize,
-    prefetch: usize,
+    pub(super) streams: Vec<(String, StreamSource)>,
+    pub(super) selections: Vec<Selection>,
+    pub(super) finite: Option<Finite>,
+    pub(super) batch_size: u32,
+    pub(super) mode: SamplerMode,
+    pub(super) seed: u64,
+    pub(super) rank: u32,
+    pub(super) world: u32,
+    pub(super) start_step: u64,
+    pub(super) state: Option<LoaderState>,
+    pub(super) threads: usize,
+    pub(super) prefetch: usize,
     /// The weights of a mixture ([`LoaderBuilder::mixture`]) and its sources' lengths.
-    mixture: Option<(Vec<f64>, Vec<u32>)>,
+    pub(super) mixture: Option<(Vec<f64>, Vec<u32>)>,
     /// The packed stream ([`LoaderBuilder::pack`]).
-    pack: Option<(String, Pack)>,
+    pub(super) pack: Option<(String, Pack)>,
     /// Length bucketing ([`LoaderBuilder::bucket`]).
-    bucket: Option<BucketConfig>,
+    pub(super) bucket: Option<BucketConfig>,
     /// How `open_stream` reaches `s3://` URLs ([`LoaderBuilder::remote_options`]).
     #[cfg(feature = "remote")]
-    remote: Option<crate::remote::RemoteOptions>,
+    pub(super) remote: Option<crate::remote::RemoteOptions>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -645,247 +453,10 @@ impl LoaderBuilder {
         self.prefetch = depth.max(1);
         self
     }
-
-    /// Builds a loader delivering [`Batch`]es.
-    ///
-    /// # Errors
-    /// As [`LoaderBuilder::build_with`].
-    pub fn build(self) -> Result<DataLoader<Batch>> {
-        self.build_with(|b: Batch| Ok::<_, BoxError>(b))
-    }
-
-    /// [`LoaderBuilder::build_with`] for a transform whose error is any boxed error: `?` works on
-    /// every error type inside it, and `Ok(x)` needs no type annotation.
-    ///
-    /// # Errors
-    /// As [`LoaderBuilder::build_with`].
-    ///
-    /// # Examples
-    /// ```
-    /// use loaderx_core::{DataLoader, DenseSource};
-    /// let x = DenseSource::from_vec(vec![2], vec![1f32; 40])?;
-    /// let mut loader = DataLoader::builder().stream("x", x).batch_size(4).build_map(|mut b| {
-    ///     let x = b.take("x").ok_or("no stream x")?.into_vec::<f32>()?;
-    ///     Ok(x.iter().sum::<f32>())
-    /// })?;
-    /// assert_eq!(loader.next_batch()?, 8.0);
-    /// # Ok::<(), loaderx_core::Error>(())
-    /// ```
-    pub fn build_map<O, F>(self, transform: F) -> Result<DataLoader<O>>
-    where
-        O: Send + 'static,
-        F: Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync + 'static,
-    {
-        self.build_with(transform)
-    }
-
-    /// Builds a loader whose prefetch threads run `transform` (the collate step) on each batch.
-    ///
-    /// # Errors
-    /// As [`LoaderBuilder::resolve`], and [`Error::LoaderStopped`] when a thread cannot start.
-    pub fn build_with<O, E, F>(self, transform: F) -> Result<DataLoader<O>>
-    where
-        O: Send + 'static,
-        E: Into<BoxError>,
-        F: Fn(Batch) -> std::result::Result<O, E> + Send + Sync + 'static,
-    {
-        let transform: Transform<O> = Arc::new(move |b| transform(b).map_err(Into::into));
-        DataLoader::start(self, transform)
-    }
-
-    /// The state a loader built from this builder starts in: the streams checked (at least one,
-    /// the same length, distinct names), their [fingerprint](Self::fingerprint) taken, and
-    /// [`plan`](Self::plan) applied. Adapters that run their own producers over these streams
-    /// start from it without building a loader.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for no streams, streams of different lengths or with the same
-    /// name, more records than `u32` indices, invalid sampler parameters, or a restored state
-    /// whose fingerprint does not match the streams.
-    pub fn resolve(&self) -> Result<LoaderState> {
-        let streams = self.selected_streams()?;
-        let Some((_, first)) = streams.first() else {
-            return Err(Error::InvalidArgument("a data loader needs at least one stream".into()));
-        };
-        let len = first.len();
-        if let Some((name, s)) = streams.iter().find(|(_, s)| s.len() != len) {
-            return Err(Error::InvalidArgument(format!(
-                "stream {name:?} has {} records but stream {:?} has {len}; all streams must have the same length",
-                s.len(),
-                streams[0].0
-            )));
-        }
-        let mut names: Vec<&str> = self.streams.iter().map(|(n, _)| n.as_str()).collect();
-        names.sort_unstable();
-        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::InvalidArgument(format!("two streams are named {:?}", w[0])));
-        }
-        let len =
-            u32::try_from(len).map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
-        self.plan(len, fingerprint_of(&streams))
-    }
-
-    /// The streams with the [selection](Self::select) applied.
-    fn selected_streams(&self) -> Result<Vec<(String, StreamSource)>> {
-        let mut streams = self.streams.clone();
-        for sel in &self.selections {
-            streams = streams.into_iter().map(|(n, s)| Ok((n, s.select(sel)?))).collect::<Result<_>>()?;
-        }
-        Ok(streams)
-    }
-
-    /// Where a loader over `len` records of data with `fingerprint` starts: the restored
-    /// [`state`](Self::state) when there is one, else the builder's sampler settings at its
-    /// [`start_step`](Self::start_step). Adapters that feed the loader's sampler from their own
-    /// data (a framework's dataset) start from this too.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when a restored state belongs to other data (another
-    /// fingerprint or length) or the sampler parameters are invalid.
-    pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
-        let state = match &self.state {
-            // A restored state's order is its own (a pass is not compared with the builder's
-            // `finite`); a mixture, packing or bucketing must be the builder's.
-            Some(state)
-                if state.fingerprint != fingerprint
-                    || state.sampler.len != len
-                    || state.order.pass().is_some_and(|p| p.len != len)
-                    || state.order.mixture().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
-                    || state.order.pack().map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
-                    || state.order.bucket() != self.bucket.as_ref() =>
-            {
-                return Err(Error::InvalidArgument(
-                    "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
-                        .into(),
-                ));
-            }
-            Some(state) => state.clone(),
-            None => LoaderState {
-                sampler: SamplerConfig {
-                    len,
-                    batch_size: self.batch_size,
-                    mode: self.mode,
-                    seed: self.seed,
-                    rank: self.rank,
-                    world: self.world,
-                },
-                step: self.start_step,
-                fingerprint,
-                order: self.order(len)?,
-            },
-        };
-        match &state.order {
-            Order::Packed(_) => {
-                let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
-                if self.streams.len() != 1 {
-                    return Err(Error::InvalidArgument(PACKED_ALONE.into()));
-                }
-                if b == 0 || w == 0 || r >= w || !b.is_multiple_of(w) {
-                    return Err(Error::InvalidArgument(format!(
-                        "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
-                    )));
-                }
-            }
-            Order::Mixture(_) if !self.selections.is_empty() => {
-                return Err(Error::InvalidArgument(MIXTURE_WHOLE.into()));
-            }
-            Order::Mixture(m) => drop(m.build(&state.sampler)?),
-            // A pass has no sampler of its own; its config is checked instead (a batch larger
-            // than the data is fine in a pass: one partial batch).
-            Order::Pass(p) => drop(p.build()?),
-            Order::Endless | Order::Bucketed(_) => drop(state.sampler.build()?),
-        }
-        Ok(state)
-    }
-
-    /// The order the builder's settings ask for over `len` records, one of them at most: its
-    /// [`finite`](Self::finite) pass, [`mixture`](Self::mixture), [`pack`](Self::pack) or
-    /// [`bucket`](Self::bucket) (the setters may be called in any order, so a combination is
-    /// refused here).
-    fn order(&self, len: u32) -> Result<Order> {
-        let pass = self.finite.map(|f| PassConfig {
-            len,
-            batch_size: self.batch_size,
-            shuffle: f.shuffle,
-            seed: self.seed,
-            epoch: f.epoch,
-            epochs: f.epochs,
-            drop_last: f.drop_last,
-            rank: self.rank,
-            world: self.world,
-        });
-        let mixture = self
-            .mixture
-            .as_ref()
-            .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() });
-        let pack = self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() });
-        Ok(match (pass, mixture, pack, self.bucket.clone()) {
-            (None, None, None, None) => Order::Endless,
-            (None, None, None, Some(b)) => Order::Bucketed(b),
-            (_, _, _, Some(_)) => {
-                return Err(Error::InvalidArgument(
-                    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
-                        .into(),
-                ));
-            }
-            (None, None, Some(p), None) => Order::Packed(p),
-            (_, _, Some(_), None) => return Err(Error::InvalidArgument(PACKED_ALONE.into())),
-            (None, Some(m), None, None) => Order::Mixture(m),
-            (Some(_), Some(_), None, None) => return Err(Error::InvalidArgument(MIXTURE_WHOLE.into())),
-            (Some(p), None, None, None) => Order::Pass(p),
-        })
-    }
-
-    /// The number of prefetch threads a built loader runs.
-    pub fn thread_count(&self) -> usize {
-        self.threads
-    }
-
-    /// Batches per prefetch thread that may be ready ahead of the consumer ([`Self::prefetch`]).
-    pub fn prefetch_depth(&self) -> usize {
-        self.prefetch
-    }
-
-    /// The fingerprint of the streams (names, dtypes, item shapes, lengths) that a
-    /// [`LoaderState`] carries: ranks can compare it at start-up, and a state restores only onto
-    /// data with the same one.
-    pub fn fingerprint(&self) -> u64 {
-        match self.selected_streams() {
-            Ok(streams) => fingerprint_of(&streams),
-            Err(_) => fingerprint_of(&self.streams),
-        }
-    }
-
-    /// The streams, the selection applied.
-    pub(super) fn into_streams(self) -> Result<Vec<(String, StreamSource)>> {
-        self.selected_streams()
-    }
 }
 
 /// Why a packed stream stands alone.
-const PACKED_ALONE: &str = "a packed stream is the loader's only stream, endless and not mixed";
+pub(super) const PACKED_ALONE: &str = "a packed stream is the loader's only stream, endless and not mixed";
 /// Why a mixture is endless and unselected.
-const MIXTURE_WHOLE: &str = "a mixture is endless and reads its sources whole: select within the sources, and \
+pub(super) const MIXTURE_WHOLE: &str = "a mixture is endless and reads its sources whole: select within the sources, and \
                              evaluate each source with its own finite loader";
-
-/// The fingerprint of streams (names, kinds, dtypes, shapes, lengths).
-fn fingerprint_of(streams: &[(String, StreamSource)]) -> u64 {
-    let mut text = String::new();
-    for (name, s) in streams {
-        match s {
-            // Dense streams' text is the same as before ragged streams and selections existed, so
-            // saved states still restore.
-            StreamSource::Dense(d) => {
-                text.push_str(&format!("{name}:{}:{:?}:{};", d.dtype(), d.item_shape(), d.len()))
-            }
-            StreamSource::Ragged(r, p) => text.push_str(&format!(
-                "{name}:ragged:{}:{:?}:{}:{:?};",
-                r.dtype(),
-                r.row_shape(),
-                r.len(),
-                p.map(|p| p.length)
-            )),
-        }
-    }
-    fingerprint(text.as_bytes())
-}

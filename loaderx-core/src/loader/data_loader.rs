@@ -6,10 +6,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::batch::{Batch, Pool};
-use super::builder::{LoaderBuilder, LoaderState, StreamSource};
+use super::builder::LoaderBuilder;
 use super::order::Indexer;
 use super::prefetch::{Prefetcher, panic_message};
 use super::staged::StepFn;
+use super::state::LoaderState;
+use super::stream::StreamSource;
 use crate::sampler::{Mixture, Pass, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};

@@ -28,6 +28,7 @@
 
 mod batch;
 mod bucket;
+mod build;
 mod builder;
 mod data_loader;
 mod launch;
@@ -36,11 +37,13 @@ mod pack;
 mod prefetch;
 mod ring;
 mod staged;
+mod state;
+mod stream;
 mod window;
 
 pub use batch::Batch;
 pub use bucket::BucketConfig;
-pub use builder::{Finite, LoaderBuilder, LoaderState, StreamSource, fingerprint};
+pub use builder::LoaderBuilder;
 pub use data_loader::{BoxError, DataLoader};
 pub use launch::Launch;
 pub use order::{Indexer, Order};
@@ -48,3 +51,5 @@ pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;
 pub use ring::{Fence, Lease, SlotRing};
 pub use staged::{SlotBuffers, Staged, StagedStream};
+pub use state::{Finite, LoaderState, fingerprint};
+pub use stream::StreamSource;

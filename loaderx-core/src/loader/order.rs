@@ -8,8 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::bucket::{BucketConfig, Bucketer};
-use super::builder::{LoaderState, StreamSource};
 use super::pack::{PackConfig, Packer};
+use super::state::LoaderState;
+use super::stream::StreamSource;
 use crate::sampler::{Mixture, MixtureConfig, Pass, PassConfig, Sampler, SamplerConfig, SamplerMode};
 use crate::{Error, Result};
 

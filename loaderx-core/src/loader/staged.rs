@@ -11,10 +11,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
-use super::builder::{LoaderBuilder, StreamSource};
+use super::builder::LoaderBuilder;
 use super::data_loader::{BoxError, DataLoader};
 use super::prefetch::panic_message;
 use super::ring::{Fence, SlotRing};
+use super::stream::StreamSource;
 use crate::store::Parallelism;
 use crate::{DType, Error, Result};
 

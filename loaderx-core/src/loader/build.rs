@@ -1,0 +1,231 @@
+//! From a [`LoaderBuilder`] to a [`DataLoader`]: the settings checked into one plan (a
+//! [`LoaderState`]), the streams selected, the loader built.
+
+use std::sync::Arc;
+
+use super::batch::Batch;
+use super::builder::{LoaderBuilder, MIXTURE_WHOLE, PACKED_ALONE};
+use super::data_loader::{BoxError, DataLoader, Transform};
+use super::order::Order;
+use super::pack::PackConfig;
+use super::state::LoaderState;
+use super::stream::{StreamSource, fingerprint_of};
+use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig};
+use crate::{Error, Result};
+
+impl LoaderBuilder {
+    /// Builds a loader delivering [`Batch`]es.
+    ///
+    /// # Errors
+    /// As [`LoaderBuilder::build_with`].
+    pub fn build(self) -> Result<DataLoader<Batch>> {
+        self.build_with(|b: Batch| Ok::<_, BoxError>(b))
+    }
+
+    /// [`LoaderBuilder::build_with`] for a transform whose error is any boxed error: `?` works on
+    /// every error type inside it, and `Ok(x)` needs no type annotation.
+    ///
+    /// # Errors
+    /// As [`LoaderBuilder::build_with`].
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{DataLoader, DenseSource};
+    /// let x = DenseSource::from_vec(vec![2], vec![1f32; 40])?;
+    /// let mut loader = DataLoader::builder().stream("x", x).batch_size(4).build_map(|mut b| {
+    ///     let x = b.take("x").ok_or("no stream x")?.into_vec::<f32>()?;
+    ///     Ok(x.iter().sum::<f32>())
+    /// })?;
+    /// assert_eq!(loader.next_batch()?, 8.0);
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn build_map<O, F>(self, transform: F) -> Result<DataLoader<O>>
+    where
+        O: Send + 'static,
+        F: Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync + 'static,
+    {
+        self.build_with(transform)
+    }
+
+    /// Builds a loader whose prefetch threads run `transform` (the collate step) on each batch.
+    ///
+    /// # Errors
+    /// As [`LoaderBuilder::resolve`], and [`Error::LoaderStopped`] when a thread cannot start.
+    pub fn build_with<O, E, F>(self, transform: F) -> Result<DataLoader<O>>
+    where
+        O: Send + 'static,
+        E: Into<BoxError>,
+        F: Fn(Batch) -> std::result::Result<O, E> + Send + Sync + 'static,
+    {
+        let transform: Transform<O> = Arc::new(move |b| transform(b).map_err(Into::into));
+        DataLoader::start(self, transform)
+    }
+
+    /// The state a loader built from this builder starts in: the streams checked (at least one,
+    /// the same length, distinct names), their [fingerprint](Self::fingerprint) taken, and
+    /// [`plan`](Self::plan) applied. Adapters that run their own producers over these streams
+    /// start from it without building a loader.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for no streams, streams of different lengths or with the same
+    /// name, more records than `u32` indices, invalid sampler parameters, or a restored state
+    /// whose fingerprint does not match the streams.
+    pub fn resolve(&self) -> Result<LoaderState> {
+        let streams = self.selected_streams()?;
+        let Some((_, first)) = streams.first() else {
+            return Err(Error::InvalidArgument("a data loader needs at least one stream".into()));
+        };
+        let len = first.len();
+        if let Some((name, s)) = streams.iter().find(|(_, s)| s.len() != len) {
+            return Err(Error::InvalidArgument(format!(
+                "stream {name:?} has {} records but stream {:?} has {len}; all streams must have the same length",
+                s.len(),
+                streams[0].0
+            )));
+        }
+        let mut names: Vec<&str> = self.streams.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(Error::InvalidArgument(format!("two streams are named {:?}", w[0])));
+        }
+        let len =
+            u32::try_from(len).map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
+        self.plan(len, fingerprint_of(&streams))
+    }
+
+    /// The streams with the [selection](Self::select) applied.
+    pub(super) fn selected_streams(&self) -> Result<Vec<(String, StreamSource)>> {
+        let mut streams = self.streams.clone();
+        for sel in &self.selections {
+            streams = streams.into_iter().map(|(n, s)| Ok((n, s.select(sel)?))).collect::<Result<_>>()?;
+        }
+        Ok(streams)
+    }
+
+    /// Where a loader over `len` records of data with `fingerprint` starts: the restored
+    /// [`state`](Self::state) when there is one, else the builder's sampler settings at its
+    /// [`start_step`](Self::start_step). Adapters that feed the loader's sampler from their own
+    /// data (a framework's dataset) start from this too.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when a restored state belongs to other data (another
+    /// fingerprint or length) or the sampler parameters are invalid.
+    pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
+        let state = match &self.state {
+            // A restored state's order is its own (a pass is not compared with the builder's
+            // `finite`); a mixture, packing or bucketing must be the builder's.
+            Some(state)
+                if state.fingerprint != fingerprint
+                    || state.sampler.len != len
+                    || state.order.pass().is_some_and(|p| p.len != len)
+                    || state.order.mixture().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
+                    || state.order.pack().map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
+                    || state.order.bucket() != self.bucket.as_ref() =>
+            {
+                return Err(Error::InvalidArgument(
+                    "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
+                        .into(),
+                ));
+            }
+            Some(state) => state.clone(),
+            None => LoaderState {
+                sampler: SamplerConfig {
+                    len,
+                    batch_size: self.batch_size,
+                    mode: self.mode,
+                    seed: self.seed,
+                    rank: self.rank,
+                    world: self.world,
+                },
+                step: self.start_step,
+                fingerprint,
+                order: self.order(len)?,
+            },
+        };
+        match &state.order {
+            Order::Packed(_) => {
+                let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
+                if self.streams.len() != 1 {
+                    return Err(Error::InvalidArgument(PACKED_ALONE.into()));
+                }
+                if b == 0 || w == 0 || r >= w || !b.is_multiple_of(w) {
+                    return Err(Error::InvalidArgument(format!(
+                        "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
+                    )));
+                }
+            }
+            Order::Mixture(_) if !self.selections.is_empty() => {
+                return Err(Error::InvalidArgument(MIXTURE_WHOLE.into()));
+            }
+            Order::Mixture(m) => drop(m.build(&state.sampler)?),
+            // A pass has no sampler of its own; its config is checked instead (a batch larger
+            // than the data is fine in a pass: one partial batch).
+            Order::Pass(p) => drop(p.build()?),
+            Order::Endless | Order::Bucketed(_) => drop(state.sampler.build()?),
+        }
+        Ok(state)
+    }
+
+    /// The order the builder's settings ask for over `len` records, one of them at most: its
+    /// [`finite`](Self::finite) pass, [`mixture`](Self::mixture), [`pack`](Self::pack) or
+    /// [`bucket`](Self::bucket) (the setters may be called in any order, so a combination is
+    /// refused here).
+    fn order(&self, len: u32) -> Result<Order> {
+        let pass = self.finite.map(|f| PassConfig {
+            len,
+            batch_size: self.batch_size,
+            shuffle: f.shuffle,
+            seed: self.seed,
+            epoch: f.epoch,
+            epochs: f.epochs,
+            drop_last: f.drop_last,
+            rank: self.rank,
+            world: self.world,
+        });
+        let mixture = self
+            .mixture
+            .as_ref()
+            .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() });
+        let pack = self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() });
+        Ok(match (pass, mixture, pack, self.bucket.clone()) {
+            (None, None, None, None) => Order::Endless,
+            (None, None, None, Some(b)) => Order::Bucketed(b),
+            (_, _, _, Some(_)) => {
+                return Err(Error::InvalidArgument(
+                    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
+                        .into(),
+                ));
+            }
+            (None, None, Some(p), None) => Order::Packed(p),
+            (_, _, Some(_), None) => return Err(Error::InvalidArgument(PACKED_ALONE.into())),
+            (None, Some(m), None, None) => Order::Mixture(m),
+            (Some(_), Some(_), None, None) => return Err(Error::InvalidArgument(MIXTURE_WHOLE.into())),
+            (Some(p), None, None, None) => Order::Pass(p),
+        })
+    }
+
+    /// The number of prefetch threads a built loader runs.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+    }
+
+    /// Batches per prefetch thread that may be ready ahead of the consumer ([`Self::prefetch`]).
+    pub fn prefetch_depth(&self) -> usize {
+        self.prefetch
+    }
+
+    /// The fingerprint of the streams (names, dtypes, item shapes, lengths) that a
+    /// [`LoaderState`] carries: ranks can compare it at start-up, and a state restores only onto
+    /// data with the same one.
+    pub fn fingerprint(&self) -> u64 {
+        match self.selected_streams() {
+            Ok(streams) => fingerprint_of(&streams),
+            Err(_) => fingerprint_of(&self.streams),
+        }
+    }
+
+    /// The streams, the selection applied.
+    pub(super) fn into_streams(self) -> Result<Vec<(String, StreamSource)>> {
+        self.selected_streams()
+    }
+}

@@ -1,0 +1,147 @@
+//! [`LoaderState`]: where a loader is; [`Finite`]: passes instead of an endless stream.
+
+use serde::{Deserialize, Serialize};
+
+use super::order::{Order, SavedState};
+use crate::sampler::{PassConfig, SamplerConfig, SamplerMode};
+use crate::{Error, Result};
+
+/// The fingerprint of a description of data (64-bit FNV-1a of `bytes`): what
+/// [`LoaderState::fingerprint`] holds. [`LoaderBuilder::fingerprint`](crate::LoaderBuilder::fingerprint) describes dense streams;
+/// an adapter over other data describes it in its own words (a dataset's length, say).
+pub fn fingerprint(bytes: &[u8]) -> u64 {
+    crate::format::hash64(bytes)
+}
+
+/// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.
+///
+/// Serialised in the shape of earlier versions (the order's config under its own optional field:
+/// `pass`, `mixture`, `pack` or `bucket`), so states saved by them restore and theirs read ours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "SavedState", into = "SavedState")]
+pub struct LoaderState {
+    /// The sampler: length, global batch size, mode, seed, rank, world.
+    pub sampler: SamplerConfig,
+    /// The next step to be delivered.
+    pub step: u64,
+    /// Fingerprint of the streams (names, dtypes, shapes, length): a state only restores onto
+    /// the data it was saved from.
+    pub fingerprint: u64,
+    /// Which records each step reads: the endless sampler, a finite pass, a mixture, a packed
+    /// stream (with where its packing stands at `step`) or length buckets.
+    pub order: Order,
+}
+
+impl LoaderState {
+    /// This state moved onto a global batch of `batch_size`, resuming from the samples consumed:
+    /// the rule when a run restarts with another global batch (elastic resume with the same
+    /// global batch needs nothing: [`shard`](crate::LoaderBuilder::shard) the same state onto any world
+    /// size). Cyclic mode (and finite passes) keep the cycle (pass) and its keyed permutation,
+    /// which does not depend on the batch: the consumed part of the cycle is `f = (step mod S) *
+    /// B` positions and the new step is the cycle's first plus `floor(f / B')`, so nothing is
+    /// lost and at most `B' - 1` samples of the cycle are seen again (and the cycle's dropped
+    /// remainder becomes `N mod B'`). Sequential, IID and mixture streams are streams of global
+    /// rows: the new step is `floor(step * B / B')`, the same rule. A packed stream's cursor
+    /// says where it stands whatever the rows per step: its step stays.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a batch of 0, one not divisible by the world, one larger
+    /// than the data in cyclic mode, or a bucketed stream (its windows are made of batches).
+    pub fn rebatched(&self, batch_size: u32) -> Result<LoaderState> {
+        let (b, b2) = (u64::from(self.sampler.batch_size), u64::from(batch_size));
+        if b2 == 0 || !batch_size.is_multiple_of(self.sampler.world.max(1)) {
+            return Err(Error::InvalidArgument(format!(
+                "a global batch of {batch_size} over {} ranks",
+                self.sampler.world
+            )));
+        }
+        if let Order::Bucketed(_) = self.order {
+            return Err(Error::InvalidArgument(
+                "a bucketed stream's windows are made of its batches: it restarts, not rebatches".into(),
+            ));
+        }
+        let within = |spc_old: u64, spc_new: u64| -> Result<u64> {
+            if spc_old == 0 || spc_new == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "a global batch of {batch_size} leaves no whole batch in {} records",
+                    self.sampler.len
+                )));
+            }
+            let (cycle, f) = (self.step / spc_old, (self.step % spc_old) * b);
+            Ok(cycle * spc_new + f / b2)
+        };
+        let mut out = self.clone();
+        out.sampler.batch_size = batch_size;
+        out.step = match (&self.order, self.sampler.mode) {
+            (Order::Packed(_), _) => self.step,
+            (Order::Pass(p), _) => {
+                let new = PassConfig { batch_size, ..p.clone() };
+                let step = within(p.build()?.steps(), new.build()?.steps())?;
+                out.order = Order::Pass(new);
+                step
+            }
+            (Order::Endless, SamplerMode::Cyclic) => {
+                let n = u64::from(self.sampler.len);
+                within(n / b.max(1), n / b2)?
+            }
+            (Order::Endless, SamplerMode::BlockCyclic { block, .. }) => {
+                // A cycle is the records of its whole blocks, whatever the batch.
+                let n = u64::from(self.sampler.len / block.max(1) * block);
+                within(n / b.max(1), n / b2)?
+            }
+            (Order::Endless | Order::Mixture(_) | Order::Bucketed(_), _) => self.step.saturating_mul(b) / b2,
+        };
+        Ok(out)
+    }
+}
+
+/// Finite passes over the data: every record exactly once per pass (one pass by default), then
+/// the loader ends; see [`LoaderBuilder::finite`](crate::LoaderBuilder::finite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finite {
+    /// In a keyed shuffle of the builder's seed and the epoch, or in record order.
+    pub shuffle: bool,
+    /// Drop the last batch of each pass when it is partial.
+    pub drop_last: bool,
+    /// The first pass's epoch: each has its own shuffle.
+    pub epoch: u64,
+    /// Passes run back to back, the prefetch threads going on across the boundary; `None`:
+    /// without end (exactly-once training epochs: [`DataLoader::steps_per_epoch`](crate::DataLoader::steps_per_epoch) steps each).
+    pub epochs: Option<u64>,
+}
+
+impl Default for Finite {
+    fn default() -> Self {
+        Finite { shuffle: false, drop_last: false, epoch: 0, epochs: Some(1) }
+    }
+}
+
+impl Finite {
+    /// Every record once, in record order, the last batch partial: an evaluation pass.
+    pub fn ordered() -> Finite {
+        Finite::default()
+    }
+
+    /// Every record once, in a shuffle of the builder's seed and the epoch.
+    pub fn shuffled() -> Finite {
+        Finite { shuffle: true, ..Finite::default() }
+    }
+
+    /// `n` passes back to back (epochs `epoch..epoch + n`); `None`: without end.
+    pub fn epochs(mut self, n: Option<u64>) -> Finite {
+        self.epochs = n;
+        self
+    }
+
+    /// Drop the last batch when it is partial.
+    pub fn drop_last(mut self, yes: bool) -> Finite {
+        self.drop_last = yes;
+        self
+    }
+
+    /// The epoch (its own shuffle).
+    pub fn epoch(mut self, epoch: u64) -> Finite {
+        self.epoch = epoch;
+        self
+    }
+}

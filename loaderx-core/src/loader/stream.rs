@@ -1,0 +1,75 @@
+//! [`StreamSource`]: the data of one loader stream, and the fingerprint of a loader's streams.
+
+use super::state::fingerprint;
+use crate::dataset::{DenseSource, Pad, RaggedSource, Selection};
+use crate::{DType, Result};
+
+/// The data of one loader stream: a dense source, or a ragged one with how it is padded (or
+/// not: its batches then carry [`RaggedArray`](crate::RaggedArray)s).
+#[derive(Debug, Clone)]
+pub enum StreamSource {
+    /// Fixed-shape records.
+    Dense(DenseSource),
+    /// Variable-length records, padded on the prefetch threads when a [`Pad`] is given.
+    Ragged(RaggedSource, Option<Pad>),
+}
+
+impl StreamSource {
+    /// Records in the stream.
+    pub fn len(&self) -> usize {
+        match self {
+            StreamSource::Dense(d) => d.len(),
+            StreamSource::Ragged(r, _) => r.len(),
+        }
+    }
+
+    /// True when the stream is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            StreamSource::Dense(d) => d.dtype(),
+            StreamSource::Ragged(r, _) => r.dtype(),
+        }
+    }
+
+    /// The item shape (dense) or row shape (ragged).
+    pub fn shape(&self) -> &[usize] {
+        match self {
+            StreamSource::Dense(d) => d.item_shape(),
+            StreamSource::Ragged(r, _) => r.row_shape(),
+        }
+    }
+
+    pub(super) fn select(&self, s: &Selection) -> Result<StreamSource> {
+        Ok(match self {
+            StreamSource::Dense(d) => StreamSource::Dense(d.select(s)?),
+            StreamSource::Ragged(r, p) => StreamSource::Ragged(r.select(s)?, *p),
+        })
+    }
+}
+
+/// The fingerprint of streams (names, kinds, dtypes, shapes, lengths).
+pub(super) fn fingerprint_of(streams: &[(String, StreamSource)]) -> u64 {
+    let mut text = String::new();
+    for (name, s) in streams {
+        match s {
+            // Dense streams' text is the same as before ragged streams and selections existed, so
+            // saved states still restore.
+            StreamSource::Dense(d) => {
+                text.push_str(&format!("{name}:{}:{:?}:{};", d.dtype(), d.item_shape(), d.len()))
+            }
+            StreamSource::Ragged(r, p) => text.push_str(&format!(
+                "{name}:ragged:{}:{:?}:{}:{:?};",
+                r.dtype(),
+                r.row_shape(),
+                r.len(),
+                p.map(|p| p.length)
+            )),
+        }
+    }
+    fingerprint(text.as_bytes())
+}
