@@ -345,20 +345,7 @@ impl RemoteStore {
                     None => still.push(n),
                 }
             }
-            let max = self.options.request().max(p);
-            let mut requests: Vec<(u32, Range<u64>, Vec<usize>)> = Vec::new();
-            for n in still {
-                let (_, start, len) = span(keys[n])?;
-                match requests.last_mut() {
-                    Some((c, r, ns))
-                        if *c == keys[n].chunk && r.end == start && r.end + len - r.start <= max =>
-                    {
-                        r.end += len;
-                        ns.push(n);
-                    }
-                    _ => requests.push((keys[n].chunk, start..start + len, vec![n])),
-                }
-            }
+            let requests = coalesce(&keys, still, &span, self.options.request().max(p))?;
             let ranges: Vec<(u32, Range<u64>)> = requests.iter().map(|(c, r, _)| (*c, r.clone())).collect();
             let got = self.get_ranges(&ranges)?;
             for ((_, r, ns), bytes) in requests.iter().zip(got) {
@@ -515,4 +502,30 @@ impl RemoteStore {
         }
         Ok(stored)
     }
+}
+
+/// One range request of a chunk and the pages (indices into the sorted keys) it carries.
+type Request = (u32, Range<u64>, Vec<usize>);
+
+/// The range requests that fetch the pages `still` (indices into the sorted `keys`): runs of
+/// consecutive pages of one chunk joined while a request stays within `max` bytes, each with
+/// the pages it carries.
+fn coalesce(
+    keys: &[PageKey],
+    still: Vec<usize>,
+    span: &dyn Fn(PageKey) -> Result<(PathBuf, u64, u64)>,
+    max: u64,
+) -> Result<Vec<Request>> {
+    let mut requests: Vec<Request> = Vec::new();
+    for n in still {
+        let (_, start, len) = span(keys[n])?;
+        match requests.last_mut() {
+            Some((c, r, ns)) if *c == keys[n].chunk && r.end == start && r.end + len - r.start <= max => {
+                r.end += len;
+                ns.push(n);
+            }
+            _ => requests.push((keys[n].chunk, start..start + len, vec![n])),
+        }
+    }
+    Ok(requests)
 }
