@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::open::{check_kind, open_dataset};
-use super::records::{Concat, InMemory, Part, Records};
+use super::records::{InMemory, Part, Records};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
 use crate::store::Parallelism;
@@ -270,11 +270,8 @@ impl DenseSource {
     /// [`DenseSource::concat`], named `path` in errors (a store set's URL).
     fn concat_at(parts: Vec<DenseSource>, path: PathBuf) -> Result<DenseSource> {
         let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
-        let parts = parts
-            .into_iter()
-            .map(|p| Part { records: p.records.source, view: p.view, path: p.path })
-            .collect();
-        let records = Records::other(Arc::new(Concat::new(parts, starts, path.clone())));
+        let parts = parts.into_iter().map(|p| Part { records: p.records.source, view: p.view, path: p.path });
+        let records = Records::concat(parts.collect(), starts, path.clone());
         let item_elems = schema.unit_elems();
         Ok(DenseSource { records, schema, item_elems, view: None, path })
     }

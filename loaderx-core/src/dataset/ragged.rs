@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::dense::{concat_plan, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::open::{check_kind, open_dataset};
-use super::records::{Concat, InMemory, Part, Records};
+use super::records::{InMemory, Part, Records};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
 use crate::store::Parallelism;
@@ -132,11 +132,8 @@ impl RaggedSource {
     /// [`RaggedSource::concat`], named `path` in errors (a store set's URL).
     fn concat_at(parts: Vec<RaggedSource>, path: PathBuf) -> Result<RaggedSource> {
         let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
-        let parts = parts
-            .into_iter()
-            .map(|p| Part { records: p.records.source, view: p.view, path: p.path })
-            .collect();
-        let records = Records::other(Arc::new(Concat::new(parts, starts, path.clone())));
+        let parts = parts.into_iter().map(|p| Part { records: p.records.source, view: p.view, path: p.path });
+        let records = Records::concat(parts.collect(), starts, path.clone());
         Ok(RaggedSource { records, schema, view: None, path })
     }
 

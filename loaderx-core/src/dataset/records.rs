@@ -48,6 +48,11 @@ impl Records {
         Records { source: store.clone(), origin: Origin::Remote(store) }
     }
 
+    /// `parts` back to back (a dense or ragged concatenation), starting where `starts` says.
+    pub(crate) fn concat(parts: Vec<Part>, starts: Vec<u64>, path: PathBuf) -> Records {
+        Records::other(Arc::new(Concat::new(parts, starts, path)))
+    }
+
     /// Records of any other source.
     pub(crate) fn other(source: Arc<dyn RecordSource>) -> Records {
         Records { source, origin: Origin::Other }

@@ -15,7 +15,9 @@ use super::index::MAX_SMALL_FILE;
 use super::options::RemoteOptions;
 use super::url::parse_url;
 use crate::format::v2::Entry;
-use crate::store::{META_FILE, Parallelism, RecordError, RecordSource, Stored, VarFill, decode_record};
+use crate::store::{
+    DecodeError, META_FILE, Parallelism, RecordError, RecordSource, Stored, VarFill, decode_record,
+};
 use crate::sys::Destination;
 use crate::{Codec, Error, Result};
 
@@ -330,7 +332,10 @@ impl RemoteStore {
             decode_record(rec, self.checksums && !checked, &mut decoder, Some(&mut summer), dst).map_err(
                 |why| match why {
                     RecordError::Checksum(_) => self.crc_mismatch(i),
-                    RecordError::Decode(why) => self.corrupt(i, format!("{why:?}")),
+                    RecordError::Decode(DecodeError::Frame(why)) => self.corrupt(i, why),
+                    RecordError::Decode(DecodeError::MissingDictionary) => {
+                        Error::MissingDictionary { path: PathBuf::from(&self.url) }
+                    }
                 },
             )?;
         }

@@ -37,7 +37,7 @@ mod source;
 mod table;
 
 #[cfg(feature = "remote")]
-pub(crate) use codec::{Decoder, Dictionary};
+pub(crate) use codec::{DecodeError, Decoder, Dictionary};
 #[cfg(feature = "remote")]
 pub(crate) use decode::{RecordError, Stored, decode_record};
 pub use files::SCHEMA_FILE;
