@@ -143,6 +143,15 @@ pub enum Error {
     /// A caller-provided buffer, shape or argument does not fit the operation.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A builder's or sampler's configuration is not valid: found when it is built, before any
+    /// thread starts or any file is read.
+    #[error("{what}: {reason}")]
+    Config {
+        /// The option (or combination of options) at fault, e.g. "batch_size", "pack".
+        what: &'static str,
+        /// Why it is refused, with the value given.
+        reason: String,
+    },
     /// A dataset's schema does not match what the caller asked for.
     #[error("schema mismatch in {}: {reason}", path.display())]
     Schema {
