@@ -105,7 +105,12 @@ where
         D: Dataset<I> + 'static,
     {
         let built = u32::try_from(self.batch_size)
-            .map_err(|_| Error::InvalidArgument(format!("a batch of {} items", self.batch_size)))
+            .map_err(|_| {
+                Error::Core(loaderx_core::Error::Config {
+                    what: "batch_size",
+                    reason: format!("a batch of {} items", self.batch_size),
+                })
+            })
             .and_then(|batch| {
                 let mut b = StepLoaderBuilder::new()
                     .batch_size(batch)

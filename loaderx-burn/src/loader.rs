@@ -238,8 +238,8 @@ impl StepLoaderBuilder {
     ///
     /// # Errors
     /// [`Error::Core`] for no streams, streams of different lengths, invalid sampler
-    /// parameters, or a restored state from other data; [`Error::InvalidArgument`] for an epoch
-    /// of 0 steps.
+    /// parameters, a restored state from other data, or an epoch of 0 steps
+    /// ([`loaderx_core::Error::Config`]).
     pub fn build_with<O, E, F>(self, transform: F) -> Result<StepLoader<O>>
     where
         O: Send + 'static,
@@ -262,8 +262,9 @@ impl StepLoaderBuilder {
     ///
     /// # Errors
     /// [`Error::Core`] for invalid sampler parameters (an empty dataset among them) or a
-    /// restored state from other data; [`Error::InvalidArgument`] for an epoch of 0 steps or a
-    /// dataset of more than `u32::MAX` items.
+    /// restored state from other data, an epoch of 0 steps or packing or bucketing asked of a
+    /// batcher ([`loaderx_core::Error::Config`]); [`Error::InvalidArgument`] for a dataset of
+    /// more than `u32::MAX` items.
     pub fn build_batcher<I, O, D, B>(self, dataset: D, batcher: B) -> Result<StepLoader<O>>
     where
         I: Send + 'static,
@@ -278,10 +279,11 @@ impl StepLoaderBuilder {
         if let Order::Packed(_) | Order::Bucketed(_) = state.order {
             // Both read the builder's ragged stream (its records' lengths), which a dataset loader
             // does not gather: its items are the batcher's.
-            return Err(Error::InvalidArgument(
-                "packing and length bucketing read the builder's ragged stream: build_with or build_dense, not a batcher"
+            return Err(Error::Core(loaderx_core::Error::Config {
+                what: "build_batcher",
+                reason: "packing and length bucketing read the builder's ragged stream: build_with or build_dense, not a batcher"
                     .into(),
-            ));
+            }));
         }
         let recipe = Arc::new(DatasetRecipe {
             dataset: Arc::new(dataset),
@@ -471,7 +473,10 @@ impl<O> StepLoader<O> {
             }
         };
         if steps_per_epoch == 0 {
-            return Err(Error::InvalidArgument("an epoch needs at least one step".into()));
+            return Err(Error::Core(loaderx_core::Error::Config {
+                what: "steps_per_epoch",
+                reason: "an epoch needs at least one step".into(),
+            }));
         }
         Ok(StepLoader {
             recipe,

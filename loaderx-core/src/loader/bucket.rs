@@ -52,7 +52,10 @@ impl Bucketer {
         source: RaggedSource,
     ) -> Result<Bucketer> {
         if config.window == 0 {
-            return Err(Error::InvalidArgument("a bucketing window needs at least one step".into()));
+            return Err(Error::Config {
+                what: "bucket",
+                reason: "a bucketing window needs at least one step".into(),
+            });
         }
         // Validates rank and world too.
         drop(sampler.build()?);

@@ -67,29 +67,38 @@ impl LoaderBuilder {
     /// start from it without building a loader.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for no streams, streams of different lengths or with the same
+    /// [`Error::Config`] for no streams, streams of different lengths or with the same
     /// name, more records than `u32` indices, invalid sampler parameters, or a restored state
     /// whose fingerprint does not match the streams.
     pub fn resolve(&self) -> Result<LoaderState> {
         let streams = self.selected_streams()?;
         let Some((_, first)) = streams.first() else {
-            return Err(Error::InvalidArgument("a data loader needs at least one stream".into()));
+            return Err(Error::Config {
+                what: "streams",
+                reason: "a data loader needs at least one stream".into(),
+            });
         };
         let len = first.len();
         if let Some((name, s)) = streams.iter().find(|(_, s)| s.len() != len) {
-            return Err(Error::InvalidArgument(format!(
-                "stream {name:?} has {} records but stream {:?} has {len}; all streams must have the same length",
-                s.len(),
-                streams[0].0
-            )));
+            return Err(Error::Config {
+                what: "streams",
+                reason: format!(
+                    "stream {name:?} has {} records but stream {:?} has {len}; all streams must have the same length",
+                    s.len(),
+                    streams[0].0
+                ),
+            });
         }
         let mut names: Vec<&str> = self.streams.iter().map(|(n, _)| n.as_str()).collect();
         names.sort_unstable();
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-            return Err(Error::InvalidArgument(format!("two streams are named {:?}", w[0])));
+            return Err(Error::Config {
+                what: "streams",
+                reason: format!("two streams are named {:?}", w[0]),
+            });
         }
-        let len =
-            u32::try_from(len).map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
+        let len = u32::try_from(len)
+            .map_err(|_| Error::Config { what: "streams", reason: "more records than u32 indices".into() })?;
         self.plan(len, fingerprint_of(&streams))
     }
 
@@ -108,7 +117,7 @@ impl LoaderBuilder {
     /// data (a framework's dataset) start from this too.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when a restored state belongs to other data (another
+    /// [`Error::Config`] when a restored state belongs to other data (another
     /// fingerprint or length) or the sampler parameters are invalid.
     pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
         let state = match &self.state {
@@ -122,10 +131,8 @@ impl LoaderBuilder {
                     || state.order.pack().map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
                     || state.order.bucket() != self.bucket.as_ref() =>
             {
-                return Err(Error::InvalidArgument(
-                    "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
-                        .into(),
-                ));
+                return Err(Error::Config { what: "state", reason: "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
+                        .into(), });
             }
             Some(state) => state.clone(),
             None => LoaderState {
@@ -146,16 +153,19 @@ impl LoaderBuilder {
             Order::Packed(_) => {
                 let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
                 if self.streams.len() != 1 {
-                    return Err(Error::InvalidArgument(PACKED_ALONE.into()));
+                    return Err(Error::Config { what: "pack", reason: PACKED_ALONE.into() });
                 }
                 if b == 0 || w == 0 || r >= w || !b.is_multiple_of(w) {
-                    return Err(Error::InvalidArgument(format!(
-                        "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
-                    )));
+                    return Err(Error::Config {
+                        what: "pack",
+                        reason: format!(
+                            "{b} rows over rank {r} of world {w}: the rows must be positive and divisible by the world"
+                        ),
+                    });
                 }
             }
             Order::Mixture(_) if !self.selections.is_empty() => {
-                return Err(Error::InvalidArgument(MIXTURE_WHOLE.into()));
+                return Err(Error::Config { what: "mixture", reason: MIXTURE_WHOLE.into() });
             }
             Order::Mixture(m) => drop(m.build(&state.sampler)?),
             // A pass has no sampler of its own; its config is checked instead (a batch larger
@@ -191,15 +201,15 @@ impl LoaderBuilder {
             (None, None, None, None) => Order::Endless,
             (None, None, None, Some(b)) => Order::Bucketed(b),
             (_, _, _, Some(_)) => {
-                return Err(Error::InvalidArgument(
-                    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
-                        .into(),
-                ));
+                return Err(Error::Config { what: "bucket", reason: "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
+                        .into(), });
             }
             (None, None, Some(p), None) => Order::Packed(p),
-            (_, _, Some(_), None) => return Err(Error::InvalidArgument(PACKED_ALONE.into())),
+            (_, _, Some(_), None) => return Err(Error::Config { what: "pack", reason: PACKED_ALONE.into() }),
             (None, Some(m), None, None) => Order::Mixture(m),
-            (Some(_), Some(_), None, None) => return Err(Error::InvalidArgument(MIXTURE_WHOLE.into())),
+            (Some(_), Some(_), None, None) => {
+                return Err(Error::Config { what: "mixture", reason: MIXTURE_WHOLE.into() });
+            }
             (Some(p), None, None, None) => Order::Pass(p),
         })
     }

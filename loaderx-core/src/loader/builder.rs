@@ -142,21 +142,23 @@ impl LoaderBuilder {
     /// (`u8`, `(B, L)`: 1 for a real row), and no ragged `name`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when there is no ragged stream `name` (the message lists the
+    /// [`Error::Config`] when there is no ragged stream `name` (the message lists the
     /// streams there are).
     pub fn pad(mut self, name: &str, pad: Pad) -> Result<Self> {
         let names = self.stream_names();
         match self.streams.iter_mut().find(|(n, _)| n == name) {
             Some((_, StreamSource::Ragged(_, p))) => *p = Some(pad),
             Some(_) => {
-                return Err(Error::InvalidArgument(format!(
-                    "stream {name:?} is dense; only a ragged stream is padded"
-                )));
+                return Err(Error::Config {
+                    what: "pad",
+                    reason: format!("stream {name:?} is dense; only a ragged stream is padded"),
+                });
             }
             None => {
-                return Err(Error::InvalidArgument(format!(
-                    "no stream {name:?} to pad; the streams are {names}"
-                )));
+                return Err(Error::Config {
+                    what: "pad",
+                    reason: format!("no stream {name:?} to pad; the streams are {names}"),
+                });
             }
         }
         Ok(self)
@@ -177,55 +179,69 @@ impl LoaderBuilder {
     /// the sources' own such settings are not used. A rank's rows arrive grouped by source.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for no sources, a source without streams or with streams of
+    /// [`Error::Config`] for no sources, a source without streams or with streams of
     /// different lengths, a negative, NaN or infinite weight, all weights zero, streams whose
     /// names differ between sources, or a ragged stream padded differently in two sources;
     /// [`Error::Schema`] naming the first source whose stream has another dtype or shape.
     pub fn mixture(sources: Vec<(f64, LoaderBuilder)>) -> Result<LoaderBuilder> {
         if sources.is_empty() {
-            return Err(Error::InvalidArgument("a mixture needs at least one source".into()));
+            return Err(Error::Config {
+                what: "mixture",
+                reason: "a mixture needs at least one source".into(),
+            });
         }
         let mut weights = Vec::with_capacity(sources.len());
         let mut lens = Vec::with_capacity(sources.len());
         let mut per_source: Vec<Vec<(String, StreamSource)>> = Vec::with_capacity(sources.len());
         for (j, (w, b)) in sources.into_iter().enumerate() {
             if !w.is_finite() || w < 0.0 {
-                return Err(Error::InvalidArgument(format!(
-                    "mixture weight {j} is {w}: weights are finite and non-negative"
-                )));
+                return Err(Error::Config {
+                    what: "mixture",
+                    reason: format!("mixture weight {j} is {w}: weights are finite and non-negative"),
+                });
             }
             let mut streams = b.selected_streams()?;
             let Some((_, first)) = streams.first() else {
-                return Err(Error::InvalidArgument(format!("mixture source {j} has no streams")));
+                return Err(Error::Config {
+                    what: "mixture",
+                    reason: format!("mixture source {j} has no streams"),
+                });
             };
             let len = first.len();
             if let Some((name, s)) = streams.iter().find(|(_, s)| s.len() != len) {
-                return Err(Error::InvalidArgument(format!(
-                    "mixture source {j}: stream {name:?} has {} records, {:?} has {len}",
-                    s.len(),
-                    streams[0].0
-                )));
+                return Err(Error::Config {
+                    what: "mixture",
+                    reason: format!(
+                        "mixture source {j}: stream {name:?} has {} records, {:?} has {len}",
+                        s.len(),
+                        streams[0].0
+                    ),
+                });
             }
             streams.sort_by(|a, b| a.0.cmp(&b.0));
             if let Some(first) = per_source.first() {
                 let names =
                     |v: &[(String, StreamSource)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
                 if names(first) != names(&streams) {
-                    return Err(Error::InvalidArgument(format!(
-                        "mixture source {j} has streams {:?}, source 0 {:?}",
-                        names(&streams),
-                        names(first)
-                    )));
+                    return Err(Error::Config {
+                        what: "mixture",
+                        reason: format!(
+                            "mixture source {j} has streams {:?}, source 0 {:?}",
+                            names(&streams),
+                            names(first)
+                        ),
+                    });
                 }
             }
             weights.push(w);
-            lens.push(u32::try_from(len).map_err(|_| {
-                Error::InvalidArgument(format!("mixture source {j} has more records than u32 indices"))
+            lens.push(u32::try_from(len).map_err(|_| Error::Config {
+                what: "mixture",
+                reason: format!("mixture source {j} has more records than u32 indices"),
             })?);
             per_source.push(streams);
         }
         if weights.iter().all(|&w| w == 0.0) {
-            return Err(Error::InvalidArgument("every mixture weight is zero".into()));
+            return Err(Error::Config { what: "mixture", reason: "every mixture weight is zero".into() });
         }
         let mut out = LoaderBuilder::default();
         for (k, (name, first)) in per_source[0].iter().enumerate() {
@@ -235,9 +251,10 @@ impl LoaderBuilder {
                     let parts = column
                         .map(|s| match s {
                             StreamSource::Dense(d) => Ok(d),
-                            StreamSource::Ragged(..) => Err(Error::InvalidArgument(format!(
-                                "stream {name:?} is dense in one source, ragged in another"
-                            ))),
+                            StreamSource::Ragged(..) => Err(Error::Config {
+                                what: "mixture",
+                                reason: format!("stream {name:?} is dense in one source, ragged in another"),
+                            }),
                         })
                         .collect::<Result<Vec<_>>>()?;
                     StreamSource::Dense(DenseSource::concat(parts)?)
@@ -246,12 +263,16 @@ impl LoaderBuilder {
                     let parts = column
                         .map(|s| match s {
                             StreamSource::Ragged(r, p) if p == *pad => Ok(r),
-                            StreamSource::Ragged(..) => Err(Error::InvalidArgument(format!(
-                                "ragged stream {name:?} is padded differently in two sources"
-                            ))),
-                            StreamSource::Dense(_) => Err(Error::InvalidArgument(format!(
-                                "stream {name:?} is ragged in one source, dense in another"
-                            ))),
+                            StreamSource::Ragged(..) => Err(Error::Config {
+                                what: "mixture",
+                                reason: format!(
+                                    "ragged stream {name:?} is padded differently in two sources"
+                                ),
+                            }),
+                            StreamSource::Dense(_) => Err(Error::Config {
+                                what: "mixture",
+                                reason: format!("stream {name:?} is ragged in one source, dense in another"),
+                            }),
                         })
                         .collect::<Result<Vec<_>>>()?;
                     StreamSource::Ragged(RaggedSource::concat(parts)?, *pad)
@@ -274,24 +295,31 @@ impl LoaderBuilder {
     /// convention.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when there is no ragged, unpadded stream `name` (the message
+    /// [`Error::Config`] when there is no ragged, unpadded stream `name` (the message
     /// lists the streams) or `pack.length` is 0.
     pub fn pack(mut self, name: &str, pack: Pack) -> Result<Self> {
         let names = self.stream_names();
         match self.streams.iter().find(|(n, _)| n == name) {
             Some((_, StreamSource::Ragged(_, None))) if pack.length > 0 => {}
             Some((_, StreamSource::Ragged(_, None))) => {
-                return Err(Error::InvalidArgument("a packed row needs at least one token".into()));
+                return Err(Error::Config {
+                    what: "pack",
+                    reason: "a packed row needs at least one token".into(),
+                });
             }
             Some(_) => {
-                return Err(Error::InvalidArgument(format!(
-                    "stream {name:?} is dense or padded; only an unpadded ragged stream is packed"
-                )));
+                return Err(Error::Config {
+                    what: "pack",
+                    reason: format!(
+                        "stream {name:?} is dense or padded; only an unpadded ragged stream is packed"
+                    ),
+                });
             }
             None => {
-                return Err(Error::InvalidArgument(format!(
-                    "no stream {name:?} to pack; the streams are {names}"
-                )));
+                return Err(Error::Config {
+                    what: "pack",
+                    reason: format!("no stream {name:?} to pack; the streams are {names}"),
+                });
             }
         }
         self.pack = Some((name.to_string(), pack));
@@ -306,24 +334,29 @@ impl LoaderBuilder {
     /// step) and resume exactly, on any world size.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when there is no ragged stream `name` (the message lists the
+    /// [`Error::Config`] when there is no ragged stream `name` (the message lists the
     /// streams) or `window` is 0.
     pub fn bucket(mut self, name: &str, window: u32) -> Result<Self> {
         let names = self.stream_names();
         match self.streams.iter().find(|(n, _)| n == name) {
             Some((_, StreamSource::Ragged(..))) if window > 0 => {}
             Some((_, StreamSource::Ragged(..))) => {
-                return Err(Error::InvalidArgument("a bucketing window needs at least one step".into()));
+                return Err(Error::Config {
+                    what: "bucket",
+                    reason: "a bucketing window needs at least one step".into(),
+                });
             }
             Some(_) => {
-                return Err(Error::InvalidArgument(format!(
-                    "stream {name:?} is dense; buckets sort a ragged stream"
-                )));
+                return Err(Error::Config {
+                    what: "bucket",
+                    reason: format!("stream {name:?} is dense; buckets sort a ragged stream"),
+                });
             }
             None => {
-                return Err(Error::InvalidArgument(format!(
-                    "no stream {name:?} to bucket by; the streams are {names}"
-                )));
+                return Err(Error::Config {
+                    what: "bucket",
+                    reason: format!("no stream {name:?} to bucket by; the streams are {names}"),
+                });
             }
         }
         self.bucket = Some(BucketConfig { stream: name.to_string(), window });

@@ -156,7 +156,7 @@ impl LoaderState {
     /// it sorts; the other orders use no stream (an adapter over its own dataset passes none).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for invalid sampler, pass, mixture, packing or bucketing
+    /// [`Error::Config`] for invalid sampler, pass, mixture, packing or bucketing
     /// parameters, or when the stream a packed or bucketed order reads is not in `streams`.
     pub fn indexer(&self, streams: &[(String, StreamSource)]) -> Result<Indexer> {
         let config = &self.sampler;
@@ -166,9 +166,10 @@ impl LoaderState {
             Order::Mixture(m) => Kind::Mixture(m.build(config)?),
             Order::Packed(p) => {
                 let [(name, StreamSource::Ragged(source, None))] = streams else {
-                    return Err(Error::InvalidArgument(
-                        "a packed stream is the loader's only stream, ragged and unpadded".into(),
-                    ));
+                    return Err(Error::Config {
+                        what: "pack",
+                        reason: "a packed stream is the loader's only stream, ragged and unpadded".into(),
+                    });
                 };
                 let shuffle = config.mode != SamplerMode::Sequential;
                 let rows = config.batch_size / config.world.max(1);
@@ -188,8 +189,9 @@ impl LoaderState {
                         StreamSource::Ragged(r, _) if *n == bucket.stream => Some(r.clone()),
                         _ => None,
                     })
-                    .ok_or_else(|| {
-                        Error::InvalidArgument(format!("no ragged stream {:?} to bucket by", bucket.stream))
+                    .ok_or_else(|| Error::Config {
+                        what: "bucket",
+                        reason: format!("no ragged stream {:?} to bucket by", bucket.stream),
                     })?;
                 Kind::Bucketed(Bucketer::new(bucket.clone(), config.clone(), source)?)
             }

@@ -189,18 +189,24 @@ impl Packer {
         step: u64,
     ) -> Result<Packer> {
         if config.pack.length == 0 {
-            return Err(Error::InvalidArgument("a packed row needs at least one token".into()));
+            return Err(Error::Config {
+                what: "pack",
+                reason: "a packed row needs at least one token".into(),
+            });
         }
         if !source.row_shape().is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "packing needs records of scalar tokens; these have rows of shape {:?}",
-                source.row_shape()
-            )));
+            return Err(Error::Config {
+                what: "pack",
+                reason: format!(
+                    "packing needs records of scalar tokens; these have rows of shape {:?}",
+                    source.row_shape()
+                ),
+            });
         }
         let len = u32::try_from(source.len())
-            .map_err(|_| Error::InvalidArgument("more records than u32 indices".into()))?;
+            .map_err(|_| Error::Config { what: "pack", reason: "more records than u32 indices".into() })?;
         if len == 0 {
-            return Err(Error::InvalidArgument("a packed stream needs records".into()));
+            return Err(Error::Config { what: "pack", reason: "a packed stream needs records".into() });
         }
         let order = PassConfig {
             len,

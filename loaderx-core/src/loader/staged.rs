@@ -96,7 +96,7 @@ impl LoaderBuilder {
     /// ([`SlotRing::close`]) every later step is [`Error::LoaderStopped`].
     ///
     /// # Errors
-    /// As [`LoaderBuilder::build`]; [`Error::InvalidArgument`] for a ragged stream (padded or
+    /// As [`LoaderBuilder::build`]; [`Error::Config`] for a ragged stream (padded or
     /// not) or a packed loader: a staged loader gathers fixed-size records.
     pub fn build_staged<S, O, F>(self, ring: Arc<SlotRing<S>>, stage: F) -> Result<DataLoader<O>>
     where
@@ -105,12 +105,18 @@ impl LoaderBuilder {
         F: Fn(Staged<'_, S>) -> std::result::Result<(O, Box<dyn Fence>), BoxError> + Send + Sync + 'static,
     {
         if let Some(name) = self.ragged_names().next() {
-            return Err(Error::InvalidArgument(format!(
-                "stream {name:?} is ragged: a staged loader gathers fixed-size (dense) streams"
-            )));
+            return Err(Error::Config {
+                what: "staged",
+                reason: format!(
+                    "stream {name:?} is ragged: a staged loader gathers fixed-size (dense) streams"
+                ),
+            });
         }
         if self.packed().is_some() {
-            return Err(Error::InvalidArgument("a staged loader does not pack sequences".into()));
+            return Err(Error::Config {
+                what: "staged",
+                reason: "a staged loader does not pack sequences".into(),
+            });
         }
         let run = move |step: u64, indices: &[u32], streams: &[(String, StreamSource)], par: Parallelism| {
             let mut lease = ring.lease()?;

@@ -81,7 +81,7 @@ impl SamplerConfig {
     /// Validates the config and builds its [`Sampler`].
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `len` is 0, `batch_size` is 0, `world` is 0,
+    /// [`Error::Config`] when `len` is 0, `batch_size` is 0, `world` is 0,
     /// `rank >= world`, `batch_size` is not divisible by `world`, or the mode is
     /// [`SamplerMode::Cyclic`] and `batch_size > len`.
     pub fn build(&self) -> Result<Sampler> {
@@ -194,7 +194,7 @@ impl Sampler {
 
     fn from_config(config: SamplerConfig) -> Result<Self> {
         let SamplerConfig { len: n, batch_size: b, mode, seed, rank, world } = config;
-        let invalid = |msg: String| Err(Error::InvalidArgument(format!("sampler: {msg}")));
+        let invalid = |reason: String| Err(Error::Config { what: "sampler", reason });
         if n == 0 {
             return invalid("the index space is empty (len 0)".into());
         }

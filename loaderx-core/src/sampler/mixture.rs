@@ -50,12 +50,12 @@ impl MixtureConfig {
     /// batch, seed, rank and world).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for no sources, as many weights as lengths not given, a
+    /// [`Error::Config`] for no sources, as many weights as lengths not given, a
     /// negative, NaN or infinite weight, all weights zero, a weighted source with no records, a
     /// `len` other than the sources' sum, or the sampler's own invalid parameters (batch 0,
     /// batch not divisible by world, rank not below world).
     pub fn build(&self, sampler: &SamplerConfig) -> Result<Mixture> {
-        let bad = |m: String| Err(Error::InvalidArgument(m));
+        let bad = |reason: String| Err(Error::Config { what: "mixture", reason });
         let k = self.weights.len();
         if k == 0 || k != self.lens.len() {
             return bad(format!("a mixture of {k} weights and {} sources", self.lens.len()));
@@ -360,7 +360,7 @@ mod tests {
             (vec![1.0, 1.0], vec![10, 10], "the sampler 30"),
         ] {
             match (MixtureConfig { weights, lens }).build(&s) {
-                Err(Error::InvalidArgument(m)) => assert!(m.contains(what), "{m}"),
+                Err(Error::Config { what: "mixture", reason: m }) => assert!(m.contains(what), "{m}"),
                 other => panic!("{what}: {other:?}"),
             }
         }

@@ -66,10 +66,10 @@ impl PassConfig {
     /// Validates the config and builds its [`Pass`].
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `batch_size` or `world` is 0, `rank >= world`, or
+    /// [`Error::Config`] when `batch_size` or `world` is 0, `rank >= world`, or
     /// `batch_size` is not divisible by `world`.
     pub fn build(&self) -> Result<Pass> {
-        let invalid = |m: String| Err(Error::InvalidArgument(format!("pass: {m}")));
+        let invalid = |reason: String| Err(Error::Config { what: "pass", reason });
         if self.batch_size == 0 {
             return invalid("batch_size must be at least 1".into());
         }

@@ -16,7 +16,7 @@ fn any_mode() -> impl Strategy<Value = SamplerMode> {
 }
 
 fn is_invalid(r: Result<Sampler>) -> bool {
-    matches!(r, Err(Error::InvalidArgument(_)))
+    matches!(r, Err(Error::Config { what: "sampler", .. }))
 }
 
 #[test]

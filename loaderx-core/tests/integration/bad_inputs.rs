@@ -458,13 +458,13 @@ fn cases() -> Vec<Case> {
                     .build()
                     .map(drop)
             },
-            |e, _| matches!(e, Error::InvalidArgument(m) if m.contains("\"b\"") && m.contains("same length")),
+            |e, _| matches!(e, Error::Config { what: "streams", reason: m } if m.contains("\"b\"") && m.contains("same length")),
         ),
         (
             "invalid sampler params",
             |d| d.to_path_buf(),
             |_| Sampler::builder(10).batch_size(0).build().map(drop),
-            |e, _| matches!(e, Error::InvalidArgument(_)),
+            |e, _| matches!(e, Error::Config { what: "sampler", .. }),
         ),
         (
             "malformed npy",

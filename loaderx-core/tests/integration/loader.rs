@@ -143,7 +143,7 @@ fn a_state_only_restores_onto_its_own_streams() {
     let state = streams(dir.path(), 100).batch_size(4).build().unwrap().state();
     let other = tempfile::tempdir().unwrap();
     let err = streams(other.path(), 101).state(state).build().unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert!(matches!(err, Error::Config { what: "state", .. }), "{err}");
 }
 
 #[test]
@@ -167,9 +167,12 @@ fn streams_of_different_lengths_are_refused() {
     w.finish().unwrap();
     let err =
         streams(dir.path(), 10).stream("short", DenseSource::open(dir.path().join("short")).unwrap()).build();
-    assert!(matches!(err, Err(Error::InvalidArgument(m)) if m.contains("short")));
-    assert!(matches!(DataLoader::builder().build(), Err(Error::InvalidArgument(_))));
-    assert!(matches!(streams(dir.path(), 10).batch_size(0).build(), Err(Error::InvalidArgument(_))));
+    assert!(matches!(err, Err(Error::Config { what: "streams", reason: m }) if m.contains("short")));
+    assert!(matches!(DataLoader::builder().build(), Err(Error::Config { what: "streams", .. })));
+    assert!(matches!(
+        streams(dir.path(), 10).batch_size(0).build(),
+        Err(Error::Config { what: "sampler", .. })
+    ));
 }
 
 #[test]

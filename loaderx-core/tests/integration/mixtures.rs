@@ -112,7 +112,7 @@ fn bad_mixtures_are_typed_errors() {
     let err = |r: loaderx_core::Result<LoaderBuilder>| r.map(|_| ()).unwrap_err();
     for (w, what) in [(-1.0, "non-negative"), (f64::NAN, "non-negative")] {
         let e = err(LoaderBuilder::mixture(vec![(1.0, source(0, 10)), (w, source(1, 10))]));
-        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains(what)), "{e}");
+        assert!(matches!(&e, Error::Config { what: "mixture", reason: m } if m.contains(what)), "{e}");
     }
     let e = err(LoaderBuilder::mixture(vec![(0.0, source(0, 10)), (0.0, source(1, 10))]));
     assert!(e.to_string().contains("zero"), "{e}");
@@ -126,7 +126,7 @@ fn bad_mixtures_are_typed_errors() {
     let e = err(LoaderBuilder::mixture(vec![(1.0, source(0, 10)), (1.0, other_names)]));
     assert!(e.to_string().contains("streams"), "{e}");
     let e = err(LoaderBuilder::mixture(vec![]));
-    assert!(matches!(e, Error::InvalidArgument(_)));
+    assert!(matches!(e, Error::Config { what: "mixture", .. }));
     // A mixture is endless: a finite pass over it is refused at build.
     let e = mix(&[1.0, 1.0], &[10, 10]).finite(loaderx_core::Finite::ordered()).build().unwrap_err();
     assert!(e.to_string().contains("endless"), "{e}");

@@ -230,7 +230,10 @@ fn a_damaged_entry_fails_the_step_that_plans_it() {
 fn bad_packings_are_typed_errors() {
     let ids = || DenseSource::from_vec(vec![], vec![0u32; 200]).unwrap();
     let e = DataLoader::builder().stream("x", ids()).pack("x", Pack::new(8)).unwrap_err();
-    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("only an unpadded ragged stream")), "{e}");
+    assert!(
+        matches!(&e, Error::Config { what: "pack", reason: m } if m.contains("only an unpadded ragged stream")),
+        "{e}"
+    );
     let e =
         DataLoader::builder().ragged_stream("t", tokens(10, lengths)).pack("u", Pack::new(8)).unwrap_err();
     assert!(e.to_string().contains("\"t\""), "lists the streams: {e}");

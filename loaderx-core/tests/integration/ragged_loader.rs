@@ -72,7 +72,7 @@ fn a_padded_ragged_stream_is_dense_with_lengths_and_a_mask() {
             )
     );
     assert!(
-        matches!(builder.clone().pad("nope", Pad::longest()), Err(Error::InvalidArgument(m)) if m.contains("\"t\"")),
+        matches!(builder.clone().pad("nope", Pad::longest()), Err(Error::Config { what: "pad", reason: m }) if m.contains("\"t\"")),
         "the error lists the streams"
     );
 }

@@ -179,5 +179,5 @@ fn failures_give_the_slot_back_and_a_closed_ring_stops_the_loader() {
             Ok((s.step, Box::new(Done(Arc::new(AtomicBool::new(true)))) as Box<dyn Fence>))
         })
         .unwrap_err();
-    assert!(matches!(e, Error::InvalidArgument(m) if m.contains("ragged")));
+    assert!(matches!(e, Error::Config { what: "staged", reason: m } if m.contains("ragged")));
 }
