@@ -191,6 +191,16 @@ impl DenseSource {
         self.gather_into_with(indices, data, Parallelism::Pool)
     }
 
+    /// Gathers `indices` as bytes straight into `out`, which is exactly `indices.len()` items
+    /// long: a caller's own buffer (a NumPy array, a pinned slot). `bool` bytes are checked to
+    /// be 0 or 1.
+    ///
+    /// # Errors
+    /// As [`DenseSource::gather_into`]; [`Error::InvalidArgument`] for an `out` of another size.
+    pub fn gather_bytes(&self, indices: &[u32], out: &mut [u8]) -> Result<()> {
+        self.gather_bytes_with(indices, out, Parallelism::Pool)
+    }
+
     /// [`DenseSource::gather_into`], split over the pool or not as `par` says.
     pub(crate) fn gather_into_with(
         &self,

@@ -368,6 +368,12 @@ impl RaggedArray {
         &self.values
     }
 
+    /// The offsets (in rows) and the values, moved out: what a binding hands to its own arrays
+    /// without a copy.
+    pub fn into_parts(self) -> (Vec<usize>, ArrayData) {
+        (self.offsets, self.values)
+    }
+
     /// Rows of record `k`.
     pub fn rows(&self, k: usize) -> usize {
         self.offsets[k + 1] - self.offsets[k]

@@ -1,0 +1,94 @@
+"""Dtypes and indices between NumPy and the engine."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+_TO_NUMPY = {
+    "u8": np.uint8,
+    "i8": np.int8,
+    "u16": np.uint16,
+    "i16": np.int16,
+    "u32": np.uint32,
+    "i32": np.int32,
+    "u64": np.uint64,
+    "i64": np.int64,
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "bool": np.bool_,
+}
+_FROM_NUMPY = {np.dtype(v).str[1:]: k for k, v in _TO_NUMPY.items()}
+
+
+def bfloat16() -> np.dtype | None:
+    """``ml_dtypes.bfloat16`` when that package is installed (NumPy has no bfloat16)."""
+    try:
+        import ml_dtypes  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype of an engine dtype name. ``bf16`` is ``ml_dtypes.bfloat16`` when that
+    package is installed, otherwise ``uint16`` holding the bit patterns."""
+    if name == "bf16":
+        return bfloat16() or np.dtype(np.uint16)
+    return np.dtype(_TO_NUMPY[name])
+
+
+def engine_dtype(dtype: Any) -> str:
+    """The engine's name for a NumPy dtype (either byte order); TypeError for one it lacks."""
+    dt = np.dtype(dtype)
+    if dt.name == "bfloat16":
+        return "bf16"
+    name = _FROM_NUMPY.get(dt.newbyteorder("=").str[1:]) if dt.kind in "biuf" else None
+    if name is None:
+        raise TypeError(
+            f"dtype {dt} is not supported (expected bool, an integer of 8 to 64 bits, "
+            "float16, bfloat16, float32 or float64)"
+        )
+    return name
+
+
+def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray, tuple[int, ...] | None]:
+    """``key`` (an int, a slice, a sequence or array of ints, or a boolean mask) as a flat,
+    contiguous array of non-negative indices, with the shape the result takes (None for a
+    single int). Negative indices count from the end, as in NumPy; IndexError past either end."""
+    if isinstance(key, slice):
+        picked = np.arange(*key.indices(length), dtype=dtype)
+        return picked, picked.shape
+    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+        i = operator.index(key)
+        if i < 0:
+            i += length
+        if not 0 <= i < length:
+            raise IndexError(f"index {operator.index(key)} is out of bounds for a dataset of length {length}")
+        return np.array([i], dtype=dtype), None
+    arr = key if isinstance(key, np.ndarray) else np.asarray(key)
+    if arr.dtype == dtype and arr.ndim == 1 and arr.flags.c_contiguous:
+        if arr.size and int(arr.max()) >= length:
+            bad = int(arr[arr >= length][0])
+            raise IndexError(f"index {bad} is out of bounds for a dataset of length {length}")
+        return arr, arr.shape
+    if arr.dtype == np.bool_:
+        if arr.shape != (length,):
+            raise IndexError(f"a boolean index of shape {arr.shape} for a dataset of length {length}")
+        picked = np.flatnonzero(arr).astype(dtype)
+        return picked, picked.shape
+    if arr.size == 0:
+        return np.empty(0, dtype=dtype), arr.shape
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"indices must be integers, not {arr.dtype}")
+    flat = arr.reshape(-1)
+    lo, hi = int(flat.min()), int(flat.max())
+    if lo < -length or hi >= length:
+        bad = lo if lo < -length else hi
+        raise IndexError(f"index {bad} is out of bounds for a dataset of length {length}")
+    if lo < 0:
+        flat = np.where(flat < 0, flat + length, flat)
+    return np.ascontiguousarray(flat, dtype=dtype), arr.shape

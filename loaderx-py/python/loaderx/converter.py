@@ -1,0 +1,110 @@
+"""NumPy arrays into datasets.
+
+``from_numpy`` writes a dense dataset, one record per slice along axis 0; ``from_iterator`` a
+ragged one, one record per array. Both stream: the input is read in bounded blocks (an
+mmapped array is never materialised), written into ``PATH.partial`` and published at ``PATH``
+only once complete, so a failed conversion leaves whatever was at ``PATH`` as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+import numpy as np
+
+from loaderx import _native
+from loaderx._common import engine_dtype
+
+__all__ = ["from_numpy", "from_iterator"]
+
+# Input bytes handed to the engine per call: large enough that a call's cost vanishes, small
+# enough that memory stays flat whatever the array's size.
+_BLOCK_BYTES = 32 << 20
+
+
+def from_numpy(
+    dir: str | os.PathLike[str],
+    array: Any,
+    codec: str = "zstd",
+    dict_size: int | None = None,
+    *,
+    format: str = "v2",
+    overwrite: bool = True,
+) -> int:
+    """Writes ``array`` as a dense dataset at ``dir``: one record per slice along axis 0 (a 1-D
+    array becomes a dataset of scalars). Returns the number of records.
+
+    ``codec`` is ``"raw"``, ``"zstd"`` (plain, level 3), ``"zstd_dict"`` (a dictionary trained
+    on the data first, stored as ``dict.zr``; ``dict_size`` caps it) or, in ``format="v2"``
+    stores, ``"lz4"``. ``overwrite=False`` refuses an existing ``dir``
+    (``FileExistsError``).
+    """
+    arr = array if isinstance(array, np.ndarray) else np.asarray(array)
+    if arr.ndim == 0:
+        raise ValueError("from_numpy needs an array of at least one dimension (its records along axis 0)")
+    dtype = engine_dtype(arr.dtype)
+    native_dtype = arr.dtype.newbyteorder("=")
+    item_shape = tuple(int(d) for d in arr.shape[1:])
+    writer = _native.Writer(os.fspath(dir), "dense", dtype, list(item_shape), codec, format, dict_size, overwrite)
+    try:
+        item_bytes = max(1, int(np.prod(item_shape, dtype=np.int64)) * arr.dtype.itemsize)
+        rows = max(1, _BLOCK_BYTES // item_bytes)
+        for start in range(0, arr.shape[0], rows):
+            block = np.ascontiguousarray(arr[start : start + rows], dtype=native_dtype)
+            writer.append_items(block.reshape(-1).view(np.uint8))
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def from_iterator(
+    dir: str | os.PathLike[str],
+    seqs: Iterable[Any],
+    codec: str = "zstd",
+    dict_size: int | None = None,
+    *,
+    format: str = "v2",
+    overwrite: bool = True,
+) -> int:
+    """Writes each array of ``seqs`` as one record of a ragged dataset at ``dir``: the first
+    fixes the dtype and the row shape (``shape[1:]``), every other must match it. Returns the
+    number of records."""
+    it = iter(seqs)
+    try:
+        first = np.asarray(next(it))
+    except StopIteration:
+        raise ValueError("from_iterator needs at least one sequence to learn the dtype") from None
+    if first.ndim == 0:
+        raise ValueError("each sequence must have at least one dimension (its rows)")
+    dtype = engine_dtype(first.dtype)
+    native_dtype = first.dtype.newbyteorder("=")
+    row_shape = first.shape[1:]
+    writer = _native.Writer(os.fspath(dir), "ragged", dtype, list(row_shape), codec, format, dict_size, overwrite)
+    try:
+        block: list[np.ndarray] = []
+        block_bytes = 0
+        for i, seq in enumerate(_chain(first, it)):
+            a = np.asarray(seq)
+            if a.ndim == 0 or a.shape[1:] != row_shape or engine_dtype(a.dtype) != dtype:
+                raise ValueError(
+                    f"sequence {i} is {a.dtype} {a.shape}; the first was {first.dtype} with rows of shape {row_shape}"
+                )
+            a = np.ascontiguousarray(a, dtype=native_dtype).reshape(-1).view(np.uint8)
+            block.append(a)
+            block_bytes += a.size
+            if block_bytes >= _BLOCK_BYTES or len(block) >= 65536:
+                writer.append_records(block)
+                block, block_bytes = [], 0
+        if block:
+            writer.append_records(block)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _chain(first: Any, rest: Any) -> Iterable[Any]:
+    yield first
+    yield from rest

@@ -1,0 +1,133 @@
+"""The endless, step-based DataLoader.
+
+A batch is a dict ``{name: array}``, every stream gathered at the same indices, each array of
+shape ``(batch_size, *item_shape)``. Indices come from the Zsampler (a pure function of seed and
+step), so a run resumes exactly from :meth:`DataLoader.state`. The engine's prefetch threads
+gather (and pad ragged streams) without the GIL; a ``transform`` runs on those threads, taking
+the GIL only for its call. There are no epochs and no partial batches unless ``epochs=`` asks
+for a finite pass.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Mapping
+
+from loaderx import _native
+from loaderx.dataset import DenseDataset, RaggedDataset
+from loaderx.zsampler import mode_name
+
+__all__ = ["DataLoader"]
+
+
+class DataLoader:
+    """Batches of ``batch_size`` records of every dataset in ``datasets``, endlessly.
+
+    ``num_workers`` prefetch threads each keep up to ``prefetch_size`` batches ready; ``mode``
+    is ``"sequential"``, ``"iid"`` or ``"cyclic"`` (or the seed's codes 0, 1, 2); ``transform``
+    (the collate step) maps each batch dict to whatever the loop consumes.
+
+    Beyond the seed: ``shard=(rank, world)`` (or ``shard="env"`` for torchrun's and Slurm's
+    variables) takes this process's share of each global batch; ``pad={name: rows or None}``
+    pads ragged streams to ``rows`` (None: the longest record of the batch) with ``pad_value``,
+    adding ``name + "_lengths"``; ``epochs=n`` makes a finite pass of ``n`` epochs
+    (``shuffle``, ``drop_last``), after which iteration stops; ``state=`` (bytes from
+    :meth:`state`) or ``start_step=`` resume.
+    """
+
+    def __init__(
+        self,
+        datasets: Mapping[str, DenseDataset | RaggedDataset],
+        batch_size: int = 256,
+        num_workers: int = 4,
+        prefetch_size: int = 4,
+        mode: str | int = "cyclic",
+        seed: int = 42,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
+        *,
+        shard: tuple[int, int] | str | None = None,
+        pad: Mapping[str, int | None] | None = None,
+        pad_value: float = 0.0,
+        epochs: int | None = None,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        state: bytes | None = None,
+        start_step: int | None = None,
+    ) -> None:
+        if not isinstance(datasets, Mapping) or not datasets:
+            raise TypeError("datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}")
+        streams = []
+        for name, ds in datasets.items():
+            if not isinstance(name, str):
+                raise TypeError(f"stream names must be str, not {type(name).__name__}")
+            if not isinstance(ds, (DenseDataset, RaggedDataset)):
+                raise TypeError(f"stream {name!r} is a {type(ds).__name__}, not a DenseDataset or RaggedDataset")
+            streams.append((name, ds._native))
+        if transform is not None and not callable(transform):
+            raise TypeError("transform must be callable")
+        rank = world = None
+        from_env = False
+        if shard == "env":
+            from_env = True
+        elif shard is not None:
+            rank, world = shard
+        self.batch_size = batch_size
+        self._native = _native.Loader(
+            streams,
+            batch_size,
+            num_workers,
+            prefetch_size,
+            mode_name(mode),
+            seed,
+            transform,
+            rank,
+            world,
+            from_env,
+            list((pad or {}).items()),
+            float(pad_value),
+            epochs is not None,
+            epochs,
+            shuffle,
+            drop_last,
+            state,
+            start_step,
+        )
+        # Threads stop when the loader is collected or the interpreter exits, closed or not.
+        self._finalizer = weakref.finalize(self, self._native.close)
+
+    def __iter__(self) -> "DataLoader":
+        return self
+
+    def __next__(self) -> Any:
+        return self._native.next()
+
+    def __len__(self) -> int:
+        steps = self._native.steps()
+        if steps is None:
+            raise TypeError("an endless DataLoader has no length: count steps instead")
+        return steps
+
+    @property
+    def step(self) -> int:
+        """The next step to be delivered."""
+        return self._native.step()
+
+    def state(self) -> bytes:
+        """Where the loader is: pass it as ``state=`` to a new loader over the same data to
+        resume exactly."""
+        return self._native.state()
+
+    def close(self) -> None:
+        """Stops and joins every thread. Idempotent."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the loader was closed."""
+        return self._native.closed
+
+    def __enter__(self) -> "DataLoader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

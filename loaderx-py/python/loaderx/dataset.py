@@ -1,0 +1,171 @@
+"""Dense and ragged datasets: typed views over Zrecord stores.
+
+A :class:`DenseDataset` holds fixed-shape records, its batch shape straight from the schema; a
+:class:`RaggedDataset` holds records of any number of rows, read as a list of arrays. Both index
+like NumPy arrays along axis 0 (ints, negative ints, slices, integer arrays, boolean masks), and
+each read is one gather in the engine with the GIL released.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from loaderx import _native
+from loaderx._common import indices, numpy_dtype
+
+__all__ = ["DenseDataset", "RaggedDataset", "pad"]
+
+
+class DenseDataset:
+    """The dense dataset at ``path`` (a directory, or an ``s3://`` URL in a build with remote
+    stores): ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``."""
+
+    __slots__ = ("_native", "dtype", "item_shape", "_len")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._native = _native.Dense(os.fspath(path))
+        self.dtype: np.dtype = numpy_dtype(self._native.dtype)
+        self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
+        self._len = len(self._native)
+
+    @classmethod
+    def _wrap(cls, native: Any) -> "DenseDataset":
+        ds = cls.__new__(cls)
+        ds._native = native
+        ds.dtype = numpy_dtype(native.dtype)
+        ds.item_shape = tuple(native.item_shape)
+        ds._len = len(native)
+        return ds
+
+    @property
+    def path(self) -> str:
+        """The dataset's directory (or URL)."""
+        return str(self._native.path)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"DenseDataset({self.path!r}, len={self._len}, dtype={self.dtype}, item_shape={self.item_shape})"
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        idx, shape = indices(key, self._len)
+        out = np.empty((idx.size, *self.item_shape), dtype=self.dtype)
+        self._native.gather_into(idx, out.reshape(-1).view(np.uint8))
+        if shape is None:
+            return out[0]
+        return out.reshape(shape + self.item_shape) if len(shape) != 1 else out
+
+    def gather(self, indices_: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """The records at ``indices_`` as one array, written into ``out`` when given (a
+        writable, C-contiguous array of shape ``(len(indices_), *item_shape)`` and this
+        dataset's dtype), else into a new one."""
+        idx, _ = indices(indices_, self._len)
+        if out is None:
+            out = np.empty((idx.size, *self.item_shape), dtype=self.dtype)
+        else:
+            _check_out(out, (idx.size, *self.item_shape), self.dtype)
+        self._native.gather_into(idx, out.reshape(-1).view(np.uint8))
+        return out
+
+    def select(self, indices_: Any) -> "DenseDataset":
+        """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
+        idx, _ = indices(indices_, self._len)
+        return DenseDataset._wrap(self._native.select(idx))
+
+
+class RaggedDataset:
+    """The ragged dataset at ``path``: ``rs[[0, 2, 4]]`` is a list of arrays, one per record,
+    each of shape ``(rows, *row_shape)``; all of them are views of one buffer gathered at once."""
+
+    __slots__ = ("_native", "dtype", "row_shape", "_len")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._native = _native.Ragged(os.fspath(path))
+        self.dtype: np.dtype = numpy_dtype(self._native.dtype)
+        self.row_shape: tuple[int, ...] = tuple(self._native.row_shape)
+        self._len = len(self._native)
+
+    @classmethod
+    def _wrap(cls, native: Any) -> "RaggedDataset":
+        ds = cls.__new__(cls)
+        ds._native = native
+        ds.dtype = numpy_dtype(native.dtype)
+        ds.row_shape = tuple(native.row_shape)
+        ds._len = len(native)
+        return ds
+
+    @property
+    def path(self) -> str:
+        """The dataset's directory (or URL)."""
+        return str(self._native.path)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self) -> str:
+        return f"RaggedDataset({self.path!r}, len={self._len}, dtype={self.dtype}, row_shape={self.row_shape})"
+
+    def __getitem__(self, key: Any) -> np.ndarray | list[np.ndarray]:
+        idx, shape = indices(key, self._len)
+        records = self.gather(idx)
+        return records[0] if shape is None else records
+
+    def gather(self, indices_: Any) -> list[np.ndarray]:
+        """The records at ``indices_``, in one gather."""
+        idx, _ = indices(indices_, self._len)
+        values, offsets = self._native.gather(idx)
+        if values.dtype != self.dtype:
+            values = values.view(self.dtype)
+        values = values.reshape((-1, *self.row_shape))
+        bounds = offsets.tolist()
+        return [values[a:b] for a, b in zip(bounds, bounds[1:])]
+
+    def lengths(self, indices_: Any) -> np.ndarray:
+        """Rows of each record at ``indices_``, from the index alone (nothing is read)."""
+        idx, _ = indices(indices_, self._len)
+        return self._native.record_rows(idx)
+
+    def select(self, indices_: Any) -> "RaggedDataset":
+        """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
+        idx, _ = indices(indices_, self._len)
+        return RaggedDataset._wrap(self._native.select(idx))
+
+
+def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(padded, lengths)``: the records stacked into one array of shape ``(B, L, *row_shape)``,
+    ``L`` the longest record (or ``length``, records longer than it cut), filled with
+    ``value`` past each record's end; ``lengths[i]`` is record ``i``'s row count (before any cut).
+    """
+    if len(records) == 0:
+        raise ValueError("pad needs at least one record")
+    first = np.asarray(records[0])
+    if first.ndim == 0:
+        raise ValueError("records must have at least one dimension (their rows)")
+    row_shape, dtype = first.shape[1:], first.dtype
+    lengths = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
+    width = int(lengths.max()) if length is None else int(length)
+    if width < 0:
+        raise ValueError(f"length must be >= 0, got {width}")
+    padded = np.full((len(records), width, *row_shape), value, dtype=dtype)
+    for i, r in enumerate(records):
+        r = np.asarray(r)
+        if r.shape[1:] != row_shape:
+            raise ValueError(f"record {i} has rows of shape {r.shape[1:]}; record 0's are {row_shape}")
+        n = min(len(r), width)
+        padded[i, :n] = r[:n]
+    return padded, lengths
+
+
+def _check_out(out: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, not {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype}; the dataset's is {dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}; the gather needs {shape}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be writable and C-contiguous")

@@ -1,0 +1,107 @@
+"""Zrecord: the store of raw byte records underneath every dataset.
+
+Records are independent byte strings in a dense index space ``0..len``; every read and write
+is a batch. Deleting swaps the last record into each hole, so an index is stable only until
+something is deleted. ``gather`` and ``append`` may run from many threads at once; ``delete``
+and ``compact`` take the store alone.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+import numpy as np
+
+from loaderx import _native
+from loaderx._common import indices
+
+__all__ = ["Zrecord"]
+
+
+class Zrecord:
+    """The store at ``path``: ``mode="r"`` opens it read-only, ``"a"`` read-write (created when
+    ``path`` does not exist), ``"w"`` creates it afresh. ``format`` (``"v2"`` or ``"v1"``)
+    applies to a store being created."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "a", format: str = "v2") -> None:
+        self._native = _native.Store(os.fspath(path), mode, format)
+
+    @property
+    def path(self) -> str:
+        """The store's directory."""
+        return str(self._native.path)
+
+    @property
+    def format(self) -> str:
+        """``"v1"`` or ``"v2"``."""
+        return self._native.format
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __repr__(self) -> str:
+        return f"Zrecord({self.path!r}, len={len(self)}, format={self.format!r})"
+
+    def append(self, records: Iterable[bytes], codec: str = "zstd") -> range:
+        """Appends ``records`` (bytes-like) as one batch with ``codec`` (``raw``, ``zstd``,
+        ``zstd_dict``, ``lz4``); returns their indices."""
+        batch = [bytes(r) for r in records]
+        start = self._native.append(batch, codec)
+        return range(start, start + len(batch))
+
+    def train_dictionary(self, samples: Iterable[bytes]) -> bool:
+        """Trains the store's zstd dictionary (``dict.zr``) on ``samples``, before any
+        ``zstd_dict`` record is appended; False when they are too few to train on."""
+        return self._native.train_dictionary([bytes(s) for s in samples])
+
+    def gather(self, indices_: Any) -> list[bytes]:
+        """The records at ``indices_``, as ``bytes``."""
+        idx, _ = indices(indices_, len(self), np.uint64)
+        return self._native.gather(idx)
+
+    def lengths(self, indices_: Any) -> np.ndarray:
+        """The byte length of each record at ``indices_`` (from the index: nothing is read)."""
+        idx, _ = indices(indices_, len(self), np.uint64)
+        return self._native.record_lens(idx)
+
+    def gather_into(self, indices_: Any, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The records at ``indices_`` back to back in one ``uint8`` array (``out``, of exactly
+        their total length, when given): ``(buffer, offsets)``, record ``k`` being
+        ``buffer[offsets[k]:offsets[k + 1]]``."""
+        idx, _ = indices(indices_, len(self), np.uint64)
+        lens = self._native.record_lens(idx)
+        offsets = np.zeros(idx.size + 1, dtype=np.int64)
+        np.cumsum(lens, out=offsets[1:])
+        total = int(offsets[-1])
+        if out is None:
+            out = np.empty(total, dtype=np.uint8)
+        elif not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (total,):
+            raise ValueError(f"out must be a uint8 array of shape ({total},), the records' total length")
+        self._native.gather_into(idx, out)
+        return out, offsets
+
+    def delete(self, indices_: Any) -> None:
+        """Deletes the records at ``indices_`` (the last record moves into each hole)."""
+        idx, _ = indices(indices_, len(self), np.uint64)
+        self._native.delete(idx)
+
+    def compact(self) -> dict[str, int]:
+        """Rewrites the live records densely, in place; safe to interrupt and run again."""
+        return self._native.compact()
+
+    def stats(self) -> dict[str, Any]:
+        """Space accounting: ``live_bytes`` against ``chunk_bytes`` says when to compact."""
+        return self._native.stats()
+
+    def verify(self) -> dict[str, Any]:
+        """Reads back every record: ``{"checked", "bad": [(index, message)], "files": [...],
+        "ok"}``."""
+        checked, bad, files = self._native.verify()
+        return {"checked": checked, "bad": bad, "files": files, "ok": not bad and not files}
+
+    def sync(self) -> None:
+        """Makes every committed record durable."""
+        self._native.sync()

@@ -1,0 +1,60 @@
+"""The Zsampler: batches of indices as a pure function of (seed, step).
+
+``"sequential"`` walks ``0..length`` as a circular queue, ``"iid"`` draws uniformly with
+replacement (unbiased: Lemire with rejection), ``"cyclic"`` walks a fresh keyed permutation each
+cycle, every batch full. A run resumes by asking for its next step: there is no state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from loaderx import _native
+
+__all__ = ["Zsampler", "MODES"]
+
+# The seed's integer mode codes, in its order.
+MODES = ("sequential", "iid", "cyclic")
+
+
+def mode_name(mode: str | int) -> str:
+    """A mode given by name or by the seed's integer code (0 sequential, 1 iid, 2 cyclic)."""
+    if isinstance(mode, bool):
+        raise TypeError("mode must be a name or an integer code, not a bool")
+    if isinstance(mode, int):
+        if not 0 <= mode < len(MODES):
+            raise ValueError(f"mode code {mode} is not one of 0 (sequential), 1 (iid), 2 (cyclic)")
+        return MODES[mode]
+    if isinstance(mode, str):
+        return mode
+    raise TypeError(f"mode must be a str or an int, not {type(mode).__name__}")
+
+
+class Zsampler:
+    """Batches of ``batch_size`` indices into ``0..length``; ``rank``/``world`` take this
+    process's share of each global batch."""
+
+    __slots__ = ("_native", "length", "mode", "seed")
+
+    def __init__(
+        self, length: int, batch_size: int, mode: str | int = "iid", seed: int = 42, rank: int = 0, world: int = 1
+    ) -> None:
+        self.mode = mode_name(mode)
+        self.length = length
+        self.seed = seed
+        self._native = _native.Sampler(length, batch_size, self.mode, seed, rank, world)
+
+    @property
+    def batch_size(self) -> int:
+        """Indices per batch on this rank."""
+        return self._native.batch_size
+
+    def __len__(self) -> int:
+        return self.length
+
+    def batch(self, step: int, out: np.ndarray | None = None) -> np.ndarray:
+        """The indices of ``step`` as a ``uint32`` array, written into ``out`` when given."""
+        if out is None:
+            return self._native.batch(step)
+        self._native.batch_into(step, out)
+        return out

@@ -1,0 +1,44 @@
+//! Engine arrays handed to NumPy, and NumPy arrays lent to the engine.
+
+use loaderx_core::{ArrayData, DenseArray};
+use numpy::{PyArray1, PyReadonlyArray1, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// `data` as a one-dimensional NumPy array owning the same allocation (no copy), except `bf16`,
+/// which NumPy has no type for: its bit patterns are copied into a `uint16` array, which the
+/// Python layer views as `ml_dtypes.bfloat16` where that package is installed.
+pub fn flat(py: Python<'_>, data: ArrayData) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match data {
+        ArrayData::Bool(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::U8(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I8(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::U16(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I16(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::U32(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I32(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::U64(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::I64(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::F16(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::BF16(v) => PyArray1::from_iter(py, v.iter().map(|x| x.to_bits())).into_any(),
+        ArrayData::F32(v) => PyArray1::from_vec(py, v).into_any(),
+        ArrayData::F64(v) => PyArray1::from_vec(py, v).into_any(),
+        other => {
+            return Err(PyValueError::new_err(format!("arrays of {} are not supported here", other.dtype())));
+        }
+    })
+}
+
+/// `array` as a NumPy array of its shape, owning the engine's buffer.
+pub fn dense(py: Python<'_>, array: DenseArray) -> PyResult<Bound<'_, PyAny>> {
+    let (shape, data) = array.into_parts();
+    let flat = flat(py, data)?;
+    flat.call_method1("reshape", (shape,))
+}
+
+/// The elements of a read-only, C-contiguous one-dimensional array.
+pub fn slice<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
+    array.as_slice().map_err(|_| {
+        PyValueError::new_err(format!("{what} must be a C-contiguous array (got strides {:?})", array.strides()))
+    })
+}

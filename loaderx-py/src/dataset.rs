@@ -1,0 +1,267 @@
+//! Dense and ragged datasets, and the writer behind the converters.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use loaderx_core::{DType, DatasetWriter, DenseSource, RaggedSource, Schema, WriteOptions};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::arrays::{flat, slice};
+use crate::errors::IntoPy;
+use crate::store::{codec, format};
+
+/// A dtype by its schema name (`"f32"`, `"u8"`, `"bool"`...).
+pub fn dtype(name: &str) -> PyResult<DType> {
+    DType::ALL.into_iter().find(|d| d.name() == name).ok_or_else(|| {
+        PyValueError::new_err(format!("unsupported dtype {name:?}"))
+    })
+}
+
+/// Where a dataset lives: a local directory, or (feature `remote`) an `s3://` URL.
+fn is_url(path: &str) -> bool {
+    path.starts_with("s3://")
+}
+
+#[cfg(feature = "remote")]
+fn remote_options() -> loaderx_core::remote::RemoteOptions {
+    loaderx_core::remote::RemoteOptions::new()
+}
+
+#[cfg(not(feature = "remote"))]
+fn no_remote(path: &str) -> PyErr {
+    PyValueError::new_err(format!(
+        "{path}: this build of loaderx reads local stores only (build it with the `remote` feature for s3:// URLs)"
+    ))
+}
+
+/// A dense dataset: fixed-shape records of one dtype.
+#[pyclass(module = "loaderx._native", frozen)]
+pub struct Dense {
+    pub(crate) source: DenseSource,
+}
+
+#[pymethods]
+impl Dense {
+    #[new]
+    fn new(py: Python<'_>, path: String) -> PyResult<Self> {
+        let source = if is_url(&path) {
+            #[cfg(feature = "remote")]
+            {
+                py.detach(|| DenseSource::open_remote(&path, remote_options())).py()?
+            }
+            #[cfg(not(feature = "remote"))]
+            return Err(no_remote(&path));
+        } else {
+            py.detach(|| DenseSource::open(&path)).py()?
+        };
+        Ok(Dense { source })
+    }
+
+    fn __len__(&self) -> usize {
+        self.source.len()
+    }
+
+    /// The schema name of the dtype.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.source.dtype().name()
+    }
+
+    /// The shape of one record.
+    #[getter]
+    fn item_shape(&self) -> Vec<usize> {
+        self.source.item_shape().to_vec()
+    }
+
+    /// Bytes of one record.
+    #[getter]
+    fn item_bytes(&self) -> usize {
+        self.source.item_elems() * self.source.dtype().size()
+    }
+
+    /// The dataset's directory (or URL).
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.source.path().to_path_buf()
+    }
+
+    /// The records at `indices` straight into `out`: a writable, contiguous `uint8` view of
+    /// exactly `len(indices)` records.
+    fn gather_into(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u32>, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
+        let indices = slice(&indices, "indices")?;
+        let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        py.detach(|| self.source.gather_bytes(indices, dst)).py()
+    }
+
+    /// The records of `indices` of this dataset, as a dataset of its own (nothing copied).
+    fn select(&self, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Dense> {
+        let indices = slice(&indices, "indices")?;
+        let selection = loaderx_core::Selection::indices(indices.to_vec());
+        Ok(Dense { source: self.source.select(&selection).py()? })
+    }
+}
+
+/// A ragged dataset: records of any number of rows of one row shape.
+#[pyclass(module = "loaderx._native", frozen)]
+pub struct Ragged {
+    pub(crate) source: RaggedSource,
+}
+
+#[pymethods]
+impl Ragged {
+    #[new]
+    fn new(py: Python<'_>, path: String) -> PyResult<Self> {
+        let source = if is_url(&path) {
+            #[cfg(feature = "remote")]
+            {
+                py.detach(|| RaggedSource::open_remote(&path, remote_options())).py()?
+            }
+            #[cfg(not(feature = "remote"))]
+            return Err(no_remote(&path));
+        } else {
+            py.detach(|| RaggedSource::open(&path)).py()?
+        };
+        Ok(Ragged { source })
+    }
+
+    fn __len__(&self) -> usize {
+        self.source.len()
+    }
+
+    /// The schema name of the dtype.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.source.dtype().name()
+    }
+
+    /// The shape of one row.
+    #[getter]
+    fn row_shape(&self) -> Vec<usize> {
+        self.source.row_shape().to_vec()
+    }
+
+    /// The dataset's directory (or URL).
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.source.path().to_path_buf()
+    }
+
+    /// The records at `indices` in one gather: `(values, offsets)`, every record's values back
+    /// to back (the engine's buffer, not copied) and `len(indices) + 1` offsets in rows.
+    fn gather<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u32>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<usize>>)> {
+        let indices = slice(&indices, "indices")?;
+        let batch = py.detach(|| self.source.get_batch(indices)).py()?;
+        let (offsets, values) = batch.into_parts();
+        Ok((flat(py, values)?, PyArray1::from_vec(py, offsets)))
+    }
+
+    /// Rows of each record of `indices`, from the index alone.
+    fn record_rows<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let indices = slice(&indices, "indices")?;
+        let rows = py.detach(|| self.source.record_rows(indices)).py()?;
+        Ok(PyArray1::from_vec(py, rows))
+    }
+
+    /// The records of `indices` of this dataset, as a dataset of its own (nothing copied).
+    fn select(&self, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Ragged> {
+        let indices = slice(&indices, "indices")?;
+        let selection = loaderx_core::Selection::indices(indices.to_vec());
+        Ok(Ragged { source: self.source.select(&selection).py()? })
+    }
+}
+
+/// A dataset being written: records appended in batches, published at `finish` (until then the
+/// output is `PATH.partial`, removed if the writer is dropped unfinished).
+#[pyclass(module = "loaderx._native", frozen)]
+pub struct Writer {
+    inner: Mutex<Option<DatasetWriter>>,
+}
+
+impl Writer {
+    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut DatasetWriter) -> loaderx_core::Result<R> + Send) -> PyResult<R> {
+        py.detach(|| {
+            let mut guard = self.inner.lock().map_err(|_| "poisoned")?;
+            let writer = guard.as_mut().ok_or("finished")?;
+            Ok::<_, &'static str>(f(writer))
+        })
+        .map_err(|what| PyRuntimeError::new_err(format!("the writer is {what}")))?
+        .py()
+    }
+}
+
+#[pymethods]
+impl Writer {
+    /// A writer of a `kind` (`"dense"` or `"ragged"`) dataset of `dtype_name` at `path`.
+    #[new]
+    #[pyo3(signature = (path, kind, dtype_name, shape, codec_name = "zstd", format_name = "v2", dict_size = None, overwrite = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        kind: &str,
+        dtype_name: &str,
+        shape: Vec<usize>,
+        codec_name: &str,
+        format_name: &str,
+        dict_size: Option<usize>,
+        overwrite: bool,
+    ) -> PyResult<Self> {
+        let dtype = dtype(dtype_name)?;
+        let schema = match kind {
+            "dense" => Schema::dense(dtype, shape),
+            "ragged" => Schema::ragged(dtype, shape),
+            other => return Err(PyValueError::new_err(format!("kind must be 'dense' or 'ragged', not {other:?}"))),
+        };
+        let opts = WriteOptions::new()
+            .codec(codec(codec_name)?)
+            .format(format(format_name)?)
+            .dict_cap(dict_size)
+            .overwrite(overwrite);
+        let writer = py.detach(|| DatasetWriter::with_schema(&path, schema, opts)).py()?;
+        Ok(Writer { inner: Mutex::new(Some(writer)) })
+    }
+
+    /// Dense: appends the whole items in `items` (a contiguous `uint8` view of them).
+    fn append_items(&self, py: Python<'_>, items: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+        let bytes = slice(&items, "items")?;
+        self.with(py, |w| {
+            let unit = w.schema().unit_bytes().max(1);
+            if !bytes.len().is_multiple_of(unit) {
+                return Err(loaderx_core::Error::InvalidArgument(format!(
+                    "{} bytes is not a whole number of {unit}-byte items",
+                    bytes.len()
+                )));
+            }
+            let records: Vec<&[u8]> = bytes.chunks_exact(unit).collect();
+            w.append_bytes(&records)
+        })
+    }
+
+    /// Ragged: appends each of `records` (contiguous `uint8` views) as one record.
+    fn append_records(&self, py: Python<'_>, records: Vec<PyReadonlyArray1<'_, u8>>) -> PyResult<()> {
+        let slices = records.iter().map(|r| slice(r, "a record")).collect::<PyResult<Vec<&[u8]>>>()?;
+        self.with(py, |w| w.append_bytes(&slices))
+    }
+
+    /// Records written so far.
+    fn count(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |w| Ok(w.count()))
+    }
+
+    /// Publishes the dataset at its path; returns the number of records.
+    fn finish(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| {
+            let writer = self.inner.lock().ok().and_then(|mut g| g.take());
+            writer.map(DatasetWriter::finish)
+        })
+        .ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?
+        .py()
+    }
+
+    /// Drops what was written: nothing is published and the staging directory is removed.
+    fn abort(&self, py: Python<'_>) {
+        py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
+    }
+}

@@ -1,0 +1,131 @@
+//! loaderx-core's errors as Python exceptions.
+//!
+//! A missing file is `FileNotFoundError` (any other operating-system error an `OSError` of its
+//! kind), a bad argument or configuration `ValueError`, an index past the end `IndexError`, and
+//! everything the engine itself reports a subclass of `loaderx.Error`: `CorruptError` for a
+//! damaged store (naming its file and record), `SchemaError`, `LockedError`, `RemoteError`,
+//! `LoaderStoppedError`. A transform's own exception is raised again as it was. The message is
+//! the error's whole chain, each part once, as the CLI prints it.
+
+use std::io;
+
+use loaderx_core::Error as CoreError;
+use pyo3::exceptions::{
+    PyException, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError, PyPermissionError,
+    PyRuntimeError, PyStopIteration, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::{PyErr, create_exception};
+
+create_exception!(loaderx, Error, PyException, "Anything the loaderx engine reports.");
+create_exception!(
+    loaderx,
+    CorruptError,
+    Error,
+    "A store's bytes do not form what they should: the message names the file and the record."
+);
+create_exception!(loaderx, SchemaError, Error, "A dataset's schema does not fit what was asked of it.");
+create_exception!(loaderx, LockedError, Error, "Another process holds a lock the operation needs.");
+create_exception!(loaderx, RemoteError, Error, "A request to object storage failed after its retries.");
+create_exception!(loaderx, LoaderStoppedError, Error, "The data loader's threads stopped.");
+create_exception!(
+    loaderx,
+    PlanningError,
+    PyRuntimeError,
+    "Byte-range planning failed (mmap-chunker's `PlanningError`)."
+);
+
+/// The error's message and its causes, joined by ": " (each part once).
+pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![err.to_string()];
+    let mut next = err.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        // A cause already spelled out by its parent is not repeated.
+        if !parts.last().is_some_and(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    parts.join(": ")
+}
+
+/// The Python exception for `err`.
+pub fn to_py(err: CoreError) -> PyErr {
+    if let CoreError::Transform { source, .. } = err {
+        return match source.downcast::<PyErr>() {
+            Ok(py_err) => *py_err,
+            Err(other) => Error::new_err(format!("transform failed: {}", chain(other.as_ref()))),
+        };
+    }
+    let msg = chain(&err);
+    match &err {
+        CoreError::Io { source, path, .. } => os_error(source, msg, path.display().to_string()),
+        CoreError::DiskFull { source, path } => os_error(source, msg, path.display().to_string()),
+        // "Not a store" because nothing is there at all: the missing path Python names so.
+        CoreError::NotAStore { path, .. } if !path.exists() => {
+            PyFileNotFoundError::new_err((libc_errno::ENOENT, msg, path.display().to_string()))
+        }
+        CoreError::IndexOutOfRange { .. } => PyIndexError::new_err(msg),
+        CoreError::InvalidArgument(_) | CoreError::Config { .. } | CoreError::RecordTooLarge { .. } => {
+            PyValueError::new_err(msg)
+        }
+        CoreError::AlreadyExists { path } => {
+            PyFileExistsError::new_err((libc_errno::EEXIST, msg, path.display().to_string()))
+        }
+        CoreError::Corrupt { .. }
+        | CoreError::CorruptRecord { .. }
+        | CoreError::NotAStore { .. }
+        | CoreError::Version { .. }
+        | CoreError::ByteOrder { .. }
+        | CoreError::MissingDictionary { .. }
+        | CoreError::BatchTooLarge { .. } => CorruptError::new_err(msg),
+        CoreError::Schema { .. } => SchemaError::new_err(msg),
+        CoreError::Locked { .. } => LockedError::new_err(msg),
+        CoreError::Remote { .. } | CoreError::Changed { .. } => RemoteError::new_err(msg),
+        CoreError::LoaderStopped(_) => LoaderStoppedError::new_err(msg),
+        CoreError::PassEnded { .. } => PyStopIteration::new_err(msg),
+        _ => Error::new_err(msg),
+    }
+}
+
+/// The `OSError` subclass Python gives `source`'s kind, with its errno and the path.
+fn os_error(source: &io::Error, msg: String, path: String) -> PyErr {
+    let errno = source.raw_os_error().unwrap_or(0);
+    match source.kind() {
+        io::ErrorKind::NotFound => PyFileNotFoundError::new_err((libc_errno::ENOENT, msg, path)),
+        io::ErrorKind::PermissionDenied => PyPermissionError::new_err((errno, msg, path)),
+        _ => PyOSError::new_err((errno, msg, path)),
+    }
+}
+
+/// The two errno values named above (POSIX's, the same on every platform Python runs on).
+mod libc_errno {
+    pub const ENOENT: i32 = 2;
+    pub const EEXIST: i32 = 17;
+}
+
+/// `?` for loaderx-core results.
+pub trait IntoPy<T> {
+    /// The result with its error as a Python exception.
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for loaderx_core::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(to_py)
+    }
+}
+
+/// Adds the exception types to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("CorruptError", py.get_type::<CorruptError>())?;
+    m.add("SchemaError", py.get_type::<SchemaError>())?;
+    m.add("LockedError", py.get_type::<LockedError>())?;
+    m.add("RemoteError", py.get_type::<RemoteError>())?;
+    m.add("LoaderStoppedError", py.get_type::<LoaderStoppedError>())?;
+    m.add("PlanningError", py.get_type::<PlanningError>())?;
+    Ok(())
+}

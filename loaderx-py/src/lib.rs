@@ -1,0 +1,35 @@
+//! `loaderx._native`: the extension module under the `loaderx` Python package.
+//!
+//! Each class wraps one engine type of loaderx-core and each hot call is one call into Rust with
+//! the GIL released: a gather writes straight into the NumPy array it returns (or the caller's),
+//! a batch's arrays are the loader's own buffers handed to NumPy without a copy. The Python
+//! package (`python/loaderx`) gives them the seeds' names and argument checking; nothing here
+//! implements what loaderx-core already does.
+
+mod arrays;
+mod chunker;
+mod dataset;
+mod errors;
+mod loader;
+mod sampler;
+mod store;
+
+use pyo3::prelude::*;
+
+/// The native half of the `loaderx` package.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("REMOTE", cfg!(feature = "remote"))?;
+    m.add_class::<store::Store>()?;
+    m.add_class::<dataset::Dense>()?;
+    m.add_class::<dataset::Ragged>()?;
+    m.add_class::<dataset::Writer>()?;
+    m.add_class::<sampler::Sampler>()?;
+    m.add_class::<loader::Loader>()?;
+    m.add_function(wrap_pyfunction!(chunker::plan_file, m)?)?;
+    m.add_function(wrap_pyfunction!(chunker::abi_version, m)?)?;
+    m.add_function(wrap_pyfunction!(chunker::capabilities, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! The endless data loader: batches gathered and transformed on the engine's prefetch threads.
+
+use std::sync::{Arc, Mutex};
+
+use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Pad};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+
+use crate::arrays;
+use crate::dataset::{Dense, Ragged};
+use crate::errors::IntoPy;
+use crate::sampler::mode;
+
+/// The loader, by whether a Python transform runs on its threads.
+enum Inner {
+    /// Batches converted to a dict of arrays by the consumer.
+    Plain(DataLoader<Batch>),
+    /// Batches converted and passed to the transform on the prefetch threads.
+    Mapped(DataLoader<Py<PyAny>>),
+}
+
+impl Inner {
+    fn state(&self) -> LoaderState {
+        match self {
+            Inner::Plain(l) => l.state(),
+            Inner::Mapped(l) => l.state(),
+        }
+    }
+}
+
+/// What one `next` brought back across the released GIL.
+enum Out {
+    Batch(Batch),
+    Object(Py<PyAny>),
+}
+
+/// An endless (or, with `epochs`, finite) loader over named streams gathered at the same indices.
+#[pyclass(module = "loaderx._native", frozen)]
+pub struct Loader {
+    inner: Mutex<Option<Inner>>,
+}
+
+/// `batch` as `{name: array}`: a dense stream's array owns the loader's buffer (no copy); an
+/// unpadded ragged stream is a list of arrays, views of one buffer.
+fn batch_dict(py: Python<'_>, mut batch: Batch) -> PyResult<Bound<'_, PyDict>> {
+    let dict = PyDict::new(py);
+    let ragged: Vec<String> = batch.ragged_names().map(str::to_owned).collect();
+    for name in ragged {
+        let Some(records) = batch.take_ragged(&name) else { continue };
+        let mut shape: Vec<isize> = vec![-1];
+        shape.extend(records.row_shape().iter().map(|&d| d as isize));
+        let (offsets, values) = records.into_parts();
+        let values = arrays::flat(py, values)?.call_method1("reshape", (shape,))?;
+        let list = PyList::empty(py);
+        for w in offsets.windows(2) {
+            list.append(values.get_item(pyo3::types::PySlice::new(py, w[0] as isize, w[1] as isize, 1))?)?;
+        }
+        dict.set_item(name, list)?;
+    }
+    for (name, array) in batch.into_streams() {
+        dict.set_item(name, arrays::dense(py, array)?)?;
+    }
+    Ok(dict)
+}
+
+/// A stream given to the loader: a dense or a ragged dataset.
+#[derive(FromPyObject)]
+enum Stream<'py> {
+    Dense(PyRef<'py, Dense>),
+    Ragged(PyRef<'py, Ragged>),
+}
+
+impl Loader {
+    fn locked<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Inner) -> loaderx_core::Result<R> + Send) -> PyResult<R> {
+        py.detach(|| {
+            let mut guard = self.inner.lock().map_err(|_| "poisoned by a panic")?;
+            let inner = guard.as_mut().ok_or("closed")?;
+            Ok::<_, &'static str>(f(inner))
+        })
+        .map_err(|what| PyRuntimeError::new_err(format!("the loader is {what}")))?
+        .py()
+    }
+
+    /// Stops the threads (joined without the GIL: a transform waiting for it can finish).
+    fn stop(&self, py: Python<'_>) {
+        let inner = self.inner.lock().ok().and_then(|mut g| g.take());
+        py.detach(move || drop(inner));
+    }
+}
+
+#[pymethods]
+impl Loader {
+    #[new]
+    #[pyo3(signature = (streams, batch_size, threads, prefetch, mode_name, seed, transform = None, rank = None, world = None, from_env = false, pad = None, pad_value = 0.0, finite = false, epochs = Some(1), shuffle = true, drop_last = false, state = None, start_step = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        streams: Vec<(String, Stream<'_>)>,
+        batch_size: u32,
+        threads: usize,
+        prefetch: usize,
+        mode_name: &str,
+        seed: u64,
+        transform: Option<Py<PyAny>>,
+        rank: Option<u32>,
+        world: Option<u32>,
+        from_env: bool,
+        pad: Option<Vec<(String, Option<usize>)>>,
+        pad_value: f64,
+        finite: bool,
+        epochs: Option<u64>,
+        shuffle: bool,
+        drop_last: bool,
+        state: Option<Vec<u8>>,
+        start_step: Option<u64>,
+    ) -> PyResult<Self> {
+        let mut b = LoaderBuilder::new();
+        for (name, stream) in streams {
+            b = match stream {
+                Stream::Dense(d) => b.stream(name, d.source.clone()),
+                Stream::Ragged(r) => b.ragged_stream(name, r.source.clone()),
+            };
+        }
+        for (name, rows) in pad.unwrap_or_default() {
+            let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value);
+            b = b.pad(&name, p).py()?;
+        }
+        b = b.batch_size(batch_size).threads(threads).prefetch(prefetch).mode(mode(mode_name)?).seed(seed);
+        match (rank, world) {
+            (Some(r), Some(w)) => b = b.shard(r, w),
+            (None, None) => {}
+            _ => return Err(PyValueError::new_err("rank and world are given together")),
+        }
+        if from_env {
+            b = b.shard_from_env().py()?;
+        }
+        if finite {
+            let pass = if shuffle { loaderx_core::Finite::shuffled() } else { loaderx_core::Finite::ordered() };
+            b = b.finite(pass.epochs(epochs).drop_last(drop_last));
+        }
+        if let Some(bytes) = state {
+            let saved: LoaderState = rmp_serde::from_slice(&bytes)
+                .map_err(|e| PyValueError::new_err(format!("not a loader state: {e}")))?;
+            b = b.state(saved);
+        }
+        if let Some(step) = start_step {
+            b = b.start_step(step);
+        }
+        let inner = match transform {
+            None => Inner::Plain(py.detach(|| b.build()).py()?),
+            Some(f) => {
+                let f = Arc::new(f);
+                let loader = py
+                    .detach(|| {
+                        b.build_with(move |batch: Batch| {
+                            Python::attach(|py| {
+                                let dict = batch_dict(py, batch)?;
+                                f.call1(py, (dict,))
+                            })
+                        })
+                    })
+                    .py()?;
+                Inner::Mapped(loader)
+            }
+        };
+        Ok(Loader { inner: Mutex::new(Some(inner)) })
+    }
+
+    /// The next batch: a dict of arrays, or what the transform returned.
+    fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let out = self.locked(py, |inner| match inner {
+            Inner::Plain(l) => l.next_batch().map(Out::Batch),
+            Inner::Mapped(l) => l.next_batch().map(Out::Object),
+        })?;
+        match out {
+            Out::Batch(b) => Ok(batch_dict(py, b)?.into_any().unbind()),
+            Out::Object(o) => Ok(o),
+        }
+    }
+
+    /// The next step to be delivered.
+    fn step(&self, py: Python<'_>) -> PyResult<u64> {
+        self.locked(py, |inner| Ok(inner.state().step))
+    }
+
+    /// Steps in the pass (finite loaders), None when endless.
+    fn steps(&self, py: Python<'_>) -> PyResult<Option<u64>> {
+        self.locked(py, |inner| {
+            Ok(match inner {
+                Inner::Plain(l) => l.steps(),
+                Inner::Mapped(l) => l.steps(),
+            })
+        })
+    }
+
+    /// Where the loader is, as bytes a new loader resumes from (`state=`).
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let state = self.locked(py, |inner| Ok(inner.state()))?;
+        let bytes = rmp_serde::to_vec_named(&state).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Stops and joins every thread; later calls raise.
+    fn close(&self, py: Python<'_>) {
+        self.stop(py);
+    }
+
+    /// Whether `close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.lock().map_or(true, |g| g.is_none())
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().ok().and_then(Option::take);
+        if inner.is_some() {
+            // Dropped by the garbage collector, with the GIL: joined without it.
+            Python::attach(|py| py.detach(move || drop(inner)));
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Zrecord: the store of raw byte records.
+
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+use loaderx_core::{Codec, Format, Store as CoreStore, StoreOptions};
+use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::arrays::slice;
+use crate::errors::IntoPy;
+
+/// A Zrecord store of byte records.
+///
+/// Gathers and appends share the store (any number at once, from any thread); `delete` and
+/// `compact` take it alone, as the engine requires.
+#[pyclass(module = "loaderx._native", frozen)]
+pub struct Store {
+    inner: RwLock<CoreStore>,
+}
+
+/// A codec by name (raw, zstd, zstd_dict, lz4).
+pub fn codec(name: &str) -> PyResult<Codec> {
+    name.parse().map_err(PyValueError::new_err)
+}
+
+/// A format by name (v1, v2).
+pub fn format(name: &str) -> PyResult<Format> {
+    name.parse().map_err(PyValueError::new_err)
+}
+
+impl Store {
+    /// Runs `f` on the shared store with the GIL released: the lock is taken without the GIL, so
+    /// a thread waiting for it never holds the GIL another thread's `f` needs back.
+    fn shared<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send) -> PyResult<R> {
+        py.detach(|| self.inner.read().map(|s| f(&s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
+    }
+
+    /// [`Store::shared`] with the store alone (delete, compact).
+    fn exclusive<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut CoreStore) -> loaderx_core::Result<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| self.inner.write().map(|mut s| f(&mut s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
+    }
+}
+
+fn poisoned() -> PyErr {
+    PyRuntimeError::new_err("the store's lock was poisoned by a panic")
+}
+
+#[pymethods]
+impl Store {
+    /// Opens (`"r"` read-only, `"a"` read-write, created when `path` does not exist) or creates
+    /// (`"w"`, replacing a store that is there) the store at `path`.
+    #[new]
+    #[pyo3(signature = (path, mode = "a", format_name = "v2"))]
+    fn new(py: Python<'_>, path: PathBuf, mode: &str, format_name: &str) -> PyResult<Self> {
+        let opts = StoreOptions::new().format(format(format_name)?);
+        let store = match mode {
+            "r" => py.detach(|| CoreStore::open(&path)),
+            "a" if path.exists() => {
+                py.detach(|| CoreStore::open_rw(&path, opts))
+            }
+            "a" => py.detach(|| CoreStore::create(&path, opts)),
+            "w" => py.detach(|| CoreStore::create(&path, opts.overwrite(true))),
+            other => return Err(PyValueError::new_err(format!("mode must be 'r', 'a' or 'w', not {other:?}"))),
+        }
+        .py()?;
+        Ok(Store { inner: RwLock::new(store) })
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.shared(py, |s| Ok(s.len() as usize))
+    }
+
+    /// The store's directory.
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<PathBuf> {
+        self.shared(py, |s| Ok(s.path().to_path_buf()))
+    }
+
+    /// `"v1"` or `"v2"`.
+    #[getter]
+    fn format(&self, py: Python<'_>) -> PyResult<String> {
+        self.shared(py, |s| Ok(s.format().to_string()))
+    }
+
+    /// Appends `records` (a sequence of bytes-like objects) in one batch; returns the index of
+    /// the first.
+    #[pyo3(signature = (records, codec_name = "zstd"))]
+    fn append(&self, py: Python<'_>, records: Vec<Vec<u8>>, codec_name: &str) -> PyResult<u64> {
+        let codec = codec(codec_name)?;
+        Ok(self.shared(py, |s| s.append(&records, codec))?.start)
+    }
+
+    /// Trains the dictionary on `samples` (bytes-like objects); False when they are too few.
+    fn train_dictionary(&self, py: Python<'_>, samples: Vec<Vec<u8>>) -> PyResult<bool> {
+        self.shared(py, |s| s.train_dictionary(&samples))
+    }
+
+    /// The records at `indices` (a contiguous `uint64` array), each as `bytes`.
+    fn gather<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let indices = slice(&indices, "indices")?;
+        let records = self.shared(py, |s| s.gather(indices))?;
+        Ok(records.iter().map(|r| PyBytes::new(py, r)).collect())
+    }
+
+    /// The stored lengths of the records at `indices`.
+    fn record_lens<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let indices = slice(&indices, "indices")?;
+        let lens = self.shared(py, |s| s.record_lens(indices))?;
+        Ok(PyArray1::from_vec(py, lens))
+    }
+
+    /// The records at `indices` back to back in `out` (a writable contiguous `uint8` array of
+    /// exactly their total length).
+    fn gather_into(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u64>, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
+        let indices = slice(&indices, "indices")?;
+        let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
+        self.shared(py, |s| s.gather_into(indices, dst))
+    }
+
+    /// Deletes the records at `indices` (the last record moves into each hole).
+    fn delete(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<()> {
+        let indices = slice(&indices, "indices")?;
+        self.exclusive(py, |s| s.delete(indices))
+    }
+
+    /// Rewrites the live records densely in place; returns what moved.
+    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let report = self.exclusive(py, CoreStore::compact)?;
+        let d = PyDict::new(py);
+        d.set_item("moved", report.moved)?;
+        d.set_item("skipped", report.skipped)?;
+        d.set_item("bytes_before", report.bytes_before)?;
+        d.set_item("bytes_after", report.bytes_after)?;
+        Ok(d)
+    }
+
+    /// Space accounting: length, logical, live and chunk bytes, chunks, dictionary and index
+    /// bytes, records per codec.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.shared(py, CoreStore::stats)?;
+        let d = PyDict::new(py);
+        d.set_item("length", s.length)?;
+        d.set_item("logical_bytes", s.logical_bytes)?;
+        d.set_item("live_bytes", s.live_bytes)?;
+        d.set_item("chunk_bytes", s.chunk_bytes)?;
+        d.set_item("chunks", s.chunks)?;
+        d.set_item("dict_bytes", s.dict_bytes)?;
+        d.set_item("index_bytes", s.index_bytes)?;
+        let codecs = PyDict::new(py);
+        for (c, n) in s.codecs.iter() {
+            codecs.set_item(c.name(), n)?;
+        }
+        d.set_item("codecs", codecs)?;
+        Ok(d)
+    }
+
+    /// Reads back every record: `(checked, [(index, message)], [file problems])`.
+    fn verify(&self, py: Python<'_>) -> PyResult<(u64, Vec<(u64, String)>, Vec<String>)> {
+        let report = self.shared(py, CoreStore::verify)?;
+        let bad = report.bad.iter().map(|(i, e)| (*i, crate::errors::chain(e))).collect();
+        let files = report.files.iter().map(|e| crate::errors::chain(e)).collect();
+        Ok((report.checked, bad, files))
+    }
+
+    /// Makes every committed record durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared(py, CoreStore::sync)
+    }
+}

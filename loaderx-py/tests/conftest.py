@@ -1,0 +1,44 @@
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Runs the test with the temporary directory as the working directory (the seed's
+    examples use relative paths)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def loaderx_cli():
+    """The `loaderx` binary: $LOADERX_CLI, else the workspace's debug build; None if absent
+    (the tests that need it then skip, unless LOADERX_REQUIRE_CLI is set)."""
+    for candidate in (os.environ.get("LOADERX_CLI"), REPO / "target" / "debug" / "loaderx", shutil.which("loaderx")):
+        if candidate and Path(candidate).is_file():
+            return str(candidate)
+    if os.environ.get("LOADERX_REQUIRE_CLI"):
+        raise RuntimeError("LOADERX_REQUIRE_CLI is set but no loaderx binary was found (build loaderx-cli)")
+    return None
+
+
+@pytest.fixture
+def cli():
+    exe = loaderx_cli()
+    if exe is None:
+        pytest.skip("no loaderx binary (cargo build -p loaderx-cli, or set LOADERX_CLI)")
+
+    def run(*args, check=True):
+        return subprocess.run([exe, *map(str, args)], capture_output=True, text=True, check=check)
+
+    return run
+
+
+def threads_now():
+    """Threads of this process, Rust's included (Python's threading module sees only its own)."""
+    return len(os.listdir("/proc/self/task"))

@@ -1,0 +1,157 @@
+import os
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx.converter import from_iterator, from_numpy
+from loaderx.dataset import DenseDataset, RaggedDataset, pad
+
+DTYPES = [np.bool_, np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64,
+          np.float16, np.float32, np.float64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("codec", ["raw", "zstd", "lz4"])
+def test_every_dtype_round_trips(tmp_path, dtype, codec):
+    rng = np.random.default_rng(3)
+    a = (rng.random((50, 3, 2)) * 100).astype(dtype)
+    assert from_numpy(tmp_path / "d", a, codec=codec) == 50
+    ds = DenseDataset(tmp_path / "d")
+    assert ds.dtype == np.dtype(dtype) and ds.item_shape == (3, 2) and len(ds) == 50
+    np.testing.assert_array_equal(ds[:], a)
+
+
+def test_big_endian_and_strided_inputs(tmp_path):
+    a = np.arange(120, dtype=">i4").reshape(20, 6)
+    from_numpy(tmp_path / "be", a)
+    np.testing.assert_array_equal(DenseDataset(tmp_path / "be")[:], a.astype("<i4"))
+    strided = np.arange(200, dtype=np.float64).reshape(20, 10)[:, ::2]
+    from_numpy(tmp_path / "s", strided)
+    np.testing.assert_array_equal(DenseDataset(tmp_path / "s")[:], strided)
+
+
+def test_one_dimensional_arrays_are_scalars(tmp_path):
+    from_numpy(tmp_path / "l", np.arange(10, dtype=np.int64))
+    ds = DenseDataset(tmp_path / "l")
+    assert ds.item_shape == () and ds[3] == 3 and ds[[1, 2]].tolist() == [1, 2]
+
+
+def test_indexing_follows_numpy(tmp_path):
+    a = np.arange(30 * 4, dtype=np.float32).reshape(30, 4)
+    from_numpy(tmp_path / "d", a)
+    ds = DenseDataset(tmp_path / "d")
+    for key in [0, -1, 29, slice(None), slice(5, 20, 3), slice(None, None, -2), [0, 5, 2], [-1, -30],
+                np.array([3, 3, 1]), np.array([[1, 2], [3, 4]]), np.arange(30) % 3 == 0,
+                np.array([7], dtype=np.uint32), []]:
+        np.testing.assert_array_equal(ds[key], a[key], err_msg=repr(key))
+    with pytest.raises(IndexError, match="30"):
+        ds[30]
+    with pytest.raises(IndexError, match="-31"):
+        ds[[-31]]
+    with pytest.raises(IndexError):
+        ds[np.array([40], dtype=np.uint32)]
+    with pytest.raises(TypeError, match="integers"):
+        ds[[0.5]]
+
+
+def test_gather_into_a_callers_buffer(tmp_path):
+    a = np.arange(40 * 3, dtype=np.int16).reshape(40, 3)
+    from_numpy(tmp_path / "d", a)
+    ds = DenseDataset(tmp_path / "d")
+    out = np.zeros((4, 3), dtype=np.int16)
+    got = ds.gather([9, 0, 39, 9], out=out)
+    assert got is out
+    np.testing.assert_array_equal(out, a[[9, 0, 39, 9]])
+    with pytest.raises(TypeError, match="dtype"):
+        ds.gather([0], out=np.zeros((1, 3), dtype=np.int32))
+    with pytest.raises(ValueError, match="shape"):
+        ds.gather([0, 1], out=np.zeros((1, 3), dtype=np.int16))
+    with pytest.raises(ValueError, match="contiguous"):
+        ds.gather([0, 1], out=np.zeros((3, 2), dtype=np.int16).T)
+
+
+def test_select_is_a_view(tmp_path):
+    a = np.arange(10, dtype=np.int32)
+    from_numpy(tmp_path / "d", a)
+    sub = DenseDataset(tmp_path / "d").select([8, 2, 5])
+    assert len(sub) == 3 and sub[:].tolist() == [8, 2, 5]
+
+
+def test_ragged_rows_and_lengths(tmp_path):
+    seqs = [np.arange(L * 2, dtype=np.float32).reshape(L, 2) for L in (4, 0, 2, 7)]
+    assert from_iterator(tmp_path / "r", seqs) == 4
+    rs = RaggedDataset(tmp_path / "r")
+    assert rs.row_shape == (2,) and len(rs) == 4
+    got = rs[[3, 1, 0]]
+    for g, want in zip(got, [seqs[3], seqs[1], seqs[0]]):
+        np.testing.assert_array_equal(g, want)
+    assert rs[2].shape == (2, 2)
+    assert rs.lengths([0, 1, 2, 3]).tolist() == [4, 0, 2, 7]
+    with pytest.raises(ValueError, match="sequence 1"):
+        from_iterator(tmp_path / "bad", [np.zeros(3, np.int32), np.zeros(3, np.int64)])
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "bad.partial").exists()
+
+
+def test_pad():
+    padded, lengths = pad([np.array([1, 2]), np.array([3])], value=-1)
+    assert padded.tolist() == [[1, 2], [3, -1]] and lengths.tolist() == [2, 1]
+    padded, _ = pad([np.arange(5)], length=3)
+    assert padded.tolist() == [[0, 1, 2]]
+
+
+def test_errors_name_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing"):
+        DenseDataset(tmp_path / "missing")
+    with pytest.raises(TypeError, match="complex"):
+        from_numpy(tmp_path / "c", np.zeros(3, np.complex64))
+    with pytest.raises(ValueError, match="codec"):
+        from_numpy(tmp_path / "z", np.zeros(3), codec="snappy")
+    from_numpy(tmp_path / "d", np.zeros((3, 2)))
+    with pytest.raises(FileExistsError):
+        from_numpy(tmp_path / "d", np.zeros((3, 2)), overwrite=False)
+    from_iterator(tmp_path / "r", [np.zeros(2)])
+    with pytest.raises(loaderx.SchemaError, match="ragged"):
+        DenseDataset(tmp_path / "r")
+
+
+def test_a_damaged_store_names_its_file_and_record(tmp_path):
+    a = np.repeat(np.arange(20, dtype=np.uint8)[:, None], 64, axis=1)
+    # LZ4 records' checksums are checked on every read.
+    from_numpy(tmp_path / "d", a, codec="lz4")
+    chunk = tmp_path / "d" / "0.zr"
+    chunk.write_bytes(bytes(b ^ 0x5A for b in chunk.read_bytes()))
+    ds = DenseDataset(tmp_path / "d")
+    with pytest.raises(loaderx.CorruptError) as e:
+        ds[[5]]
+    assert "record 5" in str(e.value) and str(tmp_path / "d") in str(e.value)
+
+
+def test_an_interrupted_conversion_publishes_nothing(tmp_path):
+    def gen():
+        yield np.zeros(3, np.int32)
+        raise RuntimeError("the source failed")
+
+    with pytest.raises(RuntimeError, match="the source failed"):
+        from_iterator(tmp_path / "x", gen())
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_mmapped_array_streams_with_flat_memory(tmp_path):
+    n, width = 40_000, 4096  # 156 MiB
+    mm = np.lib.format.open_memmap(tmp_path / "big.npy", mode="w+", dtype=np.uint8, shape=(n, width))
+    for s in range(0, n, 5000):
+        mm[s : s + 5000] = (np.arange(s, min(s + 5000, n)) % 251)[:, None]
+    mm.flush()
+    del mm
+
+    def anon_kib():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
+
+    before = anon_kib()
+    from_numpy(tmp_path / "d", np.load(tmp_path / "big.npy", mmap_mode="r"), codec="raw")
+    grown_mib = (anon_kib() - before) / 1024
+    assert grown_mib < 120, f"anonymous memory grew {grown_mib:.0f} MiB converting a 156 MiB memmap"
+    ds = DenseDataset(tmp_path / "d")
+    assert ds[[0, 39_999]][:, 0].tolist() == [0, 39_999 % 251]

@@ -1,0 +1,172 @@
+import time
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx.converter import from_iterator, from_numpy
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset, RaggedDataset
+
+from conftest import threads_now
+
+
+@pytest.fixture
+def streams(tmp_path):
+    n = 1000
+    from_numpy(tmp_path / "x", np.arange(n * 6, dtype=np.float32).reshape(n, 2, 3))
+    from_numpy(tmp_path / "y", np.arange(n, dtype=np.int64))
+    return {"x": DenseDataset(tmp_path / "x"), "y": DenseDataset(tmp_path / "y")}
+
+
+def test_batches_line_up_across_streams(streams):
+    with DataLoader(streams, batch_size=64, num_workers=2, seed=7) as loader:
+        for _ in range(20):
+            b = next(loader)
+            assert b["x"].shape == (64, 2, 3) and b["y"].shape == (64,)
+            np.testing.assert_array_equal(b["x"][:, 0, 0], b["y"] * 6)
+
+
+def test_cyclic_covers_every_record_once_per_cycle(streams):
+    with DataLoader(streams, batch_size=100, mode="cyclic", seed=3) as loader:
+        seen = np.concatenate([next(loader)["y"] for _ in range(10)])
+    assert sorted(seen.tolist()) == list(range(1000))
+
+
+def test_modes_by_name_and_by_code(streams):
+    for name, code in [("sequential", 0), ("iid", 1), ("cyclic", 2)]:
+        with DataLoader(streams, batch_size=16, mode=name, seed=5) as a, DataLoader(streams, batch_size=16, mode=code, seed=5) as b:
+            for _ in range(3):
+                np.testing.assert_array_equal(next(a)["y"], next(b)["y"])
+    with DataLoader(streams, batch_size=4, mode="sequential") as s:
+        assert next(s)["y"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="mode"):
+        DataLoader(streams, mode="shuffled")
+    with pytest.raises(ValueError, match="mode code 7"):
+        DataLoader(streams, mode=7)
+
+
+def test_state_resumes_exactly(streams):
+    with DataLoader(streams, batch_size=32, seed=11) as a:
+        for _ in range(7):
+            next(a)
+        saved = a.state()
+        assert a.step == 7
+        rest = [next(a)["y"] for _ in range(5)]
+    with DataLoader(streams, batch_size=32, seed=11, state=saved) as b:
+        assert b.step == 7
+        for want in rest:
+            np.testing.assert_array_equal(next(b)["y"], want)
+    with DataLoader(streams, batch_size=32, seed=11, start_step=7) as c:
+        np.testing.assert_array_equal(next(c)["y"], rest[0])
+    with pytest.raises(ValueError, match="not a loader state"):
+        DataLoader(streams, state=b"garbage")
+
+
+def test_a_state_restores_only_onto_its_data(streams, tmp_path):
+    with DataLoader(streams, batch_size=8) as a:
+        saved = a.state()
+    from_numpy(tmp_path / "other", np.arange(999, dtype=np.int64))
+    with pytest.raises(ValueError, match="belongs to other data"):
+        DataLoader({"y": DenseDataset(tmp_path / "other")}, batch_size=8, state=saved)
+
+
+def test_endless_has_no_length_but_a_pass_has(streams):
+    with DataLoader(streams, batch_size=10) as loader:
+        with pytest.raises(TypeError, match="endless"):
+            len(loader)
+    with DataLoader(streams, batch_size=300, epochs=1, shuffle=False) as finite:
+        assert len(finite) == 4
+        batches = list(finite)
+    assert [len(b["y"]) for b in batches] == [300, 300, 300, 100]
+    assert np.concatenate([b["y"] for b in batches]).tolist() == list(range(1000))
+
+
+def test_an_exception_in_the_transform_surfaces_from_next(streams):
+    class Boom(Exception):
+        pass
+
+    def transform(batch):
+        if batch["y"][0] >= 0:
+            raise Boom("from the transform")
+        return batch
+
+    loader = DataLoader(streams, batch_size=8, transform=transform)
+    with pytest.raises(Boom, match="from the transform"):
+        next(loader)
+    loader.close()
+
+
+def test_the_transform_runs_off_the_main_thread(streams):
+    import threading
+
+    where = set()
+
+    def transform(batch):
+        where.add(threading.get_ident())
+        return batch["y"].sum()
+
+    with DataLoader(streams, batch_size=8, num_workers=2, transform=transform) as loader:
+        total = sum(next(loader) for _ in range(10))
+    assert total >= 0 and threading.get_ident() not in where
+
+
+def test_close_and_with_stop_every_thread(streams):
+    base = threads_now()
+    loader = DataLoader(streams, batch_size=8, num_workers=4, transform=lambda b: b)
+    next(loader)
+    assert threads_now() >= base + 4
+    loader.close()
+    loader.close()
+    assert loader.closed and threads_now() == base
+    with pytest.raises(RuntimeError, match="closed"):
+        next(loader)
+    with DataLoader(streams, batch_size=8, num_workers=3) as loader:
+        next(loader)
+    assert threads_now() == base
+    # Collected without close: the finalizer joins the threads.
+    loader = DataLoader(streams, batch_size=8, num_workers=3)
+    next(loader)
+    del loader
+    import gc
+
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while threads_now() != base and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert threads_now() == base
+
+
+def test_shard_takes_a_share_of_each_global_batch(streams):
+    parts = []
+    for rank in range(2):
+        with DataLoader(streams, batch_size=64, seed=1, shard=(rank, 2)) as loader:
+            parts.append(next(loader)["y"])
+    with DataLoader(streams, batch_size=64, seed=1) as whole:
+        everything = next(whole)["y"]
+    assert all(len(p) == 32 for p in parts)
+    np.testing.assert_array_equal(np.concatenate(parts), everything)
+
+
+def test_ragged_streams_padded_in_the_loader(tmp_path):
+    seqs = [np.full(i % 5 + 1, i, dtype=np.int32) for i in range(50)]
+    from_iterator(tmp_path / "t", seqs)
+    from_numpy(tmp_path / "id", np.arange(50, dtype=np.int64))
+    loader = DataLoader({"t": RaggedDataset(tmp_path / "t"), "id": DenseDataset(tmp_path / "id")},
+                        batch_size=10, pad={"t": None}, pad_value=-1)
+    with loader:
+        b = next(loader)
+    lengths = b["t_lengths"]
+    for row, n, i in zip(b["t"], lengths, b["id"]):
+        assert n == i % 5 + 1 and (row[:n] == i).all() and (row[n:] == -1).all()
+
+
+def test_bad_arguments(streams):
+    with pytest.raises(TypeError):
+        DataLoader([streams["x"]])
+    with pytest.raises(TypeError, match="DenseDataset"):
+        DataLoader({"x": np.zeros(3)})
+    with pytest.raises(ValueError, match="batch"):
+        DataLoader(streams, batch_size=0)
+    with pytest.raises(TypeError, match="callable"):
+        DataLoader(streams, transform=3)

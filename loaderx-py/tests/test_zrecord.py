@@ -1,0 +1,61 @@
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx.zrecord import Zrecord
+
+
+@pytest.mark.parametrize("fmt", ["v1", "v2"])
+def test_append_gather_delete_compact(tmp_path, fmt):
+    z = Zrecord(tmp_path / "z", format=fmt)
+    recs = [bytes([i % 256]) * (i * 7 % 300) for i in range(200)]
+    assert z.append(recs[:100], codec="zstd") == range(0, 100)
+    assert z.append(recs[100:], codec="raw") == range(100, 200)
+    assert len(z) == 200 and z.format == fmt
+    assert z.gather([5, 150, 0]) == [recs[5], recs[150], recs[0]]
+    assert z.lengths([3, 4]).tolist() == [len(recs[3]), len(recs[4])]
+    buf, offsets = z.gather_into([10, 11, 12])
+    assert bytes(buf) == recs[10] + recs[11] + recs[12]
+    assert offsets.tolist() == [0, len(recs[10]), len(recs[10]) + len(recs[11]), len(buf)]
+    z.delete([0, 1])
+    assert len(z) == 198 and z.gather([0, 1]) == [recs[198], recs[199]]
+    before = z.stats()
+    report = z.compact()
+    assert report["bytes_after"] <= report["bytes_before"] == before["chunk_bytes"]
+    assert z.stats()["chunk_bytes"] == z.stats()["live_bytes"]
+    assert sorted(z.gather(range(len(z)))) == sorted(recs[2:])
+    assert z.verify()["ok"]
+    z.sync()
+    assert Zrecord(tmp_path / "z", mode="r").gather([5]) == [recs[5]]
+
+
+def test_read_only_and_modes(tmp_path):
+    Zrecord(tmp_path / "z").append([b"a"])
+    ro = Zrecord(tmp_path / "z", mode="r")
+    with pytest.raises(loaderx.Error, match="read-only"):
+        ro.append([b"b"])
+    assert len(Zrecord(tmp_path / "z", mode="w")) == 0
+    with pytest.raises(ValueError, match="mode"):
+        Zrecord(tmp_path / "z", mode="x")
+    with pytest.raises(FileNotFoundError):
+        Zrecord(tmp_path / "nothing", mode="r")
+
+
+def test_verify_names_bad_records(tmp_path):
+    z = Zrecord(tmp_path / "z")
+    # LZ4 records' checksums are checked on every read (zstd frames check themselves).
+    z.append([b"x" * 100, b"y" * 100, b"z" * 100], codec="lz4")
+    chunk = tmp_path / "z" / "0.zr"
+    chunk.write_bytes(bytes(b ^ 0x5A for b in chunk.read_bytes()))
+    report = Zrecord(tmp_path / "z", mode="r").verify()
+    assert not report["ok"] and [i for i, _ in report["bad"]] == [0, 1, 2]
+    with pytest.raises(loaderx.CorruptError, match="record 1"):
+        Zrecord(tmp_path / "z", mode="r").gather([1])
+
+
+def test_dictionary_codec(tmp_path):
+    z = Zrecord(tmp_path / "z")
+    samples = [(b"header-%d-" % i) + b"payload" * 20 for i in range(500)]
+    assert z.train_dictionary(samples)
+    z.append(samples, codec="zstd_dict")
+    assert z.gather([499]) == [samples[499]] and z.stats()["codecs"]["zstd_dict"] == 500
