@@ -11,11 +11,12 @@ use anyhow::Context;
 use loaderx_core::{Codec, Format, MappedFile, Store, StoreOptions, WriteOptions};
 use rayon::ThreadPool;
 
-use crate::gather::{BLOCK_BYTES, HALF, PAGE, VEC, copy_rows, index_batches, name, pooled, size};
+use crate::ceiling::{Pools, copy_rows, memcpy_contenders, memcpy_names, name, store_contender};
+use crate::gather::{BLOCK_BYTES, index_batches, size};
 use crate::report::{self, Report, Section};
 use crate::run::Config;
 use crate::timing;
-use crate::workloads::{Dst, Gen, block, blocks, structured_record};
+use crate::workloads::{Gen, block, blocks, structured_record};
 
 /// Record sizes of the raw comparison (the 12 KiB and 128 KiB).
 const RAW_SIZES: [usize; 2] = [12 << 10, 128 << 10];
@@ -35,11 +36,8 @@ fn opts(format: Format) -> StoreOptions {
 /// # Errors
 /// Writing or reading the generated data.
 pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
-    let cores = rayon::current_num_threads();
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let all = rayon::ThreadPoolBuilder::new().num_threads(cores).build()?;
-    let pools: Vec<(usize, &ThreadPool)> =
-        if cores > 1 { vec![(1, &one), (cores, &all)] } else { vec![(1, &one)] };
+    let pools = Pools::new()?;
+    let pools = pools.list();
     for rec in RAW_SIZES {
         cfg.progress(&format!("format: raw gather, {} records", size(rec)));
         raw_section(cfg, report, rec, &pools)?;
@@ -100,16 +98,9 @@ fn raw_section(
     }
     let mut contenders = Vec::new();
     for &(threads, pool) in pools {
-        let (src, bs) = (flat.bytes(), &batches);
-        for (what, at) in [(PAGE, Dst::Page), (HALF, Dst::HalfPage), (VEC, Dst::Vec)] {
-            contenders.push(pooled(name(what, threads), pool, at, len, move |k, d| {
-                copy_rows(src, &bs[k % bs.len()], rec, d);
-            }));
-        }
+        contenders.extend(memcpy_contenders((threads, pool), flat.bytes(), &batches, rec));
         for (st, what) in [(&v1, V1_RAW), (&v2, V2_RAW), (&verified, V2_VERIFIED)] {
-            contenders.push(pooled(name(what, threads), pool, Dst::Vec, len, move |k, d| {
-                st.gather_fixed(&bs[k % bs.len()], rec, d).expect("gather from a store this run wrote");
-            }));
+            contenders.push(store_contender(name(what, threads), pool, st, &batches, rec));
         }
     }
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
@@ -124,7 +115,7 @@ fn raw_section(
     );
     let workload = format!("{rec} B records, batch {BATCH}, formats");
     for &(threads, _) in pools {
-        let memcpys = [PAGE, HALF, VEC].map(|m| name(m, threads));
+        let memcpys = memcpy_names(threads);
         let best = [memcpys[0].as_str(), memcpys[1].as_str(), memcpys[2].as_str()];
         let (k1, k2) = (name(V1_RAW, threads), name(V2_RAW, threads));
         for what in [V1_RAW, V2_RAW, V2_VERIFIED] {
@@ -219,10 +210,7 @@ fn compressed_section(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
         let pool = rayon::ThreadPoolBuilder::new().build()?;
         let mut contenders = Vec::new();
         for (what, st, _) in &stores {
-            let bs = &batches;
-            contenders.push(pooled((*what).to_string(), &pool, Dst::Vec, len, move |k, d| {
-                st.gather_fixed(&bs[k % bs.len()], rec, d).expect("gather from a store this run wrote");
-            }));
+            contenders.push(store_contender((*what).to_string(), &pool, st, &batches, rec));
         }
         let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
         drop(contenders);

@@ -14,24 +14,24 @@
 //! pipe between rounds), single-threaded as `np.take` is.
 
 use std::fs::File;
-use std::hint::black_box;
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::Instant;
 
 use anyhow::{Context, bail};
 use loaderx_core::convert::NpyHeader;
 use loaderx_core::{Codec, DType, MappedFile, Store, StoreOptions};
 use rayon::ThreadPool;
-use rayon::prelude::*;
-use zstd::bulk::Decompressor;
 use zstd::dict::DecoderDictionary;
 
+use crate::ceiling::{
+    HALF, PAGE, Pools, VEC, copy_rows, decompress, memcpy_contenders, memcpy_names, name, pooled,
+    store_contender,
+};
 use crate::report::{self, Report, Section};
 use crate::run::Config;
-use crate::timing::{self, Contender};
-use crate::workloads::{Dst, DstBuf, Gen, block, blocks, structured_record, zstd_frames};
+use crate::timing::{self, Contender, Timings};
+use crate::workloads::{Dst, Gen, block, blocks, structured_record, zstd_frames};
 
 /// Record sizes measured: an MNIST digit, the store layer's 12 KiB, and 128 KiB.
 pub(crate) const RECORD_SIZES: [usize; 3] = [784, 12 << 10, 128 << 10];
@@ -47,69 +47,6 @@ pub(crate) const BLOCK_BYTES: usize = 64 << 20;
 const MIB: f64 = (1 << 20) as f64;
 /// The NumPy worker, written next to the data when the run starts.
 const WORKER: &str = include_str!("../python/gather_worker.py");
-
-/// Copies the records at `idx` of `rec` bytes from `src` into `dst`, one contiguous block of
-/// the batch per thread of the current pool.
-pub(crate) fn copy_rows(src: &[u8], idx: &[u32], rec: usize, dst: &mut [u8]) {
-    let threads = rayon::current_num_threads();
-    if threads == 1 {
-        for (j, &i) in idx.iter().enumerate() {
-            let at = i as usize * rec;
-            dst[j * rec..(j + 1) * rec].copy_from_slice(&src[at..at + rec]);
-        }
-        return;
-    }
-    let per = idx.len().div_ceil(threads);
-    idx.par_chunks(per).zip(dst.par_chunks_mut(per * rec)).for_each(|(ix, d)| {
-        for (j, &i) in ix.iter().enumerate() {
-            let at = i as usize * rec;
-            d[j * rec..(j + 1) * rec].copy_from_slice(&src[at..at + rec]);
-        }
-    });
-}
-
-/// Decodes one batch of frames into `dst`, split as [`copy_rows`] splits.
-fn decompress(frames: &[Vec<u8>], dict: Option<&DecoderDictionary<'_>>, rec: usize, dst: &mut [u8]) {
-    let per = frames.len().div_ceil(rayon::current_num_threads());
-    frames.par_chunks(per).zip(dst.par_chunks_mut(per * rec)).for_each(|(fs, d)| {
-        let mut dc = match dict {
-            Some(dd) => Decompressor::with_prepared_dictionary(dd),
-            None => Decompressor::new(),
-        }
-        .expect("a zstd decompression context");
-        for (j, f) in fs.iter().enumerate() {
-            dc.decompress_to_buffer(f, &mut d[j * rec..(j + 1) * rec]).expect("a frame this run compressed");
-        }
-    });
-}
-
-/// A contender whose `batch(k, dst)` fills `dst` with batch `k`, its timed loop run inside
-/// `pool`.
-pub(crate) fn pooled<'a>(
-    name: String,
-    pool: &'a ThreadPool,
-    at: Dst,
-    len: usize,
-    mut batch: impl FnMut(usize, &mut [u8]) + Send + 'a,
-) -> Contender<'a> {
-    let mut buf = DstBuf::new(at, len);
-    let mut k = 0usize;
-    Contender::self_timed(
-        &name,
-        Box::new(move |n| {
-            let dst = buf.slice();
-            pool.install(|| {
-                let t = Instant::now();
-                for _ in 0..n {
-                    batch(k, dst);
-                    k += 1;
-                    black_box(&mut *dst);
-                }
-                t.elapsed().as_secs_f64()
-            })
-        }),
-    )
-}
 
 /// The NumPy worker process.
 struct Numpy {
@@ -220,14 +157,6 @@ fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, PathBu
     Ok((flat, npy, store))
 }
 
-/// Names of the contenders of one configuration.
-pub(crate) fn name(what: &str, threads: usize) -> String {
-    format!("{what}, {threads} thread{}", if threads == 1 { "" } else { "s" })
-}
-
-pub(crate) const PAGE: &str = "memcpy → page-aligned buffer";
-pub(crate) const HALF: &str = "memcpy → page + 2 KiB";
-pub(crate) const VEC: &str = "memcpy → Vec";
 const RAW: &str = "loaderx raw → Vec";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
@@ -243,10 +172,8 @@ pub(crate) fn run(
     python: Option<&Path>,
 ) -> anyhow::Result<()> {
     let cores = rayon::current_num_threads();
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let all = rayon::ThreadPoolBuilder::new().num_threads(cores).build()?;
-    let pools: Vec<(usize, &ThreadPool)> =
-        if cores > 1 { vec![(1, &one), (cores, &all)] } else { vec![(1, &one)] };
+    let pools = Pools::new()?;
+    let pools = pools.list();
     let mut numpy_note = None;
     for &rec in sizes {
         cfg.progress(&format!("gather, {rec}-byte records"));
@@ -259,20 +186,10 @@ pub(crate) fn run(
         let n = u32::try_from((bytes / rec).max(4 * BATCHES[2])).unwrap_or(u32::MAX);
         let (flat_path, npy_path, store) = write_data(dir.path(), n, rec)?;
         let flat = MappedFile::open(&flat_path)?;
-        let mut numpy = match python {
-            Some(p) => match Numpy::start(p, dir.path(), &npy_path) {
-                Ok(np) => Some(np),
-                Err(why) => {
-                    numpy_note = Some(format!("NumPy rows skipped: {why}."));
-                    None
-                }
-            },
-            None => {
-                numpy_note = Some(
-                    "NumPy rows skipped: no Python given (`--python PATH`, which \
-                     scripts/bench-gather.sh sets up in a venv)."
-                        .into(),
-                );
+        let mut numpy = match start_numpy(python, dir.path(), &npy_path) {
+            Ok(np) => Some(np),
+            Err(why) => {
+                numpy_note = Some(why);
                 None
             }
         };
@@ -293,82 +210,9 @@ pub(crate) fn run(
                 "vs NumPy take",
             ],
         );
+        let data = Data { dir: dir.path(), n, rec, flat: flat.bytes(), store: &store, pools: &pools };
         for b in BATCHES {
-            let batches = index_batches(n, b, rec, 0x5EED ^ rec as u64 ^ b as u64);
-            let len = b * rec;
-            // Every contender's batch 0 is the memcpy's.
-            let mut want = vec![0u8; len];
-            copy_rows(flat.bytes(), &batches[0], rec, &mut want);
-            let mut got = vec![0u8; len];
-            store.gather_fixed(&batches[0], rec, &mut got)?;
-            anyhow::ensure!(got == want, "loaderx's batch differs from the memcpy's");
-            if let Some(np) = &mut numpy {
-                let idx = dir.path().join(format!("idx-{b}.bin"));
-                write_indices(&idx, &batches)?;
-                np.load(&idx, b)?;
-                anyhow::ensure!(np.dump(0, dir.path())? == want, "NumPy's batch differs from the memcpy's");
-            }
-            let mut contenders = Vec::new();
-            for &(threads, pool) in &pools {
-                let (src, bs) = (flat.bytes(), &batches);
-                for (what, at) in [(PAGE, Dst::Page), (HALF, Dst::HalfPage), (VEC, Dst::Vec)] {
-                    contenders.push(pooled(name(what, threads), pool, at, len, move |k, d| {
-                        copy_rows(src, &bs[k % bs.len()], rec, d);
-                    }));
-                }
-                let st = &store;
-                contenders.push(pooled(name(RAW, threads), pool, Dst::Vec, len, move |k, d| {
-                    st.gather_fixed(&bs[k % bs.len()], rec, d).expect("gather from a store this run wrote");
-                }));
-            }
-            let numpy_cell = numpy.as_mut().map(std::cell::RefCell::new);
-            if let Some(np) = &numpy_cell {
-                contenders.push(Contender::self_timed(TAKE, Box::new(|n| np.borrow_mut().time("take", n))));
-                contenders.push(Contender::self_timed(FANCY, Box::new(|n| np.borrow_mut().time("fancy", n))));
-            }
-            let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
-            drop(contenders);
-            let workload = format!("{} B records, batch {b}", rec);
-            let mut push = |threads: usize, label: &str, key: &str, ceiling: bool, vs_np: bool| {
-                let secs = t.median_secs(key);
-                let mibs = len as f64 / MIB / secs;
-                let memcpys = [PAGE, HALF, VEC].map(|m| name(m, threads));
-                let best = [memcpys[0].as_str(), memcpys[1].as_str(), memcpys[2].as_str()];
-                report.push_rates(
-                    ("gather", key, &workload),
-                    &[(mibs, "MiB/s"), (b as f64 / secs, "records/s")],
-                    (!ceiling || key != memcpys[0])
-                        .then(|| (memcpys[0].as_str(), t.speed_vs(key, &memcpys[0]))),
-                );
-                s.rows.push(vec![
-                    b.to_string(),
-                    threads.to_string(),
-                    label.into(),
-                    format!("{mibs:.0}"),
-                    report::thousands(b as f64 / secs),
-                    if key == memcpys[0] {
-                        "ceiling".into()
-                    } else {
-                        report::ratio(t.speed_vs(key, &memcpys[0]))
-                    },
-                    report::ratio(t.speed_vs_best(key, &best)),
-                    if vs_np && numpy_cell.is_some() {
-                        report::ratio(t.speed_vs(key, TAKE))
-                    } else {
-                        "—".into()
-                    },
-                ]);
-            };
-            for &(threads, _) in &pools {
-                push(threads, PAGE, &name(PAGE, threads), true, false);
-                push(threads, HALF, &name(HALF, threads), true, false);
-                push(threads, VEC, &name(VEC, threads), true, false);
-                push(threads, RAW, &name(RAW, threads), false, true);
-            }
-            if numpy_cell.is_some() {
-                push(1, TAKE, TAKE, false, false);
-                push(1, FANCY, FANCY, false, false);
-            }
+            batch_rows(cfg, report, &mut s, &data, b, numpy.as_mut())?;
         }
         s.notes.push(format!(
             "Each contender runs its timed loop inside a rayon pool of 1 or {cores} threads; the memcpy \
@@ -388,6 +232,130 @@ pub(crate) fn run(
         zstd_section(cfg, report, rec, n.min(zstd_records(rec)), &flat, &pools)?;
     }
     Ok(())
+}
+
+/// The NumPy worker over `npy`, or the note saying why its rows are skipped.
+fn start_numpy(python: Option<&Path>, dir: &Path, npy: &Path) -> Result<Numpy, String> {
+    match python {
+        Some(p) => Numpy::start(p, dir, npy).map_err(|why| format!("NumPy rows skipped: {why}.")),
+        None => Err("NumPy rows skipped: no Python given (`--python PATH`, which \
+                     scripts/bench-gather.sh sets up in a venv)."
+            .into()),
+    }
+}
+
+/// The data of one record size, in one temporary directory.
+struct Data<'a> {
+    dir: &'a Path,
+    n: u32,
+    rec: usize,
+    /// The records, flat (the memcpy rows copy from it).
+    flat: &'a [u8],
+    /// The raw store of the same records.
+    store: &'a Store,
+    pools: &'a [(usize, &'a ThreadPool)],
+}
+
+/// The rows of batch size `b`: every contender's batch 0 checked equal to the memcpy's, then
+/// timed in interleaved rounds.
+fn batch_rows(
+    cfg: &Config,
+    report: &mut Report,
+    s: &mut Section,
+    data: &Data<'_>,
+    b: usize,
+    mut numpy: Option<&mut Numpy>,
+) -> anyhow::Result<()> {
+    let rec = data.rec;
+    let batches = index_batches(data.n, b, rec, 0x5EED ^ rec as u64 ^ b as u64);
+    let len = b * rec;
+    let mut want = vec![0u8; len];
+    copy_rows(data.flat, &batches[0], rec, &mut want);
+    let mut got = vec![0u8; len];
+    data.store.gather_fixed(&batches[0], rec, &mut got)?;
+    anyhow::ensure!(got == want, "loaderx's batch differs from the memcpy's");
+    if let Some(np) = &mut numpy {
+        let idx = data.dir.join(format!("idx-{b}.bin"));
+        write_indices(&idx, &batches)?;
+        np.load(&idx, b)?;
+        anyhow::ensure!(np.dump(0, data.dir)? == want, "NumPy's batch differs from the memcpy's");
+    }
+    let mut contenders = Vec::new();
+    for &(threads, pool) in data.pools {
+        contenders.extend(memcpy_contenders((threads, pool), data.flat, &batches, rec));
+        contenders.push(store_contender(name(RAW, threads), pool, data.store, &batches, rec));
+    }
+    let numpy_cell = numpy.map(std::cell::RefCell::new);
+    if let Some(np) = &numpy_cell {
+        contenders.push(Contender::self_timed(TAKE, Box::new(|n| np.borrow_mut().time("take", n))));
+        contenders.push(Contender::self_timed(FANCY, Box::new(|n| np.borrow_mut().time("fancy", n))));
+    }
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
+    let table = BatchTable {
+        t: &t,
+        workload: format!("{rec} B records, batch {b}"),
+        b,
+        len,
+        numpy: numpy_cell.is_some(),
+    };
+    for &(threads, _) in data.pools {
+        for (what, ceiling, vs_np) in
+            [(PAGE, true, false), (HALF, true, false), (VEC, true, false), (RAW, false, true)]
+        {
+            s.rows.push(table.row(report, threads, what, &name(what, threads), ceiling, vs_np));
+        }
+    }
+    if table.numpy {
+        s.rows.push(table.row(report, 1, TAKE, TAKE, false, false));
+        s.rows.push(table.row(report, 1, FANCY, FANCY, false, false));
+    }
+    Ok(())
+}
+
+/// What the rows of one batch size share.
+struct BatchTable<'a> {
+    t: &'a Timings,
+    workload: String,
+    b: usize,
+    len: usize,
+    /// Whether the NumPy rows ran.
+    numpy: bool,
+}
+
+impl BatchTable<'_> {
+    /// The cells of contender `key` (shown as `label`) on `threads` threads, its figures added to
+    /// `report`; `ceiling` for a memcpy row, `vs_np` for a row compared with `np.take`.
+    fn row(
+        &self,
+        report: &mut Report,
+        threads: usize,
+        label: &str,
+        key: &str,
+        ceiling: bool,
+        vs_np: bool,
+    ) -> Vec<String> {
+        let (t, b) = (self.t, self.b);
+        let secs = t.median_secs(key);
+        let mibs = self.len as f64 / MIB / secs;
+        let memcpys = memcpy_names(threads);
+        let best = [memcpys[0].as_str(), memcpys[1].as_str(), memcpys[2].as_str()];
+        report.push_rates(
+            ("gather", key, &self.workload),
+            &[(mibs, "MiB/s"), (b as f64 / secs, "records/s")],
+            (!ceiling || key != memcpys[0]).then(|| (memcpys[0].as_str(), t.speed_vs(key, &memcpys[0]))),
+        );
+        vec![
+            b.to_string(),
+            threads.to_string(),
+            label.into(),
+            format!("{mibs:.0}"),
+            report::thousands(b as f64 / secs),
+            if key == memcpys[0] { "ceiling".into() } else { report::ratio(t.speed_vs(key, &memcpys[0])) },
+            report::ratio(t.speed_vs_best(key, &best)),
+            if vs_np && self.numpy { report::ratio(t.speed_vs(key, TAKE)) } else { "—".into() },
+        ]
+    }
 }
 
 /// Records in the zstd stores: enough to draw random batches from, few enough that the level-19
@@ -412,16 +380,7 @@ fn zstd_section(
 ) -> anyhow::Result<()> {
     let dir = tempfile::Builder::new().prefix("loaderx-gather-zstd-").tempdir_in(&cfg.dir)?;
     let batches = index_batches(n, ZSTD_BATCH, rec, 0x2575 ^ rec as u64);
-    let plain = Store::create(dir.path().join("zstd"), StoreOptions::new())?;
-    let dict = Store::create(dir.path().join("zstd_dict"), StoreOptions::new())?;
-    for (lo, hi) in blocks(n, rec, BLOCK_BYTES) {
-        let recs: Vec<Vec<u8>> = (lo..hi).map(|i| structured_record(u64::from(i), rec)).collect();
-        plain.append(&recs, Codec::Zstd)?;
-        if !dict.has_dictionary() {
-            anyhow::ensure!(dict.train_dictionary(&recs)?, "too few records to train a dictionary");
-        }
-        dict.append(&recs, Codec::ZstdDict)?;
-    }
+    let (plain, dict) = write_zstd_stores(dir.path(), n, rec)?;
     let few = &batches[..4];
     let plain_frames = zstd_frames(rec, few, None);
     let raw_dict = dict.dictionary().map(<[u8]>::to_vec);
@@ -451,14 +410,40 @@ fn zstd_section(
             },
         ));
         for (st, what) in [(&plain, "loaderx zstd"), (&dict, "loaderx zstd_dict")] {
-            let bs = &batches[..4];
-            contenders.push(pooled(name(what, threads), pool, Dst::Vec, len, move |k, d| {
-                st.gather_fixed(&bs[k % bs.len()], rec, d).expect("gather from a store this run wrote");
-            }));
+            contenders.push(store_contender(name(what, threads), pool, st, &batches[..4], rec));
         }
     }
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
     drop(contenders);
+    let s = zstd_table(report, &t, (n, rec), pools, [&plain, &dict])?;
+    report.sections.push(s);
+    Ok(())
+}
+
+/// The zstd and zstd_dict stores of records `0..n` of `rec` bytes in `dir`.
+fn write_zstd_stores(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(Store, Store)> {
+    let plain = Store::create(dir.join("zstd"), StoreOptions::new())?;
+    let dict = Store::create(dir.join("zstd_dict"), StoreOptions::new())?;
+    for (lo, hi) in blocks(n, rec, BLOCK_BYTES) {
+        let recs: Vec<Vec<u8>> = (lo..hi).map(|i| structured_record(u64::from(i), rec)).collect();
+        plain.append(&recs, Codec::Zstd)?;
+        if !dict.has_dictionary() {
+            anyhow::ensure!(dict.train_dictionary(&recs)?, "too few records to train a dictionary");
+        }
+        dict.append(&recs, Codec::ZstdDict)?;
+    }
+    Ok((plain, dict))
+}
+
+/// The table of [`zstd_section`], its figures added to `report`.
+fn zstd_table(
+    report: &mut Report,
+    t: &Timings,
+    (n, rec): (u32, usize),
+    pools: &[(usize, &ThreadPool)],
+    [plain, dict]: [&Store; 2],
+) -> anyhow::Result<Section> {
+    let len = ZSTD_BATCH * rec;
     let mut s = Section::new(
         format!(
             "Gather, compressed — {} records of {}, batch {ZSTD_BATCH}",
@@ -498,7 +483,7 @@ fn zstd_section(
          them) from memory with no store around them, split over the pool as loaderx splits a batch."
             .into(),
     );
-    for (st, what) in [(&plain, "zstd"), (&dict, "zstd_dict")] {
+    for (st, what) in [(plain, "zstd"), (dict, "zstd_dict")] {
         let c = st.stats()?.codecs;
         let raw = c[Codec::Raw];
         if raw > 0 {
@@ -511,6 +496,5 @@ fn zstd_section(
             ));
         }
     }
-    report.sections.push(s);
-    Ok(())
+    Ok(s)
 }

@@ -121,21 +121,19 @@ fn table_rows(
     }
 }
 
+/// Writes the Parquet table of the ingest rows at `path`: `rows` rows (int64, 32 × f32,
+/// list<int32> of 0..63, string), snappy, row groups of 10,000.
 #[cfg(feature = "parquet")]
-fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> {
+fn write_parquet_table(path: &Path, rows: usize) -> anyhow::Result<()> {
     use std::sync::Arc;
 
     use arrow_array::builder::{FixedSizeListBuilder, Float32Builder, Int32Builder, ListBuilder};
     use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-    use loaderx_core::convert::{Nulls, ParquetColumn};
     use parquet::arrow::ArrowWriter;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::basic::Compression;
     use parquet::file::properties::WriterProperties;
 
     const GROUP: usize = 10_000;
-    let rows = 5 * cfg.records as usize;
-    let path = dir.join("table.parquet");
     let mut g = Gen(0xBA4C);
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
@@ -169,7 +167,7 @@ fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> 
         let w = match &mut writer {
             Some(w) => w,
             None => writer.insert(ArrowWriter::try_new(
-                std::fs::File::create(&path)?,
+                std::fs::File::create(path)?,
                 batch.schema(),
                 Some(props.clone()),
             )?),
@@ -179,6 +177,17 @@ fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> 
     if let Some(w) = writer {
         w.close()?;
     }
+    Ok(())
+}
+
+#[cfg(feature = "parquet")]
+fn parquet(cfg: &Config, report: &mut Report, dir: &Path) -> anyhow::Result<()> {
+    use loaderx_core::convert::{Nulls, ParquetColumn};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let rows = 5 * cfg.records as usize;
+    let path = dir.join("table.parquet");
+    write_parquet_table(&path, rows)?;
     let groups =
         ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path)?)?.metadata().num_row_groups();
     let out = dir.join("parquet-out");

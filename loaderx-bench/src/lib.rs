@@ -12,11 +12,16 @@
 //!
 //! Modules: [`workloads`] (deterministic records, indices and data files), [`timing`]
 //! (interleaved rounds, calibration), and, private to [`run`], the report (tables, JSON rows),
-//! the plot (SVG), the machine table and the per-layer measurements: sampler, store, loader and,
-//! with the `burn` and/or `candle` features, the framework adapters.
+//! the plot (SVG), the machine table, the ceilings the layers share (memcpy and decompress-only)
+//! and the per-layer measurements: sampler, store, loader and, with the `burn` and/or `candle`
+//! features, the framework adapters.
+
+// CI runs clippy with `-D warnings`: no function of this crate grows past 100 lines.
+#![warn(clippy::too_many_lines)]
 
 #[cfg(any(feature = "burn", feature = "candle"))]
 mod adapters;
+mod ceiling;
 mod format;
 mod gather;
 #[cfg(any(feature = "parquet", feature = "images"))]

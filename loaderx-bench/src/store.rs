@@ -17,13 +17,12 @@ use std::time::Instant;
 use anyhow::Context;
 use loaderx_core::convert::NpyHeader;
 use loaderx_core::{Codec, DType, MappedFile, Store, StoreOptions};
-use rayon::prelude::*;
-use zstd::bulk::Decompressor;
 use zstd::dict::DecoderDictionary;
 
+use crate::ceiling::{copy_rows, decompress};
 use crate::report::{self, Report, Row, Section};
 use crate::run::Config;
-use crate::timing::{self, Contender};
+use crate::timing::{self, Contender, Timings};
 use crate::workloads::{Dst, DstBuf, block, blocks, random_batches, sequential_batches, zstd_frames};
 
 const BATCH: usize = 256;
@@ -61,33 +60,6 @@ const ORDER: [(&str, Option<&str>); 10] = [
     (DICT_FRAMES, None),
     (ZSTD_DICT, Some(DICT_FRAMES)),
 ];
-
-/// Copies the records at `idx` of `rec` bytes from `src`, one contiguous block of the batch per
-/// pool thread (the split every contender uses).
-fn copy_rows(src: &[u8], idx: &[u32], rec: usize, dst: &mut [u8]) {
-    let per = idx.len().div_ceil(rayon::current_num_threads());
-    idx.par_chunks(per).zip(dst.par_chunks_mut(per * rec)).for_each(|(ix, d)| {
-        for (j, &i) in ix.iter().enumerate() {
-            let at = i as usize * rec;
-            d[j * rec..(j + 1) * rec].copy_from_slice(&src[at..at + rec]);
-        }
-    });
-}
-
-/// Decodes one batch of frames into `dst`, split as [`copy_rows`] splits.
-fn decompress(frames: &[Vec<u8>], dict: Option<&DecoderDictionary<'_>>, rec: usize, dst: &mut [u8]) {
-    let per = frames.len().div_ceil(rayon::current_num_threads());
-    frames.par_chunks(per).zip(dst.par_chunks_mut(per * rec)).for_each(|(fs, d)| {
-        let mut dc = match dict {
-            Some(dd) => Decompressor::with_prepared_dictionary(dd),
-            None => Decompressor::new(),
-        }
-        .expect("a zstd decompression context");
-        for (j, f) in fs.iter().enumerate() {
-            dc.decompress_to_buffer(f, &mut d[j * rec..(j + 1) * rec]).expect("a frame this run compressed");
-        }
-    });
-}
 
 /// One contender: owns its destination buffer (a `Vec`) and fills it with batch `k`, `k + 1`, ...
 fn contender<'a>(name: &str, rec: usize, f: impl FnMut(usize, &mut [u8]) + 'a) -> Contender<'a> {
@@ -181,30 +153,93 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The layout of one record size: `n` records of `rec` bytes (`dn` of them in the zstd_dict
+/// store) and `nb` batches per order.
+struct Shape {
+    label: String,
+    n: u32,
+    dn: u32,
+    rec: usize,
+    nb: usize,
+}
+
+/// The files and stores of one record size, and what writing them took.
+struct Written {
+    flat: MappedFile,
+    npy: MappedFile,
+    safetensors: MappedFile,
+    /// raw, zstd, zstd_dict.
+    stores: Vec<Store>,
+    /// MiB/s of each written contender.
+    write_mibs: Vec<(&'static str, f64)>,
+    /// Bytes on disk of each contender with files.
+    on_disk: Vec<(&'static str, u64)>,
+}
+
 fn size(cfg: &Config, rec: usize, report: &mut Report) -> anyhow::Result<()> {
     let n = cfg.records;
-    let label = format!("{} KiB", rec >> 10);
     let dir = tempfile::Builder::new()
         .prefix("loaderx-bench-")
         .tempdir_in(&cfg.dir)
         .with_context(|| format!("creating a temporary directory in {}", cfg.dir.display()))?;
-    let logical = n as f64 * rec as f64 / MIB;
     let nb = if rec > 64 << 10 { 4 } else { 16 };
-    let rnd = random_batches(42, n, BATCH, nb);
-    let seq = sequential_batches(n, BATCH, nb);
     // zstd_dict writes at level 19; `--dict-records` may give it a prefix of the records, and
     // then it and its ceiling draw their indices from that prefix (same seed, same windows).
-    let dn = cfg.dict_records.min(n);
-    let rnd_d = random_batches(42, dn, BATCH, nb);
-    let seq_d = sequential_batches(dn, BATCH, nb);
+    let shape = Shape { label: format!("{} KiB", rec >> 10), n, dn: cfg.dict_records.min(n), rec, nb };
+    let rnd = random_batches(42, n, BATCH, nb);
+    let seq = sequential_batches(n, BATCH, nb);
+    let rnd_d = random_batches(42, shape.dn, BATCH, nb);
+    let seq_d = sequential_batches(shape.dn, BATCH, nb);
     // The compressed ceilings decode frames from memory, where order does not matter: a few
     // batches of them bound the memory and the level-19 compression time.
     let nf = nb.min(4);
 
+    let written = write(cfg, &shape, dir.path())?;
+    let npy_offset = NpyHeader::parse(written.npy.bytes())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.path().join("x.npy").display()))?
+        .data_offset;
+    let npy_data = &written.npy.bytes()[npy_offset as usize..];
+    let tensors = safetensors::SafeTensors::deserialize(written.safetensors.bytes())?;
+    let st_data = tensors.tensor("x")?.data();
+
+    let dict = written.stores[2].dictionary().map(<[u8]>::to_vec);
+    let plain_frames = zstd_frames(rec, &rnd[..nf], None);
+    let dict_frames = zstd_frames(rec, &rnd_d[..nf], dict.as_deref());
+    let ddict = dict.as_deref().map(DecoderDictionary::copy);
+
+    let mut measured = Vec::new();
+    for (mode, bs, bs_d) in [("random", &rnd, &rnd_d), ("sequential", &seq, &seq_d)] {
+        cfg.progress(&format!("store, {}: gather {mode}", shape.label));
+        let (raw, zstd, zdict) = (&written.stores[0], &written.stores[1], &written.stores[2]);
+        let (flat, ddict, plain_frames, dict_frames) =
+            (written.flat.bytes(), ddict.as_ref(), &plain_frames, &dict_frames);
+        let mut contenders = vec![
+            placed(MEMCPY, rec, Dst::Page, |k, d| copy_rows(flat, &bs[k % nb], rec, d)),
+            placed(MEMCPY_HALF, rec, Dst::HalfPage, |k, d| copy_rows(flat, &bs[k % nb], rec, d)),
+            placed(MEMCPY_VEC, rec, Dst::Vec, |k, d| copy_rows(flat, &bs[k % nb], rec, d)),
+            contender(RAW, rec, gather(raw, bs, rec)),
+            contender(NPY, rec, |k, d| copy_rows(npy_data, &bs[k % nb], rec, d)),
+            contender(SAFETENSORS, rec, |k, d| copy_rows(st_data, &bs[k % nb], rec, d)),
+            contender(ZSTD_FRAMES, rec, |k, d| decompress(&plain_frames[k % nf], None, rec, d)),
+            contender(ZSTD, rec, gather(zstd, bs, rec)),
+            contender(DICT_FRAMES, rec, move |k, d| decompress(&dict_frames[k % nf], ddict, rec, d)),
+            contender(ZSTD_DICT, rec, gather(zdict, bs_d, rec)),
+        ];
+        // Warm-up walks every batch once, so no mapping pays its first-touch page faults in a round.
+        measured.push((mode, timing::interleaved(cfg.rounds, cfg.target, nb, &mut contenders)));
+    }
+    let s = table(report, &shape, &written, &measured, dict.is_some());
+    report.sections.push(s);
+    Ok(())
+}
+
+/// Writes the flat file, the `.npy`, the safetensors file and the three stores in `dir`, timed.
+fn write(cfg: &Config, shape: &Shape, dir: &Path) -> anyhow::Result<Written> {
+    let Shape { n, dn, rec, .. } = *shape;
+    let logical = n as f64 * rec as f64 / MIB;
     let mut write_mibs: Vec<(&str, f64)> = Vec::new();
     let mut on_disk: Vec<(&str, u64)> = Vec::new();
-    let (flat_path, npy_path, st_path) =
-        (dir.path().join("flat.bin"), dir.path().join("x.npy"), dir.path().join("x.safetensors"));
+    let (flat_path, npy_path, st_path) = (dir.join("flat.bin"), dir.join("x.npy"), dir.join("x.safetensors"));
     let secs = write_flat_and_npy(n, rec, &flat_path, &npy_path)?;
     write_mibs.push((NPY, logical / secs));
     let flat = MappedFile::open(&flat_path)?;
@@ -221,51 +256,30 @@ fn size(cfg: &Config, rec: usize, report: &mut Report) -> anyhow::Result<()> {
     }
     let mut stores = Vec::new();
     for (name, codec) in [(RAW, Codec::Raw), (ZSTD, Codec::Zstd), (ZSTD_DICT, Codec::ZstdDict)] {
-        cfg.progress(&format!("store, {label}: writing {name}"));
+        cfg.progress(&format!("store, {}: writing {name}", shape.label));
         let count = if codec == Codec::ZstdDict { dn } else { n };
-        let (store, secs) = write_store(dir.path(), count, rec, codec)?;
+        let (store, secs) = write_store(dir, count, rec, codec)?;
         let st = store.stats()?;
         write_mibs.push((name, count as f64 * rec as f64 / MIB / secs));
         on_disk.push((name, st.chunk_bytes + st.dict_bytes));
         stores.push(store);
     }
     let npy = MappedFile::open(&npy_path)?;
-    let st = MappedFile::open(&st_path)?;
-    on_disk.extend([(MEMCPY, flat.len()), (NPY, npy.len()), (SAFETENSORS, st.len())]);
-    let npy_offset = NpyHeader::parse(npy.bytes())
-        .map_err(|e| anyhow::anyhow!("{}: {e}", npy_path.display()))?
-        .data_offset;
-    let npy_data = &npy.bytes()[npy_offset as usize..];
-    let tensors = safetensors::SafeTensors::deserialize(st.bytes())?;
-    let st_data = tensors.tensor("x")?.data();
+    let safetensors = MappedFile::open(&st_path)?;
+    on_disk.extend([(MEMCPY, flat.len()), (NPY, npy.len()), (SAFETENSORS, safetensors.len())]);
+    Ok(Written { flat, npy, safetensors, stores, write_mibs, on_disk })
+}
 
-    let dict = stores[2].dictionary().map(<[u8]>::to_vec);
-    let plain_frames = zstd_frames(rec, &rnd[..nf], None);
-    let dict_frames = zstd_frames(rec, &rnd_d[..nf], dict.as_deref());
-    let ddict = dict.as_deref().map(DecoderDictionary::copy);
-
-    let mut measured = Vec::new();
-    for (mode, bs, bs_d) in [("random", &rnd, &rnd_d), ("sequential", &seq, &seq_d)] {
-        cfg.progress(&format!("store, {label}: gather {mode}"));
-        let (raw, zstd, zdict) = (&stores[0], &stores[1], &stores[2]);
-        let (flat, ddict, plain_frames, dict_frames) =
-            (flat.bytes(), ddict.as_ref(), &plain_frames, &dict_frames);
-        let mut contenders = vec![
-            placed(MEMCPY, rec, Dst::Page, |k, d| copy_rows(flat, &bs[k % nb], rec, d)),
-            placed(MEMCPY_HALF, rec, Dst::HalfPage, |k, d| copy_rows(flat, &bs[k % nb], rec, d)),
-            placed(MEMCPY_VEC, rec, Dst::Vec, |k, d| copy_rows(flat, &bs[k % nb], rec, d)),
-            contender(RAW, rec, gather(raw, bs, rec)),
-            contender(NPY, rec, |k, d| copy_rows(npy_data, &bs[k % nb], rec, d)),
-            contender(SAFETENSORS, rec, |k, d| copy_rows(st_data, &bs[k % nb], rec, d)),
-            contender(ZSTD_FRAMES, rec, |k, d| decompress(&plain_frames[k % nf], None, rec, d)),
-            contender(ZSTD, rec, gather(zstd, bs, rec)),
-            contender(DICT_FRAMES, rec, move |k, d| decompress(&dict_frames[k % nf], ddict, rec, d)),
-            contender(ZSTD_DICT, rec, gather(zdict, bs_d, rec)),
-        ];
-        // Warm-up walks every batch once, so no mapping pays its first-touch page faults in a round.
-        measured.push((mode, timing::interleaved(cfg.rounds, cfg.target, nb, &mut contenders)));
-    }
-
+/// The table of one record size, its figures added to `report`; `dict`: whether the zstd_dict
+/// store trained a dictionary.
+fn table(
+    report: &mut Report,
+    shape: &Shape,
+    written: &Written,
+    measured: &[(&str, Timings)],
+    dict: bool,
+) -> Section {
+    let Shape { ref label, n, dn, rec, nb } = *shape;
     let batch_mib = (BATCH * rec) as f64 / MIB;
     let mut s = Section::new(
         format!(
@@ -285,47 +299,8 @@ fn size(cfg: &Config, rec: usize, report: &mut Report) -> anyhow::Result<()> {
             "vs ceiling seq",
         ],
     );
-    let write_wl = format!("{label} write");
-    let disk_wl = format!("{label} on disk");
     for (name, base) in ORDER {
-        let mut cells = vec![name.to_string()];
-        match write_mibs.iter().find(|(w, _)| *w == name) {
-            Some(&(_, v)) => {
-                report.rows.push(Row::new("store", name, &write_wl, v, "MiB/s"));
-                cells.push(format!("{v:.0} MiB/s"));
-            }
-            None => cells.push("—".into()),
-        }
-        let mut vs = Vec::new();
-        for (mode, t) in &measured {
-            let mibs = batch_mib / t.median_secs(name);
-            let mut row =
-                Row::new("store", name, &format!("{label} gather {mode} batch={BATCH}"), mibs, "MiB/s");
-            if let Some(b) = base {
-                let speed = if b == MEMCPY { t.speed_vs_best(name, &CEILINGS) } else { t.speed_vs(name, b) };
-                row = row.vs(b, speed);
-                let label = if b == MEMCPY { "best memcpy" } else { b };
-                vs.push(format!("{} ({label})", report::ratio(speed)));
-            } else if CEILINGS.contains(&name) {
-                vs.push(format!("{} of best", report::ratio(t.speed_vs_best(name, &CEILINGS))));
-            } else {
-                vs.push("ceiling".into());
-            }
-            report.rows.push(row);
-            cells.push(format!("{mibs:.0} MiB/s"));
-        }
-        cells.push(report::duration(measured[0].1.median_secs(name)));
-        match on_disk.iter().find(|(w, _)| *w == name) {
-            Some(&(_, bytes)) => {
-                report.rows.push(Row::new("store", name, &disk_wl, bytes as f64, "bytes"));
-                cells.push(format!("{:.0} MiB", bytes as f64 / MIB));
-                let count = if name == ZSTD_DICT { dn } else { n };
-                cells.push(report::ratio(count as f64 * rec as f64 / bytes as f64));
-            }
-            None => cells.extend(["— (memory)".to_string(), "—".into()]),
-        }
-        cells.extend(vs);
-        s.rows.push(cells);
+        s.rows.push(table_row(report, shape, written, measured, (name, base)));
     }
     s.notes.push(format!(
         "gather rnd: {nb} batches of {BATCH} sorted random indices; gather seq: {nb} consecutive windows \
@@ -341,13 +316,61 @@ fn size(cfg: &Config, rec: usize, report: &mut Report) -> anyhow::Result<()> {
             report::thousands(dn.into())
         ));
     }
-    if dict.is_none() {
+    if !dict {
         s.notes.push(
             "Too few records to train a dictionary: the zstd_dict store holds plain zstd records and its \
              ceiling decodes plain frames."
                 .into(),
         );
     }
-    report.sections.push(s);
-    Ok(())
+    s
+}
+
+/// The cells of contender `name` (compared with `base`), its figures added to `report`.
+fn table_row(
+    report: &mut Report,
+    shape: &Shape,
+    written: &Written,
+    measured: &[(&str, Timings)],
+    (name, base): (&str, Option<&str>),
+) -> Vec<String> {
+    let Shape { ref label, n, dn, rec, .. } = *shape;
+    let batch_mib = (BATCH * rec) as f64 / MIB;
+    let mut cells = vec![name.to_string()];
+    match written.write_mibs.iter().find(|(w, _)| *w == name) {
+        Some(&(_, v)) => {
+            report.rows.push(Row::new("store", name, &format!("{label} write"), v, "MiB/s"));
+            cells.push(format!("{v:.0} MiB/s"));
+        }
+        None => cells.push("—".into()),
+    }
+    let mut vs = Vec::new();
+    for (mode, t) in measured {
+        let mibs = batch_mib / t.median_secs(name);
+        let mut row = Row::new("store", name, &format!("{label} gather {mode} batch={BATCH}"), mibs, "MiB/s");
+        if let Some(b) = base {
+            let speed = if b == MEMCPY { t.speed_vs_best(name, &CEILINGS) } else { t.speed_vs(name, b) };
+            row = row.vs(b, speed);
+            let label = if b == MEMCPY { "best memcpy" } else { b };
+            vs.push(format!("{} ({label})", report::ratio(speed)));
+        } else if CEILINGS.contains(&name) {
+            vs.push(format!("{} of best", report::ratio(t.speed_vs_best(name, &CEILINGS))));
+        } else {
+            vs.push("ceiling".into());
+        }
+        report.rows.push(row);
+        cells.push(format!("{mibs:.0} MiB/s"));
+    }
+    cells.push(report::duration(measured[0].1.median_secs(name)));
+    match written.on_disk.iter().find(|(w, _)| *w == name) {
+        Some(&(_, bytes)) => {
+            report.rows.push(Row::new("store", name, &format!("{label} on disk"), bytes as f64, "bytes"));
+            cells.push(format!("{:.0} MiB", bytes as f64 / MIB));
+            let count = if name == ZSTD_DICT { dn } else { n };
+            cells.push(report::ratio(count as f64 * rec as f64 / bytes as f64));
+        }
+        None => cells.extend(["— (memory)".to_string(), "—".into()]),
+    }
+    cells.extend(vs);
+    cells
 }

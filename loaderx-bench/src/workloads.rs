@@ -207,39 +207,30 @@ mod tests {
         assert!(b.iter().flatten().all(|&i| i < 1000));
     }
 
-    fn fnv(h: &mut u64, bytes: &[u8]) {
-        for &b in bytes {
-            *h ^= u64::from(b);
-            *h = h.wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
     /// The workloads are the bytes `loaderx bench` and the criterion benches have always
-    /// measured (hashes taken from their former copies): a change here makes old figures
-    /// incomparable with new ones.
+    /// measured (hashes taken from their former copies, FNV-1a over the bytes in order, as core's
+    /// `hash64`): a change here makes old figures incomparable with new ones.
     #[test]
     fn workloads_are_pinned() {
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        use loaderx_core::format::hash64;
+
+        let mut bytes = Vec::new();
         for id in [0u64, 1, 2, 41, 19_999] {
             for len in [4096usize, 12 << 10, 128 << 10, 1000] {
-                fnv(&mut h, &structured_record(id, len));
+                bytes.extend(structured_record(id, len));
             }
         }
-        assert_eq!(h, 0x76f3_782e_72d3_6481, "structured_record changed");
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        assert_eq!(hash64(&bytes), 0x76f3_782e_72d3_6481, "structured_record changed");
         let batches =
             random_batches(42, 20_000, 256, 16).into_iter().chain(sequential_batches(2000, 256, 16));
-        for i in batches.flatten() {
-            fnv(&mut h, &i.to_le_bytes());
-        }
-        assert_eq!(h, 0x9553_5a77_6cfa_0b48, "random_batches or sequential_batches changed");
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
-        for i in [0u64, 1, 5460, 5461, 19_999] {
-            for x in structured_f32(i, 3072) {
-                fnv(&mut h, &x.to_bits().to_le_bytes());
-            }
-        }
-        assert_eq!(h, 0xed05_be6e_bcd0_f60b, "structured_f32 changed");
+        let bytes: Vec<u8> = batches.flatten().flat_map(u32::to_le_bytes).collect();
+        assert_eq!(hash64(&bytes), 0x9553_5a77_6cfa_0b48, "random_batches or sequential_batches changed");
+        let bytes: Vec<u8> = [0u64, 1, 5460, 5461, 19_999]
+            .into_iter()
+            .flat_map(|i| structured_f32(i, 3072))
+            .flat_map(|x| x.to_bits().to_le_bytes())
+            .collect();
+        assert_eq!(hash64(&bytes), 0xed05_be6e_bcd0_f60b, "structured_f32 changed");
     }
 
     #[test]

@@ -266,9 +266,11 @@ impl CudaLoader {
     /// made; the loader's build errors ([`loaderx_core::LoaderBuilder::build_staged`]).
     pub fn new(builder: LoaderBuilder, device: &Device) -> Result<CudaLoader> {
         let Device::Cuda(cuda) = device else {
-            return Err(
-                candle_core::Error::Msg(format!("CudaLoader needs a CUDA device, not {device:?}")).into()
-            );
+            return Err(candle_core::Error::Msg(format!(
+                "CudaLoader needs a CUDA device, not {}",
+                device_name(device)
+            ))
+            .into());
         };
         let ctx = Arc::clone(cuda.cuda_stream().context());
         let copies = ctx.new_stream().w()?;
@@ -340,5 +342,16 @@ impl Drop for CudaLoader {
     fn drop(&mut self) {
         // Every copy still reading a slot finishes before its pinned buffer is freed.
         let _ = self.ring.drain();
+    }
+}
+
+/// The device a [`CudaLoader`] was given instead of a CUDA one, in words.
+fn device_name(device: &Device) -> &'static str {
+    if device.is_cpu() {
+        "the CPU"
+    } else if device.is_metal() {
+        "a Metal device"
+    } else {
+        "another device"
     }
 }

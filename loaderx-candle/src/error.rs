@@ -22,7 +22,10 @@ pub enum Error {
         dtype: DType,
     },
     /// A widening target that is not a plain numeric candle dtype (an 8-, 6- or 4-bit float).
-    #[error("cannot widen {from} to candle {to:?}: only u8 u32 i16 i32 i64 f16 bf16 f32 f64 are targets")]
+    #[error(
+        "cannot widen {from} to candle {}: only u8 u32 i16 i32 i64 f16 bf16 f32 f64 are targets",
+        to.as_str()
+    )]
     UnsupportedTarget {
         /// The loaderx dtype being widened.
         from: DType,
@@ -31,7 +34,7 @@ pub enum Error {
     },
     /// A value does not fit the widening target (a negative `i8` to `u32`, a `u64` above
     /// `i64::MAX` to `i64`, a `u16` above the `f16` range...). Nothing is wrapped or saturated.
-    #[error("element {index} ({value}) of a {from} array does not fit candle {to:?}")]
+    #[error("element {index} ({value}) of a {from} array does not fit candle {}", to.as_str())]
     OutOfRange {
         /// The loaderx dtype being widened.
         from: DType,

@@ -294,8 +294,10 @@ fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
     let store = loaderx_core::remote::RemoteStore::open(url, loaderx_core::remote::RemoteOptions::new())
         .with_context(|| format!("info {url}"))?;
     let s = store.summary();
-    let schema =
-        store.get_file(loaderx_core::SCHEMA_FILE).ok().and_then(|b| loaderx_core::Schema::decode(&b).ok());
+    let schema = store
+        .get_file(loaderx_core::SCHEMA_FILE)
+        .ok()
+        .and_then(|b| loaderx_core::Schema::decode(&b, std::path::Path::new(loaderx_core::SCHEMA_FILE)).ok());
     let ratio = if s.stored_bytes == 0 { 1.0 } else { s.logical_bytes as f64 / s.stored_bytes as f64 };
     if json {
         let v = serde_json::json!({

@@ -8,6 +8,9 @@
 //! `partition-files` are the exception: they keep mmap-chunker's argument grammar, errors
 //! and exit statuses, so `partition::main` parses and runs them before clap sees them.
 
+// CI runs clippy with `-D warnings`: no function of this crate grows past 100 lines.
+#![warn(clippy::too_many_lines)]
+
 use std::ffi::OsString;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
@@ -185,9 +188,22 @@ fn usage_error(err: &clap::Error) -> ExitCode {
 }
 
 /// The error and its causes joined by ": ": the library's messages say what failed and where,
-/// and leave the cause to `source`, so each part appears once.
+/// and leave the cause to `source`, so each part appears once. A third-party error that prints
+/// its source and also returns it (safetensors' invalid header and its JSON error) would show
+/// that source twice: a cause whose text already ends the line is not printed again.
 fn one_line(err: &anyhow::Error) -> String {
-    err.chain().map(ToString::to_string).collect::<Vec<_>>().join(": ")
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// Writes `text` to stdout, so that a closed pipe comes back as an error rather than a panic.

@@ -42,6 +42,10 @@ pub enum Error {
         offset: u64,
         /// What is wrong.
         reason: String,
+        /// The error that caused it (a decoder's, a parser's, the operating system's), when there
+        /// is one: the [`source`](std::error::Error::source), its text not repeated in `reason`.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// A stored record could not be read back intact.
     #[error("record {index} in {}: {reason}", path.display())]
@@ -52,6 +56,10 @@ pub enum Error {
         index: u64,
         /// What is wrong: truncated chunk, bad codec tag, bad zstd frame, length mismatch...
         reason: String,
+        /// The error that caused it (a decoder's, a parser's, the operating system's), when there
+        /// is one: the [`source`](std::error::Error::source), its text not repeated in `reason`.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// The path is not a store of this format (wrong magic).
     #[error("{} is not a loaderx store: {reason}", path.display())]
@@ -90,7 +98,9 @@ pub enum Error {
         /// The store's length when the call was made.
         len: u64,
     },
-    /// A record is larger than its store's format holds (1 MiB in v1, 4 GiB - 1 in v2).
+    /// A record is larger than its store's format holds
+    /// ([`Format::max_record_size`](crate::Format::max_record_size): 1 MiB in v1, 4 GiB - 1 byte
+    /// in v2).
     #[error("record {index} of the batch is {size} bytes; the limit is {limit} bytes (store {})", path.display())]
     RecordTooLarge {
         /// The store.
@@ -167,6 +177,10 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong, with the byte offset, line or element where it applies.
         reason: String,
+        /// The error that caused it (a decoder's, a parser's, the operating system's), when there
+        /// is one: the [`source`](std::error::Error::source), its text not repeated in `reason`.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// A user transform (collate step) failed or panicked.
     #[error("transform failed at step {step}")]
@@ -191,7 +205,9 @@ pub enum Error {
         url: String,
         /// The byte range asked for, when it was a range request.
         range: Option<std::ops::Range<u64>>,
-        /// What went wrong.
+        /// What went wrong, scrubbed of credentials.
+        // A string, not a `#[source]`: the object store's error can hold the credentials it was
+        // given (a presigned URL, a header), so only its scrubbed text is kept.
         reason: String,
     },
     /// An object of a remote store changed while it was being read (its ETag is not the one it

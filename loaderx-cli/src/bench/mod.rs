@@ -6,45 +6,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+use loaderx_bench::Layer;
 
 mod store;
-
-/// Which layer to measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Layer {
-    /// Index generation on its own.
-    Sampler,
-    /// Batch gather from the record store and the alternatives.
-    Store,
-    /// The endless loader end to end.
-    Loader,
-    /// The raw gather against the page-aligned memcpy ceiling and NumPy (784 B, 12 KiB and 128 KiB
-    /// records; batches of 64, 256, 1024; one thread and all), and zstd against decompress-only.
-    Gather,
-    /// Store format v2 against v1: raw gathers with and without verify_reads, zstd and LZ4 (bench
-    /// records and MNIST), append throughput and size, open of 10 M records to the first batch.
-    Format,
-    /// The Parquet and image-folder converters against decoding alone (a build with the
-    /// `parquet` and/or `images` features).
-    Ingest,
-    /// Sampler, store and loader.
-    All,
-}
-
-impl From<Layer> for loaderx_bench::Layer {
-    fn from(layer: Layer) -> Self {
-        match layer {
-            Layer::Sampler => loaderx_bench::Layer::Sampler,
-            Layer::Store => loaderx_bench::Layer::Store,
-            Layer::Loader => loaderx_bench::Layer::Loader,
-            Layer::Gather => loaderx_bench::Layer::Gather,
-            Layer::Format => loaderx_bench::Layer::Format,
-            Layer::Ingest => loaderx_bench::Layer::Ingest,
-            Layer::All => loaderx_bench::Layer::All,
-        }
-    }
-}
 
 /// `loaderx bench`.
 #[derive(Debug, Args)]
@@ -107,7 +72,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> 
         return store::run(path, args.batch, args.steps.max(1), out);
     }
     let options = loaderx_bench::Options {
-        layer: args.layer.into(),
+        layer: args.layer,
         quick: args.quick,
         json: args.json,
         plot: args.plot.clone(),

@@ -299,3 +299,58 @@ fn convert_images_into_a_bare_relative_out_succeeds() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(dir.path().join("out/images").is_dir() && dir.path().join("out/classes.txt").is_file());
 }
+
+/// A conversion refused because of a third-party error (the safetensors parser's, the Parquet
+/// reader's) prints each part of the chain once: the cause's text is not pasted into the
+/// message that carries it.
+#[test]
+fn convert_prints_each_part_of_the_error_chain_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().join("bad.safetensors");
+    std::fs::write(&st, b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all").unwrap();
+    let mut cases = vec![("safetensors", st.clone())];
+    if cfg!(feature = "parquet") {
+        let pq = dir.path().join("bad.parquet");
+        std::fs::write(&pq, b"PAR1 these bytes are no Parquet footer PAR1").unwrap();
+        cases.push(("parquet", pq));
+    }
+    for (format, input) in cases {
+        let out = dir.path().join(format!("out-{format}"));
+        let o = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["convert", format])
+            .arg(&input)
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{format}: {err}");
+        assert_eq!(err.lines().count(), 1, "{format}: {err}");
+        // The same conversion in this process: its error's chain, part by part.
+        let e = match format {
+            "safetensors" => loaderx_core::convert::safetensors(&input, &out, WriteOptions::new()).map(drop),
+            #[cfg(feature = "parquet")]
+            _ => loaderx_core::convert::parquet(
+                &[&input],
+                &out,
+                &[],
+                loaderx_core::convert::Nulls::Error,
+                WriteOptions::new(),
+            )
+            .map(drop),
+            #[cfg(not(feature = "parquet"))]
+            _ => unreachable!(),
+        }
+        .unwrap_err();
+        let mut parts = vec![e.to_string()];
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            parts.push(c.to_string());
+            cause = c.source();
+        }
+        assert!(parts.len() >= 2, "{format}: the parser's error is the source of {e}");
+        assert!(!parts[0].contains(&parts[1]), "{format}: the cause is pasted into {e}");
+        for part in &parts {
+            assert_eq!(err.matches(part.as_str()).count(), 1, "{format}: {part:?} is not once in {err}");
+        }
+    }
+}

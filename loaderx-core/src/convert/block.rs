@@ -132,6 +132,7 @@ pub(crate) fn check_block(dtype: DType, buf: &[u8], path: &Path, first: u64, dat
                 data_offset + at as u64,
                 buf[at]
             ),
+            source: None,
         }),
     }
 }
@@ -158,6 +159,7 @@ pub(crate) fn check_records(records: usize, path: &Path, opts: &WriteOptions) ->
                 "axis 0 has {records} entries; a {} store holds at most {limit} records",
                 opts.format_of()
             ),
+            source: None,
         });
     }
     Ok(())
@@ -179,7 +181,7 @@ pub(crate) fn checked_item_bytes(
     item_shape: &[usize],
     path: &Path,
 ) -> Result<usize> {
-    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason, source: None };
     let bytes = product(item_shape)
         .and_then(|n| n.checked_mul(dtype.size()))
         .ok_or_else(|| bad(format!("an item of shape {item_shape:?} {dtype} overflows")))?;
@@ -209,7 +211,7 @@ pub(crate) fn open_input(path: &Path) -> Result<(File, u64)> {
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
     let file = options.open(path).map_err(|e| Error::io("open", path, e))?;
     let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
-    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason, source: None };
     if !meta.is_file() {
         let t = meta.file_type();
         let kind = if t.is_dir() {
@@ -332,6 +334,7 @@ pub(crate) fn truncated(path: &Path, expected: u64, actual: u64) -> Error {
     Error::BadInput {
         path: path.to_path_buf(),
         reason: format!("data section is truncated: expected {expected} bytes, found {actual}"),
+        source: None,
     }
 }
 
@@ -348,7 +351,8 @@ pub(crate) fn read_full(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Resul
             Err(e) if e.raw_os_error().is_none() => {
                 return Err(Error::BadInput {
                     path: path.to_path_buf(),
-                    reason: format!("after {n} bytes of a read: {e}"),
+                    reason: format!("the stream does not decode after {n} bytes"),
+                    source: Some(e.into()),
                 });
             }
             Err(e) => return Err(Error::io("read", path, e)),

@@ -38,6 +38,7 @@ pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
                     meta.len(),
                     opts.format_of()
                 ),
+                source: None,
             });
         }
         files.push((path, meta.len()));
@@ -59,6 +60,7 @@ pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
             return Err(Error::BadInput {
                 path,
                 reason: format!("the file changed while it was read ({len} bytes, then {})", buf.len()),
+                source: None,
             });
         }
         w.append_bytes(&[&buf])?;

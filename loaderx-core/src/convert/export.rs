@@ -76,6 +76,7 @@ fn write_npy(src: &DenseSource, header: &[u8], file: &File, tmp: &Path) -> Resul
                 path: src.path().to_path_buf(),
                 index: (done + at / item_bytes) as u64,
                 reason: format!("a bool item holds the byte {} (bools are 0 or 1)", block[at]),
+                source: None,
             });
         }
         // The header promises little-endian data; a byte swap is its own inverse, so "from

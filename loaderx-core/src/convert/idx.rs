@@ -99,7 +99,7 @@ impl<R: Read> Read for Counting<R> {
 /// or an input that is not a regular file; otherwise as [`crate::convert::npy`].
 pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
     let (input, out) = (input.as_ref(), out.as_ref());
-    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
+    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason, source: None };
     let (file, file_len) = open_input(input)?;
     let consumed = Arc::new(AtomicU64::new(0));
     let mut raw = BufReader::with_capacity(1 << 20, Counting { inner: file, count: consumed.clone() });

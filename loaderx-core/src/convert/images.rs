@@ -204,6 +204,7 @@ fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
             return Err(Error::BadInput {
                 path,
                 reason: "a class name with a newline cannot be listed in classes.txt".into(),
+                source: None,
             });
         }
         let label = u32::try_from(classes.len())
@@ -215,7 +216,7 @@ fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
             }
         }
     }
-    let bad = |reason: &str| Error::BadInput { path: dir.to_path_buf(), reason: reason.into() };
+    let bad = |reason: &str| Error::BadInput { path: dir.to_path_buf(), reason: reason.into(), source: None };
     if classes.is_empty() {
         return Err(bad("no class subdirectories: an image folder holds one directory of images per class"));
     }
@@ -302,60 +303,105 @@ fn decode_cost(width: u32, height: u32, decoded: u64, is_rgb8: bool, out: (u32, 
     decoded.saturating_add(converted).saturating_add(intermediate).saturating_add(2 * rgb(out.0, out.1))
 }
 
+/// Why an image file was not converted: what was wrong, when the cause does not say it all,
+/// and the error that caused it (the decoder's, the file system's).
+struct Undecodable {
+    why: Option<String>,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Undecodable {
+    /// A file refused for `why`, with no other error behind it.
+    fn why(why: String) -> Undecodable {
+        Undecodable { why: Some(why), source: None }
+    }
+
+    /// A file refused because of `source` (with `why` when the cause alone would not say it).
+    fn caused(why: Option<&str>, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Undecodable {
+        Undecodable { why: why.map(str::to_owned), source: Some(source.into()) }
+    }
+
+    /// The converter's error for the file `path`.
+    fn into_error(self, path: PathBuf) -> Error {
+        let refused = "not a decodable image (--skip-bad leaves such files out)";
+        let reason = self.why.map_or_else(|| refused.to_owned(), |why| format!("{refused}: {why}"));
+        Error::BadInput { path, reason, source: self.source }
+    }
+
+    /// The reason and its causes on one line (`why: cause: ...`), for the report of skipped files.
+    fn report(&self) -> String {
+        let mut parts: Vec<String> = self.why.iter().cloned().collect();
+        let mut cause = self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(e) = cause {
+            parts.push(e.to_string());
+            cause = e.source();
+        }
+        parts.join(": ")
+    }
+}
+
 /// Reads and decodes the image file `path` within the budgets: its length and the bytes read,
 /// and the image brought to `options.size`, or why not.
 fn decode_file(
     path: &Path,
     options: ImageOptions,
     budgets: &Budgets,
-) -> (u64, std::result::Result<RgbImage, String>) {
+) -> (u64, std::result::Result<RgbImage, Undecodable>) {
     let (file, len) = match open_input(path) {
         Ok(f) => f,
-        Err(Error::BadInput { reason, .. }) => return (0, Err(reason)),
-        Err(e) => return (0, Err(format!("cannot be read: {e}"))),
+        Err(Error::BadInput { reason, source: None, .. }) => return (0, Err(Undecodable::why(reason))),
+        Err(e) => return (0, Err(Undecodable::caused(Some("cannot be read"), e))),
     };
     if len > MAX_FILE_BYTES {
-        return (len, Err(format!("{len} bytes; image files of at most {MAX_FILE_BYTES} bytes are decoded")));
+        let why = format!("{len} bytes; image files of at most {MAX_FILE_BYTES} bytes are decoded");
+        return (len, Err(Undecodable::why(why)));
     }
     let _file_bytes = budgets.files.take(2 * len);
     let mut bytes = Vec::with_capacity(len as usize);
     // No more than the length measured: a file growing meanwhile cannot outgrow its budget.
     if let Err(e) = file.take(len).read_to_end(&mut bytes) {
-        return (0, Err(format!("cannot be read: {e}")));
+        return (0, Err(Undecodable::caused(Some("cannot be read"), e)));
     }
     let decoded = catch_decoder_panic(|| decode(&bytes, options, &budgets.pixels))
-        .unwrap_or_else(|panic| Err(format!("it broke the decoder: {panic}")));
+        .unwrap_or_else(|panic| Err(Undecodable::why(format!("it broke the decoder: {panic}"))));
     (bytes.len() as u64, decoded)
 }
 
 /// Decodes `bytes` within the limits and brings the image to `options.size` as RGB, its memory
 /// (from the header's dimensions) taken from `pixels` first.
-fn decode(bytes: &[u8], options: ImageOptions, pixels: &Budget) -> std::result::Result<RgbImage, String> {
+fn decode(
+    bytes: &[u8],
+    options: ImageOptions,
+    pixels: &Budget,
+) -> std::result::Result<RgbImage, Undecodable> {
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_ALLOC);
-    let mut reader = ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| e.to_string())?;
+    let mut reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| Undecodable::caused(Some("its format cannot be guessed"), e))?;
     reader.limits(limits);
-    let decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let decoder = reader.into_decoder().map_err(|e| Undecodable::caused(None, e))?;
     let ((w, h), color, decoded) = (decoder.dimensions(), decoder.color_type(), decoder.total_bytes());
+    let pixel = color.bytes_per_pixel();
     // What `ImageReader::decode` checks before allocating its output: the decoder's limits
     // bound only its own working memory.
     if decoded > MAX_ALLOC {
-        return Err(format!(
-            "an image of {w}x{h} {color:?} is {decoded} bytes decoded; the limit is {MAX_ALLOC}"
-        ));
+        return Err(Undecodable::why(format!(
+            "an image of {w}x{h} at {pixel} bytes a pixel is {decoded} bytes decoded; the limit is {MAX_ALLOC}"
+        )));
     }
     let need = decode_cost(w, h, decoded, color == ColorType::Rgb8, options.size);
     if need > MAX_IMAGE_BYTES {
-        return Err(format!(
-            "an image of {w}x{h} {color:?} needs {need} bytes to decode, convert and resize to {}x{}; \
+        return Err(Undecodable::why(format!(
+            "an image of {w}x{h} at {pixel} bytes a pixel needs {need} bytes to decode, convert and resize to {}x{}; \
              one image is given at most {MAX_IMAGE_BYTES}",
             options.size.0, options.size.1
-        ));
+        )));
     }
     let _held = pixels.take(need);
-    let img = DynamicImage::from_decoder(decoder).map_err(|e| e.to_string())?;
+    let img = DynamicImage::from_decoder(decoder).map_err(|e| Undecodable::caused(None, e))?;
     Ok(fit(&img, options))
 }
 
@@ -421,12 +467,12 @@ fn write(
     let (mut bytes_in, mut done) = (0u64, 0u64);
     let mut skipped = Vec::new();
     let budgets = Budgets::new();
-    let decode_window = |chunk: &[(PathBuf, u32)]| -> Vec<(u64, std::result::Result<RgbImage, String>)> {
+    let decode_window = |chunk: &[(PathBuf, u32)]| -> Vec<(u64, std::result::Result<RgbImage, Undecodable>)> {
         chunk.par_iter().map(|(path, _)| decode_file(path, options, &budgets)).collect()
     };
     let windows: Vec<&[(PathBuf, u32)]> = files.chunks(window).collect();
     // Each window is written on a writer thread while the next ones decode on the pool.
-    let write = |k: usize, decoded: Vec<(u64, std::result::Result<RgbImage, String>)>| -> Result<()> {
+    let write = |k: usize, decoded: Vec<(u64, std::result::Result<RgbImage, Undecodable>)>| -> Result<()> {
         let mut pixels: Vec<Vec<u8>> = Vec::with_capacity(decoded.len());
         let mut ids: Vec<u32> = Vec::with_capacity(decoded.len());
         for ((path, label), (n, img)) in windows[k].iter().zip(decoded) {
@@ -437,13 +483,8 @@ fn write(
                     pixels.push(img.into_raw());
                     ids.push(*label);
                 }
-                Err(why) if options.skip_bad => skipped.push((path.clone(), why)),
-                Err(why) => {
-                    return Err(Error::BadInput {
-                        path: path.clone(),
-                        reason: format!("not a decodable image ({why}); --skip-bad leaves such files out"),
-                    });
-                }
+                Err(why) if options.skip_bad => skipped.push((path.clone(), why.report())),
+                Err(why) => return Err(why.into_error(path.clone())),
             }
         }
         images.append_bytes(&pixels)?;
@@ -458,6 +499,7 @@ fn write(
         return Err(Error::BadInput {
             path: staging.to_path_buf(),
             reason: "no file decoded: every image was skipped".into(),
+            source: None,
         });
     }
     let text: String = classes.iter().map(|c| format!("{c}\n")).collect();

@@ -154,6 +154,7 @@ fn split_lines<'a>(range: &'a [u8], start: u64, file: &MappedFile, limit: usize)
         return Err(Error::BadInput {
             path: file.path().to_path_buf(),
             reason: format!("line {line} is {} bytes; a record holds at most {limit} bytes", long.len()),
+            source: None,
         });
     }
     Ok(lines)
@@ -197,7 +198,7 @@ mod tests {
         let opts = WriteOptions::new().format(crate::Format::V1);
         let err = jsonl(&[&p], dir.path().join("out"), opts).unwrap_err();
         match err {
-            Error::BadInput { path, reason } => {
+            Error::BadInput { path, reason, .. } => {
                 assert_eq!(path, p);
                 assert!(reason.contains("line 3"), "{reason}");
             }

@@ -336,7 +336,7 @@ impl DictParser<'_> {
 
 /// Reads the header of the `.npy` file `path` from `r`.
 fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
-    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason, source: None };
     let mut buf = vec![0u8; PREFIX];
     let got = read_full(r, &mut buf, path)?;
     buf.truncate(got);
@@ -392,7 +392,7 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
 /// ```
 pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
     let (input, out) = (input.as_ref(), out.as_ref());
-    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
+    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason, source: None };
     let (file, file_len) = open_input(input)?;
     let mut r = BufReader::with_capacity(1 << 20, file);
     let h = read_header(&mut r, input)?;

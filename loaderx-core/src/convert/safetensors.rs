@@ -63,10 +63,13 @@ pub fn safetensors(
     opts: WriteOptions,
 ) -> Result<Vec<(String, ConvertSummary)>> {
     let (input, out_dir) = (input.as_ref(), out_dir.as_ref());
-    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason };
+    let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason, source: None };
     let map = map_input(input)?;
-    let st = SafeTensors::deserialize(map.bytes())
-        .map_err(|e| bad(format!("not a valid safetensors file: {e}")))?;
+    let st = SafeTensors::deserialize(map.bytes()).map_err(|e| Error::BadInput {
+        path: input.to_path_buf(),
+        reason: "not a valid safetensors file".into(),
+        source: Some(e.into()),
+    })?;
     let mut tensors = st.tensors();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
 
@@ -74,7 +77,7 @@ pub fn safetensors(
     let mut plan = Vec::with_capacity(tensors.len());
     for (name, view) in &tensors {
         let dtype = dtype_of(view.dtype()).ok_or_else(|| {
-            bad(format!("tensor '{name}' has dtype {:?}, which loaderx does not hold", view.dtype()))
+            bad(format!("tensor '{name}' has dtype {}, which loaderx does not hold", view.dtype()))
         })?;
         if !valid_name(name) {
             return Err(bad(format!(
@@ -95,8 +98,12 @@ pub fn safetensors(
         }
         // The library checked the data's length against the whole shape; an axis 0 of 0 leaves
         // the item's size unchecked, and items of 0 bytes make records from no data.
-        checked_item_bytes(records, dtype, &item_shape, input)
-            .map_err(|e| bad(format!("tensor '{name}': {}", reason_of(e))))?;
+        checked_item_bytes(records, dtype, &item_shape, input).map_err(|e| match e {
+            Error::BadInput { path, reason, source } => {
+                Error::BadInput { path, reason: format!("tensor '{name}': {reason}"), source }
+            }
+            other => other,
+        })?;
         let schema = Schema::dense(dtype, item_shape);
         if schema.unit_bytes() > opts.max_record_size() {
             return Err(Error::InvalidArgument(format!(
@@ -136,14 +143,6 @@ pub fn safetensors(
         }
     }
     Ok(results)
-}
-
-/// The reason of a [`Error::BadInput`] (another error's message).
-fn reason_of(e: Error) -> String {
-    match e {
-        Error::BadInput { reason, .. } => reason,
-        other => other.to_string(),
-    }
 }
 
 fn write_tensor(

@@ -292,6 +292,7 @@ impl DenseSource {
             path: self.path.clone(),
             index: u64::from(indices[at / self.item_elems.max(1)]),
             reason: format!("bool byte {} is neither 0 nor 1", raw[at]),
+            source: None,
         }
     }
 

@@ -85,8 +85,7 @@ pub(crate) fn open_remote(
 ) -> Result<(Records, Schema, PathBuf)> {
     let store = crate::remote::RemoteStore::open(url, options)?;
     let path = PathBuf::from(url);
-    let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?)
-        .map_err(|reason| Error::Schema { path: path.clone(), reason })?;
+    let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?, &path.join(super::SCHEMA_FILE))?;
     check_kind(&schema, kind, &path)?;
     Ok((Records::remote(Arc::new(store)), schema, path))
 }

@@ -240,6 +240,7 @@ impl RaggedSource {
                     path: self.path.clone(),
                     index: u64::from(i),
                     reason: format!("{len} bytes is not a whole number of {row_bytes}-byte rows"),
+                    source: None,
                 });
             }
             rows += len as usize / row_bytes;
@@ -256,6 +257,7 @@ impl RaggedSource {
                             indices[out.offsets.partition_point(|&o| o * (row_bytes / elem) <= at) - 1],
                         ),
                         reason: "a bool byte is neither 0 nor 1".into(),
+                        source: None,
                     },
                 })?;
         Ok(())

@@ -154,6 +154,7 @@ impl RecordSource for InMemory {
                     path: self.path.clone(),
                     index: u64::from(i),
                     reason: format!("{} bytes, the dataset's records are {record_len}", r.len()),
+                    source: None,
                 });
             }
             dst.copy(&bytes[r]);

@@ -31,6 +31,23 @@ pub struct Schema {
     pub shape: Vec<usize>,
 }
 
+/// `dense` or `ragged`, as `schema.msgpack` spells it.
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Dense => "dense",
+            Kind::Ragged => "ragged",
+        })
+    }
+}
+
+/// Kind, element type and shape, as `dense f32 [28, 28]`.
+impl std::fmt::Display for Schema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {:?}", self.kind, self.dtype, self.shape)
+    }
+}
+
 impl Schema {
     /// A dense schema.
     pub fn dense(dtype: DType, item_shape: Vec<usize>) -> Schema {
@@ -57,16 +74,23 @@ impl Schema {
         rmp_serde::to_vec_named(self).expect("a schema always serialises")
     }
 
-    /// Decodes MessagePack bytes; never panics on any input.
+    /// Decodes the MessagePack bytes of the file `path`; never panics on any input.
     ///
     /// # Errors
-    /// A sentence saying what is wrong.
-    pub fn decode(bytes: &[u8]) -> std::result::Result<Schema, String> {
-        let s: Schema = rmp_serde::from_slice(bytes).map_err(|e| e.to_string())?;
+    /// [`Error::Corrupt`] naming `path`: bytes that are no schema (the MessagePack decoder's
+    /// error its [`source`](std::error::Error::source)), or a shape larger than a record can be.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<Schema> {
+        let corrupt =
+            |reason: String, source| Error::Corrupt { path: path.to_path_buf(), offset: 0, reason, source };
+        let s: Schema =
+            rmp_serde::from_slice(bytes).map_err(|e| corrupt("not a schema".into(), Some(e.into())))?;
         let elems = s.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         match elems.and_then(|e| e.checked_mul(s.dtype.size())) {
             Some(b) if b <= crate::format::v2::MAX_RECORD_SIZE => Ok(s),
-            _ => Err(format!("shape {:?} of {} is larger than a record can be", s.shape, s.dtype)),
+            _ => Err(corrupt(
+                format!("shape {:?} of {} is larger than a record can be", s.shape, s.dtype),
+                None,
+            )),
         }
     }
 
@@ -108,7 +132,7 @@ impl Schema {
             }
             Err(e) => return Err(Error::io("read", &path, e)),
         };
-        Schema::decode(&bytes).map_err(|reason| Error::Corrupt { path, offset: 0, reason })
+        Schema::decode(&bytes, &path)
     }
 
     /// Writes `dir/schema.msgpack` durably (temporary file, sync, rename, directory sync).
@@ -139,9 +163,12 @@ mod tests {
     #[test]
     fn schema_round_trips_and_rejects_garbage() {
         let s = Schema::dense(DType::F32, vec![28, 28]);
-        assert_eq!(Schema::decode(&s.encode()).unwrap(), s);
-        assert!(Schema::decode(b"\xff\x00garbage").is_err());
+        let at = Path::new(SCHEMA_FILE);
+        assert_eq!(Schema::decode(&s.encode(), at).unwrap(), s);
+        let garbage = Schema::decode(b"\xff\x00garbage", at).unwrap_err();
+        let cause = std::error::Error::source(&garbage).expect("the decoder's error is the source");
+        assert!(cause.downcast_ref::<rmp_serde::decode::Error>().is_some(), "{cause}");
         let huge = Schema::dense(DType::F64, vec![1 << 20, 1 << 20]);
-        assert!(Schema::decode(&huge.encode()).is_err());
+        assert!(Schema::decode(&huge.encode(), at).is_err());
     }
 }

@@ -29,10 +29,11 @@ fn read_manifest(dir: &Path) -> Result<Option<SetManifest>> {
 
 /// The manifest in `bytes` (of `file`, for errors).
 fn decode(bytes: &[u8], file: &Path) -> Result<SetManifest> {
-    SetManifest::decode(bytes).map_err(|(offset, reason)| Error::Corrupt {
+    SetManifest::decode(bytes).map_err(|e| Error::Corrupt {
         path: file.to_path_buf(),
-        offset,
-        reason,
+        offset: e.offset,
+        reason: e.reason,
+        source: e.source.map(Into::into),
     })
 }
 
@@ -110,7 +111,7 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
             Some(first) if *first != s => {
                 return Err(Error::Schema {
                     path: p.to_path_buf(),
-                    reason: format!("the part's schema {s:?} differs from the first part's {first:?}"),
+                    reason: format!("the part's schema ({s}) differs from the first part's ({first})"),
                 });
             }
             Some(_) => {}
@@ -172,7 +173,7 @@ impl StoreSet {
                 return Err(Error::Schema {
                     path: p,
                     reason: format!(
-                        "the part's schema {s:?} is not the set's {schema:?}: it changed after stitching"
+                        "the part's schema ({s}) is not the set's ({schema}): it changed after stitching"
                     ),
                 });
             }
@@ -202,6 +203,7 @@ impl StoreSet {
                     path: file,
                     offset: 0,
                     reason: "the parts hold more than 2^32 - 1 records".into(),
+                    source: None,
                 });
             }
             starts.push(end);

@@ -452,6 +452,7 @@ pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
                 out.display(),
                 if meta.file_type().is_symlink() { "a symbolic link" } else { "a file" }
             ),
+            source: None,
         });
     }
     WriteLock::acquire_named(staging, STAGING_LOCK, &format!("converting into {}", out.display()))

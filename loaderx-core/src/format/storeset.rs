@@ -46,23 +46,36 @@ impl SetManifest {
     /// The manifest in `bytes`.
     ///
     /// # Errors
-    /// `(offset, reason)`: not MessagePack of this layout, another version, or no part. Never
-    /// panics on any input.
-    pub fn decode(bytes: &[u8]) -> Result<SetManifest, (u64, String)> {
-        let m: SetManifest =
-            rmp_serde::from_slice(bytes).map_err(|e| (0, format!("not a store set manifest: {e}")))?;
+    /// [`ManifestError`]: not MessagePack of this layout (the decoder's error its `source`),
+    /// another version, or no part. Never panics on any input.
+    pub fn decode(bytes: &[u8]) -> Result<SetManifest, ManifestError> {
+        let m: SetManifest = rmp_serde::from_slice(bytes).map_err(|e| ManifestError {
+            offset: 0,
+            reason: "not a store set manifest".into(),
+            source: Some(e),
+        })?;
         if m.version != 1 || m.parts.is_empty() {
-            return Err((
-                0,
-                format!(
-                    "version {} with {} parts (this build reads version 1, ≥ 1 part)",
-                    m.version,
-                    m.parts.len()
-                ),
-            ));
+            let reason = format!(
+                "version {} with {} parts (this build reads version 1, ≥ 1 part)",
+                m.version,
+                m.parts.len()
+            );
+            return Err(ManifestError { offset: 0, reason, source: None });
         }
         Ok(m)
     }
+}
+
+/// Why bytes are not a manifest: where and what, and the MessagePack decoder's error when it
+/// found it (kept as the cause, its text not repeated in `reason`).
+#[derive(Debug)]
+pub struct ManifestError {
+    /// Byte offset of the problem.
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: String,
+    /// The decoder's error, when the bytes are not MessagePack of this layout.
+    pub source: Option<rmp_serde::decode::Error>,
 }
 
 #[cfg(test)]
@@ -75,8 +88,9 @@ mod tests {
             SetPart { path: "../parts/p0".into(), records: 10, identity: Some(7) },
             SetPart { path: "p1".into(), records: 0, identity: None },
         ]);
-        assert_eq!(SetManifest::decode(&m.encode()), Ok(m));
-        assert!(SetManifest::decode(b"\xc1").is_err());
+        assert_eq!(SetManifest::decode(&m.encode()).unwrap(), m);
+        let garbage = SetManifest::decode(b"\xc1").unwrap_err();
+        assert!(garbage.source.is_some() && !garbage.reason.contains(&garbage.source.unwrap().to_string()));
         assert!(SetManifest::decode(&SetManifest::new(Vec::new()).encode()).is_err(), "no part");
         let v2 = SetManifest {
             version: 2,

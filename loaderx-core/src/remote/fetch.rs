@@ -422,6 +422,7 @@ impl RemoteStore {
                             e.end(),
                             self.object_url(&chunk_name(k.chunk))
                         ),
+                        source: None,
                     });
                 }
             }

@@ -21,8 +21,12 @@ impl RemoteStore {
     /// checksum), the dictionary fetched when the header names one.
     pub(super) fn open_v2(&mut self, index: &[u8]) -> Result<()> {
         let path = self.object_url(INDEX_FILE);
-        let corrupt =
-            |offset: u64, reason: String| Error::Corrupt { path: PathBuf::from(&path), offset, reason };
+        let corrupt = |offset: u64, reason: String| Error::Corrupt {
+            path: PathBuf::from(&path),
+            offset,
+            reason,
+            source: None,
+        };
         let header =
             Header::parse(index, true).map_err(|e| crate::store::v2_header_error(Path::new(&path), e))?;
         let count = usize::try_from(header.count).map_err(|_| corrupt(40, "a count past usize".into()))?;
@@ -49,11 +53,13 @@ impl RemoteStore {
             path: PathBuf::from(self.object_url(DICT_FILE)),
             offset: o,
             reason: why,
+            source: None,
         })?;
         let prepared = crate::store::Dictionary::new(raw.to_vec()).map_err(|reason| Error::Corrupt {
             path: PathBuf::from(self.object_url(DICT_FILE)),
             offset: 0,
             reason,
+            source: None,
         })?;
         self.dict = Some(prepared);
         Ok(())
@@ -66,7 +72,8 @@ impl RemoteStore {
         use crate::format::{ENTRY_SIZE as V1_ENTRY, Header as V1Header, RecordLoc};
         self.checksums = false;
         let path = PathBuf::from(self.object_url(META_FILE));
-        let corrupt = |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason };
+        let corrupt =
+            |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
         let head = self.get_range(META_FILE, 0..V1_ENTRY as u64)?;
         let header = V1Header::parse(&head).map_err(|e| crate::store::v1_header_error(&path, e))?;
         let count = u64::from(header.length);

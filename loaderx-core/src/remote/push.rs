@@ -59,10 +59,11 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     let manifest = if std::fs::symlink_metadata(dir.join(SET_FILE)).is_ok_and(|m| m.is_file()) {
         let file = dir.join(SET_FILE);
         let bytes = crate::store::read_capped(&file, MAX_SET_MANIFEST)?.unwrap_or_default();
-        Some(SetManifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+        Some(SetManifest::decode(&bytes).map_err(|e| Error::Corrupt {
             path: file,
-            offset,
-            reason,
+            offset: e.offset,
+            reason: e.reason,
+            source: e.source.map(Into::into),
         })?)
     } else {
         None
@@ -97,6 +98,7 @@ fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
         path: manifest.clone(),
         offset: 0,
         reason: format!("the part {rel:?} {why}; a part is a store named relative to the set"),
+        source: None,
     };
     let path = Path::new(rel);
     if rel.is_empty() {

@@ -214,7 +214,18 @@ impl RemoteStore {
     }
 
     pub(super) fn corrupt(&self, index: u64, reason: String) -> Error {
-        Error::CorruptRecord { path: PathBuf::from(&self.url), index, reason }
+        Error::CorruptRecord { path: PathBuf::from(&self.url), index, reason, source: None }
+    }
+
+    /// The error for record `index` that does not decode: the decompressor's error its source
+    /// (a local decoder's, never an object store's: it holds no credential).
+    fn undecodable(&self, index: u64, e: DecodeError) -> Error {
+        match e {
+            DecodeError::Frame { reason, source } => {
+                Error::CorruptRecord { path: PathBuf::from(&self.url), index, reason, source }
+            }
+            DecodeError::MissingDictionary => Error::MissingDictionary { path: PathBuf::from(&self.url) },
+        }
     }
 
     pub(super) fn crc_mismatch(&self, index: u64) -> Error {
@@ -332,10 +343,7 @@ impl RemoteStore {
             decode_record(rec, self.checksums && !checked, &mut decoder, Some(&mut summer), dst).map_err(
                 |why| match why {
                     RecordError::Checksum(_) => self.crc_mismatch(i),
-                    RecordError::Decode(DecodeError::Frame(why)) => self.corrupt(i, why),
-                    RecordError::Decode(DecodeError::MissingDictionary) => {
-                        Error::MissingDictionary { path: PathBuf::from(&self.url) }
-                    }
+                    RecordError::Decode(e) => self.undecodable(i, e),
                 },
             )?;
         }
@@ -423,6 +431,7 @@ impl RecordSource for RemoteStore {
                 path: PathBuf::from(&self.url),
                 index: wide[k],
                 reason: format!("{len} bytes, the schema's items are {record_len}"),
+                source: None,
             });
         }
         self.gather_to(&wide, &mut dst)

@@ -295,6 +295,7 @@ impl Store {
             path: self.dir.join(DICT_FILE),
             offset: 0,
             reason: format!("the dictionary just trained: {reason}"),
+            source: None,
         })?;
         let _ = self.dict.set(prepared);
         Ok(true)

@@ -136,12 +136,30 @@ impl<'d> Encoder<'d> {
 }
 
 /// Why a frame did not decode.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum DecodeError {
     /// A `zstd_dict` frame, and no dictionary to decode it with.
     MissingDictionary,
-    /// The frame is damaged or does not fit the record: what is wrong.
-    Frame(String),
+    /// The frame is damaged or does not fit the record: what is wrong, and the decompressor's
+    /// error when it is the one that said so (the record's error's `source`).
+    Frame {
+        /// What is wrong.
+        reason: String,
+        /// The decompressor's error.
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl DecodeError {
+    /// A frame refused for `reason` by the decoder's own checks.
+    fn frame(reason: String) -> DecodeError {
+        DecodeError::Frame { reason, source: None }
+    }
+
+    /// A frame (or a context) the decompressor refused with `e`.
+    fn refused(reason: &str, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> DecodeError {
+        DecodeError::Frame { reason: reason.to_owned(), source: Some(e.into()) }
+    }
 }
 
 /// One worker's decompression context, reused across every record it handles.
@@ -169,20 +187,22 @@ impl<'d> Decoder<'d> {
         len: usize,
     ) -> Result<(), DecodeError> {
         let ctx = match codec {
-            Codec::Raw => return Err(DecodeError::Frame("a raw record is not decoded".into())),
+            Codec::Raw => return Err(DecodeError::frame("a raw record is not decoded".into())),
             Codec::Lz4 => {
                 let n = dst
                     .write_zeroed(len, |out| lz4_flex::block::decompress_into(src, out))
-                    .map_err(|e| DecodeError::Frame(format!("lz4 block does not decode: {e}")))?;
+                    .map_err(|e| DecodeError::refused("the lz4 block does not decode", e))?;
                 if n != len {
-                    return Err(DecodeError::Frame(format!("decoded {n} bytes, the entry says {len}")));
+                    return Err(DecodeError::frame(format!("decoded {n} bytes, the entry says {len}")));
                 }
                 return Ok(());
             }
             Codec::Zstd => match &mut self.plain {
                 Some(c) => c,
                 slot @ None => {
-                    slot.insert(Decompressor::new().map_err(|e| DecodeError::Frame(e.to_string()))?)
+                    let ctx = Decompressor::new()
+                        .map_err(|e| DecodeError::refused("no zstd context could be made", e))?;
+                    slot.insert(ctx)
                 }
             },
             Codec::ZstdDict => match &mut self.dict {
@@ -191,16 +211,16 @@ impl<'d> Decoder<'d> {
                     let d = self.dictionary.ok_or(DecodeError::MissingDictionary)?;
                     slot.insert(
                         Decompressor::with_prepared_dictionary(&d.decoder)
-                            .map_err(|e| DecodeError::Frame(e.to_string()))?,
+                            .map_err(|e| DecodeError::refused("no zstd context could be made", e))?,
                     )
                 }
             },
         };
         let n = dst
             .decompress(ctx, src, len)
-            .map_err(|e| DecodeError::Frame(format!("zstd frame does not decode: {e}")))?;
+            .map_err(|e| DecodeError::refused("the zstd frame does not decode", e))?;
         if n != len {
-            return Err(DecodeError::Frame(format!("decoded {n} bytes, the table says {len}")));
+            return Err(DecodeError::frame(format!("decoded {n} bytes, the table says {len}")));
         }
         Ok(())
     }
@@ -271,7 +291,7 @@ mod tests {
         };
         decode(&mut Decoder::new(Some(&d)), &mut out).unwrap();
         assert_eq!(out, recs[3]);
-        assert_eq!(decode(&mut Decoder::new(None), &mut out), Err(DecodeError::MissingDictionary));
+        assert!(matches!(decode(&mut Decoder::new(None), &mut out), Err(DecodeError::MissingDictionary)));
     }
 
     #[test]

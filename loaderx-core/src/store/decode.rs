@@ -22,7 +22,7 @@ pub(crate) struct Stored<'a> {
 }
 
 /// Why a record did not reach its destination.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum RecordError {
     /// The stored bytes sum to this, not to the index's crc32c.
     Checksum(u32),
@@ -122,7 +122,7 @@ mod tests {
             run(good, true, fused, &mut out).unwrap();
             assert_eq!(out, bytes);
             let bad = Stored { crc: crc ^ 1, ..good };
-            assert_eq!(run(bad, true, fused, &mut out), Err(RecordError::Checksum(crc)));
+            assert!(matches!(run(bad, true, fused, &mut out), Err(RecordError::Checksum(c)) if c == crc));
             run(bad, false, fused, &mut out).unwrap();
         }
     }
@@ -137,7 +137,7 @@ mod tests {
         run(good, false, false, &mut out).unwrap();
         assert_eq!(out, record);
         let bad = Stored { crc: crc ^ 1, ..good };
-        assert_eq!(run(bad, false, false, &mut out), Err(RecordError::Checksum(crc)));
+        assert!(matches!(run(bad, false, false, &mut out), Err(RecordError::Checksum(c)) if c == crc));
         let short = Stored { logical: record.len() - 1, ..good };
         let mut out = vec![0u8; record.len() - 1];
         assert!(matches!(run(short, false, false, &mut out), Err(RecordError::Decode(_))));

@@ -153,6 +153,7 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Option<Vec<u8>>> {
             path: path.to_path_buf(),
             offset: 0,
             reason: format!("{len} bytes is more than this file may hold ({cap})"),
+            source: None,
         });
     }
     std::fs::read(path).map(Some).map_err(|e| Error::io("read", path, e))

@@ -404,8 +404,8 @@ impl Store {
     pub(super) fn decode_error(&self, e: DecodeError, l: &Located) -> Error {
         match e {
             DecodeError::MissingDictionary => Error::MissingDictionary { path: self.dir.clone() },
-            DecodeError::Frame(reason) => {
-                Error::CorruptRecord { path: self.chunks.path(l.entry.chunk), index: l.index, reason }
+            DecodeError::Frame { reason, source } => {
+                Error::CorruptRecord { path: self.chunks.path(l.entry.chunk), index: l.index, reason, source }
             }
         }
     }
@@ -421,6 +421,7 @@ impl Store {
                 l.entry.end(),
                 l.entry.crc
             ),
+            source: None,
         }
     }
 
@@ -435,6 +436,7 @@ impl Store {
                 l.entry.offset,
                 l.entry.end()
             ),
+            source: None,
         }
     }
 

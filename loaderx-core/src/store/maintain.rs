@@ -97,6 +97,7 @@ impl Store {
             path: path.clone(),
             offset,
             reason,
+            source: None,
         })?;
         self.apply(&j)?;
         fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
@@ -135,6 +136,7 @@ impl Store {
                             "the journal's moves need more than its {} bytes of data",
                             data.len()
                         ),
+                        source: None,
                     })?;
                     self.chunks.write_all(e.chunk, e.offset, bytes)?;
                     touched.insert(e.chunk);
@@ -167,7 +169,7 @@ impl Store {
                     .map(|r| format!("the journal's entry for record {idx} is not storable here: {r}"))
             };
             if let Some(reason) = bad {
-                return Err(Error::Corrupt { path, offset: 0, reason });
+                return Err(Error::Corrupt { path, offset: 0, reason, source: None });
             }
         }
         Ok(())

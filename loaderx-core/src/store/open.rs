@@ -254,6 +254,7 @@ impl Store {
             path: path.clone(),
             offset,
             reason,
+            source: None,
         })?;
         if let Some(h) = self.index.v2_header(&self.index_path)?
             && h.dict_id != 0
@@ -267,10 +268,15 @@ impl Store {
                     dict::id(raw),
                     h.dict_id
                 ),
+                source: None,
             });
         }
-        let prepared =
-            Dictionary::new(raw.to_vec()).map_err(|reason| Error::Corrupt { path, offset: 0, reason })?;
+        let prepared = Dictionary::new(raw.to_vec()).map_err(|reason| Error::Corrupt {
+            path,
+            offset: 0,
+            reason,
+            source: None,
+        })?;
         let _ = self.dict.set(prepared);
         Ok(())
     }
@@ -288,6 +294,7 @@ impl Store {
                         path,
                         offset: 0,
                         reason: format!("chunk {id} is missing (the store has chunks 0..={tail_chunk})"),
+                        source: None,
                     });
                 }
                 Err(e) => return Err(Error::io("stat", &path, e)),
@@ -304,6 +311,7 @@ impl Store {
                         "truncated: committed data ends at byte {tail_offset}; the records before byte {len} \
                          can still be read from a read-only open"
                     ),
+                    source: None,
                 });
             }
         }
@@ -449,7 +457,7 @@ impl Store {
     }
 
     pub(super) fn record_error(&self, index: u64, reason: impl Into<String>) -> Error {
-        Error::CorruptRecord { path: self.index_path.clone(), index, reason: reason.into() }
+        Error::CorruptRecord { path: self.index_path.clone(), index, reason: reason.into(), source: None }
     }
 
     /// The chunk capacity this handle's writes and compactions use: the v2 header's, or the
@@ -532,6 +540,7 @@ fn map_index(index_file: &File, index_path: &Path, format: Format, writable: boo
                         h.count,
                         (hole - v2::HEADER_SIZE as u64) / v2::ENTRY_SIZE as u64
                     ),
+                    source: None,
                 });
             }
             Index::V2(map)

@@ -291,7 +291,8 @@ impl Store {
             }
         };
         let path = self.dir.join(MANIFEST_FILE);
-        let corrupt = |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason };
+        let corrupt =
+            |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
         let manifest = match fs::read(&path) {
             Ok(bytes) => match Manifest::decode(&bytes) {
                 Ok(m) => m,
@@ -342,6 +343,7 @@ impl Store {
                         "{} bytes with crc32c {:#010x}; the manifest says {} bytes with crc32c {:#010x}",
                         sum.len, sum.crc, want.len, want.crc
                     ),
+                    source: None,
                 });
             }
         }

@@ -266,13 +266,14 @@ pub(crate) fn v1_header_error(path: &Path, e: crate::format::HeaderError) -> Err
             path,
             offset: n as u64,
             reason: "truncated header (meta.zr is shorter than 16 bytes)".into(),
+            source: None,
         },
         HeaderError::Magic(m) => {
             Error::NotAStore { path, reason: format!("bad magic {m:?}, expected \"ZREC\"") }
         }
         HeaderError::ByteOrder => Error::ByteOrder { path },
         HeaderError::Version(v) => Error::Version { path, found: v, expected: crate::format::VERSION },
-        HeaderError::Field(reason) => Error::Corrupt { path, offset: 0, reason },
+        HeaderError::Field(reason) => Error::Corrupt { path, offset: 0, reason, source: None },
     }
 }
 
@@ -284,12 +285,15 @@ pub(crate) fn v2_header_error(path: &Path, e: v2::HeaderError) -> Error {
             path,
             offset: n as u64,
             reason: format!("truncated header (index.zr is shorter than {} bytes)", v2::HEADER_SIZE),
+            source: None,
         },
         v2::HeaderError::Magic(m) => {
             Error::NotAStore { path, reason: format!("bad magic {m:?}, expected \"ZRC2\"") }
         }
         v2::HeaderError::Version(v) => Error::Version { path, found: v, expected: v2::VERSION },
-        v2::HeaderError::Field(offset, reason) => Error::Corrupt { path, offset: offset as u64, reason },
+        v2::HeaderError::Field(offset, reason) => {
+            Error::Corrupt { path, offset: offset as u64, reason, source: None }
+        }
     }
 }
 

@@ -59,6 +59,7 @@ impl IndexMap {
                 path: path.to_path_buf(),
                 offset: len,
                 reason: format!("index.zr is {len} bytes, shorter than its {HEADER_SIZE}-byte header"),
+                source: None,
             });
         }
         let opts = MmapOptions::new();
@@ -111,6 +112,7 @@ impl IndexMap {
                         "the index holds {} entries; the header publishes {entries}",
                         fresh.entries
                     ),
+                    source: None,
                 });
             }
             *slot = Arc::new(fresh);

@@ -31,6 +31,7 @@ impl MetaMap {
                 path: path.to_path_buf(),
                 offset: len,
                 reason: format!("meta.zr is {len} bytes; it must be {META_SIZE} (truncated or not a store)"),
+                source: None,
             });
         }
         let opts = MmapOptions::new();

@@ -185,7 +185,7 @@ fn truncated_npy_is_bad_input_and_leaves_nothing() {
     let out = dir.path().join("t");
     let err = convert::npy(&input, &out, WriteOptions::new()).unwrap_err();
     match &err {
-        Error::BadInput { path, reason } => {
+        Error::BadInput { path, reason, .. } => {
             assert_eq!(path, &input);
             assert!(reason.contains("expected 120") && reason.contains("found 115"), "{reason}");
         }
@@ -486,7 +486,7 @@ fn concurrent_first_uses_of_the_mnist_cache_all_get_whole_stores() {
 /// `err` is a [`Error::BadInput`] naming `path` whose reason holds `needle`.
 fn bad_input_naming(err: Error, path: &Path, needle: &str) {
     match err {
-        Error::BadInput { path: p, reason } => {
+        Error::BadInput { path: p, reason, .. } => {
             assert_eq!(p, path, "{reason}");
             assert!(reason.contains(needle), "{needle:?} not in {reason:?}");
         }

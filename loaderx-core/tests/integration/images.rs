@@ -174,7 +174,7 @@ fn an_image_bomb_is_refused_from_its_header_naming_the_file() {
     std::fs::write(&bomb, &png).unwrap();
     let out = dir.path().join("out");
     match images(&root, &out, ImageOptions::new(32, 32), WriteOptions::new()).unwrap_err() {
-        Error::BadInput { path, reason } => {
+        Error::BadInput { path, reason, .. } => {
             assert_eq!(path, bomb);
             assert!(reason.contains("16384x16384") && reason.contains("needs"), "{reason}");
         }

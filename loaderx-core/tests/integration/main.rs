@@ -1,6 +1,7 @@
 //! Integration tests of `loaderx-core`, one binary (one link step) with a module per subject.
 
 mod bad_inputs;
+mod causes;
 mod common;
 mod convert;
 mod crash;

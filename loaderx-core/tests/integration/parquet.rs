@@ -147,7 +147,7 @@ fn nulls_are_an_error_naming_the_row_or_filled() {
     let col = [ParquetColumn::parse("i=ids").unwrap()];
     let e = parquet(&[&file], dir.path().join("o"), &col, Nulls::Error, WriteOptions::new()).unwrap_err();
     match &e {
-        Error::BadInput { path, reason } => {
+        Error::BadInput { path, reason, .. } => {
             assert_eq!(path, &file);
             assert!(reason.contains("\"i\"") && reason.contains("row 5"), "{reason}");
         }
@@ -314,7 +314,7 @@ fn damaged_files_are_typed_errors_never_panics() {
         let opts = WriteOptions::new().overwrite(true);
         match parquet(&[&file], &out, &none, Nulls::Fill(0.0), opts) {
             Ok(_) => converted += 1,
-            Err(Error::BadInput { path, reason }) => {
+            Err(Error::BadInput { path, reason, .. }) => {
                 assert_eq!(path, file, "byte {p} = {v:#x}: {reason}");
                 caught += usize::from(reason.contains("broke"));
             }
@@ -348,7 +348,7 @@ fn a_column_named_as_another_columns_staging_directory_is_refused() {
     let out = dir.path().join("o");
     let none: [ParquetColumn; 0] = [];
     match parquet(&[&file], &out, &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
-        Error::BadInput { path, reason } => {
+        Error::BadInput { path, reason, .. } => {
             assert_eq!(path, file);
             assert!(reason.contains("\"a.partial\"") && reason.contains("NAME=DATASET"), "{reason}");
         }
@@ -375,7 +375,7 @@ fn inputs_that_are_not_regular_files_are_refused_naming_the_path() {
     let none: [ParquetColumn; 0] = [];
     for (input, needle) in [(Path::new("/dev/null"), "character device"), (fifo.as_path(), "pipe")] {
         match parquet(&[input], dir.path().join("o"), &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
-            Error::BadInput { path, reason } => {
+            Error::BadInput { path, reason, .. } => {
                 assert_eq!(path, input);
                 assert!(reason.contains(needle) && reason.contains("not a regular file"), "{reason}");
             }
@@ -403,7 +403,7 @@ fn fixed_sizes_that_overflow_an_item_are_refused_naming_the_file() {
     w.close().unwrap();
     let none: [ParquetColumn; 0] = [];
     match parquet(&[&file], dir.path().join("o"), &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
-        Error::BadInput { path, reason } => {
+        Error::BadInput { path, reason, .. } => {
             assert_eq!(path, file);
             assert!(reason.contains("overflows"), "{reason}");
         }

@@ -153,7 +153,7 @@ fn a_flipped_bit_anywhere_is_caught_by_verify_and_by_verified_reads() {
     flip(&index_file, at + 12);
     let report = Store::open(&path).unwrap().verify().unwrap();
     assert!(
-        matches!(report.bad.as_slice(), [(17, Error::CorruptRecord { index: 17, path: p, reason })] if *p == index_file && reason.contains("checksum")),
+        matches!(report.bad.as_slice(), [(17, Error::CorruptRecord { index: 17, path: p, reason, .. })] if *p == index_file && reason.contains("checksum")),
         "{report:?}"
     );
     let verified = Store::open_with(&path, StoreOptions::new().verify_reads(true)).unwrap();

@@ -78,10 +78,12 @@ struct Source {
 /// The reader of `path`'s footer (metadata and Arrow schema), its decoder's panics caught.
 fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
     let (f, _) = open_input(path)?;
-    let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason };
+    let bad = |reason: String, source| Error::BadInput { path: path.to_path_buf(), reason, source };
     catch_decoder_panic(|| ParquetRecordBatchReaderBuilder::try_new(f))
-        .map_err(|panic| bad(format!("not a readable Parquet file: its footer broke the decoder ({panic})")))?
-        .map_err(|e| bad(format!("not a readable Parquet file: {e}")))
+        .map_err(|panic| {
+            bad(format!("not a readable Parquet file: its footer broke the decoder ({panic})"), None)
+        })?
+        .map_err(|e| bad("not a readable Parquet file".into(), Some(e.into())))
 }
 
 /// Converts columns of the Parquet files `inputs` (read in order, as one table) into one
@@ -149,6 +151,7 @@ pub fn parquet<P: AsRef<Path>>(
                         Err(Error::BadInput {
                             path: src.path.clone(),
                             reason: format!("row group {g} broke the Parquet decoder ({panic})"),
+                            source: None,
                         })
                     },
                 )
@@ -235,6 +238,7 @@ fn plan<P: AsRef<Path>>(
                          {STAGING_SUFFIX}, the staging name of another): name its dataset (NAME=DATASET)",
                         f.name()
                     ),
+                    source: None,
                 })
             })
             .collect::<Result<_>>()?
@@ -260,6 +264,7 @@ fn plan<P: AsRef<Path>>(
         let layout = layout_of(field.data_type()).map_err(|t| Error::BadInput {
             path: inputs[0].as_ref().to_path_buf(),
             reason: format!("column {:?} is {t}, which loaderx cannot hold as records", c.column),
+            source: None,
         })?;
         layouts.push(layout);
         types.push(field.data_type().clone());
@@ -274,11 +279,13 @@ fn plan<P: AsRef<Path>>(
             let (i, f) = schema.column_with_name(&c.column).ok_or_else(|| Error::BadInput {
                 path: path.to_path_buf(),
                 reason: format!("no column {:?} (the first file has it)", c.column),
+                source: None,
             })?;
             if f.data_type() != t {
                 return Err(Error::BadInput {
                     path: path.to_path_buf(),
                     reason: format!("column {:?} is {}, {t} in the first file", c.column, f.data_type()),
+                    source: None,
                 });
             }
             roots.push(i);
@@ -304,21 +311,26 @@ fn decode_group(
 ) -> Result<Vec<Chunk>> {
     let b = open_builder(&src.path)?;
     let mask = ProjectionMask::roots(b.parquet_schema(), src.roots.iter().copied());
-    let reader = b
-        .with_row_groups(vec![g])
-        .with_projection(mask)
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| Error::BadInput { path: src.path.clone(), reason: format!("row group {g}: {e}") })?;
+    let bad = |e: parquet::errors::ParquetError| Error::BadInput {
+        path: src.path.clone(),
+        reason: format!("row group {g}"),
+        source: Some(e.into()),
+    };
+    let reader =
+        b.with_row_groups(vec![g]).with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(bad)?;
     let mut out = Vec::new();
     let mut row = src.groups[g].0;
     for batch in reader {
-        let batch = batch
-            .map_err(|e| Error::BadInput { path: src.path.clone(), reason: format!("row group {g}: {e}") })?;
+        let batch = batch.map_err(|e| Error::BadInput {
+            path: src.path.clone(),
+            reason: format!("row group {g}"),
+            source: Some(e.into()),
+        })?;
         for (c, layout) in columns.iter().zip(layouts) {
             let a = batch.column_by_name(&c.column).ok_or_else(|| Error::BadInput {
                 path: src.path.clone(),
                 reason: format!("row group {g} has no column {:?}", c.column),
+                source: None,
             })?;
             out.push(records(a, layout, &At { path: &src.path, column: &c.column, row, nulls })?);
         }

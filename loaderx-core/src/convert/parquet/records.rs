@@ -102,6 +102,7 @@ impl At<'_> {
                 self.column,
                 self.row + i as u64
             ),
+            source: None,
         }
     }
 }
@@ -221,6 +222,7 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
             return Err(Error::BadInput {
                 path: at.path.to_path_buf(),
                 reason: format!("column {:?}: {other} is not a fixed-size type", at.column),
+                source: None,
             });
         }
     }
@@ -313,6 +315,7 @@ fn bytes_records(a: &dyn Array, at: &At<'_>, chunk: &mut Chunk) -> Result<()> {
         let bytes = s.column_by_name("bytes").ok_or_else(|| Error::BadInput {
             path: at.path.to_path_buf(),
             reason: format!("column {:?}: a struct without a `bytes` field", at.column),
+            source: None,
         })?;
         let mut inner = Chunk::default();
         bytes_records(bytes.as_ref(), at, &mut inner)?;
