@@ -110,7 +110,6 @@ fn loaderx_loader(
 ) -> StepLoader<MnistBatch> {
     StepLoaderBuilder::new()
         .mnist(&stores.0, &stores.1)
-        .unwrap()
         .batch_size(BATCH as u32)
         .mode(SamplerMode::Cyclic)
         .seed(42)

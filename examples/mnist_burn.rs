@@ -88,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Device::flex();
     // Two cores: one prefetch thread keeps up with the model; the rest train.
     let train = StepLoaderBuilder::new()
-        .mnist(&train_images, &train_labels)?
+        .mnist(&train_images, &train_labels)
         .batch_size(args.batch)
         .seed(42)
         .threads(1)
@@ -97,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let test_len = DenseSource::open(&test_labels)?.len();
     // The validation split: every test digit once per epoch, in order, the last batch partial.
     let valid_builder = StepLoaderBuilder::new()
-        .mnist(&test_images, &test_labels)?
+        .mnist(&test_images, &test_labels)
         .batch_size(500)
         .finite(Finite::ordered())
         .threads(1)

@@ -203,8 +203,8 @@ fn main() -> Result<(), BoxError> {
     let device = if args.cuda { Device::new_cuda(0)? } else { Device::Cpu };
 
     let builder = DataLoader::builder()
-        .open_stream("image", args.cache.join("train-images"))?
-        .open_stream("label", args.cache.join("train-labels"))?
+        .open_stream("image", args.cache.join("train-images"))
+        .open_stream("label", args.cache.join("train-labels"))
         .batch_size(args.batch)
         .seed(args.seed)
         .threads(2)

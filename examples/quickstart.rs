@@ -38,8 +38,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let mut loader = DataLoader::builder()
-        .open_stream("image", stores.join("train-images"))?
-        .open_stream("label", stores.join("train-labels"))?
+        .open_stream("image", stores.join("train-images"))
+        .open_stream("label", stores.join("train-labels"))
         .batch_size(256)
         .mode(SamplerMode::Cyclic)
         .seed(42)

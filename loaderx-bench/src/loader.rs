@@ -16,7 +16,7 @@ use loaderx_core::{
 
 use crate::report::{self, Report, Section};
 use crate::run::Config;
-use crate::timing::{self, Contender, Timings, Work, settle};
+use crate::timing::{self, Contender, Work, settle};
 use crate::workloads::{Gen, blocks, write_structured_f32};
 
 const BATCH: u32 = 256;
@@ -52,42 +52,6 @@ fn heavy(mut b: Batch) -> anyhow::Result<Vec<f32>> {
     let mut v = b.take("x").ok_or_else(|| anyhow::anyhow!("no stream x"))?.into_vec::<f32>()?;
     transform(&mut v);
     Ok(v)
-}
-
-/// Batches a loader of `threads` threads can hold ready: `threads * prefetch` queued plus one in
-/// hand per thread.
-fn queued(threads: usize) -> u32 {
-    (threads * (PREFETCH + 1)) as u32
-}
-
-/// A contender taking batches from `loader`: the `queued` batches it holds ready are drained
-/// untimed, and its prefetch threads settle before each round.
-fn prefetched<'a, O: Send + 'static>(
-    name: &str,
-    loader: &'a RefCell<DataLoader<O>>,
-    queued: u32,
-) -> Contender<'a> {
-    Contender {
-        untimed: queued,
-        settle: Some(Box::new(|| settle(|| loader.borrow().prefetched()))),
-        ..Contender::new(
-            name,
-            Box::new(|| drop(black_box(loader.borrow_mut().next_batch().expect("a batch")))),
-        )
-    }
-}
-
-/// `loaders` (of `threads` prefetch threads each) timed against each other in interleaved rounds.
-fn time_loaders(cfg: &Config, threads: usize, loaders: &[(&str, &RefCell<DataLoader<Batch>>)]) -> Timings {
-    let queued = queued(threads);
-    let mut contenders: Vec<Contender<'_>> =
-        loaders.iter().map(|&(name, l)| prefetched(name, l, queued)).collect();
-    timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders)
-}
-
-/// The "vs" cell of contender `name`: its speed against `base`, or "baseline".
-fn versus(t: &Timings, name: &str, base: Option<&str>) -> String {
-    base.map_or_else(|| "baseline".into(), |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))))
 }
 
 /// Measures the loader and adds its rows and table.
@@ -128,12 +92,27 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
             black_box(&out);
         })
     };
-    let queued = queued(threads);
+    // Batches a loader can hold ready: `threads * prefetch` queued plus one in hand per thread.
+    let queued = (threads * (PREFETCH + 1)) as u32;
     let mut contenders = vec![
         Contender::new(GATHER, serial(false)),
-        prefetched(IDENTITY, &identity, queued),
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| identity.borrow().prefetched()))),
+            ..Contender::new(
+                IDENTITY,
+                Box::new(|| drop(identity.borrow_mut().next_batch().expect("a batch"))),
+            )
+        },
         Contender::new(SERIAL, serial(true)),
-        prefetched(HEAVY, &loaded, queued),
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| loaded.borrow().prefetched()))),
+            ..Contender::new(
+                HEAVY,
+                Box::new(|| drop(black_box(loaded.borrow_mut().next_batch().expect("a batch")))),
+            )
+        },
     ];
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
     drop(contenders);
@@ -161,7 +140,10 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
             report::duration(secs),
             report::thousands(bps * f64::from(BATCH)),
             format!("{:.0} MiB/s", bps * batch_mib),
-            versus(&t, name, base),
+            base.map_or_else(
+                || "baseline".into(),
+                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
+            ),
         ]);
     }
     s.notes.push(format!(
@@ -199,7 +181,14 @@ pub(crate) fn sampler_of(builder: &LoaderBuilder) -> anyhow::Result<loaderx_core
 }
 
 /// The rows of a section comparing `name` with `base` in batches per second.
-fn pair_rows(report: &mut Report, s: &mut Section, t: &Timings, workload: &str, base: &str, name: &str) {
+fn pair_rows(
+    report: &mut Report,
+    s: &mut Section,
+    t: &timing::Timings,
+    workload: &str,
+    base: &str,
+    name: &str,
+) {
     for (name, base) in [(base, None), (name, Some(base))] {
         let bps = 1.0 / t.median_secs(name);
         report.push_rates(
@@ -207,7 +196,14 @@ fn pair_rows(report: &mut Report, s: &mut Section, t: &Timings, workload: &str, 
             &[(bps, "batches/s")],
             base.map(|b| (b, t.speed_vs(name, b))),
         );
-        s.rows.push(vec![name.into(), format!("{bps:.1}"), versus(t, name, base)]);
+        s.rows.push(vec![
+            name.into(),
+            format!("{bps:.1}"),
+            base.map_or_else(
+                || "baseline".into(),
+                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
+            ),
+        ]);
     }
 }
 
@@ -241,7 +237,21 @@ fn mixture(
         LoaderBuilder::mixture(sources)?.batch_size(BATCH).seed(7).threads(threads).prefetch(PREFETCH);
     let single = RefCell::new(builder.clone().build()?);
     let mix = RefCell::new(mixed.build()?);
-    let t = time_loaders(cfg, threads, &[(SINGLE, &single), (MIXED, &mix)]);
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders = vec![
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| single.borrow().prefetched()))),
+            ..Contender::new(SINGLE, Box::new(|| drop(single.borrow_mut().next_batch().expect("a batch"))))
+        },
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| mix.borrow().prefetched()))),
+            ..Contender::new(MIXED, Box::new(|| drop(mix.borrow_mut().next_batch().expect("a batch"))))
+        },
+    ];
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
     let mut s = Section::new(
         format!(
             "3d. Loader — a weighted mixture against one source, the same 12 KiB records, batch {BATCH}, {threads} threads"
@@ -268,14 +278,17 @@ const P_WHOLE: &str = "packed, samples whole";
 const P_SPLIT: &str = "packed, samples split at row ends";
 const P_UNCACHED: &str = "packed, samples whole, no length cache (every plan reads each entry)";
 
-/// Writes `records` ragged i32 token records of log-normal lengths (median 300) at `path`;
-/// returns their mean length.
-fn write_lognormal_tokens(path: &std::path::Path, records: u32) -> anyhow::Result<f64> {
+/// Sequence packing against padding on log-normal token lengths (median 300): the share of
+/// token slots filled, and batches/s with the padded batches holding as many samples as a
+/// packed batch does on average.
+fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<()> {
+    let dir = tempfile::Builder::new().prefix("loaderx-bench-pack-").tempdir_in(&cfg.dir)?;
+    let path = dir.path().join("tokens");
     let mut w =
-        DatasetWriter::ragged::<i32>(path, vec![], WriteOptions::new().codec(loaderx_core::Codec::Raw))?;
+        DatasetWriter::ragged::<i32>(&path, vec![], WriteOptions::new().codec(loaderx_core::Codec::Raw))?;
     let mut g = Gen(0x9ACC);
     let mut total = 0u64;
-    for i in 0..records {
+    for i in 0..cfg.records {
         // Box-Muller: a normal deviate, then exp(ln 300 + 0.6 z).
         let (u1, u2) = (
             (g.below(1 << 24) as f64 + 1.0) / f64::from(1 << 24),
@@ -287,26 +300,17 @@ fn write_lognormal_tokens(path: &std::path::Path, records: u32) -> anyhow::Resul
         w.append_record(&(0..len as i32).map(|j| j ^ i as i32).collect::<Vec<i32>>())?;
     }
     w.finish()?;
-    Ok(total as f64 / f64::from(records))
-}
-
-/// Sequence packing against padding on log-normal token lengths (median 300): the share of
-/// token slots filled, and batches/s with the padded batches holding as many samples as a
-/// packed batch does on average.
-fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<()> {
-    let dir = tempfile::Builder::new().prefix("loaderx-bench-pack-").tempdir_in(&cfg.dir)?;
-    let path = dir.path().join("tokens");
-    let mean = write_lognormal_tokens(&path, cfg.records)?;
-    let base = DataLoader::builder().open_stream("t", &path)?.seed(7).threads(threads).prefetch(PREFETCH);
+    let mean = total as f64 / f64::from(cfg.records);
+    let base = DataLoader::builder().open_stream("t", &path).seed(7).threads(threads).prefetch(PREFETCH);
     let packed_with = |pack: Pack| -> anyhow::Result<LoaderBuilder> {
-        Ok(base.clone().pack("t", pack)?.batch_size(PACK_ROWS))
+        Ok(base.clone().pack("t", pack).batch_size(PACK_ROWS))
     };
     let packed = |split: bool| packed_with(Pack::new(PACK_L).split(split));
     let uncached = || packed_with(Pack::new(PACK_L).cache_lengths(false));
     // As many samples per padded batch as a packed batch holds on average.
     let per_batch = ((f64::from(PACK_ROWS * PACK_L) / mean).round() as u32).max(1);
-    let padded = base.clone().pad("t", Pad::longest())?.batch_size(per_batch);
-    let bucketed = padded.clone().bucket("t", 32)?;
+    let padded = base.clone().pad("t", Pad::longest()).batch_size(per_batch);
+    let bucketed = padded.clone().bucket("t", 32);
     let fill = |b: &LoaderBuilder, mask: &str| -> anyhow::Result<f64> {
         let mut l = b.clone().build()?;
         let (mut on, mut all) = (0usize, 0usize);
@@ -332,9 +336,18 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
         RefCell::new(packed(true)?.build()?),
         RefCell::new(uncached()?.build()?),
     ];
-    let named: Vec<(&str, &RefCell<DataLoader<Batch>>)> =
-        fills.iter().map(|(name, _)| *name).zip(&loaders).collect();
-    let t = time_loaders(cfg, threads, &named);
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders: Vec<Contender<'_>> = fills
+        .iter()
+        .zip(&loaders)
+        .map(|((name, _), l)| Contender {
+            untimed: queued,
+            settle: Some(Box::new(move || settle(|| l.borrow().prefetched()))),
+            ..Contender::new(name, Box::new(move || drop(l.borrow_mut().next_batch().expect("a batch"))))
+        })
+        .collect();
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
     let mut s = Section::new(
         format!(
             "3e. Loader — packing and bucketing, i32 tokens of log-normal lengths (median 300, mean {mean:.0}), \
@@ -356,7 +369,10 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
             name.into(),
             format!("{:.1}%", 100.0 * f),
             format!("{bps:.1}"),
-            versus(&t, name, base),
+            base.map_or_else(
+                || "baseline".into(),
+                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
+            ),
         ]);
     }
     s.notes.push(format!(
@@ -379,7 +395,21 @@ fn passes(cfg: &Config, report: &mut Report, builder: &LoaderBuilder, threads: u
     let endless = RefCell::new(builder.clone().build()?);
     let passes = RefCell::new(builder.clone().finite(Finite::shuffled().epochs(None)).build()?);
     let steps = passes.borrow().steps_per_epoch();
-    let t = time_loaders(cfg, threads, &[(ENDLESS, &endless), (PASS, &passes)]);
+    let queued = (threads * (PREFETCH + 1)) as u32;
+    let mut contenders = vec![
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| endless.borrow().prefetched()))),
+            ..Contender::new(ENDLESS, Box::new(|| drop(endless.borrow_mut().next_batch().expect("a batch"))))
+        },
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| passes.borrow().prefetched()))),
+            ..Contender::new(PASS, Box::new(|| drop(passes.borrow_mut().next_batch().expect("a batch"))))
+        },
+    ];
+    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
+    drop(contenders);
     let mut s = Section::new(
         format!(
             "3b. Loader — finite passes against the endless loader, 12 KiB records, batch {BATCH}, {threads} threads"
@@ -416,16 +446,16 @@ fn ragged(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<(
     w.finish()?;
     let data = RaggedDataset::<i32>::open(&path)?;
     let builder = DataLoader::builder()
-        .open_stream("t", &path)?
+        .open_stream("t", &path)
         .batch_size(BATCH)
         .seed(3)
         .threads(threads)
         .prefetch(PREFETCH);
     let sampler = builder.clone().build()?.sampler().cloned().ok_or_else(|| anyhow::anyhow!("a sampler"))?;
-    let padded = RefCell::new(builder.pad("t", Pad::longest())?.build()?);
+    let padded = RefCell::new(builder.pad("t", Pad::longest()).build()?);
     let mut step = 0u64;
     let mut idx = vec![0u32; BATCH as usize];
-    let queued = queued(threads);
+    let queued = (threads * (PREFETCH + 1)) as u32;
     let mut contenders = vec![
         Contender::new(
             BY_HAND,
@@ -437,7 +467,14 @@ fn ragged(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<(
                 black_box((values, lengths));
             }),
         ),
-        prefetched(PADDED, &padded, queued),
+        Contender {
+            untimed: queued,
+            settle: Some(Box::new(|| settle(|| padded.borrow().prefetched()))),
+            ..Contender::new(
+                PADDED,
+                Box::new(|| drop(black_box(padded.borrow_mut().next_batch().expect("a batch")))),
+            )
+        },
     ];
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
     drop(contenders);

@@ -66,8 +66,7 @@ impl StepLoaderBuilder {
         self
     }
 
-    /// [`map_core`](Self::map_core) for a fallible setting (`open_stream`, `pad`, `pack`,
-    /// `bucket`, `shard_from_env`).
+    /// [`map_core`](Self::map_core) for a fallible setting (`shard_from_env`).
     ///
     /// # Errors
     /// [`Error::Core`] with `f`'s error.
@@ -113,9 +112,9 @@ impl StepLoaderBuilder {
     /// [`pad`](Self::pad) for [`build_dense`](Self::build_dense)).
     ///
     /// # Errors
-    /// [`Error::Core`] when `dir` holds no dataset (naming `dir`).
-    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
-        self.try_map_core(|b| b.open_stream(name, dir))
+    /// `build_*` reports [`Error::Core`] when `dir` holds no dataset (naming `dir`).
+    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Self {
+        self.map_core(|b| b.open_stream(name, dir))
     }
 
     /// Adds a named ragged stream; [`pad`](Self::pad) makes its batches dense tensors.
@@ -128,9 +127,10 @@ impl StepLoaderBuilder {
     /// row) ([`LoaderBuilder::pad`]).
     ///
     /// # Errors
-    /// [`Error::Core`] when there is no ragged stream `name` (the message lists the streams).
-    pub fn pad(self, name: &str, pad: Pad) -> Result<Self> {
-        self.try_map_core(|b| b.pad(name, pad))
+    /// `build_*` reports [`Error::Core`] when there is no ragged stream `name` (the message
+    /// lists the streams).
+    pub fn pad(self, name: &str, pad: Pad) -> Self {
+        self.map_core(|b| b.pad(name, pad))
     }
 
     /// Packs the ragged token stream `name` into dense rows of `pack.length` tokens, with
@@ -138,18 +138,19 @@ impl StepLoaderBuilder {
     /// loader's only one, and the state carries where the packing stands.
     ///
     /// # Errors
-    /// [`Error::Core`] when there is no unpadded ragged stream `name` or `pack.length` is 0.
-    pub fn pack(self, name: &str, pack: Pack) -> Result<Self> {
-        self.try_map_core(|b| b.pack(name, pack))
+    /// `build_*` reports [`Error::Core`] when there is no unpadded ragged stream `name` or
+    /// `pack.length` is 0.
+    pub fn pack(self, name: &str, pack: Pack) -> Self {
+        self.map_core(|b| b.pack(name, pack))
     }
 
     /// Length bucketing of a padded ragged stream `name` within windows of `window` steps
     /// ([`LoaderBuilder::bucket`]): a padded batch holds records of similar lengths.
     ///
     /// # Errors
-    /// [`Error::Core`] when there is no ragged stream `name` or `window` is 0.
-    pub fn bucket(self, name: &str, window: u32) -> Result<Self> {
-        self.try_map_core(|b| b.bucket(name, window))
+    /// `build_*` reports [`Error::Core`] when there is no ragged stream `name` or `window` is 0.
+    pub fn bucket(self, name: &str, window: u32) -> Self {
+        self.map_core(|b| b.bucket(name, window))
     }
 
     /// Reads only the records `selection` names (a split, a range, a list) in every stream
@@ -246,7 +247,7 @@ impl StepLoaderBuilder {
         E: Into<BoxError>,
         F: Fn(Batch, &Device) -> std::result::Result<O, E> + Send + Sync + 'static,
     {
-        let core = self.core;
+        let core = self.core.checked()?;
         // Validates the streams and the sampler and yields the starting state; the threads start
         // on the first `iter()`.
         let state = core.resolve()?;
@@ -275,7 +276,8 @@ impl StepLoaderBuilder {
         let len = u32::try_from(dataset.len())
             .map_err(|_| Error::InvalidArgument("a dataset of more than u32::MAX items".into()))?;
         let fingerprint = fingerprint(format!("dataset:{len}").as_bytes());
-        let state = self.core.plan(len, fingerprint)?;
+        let core = self.core.checked()?;
+        let state = core.plan(len, fingerprint)?;
         if let Order::Packed(_) | Order::Bucketed(_) = state.order {
             // Both read the builder's ragged stream (its records' lengths), which a dataset loader
             // does not gather: its items are the batcher's.
@@ -288,8 +290,8 @@ impl StepLoaderBuilder {
         let recipe = Arc::new(DatasetRecipe {
             dataset: Arc::new(dataset),
             batcher: Arc::new(batcher),
-            threads: self.core.thread_count(),
-            prefetch: self.core.prefetch_depth(),
+            threads: core.thread_count(),
+            prefetch: core.prefetch_depth(),
         });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
     }
@@ -416,7 +418,7 @@ impl<O: Send + 'static> Running<O> for Prefetcher<Result<O>> {
 /// w.append(&(0..200).map(|v| v as f32).collect::<Vec<_>>())?;
 /// w.finish()?;
 /// let loader = StepLoaderBuilder::new()
-///     .open_stream("x", dir.path().join("x"))?
+///     .open_stream("x", dir.path().join("x"))
 ///     .batch_size(25)
 ///     .build_dense()?;
 /// assert_eq!(loader.num_items(), 100); // 4 steps of 25 per epoch

@@ -268,9 +268,9 @@ impl StepLoaderBuilder {
     /// Opens MNIST image and label stores as the streams `image` and `label`.
     ///
     /// # Errors
-    /// [`Error::Core`] when either directory holds no dense dataset.
-    pub fn mnist(self, images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self> {
-        self.open_stream("image", images)?.open_stream("label", labels)
+    /// `build_*` reports [`Error::Core`] when either directory holds no dense dataset.
+    pub fn mnist(self, images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Self {
+        self.open_stream("image", images).open_stream("label", labels)
     }
 
     /// A loader of the guide's [`MnistBatch`]es from the streams `image` and `label`, built on

@@ -74,9 +74,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let builder = || {
             DataLoader::builder()
                 .open_stream("x", &path)
-                .map(|b| b.batch_size(batch as u32).seed(1).threads(4).prefetch(2))
+                .batch_size(batch as u32)
+                .seed(1)
+                .threads(4)
+                .prefetch(2)
         };
-        let mut old = CandleLoader::new(builder()?, Converter::new(&device))?;
+        let mut old = CandleLoader::new(builder(), Converter::new(&device))?;
         old.next_batch()?;
         let t = Instant::now();
         for _ in 0..steps {
@@ -85,7 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         device.synchronize()?;
         let staged_old = gbps(bytes * steps, t.elapsed().as_secs_f64());
         drop(old);
-        let mut new = CudaLoader::new(builder()?, &device)?;
+        let mut new = CudaLoader::new(builder(), &device)?;
         new.next_batch()?;
         let t = Instant::now();
         for _ in 0..steps {
@@ -125,7 +128,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let alone = t.elapsed().as_secs_f64() / steps as f64;
     let batch = (16usize << 20) / (RECORD_ELEMS * 4);
     let builder =
-        DataLoader::builder().open_stream("x", &path)?.batch_size(batch as u32).threads(4).prefetch(2);
+        DataLoader::builder().open_stream("x", &path).batch_size(batch as u32).threads(4).prefetch(2);
     let mut loader = CudaLoader::new(builder, &device)?;
     loader.next_batch()?;
     let t = Instant::now();

@@ -29,8 +29,8 @@
 //! w.finish()?;
 //!
 //! let builder = DataLoader::builder()
-//!     .open_stream("image", dir.path().join("image"))?
-//!     .open_stream("flag", dir.path().join("flag"))?
+//!     .open_stream("image", dir.path().join("image"))
+//!     .open_stream("flag", dir.path().join("flag"))
 //!     .batch_size(16)
 //!     .seed(7);
 //! // bool has no candle dtype: widen it explicitly; normalise the bytes on the prefetch threads.

@@ -21,7 +21,7 @@ use crate::{Converter, Result, TensorBatch};
 /// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
 /// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;
 /// w.finish()?;
-/// let builder = DataLoader::builder().open_stream("x", dir.path().join("x"))?.batch_size(8).seed(3);
+/// let builder = DataLoader::builder().open_stream("x", dir.path().join("x")).batch_size(8).seed(3);
 /// let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu))?;
 /// let batch = loader.next_batch()?;
 /// assert_eq!((batch.step, batch.get("x")?.dims()), (0, &[8, 4][..]));

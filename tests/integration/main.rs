@@ -26,9 +26,7 @@ fn bundled_mnist_converts_and_loads_aligned_batches() {
     let image_set = DenseDataset::<u8>::open(&images).unwrap();
     let mut loader = DataLoader::builder()
         .open_stream("image", &images)
-        .unwrap()
         .open_stream("label", &labels)
-        .unwrap()
         .batch_size(100)
         .mode(SamplerMode::Cyclic)
         .seed(3)

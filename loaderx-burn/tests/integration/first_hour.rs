@@ -21,9 +21,7 @@ fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch(
     write_xy(dir.path(), 250);
     let builder = StepLoaderBuilder::new()
         .open_stream("x", dir.path().join("x"))
-        .unwrap()
         .open_stream("y", dir.path().join("y"))
-        .unwrap()
         .batch_size(32);
     let valid = builder.clone().finite(Finite::ordered()).build_dense().unwrap();
     assert_eq!((valid.num_items(), valid.steps_per_epoch()), (250, 8));
@@ -107,12 +105,8 @@ fn burns_builder_names_build_a_loaderx_loader_over_mnist_converted_once() {
 fn a_stream_name_typo_lists_the_streams() {
     let dir = tempfile::tempdir().unwrap();
     write_xy(dir.path(), 40);
-    let loader = StepLoaderBuilder::new()
-        .open_stream("x", dir.path().join("x"))
-        .unwrap()
-        .batch_size(8)
-        .build_dense()
-        .unwrap();
+    let loader =
+        StepLoaderBuilder::new().open_stream("x", dir.path().join("x")).batch_size(8).build_dense().unwrap();
     let mut b = loader.iter().next().unwrap().unwrap();
     let e = b.float::<2>("xx").unwrap_err().to_string();
     assert!(e.contains("\"x\""), "{e}");
@@ -131,7 +125,6 @@ fn padded_ragged_tensors_over_an_in_memory_split() {
         .ragged_stream("t", tokens)
         .stream("id", ids)
         .pad("t", Pad::longest())
-        .unwrap()
         .batch_size(8)
         .finite(Finite::ordered());
     let ids_of = |sel: Selection| -> Vec<i64> {
@@ -216,7 +209,6 @@ fn packed_rows_through_the_step_loader_resume_exactly() {
     let core = LoaderBuilder::new()
         .ragged_stream("t", RaggedSource::from_records(vec![], &records).unwrap())
         .pack("t", Pack::new(32).split(true))
-        .unwrap()
         .batch_size(4)
         .seed(2);
     let rows = |l: &loaderx_burn::StepLoader<DenseBatch>| -> Vec<i64> {

@@ -16,9 +16,7 @@ fn dense(n: usize, batch: u32) -> (tempfile::TempDir, StepLoaderBuilder) {
     let (x, y) = write_xy(dir.path(), n);
     let b = StepLoaderBuilder::new()
         .open_stream("x", x)
-        .unwrap()
         .open_stream("y", y)
-        .unwrap()
         .batch_size(batch)
         .seed(3)
         .threads(3)
@@ -242,7 +240,6 @@ fn mnist_batches_match_the_guide_batcher() {
     let (images, labels) = mnist_train();
     let loader = StepLoaderBuilder::new()
         .mnist(images, labels)
-        .unwrap()
         .batch_size(16)
         .seed(9)
         .device(&device())

@@ -45,13 +45,11 @@ fn a_packed_step_loader_yields_the_core_loaders_batches() {
     let burn = StepLoaderBuilder::new()
         .ragged_stream("t", tokens(300, 0))
         .pack("t", Pack::new(32))
-        .unwrap()
         .batch_size(4)
         .seed(3);
     let core = DataLoader::builder()
         .ragged_stream("t", tokens(300, 0))
         .pack("t", Pack::new(32))
-        .unwrap()
         .batch_size(4)
         .seed(3);
     let (got, state) = burn_run(burn, 7);
@@ -67,17 +65,13 @@ fn a_bucketed_step_loader_yields_the_core_loaders_batches() {
     let burn = StepLoaderBuilder::new()
         .ragged_stream("t", tokens(500, 0))
         .pad("t", Pad::longest())
-        .unwrap()
         .bucket("t", 8)
-        .unwrap()
         .batch_size(16)
         .seed(5);
     let core = DataLoader::builder()
         .ragged_stream("t", tokens(500, 0))
         .pad("t", Pad::longest())
-        .unwrap()
         .bucket("t", 8)
-        .unwrap()
         .batch_size(16)
         .seed(5);
     let (got, state) = burn_run(burn, 10);
@@ -89,13 +83,11 @@ fn a_bucketed_step_loader_yields_the_core_loaders_batches() {
 
 #[test]
 fn a_mixture_step_loader_yields_the_core_loaders_batches() {
-    let src = |base| {
-        StepLoaderBuilder::new().ragged_stream("t", tokens(120, base)).pad("t", Pad::longest()).unwrap()
-    };
+    let src = |base| StepLoaderBuilder::new().ragged_stream("t", tokens(120, base)).pad("t", Pad::longest());
     let burn =
         StepLoaderBuilder::mixture(vec![(2.0, src(0)), (1.0, src(5000))]).unwrap().batch_size(8).seed(1);
     let core_src =
-        |base| DataLoader::builder().ragged_stream("t", tokens(120, base)).pad("t", Pad::longest()).unwrap();
+        |base| DataLoader::builder().ragged_stream("t", tokens(120, base)).pad("t", Pad::longest());
     let core = LoaderBuilder::mixture(vec![(2.0, core_src(0)), (1.0, core_src(5000))])
         .unwrap()
         .batch_size(8)
@@ -119,7 +111,6 @@ fn packing_refuses_a_burn_batcher() {
     let e = StepLoaderBuilder::new()
         .ragged_stream("t", tokens(300, 0))
         .pack("t", Pack::new(32))
-        .unwrap()
         .build_batcher(items, Count)
         .unwrap_err();
     assert!(e.to_string().contains("not a batcher"), "{e}");

@@ -68,7 +68,7 @@ fn a_cuda_loader_delivers_every_batch_intact_in_step_order() {
     let x: Vec<f32> = (0..4096u32).flat_map(|i| (0..1024u32).map(move |j| (i * 1024 + j) as f32)).collect();
     let path = write_dense(dir.path(), "x", vec![1024], &x);
     let builder =
-        DataLoader::builder().open_stream("x", path).unwrap().batch_size(1024).seed(5).threads(2).prefetch(4);
+        DataLoader::builder().open_stream("x", path).batch_size(1024).seed(5).threads(2).prefetch(4);
     let loader = CandleLoader::new(builder, Converter::new(&device)).unwrap();
     for (want, batch) in loader.take(32).enumerate() {
         let batch = batch.unwrap();
@@ -96,9 +96,7 @@ fn a_staged_cuda_loader_matches_the_cpu_loader_and_resumes() {
     let builder = || {
         DataLoader::builder()
             .open_stream("x", &xp)
-            .unwrap()
             .open_stream("y", &yp)
-            .unwrap()
             .batch_size(256)
             .seed(11)
             .threads(3)

@@ -21,9 +21,7 @@ fn builder(dir: &Path) -> LoaderBuilder {
     let (xp, yp) = (dir.join("x"), dir.join("y"));
     DataLoader::builder()
         .open_stream("x", xp)
-        .unwrap()
         .open_stream("y", yp)
-        .unwrap()
         .batch_size(16)
         .seed(11)
         .threads(4)
@@ -109,7 +107,6 @@ fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
         .stream("x", x)
         .ragged_stream("t", t)
         .pad("t", Pad::longest())
-        .unwrap()
         .batch_size(16)
         .finite(Finite::ordered());
     let loader =

@@ -25,7 +25,7 @@ fn loader_tensors_own_the_buffers_the_prefetch_threads_gathered() {
     let dir = tempfile::tempdir().unwrap();
     let values: Vec<u8> = (0..64 * 16).map(|v| (v % 251) as u8).collect();
     let path = write_dense(dir.path(), "x", vec![16], &values);
-    let builder = DataLoader::builder().open_stream("x", path).unwrap().batch_size(8).threads(3).seed(2);
+    let builder = DataLoader::builder().open_stream("x", path).batch_size(8).threads(3).seed(2);
     let mut loader = CandleLoader::with_transform(builder, Converter::new(&Device::Cpu), |mut b, conv| {
         let array = b.take("x").unwrap();
         let gathered = array.as_slice::<u8>().unwrap().as_ptr() as usize;
@@ -66,7 +66,7 @@ fn dtypes_candle_lacks_are_refused_without_a_widening() {
 fn tensor_batch_names_the_missing_stream() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_dense(dir.path(), "x", vec![], &[1u32, 2, 3, 4]);
-    let builder = DataLoader::builder().open_stream("x", path).unwrap().batch_size(2);
+    let builder = DataLoader::builder().open_stream("x", path).batch_size(2);
     let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu)).unwrap();
     let mut batch = loader.next_batch().unwrap();
     let err = batch.get("y").unwrap_err();

@@ -58,7 +58,7 @@ impl LoaderBuilder {
         F: Fn(Batch) -> std::result::Result<O, E> + Send + Sync + 'static,
     {
         let transform: Transform<O> = Arc::new(move |b| transform(b).map_err(Into::into));
-        DataLoader::start(self, transform)
+        DataLoader::start(self.checked()?, transform)
     }
 
     /// The state a loader built from this builder starts in: the streams checked (at least one,
@@ -71,6 +71,7 @@ impl LoaderBuilder {
     /// name, more records than `u32` indices, invalid sampler parameters, or a restored state
     /// whose fingerprint does not match the streams.
     pub fn resolve(&self) -> Result<LoaderState> {
+        self.refusal()?;
         let streams = self.selected_streams()?;
         let Some((_, first)) = streams.first() else {
             return Err(Error::Config {
@@ -120,6 +121,7 @@ impl LoaderBuilder {
     /// [`Error::Config`] when a restored state belongs to other data (another
     /// fingerprint or length) or the sampler parameters are invalid.
     pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
+        self.refusal()?;
         let state = match &self.state {
             // A restored state's order is its own (a pass is not compared with the builder's
             // `finite`); a mixture, packing or bucketing must be the builder's.

@@ -1,6 +1,7 @@
 //! [`LoaderBuilder`]: what a loader reads and how (its setters; `build.rs` turns it into a loader).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::bucket::BucketConfig;
 use super::pack::Pack;
@@ -35,6 +36,11 @@ pub struct LoaderBuilder {
     /// How `open_stream` reaches `s3://` URLs ([`LoaderBuilder::remote_options`]).
     #[cfg(feature = "remote")]
     pub(super) remote: Option<crate::remote::RemoteOptions>,
+    /// The first refusal of a chained setter ([`pad`](LoaderBuilder::pad),
+    /// [`pack`](LoaderBuilder::pack), [`bucket`](LoaderBuilder::bucket),
+    /// [`open_stream`](LoaderBuilder::open_stream)): the chain goes on, `build` reports it.
+    /// Shared by clones, since an [`Error`] is not `Clone`.
+    pub(super) failed: Option<Arc<Error>>,
 }
 
 impl std::fmt::Debug for LoaderBuilder {
@@ -54,6 +60,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("mixture", &self.mixture)
             .field("pack", &self.pack)
             .field("bucket", &self.bucket)
+            .field("failed", &self.failed)
             .finish()
     }
 }
@@ -79,6 +86,7 @@ impl Default for LoaderBuilder {
             bucket: None,
             #[cfg(feature = "remote")]
             remote: None,
+            failed: None,
         }
     }
 }
@@ -115,26 +123,61 @@ impl LoaderBuilder {
     /// [`LoaderBuilder::remote_options`].
     ///
     /// # Errors
-    /// As [`DenseSource::open`] / [`RaggedSource::open`].
-    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Result<Self> {
-        let dir = dir.as_ref();
+    /// `build` reports what [`DenseSource::open`] / [`RaggedSource::open`] do (the stream is
+    /// not added).
+    pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Self {
+        match self.opened(dir.as_ref()) {
+            Ok(StreamSource::Dense(d)) => self.stream(name, d),
+            Ok(StreamSource::Ragged(r, _)) => self.ragged_stream(name, r),
+            Err(e) => self.refuse(e),
+        }
+    }
+
+    /// The dataset in `dir` (or at an `s3://` URL), dense or ragged.
+    fn opened(&self, dir: &Path) -> Result<StreamSource> {
         #[cfg(feature = "remote")]
         if crate::remote::is_remote(dir) {
             let url = dir.to_string_lossy();
             let options = self.remote.clone().unwrap_or_default();
             // The kind is in the schema, fetched with the store: dense first, else ragged.
-            return Ok(match DenseSource::open_remote(&url, options.clone()) {
-                Ok(d) => self.stream(name, d),
+            return match DenseSource::open_remote(&url, options.clone()) {
+                Ok(d) => Ok(StreamSource::Dense(d)),
                 Err(Error::Schema { .. }) => {
-                    self.ragged_stream(name, RaggedSource::open_remote(&url, options)?)
+                    Ok(StreamSource::Ragged(RaggedSource::open_remote(&url, options)?, None))
                 }
-                Err(e) => return Err(e),
-            });
+                Err(e) => Err(e),
+            };
         }
         Ok(match Schema::read(dir)?.kind {
-            Kind::Dense => self.stream(name, DenseSource::open(dir)?),
-            Kind::Ragged => self.ragged_stream(name, RaggedSource::open(dir)?),
+            Kind::Dense => StreamSource::Dense(DenseSource::open(dir)?),
+            Kind::Ragged => StreamSource::Ragged(RaggedSource::open(dir)?, None),
         })
+    }
+
+    /// This builder with `e` recorded as its setters' first refusal (a later one is not kept).
+    fn refuse(mut self, e: Error) -> Self {
+        self.failed.get_or_insert_with(|| Arc::new(e));
+        self
+    }
+
+    /// This builder, or the first refusal of a chained setter ([`pad`](Self::pad),
+    /// [`pack`](Self::pack), [`bucket`](Self::bucket), [`open_stream`](Self::open_stream)) as
+    /// it was made: what `build` checks first. Adapters that start from the builder's settings
+    /// without `build` call it first.
+    ///
+    /// # Errors
+    /// The refusal: [`Error::Config`] from `pad`, `pack` and `bucket`, `open_stream`'s own
+    /// error (an [`Error::Config`] with its message when a clone of this builder holds it too).
+    pub fn checked(mut self) -> Result<Self> {
+        match self.failed.take() {
+            None => Ok(self),
+            Some(e) => Err(Arc::try_unwrap(e).unwrap_or_else(|shared| retold(&shared))),
+        }
+    }
+
+    /// The first refusal of a chained setter, for a check by reference (`resolve`, `plan`).
+    pub(super) fn refusal(&self) -> Result<()> {
+        self.failed.as_deref().map_or(Ok(()), |e| Err(retold(e)))
     }
 
     /// Pads the ragged stream `name` on the prefetch threads: the batch then holds `name` as a
@@ -142,26 +185,19 @@ impl LoaderBuilder {
     /// (`u8`, `(B, L)`: 1 for a real row), and no ragged `name`.
     ///
     /// # Errors
-    /// [`Error::Config`] when there is no ragged stream `name` (the message lists the
-    /// streams there are).
-    pub fn pad(mut self, name: &str, pad: Pad) -> Result<Self> {
+    /// `build` reports [`Error::Config`] when there is no ragged stream `name` here (the
+    /// message lists the streams there are).
+    pub fn pad(mut self, name: &str, pad: Pad) -> Self {
         let names = self.stream_names();
-        match self.streams.iter_mut().find(|(n, _)| n == name) {
-            Some((_, StreamSource::Ragged(_, p))) => *p = Some(pad),
-            Some(_) => {
-                return Err(Error::Config {
-                    what: "pad",
-                    reason: format!("stream {name:?} is dense; only a ragged stream is padded"),
-                });
+        let reason = match self.streams.iter_mut().find(|(n, _)| n == name) {
+            Some((_, StreamSource::Ragged(_, p))) => {
+                *p = Some(pad);
+                return self;
             }
-            None => {
-                return Err(Error::Config {
-                    what: "pad",
-                    reason: format!("no stream {name:?} to pad; the streams are {names}"),
-                });
-            }
-        }
-        Ok(self)
+            Some(_) => format!("stream {name:?} is dense; only a ragged stream is padded"),
+            None => format!("no stream {name:?} to pad; the streams are {names}"),
+        };
+        self.refuse(Error::Config { what: "pad", reason })
     }
 
     fn stream_names(&self) -> String {
@@ -182,7 +218,8 @@ impl LoaderBuilder {
     /// [`Error::Config`] for no sources, a source without streams or with streams of
     /// different lengths, a negative, NaN or infinite weight, all weights zero, streams whose
     /// names differ between sources, or a ragged stream padded differently in two sources;
-    /// [`Error::Schema`] naming the first source whose stream has another dtype or shape.
+    /// [`Error::Schema`] naming the first source whose stream has another dtype or shape; a
+    /// source's setter's refusal ([`checked`](Self::checked)).
     pub fn mixture(sources: Vec<(f64, LoaderBuilder)>) -> Result<LoaderBuilder> {
         if sources.is_empty() {
             return Err(Error::Config {
@@ -194,6 +231,7 @@ impl LoaderBuilder {
         let mut lens = Vec::with_capacity(sources.len());
         let mut per_source: Vec<Vec<(String, StreamSource)>> = Vec::with_capacity(sources.len());
         for (j, (w, b)) in sources.into_iter().enumerate() {
+            let b = b.checked()?;
             if !w.is_finite() || w < 0.0 {
                 return Err(Error::Config {
                     what: "mixture",
@@ -295,35 +333,22 @@ impl LoaderBuilder {
     /// convention.
     ///
     /// # Errors
-    /// [`Error::Config`] when there is no ragged, unpadded stream `name` (the message
-    /// lists the streams) or `pack.length` is 0.
-    pub fn pack(mut self, name: &str, pack: Pack) -> Result<Self> {
+    /// `build` reports [`Error::Config`] when there is no ragged, unpadded stream `name` here
+    /// (the message lists the streams) or `pack.length` is 0.
+    pub fn pack(mut self, name: &str, pack: Pack) -> Self {
         let names = self.stream_names();
-        match self.streams.iter().find(|(n, _)| n == name) {
-            Some((_, StreamSource::Ragged(_, None))) if pack.length > 0 => {}
-            Some((_, StreamSource::Ragged(_, None))) => {
-                return Err(Error::Config {
-                    what: "pack",
-                    reason: "a packed row needs at least one token".into(),
-                });
+        let reason = match self.streams.iter().find(|(n, _)| n == name) {
+            Some((_, StreamSource::Ragged(_, None))) if pack.length > 0 => {
+                self.pack = Some((name.to_string(), pack));
+                return self;
             }
+            Some((_, StreamSource::Ragged(_, None))) => "a packed row needs at least one token".into(),
             Some(_) => {
-                return Err(Error::Config {
-                    what: "pack",
-                    reason: format!(
-                        "stream {name:?} is dense or padded; only an unpadded ragged stream is packed"
-                    ),
-                });
+                format!("stream {name:?} is dense or padded; only an unpadded ragged stream is packed")
             }
-            None => {
-                return Err(Error::Config {
-                    what: "pack",
-                    reason: format!("no stream {name:?} to pack; the streams are {names}"),
-                });
-            }
-        }
-        self.pack = Some((name.to_string(), pack));
-        Ok(self)
+            None => format!("no stream {name:?} to pack; the streams are {names}"),
+        };
+        self.refuse(Error::Config { what: "pack", reason })
     }
 
     /// Length bucketing for padded ragged batches: within each window of `window` steps, the
@@ -334,33 +359,20 @@ impl LoaderBuilder {
     /// step) and resume exactly, on any world size.
     ///
     /// # Errors
-    /// [`Error::Config`] when there is no ragged stream `name` (the message lists the
-    /// streams) or `window` is 0.
-    pub fn bucket(mut self, name: &str, window: u32) -> Result<Self> {
+    /// `build` reports [`Error::Config`] when there is no ragged stream `name` here (the
+    /// message lists the streams) or `window` is 0.
+    pub fn bucket(mut self, name: &str, window: u32) -> Self {
         let names = self.stream_names();
-        match self.streams.iter().find(|(n, _)| n == name) {
-            Some((_, StreamSource::Ragged(..))) if window > 0 => {}
-            Some((_, StreamSource::Ragged(..))) => {
-                return Err(Error::Config {
-                    what: "bucket",
-                    reason: "a bucketing window needs at least one step".into(),
-                });
+        let reason = match self.streams.iter().find(|(n, _)| n == name) {
+            Some((_, StreamSource::Ragged(..))) if window > 0 => {
+                self.bucket = Some(BucketConfig { stream: name.to_string(), window });
+                return self;
             }
-            Some(_) => {
-                return Err(Error::Config {
-                    what: "bucket",
-                    reason: format!("stream {name:?} is dense; buckets sort a ragged stream"),
-                });
-            }
-            None => {
-                return Err(Error::Config {
-                    what: "bucket",
-                    reason: format!("no stream {name:?} to bucket by; the streams are {names}"),
-                });
-            }
-        }
-        self.bucket = Some(BucketConfig { stream: name.to_string(), window });
-        Ok(self)
+            Some((_, StreamSource::Ragged(..))) => "a bucketing window needs at least one step".into(),
+            Some(_) => format!("stream {name:?} is dense; buckets sort a ragged stream"),
+            None => format!("no stream {name:?} to bucket by; the streams are {names}"),
+        };
+        self.refuse(Error::Config { what: "bucket", reason })
     }
 
     /// The packed stream's name and packing, if any.
@@ -493,3 +505,18 @@ pub(super) const PACKED_ALONE: &str = "a packed stream is the loader's only stre
 /// Why a mixture is endless and unselected.
 pub(super) const MIXTURE_WHOLE: &str = "a mixture is endless and reads its sources whole: select within the sources, and \
                              evaluate each source with its own finite loader";
+
+/// A setter's refusal told again from a shared reference: a configuration refusal as it was,
+/// another (an `open_stream` that failed) as [`Error::Config`] with its message and causes.
+fn retold(e: &Error) -> Error {
+    if let Error::Config { what, reason } = e {
+        return Error::Config { what, reason: reason.clone() };
+    }
+    let mut reason = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        reason = format!("{reason}: {c}");
+        cause = c.source();
+    }
+    Error::Config { what: "open_stream", reason }
+}

@@ -34,8 +34,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// w.append(&(0..100).map(|v| v as u8).collect::<Vec<_>>())?;
 /// w.finish()?;
 /// let mut loader = DataLoader::builder()
-///     .open_stream("x", dir.path().join("x"))?
-///     .open_stream("y", dir.path().join("y"))?
+///     .open_stream("x", dir.path().join("x"))
+///     .open_stream("y", dir.path().join("y"))
 ///     .batch_size(16)
 ///     .seed(1)
 ///     .build()?;

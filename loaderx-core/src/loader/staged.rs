@@ -104,7 +104,8 @@ impl LoaderBuilder {
         O: Send + 'static,
         F: Fn(Staged<'_, S>) -> std::result::Result<(O, Box<dyn Fence>), BoxError> + Send + Sync + 'static,
     {
-        if let Some(name) = self.ragged_names().next() {
+        let builder = self.checked()?;
+        if let Some(name) = builder.ragged_names().next() {
             return Err(Error::Config {
                 what: "staged",
                 reason: format!(
@@ -112,7 +113,7 @@ impl LoaderBuilder {
                 ),
             });
         }
-        if self.packed().is_some() {
+        if builder.packed().is_some() {
             return Err(Error::Config {
                 what: "staged",
                 reason: "a staged loader does not pack sequences".into(),
@@ -174,6 +175,6 @@ impl LoaderBuilder {
                 }
             }
         };
-        DataLoader::start_staged(self, Arc::new(run))
+        DataLoader::start_staged(builder, Arc::new(run))
     }
 }

@@ -453,8 +453,8 @@ fn cases() -> Vec<Case> {
             },
             |d| {
                 DataLoader::builder()
-                    .open_stream("a", d.join("a"))?
-                    .open_stream("b", d.join("b"))?
+                    .open_stream("a", d.join("a"))
+                    .open_stream("b", d.join("b"))
                     .build()
                     .map(drop)
             },

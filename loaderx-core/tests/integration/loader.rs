@@ -21,7 +21,7 @@ fn streams(dir: &Path, n: u32) -> LoaderBuilder {
     .unwrap();
     y.append(&(0..n).collect::<Vec<u32>>()).unwrap();
     y.finish().unwrap();
-    DataLoader::builder().open_stream("x", dir.join("x")).unwrap().open_stream("y", dir.join("y")).unwrap()
+    DataLoader::builder().open_stream("x", dir.join("x")).open_stream("y", dir.join("y"))
 }
 
 fn rows(b: &Batch) -> Vec<u32> {

@@ -48,7 +48,6 @@ fn builder(split: bool) -> LoaderBuilder {
     DataLoader::builder()
         .ragged_stream("t", tokens(200, lengths))
         .pack("t", Pack::new(64).split(split))
-        .unwrap()
         .batch_size(8)
         .mode(SamplerMode::Sequential)
         .threads(2)
@@ -172,7 +171,6 @@ fn a_stored_stream_packs_to_the_batches_of_the_same_records_in_memory() {
         DataLoader::builder()
             .ragged_stream("t", source)
             .pack("t", Pack::new(64))
-            .unwrap()
             .batch_size(8)
             .seed(5)
             .threads(2)
@@ -208,7 +206,6 @@ fn a_damaged_entry_fails_the_step_that_plans_it() {
     let mut loader = DataLoader::builder()
         .ragged_stream("t", RaggedSource::open(&path).unwrap())
         .pack("t", Pack::new(64))
-        .unwrap()
         .batch_size(8)
         .mode(SamplerMode::Sequential)
         .threads(1)
@@ -229,29 +226,34 @@ fn a_damaged_entry_fails_the_step_that_plans_it() {
 #[test]
 fn bad_packings_are_typed_errors() {
     let ids = || DenseSource::from_vec(vec![], vec![0u32; 200]).unwrap();
-    let e = DataLoader::builder().stream("x", ids()).pack("x", Pack::new(8)).unwrap_err();
+    let e = DataLoader::builder().stream("x", ids()).pack("x", Pack::new(8)).build().unwrap_err();
     assert!(
         matches!(&e, Error::Config { what: "pack", reason: m } if m.contains("only an unpadded ragged stream")),
         "{e}"
     );
-    let e =
-        DataLoader::builder().ragged_stream("t", tokens(10, lengths)).pack("u", Pack::new(8)).unwrap_err();
+    let e = DataLoader::builder()
+        .ragged_stream("t", tokens(10, lengths))
+        .pack("u", Pack::new(8))
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("\"t\""), "lists the streams: {e}");
-    let e =
-        DataLoader::builder().ragged_stream("t", tokens(10, lengths)).pack("t", Pack::new(0)).unwrap_err();
+    let e = DataLoader::builder()
+        .ragged_stream("t", tokens(10, lengths))
+        .pack("t", Pack::new(0))
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("at least one token"), "{e}");
     let two = DataLoader::builder()
         .ragged_stream("t", tokens(200, lengths))
         .stream("x", ids())
-        .pack("t", Pack::new(8))
-        .unwrap();
+        .pack("t", Pack::new(8));
     let e = two.build().unwrap_err();
     assert!(e.to_string().contains("only stream"), "{e}");
     let other = builder(false).build().unwrap().state();
     let e = builder(true).state(other).build().unwrap_err();
     assert!(e.to_string().contains("other data"), "a state of another packing: {e}");
     // Nothing but empty samples: an error, not a step that never ends.
-    let empty = DataLoader::builder().ragged_stream("t", tokens(20, |_| 0)).pack("t", Pack::new(8)).unwrap();
+    let empty = DataLoader::builder().ragged_stream("t", tokens(20, |_| 0)).pack("t", Pack::new(8));
     let e = empty.batch_size(2).build().unwrap().next_batch().unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
 }
@@ -263,13 +265,9 @@ fn bad_packings_are_typed_errors() {
 fn bucketing_regroups_a_window_by_length_and_pads_less() {
     use loaderx_core::Pad;
     let src = || tokens(4000, lengths);
-    let plain = DataLoader::builder()
-        .ragged_stream("t", src())
-        .pad("t", Pad::longest())
-        .unwrap()
-        .batch_size(32)
-        .seed(5);
-    let bucketed = plain.clone().bucket("t", 16).unwrap();
+    let plain =
+        DataLoader::builder().ragged_stream("t", src()).pad("t", Pad::longest()).batch_size(32).seed(5);
+    let bucketed = plain.clone().bucket("t", 16);
     let waste = |b: LoaderBuilder| -> (Vec<Vec<u32>>, f64) {
         let mut l = b.build().unwrap();
         let (mut pad, mut all, mut ids) = (0usize, 0usize, Vec::new());
@@ -316,6 +314,6 @@ fn bucketing_regroups_a_window_by_length_and_pads_less() {
         want.sort_unstable();
         assert_eq!(union, want, "world {world}");
     }
-    assert!(plain.clone().bucket("t", 0).is_err());
-    assert!(plain.bucket("nope", 4).unwrap_err().to_string().contains("\"t\""));
+    assert!(plain.clone().bucket("t", 0).build().is_err());
+    assert!(plain.bucket("nope", 4).build().unwrap_err().to_string().contains("\"t\""));
 }

@@ -22,8 +22,7 @@ fn ragged_dataset(dir: &std::path::Path, n: u32) -> std::path::PathBuf {
 fn a_ragged_stream_is_opened_and_batched_as_offsets_and_values() {
     let dir = tempfile::tempdir().unwrap();
     let path = ragged_dataset(dir.path(), 200);
-    let mut loader =
-        DataLoader::builder().open_stream("t", &path).unwrap().batch_size(16).seed(2).build().unwrap();
+    let mut loader = DataLoader::builder().open_stream("t", &path).batch_size(16).seed(2).build().unwrap();
     for _ in 0..20 {
         let b = loader.next_batch().unwrap();
         let r = b.get_ragged("t").unwrap();
@@ -39,9 +38,9 @@ fn a_ragged_stream_is_opened_and_batched_as_offsets_and_values() {
 fn a_padded_ragged_stream_is_dense_with_lengths_and_a_mask() {
     let dir = tempfile::tempdir().unwrap();
     let path = ragged_dataset(dir.path(), 200);
-    let builder = DataLoader::builder().open_stream("t", &path).unwrap().batch_size(16).seed(2);
-    let mut longest = builder.clone().pad("t", Pad::longest().value(-1.0)).unwrap().build().unwrap();
-    let mut fixed = builder.clone().pad("t", Pad::length(8).truncate(true)).unwrap().build().unwrap();
+    let builder = DataLoader::builder().open_stream("t", &path).batch_size(16).seed(2);
+    let mut longest = builder.clone().pad("t", Pad::longest().value(-1.0)).build().unwrap();
+    let mut fixed = builder.clone().pad("t", Pad::length(8).truncate(true)).build().unwrap();
     for _ in 0..10 {
         let (a, b) = (longest.next_batch().unwrap(), fixed.next_batch().unwrap());
         assert_eq!(a.indices(), b.indices());
@@ -63,7 +62,7 @@ fn a_padded_ragged_stream_is_dense_with_lengths_and_a_mask() {
             assert_eq!(bl[k] as usize, tokens(i).len().min(8), "truncated to 8");
         }
     }
-    let strict = builder.clone().pad("t", Pad::length(4)).unwrap().finite(Finite::ordered()).build().unwrap();
+    let strict = builder.clone().pad("t", Pad::length(4)).finite(Finite::ordered()).build().unwrap();
     let errors: Vec<Error> = strict.filter_map(Result::err).collect();
     assert!(
         !errors.is_empty()
@@ -72,7 +71,7 @@ fn a_padded_ragged_stream_is_dense_with_lengths_and_a_mask() {
             )
     );
     assert!(
-        matches!(builder.clone().pad("nope", Pad::longest()), Err(Error::Config { what: "pad", reason: m }) if m.contains("\"t\"")),
+        matches!(builder.clone().pad("nope", Pad::longest()).build(), Err(Error::Config { what: "pad", reason: m }) if m.contains("\"t\"")),
         "the error lists the streams"
     );
 }
@@ -86,7 +85,6 @@ fn dense_and_ragged_streams_share_rows_and_memory_sources_pad_too() {
         .ragged_stream("f", feats)
         .stream("y", labels)
         .pad("f", Pad::longest())
-        .unwrap()
         .batch_size(7)
         .finite(Finite::shuffled())
         .build()

@@ -785,16 +785,15 @@ fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
     let mut a = DataLoader::builder()
         .remote_options(server.options())
         .open_stream("x", "s3://bucket/sets/all")
-        .unwrap()
         .batch_size(50)
         .seed(9)
         .build()
         .unwrap();
-    let mut b = DataLoader::builder().open_stream("x", &set).unwrap().batch_size(50).seed(9).build().unwrap();
+    let mut b = DataLoader::builder().open_stream("x", &set).batch_size(50).seed(9).build().unwrap();
     for _ in 0..4 {
         assert_eq!(a.next_batch().unwrap().get("x"), b.next_batch().unwrap().get("x"));
     }
-    let r = DataLoader::builder().remote_options(server.options()).open_stream("t", "s3://bucket/r").unwrap();
+    let r = DataLoader::builder().remote_options(server.options()).open_stream("t", "s3://bucket/r");
     let mut r = r.batch_size(8).build().unwrap();
     assert_eq!(r.next_batch().unwrap().get_ragged("t").unwrap().len(), 8);
     // A part replaced by a store of another length: the set no longer holds.

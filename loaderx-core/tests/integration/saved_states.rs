@@ -31,17 +31,13 @@ fn cases() -> Vec<(&'static str, LoaderBuilder, u64)> {
     let mixture = LoaderBuilder::mixture(vec![
         (
             0.7,
-            DataLoader::builder()
-                .ragged_stream("t", tokens(90, 0))
-                .pad("t", Pad::length(16).truncate(true))
-                .unwrap(),
+            DataLoader::builder().ragged_stream("t", tokens(90, 0)).pad("t", Pad::length(16).truncate(true)),
         ),
         (
             0.3,
             DataLoader::builder()
                 .ragged_stream("t", tokens(40, 500))
-                .pad("t", Pad::length(16).truncate(true))
-                .unwrap(),
+                .pad("t", Pad::length(16).truncate(true)),
         ),
     ])
     .unwrap();
@@ -71,7 +67,6 @@ fn cases() -> Vec<(&'static str, LoaderBuilder, u64)> {
             DataLoader::builder()
                 .ragged_stream("t", tokens(200, 0))
                 .pack("t", Pack::new(32))
-                .unwrap()
                 .batch_size(4)
                 .seed(1),
             11,
@@ -81,7 +76,6 @@ fn cases() -> Vec<(&'static str, LoaderBuilder, u64)> {
             DataLoader::builder()
                 .ragged_stream("t", tokens(200, 0))
                 .pack("t", Pack::new(24).split(true))
-                .unwrap()
                 .batch_size(4)
                 .mode(SamplerMode::Sequential)
                 .shard(1, 2),
@@ -92,9 +86,7 @@ fn cases() -> Vec<(&'static str, LoaderBuilder, u64)> {
             DataLoader::builder()
                 .ragged_stream("t", tokens(400, 0))
                 .pad("t", Pad::longest())
-                .unwrap()
                 .bucket("t", 4)
-                .unwrap()
                 .batch_size(8)
                 .seed(7),
             10,

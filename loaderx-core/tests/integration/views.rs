@@ -16,7 +16,6 @@ fn a_split_feeds_two_loaders_that_together_see_every_record_once() {
     let pass = |sel: Selection| -> Vec<u32> {
         DataLoader::builder()
             .open_stream("x", dir.path().join("x"))
-            .unwrap()
             .select(Selection::range(1000..2000))
             .select(sel)
             .batch_size(32)
@@ -86,7 +85,7 @@ fn opening_what_is_not_a_dataset_names_the_path_and_says_what_it_is() {
         }
         other => panic!("{other:?}"),
     }
-    match DataLoader::builder().open_stream("x", dir.path()) {
+    match DataLoader::builder().open_stream("x", dir.path()).build() {
         Err(Error::NotAStore { path, reason }) => {
             assert!(path == dir.path() && reason.contains("no schema.msgpack"), "{reason}")
         }
@@ -137,14 +136,12 @@ fn a_store_set_of_parts_is_the_whole_conversion() {
     );
     let mut from_set = DataLoader::builder()
         .open_stream("t", dir.path().join("set"))
-        .unwrap()
         .batch_size(64)
         .seed(5)
         .build()
         .unwrap();
     let mut from_whole = DataLoader::builder()
         .open_stream("t", dir.path().join("whole"))
-        .unwrap()
         .batch_size(64)
         .seed(5)
         .build()
