@@ -16,7 +16,7 @@ use loaderx_core::{
 
 use crate::report::{self, Report, Section};
 use crate::run::Config;
-use crate::timing::{self, Contender, Work, settle};
+use crate::timing::{self, Contender, Timings, Work, settle};
 use crate::workloads::{Gen, blocks, write_structured_f32};
 
 const BATCH: u32 = 256;
@@ -52,6 +52,42 @@ fn heavy(mut b: Batch) -> anyhow::Result<Vec<f32>> {
     let mut v = b.take("x").ok_or_else(|| anyhow::anyhow!("no stream x"))?.into_vec::<f32>()?;
     transform(&mut v);
     Ok(v)
+}
+
+/// Batches a loader of `threads` threads can hold ready: `threads * prefetch` queued plus one in
+/// hand per thread.
+fn queued(threads: usize) -> u32 {
+    (threads * (PREFETCH + 1)) as u32
+}
+
+/// A contender taking batches from `loader`: the `queued` batches it holds ready are drained
+/// untimed, and its prefetch threads settle before each round.
+fn prefetched<'a, O: Send + 'static>(
+    name: &str,
+    loader: &'a RefCell<DataLoader<O>>,
+    queued: u32,
+) -> Contender<'a> {
+    Contender {
+        untimed: queued,
+        settle: Some(Box::new(|| settle(|| loader.borrow().prefetched()))),
+        ..Contender::new(
+            name,
+            Box::new(|| drop(black_box(loader.borrow_mut().next_batch().expect("a batch")))),
+        )
+    }
+}
+
+/// `loaders` (of `threads` prefetch threads each) timed against each other in interleaved rounds.
+fn time_loaders(cfg: &Config, threads: usize, loaders: &[(&str, &RefCell<DataLoader<Batch>>)]) -> Timings {
+    let queued = queued(threads);
+    let mut contenders: Vec<Contender<'_>> =
+        loaders.iter().map(|&(name, l)| prefetched(name, l, queued)).collect();
+    timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders)
+}
+
+/// The "vs" cell of contender `name`: its speed against `base`, or "baseline".
+fn versus(t: &Timings, name: &str, base: Option<&str>) -> String {
+    base.map_or_else(|| "baseline".into(), |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))))
 }
 
 /// Measures the loader and adds its rows and table.
@@ -92,27 +128,12 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
             black_box(&out);
         })
     };
-    // Batches a loader can hold ready: `threads * prefetch` queued plus one in hand per thread.
-    let queued = (threads * (PREFETCH + 1)) as u32;
+    let queued = queued(threads);
     let mut contenders = vec![
         Contender::new(GATHER, serial(false)),
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| identity.borrow().prefetched()))),
-            ..Contender::new(
-                IDENTITY,
-                Box::new(|| drop(identity.borrow_mut().next_batch().expect("a batch"))),
-            )
-        },
+        prefetched(IDENTITY, &identity, queued),
         Contender::new(SERIAL, serial(true)),
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| loaded.borrow().prefetched()))),
-            ..Contender::new(
-                HEAVY,
-                Box::new(|| drop(black_box(loaded.borrow_mut().next_batch().expect("a batch")))),
-            )
-        },
+        prefetched(HEAVY, &loaded, queued),
     ];
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
     drop(contenders);
@@ -140,10 +161,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
             report::duration(secs),
             report::thousands(bps * f64::from(BATCH)),
             format!("{:.0} MiB/s", bps * batch_mib),
-            base.map_or_else(
-                || "baseline".into(),
-                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
-            ),
+            versus(&t, name, base),
         ]);
     }
     s.notes.push(format!(
@@ -181,14 +199,7 @@ pub(crate) fn sampler_of(builder: &LoaderBuilder) -> anyhow::Result<loaderx_core
 }
 
 /// The rows of a section comparing `name` with `base` in batches per second.
-fn pair_rows(
-    report: &mut Report,
-    s: &mut Section,
-    t: &timing::Timings,
-    workload: &str,
-    base: &str,
-    name: &str,
-) {
+fn pair_rows(report: &mut Report, s: &mut Section, t: &Timings, workload: &str, base: &str, name: &str) {
     for (name, base) in [(base, None), (name, Some(base))] {
         let bps = 1.0 / t.median_secs(name);
         report.push_rates(
@@ -196,14 +207,7 @@ fn pair_rows(
             &[(bps, "batches/s")],
             base.map(|b| (b, t.speed_vs(name, b))),
         );
-        s.rows.push(vec![
-            name.into(),
-            format!("{bps:.1}"),
-            base.map_or_else(
-                || "baseline".into(),
-                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
-            ),
-        ]);
+        s.rows.push(vec![name.into(), format!("{bps:.1}"), versus(t, name, base)]);
     }
 }
 
@@ -237,21 +241,7 @@ fn mixture(
         LoaderBuilder::mixture(sources)?.batch_size(BATCH).seed(7).threads(threads).prefetch(PREFETCH);
     let single = RefCell::new(builder.clone().build()?);
     let mix = RefCell::new(mixed.build()?);
-    let queued = (threads * (PREFETCH + 1)) as u32;
-    let mut contenders = vec![
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| single.borrow().prefetched()))),
-            ..Contender::new(SINGLE, Box::new(|| drop(single.borrow_mut().next_batch().expect("a batch"))))
-        },
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| mix.borrow().prefetched()))),
-            ..Contender::new(MIXED, Box::new(|| drop(mix.borrow_mut().next_batch().expect("a batch"))))
-        },
-    ];
-    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
-    drop(contenders);
+    let t = time_loaders(cfg, threads, &[(SINGLE, &single), (MIXED, &mix)]);
     let mut s = Section::new(
         format!(
             "3d. Loader — a weighted mixture against one source, the same 12 KiB records, batch {BATCH}, {threads} threads"
@@ -278,17 +268,14 @@ const P_WHOLE: &str = "packed, samples whole";
 const P_SPLIT: &str = "packed, samples split at row ends";
 const P_UNCACHED: &str = "packed, samples whole, no length cache (every plan reads each entry)";
 
-/// Sequence packing against padding on log-normal token lengths (median 300): the share of
-/// token slots filled, and batches/s with the padded batches holding as many samples as a
-/// packed batch does on average.
-fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<()> {
-    let dir = tempfile::Builder::new().prefix("loaderx-bench-pack-").tempdir_in(&cfg.dir)?;
-    let path = dir.path().join("tokens");
+/// Writes `records` ragged i32 token records of log-normal lengths (median 300) at `path`;
+/// returns their mean length.
+fn write_lognormal_tokens(path: &std::path::Path, records: u32) -> anyhow::Result<f64> {
     let mut w =
-        DatasetWriter::ragged::<i32>(&path, vec![], WriteOptions::new().codec(loaderx_core::Codec::Raw))?;
+        DatasetWriter::ragged::<i32>(path, vec![], WriteOptions::new().codec(loaderx_core::Codec::Raw))?;
     let mut g = Gen(0x9ACC);
     let mut total = 0u64;
-    for i in 0..cfg.records {
+    for i in 0..records {
         // Box-Muller: a normal deviate, then exp(ln 300 + 0.6 z).
         let (u1, u2) = (
             (g.below(1 << 24) as f64 + 1.0) / f64::from(1 << 24),
@@ -300,7 +287,16 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
         w.append_record(&(0..len as i32).map(|j| j ^ i as i32).collect::<Vec<i32>>())?;
     }
     w.finish()?;
-    let mean = total as f64 / f64::from(cfg.records);
+    Ok(total as f64 / f64::from(records))
+}
+
+/// Sequence packing against padding on log-normal token lengths (median 300): the share of
+/// token slots filled, and batches/s with the padded batches holding as many samples as a
+/// packed batch does on average.
+fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<()> {
+    let dir = tempfile::Builder::new().prefix("loaderx-bench-pack-").tempdir_in(&cfg.dir)?;
+    let path = dir.path().join("tokens");
+    let mean = write_lognormal_tokens(&path, cfg.records)?;
     let base = DataLoader::builder().open_stream("t", &path).seed(7).threads(threads).prefetch(PREFETCH);
     let packed_with = |pack: Pack| -> anyhow::Result<LoaderBuilder> {
         Ok(base.clone().pack("t", pack).batch_size(PACK_ROWS))
@@ -336,18 +332,9 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
         RefCell::new(packed(true)?.build()?),
         RefCell::new(uncached()?.build()?),
     ];
-    let queued = (threads * (PREFETCH + 1)) as u32;
-    let mut contenders: Vec<Contender<'_>> = fills
-        .iter()
-        .zip(&loaders)
-        .map(|((name, _), l)| Contender {
-            untimed: queued,
-            settle: Some(Box::new(move || settle(|| l.borrow().prefetched()))),
-            ..Contender::new(name, Box::new(move || drop(l.borrow_mut().next_batch().expect("a batch"))))
-        })
-        .collect();
-    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
-    drop(contenders);
+    let named: Vec<(&str, &RefCell<DataLoader<Batch>>)> =
+        fills.iter().map(|(name, _)| *name).zip(&loaders).collect();
+    let t = time_loaders(cfg, threads, &named);
     let mut s = Section::new(
         format!(
             "3e. Loader — packing and bucketing, i32 tokens of log-normal lengths (median 300, mean {mean:.0}), \
@@ -369,10 +356,7 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
             name.into(),
             format!("{:.1}%", 100.0 * f),
             format!("{bps:.1}"),
-            base.map_or_else(
-                || "baseline".into(),
-                |b| format!("{} ({b})", report::ratio(t.speed_vs(name, b))),
-            ),
+            versus(&t, name, base),
         ]);
     }
     s.notes.push(format!(
@@ -395,21 +379,7 @@ fn passes(cfg: &Config, report: &mut Report, builder: &LoaderBuilder, threads: u
     let endless = RefCell::new(builder.clone().build()?);
     let passes = RefCell::new(builder.clone().finite(Finite::shuffled().epochs(None)).build()?);
     let steps = passes.borrow().steps_per_epoch();
-    let queued = (threads * (PREFETCH + 1)) as u32;
-    let mut contenders = vec![
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| endless.borrow().prefetched()))),
-            ..Contender::new(ENDLESS, Box::new(|| drop(endless.borrow_mut().next_batch().expect("a batch"))))
-        },
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| passes.borrow().prefetched()))),
-            ..Contender::new(PASS, Box::new(|| drop(passes.borrow_mut().next_batch().expect("a batch"))))
-        },
-    ];
-    let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
-    drop(contenders);
+    let t = time_loaders(cfg, threads, &[(ENDLESS, &endless), (PASS, &passes)]);
     let mut s = Section::new(
         format!(
             "3b. Loader — finite passes against the endless loader, 12 KiB records, batch {BATCH}, {threads} threads"
@@ -455,7 +425,7 @@ fn ragged(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<(
     let padded = RefCell::new(builder.pad("t", Pad::longest()).build()?);
     let mut step = 0u64;
     let mut idx = vec![0u32; BATCH as usize];
-    let queued = (threads * (PREFETCH + 1)) as u32;
+    let queued = queued(threads);
     let mut contenders = vec![
         Contender::new(
             BY_HAND,
@@ -467,14 +437,7 @@ fn ragged(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<(
                 black_box((values, lengths));
             }),
         ),
-        Contender {
-            untimed: queued,
-            settle: Some(Box::new(|| settle(|| padded.borrow().prefetched()))),
-            ..Contender::new(
-                PADDED,
-                Box::new(|| drop(black_box(padded.borrow_mut().next_batch().expect("a batch")))),
-            )
-        },
+        prefetched(PADDED, &padded, queued),
     ];
     let t = timing::interleaved(cfg.rounds, cfg.target, 1, &mut contenders);
     drop(contenders);
