@@ -124,7 +124,7 @@ impl Loader {
         }
         for (name, rows) in pad.unwrap_or_default() {
             let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value);
-            b = b.pad(&name, p).py()?;
+            b = b.pad(&name, p);
         }
         b = b.batch_size(batch_size).threads(threads).prefetch(prefetch).mode(mode(mode_name)?).seed(seed);
         match (rank, world) {

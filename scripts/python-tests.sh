@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The Python package's tests (loaderx-py): `pip install ./loaderx-py` into a fresh virtual
+# environment (a release build through maturin, the PEP 517 backend), the pytest suite run there,
+# then the one abi3 wheel `maturin build --release` gives installed and tested on every CPython
+# 3.10-3.13 this machine has. The CLI round-trip tests use target/debug/loaderx (built by
+# `cargo test-all`, or by `cargo build -p loaderx-cli`) and must not skip here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export LOADERX_REQUIRE_CLI=1
+[ -x target/debug/loaderx ] || cargo build -q -p loaderx-cli
+venvs=target/py-venvs
+rm -rf "$venvs" && mkdir -p "$venvs"
+pip_q() { "$1"/bin/pip install -q --disable-pip-version-check "${@:2}"; }
+
+start=$(date +%s)
+python3 -m venv "$venvs/install"
+pip_q "$venvs/install" numpy pytest
+pip_q "$venvs/install" ./loaderx-py
+echo "pip install ./loaderx-py: $(( $(date +%s) - start ))s"
+"$venvs/install/bin/python" -m pytest -q loaderx-py/tests
+
+# One abi3 wheel (the release build above is reused), tested on each interpreter.
+pip_q "$venvs/install" "maturin>=1.16,<1.17"
+rm -rf target/wheels
+"$venvs/install/bin/maturin" build --release -q -m loaderx-py/Cargo.toml -o target/wheels
+wheel=$(ls target/wheels/*.whl)
+echo "wheel: $wheel ($(du -h "$wheel" | cut -f1))"
+tested=0
+for v in 3.10 3.11 3.12 3.13; do
+    py=""
+    for candidate in "$(command -v "python$v" || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v".*/bin/"python$v"; do
+        if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import sys' 2>/dev/null; then
+            py=$candidate
+            break
+        fi
+    done
+    if [ -z "$py" ]; then
+        echo "python$v: not on this machine, not tested"
+        continue
+    fi
+    "$py" -m venv "$venvs/py$v"
+    pip_q "$venvs/py$v" numpy pytest "$wheel"
+    echo "python$v:"
+    "$venvs/py$v/bin/python" -m pytest -q -p no:cacheprovider loaderx-py/tests
+    tested=$((tested + 1))
+done
+[ "$tested" -gt 0 ] || { echo "no CPython 3.10-3.13 found to test the wheel on" >&2; exit 1; }
+echo "python: $(( $(date +%s) - start ))s"
