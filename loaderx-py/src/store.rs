@@ -48,6 +48,9 @@ impl Store {
     }
 }
 
+/// What `verify` hands Python: records checked, the bad ones with their errors, file problems.
+type Verified = (u64, Vec<(u64, String)>, Vec<String>);
+
 fn poisoned() -> PyErr {
     PyRuntimeError::new_err("the store's lock was poisoned by a panic")
 }
@@ -162,7 +165,7 @@ impl Store {
     }
 
     /// Reads back every record: `(checked, [(index, message)], [file problems])`.
-    fn verify(&self, py: Python<'_>) -> PyResult<(u64, Vec<(u64, String)>, Vec<String>)> {
+    fn verify(&self, py: Python<'_>) -> PyResult<Verified> {
         let report = self.shared(py, CoreStore::verify)?;
         let bad = report.bad.iter().map(|(i, e)| (*i, crate::errors::chain(e))).collect();
         let files = report.files.iter().map(|e| crate::errors::chain(e)).collect();
