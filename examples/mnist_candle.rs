@@ -219,7 +219,7 @@ fn main() -> Result<(), BoxError> {
         cuda_feed(builder, &device)?
     } else {
         // Runs on the prefetch threads: normalise the gathered bytes and build both tensors.
-        Feed::Cpu(CandleLoader::with_transform(builder, Converter::new(&device), |mut batch, conv| {
+        Feed::Cpu(CandleLoader::build_with(builder, Converter::new(&device), |mut batch, conv| {
             let image = batch.take("image").ok_or("no image stream")?;
             let label = batch.take("label").ok_or("no label stream")?;
             let x = normalise(image.as_slice::<u8>()?, conv.device())?;

@@ -95,7 +95,7 @@ impl StepLoaderBuilder {
         Ok(LoaderBuilder::mixture(sources)?.into())
     }
 
-    /// Adds a named dense stream (for [`build_dense`](Self::build_dense) and
+    /// Adds a named dense stream (for [`build`](Self::build) and
     /// [`build_with`](Self::build_with)).
     pub fn stream(self, name: impl Into<String>, source: DenseSource) -> Self {
         self.map_core(|b| b.stream(name, source))
@@ -109,7 +109,7 @@ impl StepLoaderBuilder {
     }
 
     /// Opens the dataset in `dir` as stream `name`: dense, or ragged (then give it a
-    /// [`pad`](Self::pad) for [`build_dense`](Self::build_dense)).
+    /// [`pad`](Self::pad) for [`build`](Self::build)).
     ///
     /// # Errors
     /// `build_*` reports [`Error::Core`] when `dir` holds no dataset (naming `dir`).
@@ -230,7 +230,7 @@ impl StepLoaderBuilder {
     ///
     /// # Errors
     /// As [`build_with`](Self::build_with).
-    pub fn build_dense(self) -> Result<StepLoader<DenseBatch>> {
+    pub fn build(self) -> Result<StepLoader<DenseBatch>> {
         self.build_with(|batch: Batch, device: &Device| DenseBatch::from_batch(batch, device))
     }
 
@@ -254,6 +254,19 @@ impl StepLoaderBuilder {
         let transform: Transform<O> = Arc::new(move |b, d| transform(b, d).map_err(Into::into));
         let recipe = Arc::new(CoreRecipe { builder: core, fingerprint: state.fingerprint, transform });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
+    }
+
+    /// [`build_with`](Self::build_with) for a transform whose error is any boxed error: `?` works
+    /// on every error type inside it, and `Ok(x)` needs no type annotation.
+    ///
+    /// # Errors
+    /// As [`build_with`](Self::build_with).
+    pub fn build_map<O, F>(self, transform: F) -> Result<StepLoader<O>>
+    where
+        O: Send + 'static,
+        F: Fn(Batch, &Device) -> std::result::Result<O, BoxError> + Send + Sync + 'static,
+    {
+        self.build_with(transform)
     }
 
     /// A loader over any burn dataset with a burn batcher: each step's indices come from the
@@ -283,7 +296,7 @@ impl StepLoaderBuilder {
             // does not gather: its items are the batcher's.
             return Err(Error::Core(loaderx_core::Error::Config {
                 what: "build_batcher",
-                reason: "packing and length bucketing read the builder's ragged stream: build_with or build_dense, not a batcher"
+                reason: "packing and length bucketing read the builder's ragged stream: build, build_with or build_map, not a batcher"
                     .into(),
             }));
         }
@@ -420,7 +433,7 @@ impl<O: Send + 'static> Running<O> for Prefetcher<Result<O>> {
 /// let loader = StepLoaderBuilder::new()
 ///     .open_stream("x", dir.path().join("x"))
 ///     .batch_size(25)
-///     .build_dense()?;
+///     .build()?;
 /// assert_eq!(loader.num_items(), 100); // 4 steps of 25 per epoch
 /// let batches: Vec<_> = loader.iter().collect::<Result<_, _>>()?;
 /// assert_eq!(batches.len(), 4);

@@ -35,7 +35,7 @@
 //!     .seed(7);
 //! // bool has no candle dtype: widen it explicitly; normalise the bytes on the prefetch threads.
 //! let conv = Converter::new(&Device::Cpu).widen(Widen::Exact);
-//! let mut loader = CandleLoader::with_transform(builder, conv, |mut batch, conv| {
+//! let mut loader = CandleLoader::build_with(builder, conv, |mut batch, conv| {
 //!     let image = conv.array(batch.take("image").unwrap())?.to_dtype(DType::F32)? / 255.0;
 //!     let flag = conv.array(batch.take("flag").unwrap())?;
 //!     Ok::<_, loaderx_candle::Error>((image?, flag))

@@ -41,7 +41,7 @@ impl CandleLoader<TensorBatch> {
     /// # Errors
     /// The loader's build errors ([`loaderx_core::LoaderBuilder::build_with`]).
     pub fn new(builder: LoaderBuilder, converter: Converter) -> Result<CandleLoader<TensorBatch>> {
-        CandleLoader::with_transform(builder, converter, |batch, conv| conv.batch(batch))
+        CandleLoader::build_with(builder, converter, |batch, conv| conv.batch(batch))
     }
 }
 
@@ -52,7 +52,7 @@ impl<O: Send + 'static> CandleLoader<O> {
     ///
     /// # Errors
     /// The loader's build errors ([`loaderx_core::LoaderBuilder::build_with`]).
-    pub fn with_transform<E, F>(
+    pub fn build_with<E, F>(
         builder: LoaderBuilder,
         converter: Converter,
         transform: F,
@@ -66,16 +66,16 @@ impl<O: Send + 'static> CandleLoader<O> {
         Ok(CandleLoader { loader, converter })
     }
 
-    /// [`CandleLoader::with_transform`] for a transform whose error is any boxed error: `?` on
+    /// [`CandleLoader::build_with`] for a transform whose error is any boxed error: `?` on
     /// any error type inside it, and no `Ok::<_, E>` annotation.
     ///
     /// # Errors
-    /// As [`CandleLoader::with_transform`].
-    pub fn with_map<F>(builder: LoaderBuilder, converter: Converter, transform: F) -> Result<CandleLoader<O>>
+    /// As [`CandleLoader::build_with`].
+    pub fn build_map<F>(builder: LoaderBuilder, converter: Converter, transform: F) -> Result<CandleLoader<O>>
     where
         F: Fn(Batch, &Converter) -> std::result::Result<O, loaderx_core::BoxError> + Send + Sync + 'static,
     {
-        CandleLoader::with_transform(builder, converter, transform)
+        CandleLoader::build_with(builder, converter, transform)
     }
 
     /// Steps of a finite pass (`LoaderBuilder::finite`), `None` for an endless loader.

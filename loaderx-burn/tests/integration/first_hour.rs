@@ -23,7 +23,7 @@ fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch(
         .open_stream("x", dir.path().join("x"))
         .open_stream("y", dir.path().join("y"))
         .batch_size(32);
-    let valid = builder.clone().finite(Finite::ordered()).build_dense().unwrap();
+    let valid = builder.clone().finite(Finite::ordered()).build().unwrap();
     assert_eq!((valid.num_items(), valid.steps_per_epoch()), (250, 8));
     for _ in 0..2 {
         let mut it = valid.iter();
@@ -43,7 +43,7 @@ fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch(
             "every item once, in order, each iter()"
         );
     }
-    let train = builder.finite(Finite::shuffled()).seed(9).build_dense().unwrap();
+    let train = builder.finite(Finite::shuffled()).seed(9).build().unwrap();
     let epoch =
         |l: &dyn DataLoader<DenseBatch>| -> Vec<i64> { l.iter().flat_map(|b| ys(&mut b.unwrap())).collect() };
     let (e0, e1) = (epoch(&train), epoch(&train));
@@ -106,7 +106,7 @@ fn a_stream_name_typo_lists_the_streams() {
     let dir = tempfile::tempdir().unwrap();
     write_xy(dir.path(), 40);
     let loader =
-        StepLoaderBuilder::new().open_stream("x", dir.path().join("x")).batch_size(8).build_dense().unwrap();
+        StepLoaderBuilder::new().open_stream("x", dir.path().join("x")).batch_size(8).build().unwrap();
     let mut b = loader.iter().next().unwrap().unwrap();
     let e = b.float::<2>("xx").unwrap_err().to_string();
     assert!(e.contains("\"x\""), "{e}");
@@ -128,7 +128,7 @@ fn padded_ragged_tensors_over_an_in_memory_split() {
         .batch_size(8)
         .finite(Finite::ordered());
     let ids_of = |sel: Selection| -> Vec<i64> {
-        let loader = builder.clone().select(sel).build_dense().unwrap();
+        let loader = builder.clone().select(sel).build().unwrap();
         let mut seen = Vec::new();
         for b in loader.iter() {
             let mut b = b.unwrap();
@@ -175,7 +175,7 @@ fn a_weighted_mixture_feeds_the_step_loader() {
         .unwrap()
         .batch_size(16)
         .seed(4);
-    let loader = StepLoaderBuilder::from(mix.clone()).steps_per_epoch(25).build_dense().unwrap();
+    let loader = StepLoaderBuilder::from(mix.clone()).steps_per_epoch(25).build().unwrap();
     let mut low = 0usize;
     let mut all = Vec::new();
     for b in loader.iter() {
@@ -189,7 +189,7 @@ fn a_weighted_mixture_feeds_the_step_loader() {
     assert!(state.order.mixture().is_some());
     let again = StepLoaderBuilder::from(mix.state(loaderx_core::LoaderState { step: 0, ..state }))
         .steps_per_epoch(25)
-        .build_dense()
+        .build()
         .unwrap();
     let replay: Vec<i64> = again
         .iter()
@@ -220,13 +220,13 @@ fn packed_rows_through_the_step_loader_resume_exactly() {
             })
             .collect()
     };
-    let loader = StepLoaderBuilder::from(core.clone()).steps_per_epoch(5).build_dense().unwrap();
+    let loader = StepLoaderBuilder::from(core.clone()).steps_per_epoch(5).build().unwrap();
     let first = rows(&loader);
     let state = loader.state();
     assert_eq!(state.step, 5);
     assert!(state.order.pack().is_some_and(|p| p.cursor.sample > 0), "the cursor moved: {:?}", state.order);
     let second = rows(&loader);
-    let resumed = StepLoaderBuilder::from(core.state(state)).steps_per_epoch(5).build_dense().unwrap();
+    let resumed = StepLoaderBuilder::from(core.state(state)).steps_per_epoch(5).build().unwrap();
     assert_eq!(rows(&resumed), second, "resumed at step 5");
     assert_ne!(first, second);
 }

@@ -31,7 +31,7 @@ fn steps<O: Send + 'static>(loader: &dyn DataLoader<O>, f: impl Fn(&O) -> u64) -
 #[test]
 fn progress_counts_items_and_reaches_items_total() {
     let (_d, b) = dense(100, 8);
-    let loader = b.build_dense().unwrap();
+    let loader = b.build().unwrap();
     assert_eq!(loader.steps_per_epoch(), 12); // cyclic: 100 / 8, remainder dropped
     assert_eq!(loader.num_items(), 96);
     let mut it = loader.iter();
@@ -49,7 +49,7 @@ fn progress_counts_items_and_reaches_items_total() {
 #[test]
 fn the_global_step_goes_on_across_epochs_and_follows_the_sampler() {
     let (_d, b) = dense(100, 8);
-    let loader = b.clone().steps_per_epoch(5).build_dense().unwrap();
+    let loader = b.clone().steps_per_epoch(5).build().unwrap();
     let e0 = steps(&loader, |b: &DenseBatch| b.step());
     let e1 = steps(&loader, |b: &DenseBatch| b.step());
     assert_eq!(e0, (0..5).collect::<Vec<_>>());
@@ -74,7 +74,7 @@ fn the_global_step_goes_on_across_epochs_and_follows_the_sampler() {
 #[test]
 fn an_interrupted_epoch_resumes_where_it_stopped() {
     let (_d, b) = dense(64, 4);
-    let loader = b.build_dense().unwrap();
+    let loader = b.build().unwrap();
     {
         let mut it = loader.iter();
         for _ in 0..3 {
@@ -88,11 +88,11 @@ fn an_interrupted_epoch_resumes_where_it_stopped() {
 #[test]
 fn a_saved_state_resumes_with_the_same_batches() {
     let (_d, b) = dense(100, 10);
-    let first = b.clone().steps_per_epoch(7).build_dense().unwrap();
+    let first = b.clone().steps_per_epoch(7).build().unwrap();
     let _ = steps(&first, |b: &DenseBatch| b.step());
     let state = first.state();
     let next: Vec<Vec<u32>> = first.iter().map(|b| b.unwrap().indices().to_vec()).collect();
-    let resumed = b.steps_per_epoch(7).state(state).build_dense().unwrap();
+    let resumed = b.steps_per_epoch(7).state(state).build().unwrap();
     let again: Vec<Vec<u32>> = resumed.iter().map(|b| b.unwrap().indices().to_vec()).collect();
     assert_eq!(next, again);
     assert_eq!(resumed.state(), first.state());
@@ -101,9 +101,9 @@ fn a_saved_state_resumes_with_the_same_batches() {
 #[test]
 fn to_device_keeps_the_order_and_shares_the_step() {
     let (_d, b) = dense(90, 6);
-    let a = b.clone().build_dense().unwrap();
+    let a = b.clone().build().unwrap();
     let reference: Vec<Vec<u32>> = a.iter().map(|b| b.unwrap().indices().to_vec()).collect();
-    let fresh = b.build_dense().unwrap();
+    let fresh = b.build().unwrap();
     let moved = fresh.to_device(&device());
     let got: Vec<Vec<u32>> = moved.iter().map(|b| b.unwrap().indices().to_vec()).collect();
     assert_eq!(got, reference);
@@ -121,8 +121,8 @@ fn slices_are_disjoint_stripes_that_make_up_the_global_batch() {
     // The reference epoch comes from a twin: iterating `whole` would move the step its slices
     // start from.
     let global: Vec<Vec<u32>> =
-        b.clone().build_dense().unwrap().iter().map(|b| b.unwrap().indices().to_vec()).collect();
-    let whole = b.build_dense().unwrap();
+        b.clone().build().unwrap().iter().map(|b| b.unwrap().indices().to_vec()).collect();
+    let whole = b.build().unwrap();
     let n = whole.num_items();
     for parts in [2usize, 3, 4] {
         let width = n / parts;
@@ -151,7 +151,7 @@ fn slices_are_disjoint_stripes_that_make_up_the_global_batch() {
 #[test]
 fn a_slice_starts_at_the_step_the_loader_has_reached() {
     let (_d, b) = dense(120, 12);
-    let whole = b.clone().steps_per_epoch(4).build_dense().unwrap();
+    let whole = b.clone().steps_per_epoch(4).build().unwrap();
     let _ = steps(&whole, |b: &DenseBatch| b.step());
     let half = whole.slice(0, whole.num_items() / 2);
     let first = half.iter().next().unwrap().unwrap();
@@ -166,7 +166,7 @@ fn a_slice_starts_at_the_step_the_loader_has_reached() {
 #[test]
 fn a_slice_that_does_not_divide_the_batch_reports_an_error() {
     let (_d, b) = dense(100, 10);
-    let whole = b.build_dense().unwrap();
+    let whole = b.build().unwrap();
     let third = whole.slice(0, whole.num_items() / 3);
     let mut it = third.iter();
     assert!(it.next().unwrap().is_err());
@@ -176,7 +176,7 @@ fn a_slice_that_does_not_divide_the_batch_reports_an_error() {
 #[test]
 fn dense_batches_become_tensors_in_the_device_default_dtypes() {
     let (_d, b) = dense(50, 5);
-    let loader = b.mode(SamplerMode::Sequential).build_dense().unwrap();
+    let loader = b.mode(SamplerMode::Sequential).build().unwrap();
     let mut batch = loader.iter().next().unwrap().unwrap();
     assert_eq!(batch.indices(), &[0, 1, 2, 3, 4]);
     assert_eq!(batch.get("y").unwrap().dtype(), DType::U8);
@@ -192,7 +192,7 @@ fn dense_batches_become_tensors_in_the_device_default_dtypes() {
 #[test]
 fn a_wrong_rank_is_an_error_not_a_panic() {
     let (_d, b) = dense(50, 5);
-    let loader = b.build_dense().unwrap();
+    let loader = b.build().unwrap();
     let mut batch = loader.iter().next().unwrap().unwrap();
     assert!(batch.float::<3>("x").is_err());
     assert!(batch.float::<2>("x").is_ok(), "a failed take leaves the stream in place");

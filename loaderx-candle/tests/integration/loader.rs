@@ -129,7 +129,7 @@ fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
     let kept =
         CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu)).unwrap().next().unwrap().unwrap();
     assert_eq!(kept.get("x").unwrap().dtype(), CandleDType::F64, "without floats_as an f64 stream stays f64");
-    let mut sums = CandleLoader::with_map(builder, Converter::new(&Device::Cpu), |mut b, _| {
+    let mut sums = CandleLoader::build_map(builder, Converter::new(&Device::Cpu), |mut b, _| {
         let x = b.take("x").ok_or("no x")?.into_vec::<f64>()?;
         Ok(x.iter().sum::<f64>())
     })

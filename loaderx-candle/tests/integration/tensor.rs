@@ -26,7 +26,7 @@ fn loader_tensors_own_the_buffers_the_prefetch_threads_gathered() {
     let values: Vec<u8> = (0..64 * 16).map(|v| (v % 251) as u8).collect();
     let path = write_dense(dir.path(), "x", vec![16], &values);
     let builder = DataLoader::builder().open_stream("x", path).batch_size(8).threads(3).seed(2);
-    let mut loader = CandleLoader::with_transform(builder, Converter::new(&Device::Cpu), |mut b, conv| {
+    let mut loader = CandleLoader::build_with(builder, Converter::new(&Device::Cpu), |mut b, conv| {
         let array = b.take("x").unwrap();
         let gathered = array.as_slice::<u8>().unwrap().as_ptr() as usize;
         Ok::<_, Error>((gathered, conv.array(array)?))

@@ -22,7 +22,7 @@ fn a_few_steps_of_a_tiny_model_lower_the_loss() {
     let xp = write_dense(dir.path(), "x", vec![2], &x);
     let yp = write_dense(dir.path(), "y", vec![], &y);
     let builder = DataLoader::builder().open_stream("x", xp).open_stream("y", yp).batch_size(64).seed(5);
-    let mut loader = CandleLoader::with_transform(builder, Converter::new(&Device::Cpu), |mut b, conv| {
+    let mut loader = CandleLoader::build_with(builder, Converter::new(&Device::Cpu), |mut b, conv| {
         let x = conv.array(b.take("x").unwrap())?;
         let y = conv.array(b.take("y").unwrap())?.to_dtype(DType::U32)?;
         Ok::<(Tensor, Tensor), Error>((x, y))
