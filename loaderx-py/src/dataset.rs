@@ -95,6 +95,31 @@ impl Dense {
         py.detach(|| self.source.gather_bytes(indices, dst)).py()
     }
 
+    /// The bench's baseline from Rust: each of `batches` gathered into `out` in turn, `reps`
+    /// times over, in one call without the GIL; returns the seconds per gather. It is what a Rust
+    /// program making the same gathers sees, measured in this process on the same data.
+    fn gather_loop(
+        &self,
+        py: Python<'_>,
+        batches: Vec<PyReadonlyArray1<'_, u32>>,
+        mut out: PyReadwriteArray1<'_, u8>,
+        reps: usize,
+    ) -> PyResult<f64> {
+        let batches = batches.iter().map(|b| slice(b, "a batch")).collect::<PyResult<Vec<&[u32]>>>()?;
+        let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
+        let gathers = (reps * batches.len()).max(1) as f64;
+        py.detach(|| {
+            let start = std::time::Instant::now();
+            for _ in 0..reps {
+                for b in &batches {
+                    self.source.gather_bytes(b, dst)?;
+                }
+            }
+            Ok(start.elapsed().as_secs_f64() / gathers)
+        })
+        .py()
+    }
+
     /// The records of `indices` of this dataset, as a dataset of its own (nothing copied).
     fn select(&self, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Dense> {
         let indices = slice(&indices, "indices")?;

@@ -1,0 +1,68 @@
+"""loaderx.torch, when torch is installed (required where LOADERX_REQUIRE_TORCH is set)."""
+
+import os
+
+import numpy as np
+import pytest
+
+if os.environ.get("LOADERX_REQUIRE_TORCH"):
+    import torch
+else:
+    torch = pytest.importorskip("torch")
+
+from loaderx.converter import from_numpy
+from loaderx.dataset import DenseDataset
+
+
+@pytest.fixture
+def streams(tmp_path):
+    from_numpy(tmp_path / "x", np.arange(500 * 4, dtype=np.float32).reshape(500, 4))
+    from_numpy(tmp_path / "y", np.arange(500, dtype=np.int64))
+    return {"x": DenseDataset(tmp_path / "x"), "y": DenseDataset(tmp_path / "y")}
+
+
+def test_map_dataset_gathers_whole_batches(streams):
+    from loaderx.torch import MapDataset, collate
+
+    ds = MapDataset(streams)
+    assert len(ds) == 500 and ds[3]["y"] == 3
+    dl = torch.utils.data.DataLoader(ds, batch_size=32, shuffle=True, collate_fn=collate,
+                                     generator=torch.Generator().manual_seed(0))
+    seen = []
+    for b in dl:
+        assert isinstance(b["x"], torch.Tensor) and b["x"].shape[1:] == (4,)
+        assert torch.equal(b["x"][:, 0], (b["y"] * 4).float())
+        seen.extend(b["y"].tolist())
+    assert sorted(seen) == list(range(500))
+    # torch's default collate works too (stacking the per-sample views).
+    b = next(iter(torch.utils.data.DataLoader(ds, batch_size=8)))
+    assert b["x"].shape == (8, 4)
+
+
+def test_gathered_batches_share_memory_with_the_tensors(streams):
+    from loaderx.torch import MapDataset, collate
+
+    gathered = MapDataset(streams).__getitems__([1, 2, 3])
+    tensors = collate(gathered)
+    assert np.shares_memory(tensors["x"].numpy(), gathered.batch["x"])
+
+
+def test_iterable_loader_state_dict_resumes(streams):
+    from loaderx.torch import IterableLoader
+
+    it = IterableLoader(streams, batch_size=16, seed=3, num_workers=2)
+    dl = torch.utils.data.DataLoader(it, batch_size=None)
+    stream = iter(dl)
+    for _ in range(5):
+        next(stream)
+    saved = it.state_dict()
+    want = [next(stream)["y"] for _ in range(3)]
+    it.close()
+
+    again = IterableLoader(streams, batch_size=16, seed=3, num_workers=2)
+    again.load_state_dict(saved)
+    stream = iter(torch.utils.data.DataLoader(again, batch_size=None))
+    for w in want:
+        b = next(stream)
+        assert isinstance(b["y"], torch.Tensor) and torch.equal(b["y"], w)
+    again.close()
