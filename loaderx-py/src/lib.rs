@@ -6,6 +6,8 @@
 //! package (`python/loaderx`) gives them the seeds' names and argument checking; nothing here
 //! implements what loaderx-core already does.
 
+#![forbid(unsafe_code)]
+
 mod arrays;
 mod chunker;
 mod dataset;
