@@ -14,7 +14,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use loaderx::{MappedFile, partition};
+use loaderx::framing::{MappedFile, partition};
 
 const FILE_BYTES: usize = 1 << 30;
 const PATTERN_BYTES: usize = 4 << 20;

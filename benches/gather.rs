@@ -21,7 +21,8 @@ use std::io::Write;
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use loaderx::{Codec, Format, MappedFile, Store, StoreOptions};
+use loaderx::framing::MappedFile;
+use loaderx::{Codec, Format, Store, StoreOptions};
 use loaderx_bench::timing::{FixedContender, interleaved_fixed};
 use loaderx_bench::workloads::{Dst, DstBuf, block, blocks as record_blocks, random_batches, zstd_frames};
 use rayon::prelude::*;

@@ -39,7 +39,7 @@ fuzz_target!(|input: &[u8]| {
     // Part counts up to 255, and past the length of the data.
     let parts = usize::from(p);
     // Any input plans without an error; 0 parts plan nothing (mmap-chunker's library API).
-    let got = loaderx_core::partition(data, parts, delim).expect("a plan");
+    let got = loaderx_core::framing::partition(data, parts, delim).expect("a plan");
     if parts == 0 {
         assert!(got.is_empty());
         return;

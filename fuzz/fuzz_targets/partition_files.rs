@@ -61,7 +61,7 @@ fuzz_target!(|input: &[u8]| {
     // The input splits into sources at each `sep` byte (so empty sources occur).
     let sources: Vec<&[u8]> = data.split(|&b| b == sep).collect();
     // Any input plans without an error; 0 parts plan nothing (mmap-chunker's library API).
-    let got = loaderx_core::partition_files(&sources, parts, delim).expect("a plan");
+    let got = loaderx_core::framing::partition_files(&sources, parts, delim).expect("a plan");
     if parts == 0 {
         assert!(got.is_empty());
         return;

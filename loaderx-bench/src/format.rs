@@ -8,7 +8,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context;
-use loaderx_core::{Codec, Format, MappedFile, Store, StoreOptions, WriteOptions};
+use loaderx_core::framing::MappedFile;
+use loaderx_core::{Codec, Format, Store, StoreOptions, WriteOptions};
 use rayon::ThreadPool;
 
 use crate::ceiling::{Pools, copy_rows, memcpy_contenders, memcpy_names, name, store_contender};

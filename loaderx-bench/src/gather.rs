@@ -20,7 +20,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{Context, bail};
 use loaderx_core::convert::NpyHeader;
-use loaderx_core::{Codec, DType, MappedFile, Store, StoreOptions};
+use loaderx_core::framing::MappedFile;
+use loaderx_core::{Codec, DType, Store, StoreOptions};
 use rayon::ThreadPool;
 use zstd::dict::DecoderDictionary;
 

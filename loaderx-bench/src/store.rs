@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use loaderx_core::convert::NpyHeader;
-use loaderx_core::{Codec, DType, MappedFile, Store, StoreOptions};
+use loaderx_core::framing::MappedFile;
+use loaderx_core::{Codec, DType, Store, StoreOptions};
 use zstd::dict::DecoderDictionary;
 
 use crate::ceiling::{copy_rows, decompress};

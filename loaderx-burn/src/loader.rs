@@ -16,9 +16,10 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader as BurnDataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
+use loaderx_core::adapter::{self, data_fingerprint};
 use loaderx_core::{
     Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Order, Pack, Pad, PassConfig,
-    Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection, fingerprint,
+    Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection,
 };
 
 use crate::dense::DenseBatch;
@@ -78,7 +79,7 @@ impl StepLoaderBuilder {
         Ok(self)
     }
 
-    /// The wrapped loaderx builder (its `fingerprint`, `run_fingerprint`, `resolve`).
+    /// The wrapped loaderx builder (its `data_fingerprint` and `run_fingerprint`; `loaderx_core::adapter` takes it).
     pub fn core(&self) -> &LoaderBuilder {
         &self.core
     }
@@ -247,10 +248,10 @@ impl StepLoaderBuilder {
         E: Into<BoxError>,
         F: Fn(Batch, &Device) -> std::result::Result<O, E> + Send + Sync + 'static,
     {
-        let core = self.core.checked()?;
+        let core = adapter::checked(self.core)?;
         // Validates the streams and the sampler and yields the starting state; the threads start
         // on the first `iter()`.
-        let state = core.resolve()?;
+        let state = adapter::resolve(&core)?;
         let transform: Transform<O> = Arc::new(move |b, d| transform(b, d).map_err(Into::into));
         let recipe = Arc::new(CoreRecipe { builder: core, fingerprint: state.fingerprint, transform });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
@@ -288,9 +289,9 @@ impl StepLoaderBuilder {
     {
         let len = u32::try_from(dataset.len())
             .map_err(|_| Error::InvalidArgument("a dataset of more than u32::MAX items".into()))?;
-        let fingerprint = fingerprint(format!("dataset:{len}").as_bytes());
-        let core = self.core.checked()?;
-        let state = core.plan(len, fingerprint)?;
+        let fingerprint = data_fingerprint(format!("dataset:{len}").as_bytes());
+        let core = adapter::checked(self.core)?;
+        let state = adapter::plan(&core, len, fingerprint)?;
         if let Order::Packed(_) | Order::Bucketed(_) = state.order {
             // Both read the builder's ragged stream (its records' lengths), which a dataset loader
             // does not gather: its items are the batcher's.
@@ -303,8 +304,8 @@ impl StepLoaderBuilder {
         let recipe = Arc::new(DatasetRecipe {
             dataset: Arc::new(dataset),
             batcher: Arc::new(batcher),
-            threads: core.thread_count(),
-            prefetch: core.prefetch_depth(),
+            threads: adapter::thread_count(&core),
+            prefetch: adapter::prefetch_depth(&core),
         });
         StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
     }

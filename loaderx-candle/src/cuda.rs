@@ -20,9 +20,8 @@ use candle_core::cuda::cudarc::driver::{
 use candle_core::cuda::{CudaDType, WrapErr};
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, CudaStorage, Device, Storage, Tensor};
-use loaderx_core::{
-    BoxError, DType, DataLoader, Fence, LoaderBuilder, LoaderState, SlotBuffers, SlotRing, Staged,
-};
+use loaderx_core::staging::{Fence, SlotBuffers, SlotRing, Staged};
+use loaderx_core::{BoxError, DType, DataLoader, LoaderBuilder, LoaderState, adapter};
 
 use crate::dtype::Adoptable;
 use crate::{Result, TensorBatch};
@@ -274,7 +273,7 @@ impl CudaLoader {
         };
         let ctx = Arc::clone(cuda.cuda_stream().context());
         let copies = ctx.new_stream().w()?;
-        let slots = (builder.prefetch_depth() + 2).max(builder.thread_count() + 1);
+        let slots = (adapter::prefetch_depth(&builder) + 2).max(adapter::thread_count(&builder) + 1);
         let ring = Arc::new(SlotRing::new(
             (0..slots).map(|_| PinnedSlot { ctx: Arc::clone(&ctx), buffers: Vec::new() }).collect(),
         ));

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use loaderx_core::MappedFile;
+use loaderx_core::framing::MappedFile;
 
 const PARTITION_AFTER_HELP: &str = "\
 Output: one headerless TSV row per range, index<TAB>start<TAB>end_exclusive<TAB>length.
@@ -217,8 +217,8 @@ fn write_error(err: io::Error) -> String {
 /// Runs `partition`, writing the plan (or worker K's range) to `out`.
 fn run(args: &PartitionArgs, out: &mut impl Write) -> Result<(), String> {
     let file = open(&args.file)?;
-    let ranges =
-        loaderx_core::partition(file.bytes(), args.parts, args.delimiter_byte).map_err(|e| e.to_string())?;
+    let ranges = loaderx_core::framing::partition(file.bytes(), args.parts, args.delimiter_byte)
+        .map_err(|e| e.to_string())?;
     let selected = match args.worker {
         Some(k) => ranges.get(k).map_or(&[][..], std::slice::from_ref),
         None => &ranges[..],
@@ -234,7 +234,7 @@ fn run(args: &PartitionArgs, out: &mut impl Write) -> Result<(), String> {
 fn run_files(args: &PartitionFilesArgs, out: &mut impl Write) -> Result<(), String> {
     let files = args.files.iter().map(|p| open(p)).collect::<Result<Vec<_>, _>>()?;
     let sources: Vec<&[u8]> = files.iter().map(MappedFile::bytes).collect();
-    let rows = loaderx_core::partition_files(&sources, args.parts, args.delimiter_byte)
+    let rows = loaderx_core::framing::partition_files(&sources, args.parts, args.delimiter_byte)
         .map_err(|e| e.to_string())?;
     for r in &rows {
         writeln!(out, "{}\t{}\t{}\t{}\t{}", r.worker, r.source, r.start, r.end, r.length)

@@ -9,7 +9,9 @@
 //! - [`convert`]: `.npy`, safetensors, MNIST IDX, JSONL, directories of files and iterators
 //!   into datasets, streamed in bounded blocks; [`export::npy`] for the way back.
 //! - [`DataLoader`]: the endless, step-based loader; [`Prefetcher`], its ordered prefetch engine.
-//! - [`partition`] and friends: record-aligned byte-range planning (mmap-chunker semantics).
+//! - [`framing`]: record-aligned byte-range planning (mmap-chunker semantics).
+//! - [`staging`]: loaders gathering into reusable device-staging buffers; [`adapter`]: what the
+//!   framework adapters build their loaders from.
 //!
 //! `loaderx-core` names no ML framework; `loaderx-burn` and `loaderx-candle` turn its batches into
 //! tensors. It is not a distributed store: one host, one writer process at a time, any number of
@@ -28,8 +30,19 @@
 pub mod convert;
 mod dataset;
 mod error;
+// The on-disk layouts' parsers: public only for the fuzz targets and the bench crate (feature
+// `internals`), not part of the API.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
 pub mod format;
-mod framing;
+#[cfg(not(feature = "internals"))]
+#[allow(
+    dead_code,
+    unused_imports,
+    reason = "the parts only the fuzz targets, the bench crate and the tests use (feature `internals`)"
+)]
+mod format;
+pub mod framing;
 mod kernels;
 mod loader;
 #[cfg(feature = "remote")]
@@ -46,16 +59,11 @@ pub use dataset::{
 };
 pub use error::{Error, Result};
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
-pub use framing::{
-    ChunkCursor, FilePartRange, PartRange, chunk_boundaries, chunk_boundaries_pattern, fixed_chunk_bounds,
-    fixed_chunk_count, partition, partition_files, partition_pattern, plan_file, plan_files,
-};
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
-    Batch, BoxError, BucketConfig, DataLoader, Finite, Indexer, Launch, LoaderBuilder, LoaderState, Order,
-    Pack, PackConfig, PackCursor, Prefetcher, StreamSource, fingerprint,
+    Batch, BoxError, BucketConfig, DataLoader, Finite, Launch, LoaderBuilder, LoaderState, Order, Pack,
+    PackConfig, PackCursor, Prefetcher,
 };
-pub use loader::{Fence, Lease, SlotBuffers, SlotRing, Staged, StagedStream};
 pub use sampler::{
     MIXTURE_SLOTS, Mixture, MixtureConfig, Pass, PassConfig, SampleRng, Sampler, SamplerBuilder,
     SamplerConfig, SamplerMode, sample_seed,
@@ -64,9 +72,12 @@ pub use store::{
     CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, StoreSummary,
     VerifyReport,
 };
-pub use sys::MappedFile;
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;
+
+// Short paths inside the crate for names public in their own modules.
+pub(crate) use framing::{partition, partition_files};
+pub(crate) use sys::MappedFile;
 
 /// The common imports: `use loaderx::prelude::*;` (or `loaderx_core::prelude`).
 pub mod prelude {
@@ -75,6 +86,25 @@ pub mod prelude {
         LoaderBuilder, LoaderState, Pad, RaggedDataset, RaggedSource, Result, SamplerMode, Selection, Store,
         StoreOptions, WriteOptions,
     };
+}
+
+/// Device staging: loaders that gather each step straight into reusable slot buffers
+/// ([`LoaderBuilder::build_staged`]) handed back when a completion [`Fence`](staging::Fence)
+/// says the device copy is done.
+pub mod staging {
+    pub use crate::loader::{Fence, Lease, SlotBuffers, SlotRing, Staged, StagedStream};
+}
+
+/// Hooks for framework adapters (loaderx-burn, loaderx-candle) that run their own producers
+/// over a [`LoaderBuilder`]'s settings instead of building its loader: the settings checked
+/// into a [`LoaderState`] ([`resolve`](adapter::resolve), [`plan`](adapter::plan)), the
+/// thread settings, the data fingerprint of a framework's dataset, and the types a state's
+/// [`indexer`](LoaderState::indexer) takes and gives. Not needed to use a loader.
+pub mod adapter {
+    pub use crate::loader::adapter::{
+        checked, data_fingerprint, plan, prefetch_depth, resolve, thread_count,
+    };
+    pub use crate::loader::{Indexer, StreamSource};
 }
 
 /// Datasets written back out in other formats.

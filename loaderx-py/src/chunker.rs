@@ -15,7 +15,7 @@ const CAPABILITIES: u32 = 0x3F;
 #[pyfunction]
 pub fn plan_file(py: Python<'_>, path: std::path::PathBuf, parts: usize, delimiter: u8) -> PyResult<Vec<(u64, u64, u64, u64)>> {
     let ranges = py
-        .detach(|| loaderx_core::plan_file(&path, parts, delimiter))
+        .detach(|| loaderx_core::framing::plan_file(&path, parts, delimiter))
         .map_err(|e| PlanningError::new_err(format!("native partition planning failed: {}", chain(&e))))?;
     Ok(ranges.into_iter().map(|r| (r.index, r.start, r.end, r.length)).collect())
 }

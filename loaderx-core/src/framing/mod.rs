@@ -10,7 +10,7 @@
 //! - ordered multi-file partitioning: [`partition_files`], [`plan_files`].
 //!
 //! Plans are plain [`PartRange`] / [`FilePartRange`] values that outlive the mapping; a
-//! consumer reads its range through a [`MappedFile`](crate::MappedFile). Delimiter search is `memchr` /
+//! consumer reads its range through a [`MappedFile`]. Delimiter search is `memchr` /
 //! `memchr::memmem`; planning probes forward from each ideal cut, never scanning the file.
 
 mod chunk;
@@ -21,6 +21,7 @@ mod partition;
 mod range;
 mod search;
 
+pub use crate::sys::MappedFile;
 pub use chunk::{ChunkCursor, chunk_boundaries, chunk_boundaries_pattern};
 pub use file::{plan_file, plan_files};
 pub use fixed::{fixed_chunk_bounds, fixed_chunk_count};

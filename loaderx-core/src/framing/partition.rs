@@ -54,7 +54,7 @@ pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRan
 /// `parts == 0` gives an empty plan, as in [`partition`].
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when `pattern` is empty.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pattern` is empty.
 pub fn partition_pattern(data: &[u8], parts: usize, pattern: &[u8]) -> Result<Vec<PartRange>> {
     partition_with(data, parts, &Needle::pattern(pattern)?)
 }

@@ -13,6 +13,10 @@ use super::stream::{StreamSource, fingerprint_of};
 use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig};
 use crate::{Error, Result};
 
+/// Why length bucketing stands alone.
+const BUCKET_ENDLESS: &str =
+    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing";
+
 impl LoaderBuilder {
     /// Builds a loader delivering [`Batch`]es.
     ///
@@ -50,7 +54,7 @@ impl LoaderBuilder {
     /// Builds a loader whose prefetch threads run `transform` (the collate step) on each batch.
     ///
     /// # Errors
-    /// As [`LoaderBuilder::resolve`], and [`Error::LoaderStopped`] when a thread cannot start.
+    /// As [`adapter::resolve`](crate::adapter::resolve), and [`Error::LoaderStopped`] when a thread cannot start.
     pub fn build_with<O, E, F>(self, transform: F) -> Result<DataLoader<O>>
     where
         O: Send + 'static,
@@ -62,7 +66,7 @@ impl LoaderBuilder {
     }
 
     /// The state a loader built from this builder starts in: the streams checked (at least one,
-    /// the same length, distinct names), their [fingerprint](Self::fingerprint) taken, and
+    /// the same length, distinct names), their [data fingerprint](Self::data_fingerprint) taken, and
     /// [`plan`](Self::plan) applied. Adapters that run their own producers over these streams
     /// start from it without building a loader.
     ///
@@ -70,7 +74,7 @@ impl LoaderBuilder {
     /// [`Error::Config`] for no streams, streams of different lengths or with the same
     /// name, more records than `u32` indices, invalid sampler parameters, or a restored state
     /// whose fingerprint does not match the streams.
-    pub fn resolve(&self) -> Result<LoaderState> {
+    pub(crate) fn resolve(&self) -> Result<LoaderState> {
         self.refusal()?;
         let streams = self.selected_streams()?;
         let Some((_, first)) = streams.first() else {
@@ -120,7 +124,7 @@ impl LoaderBuilder {
     /// # Errors
     /// [`Error::Config`] when a restored state belongs to other data (another
     /// fingerprint or length) or the sampler parameters are invalid.
-    pub fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
+    pub(crate) fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
         self.refusal()?;
         let state = match &self.state {
             // A restored state's order is its own (a pass is not compared with the builder's
@@ -203,8 +207,7 @@ impl LoaderBuilder {
             (None, None, None, None) => Order::Endless,
             (None, None, None, Some(b)) => Order::Bucketed(b),
             (_, _, _, Some(_)) => {
-                return Err(Error::Config { what: "bucket", reason: "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing"
-                        .into(), });
+                return Err(Error::Config { what: "bucket", reason: BUCKET_ENDLESS.into() });
             }
             (None, None, Some(p), None) => Order::Packed(p),
             (_, _, Some(_), None) => return Err(Error::Config { what: "pack", reason: PACKED_ALONE.into() }),
@@ -216,20 +219,11 @@ impl LoaderBuilder {
         })
     }
 
-    /// The number of prefetch threads a built loader runs.
-    pub fn thread_count(&self) -> usize {
-        self.threads
-    }
-
-    /// Batches per prefetch thread that may be ready ahead of the consumer ([`Self::prefetch`]).
-    pub fn prefetch_depth(&self) -> usize {
-        self.prefetch
-    }
-
-    /// The fingerprint of the streams (names, dtypes, item shapes, lengths) that a
-    /// [`LoaderState`] carries: ranks can compare it at start-up, and a state restores only onto
-    /// data with the same one.
-    pub fn fingerprint(&self) -> u64 {
+    /// The data fingerprint of the streams (names, dtypes, item shapes, lengths, the selection)
+    /// that a [`LoaderState`] carries: ranks can compare it at start-up, and a state restores
+    /// only onto data with the same one. ([`run_fingerprint`](Self::run_fingerprint) adds the
+    /// sampler's and pass's settings.)
+    pub fn data_fingerprint(&self) -> u64 {
         match self.selected_streams() {
             Ok(streams) => fingerprint_of(&streams),
             Err(_) => fingerprint_of(&self.streams),

@@ -3,15 +3,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::adapter::data_fingerprint;
 use super::bucket::BucketConfig;
 use super::pack::Pack;
-use super::state::{Finite, LoaderState, fingerprint};
+use super::state::{Finite, LoaderState};
 use super::stream::StreamSource;
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
 use crate::sampler::{PassConfig, SamplerMode};
 use crate::{Error, Result};
 
-/// Builds a [`DataLoader`]; see [`DataLoader::builder`].
+/// Builds a [`DataLoader`](crate::DataLoader); see [`DataLoader::builder`](crate::DataLoader::builder).
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct LoaderBuilder {
@@ -92,7 +93,7 @@ impl Default for LoaderBuilder {
 }
 
 impl LoaderBuilder {
-    /// A builder with the defaults (what [`DataLoader::builder`] gives).
+    /// A builder with the defaults (what [`DataLoader::builder`](crate::DataLoader::builder) gives).
     pub fn new() -> Self {
         Self::default()
     }
@@ -104,7 +105,7 @@ impl LoaderBuilder {
     }
 
     /// Adds a named ragged stream; its batches carry a [`RaggedArray`](crate::RaggedArray)
-    /// ([`Batch::get_ragged`]) unless [`LoaderBuilder::pad`] makes them dense.
+    /// ([`Batch::get_ragged`](crate::Batch::get_ragged)) unless [`LoaderBuilder::pad`] makes them dense.
     pub fn ragged_stream(mut self, name: impl Into<String>, source: RaggedSource) -> Self {
         self.streams.push((name.into(), StreamSource::Ragged(source, None)));
         self
@@ -168,7 +169,7 @@ impl LoaderBuilder {
     /// # Errors
     /// The refusal: [`Error::Config`] from `pad`, `pack` and `bucket`, `open_stream`'s own
     /// error (an [`Error::Config`] with its message when a clone of this builder holds it too).
-    pub fn checked(mut self) -> Result<Self> {
+    pub(crate) fn checked(mut self) -> Result<Self> {
         match self.failed.take() {
             None => Ok(self),
             Some(e) => Err(Arc::try_unwrap(e).unwrap_or_else(|shared| retold(&shared))),
@@ -219,7 +220,7 @@ impl LoaderBuilder {
     /// different lengths, a negative, NaN or infinite weight, all weights zero, streams whose
     /// names differ between sources, or a ragged stream padded differently in two sources;
     /// [`Error::Schema`] naming the first source whose stream has another dtype or shape; a
-    /// source's setter's refusal ([`checked`](Self::checked)).
+    /// source's setter's refusal ([`adapter::checked`](crate::adapter::checked)).
     pub fn mixture(sources: Vec<(f64, LoaderBuilder)>) -> Result<LoaderBuilder> {
         if sources.is_empty() {
             return Err(Error::Config {
@@ -457,7 +458,7 @@ impl LoaderBuilder {
     /// opened other data or another seed.
     ///
     /// # Errors
-    /// As [`resolve`](Self::resolve).
+    /// As [`adapter::resolve`](crate::adapter::resolve).
     pub fn run_fingerprint(&self) -> Result<u64> {
         let state = self.resolve()?;
         let mut sampler = state.sampler;
@@ -468,7 +469,7 @@ impl LoaderBuilder {
         let shared = (state.fingerprint, sampler, pass);
         let bytes = rmp_serde::to_vec(&shared)
             .map_err(|e| Error::InvalidArgument(format!("the run's config does not serialise: {e}")))?;
-        Ok(fingerprint(&bytes))
+        Ok(data_fingerprint(&bytes))
     }
 
     /// The first step delivered (resume).

@@ -87,7 +87,7 @@ impl<O: Send + 'static> DataLoader<O> {
 
     fn start_output(b: LoaderBuilder, output: Output<O>) -> Result<DataLoader<O>> {
         let state = b.resolve()?;
-        let (threads, depth) = (b.thread_count(), b.prefetch_depth());
+        let (threads, depth) = (b.threads, b.prefetch);
         let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
         let indexer = state.indexer(&streams)?;
         let LoaderState { sampler: config, step, fingerprint, .. } = state;

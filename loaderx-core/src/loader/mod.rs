@@ -25,7 +25,9 @@
 //! | `staged` | staged loaders: steps gathered straight into a ring's slots, then a stage function |
 //! | `pack` | sequence packing: [`Pack`], the planner and its cursor |
 //! | `launch` | [`Launch`]: rank and world from torchrun's or Slurm's environment |
+//! | `adapter` | the hooks framework adapters build their own loaders from (`loaderx_core::adapter`) |
 
+pub(crate) mod adapter;
 mod batch;
 mod bucket;
 mod build;
@@ -51,5 +53,5 @@ pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;
 pub use ring::{Fence, Lease, SlotRing};
 pub use staged::{SlotBuffers, Staged, StagedStream};
-pub use state::{Finite, LoaderState, fingerprint};
+pub use state::{Finite, LoaderState};
 pub use stream::StreamSource;

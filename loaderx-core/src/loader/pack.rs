@@ -87,7 +87,7 @@ impl Lengths {
     }
 }
 
-/// How a ragged stream is packed; see the [module documentation](self).
+/// How a ragged stream is packed (see [`LoaderBuilder::pack`](crate::LoaderBuilder::pack)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pack {
     /// Tokens per row, `L`.

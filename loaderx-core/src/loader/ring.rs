@@ -50,7 +50,7 @@ struct State<S> {
     closed: bool,
 }
 
-/// A ring of `n` buffers; see the [module documentation](self).
+/// A ring of `n` buffers (see [`staging`](crate::staging)).
 pub struct SlotRing<S> {
     state: Mutex<State<S>>,
     freed: Condvar,

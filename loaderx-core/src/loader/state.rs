@@ -6,13 +6,6 @@ use super::order::{Order, SavedState};
 use crate::sampler::{PassConfig, SamplerConfig, SamplerMode};
 use crate::{Error, Result};
 
-/// The fingerprint of a description of data (64-bit FNV-1a of `bytes`): what
-/// [`LoaderState::fingerprint`] holds. [`LoaderBuilder::fingerprint`](crate::LoaderBuilder::fingerprint) describes dense streams;
-/// an adapter over other data describes it in its own words (a dataset's length, say).
-pub fn fingerprint(bytes: &[u8]) -> u64 {
-    crate::format::hash64(bytes)
-}
-
 /// Where a loader is: plain data to save, inspect, edit (skip steps) and restore.
 ///
 /// Serialised in the shape of earlier versions (the order's config under its own optional field:
@@ -24,8 +17,9 @@ pub struct LoaderState {
     pub sampler: SamplerConfig,
     /// The next step to be delivered.
     pub step: u64,
-    /// Fingerprint of the streams (names, dtypes, shapes, length): a state only restores onto
-    /// the data it was saved from.
+    /// The data fingerprint of the streams (names, dtypes, shapes, length;
+    /// [`LoaderBuilder::data_fingerprint`](crate::LoaderBuilder::data_fingerprint)): a state
+    /// only restores onto the data it was saved from.
     pub fingerprint: u64,
     /// Which records each step reads: the endless sampler, a finite pass, a mixture, a packed
     /// stream (with where its packing stands at `step`) or length buckets.

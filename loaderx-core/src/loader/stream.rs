@@ -1,6 +1,6 @@
 //! [`StreamSource`]: the data of one loader stream, and the fingerprint of a loader's streams.
 
-use super::state::fingerprint;
+use super::adapter::data_fingerprint;
 use crate::dataset::{DenseSource, Pad, RaggedSource, Selection};
 use crate::{DType, Result};
 
@@ -71,5 +71,5 @@ pub(super) fn fingerprint_of(streams: &[(String, StreamSource)]) -> u64 {
             )),
         }
     }
-    fingerprint(text.as_bytes())
+    data_fingerprint(text.as_bytes())
 }

@@ -25,7 +25,7 @@ pub(crate) fn mix64(mut z: u64) -> u64 {
 ///
 /// A pure hash of `(seed, step, position)`: a transform that seeds a [`SampleRng`] with it replays
 /// exactly the same augmentation when the run is resumed at `step`. Use the position in the
-/// *global* batch ([`Sampler::stripe_start`] plus the local position) so the augmentation does not
+/// *global* batch ([`Sampler::stripe_start`](crate::Sampler::stripe_start) plus the local position) so the augmentation does not
 /// depend on the number of ranks. The stream is unrelated to the sampler's own index stream for the
 /// same seed.
 ///

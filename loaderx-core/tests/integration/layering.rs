@@ -100,8 +100,13 @@ fn crate_names(code: &str) -> Vec<String> {
 fn root_names(lib: &str) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
     for stmt in lib.split(';') {
-        let Some(at) = stmt.find("pub use ") else { continue };
-        let path = stmt[at + "pub use ".len()..].trim();
+        // `pub use` and the root's crate-private short paths (`pub(crate) use`).
+        let Some(path) = ["pub use ", "pub(crate) use "]
+            .iter()
+            .find_map(|p| stmt.find(p).map(|at| stmt[at + p.len()..].trim()))
+        else {
+            continue;
+        };
         if path.starts_with("crate::") {
             continue;
         }
@@ -116,8 +121,11 @@ fn root_names(lib: &str) -> BTreeMap<String, String> {
             }
         }
     }
-    // The root's inline modules and type: `export` re-exports the converters' export.
+    // The root's inline modules and type: `export` re-exports the converters' export, `staging`
+    // and `adapter` the loader's.
     map.insert("export".into(), "convert".into());
+    map.insert("staging".into(), "loader".into());
+    map.insert("adapter".into(), "loader".into());
     map.insert("prelude".into(), "lib".into());
     map
 }

@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use loaderx_core::{DataLoader, DenseSource, Error, Fence, LoaderBuilder, SlotRing, Staged};
+use loaderx_core::staging::{Fence, SlotRing, Staged};
+use loaderx_core::{DataLoader, DenseSource, Error, LoaderBuilder};
 
 /// Completed by the simulated device after its copy.
 struct Done(Arc<AtomicBool>);
