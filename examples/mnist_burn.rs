@@ -19,7 +19,7 @@ use std::time::Instant;
 use loaderx::burn::burn;
 use loaderx::burn::{MnistBatch, StepLoaderBuilder};
 use loaderx::convert::{MnistSplit, cache_dir, mnist_stores};
-use loaderx::{DenseSource, Finite};
+use loaderx::{DenseSource, Pass};
 
 use burn::data::dataloader::DataLoader;
 use burn::optim::AdamConfig;
@@ -99,7 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let valid_builder = StepLoaderBuilder::new()
         .mnist(&test_images, &test_labels)
         .batch_size(500)
-        .finite(Finite::ordered())
+        .pass(Pass::ordered())
         .threads(1)
         .device(&device);
     let valid = valid_builder.clone().build_mnist()?;

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::hint::black_box;
 
 use loaderx_core::{
-    Batch, DataLoader, DatasetWriter, DenseSource, Finite, LoaderBuilder, Pack, Pad, RaggedDataset,
+    Batch, DataLoader, DatasetWriter, DenseSource, LoaderBuilder, Pack, Pad, Pass, RaggedDataset,
     SamplerMode, WriteOptions,
 };
 
@@ -377,7 +377,7 @@ const PASS: &str = "exactly-once epochs (shuffled passes back to back)";
 /// The finite pass against the endless loader on the same data: batches/s.
 fn passes(cfg: &Config, report: &mut Report, builder: &LoaderBuilder, threads: usize) -> anyhow::Result<()> {
     let endless = RefCell::new(builder.clone().build()?);
-    let passes = RefCell::new(builder.clone().finite(Finite::shuffled().epochs(None)).build()?);
+    let passes = RefCell::new(builder.clone().pass(Pass::shuffled().epochs(None)).build()?);
     let steps = passes.borrow().steps_per_epoch();
     let t = time_loaders(cfg, threads, &[(ENDLESS, &endless), (PASS, &passes)]);
     let mut s = Section::new(

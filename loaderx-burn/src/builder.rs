@@ -7,7 +7,7 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
-use loaderx_core::Finite;
+use loaderx_core::Pass;
 
 use crate::{Error, StepLoaderBuilder};
 
@@ -115,7 +115,7 @@ where
                 let mut b = StepLoaderBuilder::new()
                     .batch_size(batch)
                     .seed(self.shuffle.unwrap_or(0))
-                    .finite(if self.shuffle.is_some() { Finite::shuffled() } else { Finite::ordered() })
+                    .pass(if self.shuffle.is_some() { Pass::shuffled() } else { Pass::ordered() })
                     .threads(self.num_workers.unwrap_or(1).max(1));
                 if let Some(d) = &self.device {
                     b = b.device(d);

@@ -81,7 +81,7 @@ pub mod prelude {
     pub use burn::data::dataloader::DataLoader as _;
     pub use burn::data::dataset::Dataset as _;
     pub use loaderx_core::{
-        BoxError, Codec, DenseSource, Finite, LoaderBuilder, LoaderState, Pad, RaggedSource, SamplerMode,
+        BoxError, Codec, DenseSource, LoaderBuilder, LoaderState, Pad, Pass, RaggedSource, SamplerMode,
         Selection, WriteOptions,
     };
 

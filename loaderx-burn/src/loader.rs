@@ -18,7 +18,7 @@ use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::Device;
 use loaderx_core::adapter::{self, data_fingerprint};
 use loaderx_core::{
-    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Order, Pack, Pad, PassConfig,
+    Batch, DataLoader, DenseSource, LoaderBuilder, LoaderState, Order, Pack, Pad, Pass, PassConfig,
     Prefetcher, RaggedSource, SamplerConfig, SamplerMode, Selection,
 };
 
@@ -202,16 +202,16 @@ impl StepLoaderBuilder {
         self.map_core(|b| b.prefetch(depth))
     }
 
-    /// Each `iter()` is one finite pass ([`Finite`]): every item exactly once, in order or
+    /// Each `iter()` is one finite pass ([`Pass`]): every item exactly once, in order or
     /// shuffled (a new shuffle each `iter()`: epoch 0, 1, ...), the last batch partial unless
     /// dropped; `num_items()` and `progress()` count exactly the items delivered. For
-    /// validation loaders (`Finite::ordered()`) and exactly-once training epochs
-    /// (`Finite::shuffled()`). [`mode`](Self::mode) and [`steps_per_epoch`](Self::steps_per_epoch)
+    /// validation loaders (`Pass::ordered()`) and exactly-once training epochs
+    /// (`Pass::shuffled()`). [`mode`](Self::mode) and [`steps_per_epoch`](Self::steps_per_epoch)
     /// do not apply.
-    pub fn finite(self, finite: Finite) -> Self {
+    pub fn pass(self, finite: Pass) -> Self {
         // One pass per `iter()`, the passes back to back: the prefetch threads go on into the
         // next epoch while this one is consumed.
-        self.map_core(|b| b.finite(finite.epochs(None)))
+        self.map_core(|b| b.pass(finite.epochs(None)))
     }
 
     /// Steps per `iter()` (a burn "epoch"). Default: one pass over the data, `len / batch`
@@ -446,7 +446,7 @@ pub struct StepLoader<O> {
     recipe: Arc<dyn Recipe<O>>,
     config: SamplerConfig,
     /// The order at [`StepLoader::step`]: a finite pass is one pass per `iter()`
-    /// ([`StepLoaderBuilder::finite`]), back to back from its `epoch`; a packed stream's cursor
+    /// ([`StepLoaderBuilder::pass`]), back to back from its `epoch`; a packed stream's cursor
     /// follows the steps delivered.
     order: Mutex<Order>,
     fingerprint: u64,

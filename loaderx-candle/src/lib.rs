@@ -99,8 +99,8 @@ pub use tensor::{Converter, TensorBatch, tensor_from_parts, to_tensor};
 pub mod prelude {
     pub use candle_core::{DType, Device, Tensor};
     pub use loaderx_core::{
-        BoxError, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Pad, RaggedSource,
-        SamplerMode, Selection, WriteOptions,
+        BoxError, DataLoader, DenseSource, LoaderBuilder, LoaderState, Pad, Pass, RaggedSource, SamplerMode,
+        Selection, WriteOptions,
     };
 
     pub use crate::{CandleLoader, Converter, TensorBatch, Widen};

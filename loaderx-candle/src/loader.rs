@@ -78,7 +78,7 @@ impl<O: Send + 'static> CandleLoader<O> {
         CandleLoader::build_with(builder, converter, transform)
     }
 
-    /// Steps of a finite pass (`LoaderBuilder::finite`), `None` for an endless loader.
+    /// Steps of a finite pass (`LoaderBuilder::pass`), `None` for an endless loader.
     pub fn steps(&self) -> Option<u64> {
         self.loader.steps()
     }

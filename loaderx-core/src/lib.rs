@@ -61,11 +61,11 @@ pub use error::{Error, Result};
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
-    Batch, BoxError, BucketConfig, DataLoader, Finite, Launch, LoaderBuilder, LoaderState, Order, Pack,
-    PackConfig, PackCursor, Prefetcher,
+    Batch, BoxError, BucketConfig, DataLoader, Launch, LoaderBuilder, LoaderState, Order, Pack, PackConfig,
+    PackCursor, Pass, Prefetcher,
 };
 pub use sampler::{
-    MIXTURE_SLOTS, Mixture, MixtureConfig, Pass, PassConfig, SampleRng, Sampler, SamplerBuilder,
+    MIXTURE_SLOTS, Mixture, MixtureConfig, PassConfig, PassSampler, SampleRng, Sampler, SamplerBuilder,
     SamplerConfig, SamplerMode, sample_seed,
 };
 pub use store::{
@@ -82,8 +82,8 @@ pub(crate) use sys::MappedFile;
 /// The common imports: `use loaderx::prelude::*;` (or `loaderx_core::prelude`).
 pub mod prelude {
     pub use crate::{
-        BoxError, Codec, DataLoader, DatasetWriter, DenseDataset, DenseSource, Error, Finite, Format,
-        LoaderBuilder, LoaderState, Pad, RaggedDataset, RaggedSource, Result, SamplerMode, Selection, Store,
+        BoxError, Codec, DataLoader, DatasetWriter, DenseDataset, DenseSource, Error, Format, LoaderBuilder,
+        LoaderState, Pad, Pass, RaggedDataset, RaggedSource, Result, SamplerMode, Selection, Store,
         StoreOptions, WriteOptions,
     };
 }

@@ -136,8 +136,8 @@ impl Loader {
             b = b.shard_from_env().py()?;
         }
         if finite {
-            let pass = if shuffle { loaderx_core::Finite::shuffled() } else { loaderx_core::Finite::ordered() };
-            b = b.finite(pass.epochs(epochs).drop_last(drop_last));
+            let pass = if shuffle { loaderx_core::Pass::shuffled() } else { loaderx_core::Pass::ordered() };
+            b = b.pass(pass.epochs(epochs).drop_last(drop_last));
         }
         if let Some(bytes) = state {
             let saved: LoaderState = rmp_serde::from_slice(&bytes)

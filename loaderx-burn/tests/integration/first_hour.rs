@@ -6,7 +6,7 @@ use burn::data::dataset::Dataset;
 use loaderx_burn::{
     DataLoaderBuilder, DenseBatch, MnistBatcher, MnistDataset, MnistSplit, StepLoaderBuilder,
 };
-use loaderx_core::Finite;
+use loaderx_core::Pass;
 
 use crate::common::{mnist_dir, write_xy};
 
@@ -23,7 +23,7 @@ fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch(
         .open_stream("x", dir.path().join("x"))
         .open_stream("y", dir.path().join("y"))
         .batch_size(32);
-    let valid = builder.clone().finite(Finite::ordered()).build().unwrap();
+    let valid = builder.clone().pass(Pass::ordered()).build().unwrap();
     assert_eq!((valid.num_items(), valid.steps_per_epoch()), (250, 8));
     for _ in 0..2 {
         let mut it = valid.iter();
@@ -43,7 +43,7 @@ fn a_finite_step_loader_sees_every_item_once_per_iter_with_a_partial_last_batch(
             "every item once, in order, each iter()"
         );
     }
-    let train = builder.finite(Finite::shuffled()).seed(9).build().unwrap();
+    let train = builder.pass(Pass::shuffled()).seed(9).build().unwrap();
     let epoch =
         |l: &dyn DataLoader<DenseBatch>| -> Vec<i64> { l.iter().flat_map(|b| ys(&mut b.unwrap())).collect() };
     let (e0, e1) = (epoch(&train), epoch(&train));
@@ -126,7 +126,7 @@ fn padded_ragged_tensors_over_an_in_memory_split() {
         .stream("id", ids)
         .pad("t", Pad::longest())
         .batch_size(8)
-        .finite(Finite::ordered());
+        .pass(Pass::ordered());
     let ids_of = |sel: Selection| -> Vec<i64> {
         let loader = builder.clone().select(sel).build().unwrap();
         let mut seen = Vec::new();

@@ -98,7 +98,7 @@ fn a_failed_conversion_names_its_step_and_the_loader_goes_on() {
 /// padded into tensors; a transform with `?` on any error.
 #[test]
 fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
-    use loaderx_core::{DenseSource, Finite, Pad, RaggedSource};
+    use loaderx_core::{DenseSource, Pad, Pass, RaggedSource};
     let x = DenseSource::from_vec(vec![2], (0..100).map(f64::from).collect::<Vec<f64>>()).unwrap();
     let t =
         RaggedSource::from_records(vec![], &(0..50).map(|i| vec![i as u32; i % 5 + 1]).collect::<Vec<_>>())
@@ -108,7 +108,7 @@ fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
         .ragged_stream("t", t)
         .pad("t", Pad::longest())
         .batch_size(16)
-        .finite(Finite::ordered());
+        .pass(Pass::ordered());
     let loader =
         CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu).floats_as(CandleDType::F32)).unwrap();
     assert_eq!((loader.steps(), loader.steps_per_epoch(), loader.num_items()), (Some(4), 4, Some(50)));

@@ -151,13 +151,13 @@ pub(crate) fn append_block(w: &mut DatasetWriter, buf: &[u8], item_bytes: usize,
 /// A [`Error::BadInput`] naming `path` when axis 0 has more entries than a store of the chosen
 /// format holds.
 pub(crate) fn check_records(records: usize, path: &Path, opts: &WriteOptions) -> Result<()> {
-    let limit = opts.format_of().max_records();
+    let limit = opts.store_format().max_records();
     if records as u64 > limit {
         return Err(Error::BadInput {
             path: path.to_path_buf(),
             reason: format!(
                 "axis 0 has {records} entries; a {} store holds at most {limit} records",
-                opts.format_of()
+                opts.store_format()
             ),
             source: None,
         });

@@ -36,7 +36,7 @@ pub fn dir(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
                 reason: format!(
                     "{} bytes; a {} record holds at most {limit} bytes",
                     meta.len(),
-                    opts.format_of()
+                    opts.store_format()
                 ),
                 source: None,
             });

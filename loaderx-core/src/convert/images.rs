@@ -119,7 +119,7 @@ pub fn images(
     if item > opts.max_record_size() {
         return Err(Error::InvalidArgument(format!(
             "an image of {w}x{h}x3 is {item} bytes; a {} record holds at most {}",
-            opts.format_of(),
+            opts.store_format(),
             opts.max_record_size()
         )));
     }
@@ -129,7 +129,7 @@ pub fn images(
             reason: "it is not a directory of class folders".into(),
         });
     }
-    if out.exists() && !opts.overwrite_of() {
+    if out.exists() && !opts.overwrites() {
         return Err(Error::AlreadyExists { path: out.to_path_buf() });
     }
     let (classes, files) = list(dir)?;
@@ -459,7 +459,7 @@ fn write(
     opts: &WriteOptions,
 ) -> Result<Written> {
     let (w, h) = options.size;
-    let inner = WriteOptions::new().codec(opts.codec_of()).format(opts.format_of());
+    let inner = WriteOptions::new().codec(opts.record_codec()).format(opts.store_format());
     let (images_dir, labels_dir) = (staging.join("images"), staging.join("labels"));
     let mut images = DatasetWriter::dense::<u8>(&images_dir, vec![h as usize, w as usize, 3], inner.clone())?;
     let mut labels = DatasetWriter::dense::<u32>(&labels_dir, vec![], inner)?;

@@ -89,11 +89,11 @@ pub fn safetensors(
             Some((&n, rest)) => (n, rest.to_vec()),
             None => (1, Vec::new()),
         };
-        if records as u64 > opts.format_of().max_records() {
+        if records as u64 > opts.store_format().max_records() {
             return Err(bad(format!(
                 "tensor '{name}' has {records} entries on axis 0; a {} store holds at most {}",
-                opts.format_of(),
-                opts.format_of().max_records()
+                opts.store_format(),
+                opts.store_format().max_records()
             )));
         }
         // The library checked the data's length against the whole shape; an axis 0 of 0 leaves
@@ -110,12 +110,12 @@ pub fn safetensors(
                 "tensor '{name}': an item of shape {:?} is {} bytes; a {} record holds at most {} bytes",
                 schema.shape,
                 schema.unit_bytes(),
-                opts.format_of(),
+                opts.store_format(),
                 opts.max_record_size()
             )));
         }
         let out = out_dir.join(name);
-        if out.exists() && !opts.overwrite_of() {
+        if out.exists() && !opts.overwrites() {
             return Err(Error::AlreadyExists { path: out });
         }
         plan.push((name.clone(), view, schema, records, out));

@@ -94,8 +94,10 @@ impl WriteOptions {
         self
     }
 
-    /// The store format chosen.
-    pub fn format_of(&self) -> Format {
+    /// The store format chosen ([`format`](Self::format)). The getters are named for what they
+    /// return (`store_format`, `record_codec`, `overwrites`), since the setters hold the plain
+    /// names.
+    pub fn store_format(&self) -> Format {
         self.format
     }
 
@@ -123,13 +125,13 @@ impl WriteOptions {
         self
     }
 
-    /// The codec.
-    pub fn codec_of(&self) -> Codec {
+    /// The codec records are written with ([`codec`](Self::codec)).
+    pub fn record_codec(&self) -> Codec {
         self.codec
     }
 
-    /// Whether an existing output is replaced.
-    pub fn overwrite_of(&self) -> bool {
+    /// Whether an existing output is replaced ([`overwrite`](Self::overwrite)).
+    pub fn overwrites(&self) -> bool {
         self.overwrite
     }
 

@@ -183,7 +183,7 @@ impl LoaderBuilder {
     }
 
     /// The order the builder's settings ask for over `len` records, one of them at most: its
-    /// [`finite`](Self::finite) pass, [`mixture`](Self::mixture), [`pack`](Self::pack) or
+    /// [`finite`](Self::pass) pass, [`mixture`](Self::mixture), [`pack`](Self::pack) or
     /// [`bucket`](Self::bucket) (the setters may be called in any order, so a combination is
     /// refused here).
     fn order(&self, len: u32) -> Result<Order> {

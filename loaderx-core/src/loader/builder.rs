@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::adapter::data_fingerprint;
 use super::bucket::BucketConfig;
 use super::pack::Pack;
-use super::state::{Finite, LoaderState};
+use super::state::{LoaderState, Pass};
 use super::stream::StreamSource;
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
 use crate::sampler::{PassConfig, SamplerMode};
@@ -18,7 +18,7 @@ use crate::{Error, Result};
 pub struct LoaderBuilder {
     pub(super) streams: Vec<(String, StreamSource)>,
     pub(super) selections: Vec<Selection>,
-    pub(super) finite: Option<Finite>,
+    pub(super) finite: Option<Pass>,
     pub(super) batch_size: u32,
     pub(super) mode: SamplerMode,
     pub(super) seed: u64,
@@ -394,15 +394,15 @@ impl LoaderBuilder {
         self
     }
 
-    /// One finite pass ([`Finite`]) instead of the endless sampler: every record once, in
+    /// One finite pass ([`Pass`]) instead of the endless sampler: every record once, in
     /// order or shuffled, the last batch partial unless dropped, sharded over ranks without
     /// duplicates; the loader's iterator ends after it. [`mode`](Self::mode) is ignored.
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{DataLoader, DenseSource, Finite};
+    /// use loaderx_core::{DataLoader, DenseSource, Pass};
     /// let x = DenseSource::from_vec(vec![], (0..10u32).collect::<Vec<u32>>())?;
-    /// let loader = DataLoader::builder().stream("x", x).batch_size(4).finite(Finite::ordered()).build()?;
+    /// let loader = DataLoader::builder().stream("x", x).batch_size(4).pass(Pass::ordered()).build()?;
     /// assert_eq!(loader.steps(), Some(3));
     /// let seen: Vec<u32> = loader
     ///     .map(|b| b.map(|b| b.get("x").unwrap().as_slice::<u32>().unwrap().to_vec()))
@@ -411,7 +411,7 @@ impl LoaderBuilder {
     /// assert_eq!(seen, (0..10).collect::<Vec<u32>>(), "each record once, the last batch partial");
     /// # Ok::<(), loaderx_core::Error>(())
     /// ```
-    pub fn finite(mut self, finite: Finite) -> Self {
+    pub fn pass(mut self, finite: Pass) -> Self {
         self.finite = Some(finite);
         self
     }

@@ -12,7 +12,7 @@ use super::prefetch::{Prefetcher, panic_message};
 use super::staged::StepFn;
 use super::state::LoaderState;
 use super::stream::StreamSource;
-use crate::sampler::{Mixture, Pass, Sampler};
+use crate::sampler::{Mixture, PassSampler, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};
 
@@ -158,7 +158,7 @@ impl<O: Send + 'static> DataLoader<O> {
         self.prefetcher.next()
     }
 
-    /// Steps of all the finite passes ([`LoaderBuilder::finite`]), `None` for an endless loader
+    /// Steps of all the finite passes ([`LoaderBuilder::pass`]), `None` for an endless loader
     /// (or passes without end).
     pub fn steps(&self) -> Option<u64> {
         self.indexer.steps()
@@ -204,7 +204,7 @@ impl<O: Send + 'static> DataLoader<O> {
     }
 
     /// The finite pass; `None` for an endless loader.
-    pub fn pass(&self) -> Option<&Pass> {
+    pub fn pass(&self) -> Option<&PassSampler> {
         self.indexer.pass()
     }
 

@@ -2,7 +2,7 @@
 //!
 //! By default there are no epochs and no final partial batch: step `s` is a pure function of the
 //! sampler config and `s`, so resuming is starting at step `s`. A finite loader
-//! ([`LoaderBuilder::finite`]) runs exact passes instead (every record once per epoch, a
+//! ([`LoaderBuilder::pass`]) runs exact passes instead (every record once per epoch, a
 //! partial last batch unless `drop_last`), as pure in `(seed, epoch, step)`. Each step gathers every named stream at
 //! the same indices (record `i` of every stream lands in the same row), runs the transform on a
 //! prefetch thread, and is delivered in step order whichever thread finishes first.
@@ -53,5 +53,5 @@ pub use pack::{Pack, PackConfig, PackCursor};
 pub use prefetch::Prefetcher;
 pub use ring::{Fence, Lease, SlotRing};
 pub use staged::{SlotBuffers, Staged, StagedStream};
-pub use state::{Finite, LoaderState};
+pub use state::{LoaderState, Pass};
 pub use stream::StreamSource;

@@ -11,7 +11,7 @@ use super::bucket::{BucketConfig, Bucketer};
 use super::pack::{PackConfig, Packer};
 use super::state::LoaderState;
 use super::stream::StreamSource;
-use crate::sampler::{Mixture, MixtureConfig, Pass, PassConfig, Sampler, SamplerConfig, SamplerMode};
+use crate::sampler::{Mixture, MixtureConfig, PassConfig, PassSampler, Sampler, SamplerConfig, SamplerMode};
 use crate::{Error, Result};
 
 /// Which records each step of a loader reads, beyond the [`SamplerConfig`] every order keeps
@@ -22,7 +22,7 @@ pub enum Order {
     /// The endless sampler of the state's [`SamplerConfig`] (its mode: cyclic, sequential, IID,
     /// block-cyclic).
     Endless,
-    /// Finite passes ([`LoaderBuilder::finite`](crate::LoaderBuilder::finite)): every record
+    /// Finite passes ([`LoaderBuilder::pass`](crate::LoaderBuilder::pass)): every record
     /// once per epoch.
     Pass(PassConfig),
     /// A weighted mixture of sources ([`LoaderBuilder::mixture`](crate::LoaderBuilder::mixture)).
@@ -133,7 +133,7 @@ impl From<LoaderState> for SavedState {
 #[derive(Debug, Clone)]
 enum Kind {
     Endless(Sampler),
-    Pass(Pass),
+    Pass(PassSampler),
     Mixture(Mixture),
     /// A packed stream: its planner, and the stream's name (packing makes whole batches: its
     /// steps have no indices before they are packed).
@@ -296,7 +296,7 @@ impl Indexer {
     }
 
     /// The finite pass, if the order is one.
-    pub fn pass(&self) -> Option<&Pass> {
+    pub fn pass(&self) -> Option<&PassSampler> {
         match &self.kind {
             Kind::Pass(p) => Some(p),
             _ => None,

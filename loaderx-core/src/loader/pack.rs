@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::Pool;
 use crate::dataset::RaggedSource;
-use crate::sampler::{Pass, PassConfig, mix64};
+use crate::sampler::{PassConfig, PassSampler, mix64};
 use crate::{ArrayData, DType, DenseArray, Error, RaggedArray, Result};
 
 const DOMAIN_PACK: u64 = 0x7061_636B_2073_6571;
@@ -164,7 +164,7 @@ struct Piece {
 pub(crate) struct Packer {
     pack: Pack,
     source: RaggedSource,
-    order: Pass,
+    order: PassSampler,
     rows: u32,
     rank: u64,
     world: u64,

@@ -1,4 +1,4 @@
-//! [`LoaderState`]: where a loader is; [`Finite`]: passes instead of an endless stream.
+//! [`LoaderState`]: where a loader is; [`Pass`]: passes instead of an endless stream.
 
 use serde::{Deserialize, Serialize};
 
@@ -90,9 +90,9 @@ impl LoaderState {
 }
 
 /// Finite passes over the data: every record exactly once per pass (one pass by default), then
-/// the loader ends; see [`LoaderBuilder::finite`](crate::LoaderBuilder::finite).
+/// the loader ends; see [`LoaderBuilder::pass`](crate::LoaderBuilder::pass).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Finite {
+pub struct Pass {
     /// In a keyed shuffle of the builder's seed and the epoch, or in record order.
     pub shuffle: bool,
     /// Drop the last batch of each pass when it is partial.
@@ -104,37 +104,37 @@ pub struct Finite {
     pub epochs: Option<u64>,
 }
 
-impl Default for Finite {
+impl Default for Pass {
     fn default() -> Self {
-        Finite { shuffle: false, drop_last: false, epoch: 0, epochs: Some(1) }
+        Pass { shuffle: false, drop_last: false, epoch: 0, epochs: Some(1) }
     }
 }
 
-impl Finite {
+impl Pass {
     /// Every record once, in record order, the last batch partial: an evaluation pass.
-    pub fn ordered() -> Finite {
-        Finite::default()
+    pub fn ordered() -> Pass {
+        Pass::default()
     }
 
     /// Every record once, in a shuffle of the builder's seed and the epoch.
-    pub fn shuffled() -> Finite {
-        Finite { shuffle: true, ..Finite::default() }
+    pub fn shuffled() -> Pass {
+        Pass { shuffle: true, ..Pass::default() }
     }
 
     /// `n` passes back to back (epochs `epoch..epoch + n`); `None`: without end.
-    pub fn epochs(mut self, n: Option<u64>) -> Finite {
+    pub fn epochs(mut self, n: Option<u64>) -> Pass {
         self.epochs = n;
         self
     }
 
     /// Drop the last batch when it is partial.
-    pub fn drop_last(mut self, yes: bool) -> Finite {
+    pub fn drop_last(mut self, yes: bool) -> Pass {
         self.drop_last = yes;
         self
     }
 
     /// The epoch (its own shuffle).
-    pub fn epoch(mut self, epoch: u64) -> Finite {
+    pub fn epoch(mut self, epoch: u64) -> Pass {
         self.epoch = epoch;
         self
     }

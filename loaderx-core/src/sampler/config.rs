@@ -300,7 +300,7 @@ impl Sampler {
 
     /// Global position of this rank's first index in each batch: `rank * B / world`.
     ///
-    /// Pass `stripe_start() + k` as the position to [`sample_seed`] so that per-sample
+    /// PassSampler `stripe_start() + k` as the position to [`sample_seed`] so that per-sample
     /// randomness does not depend on the world size.
     pub fn stripe_start(&self) -> u32 {
         self.stripe_start

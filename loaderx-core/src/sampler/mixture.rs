@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::SamplerConfig;
-use super::pass::{Pass, PassConfig, shuffle_positions};
+use super::pass::{PassConfig, PassSampler, shuffle_positions};
 use super::rng::mix64;
 use crate::{Error, Result};
 
@@ -109,7 +109,7 @@ impl MixtureConfig {
                 }
                 .build()
             })
-            .collect::<Result<Vec<Pass>>>()?;
+            .collect::<Result<Vec<PassSampler>>>()?;
         Ok(Mixture {
             config: self.clone(),
             sampler: sampler.clone(),
@@ -173,7 +173,7 @@ pub struct Mixture {
     pattern: Arc<[(u16, u32)]>,
     /// `starts[j]`: source `j`'s first index in the concatenation of the sources.
     starts: Vec<u32>,
-    passes: Vec<Pass>,
+    passes: Vec<PassSampler>,
 }
 
 impl std::fmt::Debug for Mixture {

@@ -41,7 +41,7 @@
 //!   over a network): each cycle walks a keyed permutation of the blocks and shuffles records
 //!   within windows of blocks, so a batch spans a few blocks instead of scattered records.
 //!
-//! Finite passes (exactly once per epoch, a partial last batch or `drop_last`) are [`Pass`]; weighted
+//! Finite passes (exactly once per epoch, a partial last batch or `drop_last`) are [`PassSampler`]; weighted
 //! mixtures of sources are [`Mixture`].
 //!
 //! Sharding: `batch_size` is the *global* batch size `B`; rank `r` of `world` takes the contiguous
@@ -75,6 +75,6 @@ mod avx2 {
 pub use config::{Sampler, SamplerBuilder, SamplerConfig, SamplerMode};
 pub use mixture::{MIXTURE_SLOTS, Mixture, MixtureConfig};
 pub(crate) use pass::shuffle_positions;
-pub use pass::{Pass, PassConfig};
+pub use pass::{PassConfig, PassSampler};
 pub(crate) use rng::{DOMAIN_SPLIT, mix64};
 pub use rng::{SampleRng, sample_seed};

@@ -1,4 +1,4 @@
-//! [`Pass`]: finite passes over `[0, N)`, every index exactly once per pass: in order or in a
+//! [`PassSampler`]: finite passes over `[0, N)`, every index exactly once per pass: in order or in a
 //! keyed shuffle (a new one each epoch), the last batch partial or dropped, sharded over ranks
 //! without duplicates; one pass, a number of them, or epochs without end, as one step count.
 
@@ -11,7 +11,7 @@ use super::rng::{DOMAIN_CYCLIC, GOLDEN, mix64};
 use super::shuffle::{SHUFFLE_MAX_LEN, shuffle};
 use crate::{Error, Result};
 
-/// Everything that determines a [`Pass`]; plain data, saved and restored by the loader.
+/// Everything that determines a [`PassSampler`]; plain data, saved and restored by the loader.
 ///
 /// Step `s` covers positions `[s B, min((s + 1) B, N))` of the pass's order (identity, or the
 /// keyed permutation of `(seed, epoch)`: the one a cyclic sampler with that seed walks in cycle
@@ -63,12 +63,12 @@ fn one_pass() -> Option<u64> {
 }
 
 impl PassConfig {
-    /// Validates the config and builds its [`Pass`].
+    /// Validates the config and builds its [`PassSampler`].
     ///
     /// # Errors
     /// [`Error::Config`] when `batch_size` or `world` is 0, `rank >= world`, or
     /// `batch_size` is not divisible by `world`.
-    pub fn build(&self) -> Result<Pass> {
+    pub fn build(&self) -> Result<PassSampler> {
         let invalid = |reason: String| Err(Error::Config { what: "pass", reason });
         if self.batch_size == 0 {
             return invalid("batch_size must be at least 1".into());
@@ -82,7 +82,7 @@ impl PassConfig {
                 self.batch_size, self.world
             ));
         }
-        let pass = Pass { config: self.clone(), orders: Arc::new(Mutex::new(Vec::new())) };
+        let pass = PassSampler { config: self.clone(), orders: Arc::new(Mutex::new(Vec::new())) };
         pass.order(self.epoch);
         Ok(pass)
     }
@@ -114,18 +114,18 @@ type OrderCache = Arc<Mutex<Vec<(u64, Arc<Order>)>>>;
 /// Finite passes; see [`PassConfig`]. Clones share the orders built so far (the two latest
 /// epochs are kept: prefetch threads straddle at most one epoch boundary).
 #[derive(Clone)]
-pub struct Pass {
+pub struct PassSampler {
     config: PassConfig,
     orders: OrderCache,
 }
 
-impl std::fmt::Debug for Pass {
+impl std::fmt::Debug for PassSampler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pass").field("config", &self.config).field("steps", &self.steps()).finish()
+        f.debug_struct("PassSampler").field("config", &self.config).field("steps", &self.steps()).finish()
     }
 }
 
-impl Pass {
+impl PassSampler {
     /// Steps in one pass: `ceil(N / B)`, or `floor(N / B)` with `drop_last`.
     pub fn steps(&self) -> u64 {
         let (n, b) = (u64::from(self.config.len), u64::from(self.config.batch_size));
@@ -307,7 +307,7 @@ mod tests {
             for (batch, world) in [(1u32, 1u32), (64, 1), (64, 4), (6, 3), (1024, 8)] {
                 for shuffle in [false, true] {
                     for drop_last in [false, true] {
-                        let passes: Vec<Pass> = (0..world)
+                        let passes: Vec<PassSampler> = (0..world)
                             .map(|r| cfg(len, batch, shuffle, drop_last, r, world).build().unwrap())
                             .collect();
                         let steps = passes[0].steps();
@@ -328,7 +328,7 @@ mod tests {
                         for p in &passes {
                             assert!(p.batch(steps).is_empty(), "nothing past the end");
                         }
-                        let total: u64 = passes.iter().map(Pass::num_items).sum();
+                        let total: u64 = passes.iter().map(PassSampler::num_items).sum();
                         assert_eq!(total as usize, seen.len());
                         let mut sorted = seen.clone();
                         sorted.sort_unstable();

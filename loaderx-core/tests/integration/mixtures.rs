@@ -128,7 +128,7 @@ fn bad_mixtures_are_typed_errors() {
     let e = err(LoaderBuilder::mixture(vec![]));
     assert!(matches!(e, Error::Config { what: "mixture", .. }));
     // A mixture is endless: a finite pass over it is refused at build.
-    let e = mix(&[1.0, 1.0], &[10, 10]).finite(loaderx_core::Finite::ordered()).build().unwrap_err();
+    let e = mix(&[1.0, 1.0], &[10, 10]).pass(loaderx_core::Pass::ordered()).build().unwrap_err();
     assert!(e.to_string().contains("endless"), "{e}");
 }
 

@@ -1,7 +1,7 @@
 //! Finite passes: every record exactly once per pass, in order or shuffled, the last batch
 //! partial or dropped, sharded over ranks without duplicates, resumable; steps per epoch.
 
-use loaderx_core::{Batch, DataLoader, DenseSource, Error, Finite, LoaderBuilder, SamplerMode};
+use loaderx_core::{Batch, DataLoader, DenseSource, Error, LoaderBuilder, Pass, SamplerMode};
 
 fn ids(n: u32) -> DenseSource {
     DenseSource::from_vec(vec![], (0..n).collect::<Vec<u32>>()).unwrap()
@@ -19,14 +19,14 @@ fn run(builder: LoaderBuilder) -> Vec<Vec<u32>> {
 fn an_ordered_pass_sees_every_record_once_with_a_partial_last_batch() {
     // 1,000 items at batch 64: 16 steps, the last of 40 (the endless sequential mode wraps
     // around and shows 24 items twice).
-    let builder = DataLoader::builder().stream("id", ids(1000)).batch_size(64).finite(Finite::ordered());
+    let builder = DataLoader::builder().stream("id", ids(1000)).batch_size(64).pass(Pass::ordered());
     let loader = builder.clone().build().unwrap();
     assert_eq!((loader.steps(), loader.num_items(), loader.steps_per_epoch()), (Some(16), Some(1000), 16));
     let batches = run(builder.clone());
     assert_eq!(batches.len(), 16);
     assert_eq!(batches[15].len(), 40);
     assert_eq!(batches.concat(), (0..1000).collect::<Vec<_>>());
-    let dropped = run(builder.finite(Finite::ordered().drop_last(true)));
+    let dropped = run(builder.pass(Pass::ordered().drop_last(true)));
     assert_eq!(dropped.len(), 15);
     assert_eq!(dropped.concat(), (0..960).collect::<Vec<_>>());
 }
@@ -38,7 +38,7 @@ fn a_shuffled_pass_is_a_permutation_fixed_by_seed_and_epoch() {
             .stream("id", ids(1000))
             .batch_size(64)
             .seed(seed)
-            .finite(Finite::shuffled().epoch(epoch))
+            .pass(Pass::shuffled().epoch(epoch))
     };
     let a = run(builder(7, 0)).concat();
     let mut sorted = a.clone();
@@ -61,7 +61,7 @@ fn ranks_together_see_every_record_once() {
                 .batch_size(batch)
                 .shard(rank, world)
                 .seed(3)
-                .finite(Finite::shuffled());
+                .pass(Pass::shuffled());
             items += builder.clone().build().unwrap().num_items().unwrap();
             all.extend(run(builder).concat());
         }
@@ -73,8 +73,7 @@ fn ranks_together_see_every_record_once() {
 
 #[test]
 fn a_pass_resumes_from_its_state_and_ends_cleanly() {
-    let builder =
-        DataLoader::builder().stream("id", ids(100)).batch_size(16).finite(Finite::shuffled()).seed(1);
+    let builder = DataLoader::builder().stream("id", ids(100)).batch_size(16).pass(Pass::shuffled()).seed(1);
     let whole = run(builder.clone());
     let mut loader = builder.clone().build().unwrap();
     let first: Vec<Vec<u32>> = (0..3).map(|_| rows(&loader.next_batch().unwrap())).collect();
@@ -97,7 +96,7 @@ fn a_pass_resumes_from_its_state_and_ends_cleanly() {
 #[test]
 fn a_pass_may_hold_fewer_records_than_a_batch_and_epochs_are_counted_for_every_mode() {
     assert_eq!(
-        run(DataLoader::builder().stream("id", ids(5)).batch_size(64).finite(Finite::ordered())),
+        run(DataLoader::builder().stream("id", ids(5)).batch_size(64).pass(Pass::ordered())),
         vec![vec![0, 1, 2, 3, 4]]
     );
     let endless =
@@ -129,7 +128,7 @@ fn ranks_agree_on_the_run_fingerprint_and_their_union_is_the_global_batch() {
         base(4, 0).batch_size(96),
         base(2, 0),
         DataLoader::builder().stream("id", ids(5001)).batch_size(48).seed(11).shard(0, 4),
-        base(4, 0).finite(Finite::ordered()),
+        base(4, 0).pass(Pass::ordered()),
     ] {
         assert_ne!(other.run_fingerprint().unwrap(), f);
     }

@@ -1,7 +1,7 @@
 //! Ragged streams in the loader: records as offsets + values, or padded on the prefetch threads
 //! to `[B, L]` with lengths and a mask.
 
-use loaderx_core::{DataLoader, DatasetWriter, Error, Finite, Pad, RaggedSource, WriteOptions};
+use loaderx_core::{DataLoader, DatasetWriter, Error, Pad, Pass, RaggedSource, WriteOptions};
 
 /// Record `i`: `i % 13 + 1` tokens, token `j` = `1000 i + j`.
 fn tokens(i: u32) -> Vec<i32> {
@@ -62,7 +62,7 @@ fn a_padded_ragged_stream_is_dense_with_lengths_and_a_mask() {
             assert_eq!(bl[k] as usize, tokens(i).len().min(8), "truncated to 8");
         }
     }
-    let strict = builder.clone().pad("t", Pad::length(4)).finite(Finite::ordered()).build().unwrap();
+    let strict = builder.clone().pad("t", Pad::length(4)).pass(Pass::ordered()).build().unwrap();
     let errors: Vec<Error> = strict.filter_map(Result::err).collect();
     assert!(
         !errors.is_empty()
@@ -86,7 +86,7 @@ fn dense_and_ragged_streams_share_rows_and_memory_sources_pad_too() {
         .stream("y", labels)
         .pad("f", Pad::longest())
         .batch_size(7)
-        .finite(Finite::shuffled())
+        .pass(Pass::shuffled())
         .build()
         .unwrap();
     let mut seen = 0;

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use loaderx_core::{
-    Batch, DataLoader, DenseSource, Finite, LoaderBuilder, LoaderState, Pack, Pad, RaggedSource, SamplerMode,
+    Batch, DataLoader, DenseSource, LoaderBuilder, LoaderState, Pack, Pad, Pass, RaggedSource, SamplerMode,
 };
 
 /// Record `i` of a ragged stream: `1 + (i * 7) % 23` tokens `i * 1000 + position`.
@@ -50,17 +50,17 @@ fn cases() -> Vec<(&'static str, LoaderBuilder, u64)> {
             dense(300).batch_size(10).mode(SamplerMode::BlockCyclic { block: 8, window: 4 }).seed(3),
             17,
         ),
-        ("pass_ordered", dense(103).batch_size(10).finite(Finite::ordered()), 4),
+        ("pass_ordered", dense(103).batch_size(10).pass(Pass::ordered()), 4),
         (
             "pass_shuffled_epochs_sharded",
             dense(103)
                 .batch_size(10)
                 .seed(9)
                 .shard(0, 2)
-                .finite(Finite::shuffled().epoch(2).epochs(Some(3)).drop_last(true)),
+                .pass(Pass::shuffled().epoch(2).epochs(Some(3)).drop_last(true)),
             14,
         ),
-        ("pass_endless_epochs", dense(50).batch_size(8).seed(4).finite(Finite::shuffled().epochs(None)), 20),
+        ("pass_endless_epochs", dense(50).batch_size(8).seed(4).pass(Pass::shuffled().epochs(None)), 20),
         ("mixture", mixture.batch_size(8).seed(6), 13),
         (
             "packed",

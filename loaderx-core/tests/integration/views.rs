@@ -2,8 +2,7 @@
 //! the loader and the datasets' own reads.
 
 use loaderx_core::{
-    DataLoader, DatasetWriter, DenseDataset, DenseSource, Error, Finite, RaggedDataset, Selection,
-    WriteOptions,
+    DataLoader, DatasetWriter, DenseDataset, DenseSource, Error, Pass, RaggedDataset, Selection, WriteOptions,
 };
 
 #[test]
@@ -19,7 +18,7 @@ fn a_split_feeds_two_loaders_that_together_see_every_record_once() {
             .select(Selection::range(1000..2000))
             .select(sel)
             .batch_size(32)
-            .finite(Finite::ordered())
+            .pass(Pass::ordered())
             .build()
             .unwrap()
             .flat_map(|b| {

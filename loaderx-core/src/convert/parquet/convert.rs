@@ -122,7 +122,7 @@ pub fn parquet<P: AsRef<Path>>(
     let (columns, layouts, sources) = plan(inputs, columns)?;
     for c in &columns {
         let out = out_dir.join(&c.stream);
-        if out.exists() && !opts.overwrite_of() {
+        if out.exists() && !opts.overwrites() {
             return Err(Error::AlreadyExists { path: out });
         }
     }
