@@ -3,13 +3,16 @@
 # environment (a release build through maturin, the PEP 517 backend), the pytest suite run there,
 # then the one abi3 wheel `maturin build --release` gives installed and tested on every CPython
 # 3.10-3.13 this machine has. The CLI round-trip tests use target/debug/loaderx (built by
-# `cargo test-all`, or by `cargo build -p loaderx-cli`) and must not skip here. With
+# `cargo test-all`, or by `cargo build -p loaderx-cli`) and the remote tests loaderx-core's
+# example s3_test_server; neither may skip here. With
 # LOADERX_PY_TORCH=1 (CI sets it) torch from PyPI goes into the first environment and the torch
 # tests must run there (measured 2026-12-02: 85 s to install, 5.6 GiB with its CUDA packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export LOADERX_REQUIRE_CLI=1
+export LOADERX_REQUIRE_CLI=1 LOADERX_REQUIRE_S3=1
 [ -x target/debug/loaderx ] || cargo build -q -p loaderx-cli
+# The S3 server the remote tests start (s3s-fs on loopback; test-all builds it too).
+[ -x target/debug/examples/s3_test_server ] || cargo build -q -p loaderx-core --example s3_test_server
 venvs=target/py-venvs
 rm -rf "$venvs" && mkdir -p "$venvs"
 pip_q() { "$1"/bin/pip install -q --disable-pip-version-check "${@:2}"; }

@@ -46,12 +46,14 @@ def timed(fn, reps: int) -> float:
     return (time.perf_counter() - t) / reps
 
 
-def rounds_of(contenders: dict, rounds: int, reps: int) -> dict[str, float]:
-    """Median seconds per call of each contender, rounds interleaved."""
+def rounds_of(contenders: dict, rounds: int, reps: int, budget: float = 0.25) -> dict[str, float]:
+    """Median seconds per call of each contender, rounds interleaved; a contender slower than
+    `budget / reps` a call makes fewer calls a round (at least one), so a round stays short."""
     times: dict[str, list[float]] = {k: [] for k in contenders}
+    each = {name: max(1, min(reps, int(budget / max(timed(fn, 1), 1e-9)))) for name, fn in contenders.items()}
     for _ in range(rounds):
         for name, fn in contenders.items():
-            times[name].append(timed(fn, reps))
+            times[name].append(timed(fn, each[name]))
     return {k: statistics.median(v) for k, v in times.items()}
 
 

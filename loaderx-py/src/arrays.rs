@@ -39,6 +39,9 @@ pub fn dense(py: Python<'_>, array: DenseArray) -> PyResult<Bound<'_, PyAny>> {
 /// The elements of a read-only, C-contiguous one-dimensional array.
 pub fn slice<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
     array.as_slice().map_err(|_| {
-        PyValueError::new_err(format!("{what} must be a C-contiguous array (got strides {:?})", array.strides()))
+        PyValueError::new_err(format!(
+            "{what} must be a C-contiguous array (got strides {:?})",
+            array.strides()
+        ))
     })
 }

@@ -13,7 +13,12 @@ const CAPABILITIES: u32 = 0x3F;
 /// `(index, start, end, length)` of each record-aligned range of `path` for `parts` workers,
 /// records ending at `delimiter`; the file is mapped, planned and released inside the call.
 #[pyfunction]
-pub fn plan_file(py: Python<'_>, path: std::path::PathBuf, parts: usize, delimiter: u8) -> PyResult<Vec<(u64, u64, u64, u64)>> {
+pub fn plan_file(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    parts: usize,
+    delimiter: u8,
+) -> PyResult<Vec<(u64, u64, u64, u64)>> {
     let ranges = py
         .detach(|| loaderx_core::framing::plan_file(&path, parts, delimiter))
         .map_err(|e| PlanningError::new_err(format!("native partition planning failed: {}", chain(&e))))?;

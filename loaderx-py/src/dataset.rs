@@ -14,9 +14,10 @@ use crate::store::{codec, format};
 
 /// A dtype by its schema name (`"f32"`, `"u8"`, `"bool"`...).
 pub fn dtype(name: &str) -> PyResult<DType> {
-    DType::ALL.into_iter().find(|d| d.name() == name).ok_or_else(|| {
-        PyValueError::new_err(format!("unsupported dtype {name:?}"))
-    })
+    DType::ALL
+        .into_iter()
+        .find(|d| d.name() == name)
+        .ok_or_else(|| PyValueError::new_err(format!("unsupported dtype {name:?}")))
 }
 
 /// Where a dataset lives: a local directory, or (feature `remote`) an `s3://` URL.
@@ -24,13 +25,83 @@ fn is_url(path: &str) -> bool {
     path.starts_with("s3://")
 }
 
+/// `RemoteOptions` from the `remote=` dict of a dataset (over the AWS environment variables,
+/// which the engine reads first): `endpoint`, `region`, `access_key_id` with
+/// `secret_access_key`, `anonymous`, `allow_http`, `concurrency`, `retries`, `timeout` (seconds),
+/// `memory_limit`, `cache_dir` with `cache_bytes`. Credentials are never shown in an error.
 #[cfg(feature = "remote")]
-fn remote_options() -> loaderx_core::remote::RemoteOptions {
-    loaderx_core::remote::RemoteOptions::new()
+fn remote_options(
+    given: Option<&Bound<'_, pyo3::types::PyDict>>,
+) -> PyResult<loaderx_core::remote::RemoteOptions> {
+    let mut o = loaderx_core::remote::RemoteOptions::new();
+    let Some(given) = given else { return Ok(o) };
+    let get = |k: &str| given.get_item(k);
+    for key in given.keys() {
+        let key: String = key.extract()?;
+        const KNOWN: [&str; 12] = [
+            "endpoint",
+            "region",
+            "access_key_id",
+            "secret_access_key",
+            "anonymous",
+            "allow_http",
+            "concurrency",
+            "retries",
+            "timeout",
+            "memory_limit",
+            "cache_dir",
+            "cache_bytes",
+        ];
+        if !KNOWN.contains(&key.as_str()) {
+            return Err(PyValueError::new_err(format!(
+                "unknown remote option {key:?} (known: {})",
+                KNOWN.join(", ")
+            )));
+        }
+    }
+    if let Some(v) = get("endpoint")? {
+        o = o.endpoint(v.extract::<String>()?);
+    }
+    if let Some(v) = get("region")? {
+        o = o.region(v.extract::<String>()?);
+    }
+    match (get("access_key_id")?, get("secret_access_key")?) {
+        (Some(k), Some(s)) => o = o.credentials(k.extract::<String>()?, s.extract::<String>()?),
+        (None, None) => {}
+        _ => return Err(PyValueError::new_err("access_key_id and secret_access_key are given together")),
+    }
+    if let Some(v) = get("anonymous")? {
+        o = o.anonymous(v.extract()?);
+    }
+    if let Some(v) = get("allow_http")? {
+        o = o.allow_http(v.extract()?);
+    }
+    if let Some(v) = get("concurrency")? {
+        o = o.concurrency(v.extract()?);
+    }
+    if let Some(v) = get("retries")? {
+        o = o.retries(v.extract()?);
+    }
+    if let Some(v) = get("timeout")? {
+        let secs: f64 = v.extract()?;
+        let t = std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+            PyValueError::new_err(format!("timeout must be a positive number of seconds, not {secs}"))
+        })?;
+        o = o.timeout(t);
+    }
+    if let Some(v) = get("memory_limit")? {
+        o = o.memory_limit(v.extract()?);
+    }
+    match (get("cache_dir")?, get("cache_bytes")?) {
+        (Some(d), Some(n)) => o = o.cache(d.extract::<PathBuf>()?, n.extract()?),
+        (None, None) => {}
+        _ => return Err(PyValueError::new_err("cache_dir and cache_bytes are given together")),
+    }
+    Ok(o)
 }
 
 #[cfg(not(feature = "remote"))]
-fn no_remote(path: &str) -> PyErr {
+fn no_remote(path: &str, _remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyErr {
     PyValueError::new_err(format!(
         "{path}: this build of loaderx reads local stores only (build it with the `remote` feature for s3:// URLs)"
     ))
@@ -45,14 +116,16 @@ pub struct Dense {
 #[pymethods]
 impl Dense {
     #[new]
-    fn new(py: Python<'_>, path: String) -> PyResult<Self> {
+    #[pyo3(signature = (path, remote = None))]
+    fn new(py: Python<'_>, path: String, remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
         let source = if is_url(&path) {
             #[cfg(feature = "remote")]
             {
-                py.detach(|| DenseSource::open_remote(&path, remote_options())).py()?
+                let options = remote_options(remote)?;
+                py.detach(|| DenseSource::open_remote(&path, options)).py()?
             }
             #[cfg(not(feature = "remote"))]
-            return Err(no_remote(&path));
+            return Err(no_remote(&path, remote));
         } else {
             py.detach(|| DenseSource::open(&path)).py()?
         };
@@ -89,7 +162,12 @@ impl Dense {
 
     /// The records at `indices` straight into `out`: a writable, contiguous `uint8` view of
     /// exactly `len(indices)` records.
-    fn gather_into(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u32>, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
+    fn gather_into(
+        &self,
+        py: Python<'_>,
+        indices: PyReadonlyArray1<'_, u32>,
+        mut out: PyReadwriteArray1<'_, u8>,
+    ) -> PyResult<()> {
         let indices = slice(&indices, "indices")?;
         let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         py.detach(|| self.source.gather_bytes(indices, dst)).py()
@@ -126,6 +204,15 @@ impl Dense {
         let selection = loaderx_core::Selection::indices(indices.to_vec());
         Ok(Dense { source: self.source.select(&selection).py()? })
     }
+
+    /// A seeded split `(first, rest)`: `first` holds `round(len * fraction)` records chosen by a
+    /// permutation keyed by `seed` (the engine's `Selection::split`), each part in record order.
+    fn split(&self, fraction: f64, seed: u64) -> PyResult<(Dense, Dense)> {
+        let len = u32::try_from(self.source.len())
+            .map_err(|_| PyValueError::new_err("a split needs at most u32::MAX records"))?;
+        let (a, b) = loaderx_core::Selection::split(len, fraction, seed).py()?;
+        Ok((Dense { source: self.source.select(&a).py()? }, Dense { source: self.source.select(&b).py()? }))
+    }
 }
 
 /// A ragged dataset: records of any number of rows of one row shape.
@@ -137,14 +224,16 @@ pub struct Ragged {
 #[pymethods]
 impl Ragged {
     #[new]
-    fn new(py: Python<'_>, path: String) -> PyResult<Self> {
+    #[pyo3(signature = (path, remote = None))]
+    fn new(py: Python<'_>, path: String, remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
         let source = if is_url(&path) {
             #[cfg(feature = "remote")]
             {
-                py.detach(|| RaggedSource::open_remote(&path, remote_options())).py()?
+                let options = remote_options(remote)?;
+                py.detach(|| RaggedSource::open_remote(&path, options)).py()?
             }
             #[cfg(not(feature = "remote"))]
-            return Err(no_remote(&path));
+            return Err(no_remote(&path, remote));
         } else {
             py.detach(|| RaggedSource::open(&path)).py()?
         };
@@ -175,7 +264,11 @@ impl Ragged {
 
     /// The records at `indices` in one gather: `(values, offsets)`, every record's values back
     /// to back (the engine's buffer, not copied) and `len(indices) + 1` offsets in rows.
-    fn gather<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u32>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<usize>>)> {
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'_, u32>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<usize>>)> {
         let indices = slice(&indices, "indices")?;
         let batch = py.detach(|| self.source.get_batch(indices)).py()?;
         let (offsets, values) = batch.into_parts();
@@ -183,7 +276,11 @@ impl Ragged {
     }
 
     /// Rows of each record of `indices`, from the index alone.
-    fn record_rows<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    fn record_rows<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'_, u32>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let indices = slice(&indices, "indices")?;
         let rows = py.detach(|| self.source.record_rows(indices)).py()?;
         Ok(PyArray1::from_vec(py, rows))
@@ -195,6 +292,15 @@ impl Ragged {
         let selection = loaderx_core::Selection::indices(indices.to_vec());
         Ok(Ragged { source: self.source.select(&selection).py()? })
     }
+
+    /// A seeded split `(first, rest)`: `first` holds `round(len * fraction)` records chosen by a
+    /// permutation keyed by `seed` (the engine's `Selection::split`), each part in record order.
+    fn split(&self, fraction: f64, seed: u64) -> PyResult<(Ragged, Ragged)> {
+        let len = u32::try_from(self.source.len())
+            .map_err(|_| PyValueError::new_err("a split needs at most u32::MAX records"))?;
+        let (a, b) = loaderx_core::Selection::split(len, fraction, seed).py()?;
+        Ok((Ragged { source: self.source.select(&a).py()? }, Ragged { source: self.source.select(&b).py()? }))
+    }
 }
 
 /// A dataset being written: records appended in batches, published at `finish` (until then the
@@ -205,7 +311,11 @@ pub struct Writer {
 }
 
 impl Writer {
-    fn with<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut DatasetWriter) -> loaderx_core::Result<R> + Send) -> PyResult<R> {
+    fn with<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut DatasetWriter) -> loaderx_core::Result<R> + Send,
+    ) -> PyResult<R> {
         py.detach(|| {
             let mut guard = self.inner.lock().map_err(|_| "poisoned")?;
             let writer = guard.as_mut().ok_or("finished")?;
@@ -237,7 +347,11 @@ impl Writer {
         let schema = match kind {
             "dense" => Schema::dense(dtype, shape),
             "ragged" => Schema::ragged(dtype, shape),
-            other => return Err(PyValueError::new_err(format!("kind must be 'dense' or 'ragged', not {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "kind must be 'dense' or 'ragged', not {other:?}"
+                )));
+            }
         };
         let opts = WriteOptions::new()
             .codec(codec(codec_name)?)

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Pad};
+use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Pack, Pad};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -71,8 +71,32 @@ enum Stream<'py> {
     Ragged(PyRef<'py, Ragged>),
 }
 
+/// A builder over `streams`, its ragged streams padded as `pad` says.
+fn with_streams(
+    streams: Vec<(String, Stream<'_>)>,
+    pad: &[(String, Option<usize>)],
+    pad_value: f64,
+) -> LoaderBuilder {
+    let mut b = LoaderBuilder::new();
+    for (name, stream) in streams {
+        b = match stream {
+            Stream::Dense(d) => b.stream(name, d.source.clone()),
+            Stream::Ragged(r) => b.ragged_stream(name, r.source.clone()),
+        };
+    }
+    for (name, rows) in pad {
+        let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value);
+        b = b.pad(name, p);
+    }
+    b
+}
+
 impl Loader {
-    fn locked<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut Inner) -> loaderx_core::Result<R> + Send) -> PyResult<R> {
+    fn locked<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> loaderx_core::Result<R> + Send,
+    ) -> PyResult<R> {
         py.detach(|| {
             let mut guard = self.inner.lock().map_err(|_| "poisoned by a panic")?;
             let inner = guard.as_mut().ok_or("closed")?;
@@ -92,7 +116,7 @@ impl Loader {
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, batch_size, threads, prefetch, mode_name, seed, transform = None, rank = None, world = None, from_env = false, pad = None, pad_value = 0.0, finite = false, epochs = Some(1), shuffle = true, drop_last = false, state = None, start_step = None))]
+    #[pyo3(signature = (streams, batch_size, threads, prefetch, mode_name, seed, transform = None, rank = None, world = None, from_env = false, pad = None, pad_value = 0.0, finite = false, epochs = Some(1), shuffle = true, drop_last = false, state = None, start_step = None, mixture = None, pack = None, bucket = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -114,17 +138,24 @@ impl Loader {
         drop_last: bool,
         state: Option<Vec<u8>>,
         start_step: Option<u64>,
+        mixture: Option<Vec<(f64, Vec<(String, Stream<'_>)>)>>,
+        pack: Option<(String, u32, bool)>,
+        bucket: Option<(String, u32)>,
     ) -> PyResult<Self> {
-        let mut b = LoaderBuilder::new();
-        for (name, stream) in streams {
-            b = match stream {
-                Stream::Dense(d) => b.stream(name, d.source.clone()),
-                Stream::Ragged(r) => b.ragged_stream(name, r.source.clone()),
-            };
+        let pad = pad.unwrap_or_default();
+        let mut b = match mixture {
+            None => with_streams(streams, &pad, pad_value),
+            Some(sources) => {
+                let sources =
+                    sources.into_iter().map(|(w, s)| (w, with_streams(s, &pad, pad_value))).collect();
+                LoaderBuilder::mixture(sources).py()?
+            }
+        };
+        if let Some((name, length, split)) = pack {
+            b = b.pack(&name, Pack::new(length).split(split));
         }
-        for (name, rows) in pad.unwrap_or_default() {
-            let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value);
-            b = b.pad(&name, p);
+        if let Some((name, window)) = bucket {
+            b = b.bucket(&name, window);
         }
         b = b.batch_size(batch_size).threads(threads).prefetch(prefetch).mode(mode(mode_name)?).seed(seed);
         match (rank, world) {

@@ -33,7 +33,14 @@ pub fn mode(name: &str) -> PyResult<SamplerMode> {
 impl Sampler {
     #[new]
     #[pyo3(signature = (length, batch_size, mode_name, seed, rank = 0, world = 1))]
-    fn new(length: u32, batch_size: u32, mode_name: &str, seed: u64, rank: u32, world: u32) -> PyResult<Self> {
+    fn new(
+        length: u32,
+        batch_size: u32,
+        mode_name: &str,
+        seed: u64,
+        rank: u32,
+        world: u32,
+    ) -> PyResult<Self> {
         let inner = CoreSampler::builder(length)
             .batch_size(batch_size)
             .mode(mode(mode_name)?)
@@ -59,7 +66,9 @@ impl Sampler {
     /// The indices of `step` written into `out` (a writable, contiguous `uint32` array of the
     /// batch's length).
     fn batch_into(&self, py: Python<'_>, step: u64, mut out: PyReadwriteArray1<'_, u32>) -> PyResult<()> {
-        let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous uint32 array"))?;
+        let dst = out
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint32 array"))?;
         if dst.len() >= DETACH_MIN {
             py.detach(|| self.inner.fill(step, dst)).py()
         } else {

@@ -34,7 +34,11 @@ pub fn format(name: &str) -> PyResult<Format> {
 impl Store {
     /// Runs `f` on the shared store with the GIL released: the lock is taken without the GIL, so
     /// a thread waiting for it never holds the GIL another thread's `f` needs back.
-    fn shared<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send) -> PyResult<R> {
+    fn shared<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send,
+    ) -> PyResult<R> {
         py.detach(|| self.inner.read().map(|s| f(&s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
     }
 
@@ -65,12 +69,12 @@ impl Store {
         let opts = StoreOptions::new().format(format(format_name)?);
         let store = match mode {
             "r" => py.detach(|| CoreStore::open(&path)),
-            "a" if path.exists() => {
-                py.detach(|| CoreStore::open_rw(&path, opts))
-            }
+            "a" if path.exists() => py.detach(|| CoreStore::open_rw(&path, opts)),
             "a" => py.detach(|| CoreStore::create(&path, opts)),
             "w" => py.detach(|| CoreStore::create(&path, opts.overwrite(true))),
-            other => return Err(PyValueError::new_err(format!("mode must be 'r', 'a' or 'w', not {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!("mode must be 'r', 'a' or 'w', not {other:?}")));
+            }
         }
         .py()?;
         Ok(Store { inner: RwLock::new(store) })
@@ -106,14 +110,22 @@ impl Store {
     }
 
     /// The records at `indices` (a contiguous `uint64` array), each as `bytes`.
-    fn gather<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let indices = slice(&indices, "indices")?;
         let records = self.shared(py, |s| s.gather(indices))?;
         Ok(records.iter().map(|r| PyBytes::new(py, r)).collect())
     }
 
     /// The stored lengths of the records at `indices`.
-    fn record_lens<'py>(&self, py: Python<'py>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+    fn record_lens<'py>(
+        &self,
+        py: Python<'py>,
+        indices: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let indices = slice(&indices, "indices")?;
         let lens = self.shared(py, |s| s.record_lens(indices))?;
         Ok(PyArray1::from_vec(py, lens))
@@ -121,9 +133,16 @@ impl Store {
 
     /// The records at `indices` back to back in `out` (a writable contiguous `uint8` array of
     /// exactly their total length).
-    fn gather_into(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u64>, mut out: PyReadwriteArray1<'_, u8>) -> PyResult<()> {
+    fn gather_into(
+        &self,
+        py: Python<'_>,
+        indices: PyReadonlyArray1<'_, u64>,
+        mut out: PyReadwriteArray1<'_, u8>,
+    ) -> PyResult<()> {
         let indices = slice(&indices, "indices")?;
-        let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
+        let dst = out
+            .as_slice_mut()
+            .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
         self.shared(py, |s| s.gather_into(indices, dst))
     }
 

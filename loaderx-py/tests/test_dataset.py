@@ -78,6 +78,20 @@ def test_select_is_a_view(tmp_path):
     assert len(sub) == 3 and sub[:].tolist() == [8, 2, 5]
 
 
+def test_split_is_seeded_and_disjoint(tmp_path):
+    from_numpy(tmp_path / "d", np.arange(100, dtype=np.int64))
+    train, valid = DenseDataset(tmp_path / "d").split(0.8, seed=42)
+    assert (len(train), len(valid)) == (80, 20)
+    both = np.concatenate([train[:], valid[:]])
+    assert sorted(both.tolist()) == list(range(100)) and (np.diff(train[:]) > 0).all()
+    again, _ = DenseDataset(tmp_path / "d").split(0.8, seed=42)
+    np.testing.assert_array_equal(again[:], train[:])
+    other, _ = DenseDataset(tmp_path / "d").split(0.8, seed=43)
+    assert not np.array_equal(other[:], train[:])
+    with pytest.raises(ValueError, match="fraction"):
+        DenseDataset(tmp_path / "d").split(1.5)
+
+
 def test_ragged_rows_and_lengths(tmp_path):
     seqs = [np.arange(L * 2, dtype=np.float32).reshape(L, 2) for L in (4, 0, 2, 7)]
     assert from_iterator(tmp_path / "r", seqs) == 4

@@ -148,6 +148,27 @@ def test_shard_takes_a_share_of_each_global_batch(streams):
     np.testing.assert_array_equal(np.concatenate(parts), everything)
 
 
+def test_shard_from_the_environment(streams, monkeypatch):
+    with DataLoader(streams, batch_size=64, seed=1) as whole:
+        everything = next(whole)["y"]
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with DataLoader(streams, batch_size=64, seed=1, shard="env") as loader:
+        np.testing.assert_array_equal(next(loader)["y"], everything[16:32])
+    monkeypatch.setenv("RANK", "4")
+    with pytest.raises(ValueError, match="RANK"):
+        DataLoader(streams, batch_size=64, shard="env")
+
+
+def test_a_failed_gather_surfaces_from_next(tmp_path):
+    from_numpy(tmp_path / "x", np.repeat(np.arange(100, dtype=np.uint8)[:, None], 64, axis=1), codec="lz4")
+    chunk = tmp_path / "x" / "0.zr"
+    chunk.write_bytes(bytes(b ^ 0x5A for b in chunk.read_bytes()))
+    with DataLoader({"x": DenseDataset(tmp_path / "x")}, batch_size=8) as loader:
+        with pytest.raises(loaderx.CorruptError, match="record"):
+            next(loader)
+
+
 def test_ragged_streams_padded_in_the_loader(tmp_path):
     seqs = [np.full(i % 5 + 1, i, dtype=np.int32) for i in range(50)]
     from_iterator(tmp_path / "t", seqs)
@@ -170,3 +191,34 @@ def test_bad_arguments(streams):
         DataLoader(streams, batch_size=0)
     with pytest.raises(TypeError, match="callable"):
         DataLoader(streams, transform=3)
+
+
+def test_a_weighted_mixture(tmp_path):
+    from_numpy(tmp_path / "a", np.zeros(1000, dtype=np.int64))
+    from_numpy(tmp_path / "b", np.ones(500, dtype=np.int64))
+    sources = [(0.75, {"v": DenseDataset(tmp_path / "a")}), (0.25, {"v": DenseDataset(tmp_path / "b")})]
+    with DataLoader(sources, batch_size=100, seed=2) as loader:
+        ones = sum(int(next(loader)["v"].sum()) for _ in range(20))
+    assert ones == 20 * 25  # the quota of each source in each batch is exact
+    with pytest.raises(TypeError, match="weight"):
+        DataLoader([(0.5, DenseDataset(tmp_path / "a"))])
+    with pytest.raises(ValueError, match="weight"):
+        DataLoader([(-1.0, {"v": DenseDataset(tmp_path / "a")})])
+
+
+def test_packing_and_bucketing_ragged_tokens(tmp_path):
+    seqs = [np.arange(1, i % 9 + 2, dtype=np.int32) for i in range(300)]
+    from_iterator(tmp_path / "t", seqs)
+    tokens = RaggedDataset(tmp_path / "t")
+    with DataLoader({"t": tokens}, batch_size=8, pack={"t": 32}, seed=1) as loader:
+        b = next(loader)
+    assert b["t"].shape == (8, 32) and b["t_segments"].shape == (8, 32) and b["t_positions"].shape == (8, 32)
+    # Each segment is a whole sample: its positions count from 0 and its tokens from 1.
+    for row, seg, pos in zip(b["t"], b["t_segments"], b["t_positions"]):
+        for s_id in set(seg.tolist()) - {0}:
+            assert (row[seg == s_id] == pos[seg == s_id] + 1).all()
+    with DataLoader({"t": tokens}, batch_size=8, bucket={"t": 4}, pad={"t": None}, seed=1) as loader:
+        b = next(loader)
+    assert b["t"].shape[0] == 8 and b["t_lengths"].max() == b["t"].shape[1]
+    with pytest.raises(TypeError, match="one stream"):
+        DataLoader({"t": tokens}, pack={"t": 32, "u": 1})

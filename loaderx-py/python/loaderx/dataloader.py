@@ -11,7 +11,7 @@ for a finite pass.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from loaderx import _native
 from loaderx.dataset import DenseDataset, RaggedDataset
@@ -32,12 +32,17 @@ class DataLoader:
     pads ragged streams to ``rows`` (None: the longest record of the batch) with ``pad_value``,
     adding ``name + "_lengths"``; ``epochs=n`` makes a finite pass of ``n`` epochs
     (``shuffle``, ``drop_last``), after which iteration stops; ``state=`` (bytes from
-    :meth:`state`) or ``start_step=`` resume.
+    :meth:`state`) or ``start_step=`` resume. ``datasets`` as a list of ``(weight, {name:
+    dataset})`` pairs is a weighted mixture (each batch drawn from the sources in proportion,
+    every source with the same stream names); ``pack={name: length}`` packs a ragged token
+    stream into rows of ``length`` tokens (adding ``name_segments`` and ``name_positions``;
+    ``pack_split`` cuts samples at row ends); ``bucket={name: window}`` groups records of
+    similar length within windows of ``window`` batches.
     """
 
     def __init__(
         self,
-        datasets: Mapping[str, DenseDataset | RaggedDataset],
+        datasets: Mapping[str, DenseDataset | RaggedDataset] | Sequence[tuple[float, Mapping[str, Any]]],
         batch_size: int = 256,
         num_workers: int = 4,
         prefetch_size: int = 4,
@@ -53,16 +58,24 @@ class DataLoader:
         drop_last: bool = False,
         state: bytes | None = None,
         start_step: int | None = None,
+        pack: Mapping[str, int] | None = None,
+        pack_split: bool = False,
+        bucket: Mapping[str, int] | None = None,
     ) -> None:
-        if not isinstance(datasets, Mapping) or not datasets:
-            raise TypeError("datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}")
-        streams = []
-        for name, ds in datasets.items():
-            if not isinstance(name, str):
-                raise TypeError(f"stream names must be str, not {type(name).__name__}")
-            if not isinstance(ds, (DenseDataset, RaggedDataset)):
-                raise TypeError(f"stream {name!r} is a {type(ds).__name__}, not a DenseDataset or RaggedDataset")
-            streams.append((name, ds._native))
+        mixture = None
+        if isinstance(datasets, Mapping):
+            streams = _streams(datasets)
+        elif isinstance(datasets, Sequence) and datasets and not isinstance(datasets, (str, bytes)):
+            mixture, streams = [], []
+            for j, source in enumerate(datasets):
+                if not (isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping)):
+                    raise TypeError(f"mixture source {j} must be a (weight, {{name: dataset}}) pair")
+                mixture.append((float(source[0]), _streams(source[1])))
+        else:
+            raise TypeError(
+                "datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}, or a list of "
+                "(weight, dict) pairs for a mixture"
+            )
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         rank = world = None
@@ -91,6 +104,9 @@ class DataLoader:
             drop_last,
             state,
             start_step,
+            mixture,
+            _one("pack", pack, pack_split),
+            _one("bucket", bucket),
         )
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
         self._finalizer = weakref.finalize(self, self._native.close)
@@ -131,3 +147,26 @@ class DataLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _streams(datasets: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    if not datasets:
+        raise TypeError("datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}")
+    streams = []
+    for name, ds in datasets.items():
+        if not isinstance(name, str):
+            raise TypeError(f"stream names must be str, not {type(name).__name__}")
+        if not isinstance(ds, (DenseDataset, RaggedDataset)):
+            raise TypeError(f"stream {name!r} is a {type(ds).__name__}, not a DenseDataset or RaggedDataset")
+        streams.append((name, ds._native))
+    return streams
+
+
+def _one(what: str, option: Mapping[str, int] | None, *rest: Any) -> tuple | None:
+    """``{name: n}`` of an option that applies to one stream, as the engine takes it."""
+    if option is None:
+        return None
+    if not isinstance(option, Mapping) or len(option) != 1:
+        raise TypeError(f"{what} must be a dict of one stream name to its value, e.g. {{'tokens': 512}}")
+    ((name, n),) = option.items()
+    return (name, int(n), *rest)

@@ -21,12 +21,15 @@ __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
 class DenseDataset:
     """The dense dataset at ``path`` (a directory, or an ``s3://`` URL in a build with remote
-    stores): ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``."""
+    stores, reached as the AWS environment variables and the ``remote`` dict say: ``endpoint``,
+    ``region``, ``access_key_id``/``secret_access_key``, ``anonymous``, ``allow_http``,
+    ``concurrency``, ``retries``, ``timeout``, ``memory_limit``, ``cache_dir``/``cache_bytes``):
+    ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``."""
 
     __slots__ = ("_native", "dtype", "item_shape", "_len")
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._native = _native.Dense(os.fspath(path))
+    def __init__(self, path: str | os.PathLike[str], remote: dict[str, Any] | None = None) -> None:
+        self._native = _native.Dense(os.fspath(path), remote)
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
         self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
         self._len = len(self._native)
@@ -76,6 +79,12 @@ class DenseDataset:
         idx, _ = indices(indices_, self._len)
         return DenseDataset._wrap(self._native.select(idx))
 
+    def split(self, fraction: float, seed: int = 0) -> tuple["DenseDataset", "DenseDataset"]:
+        """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
+        ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
+        a, b = self._native.split(float(fraction), seed)
+        return DenseDataset._wrap(a), DenseDataset._wrap(b)
+
 
 class RaggedDataset:
     """The ragged dataset at ``path``: ``rs[[0, 2, 4]]`` is a list of arrays, one per record,
@@ -83,8 +92,8 @@ class RaggedDataset:
 
     __slots__ = ("_native", "dtype", "row_shape", "_len")
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._native = _native.Ragged(os.fspath(path))
+    def __init__(self, path: str | os.PathLike[str], remote: dict[str, Any] | None = None) -> None:
+        self._native = _native.Ragged(os.fspath(path), remote)
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
         self.row_shape: tuple[int, ...] = tuple(self._native.row_shape)
         self._len = len(self._native)
@@ -133,6 +142,12 @@ class RaggedDataset:
         """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
         idx, _ = indices(indices_, self._len)
         return RaggedDataset._wrap(self._native.select(idx))
+
+    def split(self, fraction: float, seed: int = 0) -> tuple["RaggedDataset", "RaggedDataset"]:
+        """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
+        ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
+        a, b = self._native.split(float(fraction), seed)
+        return RaggedDataset._wrap(a), RaggedDataset._wrap(b)
 
 
 def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:

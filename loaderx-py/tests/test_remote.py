@@ -1,0 +1,94 @@
+"""Datasets on S3-compatible storage: s3s-fs on 127.0.0.1 (loaderx-core's example
+`s3_test_server`, started and stopped by each test). Required where LOADERX_REQUIRE_S3 is set."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx import _native
+from loaderx.converter import from_iterator, from_numpy
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset, RaggedDataset
+
+from conftest import REPO
+
+SECRET = "loaderx-test-secret"
+
+
+def server_binary():
+    exe = os.environ.get("LOADERX_S3_SERVER") or str(REPO / "target" / "debug" / "examples" / "s3_test_server")
+    if os.path.isfile(exe) and _native.REMOTE:
+        return exe
+    if os.environ.get("LOADERX_REQUIRE_S3"):
+        raise RuntimeError(f"LOADERX_REQUIRE_S3 is set, but remote={_native.REMOTE} and {exe} exists={os.path.isfile(exe)}")
+    pytest.skip("no S3 test server (cargo build -p loaderx-core --example s3_test_server) or a build without remote")
+
+
+@pytest.fixture
+def s3(tmp_path):
+    exe = server_binary()
+    root = tmp_path / "s3"
+    (root / "bucket").mkdir(parents=True)
+    proc = subprocess.Popen([exe, str(root)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        endpoint = proc.stdout.readline().strip()
+        assert endpoint.startswith("http://127.0.0.1:"), endpoint
+        yield root / "bucket", {
+            "endpoint": endpoint,
+            "region": "us-east-1",
+            "access_key_id": "loaderx-test",
+            "secret_access_key": SECRET,
+            "allow_http": True,
+            "retries": 1,
+            "timeout": 10,
+        }
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_dense_and_ragged_datasets_read_from_s3(tmp_path, s3):
+    bucket, opts = s3
+    a = np.arange(500 * 6, dtype=np.float32).reshape(500, 6)
+    from_numpy(tmp_path / "d", a, codec="zstd")
+    shutil.copytree(tmp_path / "d", bucket / "sets" / "d")
+    seqs = [np.full(i % 4 + 1, i, dtype=np.int16) for i in range(100)]
+    from_iterator(tmp_path / "r", seqs, codec="lz4")
+    shutil.copytree(tmp_path / "r", bucket / "sets" / "r")
+
+    ds = DenseDataset("s3://bucket/sets/d", remote=opts)
+    assert len(ds) == 500 and ds.item_shape == (6,)
+    np.testing.assert_array_equal(ds[[499, 0, 250]], a[[499, 0, 250]])
+    rs = RaggedDataset("s3://bucket/sets/r", remote=opts)
+    assert [r.tolist() for r in rs[[5, 6]]] == [seqs[5].tolist(), seqs[6].tolist()]
+    with DataLoader({"x": ds}, batch_size=50, num_workers=2, seed=3) as loader:
+        b = next(loader)
+    assert b["x"].shape == (50, 6) and np.isin(b["x"][:, 0] // 6, np.arange(500)).all()
+
+
+def test_remote_errors_never_show_the_secret(s3):
+    _, opts = s3
+    with pytest.raises((FileNotFoundError, loaderx.Error)) as e:
+        DenseDataset("s3://bucket/nothing-here", remote=opts)
+    assert SECRET not in str(e.value)
+    bad = dict(opts, secret_access_key="wrong-" + SECRET)
+    with pytest.raises(loaderx.Error) as e:
+        DenseDataset("s3://bucket/nothing-here", remote=bad)
+    assert SECRET not in str(e.value)
+
+
+def test_remote_options_are_checked():
+    if not _native.REMOTE:
+        pytest.skip("a build without remote")
+    with pytest.raises(ValueError, match='unknown remote option "endpiont"'):
+        DenseDataset("s3://bucket/x", remote={"endpiont": "http://127.0.0.1:1"})
+    with pytest.raises(ValueError, match="together"):
+        DenseDataset("s3://bucket/x", remote={"access_key_id": "k"})
