@@ -19,7 +19,11 @@ mod store;
 use pyo3::prelude::*;
 
 /// The native half of the `loaderx` package.
-#[pymodule]
+///
+/// Declared as needing the GIL (PyO3 now declares modules free-threading-ready by default): its
+/// classes hold their state behind locks and every engine call runs without the GIL, but no
+/// free-threaded CPython was at hand to test it, and the abi3 wheel loads on GIL builds only.
+#[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
