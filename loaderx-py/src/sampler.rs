@@ -7,10 +7,6 @@ use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
 
-/// Below this many indices a batch is drawn without releasing the GIL: the draw takes less time
-/// than handing the GIL over and taking it back.
-const DETACH_MIN: usize = 4096;
-
 /// A stateless, resumable index sampler over `0..length`.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Sampler {
@@ -55,11 +51,7 @@ impl Sampler {
     /// The indices of `step` as a new `uint32` array.
     fn batch<'py>(&self, py: Python<'py>, step: u64) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let mut out = vec![0u32; self.inner.local_batch_size() as usize];
-        if out.len() >= DETACH_MIN {
-            py.detach(|| self.inner.fill(step, &mut out)).py()?;
-        } else {
-            self.inner.fill(step, &mut out).py()?;
-        }
+        py.detach(|| self.inner.fill(step, &mut out)).py()?;
         Ok(PyArray1::from_vec(py, out))
     }
 
@@ -69,11 +61,7 @@ impl Sampler {
         let dst = out
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint32 array"))?;
-        if dst.len() >= DETACH_MIN {
-            py.detach(|| self.inner.fill(step, dst)).py()
-        } else {
-            self.inner.fill(step, dst).py()
-        }
+        py.detach(|| self.inner.fill(step, dst)).py()
     }
 
     /// Indices per batch on this rank.
