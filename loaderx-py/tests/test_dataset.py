@@ -119,6 +119,8 @@ def test_errors_name_the_path(tmp_path):
         DenseDataset(tmp_path / "missing")
     with pytest.raises(TypeError, match="complex"):
         from_numpy(tmp_path / "c", np.zeros(3, np.complex64))
+    with pytest.raises(ValueError, match="hold no bytes"):
+        from_numpy(tmp_path / "empty-items", np.zeros((4, 0), np.float32))
     with pytest.raises(ValueError, match="codec"):
         from_numpy(tmp_path / "z", np.zeros(3), codec="snappy")
     from_numpy(tmp_path / "d", np.zeros((3, 2)))

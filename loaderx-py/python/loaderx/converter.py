@@ -46,6 +46,8 @@ def from_numpy(
     dtype = engine_dtype(arr.dtype)
     native_dtype = arr.dtype.newbyteorder("=")
     item_shape = tuple(int(d) for d in arr.shape[1:])
+    if arr.shape[0] and 0 in item_shape:
+        raise ValueError(f"records of shape {item_shape} hold no bytes: a dense dataset cannot store them")
     writer = _native.Writer(os.fspath(dir), "dense", dtype, list(item_shape), codec, format, dict_size, overwrite)
     try:
         item_bytes = max(1, int(np.prod(item_shape, dtype=np.int64)) * arr.dtype.itemsize)
