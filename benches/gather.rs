@@ -67,15 +67,9 @@ fn contender<'a>(name: &'a str, rec: usize, mut f: Work<'a>) -> FixedContender<'
     )
 }
 
-fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: &mut Vec<Row>) {
-    let dir = tempfile::tempdir_in(
-        std::env::var_os("LOADERX_BENCH_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from),
-    )
-    .unwrap();
-    let batches = random_batches(42, n, BATCH, BATCHES);
-
-    // The flat file the memcpy ceiling reads, written in blocks.
-    let flat_path = dir.path().join("flat.bin");
+/// The flat file the memcpy ceiling reads, written in blocks, mapped.
+fn write_flat(dir: &std::path::Path, n: u32, rec: usize) -> MappedFile {
+    let flat_path = dir.join("flat.bin");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&flat_path).unwrap());
         for (lo, hi) in record_blocks(n, rec, 512 * rec) {
@@ -84,12 +78,22 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
             }
         }
     }
-    let flat = MappedFile::open(&flat_path).unwrap();
+    MappedFile::open(&flat_path).unwrap()
+}
 
+/// One store per codec v1 shares with v2 (the zstd rows against raw), each with its row of
+/// write speed and size in `rows`.
+fn write_stores(
+    dir: &std::path::Path,
+    n: u32,
+    rec: usize,
+    label: &'static str,
+    rows: &mut Vec<Row>,
+) -> Vec<(Codec, Store)> {
     let mut stores = Vec::new();
     // The codecs v1 shares with v2: the zstd rows against raw.
     for &codec in Format::V1.codecs() {
-        let store = Store::create(dir.path().join(codec.name()), StoreOptions::new()).unwrap();
+        let store = Store::create(dir.join(codec.name()), StoreOptions::new()).unwrap();
         let mut secs = 0.0;
         for (lo, hi) in record_blocks(n, rec, 2048 * rec) {
             let recs = block(lo, hi, rec);
@@ -114,6 +118,18 @@ fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: 
         });
         stores.push((codec, store));
     }
+    stores
+}
+
+fn bench_size(c: &mut Criterion, rec: usize, label: &'static str, n: u32, rows: &mut Vec<Row>) {
+    let dir = tempfile::tempdir_in(
+        std::env::var_os("LOADERX_BENCH_DIR").map_or_else(std::env::temp_dir, std::path::PathBuf::from),
+    )
+    .unwrap();
+    let batches = random_batches(42, n, BATCH, BATCHES);
+
+    let flat = write_flat(dir.path(), n, rec);
+    let stores = write_stores(dir.path(), n, rec, label, rows);
     let dict = stores[2].1.dictionary().map(<[u8]>::to_vec);
     let plain_frames = zstd_frames(rec, &batches, None);
     let dict_frames = zstd_frames(rec, &batches, dict.as_deref());

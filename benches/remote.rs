@@ -19,12 +19,13 @@ const RECORDS: u32 = 20_000;
 const ELEMS: usize = 3072;
 const BATCH: u32 = 256;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let tmp = tempfile::tempdir()?;
-    let root = tmp.path().join("s3");
-    std::fs::create_dir_all(root.join("bucket"))?;
+/// s3s-fs serving `root` on 127.0.0.1 and a free port: its runtime (the server runs while it
+/// lives) and its endpoint.
+fn start_server(
+    root: &std::path::Path,
+) -> Result<(tokio::runtime::Runtime, String), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let fs = s3s_fs::FileSystem::new(&root).map_err(|e| format!("{e:?}"))?;
+    let fs = s3s_fs::FileSystem::new(root).map_err(|e| format!("{e:?}"))?;
     let mut b = s3s::service::S3ServiceBuilder::new(fs);
     b.set_auth(s3s::auth::SimpleAuth::from_single("AKIDBENCH", "SECRETBENCHKEY"));
     let service = b.build();
@@ -39,15 +40,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     });
-    let opts = RemoteOptions::new()
-        .endpoint(&endpoint)
-        .region("us-east-1")
-        .credentials("AKIDBENCH", "SECRETBENCHKEY")
-        .allow_http(true);
+    Ok((runtime, endpoint))
+}
 
-    let local_dir = tmp.path().join("x");
-    // Chunk files of 16 MiB: objects of the size a store on object storage would use.
-    let store = Store::create(&local_dir, StoreOptions::new().chunk_capacity(16 << 20))?;
+/// The bench's store at `dir`: 12 KiB records of `f32`, raw, in chunk files of 16 MiB (objects
+/// of the size a store on object storage would use).
+fn write_store(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    let store = Store::create(dir, StoreOptions::new().chunk_capacity(16 << 20))?;
     for lo in (0..RECORDS).step_by(2000) {
         let recs: Vec<Vec<u8>> = (lo..lo + 2000)
             .map(|i| (0..ELEMS).flat_map(|e| ((i as usize * ELEMS + e) as f32).to_ne_bytes()).collect())
@@ -55,7 +54,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.append(&recs, Codec::Raw)?;
     }
     drop(store);
-    Schema::dense(DType::F32, vec![ELEMS]).write(&local_dir)?;
+    Schema::dense(DType::F32, vec![ELEMS]).write(dir)?;
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let tmp = tempfile::tempdir()?;
+    let root = tmp.path().join("s3");
+    std::fs::create_dir_all(root.join("bucket"))?;
+    let (runtime, endpoint) = start_server(&root)?;
+    let opts = RemoteOptions::new()
+        .endpoint(&endpoint)
+        .region("us-east-1")
+        .credentials("AKIDBENCH", "SECRETBENCHKEY")
+        .allow_http(true);
+
+    let local_dir = tmp.path().join("x");
+    write_store(&local_dir)?;
     push(&local_dir, "s3://bucket/x", opts.clone(), |_| {})?;
     let local = DenseSource::open(&local_dir)?;
     let coalesced = DenseSource::open_remote("s3://bucket/x", opts.clone())?;

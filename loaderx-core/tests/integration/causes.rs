@@ -7,7 +7,7 @@ use std::path::Path;
 use loaderx_core::{Codec, DatasetWriter, Error, Format, Schema, Store, WriteOptions};
 
 /// `e`'s source, downcast to `T`; its text absent from `e`'s own message.
-fn cause<'e, T: std::error::Error + 'static>(e: &'e Error) -> &'e T {
+fn cause<T: std::error::Error + 'static>(e: &Error) -> &T {
     let source = e.source().unwrap_or_else(|| panic!("no source: {e}"));
     let text = source.to_string();
     assert!(!text.is_empty() && !e.to_string().contains(&text), "the cause is repeated: {e}");
