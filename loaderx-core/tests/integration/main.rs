@@ -4,6 +4,8 @@ mod bad_inputs;
 mod causes;
 mod common;
 mod convert;
+mod convert_formats;
+mod convert_hostile;
 mod crash;
 mod dataset;
 #[cfg(feature = "images")]
@@ -20,8 +22,13 @@ mod ragged_loader;
 mod remote;
 #[cfg(feature = "remote")]
 mod remote_hostile;
+#[cfg(feature = "remote")]
+mod remote_reads;
 mod saved_states;
 mod staged;
 mod store;
+mod store_compaction;
+mod store_corruption;
+mod store_dict;
 mod v2;
 mod views;

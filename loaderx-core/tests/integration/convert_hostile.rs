@@ -1,0 +1,159 @@
+//! Hostile inputs to the converters and `export`: headers promising records of zero-byte items,
+//! a tensor named as another's staging directory, inputs that are not regular files, and
+//! schemas that do not describe the dataset's bytes.
+
+use std::path::Path;
+
+use loaderx_core::{DType, Error, WriteOptions, convert};
+
+use crate::convert::nothing_at;
+/// `err` is a [`Error::BadInput`] naming `path` whose reason holds `needle`.
+fn bad_input_naming(err: Error, path: &Path, needle: &str) {
+    match err {
+        Error::BadInput { path: p, reason, .. } => {
+            assert_eq!(p, path, "{reason}");
+            assert!(reason.contains(needle), "{needle:?} not in {reason:?}");
+        }
+        other => panic!("not BadInput naming {}: {other:?}", path.display()),
+    }
+}
+
+/// A header alone can promise any number of records of zero-byte items (issue 27, 3.7: a
+/// 128-byte `.npy` of shape `(2^40, 0)` wrote 4.4 GB in 30 s): past 2^20 of them the three
+/// converters of fixed-size items refuse before writing anything; fewer still convert.
+#[test]
+fn records_of_empty_items_that_no_bytes_back_are_refused_before_writing() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let over = (1usize << 20) + 1;
+    let npy_file = |name: &str, shape: &[usize]| {
+        let p = d.join(name);
+        std::fs::write(&p, convert::NpyHeader::encode(DType::U8, shape).unwrap()).unwrap();
+        p
+    };
+    let idx_file = |name: &str, dims: &[u32]| {
+        let p = d.join(name);
+        let mut bytes = vec![0, 0, 8, dims.len() as u8];
+        bytes.extend(dims.iter().flat_map(|x| x.to_be_bytes()));
+        std::fs::write(&p, bytes).unwrap();
+        p
+    };
+    let st_file = |name: &str, shape: Vec<usize>| {
+        let p = d.join(name);
+        let t = TensorView::new(Dtype::F32, shape, &[]).unwrap();
+        std::fs::write(&p, safetensors::serialize(vec![("t", t)], None).unwrap()).unwrap();
+        p
+    };
+    let out = d.join("out");
+    let npy = npy_file("big.npy", &[over, 0]);
+    bad_input_naming(convert::npy(&npy, &out, WriteOptions::new()).unwrap_err(), &npy, "0 bytes each");
+    let idx = idx_file("big-idx2-ubyte", &[over as u32, 0]);
+    bad_input_naming(convert::idx(&idx, &out, WriteOptions::new()).unwrap_err(), &idx, "0 bytes each");
+    let st = st_file("big.safetensors", vec![over, 3, 0]);
+    bad_input_naming(convert::safetensors(&st, &out, WriteOptions::new()).unwrap_err(), &st, "0 bytes each");
+    assert!(nothing_at(&out) && !out.join("t").exists() && !out.join("t.partial").exists());
+    // An axis 0 of 0 promises no data, so the item's size was never checked against the file.
+    let huge = 1usize << 32;
+    let npy = npy_file("wide.npy", &[0, huge, huge, huge]);
+    bad_input_naming(convert::npy(&npy, &out, WriteOptions::new()).unwrap_err(), &npy, "overflows");
+    let idx = idx_file("wide-idx4-ubyte", &[0, u32::MAX, u32::MAX, u32::MAX]);
+    bad_input_naming(convert::idx(&idx, &out, WriteOptions::new()).unwrap_err(), &idx, "overflows");
+    assert!(nothing_at(&out));
+    // A few empty items are data like any other.
+    let few = npy_file("few.npy", &[1000, 0]);
+    assert_eq!(convert::npy(&few, &out, WriteOptions::new()).unwrap().records, 1000);
+    let few = st_file("few.safetensors", vec![7, 0]);
+    assert_eq!(convert::safetensors(&few, d.join("st"), WriteOptions::new()).unwrap()[0].1.records, 7);
+}
+
+/// Tensors `a` and `a.partial` (issue 27, 3.17): each dataset `D` is written as `D.partial`
+/// first, so one tensor's dataset would be the other's staging directory. Refused, naming the
+/// file, before anything is written.
+#[test]
+fn a_tensor_named_as_another_tensors_staging_directory_is_refused() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    let data = [0u8; 8];
+    let tensors = vec![
+        ("a", TensorView::new(Dtype::U8, vec![8], &data).unwrap()),
+        ("a.partial", TensorView::new(Dtype::U8, vec![8], &data).unwrap()),
+    ];
+    let input = dir.path().join("m.safetensors");
+    std::fs::write(&input, safetensors::serialize(tensors, None).unwrap()).unwrap();
+    let out = dir.path().join("m");
+    let e = convert::safetensors(&input, &out, WriteOptions::new()).unwrap_err();
+    bad_input_naming(e, &input, "'a.partial'");
+    assert!(!out.exists(), "nothing written");
+}
+
+/// Converts `input` to `out` with the converter `name` of one input file.
+fn convert_one(name: &str, input: &Path, out: &Path) -> Result<(), Error> {
+    match name {
+        "npy" => convert::npy(input, out, WriteOptions::new()).map(drop),
+        "idx" => convert::idx(input, out, WriteOptions::new()).map(drop),
+        "safetensors" => convert::safetensors(input, out, WriteOptions::new()).map(drop),
+        "jsonl" => convert::jsonl(&[input], out, WriteOptions::new()).map(drop),
+        other => unreachable!("{other}"),
+    }
+}
+
+/// What is not a regular file whose size is its content reads as empty (issue 27, 3.13:
+/// `convert jsonl /dev/stdin` succeeded with 0 records): every converter of files refuses it,
+/// naming the path, and a FIFO with no writer does not make the open wait.
+#[cfg(target_os = "linux")]
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = dir.path().join("out");
+    let null = Path::new("/dev/null");
+    let status = Path::new("/proc/self/status");
+    for (input, needle) in [(null, "character device"), (fifo.as_path(), "pipe"), (status, "size of 0")] {
+        for name in ["npy", "idx", "safetensors", "jsonl"] {
+            let e = convert_one(name, input, &out).expect_err(name);
+            bad_input_naming(e, input, needle);
+            assert!(nothing_at(&out), "{name} of {}", input.display());
+        }
+    }
+    // A part of a jsonl conversion, and a /proc file listed by `dir` through a link.
+    let e = convert::jsonl_part(&[status], &out, WriteOptions::new(), convert::Part::new(0, 2).unwrap());
+    bad_input_naming(e.unwrap_err(), status, "size of 0");
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("a"), b"a").unwrap();
+    std::os::unix::fs::symlink(status, files.join("b")).unwrap();
+    let e = convert::dir(&files, &out, WriteOptions::new()).unwrap_err();
+    bad_input_naming(e, &files.join("b"), "size of 0");
+    assert!(nothing_at(&out));
+}
+
+/// `export` refuses what the dataset's schema does not describe (issue 27): a dense schema of
+/// zero-byte items over records that hold bytes (it exported an empty array, successfully), and
+/// a bool dataset whose bytes are not 0 or 1 (exported as they were).
+#[test]
+fn export_refuses_zero_byte_items_over_bytes_and_bools_that_are_not_0_or_1() {
+    use loaderx_core::{Codec, DType, Error, Schema, Store, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    for (name, schema, records) in [
+        ("zero", Schema::dense(DType::F32, vec![0]), vec![vec![1u8, 2, 3, 4]; 3]),
+        ("bool", Schema::dense(DType::Bool, vec![2]), vec![vec![0u8, 1], vec![1, 7], vec![0, 0]]),
+    ] {
+        let path = dir.path().join(name);
+        let store = Store::create(&path, StoreOptions::new()).unwrap();
+        store.append(&records, Codec::Raw).unwrap();
+        drop(store);
+        schema.write(&path).unwrap();
+        let out = dir.path().join(format!("{name}.npy"));
+        let err = loaderx_core::export::npy(&path, &out, false).unwrap_err();
+        match (name, &err) {
+            ("zero", Error::Schema { .. }) => assert!(err.to_string().contains("0 bytes"), "{err}"),
+            ("bool", Error::CorruptRecord { index: 1, .. }) => {
+                assert!(err.to_string().contains("byte 7"), "{err}")
+            }
+            _ => panic!("{name}: {err}"),
+        }
+        assert!(!out.exists(), "{name}: nothing exported");
+    }
+}
