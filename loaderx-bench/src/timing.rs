@@ -171,7 +171,7 @@ pub fn interleaved(
 
 /// Waits (sleeping in steps of 100 µs, for at most a second) until `fill` reports a full prefetch
 /// window: (ready, capacity) with ready == capacity, the loader's threads idle. For
-/// [`Contender::settle`].
+/// `Contender::settle`.
 pub fn settle(fill: impl Fn() -> (usize, usize)) {
     let deadline = Instant::now() + Duration::from_secs(1);
     while Instant::now() < deadline {

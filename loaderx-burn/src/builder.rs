@@ -11,7 +11,7 @@ use loaderx_core::Pass;
 
 use crate::{Error, StepLoaderBuilder};
 
-/// burn's `DataLoaderBuilder`, same names and types, backed by a loaderx [`StepLoader`]
+/// burn's `DataLoaderBuilder`, same names and types, backed by a loaderx [`StepLoader`](crate::StepLoader)
 /// (`crate::StepLoader`): each batch is one `get_many` of its indices (one batched gather for
 /// the loaderx datasets of this crate), built on loaderx's prefetch threads and delivered in
 /// order; every `iter()` is one exactly-once pass, shuffled anew each epoch with

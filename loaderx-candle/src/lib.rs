@@ -72,11 +72,11 @@
 //! dtype through pinned staging, a loader's batches intact and in step order while pinned buffers
 //! are reused) run only where a CUDA device is visible.
 //!
-//! [`CudaLoader`] (feature `cuda`) saves the host copy: its prefetch threads gather straight into
+//! `CudaLoader` (feature `cuda`) saves the host copy: its prefetch threads gather straight into
 //! the pinned buffers of a ring of slots (`loaderx_core::LoaderBuilder::build_staged`), start
 //! the copy on a side stream, and hand the slot back when the event recorded after the copy is
 //! done, never synchronising the device; the consumer's stream waits on that event in
-//! [`CudaLoader::next_batch`]. The ring's bookkeeping is tested on the CPU (loaderx-core's
+//! `CudaLoader::next_batch`. The ring's bookkeeping is tested on the CPU (loaderx-core's
 //! `SlotRing` and staged-loader tests); the CUDA half only builds here (`scripts/check-cuda.sh`).
 #![forbid(unsafe_code)]
 

@@ -202,7 +202,7 @@ impl LoaderState {
 
 impl Indexer {
     /// This rank's indices of step `step` into `out` (replacing what it held). A packed stream's
-    /// steps have none here: its planner reads and packs them ([`Indexer::packed`]).
+    /// steps have none here: its planner reads and packs them (`Indexer::packed`).
     ///
     /// # Errors
     /// [`Error::PassEnded`] past the last step of finite passes; a bucketed window's failure to

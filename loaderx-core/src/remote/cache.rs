@@ -27,9 +27,9 @@
 //!   until the fill fits with an eighth of the limit free. The directory can exceed the limit
 //!   only by pages other processes filled since the last listing.
 //!
-//! Each process keeps up to [`OPEN_PAGES`] pages open (mapped), so a warm page costs a memory
+//! Each process keeps up to `OPEN_PAGES` pages open (mapped), so a warm page costs a memory
 //! copy. Pages are never modified in place (only renamed over or removed), which is what makes
-//! mapping them sound: see [`MappedFile::map_prefix`].
+//! mapping them sound: see `MappedFile::map_prefix`.
 //!
 //! The cache is an optimisation: a page that cannot be written (a full disk, say) is served from
 //! memory for the batch and counted in [`RemoteStats::cache_errors`](super::RemoteStats).

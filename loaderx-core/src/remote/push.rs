@@ -37,7 +37,7 @@ fn is_store(dir: &Path) -> bool {
 }
 
 /// Uploads the local store (or dataset) directory `dir` to `url`: the store's own files (see
-/// [`STORE_FILES`]: nothing else in the directory), a chunk file skipped when it is already
+/// `STORE_FILES`: nothing else in the directory), a chunk file skipped when it is already
 /// there with the same length and (by the store's manifests) the same crc32c, so an interrupted
 /// push restarts where it stopped, the index last (a reader opening the store during a push
 /// sees the old index or none). `progress` is called with the bytes sent so far. Of a v1

@@ -140,8 +140,8 @@ impl SamplerBuilder {
 
 /// A stateless, resumable index generator.
 ///
-/// Batches are a pure function of the [`SamplerConfig`] and the step; see the
-/// [module documentation](self) for the modes and the sharding rule.
+/// Batches are a pure function of the [`SamplerConfig`] and the step; see [`SamplerMode`] for
+/// the modes and [`SamplerBuilder::world`] for the sharding rule.
 ///
 /// # Examples
 /// ```
@@ -300,7 +300,7 @@ impl Sampler {
 
     /// Global position of this rank's first index in each batch: `rank * B / world`.
     ///
-    /// PassSampler `stripe_start() + k` as the position to [`sample_seed`] so that per-sample
+    /// PassSampler `stripe_start() + k` as the position to [`sample_seed`](crate::sample_seed) so that per-sample
     /// randomness does not depend on the world size.
     pub fn stripe_start(&self) -> u32 {
         self.stripe_start

@@ -164,7 +164,7 @@ fn pattern(quotas: &[u32]) -> Vec<(u16, u32)> {
     slots
 }
 
-/// The sampler of a weighted mixture; see the [module documentation](self).
+/// The sampler of a weighted mixture; see [`MixtureConfig`] for how its batches are drawn.
 #[derive(Clone)]
 pub struct Mixture {
     config: MixtureConfig,

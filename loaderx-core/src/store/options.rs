@@ -36,7 +36,7 @@ impl StoreOptions {
         Self::default()
     }
 
-    /// The format [`Store::create`] writes (default [`Format::V2`]); opening reads either.
+    /// The format [`Store::create`](crate::Store::create) writes (default [`Format::V2`]); opening reads either.
     pub fn format(mut self, format: Format) -> Self {
         self.format = format;
         self
@@ -56,7 +56,7 @@ impl StoreOptions {
         self
     }
 
-    /// Let [`Store::create`] replace an existing store at the path.
+    /// Let [`Store::create`](crate::Store::create) replace an existing store at the path.
     pub fn overwrite(mut self, yes: bool) -> Self {
         self.overwrite = yes;
         self
@@ -73,8 +73,8 @@ impl StoreOptions {
     }
 
     /// Commits of this handle publish their records (readers see them at once) without waiting
-    /// for the disk; [`Store::sync`] makes everything appended so far durable. Off by default:
-    /// each [`Store::append`] returns with its records on disk, and a crash leaves a prefix of the
+    /// for the disk; [`Store::sync`](crate::Store::sync) makes everything appended so far durable. Off by default:
+    /// each [`Store::append`](crate::Store::append) returns with its records on disk, and a crash leaves a prefix of the
     /// appends. With it, a crash before `sync` returns can leave a store whose index names records
     /// that never reached the disk: for a store built whole and then published, as the converters
     /// build theirs (in `OUT.partial`, synced once, then renamed into place), where it saves a
