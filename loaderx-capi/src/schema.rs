@@ -1,0 +1,104 @@
+//! `lx_schema`: a dataset's kind, element type and shape, from and to `schema.msgpack`.
+
+use std::path::Path;
+
+use loaderx_core::{DType, Kind, Schema};
+
+use crate::error::{Failure, Outcome};
+
+/// The most dimensions an item (or row) shape has here: `LX_MAX_DIMS`.
+pub(crate) const MAX_DIMS: usize = 8;
+
+/// `lx_schema`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct LxSchema {
+    /// `LX_KIND_DENSE` (0) or `LX_KIND_RAGGED` (1).
+    kind: i32,
+    /// `LX_DTYPE_*`: the position in `DType::ALL`.
+    dtype: i32,
+    /// Bytes per element (read only; ignored when writing).
+    elem_size: u32,
+    /// Dimensions used in `shape`.
+    ndim: u32,
+    /// Dense: the item shape; ragged: the shape of one row.
+    shape: [u64; MAX_DIMS],
+}
+
+/// Reads `dir/schema.msgpack`.
+pub(crate) fn read(dir: &Path) -> Outcome<LxSchema> {
+    let schema = Schema::read(dir)?;
+    if schema.shape.len() > MAX_DIMS {
+        return Err(Failure::argument(format!(
+            "the schema of {} has {} dimensions; lx_schema holds {MAX_DIMS}",
+            dir.display(),
+            schema.shape.len()
+        )));
+    }
+    let mut out = LxSchema {
+        kind: if schema.kind == Kind::Dense { 0 } else { 1 },
+        // Every dtype is in ALL.
+        dtype: DType::ALL.iter().position(|&d| d == schema.dtype).map_or(-1, |i| i as i32),
+        elem_size: schema.dtype.size() as u32,
+        ndim: schema.shape.len() as u32,
+        shape: [0; MAX_DIMS],
+    };
+    for (slot, &dim) in out.shape.iter_mut().zip(&schema.shape) {
+        *slot = dim as u64;
+    }
+    Ok(out)
+}
+
+/// Writes `dir/schema.msgpack` (beside a store, it makes the store a dataset).
+pub(crate) fn write(dir: &Path, schema: &LxSchema) -> Outcome<()> {
+    let dtype = usize::try_from(schema.dtype)
+        .ok()
+        .and_then(|i| DType::ALL.get(i).copied())
+        .ok_or_else(|| Failure::argument(format!("unknown dtype {}", schema.dtype)))?;
+    let ndim = schema.ndim as usize;
+    let dims = schema
+        .shape
+        .get(..ndim)
+        .ok_or_else(|| Failure::argument(format!("ndim {ndim} is more than LX_MAX_DIMS ({MAX_DIMS})")))?;
+    let shape = dims
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| Failure::argument(format!("dimension {d} does not fit"))))
+        .collect::<Outcome<Vec<usize>>>()?;
+    let schema = match schema.kind {
+        0 => Schema::dense(dtype, shape),
+        1 => Schema::ragged(dtype, shape),
+        other => {
+            return Err(Failure::argument(format!("unknown kind {other} (LX_KIND_DENSE or LX_KIND_RAGGED)")));
+        }
+    };
+    Ok(schema.write(dir)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_written_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LxSchema { kind: 0, dtype: 10, ndim: 2, ..LxSchema::default() };
+        s.shape[..2].copy_from_slice(&[28, 28]);
+        write(dir.path(), &s).unwrap();
+        let back = read(dir.path()).unwrap();
+        assert_eq!((back.kind, back.dtype, back.elem_size, back.ndim), (0, 10, 4, 2));
+        assert_eq!(&back.shape[..3], &[28, 28, 0]);
+        assert_eq!(Schema::read(dir.path()).unwrap(), Schema::dense(DType::F32, vec![28, 28]));
+    }
+
+    #[test]
+    fn bad_kinds_dtypes_and_ndims_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for s in [
+            LxSchema { kind: 2, ..LxSchema::default() },
+            LxSchema { dtype: 13, ..LxSchema::default() },
+            LxSchema { ndim: 9, ..LxSchema::default() },
+        ] {
+            assert!(write(dir.path(), &s).is_err());
+        }
+    }
+}
