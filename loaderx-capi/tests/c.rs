@@ -583,3 +583,38 @@ fn the_c_programs_run_clean_under_address_sanitizer() {
         assert!(String::from_utf8_lossy(&out.stdout).contains(" 0 failed"));
     }
 }
+
+#[test]
+fn both_headers_compile_as_pedantic_c99_and_as_cpp_and_link() {
+    if !have("cc") {
+        skip("no C compiler (cc) on PATH");
+        return;
+    }
+    let dir = scratch("headers");
+    let src = "#include \"mmap_chunker.h\"\n#include \"loaderx.h\"\n\
+               int main(void) { return (int)(mmap_engine_abi_version() >> 16) - (int)(lx_abi_version() >> 16); }\n";
+    let include = manifest_dir().join("include");
+    let libs = lib_dir();
+    let rpath = format!("-Wl,-rpath,{}", libs.display());
+    for (compiler, file, std) in [("cc", "both.c", "-std=c99"), ("c++", "both.cpp", "-std=c++11")] {
+        if compiler == "c++" && !have("c++") {
+            skip("no C++ compiler (c++) on PATH");
+            continue;
+        }
+        std::fs::write(dir.join(file), src).unwrap();
+        let exe = dir.join(format!("{file}.exe"));
+        let out = Command::new(compiler)
+            .args([std, "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I"])
+            .arg(&include)
+            .arg(dir.join(file))
+            .arg("-o")
+            .arg(&exe)
+            .arg("-L")
+            .arg(&libs)
+            .args(["-lloaderx_capi", &rpath])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{compiler} {std}: {}", String::from_utf8_lossy(&out.stderr));
+        run_ok(&exe, &[]);
+    }
+}
