@@ -128,13 +128,16 @@ impl<T> Out<T> {
         Ok(Out(p))
     }
 
-    /// An output the caller may leave out (null).
+    /// An output the caller may leave out (null); a misaligned one is still refused.
     ///
     /// # Safety
     /// As [`Out::new`].
-    unsafe fn optional(p: *mut T) -> Option<Out<T>> {
+    unsafe fn optional(p: *mut T, what: &str) -> Outcome<Option<Out<T>>> {
+        if p.is_null() {
+            return Ok(None);
+        }
         // SAFETY: passed on from the caller.
-        (!p.is_null()).then(|| unsafe { Out::new(p, "") }.ok()).flatten()
+        unsafe { Out::new(p, what) }.map(Some)
     }
 
     fn set(self, value: T) {
@@ -481,8 +484,13 @@ pub unsafe extern "C" fn lx_store_append(
 ) -> i32 {
     lx_call("lx_store_append", || {
         // SAFETY: passed on from the caller.
-        let (store, records, out) =
-            unsafe { (handle(store, "store")?, records_in(data, offsets, count)?, Out::optional(out_first)) };
+        let (store, records, out) = unsafe {
+            (
+                handle(store, "store")?,
+                records_in(data, offsets, count)?,
+                Out::optional(out_first, "out_first")?,
+            )
+        };
         let first = store.append(&records, codec)?;
         if let Some(out) = out {
             out.set(first);
@@ -506,7 +514,11 @@ pub unsafe extern "C" fn lx_store_train_dictionary(
     lx_call("lx_store_train_dictionary", || {
         // SAFETY: passed on from the caller.
         let (store, samples, out) = unsafe {
-            (handle(store, "store")?, records_in(data, offsets, count)?, Out::optional(out_trained))
+            (
+                handle(store, "store")?,
+                records_in(data, offsets, count)?,
+                Out::optional(out_trained, "out_trained")?,
+            )
         };
         let trained = store.train_dictionary(&samples)?;
         if let Some(out) = out {
@@ -610,7 +622,7 @@ pub unsafe extern "C" fn lx_store_gather(
                 handle(store, "store")?,
                 slice_in(indices, count, "indices")?,
                 slice_out(out_offsets, entries, "out_offsets")?,
-                Out::optional(out_total),
+                Out::optional(out_total, "out_total")?,
             )
         };
         // SAFETY: passed on from the caller.
@@ -644,7 +656,7 @@ pub unsafe extern "C" fn lx_store_delete(store: *const LxStore, indices: *const 
 pub unsafe extern "C" fn lx_store_compact(store: *const LxStore, out_report: *mut CompactReport) -> i32 {
     lx_call("lx_store_compact", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::optional(out_report)) };
+        let (store, out) = unsafe { (handle(store, "store")?, Out::optional(out_report, "out_report")?) };
         let report = store.compact()?;
         if let Some(out) = out {
             out.set(report);
@@ -675,7 +687,7 @@ pub unsafe extern "C" fn lx_store_stats(store: *const LxStore, out_stats: *mut S
 pub unsafe extern "C" fn lx_store_verify(store: *const LxStore, out_report: *mut VerifyReport) -> i32 {
     lx_call("lx_store_verify", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::optional(out_report)) };
+        let (store, out) = unsafe { (handle(store, "store")?, Out::optional(out_report, "out_report")?) };
         let (report, problem) = store.verify()?;
         if let Some(out) = out {
             out.set(report);

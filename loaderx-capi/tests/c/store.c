@@ -276,9 +276,14 @@ static void arguments(const char *dir) {
     CHECK(lx_store_append(s, (const uint8_t *)"hello", ok, 1, LX_CODEC_ZSTD_DICT, NULL) == LX_ERR_CORRUPT);
     CHECK(strstr(lx_last_error(), "dictionary") != NULL);
     CHECK(lx_store_append(s, NULL, NULL, 0, LX_CODEC_RAW, NULL) == LX_OK); /* nothing to append */
+    /* A misaligned output, even an optional one, is refused before anything is appended. */
+    uint64_t storage[3] = {0, 0, 0};
+    uint64_t *odd_out = (uint64_t *)((uint8_t *)storage + 1);
+    CHECK(lx_store_append(s, (const uint8_t *)"hello", ok, 1, LX_CODEC_RAW, odd_out) == LX_ERR_INVALID_ARGUMENT);
+    CHECK(strcmp(lx_last_error(), "out_first is not aligned for its element type") == 0);
+    CHECK(lx_store_len(s, &len) == LX_OK && len == 0);
     CHECK(lx_store_append(s, (const uint8_t *)"hello", ok, 1, LX_CODEC_RAW, NULL) == LX_OK);
     /* A misaligned index array. */
-    uint64_t storage[3] = {0, 0, 0};
     const uint64_t *odd = (const uint64_t *)((const uint8_t *)storage + 1);
     uint32_t lens[2];
     CHECK(lx_store_record_lens(s, odd, 1, lens) == LX_ERR_INVALID_ARGUMENT);
