@@ -796,3 +796,38 @@ pub unsafe extern "C" fn lx_sampler_batch(
         sampler::batch(sampler, step, out)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(p: *const c_char) -> Option<String> {
+        // SAFETY: null or a NUL-terminated string of this thread's last-error slot, read at once.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn a_panic_in_an_lx_call_is_lx_err_internal_with_its_message() {
+        let code = lx_call("lx_test", || panic!("boom"));
+        assert_eq!(code, error::INTERNAL);
+        assert_eq!(text(lx_last_error()).unwrap(), "internal error: panic in lx_test: boom");
+        assert_eq!(lx_call("lx_test", || Ok(())), error::OK);
+        assert_eq!(text(lx_last_error()), None);
+    }
+
+    #[test]
+    fn a_panic_in_a_chunker_call_is_its_failure_value_and_an_internal_error_text() {
+        let count: usize = chunker_call("mmap_engine_scan_chunks", 0, || panic!("boom"));
+        assert_eq!(count, 0);
+        assert_eq!(
+            text(mmap_engine_last_error()).unwrap(),
+            "internal error: panic in mmap_engine_scan_chunks"
+        );
+        // The two interfaces keep their own last errors.
+        assert_eq!(lx_call("lx_test", || Err(Failure::argument("x"))), error::INVALID_ARGUMENT);
+        assert!(text(mmap_engine_last_error()).is_some());
+        assert_eq!(chunker_call("mmap_engine_scan_fixed", 0, || Ok(3usize)), 3);
+        assert_eq!(text(mmap_engine_last_error()), None);
+        assert_eq!(text(lx_last_error()).unwrap(), "x");
+    }
+}
