@@ -19,7 +19,7 @@ use crate::Result;
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::ChunkCursor;
+/// use loaderx_core::framing::ChunkCursor;
 ///
 /// let data = b"aaa\nbbb\nccc\nddd\n";
 /// let chunks: Vec<&[u8]> = ChunkCursor::new(data, 4, b'\n').collect();
@@ -105,7 +105,7 @@ impl std::iter::FusedIterator for ChunkCursor<'_> {}
 ///
 /// # Examples
 /// ```
-/// let chunks = loaderx_core::chunk_boundaries(b"a,b,c,d,e", 2, b',');
+/// let chunks = loaderx_core::framing::chunk_boundaries(b"a,b,c,d,e", 2, b',');
 /// assert_eq!(chunks, [(0, 4), (4, 8), (8, 9)]);
 /// ```
 pub fn chunk_boundaries(data: &[u8], target: usize, delimiter: u8) -> Vec<(usize, usize)> {
@@ -119,7 +119,7 @@ pub fn chunk_boundaries(data: &[u8], target: usize, delimiter: u8) -> Vec<(usize
 ///
 /// # Examples
 /// ```
-/// let chunks = loaderx_core::chunk_boundaries_pattern(b"ab\r\ncd\r\nef", 1, b"\r\n")?;
+/// let chunks = loaderx_core::framing::chunk_boundaries_pattern(b"ab\r\ncd\r\nef", 1, b"\r\n")?;
 /// assert_eq!(chunks, [(0, 4), (4, 8), (8, 10)]);
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```

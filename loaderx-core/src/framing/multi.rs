@@ -35,7 +35,7 @@ use crate::Result;
 /// ```
 /// let a: &[u8] = b"a1\na2\n";
 /// let b: &[u8] = b"b1\nb2\n";
-/// let rows = loaderx_core::partition_files(&[a, b], 2, b'\n')?;
+/// let rows = loaderx_core::framing::partition_files(&[a, b], 2, b'\n')?;
 /// let flat: Vec<_> = rows.iter().map(|r| (r.worker, r.source, r.start, r.end)).collect();
 /// assert_eq!(flat, [(0, 0, 0, 6), (1, 1, 0, 6)]);
 /// # Ok::<(), loaderx_core::Error>(())

@@ -33,7 +33,7 @@ use crate::Result;
 /// # Examples
 /// ```
 /// // len 12, parts 2: the target 6 is the start of "cc\n", so the cut goes after that record.
-/// let ranges = loaderx_core::partition(b"aa\nbb\ncc\ndd\n", 2, b'\n')?;
+/// let ranges = loaderx_core::framing::partition(b"aa\nbb\ncc\ndd\n", 2, b'\n')?;
 /// assert_eq!(ranges.len(), 2);
 /// assert_eq!((ranges[0].start, ranges[0].end), (0, 9));
 /// assert_eq!((ranges[1].start, ranges[1].end), (9, 12));
