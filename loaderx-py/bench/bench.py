@@ -47,13 +47,17 @@ def timed(fn, reps: int) -> float:
 
 
 def rounds_of(contenders: dict, rounds: int, reps: int, budget: float = 0.25) -> dict[str, float]:
-    """Median seconds per call of each contender, rounds interleaved; a contender slower than
+    """Median seconds per call of each contender, rounds interleaved (each round starting one
+    contender later); a contender slower than
     `budget / reps` a call makes fewer calls a round (at least one), so a round stays short."""
     times: dict[str, list[float]] = {k: [] for k in contenders}
     each = {name: max(1, min(reps, int(budget / max(timed(fn, 1), 1e-9)))) for name, fn in contenders.items()}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            times[name].append(timed(fn, each[name]))
+    names = list(contenders)
+    for r in range(rounds):
+        # Each round starts at the next contender: no row always runs first (after the others'
+        # allocations and page faults) or last.
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(timed(contenders[name], each[name]))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
