@@ -107,6 +107,73 @@ fn no_remote(path: &str, _remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> Py
     ))
 }
 
+/// What the two dataset classes share: a source opened from a directory or a URL, and views.
+trait Source: Sized + Send + Sync {
+    fn open_local(path: &str) -> loaderx_core::Result<Self>;
+    #[cfg(feature = "remote")]
+    fn open_url(url: &str, options: loaderx_core::remote::RemoteOptions) -> loaderx_core::Result<Self>;
+    fn view(&self, selection: &loaderx_core::Selection) -> loaderx_core::Result<Self>;
+    fn records(&self) -> usize;
+}
+
+macro_rules! source {
+    ($t:ty) => {
+        impl Source for $t {
+            fn open_local(path: &str) -> loaderx_core::Result<Self> {
+                <$t>::open(path)
+            }
+            #[cfg(feature = "remote")]
+            fn open_url(
+                url: &str,
+                options: loaderx_core::remote::RemoteOptions,
+            ) -> loaderx_core::Result<Self> {
+                <$t>::open_remote(url, options)
+            }
+            fn view(&self, selection: &loaderx_core::Selection) -> loaderx_core::Result<Self> {
+                self.select(selection)
+            }
+            fn records(&self) -> usize {
+                self.len()
+            }
+        }
+    };
+}
+source!(DenseSource);
+source!(RaggedSource);
+
+/// The source at `path`: a directory, or an `s3://` URL reached as `remote` says.
+fn open<S: Source>(
+    py: Python<'_>,
+    path: &str,
+    remote: Option<&Bound<'_, pyo3::types::PyDict>>,
+) -> PyResult<S> {
+    if is_url(path) {
+        #[cfg(feature = "remote")]
+        {
+            let options = remote_options(remote)?;
+            return py.detach(|| S::open_url(path, options)).py();
+        }
+        #[cfg(not(feature = "remote"))]
+        return Err(no_remote(path, remote));
+    }
+    py.detach(|| S::open_local(path)).py()
+}
+
+/// The records of `indices` of `source` as a source of their own (nothing copied).
+fn selected<S: Source>(source: &S, indices: &PyReadonlyArray1<'_, u32>) -> PyResult<S> {
+    let selection = loaderx_core::Selection::indices(slice(indices, "indices")?.to_vec());
+    source.view(&selection).py()
+}
+
+/// A seeded split `(first, rest)`: `first` holds `round(len * fraction)` records chosen by a
+/// permutation keyed by `seed` (the engine's `Selection::split`), each part in record order.
+fn split<S: Source>(source: &S, fraction: f64, seed: u64) -> PyResult<(S, S)> {
+    let len = u32::try_from(source.records())
+        .map_err(|_| PyValueError::new_err("a split needs at most u32::MAX records"))?;
+    let (a, b) = loaderx_core::Selection::split(len, fraction, seed).py()?;
+    Ok((source.view(&a).py()?, source.view(&b).py()?))
+}
+
 /// A dense dataset: fixed-shape records of one dtype.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Dense {
@@ -118,18 +185,7 @@ impl Dense {
     #[new]
     #[pyo3(signature = (path, remote = None))]
     fn new(py: Python<'_>, path: String, remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
-        let source = if is_url(&path) {
-            #[cfg(feature = "remote")]
-            {
-                let options = remote_options(remote)?;
-                py.detach(|| DenseSource::open_remote(&path, options)).py()?
-            }
-            #[cfg(not(feature = "remote"))]
-            return Err(no_remote(&path, remote));
-        } else {
-            py.detach(|| DenseSource::open(&path)).py()?
-        };
-        Ok(Dense { source })
+        Ok(Dense { source: open(py, &path, remote)? })
     }
 
     fn __len__(&self) -> usize {
@@ -200,18 +256,14 @@ impl Dense {
 
     /// The records of `indices` of this dataset, as a dataset of its own (nothing copied).
     fn select(&self, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Dense> {
-        let indices = slice(&indices, "indices")?;
-        let selection = loaderx_core::Selection::indices(indices.to_vec());
-        Ok(Dense { source: self.source.select(&selection).py()? })
+        Ok(Dense { source: selected(&self.source, &indices)? })
     }
 
     /// A seeded split `(first, rest)`: `first` holds `round(len * fraction)` records chosen by a
     /// permutation keyed by `seed` (the engine's `Selection::split`), each part in record order.
     fn split(&self, fraction: f64, seed: u64) -> PyResult<(Dense, Dense)> {
-        let len = u32::try_from(self.source.len())
-            .map_err(|_| PyValueError::new_err("a split needs at most u32::MAX records"))?;
-        let (a, b) = loaderx_core::Selection::split(len, fraction, seed).py()?;
-        Ok((Dense { source: self.source.select(&a).py()? }, Dense { source: self.source.select(&b).py()? }))
+        let (a, b) = split(&self.source, fraction, seed)?;
+        Ok((Dense { source: a }, Dense { source: b }))
     }
 }
 
@@ -226,18 +278,7 @@ impl Ragged {
     #[new]
     #[pyo3(signature = (path, remote = None))]
     fn new(py: Python<'_>, path: String, remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
-        let source = if is_url(&path) {
-            #[cfg(feature = "remote")]
-            {
-                let options = remote_options(remote)?;
-                py.detach(|| RaggedSource::open_remote(&path, options)).py()?
-            }
-            #[cfg(not(feature = "remote"))]
-            return Err(no_remote(&path, remote));
-        } else {
-            py.detach(|| RaggedSource::open(&path)).py()?
-        };
-        Ok(Ragged { source })
+        Ok(Ragged { source: open(py, &path, remote)? })
     }
 
     fn __len__(&self) -> usize {
@@ -288,18 +329,14 @@ impl Ragged {
 
     /// The records of `indices` of this dataset, as a dataset of its own (nothing copied).
     fn select(&self, indices: PyReadonlyArray1<'_, u32>) -> PyResult<Ragged> {
-        let indices = slice(&indices, "indices")?;
-        let selection = loaderx_core::Selection::indices(indices.to_vec());
-        Ok(Ragged { source: self.source.select(&selection).py()? })
+        Ok(Ragged { source: selected(&self.source, &indices)? })
     }
 
     /// A seeded split `(first, rest)`: `first` holds `round(len * fraction)` records chosen by a
     /// permutation keyed by `seed` (the engine's `Selection::split`), each part in record order.
     fn split(&self, fraction: f64, seed: u64) -> PyResult<(Ragged, Ragged)> {
-        let len = u32::try_from(self.source.len())
-            .map_err(|_| PyValueError::new_err("a split needs at most u32::MAX records"))?;
-        let (a, b) = loaderx_core::Selection::split(len, fraction, seed).py()?;
-        Ok((Ragged { source: self.source.select(&a).py()? }, Ragged { source: self.source.select(&b).py()? }))
+        let (a, b) = split(&self.source, fraction, seed)?;
+        Ok((Ragged { source: a }, Ragged { source: b }))
     }
 }
 

@@ -19,28 +19,24 @@ from loaderx._common import indices, numpy_dtype
 __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
 
-class DenseDataset:
-    """The dense dataset at ``path`` (a directory, or an ``s3://`` URL in a build with remote
-    stores, reached as the AWS environment variables and the ``remote`` dict say: ``endpoint``,
-    ``region``, ``access_key_id``/``secret_access_key``, ``anonymous``, ``allow_http``,
-    ``concurrency``, ``retries``, ``timeout``, ``memory_limit``, ``cache_dir``/``cache_bytes``):
-    ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``."""
+class _Dataset:
+    """What both kinds share: the native source, its dtype and length, views and splits."""
 
-    __slots__ = ("_native", "dtype", "item_shape", "_len")
+    __slots__ = ("_native", "dtype", "_len")
+    _NATIVE: Any = None
 
     def __init__(self, path: str | os.PathLike[str], remote: dict[str, Any] | None = None) -> None:
-        self._native = _native.Dense(os.fspath(path), remote)
-        self.dtype: np.dtype = numpy_dtype(self._native.dtype)
-        self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
-        self._len = len(self._native)
+        self._adopt(self._NATIVE(os.fspath(path), remote))
+
+    def _adopt(self, native: Any) -> None:
+        self._native = native
+        self.dtype: np.dtype = numpy_dtype(native.dtype)
+        self._len = len(native)
 
     @classmethod
-    def _wrap(cls, native: Any) -> "DenseDataset":
+    def _wrap(cls, native: Any) -> Any:
         ds = cls.__new__(cls)
-        ds._native = native
-        ds.dtype = numpy_dtype(native.dtype)
-        ds.item_shape = tuple(native.item_shape)
-        ds._len = len(native)
+        ds._adopt(native)
         return ds
 
     @property
@@ -50,6 +46,32 @@ class DenseDataset:
 
     def __len__(self) -> int:
         return self._len
+
+    def select(self, indices_: Any) -> Any:
+        """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
+        idx, _ = indices(indices_, self._len)
+        return self._wrap(self._native.select(idx))
+
+    def split(self, fraction: float, seed: int = 0) -> tuple[Any, Any]:
+        """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
+        ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
+        a, b = self._native.split(float(fraction), seed)
+        return self._wrap(a), self._wrap(b)
+
+
+class DenseDataset(_Dataset):
+    """The dense dataset at ``path`` (a directory, or an ``s3://`` URL in a build with remote
+    stores, reached as the AWS environment variables and the ``remote`` dict say: ``endpoint``,
+    ``region``, ``access_key_id``/``secret_access_key``, ``anonymous``, ``allow_http``,
+    ``concurrency``, ``retries``, ``timeout``, ``memory_limit``, ``cache_dir``/``cache_bytes``):
+    ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``."""
+
+    __slots__ = ("item_shape",)
+    _NATIVE = _native.Dense
+
+    def _adopt(self, native: Any) -> None:
+        super()._adopt(native)
+        self.item_shape: tuple[int, ...] = tuple(native.item_shape)
 
     def __repr__(self) -> str:
         return f"DenseDataset({self.path!r}, len={self._len}, dtype={self.dtype}, item_shape={self.item_shape})"
@@ -74,46 +96,17 @@ class DenseDataset:
         self._native.gather_into(idx, out.reshape(-1).view(np.uint8))
         return out
 
-    def select(self, indices_: Any) -> "DenseDataset":
-        """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
-        idx, _ = indices(indices_, self._len)
-        return DenseDataset._wrap(self._native.select(idx))
 
-    def split(self, fraction: float, seed: int = 0) -> tuple["DenseDataset", "DenseDataset"]:
-        """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
-        ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
-        a, b = self._native.split(float(fraction), seed)
-        return DenseDataset._wrap(a), DenseDataset._wrap(b)
-
-
-class RaggedDataset:
+class RaggedDataset(_Dataset):
     """The ragged dataset at ``path``: ``rs[[0, 2, 4]]`` is a list of arrays, one per record,
     each of shape ``(rows, *row_shape)``; all of them are views of one buffer gathered at once."""
 
-    __slots__ = ("_native", "dtype", "row_shape", "_len")
+    __slots__ = ("row_shape",)
+    _NATIVE = _native.Ragged
 
-    def __init__(self, path: str | os.PathLike[str], remote: dict[str, Any] | None = None) -> None:
-        self._native = _native.Ragged(os.fspath(path), remote)
-        self.dtype: np.dtype = numpy_dtype(self._native.dtype)
-        self.row_shape: tuple[int, ...] = tuple(self._native.row_shape)
-        self._len = len(self._native)
-
-    @classmethod
-    def _wrap(cls, native: Any) -> "RaggedDataset":
-        ds = cls.__new__(cls)
-        ds._native = native
-        ds.dtype = numpy_dtype(native.dtype)
-        ds.row_shape = tuple(native.row_shape)
-        ds._len = len(native)
-        return ds
-
-    @property
-    def path(self) -> str:
-        """The dataset's directory (or URL)."""
-        return str(self._native.path)
-
-    def __len__(self) -> int:
-        return self._len
+    def _adopt(self, native: Any) -> None:
+        super()._adopt(native)
+        self.row_shape: tuple[int, ...] = tuple(native.row_shape)
 
     def __repr__(self) -> str:
         return f"RaggedDataset({self.path!r}, len={self._len}, dtype={self.dtype}, row_shape={self.row_shape})"
@@ -137,17 +130,6 @@ class RaggedDataset:
         """Rows of each record at ``indices_``, from the index alone (nothing is read)."""
         idx, _ = indices(indices_, self._len)
         return self._native.record_rows(idx)
-
-    def select(self, indices_: Any) -> "RaggedDataset":
-        """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
-        idx, _ = indices(indices_, self._len)
-        return RaggedDataset._wrap(self._native.select(idx))
-
-    def split(self, fraction: float, seed: int = 0) -> tuple["RaggedDataset", "RaggedDataset"]:
-        """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
-        ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
-        a, b = self._native.split(float(fraction), seed)
-        return RaggedDataset._wrap(a), RaggedDataset._wrap(b)
 
 
 def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
