@@ -84,7 +84,7 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(err: Error) -> Failure {
-        Failure { code: code_of(&err), message: chain(&err) }
+        Failure { code: code_of(&err), message: loaderx_core::error_chain(&err) }
     }
 }
 
@@ -106,21 +106,6 @@ fn code_of(err: &Error) -> i32 {
         Error::Version { .. } | Error::ByteOrder { .. } => UNSUPPORTED,
         _ => OTHER,
     }
-}
-
-/// An error and its causes joined by `: `, a cause its parent already spells out left out (as
-/// the `loaderx` binary prints them).
-pub(crate) fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut next = err.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !parts.last().is_some_and(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    parts.join(": ")
 }
 
 /// The text of a caught panic's payload.

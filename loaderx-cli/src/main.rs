@@ -184,23 +184,9 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// The error and its causes joined by ": ": the library's messages say what failed and where,
-/// and leave the cause to `source`, so each part appears once. A third-party error that prints
-/// its source and also returns it (safetensors' invalid header and its JSON error) would show
-/// that source twice: a cause whose text already ends the line is not printed again.
+/// The error and its causes on one line, each part once (loaderx_core::error_chain's rule).
 fn one_line(err: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in err.chain() {
-        let text = cause.to_string();
-        if line.ends_with(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
+    loaderx_core::error_chain(err.as_ref())
 }
 
 /// Writes `text` to stdout, so that a closed pipe comes back as an error rather than a panic.

@@ -254,5 +254,23 @@ impl Error {
     }
 }
 
+/// `err` and its causes on one line, joined by ": ": each part once. loaderx's messages say what
+/// failed and where and leave the cause to `source`; a third-party error that prints its own
+/// source and also returns it would show that source twice, so a cause whose text already ends
+/// the line is not added again. What the CLI prints, and the C and Python bindings' error text.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = err.to_string();
+    let mut next = err.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        next = cause.source();
+    }
+    line
+}
+
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

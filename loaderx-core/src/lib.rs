@@ -53,7 +53,7 @@ pub use dataset::{
     RaggedSource, SCHEMA_FILE, SET_FILE, Schema, Selection, StitchSummary, WriteOptions, pad, set_parts,
     stitch,
 };
-pub use error::{Error, Result};
+pub use error::{Error, Result, error_chain};
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{

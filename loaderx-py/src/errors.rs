@@ -35,20 +35,8 @@ create_exception!(
     "Byte-range planning failed (mmap-chunker's `PlanningError`)."
 );
 
-/// The error's message and its causes, joined by ": " (each part once).
-pub fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut next = err.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        // A cause already spelled out by its parent is not repeated.
-        if !parts.last().is_some_and(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    parts.join(": ")
-}
+/// The error's message and its causes on one line, each part once.
+pub use loaderx_core::error_chain as chain;
 
 /// The Python exception for `err`.
 pub fn to_py(err: CoreError) -> PyErr {
