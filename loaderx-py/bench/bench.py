@@ -190,7 +190,7 @@ def store(args) -> None:
             print(f"\n2. Store: {records:,} records of {size // 1024} KiB, batches of {batch} ({mib:.0f} MiB), "
                   f"median of {args.rounds} interleaved rounds, warm page cache")
             print("store\twrite\tgather rnd\tgather seq\tper batch (rnd)\ton disk\tvs npy-mmap (rnd)")
-            results = {}
+            results, binding = {}, {}
             for kind, batches in (("rnd", rnd), ("seq", seq)):
                 k = [0]
 
@@ -231,6 +231,13 @@ def store(args) -> None:
                     if name not in extra:
                         med[name] /= 8
                 results[kind] = med
+                # The binding's own cost, by itself: the same batches through one Python call each
+                # and through the extension's loop, the two alone in their rounds.
+                pair = rounds_of({
+                    "python": times8(lambda: ds["raw"].gather(nxt(), out=out)),
+                    "rust": lambda: ds["raw"]._native.gather_loop(eight(), flat, 1),
+                }, args.rounds, reps)
+                binding[kind] = pair["rust"] / pair["python"]
             disk = {"loaderx-raw": du(os.path.join(work, "raw")), "loaderx-zstd": du(os.path.join(work, "zstd"))}
             disk.update({name: du(path) for name, (_, path) in extra.items()})
             write = {"loaderx-raw": writes["raw"], "loaderx-zstd": writes["zstd"]}
@@ -243,6 +250,8 @@ def store(args) -> None:
                 on_disk = disk.get(name.split(",")[0], npy)
                 print(f"{name}\t{w}\t{mib / r:.0f} MiB/s\t{mib / sq:.0f} MiB/s\t{r * 1e3:.2f} ms\t"
                       f"{on_disk / 2**20:.0f} MiB\t{base / r:.2f}x")
+            print(f"loaderx-raw through Python vs the same gathers from Rust, the two alone: "
+                  f"{binding['rnd']:.2f}x (rnd), {binding['seq']:.2f}x (seq)")
             if missing:
                 print("not installed, not run: " + ", ".join(missing))
         finally:
