@@ -52,6 +52,8 @@ pub struct ParquetArgs {
     #[arg(long, value_name = "VALUE")]
     fill_nulls: Option<f64>,
     #[command(flatten)]
+    part: PartArgs,
+    #[command(flatten)]
     codec: CodecArgs,
 }
 
@@ -74,6 +76,8 @@ pub struct ImagesArgs {
     #[arg(long)]
     skip_bad: bool,
     #[command(flatten)]
+    part: PartArgs,
+    #[command(flatten)]
     codec: CodecArgs,
 }
 
@@ -95,6 +99,8 @@ pub struct ConvertArgs {
     /// The dataset to write (for `safetensors`, the directory that receives one per tensor).
     out: PathBuf,
     #[command(flatten)]
+    part: PartArgs,
+    #[command(flatten)]
     codec: CodecArgs,
 }
 
@@ -104,15 +110,47 @@ pub struct JsonlArgs {
     /// The input files, in order, then the dataset to write.
     #[arg(required = true, num_args = 2.., value_name = "IN... OUT")]
     paths: Vec<PathBuf>,
-    /// Convert only part K (zero-based) of the --parts record-aligned parts of the input: n
-    /// processes with K = 0..n write n datasets that, in order, hold the whole input's records.
-    #[arg(long, value_name = "K", requires = "parts")]
-    part: Option<usize>,
-    /// The number of parts for --part.
-    #[arg(long, value_name = "N", requires = "part")]
-    parts: Option<usize>,
+    #[command(flatten)]
+    part: PartArgs,
     #[command(flatten)]
     codec: CodecArgs,
+}
+
+/// Which part of the input to convert, for conversions on many machines.
+#[derive(Debug, Args)]
+pub struct PartArgs {
+    /// Convert only part K (zero-based) of --parts N, written to OUT itself: N processes with
+    /// K = 0..N write N datasets that, in order, hold the whole conversion's records (rows of
+    /// npy, safetensors and idx, files of dir and images in name order, whole row groups of
+    /// parquet, record-aligned byte ranges of jsonl).
+    #[arg(long, value_name = "K", requires = "parts", conflicts_with = "part_from_env")]
+    part: Option<usize>,
+    /// The number of parts, for --part (and for --part-from-env under a Kubernetes indexed job,
+    /// which sets no count; checked against the count a scheduler sets).
+    #[arg(long, value_name = "N")]
+    parts: Option<usize>,
+    /// Read the part from the scheduler's environment (LOADERX_PART / LOADERX_PARTS, Slurm's
+    /// SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN of SLURM_ARRAY_TASK_COUNT, or Kubernetes'
+    /// JOB_COMPLETION_INDEX of --parts) and write it to OUT/part-NNNNN: OUT is the directory of
+    /// parts, which `loaderx stitch OUT SET` stitches.
+    #[arg(long)]
+    part_from_env: bool,
+}
+
+impl PartArgs {
+    /// The part to convert (`None`: the whole input) and where it goes: `out` itself for
+    /// `--part`, `out/part-NNNNN` for `--part-from-env`.
+    fn resolve(&self, out: &Path) -> anyhow::Result<(Option<convert::Part>, PathBuf)> {
+        match (self.part, self.parts, self.part_from_env) {
+            (_, _, true) => {
+                let part = convert::Part::from_env(self.parts)?;
+                Ok((Some(part), out.join(part.name())))
+            }
+            (Some(k), Some(n), false) => Ok((Some(convert::Part::new(k, n)?), out.to_path_buf())),
+            (None, Some(_), false) => anyhow::bail!("--parts N needs --part K or --part-from-env"),
+            _ => Ok((None, out.to_path_buf())),
+        }
+    }
 }
 
 /// How the output is written.
@@ -170,9 +208,10 @@ pub(crate) fn human(bytes: u64) -> String {
     if u == 0 { format!("{bytes} B") } else { format!("{v:.1} {}", UNITS[u]) }
 }
 
-fn summary_line(what: &str, s: &ConvertSummary, secs: f64) -> String {
+/// `OUT: N records, ... ratio R` (the caller appends the time).
+fn summary_line(what: &str, s: &ConvertSummary) -> String {
     format!(
-        "{what}: {} records, {} in, {} on disk, ratio {:.2}x, {secs:.2}s\n",
+        "{what}: {} records, {} in, {} on disk, ratio {:.2}x",
         s.records,
         human(s.bytes_in),
         human(s.bytes_on_disk),
@@ -181,7 +220,7 @@ fn summary_line(what: &str, s: &ConvertSummary, secs: f64) -> String {
 }
 
 /// One line per dataset of a multi-dataset conversion, then the total's summary line.
-fn per_dataset(out: &str, what: &str, all: &[(String, ConvertSummary)], secs: f64) -> String {
+fn per_dataset(out: &str, what: &str, all: &[(String, ConvertSummary)]) -> String {
     let mut total = ConvertSummary::default();
     let mut text = String::new();
     for (name, s) in all {
@@ -190,29 +229,32 @@ fn per_dataset(out: &str, what: &str, all: &[(String, ConvertSummary)], secs: f6
         total.bytes_in += s.bytes_in;
         total.bytes_on_disk += s.bytes_on_disk;
     }
-    text.push_str(&summary_line(&format!("{out} ({} {what})", all.len()), &total, secs));
+    text.push_str(&summary_line(&format!("{out} ({} {what})", all.len()), &total));
     text
 }
 
 /// Runs one conversion.
 pub fn run(format: Format) -> anyhow::Result<()> {
-    let (name, inputs, out, codec): (&str, Vec<&Path>, &Path, &CodecArgs) = match &format {
-        Format::Npy(a) => ("npy", vec![&a.input], &a.out, &a.codec),
-        Format::Safetensors(a) => ("safetensors", vec![&a.input], &a.out, &a.codec),
-        Format::Idx(a) => ("idx", vec![&a.input], &a.out, &a.codec),
-        Format::Dir(a) => ("dir", vec![&a.input], &a.out, &a.codec),
+    let (name, inputs, out, codec, part): (&str, Vec<&Path>, &Path, &CodecArgs, &PartArgs) = match &format {
+        Format::Npy(a) => ("npy", vec![&a.input], &a.out, &a.codec, &a.part),
+        Format::Safetensors(a) => ("safetensors", vec![&a.input], &a.out, &a.codec, &a.part),
+        Format::Idx(a) => ("idx", vec![&a.input], &a.out, &a.codec, &a.part),
+        Format::Dir(a) => ("dir", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Jsonl(a) => {
             let (out, inputs) = a.paths.split_last().context("convert jsonl needs IN... OUT")?;
-            ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec)
+            ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec, &a.part)
         }
         #[cfg(feature = "parquet")]
         Format::Parquet(a) => {
             let (out, inputs) = a.paths.split_last().context("convert parquet needs IN... OUT")?;
-            ("parquet", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec)
+            ("parquet", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec, &a.part)
         }
         #[cfg(feature = "images")]
-        Format::Images(a) => ("images", vec![&a.input], &a.out, &a.codec),
+        Format::Images(a) => ("images", vec![&a.input], &a.out, &a.codec, &a.part),
     };
+    let shown: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    let ctx = |out: &Path| format!("convert {name} {} → {}", shown.join(" "), out.display());
+    let (part, out) = part.resolve(out).with_context(|| ctx(out))?;
     let is_dir = match &format {
         Format::Dir(_) => true,
         #[cfg(feature = "images")]
@@ -229,30 +271,35 @@ pub fn run(format: Format) -> anyhow::Result<()> {
         .overwrite(codec.force)
         .progress(move |done| bar.set_position(done));
     let start = Instant::now();
-    let shown: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
-    let ctx = || format!("convert {name} {} → {}", shown.join(" "), out.display());
-    let text = match &format {
-        Format::Npy(a) => {
-            let s = convert::npy(&a.input, &a.out, opts).with_context(ctx)?;
-            summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
-        }
-        Format::Idx(a) => {
-            let s = convert::idx(&a.input, &a.out, opts).with_context(ctx)?;
-            summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
-        }
-        Format::Dir(a) => {
-            let s = convert::dir(&a.input, &a.out, opts).with_context(ctx)?;
-            summary_line(&a.out.display().to_string(), &s, start.elapsed().as_secs_f64())
-        }
-        Format::Jsonl(a) => {
-            let s = match (a.part, a.parts) {
-                (Some(index), Some(count)) => {
-                    let part = convert::Part::new(index, count).with_context(ctx)?;
-                    convert::jsonl_part(&inputs, out, opts, part).with_context(ctx)?
-                }
-                _ => convert::jsonl(&inputs, out, opts).with_context(ctx)?,
+    let text = convert_one(&format, &inputs, &out, opts, part).with_context(|| ctx(&out))?;
+    pb.finish_and_clear();
+    crate::print(&format!("{text}, {:.2}s\n", start.elapsed().as_secs_f64()))
+}
+
+/// Converts `format`'s input (part `part`, or the whole) into `out` and returns the summary,
+/// without its time and newline.
+fn convert_one(
+    format: &Format,
+    inputs: &[&Path],
+    out: &Path,
+    opts: WriteOptions,
+    part: Option<convert::Part>,
+) -> anyhow::Result<String> {
+    let shown = out.display().to_string();
+    let whole = part.unwrap_or(convert::Part::WHOLE);
+    Ok(match format {
+        Format::Npy(a) => summary_line(&shown, &convert::npy_part(&a.input, out, opts, whole)?),
+        Format::Idx(a) => summary_line(&shown, &convert::idx_part(&a.input, out, opts, whole)?),
+        Format::Dir(a) => summary_line(&shown, &convert::dir_part(&a.input, out, opts, whole)?),
+        Format::Jsonl(_) => {
+            let s = match part {
+                Some(part) => convert::jsonl_part(inputs, out, opts, part)?,
+                None => convert::jsonl(inputs, out, opts)?,
             };
-            summary_line(&out.display().to_string(), &s, start.elapsed().as_secs_f64())
+            summary_line(&shown, &s)
+        }
+        Format::Safetensors(a) => {
+            per_dataset(&shown, "tensors", &convert::safetensors_part(&a.input, out, opts, whole)?)
         }
         #[cfg(feature = "parquet")]
         Format::Parquet(a) => {
@@ -260,34 +307,25 @@ pub fn run(format: Format) -> anyhow::Result<()> {
                 .columns
                 .iter()
                 .map(|c| convert::ParquetColumn::parse(c))
-                .collect::<loaderx_core::Result<Vec<_>>>()
-                .with_context(ctx)?;
+                .collect::<loaderx_core::Result<Vec<_>>>()?;
             let nulls = a.fill_nulls.map_or(convert::Nulls::Error, convert::Nulls::Fill);
-            let all = convert::parquet(&inputs, out, &columns, nulls, opts).with_context(ctx)?;
-            per_dataset(&out.display().to_string(), "columns", &all, start.elapsed().as_secs_f64())
+            per_dataset(&shown, "columns", &convert::parquet_part(inputs, out, &columns, nulls, opts, whole)?)
         }
         #[cfg(feature = "images")]
         Format::Images(a) => {
             let options = convert::ImageOptions { size: a.size, resize: a.resize, skip_bad: a.skip_bad };
-            let s = convert::images(&a.input, &a.out, options, opts).with_context(ctx)?;
+            let s = convert::images_part(&a.input, out, options, opts, whole)?;
             for (path, why) in &s.skipped {
                 eprintln!("skipped {}: {why}", path.display());
             }
             let what = format!(
-                "{} ({} classes, {}x{}, {} skipped)",
-                a.out.display(),
+                "{shown} ({} classes, {}x{}, {} skipped)",
                 s.classes.len(),
                 a.size.0,
                 a.size.1,
                 s.skipped.len()
             );
-            summary_line(&what, &s.images, start.elapsed().as_secs_f64())
+            summary_line(&what, &s.images)
         }
-        Format::Safetensors(a) => {
-            let all = convert::safetensors(&a.input, &a.out, opts).with_context(ctx)?;
-            per_dataset(&a.out.display().to_string(), "tensors", &all, start.elapsed().as_secs_f64())
-        }
-    };
-    pb.finish_and_clear();
-    crate::print(&text)
+    })
 }

@@ -68,12 +68,20 @@ enum Command {
         /// The store directory.
         store: PathBuf,
     },
-    /// Write a store set: datasets converted in parts (`convert jsonl --part K --parts N`),
-    /// listed in order, opened as one dataset with global indices.
+    /// Write a store set: datasets converted in parts (`convert ... --part K --parts N`), listed
+    /// in order, or one directory of parts (`convert ... --part-from-env`), opened as one dataset
+    /// with global indices. Parts that are directories of datasets (parquet, safetensors,
+    /// images) make OUT/<name>, one set per dataset.
     Stitch {
-        /// The part datasets, in order, then the set directory to write.
+        /// The parts, in order, then the set directory to write; or one directory holding the
+        /// parts as part-00000, part-00001, ... (in numeric order; a missing or doubled number is
+        /// an error), then the set directory.
         #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
         paths: Vec<PathBuf>,
+        /// With a directory of parts: how many it must hold (part 0 to N-1). Without it the
+        /// highest number found sets the count, and a missing last part cannot be seen.
+        #[arg(long, value_name = "N")]
+        parts: Option<usize>,
     },
     /// Upload a store (or dataset) directory to S3-compatible object storage (build feature
     /// `remote`; endpoint and keys from the AWS environment variables). A v2 chunk already
@@ -111,11 +119,34 @@ fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
     print(&format!("{url}: {} pushed, {:.2}s\n", convert::human(sent), start.elapsed().as_secs_f64()))
 }
 
-/// `loaderx stitch PART... OUT`.
-fn stitch(paths: &[PathBuf]) -> anyhow::Result<()> {
-    let (out, parts) = paths.split_last().context("stitch needs PART... OUT")?;
-    let s = loaderx_core::stitch(parts, out).with_context(|| format!("stitch → {}", out.display()))?;
-    print(&format!("{}: a store set of {} parts, {} records\n", out.display(), s.parts, s.records))
+/// `loaderx stitch PART... OUT` and `loaderx stitch DIR OUT [--parts N]`.
+fn stitch(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
+    let (out, given) = paths.split_last().context("stitch needs PART... OUT")?;
+    let ctx = || format!("stitch → {}", out.display());
+    let is_dataset = |p: &std::path::Path| p.join(loaderx_core::SCHEMA_FILE).is_file();
+    let parts: Vec<PathBuf> = match given {
+        [dir] if !is_dataset(dir) => loaderx_core::convert::part_dirs(dir, count).with_context(ctx)?,
+        _ if count.is_some() => {
+            anyhow::bail!("stitch: --parts N counts the parts of one directory; list PART... without it")
+        }
+        _ => given.to_vec(),
+    };
+    if parts.first().is_none_or(|p| is_dataset(p)) {
+        let s = loaderx_core::stitch(&parts, out).with_context(ctx)?;
+        return print(&format!(
+            "{}: a store set of {} parts, {} records\n",
+            out.display(),
+            s.parts,
+            s.records
+        ));
+    }
+    let all = loaderx_core::convert::stitch_datasets(&parts, out).with_context(ctx)?;
+    let mut text = String::new();
+    for (name, s) in &all {
+        text.push_str(&format!("  {name}: a store set of {} parts, {} records\n", s.parts, s.records));
+    }
+    text.push_str(&format!("{}: {} store sets of {} parts\n", out.display(), all.len(), parts.len()));
+    print(&text)
 }
 
 fn main() -> ExitCode {
@@ -144,7 +175,7 @@ fn main() -> ExitCode {
         Command::Compact { store } => ok(inspect::compact(&store)),
         Command::Migrate { store, to } => ok(inspect::migrate(&store, to)),
         Command::Stats { store } => ok(inspect::stats(&store)),
-        Command::Stitch { paths } => ok(stitch(&paths)),
+        Command::Stitch { paths, parts } => ok(stitch(&paths, parts)),
         #[cfg(feature = "remote")]
         Command::Push { store, url } => ok(push(&store, &url)),
         Command::Bench(args) => ok(bench::run(&args, &mut out)),

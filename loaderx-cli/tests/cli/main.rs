@@ -7,5 +7,6 @@ mod convert;
 mod ingest;
 mod jsonl;
 mod partition;
+mod parts;
 #[cfg(feature = "remote")]
 mod remote;

@@ -288,11 +288,14 @@ pub(crate) struct DataSection<'a> {
     pub(crate) offset: u64,
     /// Bytes the header promises.
     pub(crate) expected: u64,
+    /// Records of the section before the stream's first (a part's rows start there).
+    pub(crate) first: u64,
 }
 
 /// Streams `records` records of `item_bytes` bytes (elements of `dtype`, stored little- or
 /// big-endian) from `r` into `w` in bounded blocks: each block read, turned to native order,
-/// checked and appended. `report` gets the data bytes read so far after every block.
+/// checked and appended. `report` gets the data bytes read so far after every block. `r` stands
+/// at record `data.first` of the section (errors name offsets in the whole section).
 ///
 /// # Errors
 /// A truncated data section, a bad `bool` byte, read and write errors.
@@ -311,7 +314,7 @@ pub(crate) fn stream_records(
         let k = per_block.min(records - done);
         let block = &mut buf[..k * item_bytes];
         let got = read_full(r, block, data.path)?;
-        let at = (done * item_bytes) as u64;
+        let at = (data.first + done as u64) * item_bytes as u64;
         if got < block.len() {
             return Err(truncated(data.path, data.expected, at + got as u64));
         }

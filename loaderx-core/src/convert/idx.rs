@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::block::{
     DataSection, check_records, checked_item_bytes, open_input, product, read_full, stream_records, truncated,
 };
+use super::part::Part;
 use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
@@ -98,6 +99,24 @@ impl<R: Read> Read for Counting<R> {
 /// actual bytes), trailing bytes, a corrupt gzip stream, more than 2^20 records of zero-byte items
 /// or an input that is not a regular file; otherwise as [`crate::convert::npy`].
 pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
+    idx_part(input, out, opts, Part::WHOLE)
+}
+
+/// [`idx`] of only part `part` of the rows: the records [`Part::rows`] of axis 0, the same
+/// records as the whole conversion's there, after the same checks of the whole file (its
+/// header, its length, and for `.gz` the whole decompressed stream: a gzip stream is read
+/// from its start, so the rows before the part are decompressed and dropped, and those after
+/// it too, to find trailing bytes). A part of no rows is an empty dataset of the item shape.
+///
+/// # Errors
+/// As [`idx`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn idx_part(
+    input: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<ConvertSummary> {
+    let part = part.checked()?;
     let (input, out) = (input.as_ref(), out.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason, source: None };
     let (file, file_len) = open_input(input)?;
@@ -131,19 +150,51 @@ pub fn idx(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
     let item_bytes = checked_item_bytes(records, h.dtype, &item_shape, input)?;
     let schema = Schema::dense(h.dtype, item_shape);
     let expected = (records as u64) * item_bytes as u64;
-    if !gz && file_len.saturating_sub(header_len) < expected {
-        return Err(truncated(input, expected, file_len.saturating_sub(header_len)));
+    let data_len = file_len.saturating_sub(header_len);
+    if !gz && data_len < expected {
+        return Err(truncated(input, expected, data_len));
     }
-    let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
-    let data = DataSection { path: input, offset: header_len, expected };
-    stream_records(&mut r, &mut w, (h.dtype, false), (records, item_bytes), &data, |_| {
-        opts.report(consumed.load(Ordering::Relaxed))
-    })?;
-    let mut extra = [0u8; 1];
-    if read_full(&mut r, &mut extra, input)? != 0 {
+    if !gz && data_len > expected {
         return Err(bad(format!("trailing bytes after the {expected}-byte data section")));
     }
-    finish(w, out, expected)
+    let rows = part.rows(records as u64);
+    let (before, count) = (rows.start * item_bytes as u64, (rows.end - rows.start) as usize);
+    let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
+    skip(&mut r, (0, before), input, expected)?;
+    let data = DataSection { path: input, offset: header_len, expected, first: rows.start };
+    stream_records(&mut r, &mut w, (h.dtype, false), (count, item_bytes), &data, |_| {
+        opts.report(consumed.load(Ordering::Relaxed))
+    })?;
+    if gz {
+        // Only a whole stream shows whether it is as long as its header says.
+        let end = rows.end * item_bytes as u64;
+        skip(&mut r, (end, expected - end), input, expected)?;
+        let mut extra = [0u8; 1];
+        if read_full(&mut r, &mut extra, input)? != 0 {
+            return Err(bad(format!("trailing bytes after the {expected}-byte data section")));
+        }
+    }
+    finish(w, out, count as u64 * item_bytes as u64)
+}
+
+/// Reads and drops the `n` bytes at `at` of the data section (of `expected` bytes) of `input`.
+fn skip(r: &mut impl Read, (at, n): (u64, u64), input: &Path, expected: u64) -> Result<()> {
+    let dropped = std::io::copy(&mut r.take(n), &mut std::io::sink()).map_err(|e| {
+        // As read_full says it: an error with no errno is the decoder's.
+        if e.raw_os_error().is_none() {
+            Error::BadInput {
+                path: input.to_path_buf(),
+                reason: "the stream does not decode".into(),
+                source: Some(e.into()),
+            }
+        } else {
+            Error::io("read", input, e)
+        }
+    })?;
+    if dropped < n {
+        return Err(truncated(input, expected, at + dropped));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use image::{ColorType, DynamicImage, ImageDecoder, ImageReader, Limits, RgbImage
 use rayon::prelude::*;
 
 use super::block::{catch_decoder_panic, open_input, pipelined};
+use super::part::Part;
 use super::summary::ConvertSummary;
 use crate::{DatasetWriter, Error, Result, Store, WriteOptions};
 
@@ -110,6 +111,27 @@ pub fn images(
     options: ImageOptions,
     opts: WriteOptions,
 ) -> Result<ImagesSummary> {
+    images_part(dir, out, options, opts, Part::WHOLE)
+}
+
+/// [`images`] of only part `part` of the files: the files [`Part::rows`] of the folder's
+/// files in order (class by class, name by name), so that `out/images` and `out/labels` hold
+/// the same records as the whole conversion's from those files (with `skip_bad`, the same
+/// files left out). Every part lists the whole folder: `out/classes.txt` and the labels are
+/// the whole folder's. Only the part's files are decoded, so a bad file is an error (or
+/// skipped) in its own part only. A part of no files, or whose files were all skipped, is a
+/// pair of empty datasets (only the whole conversion refuses to write no image).
+///
+/// # Errors
+/// As [`images`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn images_part(
+    dir: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: ImageOptions,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<ImagesSummary> {
+    let part = part.checked()?;
     let (dir, out) = (dir.as_ref(), out.as_ref());
     let (w, h) = options.size;
     if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
@@ -133,12 +155,14 @@ pub fn images(
         return Err(Error::AlreadyExists { path: out.to_path_buf() });
     }
     let (classes, files) = list(dir)?;
+    let rows = part.rows(files.len() as u64);
+    let files = &files[rows.start as usize..rows.end as usize];
     let staging = PathBuf::from(format!("{}.partial", out.display()));
     // Locked for the whole conversion, through the rename: a second conversion into `out` fails
     // naming this one instead of removing its files (and a link planted there is refused).
     let mut lock = crate::dataset::lock_staging(&staging, out)?;
     clear_staging(&staging)?;
-    let result = write(&staging, &classes, &files, options, &opts);
+    let result = write(&staging, &classes, files, (options, part == Part::WHOLE), &opts);
     match result {
         Ok((images, skipped)) => {
             if std::fs::symlink_metadata(out).is_ok() {
@@ -455,7 +479,7 @@ fn write(
     staging: &Path,
     classes: &[String],
     files: &[(PathBuf, u32)],
-    options: ImageOptions,
+    (options, whole): (ImageOptions, bool),
     opts: &WriteOptions,
 ) -> Result<Written> {
     let (w, h) = options.size;
@@ -495,7 +519,7 @@ fn write(
     pipelined(windows.len(), staging, |k| Ok(decode_window(windows[k])), write)?;
     let records = images.finish()?;
     labels.finish()?;
-    if records == 0 {
+    if records == 0 && whole {
         return Err(Error::BadInput {
             path: staging.to_path_buf(),
             reason: "no file decoded: every image was skipped".into(),

@@ -5,6 +5,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use super::block::map_input;
+use super::part::Part;
 use super::summary::{ConvertSummary, finish};
 use crate::{DatasetWriter, Error, MappedFile, Result, WriteOptions, partition, partition_files};
 
@@ -43,30 +44,6 @@ pub fn jsonl<P: AsRef<Path>>(
     convert_spans(&files, &spans, out.as_ref(), opts)
 }
 
-/// Part `index` of a conversion cut into `count` parts: which one this process converts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Part {
-    /// Zero-based part to convert, below `count`.
-    pub index: usize,
-    /// How many parts the input is cut into.
-    pub count: usize,
-}
-
-impl Part {
-    /// Part `index` of `count`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `count` is 0 or `index` is not below it.
-    pub fn new(index: usize, count: usize) -> Result<Part> {
-        if count == 0 || index >= count {
-            return Err(Error::InvalidArgument(format!(
-                "part {index} of {count} is out of range: a part index is below the number of parts"
-            )));
-        }
-        Ok(Part { index, count })
-    }
-}
-
 /// [`jsonl`] of only part `part` of the inputs: the lines of the `part.index`-th of the
 /// `part.count` record-aligned ranges the framing planner ([`partition_files`](crate::partition_files))
 /// cuts the files into, taken as one input. Every process (a Slurm array task, a Ray or Spark
@@ -82,7 +59,7 @@ pub fn jsonl_part<P: AsRef<Path>>(
     opts: WriteOptions,
     part: Part,
 ) -> Result<ConvertSummary> {
-    let part = Part::new(part.index, part.count)?;
+    let part = part.checked()?;
     if inputs.is_empty() {
         return Err(Error::InvalidArgument("convert jsonl needs at least one input file".into()));
     }

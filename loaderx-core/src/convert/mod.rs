@@ -18,7 +18,15 @@
 //! | [`jsonl`] | JSONL / newline-delimited files, one record per line | ragged `u8` |
 //! | `parquet` (feature `parquet`) | Parquet files, one dataset per column | dense, ragged or `u8` |
 //! | `images` (feature `images`) | an image folder, one subdirectory per class | dense `u8` images + labels |
-//! | [`jsonl_part`] | part `k` of `n` of the same, planned with no coordination | ragged `u8` |
+//!
+//! Every converter has a `_part` twin ([`npy_part`], [`safetensors_part`], [`idx_part`],
+//! [`dir_part`], [`jsonl_part`], `parquet_part`, `images_part`) that converts only part `k` of
+//! `n` ([`Part`], given or read from a scheduler's environment with [`Part::from_env`]), planned
+//! with no coordination: the parts, in order, hold exactly the records of the whole conversion,
+//! and [`stitch`](crate::stitch) (or [`stitch_datasets`] for the converters that write a
+//! directory of datasets) makes them one dataset again. Under a scheduler each part goes to
+//! `OUT/part-00007` ([`part_name`], [`Part::name`]), and [`part_dirs`] lists such a directory
+//! back in part order, refusing missing or doubled numbers.
 //!
 //! The reverse direction for `.npy` is [`crate::export::npy`].
 
@@ -34,20 +42,23 @@ mod mnist;
 mod npy;
 #[cfg(feature = "parquet")]
 mod parquet;
+mod part;
 mod safetensors;
 mod summary;
 
+pub use crate::dataset::{PART_PREFIX, part_dirs, part_name, stitch_datasets};
 pub use crate::sys::cache_dir;
 pub use block::BLOCK_BYTES;
-pub use dir::dir;
-pub use idx::{IdxHeader, idx};
+pub use dir::{dir, dir_part};
+pub use idx::{IdxHeader, idx, idx_part};
 #[cfg(feature = "images")]
-pub use images::{ImageOptions, ImagesSummary, Resize, fit, images};
+pub use images::{ImageOptions, ImagesSummary, Resize, fit, images, images_part};
 pub use iter::{from_arrays, from_bytes, from_ragged};
-pub use jsonl::{Part, jsonl, jsonl_part};
+pub use jsonl::{jsonl, jsonl_part};
 pub use mnist::{MnistSplit, mnist_dir, mnist_stores};
-pub use npy::{NpyHeader, npy};
+pub use npy::{NpyHeader, npy, npy_part};
 #[cfg(feature = "parquet")]
-pub use parquet::{Nulls, ParquetColumn, parquet};
-pub use safetensors::safetensors;
+pub use parquet::{Nulls, ParquetColumn, parquet, parquet_part};
+pub use part::Part;
+pub use safetensors::{safetensors, safetensors_part};
 pub use summary::ConvertSummary;

@@ -6,6 +6,7 @@ use std::path::Path;
 use super::block::{
     DataSection, check_records, checked_item_bytes, open_input, product, read_full, stream_records, truncated,
 };
+use super::part::Part;
 use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
@@ -391,6 +392,23 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {
+    npy_part(input, out, opts, Part::WHOLE)
+}
+
+/// [`npy`] of only part `part` of the rows: the records [`Part::rows`] of axis 0, the same
+/// records (and the same checks of the header and the file's length) as the whole conversion's
+/// records there. The part's rows are read from where they lie (the file is seeked, not read up
+/// to them); a part of no rows is an empty dataset of the array's item shape.
+///
+/// # Errors
+/// As [`npy`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn npy_part(
+    input: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<ConvertSummary> {
+    let part = part.checked()?;
     let (input, out) = (input.as_ref(), out.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason, source: None };
     let (file, file_len) = open_input(input)?;
@@ -417,13 +435,19 @@ pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -
         )));
     }
     let schema = Schema::dense(h.dtype, item_shape);
+    let rows = part.rows(records as u64);
+    let skip = rows.start * item_bytes as u64;
     let mut w = DatasetWriter::with_schema(out, schema, opts.clone())?;
+    // Within the file: `skip` is below the data's length, checked against the file's above.
+    let skip_signed = i64::try_from(skip).map_err(|_| bad(format!("a data offset of {skip} bytes")))?;
+    r.seek_relative(skip_signed).map_err(|e| Error::io("seek", input, e))?;
     // A read that comes up short means the file shrank after it was measured.
-    let data = DataSection { path: input, offset: h.data_offset, expected };
-    stream_records(&mut r, &mut w, (h.dtype, h.little_endian), (records, item_bytes), &data, |read| {
-        opts.report(h.data_offset + read)
+    let data = DataSection { path: input, offset: h.data_offset, expected, first: rows.start };
+    let count = (rows.end - rows.start) as usize;
+    stream_records(&mut r, &mut w, (h.dtype, h.little_endian), (count, item_bytes), &data, |read| {
+        opts.report(h.data_offset + skip + read)
     })?;
-    finish(w, out, expected)
+    finish(w, out, count as u64 * item_bytes as u64)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, SafeTensors};
 
 use super::block::{append_block, check_block, checked_item_bytes, map_input, records_per_block, to_native};
+use super::part::Part;
 use super::summary::{ConvertSummary, finish};
 use crate::{DType, DatasetWriter, Error, Result, Schema, WriteOptions};
 
@@ -62,6 +63,23 @@ pub fn safetensors(
     out_dir: impl AsRef<Path>,
     opts: WriteOptions,
 ) -> Result<Vec<(String, ConvertSummary)>> {
+    safetensors_part(input, out_dir, opts, Part::WHOLE)
+}
+
+/// [`safetensors`] of only part `part` of every tensor's rows: `out_dir/<name>` holds the
+/// records [`Part::rows`] of the tensor's axis 0 (a 0-D tensor's one record goes to the last
+/// part), the same records as the whole conversion's there, after the same checks of every
+/// tensor. A part of no rows of a tensor is an empty dataset of its item shape.
+///
+/// # Errors
+/// As [`safetensors`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn safetensors_part(
+    input: impl AsRef<Path>,
+    out_dir: impl AsRef<Path>,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<Vec<(String, ConvertSummary)>> {
+    let part = part.checked()?;
     let (input, out_dir) = (input.as_ref(), out_dir.as_ref());
     let bad = |reason: String| Error::BadInput { path: input.to_path_buf(), reason, source: None };
     let map = map_input(input)?;
@@ -127,7 +145,11 @@ pub fn safetensors(
     let mut done_bytes = 0u64;
     for (name, view, schema, records, out) in plan {
         let existed = out.exists();
-        match write_tensor(input, view.data(), schema, records, &out, &opts, &mut done_bytes) {
+        let item_bytes = schema.unit_bytes();
+        let rows = part.rows(records as u64);
+        let (from, to) = (rows.start as usize * item_bytes, rows.end as usize * item_bytes);
+        let data = (from, &view.data()[from..to], (rows.end - rows.start) as usize);
+        match write_tensor(input, data, schema, &out, &opts, &mut done_bytes) {
             Ok(s) => {
                 if !existed {
                     created.push(out);
@@ -145,11 +167,12 @@ pub fn safetensors(
     Ok(results)
 }
 
+/// Writes the `records` records in `data` (at byte `offset` of the tensor's data, for errors)
+/// as the dense dataset `out`.
 fn write_tensor(
     input: &Path,
-    data: &[u8],
+    (offset, data, records): (usize, &[u8], usize),
     schema: Schema,
-    records: usize,
     out: &Path,
     opts: &WriteOptions,
     done_bytes: &mut u64,
@@ -166,6 +189,7 @@ fn write_tensor(
         buf.clear();
         buf.extend_from_slice(&data[at..at + k * item_bytes]);
         to_native(&mut buf, dtype.size(), true);
+        let at = offset + at;
         check_block(dtype, &buf, input, (at / dtype.size()) as u64, at as u64)?;
         append_block(&mut w, &buf, item_bytes, k)?;
         done += k;

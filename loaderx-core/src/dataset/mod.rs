@@ -4,6 +4,7 @@ mod dense;
 pub(crate) mod dtype;
 mod open;
 mod pad;
+mod parts;
 mod ragged;
 mod records;
 mod schema;
@@ -13,10 +14,11 @@ mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
 pub use pad::{Pad, Padded, pad};
+pub use parts::{PART_PREFIX, part_dirs, part_name};
 pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
-pub use set::{SET_FILE, StitchSummary, set_parts, stitch};
+pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};

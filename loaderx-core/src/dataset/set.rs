@@ -139,6 +139,108 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     Ok(StitchSummary { parts: parts.len(), records })
 }
 
+/// The parts of [`stitch_datasets`]: each a directory of datasets by name (what `convert
+/// parquet`, `safetensors` and `images` write), its other regular files (`classes.txt`).
+struct Group {
+    datasets: Vec<String>,
+    files: Vec<String>,
+}
+
+/// The datasets and other regular files directly in `dir` (hidden names left out), sorted.
+fn group_of(dir: &Path) -> Result<Group> {
+    let (mut datasets, mut files) = (Vec::new(), Vec::new());
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        if path.join(super::schema::SCHEMA_FILE).is_file() {
+            datasets.push(name);
+        } else if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            files.push(name);
+        }
+    }
+    datasets.sort();
+    files.sort();
+    Ok(Group { datasets, files })
+}
+
+/// Writes one store set per dataset of `parts`, each part a directory of datasets by name (the
+/// output of `convert parquet`, `safetensors` or `images` run with a part): `out/<name>` is
+/// [`stitch`] of every part's `<name>`, in order. Every part holds the same datasets; the other
+/// regular files of the first part (`classes.txt`) are copied to `out` when every part holds
+/// them with the same bytes. Returns each dataset's name and summary, in name order.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no parts or an existing `out`; [`Error::BadInput`] naming a part
+/// that holds no dataset, or other datasets or files than the first part, or a file whose bytes
+/// differ from the first part's; [`Error::Io`] naming the file; [`stitch`]'s errors. On error
+/// nothing is left at `out`.
+pub fn stitch_datasets<P: AsRef<Path>>(
+    parts: &[P],
+    out: impl AsRef<Path>,
+) -> Result<Vec<(String, StitchSummary)>> {
+    let out = out.as_ref();
+    let Some(first) = parts.first().map(AsRef::as_ref) else {
+        return Err(Error::InvalidArgument("a store set needs at least one part".into()));
+    };
+    if out.exists() {
+        return Err(Error::InvalidArgument(format!("{} exists; a store set is written new", out.display())));
+    }
+    let want = group_of(first)?;
+    let bad = |p: &Path, reason: String| Error::BadInput { path: p.to_path_buf(), reason, source: None };
+    if want.datasets.is_empty() {
+        return Err(bad(first, "neither a dataset nor a directory of datasets".into()));
+    }
+    let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io("read", p, e));
+    let copies: Vec<(String, Vec<u8>)> =
+        want.files.iter().map(|f| Ok((f.clone(), read(&first.join(f))?))).collect::<Result<_>>()?;
+    for p in &parts[1..] {
+        let p = p.as_ref();
+        let g = group_of(p)?;
+        if g.datasets != want.datasets || g.files != want.files {
+            return Err(bad(
+                p,
+                format!(
+                    "it holds the datasets {:?} and files {:?}; the first part {:?} and {:?}",
+                    g.datasets, g.files, want.datasets, want.files
+                ),
+            ));
+        }
+        for (f, bytes) in &copies {
+            if read(&p.join(f))? != *bytes {
+                return Err(bad(&p.join(f), format!("differs from the first part's {f}")));
+            }
+        }
+    }
+    let written = stitch_each(parts, out, &want.datasets, &copies);
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(out);
+    }
+    written
+}
+
+/// Stitches `out/<name>` for every name and copies the files into `out`.
+fn stitch_each<P: AsRef<Path>>(
+    parts: &[P],
+    out: &Path,
+    names: &[String],
+    copies: &[(String, Vec<u8>)],
+) -> Result<Vec<(String, StitchSummary)>> {
+    std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
+    let mut done = Vec::with_capacity(names.len());
+    for name in names {
+        let of: Vec<PathBuf> = parts.iter().map(|p| p.as_ref().join(name)).collect();
+        done.push((name.clone(), stitch(&of, out.join(name))?));
+    }
+    for (f, bytes) in copies {
+        crate::store::write_atomic(out, f, bytes)?;
+    }
+    Ok(done)
+}
+
 /// Whether `dir` holds a store set.
 pub(crate) fn is_set(dir: &Path) -> bool {
     dir.join(SET_FILE).is_file()

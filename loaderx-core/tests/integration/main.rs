@@ -2,6 +2,7 @@
 
 mod bad_inputs;
 mod causes;
+mod cold;
 mod common;
 mod convert;
 mod convert_formats;
@@ -16,6 +17,7 @@ mod mixtures;
 mod packing;
 #[cfg(feature = "parquet")]
 mod parquet;
+mod parts;
 mod passes;
 mod ragged_loader;
 #[cfg(feature = "remote")]

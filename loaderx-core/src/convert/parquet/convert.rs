@@ -10,6 +10,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
 use super::records::{At, Chunk, Layout, layout_of, records};
+use crate::convert::Part;
 use crate::convert::block::{catch_decoder_panic, open_input, pipelined};
 use crate::convert::safetensors::{STAGING_SUFFIX, valid_name};
 use crate::convert::summary::{ConvertSummary, finish};
@@ -73,6 +74,8 @@ struct Source {
     roots: Vec<usize>,
     /// Each row group's first row and compressed size.
     groups: Vec<(u64, u64)>,
+    /// The rows of all its row groups.
+    rows: u64,
 }
 
 /// The reader of `path`'s footer (metadata and Arrow schema), its decoder's panics caught.
@@ -114,6 +117,28 @@ pub fn parquet<P: AsRef<Path>>(
     nulls: Nulls,
     opts: WriteOptions,
 ) -> Result<Vec<(String, ConvertSummary)>> {
+    parquet_part(inputs, out_dir, columns, nulls, opts, Part::WHOLE)
+}
+
+/// [`parquet`] of only part `part` of the row groups: whole row groups, each in the part whose
+/// rows ([`Part::rows`] of the files' rows, in order) hold the group's first row, so that the
+/// parts are balanced by rows as far as whole row groups allow (a part whose range no group
+/// starts in, when groups are fewer or larger than parts, is empty). Every file's schema is
+/// checked, as for the whole; only the part's row groups are read. Each column's dataset holds
+/// the same records as the whole conversion's there; a part of no row groups writes empty
+/// datasets of the columns' schemas.
+///
+/// # Errors
+/// As [`parquet`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn parquet_part<P: AsRef<Path>>(
+    inputs: &[P],
+    out_dir: impl AsRef<Path>,
+    columns: &[ParquetColumn],
+    nulls: Nulls,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<Vec<(String, ConvertSummary)>> {
+    let part = part.checked()?;
     let out_dir = out_dir.as_ref();
     if inputs.is_empty() {
         return Err(Error::InvalidArgument("convert parquet needs at least one input file".into()));
@@ -134,8 +159,7 @@ pub fn parquet<P: AsRef<Path>>(
     }
     let mut logical = vec![0u64; columns.len()];
     let mut pending: Vec<(Vec<Chunk>, usize)> = (0..columns.len()).map(|_| (Vec::new(), 0)).collect();
-    let tasks: Vec<(usize, usize)> =
-        sources.iter().enumerate().flat_map(|(s, src)| (0..src.groups.len()).map(move |g| (s, g))).collect();
+    let tasks = part_groups(&sources, part);
     let window = 2 * rayon::current_num_threads();
     let mut done = 0u64;
     let groups: Vec<&[(usize, usize)]> = tasks.chunks(window).collect();
@@ -296,9 +320,29 @@ fn plan<P: AsRef<Path>>(
             groups.push((row, g.compressed_size().max(0) as u64));
             row += g.num_rows().max(0) as u64;
         }
-        sources.push(Source { path: path.to_path_buf(), roots, groups });
+        sources.push(Source { path: path.to_path_buf(), roots, groups, rows: row });
     }
     Ok((columns, layouts, sources))
+}
+
+/// The `(file, row group)`s of `part`, in order: those whose first row, counted over the
+/// files in order, lies in the part's rows (row groups of no rows after the last row: the last
+/// part's, so that every row group is read by one part, as by the whole conversion).
+fn part_groups(sources: &[Source], part: Part) -> Vec<(usize, usize)> {
+    let total: u64 = sources.iter().map(|s| s.rows).sum();
+    let rows = part.rows(total);
+    let last = part.index + 1 == part.count;
+    let mut first = 0u64;
+    let mut tasks = Vec::new();
+    for (s, src) in sources.iter().enumerate() {
+        let mine = |g: &usize| {
+            let r = first + src.groups[*g].0;
+            rows.contains(&r) || (last && r >= total)
+        };
+        tasks.extend((0..src.groups.len()).filter(mine).map(|g| (s, g)));
+        first += src.rows;
+    }
+    tasks
 }
 
 /// The decoded batches of one row group, column after column: `columns.len()` chunks per batch.

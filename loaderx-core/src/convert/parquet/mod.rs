@@ -10,4 +10,4 @@
 mod convert;
 mod records;
 
-pub use convert::{Nulls, ParquetColumn, parquet};
+pub use convert::{Nulls, ParquetColumn, parquet, parquet_part};
