@@ -19,6 +19,7 @@
 #[cfg(any(feature = "burn", feature = "candle"))]
 mod adapters;
 mod ceiling;
+mod cold;
 mod format;
 mod gather;
 #[cfg(any(feature = "parquet", feature = "images"))]

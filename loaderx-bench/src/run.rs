@@ -10,7 +10,7 @@ use anyhow::Context;
 #[cfg(any(feature = "parquet", feature = "images"))]
 use crate::ingest;
 use crate::report::Report;
-use crate::{format, gather, loader, machine, plot, sampler, store};
+use crate::{cold, format, gather, loader, machine, plot, sampler, store};
 
 /// Which layer to measure. With the `clap` feature it is a `clap::ValueEnum`, so `loaderx bench`
 /// parses its argument straight into it and shows these docs as the possible values' help.
@@ -32,6 +32,10 @@ pub enum Layer {
     /// The Parquet and image-folder converters against decoding alone (a build with the
     /// `parquet` and/or `images` features).
     Ingest,
+    /// Cold reads: the first batch and a stream of batches from a dataset evicted from the page
+    /// cache, against NumPy's memmap and `fio` (1M and 10M records of 64 B, 784 B and 12 KiB, as
+    /// far as `--cold-max-gib` allows; needs `--python`).
+    Cold,
     /// Sampler, store and loader.
     #[default]
     All,
@@ -66,6 +70,11 @@ pub struct Options {
     /// The Python interpreter (with NumPy) for the gather layer's NumPy rows; without it they
     /// are skipped with a note.
     pub python: Option<PathBuf>,
+    /// Record counts of the cold layer [default: 1000000, 10000000].
+    pub cold_records: Option<Vec<u64>>,
+    /// The most data one dataset of the cold layer may hold, in GiB (larger ones are skipped
+    /// with a note; each is written twice) [default: 12].
+    pub cold_max_gib: Option<u64>,
 }
 
 /// The sizes a run uses, resolved from the options.
@@ -139,6 +148,16 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
         );
         gather::run(&cfg, &mut report, &sizes, args.python.as_deref())?;
     }
+    if args.layer == Layer::Cold {
+        let sizes = args.record_bytes.clone().unwrap_or_else(|| cold::RECORD_SIZES.to_vec());
+        let counts = args.cold_records.clone().unwrap_or_else(|| cold::RECORD_COUNTS.to_vec());
+        anyhow::ensure!(
+            counts.iter().all(|&n| (256..=u64::from(u32::MAX)).contains(&n)),
+            "--cold-records must be between 256 and 2^32 - 1"
+        );
+        let max = args.cold_max_gib.unwrap_or(12).saturating_mul(1 << 30);
+        cold::run(&cfg, &mut report, &counts, &sizes, max, args.python.as_deref())?;
+    }
     if args.layer == Layer::Format {
         format::run(&cfg, &mut report)?;
     }
@@ -155,10 +174,12 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
         serde_json::to_writer(&mut *out, &report.json())?;
         writeln!(out)?;
     } else {
+        let cache =
+            if args.layer == Layer::Cold { "page cache as each table says" } else { "warm page cache" };
         writeln!(
             out,
-            "Every figure is the median of {} interleaved rounds, warm page cache, all contenders in \
-             one process on the same data and indices; each ratio is taken per round and its median \
+            "Every figure is the median of {} interleaved rounds, {cache}, all contenders in one \
+             process on the same data and indices; each ratio is taken per round and its median \
              shown.\n",
             cfg.rounds
         )?;

@@ -103,6 +103,13 @@ pub mod adapter {
     pub use crate::loader::{Indexer, StreamSource};
 }
 
+/// The page cache, for benchmarks and tests of cold reads: a file's or a store's pages evicted
+/// ([`evict`](pagecache::evict)) and counted ([`resident_pages`](pagecache::resident_pages)).
+/// Linux only; elsewhere both are `Unsupported` I/O errors.
+pub mod pagecache {
+    pub use crate::sys::{PageCount, evict, resident_pages};
+}
+
 /// Datasets written back out in other formats.
 pub mod export {
     pub use crate::convert::export::npy;

@@ -50,6 +50,13 @@ pub(crate) struct BenchArgs {
     /// installs NumPy into a venv); without it those rows are skipped with a note.
     #[arg(long, value_name = "PATH")]
     python: Option<PathBuf>,
+    /// Record counts of the cold layer [default: 1000000,10000000].
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    cold_records: Option<Vec<u64>>,
+    /// The most data one dataset of the cold layer may hold, in GiB; larger ones are skipped
+    /// with a note (each is written twice: a .npy and the store) [default: 12].
+    #[arg(long, value_name = "GIB")]
+    cold_max_gib: Option<u64>,
     /// Measure this dataset instead (a store, a store set, or an `s3://` URL with the `remote`
     /// feature): batches in cyclic, IID and block-cyclic order, with requests per batch for a
     /// remote store.
@@ -83,6 +90,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> 
         dir: args.dir.clone(),
         record_bytes: args.record_bytes.clone(),
         python: args.python.clone(),
+        cold_records: args.cold_records.clone(),
+        cold_max_gib: args.cold_max_gib,
     };
     loaderx_bench::run(&options, out)
 }

@@ -259,6 +259,17 @@ impl DenseSource {
 
     /// Writes the records of `indices` (of this source's index space, its view applied) into
     /// `out`, `item_bytes` each, in order.
+    /// Asks for the pages of the items at
+    /// `indices`, to be gathered soon (`Records::advise`).
+    pub(crate) fn advise(&self, indices: &[u32]) -> Result<()> {
+        self.records.advise(self.view.as_ref(), indices, &self.path)
+    }
+
+    /// Whether hints of batches to come may help ([`crate::store::RecordSource::wants_hints`]).
+    pub(crate) fn wants_hints(&self) -> bool {
+        self.records.source.wants_hints()
+    }
+
     fn write_records(&self, indices: &[u32], out: Destination<'_>, par: Parallelism) -> Result<()> {
         let mut mapped = Vec::new();
         let indices = map_view(self.view.as_ref(), indices, &mut mapped, &self.path)?;

@@ -202,6 +202,17 @@ impl RaggedSource {
         Ok(out)
     }
 
+    /// Asks for the pages of the rows at
+    /// `indices`, to be gathered soon (`Records::advise`).
+    pub(crate) fn advise(&self, indices: &[u32]) -> Result<()> {
+        self.records.advise(self.view.as_ref(), indices, &self.path)
+    }
+
+    /// Whether hints of batches to come may help ([`crate::store::RecordSource::wants_hints`]).
+    pub(crate) fn wants_hints(&self) -> bool {
+        self.records.source.wants_hints()
+    }
+
     /// [`RaggedSource::get_batch`] into `out`, reusing its buffers.
     pub(crate) fn gather_into_with(
         &self,

@@ -75,6 +75,14 @@ impl Records {
         }
     }
 
+    /// Asks for the pages of the records `indices` of `view` (or of all the records), to be
+    /// read soon ([`RecordSource::advise`]); `path` names the dataset in errors.
+    pub(crate) fn advise(&self, view: Option<&Selection>, indices: &[u32], path: &Path) -> Result<()> {
+        let mut mapped = Vec::new();
+        let indices = map_view(view, indices, &mut mapped, path)?;
+        self.source.advise(indices)
+    }
+
     /// Records in all.
     pub(crate) fn len(&self) -> usize {
         self.source.len() as usize
@@ -277,6 +285,17 @@ impl RecordSource for Concat {
             }
             Ok(())
         })
+    }
+
+    fn wants_hints(&self) -> bool {
+        self.parts.iter().any(|p| p.records.wants_hints())
+    }
+
+    fn advise(&self, indices: &[u32]) -> Result<()> {
+        for (p, local) in self.runs(indices)? {
+            self.parts[p].records.advise(&local)?;
+        }
+        Ok(())
     }
 }
 

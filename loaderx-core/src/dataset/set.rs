@@ -414,6 +414,17 @@ impl RecordSource for StoreSet {
         let runs = self.resolve(indices)?;
         fill(&mut runs.iter().flat_map(|(_, r)| r.lens()), &mut |dst| self.read_resolved(&runs, dst, par))
     }
+
+    fn wants_hints(&self) -> bool {
+        self.parts.iter().any(|p| p.wants_hints())
+    }
+
+    fn advise(&self, indices: &[u32]) -> Result<()> {
+        for (p, local) in self.runs(indices)? {
+            self.parts[p].advise(&local)?;
+        }
+        Ok(())
+    }
 }
 
 /// `p` with every link resolved: its longest existing prefix canonicalised, the rest (not yet

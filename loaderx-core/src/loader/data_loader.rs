@@ -135,6 +135,9 @@ impl<O: Send + 'static> DataLoader<O> {
             output,
             pool: Arc::clone(&pool),
             par,
+            // The first step past the prefetch window when step `s` starts: its pages are asked
+            // for then, a window ahead of its gather.
+            hint_ahead: threads.saturating_mul(depth.saturating_add(1)) as u64,
         };
         let prefetcher =
             Prefetcher::spawn("loaderx-prefetch", threads, depth, step, move |s| producer.produce(s))?;
@@ -269,15 +272,37 @@ struct Producer<O> {
     output: Output<O>,
     pool: Arc<Pool>,
     par: Parallelism,
+    /// How many steps ahead of the one it starts a thread asks for a cold store's pages.
+    hint_ahead: u64,
 }
 
 impl<O> Producer<O> {
+    /// Asks for the pages of step `step + hint_ahead` when a stream's store is cold (not known
+    /// to be resident), so that they are read while the steps before it are gathered. A hint:
+    /// its failures are left for that step's gather to report.
+    fn hint(&self, step: u64) {
+        if !self.streams.iter().any(|(_, s)| s.wants_hints()) {
+            return;
+        }
+        let ahead = step.saturating_add(self.hint_ahead);
+        if self.indexer.steps().is_some_and(|n| ahead >= n) {
+            return;
+        }
+        let mut indices = Vec::new();
+        if self.indexer.fill(ahead, &mut indices).is_ok() {
+            for (_, s) in self.streams.iter() {
+                let _ = s.advise(&indices);
+            }
+        }
+    }
+
     /// Step `step`: its indices, every stream gathered at them, then the transform (or, staged,
     /// the slot's stage function).
     fn produce(&self, step: u64) -> Result<O> {
         let transform = match &self.output {
             Output::Batch(t) => t,
             Output::Staged(run) => {
+                self.hint(step);
                 let mut indices = Vec::new();
                 self.indexer.fill(step, &mut indices)?;
                 return run(step, &indices, &self.streams, self.par);
@@ -289,6 +314,7 @@ impl<O> Producer<O> {
             batch.streams.extend(arrays);
             return self.finish(transform, step, batch);
         }
+        self.hint(step);
         let mut indices = Vec::new();
         self.indexer.fill(step, &mut indices)?;
         let mut batch = self.empty_batch(step, indices);

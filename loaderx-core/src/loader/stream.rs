@@ -44,6 +44,22 @@ impl StreamSource {
         }
     }
 
+    /// Whether hints of steps to come may help (a local store not known to be resident).
+    pub(super) fn wants_hints(&self) -> bool {
+        match self {
+            StreamSource::Dense(d) => d.wants_hints(),
+            StreamSource::Ragged(r, _) => r.wants_hints(),
+        }
+    }
+
+    /// Asks for the pages of the records at `indices`, to be gathered soon.
+    pub(super) fn advise(&self, indices: &[u32]) -> Result<()> {
+        match self {
+            StreamSource::Dense(d) => d.advise(indices),
+            StreamSource::Ragged(r, _) => r.advise(indices),
+        }
+    }
+
     pub(super) fn select(&self, s: &Selection) -> Result<StreamSource> {
         Ok(match self {
             StreamSource::Dense(d) => StreamSource::Dense(d.select(s)?),

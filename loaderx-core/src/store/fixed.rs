@@ -107,10 +107,21 @@ impl Store {
                 None => Ok(()),
             };
         }
-        match self.index.view(len)? {
-            View::V1(m) => self.gather_fixed_in(m, len, indices, record_len, dst, par),
-            View::V2(v) => self.gather_fixed_in(&v, len, indices, record_len, dst, par),
-        }
+        let bytes = dst.remaining();
+        let heat = match self.index.view(len)? {
+            View::V1(m) => {
+                let heat = self.prepare_reads(m, len, indices);
+                self.gather_fixed_in(m, len, indices, record_len, dst, par)?;
+                heat
+            }
+            View::V2(v) => {
+                let heat = self.prepare_reads(&v, len, indices);
+                self.gather_fixed_in(&v, len, indices, record_len, dst, par)?;
+                heat
+            }
+        };
+        self.residency.finish(heat, bytes);
+        Ok(())
     }
 
     fn gather_fixed_in<T: Table + Sync, I: RecordIndex>(

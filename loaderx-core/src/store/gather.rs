@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::codec::{DecodeError, Decoder};
+use super::cold::Heat;
 use super::decode::{RecordError, Stored, check_record, decode_record};
 use super::table::{Table, View};
 use crate::format::Codec;
@@ -48,8 +49,9 @@ macro_rules! record_index {
 }
 record_index!(u32, u64, usize, i32, i64);
 
-/// A batch's entries, resolved once ([`Store::resolve_batch`]).
-pub(crate) struct Resolved(Vec<Located>);
+/// A batch's entries, resolved once ([`Store::resolve_batch`]), and how its read is to be
+/// taken ([`Heat`]).
+pub(crate) struct Resolved(Vec<Located>, Heat);
 
 impl Resolved {
     /// Each record's logical length.
@@ -59,8 +61,13 @@ impl Resolved {
 
     /// The records' total logical length.
     pub(crate) fn total(&self) -> u64 {
-        self.0.iter().map(|l| u64::from(l.entry.logical)).sum()
+        total(&self.0)
     }
+}
+
+/// The total logical length of `locs`.
+fn total(locs: &[Located]) -> u64 {
+    locs.iter().map(|l| u64::from(l.entry.logical)).sum()
 }
 
 /// A record of a batch as resolved from the index: its index, entry and codec.
@@ -142,6 +149,24 @@ impl Store {
         }
     }
 
+    /// [`Store::resolve`] for a read that follows: a cold batch's pages are asked for first
+    /// ([`Store::prepare_reads`]); the read ends with [`Residency::finish`](super::cold) of the heat.
+    fn resolve_reading<I: RecordIndex>(&self, indices: &[I]) -> Result<(Vec<Located>, Heat)> {
+        let len = self.len();
+        let view = self.index.view(len)?;
+        let (heat, locs) = match &view {
+            View::V1(m) => {
+                let heat = self.prepare_reads(*m, len, indices);
+                (heat, self.resolve_in(*m, len, indices)?)
+            }
+            View::V2(v) => {
+                let heat = self.prepare_reads(v, len, indices);
+                (heat, self.resolve_in(v, len, indices)?)
+            }
+        };
+        Ok((locs, heat))
+    }
+
     fn resolve_in<T: Table, I: RecordIndex>(
         &self,
         table: &T,
@@ -193,8 +218,8 @@ impl Store {
     /// does not match under [`verify_reads`](super::StoreOptions::verify_reads)...) or
     /// [`Error::MissingDictionary`] naming the record. On error `dst` holds no usable data.
     pub fn gather_into<I: RecordIndex>(&self, indices: &[I], dst: &mut [u8]) -> Result<()> {
-        let locs = self.resolve(indices)?;
-        let total: u64 = locs.iter().map(|l| u64::from(l.entry.logical)).sum();
+        let (locs, heat) = self.resolve_reading(indices)?;
+        let total = total(&locs);
         if total != dst.len() as u64 {
             return Err(Error::InvalidArgument(format!(
                 "gather of {} records needs a {total}-byte buffer, got {} bytes",
@@ -202,7 +227,9 @@ impl Store {
                 dst.len()
             )));
         }
-        fill_slice(dst, |out| self.read_batch(&locs, out, Parallelism::Pool))
+        fill_slice(dst, |out| self.read_batch(&locs, out, Parallelism::Pool))?;
+        self.residency.finish(heat, dst.len());
+        Ok(())
     }
 
     /// The index entries of `indices`, resolved once: their lengths size a buffer, then
@@ -211,7 +238,8 @@ impl Store {
     /// # Errors
     /// As [`Store::record_lens`].
     pub(crate) fn resolve_batch<I: RecordIndex>(&self, indices: &[I]) -> Result<Resolved> {
-        Ok(Resolved(self.resolve(indices)?))
+        let (locs, heat) = self.resolve_reading(indices)?;
+        Ok(Resolved(locs, heat))
     }
 
     /// Reads a resolved batch into a destination of exactly its total size.
@@ -231,7 +259,10 @@ impl Store {
                 dst.remaining()
             )));
         }
-        self.read_batch(&batch.0, dst, par)
+        let bytes = dst.remaining();
+        self.read_batch(&batch.0, dst, par)?;
+        self.residency.finish(batch.1, bytes);
+        Ok(())
     }
 
     /// Gathers records that are each exactly `record_len` bytes into `dst` (`indices.len() *
@@ -254,13 +285,14 @@ impl Store {
     /// As [`Store::gather_into`], and [`Error::InvalidArgument`] for a batch larger than memory
     /// can address.
     pub fn gather<I: RecordIndex>(&self, indices: &[I]) -> Result<Vec<Vec<u8>>> {
-        let locs = self.resolve(indices)?;
+        let (locs, heat) = self.resolve_reading(indices)?;
         let mut flat = Vec::new();
-        let total: u64 = locs.iter().map(|l| u64::from(l.entry.logical)).sum();
+        let total = total(&locs);
         let total = usize::try_from(total).map_err(|_| {
             Error::InvalidArgument(format!("a gather of {total} bytes does not fit in memory"))
         })?;
         fill_vec(&mut flat, total, |out| self.read_batch(&locs, out, Parallelism::Pool))?;
+        self.residency.finish(heat, total);
         let mut out = Vec::with_capacity(locs.len());
         let mut pos = 0;
         for l in &locs {
@@ -340,9 +372,9 @@ impl Store {
         E: From<Error> + Send,
         F: Fn(usize, &[u8]) -> std::result::Result<T, E> + Sync,
     {
-        let locs = self.resolve(indices)?;
+        let (locs, heat) = self.resolve_reading(indices)?;
         self.ensure_dictionary(&locs)?;
-        let shard = |base: usize, lc: &[Located]| {
+        let shard = |base: usize, lc: &[Located]| -> std::result::Result<Vec<T>, E> {
             let mut out = Vec::with_capacity(lc.len());
             let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
             let mut scratch = Vec::new();
@@ -366,8 +398,11 @@ impl Store {
             Ok(out)
         };
         let shards = shard_count(Parallelism::Pool, locs.len(), locs.len(), MAP_SHARD_MIN_RECORDS);
+        let bytes = usize::try_from(total(&locs)).unwrap_or(usize::MAX);
         if shards == 1 {
-            return shard(0, &locs);
+            let out = shard(0, &locs)?;
+            self.residency.finish(heat, bytes);
+            return Ok(out);
         }
         let per = locs.len().div_ceil(shards);
         let parts = locs
@@ -379,6 +414,7 @@ impl Store {
         for part in parts {
             all.extend(part);
         }
+        self.residency.finish(heat, bytes);
         Ok(all)
     }
 

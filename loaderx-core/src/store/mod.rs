@@ -8,6 +8,7 @@
 //! | `options` | [`StoreOptions`] |
 //! | `append` | append: compress, place, flush, commit |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
+//! | `cold` | cold batches: residency probed, a batch's pages asked for together |
 //! | `fixed` | the fixed-stride gather, entries and records pipelined in one pass |
 //! | `maintain` | delete and compaction through the journal |
 //! | `migrate` | a store from one format to the other, in place |
@@ -23,6 +24,7 @@
 mod append;
 mod chunk;
 mod codec;
+mod cold;
 mod decode;
 mod files;
 mod fixed;

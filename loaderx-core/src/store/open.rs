@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::chunk::Chunks;
 use super::codec::Dictionary;
+use super::cold::Residency;
 use super::files::{
     DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, chunk_path, remove_store_files,
     write_atomic, write_atomic_with,
@@ -55,6 +56,8 @@ pub struct Store {
     pub(super) dict: OnceLock<Arc<Dictionary>>,
     pub(super) writer: Option<Writer>,
     pub(super) opts: StoreOptions,
+    /// Whether this handle's batches find their pages resident ([`super::cold`]).
+    pub(super) residency: Residency,
 }
 
 impl std::fmt::Debug for Store {
@@ -184,6 +187,7 @@ impl Store {
             dict: OnceLock::new(),
             writer,
             opts,
+            residency: Residency::default(),
         };
         store.load_dictionary()?;
         if writable && format == Format::V2 {

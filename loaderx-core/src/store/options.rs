@@ -13,6 +13,7 @@ pub struct StoreOptions {
     pub(super) verify_reads: bool,
     pub(super) max_records: Option<u64>,
     pub(super) deferred_sync: bool,
+    pub(super) cold_reads: bool,
 }
 
 impl Default for StoreOptions {
@@ -25,6 +26,7 @@ impl Default for StoreOptions {
             verify_reads: false,
             max_records: None,
             deferred_sync: false,
+            cold_reads: true,
         }
     }
 }
@@ -81,6 +83,17 @@ impl StoreOptions {
     /// wait for the disk at every commit.
     pub fn deferred_sync(mut self, yes: bool) -> Self {
         self.deferred_sync = yes;
+        self
+    }
+
+    /// Batches of this handle whose pages are not in the page cache ask for all of them at once
+    /// (`MADV_WILLNEED` on each index entry's page, then on each record's bytes) before reading,
+    /// so their reads reach the disk together; a loader over the store asks for its steps' pages
+    /// a prefetch window ahead. On by default; a batch whose pages are resident pays two clock
+    /// reads (README, "Larger than memory"). Off, every page is faulted in as the copy reaches it,
+    /// with the kernel's readahead around each fault. Linux only: elsewhere this does nothing.
+    pub fn cold_reads(mut self, yes: bool) -> Self {
+        self.cold_reads = yes;
         self
     }
 

@@ -46,6 +46,22 @@ pub(crate) trait RecordSource: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// The source's gather errors, or `fill`'s.
     fn gather_var(&self, indices: &[u32], par: Parallelism, fill: VarFill<'_>) -> Result<()>;
+
+    /// Whether hints of batches to come ([`RecordSource::advise`]) may help: a local store whose
+    /// pages are not known to be resident. False by default (memory, remote stores).
+    fn wants_hints(&self) -> bool {
+        false
+    }
+
+    /// Asks for the pages of the records at `indices`, to be read soon (a loader's steps
+    /// ahead), without waiting for them; a no-op by default.
+    ///
+    /// # Errors
+    /// The source's index errors; an index out of range is skipped (the read reports it).
+    fn advise(&self, indices: &[u32]) -> Result<()> {
+        let _ = indices;
+        Ok(())
+    }
 }
 
 impl RecordSource for Store {
@@ -71,5 +87,13 @@ impl RecordSource for Store {
         // Resolved once: the lengths that size the buffer are the entries the read follows.
         let batch = self.resolve_batch(indices)?;
         fill(&mut batch.lens(), &mut |dst| self.read_resolved(&batch, dst, par))
+    }
+
+    fn wants_hints(&self) -> bool {
+        Store::wants_hints(self)
+    }
+
+    fn advise(&self, indices: &[u32]) -> Result<()> {
+        Store::advise(self, indices)
     }
 }

@@ -308,6 +308,12 @@ pub(crate) trait Table: Sync {
     /// Hints the CPU to fetch entry `idx`.
     fn prefetch(&self, idx: u64);
 
+    /// Starts reading entry `idx`'s page into the page cache, without waiting.
+    fn will_need(&self, idx: u64);
+
+    /// Whether entry `idx`'s page is in the page cache.
+    fn resident(&self, idx: u64) -> bool;
+
     /// Entry `idx` with its own checksum checked (formats with checksums).
     ///
     /// # Errors
@@ -336,6 +342,14 @@ impl Table for MetaMap {
     #[inline]
     fn prefetch(&self, idx: u64) {
         self.prefetch_entry(u32::try_from(idx).unwrap_or(u32::MAX));
+    }
+
+    fn will_need(&self, idx: u64) {
+        self.will_need_entry(u32::try_from(idx).unwrap_or(u32::MAX));
+    }
+
+    fn resident(&self, idx: u64) -> bool {
+        self.entry_resident(u32::try_from(idx).unwrap_or(u32::MAX))
     }
 
     fn get_checked(&self, idx: u64) -> std::result::Result<Entry, String> {
@@ -370,6 +384,14 @@ impl Table for IndexView {
     #[inline]
     fn prefetch(&self, idx: u64) {
         IndexView::prefetch(self, idx);
+    }
+
+    fn will_need(&self, idx: u64) {
+        IndexView::will_need(self, idx);
+    }
+
+    fn resident(&self, idx: u64) -> bool {
+        IndexView::resident(self, idx)
     }
 
     fn get_checked(&self, idx: u64) -> std::result::Result<Entry, String> {

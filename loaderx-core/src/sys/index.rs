@@ -232,6 +232,25 @@ impl IndexView {
         }
     }
 
+    /// Starts reading entry `idx`'s page into the page cache (`MADV_WILLNEED`), without waiting;
+    /// a no-op past the mapping.
+    #[inline]
+    pub(crate) fn will_need(&self, idx: u64) {
+        if idx < self.map.entries {
+            let at = HEADER_SIZE + ENTRY_SIZE * idx as usize;
+            let _ = self.map.raw.advise_range(memmap2::Advice::WillNeed, at, ENTRY_SIZE);
+        }
+    }
+
+    /// Whether entry `idx`'s page is in the page cache (true past the mapping).
+    #[inline]
+    pub(crate) fn resident(&self, idx: u64) -> bool {
+        idx >= self.map.entries
+            || super::pages::page_resident(
+                self.map.raw.as_ptr().wrapping_add(HEADER_SIZE + ENTRY_SIZE * idx as usize),
+            )
+    }
+
     /// Hints the CPU to fetch entry `idx`; a no-op past the mapping.
     #[inline]
     pub(crate) fn prefetch(&self, idx: u64) {

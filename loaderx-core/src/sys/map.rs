@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Mmap, MmapOptions};
+use memmap2::{Advice, Mmap, MmapOptions};
 
 use crate::{Error, Result};
 
@@ -94,5 +94,33 @@ impl MappedFile {
     /// Whether nothing is mapped (an empty file).
     pub fn is_empty(&self) -> bool {
         self.bytes().is_empty()
+    }
+
+    /// Maps all of an open `file` (at `path`).
+    pub(crate) fn open_file(file: &File, path: &Path) -> Result<MappedFile> {
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        MappedFile::map_prefix(file, path, len)
+    }
+
+    /// Starts reading bytes `offset..offset + len` (clipped to the mapping) into the page cache
+    /// and returns without waiting (`MADV_WILLNEED`). A hint: a failure is ignored (the read that
+    /// follows faults the pages in as it would have).
+    #[inline]
+    pub(crate) fn will_need(&self, offset: usize, len: usize) {
+        if let Some(m) = &self.map
+            && offset < m.len()
+        {
+            let _ = m.advise_range(Advice::WillNeed, offset, len.min(m.len() - offset));
+        }
+    }
+
+    /// Whether the page holding byte `offset` is in the page cache (true past the end, and off
+    /// Linux).
+    #[inline]
+    pub(crate) fn resident(&self, offset: usize) -> bool {
+        match &self.map {
+            Some(m) if offset < m.len() => super::pages::page_resident(m.as_ptr().wrapping_add(offset)),
+            _ => true,
+        }
     }
 }

@@ -11,6 +11,7 @@
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
 //! | `crc` | a copy that sums its bytes (crc32c) in the same pass: verified reads |
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
+//! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction (Linux) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
 //!
 //! What a mapping may assume, and what it may not:
@@ -31,6 +32,7 @@ mod env;
 mod index;
 mod io;
 mod map;
+mod pages;
 #[cfg(feature = "cuda")]
 mod pinned;
 mod table;
@@ -44,6 +46,7 @@ pub(crate) use io::{
     first_hole, no_follow, read_exact_at, same_file, start_writeback, write_all_at, write_records_at,
 };
 pub use map::MappedFile;
+pub use pages::{PageCount, evict, resident_pages};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;
 pub(crate) use table::MetaMap;

@@ -83,6 +83,23 @@ impl MetaMap {
         }
     }
 
+    /// Starts reading table entry `idx`'s page into the page cache (`MADV_WILLNEED`), without
+    /// waiting; a no-op past the table.
+    #[inline]
+    pub(crate) fn will_need_entry(&self, idx: u32) {
+        if idx < MAX_RECORDS {
+            let _ =
+                self.raw.advise_range(memmap2::Advice::WillNeed, ENTRY_SIZE * (1 + idx as usize), ENTRY_SIZE);
+        }
+    }
+
+    /// Whether table entry `idx`'s page is in the page cache (true past the table).
+    #[inline]
+    pub(crate) fn entry_resident(&self, idx: u32) -> bool {
+        idx >= MAX_RECORDS
+            || super::pages::page_resident(self.base().wrapping_add(ENTRY_SIZE * (1 + idx as usize)))
+    }
+
     /// Hints the CPU to fetch table entry `idx` ([`prefetch`]); a no-op past the table.
     #[inline]
     pub(crate) fn prefetch_entry(&self, idx: u32) {
