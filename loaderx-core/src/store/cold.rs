@@ -101,16 +101,16 @@ impl Store {
             return Heat::Off;
         }
         let r = &self.residency;
+        let state = r.state.load(Ordering::Relaxed);
+        if state == WARM {
+            return Heat::Warm(Instant::now());
+        }
         let hinted = r.hints.swap(0, Ordering::Relaxed) > 0;
-        match r.state.load(Ordering::Relaxed) {
-            WARM => return Heat::Warm(Instant::now()),
-            s if s >= COLD && hinted => {}
-            _ => {
-                let resident = self.probe(table, len, indices);
-                r.probed(resident);
-                if r.is_warm() {
-                    return Heat::Warm(Instant::now());
-                }
+        // A cold store's batch that the loader hinted has its pages on their way: not probed.
+        if state < COLD || !hinted {
+            r.probed(self.probe(table, len, indices));
+            if r.is_warm() {
+                return Heat::Warm(Instant::now());
             }
         }
         self.will_need(table, len, indices);

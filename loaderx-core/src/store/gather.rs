@@ -106,10 +106,30 @@ pub(super) fn shard_count(par: Parallelism, records: usize, work: usize, min_wor
     }
 }
 
-/// Runs `f` on every shard over the pool, the first on the calling thread; the first error (in
-/// no fixed order across shards) is returned.
+/// Runs `f` on every shard: the first on the calling thread, the others spawned onto the pool
+/// while it runs; returns when all are done, with the first error (in no fixed order across
+/// shards). A caller outside the pool (a training loop's thread, Python's) works on its shard
+/// instead of sleeping until the pool has done everything: the pool's wake-up then overlaps the
+/// caller's copy rather than preceding all of it.
 pub(super) fn run_shards<S: Send>(shards: Vec<S>, f: impl Fn(S) -> Result<()> + Sync + Send) -> Result<()> {
-    shards.into_par_iter().try_for_each(f)
+    let failed = std::sync::Mutex::new(None);
+    let keep = |r: Result<()>| {
+        if let Err(e) = r {
+            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+        }
+    };
+    let (f, keep) = (&f, &keep);
+    rayon::in_place_scope(|scope| {
+        let mut shards = shards.into_iter();
+        let mine = shards.next();
+        for shard in shards {
+            scope.spawn(move |_| keep(f(shard)));
+        }
+        if let Some(shard) = mine {
+            keep(f(shard));
+        }
+    });
+    failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
 }
 
 impl Store {
