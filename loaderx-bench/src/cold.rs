@@ -260,6 +260,52 @@ fn record_pages(batch: &[u32], rec: usize) -> usize {
     pages.len()
 }
 
+/// Datasets up to this size are also measured as a v1 raw and a v2 zstd store (first batch).
+const VARIANT_MAX_BYTES: u64 = 2 << 30;
+
+/// The first batch of the dataset converted as a v1 raw and a v2 zstd store, `rounds` rounds
+/// each (every file of the dataset evicted before each): rows beside the v2 raw store's.
+fn variants(
+    ds: &Dataset,
+    workload: &str,
+    dir: &Path,
+    rounds: usize,
+    section: &mut Section,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    for (name, format, codec) in
+        [("loaderx v1 raw", Format::V1, Codec::Raw), ("loaderx v2 zstd", Format::V2, Codec::Zstd)]
+    {
+        let path = dir.join(name.replace(' ', "-"));
+        loaderx_core::convert::npy(&ds.npy, &path, WriteOptions::new().codec(codec).format(format))?;
+        let (mut first, mut pages) = (Vec::new(), Vec::new());
+        let mut buf = vec![0u8; BATCH * ds.rec];
+        for (r, batch) in ds.batches.iter().enumerate().take(rounds) {
+            evict_all(ds)?;
+            evict(&path)?;
+            let t = Instant::now();
+            DenseSource::open(&path)?.gather_bytes(batch, &mut buf)?;
+            first.push(t.elapsed().as_secs_f64());
+            pages.push(resident_pages(&path)?.resident as f64);
+            anyhow::ensure!(check(batch, ds.rec, &buf), "{name}'s first batch of round {r} differs");
+        }
+        let (first, pages) = (median(first), median(pages));
+        report.rows.push(Row::new(LAYER, &format!("{name} open + first batch"), workload, first * 1e3, "ms"));
+        report.rows.push(Row::new(LAYER, &format!("{name} pages read"), workload, pages, "pages"));
+        let cells = [
+            workload.to_string(),
+            name.into(),
+            duration(first),
+            thousands(pages),
+            String::new(),
+            String::new(),
+        ];
+        section.rows.push(cells.to_vec());
+        std::fs::remove_dir_all(&path)?;
+    }
+    Ok(())
+}
+
 /// Runs the layer over every `(count, size)` whose data fits `max_bytes`.
 ///
 /// # Errors
@@ -358,6 +404,9 @@ fn dataset(
         if !open.is_nan() {
             report.rows.push(Row::new(LAYER, &format!("{name} open"), &workload, open * 1e3, "ms"));
         }
+    }
+    if n.saturating_mul(rec as u64) <= VARIANT_MAX_BYTES {
+        variants(&ds, &workload, dir.path(), rounds, section, report)?;
     }
     section.rows.push(vec![
         workload.clone(),
