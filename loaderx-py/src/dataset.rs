@@ -421,6 +421,35 @@ impl Writer {
         self.with(py, |w| w.append_bytes(&slices))
     }
 
+    /// Ragged: appends one record per byte range of `values`: record `i` is
+    /// `values[offsets[i]..offsets[i + 1]]` (`len(offsets) - 1` records, offsets in bytes, from
+    /// any start, never decreasing): a whole block of records in one call, no array per record.
+    fn append_ragged(
+        &self,
+        py: Python<'_>,
+        values: PyReadonlyArray1<'_, u8>,
+        offsets: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<()> {
+        let values = slice(&values, "values")?;
+        let offsets = slice(&offsets, "offsets")?;
+        let mut records = Vec::with_capacity(offsets.len().saturating_sub(1));
+        for (i, w) in offsets.windows(2).enumerate() {
+            let record = match (usize::try_from(w[0]), usize::try_from(w[1])) {
+                (Ok(a), Ok(b)) if a <= b => values.get(a..b),
+                _ => None,
+            };
+            records.push(record.ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "record {i}: offsets {}..{} are not a range of the {} bytes of values",
+                    w[0],
+                    w[1],
+                    values.len()
+                ))
+            })?);
+        }
+        self.with(py, |w| w.append_bytes(&records))
+    }
+
     /// Records written so far.
     fn count(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |w| Ok(w.count()))

@@ -14,6 +14,7 @@ mod dataset;
 mod errors;
 mod loader;
 mod sampler;
+mod set;
 mod store;
 
 use pyo3::prelude::*;
@@ -34,6 +35,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Writer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
+    m.add_function(wrap_pyfunction!(set::stitch, m)?)?;
+    m.add_function(wrap_pyfunction!(set::set_parts, m)?)?;
     m.add_function(wrap_pyfunction!(chunker::plan_file, m)?)?;
     m.add_function(wrap_pyfunction!(chunker::abi_version, m)?)?;
     m.add_function(wrap_pyfunction!(chunker::capabilities, m)?)?;

@@ -9,7 +9,8 @@ Modules, as the loaderx 0.9.11 specification names them:
 - :mod:`loaderx.zrecord`: ``Zrecord``, raw byte records;
 - :mod:`loaderx.zsampler`: ``Zsampler``, batches of indices as a function of (seed, step);
 - :mod:`loaderx.chunker`: ``plan_file``, record-aligned byte ranges (mmap-chunker 0.2.6);
-- :mod:`loaderx.torch`: PyTorch datasets over the above (torch imported only there).
+- :mod:`loaderx.torch`: PyTorch datasets over the above (torch imported only there);
+- :mod:`loaderx.ray`: Ray Data written to store sets and read from them (Ray imported only there).
 
 Every engine error is a :class:`loaderx.Error` (``CorruptError``, ``SchemaError``,
 ``LockedError``, ``RemoteError``, ``LoaderStoppedError``); a missing path is a

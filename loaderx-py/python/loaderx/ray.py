@@ -1,0 +1,541 @@
+"""Ray Data into and out of loaderx datasets: :func:`write_loaderx` and :func:`read_loaderx`.
+
+Ray is imported by this module only (``import loaderx`` never imports it, and the package does
+not depend on it).
+
+A write is two-phase, as Lance's distributed writes: every Ray write task converts its blocks
+into one part per column, each a dataset of its own written under a temporary name and renamed
+when complete; once every task has succeeded, the driver stitches each column's parts, in the
+order of the write tasks, into a store set at ``OUT/<column>`` (the layout ``loaderx convert
+parquet`` writes: one dataset per column). The stitch is the commit point: the driver stitches
+only the parts named in the write tasks' results, so a failed or retried attempt's part never
+enters a set, and a write that fails leaves what ``OUT`` held before as it was. The parts stay
+in ``OUT/_parts/<column>/`` (the sets name them there); a rerun replaces the sets and removes
+the parts they no longer name.
+
+Columns become datasets as ``convert parquet`` maps Arrow types: numbers, fixed-size lists of
+them and fixed-shape tensors (Ray's tensor extension types) dense; lists of fixed-size values and
+variable-shaped tensors ragged (rows along the first axis); binary and string values ``uint8``
+records. Nulls are refused.
+
+Record order: a set holds the write tasks' records in task order, which is the dataset's order
+when Ray preserves it (``DataContext.get_current().execution_options.preserve_order = True``);
+otherwise Ray hands blocks to write tasks as they are produced, and so does the set.
+
+Local paths only: the driver and every write task must see ``OUT`` at the same path (a shared
+file system on a cluster). ``s3://`` output is not supported (the engine writes stores locally;
+``loaderx push`` uploads a finished set).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from ray.data import Dataset, read_datasource
+from ray.data.block import Block, BlockAccessor, BlockMetadata
+from ray.data.datasource import Datasink, Datasource, ReadTask
+from ray.data.datasource.datasink import WriteResult
+from ray.data.extensions import (
+    ArrowTensorArray,
+    ArrowTensorType,
+    ArrowTensorTypeV2,
+    ArrowVariableShapedTensorType,
+)
+
+from loaderx import _native
+from loaderx._common import engine_dtype, numpy_dtype
+from loaderx.dataset import DenseDataset, RaggedDataset
+
+__all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
+
+# Where the parts of OUT's sets live, beside them (the sets' manifests name them relatively).
+PARTS_DIR = "_parts"
+# Records gathered per block a read task yields: large enough that a call's cost vanishes,
+# small enough that a block stays well under Ray's target block size.
+_READ_BLOCK_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a column's records are: ``kind`` ("dense" or "ragged"), the engine's dtype name, and
+    the item shape (dense) or row shape (ragged)."""
+
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    def __str__(self) -> str:
+        what = "items" if self.kind == "dense" else "records of rows"
+        return f"{self.kind} {numpy_dtype(self.dtype)} {what} of shape {self.shape}"
+
+
+@dataclass
+class _Records:
+    """One Arrow array's records: a dense array ``(n, *shape)``, or ragged bytes and offsets."""
+
+    layout: Layout
+    dense: np.ndarray | None = None
+    values: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+
+
+def _fixed(arr: pa.Array, where: str) -> tuple[np.ndarray, list[int]]:
+    """A fixed-size Arrow array (numbers, fixed-size lists of them, fixed-size binary) as a
+    NumPy array ``(len(arr), *shape)``, and that shape."""
+    t = arr.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+        return arr.to_numpy(zero_copy_only=False), []
+    if pa.types.is_fixed_size_binary(t):
+        width = t.byte_width
+        data = np.frombuffer(arr.buffers()[1], dtype=np.uint8)
+        return data[arr.offset * width : (arr.offset + len(arr)) * width].reshape(len(arr), width), [width]
+    if pa.types.is_fixed_size_list(t):
+        inner, shape = _fixed(arr.flatten(), where)
+        return inner.reshape(len(arr), t.list_size, *shape), [t.list_size, *shape]
+    raise TypeError(f"{where} is of Arrow type {t}, which has no loaderx layout")
+
+
+def _bytes(arr: pa.Array) -> _Records:
+    """Binary or string values as ``uint8`` records."""
+    arr = arr.cast(pa.large_binary())
+    _, offsets, data = arr.buffers()
+    offs = np.frombuffer(offsets, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    values = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    return _Records(Layout("ragged", "u8", ()), values=values, offsets=offs.astype(np.uint64))
+
+
+def _ragged(rows: list[np.ndarray] | np.ndarray, lengths: np.ndarray, where: str) -> _Records:
+    """Records of ``lengths`` rows each, their rows back to back in ``rows`` (n_rows, *shape)."""
+    rows = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("="))
+    shape = tuple(int(d) for d in rows.shape[1:])
+    row_bytes = int(np.prod(shape, dtype=np.int64)) * rows.dtype.itemsize
+    offsets = np.zeros(len(lengths) + 1, dtype=np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    offsets *= np.uint64(row_bytes)
+    layout = Layout("ragged", _dtype(rows.dtype, where), shape)
+    return _Records(layout, values=rows.reshape(-1).view(np.uint8), offsets=offsets)
+
+
+def _dtype(dt: np.dtype, where: str) -> str:
+    try:
+        return engine_dtype(dt)
+    except TypeError as e:
+        raise TypeError(f"{where}: {e}") from None
+
+
+def _records(arr: pa.Array, where: str) -> _Records:
+    """The records of one Arrow array (a chunk of a block's column)."""
+    if arr.null_count:
+        raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot be null")
+    t = arr.type
+    if isinstance(t, (ArrowTensorType, ArrowTensorTypeV2)):
+        dense = arr.to_numpy()
+    elif isinstance(t, ArrowVariableShapedTensorType):
+        # Its storage: each tensor's elements (a list) and its shape (a list of ndim ints).
+        if t.ndim == 0:
+            raise ValueError(f"{where} holds 0-d tensors; a ragged record needs rows along axis 0")
+        storage = arr.storage
+        shapes = pc.list_flatten(storage.field("shape")).to_numpy(zero_copy_only=False).reshape(len(arr), t.ndim)
+        row_shapes = np.unique(shapes[:, 1:], axis=0)
+        if len(row_shapes) > 1:
+            raise ValueError(f"{where} holds tensors of several row shapes: {[tuple(r) for r in row_shapes.tolist()]}")
+        values = pc.list_flatten(storage.field("data")).to_numpy(zero_copy_only=False)
+        rows = values.reshape(-1, *(int(d) for d in row_shapes[0]))
+        return _ragged(rows, shapes[:, 0].astype(np.uint64), where)
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        rows, _ = _fixed(pc.list_flatten(arr), f"{where} (its list values)")
+        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False).astype(np.uint64)
+        return _ragged(rows, lengths, where)
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return _bytes(arr)
+    elif pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+        return _bytes(arr)
+    elif pa.types.is_struct(t) and t.get_field_index("bytes") >= 0:
+        return _records(arr.field("bytes"), f"{where} (its bytes field)")
+    else:
+        dense, _ = _fixed(arr, where)
+    dense = np.ascontiguousarray(dense, dtype=dense.dtype.newbyteorder("="))
+    shape = tuple(int(d) for d in dense.shape[1:])
+    if len(dense) and 0 in shape:
+        raise ValueError(f"{where} holds items of shape {shape}, which hold no bytes")
+    return _Records(Layout("dense", _dtype(dense.dtype, where), shape), dense=dense)
+
+
+def _as_ragged(r: _Records) -> _Records:
+    """Dense items of shape ``(L, *row_shape)`` as ragged records of ``L`` rows each: Ray stores a
+    batch whose tensors all have one shape as a fixed-shape tensor, the next as a variable one."""
+    if r.dense is None or not r.layout.shape:
+        return r
+    lengths = np.full(len(r.dense), r.layout.shape[0], dtype=np.uint64)
+    return _ragged(r.dense.reshape(-1, *r.layout.shape[1:]), lengths, "")
+
+
+def _fits(r: _Records, layout: Layout) -> _Records | None:
+    """``r`` as records of ``layout``, or None when they are not."""
+    if r.layout == layout:
+        return r
+    if layout.kind == "ragged" and r.layout.kind == "dense":
+        r = _as_ragged(r)
+        return r if r.layout == layout else None
+    return None
+
+
+def _advice(a: Layout, b: Layout) -> str:
+    """What to do when ``a`` and ``b`` could be one ragged column's blocks."""
+    could = a.dtype == b.dtype and (
+        {a.kind, b.kind} == {"dense", "ragged"}
+        or (a.kind == b.kind == "dense" and a.shape[1:] == b.shape[1:] and a.shape and b.shape)
+    )
+    if not could:
+        return ""
+    return (
+        " (Ray stores a batch whose tensors all have one shape as a fixed-shape tensor: name a ragged"
+        " column in write_loaderx's `ragged` to write it ragged from its first block)"
+    )
+
+
+class _Part:
+    """One column's part being written by one write task."""
+
+    def __init__(self, path: str, layout: Layout, codec: str, format: str) -> None:
+        self.layout = layout
+        self.writer = _native.Writer(path, layout.kind, layout.dtype, list(layout.shape), codec, format)
+
+    def append(self, r: _Records) -> None:
+        if r.dense is not None:
+            self.writer.append_items(r.dense.reshape(-1).view(np.uint8))
+        else:
+            self.writer.append_ragged(r.values, r.offsets)
+
+
+def _check_column_name(name: str) -> None:
+    if not name or name in (".", "..", PARTS_DIR) or "/" in name or name.startswith("."):
+        raise ValueError(f"column {name!r} cannot name a dataset directory")
+
+
+class LoaderxDatasink(Datasink):
+    """The Ray ``Datasink`` behind :func:`write_loaderx` (see the module docs)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str] | None = None,
+        codec: str = "zstd",
+        format: str = "v2",
+        ragged: Sequence[str] = (),
+    ) -> None:
+        path = os.fspath(path)
+        if "://" in path:
+            raise ValueError(f"{path}: write_loaderx writes local paths only (upload a finished set with `loaderx push`)")
+        self.path = os.path.abspath(path)
+        self.columns = None if columns is None else list(columns)
+        for c in self.columns or []:
+            _check_column_name(c)
+        self.codec = codec
+        self.format = format
+        self.ragged = frozenset(ragged)
+        # Names this write's parts, so that a failed write removes its own and no other's.
+        self.run = uuid.uuid4().hex[:12]
+        self.committed: dict[str, tuple[int, int]] = {}
+
+    def get_name(self) -> str:
+        return "Loaderx"
+
+    def on_write_start(self, schema: Any = None) -> None:
+        os.makedirs(os.path.join(self.path, PARTS_DIR), exist_ok=True)
+
+    def write(self, blocks: Iterable[Block], ctx: Any) -> dict[str, Any]:
+        """One write task: its blocks into one part per column, published only when complete."""
+        task = ctx.task_idx
+        name = f"part-{self.run}-{task:05d}-{uuid.uuid4().hex[:8]}"
+        parts: dict[str, _Part] = {}
+        columns = self.columns
+        rows = 0
+        try:
+            for b, block in enumerate(blocks):
+                table = BlockAccessor.for_block(block).to_arrow()
+                if table.num_rows == 0:
+                    continue
+                if columns is None:
+                    columns = list(table.column_names)
+                    for c in columns:
+                        _check_column_name(c)
+                missing = [c for c in columns if c not in table.column_names]
+                if missing:
+                    raise ValueError(f"block {b} of write task {task} has no column {missing[0]!r} (it has {table.column_names})")
+                for c in columns:
+                    where = f"column {c!r}, block {b} of write task {task}"
+                    for chunk in table.column(c).chunks:
+                        if len(chunk) == 0:
+                            continue
+                        r = _records(chunk, where)
+                        if c in self.ragged:
+                            r = _as_ragged(r)
+                        part = parts.get(c)
+                        if part is None:
+                            folder = os.path.join(self.path, PARTS_DIR, c)
+                            os.makedirs(folder, exist_ok=True)
+                            part = parts[c] = _Part(os.path.join(folder, name), r.layout, self.codec, self.format)
+                        else:
+                            fitted = _fits(r, part.layout)
+                            if fitted is None:
+                                advice = _advice(r.layout, part.layout)
+                                raise ValueError(f"{where} holds {r.layout}; the task's first block held {part.layout}{advice}")
+                            r = fitted
+                        part.append(r)
+                rows += table.num_rows
+            counts = {c: p.writer.finish() for c, p in parts.items()}
+        except BaseException:
+            for p in parts.values():
+                p.writer.abort()
+            raise
+        if any(n != rows for n in counts.values()):
+            raise RuntimeError(f"write task {task} wrote {counts} records of {rows} rows")
+        return {
+            "task": task,
+            "name": name,
+            "rows": rows,
+            "columns": columns or [],
+            "layouts": {c: p.layout for c, p in parts.items()},
+        }
+
+    def on_write_complete(self, write_result: WriteResult) -> None:
+        """The commit: every column's parts (of the tasks that succeeded, in task order) stitched
+        into ``OUT/<column>``, then the parts no set names any more removed."""
+        results = sorted((r for r in write_result.write_returns if r and r["rows"]), key=lambda r: r["task"])
+        tasks = [r["task"] for r in results]
+        if len(set(tasks)) != len(tasks):
+            raise RuntimeError(f"write tasks reported twice: {sorted(t for t in tasks if tasks.count(t) > 1)}")
+        if not results:
+            raise ValueError("write_loaderx: the dataset has no rows; a store set needs at least one record")
+        first = results[0]
+        for r in results[1:]:
+            if r["columns"] != first["columns"]:
+                raise ValueError(f"write task {r['task']} holds the columns {r['columns']}; write task {first['task']} {first['columns']}")
+            for c in first["columns"]:
+                a, b = r["layouts"][c], first["layouts"][c]
+                if a != b:
+                    advice = _advice(a, b)
+                    raise ValueError(
+                        f"column {c!r}: write task {r['task']}'s blocks hold {a}; "
+                        f"the first block (of write task {first['task']}) held {b}{advice}"
+                    )
+        staged: list[tuple[str, str]] = []
+        try:
+            for c in first["columns"]:
+                tmp = os.path.join(self.path, f".{c}.set-{self.run}")
+                parts = [os.path.join(self.path, PARTS_DIR, c, r["name"]) for r in results]
+                self.committed[c] = _native.stitch(parts, tmp)
+                staged.append((c, tmp))
+        except BaseException:
+            for _, tmp in staged:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        for c, tmp in staged:
+            out = os.path.join(self.path, c)
+            old = os.path.join(self.path, f".{c}.old-{self.run}")
+            if os.path.lexists(out):
+                os.rename(out, old)
+            os.rename(tmp, out)
+            _remove(old)
+        names = {r["name"] for r in results}
+        for c in first["columns"]:
+            folder = os.path.join(self.path, PARTS_DIR, c)
+            for entry in os.listdir(folder):
+                if entry not in names:
+                    _remove(os.path.join(folder, entry))
+
+    def on_write_failed(self, error: Exception) -> None:
+        """Removes this write's parts; the sets in ``OUT`` stay as they were."""
+        root = os.path.join(self.path, PARTS_DIR)
+        for c in os.listdir(root) if os.path.isdir(root) else []:
+            folder = os.path.join(root, c)
+            for entry in os.listdir(folder):
+                if entry.startswith(f"part-{self.run}-"):
+                    _remove(os.path.join(folder, entry))
+        for entry in os.listdir(self.path) if os.path.isdir(self.path) else []:
+            if entry.startswith(".") and entry.endswith(f".set-{self.run}"):
+                _remove(os.path.join(self.path, entry))
+
+
+def _remove(path: str) -> None:
+    if os.path.islink(path) or os.path.isfile(path):
+        os.remove(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+
+def write_loaderx(
+    ds: Dataset,
+    path: str | os.PathLike[str],
+    columns: Sequence[str] | None = None,
+    codec: str = "zstd",
+    format: str = "v2",
+    *,
+    ragged: Sequence[str] = (),
+    concurrency: int | None = None,
+    ray_remote_args: dict[str, Any] | None = None,
+) -> dict[str, tuple[int, int]]:
+    """Writes the Ray dataset ``ds`` as one loaderx store set per column at ``path/<column>``
+    (``columns``: those of the first block when None). ``codec`` and ``format`` are the
+    converters' (``"zstd"``, ``"raw"``, ``"lz4"``, ``"zstd_dict"``; ``"v2"`` or ``"v1"``).
+    ``ragged`` names columns written ragged even from a block whose records all have one shape
+    (Ray makes such a batch a fixed-shape tensor; a ragged part takes it after its first block
+    anyway). ``concurrency`` and ``ray_remote_args`` go to ``Dataset.write_datasink``.
+    Rerunning it replaces the sets. Returns each column's ``(parts, records)``.
+
+    A column whose blocks disagree (dtype, shape, kind) is a ``ValueError`` naming the column
+    and the block; nothing is committed then.
+    """
+    sink = LoaderxDatasink(path, columns, codec, format, ragged)
+    ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args)
+    return dict(sink.committed)
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    path: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    records: int
+
+
+def _open(path: str, remote: dict[str, Any] | None) -> DenseDataset | RaggedDataset:
+    try:
+        return DenseDataset(path, remote)
+    except _native.SchemaError:
+        return RaggedDataset(path, remote)
+
+
+def _is_dataset(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "schema.msgpack"))
+
+
+class LoaderxDatasource(Datasource):
+    """The Ray ``Datasource`` behind :func:`read_loaderx`: one read task per range of records."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str] | None = None,
+        remote: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        path = os.fspath(path)
+        self.remote = remote
+        if "://" in path or _is_dataset(path):
+            names = [(columns[0] if columns else os.path.basename(path.rstrip("/")) or "data", path)]
+            if columns is not None and len(columns) != 1:
+                raise ValueError(f"{path} is one dataset; columns names its one column, got {list(columns)}")
+        else:
+            if not os.path.isdir(path):
+                raise FileNotFoundError(f"{path}: no dataset or directory of datasets there")
+            found = sorted(
+                e for e in os.listdir(path)
+                if not e.startswith(".") and e != PARTS_DIR and _is_dataset(os.path.join(path, e))
+            )
+            wanted = found if columns is None else list(columns)
+            for c in wanted:
+                if c not in found:
+                    raise FileNotFoundError(f"{os.path.join(path, c)}: no dataset there (datasets in {path}: {found})")
+            if not wanted:
+                raise FileNotFoundError(f"{path}: neither a dataset nor a directory of datasets")
+            names = [(c, os.path.join(path, c)) for c in wanted]
+        self.columns: list[_Column] = []
+        for name, p in names:
+            d = _open(p, remote)
+            kind = "dense" if isinstance(d, DenseDataset) else "ragged"
+            shape = d.item_shape if kind == "dense" else d.row_shape
+            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d)))
+        lengths = {c.name: c.records for c in self.columns}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"the datasets of {path} differ in length: {lengths}")
+        self.records = self.columns[0].records
+
+    def get_name(self) -> str:
+        return "Loaderx"
+
+    def _row_bytes(self) -> int | None:
+        if any(c.kind == "ragged" for c in self.columns):
+            return None
+        return sum(int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns)
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        per_row = self._row_bytes()
+        return None if per_row is None else per_row * self.records
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[ReadTask]:
+        n = self.records
+        tasks = max(1, min(int(parallelism), n))
+        bounds = [n * k // tasks for k in range(tasks + 1)]
+        per_row = self._row_bytes()
+        out = []
+        for start, stop in zip(bounds, bounds[1:]):
+            meta = BlockMetadata(
+                num_rows=stop - start,
+                size_bytes=None if per_row is None else per_row * (stop - start),
+                exec_stats=None,
+                input_files=[c.path for c in self.columns],
+            )
+            out.append(ReadTask(_Reader(self.columns, self.remote, start, stop), meta, per_task_row_limit=per_task_row_limit))
+        return out
+
+
+class _Reader:
+    """A read task's function: records ``start..stop`` of every column, in blocks."""
+
+    def __init__(self, columns: list[_Column], remote: dict[str, Any] | None, start: int, stop: int) -> None:
+        self.columns, self.remote, self.start, self.stop = columns, remote, start, stop
+
+    def __call__(self) -> Iterable[Block]:
+        datasets = [(c, _open(c.path, self.remote)) for c in self.columns]
+        row_bytes = max(
+            1,
+            sum(int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns),
+        )
+        step = max(1, _READ_BLOCK_BYTES // row_bytes)
+        if any(c.kind == "ragged" for c in self.columns):
+            step = min(step, 65536)
+        for a in range(self.start, self.stop, step):
+            idx = np.arange(a, min(a + step, self.stop), dtype=np.uint32)
+            yield pa.table({c.name: _column(c, d, idx) for c, d in datasets})
+
+
+def _column(c: _Column, d: DenseDataset | RaggedDataset, idx: np.ndarray) -> pa.Array:
+    """The records ``idx`` of one dataset as an Arrow array: a tensor column for dense items of
+    a shape, a plain column for scalars, a list column (of fixed-size lists for rows of a
+    shape) for ragged records."""
+    if c.kind == "dense":
+        items = d.gather(idx)
+        return pa.array(items) if items.ndim == 1 else ArrowTensorArray.from_numpy(items)
+    values, offsets = d._native.gather(idx)
+    values = values.view(numpy_dtype(c.dtype)) if values.dtype != numpy_dtype(c.dtype) else values
+    flat: pa.Array = pa.array(values)
+    for size in reversed(c.shape):
+        flat = pa.FixedSizeListArray.from_arrays(flat, size)
+    return pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), flat)
+
+
+def read_loaderx(
+    path: str | os.PathLike[str],
+    columns: Sequence[str] | None = None,
+    *,
+    remote: dict[str, Any] | None = None,
+    override_num_blocks: int | None = None,
+) -> Dataset:
+    """The loaderx dataset (a store or a store set, dense or ragged) at ``path``, or the datasets
+    of the directory ``path`` (what :func:`write_loaderx` and ``convert parquet`` write; one
+    column each, all of one length), as a Ray dataset read by one task per range of records.
+    A single dataset's column is named by ``columns`` or else after its directory; ``s3://``
+    URLs name a single dataset (``remote`` as :class:`~loaderx.dataset.DenseDataset` takes it).
+    Dense items of a shape become tensor columns, ragged records list columns."""
+    return read_datasource(LoaderxDatasource(path, columns, remote), override_num_blocks=override_num_blocks)

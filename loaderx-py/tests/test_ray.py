@@ -1,0 +1,326 @@
+"""loaderx.ray on a local Ray cluster, when Ray is installed (required where LOADERX_REQUIRE_RAY
+is set): Ray datasets written as store sets, read back by the loader and by read_loaderx; a
+write task killed mid-write and retried; failed and repeated writes."""
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+if os.environ.get("LOADERX_REQUIRE_RAY"):
+    import ray
+else:
+    ray = pytest.importorskip("ray")
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from loaderx import _native
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset, RaggedDataset
+
+N = 100_000
+BLOCKS = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    # The workers import this module to run its functions.
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True
+    ctx.enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+def expected(ids):
+    """The rows `ids` of the test data: an 8x8 uint8 image, an int64 label, int32 tokens."""
+    image = ((ids[:, None, None] * 7 + np.arange(64).reshape(8, 8)) % 251).astype(np.uint8)
+    label = (ids % 10).astype(np.int64)
+    lengths = ids % 13 + 1
+    tokens = [np.arange(n, dtype=np.int32) + np.int32(i % 1000) for i, n in zip(ids, lengths)]
+    return image, label, tokens
+
+
+def rows(batch):
+    image, label, tokens = expected(batch["id"])
+    return {"image": image, "label": label, "tokens": tokens}
+
+
+def source(fn=rows):
+    return ray.data.range(N, override_num_blocks=BLOCKS).map_batches(fn, batch_size=2_500)
+
+
+def check_sets(out, n=N):
+    """The three sets at `out` hold the test data record for record, as the loader reads them."""
+    image, label, tokens = expected(np.arange(n))
+    images, labels, toks = DenseDataset(out / "image"), DenseDataset(out / "label"), RaggedDataset(out / "tokens")
+    assert (len(images), len(labels), len(toks)) == (n, n, n)
+    assert images.item_shape == (8, 8) and images.dtype == np.uint8 and labels.dtype == np.int64
+    assert toks.dtype == np.int32 and toks.row_shape == ()
+    np.testing.assert_array_equal(images[:], image)
+    np.testing.assert_array_equal(labels[:], label)
+    np.testing.assert_array_equal(toks.lengths(np.arange(n)), [len(t) for t in tokens])
+    np.testing.assert_array_equal(np.concatenate(toks[:]), np.concatenate(tokens))
+    return images, labels, toks
+
+
+def parts_on_disk(out, column):
+    return sorted(os.listdir(out / "_parts" / column))
+
+
+def set_part_names(out, column):
+    return sorted(os.path.basename(p) for p, _ in _native.set_parts(str(out / column)))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    from loaderx.ray import write_loaderx
+
+    out = tmp_path_factory.mktemp("ray") / "train"
+    summary = write_loaderx(source(), out)
+    return out, summary
+
+
+def test_write_loaderx_writes_one_store_set_per_column(written):
+    out, summary = written
+    assert sorted(summary) == ["image", "label", "tokens"]
+    assert all(records == N for _, records in summary.values())
+    for column, (parts, _) in summary.items():
+        assert parts > 1
+        assert set_part_names(out, column) == parts_on_disk(out, column)
+        assert len(parts_on_disk(out, column)) == parts
+    check_sets(out)
+
+
+def test_the_loader_reads_a_ray_written_set_record_for_record(written):
+    out, _ = written
+    image, label, tokens = expected(np.arange(N))
+    streams = {"image": DenseDataset(out / "image"), "label": DenseDataset(out / "label"),
+               "tokens": RaggedDataset(out / "tokens")}
+    seen = 0
+    with DataLoader(streams, batch_size=4_096, num_workers=2, epochs=1, shuffle=False,
+                    pad={"tokens": None}) as loader:
+        for batch in loader:
+            k = len(batch["label"])
+            np.testing.assert_array_equal(batch["image"], image[seen:seen + k])
+            np.testing.assert_array_equal(batch["label"], label[seen:seen + k])
+            lengths = batch["tokens_lengths"]
+            np.testing.assert_array_equal(lengths, [len(t) for t in tokens[seen:seen + k]])
+            for row, n, want in zip(batch["tokens"], lengths, tokens[seen:seen + k]):
+                np.testing.assert_array_equal(row[:n], want)
+            seen += k
+    assert seen == N
+
+
+def test_read_loaderx_reads_every_record_in_order(written):
+    from loaderx.ray import read_loaderx
+
+    out, _ = written
+    image, label, tokens = expected(np.arange(N))
+    ds = read_loaderx(out, override_num_blocks=4)
+    assert ds.count() == N
+    table = pa.concat_tables(ray.get(ds.to_arrow_refs()))
+    assert table.column_names == ["image", "label", "tokens"]
+    np.testing.assert_array_equal(table.column("image").combine_chunks().to_numpy(), image)
+    np.testing.assert_array_equal(table.column("label").to_numpy(), label)
+    toks = table.column("tokens").combine_chunks()
+    np.testing.assert_array_equal(pc.list_value_length(toks).to_numpy(), [len(t) for t in tokens])
+    np.testing.assert_array_equal(pc.list_flatten(toks).to_numpy(), np.concatenate(tokens))
+    one = read_loaderx(out / "label").take_batch(5)
+    np.testing.assert_array_equal(one["label"], label[:5])
+
+
+def test_read_tasks_cover_disjoint_ranges_of_records(written):
+    from loaderx.ray import LoaderxDatasource
+
+    out, _ = written
+    source_ = LoaderxDatasource(out, columns=["label"])
+    tasks = source_.get_read_tasks(7)
+    assert len(tasks) == 7 and sum(t.metadata.num_rows for t in tasks) == N
+    labels = np.concatenate([b.column("label").to_numpy() for t in tasks for b in t()])
+    np.testing.assert_array_equal(labels, expected(np.arange(N))[1])
+
+
+def test_a_write_task_killed_mid_write_is_retried_with_nothing_lost_or_doubled(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    out, marker = tmp_path / "train", tmp_path / "killed"
+
+    def dies_once(batch):
+        # The first attempt at rows 60,000.. exits its worker process after its task appended
+        # earlier blocks to its parts; Ray retries the task (a system failure).
+        if batch["id"][0] == 60_000 and not marker.exists():
+            partial = [n for c in ("image", "label", "tokens") if (out / "_parts" / c).is_dir()
+                       for n in os.listdir(out / "_parts" / c) if n.endswith(".partial")]
+            marker.write_text("\n".join(partial))
+            os._exit(1)
+        return rows(batch)
+
+    ctx = ray.data.DataContext.get_current()
+    before = ctx.target_max_block_size
+    ctx.target_max_block_size = 256 << 10  # several blocks per write task: the kill is mid-write
+    try:
+        summary = write_loaderx(source(dies_once), out)
+    finally:
+        ctx.target_max_block_size = before
+    killed = marker.read_text().split("\n")
+    assert marker.exists() and killed != [""], "the worker was killed before it had written anything"
+    assert all(records == N for _, records in summary.values())
+    check_sets(out)
+    for column in ("image", "label", "tokens"):
+        on_disk = parts_on_disk(out, column)
+        assert on_disk == set_part_names(out, column)
+        assert not set(killed) & set(on_disk)
+
+
+def test_a_failed_write_commits_nothing(written, tmp_path):
+    from loaderx.ray import write_loaderx
+
+    out, _ = written
+    parts_before = {c: parts_on_disk(out, c) for c in ("image", "label", "tokens")}
+
+    def fails(batch):
+        if batch["id"][0] == 30_000:
+            raise RuntimeError("injected failure")
+        return rows(batch)
+
+    with pytest.raises(Exception, match="injected failure"):
+        write_loaderx(source(fails), out)
+    assert {c: parts_on_disk(out, c) for c in parts_before} == parts_before
+    assert not [e for e in os.listdir(out) if e.startswith(".")]
+    check_sets(out)
+
+
+def test_a_rerun_replaces_the_sets_and_their_parts(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    out = tmp_path / "train"
+    n = 20_000
+    small = ray.data.range(n, override_num_blocks=4).map_batches(rows, batch_size=2_500)
+    write_loaderx(small, out)
+    first = set_part_names(out, "image")
+    write_loaderx(small, out)
+    second = set_part_names(out, "image")
+    assert len(first) == len(second) == 4 and not set(first) & set(second)
+    assert parts_on_disk(out, "image") == second
+    check_sets(out, n)
+
+
+def test_a_block_of_another_shape_is_refused_naming_the_column_and_block(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    def reshaped(batch):
+        r = rows(batch)
+        if batch["id"][0] >= 50_000:
+            r["image"] = np.zeros((len(batch["id"]), 8, 9), dtype=np.uint8)
+        return r
+
+    # One block per task: the driver compares the tasks' first blocks.
+    across = ray.data.range(N, override_num_blocks=2).map_batches(reshaped, batch_size=None)
+    with pytest.raises(ValueError, match=r"column 'image': write task 1's blocks hold dense uint8 items of shape \(8, 9\).*write task 0\) held dense uint8 items of shape \(8, 8\)$"):
+        write_loaderx(across, tmp_path / "a")
+    assert not (tmp_path / "a" / "image").exists()
+    # Many blocks in one task (Ray would make one block of them a variable-shaped tensor): the
+    # task compares each block with its first.
+    ctx = ray.data.DataContext.get_current()
+    before = ctx.target_max_block_size
+    ctx.target_max_block_size = 256 << 10
+    try:
+        within = ray.data.range(N, override_num_blocks=1).map_batches(reshaped, batch_size=25_000)
+        with pytest.raises(ValueError, match=r"column 'image', block [1-9]\d* of write task \d+ holds dense uint8 items of shape \(8, 9\); the task's first block held dense uint8 items of shape \(8, 8\)\n"):
+            write_loaderx(within, tmp_path / "b")
+    finally:
+        ctx.target_max_block_size = before
+    assert not (tmp_path / "b" / "image").exists()
+
+
+def test_a_ragged_column_takes_blocks_whose_records_have_one_length(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    def tokens(batch):
+        ids = batch["id"]
+        # One batch per task, its records all as long: Ray makes each a fixed-shape tensor.
+        return {"tokens": np.repeat(ids[:, None], ids[0] // 500 + 1, axis=1).astype(np.int32)}
+
+    ds = ray.data.range(1_000, override_num_blocks=2).map_batches(tokens, batch_size=500)
+    write_loaderx(ds, tmp_path / "a", ragged=["tokens"])
+    got = RaggedDataset(tmp_path / "a" / "tokens")
+    assert len(got) == 1_000
+    for i, record in enumerate(got[:]):
+        np.testing.assert_array_equal(record, np.full(i // 500 + 1, i, np.int32))
+    with pytest.raises(ValueError, match=r"shape \(2,\).*shape \(1,\).*name a ragged column in write_loaderx's `ragged`"):
+        write_loaderx(ds, tmp_path / "b")
+
+
+def test_variable_shaped_tensors_become_ragged_records_of_rows(tmp_path):
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    def boxes(batch):
+        return {"boxes": [np.full((int(i) % 4 + 1, 4), i, np.float32) for i in batch["id"]]}
+
+    write_loaderx(ray.data.range(2_000, override_num_blocks=3).map_batches(boxes), tmp_path / "out")
+    got = RaggedDataset(tmp_path / "out" / "boxes")
+    assert (len(got), got.row_shape, got.dtype) == (2_000, (4,), np.float32)
+    for i, record in enumerate(got[:]):
+        np.testing.assert_array_equal(record, np.full((i % 4 + 1, 4), i, np.float32))
+    back = read_loaderx(tmp_path / "out").take_batch(6, batch_format="pyarrow").column("boxes").to_pylist()
+    assert back[5] == [[5.0] * 4] * 2
+
+
+def test_bytes_and_strings_become_u8_records(tmp_path):
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    blobs = [bytes(range(i % 7)) * 3 for i in range(1_000)]
+    words = [f"word {i}" * (i % 4) for i in range(1_000)]
+    ds = ray.data.from_arrow(pa.table({"blob": pa.array(blobs, pa.binary()), "word": words}))
+    write_loaderx(ds, tmp_path / "out")
+    got = RaggedDataset(tmp_path / "out" / "blob")
+    assert got.dtype == np.uint8 and [r.tobytes() for r in got[:]] == blobs
+    assert [r.tobytes().decode() for r in RaggedDataset(tmp_path / "out" / "word")[:]] == words
+    back = read_loaderx(tmp_path / "out", columns=["word"]).take_batch(3, batch_format="pyarrow")
+    assert [bytes(r) for r in back.column("word").to_pylist()] == [w.encode() for w in words[:3]]
+
+
+def test_ray_written_sets_hold_the_records_convert_parquet_writes(cli, tmp_path):
+    from loaderx.ray import write_loaderx
+
+    ids = np.arange(5_000)
+    image, label, tokens = expected(ids)
+    table = pa.table({
+        "image": pa.FixedSizeListArray.from_arrays(pa.array(image.reshape(-1)), 64),
+        "label": label,
+        "tokens": pa.array(tokens, pa.list_(pa.int32())),
+        "text": [f"row {i}" for i in ids],
+    })
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=1_000)
+    cli("convert", "parquet", tmp_path / "t.parquet", tmp_path / "cli")
+    write_loaderx(ray.data.read_parquet(str(tmp_path / "t.parquet")), tmp_path / "ray")
+    for column in ("image", "label"):
+        a, b = DenseDataset(tmp_path / "cli" / column), DenseDataset(tmp_path / "ray" / column)
+        assert (a.dtype, a.item_shape) == (b.dtype, b.item_shape)
+        assert a[:].tobytes() == b[:].tobytes()
+    for column in ("tokens", "text"):
+        a, b = RaggedDataset(tmp_path / "cli" / column), RaggedDataset(tmp_path / "ray" / column)
+        assert (a.dtype, a.row_shape) == (b.dtype, b.row_shape)
+        assert [r.tobytes() for r in a[:]] == [r.tobytes() for r in b[:]]
+
+
+def test_write_loaderx_refuses_urls_and_bad_column_names(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    with pytest.raises(ValueError, match="local paths only"):
+        write_loaderx(ray.data.range(10), "s3://bucket/out")
+    with pytest.raises(ValueError, match="cannot name a dataset directory"):
+        write_loaderx(ray.data.range(10), tmp_path, columns=["_parts"])
+
+
+def test_loaderx_does_not_import_ray():
+    code = "import sys, loaderx, loaderx.dataset, loaderx.converter; assert 'ray' not in sys.modules"
+    subprocess.run([os.sys.executable, "-c", code], check=True)
