@@ -66,13 +66,13 @@ pub fn safetensors(
     safetensors_part(input, out_dir, opts, Part::WHOLE)
 }
 
-/// [`safetensors`] of only part `part` of every tensor's rows: `out_dir/<name>` holds the
+/// [`safetensors()`] of only part `part` of every tensor's rows: `out_dir/<name>` holds the
 /// records [`Part::rows`] of the tensor's axis 0 (a 0-D tensor's one record goes to the last
 /// part), the same records as the whole conversion's there, after the same checks of every
 /// tensor. A part of no rows of a tensor is an empty dataset of its item shape.
 ///
 /// # Errors
-/// As [`safetensors`]; [`Error::InvalidArgument`] for a part out of range.
+/// As [`safetensors()`]; [`Error::InvalidArgument`] for a part out of range.
 pub fn safetensors_part(
     input: impl AsRef<Path>,
     out_dir: impl AsRef<Path>,

@@ -120,7 +120,7 @@ pub fn parquet<P: AsRef<Path>>(
     parquet_part(inputs, out_dir, columns, nulls, opts, Part::WHOLE)
 }
 
-/// [`parquet`] of only part `part` of the row groups: whole row groups, each in the part whose
+/// [`parquet()`] of only part `part` of the row groups: whole row groups, each in the part whose
 /// rows ([`Part::rows`] of the files' rows, in order) hold the group's first row, so that the
 /// parts are balanced by rows as far as whole row groups allow (a part whose range no group
 /// starts in, when groups are fewer or larger than parts, is empty). Every file's schema is
@@ -129,7 +129,7 @@ pub fn parquet<P: AsRef<Path>>(
 /// datasets of the columns' schemas.
 ///
 /// # Errors
-/// As [`parquet`]; [`Error::InvalidArgument`] for a part out of range.
+/// As [`parquet()`]; [`Error::InvalidArgument`] for a part out of range.
 pub fn parquet_part<P: AsRef<Path>>(
     inputs: &[P],
     out_dir: impl AsRef<Path>,
