@@ -7,6 +7,11 @@
 # example s3_test_server; neither may skip here. With
 # LOADERX_PY_TORCH=1 (CI sets it) torch from PyPI goes into the first environment and the torch
 # tests must run there (measured 2026-12-02: 85 s to install, 5.6 GiB with its CUDA packages).
+# Ray Data from PyPI always goes into the first environment, where the Ray tests
+# (tests/test_ray.py, the README's Ray example) must run (LOADERX_REQUIRE_RAY; measured
+# 2026-12-02: `pip install "ray[data]" pyarrow` 39 s into a fresh venv, 657 MiB with numpy and
+# pytest; the Ray tests, the README's included, about a minute on 2 cores); the wheel's
+# environments skip them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LOADERX_REQUIRE_CLI=1 LOADERX_REQUIRE_S3=1
@@ -24,9 +29,11 @@ if [ "${LOADERX_PY_TORCH:-0}" = 1 ]; then
     pip_q "$venvs/install" torch
     echo "torch installed: $(( $(date +%s) - start ))s"
 fi
+pip_q "$venvs/install" "ray[data]" pyarrow
+echo "ray installed: $(( $(date +%s) - start ))s"
 pip_q "$venvs/install" ./loaderx-py
 echo "pip install ./loaderx-py: $(( $(date +%s) - start ))s"
-LOADERX_REQUIRE_TORCH=${LOADERX_PY_TORCH:-} "$venvs/install/bin/python" -m pytest -q loaderx-py/tests
+LOADERX_REQUIRE_TORCH=${LOADERX_PY_TORCH:-} LOADERX_REQUIRE_RAY=1 "$venvs/install/bin/python" -m pytest -q loaderx-py/tests
 
 # One abi3 wheel (the release build above is reused), tested on each interpreter.
 pip_q "$venvs/install" "maturin>=1.16,<1.17"

@@ -3,6 +3,7 @@ is set): Ray datasets written as store sets, read back by the loader and by read
 write task killed mid-write and retried; failed and repeated writes."""
 
 import os
+import shutil
 import subprocess
 
 import numpy as np
@@ -324,3 +325,23 @@ def test_write_loaderx_refuses_urls_and_bad_column_names(tmp_path):
 def test_loaderx_does_not_import_ray():
     code = "import sys, loaderx, loaderx.dataset, loaderx.converter; assert 'ray' not in sys.modules"
     subprocess.run([os.sys.executable, "-c", code], check=True)
+
+
+from test_remote import s3  # noqa: E402,F401  (the S3 server fixture: s3s-fs on loopback)
+
+
+def test_read_loaderx_reads_a_ray_written_set_from_s3(written, s3):
+    from loaderx.ray import read_loaderx
+
+    out, _ = written
+    bucket, opts = s3
+    # The set and its parts uploaded as they lie (the manifest names the parts relatively).
+    shutil.copytree(out / "tokens", bucket / "train" / "tokens")
+    shutil.copytree(out / "_parts" / "tokens", bucket / "train" / "_parts" / "tokens")
+    ds = read_loaderx("s3://bucket/train/tokens", remote=opts, override_num_blocks=3)
+    table = pa.concat_tables(ray.get(ds.to_arrow_refs()))
+    tokens = expected(np.arange(N))[2]
+    assert table.num_rows == N
+    column = table.column("tokens").combine_chunks()
+    np.testing.assert_array_equal(pc.list_value_length(column).to_numpy(), [len(t) for t in tokens])
+    np.testing.assert_array_equal(pc.list_flatten(column).to_numpy(), np.concatenate(tokens))
