@@ -26,7 +26,7 @@ use loaderx_core::{
 
 use crate::report::{Report, Row, Section, duration, ratio, thousands};
 use crate::run::Config;
-use crate::timing::{FixedContender, Work, interleaved_fixed};
+use crate::timing::{FixedContender, Work, interleaved_fixed, median};
 use crate::workloads::{blocks, random_batches, write_structured_f32};
 
 const LAYER: &str = "cold";
@@ -238,12 +238,6 @@ fn fio_iops(file: &Path, depth: u32) -> Result<f64, String> {
     }
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("fio's JSON: {e}"))?;
     v["jobs"][0]["read"]["iops"].as_f64().ok_or_else(|| "fio's JSON has no read IOPS".into())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| !x.is_nan());
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
 }
 
 /// Distinct 4 KiB pages the records of `batch` span in a file of back-to-back records.

@@ -89,7 +89,11 @@ pub struct Timings {
     secs: Vec<Vec<f64>>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The middle of `v` (its upper middle for an even count; NaN when every value is NaN).
+///
+/// # Panics
+/// If `v` is empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

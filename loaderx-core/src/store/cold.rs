@@ -106,15 +106,16 @@ impl Store {
             return Heat::Warm(Instant::now());
         }
         let hinted = r.hints.swap(0, Ordering::Relaxed) > 0;
-        // A cold store's batch that the loader hinted has its pages on their way: not probed.
-        if state < COLD || !hinted {
-            r.probed(self.probe(table, len, indices));
-            if r.is_warm() {
-                return Heat::Warm(Instant::now());
-            }
-        }
-        self.will_need(table, len, indices);
-        Heat::Advised
+        // A cold store whose loader hints its steps: not probed (hinted pages would read as
+        // resident), but asked for again: a loader's first steps are never hinted, and asking
+        // for pages already on their way costs little beside the disk.
+        let asked = if state >= COLD && hinted {
+            self.will_need(table, len, indices);
+            true
+        } else {
+            self.probe_and_ask(table, len, indices)
+        };
+        if asked { Heat::Advised } else { Heat::Warm(Instant::now()) }
     }
 
     /// Asks for the pages of a batch that will be read soon (the loader's steps ahead), unless
@@ -131,19 +132,23 @@ impl Store {
         }
         let len = self.len();
         match self.index.view(len)? {
-            View::V1(m) => self.advise_in(m, len, indices),
-            View::V2(v) => self.advise_in(&v, len, indices),
-        }
+            View::V1(m) => self.probe_and_ask(m, len, indices),
+            View::V2(v) => self.probe_and_ask(&v, len, indices),
+        };
         r.hints.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    fn advise_in<T: Table, I: RecordIndex>(&self, table: &T, len: u64, indices: &[I]) {
+    /// Probes a batch (the state follows what it finds) and, unless the store is warm after it,
+    /// asks for the batch's pages; whether it asked.
+    fn probe_and_ask<T: Table, I: RecordIndex>(&self, table: &T, len: u64, indices: &[I]) -> bool {
         let r = &self.residency;
         r.probed(self.probe(table, len, indices));
-        if !r.is_warm() {
+        let cold = !r.is_warm();
+        if cold {
             self.will_need(table, len, indices);
         }
+        cold
     }
 
     /// Whether the sampled records of a batch (up to [`PROBES`], spread over it) have their
