@@ -54,6 +54,7 @@ pub use dataset::{
     stitch,
 };
 pub use error::{Error, Result, error_chain};
+pub use format::v2::Layout;
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{

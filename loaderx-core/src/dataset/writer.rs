@@ -34,6 +34,7 @@ pub struct WriteOptions {
     format: Format,
     dict_cap: Option<usize>,
     overwrite: bool,
+    fixed_stride: bool,
     progress: Option<ProgressFn>,
 }
 
@@ -44,6 +45,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("format", &self.format)
             .field("dict_cap", &self.dict_cap)
             .field("overwrite", &self.overwrite)
+            .field("fixed_stride", &self.fixed_stride)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -56,6 +58,7 @@ impl PartialEq for WriteOptions {
             && self.format == other.format
             && self.dict_cap == other.dict_cap
             && self.overwrite == other.overwrite
+            && self.fixed_stride == other.fixed_stride
     }
 }
 
@@ -68,6 +71,7 @@ impl Default for WriteOptions {
             format: Format::V2,
             dict_cap: None,
             overwrite: false,
+            fixed_stride: true,
             progress: None,
         }
     }
@@ -112,6 +116,14 @@ impl WriteOptions {
         self
     }
 
+    /// Whether a dense dataset of raw records (codec `raw`, format v2) is written in the
+    /// fixed-stride layout ([`StoreOptions::fixed_stride`]: no per-record entry, a checksum per
+    /// block of records). On by default; off, such a dataset keeps an entry per record.
+    pub fn fixed_stride(mut self, yes: bool) -> Self {
+        self.fixed_stride = yes;
+        self
+    }
+
     /// Replace an existing dataset at the output path (only once the new one is complete).
     pub fn overwrite(mut self, yes: bool) -> Self {
         self.overwrite = yes;
@@ -123,6 +135,20 @@ impl WriteOptions {
     pub fn progress(mut self, f: impl Fn(u64) + Send + Sync + 'static) -> Self {
         self.progress = Some(std::sync::Arc::new(f));
         self
+    }
+
+    /// The record size of the fixed-stride store a dataset of `schema` is written to, `None`
+    /// for an entry per record: dense, raw, v2, items of 1 byte up to a chunk (1 GiB).
+    fn stride_for(&self, schema: &Schema) -> Option<u32> {
+        let unit = schema.unit_bytes();
+        let fits = unit > 0 && unit as u64 <= crate::format::v2::DEFAULT_CHUNK_CAPACITY;
+        (self.fixed_stride
+            && schema.kind == Kind::Dense
+            && self.codec == Codec::Raw
+            && self.format == Format::V2
+            && fits)
+            .then(|| u32::try_from(unit).ok())
+            .flatten()
     }
 
     /// The codec records are written with ([`codec`](Self::codec)).
@@ -224,10 +250,12 @@ impl DatasetWriter {
         remove_dataset_files(&staging, &[SCHEMA_FILE])?;
         // Synced once, in `finish`: a crash before it leaves only a staging directory, which is
         // never opened and is removed by the next writer.
-        let store = Store::create(
-            &staging,
-            StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap).deferred_sync(true),
-        )?;
+        let mut store_opts =
+            StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap).deferred_sync(true);
+        if let Some(record_size) = opts.stride_for(&schema) {
+            store_opts = store_opts.fixed_stride(record_size);
+        }
+        let store = Store::create(&staging, store_opts)?;
         Ok(DatasetWriter {
             out,
             staging,

@@ -14,9 +14,6 @@ use crate::{Error, Result};
 
 /// Write pieces are at most this large, so a big append is written by several threads at once.
 const WRITE_PIECE: usize = 8 << 20;
-/// Records at least this long have their checksum combined into their write piece's rather than
-/// hashed again (a combine costs about what hashing 1-2 KiB does).
-const COMBINE_FROM: usize = 4096;
 /// Records sampled to train a dictionary ([`Store::train_dictionary`]).
 const DICT_SAMPLES: usize = 4096;
 
@@ -65,6 +62,7 @@ impl Store {
                 limit: limit as u64,
             });
         }
+        self.check_stride(records, codec)?;
         let mut manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         self.check_room(records.len())?;
         // Training is explicit ([`Store::train_dictionary`]): a dictionary is a snapshot of the
@@ -95,6 +93,26 @@ impl Store {
             })
             .collect();
         self.commit(&mut manifest, &stored)
+    }
+
+    /// A fixed-stride store takes raw records of its record size only.
+    fn check_stride<R: AsRef<[u8]>>(&self, records: &[R], codec: Codec) -> Result<()> {
+        let Some(stride) = self.index.stride() else { return Ok(()) };
+        if codec != Codec::Raw {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a fixed-stride store of raw records: {codec} records cannot be appended to it",
+                self.dir.display()
+            )));
+        }
+        match records.iter().position(|r| r.as_ref().len() as u64 != stride.record_size) {
+            None => Ok(()),
+            Some(i) => Err(Error::InvalidArgument(format!(
+                "record {i} of the batch is {} bytes; the fixed-stride store {} holds records of {} bytes",
+                records[i].as_ref().len(),
+                self.dir.display(),
+                stride.record_size
+            ))),
+        }
     }
 
     /// [`Error::StoreFull`] when `adding` more records would pass the format's limit.
@@ -160,14 +178,9 @@ impl Store {
                 // in (no second pass over its bytes), a short one hashed again (cheaper than a
                 // combine).
                 let crc = if v2 {
-                    p.clone().fold(0, |acc, i| {
-                        let b = records[i].bytes;
-                        if b.len() >= COMBINE_FROM {
-                            crc32c::crc32c_combine(acc, crcs[i], b.len())
-                        } else {
-                            crc32c::crc32c_append(acc, b)
-                        }
-                    })
+                    let bytes: Vec<&[u8]> = p.clone().map(|i| records[i].bytes).collect();
+                    let r = p.start as u64..p.end as u64;
+                    super::stride::fold_crc(0, r.clone(), r.start, &bytes, &crcs[p.clone()])
                 } else {
                     0
                 };
@@ -178,9 +191,22 @@ impl Store {
             self.sync_chunks(tail_chunk..=frontier.0, frontier.0 != tail_chunk)?;
         }
 
-        // Then the entries, then the count.
+        // Then the entries (or the blocks' checksums), then the count.
         self.index.reserve(first + n)?;
-        self.index.set_entries(first, &entries)?;
+        if let Some(stride) = self.index.stride() {
+            // Placement put every record where its index says (records of one size, in order).
+            debug_assert!(
+                entries
+                    .iter()
+                    .enumerate()
+                    .all(|(k, e)| stride.locate(first + k as u64) == Some((e.chunk, e.offset)))
+            );
+            let bytes: Vec<&[u8]> = records.iter().map(|r| r.bytes).collect();
+            let (from, sums) = self.block_crcs_after(&stride, first, &bytes, &crcs)?;
+            self.index.set_block_crcs(from, &sums)?;
+        } else {
+            self.index.set_entries(first, &entries)?;
+        }
         if durable {
             self.index.flush_entries(first, n, &self.index_path)?;
         } else {

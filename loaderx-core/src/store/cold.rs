@@ -134,6 +134,7 @@ impl Store {
         match self.index.view(len)? {
             View::V1(m) => self.probe_and_ask(m, len, indices),
             View::V2(v) => self.probe_and_ask(&v, len, indices),
+            View::Fixed(f) => self.probe_and_ask(&f, len, indices),
         };
         r.hints.fetch_add(1, Ordering::Relaxed);
         Ok(())

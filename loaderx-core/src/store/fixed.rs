@@ -119,6 +119,19 @@ impl Store {
                 self.gather_fixed_in(&v, len, indices, record_len, dst, par)?;
                 heat
             }
+            View::Fixed(f) => {
+                let heat = self.prepare_reads(&f, len, indices);
+                if self.opts.verify_reads {
+                    self.check_blocks(&f, len, indices)?;
+                }
+                if f.stride.record_size == record_len as u64 {
+                    self.gather_stride(&f, len, indices, dst, par)?;
+                } else {
+                    // Names the first record whose length is not the one asked for.
+                    self.gather_fixed_in(&f, len, indices, record_len, dst, par)?;
+                }
+                heat
+            }
         };
         self.residency.finish(heat, bytes);
         Ok(())

@@ -166,6 +166,7 @@ impl Store {
         match self.index.view(len)? {
             View::V1(m) => self.resolve_in(m, len, indices),
             View::V2(v) => self.resolve_in(&v, len, indices),
+            View::Fixed(f) => self.resolve_in(&f, len, indices),
         }
     }
 
@@ -182,6 +183,14 @@ impl Store {
             View::V2(v) => {
                 let heat = self.prepare_reads(v, len, indices);
                 (heat, self.resolve_in(v, len, indices)?)
+            }
+            View::Fixed(f) => {
+                let heat = self.prepare_reads(f, len, indices);
+                let locs = self.resolve_in(f, len, indices)?;
+                if self.opts.verify_reads {
+                    self.check_blocks(f, len, indices)?;
+                }
+                (heat, locs)
             }
         };
         Ok((locs, heat))

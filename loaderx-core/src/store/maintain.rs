@@ -55,20 +55,30 @@ impl Store {
             return Ok(());
         }
         let _x = self.exclusive()?;
-        let mut changed: BTreeMap<u64, Entry> = BTreeMap::new();
+        // Each hole gets the record then last: its index before the delete (a hole filled
+        // earlier passes on what filled it).
+        let mut changed: BTreeMap<u64, u64> = BTreeMap::new();
         let mut n = len;
         for idx in order {
             let last = n - 1;
             if idx != last {
-                let moved = match changed.get(&last) {
-                    Some(e) => *e,
-                    None => self.index.entry(last)?,
-                };
+                let moved = changed.get(&last).copied().unwrap_or(last);
                 changed.insert(idx, moved);
             }
             n -= 1;
         }
-        let entries: Vec<(u64, Entry)> = changed.into_iter().filter(|(i, _)| *i < n).collect();
+        let entries: Vec<(u64, Entry)> = changed
+            .into_iter()
+            .filter(|(i, _)| *i < n)
+            .map(|(i, from)| Ok((i, self.index.entry(from)?)))
+            .collect::<Result<_>>()?;
+        if self.index.stride().is_some() {
+            // Records move: the chunks' checksums change under the manifest, which goes first
+            // and is computed again (by the next writer, after a crash).
+            self.drop_manifest()?;
+            self.run_journal(Journal::Delete { entries, new_length: n })?;
+            return self.rebuild_manifest(Vec::new());
+        }
         self.run_journal(Journal::Delete { entries, new_length: n })?;
         if self.format() == Format::V2 {
             // The chunks are unchanged; the manifest's count follows the index. (A crash before
@@ -106,6 +116,9 @@ impl Store {
 
     fn apply(&self, j: &Journal) -> Result<()> {
         let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = j;
+        if let (Some(stride), Journal::Delete { entries, new_length }) = (self.index.stride(), j) {
+            return self.apply_stride_delete(&stride, entries, *new_length);
+        }
         self.check_journal(entries)?;
         let set = |entries: &[(u64, Entry)]| -> Result<()> {
             for &(idx, e) in entries {
@@ -155,7 +168,7 @@ impl Store {
     /// store, or bytes past the committed frontier (deletes and compaction only ever point
     /// below it). A journal from elsewhere, or a hostile one, is an error on every retry, not
     /// thousands of chunk files.
-    fn check_journal(&self, entries: &[(u64, Entry)]) -> Result<()> {
+    pub(super) fn check_journal(&self, entries: &[(u64, Entry)]) -> Result<()> {
         let (len, frontier) = (self.len(), self.index.frontier());
         let path = self.dir.join(JOURNAL_FILE);
         for &(idx, e) in entries {
@@ -205,6 +218,15 @@ impl Store {
         self.sync()?;
         let _x = self.exclusive()?;
         let before = self.stats()?;
+        if self.index.stride().is_some() {
+            // Dense by construction: every record lies where its index says, with no gap.
+            return Ok(CompactReport {
+                moved: 0,
+                skipped: before.length,
+                bytes_before: before.chunk_bytes,
+                bytes_after: before.chunk_bytes,
+            });
+        }
         let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };
         let len = self.len();
         let frontier = self.index.frontier();
@@ -362,7 +384,7 @@ impl Store {
     }
 
     /// Removes `manifest.zr` (durably): the next writer computes it again from the chunks.
-    fn drop_manifest(&self) -> Result<()> {
+    pub(super) fn drop_manifest(&self) -> Result<()> {
         let path = self.dir.join(MANIFEST_FILE);
         match fs::remove_file(&path) {
             Ok(()) => sync_dir(&self.dir),

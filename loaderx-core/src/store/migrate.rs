@@ -21,7 +21,7 @@ use super::files::{
 };
 use super::gather::{Located, stored_range};
 use super::table::committed;
-use crate::format::v2::{self, ChunkSummary, Entry, Manifest};
+use crate::format::v2::{self, ChunkSummary, Entry, Layout, Manifest, Stride};
 use crate::format::{
     Codec, ENTRY_SIZE, Format, Header, MAX_CHUNK_SIZE, MAX_RECORD_SIZE, META_SIZE, RecordLoc, dict,
 };
@@ -130,11 +130,13 @@ impl Store {
         write_atomic(&self.dir, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())?;
         let dict_id = self.dict.get().map_or(0, |d| dict::id(&d.raw));
         let header = v2::Header {
-            chunk_capacity: self.opts.capacity_for(Format::V1),
+            // A fixed-stride store keeps its capacity (its records lie where it put them).
+            chunk_capacity: self.chunk_capacity()?,
             dict_id,
             tail_chunk: frontier.0,
             tail_offset: frontier.1,
             count: len,
+            layout: v2::Layout::Entries,
         };
         write_atomic_with(&self.dir, INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
@@ -146,8 +148,159 @@ impl Store {
             }
             Ok(())
         })?;
-        let meta = self.dir.join(META_FILE);
-        fs::remove_file(&meta).map_err(|e| Error::io("remove", &meta, e))?;
+        remove_if_present(&self.dir.join(META_FILE))?;
+        sync_dir(&self.dir)?;
+        Ok(total)
+    }
+
+    /// Migrates the store at `dir` to the v2 index `to`, in place: from the fixed stride to an
+    /// entry per record (every record's checksum computed), or to the fixed stride from an entry
+    /// per record of either format, when every record is raw, of one size and lies where the
+    /// stride puts it (what appending raw records of one size leaves; each block's checksum
+    /// computed). `record_size` 0 in `to` takes the first record's; `block_records` 0 the
+    /// default. Only `index.zr` is written (and, from v1, `manifest.zr`), renamed into place in
+    /// one step; the record bytes never move. A store already in `to` is left alone.
+    ///
+    /// # Errors
+    /// As [`Store::migrate`]; [`Error::InvalidArgument`] naming the first record that is not raw,
+    /// not of the record size or not where the stride puts it (records a delete moved: rewrite
+    /// the dataset instead), or a write frontier past the last record (`compact` first).
+    pub fn migrate_layout(
+        dir: impl AsRef<std::path::Path>,
+        to: Layout,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<MigrateReport> {
+        let store = Store::open_rw(dir.as_ref(), StoreOptions::new())?;
+        let _x = store.exclusive()?;
+        let (from, records) = (store.format(), store.len());
+        let mut report = MigrateReport { from, to: Format::V2, records, bytes_checked: 0 };
+        if store.dir.join(JOURNAL_FILE).exists() {
+            return Err(Error::Locked { path: store.dir.clone(), reason: "a journal is pending".into() });
+        }
+        match (store.index.layout(), to) {
+            (Layout::Entries, Layout::Entries) if from == Format::V2 => {}
+            (Layout::Entries, Layout::Entries) | (Layout::Fixed { .. }, Layout::Entries) => {
+                report.bytes_checked = store.write_v2_index(progress)?;
+            }
+            (Layout::Fixed { record_size: have, .. }, Layout::Fixed { record_size, .. })
+                if record_size == have || record_size == 0 => {}
+            (_, Layout::Fixed { record_size, block_records }) => {
+                let record_size = match record_size {
+                    0 if records > 0 => store.get(0)?.len() as u64,
+                    0 => 1,
+                    r => u64::from(r),
+                };
+                report.bytes_checked =
+                    store.write_fixed_index(record_size, u64::from(block_records), progress)?;
+            }
+        }
+        Ok(report)
+    }
+
+    /// An entry index (v1 or v2) → the fixed stride: every entry checked against the place the
+    /// stride gives its record, each block summed, then (from v1) `manifest.zr`, then `index.zr`
+    /// renamed into place (the commit), then `meta.zr` removed.
+    fn write_fixed_index(
+        &self,
+        record_size: u64,
+        block_records: u64,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<u64> {
+        let len = self.len();
+        let frontier = self.index.frontier();
+        // A v1 store does not record the capacity it was written with: a tail past chunk 0
+        // tells it (chunk 0 holds K records of the record size), else the default is kept.
+        let capacity = match self.format() {
+            Format::V1 if frontier.0 > 0 && len > 0 => {
+                let per_chunk =
+                    (0..len).take_while(|&i| self.index.entry(i).is_ok_and(|e| e.chunk == 0)).count();
+                per_chunk as u64 * record_size
+            }
+            _ => self.chunk_capacity()?,
+        };
+        let per_block =
+            if block_records == 0 { Stride::default_per_block(record_size) } else { block_records };
+        let bad = |reason: String| Error::InvalidArgument(format!("{}: {reason}", self.dir.display()));
+        let stride = Stride::new(record_size, capacity, per_block).ok_or_else(|| {
+            bad(format!("records of {record_size} bytes do not fit its chunks of {capacity} bytes"))
+        })?;
+        let total = len * record_size;
+        let done = std::sync::atomic::AtomicU64::new(0);
+        let sums = (0..stride.blocks(len))
+            .into_par_iter()
+            .map(|b| {
+                let records = stride.block_records(b, len);
+                for (index, e) in records.clone().zip(self.index.entries(records.start, records.end)?) {
+                    self.index.check(&e).map_err(|r| self.record_error(index, format!("bad index entry: {r}")))?;
+                    let why = if e.codec != Codec::Raw as u8 {
+                        Some(format!("is {}, not raw", Codec::from_tag(e.codec).map_or("?", |c| c.name())))
+                    } else if u64::from(e.logical) != record_size {
+                        Some(format!("is {} bytes, not {record_size}", e.logical))
+                    } else if stride.locate(index) != Some((e.chunk, e.offset)) {
+                        let (c, o) = stride.locate(index).unwrap_or_default();
+                        Some(format!(
+                            "lies at chunk {} byte {}, not at chunk {c} byte {o} where the fixed stride puts it \
+                             (records moved by a delete cannot be migrated in place: rewrite the dataset)",
+                            e.chunk, e.offset
+                        ))
+                    } else {
+                        None
+                    };
+                    if let Some(why) = why {
+                        return Err(bad(format!("record {index} {why}")));
+                    }
+                }
+                let sum = self.block_sum(&stride, records.clone())?.ok_or_else(|| {
+                    self.block_error(&stride, records.start, "truncated or missing chunk")
+                })?;
+                let d = done.fetch_add((records.end - records.start) * record_size, std::sync::atomic::Ordering::Relaxed);
+                if b.is_multiple_of(1024) {
+                    progress(d, total);
+                }
+                Ok(sum)
+            })
+            .collect::<Result<Vec<u32>>>()?;
+        progress(total, total);
+        // The stride's frontier, or the same place before a roll to the next chunk (a capacity
+        // that is not a multiple of the record size, as v1 knew it).
+        let rolled = frontier.1 == stride.per_chunk * record_size
+            && u64::from(frontier.0 + 1) * stride.per_chunk == len;
+        if stride.frontier(len) != Some(frontier) && !rolled {
+            return Err(bad(format!(
+                "its write frontier (chunk {}, byte {}) is past its last record (a delete left bytes behind): \
+                 compact it first",
+                frontier.0, frontier.1
+            )));
+        }
+        if self.format() == Format::V1 {
+            let chunks: Vec<ChunkSummary> = (0..=frontier.0)
+                .into_par_iter()
+                .map(|id| self.summarise_chunk(id, (id == frontier.0).then_some(frontier.1)))
+                .collect::<Result<_>>()?;
+            write_atomic(&self.dir, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())?;
+        }
+        let frontier = stride.frontier(len).unwrap_or(frontier);
+        // A frontier that rolled over starts a chunk: its file exists before the index names it.
+        super::open_or_create(&super::files::chunk_path(&self.dir, frontier.0))?;
+        let header = v2::Header {
+            chunk_capacity: capacity,
+            dict_id: 0,
+            tail_chunk: frontier.0,
+            tail_offset: frontier.1,
+            count: len,
+            layout: Layout::Fixed {
+                record_size: u32::try_from(record_size)
+                    .map_err(|_| bad(format!("records of {record_size} bytes")))?,
+                block_records: u32::try_from(stride.per_block).unwrap_or(u32::MAX),
+            },
+        };
+        let bytes: Vec<u8> = sums.iter().flat_map(|c| c.to_le_bytes()).collect();
+        write_atomic_with(&self.dir, INDEX_FILE, |file, tmp| {
+            let io = |e| Error::io("write", tmp, e);
+            write_all_at(file, &header.encode(), 0).map_err(io)?;
+            write_all_at(file, &bytes, v2::HEADER_SIZE as u64).map_err(io)
+        })?;
+        remove_if_present(&self.dir.join(META_FILE))?;
         sync_dir(&self.dir)?;
         Ok(total)
     }
@@ -234,5 +387,14 @@ impl Store {
             fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
         }
         sync_dir(&self.dir)
+    }
+}
+
+/// Removes `path`; a file already gone is fine.
+fn remove_if_present(path: &std::path::Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path, e)),
     }
 }

@@ -9,7 +9,8 @@
 //! | `append` | append: compress, place, flush, commit |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
 //! | `cold` | cold batches: residency probed, a batch's pages asked for together |
-//! | `fixed` | the fixed-stride gather, entries and records pipelined in one pass |
+//! | `fixed` | the fixed-size gather, entries and records pipelined in one pass |
+//! | `stride` | the fixed-stride layout: its gather (no entries), block checksums written and checked |
 //! | `maintain` | delete and compaction through the journal |
 //! | `migrate` | a store from one format to the other, in place |
 //! | `report` | stats and verify |
@@ -36,6 +37,7 @@ mod open;
 mod options;
 mod report;
 mod source;
+mod stride;
 mod table;
 
 #[cfg(feature = "remote")]

@@ -18,6 +18,30 @@ use super::table::{Index, v1_header_error, v2_header_error};
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
 use crate::sys::{IndexMap, MetaMap, read_exact_at, write_all_at};
+
+impl StoreOptions {
+    /// The header of a new v2 store with these options: the entry layout, or the fixed stride
+    /// checked against the chunk capacity.
+    fn v2_header(&self, dir: &Path) -> Result<v2::Header> {
+        let capacity = self.capacity_for(Format::V2);
+        let mut header = v2::Header::empty(capacity);
+        if let Some(record_size) = self.fixed_stride {
+            let block_records = v2::Stride::default_per_block(u64::from(record_size));
+            header.layout = v2::Layout::Fixed {
+                record_size,
+                block_records: u32::try_from(block_records).unwrap_or(u32::MAX),
+            };
+            if header.stride().is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: fixed-stride records of {record_size} bytes do not fit chunks of {capacity} bytes \
+                     (records must be 1 byte to the chunk capacity)",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(header)
+    }
+}
 use crate::{Error, Result};
 
 pub(super) struct Writer {
@@ -85,6 +109,13 @@ impl Store {
             }
             remove_store_files(dir)?;
         }
+        if opts.format == Format::V1 && opts.fixed_stride.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the fixed-stride layout is a v2 layout; v1 stores keep an entry per record",
+                dir.display()
+            )));
+        }
+        opts.v2_header(dir)?;
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
         // Chunk 0 first: a store whose index exists has every chunk up to its tail.
         File::create(chunk_path(dir, 0)).map_err(|e| Error::io("create", chunk_path(dir, 0), e))?;
@@ -96,10 +127,10 @@ impl Store {
                     .map_err(|e| Error::io("write", tmp, e))
             })?,
             Format::V2 => {
+                let header = opts.v2_header(dir)?;
                 let empty = Manifest { count: 0, chunks: vec![ChunkSummary::default()] };
                 write_atomic(dir, MANIFEST_FILE, &empty.encode())?;
                 // The index last: its rename is what makes the directory a store.
-                let header = v2::Header::empty(opts.capacity_for(Format::V2));
                 write_atomic(dir, INDEX_FILE, &header.encode())?;
             }
         }
@@ -193,6 +224,7 @@ impl Store {
         if writable && format == Format::V2 {
             store.check_frontier()?;
         }
+
         if dir.join(JOURNAL_FILE).exists() {
             if !writable {
                 return Err(Error::Locked {
@@ -207,6 +239,9 @@ impl Store {
         store.check_chunks()?;
         if writable {
             store.trim_uncommitted()?;
+            // A commit killed after its block checksums were written, before its count was,
+            // left the open block's summing records that are not there.
+            store.reseal_tail_block()?;
             if format == Format::V2 {
                 // What a migration to v2 left once it had committed.
                 let stale = dir.join(META_FILE);
@@ -225,9 +260,34 @@ impl Store {
     /// another), or damage: either way the frontier is set to the end of the furthest committed
     /// record, which keeps every record the count publishes.
     fn check_frontier(&self) -> Result<()> {
-        let Index::V2(map) = &self.index else { return Ok(()) };
+        let (Index::V2(map) | Index::Fixed(map, _)) = &self.index else { return Ok(()) };
         match v2::Header::parse(&map.header(), true) {
-            Ok(_) => Ok(()),
+            Ok(h) => match h.stride() {
+                // A fixed-stride frontier is a function of the count; anything else is damage.
+                Some(stride) if stride.frontier(h.count) != Some((h.tail_chunk, h.tail_offset)) => {
+                    Err(Error::Corrupt {
+                        path: self.index_path.clone(),
+                        offset: 24,
+                        reason: format!(
+                            "the frontier (chunk {}, byte {}) is not where {} records of {} bytes end",
+                            h.tail_chunk, h.tail_offset, h.count, stride.record_size
+                        ),
+                        source: None,
+                    })
+                }
+                _ => Ok(()),
+            },
+            Err(v2::HeaderError::Field(28, _)) if self.index.stride().is_some() => {
+                let len = self.len();
+                let stride = self.index.stride().expect("checked just above");
+                let frontier = stride.frontier(len).ok_or_else(|| Error::Corrupt {
+                    path: self.index_path.clone(),
+                    offset: 40,
+                    reason: format!("{len} records of {} bytes pass the last chunk id", stride.record_size),
+                    source: None,
+                })?;
+                self.index.publish(len, frontier, &self.index_path, true)
+            }
             Err(v2::HeaderError::Field(28, _)) => {
                 let len = self.len();
                 let mut frontier = (0u32, 0u64);
@@ -427,6 +487,12 @@ impl Store {
         self.index.format()
     }
 
+    /// How the store's index locates records: an entry per record (v1, and v2's default), or
+    /// the fixed stride ([`StoreOptions::fixed_stride`]).
+    pub fn layout(&self) -> crate::Layout {
+        self.index.layout()
+    }
+
     /// The largest record this store holds (1 MiB in v1, 4 GiB - 1 in v2).
     pub fn max_record_size(&self) -> usize {
         self.format().max_record_size()
@@ -525,13 +591,15 @@ fn map_index(index_file: &File, index_path: &Path, format: Format, writable: boo
             // below ([`Store::check_frontier`]).
             let h = v2::Header::parse(&head[..got], false).map_err(|e| v2_header_error(index_path, e))?;
             let file = index_file.try_clone().map_err(|e| Error::io("open", index_path, e))?;
-            let map = IndexMap::map(file, index_path, writable)?;
-            map.view(h.count)?;
+            let elem = h.layout.element_size();
+            let map = IndexMap::map(file, index_path, writable, elem)?;
+            let stride = h.stride();
+            let elements = stride.map_or(h.count, |s| s.blocks(h.count));
+            map.view(elements)?;
             // Every published entry was written before its count was: a hole among them is
             // a sparse file claiming records it never held (a few KB on disk claiming 2^34
             // entries would otherwise be scanned for hours by `verify`).
-            let entries_end =
-                (v2::HEADER_SIZE as u64).saturating_add(h.count.saturating_mul(v2::ENTRY_SIZE as u64));
+            let entries_end = (v2::HEADER_SIZE as u64).saturating_add(elements.saturating_mul(elem as u64));
             if let Some(hole) =
                 crate::sys::first_hole(index_file, v2::HEADER_SIZE as u64).filter(|&hole| hole < entries_end)
             {
@@ -542,12 +610,15 @@ fn map_index(index_file: &File, index_path: &Path, format: Format, writable: boo
                         "the header publishes {} entries, but the file holds no data from byte {hole} on \
                          (a sparse file: entry {} onwards was never written)",
                         h.count,
-                        (hole - v2::HEADER_SIZE as u64) / v2::ENTRY_SIZE as u64
+                        (hole - v2::HEADER_SIZE as u64) / elem as u64
                     ),
                     source: None,
                 });
             }
-            Index::V2(map)
+            match stride {
+                Some(stride) => Index::Fixed(map, stride),
+                None => Index::V2(map),
+            }
         }
     })
 }

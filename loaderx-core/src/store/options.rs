@@ -14,6 +14,7 @@ pub struct StoreOptions {
     pub(super) max_records: Option<u64>,
     pub(super) deferred_sync: bool,
     pub(super) cold_reads: bool,
+    pub(super) fixed_stride: Option<u32>,
 }
 
 impl Default for StoreOptions {
@@ -27,6 +28,7 @@ impl Default for StoreOptions {
             max_records: None,
             deferred_sync: false,
             cold_reads: true,
+            fixed_stride: None,
         }
     }
 }
@@ -94,6 +96,18 @@ impl StoreOptions {
     /// with the kernel's readahead around each fault. Linux only: elsewhere this does nothing.
     pub fn cold_reads(mut self, yes: bool) -> Self {
         self.cold_reads = yes;
+        self
+    }
+
+    /// [`Store::create`](crate::Store::create) makes a v2 store of the fixed-stride layout:
+    /// every record raw and exactly `record_size` bytes, found from its index alone (no
+    /// per-record entry: the index is a crc32c per block of about 4 KiB of records, so the store
+    /// is its records' size plus 0.1%, and a gather is the copy of the records). Appends of
+    /// another size or codec are refused; reads, `verify`, delete and migration work as for
+    /// any store (FORMAT.md, "Fixed-stride layout"). Dense datasets of raw records are written
+    /// this way by the converters. Opening takes the layout from the store.
+    pub fn fixed_stride(mut self, record_size: u32) -> Self {
+        self.fixed_stride = Some(record_size);
         self
     }
 

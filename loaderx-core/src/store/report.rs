@@ -231,6 +231,10 @@ impl Store {
     /// Only for failures that stop the scan as a whole.
     pub fn verify_each(&self, mut f: impl FnMut(u64, Error)) -> Result<u64> {
         let len = self.len();
+        if self.index.stride().is_some() {
+            self.verify_blocks(&mut f)?;
+            return Ok(len);
+        }
         let mut first = 0u64;
         while first < len {
             let end = (first + SCAN_BLOCK).min(len);
@@ -281,7 +285,7 @@ impl Store {
     /// Only for failures that stop the check (an unreadable file); what is wrong is returned.
     pub fn verify_files(&self) -> Result<Vec<Error>> {
         let mut problems = Vec::new();
-        let Index::V2(map) = &self.index else { return Ok(problems) };
+        let (Index::V2(map) | Index::Fixed(map, _)) = &self.index else { return Ok(problems) };
         let header = map.header();
         let h = match v2::Header::parse(&header, true) {
             Ok(h) => h,

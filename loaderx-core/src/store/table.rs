@@ -4,11 +4,13 @@
 //!
 //! Every layer above works with the v2 form of an entry ([`Entry`]: `u64` offset, `u32` chunk,
 //! lengths and a checksum); a v1 table converts its 16-byte entries on read and refuses, on
-//! write, an entry that does not fit its fields (placement never makes one).
+//! write, an entry that does not fit its fields (placement never makes one). A fixed-stride index
+//! has no entries: it makes each one from the record's index ([`Stride`]), with no per-record
+//! checksum (its records are checked a block at a time: `store/stride.rs`).
 
 use std::path::Path;
 
-use crate::format::v2::{self, ENTRY_SIZE, Entry};
+use crate::format::v2::{self, ENTRY_SIZE, Entry, Layout, Stride};
 use crate::format::{Codec, Format, MAX_CHUNK_SIZE, MAX_CHUNKS, MAX_RECORD_SIZE, RecordLoc};
 use crate::sys::{IndexMap, IndexView, MetaMap};
 use crate::{Error, Result};
@@ -33,6 +35,8 @@ pub(crate) enum Index {
     V1(MetaMap),
     /// `index.zr`: the growing array.
     V2(IndexMap),
+    /// `index.zr` of the fixed-stride layout: a checksum per block of records.
+    Fixed(IndexMap, Stride),
 }
 
 /// What a batch reads entries through, taken once per batch.
@@ -41,6 +45,15 @@ pub(crate) enum View<'a> {
     V1(&'a MetaMap),
     /// A v2 snapshot covering the entries asked for.
     V2(IndexView),
+    /// The fixed stride: entries made from the index.
+    Fixed(FixedView),
+}
+
+/// A batch's view of a fixed-stride index: the geometry, and the block checksums covering the
+/// records it was taken for.
+pub(crate) struct FixedView {
+    pub(crate) blocks: IndexView,
+    pub(crate) stride: Stride,
 }
 
 impl Index {
@@ -48,11 +61,31 @@ impl Index {
     pub(crate) fn format(&self) -> Format {
         match self {
             Index::V1(_) => Format::V1,
-            Index::V2(_) => Format::V2,
+            Index::V2(_) | Index::Fixed(..) => Format::V2,
         }
     }
 
-    /// Whether the format keeps checksums of entries and records (v2).
+    /// How the index locates records (v1 and v2 stores both keep an entry per record).
+    pub(crate) fn layout(&self) -> Layout {
+        match self {
+            Index::V1(_) | Index::V2(_) => Layout::Entries,
+            Index::Fixed(_, s) => Layout::Fixed {
+                record_size: u32::try_from(s.record_size).unwrap_or(u32::MAX),
+                block_records: u32::try_from(s.per_block).unwrap_or(u32::MAX),
+            },
+        }
+    }
+
+    /// The fixed stride's geometry, `None` for an index of entries.
+    pub(crate) fn stride(&self) -> Option<Stride> {
+        match self {
+            Index::Fixed(_, s) => Some(*s),
+            _ => None,
+        }
+    }
+
+    /// Whether the format keeps checksums of entries and of each record (v2's entry layout; a
+    /// fixed-stride index keeps them per block).
     pub(crate) fn has_checksums(&self) -> bool {
         matches!(self, Index::V2(_))
     }
@@ -61,7 +94,15 @@ impl Index {
     pub(crate) fn limits(&self) -> Limits {
         match self {
             Index::V1(_) => Limits::V1,
-            Index::V2(_) => Limits::V2,
+            Index::V2(_) | Index::Fixed(..) => Limits::V2,
+        }
+    }
+
+    /// The mapped `index.zr` of a v2 store, either layout.
+    fn v2_map(&self) -> Option<&IndexMap> {
+        match self {
+            Index::V1(_) => None,
+            Index::V2(x) | Index::Fixed(x, _) => Some(x),
         }
     }
 
@@ -70,7 +111,7 @@ impl Index {
     pub(crate) fn len(&self) -> u64 {
         match self {
             Index::V1(m) => u64::from(m.length()),
-            Index::V2(x) => x.count(),
+            Index::V2(x) | Index::Fixed(x, _) => x.count(),
         }
     }
 
@@ -81,7 +122,7 @@ impl Index {
                 let h = m.header();
                 (u32::from(h.tail_chunk), u64::from(h.tail_offset))
             }
-            Index::V2(x) => {
+            Index::V2(x) | Index::Fixed(x, _) => {
                 let h = v2::Header::parse(&x.header(), false).unwrap_or(v2::Header::empty(1));
                 (h.tail_chunk, h.tail_offset)
             }
@@ -97,6 +138,9 @@ impl Index {
         Ok(match self {
             Index::V1(m) => View::V1(m),
             Index::V2(x) => View::V2(x.view(len)?),
+            Index::Fixed(x, stride) => {
+                View::Fixed(FixedView { blocks: x.view(stride.blocks(len))?, stride: *stride })
+            }
         })
     }
 
@@ -109,6 +153,7 @@ impl Index {
         Ok(match self.view(idx + 1)? {
             View::V1(m) => m.get(idx),
             View::V2(v) => v.get(idx),
+            View::Fixed(f) => f.get(idx),
         })
     }
 
@@ -120,6 +165,7 @@ impl Index {
         Ok(match self.view(to)? {
             View::V1(m) => (from..to).map(|i| m.get(i)).collect(),
             View::V2(v) => (from..to).map(|i| v.get(i)).collect(),
+            View::Fixed(f) => (from..to).map(|i| f.get(i)).collect(),
         })
     }
 
@@ -131,6 +177,7 @@ impl Index {
         Ok(match self.view(idx + 1)? {
             View::V1(m) => m.get_checked(idx),
             View::V2(v) => v.get_checked(idx),
+            View::Fixed(f) => f.get_checked(idx),
         })
     }
 
@@ -142,17 +189,30 @@ impl Index {
         match self {
             Index::V1(_) => MetaMap::check(e),
             Index::V2(_) => IndexView::check(e),
+            Index::Fixed(..) => FixedView::check(e),
         }
     }
 
-    /// The writer makes room for entries `0..entries`.
+    /// The writer makes room for records `0..records` (their entries, or their blocks').
     ///
     /// # Errors
     /// [`Error::Io`] naming `path` when a v2 index cannot grow.
-    pub(crate) fn reserve(&self, entries: u64) -> Result<()> {
+    pub(crate) fn reserve(&self, records: u64) -> Result<()> {
         match self {
             Index::V1(_) => Ok(()),
-            Index::V2(x) => x.reserve(entries),
+            Index::V2(x) => x.reserve(records),
+            Index::Fixed(x, s) => x.reserve(s.blocks(records)),
+        }
+    }
+
+    /// The writer writes the checksums of blocks `first..` of a fixed-stride index (reserved).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an index of entries; [`Error::Io`] naming the path.
+    pub(crate) fn set_block_crcs(&self, first: u64, crcs: &[u32]) -> Result<()> {
+        match self {
+            Index::Fixed(x, _) => x.set_block_crcs(first, crcs),
+            _ => Err(Error::InvalidArgument("block checksums written to an index of entries".into())),
         }
     }
 
@@ -174,6 +234,12 @@ impl Index {
                 let bytes: Vec<[u8; ENTRY_SIZE]> = entries.iter().map(Entry::encode).collect();
                 x.set_entries(first, &bytes)?;
             }
+            Index::Fixed(..) => {
+                return Err(Error::InvalidArgument(
+                    "a fixed-stride index has no entries to write: its records lie where their index says"
+                        .into(),
+                ));
+            }
         }
         Ok(())
     }
@@ -189,14 +255,23 @@ impl Index {
                 m.flush_entries(from, to, path)
             }
             Index::V2(x) => x.flush_entries(first, n),
+            Index::Fixed(x, s) => {
+                let (from, to) = block_span(s, first, n);
+                x.flush_entries(from, to - from)
+            }
         }
     }
 
     /// Starts writing entries `first..first + n` to the disk without waiting (v2; v1 tables are
     /// flushed whole by their next sync).
     pub(crate) fn start_writeback(&self, first: u64, n: u64) {
-        if let Index::V2(x) = self {
-            x.start_writeback(first, n);
+        match self {
+            Index::V1(_) => {}
+            Index::V2(x) => x.start_writeback(first, n),
+            Index::Fixed(x, s) => {
+                let (from, to) = block_span(s, first, n);
+                x.start_writeback(from, to - from);
+            }
         }
     }
 
@@ -223,7 +298,7 @@ impl Index {
                 m.set_header(h);
                 if durable { m.flush_header(path) } else { Ok(()) }
             }
-            Index::V2(x) => {
+            Index::V2(x) | Index::Fixed(x, _) => {
                 let mut h = v2::Header::parse(&x.header(), false).map_err(|e| v2_header_error(path, e))?;
                 h.tail_chunk = chunk;
                 h.tail_offset = offset;
@@ -235,11 +310,9 @@ impl Index {
 
     /// The v2 header (static fields and the frontier), `None` for v1.
     pub(crate) fn v2_header(&self, path: &Path) -> Result<Option<v2::Header>> {
-        match self {
-            Index::V1(_) => Ok(None),
-            Index::V2(x) => {
-                v2::Header::parse(&x.header(), false).map(Some).map_err(|e| v2_header_error(path, e))
-            }
+        match self.v2_map() {
+            None => Ok(None),
+            Some(x) => v2::Header::parse(&x.header(), false).map(Some).map_err(|e| v2_header_error(path, e)),
         }
     }
 
@@ -248,6 +321,12 @@ impl Index {
     /// # Errors
     /// [`Error::Io`] naming `path`.
     pub(crate) fn set_dict_id(&self, id: u32, path: &Path) -> Result<()> {
+        if let Index::Fixed(..) = self {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a fixed-stride store of raw records: it has no dictionary",
+                path.display()
+            )));
+        }
         if let Index::V2(x) = self {
             let mut h = v2::Header::parse(&x.header(), false).map_err(|e| v2_header_error(path, e))?;
             h.dict_id = id;
@@ -255,6 +334,11 @@ impl Index {
         }
         Ok(())
     }
+}
+
+/// The block checksums `from..to` covering records `first..first + n` (none for no record).
+fn block_span(s: &Stride, first: u64, n: u64) -> (u64, u64) {
+    if n == 0 { (0, 0) } else { (s.block_of(first), s.block_of(first + n - 1) + 1) }
 }
 
 /// The error for a v1 `meta.zr` header that does not parse.
@@ -414,6 +498,44 @@ impl Table for IndexView {
 
     fn check(e: &Entry) -> std::result::Result<Codec, String> {
         e.validate()
+    }
+}
+
+impl Table for FixedView {
+    // Records are summed a block at a time before a verified batch reads them
+    // (`Store::check_blocks`), never one by one.
+    const CHECKSUMS: bool = false;
+
+    #[inline(always)]
+    fn get(&self, idx: u64) -> Entry {
+        let (chunk, offset) = self.stride.locate(idx).unwrap_or((u32::MAX, 0));
+        let len = self.stride.record_size as u32;
+        Entry { offset, stored: len, logical: len, chunk, codec: Codec::Raw as u8, crc: 0 }
+    }
+
+    #[inline]
+    fn prefetch(&self, _idx: u64) {}
+
+    fn will_need(&self, _idx: u64) {}
+
+    fn resident(&self, _idx: u64) -> bool {
+        true
+    }
+
+    fn get_checked(&self, idx: u64) -> std::result::Result<Entry, String> {
+        Ok(self.get(idx))
+    }
+
+    #[inline(always)]
+    fn fits(e: &Entry, record_len: usize) -> bool {
+        (e.logical as usize == record_len) & (e.stored == e.logical) & (e.codec == Codec::Raw as u8)
+    }
+
+    fn check(e: &Entry) -> std::result::Result<Codec, String> {
+        match e.validate()? {
+            Codec::Raw => Ok(Codec::Raw),
+            other => Err(format!("a {other} record in a fixed-stride store of raw records")),
+        }
     }
 }
 

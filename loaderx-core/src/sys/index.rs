@@ -1,5 +1,6 @@
-//! [`IndexMap`]: a v2 `index.zr`, memory-mapped: its header and a record array that grows with
-//! the store, read in place.
+//! [`IndexMap`]: a v2 `index.zr`, memory-mapped: its header and an array that grows with the
+//! store, read in place: an entry per record, or (the fixed-stride layout) a crc32c per block of
+//! records, elements of the size the header names.
 //!
 //! The file only grows while the store is open (the writer extends it before it writes entries
 //! past its end, and never shrinks it), so a mapping made at some length stays backed by the file
@@ -16,6 +17,9 @@ use std::sync::{Arc, RwLock};
 use memmap2::{MmapOptions, MmapRaw};
 
 use crate::format::v2::{COUNT_OFFSET, ENTRY_SIZE, HEADER_SIZE};
+
+/// The size of a block checksum, the fixed-stride layout's element.
+const BLOCK_CRC_SIZE: usize = 4;
 use crate::{Error, Result};
 
 /// Entries the writer adds to the file at least when it grows it: growth in steps, not per
@@ -25,7 +29,10 @@ const GROW_ENTRIES: u64 = 1 << 15;
 /// A mapping of `index.zr` and how many entries it covers.
 struct Mapping {
     raw: MmapRaw,
+    /// Whole elements the mapping covers after the header.
     entries: u64,
+    /// Bytes per element.
+    elem: usize,
 }
 
 /// The mapped `index.zr` of a v2 store.
@@ -33,6 +40,7 @@ pub(crate) struct IndexMap {
     file: File,
     path: PathBuf,
     writable: bool,
+    elem: usize,
     map: RwLock<Arc<Mapping>>,
 }
 
@@ -43,16 +51,21 @@ pub(crate) struct IndexView {
 }
 
 impl IndexMap {
-    /// Maps `file` (at `path`), which must hold at least the header.
+    /// Maps `file` (at `path`), which must hold at least the header, as an array of `elem`-byte
+    /// elements after it (32: entries; 4: block checksums).
     ///
     /// # Errors
     /// [`Error::Corrupt`] for a file shorter than the header; [`Error::Io`] naming the path.
-    pub(crate) fn map(file: File, path: &Path, writable: bool) -> Result<IndexMap> {
-        let mapping = Self::map_file(&file, path, writable)?;
-        Ok(IndexMap { file, path: path.to_path_buf(), writable, map: RwLock::new(Arc::new(mapping)) })
+    pub(crate) fn map(file: File, path: &Path, writable: bool, elem: usize) -> Result<IndexMap> {
+        assert!(
+            elem == ENTRY_SIZE || elem == BLOCK_CRC_SIZE,
+            "index elements are entries or block checksums"
+        );
+        let mapping = Self::map_file(&file, path, writable, elem)?;
+        Ok(IndexMap { file, path: path.to_path_buf(), writable, elem, map: RwLock::new(Arc::new(mapping)) })
     }
 
-    fn map_file(file: &File, path: &Path, writable: bool) -> Result<Mapping> {
+    fn map_file(file: &File, path: &Path, writable: bool, elem: usize) -> Result<Mapping> {
         let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
         if len < HEADER_SIZE as u64 {
             return Err(Error::Corrupt {
@@ -65,7 +78,7 @@ impl IndexMap {
         let opts = MmapOptions::new();
         let raw = if writable { opts.map_raw(file) } else { opts.map_raw_read_only(file) };
         let raw = raw.map_err(|e| Error::io("mmap", path, e))?;
-        Ok(Mapping { raw, entries: (len - HEADER_SIZE as u64) / ENTRY_SIZE as u64 })
+        Ok(Mapping { raw, entries: (len - HEADER_SIZE as u64) / elem as u64, elem })
     }
 
     fn current(&self) -> Arc<Mapping> {
@@ -103,13 +116,14 @@ impl IndexMap {
         }
         let mut slot = self.map.write().unwrap_or_else(|e| e.into_inner());
         if slot.entries < entries {
-            let fresh = Self::map_file(&self.file, &self.path, self.writable)?;
+            let fresh = Self::map_file(&self.file, &self.path, self.writable, self.elem)?;
             if fresh.entries < entries {
+                let what = if self.elem == ENTRY_SIZE { "entries" } else { "block checksums" };
                 return Err(Error::Corrupt {
                     path: self.path.clone(),
-                    offset: HEADER_SIZE as u64 + fresh.entries * ENTRY_SIZE as u64,
+                    offset: HEADER_SIZE as u64 + fresh.entries * self.elem as u64,
                     reason: format!(
-                        "the index holds {} entries; the header publishes {entries}",
+                        "the index holds {} {what}; the header publishes {entries}",
                         fresh.entries
                     ),
                     source: None,
@@ -130,10 +144,13 @@ impl IndexMap {
         if slot.entries >= entries {
             return Ok(());
         }
-        let want = entries.max(slot.entries.saturating_mul(2)).max(slot.entries + GROW_ENTRIES);
-        let bytes = (HEADER_SIZE as u64).saturating_add(want.saturating_mul(ENTRY_SIZE as u64));
+        // Entries grow by at least 1 MiB; block checksums by a page (a store of a few thousand
+        // records keeps a small index).
+        let step = if self.elem == ENTRY_SIZE { GROW_ENTRIES } else { 4096 / BLOCK_CRC_SIZE as u64 };
+        let want = entries.max(slot.entries.saturating_mul(2)).max(slot.entries + step);
+        let bytes = (HEADER_SIZE as u64).saturating_add(want.saturating_mul(self.elem as u64));
         self.file.set_len(bytes).map_err(|e| Error::io("grow", &self.path, e))?;
-        *slot = Arc::new(Self::map_file(&self.file, &self.path, true)?);
+        *slot = Arc::new(Self::map_file(&self.file, &self.path, true, self.elem)?);
         Ok(())
     }
 
@@ -148,20 +165,33 @@ impl IndexMap {
     /// # Errors
     /// [`Error::Io`] (or [`Error::DiskFull`]) naming the path.
     pub(crate) fn set_entries(&self, first: u64, entries: &[[u8; ENTRY_SIZE]]) -> Result<()> {
-        let m = self.current();
-        assert!(
-            self.writable && first + entries.len() as u64 <= m.entries,
-            "set_entries past the reserved index"
-        );
-        let at = HEADER_SIZE as u64 + ENTRY_SIZE as u64 * first;
-        super::io::write_all_at(&self.file, entries.as_flattened(), at)
-            .map_err(|e| Error::io("write", &self.path, e))
+        assert_eq!(self.elem, ENTRY_SIZE, "entries written to an index of block checksums");
+        self.write_elements(first, entries.len(), entries.as_flattened())
     }
 
-    /// Starts writing entries `first..first + n` to the disk without waiting for them.
+    /// The writer writes block checksums `first..` (already reserved) of a fixed-stride index, as
+    /// [`IndexMap::set_entries`] writes entries: the open block's may be rewritten while readers
+    /// read it (they check a block against the count they took, and retry: `store::stride`).
+    ///
+    /// # Errors
+    /// [`Error::Io`] (or [`Error::DiskFull`]) naming the path.
+    pub(crate) fn set_block_crcs(&self, first: u64, crcs: &[u32]) -> Result<()> {
+        assert_eq!(self.elem, BLOCK_CRC_SIZE, "block checksums written to an index of entries");
+        let bytes: Vec<u8> = crcs.iter().flat_map(|c| c.to_le_bytes()).collect();
+        self.write_elements(first, crcs.len(), &bytes)
+    }
+
+    fn write_elements(&self, first: u64, n: usize, bytes: &[u8]) -> Result<()> {
+        let m = self.current();
+        assert!(self.writable && first + n as u64 <= m.entries, "a write past the reserved index");
+        let at = HEADER_SIZE as u64 + self.elem as u64 * first;
+        super::io::write_all_at(&self.file, bytes, at).map_err(|e| Error::io("write", &self.path, e))
+    }
+
+    /// Starts writing elements `first..first + n` to the disk without waiting for them.
     pub(crate) fn start_writeback(&self, first: u64, n: u64) {
-        let at = HEADER_SIZE as u64 + ENTRY_SIZE as u64 * first;
-        super::io::start_writeback(&self.file, at, ENTRY_SIZE as u64 * n);
+        let at = HEADER_SIZE as u64 + self.elem as u64 * first;
+        super::io::start_writeback(&self.file, at, self.elem as u64 * n);
     }
 
     /// Flushes entries `first..first + n` to disk.
@@ -173,8 +203,8 @@ impl IndexMap {
             return Ok(());
         }
         let m = self.current();
-        let start = HEADER_SIZE + ENTRY_SIZE * first as usize;
-        m.raw.flush_range(start, ENTRY_SIZE * n as usize).map_err(|e| Error::io("msync", &self.path, e))
+        let start = HEADER_SIZE + self.elem * first as usize;
+        m.raw.flush_range(start, self.elem * n as usize).map_err(|e| Error::io("msync", &self.path, e))
     }
 
     /// The writer writes the header: every byte but the count, then publishes the count (release),
@@ -215,6 +245,30 @@ fn count_atomic(m: &Mapping) -> &AtomicU64 {
 }
 
 impl IndexView {
+    /// Block checksum `b` of a fixed-stride index (read as it is now: the open block's may
+    /// change under a reader).
+    ///
+    /// # Panics
+    /// When `b` is not below the elements the view covers, or the index holds entries.
+    #[inline]
+    pub(crate) fn block_crc(&self, b: u64) -> u32 {
+        assert!(
+            self.map.elem == BLOCK_CRC_SIZE && b < self.map.entries,
+            "block checksum {b} past the mapped index"
+        );
+        // SAFETY: in bounds (asserted: the mapping covers `entries` whole 4-byte elements after
+        // the 64-byte header, so the read is 4-byte aligned in a page-aligned mapping). A
+        // concurrent rewrite of the open block's checksum by the writer is a racy read of plain
+        // bytes, which a volatile read of an aligned u32 makes whole: the reader checks the
+        // value against the records and retries (`store::stride`).
+        let v = unsafe {
+            std::ptr::read_volatile(
+                self.map.raw.as_ptr().add(HEADER_SIZE + BLOCK_CRC_SIZE * b as usize).cast::<u32>(),
+            )
+        };
+        u32::from_le(v)
+    }
+
     /// The 32 bytes of entry `idx`.
     ///
     /// # Panics
@@ -222,7 +276,11 @@ impl IndexView {
     /// which the view covers).
     #[inline]
     pub(crate) fn entry_bytes(&self, idx: u64) -> [u8; ENTRY_SIZE] {
-        assert!(idx < self.map.entries, "index entry {idx} past the mapped {}", self.map.entries);
+        assert!(
+            self.map.elem == ENTRY_SIZE && idx < self.map.entries,
+            "index entry {idx} past the mapped {}",
+            self.map.entries
+        );
         // SAFETY: in bounds (asserted; the mapping covers `entries` whole entries after the
         // header). Entries below the published count are immutable while readers exist.
         unsafe {

@@ -9,6 +9,7 @@ mod convert_formats;
 mod convert_hostile;
 mod crash;
 mod dataset;
+mod fixed_stride;
 #[cfg(feature = "images")]
 mod images;
 mod layering;

@@ -3,8 +3,8 @@
 //! ```text
 //! offset size field
 //!  0      4   magic "ZRC2"
-//!  4      2   version (2)
-//!  6      2   entry size (32)
+//!  4      2   version: 2 (a 32-byte entry per record) or 3 (fixed stride: a crc32c per block)
+//!  6      2   entry size: 32, or 4 (version 3: an element of the block checksums)
 //!  8      8   chunk capacity in bytes (> 0)
 //! 16      4   dictionary id of dict.zr (0: none yet)
 //! 20      4   static checksum: crc32c of bytes 0..20
@@ -12,8 +12,11 @@
 //! 28      4   dynamic checksum: crc32c of bytes 24..28 and 32..48
 //! 32      8   tail offset: the write frontier inside the tail chunk
 //! 40      8   record count, published last (an atomic store of its own)
-//! 48     16   zero
+//! 48     16   zero (version 2); version 3: record size u32, records per block u32, 8 zero
 //! ```
+//!
+//! A version 3 header's static checksum covers bytes 48..64 too: its record size and block
+//! length never change, and a reader of version 2 refuses the store by its version.
 //!
 //! Bytes 0..24 never change after the store is created (the dictionary id is set once, before
 //! the first `zstd_dict` record, with the static checksum rewritten). The writer updates 24..48
@@ -22,8 +25,11 @@
 
 /// Magic bytes at the start of a v2 `index.zr`.
 pub const MAGIC: [u8; 4] = *b"ZRC2";
-/// The version this layout is.
+/// The version of an index with an entry per record.
 pub const VERSION: u16 = 2;
+/// The version of a fixed-stride index: records of one size at implied positions, a checksum
+/// per block of records.
+pub const VERSION_FIXED: u16 = 3;
 /// Size of the header.
 pub const HEADER_SIZE: usize = 64;
 /// Byte offset of the record count, which is published with an atomic store.
@@ -42,6 +48,41 @@ pub struct Header {
     pub tail_offset: u64,
     /// Committed records.
     pub count: u64,
+    /// How records are located.
+    pub layout: Layout,
+}
+
+/// How `index.zr` locates records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// A 32-byte entry per record (version 2): any size, any codec.
+    #[default]
+    Entries,
+    /// Raw records of one size at implied positions, a crc32c per block of records (version 3).
+    Fixed {
+        /// Bytes per record.
+        record_size: u32,
+        /// Records per block checksum.
+        block_records: u32,
+    },
+}
+
+impl Layout {
+    /// `entries` or `fixed`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layout::Entries => "entries",
+            Layout::Fixed { .. } => "fixed",
+        }
+    }
+
+    /// The size of one element of the array after the header: an entry, or a block checksum.
+    pub const fn element_size(self) -> usize {
+        match self {
+            Layout::Entries => super::ENTRY_SIZE,
+            Layout::Fixed { .. } => 4,
+        }
+    }
 }
 
 /// Why a header is refused.
@@ -60,18 +101,43 @@ pub enum HeaderError {
 impl Header {
     /// The header of an empty store.
     pub fn empty(chunk_capacity: u64) -> Header {
-        Header { chunk_capacity, dict_id: 0, tail_chunk: 0, tail_offset: 0, count: 0 }
+        Header {
+            chunk_capacity,
+            dict_id: 0,
+            tail_chunk: 0,
+            tail_offset: 0,
+            count: 0,
+            layout: Layout::Entries,
+        }
+    }
+
+    /// The geometry of a fixed-stride store; `None` for the entry layout, or fields no store has.
+    pub fn stride(&self) -> Option<super::Stride> {
+        match self.layout {
+            Layout::Entries => None,
+            Layout::Fixed { record_size, block_records } => {
+                super::Stride::new(u64::from(record_size), self.chunk_capacity, u64::from(block_records))
+            }
+        }
     }
 
     /// The 64 bytes of this header, both checksums computed.
     pub fn encode(&self) -> [u8; HEADER_SIZE] {
         let mut b = [0u8; HEADER_SIZE];
         b[0..4].copy_from_slice(&MAGIC);
-        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
-        b[6..8].copy_from_slice(&(super::ENTRY_SIZE as u16).to_le_bytes());
+        let version = match self.layout {
+            Layout::Entries => VERSION,
+            Layout::Fixed { record_size, block_records } => {
+                b[48..52].copy_from_slice(&record_size.to_le_bytes());
+                b[52..56].copy_from_slice(&block_records.to_le_bytes());
+                VERSION_FIXED
+            }
+        };
+        b[4..6].copy_from_slice(&version.to_le_bytes());
+        b[6..8].copy_from_slice(&(self.layout.element_size() as u16).to_le_bytes());
         b[8..16].copy_from_slice(&self.chunk_capacity.to_le_bytes());
         b[16..20].copy_from_slice(&self.dict_id.to_le_bytes());
-        let stat = crc32c::crc32c(&b[0..20]);
+        let stat = static_crc(&b);
         b[20..24].copy_from_slice(&stat.to_le_bytes());
         b[24..28].copy_from_slice(&self.tail_chunk.to_le_bytes());
         b[32..40].copy_from_slice(&self.tail_offset.to_le_bytes());
@@ -98,16 +164,19 @@ impl Header {
         if magic != MAGIC {
             return Err(HeaderError::Magic(magic));
         }
-        if u16_at(4) != VERSION {
-            return Err(HeaderError::Version(u16_at(4)));
+        let layout = match u16_at(4) {
+            VERSION => Layout::Entries,
+            VERSION_FIXED => Layout::Fixed { record_size: u32_at(48), block_records: u32_at(52) },
+            other => return Err(HeaderError::Version(other)),
+        };
+        if static_crc(b) != u32_at(20) {
+            let covers = if layout == Layout::Entries { "bytes 0..20" } else { "bytes 0..20 and 48..64" };
+            return Err(HeaderError::Field(20, format!("header checksum mismatch ({covers})")));
         }
-        if crc32c::crc32c(&b[0..20]) != u32_at(20) {
-            return Err(HeaderError::Field(20, "header checksum mismatch (bytes 0..20)".into()));
-        }
-        if usize::from(u16_at(6)) != super::ENTRY_SIZE {
+        if usize::from(u16_at(6)) != layout.element_size() {
             return Err(HeaderError::Field(
                 6,
-                format!("entry size {} (expected {})", u16_at(6), super::ENTRY_SIZE),
+                format!("entry size {} (expected {})", u16_at(6), layout.element_size()),
             ));
         }
         let h = Header {
@@ -116,9 +185,28 @@ impl Header {
             tail_chunk: u32_at(24),
             tail_offset: u64_at(32),
             count: u64_at(COUNT_OFFSET),
+            layout,
         };
         if h.chunk_capacity == 0 {
             return Err(HeaderError::Field(8, "chunk capacity 0".into()));
+        }
+        if let Layout::Fixed { record_size, block_records } = layout {
+            if h.stride().is_none() {
+                return Err(HeaderError::Field(
+                    48,
+                    format!(
+                        "fixed-stride record size {record_size} with {block_records} records a block does not \
+                         fit chunks of {} bytes",
+                        h.chunk_capacity
+                    ),
+                ));
+            }
+            if h.dict_id != 0 {
+                return Err(HeaderError::Field(16, "a fixed-stride store names a dictionary".into()));
+            }
+            if b[56..].iter().any(|&x| x != 0) {
+                return Err(HeaderError::Field(56, "reserved bytes are not zero".into()));
+            }
         }
         if h.count > super::MAX_RECORDS {
             return Err(HeaderError::Field(
@@ -130,11 +218,22 @@ impl Header {
             if dynamic_crc(b) != u32_at(28) {
                 return Err(HeaderError::Field(28, "header checksum mismatch (bytes 24..48)".into()));
             }
-            if b[48..].iter().any(|&x| x != 0) {
+            if layout == Layout::Entries && b[48..].iter().any(|&x| x != 0) {
                 return Err(HeaderError::Field(48, "reserved bytes are not zero".into()));
             }
         }
         Ok(h)
+    }
+}
+
+/// The checksum of the fields that never change: bytes 0..20, and in a version 3 header (the
+/// fixed stride's geometry) bytes 48..64 too.
+fn static_crc(b: &[u8; HEADER_SIZE]) -> u32 {
+    let head = crc32c::crc32c(&b[0..20]);
+    if u16::from_le_bytes([b[4], b[5]]) == VERSION_FIXED {
+        crc32c::crc32c_append(head, &b[48..])
+    } else {
+        head
     }
 }
 
@@ -155,6 +254,7 @@ mod tests {
             tail_chunk: 3,
             tail_offset: 12345,
             count: 1 << 40,
+            layout: Layout::Entries,
         };
         let b = h.encode();
         assert_eq!(Header::parse(&b, true), Ok(h));
@@ -168,6 +268,31 @@ mod tests {
         let mut v1 = b;
         v1[0..4].copy_from_slice(b"ZREC");
         assert!(matches!(Header::parse(&v1, false), Err(HeaderError::Magic(_))));
+    }
+
+    #[test]
+    fn a_fixed_stride_header_round_trips_and_its_geometry_is_checked() {
+        let h = Header {
+            layout: Layout::Fixed { record_size: 784, block_records: 5 },
+            count: 60_000,
+            tail_chunk: 0,
+            tail_offset: 784 * 60_000,
+            ..Header::empty(1 << 30)
+        };
+        let b = h.encode();
+        assert_eq!(&b[4..8], &[3, 0, 4, 0]);
+        assert_eq!(Header::parse(&b, true), Ok(h));
+        assert_eq!(h.stride().map(|s| s.per_chunk), Some((1 << 30) / 784));
+        for byte in (0..48).chain(48..64) {
+            let mut bad = b;
+            bad[byte] ^= 0x10;
+            assert!(Header::parse(&bad, true).is_err(), "a flip at byte {byte} went unnoticed");
+        }
+        // A record larger than a chunk, or empty, is refused even with its checksum right.
+        for (record_size, block_records) in [(0, 1), (1 << 20, 1), (8, 0)] {
+            let odd = Header { layout: Layout::Fixed { record_size, block_records }, ..Header::empty(4096) };
+            assert!(matches!(Header::parse(&odd.encode(), false), Err(HeaderError::Field(48, _))));
+        }
     }
 
     #[test]

@@ -7,14 +7,17 @@
 //! | `header` | the 64-byte header at the start of `index.zr` |
 //! | `entry` | a 32-byte entry of `index.zr`'s record array |
 //! | `manifest` | `manifest.zr`: every chunk's committed length and checksum |
+//! | `stride` | the fixed-stride layout: where a record lies, which block checks it |
 
 mod entry;
 mod header;
 mod manifest;
+mod stride;
 
 pub use entry::{ENTRY_SIZE, Entry, EntryError};
-pub use header::{COUNT_OFFSET, HEADER_SIZE, Header, HeaderError, MAGIC, VERSION};
+pub use header::{COUNT_OFFSET, HEADER_SIZE, Header, HeaderError, Layout, MAGIC, VERSION, VERSION_FIXED};
 pub use manifest::{ChunkSummary, MAGIC as MANIFEST_MAGIC, Manifest};
+pub use stride::{BLOCK_TARGET, Stride};
 
 /// Largest number of records a v2 store holds: the index is `64 + 32 N` bytes, which must stay
 /// addressable (and mappable) on a 64-bit host. 2^56 records is 2 EiB of index.

@@ -1,0 +1,412 @@
+//! The fixed-stride layout's own work: record `i` lies at an offset its index gives
+//! ([`Stride`]), so a batch reads no entry, and its records are checked a block at a time
+//! against the crc32c per block that `index.zr` holds.
+//!
+//! - the gather ([`Store::gather_stride`]): each record's bytes copied from where its index puts
+//!   them (adjacent records as one copy), the shards as the pipelined gather plans them;
+//! - the block checksums of a commit ([`Store::block_crcs_after`]), extending the open block's;
+//! - the check of the blocks a batch reads, under `verify_reads` ([`Store::check_blocks`]), and of
+//!   every block, for `verify` ([`Store::verify_blocks`]);
+//! - the writer's repair of the open block's checksum after a crash ([`Store::reseal_tail_block`]).
+//!
+//! The open block's checksum is rewritten by each commit before its count is published, so a
+//! reader comparing it against the records below the count it took may see a checksum that
+//! covers more of them: a mismatch in a block the writer may still extend is checked again
+//! against each longer run of records present in the chunk, and only a block no such run matches
+//! is damage.
+
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::Store;
+use super::gather::{Parallelism, RecordIndex, shard_count};
+use super::table::FixedView;
+use crate::format::v2::{Entry, Stride};
+use crate::sys::{Destination, MappedFile};
+use crate::{Error, Result};
+
+/// Records at least this long have their checksum combined into a block's (or a commit's write
+/// piece's) rather than hashed again: a combine costs about what hashing 1-2 KiB does.
+const COMBINE_FROM: usize = 4096;
+/// A gather shard copies at least this many bytes: below it a hand-off costs more than it moves.
+const SHARD_MIN_BYTES: usize = 64 << 10;
+
+/// The checksum of records `range` (absolute indices; `first` is the index of `records[0]`),
+/// extending `acc`: a long record's own checksum combined in, a short one hashed.
+pub(super) fn fold_crc(acc: u32, range: Range<u64>, first: u64, records: &[&[u8]], crcs: &[u32]) -> u32 {
+    range.fold(acc, |acc, idx| {
+        let k = (idx - first) as usize;
+        let b = records[k];
+        if b.len() >= COMBINE_FROM {
+            crc32c::crc32c_combine(acc, crcs[k], b.len())
+        } else {
+            crc32c::crc32c_append(acc, b)
+        }
+    })
+}
+
+impl Store {
+    /// The checksums of blocks `block_of(first)..` once `records` (with their crc32c) are
+    /// appended at `first`: the open block's extended from its checksum now, the others new.
+    pub(super) fn block_crcs_after(
+        &self,
+        stride: &Stride,
+        first: u64,
+        records: &[&[u8]],
+        crcs: &[u32],
+    ) -> Result<(u64, Vec<u32>)> {
+        let n = records.len() as u64;
+        let (from, to) = (stride.block_of(first), stride.block_of(first + n - 1));
+        let open = if stride.block_records(from, first + n).start < first {
+            match self.index.view(first)? {
+                super::table::View::Fixed(f) => f.blocks.block_crc(from),
+                _ => unreachable!("a stride belongs to a fixed-stride index"),
+            }
+        } else {
+            0
+        };
+        let sums = (from..=to)
+            .into_par_iter()
+            .map(|b| {
+                let r = stride.block_records(b, first + n);
+                let acc = if b == from { open } else { 0 };
+                fold_crc(acc, r.start.max(first)..r.end, first, records, crcs)
+            })
+            .collect();
+        Ok((from, sums))
+    }
+
+    /// The crc32c of `records` (all in one block) as the chunk holds them (`None` when the chunk
+    /// is shorter).
+    pub(super) fn block_sum(&self, stride: &Stride, records: Range<u64>) -> Result<Option<u32>> {
+        let Some(bytes) = self.block_bytes(stride, records.clone())? else { return Ok(None) };
+        Ok(Some(crc32c::crc32c(bytes.bytes_range(&records, stride))))
+    }
+
+    /// The mapping of the chunk holding `records` (all in one block), covering their bytes, or
+    /// `None` when the chunk is shorter (truncated, or missing).
+    fn block_bytes(&self, stride: &Stride, records: Range<u64>) -> Result<Option<BlockBytes>> {
+        let Some((chunk, start)) = stride.locate(records.start) else { return Ok(None) };
+        let end = start + (records.end - records.start) * stride.record_size;
+        Ok(self.chunks.view(chunk, end)?.map(|map| BlockBytes { map, chunk }))
+    }
+
+    /// Checks every block holding a record of `indices` (each once) against its checksum: what a
+    /// batch of a handle with `verify_reads` does before it copies.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] naming the first record asked for in a block that does not
+    /// match (or whose bytes are missing).
+    pub(super) fn check_blocks<I: RecordIndex>(
+        &self,
+        view: &FixedView,
+        len: u64,
+        indices: &[I],
+    ) -> Result<()> {
+        let stride = &view.stride;
+        let mut blocks: Vec<(u64, u64)> = indices
+            .iter()
+            .filter_map(|i| i.to_u64().filter(|&x| x < len))
+            .map(|x| (stride.block_of(x), x))
+            .collect();
+        blocks.sort_unstable();
+        blocks.dedup_by_key(|(b, _)| *b);
+        blocks.par_iter().try_for_each(|&(b, first_asked)| self.check_block(view, b, len, first_asked))
+    }
+
+    /// Checks block `b` of a store of `len` records; a mismatch names record `asked`.
+    fn check_block(&self, view: &FixedView, b: u64, len: u64, asked: u64) -> Result<()> {
+        let stride = &view.stride;
+        let records = stride.block_records(b, len);
+        let want = view.blocks.block_crc(b);
+        let Some(bytes) = self.block_bytes(stride, records.clone())? else {
+            return Err(self.block_error(
+                stride,
+                asked,
+                "truncated or missing chunk: the block's bytes are not there",
+            ));
+        };
+        let mut sum = crc32c::crc32c(bytes.bytes_range(&records, stride));
+        if sum == want {
+            return Ok(());
+        }
+        // The open block: the writer may have summed records past the count this batch took.
+        // Each longer run of records the chunk already holds is tried; a match proves the
+        // records below the count are the ones summed.
+        let full = stride.block_records(b, u64::MAX);
+        let mut end = records.end;
+        while end < full.end && records.end == len {
+            let more = end..end + 1;
+            let Some(next) = self.block_bytes(stride, full.start..end + 1)? else { break };
+            sum = crc32c::crc32c_append(sum, next.bytes_range(&more, stride));
+            end += 1;
+            if sum == view.blocks.block_crc(b) {
+                return Ok(());
+            }
+        }
+        Err(self.block_error(
+            stride,
+            asked,
+            format!("block checksum mismatch (the block of records {}..{})", records.start, records.end),
+        ))
+    }
+
+    /// The error for the block of record `asked` failing its check, naming the record and its
+    /// chunk file.
+    pub(super) fn block_error(&self, stride: &Stride, asked: u64, reason: impl Into<String>) -> Error {
+        let chunk = stride.locate(asked).map_or(0, |(c, _)| c);
+        Error::CorruptRecord {
+            path: self.chunks.path(chunk),
+            index: asked,
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// Checks every block of the store (`verify`): each record of a block that fails, in index
+    /// order, handed to `f` with why (which of a block's records is damaged cannot be told: none
+    /// of them is verified).
+    pub(super) fn verify_blocks(&self, f: &mut dyn FnMut(u64, Error)) -> Result<()> {
+        let len = self.len();
+        let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
+        let stride = view.stride;
+        let bad: Vec<(Range<u64>, Error)> = (0..stride.blocks(len))
+            .into_par_iter()
+            .filter_map(|b| {
+                let records = stride.block_records(b, len);
+                let e = self.check_block(&view, b, len, records.start).err()?;
+                Some((records, e))
+            })
+            .collect();
+        for (records, e) in bad {
+            let reason = match &e {
+                Error::CorruptRecord { reason, .. } => reason.clone(),
+                other => crate::error_chain(other),
+            };
+            for idx in records {
+                f(idx, self.block_error(&stride, idx, reason.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer sums the open block again from the chunk: a commit killed after writing its
+    /// block checksums and before publishing its count left one covering records that are not
+    /// committed (the chunk bytes past the frontier are trimmed by then).
+    pub(super) fn reseal_tail_block(&self) -> Result<()> {
+        let (Some(stride), len) = (self.index.stride(), self.len()) else { return Ok(()) };
+        if len == 0 {
+            return Ok(());
+        }
+        let b = stride.block_of(len - 1);
+        let records = stride.block_records(b, len);
+        let sum = self.block_sum(&stride, records)?.ok_or_else(|| {
+            self.block_error(
+                &stride,
+                len - 1,
+                "truncated or missing chunk: the last block's bytes are not there",
+            )
+        })?;
+        let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
+        if view.blocks.block_crc(b) != sum {
+            self.index.set_block_crcs(b, &[sum])?;
+            self.index.flush_entries(len - 1, 1, &self.index_path)?;
+        }
+        Ok(())
+    }
+
+    /// Sums `blocks` again from the chunks (after a delete moved records into them): their
+    /// checksums in a store of `len` records (blocks holding none of them left out).
+    pub(super) fn resum_blocks(&self, stride: &Stride, blocks: &[u64], len: u64) -> Result<Vec<(u64, u32)>> {
+        blocks
+            .par_iter()
+            .filter(|&&b| !stride.block_records(b, len).is_empty())
+            .map(|&b| {
+                let records = stride.block_records(b, len);
+                let sum = self
+                    .block_sum(stride, records.clone())?
+                    .ok_or_else(|| self.block_error(stride, records.start, "truncated or missing chunk"))?;
+                Ok((b, sum))
+            })
+            .collect()
+    }
+
+    /// Applies a delete's journal to a fixed-stride store: each hole gets the bytes of the record
+    /// that fills it (from past the new count, so a second application copies the same bytes),
+    /// the changed blocks and the new last one are summed again, the count and frontier
+    /// published, and the chunk bytes past the frontier dropped. Idempotent: a journal found
+    /// after its count was published only sums and trims again.
+    pub(super) fn apply_stride_delete(
+        &self,
+        stride: &Stride,
+        entries: &[(u64, Entry)],
+        new_length: u64,
+    ) -> Result<()> {
+        let journal = || self.dir.join(super::files::JOURNAL_FILE);
+        if self.len() > new_length {
+            self.check_journal(entries)?;
+            let mut touched = std::collections::BTreeSet::new();
+            let mut buf = vec![0u8; stride.record_size as usize];
+            for &(idx, e) in entries {
+                let to = stride
+                    .locate(idx)
+                    .filter(|_| idx < new_length && u64::from(e.stored) == stride.record_size);
+                let Some((chunk, offset)) = to else {
+                    return Err(Error::Corrupt {
+                        path: journal(),
+                        offset: 0,
+                        reason: format!(
+                            "the journal moves a record of {} bytes to {idx} of {new_length}",
+                            e.stored
+                        ),
+                        source: None,
+                    });
+                };
+                let f = self.chunks.get(e.chunk)?;
+                if !self.chunks.read_exact(&f, e.chunk, e.offset, &mut buf)? {
+                    return Err(self.block_error(
+                        stride,
+                        idx,
+                        "truncated chunk: the record moved into it is not there",
+                    ));
+                }
+                self.chunks.write_all(chunk, offset, &buf)?;
+                touched.insert(chunk);
+            }
+            for id in touched {
+                self.chunks.sync(id)?;
+            }
+        }
+        let mut blocks: Vec<u64> = entries.iter().map(|&(i, _)| stride.block_of(i)).collect();
+        blocks.extend(new_length.checked_sub(1).map(|last| stride.block_of(last)));
+        blocks.sort_unstable();
+        blocks.dedup();
+        for (b, sum) in self.resum_blocks(stride, &blocks, new_length)? {
+            self.index.set_block_crcs(b, &[sum])?;
+            let first = stride.block_records(b, new_length).start;
+            self.index.flush_entries(first, 1, &self.index_path)?;
+        }
+        let frontier = stride.frontier(new_length).ok_or_else(|| Error::Corrupt {
+            path: journal(),
+            offset: 0,
+            reason: format!("{new_length} records pass the last chunk id"),
+            source: None,
+        })?;
+        self.index.publish(new_length.min(self.len()), frontier, &self.index_path, true)?;
+        self.chunks.reset();
+        let tail = super::files::chunk_path(&self.dir, frontier.0);
+        let f = super::open_or_create(&tail)?;
+        f.set_len(frontier.1).map_err(|e| Error::io("truncate", &tail, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
+        let mut id = frontier.0 + 1;
+        loop {
+            let p = super::files::chunk_path(&self.dir, id);
+            match std::fs::remove_file(&p) {
+                Ok(()) => id += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => return Err(Error::io("remove", &p, e)),
+            }
+        }
+        super::files::sync_dir(&self.dir)
+    }
+
+    /// [`Store::gather_fixed_to`] of a fixed-stride store: each record copied from where its
+    /// index puts it, records adjacent in a chunk as one copy, no entry read.
+    pub(super) fn gather_stride<I: RecordIndex>(
+        &self,
+        view: &FixedView,
+        len: u64,
+        indices: &[I],
+        dst: Destination<'_>,
+        par: Parallelism,
+    ) -> Result<()> {
+        let r = view.stride.record_size as usize;
+        let shards = shard_count(par, indices.len(), dst.remaining(), SHARD_MIN_BYTES);
+        if shards == 1 {
+            return self.gather_stride_shard(&view.stride, len, indices, dst);
+        }
+        let mut dst = dst;
+        let per = indices.len().div_ceil(shards);
+        let parts: Vec<(&[I], Destination<'_>)> =
+            indices.chunks(per).map(|ix| (ix, dst.split_off(ix.len() * r))).collect();
+        super::gather::run_shards(parts, |(ix, d)| self.gather_stride_shard(&view.stride, len, ix, d))
+    }
+
+    fn gather_stride_shard<I: RecordIndex>(
+        &self,
+        stride: &Stride,
+        len: u64,
+        indices: &[I],
+        mut dst: Destination<'_>,
+    ) -> Result<()> {
+        let r = stride.record_size;
+        let per_chunk = stride.per_chunk;
+        // The mapping of the chunk last read: a batch of a one-chunk store maps once.
+        let mut cur: Option<(u64, std::sync::Arc<MappedFile>)> = None;
+        let mut k = 0;
+        while k < indices.len() {
+            let idx = match indices[k].to_u64() {
+                Some(x) if x < len => x,
+                _ => return Err(self.check_index(k, indices[k], len).expect_err("out of range")),
+            };
+            // A run: the records that follow this one in its chunk.
+            let mut run = 1;
+            while let Some(next) = indices.get(k + run).and_then(|i| i.to_u64()) {
+                if next != idx + run as u64 || next >= len || next % per_chunk == 0 {
+                    break;
+                }
+                run += 1;
+            }
+            let chunk = idx / per_chunk;
+            let start = (idx % per_chunk) * r;
+            let end = start + run as u64 * r;
+            let map = match &cur {
+                Some((c, m)) if *c == chunk && m.len() >= end => m,
+                _ => {
+                    // The chunk's committed bytes mapped once; a truncated chunk still gives the
+                    // records before the cut.
+                    let id = u32::try_from(chunk).unwrap_or(u32::MAX);
+                    let m = match self.chunks.view(id, len_of_chunk(stride, chunk, len))? {
+                        Some(m) => Some(m),
+                        None => self.chunks.view(id, end)?,
+                    };
+                    let m = m.ok_or_else(|| Error::CorruptRecord {
+                        path: self.chunks.path(id),
+                        index: idx,
+                        reason: format!(
+                            "truncated or missing chunk: the record needs bytes {start}..{end} of it"
+                        ),
+                        source: None,
+                    })?;
+                    &cur.insert((chunk, m)).1
+                }
+            };
+            dst.copy(&map.bytes()[start as usize..end as usize]);
+            k += run;
+        }
+        Ok(())
+    }
+}
+
+/// The committed bytes of `chunk` in a store of `len` records.
+fn len_of_chunk(stride: &Stride, chunk: u64, len: u64) -> u64 {
+    let records = len.saturating_sub(chunk * stride.per_chunk).min(stride.per_chunk);
+    records * stride.record_size
+}
+
+/// A chunk's mapping covering a block's records.
+struct BlockBytes {
+    map: std::sync::Arc<MappedFile>,
+    chunk: u32,
+}
+
+impl BlockBytes {
+    /// The bytes of `records` (in this chunk).
+    fn bytes_range(&self, records: &Range<u64>, stride: &Stride) -> &[u8] {
+        let (chunk, start) = stride.locate(records.start).unwrap_or((self.chunk, 0));
+        debug_assert_eq!(chunk, self.chunk);
+        let end = start + (records.end - records.start) * stride.record_size;
+        &self.map.bytes()[start as usize..end as usize]
+    }
+}
