@@ -58,10 +58,20 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
             "dict_bytes": sum.dict_bytes,
             "chunks": sum.chunks,
             "index_bytes": sum.index_bytes,
+            "layout": store.layout().name(),
+            "record_size": match store.layout() {
+                loaderx_core::Layout::Fixed { record_size, .. } => Some(record_size),
+                loaderx_core::Layout::Entries => None,
+            },
         });
         return crate::print(&format!("{v}\n"));
     }
-    let mut t = format!("path:    {}\nformat:  {}\nkind:    {kind}\n", dir.display(), store.format());
+    let mut t = format!(
+        "path:    {}\nformat:  {}\nlayout:  {}\nkind:    {kind}\n",
+        dir.display(),
+        store.format(),
+        layout_text(store.layout())
+    );
     if let Some(s) = &schema {
         let what = if s.kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
         t.push_str(&format!("dtype:   {}\nshape:   {:?} ({what})\n", s.dtype, s.shape));
@@ -248,18 +258,72 @@ pub fn export(dir: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
     crate::print(&format!("{}: {n} records\n", out.display()))
 }
 
-/// `loaderx migrate STORE --to FORMAT`: the index rewritten in the other format beside the old
-/// one and swapped in atomically (the chunk files are shared), with a progress bar over the
-/// record bytes checksummed.
-pub fn migrate(dir: &Path, to: Format) -> anyhow::Result<()> {
+/// What `loaderx migrate --to` names: a format, or a v2 index layout.
+#[derive(Debug, Clone, Copy)]
+pub enum MigrateTo {
+    /// `v1` or `v2`.
+    Format(Format),
+    /// `fixed` or `entries`.
+    Layout(loaderx_core::Layout),
+}
+
+impl std::str::FromStr for MigrateTo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fixed" => {
+                Ok(MigrateTo::Layout(loaderx_core::Layout::Fixed { record_size: 0, block_records: 0 }))
+            }
+            "entries" => Ok(MigrateTo::Layout(loaderx_core::Layout::Entries)),
+            other => other
+                .parse()
+                .map(MigrateTo::Format)
+                .map_err(|_| format!("unknown target {other:?} (expected v1, v2, fixed or entries)")),
+        }
+    }
+}
+
+impl std::fmt::Display for MigrateTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MigrateTo::Format(x) => write!(f, "{x}"),
+            MigrateTo::Layout(l) => f.write_str(l.name()),
+        }
+    }
+}
+
+/// `loaderx migrate STORE --to FORMAT|LAYOUT`: the index rewritten in the other format (or v2
+/// layout) beside the old one and swapped in atomically (the chunk files are shared), with a
+/// progress bar over the record bytes checksummed.
+pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
     let pb = progress_bar(0);
     let bar = pb.clone();
-    let report = Store::migrate(dir, to, &move |done, total| {
+    let step = move |done, total| {
         bar.set_length(total);
         bar.set_position(done);
-    })
+    };
+    let before = Store::open(dir).map(|s| s.layout()).ok();
+    let report = match to {
+        MigrateTo::Format(f) => Store::migrate(dir, f, &step),
+        MigrateTo::Layout(l) => Store::migrate_layout(dir, l, &step),
+    }
     .with_context(|| format!("migrate {} to {to}", dir.display()))?;
     pb.finish_and_clear();
+    if let MigrateTo::Layout(_) = to {
+        let after =
+            Store::open(dir).map(|s| s.layout()).with_context(|| format!("open {}", dir.display()))?;
+        if before == Some(after) {
+            return crate::print(&format!("{}: already {to}\n", dir.display()));
+        }
+        return crate::print(&format!(
+            "{}: {} → {}, {} records, {} checksummed\n",
+            dir.display(),
+            before.map_or("?", |l| l.name()),
+            layout_text(after),
+            report.records,
+            human(report.bytes_checked)
+        ));
+    }
     if report.from == report.to {
         return crate::print(&format!("{}: already {to}\n", dir.display()));
     }
@@ -328,4 +392,14 @@ fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
         crate::convert::human(s.stored_bytes),
         codecs.join(", ")
     ))
+}
+
+/// A layout as `info` and `migrate` print it.
+fn layout_text(layout: loaderx_core::Layout) -> String {
+    match layout {
+        loaderx_core::Layout::Entries => "entries (an index entry per record)".into(),
+        loaderx_core::Layout::Fixed { record_size, block_records } => {
+            format!("fixed ({record_size}-byte raw records, a crc32c per block of {block_records})")
+        }
+    }
 }

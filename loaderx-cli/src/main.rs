@@ -59,9 +59,12 @@ enum Command {
     Migrate {
         /// The store directory.
         store: PathBuf,
-        /// The format to migrate to: v2, or v1 (where every record fits v1's limits).
+        /// What to migrate to: the format v2, or v1 (where every record fits v1's limits); or
+        /// v2's layout: `fixed` (raw records of one size found from their index: a crc32c per
+        /// block of records instead of an entry per record; every record must lie where the
+        /// stride puts it, as appending them leaves) or `entries` (an entry per record).
         #[arg(long)]
-        to: loaderx_core::Format,
+        to: inspect::MigrateTo,
     },
     /// Reclaim the space of deleted records in place.
     Compact {

@@ -39,6 +39,7 @@ mod options;
 mod push;
 mod redact;
 mod store;
+mod stride;
 mod url;
 
 pub(crate) use fetch::get_optional;

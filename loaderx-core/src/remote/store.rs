@@ -75,6 +75,8 @@ pub struct RemoteStore {
     pub(super) counters: Counters,
     /// Whether records carry a crc32c (v2), checked on every read.
     pub(super) checksums: bool,
+    /// A v2 store of the fixed-stride layout and its record count: `entries` are its blocks.
+    pub(super) stride: Option<(crate::format::v2::Stride, u64)>,
 }
 
 impl std::fmt::Debug for RemoteStore {
@@ -111,6 +113,7 @@ impl RemoteStore {
             by_place: OnceLock::new(),
             counters: Counters::default(),
             checksums: true,
+            stride: None,
             options,
         };
         if let Some((dir, limit, page)) = r.options.cache_config()? {
@@ -139,12 +142,12 @@ impl RemoteStore {
 
     /// Records in the store.
     pub fn len(&self) -> u64 {
-        self.entries.len() as u64
+        self.stride.map_or(self.entries.len() as u64, |(_, count)| count)
     }
 
     /// True when the store holds no records.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
     /// The URL it was opened at.
@@ -159,6 +162,10 @@ impl RemoteStore {
     /// [`Error::IndexOutOfRange`] naming the URL; [`Error::BatchTooLarge`] for a batch over
     /// [`RemoteOptions::memory_limit`].
     pub fn record_lens(&self, indices: &[u64]) -> Result<Vec<u32>> {
+        if let Some((stride, _)) = self.stride {
+            self.check_stride_batch(indices)?;
+            return Ok(vec![stride.record_size as u32; indices.len()]);
+        }
         self.check_batch(indices)?;
         indices.iter().map(|&i| self.entry(i).map(|e| e.logical)).collect()
     }
@@ -242,6 +249,10 @@ impl RemoteStore {
     /// for a record whose checksum does not match or that does not decode. Never a partial
     /// record.
     pub fn gather(&self, indices: &[u64]) -> Result<Vec<Vec<u8>>> {
+        if let Some((stride, _)) = self.stride {
+            let flat = self.gather_stride_flat(indices)?;
+            return Ok(flat.chunks(stride.record_size as usize).map(<[u8]>::to_vec).collect());
+        }
         let flat = self.gather_flat(indices)?;
         let mut at = 0usize;
         Ok(indices
@@ -276,6 +287,9 @@ impl RemoteStore {
     /// [`RemoteStore::gather`] straight into `dst` (the records back to back, in order): one
     /// copy (or decode) from the response into the destination.
     pub(crate) fn gather_to(&self, indices: &[u64], dst: &mut Destination<'_>) -> Result<()> {
+        if self.stride.is_some() {
+            return self.gather_stride_to(indices, dst);
+        }
         self.check_batch(indices)?;
         let fetched = self.fetch(indices)?;
         self.write_fetched(indices, &fetched, dst)
@@ -361,10 +375,12 @@ impl RemoteStore {
         // Blocks fit the memory limit too: an intact store verifies under any limit that holds
         // its largest record.
         let cap = VERIFY_BLOCK_BYTES.min(self.options.memory());
+        // A fixed-stride store's entries are its blocks: each fetched whole and checked.
+        let entries = self.entries.len() as u64;
         let mut start = 0u64;
-        while start < self.len() {
+        while start < entries {
             let (mut end, mut bytes) = (start, 0u64);
-            while end < self.len() && end - start < VERIFY_BLOCK_RECORDS {
+            while end < entries && end - start < VERIFY_BLOCK_RECORDS {
                 let e = &self.entries[end as usize];
                 let b = u64::from(e.logical) + u64::from(e.stored);
                 if end > start && bytes + b > cap {
@@ -387,6 +403,10 @@ impl RemoteStore {
             s.logical_bytes += u64::from(e.logical);
             s.stored_bytes += u64::from(e.stored);
             s.codecs.count_tag(e.codec);
+        }
+        if self.stride.is_some() {
+            s.codecs = crate::store::CodecCounts::default();
+            s.codecs[Codec::Raw] = self.len();
         }
         s
     }

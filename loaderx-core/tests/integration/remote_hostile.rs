@@ -133,12 +133,41 @@ fn claim_lengths(store: &Path, logical: u32) {
 /// 3.5: entries claiming 0xFFFFFFFF bytes each: `verify` and `gather` are typed errors, never
 /// an allocation of their sum; an intact store verifies within a small memory limit (in blocks
 /// that fit it), and a batch over the limit is refused by name.
+/// A fixed-stride index whose header claims 2^40 records (its checksums made right) in a file
+/// of a few block checksums: refused when opened, before an entry is made for a block.
+#[test]
+fn a_fixed_stride_index_claiming_more_blocks_than_it_holds_is_refused_on_open() {
+    use loaderx_core::format::v2::Header;
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = tmp.path().join("fixed");
+    let mut w = DatasetWriter::dense::<u32>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..5000u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let path = p.join("index.zr");
+    let mut index = std::fs::read(&path).unwrap();
+    let mut h = Header::parse(&index, true).unwrap();
+    assert!(h.stride().is_some(), "a dense raw dataset is fixed-stride");
+    h.count = 1 << 40;
+    index[..64].copy_from_slice(&h.encode());
+    std::fs::write(&path, &index).unwrap();
+    let url = unique("hostile-fixed");
+    push(&p, &url, server.options(), |_| {}).unwrap();
+    let e = RemoteStore::open(&url, server.options()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, reason, .. } if path.ends_with("index.zr") && reason.contains("block checksums")),
+        "{e}"
+    );
+}
+
 #[test]
 fn a_hostile_index_is_refused_before_its_lengths_size_a_batch() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let p = tmp.path().join("hostile");
-    let mut w = DatasetWriter::dense::<u32>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    // An entry per record: the lengths an index claims.
+    let opts = WriteOptions::new().codec(Codec::Raw).fixed_stride(false);
+    let mut w = DatasetWriter::dense::<u32>(&p, vec![], opts).unwrap();
     w.append(&(0..5000u32).collect::<Vec<_>>()).unwrap();
     w.finish().unwrap();
     claim_lengths(&p, u32::MAX);
