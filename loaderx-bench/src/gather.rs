@@ -137,14 +137,16 @@ fn write_indices(path: &Path, batches: &[Vec<u32>]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the flat file, the `.npy` and the raw store of `n` records of `rec` bytes.
-fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, PathBuf, Store)> {
+/// Writes the flat file, the `.npy`, the raw store (an entry per record) and the fixed-stride
+/// store of `n` records of `rec` bytes.
+fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, PathBuf, Store, Store)> {
     let (flat, npy) = (dir.join("flat.bin"), dir.join("x.npy"));
     let open =
         |p: &Path| File::create(p).map(BufWriter::new).with_context(|| format!("creating {}", p.display()));
     let (mut f, mut y) = (open(&flat)?, open(&npy)?);
     y.write_all(&NpyHeader::encode(DType::U8, &[n as usize, rec])?)?;
     let store = Store::create(dir.join("raw"), StoreOptions::new())?;
+    let fixed = Store::create(dir.join("fixed"), StoreOptions::new().fixed_stride(u32::try_from(rec)?))?;
     for (lo, hi) in blocks(n, rec, BLOCK_BYTES) {
         let recs = block(lo, hi, rec);
         for r in &recs {
@@ -152,13 +154,15 @@ fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, PathBu
             y.write_all(r)?;
         }
         store.append(&recs, Codec::Raw)?;
+        fixed.append(&recs, Codec::Raw)?;
     }
     f.flush()?;
     y.flush()?;
-    Ok((flat, npy, store))
+    Ok((flat, npy, store, fixed))
 }
 
 const RAW: &str = "loaderx raw → Vec";
+const FIXED: &str = "loaderx fixed stride → Vec";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
 
@@ -176,16 +180,21 @@ pub(crate) fn run(
     let pools = Pools::new()?;
     let pools = pools.list();
     let mut numpy_note = None;
-    for &rec in sizes {
-        cfg.progress(&format!("gather, {rec}-byte records"));
+    // About 256 MiB of records (32 MiB with --quick): past the caches, as a real dataset is; and
+    // 45 MiB (MNIST's size, in the caches) for records up to 12 KiB, where the per-record
+    // overhead shows.
+    let sets: &[usize] = if cfg.quick { &[32 << 20] } else { &[45 << 20, 256 << 20] };
+    for (&rec, &bytes) in sizes.iter().flat_map(|r| sets.iter().map(move |b| (r, b))) {
+        if bytes < (64 << 20) && rec > (12 << 10) {
+            continue;
+        }
+        cfg.progress(&format!("gather, {rec}-byte records, {} MiB", bytes >> 20));
         let dir = tempfile::Builder::new()
             .prefix("loaderx-gather-")
             .tempdir_in(&cfg.dir)
             .with_context(|| format!("creating a temporary directory in {}", cfg.dir.display()))?;
-        // About 256 MiB of records (32 MiB with --quick): past the caches, as a real dataset is.
-        let bytes: usize = if cfg.quick { 32 << 20 } else { 256 << 20 };
         let n = u32::try_from((bytes / rec).max(4 * BATCHES[2])).unwrap_or(u32::MAX);
-        let (flat_path, npy_path, store) = write_data(dir.path(), n, rec)?;
+        let (flat_path, npy_path, store, fixed) = write_data(dir.path(), n, rec)?;
         let flat = MappedFile::open(&flat_path)?;
         let mut numpy = match start_numpy(python, dir.path(), &npy_path) {
             Ok(np) => Some(np),
@@ -196,9 +205,10 @@ pub(crate) fn run(
         };
         let mut s = Section::new(
             format!(
-                "Gather — {} records of {}, random unsorted indices",
+                "Gather — {} records of {} ({} MiB), random unsorted indices",
                 report::thousands(n.into()),
-                size(rec)
+                size(rec),
+                (n as usize * rec) >> 20
             ),
             &[
                 "batch",
@@ -211,7 +221,8 @@ pub(crate) fn run(
                 "vs NumPy take",
             ],
         );
-        let data = Data { dir: dir.path(), n, rec, flat: flat.bytes(), store: &store, pools: &pools };
+        let data =
+            Data { dir: dir.path(), n, rec, flat: flat.bytes(), store: &store, fixed: &fixed, pools: &pools };
         for b in BATCHES {
             batch_rows(cfg, report, &mut s, &data, b, numpy.as_mut())?;
         }
@@ -223,14 +234,18 @@ pub(crate) fn run(
              memcpy\" takes, per round, the fastest of the three: the ceiling. loaderx gathers into \
              a `Vec`. NumPy (`np.take(arr, idx, axis=0, out=buf, mode=\"clip\")` and `arr[idx]` \
              on the memmap's ndarray view) is single-threaded; the last column compares each \
-             loaderx row with its `np.take`."
+             loaderx row with its `np.take`. \"loaderx raw\" is a v2 store with an entry per record, \
+             \"fixed stride\" the same records in the fixed-stride layout (no entry: the record's \
+             place is its index times its size)."
         ));
         if let Some(note) = &numpy_note {
             s.notes.push(note.clone());
         }
         report.sections.push(s);
         drop(numpy);
-        zstd_section(cfg, report, rec, n.min(zstd_records(rec)), &flat, &pools)?;
+        if bytes >= (64 << 20) || cfg.quick {
+            zstd_section(cfg, report, rec, n.min(zstd_records(rec)), &flat, &pools)?;
+        }
     }
     Ok(())
 }
@@ -254,6 +269,8 @@ struct Data<'a> {
     flat: &'a [u8],
     /// The raw store of the same records.
     store: &'a Store,
+    /// The same records in the fixed-stride layout.
+    fixed: &'a Store,
     pools: &'a [(usize, &'a ThreadPool)],
 }
 
@@ -275,6 +292,9 @@ fn batch_rows(
     let mut got = vec![0u8; len];
     data.store.gather_fixed(&batches[0], rec, &mut got)?;
     anyhow::ensure!(got == want, "loaderx's batch differs from the memcpy's");
+    got.fill(0);
+    data.fixed.gather_fixed(&batches[0], rec, &mut got)?;
+    anyhow::ensure!(got == want, "the fixed-stride store's batch differs from the memcpy's");
     if let Some(np) = &mut numpy {
         let idx = data.dir.join(format!("idx-{b}.bin"));
         write_indices(&idx, &batches)?;
@@ -285,6 +305,7 @@ fn batch_rows(
     for &(threads, pool) in data.pools {
         contenders.extend(memcpy_contenders((threads, pool), data.flat, &batches, rec));
         contenders.push(store_contender(name(RAW, threads), pool, data.store, &batches, rec));
+        contenders.push(store_contender(name(FIXED, threads), pool, data.fixed, &batches, rec));
     }
     let numpy_cell = numpy.map(std::cell::RefCell::new);
     if let Some(np) = &numpy_cell {
@@ -295,15 +316,19 @@ fn batch_rows(
     drop(contenders);
     let table = BatchTable {
         t: &t,
-        workload: format!("{rec} B records, batch {b}"),
+        workload: format!("{rec} B records ({} MiB), batch {b}", (data.n as usize * rec) >> 20),
         b,
         len,
         numpy: numpy_cell.is_some(),
     };
     for &(threads, _) in data.pools {
-        for (what, ceiling, vs_np) in
-            [(PAGE, true, false), (HALF, true, false), (VEC, true, false), (RAW, false, true)]
-        {
+        for (what, ceiling, vs_np) in [
+            (PAGE, true, false),
+            (HALF, true, false),
+            (VEC, true, false),
+            (RAW, false, true),
+            (FIXED, false, true),
+        ] {
             s.rows.push(table.row(report, threads, what, &name(what, threads), ceiling, vs_np));
         }
     }

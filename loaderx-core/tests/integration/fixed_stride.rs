@@ -84,7 +84,7 @@ fn records_round_trip_over_chunks_and_blocks_with_an_index_of_a_checksum_per_blo
     ));
     // The index: the header and one checksum per block (13 chunks of 25 records, one block each).
     let index = std::fs::metadata(path.join("index.zr")).unwrap().len();
-    assert!(index >= 64 + 4 * 13 && index <= 64 + 4096, "index.zr is {index} bytes");
+    assert!((64 + 4 * 13..=64 + 4096).contains(&index), "index.zr is {index} bytes");
     let v = store.verify().unwrap();
     assert!(v.is_ok(), "{:?}", v.bad.first());
     assert_eq!(v.checked, 311);
@@ -270,7 +270,8 @@ fn migration_between_layouts_keeps_every_record_and_refuses_what_does_not_fit() 
         assert!(store.verify().unwrap().is_ok());
     }
     // Records that are compressed, of two sizes, or moved by a delete stay where they are.
-    let cases: [(&str, Box<dyn Fn(&mut Store)>, &str); 4] = [
+    type Change = Box<dyn Fn(&mut Store)>;
+    let cases: [(&str, Change, &str); 4] = [
         (
             "zstd",
             Box::new(|s: &mut Store| {
