@@ -96,38 +96,65 @@ pub(crate) enum Parallelism {
     CallingThread,
 }
 
-/// The one shard plan of every batched read: as many contiguous shards as the pool has threads,
-/// but no more than there are records and no more than leave each shard `min_work` of `work`
-/// (bytes to copy, or records to hand a callback); one, on the calling thread, when so asked.
+/// The one shard plan of every batched read: up to [`PIECES_PER_THREAD`] contiguous shards for
+/// each thread of the pool, the same number for each (one for a pool of one), but no more than
+/// there are records and no more than leave each shard `min_work` of `work` (bytes to copy, or
+/// records to hand a callback); one, on the calling thread, when so asked.
 pub(super) fn shard_count(par: Parallelism, records: usize, work: usize, min_work: usize) -> usize {
     match par {
         Parallelism::CallingThread => 1,
-        Parallelism::Pool => rayon::current_num_threads().min(records).min(work / min_work.max(1)).max(1),
+        Parallelism::Pool => match rayon::current_num_threads() {
+            1 => 1,
+            threads => {
+                // A whole number of pieces per thread, so that threads that start together end
+                // together.
+                let by_work = work / min_work.max(1);
+                let per_thread = (by_work / threads).clamp(1, PIECES_PER_THREAD);
+                (threads * per_thread).min(records).min(by_work).max(1)
+            }
+        },
     }
 }
 
-/// Runs `f` on every shard: the first on the calling thread, the others spawned onto the pool
-/// while it runs; returns when all are done, with the first error (in no fixed order across
-/// shards). A caller outside the pool (a training loop's thread, Python's) works on its shard
-/// instead of sleeping until the pool has done everything: the pool's wake-up then overlaps the
-/// caller's copy rather than preceding all of it.
+/// Pieces a gather over the pool is cut into, per thread: more than one, so that threads which
+/// start late (a sleeping pool woken by a caller outside it) find less left to do and nobody
+/// waits for them ([`run_shards`]).
+const PIECES_PER_THREAD: usize = 4;
+
+/// Runs `f` on every shard, the calling thread and up to one helper per other pool thread each
+/// taking the next shard not yet taken until none is left; returns when all are done, with the
+/// first error (in no fixed order across shards). A caller outside the pool (a training loop's
+/// thread, Python's) works instead of sleeping until the pool has done everything, and a helper
+/// the pool wakes late takes only what the caller has not reached: the wake-up overlaps the
+/// copy rather than adding to it (measured from Python, 2026-12-02: 256 random 12 KiB records
+/// gathered in 197 µs a call with one shard per thread, against 114 µs for the same gathers in a
+/// loop that keeps the pool awake).
 pub(super) fn run_shards<S: Send>(shards: Vec<S>, f: impl Fn(S) -> Result<()> + Sync + Send) -> Result<()> {
-    let failed = std::sync::Mutex::new(None);
-    let keep = |r: Result<()>| {
-        if let Err(e) = r {
-            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let failed = Mutex::new(None);
+    let n = shards.len();
+    let helpers = rayon::current_num_threads().min(n).saturating_sub(1);
+    let slots: Vec<Mutex<Option<S>>> = shards.into_iter().map(|s| Mutex::new(Some(s))).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = slots.get(k) else { break };
+            let shard = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(shard) = shard
+                && let Err(e) = f(shard)
+            {
+                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+            }
         }
     };
-    let (f, keep) = (&f, &keep);
+    let work = &work;
     rayon::in_place_scope(|scope| {
-        let mut shards = shards.into_iter();
-        let mine = shards.next();
-        for shard in shards {
-            scope.spawn(move |_| keep(f(shard)));
+        for _ in 0..helpers {
+            scope.spawn(move |_| work());
         }
-        if let Some(shard) = mine {
-            keep(f(shard));
-        }
+        work();
     });
     failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
 }
@@ -555,13 +582,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_shard_runs_once_whoever_takes_it_and_the_first_error_is_returned() {
+        let ran = std::sync::Mutex::new(Vec::new());
+        run_shards((0..37).collect(), |k: usize| {
+            ran.lock().unwrap().push(k);
+            Ok(())
+        })
+        .unwrap();
+        let mut ran = ran.into_inner().unwrap();
+        ran.sort_unstable();
+        assert_eq!(ran, (0..37).collect::<Vec<_>>());
+        let e = run_shards((0..9).collect(), |k: usize| {
+            if k == 4 { Err(Error::InvalidArgument("shard 4".into())) } else { Ok(()) }
+        });
+        assert!(matches!(e, Err(Error::InvalidArgument(m)) if m == "shard 4"));
+    }
+
+    #[test]
     fn the_shard_plan_gives_each_shard_enough_work() {
         let threads = rayon::current_num_threads();
         assert_eq!(shard_count(Parallelism::CallingThread, 1000, 1 << 30, 1), 1);
         assert_eq!(shard_count(Parallelism::Pool, 1000, 100, 128), 1, "too little work to split");
         assert_eq!(shard_count(Parallelism::Pool, 0, 0, 128), 1);
         assert_eq!(shard_count(Parallelism::Pool, 1, 1 << 30, 128), 1, "never more shards than records");
-        assert_eq!(shard_count(Parallelism::Pool, 1000, 1 << 30, 128), threads);
+        // A pool of one thread: no split; of more: a few pieces per thread ([`run_shards`]).
+        let pieces = if threads == 1 { 1 } else { threads * PIECES_PER_THREAD };
+        assert_eq!(shard_count(Parallelism::Pool, 1000, 1 << 30, 128), pieces);
+        // Work for three shards: one a thread (never a third shard for one of two threads).
         assert_eq!(shard_count(Parallelism::Pool, 1000, 3 * 128, 128), threads.min(3));
     }
 }
