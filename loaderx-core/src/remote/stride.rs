@@ -68,15 +68,10 @@ impl RemoteStore {
 
     /// The records of `indices` back to back.
     pub(super) fn gather_stride_flat(&self, indices: &[u64]) -> Result<Vec<u8>> {
-        let (starts, flat) = self.fetch_blocks(indices)?;
         let (stride, _) = self.stride.expect("a fixed-stride store");
-        let r = stride.record_size as usize;
-        let mut out = Vec::with_capacity(indices.len() * r);
-        for &i in indices {
-            let b = stride.block_of(i);
-            let at = starts[&b] + (i - stride.block_records(b, i + 1).start) as usize * r;
-            out.extend_from_slice(&flat[at..at + r]);
-        }
+        let mut out = Vec::new();
+        let len = indices.len() * stride.record_size as usize;
+        crate::sys::fill_vec(&mut out, len, |mut d| self.gather_stride_to(indices, &mut d))?;
         Ok(out)
     }
 

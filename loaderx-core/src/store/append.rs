@@ -8,6 +8,7 @@ use super::Store;
 use super::chunk::Placement;
 use super::codec::{self, Dictionary, Encoded, Encoder};
 use super::files::{DICT_FILE, MANIFEST_FILE, replace_unsynced, sync_dir, write_atomic};
+use super::stride::COMBINE_FROM;
 use crate::format::v2::{ChunkSummary, Entry, Manifest};
 use crate::format::{Codec, Format, dict};
 use crate::{Error, Result};
@@ -133,8 +134,7 @@ impl Store {
         let v2 = self.format() == Format::V2;
         let first = self.len();
         let n = records.len() as u64;
-        let crcs: Vec<u32> =
-            if v2 { records.par_iter().map(|r| crc32c::crc32c(r.bytes)).collect() } else { Vec::new() };
+        let crcs = self.record_crcs(records);
 
         // Placement is serial: each record gets the next position ([`Placement`]).
         let full = |placed: usize| Error::StoreFull {
@@ -180,7 +180,13 @@ impl Store {
                 let crc = if v2 {
                     let bytes: Vec<&[u8]> = p.clone().map(|i| records[i].bytes).collect();
                     let r = p.start as u64..p.end as u64;
-                    super::stride::fold_crc(0, r.clone(), r.start, &bytes, &crcs[p.clone()])
+                    super::stride::fold_crc(
+                        0,
+                        r.clone(),
+                        r.start,
+                        &bytes,
+                        crcs.get(p.clone()).unwrap_or_default(),
+                    )
                 } else {
                     0
                 };
@@ -193,20 +199,7 @@ impl Store {
 
         // Then the entries (or the blocks' checksums), then the count.
         self.index.reserve(first + n)?;
-        if let Some(stride) = self.index.stride() {
-            // Placement put every record where its index says (records of one size, in order).
-            debug_assert!(
-                entries
-                    .iter()
-                    .enumerate()
-                    .all(|(k, e)| stride.locate(first + k as u64) == Some((e.chunk, e.offset)))
-            );
-            let bytes: Vec<&[u8]> = records.iter().map(|r| r.bytes).collect();
-            let (from, sums) = self.block_crcs_after(&stride, first, &bytes, &crcs)?;
-            self.index.set_block_crcs(from, &sums)?;
-        } else {
-            self.index.set_entries(first, &entries)?;
-        }
+        self.write_index(first, &entries, records, &crcs)?;
         if durable {
             self.index.flush_entries(first, n, &self.index_path)?;
         } else {
@@ -242,6 +235,34 @@ impl Store {
             }
         }
         Ok(first..first + n)
+    }
+
+    /// Each record's crc32c: a v2 entry holds it. A fixed-stride store keeps none, and its block
+    /// and piece checksums hash records shorter than [`COMBINE_FROM`] again anyway: for those,
+    /// none (v1 keeps none either).
+    fn record_crcs(&self, records: &[Stored<'_>]) -> Vec<u32> {
+        let small_fixed = self.index.stride().is_some_and(|s| s.record_size < COMBINE_FROM as u64);
+        if self.format() == Format::V2 && !small_fixed {
+            records.par_iter().map(|r| crc32c::crc32c(r.bytes)).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Writes the index for `records` placed at `entries` from record `first` on: their entries,
+    /// or, in a fixed-stride store, the checksums of the blocks they fill.
+    fn write_index(&self, first: u64, entries: &[Entry], records: &[Stored<'_>], crcs: &[u32]) -> Result<()> {
+        let Some(stride) = self.index.stride() else { return self.index.set_entries(first, entries) };
+        // Placement put every record where its index says (records of one size, in order).
+        debug_assert!(
+            entries
+                .iter()
+                .enumerate()
+                .all(|(k, e)| stride.locate(first + k as u64) == Some((e.chunk, e.offset)))
+        );
+        let bytes: Vec<&[u8]> = records.iter().map(|r| r.bytes).collect();
+        let (from, sums) = self.block_crcs_after(&stride, first, &bytes, crcs)?;
+        self.index.set_block_crcs(from, &sums)
     }
 
     /// Makes every record appended so far durable, in the order a commit does: record bytes,

@@ -357,21 +357,33 @@ impl Store {
             limit: len,
         })?;
         self.index.publish(len, (chunk, off), &self.index_path, true)?;
-        self.chunks.reset();
-        let tail = chunk_path(&self.dir, chunk);
-        // The packed frontier may have rolled into a chunk that held no record.
-        let f = super::open_or_create(&tail)?;
-        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
-        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
-        for id in chunk + 1..=old_tail {
-            let p = chunk_path(&self.dir, id);
-            fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
-        }
-        sync_dir(&self.dir)?;
+        self.drop_chunks_past((chunk, off), old_tail)?;
         if self.format() == Format::V2 {
             self.rebuild_manifest(Vec::new())?;
         }
         Ok(())
+    }
+
+    /// Drops the chunk bytes past a frontier just published: the tail chunk truncated there
+    /// (created when the frontier rolled into a chunk that held no record), the chunks after it
+    /// removed up to `old_tail` and past it while any is found (a delete or compaction
+    /// interrupted after its publish leaves some), the directory synced.
+    pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64), old_tail: u32) -> Result<()> {
+        self.chunks.reset();
+        let tail = chunk_path(&self.dir, chunk);
+        let f = super::open_or_create(&tail)?;
+        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
+        let mut id = chunk + 1;
+        loop {
+            let p = chunk_path(&self.dir, id);
+            match fs::remove_file(&p) {
+                Ok(()) => id += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && id > old_tail => break,
+                Err(e) => return Err(Error::io("remove", &p, e)),
+            }
+        }
+        sync_dir(&self.dir)
     }
 
     /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2

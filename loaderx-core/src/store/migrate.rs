@@ -64,22 +64,30 @@ impl Store {
         to: Format,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<MigrateReport> {
-        let store = Store::open_rw(dir.as_ref(), StoreOptions::new())?;
+        Store::migrating(dir.as_ref(), |store| {
+            let from = store.format();
+            let mut report = MigrateReport { from, to, records: store.len(), bytes_checked: 0 };
+            match to {
+                _ if from == to => {}
+                Format::V2 => report.bytes_checked = store.write_v2_index(progress)?,
+                Format::V1 => store.write_v1_index()?,
+            }
+            Ok(report)
+        })
+    }
+
+    /// Runs `migration` on the store at `dir`, opened read-write and held exclusively, with no
+    /// journal pending.
+    fn migrating(
+        dir: &std::path::Path,
+        migration: impl FnOnce(&Store) -> Result<MigrateReport>,
+    ) -> Result<MigrateReport> {
+        let store = Store::open_rw(dir, StoreOptions::new())?;
         let _x = store.exclusive()?;
-        let from = store.format();
-        let records = store.len();
-        let mut report = MigrateReport { from, to, records, bytes_checked: 0 };
-        if from == to {
-            return Ok(report);
-        }
         if store.dir.join(JOURNAL_FILE).exists() {
             return Err(Error::Locked { path: store.dir.clone(), reason: "a journal is pending".into() });
         }
-        match to {
-            Format::V2 => report.bytes_checked = store.write_v2_index(progress)?,
-            Format::V1 => store.write_v1_index()?,
-        }
-        Ok(report)
+        migration(&store)
     }
 
     /// v1 → v2: the manifest, then `index.zr` renamed into place, then `meta.zr` removed.
@@ -170,13 +178,13 @@ impl Store {
         to: Layout,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<MigrateReport> {
-        let store = Store::open_rw(dir.as_ref(), StoreOptions::new())?;
-        let _x = store.exclusive()?;
-        let (from, records) = (store.format(), store.len());
+        Store::migrating(dir.as_ref(), |store| store.relayout(to, progress))
+    }
+
+    /// [`Store::migrate_layout`] of this store, held exclusively.
+    fn relayout(&self, to: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<MigrateReport> {
+        let (store, from, records) = (self, self.format(), self.len());
         let mut report = MigrateReport { from, to: Format::V2, records, bytes_checked: 0 };
-        if store.dir.join(JOURNAL_FILE).exists() {
-            return Err(Error::Locked { path: store.dir.clone(), reason: "a journal is pending".into() });
-        }
         match (store.index.layout(), to) {
             (Layout::Entries, Layout::Entries) if from == Format::V2 => {}
             (Layout::Entries, Layout::Entries) | (Layout::Fixed { .. }, Layout::Entries) => {

@@ -115,7 +115,8 @@ impl Store {
                 dir.display()
             )));
         }
-        opts.v2_header(dir)?;
+        // Checked before anything is created: a fixed stride that does not fit the chunks.
+        let header = opts.v2_header(dir)?;
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
         // Chunk 0 first: a store whose index exists has every chunk up to its tail.
         File::create(chunk_path(dir, 0)).map_err(|e| Error::io("create", chunk_path(dir, 0), e))?;
@@ -127,7 +128,6 @@ impl Store {
                     .map_err(|e| Error::io("write", tmp, e))
             })?,
             Format::V2 => {
-                let header = opts.v2_header(dir)?;
                 let empty = Manifest { count: 0, chunks: vec![ChunkSummary::default()] };
                 write_atomic(dir, MANIFEST_FILE, &empty.encode())?;
                 // The index last: its rename is what makes the directory a store.

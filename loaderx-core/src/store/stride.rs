@@ -28,12 +28,13 @@ use crate::{Error, Result};
 
 /// Records at least this long have their checksum combined into a block's (or a commit's write
 /// piece's) rather than hashed again: a combine costs about what hashing 1-2 KiB does.
-const COMBINE_FROM: usize = 4096;
+pub(super) const COMBINE_FROM: usize = 4096;
 /// A gather shard copies at least this many bytes: below it a hand-off costs more than it moves.
 const SHARD_MIN_BYTES: usize = 64 << 10;
 
 /// The checksum of records `range` (absolute indices; `first` is the index of `records[0]`),
-/// extending `acc`: a long record's own checksum combined in, a short one hashed.
+/// extending `acc`: a long record's own checksum combined in, a short one hashed (`crcs` may be
+/// empty when every record is shorter than [`COMBINE_FROM`]: none of them is read then).
 pub(super) fn fold_crc(acc: u32, range: Range<u64>, first: u64, records: &[&[u8]], crcs: &[u32]) -> u32 {
     range.fold(acc, |acc, idx| {
         let k = (idx - first) as usize;
@@ -119,16 +120,14 @@ impl Store {
     fn check_block(&self, view: &FixedView, b: u64, len: u64, asked: u64) -> Result<()> {
         let stride = &view.stride;
         let records = stride.block_records(b, len);
-        let want = view.blocks.block_crc(b);
-        let Some(bytes) = self.block_bytes(stride, records.clone())? else {
+        let Some(mut sum) = self.block_sum(stride, records.clone())? else {
             return Err(self.block_error(
                 stride,
                 asked,
                 "truncated or missing chunk: the block's bytes are not there",
             ));
         };
-        let mut sum = crc32c::crc32c(bytes.bytes_range(&records, stride));
-        if sum == want {
+        if sum == view.blocks.block_crc(b) {
             return Ok(());
         }
         // The open block: the writer may have summed records past the count this batch took.
@@ -294,21 +293,7 @@ impl Store {
             source: None,
         })?;
         self.index.publish(new_length.min(self.len()), frontier, &self.index_path, true)?;
-        self.chunks.reset();
-        let tail = super::files::chunk_path(&self.dir, frontier.0);
-        let f = super::open_or_create(&tail)?;
-        f.set_len(frontier.1).map_err(|e| Error::io("truncate", &tail, e))?;
-        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
-        let mut id = frontier.0 + 1;
-        loop {
-            let p = super::files::chunk_path(&self.dir, id);
-            match std::fs::remove_file(&p) {
-                Ok(()) => id += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                Err(e) => return Err(Error::io("remove", &p, e)),
-            }
-        }
-        super::files::sync_dir(&self.dir)
+        self.drop_chunks_past(frontier, frontier.0)
     }
 
     /// [`Store::gather_fixed_to`] of a fixed-stride store: each record copied from where its
@@ -361,7 +346,7 @@ impl Store {
             // A run: the records that follow this one in its chunk.
             let mut run = 1;
             while let Some(next) = indices.get(k + run).and_then(|i| i.to_u64()) {
-                if next != idx + run as u64 || next >= len || next % per_chunk == 0 {
+                if next != idx + run as u64 || next % per_chunk == 0 {
                     break;
                 }
                 run += 1;
