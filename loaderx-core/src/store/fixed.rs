@@ -15,7 +15,8 @@ use std::sync::Arc;
 use super::Store;
 use super::codec::Decoder;
 use super::decode::{Stored, decode_record};
-use super::gather::{Located, Parallelism, RecordIndex, shard_count, stored_range};
+use super::gather::{Located, RecordIndex, stored_range};
+use super::pool::{Parallelism, shard_count};
 use super::table::{Table, View};
 use crate::format::Codec;
 use crate::format::v2::Entry;
@@ -161,7 +162,7 @@ impl Store {
         let per = indices.len().div_ceil(shards);
         let parts: Vec<(&[I], Destination<'_>)> =
             indices.chunks(per).map(|ix| (ix, dst.split_off(ix.len() * record_len))).collect();
-        super::gather::run_shards(parts, |(ix, d)| self.gather_fixed_shard(table, len, ix, record_len, d))
+        super::pool::run_shards(parts, |(ix, d)| self.gather_fixed_shard(table, len, ix, record_len, d))
     }
 
     /// One shard of [`Store::gather_fixed_to`], on the calling thread: the pipelined pass, a

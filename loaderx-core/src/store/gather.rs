@@ -10,6 +10,7 @@ use super::Store;
 use super::codec::{DecodeError, Decoder};
 use super::cold::Heat;
 use super::decode::{RecordError, Stored, check_record, decode_record};
+use super::pool::{Parallelism, run_shards, shard_count};
 use super::table::{Table, View};
 use crate::format::Codec;
 use crate::format::v2::Entry;
@@ -84,79 +85,6 @@ impl Located {
     pub(super) fn stored<'a>(&self, bytes: &'a [u8]) -> Stored<'a> {
         Stored { bytes, codec: self.codec, logical: self.entry.logical as usize, crc: self.entry.crc }
     }
-}
-
-/// Whether a batched read may split over the rayon pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Parallelism {
-    /// Split over the pool when the batch is large enough to pay for the hand-offs.
-    Pool,
-    /// Stay on the calling thread: the caller already keeps every core busy (a loader with as
-    /// many prefetch threads as the pool has threads), so a split only adds hand-offs.
-    CallingThread,
-}
-
-/// The one shard plan of every batched read: up to [`PIECES_PER_THREAD`] contiguous shards for
-/// each thread of the pool, the same number for each (one for a pool of one), but no more than
-/// there are records and no more than leave each shard `min_work` of `work` (bytes to copy, or
-/// records to hand a callback); one, on the calling thread, when so asked.
-pub(super) fn shard_count(par: Parallelism, records: usize, work: usize, min_work: usize) -> usize {
-    match par {
-        Parallelism::CallingThread => 1,
-        Parallelism::Pool => match rayon::current_num_threads() {
-            1 => 1,
-            threads => {
-                // A whole number of pieces per thread, so that threads that start together end
-                // together.
-                let by_work = work / min_work.max(1);
-                let per_thread = (by_work / threads).clamp(1, PIECES_PER_THREAD);
-                (threads * per_thread).min(records).min(by_work).max(1)
-            }
-        },
-    }
-}
-
-/// Pieces a gather over the pool is cut into, per thread: more than one, so that threads which
-/// start late (a sleeping pool woken by a caller outside it) find less left to do and nobody
-/// waits for them ([`run_shards`]).
-const PIECES_PER_THREAD: usize = 4;
-
-/// Runs `f` on every shard, the calling thread and up to one helper per other pool thread each
-/// taking the next shard not yet taken until none is left; returns when all are done, with the
-/// first error (in no fixed order across shards). A caller outside the pool (a training loop's
-/// thread, Python's) works instead of sleeping until the pool has done everything, and a helper
-/// the pool wakes late takes only what the caller has not reached: the wake-up overlaps the
-/// copy rather than adding to it (measured from Python, 2026-12-02: 256 random 12 KiB records
-/// gathered in 197 µs a call with one shard per thread, against 114 µs for the same gathers in a
-/// loop that keeps the pool awake).
-pub(super) fn run_shards<S: Send>(shards: Vec<S>, f: impl Fn(S) -> Result<()> + Sync + Send) -> Result<()> {
-    use std::sync::Mutex;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let failed = Mutex::new(None);
-    let n = shards.len();
-    let helpers = rayon::current_num_threads().min(n).saturating_sub(1);
-    let slots: Vec<Mutex<Option<S>>> = shards.into_iter().map(|s| Mutex::new(Some(s))).collect();
-    let next = AtomicUsize::new(0);
-    let work = || {
-        loop {
-            let k = next.fetch_add(1, Ordering::Relaxed);
-            let Some(slot) = slots.get(k) else { break };
-            let shard = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(shard) = shard
-                && let Err(e) = f(shard)
-            {
-                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-            }
-        }
-    };
-    let work = &work;
-    rayon::in_place_scope(|scope| {
-        for _ in 0..helpers {
-            scope.spawn(move |_| work());
-        }
-        work();
-    });
-    failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
 }
 
 impl Store {
@@ -575,40 +503,4 @@ pub(super) fn stored_range<'m>(map: &'m MappedFile, e: &Entry) -> Option<&'m [u8
     let start = usize::try_from(e.offset).ok()?;
     let end = start.checked_add(e.stored as usize)?;
     map.bytes().get(start..end)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_shard_runs_once_whoever_takes_it_and_the_first_error_is_returned() {
-        let ran = std::sync::Mutex::new(Vec::new());
-        run_shards((0..37).collect(), |k: usize| {
-            ran.lock().unwrap().push(k);
-            Ok(())
-        })
-        .unwrap();
-        let mut ran = ran.into_inner().unwrap();
-        ran.sort_unstable();
-        assert_eq!(ran, (0..37).collect::<Vec<_>>());
-        let e = run_shards((0..9).collect(), |k: usize| {
-            if k == 4 { Err(Error::InvalidArgument("shard 4".into())) } else { Ok(()) }
-        });
-        assert!(matches!(e, Err(Error::InvalidArgument(m)) if m == "shard 4"));
-    }
-
-    #[test]
-    fn the_shard_plan_gives_each_shard_enough_work() {
-        let threads = rayon::current_num_threads();
-        assert_eq!(shard_count(Parallelism::CallingThread, 1000, 1 << 30, 1), 1);
-        assert_eq!(shard_count(Parallelism::Pool, 1000, 100, 128), 1, "too little work to split");
-        assert_eq!(shard_count(Parallelism::Pool, 0, 0, 128), 1);
-        assert_eq!(shard_count(Parallelism::Pool, 1, 1 << 30, 128), 1, "never more shards than records");
-        // A pool of one thread: no split; of more: a few pieces per thread ([`run_shards`]).
-        let pieces = if threads == 1 { 1 } else { threads * PIECES_PER_THREAD };
-        assert_eq!(shard_count(Parallelism::Pool, 1000, 1 << 30, 128), pieces);
-        // Work for three shards: one a thread (never a third shard for one of two threads).
-        assert_eq!(shard_count(Parallelism::Pool, 1000, 3 * 128, 128), threads.min(3));
-    }
 }

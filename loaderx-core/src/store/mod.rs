@@ -35,6 +35,7 @@ mod maintain;
 mod migrate;
 mod open;
 mod options;
+mod pool;
 mod report;
 mod source;
 mod stride;
@@ -51,12 +52,13 @@ pub(crate) use files::{
     open_or_create, read_capped, remove_store_files, sync_dir, write_atomic, write_atomic_with,
 };
 pub use gather::RecordIndex;
-pub(crate) use gather::{Parallelism, Resolved};
+pub(crate) use gather::Resolved;
 pub(crate) use lock::WriteLock;
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::Store;
 pub use options::StoreOptions;
+pub(crate) use pool::Parallelism;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};
 pub(crate) use source::{RecordSource, VarFill};
 #[cfg(feature = "remote")]

@@ -20,7 +20,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::Store;
-use super::gather::{Parallelism, RecordIndex, shard_count};
+use super::gather::RecordIndex;
+use super::pool::{Parallelism, shard_count};
 use super::table::FixedView;
 use crate::format::v2::{Entry, Stride};
 use crate::sys::{Destination, MappedFile, prefetch};
@@ -315,7 +316,7 @@ impl Store {
         let per = indices.len().div_ceil(shards);
         let parts: Vec<(&[I], Destination<'_>)> =
             indices.chunks(per).map(|ix| (ix, dst.split_off(ix.len() * r))).collect();
-        super::gather::run_shards(parts, |(ix, d)| self.gather_stride_shard(&view.stride, len, ix, d))
+        super::pool::run_shards(parts, |(ix, d)| self.gather_stride_shard(&view.stride, len, ix, d))
     }
 
     fn gather_stride_shard<I: RecordIndex>(
