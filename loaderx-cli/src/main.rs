@@ -78,7 +78,9 @@ enum Command {
     Stitch {
         /// The parts, in order, then the set directory to write; or one directory holding the
         /// parts as part-00000, part-00001, ... (in numeric order; a missing or doubled number is
-        /// an error), then the set directory.
+        /// an error), then the set directory. With the `remote` feature all of them may be s3://
+        /// URLs instead (parts already pushed; the set's manifest is put last and replaces one
+        /// already there).
         #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
         paths: Vec<PathBuf>,
         /// With a directory of parts: how many it must hold (part 0 to N-1). Without it the
@@ -126,6 +128,13 @@ fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
 fn stitch(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
     let (out, given) = paths.split_last().context("stitch needs PART... OUT")?;
     let ctx = || format!("stitch → {}", out.display());
+    let urls = paths.iter().filter(|p| p.to_str().is_some_and(|s| s.starts_with("s3://"))).count();
+    if urls == paths.len() {
+        return stitch_remote(paths, count);
+    }
+    if urls > 0 {
+        anyhow::bail!("stitch: the parts and the set are all local paths or all s3:// URLs");
+    }
     let is_dataset = |p: &std::path::Path| p.join(loaderx_core::SCHEMA_FILE).is_file();
     let parts: Vec<PathBuf> = match given {
         [dir] if !is_dataset(dir) => loaderx_core::convert::part_dirs(dir, count).with_context(ctx)?,
@@ -150,6 +159,38 @@ fn stitch(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
     }
     text.push_str(&format!("{}: {} store sets of {} parts\n", out.display(), all.len(), parts.len()));
     print(&text)
+}
+
+/// `loaderx stitch` on object storage: parts pushed to `s3://` URLs (or one URL prefix holding
+/// them as part-00000, ...), the set's schema and manifest put at the last URL.
+#[cfg(feature = "remote")]
+fn stitch_remote(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
+    let urls: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let (out, given) = urls.split_last().context("stitch needs PART... OUT")?;
+    let options = loaderx_core::remote::RemoteOptions::new();
+    let ctx = || format!("stitch → {out}");
+    let parts = match given {
+        [prefix] if count.is_some() || !remote_store_at(prefix, &options) => {
+            loaderx_core::convert::remote_part_urls(prefix, count, options.clone()).with_context(ctx)?
+        }
+        _ if count.is_some() => {
+            anyhow::bail!("stitch: --parts N counts the parts under one URL; list PART... without it")
+        }
+        _ => given.to_vec(),
+    };
+    let s = loaderx_core::remote::stitch_remote(&parts, out, options).with_context(ctx)?;
+    print(&format!("{out}: a store set of {} parts, {} records\n", s.parts, s.records))
+}
+
+/// Whether a store's index is at `url` (a part given alone, not a prefix of parts).
+#[cfg(feature = "remote")]
+fn remote_store_at(url: &str, options: &loaderx_core::remote::RemoteOptions) -> bool {
+    loaderx_core::remote::RemoteStore::open(url, options.clone()).is_ok()
+}
+
+#[cfg(not(feature = "remote"))]
+fn stitch_remote(_: &[PathBuf], _: Option<usize>) -> anyhow::Result<()> {
+    anyhow::bail!("stitch: s3:// URLs need a build with the `remote` feature")
 }
 
 fn main() -> ExitCode {

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 import ray
+from ray.data.datasource import Datasink
 
 import loaderx
 from loaderx import _native
@@ -45,6 +46,33 @@ def timed(f) -> float:
     start = time.perf_counter()
     f()
     return time.perf_counter() - start
+
+
+class Spin(Datasink):
+    """Ray's own ceiling: a sink that only spends `per_block` seconds of CPU on each block (no
+    loaderx, no I/O), so 1 against 2 tasks at once measures what Ray itself lets two workers
+    gain on this machine for tasks of that size."""
+
+    def __init__(self, per_block: float) -> None:
+        self.per_block = per_block
+
+    def write(self, blocks, ctx) -> int:
+        n = 0
+        for _ in blocks:
+            end = time.process_time() + self.per_block
+            while time.process_time() < end:
+                pass
+            n += 1
+        return n
+
+
+def cpu_seconds() -> float:
+    """CPU time every process of the machine has used (user, nice, system, irq, softirq), from
+    /proc/stat (Linux): the driver, Ray's own processes and the workers together."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()[1:]
+    ticks = sum(int(fields[i]) for i in (0, 1, 2, 5, 6))
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def disk_bytes(dirs: list[str]) -> int:
@@ -83,18 +111,37 @@ def main() -> None:
     print(f"data: {args.rows:,} rows, {in_bytes / 2**20:.0f} MiB in Ray's object store, 16 blocks; codec zstd")
 
     times: dict[int, list[float]] = {1: [], 2: []}
+    # Cores busy during each write (CPU seconds of the whole machine over the wall time): what a
+    # "one worker" write already takes beside its task (the driver, Ray's processes).
+    busy: dict[int, list[float]] = {1: [], 2: []}
     out = os.path.join(root, "train")
     for _ in range(args.rounds):
         for workers in (1, 2):
             # A fresh output each round: removing the last round's parts is not the work timed.
             shutil.rmtree(out, ignore_errors=True)
-            times[workers].append(timed(lambda: write_loaderx(ds, out, concurrency=workers)))
+            cpu = cpu_seconds()
+            t = timed(lambda: write_loaderx(ds, out, concurrency=workers))
+            times[workers].append(t)
+            busy[workers].append((cpu_seconds() - cpu) / t)
     one, two = statistics.median(times[1]), statistics.median(times[2])
-    print("\n| Ray write tasks at once | write_loaderx (median) | MiB/s of input | speedup |")
-    print("|---|---|---|---|")
+    print("\n| Ray write tasks at once | write_loaderx (median) | MiB/s of input | speedup | cores busy |")
+    print("|---|---|---|---|---|")
     for workers, t in ((1, one), (2, two)):
-        print(f"| {workers} | {t:.2f} s | {in_bytes / 2**20 / t:.0f} | {one / t:.2f}x |")
+        print(f"| {workers} | {t:.2f} s | {in_bytes / 2**20 / t:.0f} | {one / t:.2f}x | {statistics.median(busy[workers]):.2f} |")
     print(f"(rounds: 1 worker {[round(t, 2) for t in times[1]]}, 2 workers {[round(t, 2) for t in times[2]]})")
+
+    # The same 16 blocks through a sink that spends the CPU time of a loaderx write task's block
+    # (one worker's median over the blocks) and nothing else: Ray's own scaling, the ceiling.
+    per_block = one / 16
+    spin: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(args.rounds):
+        for workers in (1, 2):
+            spin[workers].append(timed(lambda: ds.write_datasink(Spin(per_block), concurrency=workers)))
+    s1, s2 = statistics.median(spin[1]), statistics.median(spin[2])
+    print(f"\nRay's ceiling, a sink spinning {per_block * 1e3:.0f} ms of CPU per block (median): "
+          f"1 task at once {s1:.2f} s, 2 at once {s2:.2f} s, {s1 / s2:.2f}x; "
+          f"loaderx's speedup {one / two:.2f}x is {one / two / (s1 / s2):.2f} of it")
+    print(f"(rounds: 1 {[round(t, 2) for t in spin[1]]}, 2 {[round(t, 2) for t in spin[2]]})")
 
     big_parts = sorted(
         os.path.join(out, "_parts", "image", p) for p in os.listdir(os.path.join(out, "_parts", "image"))

@@ -30,7 +30,7 @@ fn is_url(path: &str) -> bool {
 /// `secret_access_key`, `anonymous`, `allow_http`, `concurrency`, `retries`, `timeout` (seconds),
 /// `memory_limit`, `cache_dir` with `cache_bytes`. Credentials are never shown in an error.
 #[cfg(feature = "remote")]
-fn remote_options(
+pub(crate) fn remote_options(
     given: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<loaderx_core::remote::RemoteOptions> {
     let mut o = loaderx_core::remote::RemoteOptions::new();

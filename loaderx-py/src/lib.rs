@@ -37,6 +37,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(set::stitch, m)?)?;
     m.add_function(wrap_pyfunction!(set::set_parts, m)?)?;
+    #[cfg(feature = "remote")]
+    {
+        m.add_function(wrap_pyfunction!(set::remote::push, m)?)?;
+        m.add_function(wrap_pyfunction!(set::remote::stitch_remote, m)?)?;
+        m.add_function(wrap_pyfunction!(set::remote::list_remote_dirs, m)?)?;
+        m.add_function(wrap_pyfunction!(set::remote::remove_remote, m)?)?;
+    }
     m.add_function(wrap_pyfunction!(chunker::plan_file, m)?)?;
     m.add_function(wrap_pyfunction!(chunker::abi_version, m)?)?;
     m.add_function(wrap_pyfunction!(chunker::capabilities, m)?)?;

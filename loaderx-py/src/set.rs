@@ -21,3 +21,64 @@ pub fn stitch(py: Python<'_>, parts: Vec<PathBuf>, out: PathBuf) -> PyResult<(us
 pub fn set_parts(py: Python<'_>, dir: PathBuf) -> PyResult<Option<Vec<(String, u64)>>> {
     py.detach(|| loaderx_core::set_parts(&dir)).py()
 }
+
+/// Object storage for the distributed writers of `loaderx.ray`: a finished local store pushed,
+/// a set stitched over pushed parts, and the listing and removal they clean up with.
+#[cfg(feature = "remote")]
+pub mod remote {
+    use std::path::PathBuf;
+
+    use pyo3::prelude::*;
+    use pyo3::types::PyDict;
+
+    use crate::dataset::remote_options;
+    use crate::errors::IntoPy;
+
+    /// Uploads the local store (or set) `dir` to `url` (the engine's `push`); returns the bytes.
+    #[pyfunction]
+    #[pyo3(signature = (dir, url, remote=None))]
+    pub fn push(
+        py: Python<'_>,
+        dir: PathBuf,
+        url: String,
+        remote: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<u64> {
+        let options = remote_options(remote)?;
+        py.detach(|| loaderx_core::remote::push(&dir, &url, options, |_| {})).py()
+    }
+
+    /// Writes a store set at the URL `out` over the stores at the URLs `parts`, in order (the
+    /// engine's `stitch_remote`); returns `(parts, records)`.
+    #[pyfunction]
+    #[pyo3(signature = (parts, out, remote=None))]
+    pub fn stitch_remote(
+        py: Python<'_>,
+        parts: Vec<String>,
+        out: String,
+        remote: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<(usize, u64)> {
+        let options = remote_options(remote)?;
+        let s = py.detach(|| loaderx_core::remote::stitch_remote(&parts, &out, options)).py()?;
+        Ok((s.parts, s.records))
+    }
+
+    /// The directories directly under the URL `url`, sorted.
+    #[pyfunction]
+    #[pyo3(signature = (url, remote=None))]
+    pub fn list_remote_dirs(
+        py: Python<'_>,
+        url: String,
+        remote: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<String>> {
+        let options = remote_options(remote)?;
+        py.detach(|| loaderx_core::remote::list_dirs(&url, options)).py()
+    }
+
+    /// Removes every object under the URL `url` (as a directory); returns how many.
+    #[pyfunction]
+    #[pyo3(signature = (url, remote=None))]
+    pub fn remove_remote(py: Python<'_>, url: String, remote: Option<&Bound<'_, PyDict>>) -> PyResult<u64> {
+        let options = remote_options(remote)?;
+        py.detach(|| loaderx_core::remote::remove_prefix(&url, options)).py()
+    }
+}

@@ -313,11 +313,11 @@ def test_ray_written_sets_hold_the_records_convert_parquet_writes(cli, tmp_path)
         assert [r.tobytes() for r in a[:]] == [r.tobytes() for r in b[:]]
 
 
-def test_write_loaderx_refuses_urls_and_bad_column_names(tmp_path):
+def test_write_loaderx_refuses_other_urls_and_bad_column_names(tmp_path):
     from loaderx.ray import write_loaderx
 
-    with pytest.raises(ValueError, match="local paths only"):
-        write_loaderx(ray.data.range(10), "s3://bucket/out")
+    with pytest.raises(ValueError, match="writes local paths and s3:// URLs"):
+        write_loaderx(ray.data.range(10), "gs://bucket/out")
     with pytest.raises(ValueError, match="cannot name a dataset directory"):
         write_loaderx(ray.data.range(10), tmp_path, columns=["_parts"])
 
@@ -345,3 +345,72 @@ def test_read_loaderx_reads_a_ray_written_set_from_s3(written, s3):
     column = table.column("tokens").combine_chunks()
     np.testing.assert_array_equal(pc.list_value_length(column).to_numpy(), [len(t) for t in tokens])
     np.testing.assert_array_equal(pc.list_flatten(column).to_numpy(), np.concatenate(tokens))
+
+
+def parts_in_bucket(out, column):
+    """The parts of `column` holding any object under the bucket directory `out` (the S3 test
+    server keeps the directories of deleted objects)."""
+    folder = out / "_parts" / column
+    return sorted(d for d in os.listdir(folder) if any(files for _, _, files in os.walk(folder / d)))
+
+
+def remote_sets(url, opts, n=N):
+    """The three sets at the URL `url` hold the test data record for record, read from S3."""
+    image, label, tokens = expected(np.arange(n))
+    images = DenseDataset(f"{url}/image", remote=opts)
+    labels = DenseDataset(f"{url}/label", remote=opts)
+    toks = RaggedDataset(f"{url}/tokens", remote=opts)
+    assert (len(images), len(labels), len(toks)) == (n, n, n)
+    np.testing.assert_array_equal(images[:], image)
+    np.testing.assert_array_equal(labels[:], label)
+    np.testing.assert_array_equal(np.concatenate(toks[:]), np.concatenate(tokens))
+
+
+def test_write_loaderx_writes_store_sets_to_s3_and_reruns_replace_them(s3, tmp_path):
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    bucket, opts = s3
+    summary = write_loaderx(source(), "s3://bucket/train", remote=opts)
+    assert all(records == N for _, records in summary.values())
+    remote_sets("s3://bucket/train", opts)
+    # The sets name exactly the parts in the bucket; nothing was staged there but the parts.
+    first = {c: set_part_names(bucket / "train", c) for c in ("image", "label", "tokens")}
+    for c, names in first.items():
+        assert parts_in_bucket(bucket / "train", c) == names and len(names) == summary[c][0]
+    assert sorted(os.listdir(bucket / "train")) == ["_parts", "image", "label", "tokens"]
+    # The same records as a local write of the same data.
+    local = tmp_path / "local"
+    write_loaderx(source(), local)
+    for c in ("image", "label"):
+        assert DenseDataset(local / c)[:].tobytes() == DenseDataset(f"s3://bucket/train/{c}", remote=opts)[:].tobytes()
+    back = read_loaderx("s3://bucket/train/label", remote=opts, override_num_blocks=2)
+    assert sorted(back.take_batch(N, batch_format="pyarrow").column("label").to_pylist()) == sorted(expected(np.arange(N))[1].tolist())
+    # A rerun replaces the sets and removes the parts they no longer name.
+    write_loaderx(source(), "s3://bucket/train", remote=opts)
+    for c, names in first.items():
+        second = set_part_names(bucket / "train", c)
+        assert _native.list_remote_dirs(f"s3://bucket/train/_parts/{c}", opts) == second
+        assert not set(second) & set(names)
+        assert parts_in_bucket(bucket / "train", c) == second
+    remote_sets("s3://bucket/train", opts)
+
+
+def test_a_failed_write_to_s3_commits_nothing_and_leaves_none_of_its_parts(s3):
+    from loaderx.ray import write_loaderx
+
+    bucket, opts = s3
+    n = 20_000
+    small = ray.data.range(n, override_num_blocks=4).map_batches(rows, batch_size=2_500)
+    write_loaderx(small, "s3://bucket/out", remote=opts)
+    before = {c: parts_in_bucket(bucket / "out", c) for c in ("image", "label", "tokens")}
+
+    def fails(batch):
+        if batch["id"][0] == 15_000:
+            raise RuntimeError("injected failure")
+        return rows(batch)
+
+    failing = ray.data.range(n, override_num_blocks=4).map_batches(fails, batch_size=2_500)
+    with pytest.raises(Exception, match="injected failure"):
+        write_loaderx(failing, "s3://bucket/out", remote=opts)
+    assert {c: parts_in_bucket(bucket / "out", c) for c in before} == before
+    remote_sets("s3://bucket/out", opts, n)

@@ -53,6 +53,21 @@ fn ok(out: &Output) -> String {
     text
 }
 
+/// A `.npy` file at `path` of the dtype `descr` and `shape` holding `data`; returns its bytes.
+fn write_npy(path: &Path, descr: &str, shape: &str, data: impl Iterator<Item = u8>) -> Vec<u8> {
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while !(10 + header.len() + 1).is_multiple_of(64) {
+        header.push(' ');
+    }
+    header.push('\n');
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
+    bytes.extend(data);
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
 #[test]
 fn push_then_info_verify_export_and_bench_on_the_url() {
     let tmp = tempfile::tempdir().unwrap();
@@ -60,17 +75,8 @@ fn push_then_info_verify_export_and_bench_on_the_url() {
     let cache = tmp.path().join("cache");
     // A dense dataset: 300 records of 8 f32, from a .npy through `convert npy`.
     let npy = tmp.path().join("x.npy");
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (300, 8), }".to_string();
-    while !(10 + header.len() + 1).is_multiple_of(64) {
-        header.push(' ');
-    }
-    header.push('\n');
-    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
     let values: Vec<f32> = (0..2400).map(|v| v as f32 * 0.5).collect();
-    bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
-    std::fs::write(&npy, &bytes).unwrap();
+    let bytes = write_npy(&npy, "<f4", "(300, 8)", values.iter().flat_map(|v| v.to_le_bytes()));
     let store = tmp.path().join("x");
     ok(&loaderx(&endpoint, &cache, &["convert", "npy", npy.to_str().unwrap(), store.to_str().unwrap()]));
     let url = "s3://bucket/data/x";
@@ -101,4 +107,45 @@ fn push_then_info_verify_export_and_bench_on_the_url() {
     let missing = loaderx(&endpoint, &cache, &["info", "s3://bucket/none"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("s3://bucket/none"));
+}
+
+/// `stitch` on object storage: parts converted apart (`--part K --parts 3`), pushed one by one
+/// to a URL prefix, stitched from that prefix into a set read back whole; a missing part named.
+#[test]
+fn stitch_makes_a_set_of_parts_pushed_under_a_url_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_runtime, endpoint) = server(&tmp.path().join("s3"));
+    let cache = tmp.path().join("cache");
+    let npy = tmp.path().join("x.npy");
+    let bytes = write_npy(&npy, "<i4", "(301, 3)", (0..903i32).flat_map(|v| (v * 7).to_le_bytes()));
+    let run = |args: &[&str]| loaderx(&endpoint, &cache, args);
+    for k in 0..3 {
+        let part = tmp.path().join(format!("p{k}"));
+        let (p, k) = (part.to_str().unwrap(), k.to_string());
+        ok(&run(&["convert", "npy", npy.to_str().unwrap(), p, "--part", &k, "--parts", "3"]));
+        if k != "1" {
+            ok(&run(&["push", p, &format!("s3://bucket/gaps/part-0000{k}")]));
+        }
+        ok(&run(&["push", p, &format!("s3://bucket/parts/part-0000{k}")]));
+    }
+    let said = ok(&run(&["stitch", "s3://bucket/parts", "s3://bucket/set", "--parts", "3"]));
+    assert!(said.contains("a store set of 3 parts, 301 records"), "{said}");
+    let back = tmp.path().join("back.npy");
+    ok(&run(&["export", "s3://bucket/set", back.to_str().unwrap()]));
+    let got = std::fs::read(&back).unwrap();
+    assert_eq!(&got[got.len() - 903 * 4..], &bytes[bytes.len() - 903 * 4..]);
+    // Parts named one by one give the same set.
+    let listed =
+        ["s3://bucket/parts/part-00000", "s3://bucket/parts/part-00001", "s3://bucket/parts/part-00002"];
+    let said = ok(&run(&[&["stitch"][..], &listed[..], &["s3://bucket/set2"][..]].concat()));
+    assert!(said.contains("301 records"), "{said}");
+    // A missing part is named, and no set is written.
+    let missing = run(&["stitch", "s3://bucket/gaps", "s3://bucket/gapset", "--parts", "3"]);
+    assert!(!missing.status.success());
+    let e = String::from_utf8_lossy(&missing.stderr);
+    assert!(e.contains("part-00001") && e.contains("s3://bucket/gaps"), "{e}");
+    assert!(!tmp.path().join("s3/bucket/gapset").exists());
+    // Local and remote paths are not mixed.
+    let mixed = run(&["stitch", tmp.path().join("p0").to_str().unwrap(), "s3://bucket/mixed"]);
+    assert!(String::from_utf8_lossy(&mixed.stderr).contains("all local paths or all s3:// URLs"));
 }

@@ -46,6 +46,8 @@ mod part;
 mod safetensors;
 mod summary;
 
+#[cfg(feature = "remote")]
+pub use crate::dataset::remote_part_urls;
 pub use crate::dataset::{PART_PREFIX, part_dirs, part_name, stitch_datasets};
 pub use crate::sys::cache_dir;
 pub use block::BLOCK_BYTES;

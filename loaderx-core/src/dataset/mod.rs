@@ -14,6 +14,8 @@ mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
 pub use pad::{Pad, Padded, pad};
+#[cfg(feature = "remote")]
+pub use parts::remote_part_urls;
 pub use parts::{PART_PREFIX, part_dirs, part_name};
 pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
 pub use schema::{Kind, SCHEMA_FILE, Schema};

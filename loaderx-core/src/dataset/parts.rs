@@ -65,6 +65,32 @@ pub fn part_dirs(dir: impl AsRef<Path>, count: Option<usize>) -> Result<Vec<Path
     Ok(found.into_iter().map(|(_, name)| dir.join(name)).collect())
 }
 
+/// [`part_dirs`] on object storage: the parts under the `s3://` URL `url` (the "directories"
+/// directly under it named `part-` and digits), in numeric order, as URLs, every number from 0
+/// to the highest (or `count - 1`) there exactly once.
+///
+/// # Errors
+/// As [`part_dirs`], naming `url`; [`Error::Remote`] for a failed listing.
+#[cfg(feature = "remote")]
+pub fn remote_part_urls(
+    url: &str,
+    count: Option<usize>,
+    options: crate::remote::RemoteOptions,
+) -> Result<Vec<String>> {
+    let mut found: Vec<(usize, String)> = crate::remote::list_dirs(url, options)?
+        .into_iter()
+        .filter_map(|name| part_number(&name).map(|n| (n, name)))
+        .collect();
+    found.sort();
+    check_numbers(&found, count).map_err(|reason| Error::BadInput {
+        path: url.into(),
+        reason,
+        source: None,
+    })?;
+    let base = url.trim_end_matches('/');
+    Ok(found.into_iter().map(|(_, name)| format!("{base}/{name}")).collect())
+}
+
 /// Why the sorted `(number, name)`s are not the parts `0..count` (or `0..=highest`), each once.
 fn check_numbers(found: &[(usize, String)], count: Option<usize>) -> std::result::Result<(), String> {
     let Some(highest) = found.last().map(|(n, _)| *n) else {

@@ -1,5 +1,5 @@
-//! Stores on S3-compatible object storage, read-only (feature `remote`), through the Apache
-//! Arrow project's `object_store` crate on a private tokio runtime.
+//! Stores on S3-compatible object storage (feature `remote`): read, pushed and stitched into
+//! sets, through the Apache Arrow project's `object_store` crate on a private tokio runtime.
 //!
 //! [`RemoteStore::open`] fetches a v2 store's index (`index.zr`, every entry's checksum checked)
 //! and dictionary once; a batch's records are sorted by chunk and offset and coalesced into
@@ -28,6 +28,7 @@
 //! | `store` | [`RemoteStore`]: a batch checked and decoded into its destination |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
+//! | `write` | [`stitch_remote`]: a set over pushed parts; [`list_dirs`], [`remove_prefix`] |
 //! | `body` | response bodies read with a cap |
 //! | `redact` | credentials scrubbed from every error |
 
@@ -41,6 +42,7 @@ mod redact;
 mod store;
 mod stride;
 mod url;
+mod write;
 
 pub(crate) use fetch::get_optional;
 pub use options::RemoteOptions;
@@ -48,3 +50,4 @@ pub use push::push;
 pub use store::{RemoteStats, RemoteStore, RemoteSummary};
 pub use url::is_remote;
 pub(crate) use url::join_url;
+pub use write::{list_dirs, remove_prefix, stitch_remote};

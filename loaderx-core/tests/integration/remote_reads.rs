@@ -283,6 +283,14 @@ fn a_chunk_replaced_under_a_reader_is_a_consistency_error() {
     }
 }
 
+/// A dense zstd dataset at `p` of the records `[i, 3 i]` for `i` in `range`.
+fn pairs(p: &std::path::Path, range: std::ops::Range<u32>) -> std::path::PathBuf {
+    let mut w = DatasetWriter::dense::<u32>(p, vec![2], WriteOptions::new().codec(Codec::Zstd)).unwrap();
+    w.append(&range.flat_map(|i| [i, i * 3]).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    p.to_path_buf()
+}
+
 /// A store set pushed as one directory (its parts go to the URLs its manifest names relative to
 /// it) opens remotely as one dataset, through the datasets and `open_stream` with explicit
 /// options; a part replaced by one of another length is an error naming it.
@@ -290,13 +298,7 @@ fn a_chunk_replaced_under_a_reader_is_a_consistency_error() {
 fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let part = |name: &str, range: std::ops::Range<u32>| {
-        let p = tmp.path().join("parts").join(name);
-        let mut w = DatasetWriter::dense::<u32>(&p, vec![2], WriteOptions::new().codec(Codec::Zstd)).unwrap();
-        w.append(&range.flat_map(|i| [i, i * 3]).collect::<Vec<_>>()).unwrap();
-        w.finish().unwrap();
-        p
-    };
+    let part = |name: &str, range: std::ops::Range<u32>| pairs(&tmp.path().join("parts").join(name), range);
     let parts = [part("p0", 0..700), part("p1", 700..1000), part("p2", 1000..1800)];
     let set = tmp.path().join("sets").join("all");
     loaderx_core::stitch(&parts, &set).unwrap();
@@ -329,6 +331,70 @@ fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
     push(&other, "s3://bucket/parts/p1", server.options(), |_| {}).unwrap();
     let e = DenseSource::open_remote("s3://bucket/sets/all", server.options()).unwrap_err();
     assert!(matches!(&e, Error::Schema { path, .. } if path.to_string_lossy().ends_with("parts/p1")), "{e}");
+}
+
+/// A set stitched on object storage over parts pushed one by one (what a distributed writer
+/// does): read as one dataset, equal to the same set stitched locally; a part of another schema
+/// or bucket, or the set itself as a part, refused; a rerun's stitch replaces the set; the
+/// parts listed and removed by prefix, never a bucket's root.
+#[test]
+fn a_store_set_stitched_remotely_over_pushed_parts_reads_as_one_dataset() {
+    use loaderx_core::remote::{list_dirs, remove_prefix, stitch_remote};
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let part = |name: &str, range: std::ops::Range<u32>| {
+        let p = pairs(&tmp.path().join("parts").join(name), range);
+        push(&p, &format!("s3://bucket/out/_parts/x/{name}"), server.options(), |_| {}).unwrap();
+        p
+    };
+    let parts = [part("p0", 0..700), part("p1", 700..1000), part("p2", 1000..1800)];
+    let urls: Vec<String> =
+        ["p0", "p1", "p2"].iter().map(|n| format!("s3://bucket/out/_parts/x/{n}")).collect();
+    let s = stitch_remote(&urls, "s3://bucket/out/x", server.options()).unwrap();
+    assert_eq!((s.parts, s.records), (3, 1800));
+    let local = tmp.path().join("local-set");
+    loaderx_core::stitch(&parts, &local).unwrap();
+    let want = DenseSource::open(&local).unwrap();
+    let got = DenseSource::open_remote("s3://bucket/out/x", server.options()).unwrap();
+    assert_eq!(got.len(), 1800);
+    let idx: Vec<u32> = (0..1800u32).map(|i| i.wrapping_mul(2_654_435_761) % 1800).collect();
+    assert_eq!(got.get_batch(&idx).unwrap(), want.get_batch(&idx).unwrap());
+    // The manifest names the parts relative to the set, as a local stitch does.
+    let manifest = std::fs::read(server.root.join("bucket/out/x/storeset.msgpack")).unwrap();
+    let m = loaderx_core::format::storeset::SetManifest::decode(&manifest).unwrap();
+    assert_eq!(
+        m.parts.iter().map(|p| p.path.as_str()).collect::<Vec<_>>(),
+        ["../_parts/x/p0", "../_parts/x/p1", "../_parts/x/p2"]
+    );
+    // A rerun over two of the parts replaces the set.
+    stitch_remote(&urls[1..], "s3://bucket/out/x", server.options()).unwrap();
+    assert_eq!(DenseSource::open_remote("s3://bucket/out/x", server.options()).unwrap().len(), 1100);
+    // Refusals, nothing written: another schema, another bucket, the set as its own part, none.
+    let other = tmp.path().join("other");
+    let mut w = DatasetWriter::dense::<u32>(&other, vec![3], WriteOptions::new()).unwrap();
+    w.append(&[1u32, 2, 3]).unwrap();
+    w.finish().unwrap();
+    push(&other, "s3://bucket/out/_parts/x/q", server.options(), |_| {}).unwrap();
+    let mixed = [urls[0].clone(), "s3://bucket/out/_parts/x/q".to_string()];
+    let e = stitch_remote(&mixed, "s3://bucket/out/y", server.options()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Schema { path, .. } if path.to_string_lossy().ends_with("_parts/x/q")),
+        "{e}"
+    );
+    let e = stitch_remote(&["s3://other/p0".to_string()], "s3://bucket/out/y", server.options()).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("bucket")), "{e}");
+    let e =
+        stitch_remote(&["s3://bucket/out".to_string()], "s3://bucket/out/y", server.options()).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("one above it")), "{e}");
+    assert!(stitch_remote(&[], "s3://bucket/out/y", server.options()).is_err());
+    assert!(!server.root.join("bucket/out/y").exists(), "a refused stitch wrote nothing");
+    // Listing and removal by prefix.
+    assert_eq!(list_dirs("s3://bucket/out/_parts/x", server.options()).unwrap(), ["p0", "p1", "p2", "q"]);
+    assert!(remove_prefix("s3://bucket/out/_parts/x/q", server.options()).unwrap() >= 3);
+    assert_eq!(list_dirs("s3://bucket/out/_parts/x", server.options()).unwrap(), ["p0", "p1", "p2"]);
+    assert!(matches!(remove_prefix("s3://bucket", server.options()), Err(Error::InvalidArgument(_))));
+    assert!(matches!(remove_prefix("s3://bucket/", server.options()), Err(Error::InvalidArgument(_))));
+    assert_eq!(DenseSource::open_remote("s3://bucket/out/x", server.options()).unwrap().len(), 1100);
 }
 
 /// The loader's prefetch threads request the next steps' records before the consumer asks

@@ -22,15 +22,20 @@ Record order: a set holds the write tasks' records in task order, which is the d
 when Ray preserves it (``DataContext.get_current().execution_options.preserve_order = True``);
 otherwise Ray hands blocks to write tasks as they are produced, and so does the set.
 
-Local paths only: the driver and every write task must see ``OUT`` at the same path (a shared
-file system on a cluster). ``s3://`` output is not supported (the engine writes stores locally;
-``loaderx push`` uploads a finished set).
+``OUT`` is a local path, which the driver and every write task must see at the same place (a
+shared file system on a cluster), or an ``s3://`` URL (a wheel built with the ``remote``
+feature): then each write task writes its parts in a local temporary directory and pushes each
+finished part to ``OUT/_parts/<column>/`` (its index last, so a part cut off mid-upload is no
+store), and the driver puts each set's schema and manifest at ``OUT/<column>`` over the pushed
+parts (the manifest last: the commit). A set already there is replaced by that one put; the
+parts no set names, and on failure this write's own parts, are removed.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -230,11 +235,19 @@ class LoaderxDatasink(Datasink):
         codec: str = "zstd",
         format: str = "v2",
         ragged: Sequence[str] = (),
+        remote: dict[str, Any] | None = None,
     ) -> None:
         path = os.fspath(path)
+        # Where the sets go: a local directory (`path`) or an s3:// URL (`url`), never both.
+        self.url: str | None = None
         if "://" in path:
-            raise ValueError(f"{path}: write_loaderx writes local paths only (upload a finished set with `loaderx push`)")
-        self.path = os.path.abspath(path)
+            if not path.startswith("s3://"):
+                raise ValueError(f"{path}: write_loaderx writes local paths and s3:// URLs")
+            if not _native.REMOTE:
+                raise ValueError(f"{path}: this build of loaderx has no object storage (the `remote` feature)")
+            self.url = path.rstrip("/")
+        self.remote = remote
+        self.path = path if self.url else os.path.abspath(path)
         self.columns = None if columns is None else list(columns)
         for c in self.columns or []:
             _check_column_name(c)
@@ -249,12 +262,22 @@ class LoaderxDatasink(Datasink):
         return "Loaderx"
 
     def on_write_start(self, schema: Any = None) -> None:
-        os.makedirs(os.path.join(self.path, PARTS_DIR), exist_ok=True)
+        if self.url is None:
+            os.makedirs(os.path.join(self.path, PARTS_DIR), exist_ok=True)
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict[str, Any]:
         """One write task: its blocks into one part per column, published only when complete."""
         task = ctx.task_idx
         name = f"part-{self.run}-{task:05d}-{uuid.uuid4().hex[:8]}"
+        # A write to object storage stages its parts in a directory of its own, pushed when done.
+        root = tempfile.mkdtemp(prefix="loaderx-ray-") if self.url else self.path
+        try:
+            return self._write(blocks, task, name, root)
+        finally:
+            if self.url:
+                shutil.rmtree(root, ignore_errors=True)
+
+    def _write(self, blocks: Iterable[Block], task: int, name: str, root: str) -> dict[str, Any]:
         parts: dict[str, _Part] = {}
         columns = self.columns
         rows = 0
@@ -280,7 +303,7 @@ class LoaderxDatasink(Datasink):
                             r = _as_ragged(r)
                         part = parts.get(c)
                         if part is None:
-                            folder = os.path.join(self.path, PARTS_DIR, c)
+                            folder = os.path.join(root, PARTS_DIR, c)
                             os.makedirs(folder, exist_ok=True)
                             part = parts[c] = _Part(os.path.join(folder, name), r.layout, self.codec, self.format)
                         else:
@@ -298,6 +321,9 @@ class LoaderxDatasink(Datasink):
             raise
         if any(n != rows for n in counts.values()):
             raise RuntimeError(f"write task {task} wrote {counts} records of {rows} rows")
+        if self.url:
+            for c in parts:
+                _native.push(os.path.join(root, PARTS_DIR, c, name), f"{self.url}/{PARTS_DIR}/{c}/{name}", self.remote)
         return {
             "task": task,
             "name": name,
@@ -327,6 +353,9 @@ class LoaderxDatasink(Datasink):
                         f"column {c!r}: write task {r['task']}'s blocks hold {a}; "
                         f"the first block (of write task {first['task']}) held {b}{advice}"
                     )
+        if self.url:
+            self._commit_remote(results, first["columns"])
+            return
         staged: list[tuple[str, str]] = []
         try:
             for c in first["columns"]:
@@ -352,8 +381,28 @@ class LoaderxDatasink(Datasink):
                 if entry not in names:
                     _remove(os.path.join(folder, entry))
 
+    def _commit_remote(self, results: list[dict[str, Any]], columns: list[str]) -> None:
+        """The commit on object storage: each column's set put over its pushed parts, then the
+        parts no set names removed."""
+        parts_url = f"{self.url}/{PARTS_DIR}"
+        for c in columns:
+            parts = [f"{parts_url}/{c}/{r['name']}" for r in results]
+            self.committed[c] = _native.stitch_remote(parts, f"{self.url}/{c}", self.remote)
+        names = {r["name"] for r in results}
+        for c in columns:
+            for entry in _native.list_remote_dirs(f"{parts_url}/{c}", self.remote):
+                if entry not in names:
+                    _native.remove_remote(f"{parts_url}/{c}/{entry}", self.remote)
+
     def on_write_failed(self, error: Exception) -> None:
         """Removes this write's parts; the sets in ``OUT`` stay as they were."""
+        if self.url:
+            parts_url = f"{self.url}/{PARTS_DIR}"
+            for c in _native.list_remote_dirs(parts_url, self.remote):
+                for entry in _native.list_remote_dirs(f"{parts_url}/{c}", self.remote):
+                    if entry.startswith(f"part-{self.run}-"):
+                        _native.remove_remote(f"{parts_url}/{c}/{entry}", self.remote)
+            return
         root = os.path.join(self.path, PARTS_DIR)
         for c in os.listdir(root) if os.path.isdir(root) else []:
             folder = os.path.join(root, c)
@@ -382,6 +431,7 @@ def write_loaderx(
     ragged: Sequence[str] = (),
     concurrency: int | None = None,
     ray_remote_args: dict[str, Any] | None = None,
+    remote: dict[str, Any] | None = None,
 ) -> dict[str, tuple[int, int]]:
     """Writes the Ray dataset ``ds`` as one loaderx store set per column at ``path/<column>``
     (``columns``: those of the first block when None). ``codec`` and ``format`` are the
@@ -389,12 +439,13 @@ def write_loaderx(
     ``ragged`` names columns written ragged even from a block whose records all have one shape
     (Ray makes such a batch a fixed-shape tensor; a ragged part takes it after its first block
     anyway). ``concurrency`` and ``ray_remote_args`` go to ``Dataset.write_datasink``.
+    ``path`` may be an ``s3://`` URL, ``remote`` its options (as ``DenseDataset``'s ``remote=``).
     Rerunning it replaces the sets. Returns each column's ``(parts, records)``.
 
     A column whose blocks disagree (dtype, shape, kind) is a ``ValueError`` naming the column
     and the block; nothing is committed then.
     """
-    sink = LoaderxDatasink(path, columns, codec, format, ragged)
+    sink = LoaderxDatasink(path, columns, codec, format, ragged, remote)
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args)
     return dict(sink.committed)
 
