@@ -61,7 +61,7 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
             "layout": store.layout().name(),
             "record_size": match store.layout() {
                 loaderx_core::Layout::Fixed { record_size, .. } => Some(record_size),
-                loaderx_core::Layout::Entries => None,
+                loaderx_core::Layout::Entries | loaderx_core::Layout::Compact => None,
             },
         });
         return crate::print(&format!("{v}\n"));
@@ -263,7 +263,7 @@ pub fn export(dir: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
 pub enum MigrateTo {
     /// `v1` or `v2`.
     Format(Format),
-    /// `fixed` or `entries`.
+    /// `fixed`, `compact` or `entries`.
     Layout(loaderx_core::Layout),
 }
 
@@ -275,10 +275,10 @@ impl std::str::FromStr for MigrateTo {
                 Ok(MigrateTo::Layout(loaderx_core::Layout::Fixed { record_size: 0, block_records: 0 }))
             }
             "entries" => Ok(MigrateTo::Layout(loaderx_core::Layout::Entries)),
-            other => other
-                .parse()
-                .map(MigrateTo::Format)
-                .map_err(|_| format!("unknown target {other:?} (expected v1, v2, fixed or entries)")),
+            "compact" => Ok(MigrateTo::Layout(loaderx_core::Layout::Compact)),
+            other => other.parse().map(MigrateTo::Format).map_err(|_| {
+                format!("unknown target {other:?} (expected v1, v2, fixed, compact or entries)")
+            }),
         }
     }
 }
@@ -398,6 +398,7 @@ fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
 fn layout_text(layout: loaderx_core::Layout) -> String {
     match layout {
         loaderx_core::Layout::Entries => "entries (an index entry per record)".into(),
+        loaderx_core::Layout::Compact => "compact (a 16-byte index entry per raw record)".into(),
         loaderx_core::Layout::Fixed { record_size, block_records } => {
             format!("fixed ({record_size}-byte raw records, a crc32c per block of {block_records})")
         }

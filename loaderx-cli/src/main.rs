@@ -62,7 +62,8 @@ enum Command {
         /// What to migrate to: the format v2, or v1 (where every record fits v1's limits); or
         /// v2's layout: `fixed` (raw records of one size found from their index: a crc32c per
         /// block of records instead of an entry per record; every record must lie where the
-        /// stride puts it, as appending them leaves) or `entries` (an entry per record).
+        /// stride puts it, as appending them leaves), `compact` (a 16-byte entry per raw record
+        /// of any size) or `entries` (a 32-byte entry per record, any codec).
         #[arg(long)]
         to: inspect::MigrateTo,
     },
@@ -178,7 +179,7 @@ fn stitch_remote(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> 
         }
         _ => given.to_vec(),
     };
-    let s = loaderx_core::remote::stitch_remote(&parts, out, options).with_context(ctx)?;
+    let s = loaderx_core::stitch_remote(&parts, out, options).with_context(ctx)?;
     print(&format!("{out}: a store set of {} parts, {} records\n", s.parts, s.records))
 }
 

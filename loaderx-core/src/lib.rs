@@ -48,6 +48,8 @@ mod store;
 mod sys;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
+#[cfg(feature = "remote")]
+pub use dataset::stitch_remote;
 pub use dataset::{
     DatasetWriter, DenseDataset, DenseSource, Kind, Pad, Padded, ProgressFn, RaggedArray, RaggedDataset,
     RaggedSource, SCHEMA_FILE, SET_FILE, Schema, Selection, StitchSummary, WriteOptions, pad, set_parts,

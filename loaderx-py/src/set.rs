@@ -58,7 +58,7 @@ pub mod remote {
         remote: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<(usize, u64)> {
         let options = remote_options(remote)?;
-        let s = py.detach(|| loaderx_core::remote::stitch_remote(&parts, &out, options)).py()?;
+        let s = py.detach(|| loaderx_core::stitch_remote(&parts, &out, options)).py()?;
         Ok((s.parts, s.records))
     }
 

@@ -192,6 +192,37 @@ fn a_dense_raw_dataset_is_fixed_stride_and_migrates_between_layouts() {
 }
 
 #[test]
+fn a_ragged_raw_dataset_has_compact_entries_and_migrates_between_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let lines: Vec<String> =
+        (0..300).map(|i| format!("{{\"line\": {i}, \"pad\": \"{}\"}}", "x".repeat(i % 37))).collect();
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let store = dir.path().join("s");
+    assert!(loaderx(&[&"convert", &"jsonl", &input, &store, &"--codec", &"raw"]).status.success());
+    let info = text(&loaderx(&[&"info", &store]));
+    assert!(info.contains("layout:  compact (a 16-byte index entry per raw record)"), "{info}");
+    assert!(text(&loaderx(&[&"info", &store, &"--json"])).contains("\"layout\":\"compact\""));
+    let o = loaderx(&[&"migrate", &store, &"--to", &"entries"]);
+    assert!(o.status.success() && text(&o).contains("compact → entries"), "{}", text(&o));
+    let o = loaderx(&[&"migrate", &store, &"--to", &"compact"]);
+    assert!(o.status.success() && text(&o).contains("entries → compact"), "{}", text(&o));
+    let t = text(&loaderx(&[&"verify", &store]));
+    assert!(t.contains("all 300 records intact"), "{t}");
+    // A zstd dataset cannot go compact: refused, naming its first compressed record (short
+    // lines are stored raw, they do not shrink), and left as it was.
+    let zstd = dir.path().join("z");
+    assert!(loaderx(&[&"convert", &"jsonl", &input, &zstd, &"--codec", &"zstd"]).status.success());
+    let o = loaderx(&[&"migrate", &zstd, &"--to", &"compact"]);
+    assert!(
+        !o.status.success() && text(&o).contains(": record ") && text(&o).contains("raw records only"),
+        "{}",
+        text(&o)
+    );
+    assert!(text(&loaderx(&[&"info", &zstd])).contains("layout:  entries"));
+}
+
+#[test]
 fn convert_refuses_to_overwrite_without_force() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.npy");

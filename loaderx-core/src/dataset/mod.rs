@@ -20,6 +20,8 @@ pub use parts::{PART_PREFIX, part_dirs, part_name};
 pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
+#[cfg(feature = "remote")]
+pub use set::stitch_remote;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]

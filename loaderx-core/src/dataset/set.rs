@@ -139,6 +139,62 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     Ok(StitchSummary { parts: parts.len(), records })
 }
 
+/// Writes a store set at `out` (an `s3://` URL) over the stores already at `parts` (URLs in the
+/// same bucket), in order: each part's index and schema fetched, the schemas compared, then the
+/// set's schema and manifest put, the manifest last, so that a reader sees the set whole or not
+/// at all. A set already at `out` is replaced (object storage has no atomic create: the
+/// manifest's one put is the switch). The manifest names the parts relative to `out`, as
+/// [`stitch`] does, and carries no part identity (it would take reading records of every part);
+/// a reader of the set checks each part's record count.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no parts, a part in another bucket or at `out` or above it,
+/// more than `u32::MAX` records in all (the loader's indices); [`Error::Schema`] naming the
+/// first part whose schema differs from the first's; the parts' open errors
+/// ([`RemoteStore::open`](crate::remote::RemoteStore::open)); [`Error::Remote`] naming the
+/// object for a failed put. Nothing is put on any error.
+#[cfg(feature = "remote")]
+pub fn stitch_remote(
+    parts: &[String],
+    out: &str,
+    options: crate::remote::RemoteOptions,
+) -> Result<StitchSummary> {
+    use super::schema::SCHEMA_FILE;
+    if parts.is_empty() {
+        return Err(Error::InvalidArgument("a store set needs at least one part".into()));
+    }
+    let mut first: Option<(Schema, Vec<u8>)> = None;
+    let mut entries = Vec::with_capacity(parts.len());
+    let mut records = 0u64;
+    for part in parts {
+        let path = crate::remote::part_path(out, part)?;
+        let store = crate::remote::RemoteStore::open(part, options.clone())?;
+        let bytes = store.get_file(SCHEMA_FILE)?;
+        let schema = Schema::decode(&bytes, &PathBuf::from(format!("{part}/{SCHEMA_FILE}")))?;
+        match &first {
+            None => first = Some((schema, bytes)),
+            Some((s, _)) if *s != schema => {
+                return Err(Error::Schema {
+                    path: part.into(),
+                    reason: format!("the part's schema ({schema}) differs from the first part's ({s})"),
+                });
+            }
+            Some(_) => {}
+        }
+        records += store.len();
+        entries.push(SetPart { path, records: store.len(), identity: None });
+    }
+    if records > u64::from(u32::MAX) {
+        return Err(Error::InvalidArgument(format!(
+            "a store set of {records} records: the loader indexes at most 2^32 - 1"
+        )));
+    }
+    let (_, schema) = first.unwrap_or_else(|| unreachable!("at least one part"));
+    crate::remote::put(out, SCHEMA_FILE, schema, &options)?;
+    crate::remote::put(out, SET_FILE, SetManifest::new(entries).encode(), &options)?;
+    Ok(StitchSummary { parts: parts.len(), records })
+}
+
 /// The parts of [`stitch_datasets`]: each a directory of datasets by name (what `convert
 /// parquet`, `safetensors` and `images` write), its other regular files (`classes.txt`).
 struct Group {

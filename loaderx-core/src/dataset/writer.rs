@@ -35,6 +35,7 @@ pub struct WriteOptions {
     dict_cap: Option<usize>,
     overwrite: bool,
     fixed_stride: bool,
+    compact_entries: bool,
     progress: Option<ProgressFn>,
 }
 
@@ -46,6 +47,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("dict_cap", &self.dict_cap)
             .field("overwrite", &self.overwrite)
             .field("fixed_stride", &self.fixed_stride)
+            .field("compact_entries", &self.compact_entries)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -59,6 +61,7 @@ impl PartialEq for WriteOptions {
             && self.dict_cap == other.dict_cap
             && self.overwrite == other.overwrite
             && self.fixed_stride == other.fixed_stride
+            && self.compact_entries == other.compact_entries
     }
 }
 
@@ -72,6 +75,7 @@ impl Default for WriteOptions {
             dict_cap: None,
             overwrite: false,
             fixed_stride: true,
+            compact_entries: true,
             progress: None,
         }
     }
@@ -121,6 +125,14 @@ impl WriteOptions {
     /// block of records). On by default; off, such a dataset keeps an entry per record.
     pub fn fixed_stride(mut self, yes: bool) -> Self {
         self.fixed_stride = yes;
+        self
+    }
+
+    /// Whether any other dataset of raw records (ragged, or dense not written fixed-stride; codec
+    /// `raw`, format v2) is written in the compact layout ([`StoreOptions::compact_entries`]: a
+    /// 16-byte entry per record instead of 32). On by default; off, it keeps 32-byte entries.
+    pub fn compact_entries(mut self, yes: bool) -> Self {
+        self.compact_entries = yes;
         self
     }
 
@@ -254,6 +266,8 @@ impl DatasetWriter {
             StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap).deferred_sync(true);
         if let Some(record_size) = opts.stride_for(&schema) {
             store_opts = store_opts.fixed_stride(record_size);
+        } else if opts.compact_entries && opts.codec == Codec::Raw && opts.format == Format::V2 {
+            store_opts = store_opts.compact_entries(true);
         }
         let store = Store::create(&staging, store_opts)?;
         Ok(DatasetWriter {

@@ -8,7 +8,9 @@ use bytes::Bytes;
 
 use super::RemoteStore;
 use super::fetch::add;
-use crate::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header, Stride};
+use crate::format::v2::{
+    COMPACT_ENTRY_SIZE, ENTRY_SIZE, Entry, EntryError, HEADER_SIZE, Header, Layout, Stride, decode_compact,
+};
 use crate::store::{DICT_FILE, INDEX_FILE, META_FILE};
 use crate::{Codec, Error, Result};
 
@@ -18,7 +20,8 @@ pub(super) const MAX_SMALL_FILE: u64 = 64 << 20;
 
 impl RemoteStore {
     /// A v2 store: `index.zr`'s header and every entry parsed and checked (each entry's own
-    /// checksum), the dictionary fetched when the header names one.
+    /// checksum; a compact entry, which has none, its fields), the dictionary fetched when the
+    /// header names one.
     pub(super) fn open_v2(&mut self, index: &[u8]) -> Result<()> {
         let path = self.object_url(INDEX_FILE);
         let corrupt = |offset: u64, reason: String| Error::Corrupt {
@@ -33,15 +36,24 @@ impl RemoteStore {
         if let Some(stride) = header.stride() {
             return self.open_stride(&stride, header.count, index);
         }
-        let need = count.checked_mul(ENTRY_SIZE).and_then(|n| n.checked_add(HEADER_SIZE));
+        let size = header.layout.element_size();
+        let need = count.checked_mul(size).and_then(|n| n.checked_add(HEADER_SIZE));
         if need.is_none_or(|n| n > index.len()) {
             return Err(corrupt(40, format!("{count} entries in {} bytes", index.len())));
         }
+        let compact = header.layout == Layout::Compact;
         self.entries = (0..count)
             .map(|i| {
-                let at = HEADER_SIZE + i * ENTRY_SIZE;
-                Entry::parse(&index[at..at + ENTRY_SIZE])
-                    .map_err(|e| corrupt(at as u64, format!("entry {i}: {e}")))
+                let at = HEADER_SIZE + i * size;
+                let entry = if compact {
+                    // A compact entry is raw and checked by its record's checksum.
+                    let b: &[u8; COMPACT_ENTRY_SIZE] = index[at..at + size].try_into().unwrap_or(&[0; 16]);
+                    let e = decode_compact(b);
+                    e.validate().map(|_| e).map_err(EntryError::Field)
+                } else {
+                    Entry::parse(&index[at..at + ENTRY_SIZE])
+                };
+                entry.map_err(|e| corrupt(at as u64, format!("entry {i}: {e}")))
             })
             .collect::<Result<_>>()?;
         if header.dict_id != 0 {

@@ -28,7 +28,7 @@
 //! | `store` | [`RemoteStore`]: a batch checked and decoded into its destination |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
-//! | `write` | [`stitch_remote`]: a set over pushed parts; [`list_dirs`], [`remove_prefix`] |
+//! | `write` | a set's files put over pushed parts; [`list_dirs`], [`remove_prefix`] |
 //! | `body` | response bodies read with a cap |
 //! | `redact` | credentials scrubbed from every error |
 
@@ -50,4 +50,5 @@ pub use push::push;
 pub use store::{RemoteStats, RemoteStore, RemoteSummary};
 pub use url::is_remote;
 pub(crate) use url::join_url;
-pub use write::{list_dirs, remove_prefix, stitch_remote};
+pub use write::{list_dirs, remove_prefix};
+pub(crate) use write::{part_path, put};

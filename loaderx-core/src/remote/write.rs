@@ -1,6 +1,6 @@
-//! Store sets written on object storage: [`stitch_remote`] (a set's schema and manifest over
-//! parts already pushed), and the two calls a distributed writer cleans up with: [`list_dirs`]
-//! and [`remove_prefix`].
+//! Writing beside pushed stores on object storage: a store set's files put over parts already
+//! pushed (`put`, `part_path`: the set is written by `dataset::stitch_remote`), and the two calls
+//! a distributed writer cleans up with: [`list_dirs`] and [`remove_prefix`].
 
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
@@ -8,8 +8,6 @@ use object_store::{ObjectStore, PutPayload};
 
 use super::RemoteOptions;
 use super::url::parse_url;
-use crate::dataset::{SCHEMA_FILE, Schema, StitchSummary};
-use crate::format::storeset::{SET_FILE, SetManifest, SetPart};
 use crate::{Error, Result};
 
 /// The object `name` under `prefix`.
@@ -39,75 +37,43 @@ fn relative(from: &str, to: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-/// Writes a store set at `out` (an `s3://` URL) over the stores already at `parts` (URLs in the
-/// same bucket), in order: each part's index and schema fetched, the schemas compared, then the
-/// set's schema and manifest put, the manifest last, so that a reader sees the set whole or not
-/// at all. A set already at `out` is replaced (object storage has no atomic create; the
-/// manifest's one put is the switch). The manifest names the parts relative to `out`, as
-/// [`stitch`](crate::stitch) does, and carries no part identity (it would take reading records
-/// of every part); a reader of the set checks each part's record count.
+/// Puts `bytes` as the object `name` under the `s3://` URL `url` (one put: a reader sees the old
+/// object or the new one).
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for no parts, a part in another bucket or at `out` or above it,
-/// more than `u32::MAX` records in all (the loader's indices); [`Error::Schema`] naming the
-/// first part whose schema differs from the first's; the parts' open errors
-/// ([`RemoteStore::open`](super::RemoteStore::open)); [`Error::Remote`] naming the object for a
-/// failed put.
-pub fn stitch_remote(parts: &[String], out: &str, options: RemoteOptions) -> Result<StitchSummary> {
+/// [`Error::Remote`] naming the object for a failed put.
+pub(crate) fn put(url: &str, name: &str, bytes: Vec<u8>, options: &RemoteOptions) -> Result<()> {
+    let (bucket, prefix) = parse_url(url)?;
+    let store = options.build(&bucket)?;
+    runtime(url)?.block_on(store.put(&key(&prefix, name), PutPayload::from(bytes))).map_err(|e| {
+        Error::Remote {
+            url: format!("{}/{name}", url.trim_end_matches('/')),
+            range: None,
+            reason: options.scrub(&e.to_string()),
+        }
+    })?;
+    Ok(())
+}
+
+/// The path of the store at the URL `part` relative to the set at the URL `out`, as a set's
+/// manifest names it.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a part in another bucket, or at `out` or a directory above it
+/// (a set cannot hold itself).
+pub(crate) fn part_path(out: &str, part: &str) -> Result<String> {
     let (bucket, out_prefix) = parse_url(out)?;
-    if parts.is_empty() {
-        return Err(Error::InvalidArgument("a store set needs at least one part".into()));
-    }
-    let mut first: Option<(Schema, Vec<u8>)> = None;
-    let mut entries = Vec::with_capacity(parts.len());
-    let mut records = 0u64;
-    for part in parts {
-        let (b, prefix) = parse_url(part)?;
-        if b != bucket {
-            return Err(Error::InvalidArgument(format!(
-                "{part}: a set's parts lie in its bucket ({out} is in {bucket:?})"
-            )));
-        }
-        let path = relative(&out_prefix, &prefix).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{part}: a part of the set {out} is the set's directory or one above it"
-            ))
-        })?;
-        let store = super::RemoteStore::open(part, options.clone())?;
-        let bytes = store.get_file(SCHEMA_FILE)?;
-        let schema = Schema::decode(&bytes, &std::path::PathBuf::from(format!("{part}/{SCHEMA_FILE}")))?;
-        match &first {
-            None => first = Some((schema, bytes)),
-            Some((s, _)) if *s != schema => {
-                return Err(Error::Schema {
-                    path: part.into(),
-                    reason: format!("the part's schema ({schema}) differs from the first part's ({s})"),
-                });
-            }
-            Some(_) => {}
-        }
-        records += store.len();
-        entries.push(SetPart { path, records: store.len(), identity: None });
-    }
-    if records > u64::from(u32::MAX) {
+    let (b, prefix) = parse_url(part)?;
+    if b != bucket {
         return Err(Error::InvalidArgument(format!(
-            "a store set of {records} records: the loader indexes at most 2^32 - 1"
+            "{part}: a set's parts lie in its bucket ({out} is in {bucket:?})"
         )));
     }
-    let (_, schema) = first.unwrap_or_else(|| unreachable!("at least one part"));
-    let manifest = SetManifest::new(entries).encode();
-    let store = options.build(&bucket)?;
-    let rt = runtime(out)?;
-    for (name, bytes) in [(SCHEMA_FILE, schema), (SET_FILE, manifest)] {
-        rt.block_on(store.put(&key(&out_prefix, name), PutPayload::from(bytes))).map_err(|e| {
-            Error::Remote {
-                url: format!("{}/{name}", out.trim_end_matches('/')),
-                range: None,
-                reason: options.scrub(&e.to_string()),
-            }
-        })?;
-    }
-    Ok(StitchSummary { parts: parts.len(), records })
+    relative(&out_prefix, &prefix).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{part}: a part of the set {out} is the set's directory or one above it"
+        ))
+    })
 }
 
 /// The names of the "directories" directly under the `s3://` URL `url` (the common prefixes of

@@ -63,7 +63,7 @@ impl Store {
                 limit: limit as u64,
             });
         }
-        self.check_stride(records, codec)?;
+        self.check_layout(records, codec)?;
         let mut manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         self.check_room(records.len())?;
         // Training is explicit ([`Store::train_dictionary`]): a dictionary is a snapshot of the
@@ -96,8 +96,15 @@ impl Store {
         self.commit(&mut manifest, &stored)
     }
 
-    /// A fixed-stride store takes raw records of its record size only.
-    fn check_stride<R: AsRef<[u8]>>(&self, records: &[R], codec: Codec) -> Result<()> {
+    /// A fixed-stride store takes raw records of its record size only, a compact store raw
+    /// records only.
+    fn check_layout<R: AsRef<[u8]>>(&self, records: &[R], codec: Codec) -> Result<()> {
+        if self.index.layout() == crate::Layout::Compact && codec != Codec::Raw {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a compact store of raw records: {codec} records cannot be appended to it",
+                self.dir.display()
+            )));
+        }
         let Some(stride) = self.index.stride() else { return Ok(()) };
         if codec != Codec::Raw {
             return Err(Error::InvalidArgument(format!(

@@ -135,6 +135,7 @@ impl Store {
             View::V1(m) => self.probe_and_ask(m, len, indices),
             View::V2(v) => self.probe_and_ask(&v, len, indices),
             View::Fixed(f) => self.probe_and_ask(&f, len, indices),
+            View::Compact(c) => self.probe_and_ask(&c, len, indices),
         };
         r.hints.fetch_add(1, Ordering::Relaxed);
         Ok(())

@@ -120,6 +120,11 @@ impl Store {
                 self.gather_fixed_in(&v, len, indices, record_len, dst, par)?;
                 heat
             }
+            View::Compact(c) => {
+                let heat = self.prepare_reads(&c, len, indices);
+                self.gather_fixed_in(&c, len, indices, record_len, dst, par)?;
+                heat
+            }
             View::Fixed(f) => {
                 let heat = self.prepare_reads(&f, len, indices);
                 if self.opts.verify_reads {

@@ -122,6 +122,7 @@ impl Store {
             View::V1(m) => self.resolve_in(m, len, indices),
             View::V2(v) => self.resolve_in(&v, len, indices),
             View::Fixed(f) => self.resolve_in(&f, len, indices),
+            View::Compact(c) => self.resolve_in(&c, len, indices),
         }
     }
 
@@ -138,6 +139,10 @@ impl Store {
             View::V2(v) => {
                 let heat = self.prepare_reads(v, len, indices);
                 (heat, self.resolve_in(v, len, indices)?)
+            }
+            View::Compact(c) => {
+                let heat = self.prepare_reads(c, len, indices);
+                (heat, self.resolve_in(c, len, indices)?)
             }
             View::Fixed(f) => {
                 let heat = self.prepare_reads(f, len, indices);

@@ -69,7 +69,7 @@ impl Store {
             let mut report = MigrateReport { from, to, records: store.len(), bytes_checked: 0 };
             match to {
                 _ if from == to => {}
-                Format::V2 => report.bytes_checked = store.write_v2_index(progress)?,
+                Format::V2 => report.bytes_checked = store.write_v2_index(Layout::Entries, progress)?,
                 Format::V1 => store.write_v1_index()?,
             }
             Ok(report)
@@ -90,13 +90,23 @@ impl Store {
         migration(&store)
     }
 
-    /// v1 → v2: the manifest, then `index.zr` renamed into place, then `meta.zr` removed.
-    fn write_v2_index(&self, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<u64> {
+    /// → a v2 index of an entry per record, `layout` [`Layout::Entries`] (32 bytes, any record) or
+    /// [`Layout::Compact`] (16 bytes, raw records only): every entry checked and its record's
+    /// checksum computed, the manifest, then `index.zr` renamed into place, then (from v1)
+    /// `meta.zr` removed.
+    fn write_v2_index(&self, layout: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<u64> {
         let len = self.len();
         let frontier = self.index.frontier();
         let total: u64 = self.stats()?.live_bytes;
         let done = std::sync::atomic::AtomicU64::new(0);
-        let mut entries: Vec<[u8; v2::ENTRY_SIZE]> = Vec::new();
+        let compact = layout == Layout::Compact;
+        let refuse = |reason: String| Error::InvalidArgument(format!("{}: {reason}", self.dir.display()));
+        if compact && (self.dict.get().is_some() || self.chunk_capacity()? > v2::COMPACT_MAX_OFFSET) {
+            return Err(refuse(
+                "a compact index holds raw records in chunks below 1 TiB, and no dictionary".into(),
+            ));
+        }
+        let mut entries: Vec<u8> = Vec::new();
         let mut first = 0;
         while first < len {
             let end = (first + BLOCK).min(len);
@@ -124,10 +134,24 @@ impl Store {
                     if index.is_multiple_of(4096) {
                         progress(d + u64::from(entry.stored), total);
                     }
-                    Ok(Entry { crc, ..entry }.encode())
+                    // The entry's bytes in the first `n` of 32.
+                    let entry = Entry { crc, ..entry };
+                    let mut bytes = [0u8; v2::ENTRY_SIZE];
+                    let n = if compact {
+                        let c =
+                            v2::encode_compact(&entry).map_err(|r| refuse(format!("record {index}: {r}")))?;
+                        bytes[..c.len()].copy_from_slice(&c);
+                        c.len()
+                    } else {
+                        bytes = entry.encode();
+                        v2::ENTRY_SIZE
+                    };
+                    Ok((bytes, n))
                 })
                 .collect::<Result<Vec<_>>>()?;
-            entries.extend(encoded);
+            for (bytes, n) in encoded {
+                entries.extend_from_slice(&bytes[..n]);
+            }
             first = end;
         }
         progress(total, total);
@@ -144,15 +168,15 @@ impl Store {
             tail_chunk: frontier.0,
             tail_offset: frontier.1,
             count: len,
-            layout: v2::Layout::Entries,
+            layout,
         };
         write_atomic_with(&self.dir, INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             let mut at = v2::HEADER_SIZE as u64;
-            for piece in entries.chunks(1 << 15) {
-                write_all_at(file, piece.as_flattened(), at).map_err(io)?;
-                at += (piece.len() * v2::ENTRY_SIZE) as u64;
+            for piece in entries.chunks(1 << 20) {
+                write_all_at(file, piece, at).map_err(io)?;
+                at += piece.len() as u64;
             }
             Ok(())
         })?;
@@ -187,8 +211,9 @@ impl Store {
         let mut report = MigrateReport { from, to: Format::V2, records, bytes_checked: 0 };
         match (store.index.layout(), to) {
             (Layout::Entries, Layout::Entries) if from == Format::V2 => {}
-            (Layout::Entries, Layout::Entries) | (Layout::Fixed { .. }, Layout::Entries) => {
-                report.bytes_checked = store.write_v2_index(progress)?;
+            (Layout::Compact, Layout::Compact) => {}
+            (_, Layout::Entries | Layout::Compact) => {
+                report.bytes_checked = store.write_v2_index(to, progress)?;
             }
             (Layout::Fixed { record_size: have, .. }, Layout::Fixed { record_size, .. })
                 if record_size == have || record_size == 0 => {}

@@ -20,11 +20,26 @@ use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
 use crate::sys::{IndexMap, MetaMap, read_exact_at, write_all_at};
 
 impl StoreOptions {
-    /// The header of a new v2 store with these options: the entry layout, or the fixed stride
-    /// checked against the chunk capacity.
+    /// The header of a new v2 store with these options: the entry layout, the compact one (its
+    /// chunks below 1 TiB), or the fixed stride checked against the chunk capacity.
     fn v2_header(&self, dir: &Path) -> Result<v2::Header> {
         let capacity = self.capacity_for(Format::V2);
         let mut header = v2::Header::empty(capacity);
+        if self.compact {
+            if self.fixed_stride.is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a store is of the fixed-stride or the compact layout, not both",
+                    dir.display()
+                )));
+            }
+            if capacity > v2::COMPACT_MAX_OFFSET {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a compact store's chunks hold at most 1 TiB (capacity {capacity})",
+                    dir.display()
+                )));
+            }
+            header.layout = v2::Layout::Compact;
+        }
         if let Some(record_size) = self.fixed_stride {
             let block_records = v2::Stride::default_per_block(u64::from(record_size));
             header.layout = v2::Layout::Fixed {
@@ -109,9 +124,9 @@ impl Store {
             }
             remove_store_files(dir)?;
         }
-        if opts.format == Format::V1 && opts.fixed_stride.is_some() {
+        if opts.format == Format::V1 && (opts.fixed_stride.is_some() || opts.compact) {
             return Err(Error::InvalidArgument(format!(
-                "{}: the fixed-stride layout is a v2 layout; v1 stores keep an entry per record",
+                "{}: the fixed-stride and compact layouts are v2 layouts; v1 stores keep a 16-byte entry per record",
                 dir.display()
             )));
         }
@@ -260,7 +275,9 @@ impl Store {
     /// another), or damage: either way the frontier is set to the end of the furthest committed
     /// record, which keeps every record the count publishes.
     fn check_frontier(&self) -> Result<()> {
-        let (Index::V2(map) | Index::Fixed(map, _)) = &self.index else { return Ok(()) };
+        let (Index::V2(map) | Index::Fixed(map, _) | Index::Compact(map)) = &self.index else {
+            return Ok(());
+        };
         match v2::Header::parse(&map.header(), true) {
             Ok(h) => match h.stride() {
                 // A fixed-stride frontier is a function of the count; anything else is damage.
@@ -487,8 +504,9 @@ impl Store {
         self.index.format()
     }
 
-    /// How the store's index locates records: an entry per record (v1, and v2's default), or
-    /// the fixed stride ([`StoreOptions::fixed_stride`]).
+    /// How the store's index locates records: an entry per record (v1, and v2's default), a
+    /// compact entry per raw record ([`StoreOptions::compact_entries`]), or the fixed stride
+    /// ([`StoreOptions::fixed_stride`]).
     pub fn layout(&self) -> crate::Layout {
         self.index.layout()
     }
@@ -615,9 +633,10 @@ fn map_index(index_file: &File, index_path: &Path, format: Format, writable: boo
                     source: None,
                 });
             }
-            match stride {
-                Some(stride) => Index::Fixed(map, stride),
-                None => Index::V2(map),
+            match (stride, h.layout) {
+                (Some(stride), _) => Index::Fixed(map, stride),
+                (None, v2::Layout::Compact) => Index::Compact(map),
+                (None, _) => Index::V2(map),
             }
         }
     })

@@ -15,6 +15,7 @@ pub struct StoreOptions {
     pub(super) deferred_sync: bool,
     pub(super) cold_reads: bool,
     pub(super) fixed_stride: Option<u32>,
+    pub(super) compact: bool,
 }
 
 impl Default for StoreOptions {
@@ -29,6 +30,7 @@ impl Default for StoreOptions {
             deferred_sync: false,
             cold_reads: true,
             fixed_stride: None,
+            compact: false,
         }
     }
 }
@@ -108,6 +110,17 @@ impl StoreOptions {
     /// this way by the converters. Opening takes the layout from the store.
     pub fn fixed_stride(mut self, record_size: u32) -> Self {
         self.fixed_stride = Some(record_size);
+        self
+    }
+
+    /// [`Store::create`](crate::Store::create) makes a v2 store of the compact layout: a 16-byte
+    /// entry per record instead of 32, for raw records of any size (a chunk offset below 1 TiB,
+    /// fewer than 2^24 chunks, each record's crc32c kept; FORMAT.md, "v2 compact layout").
+    /// Appends of compressed records are refused; reads, `verify`, delete, compaction and
+    /// migration work as for any store. Ragged datasets of raw records are written this way by
+    /// the converters. Opening takes the layout from the store.
+    pub fn compact_entries(mut self, yes: bool) -> Self {
+        self.compact = yes;
         self
     }
 

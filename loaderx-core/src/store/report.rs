@@ -285,7 +285,9 @@ impl Store {
     /// Only for failures that stop the check (an unreadable file); what is wrong is returned.
     pub fn verify_files(&self) -> Result<Vec<Error>> {
         let mut problems = Vec::new();
-        let (Index::V2(map) | Index::Fixed(map, _)) = &self.index else { return Ok(problems) };
+        let (Index::V2(map) | Index::Fixed(map, _) | Index::Compact(map)) = &self.index else {
+            return Ok(problems);
+        };
         let header = map.header();
         let h = match v2::Header::parse(&header, true) {
             Ok(h) => h,

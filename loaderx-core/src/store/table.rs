@@ -6,11 +6,13 @@
 //! lengths and a checksum); a v1 table converts its 16-byte entries on read and refuses, on
 //! write, an entry that does not fit its fields (placement never makes one). A fixed-stride index
 //! has no entries: it makes each one from the record's index ([`Stride`]), with no per-record
-//! checksum (its records are checked a block at a time: `store/stride.rs`).
+//! checksum (its records are checked a block at a time: `store/stride.rs`). A compact index
+//! holds 16 bytes per raw record (`format/v2/compact.rs`): the entry a reader gets is raw, its
+//! logical length the stored one, its record checksum kept.
 
 use std::path::Path;
 
-use crate::format::v2::{self, ENTRY_SIZE, Entry, Layout, Stride};
+use crate::format::v2::{self, ENTRY_SIZE, Entry, Layout, Stride, decode_compact, encode_compact};
 use crate::format::{Codec, Format, MAX_CHUNK_SIZE, MAX_CHUNKS, MAX_RECORD_SIZE, RecordLoc};
 use crate::sys::{IndexMap, IndexView, MetaMap};
 use crate::{Error, Result};
@@ -27,6 +29,8 @@ pub(crate) struct Limits {
 impl Limits {
     pub(crate) const V1: Limits = Limits { max_chunks: MAX_CHUNKS as u64, max_chunk_size: MAX_CHUNK_SIZE };
     pub(crate) const V2: Limits = Limits { max_chunks: v2::MAX_CHUNKS, max_chunk_size: u64::MAX };
+    pub(crate) const COMPACT: Limits =
+        Limits { max_chunks: v2::COMPACT_MAX_CHUNKS, max_chunk_size: v2::COMPACT_MAX_OFFSET };
 }
 
 /// The index of an open store.
@@ -37,6 +41,8 @@ pub(crate) enum Index {
     V2(IndexMap),
     /// `index.zr` of the fixed-stride layout: a checksum per block of records.
     Fixed(IndexMap, Stride),
+    /// `index.zr` of the compact layout: a 16-byte entry per raw record.
+    Compact(IndexMap),
 }
 
 /// What a batch reads entries through, taken once per batch.
@@ -47,7 +53,12 @@ pub(crate) enum View<'a> {
     V2(IndexView),
     /// The fixed stride: entries made from the index.
     Fixed(FixedView),
+    /// A compact snapshot covering the entries asked for.
+    Compact(CompactView),
 }
+
+/// A batch's view of a compact index.
+pub(crate) struct CompactView(pub(crate) IndexView);
 
 /// A batch's view of a fixed-stride index: the geometry, and the block checksums covering the
 /// records it was taken for.
@@ -61,7 +72,7 @@ impl Index {
     pub(crate) fn format(&self) -> Format {
         match self {
             Index::V1(_) => Format::V1,
-            Index::V2(_) | Index::Fixed(..) => Format::V2,
+            Index::V2(_) | Index::Fixed(..) | Index::Compact(_) => Format::V2,
         }
     }
 
@@ -69,6 +80,7 @@ impl Index {
     pub(crate) fn layout(&self) -> Layout {
         match self {
             Index::V1(_) | Index::V2(_) => Layout::Entries,
+            Index::Compact(_) => Layout::Compact,
             Index::Fixed(_, s) => Layout::Fixed {
                 record_size: u32::try_from(s.record_size).unwrap_or(u32::MAX),
                 block_records: u32::try_from(s.per_block).unwrap_or(u32::MAX),
@@ -84,10 +96,10 @@ impl Index {
         }
     }
 
-    /// Whether the format keeps checksums of entries and of each record (v2's entry layout; a
+    /// Whether the format keeps a checksum of each record (v2's entry and compact layouts; a
     /// fixed-stride index keeps them per block).
     pub(crate) fn has_checksums(&self) -> bool {
-        matches!(self, Index::V2(_))
+        matches!(self, Index::V2(_) | Index::Compact(_))
     }
 
     /// The format's limits.
@@ -95,6 +107,7 @@ impl Index {
         match self {
             Index::V1(_) => Limits::V1,
             Index::V2(_) | Index::Fixed(..) => Limits::V2,
+            Index::Compact(_) => Limits::COMPACT,
         }
     }
 
@@ -102,7 +115,7 @@ impl Index {
     fn v2_map(&self) -> Option<&IndexMap> {
         match self {
             Index::V1(_) => None,
-            Index::V2(x) | Index::Fixed(x, _) => Some(x),
+            Index::V2(x) | Index::Fixed(x, _) | Index::Compact(x) => Some(x),
         }
     }
 
@@ -111,7 +124,7 @@ impl Index {
     pub(crate) fn len(&self) -> u64 {
         match self {
             Index::V1(m) => u64::from(m.length()),
-            Index::V2(x) | Index::Fixed(x, _) => x.count(),
+            Index::V2(x) | Index::Fixed(x, _) | Index::Compact(x) => x.count(),
         }
     }
 
@@ -122,7 +135,7 @@ impl Index {
                 let h = m.header();
                 (u32::from(h.tail_chunk), u64::from(h.tail_offset))
             }
-            Index::V2(x) | Index::Fixed(x, _) => {
+            Index::V2(x) | Index::Fixed(x, _) | Index::Compact(x) => {
                 let h = v2::Header::parse(&x.header(), false).unwrap_or(v2::Header::empty(1));
                 (h.tail_chunk, h.tail_offset)
             }
@@ -138,6 +151,7 @@ impl Index {
         Ok(match self {
             Index::V1(m) => View::V1(m),
             Index::V2(x) => View::V2(x.view(len)?),
+            Index::Compact(x) => View::Compact(CompactView(x.view(len)?)),
             Index::Fixed(x, stride) => {
                 View::Fixed(FixedView { blocks: x.view(stride.blocks(len))?, stride: *stride })
             }
@@ -154,6 +168,7 @@ impl Index {
             View::V1(m) => m.get(idx),
             View::V2(v) => v.get(idx),
             View::Fixed(f) => f.get(idx),
+            View::Compact(c) => c.get(idx),
         })
     }
 
@@ -166,6 +181,7 @@ impl Index {
             View::V1(m) => (from..to).map(|i| m.get(i)).collect(),
             View::V2(v) => (from..to).map(|i| v.get(i)).collect(),
             View::Fixed(f) => (from..to).map(|i| f.get(i)).collect(),
+            View::Compact(c) => (from..to).map(|i| c.get(i)).collect(),
         })
     }
 
@@ -178,6 +194,7 @@ impl Index {
             View::V1(m) => m.get_checked(idx),
             View::V2(v) => v.get_checked(idx),
             View::Fixed(f) => f.get_checked(idx),
+            View::Compact(c) => c.get_checked(idx),
         })
     }
 
@@ -190,6 +207,7 @@ impl Index {
             Index::V1(_) => MetaMap::check(e),
             Index::V2(_) => IndexView::check(e),
             Index::Fixed(..) => FixedView::check(e),
+            Index::Compact(_) => CompactView::check(e),
         }
     }
 
@@ -200,7 +218,7 @@ impl Index {
     pub(crate) fn reserve(&self, records: u64) -> Result<()> {
         match self {
             Index::V1(_) => Ok(()),
-            Index::V2(x) => x.reserve(records),
+            Index::V2(x) | Index::Compact(x) => x.reserve(records),
             Index::Fixed(x, s) => x.reserve(s.blocks(records)),
         }
     }
@@ -234,6 +252,10 @@ impl Index {
                 let bytes: Vec<[u8; ENTRY_SIZE]> = entries.iter().map(Entry::encode).collect();
                 x.set_entries(first, &bytes)?;
             }
+            Index::Compact(x) => {
+                let bytes = entries.iter().map(encode_compact).collect::<std::result::Result<Vec<_>, _>>();
+                x.set_compact_entries(first, &bytes.map_err(Error::InvalidArgument)?)?;
+            }
             Index::Fixed(..) => {
                 return Err(Error::InvalidArgument(
                     "a fixed-stride index has no entries to write: its records lie where their index says"
@@ -254,7 +276,7 @@ impl Index {
                 let (from, to) = (first as u32, (first + n) as u32);
                 m.flush_entries(from, to, path)
             }
-            Index::V2(x) => x.flush_entries(first, n),
+            Index::V2(x) | Index::Compact(x) => x.flush_entries(first, n),
             Index::Fixed(x, s) => {
                 let (from, to) = block_span(s, first, n);
                 x.flush_entries(from, to - from)
@@ -267,7 +289,7 @@ impl Index {
     pub(crate) fn start_writeback(&self, first: u64, n: u64) {
         match self {
             Index::V1(_) => {}
-            Index::V2(x) => x.start_writeback(first, n),
+            Index::V2(x) | Index::Compact(x) => x.start_writeback(first, n),
             Index::Fixed(x, s) => {
                 let (from, to) = block_span(s, first, n);
                 x.start_writeback(from, to - from);
@@ -298,7 +320,7 @@ impl Index {
                 m.set_header(h);
                 if durable { m.flush_header(path) } else { Ok(()) }
             }
-            Index::V2(x) | Index::Fixed(x, _) => {
+            Index::V2(x) | Index::Fixed(x, _) | Index::Compact(x) => {
                 let mut h = v2::Header::parse(&x.header(), false).map_err(|e| v2_header_error(path, e))?;
                 h.tail_chunk = chunk;
                 h.tail_offset = offset;
@@ -321,10 +343,11 @@ impl Index {
     /// # Errors
     /// [`Error::Io`] naming `path`.
     pub(crate) fn set_dict_id(&self, id: u32, path: &Path) -> Result<()> {
-        if let Index::Fixed(..) = self {
+        if let Index::Fixed(..) | Index::Compact(_) = self {
             return Err(Error::InvalidArgument(format!(
-                "{} is a fixed-stride store of raw records: it has no dictionary",
-                path.display()
+                "{} is a {} store of raw records: it has no dictionary",
+                path.display(),
+                self.layout().name()
             )));
         }
         if let Index::V2(x) = self {
@@ -535,6 +558,47 @@ impl Table for FixedView {
         match e.validate()? {
             Codec::Raw => Ok(Codec::Raw),
             other => Err(format!("a {other} record in a fixed-stride store of raw records")),
+        }
+    }
+}
+
+impl Table for CompactView {
+    const CHECKSUMS: bool = true;
+
+    #[inline(always)]
+    fn get(&self, idx: u64) -> Entry {
+        decode_compact(&self.0.compact_entry_bytes(idx))
+    }
+
+    #[inline]
+    fn prefetch(&self, idx: u64) {
+        self.0.prefetch(idx);
+    }
+
+    fn will_need(&self, idx: u64) {
+        self.0.will_need(idx);
+    }
+
+    fn resident(&self, idx: u64) -> bool {
+        self.0.resident(idx)
+    }
+
+    /// A compact entry has no checksum of its own: the record's, over the bytes the entry points
+    /// at, finds a damaged one (`format/v2/compact.rs`).
+    fn get_checked(&self, idx: u64) -> std::result::Result<Entry, String> {
+        Ok(self.get(idx))
+    }
+
+    #[inline(always)]
+    fn fits(e: &Entry, record_len: usize) -> bool {
+        (e.logical as usize == record_len) & (e.end() <= v2::COMPACT_MAX_OFFSET)
+    }
+
+    fn check(e: &Entry) -> std::result::Result<Codec, String> {
+        match e.validate()? {
+            Codec::Raw if e.end() <= v2::COMPACT_MAX_OFFSET => Ok(Codec::Raw),
+            Codec::Raw => Err(format!("ends at byte {} of its chunk, past a compact index's 2^40", e.end())),
+            other => Err(format!("a {other} record in a compact store of raw records")),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! [`IndexMap`]: a v2 `index.zr`, memory-mapped: its header and an array that grows with the
-//! store, read in place: an entry per record, or (the fixed-stride layout) a crc32c per block of
-//! records, elements of the size the header names.
+//! store, read in place: an entry per record (32 bytes, or 16 in the compact layout), or (the
+//! fixed-stride layout) a crc32c per block of records, elements of the size the header names.
 //!
 //! The file only grows while the store is open (the writer extends it before it writes entries
 //! past its end, and never shrinks it), so a mapping made at some length stays backed by the file
@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use crate::format::v2::{COUNT_OFFSET, ENTRY_SIZE, HEADER_SIZE};
+use crate::format::v2::{COMPACT_ENTRY_SIZE, COUNT_OFFSET, ENTRY_SIZE, HEADER_SIZE};
 
 /// The size of a block checksum, the fixed-stride layout's element.
 const BLOCK_CRC_SIZE: usize = 4;
@@ -52,13 +52,13 @@ pub(crate) struct IndexView {
 
 impl IndexMap {
     /// Maps `file` (at `path`), which must hold at least the header, as an array of `elem`-byte
-    /// elements after it (32: entries; 4: block checksums).
+    /// elements after it (32: entries; 16: compact entries; 4: block checksums).
     ///
     /// # Errors
     /// [`Error::Corrupt`] for a file shorter than the header; [`Error::Io`] naming the path.
     pub(crate) fn map(file: File, path: &Path, writable: bool, elem: usize) -> Result<IndexMap> {
         assert!(
-            elem == ENTRY_SIZE || elem == BLOCK_CRC_SIZE,
+            elem == ENTRY_SIZE || elem == COMPACT_ENTRY_SIZE || elem == BLOCK_CRC_SIZE,
             "index elements are entries or block checksums"
         );
         let mapping = Self::map_file(&file, path, writable, elem)?;
@@ -118,7 +118,7 @@ impl IndexMap {
         if slot.entries < entries {
             let fresh = Self::map_file(&self.file, &self.path, self.writable, self.elem)?;
             if fresh.entries < entries {
-                let what = if self.elem == ENTRY_SIZE { "entries" } else { "block checksums" };
+                let what = if self.elem == BLOCK_CRC_SIZE { "block checksums" } else { "entries" };
                 return Err(Error::Corrupt {
                     path: self.path.clone(),
                     offset: HEADER_SIZE as u64 + fresh.entries * self.elem as u64,
@@ -146,7 +146,7 @@ impl IndexMap {
         }
         // Entries grow by at least 1 MiB; block checksums by a page (a store of a few thousand
         // records keeps a small index).
-        let step = if self.elem == ENTRY_SIZE { GROW_ENTRIES } else { 4096 / BLOCK_CRC_SIZE as u64 };
+        let step = if self.elem == BLOCK_CRC_SIZE { 4096 / BLOCK_CRC_SIZE as u64 } else { GROW_ENTRIES };
         let want = entries.max(slot.entries.saturating_mul(2)).max(slot.entries + step);
         let bytes = (HEADER_SIZE as u64).saturating_add(want.saturating_mul(self.elem as u64));
         self.file.set_len(bytes).map_err(|e| Error::io("grow", &self.path, e))?;
@@ -166,6 +166,16 @@ impl IndexMap {
     /// [`Error::Io`] (or [`Error::DiskFull`]) naming the path.
     pub(crate) fn set_entries(&self, first: u64, entries: &[[u8; ENTRY_SIZE]]) -> Result<()> {
         assert_eq!(self.elem, ENTRY_SIZE, "entries written to an index of block checksums");
+        self.write_elements(first, entries.len(), entries.as_flattened())
+    }
+
+    /// The writer writes compact entries `first..` (already reserved), as
+    /// [`IndexMap::set_entries`] writes entries.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (or [`Error::DiskFull`]) naming the path.
+    pub(crate) fn set_compact_entries(&self, first: u64, entries: &[[u8; COMPACT_ENTRY_SIZE]]) -> Result<()> {
+        assert_eq!(self.elem, COMPACT_ENTRY_SIZE, "compact entries written to another index");
         self.write_elements(first, entries.len(), entries.as_flattened())
     }
 
@@ -273,49 +283,64 @@ impl IndexView {
     ///
     /// # Panics
     /// When `idx` is not below the entries the view covers (callers check against the count,
-    /// which the view covers).
+    /// which the view covers), or the index holds other elements.
     #[inline]
     pub(crate) fn entry_bytes(&self, idx: u64) -> [u8; ENTRY_SIZE] {
+        self.element(idx)
+    }
+
+    /// The 16 bytes of compact entry `idx`.
+    ///
+    /// # Panics
+    /// As [`IndexView::entry_bytes`].
+    #[inline]
+    pub(crate) fn compact_entry_bytes(&self, idx: u64) -> [u8; COMPACT_ENTRY_SIZE] {
+        self.element(idx)
+    }
+
+    /// Element `idx`, of `N` bytes.
+    #[inline(always)]
+    fn element<const N: usize>(&self, idx: u64) -> [u8; N] {
         assert!(
-            self.map.elem == ENTRY_SIZE && idx < self.map.entries,
+            self.map.elem == N && idx < self.map.entries,
             "index entry {idx} past the mapped {}",
             self.map.entries
         );
-        // SAFETY: in bounds (asserted; the mapping covers `entries` whole entries after the
-        // header). Entries below the published count are immutable while readers exist.
+        // SAFETY: in bounds (asserted; the mapping covers `entries` whole `N`-byte elements after
+        // the header). Entries below the published count are immutable while readers exist.
         unsafe {
             std::ptr::read_volatile(
-                self.map.raw.as_ptr().add(HEADER_SIZE + ENTRY_SIZE * idx as usize).cast::<[u8; ENTRY_SIZE]>(),
+                self.map.raw.as_ptr().add(HEADER_SIZE + N * idx as usize).cast::<[u8; N]>(),
             )
         }
     }
 
-    /// Starts reading entry `idx`'s page into the page cache (`MADV_WILLNEED`), without waiting;
-    /// a no-op past the mapping.
+    /// Starts reading element `idx`'s page into the page cache (`MADV_WILLNEED`), without
+    /// waiting; a no-op past the mapping.
     #[inline]
     pub(crate) fn will_need(&self, idx: u64) {
         if idx < self.map.entries {
-            let at = HEADER_SIZE + ENTRY_SIZE * idx as usize;
-            let _ = self.map.raw.advise_range(memmap2::Advice::WillNeed, at, ENTRY_SIZE);
+            let at = HEADER_SIZE + self.map.elem * idx as usize;
+            let _ = self.map.raw.advise_range(memmap2::Advice::WillNeed, at, self.map.elem);
         }
     }
 
-    /// Whether entry `idx`'s page is in the page cache (true past the mapping).
+    /// Whether element `idx`'s page is in the page cache (true past the mapping).
     #[inline]
     pub(crate) fn resident(&self, idx: u64) -> bool {
         idx >= self.map.entries
             || super::pages::page_resident(
-                self.map.raw.as_ptr().wrapping_add(HEADER_SIZE + ENTRY_SIZE * idx as usize),
+                self.map.raw.as_ptr().wrapping_add(HEADER_SIZE + self.map.elem * idx as usize),
             )
     }
 
-    /// Hints the CPU to fetch entry `idx`; a no-op past the mapping.
+    /// Hints the CPU to fetch element `idx`; a no-op past the mapping.
     #[inline]
     pub(crate) fn prefetch(&self, idx: u64) {
         if idx < self.map.entries {
             super::cpu::prefetch_raw(
-                self.map.raw.as_ptr().wrapping_add(HEADER_SIZE + ENTRY_SIZE * idx as usize),
-                ENTRY_SIZE,
+                self.map.raw.as_ptr().wrapping_add(HEADER_SIZE + self.map.elem * idx as usize),
+                self.map.elem,
             );
         }
     }

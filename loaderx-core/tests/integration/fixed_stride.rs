@@ -318,13 +318,16 @@ fn converters_write_dense_raw_datasets_in_the_fixed_stride_and_the_rest_with_ent
         out
     };
     let fixed = write("fixed", WriteOptions::new().codec(Codec::Raw));
-    let entries = write("entries", WriteOptions::new().codec(Codec::Raw).fixed_stride(false));
+    let compact = write("compact", WriteOptions::new().codec(Codec::Raw).fixed_stride(false));
+    let entries =
+        write("entries", WriteOptions::new().codec(Codec::Raw).fixed_stride(false).compact_entries(false));
     let zstd = write("zstd", WriteOptions::new().codec(Codec::Zstd));
     let layout = |p: &Path| Store::open(p).unwrap().layout();
     assert_eq!(layout(&fixed), Layout::Fixed { record_size: 12, block_records: 341 });
+    assert_eq!(layout(&compact), Layout::Compact);
     assert_eq!(layout(&entries), Layout::Entries);
     assert_eq!(layout(&zstd), Layout::Entries);
-    for out in [&fixed, &entries, &zstd] {
+    for out in [&fixed, &compact, &entries, &zstd] {
         let ds = DenseDataset::<f32>::open(out).unwrap();
         assert_eq!(ds.len(), 1000);
         let mut got = vec![0f32; 6];

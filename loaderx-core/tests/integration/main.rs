@@ -4,6 +4,7 @@ mod bad_inputs;
 mod causes;
 mod cold;
 mod common;
+mod compact;
 mod convert;
 mod convert_formats;
 mod convert_hostile;

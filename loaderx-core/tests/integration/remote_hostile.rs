@@ -114,12 +114,21 @@ fn lying_lengths_and_endless_bodies_are_refused_before_they_size_memory() {
 
 /// The index of a v2 store of `n` raw u32 records, every entry claiming `logical` bytes (stored
 /// as many, as a raw record must), each entry's own checksum made right: a hostile index that
-/// parses.
+/// parses (a compact entry, which has no checksum of its own, its length field set).
 fn claim_lengths(store: &Path, logical: u32) {
-    use loaderx_core::format::v2::{ENTRY_SIZE, Entry, HEADER_SIZE, Header};
+    use loaderx_core::format::v2::{COMPACT_ENTRY_SIZE, ENTRY_SIZE, Entry, HEADER_SIZE, Header, Layout};
     let path = store.join("index.zr");
     let mut index = std::fs::read(&path).unwrap();
-    let n = Header::parse(&index, true).unwrap().count as usize;
+    let h = Header::parse(&index, true).unwrap();
+    let n = h.count as usize;
+    if h.layout == Layout::Compact {
+        for i in 0..n {
+            let at = HEADER_SIZE + i * COMPACT_ENTRY_SIZE + 8;
+            index[at..at + 4].copy_from_slice(&logical.to_le_bytes());
+        }
+        std::fs::write(&path, &index).unwrap();
+        return;
+    }
     for i in 0..n {
         let at = HEADER_SIZE + i * ENTRY_SIZE;
         let mut e = Entry::parse(&index[at..at + ENTRY_SIZE]).unwrap();
@@ -164,31 +173,41 @@ fn a_fixed_stride_index_claiming_more_blocks_than_it_holds_is_refused_on_open() 
 fn a_hostile_index_is_refused_before_its_lengths_size_a_batch() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let p = tmp.path().join("hostile");
-    // An entry per record: the lengths an index claims.
-    let opts = WriteOptions::new().codec(Codec::Raw).fixed_stride(false);
-    let mut w = DatasetWriter::dense::<u32>(&p, vec![], opts).unwrap();
-    w.append(&(0..5000u32).collect::<Vec<_>>()).unwrap();
-    w.finish().unwrap();
-    claim_lengths(&p, u32::MAX);
-    let url = unique("hostile-index");
-    push(&p, &url, server.options(), |_| {}).unwrap();
+    // An entry per record (32 bytes, and the compact layout's 16): the lengths an index claims.
+    for compact in [false, true] {
+        let p = tmp.path().join(format!("hostile-{compact}"));
+        let opts = WriteOptions::new().codec(Codec::Raw).fixed_stride(false).compact_entries(compact);
+        let mut w = DatasetWriter::dense::<u32>(&p, vec![], opts).unwrap();
+        w.append(&(0..5000u32).collect::<Vec<_>>()).unwrap();
+        w.finish().unwrap();
+        claim_lengths(&p, u32::MAX);
+        let url = unique("hostile-index");
+        push(&p, &url, server.options(), |_| {}).unwrap();
+        claimed_lengths_are_refused(&server, &url);
+    }
+    intact_store_under_a_memory_limit(&tmp, &server);
+}
 
-    let store = RemoteStore::open(&url, server.options()).unwrap();
+/// What a store at `url` whose entries claim 4 GiB each must do: refuse batches by the memory
+/// limit, and fail `verify` as a typed error.
+fn claimed_lengths_are_refused(server: &Server, url: &str) {
+    let store = RemoteStore::open(url, server.options()).unwrap();
     // The default limit (half of memory): 4096 records of 4 GiB is 32 TiB, over it anywhere.
     let e = store.gather(&(0..4096).collect::<Vec<_>>()).unwrap_err();
     assert!(matches!(&e, Error::BatchTooLarge { records: 4096, .. }), "{e}");
-    assert!(e.to_string().contains(&url), "{e}");
+    assert!(e.to_string().contains(url), "{e}");
     let e = store.record_lens(&(0..4096).collect::<Vec<_>>()).unwrap_err();
     assert!(matches!(&e, Error::BatchTooLarge { .. }), "{e}");
     // verify reads such records one at a time; each claims more bytes than its object holds, so
     // it fails as a request (or over the limit, on a host of little memory): never an abort.
     let e = store.verify().unwrap_err();
     assert!(matches!(&e, Error::BatchTooLarge { .. } | Error::Remote { .. }), "{e}");
-    let limited = RemoteStore::open(&url, server.options().memory_limit(1 << 30)).unwrap();
+    let limited = RemoteStore::open(url, server.options().memory_limit(1 << 30)).unwrap();
     let e = limited.verify().unwrap_err();
     assert!(matches!(&e, Error::BatchTooLarge { records: 1, limit, .. } if *limit == 1 << 30), "{e}");
+}
 
+fn intact_store_under_a_memory_limit(tmp: &tempfile::TempDir, server: &Server) {
     // An intact store of 8 MiB (1000 records of 4 KiB, stored raw) under a limit of 2 MiB (its
     // index, 1 MiB as written, fits): verify reads it all in blocks that fit, a batch over the
     // limit is refused.

@@ -44,6 +44,41 @@ fn pushed_stores_read_back_record_for_record_through_the_datasets_and_the_loader
     assert_eq!(store.verify().unwrap(), 2000);
 }
 
+/// A ragged dataset of raw records (the compact layout: 16 bytes of index a record) pushed and
+/// read back record for record; a damaged record named by its index on a remote read and by
+/// the remote `verify`.
+#[test]
+fn a_compact_store_reads_back_remotely_and_its_damage_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = tmp.path().join("compact");
+    let mut w = DatasetWriter::ragged::<i32>(&local, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    for i in 0..1500i32 {
+        w.append_record(&vec![i; (i % 19) as usize]).unwrap();
+    }
+    w.finish().unwrap();
+    assert_eq!(loaderx_core::Store::open(&local).unwrap().layout(), loaderx_core::Layout::Compact);
+    push(&local, "s3://bucket/compact", server.options(), |_| {}).unwrap();
+    let remote = RaggedSource::open_remote("s3://bucket/compact", server.options()).unwrap();
+    let idx: Vec<u32> = (0..1500).rev().step_by(2).collect();
+    assert_eq!(remote.get_batch(&idx).unwrap(), RaggedSource::open(&local).unwrap().get_batch(&idx).unwrap());
+    assert_eq!(RemoteStore::open("s3://bucket/compact", server.options()).unwrap().verify().unwrap(), 1500);
+    // Record 1000's first byte flipped in the bucket: named by a read and by verify.
+    let store = loaderx_core::Store::open(&local).unwrap();
+    let at = 64 + 16 * 1000;
+    let index = std::fs::read(local.join("index.zr")).unwrap();
+    let offset =
+        u64::from_le_bytes([index[at], index[at + 1], index[at + 2], index[at + 3], index[at + 4], 0, 0, 0]);
+    drop(store);
+    let object = server.root.join("bucket/compact/0.zr");
+    let mut bytes = std::fs::read(&object).unwrap();
+    bytes[offset as usize] ^= 1;
+    std::fs::write(&object, &bytes).unwrap();
+    let remote = RemoteStore::open("s3://bucket/compact", server.options()).unwrap();
+    assert!(matches!(remote.gather(&[999, 1000]), Err(Error::CorruptRecord { index: 1000, .. })));
+    assert!(remote.verify().is_err());
+}
+
 #[test]
 fn damage_missing_objects_a_stopped_server_and_wrong_keys_are_typed_errors() {
     let tmp = tempfile::tempdir().unwrap();
@@ -339,7 +374,8 @@ fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
 /// parts listed and removed by prefix, never a bucket's root.
 #[test]
 fn a_store_set_stitched_remotely_over_pushed_parts_reads_as_one_dataset() {
-    use loaderx_core::remote::{list_dirs, remove_prefix, stitch_remote};
+    use loaderx_core::remote::{list_dirs, remove_prefix};
+    use loaderx_core::stitch_remote;
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let part = |name: &str, range: std::ops::Range<u32>| {

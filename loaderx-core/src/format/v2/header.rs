@@ -3,8 +3,9 @@
 //! ```text
 //! offset size field
 //!  0      4   magic "ZRC2"
-//!  4      2   version: 2 (a 32-byte entry per record) or 3 (fixed stride: a crc32c per block)
-//!  6      2   entry size: 32, or 4 (version 3: an element of the block checksums)
+//!  4      2   version: 2 (a 32-byte entry per record), 3 (fixed stride: a crc32c per block) or
+//!             4 (compact: a 16-byte entry per raw record)
+//!  6      2   entry size: 32, 4 (version 3: an element of the block checksums) or 16 (version 4)
 //!  8      8   chunk capacity in bytes (> 0)
 //! 16      4   dictionary id of dict.zr (0: none yet)
 //! 20      4   static checksum: crc32c of bytes 0..20
@@ -12,7 +13,7 @@
 //! 28      4   dynamic checksum: crc32c of bytes 24..28 and 32..48
 //! 32      8   tail offset: the write frontier inside the tail chunk
 //! 40      8   record count, published last (an atomic store of its own)
-//! 48     16   zero (version 2); version 3: record size u32, records per block u32, 8 zero
+//! 48     16   zero (versions 2 and 4); version 3: record size u32, records per block u32, 8 zero
 //! ```
 //!
 //! A version 3 header's static checksum covers bytes 48..64 too: its record size and block
@@ -30,6 +31,8 @@ pub const VERSION: u16 = 2;
 /// The version of a fixed-stride index: records of one size at implied positions, a checksum
 /// per block of records.
 pub const VERSION_FIXED: u16 = 3;
+/// The version of a compact index: a 16-byte entry per record, raw records only.
+pub const VERSION_COMPACT: u16 = 4;
 /// Size of the header.
 pub const HEADER_SIZE: usize = 64;
 /// Byte offset of the record count, which is published with an atomic store.
@@ -65,14 +68,18 @@ pub enum Layout {
         /// Records per block checksum.
         block_records: u32,
     },
+    /// A 16-byte entry per record (version 4): raw records of any size, chunks below 1 TiB,
+    /// fewer than 2^24 chunks.
+    Compact,
 }
 
 impl Layout {
-    /// `entries` or `fixed`.
+    /// `entries`, `fixed` or `compact`.
     pub const fn name(self) -> &'static str {
         match self {
             Layout::Entries => "entries",
             Layout::Fixed { .. } => "fixed",
+            Layout::Compact => "compact",
         }
     }
 
@@ -81,6 +88,7 @@ impl Layout {
         match self {
             Layout::Entries => super::ENTRY_SIZE,
             Layout::Fixed { .. } => 4,
+            Layout::Compact => super::COMPACT_ENTRY_SIZE,
         }
     }
 }
@@ -114,7 +122,7 @@ impl Header {
     /// The geometry of a fixed-stride store; `None` for the entry layout, or fields no store has.
     pub fn stride(&self) -> Option<super::Stride> {
         match self.layout {
-            Layout::Entries => None,
+            Layout::Entries | Layout::Compact => None,
             Layout::Fixed { record_size, block_records } => {
                 super::Stride::new(u64::from(record_size), self.chunk_capacity, u64::from(block_records))
             }
@@ -127,6 +135,7 @@ impl Header {
         b[0..4].copy_from_slice(&MAGIC);
         let version = match self.layout {
             Layout::Entries => VERSION,
+            Layout::Compact => VERSION_COMPACT,
             Layout::Fixed { record_size, block_records } => {
                 b[48..52].copy_from_slice(&record_size.to_le_bytes());
                 b[52..56].copy_from_slice(&block_records.to_le_bytes());
@@ -167,10 +176,12 @@ impl Header {
         let layout = match u16_at(4) {
             VERSION => Layout::Entries,
             VERSION_FIXED => Layout::Fixed { record_size: u32_at(48), block_records: u32_at(52) },
+            VERSION_COMPACT => Layout::Compact,
             other => return Err(HeaderError::Version(other)),
         };
         if static_crc(b) != u32_at(20) {
-            let covers = if layout == Layout::Entries { "bytes 0..20" } else { "bytes 0..20 and 48..64" };
+            let covers =
+                if let Layout::Fixed { .. } = layout { "bytes 0..20 and 48..64" } else { "bytes 0..20" };
             return Err(HeaderError::Field(20, format!("header checksum mismatch ({covers})")));
         }
         if usize::from(u16_at(6)) != layout.element_size() {
@@ -208,6 +219,20 @@ impl Header {
                 return Err(HeaderError::Field(56, "reserved bytes are not zero".into()));
             }
         }
+        if layout == Layout::Compact {
+            if h.dict_id != 0 {
+                return Err(HeaderError::Field(
+                    16,
+                    "a compact store of raw records names a dictionary".into(),
+                ));
+            }
+            if h.chunk_capacity > super::COMPACT_MAX_OFFSET {
+                return Err(HeaderError::Field(
+                    8,
+                    format!("chunk capacity {} past a compact index's 2^40 bytes", h.chunk_capacity),
+                ));
+            }
+        }
         if h.count > super::MAX_RECORDS {
             return Err(HeaderError::Field(
                 COUNT_OFFSET,
@@ -218,7 +243,7 @@ impl Header {
             if dynamic_crc(b) != u32_at(28) {
                 return Err(HeaderError::Field(28, "header checksum mismatch (bytes 24..48)".into()));
             }
-            if layout == Layout::Entries && b[48..].iter().any(|&x| x != 0) {
+            if matches!(layout, Layout::Entries | Layout::Compact) && b[48..].iter().any(|&x| x != 0) {
                 return Err(HeaderError::Field(48, "reserved bytes are not zero".into()));
             }
         }
@@ -293,6 +318,23 @@ mod tests {
             let odd = Header { layout: Layout::Fixed { record_size, block_records }, ..Header::empty(4096) };
             assert!(matches!(Header::parse(&odd.encode(), false), Err(HeaderError::Field(48, _))));
         }
+    }
+
+    #[test]
+    fn a_compact_header_round_trips_and_refuses_a_dictionary_or_chunks_past_its_offsets() {
+        let h = Header { layout: Layout::Compact, count: 5, tail_offset: 99, ..Header::empty(1 << 30) };
+        let b = h.encode();
+        assert_eq!(&b[4..8], &[4, 0, 16, 0]);
+        assert_eq!(Header::parse(&b, true), Ok(h));
+        for byte in 0..48 {
+            let mut bad = b;
+            bad[byte] ^= 0x10;
+            assert!(Header::parse(&bad, true).is_err(), "a flip at byte {byte} went unnoticed");
+        }
+        let dict = Header { dict_id: 7, ..h };
+        assert!(matches!(Header::parse(&dict.encode(), false), Err(HeaderError::Field(16, _))));
+        let huge = Header { chunk_capacity: (1 << 40) + 1, ..h };
+        assert!(matches!(Header::parse(&huge.encode(), false), Err(HeaderError::Field(8, _))));
     }
 
     #[test]

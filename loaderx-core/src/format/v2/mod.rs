@@ -6,16 +6,23 @@
 //! | --- | --- |
 //! | `header` | the 64-byte header at the start of `index.zr` |
 //! | `entry` | a 32-byte entry of `index.zr`'s record array |
+//! | `compact` | a 16-byte entry of a compact index (raw records of any size) |
 //! | `manifest` | `manifest.zr`: every chunk's committed length and checksum |
 //! | `stride` | the fixed-stride layout: where a record lies, which block checks it |
 
+mod compact;
 mod entry;
 mod header;
 mod manifest;
 mod stride;
 
+pub use compact::{
+    COMPACT_ENTRY_SIZE, COMPACT_MAX_CHUNKS, COMPACT_MAX_OFFSET, decode_compact, encode_compact,
+};
 pub use entry::{ENTRY_SIZE, Entry, EntryError};
-pub use header::{COUNT_OFFSET, HEADER_SIZE, Header, HeaderError, Layout, MAGIC, VERSION, VERSION_FIXED};
+pub use header::{
+    COUNT_OFFSET, HEADER_SIZE, Header, HeaderError, Layout, MAGIC, VERSION, VERSION_COMPACT, VERSION_FIXED,
+};
 pub use manifest::{ChunkSummary, MAGIC as MANIFEST_MAGIC, Manifest};
 pub use stride::{BLOCK_TARGET, Stride};
 
