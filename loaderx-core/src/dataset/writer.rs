@@ -429,6 +429,8 @@ impl DatasetWriter {
         self.store.as_ref().expect("store lives until finish").sync()?;
         self.schema.write(&self.staging)?;
         drop(self.store.take());
+        // The index as long as what it holds (the writer grew it by doubling).
+        crate::store::trim_index(&self.staging)?;
         // Still this writer's staging directory (its lock is held on the file in it): the
         // rename moves exactly the data written here.
         if std::fs::symlink_metadata(&self.out).is_ok() {

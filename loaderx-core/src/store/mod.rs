@@ -57,6 +57,7 @@ pub(crate) use lock::WriteLock;
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::Store;
+pub(crate) use open::trim_index;
 pub use options::StoreOptions;
 pub(crate) use pool::Parallelism;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};

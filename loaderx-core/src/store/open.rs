@@ -641,3 +641,30 @@ fn map_index(index_file: &File, index_path: &Path, format: Format, writable: boo
         }
     })
 }
+
+/// Cuts the v2 `index.zr` in `dir`, which no handle has open (a finished dataset's staging
+/// directory, before it is renamed into place), to the elements its header publishes: a writer
+/// grows the file in steps (by doubling) and never shrinks it while the store is open, since a
+/// reader's mapping must stay backed. A v1 store (no `index.zr`) is left alone.
+///
+/// # Errors
+/// [`Error::Io`] naming the file; [`Error::Corrupt`] for a header that does not parse.
+pub(crate) fn trim_index(dir: &Path) -> Result<()> {
+    let path = dir.join(INDEX_FILE);
+    let file = match OpenOptions::new().read(true).write(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("open", &path, e)),
+    };
+    let mut head = [0u8; v2::HEADER_SIZE];
+    read_exact_at(&file, &mut head, 0).map_err(|e| Error::io("read", &path, e))?;
+    let h = v2::Header::parse(&head, true).map_err(|e| v2_header_error(&path, e))?;
+    let elements = h.stride().map_or(h.count, |s| s.blocks(h.count));
+    let len =
+        (v2::HEADER_SIZE as u64).saturating_add(elements.saturating_mul(h.layout.element_size() as u64));
+    if file.metadata().map_err(|e| Error::io("stat", &path, e))?.len() > len {
+        file.set_len(len).map_err(|e| Error::io("truncate", &path, e))?;
+        file.sync_all().map_err(|e| Error::io("sync", &path, e))?;
+    }
+    Ok(())
+}

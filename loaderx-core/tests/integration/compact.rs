@@ -277,6 +277,9 @@ fn converters_write_ragged_raw_datasets_compact_and_the_loader_reads_them() {
     let entries = write("entries", WriteOptions::new().codec(Codec::Raw).compact_entries(false));
     let zstd = write("zstd", WriteOptions::new().codec(Codec::Zstd));
     assert_eq!(Store::open(&raw).unwrap().layout(), Layout::Compact);
+    // A finished dataset's index holds exactly its entries: 16 bytes a record (32 with entries).
+    let index_len = |p: &Path| std::fs::metadata(p.join("index.zr")).unwrap().len();
+    assert_eq!((index_len(&raw), index_len(&entries)), (64 + 16 * 3000, 64 + 32 * 3000));
     assert_eq!(Store::open(&entries).unwrap().layout(), Layout::Entries);
     assert_eq!(Store::open(&zstd).unwrap().layout(), Layout::Entries);
     let ds = RaggedDataset::<i32>::open(&raw).unwrap();
