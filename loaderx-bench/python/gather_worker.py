@@ -1,6 +1,6 @@
-"""NumPy's side of `loaderx bench gather`: gathers the same rows of the same .npy through a
-memory map, timed here, driven over stdin/stdout by the Rust harness so that its rounds
-interleave with loaderx's.
+"""NumPy's side of `loaderx bench gather`: gathers the same rows of the same file (the records
+back to back: `gather_worker.py PATH ROWS ROW_BYTES`) through a memory map, timed here, driven
+over stdin/stdout by the Rust harness so that its rounds interleave with loaderx's.
 
 Commands, one per line; each answer is one line:
   load IDX_PATH B        index batches: raw little-endian u32, B per batch -> "ok COUNT"
@@ -19,7 +19,8 @@ import numpy as np
 
 def main():
     # The memmap's plain ndarray view (no copy): np.memmap's subclass hooks cost per call.
-    arr = np.asarray(np.load(sys.argv[1], mmap_mode="r"))
+    rows, row_bytes = int(sys.argv[2]), int(sys.argv[3])
+    arr = np.asarray(np.memmap(sys.argv[1], dtype=np.uint8, mode="r", shape=(rows, row_bytes)))
     batches, buf, k = None, None, 0
     out = sys.stdout
     for line in sys.stdin:

@@ -145,8 +145,20 @@ pub(crate) fn store_contender<'a>(
     batches: &'a [Vec<u32>],
     rec: usize,
 ) -> Contender<'a> {
+    store_contender_into(name, pool, Dst::Vec, store, batches, rec)
+}
+
+/// [`store_contender`] into the destination `at`.
+pub(crate) fn store_contender_into<'a>(
+    name: String,
+    pool: &'a ThreadPool,
+    at: Dst,
+    store: &'a Store,
+    batches: &'a [Vec<u32>],
+    rec: usize,
+) -> Contender<'a> {
     let len = batches[0].len() * rec;
-    pooled(name, pool, Dst::Vec, len, move |k, d| {
+    pooled(name, pool, at, len, move |k, d| {
         store.gather_fixed(&batches[k % batches.len()], rec, d).expect("gather from a store this run wrote");
     })
 }

@@ -2,11 +2,16 @@
 //! three record sizes, three batch sizes, on one thread and on the whole pool; and the zstd
 //! gathers against their decompress-only ceilings.
 //!
-//! Per record size, in one temporary directory: a flat file of the records (the memcpy
-//! ceilings read it through a mapping), the same records as a `.npy` (NumPy reads it through
-//! `np.load(mmap_mode="r")`), and loaderx stores. Indices are random and unsorted (a shuffled
-//! loader's batches), the same for every contender. Every contender's output for one batch is
-//! checked equal to the memcpy's before anything is timed.
+//! Per record size, in one temporary directory: loaderx stores of the records, an entry per
+//! record and the fixed stride. The fixed-stride store's one chunk file is the records flat, back
+//! to back: the memcpy ceilings read it through a mapping, NumPy through `np.memmap`, and the
+//! entry-layout store's chunk is a hard link to it, so every contender copies the same pages of
+//! the page cache (separate copies of the data leave whichever contender runs after another
+//! file's reads with cold caches for its own: measured at 784 B on a 45 MiB set, the contender
+//! after one reading another copy ran 10-20% slower than the same contender after one reading
+//! its pages). Indices are random and
+//! unsorted (a shuffled loader's batches), the same for every contender. Every contender's
+//! output for one batch is checked equal to the memcpy's before anything is timed.
 //!
 //! Threads: each contender runs its timed loop inside a rayon pool of one thread or of all
 //! cores (`pool.install`), so "1 thread" is a gather that cannot split and "N threads" one that
@@ -19,15 +24,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{Context, bail};
-use loaderx_core::convert::NpyHeader;
 use loaderx_core::framing::MappedFile;
-use loaderx_core::{Codec, DType, Store, StoreOptions};
+use loaderx_core::{Codec, Store, StoreOptions};
 use rayon::ThreadPool;
 use zstd::dict::DecoderDictionary;
 
 use crate::ceiling::{
     HALF, PAGE, Pools, VEC, copy_rows, decompress, memcpy_contenders, memcpy_names, name, pooled,
-    store_contender,
+    store_contender, store_contender_into,
 };
 use crate::report::{self, Report, Section};
 use crate::run::Config;
@@ -57,9 +61,9 @@ struct Numpy {
 }
 
 impl Numpy {
-    /// Starts `python` on the worker script over `npy`; `None` (with the reason) when Python or
-    /// NumPy is not there.
-    fn start(python: &Path, dir: &Path, npy: &Path) -> Result<Numpy, String> {
+    /// Starts `python` on the worker script over `flat`, `n` records of `rec` bytes back to back;
+    /// `None` (with the reason) when Python or NumPy is not there.
+    fn start(python: &Path, dir: &Path, (flat, n, rec): (&Path, u32, usize)) -> Result<Numpy, String> {
         let script = dir.join("gather_worker.py");
         std::fs::write(&script, WORKER).map_err(|e| format!("writing {}: {e}", script.display()))?;
         let probe = Command::new(python).args(["-c", "import numpy"]).output();
@@ -71,7 +75,9 @@ impl Numpy {
         let mut child = Command::new(python)
             .arg("-u")
             .arg(&script)
-            .arg(npy)
+            .arg(flat)
+            .arg(n.to_string())
+            .arg(rec.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -137,32 +143,47 @@ fn write_indices(path: &Path, batches: &[Vec<u32>]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the flat file, the `.npy`, the raw store (an entry per record) and the fixed-stride
-/// store of `n` records of `rec` bytes.
-fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, PathBuf, Store, Store)> {
-    let (flat, npy) = (dir.join("flat.bin"), dir.join("x.npy"));
-    let open =
-        |p: &Path| File::create(p).map(BufWriter::new).with_context(|| format!("creating {}", p.display()));
-    let (mut f, mut y) = (open(&flat)?, open(&npy)?);
-    y.write_all(&NpyHeader::encode(DType::U8, &[n as usize, rec])?)?;
+/// Writes the raw store (an entry per record) and the fixed-stride store of `n` records of
+/// `rec` bytes; returns them and the fixed-stride store's chunk file, the records flat.
+fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, Store, Store)> {
     let store = Store::create(dir.join("raw"), StoreOptions::new())?;
     let fixed = Store::create(dir.join("fixed"), StoreOptions::new().fixed_stride(u32::try_from(rec)?))?;
     for (lo, hi) in blocks(n, rec, BLOCK_BYTES) {
         let recs = block(lo, hi, rec);
-        for r in &recs {
-            f.write_all(r)?;
-            y.write_all(r)?;
-        }
         store.append(&recs, Codec::Raw)?;
         fixed.append(&recs, Codec::Raw)?;
     }
-    f.flush()?;
-    y.flush()?;
-    Ok((flat, npy, store, fixed))
+    fixed.sync()?;
+    store.sync()?;
+    let flat = dir.join("fixed").join("0.zr");
+    let raw0 = dir.join("raw").join("0.zr");
+    let want = u64::from(n) * rec as u64;
+    for f in [&flat, &raw0] {
+        let len = std::fs::metadata(f).with_context(|| format!("reading {}", f.display()))?.len();
+        anyhow::ensure!(
+            len == want,
+            "{} holds {len} bytes, not the {n} records of {rec} bytes flat: a set larger than one chunk",
+            f.display()
+        );
+    }
+    // The entry-layout store's chunk holds the same bytes (raw records packed in order): made a
+    // hard link to the fixed-stride store's, so that it too reads the shared pages, and checked
+    // against its entries' checksums.
+    drop(store);
+    std::fs::remove_file(&raw0).with_context(|| format!("removing {}", raw0.display()))?;
+    std::fs::hard_link(&flat, &raw0).with_context(|| format!("linking {}", raw0.display()))?;
+    let store = Store::open(dir.join("raw"))?;
+    let v = store.verify()?;
+    anyhow::ensure!(
+        v.is_ok(),
+        "the entry-layout store over the shared chunk does not verify: {:?}",
+        v.bad.first()
+    );
+    Ok((flat, store, fixed))
 }
 
-const RAW: &str = "loaderx raw → Vec";
-const FIXED: &str = "loaderx fixed stride → Vec";
+const RAW: &str = "loaderx raw → page-aligned buffer";
+const FIXED: &str = "loaderx fixed stride → page-aligned buffer";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
 
@@ -194,9 +215,9 @@ pub(crate) fn run(
             .tempdir_in(&cfg.dir)
             .with_context(|| format!("creating a temporary directory in {}", cfg.dir.display()))?;
         let n = u32::try_from((bytes / rec).max(4 * BATCHES[2])).unwrap_or(u32::MAX);
-        let (flat_path, npy_path, store, fixed) = write_data(dir.path(), n, rec)?;
+        let (flat_path, store, fixed) = write_data(dir.path(), n, rec)?;
         let flat = MappedFile::open(&flat_path)?;
-        let mut numpy = match start_numpy(python, dir.path(), &npy_path) {
+        let mut numpy = match start_numpy(python, dir.path(), (&flat_path, n, rec)) {
             Ok(np) => Some(np),
             Err(why) => {
                 numpy_note = Some(why);
@@ -232,7 +253,7 @@ pub(crate) fn run(
              boundary, half a page past one, or a `Vec` as allocated (glibc places large ones 16 \
              bytes past a page: the short-distance case of this CPU's `rep movsb`). \"vs best \
              memcpy\" takes, per round, the fastest of the three: the ceiling. loaderx gathers into \
-             a `Vec`. NumPy (`np.take(arr, idx, axis=0, out=buf, mode=\"clip\")` and `arr[idx]` \
+             a page-aligned buffer. NumPy (`np.take(arr, idx, axis=0, out=buf, mode=\"clip\")` and `arr[idx]` \
              on the memmap's ndarray view) is single-threaded; the last column compares each \
              loaderx row with its `np.take`. \"loaderx raw\" is a v2 store with an entry per record, \
              \"fixed stride\" the same records in the fixed-stride layout (no entry: the record's \
@@ -251,9 +272,9 @@ pub(crate) fn run(
 }
 
 /// The NumPy worker over `npy`, or the note saying why its rows are skipped.
-fn start_numpy(python: Option<&Path>, dir: &Path, npy: &Path) -> Result<Numpy, String> {
+fn start_numpy(python: Option<&Path>, dir: &Path, flat: (&Path, u32, usize)) -> Result<Numpy, String> {
     match python {
-        Some(p) => Numpy::start(p, dir, npy).map_err(|why| format!("NumPy rows skipped: {why}.")),
+        Some(p) => Numpy::start(p, dir, flat).map_err(|why| format!("NumPy rows skipped: {why}.")),
         None => Err("NumPy rows skipped: no Python given (`--python PATH`, which \
                      scripts/bench-gather.sh sets up in a venv)."
             .into()),
@@ -304,8 +325,16 @@ fn batch_rows(
     let mut contenders = Vec::new();
     for &(threads, pool) in data.pools {
         contenders.extend(memcpy_contenders((threads, pool), data.flat, &batches, rec));
-        contenders.push(store_contender(name(RAW, threads), pool, data.store, &batches, rec));
-        contenders.push(store_contender(name(FIXED, threads), pool, data.fixed, &batches, rec));
+        // Into the ceiling's own destination: a page-aligned buffer.
+        contenders.push(store_contender_into(name(RAW, threads), pool, Dst::Page, data.store, &batches, rec));
+        contenders.push(store_contender_into(
+            name(FIXED, threads),
+            pool,
+            Dst::Page,
+            data.fixed,
+            &batches,
+            rec,
+        ));
     }
     let numpy_cell = numpy.map(std::cell::RefCell::new);
     if let Some(np) = &numpy_cell {
