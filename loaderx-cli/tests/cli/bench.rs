@@ -147,7 +147,7 @@ fn bench_gather_json_rows_name_existing_baselines() {
     check_rows(&rows, "gather");
     for name in [
         "memcpy → page-aligned buffer, 1 thread",
-        "loaderx raw → Vec, 1 thread",
+        "loaderx raw → page-aligned buffer, 1 thread",
         "loaderx zstd_dict, 1 thread",
     ] {
         assert!(rows.iter().any(|r| r["name"] == name), "no row {name}");
