@@ -8,7 +8,7 @@
 //! entry-layout store's chunk is a hard link to it, so every contender copies the same pages of
 //! the page cache (separate copies of the data leave whichever contender runs after another
 //! file's reads with cold caches for its own: measured at 784 B on a 45 MiB set, the contender
-//! after one reading another copy ran 10-20% slower than the same contender after one reading
+//! after one reading another copy ran 5-27% slower than the same contender after one reading
 //! its pages). Indices are random and
 //! unsorted (a shuffled loader's batches), the same for every contender. Every contender's
 //! output for one batch is checked equal to the memcpy's before anything is timed.
