@@ -171,7 +171,7 @@ fn stitch_remote(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> 
     let options = loaderx_core::remote::RemoteOptions::new();
     let ctx = || format!("stitch → {out}");
     let parts = match given {
-        [prefix] if count.is_some() || !remote_store_at(prefix, &options) => {
+        [prefix] if count.is_some() || holds_parts(prefix, &options).with_context(ctx)? => {
             loaderx_core::convert::remote_part_urls(prefix, count, options.clone()).with_context(ctx)?
         }
         _ if count.is_some() => {
@@ -183,10 +183,12 @@ fn stitch_remote(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> 
     print(&format!("{out}: a store set of {} parts, {} records\n", s.parts, s.records))
 }
 
-/// Whether a store's index is at `url` (a part given alone, not a prefix of parts).
+/// Whether `url` is a prefix of parts (`part-NNNNN` under it), not one part given alone: one
+/// listing, as a local directory of parts is told apart by its entries.
 #[cfg(feature = "remote")]
-fn remote_store_at(url: &str, options: &loaderx_core::remote::RemoteOptions) -> bool {
-    loaderx_core::remote::RemoteStore::open(url, options.clone()).is_ok()
+fn holds_parts(url: &str, options: &loaderx_core::remote::RemoteOptions) -> loaderx_core::Result<bool> {
+    let names = loaderx_core::remote::list_dirs(url, options.clone())?;
+    Ok(names.iter().any(|n| n.starts_with(loaderx_core::convert::PART_PREFIX)))
 }
 
 #[cfg(not(feature = "remote"))]
