@@ -24,7 +24,7 @@ use super::gather::RecordIndex;
 use super::pool::{Parallelism, shard_count};
 use super::table::FixedView;
 use crate::format::v2::{Entry, Stride};
-use crate::sys::{Destination, MappedFile, prefetch};
+use crate::sys::{Destination, MappedFile, prefetch, prefetch_near};
 use crate::{Error, Result};
 
 /// Records at least this long have their checksum combined into a block's (or a commit's write
@@ -335,8 +335,8 @@ impl Store {
         if len <= per_chunk
             && let Some(map) = self.chunks.view(0, len * r)?
         {
-            let hint = map.bytes().len() >= PREFETCH_FROM_BYTES;
-            copy_one_chunk(map.bytes(), r as usize, indices, hint, &mut dst);
+            let far = map.bytes().len() >= PREFETCH_FROM_BYTES;
+            copy_one_chunk(map.bytes(), r as usize, indices, far, &mut dst);
             return Ok(());
         }
         // The mapping of the chunk last read: a batch of a one-chunk store maps once.
@@ -378,7 +378,8 @@ impl Store {
             };
             // The record a few places on, when it lies in this chunk (a store of several
             // chunks is past the caches: see `PREFETCH_FROM_BYTES`).
-            if let Some(ahead) = indices.get(k + PREFETCH_AHEAD).and_then(|i| i.to_u64())
+            if (r as usize) < PREFETCH_BELOW_RECORD
+                && let Some(ahead) = indices.get(k + PREFETCH_AHEAD).and_then(|i| i.to_u64())
                 && ahead / per_chunk == chunk
             {
                 let at = ((ahead % per_chunk) * r) as usize;
@@ -395,32 +396,44 @@ impl Store {
 
 /// Records a gather hints the CPU to fetch ahead of the one it copies.
 const PREFETCH_AHEAD: usize = 8;
-/// A store of at least this many bytes has its records hinted ahead of the copy. Below it the
-/// records are in the caches, where the hints only wait for miss buffers: measured on 784-byte
-/// random records, 1 thread, batches of 256 (2026-12-02), a 45 MiB store gathers at 66 ns a
-/// record with the hints and 55-56 without (a memcpy loop: 55), a 256 MiB store at 95 ns with
-/// them and 114-125 without (the memcpy loop: 106-111). This machine's sysfs names a 480 MiB
-/// L3 (a VM's view of its host), so the size is a constant, not read from the CPU.
+/// A store of at least this many bytes is taken to be past the caches: its records are hinted
+/// into the outer caches ([`prefetch`]); a smaller one's into the L1 ([`prefetch_near`]), where
+/// the outer-cache hint only waits for miss buffers. Measured on 784-byte random records, 1
+/// thread, batches of 256 (2026-12-02), against a plain memcpy loop: on 44 MiB the near hint
+/// 1.04-1.05x the loop and the outer one 0.87-0.90x; on 96 MiB the outer one 1.25x and the near
+/// one 0.97-1.02x (the loop itself twice as slow there: past this machine's caches); on 8 MiB the
+/// near hint 0.99x. This machine's sysfs names a 480 MiB L3 (a VM's view of its host), so the
+/// size is a constant, not read from the CPU.
 const PREFETCH_FROM_BYTES: usize = 64 << 20;
+
+/// Records of this many bytes or more are not hinted: the hardware prefetcher follows the copy
+/// through them, and the hints only take its queue slots. Measured as [`PREFETCH_FROM_BYTES`] on
+/// 255 MiB sets: the outer-cache hint 1.2x the plain loop at 2 KiB and 4 KiB records, 0.96x at
+/// 8 KiB and 0.95x at 12 KiB (the near one 0.95-0.97x there).
+const PREFETCH_BELOW_RECORD: usize = 8 << 10;
 
 /// The gather of a store whose records all lie in one chunk (`bytes`, holding every index):
 /// record `i` is `bytes[i × r..]`, records adjacent in the batch and on disk copied as one run,
-/// and (`hint`) the record [`PREFETCH_AHEAD`] places on hinted to the CPU as each is copied.
+/// and (records shorter than [`PREFETCH_BELOW_RECORD`]) the record [`PREFETCH_AHEAD`] places on
+/// hinted to the CPU as each is copied, into the outer caches when the chunk is `far` (past the
+/// caches: [`PREFETCH_FROM_BYTES`]), else into the L1.
 fn copy_one_chunk<I: RecordIndex>(
     bytes: &[u8],
     r: usize,
     indices: &[I],
-    hint: bool,
+    far: bool,
     dst: &mut Destination<'_>,
 ) {
     let at = |k: usize| indices[k].to_u64().unwrap_or(0) as usize * r;
     let n = indices.len();
     let mut k = 0;
+    let hint = r < PREFETCH_BELOW_RECORD;
     while k < n {
-        if let Some(ahead) = (hint && k + PREFETCH_AHEAD < n).then(|| at(k + PREFETCH_AHEAD))
-            && let Some(src) = bytes.get(ahead..ahead + r)
-        {
-            prefetch(src);
+        if hint && k + PREFETCH_AHEAD < n {
+            let ahead = at(k + PREFETCH_AHEAD);
+            if let Some(src) = bytes.get(ahead..ahead + r) {
+                if far { prefetch(src) } else { prefetch_near(src) }
+            }
         }
         let start = at(k);
         let mut end = start + r;

@@ -52,6 +52,7 @@ impl<'a> Destination<'a> {
     ///
     /// # Panics
     /// When `src` is longer than [`Destination::remaining`].
+    #[inline]
     pub(crate) fn copy(&mut self, src: &[u8]) {
         copy_bytes(&mut self.buf[self.filled..self.filled + src.len()], src);
         self.filled += src.len();
