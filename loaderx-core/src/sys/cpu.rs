@@ -53,19 +53,37 @@ pub(super) fn prefetch_raw(ptr: *const u8, len: usize) {
     let _ = (ptr, len);
 }
 
-/// [`prefetch`] into the L1 (`T0`), for records that are already in the caches: there the
+/// The kinds of hint [`prefetch_span`] gives: none, into the L1 ([`HINT_NEAR`]), into the outer
+/// caches ([`HINT_FAR`], [`prefetch`]'s).
+pub(crate) const HINT_NONE: u8 = 0;
+/// A hint into the L1 (`T0`), for records that are already in the caches: there the
 /// outer-cache hint only takes queue slots from the copy, while a hint into the L1 a few records
 /// ahead saves the copy the walk from the L3. Measured on 784-byte random records, one thread,
 /// batches of 256, against a plain memcpy loop (2026-12-02, this project's Intel Xeon VM): on a
-/// 44 MiB set 1.04-1.05x the loop with this hint 8 records ahead and 0.87-0.90x with [`prefetch`]'s;
-/// on 8 MiB 0.99x and 0.88x; on 96-255 MiB (past the caches) this one 0.88-1.02x and
-/// [`prefetch`]'s 1.11-1.25x.
-#[inline]
-pub(crate) fn prefetch_near(src: &[u8]) {
+/// 44 MiB set 1.04-1.05x the loop with this hint 8 records ahead and 0.87-0.90x with
+/// [`HINT_FAR`]; on 8 MiB 0.99x and 0.88x; on 96-255 MiB (past the caches) this one 0.88-1.02x
+/// and [`HINT_FAR`] 1.11-1.25x.
+pub(crate) const HINT_NEAR: u8 = 1;
+/// See [`HINT_NONE`].
+pub(crate) const HINT_FAR: u8 = 2;
+
+/// A hint of kind `HINT` ([`HINT_NONE`] and the others) for the first bytes of the `len` bytes
+/// at `offset` in `bytes`, with no bounds check (a hint never faults, wherever it points): for a
+/// gather's loop over records already checked to lie in `bytes`, where a slice per hint costs
+/// more than the hint.
+#[inline(always)]
+pub(crate) fn prefetch_span<const HINT: u8>(bytes: &[u8], offset: usize, len: usize) {
     #[cfg(target_arch = "x86_64")]
-    prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(src.as_ptr(), src.len());
+    {
+        let ptr = bytes.as_ptr().wrapping_add(offset);
+        if HINT == HINT_NEAR {
+            prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T0 }>(ptr, len);
+        } else if HINT == HINT_FAR {
+            prefetch_lines::<{ std::arch::x86_64::_MM_HINT_T2 }>(ptr, len);
+        }
+    }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = src;
+    let _ = (bytes, offset, len);
 }
 
 /// One hint of kind `HINT` per cache line of the first `len` bytes (at most [`PREFETCH_BYTES`])
@@ -73,13 +91,16 @@ pub(crate) fn prefetch_near(src: &[u8]) {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn prefetch_lines<const HINT: i32>(ptr: *const u8, len: usize) {
-    for offset in (0..len.min(PREFETCH_BYTES)).step_by(64) {
+    let end = len.min(PREFETCH_BYTES);
+    let mut offset = 0;
+    while offset < end {
         // SAFETY: `_mm_prefetch` is an SSE instruction (part of the x86_64 baseline) that reads
         // and changes no memory and never faults, whatever the address (computed with
         // `wrapping_add`, so no pointer-arithmetic rule applies either).
         unsafe {
             std::arch::x86_64::_mm_prefetch::<HINT>(ptr.wrapping_add(offset).cast());
         }
+        offset += 64;
     }
 }
 

@@ -37,7 +37,7 @@ mod pages;
 mod pinned;
 mod table;
 
-pub(crate) use cpu::{Kernel, prefetch, prefetch_near, with_avx2};
+pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
 pub use env::cache_dir;
