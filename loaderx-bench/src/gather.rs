@@ -9,9 +9,9 @@
 //! the page cache (separate copies of the data leave whichever contender runs after another
 //! file's reads with cold caches for its own: measured at 784 B on a 45 MiB set, the contender
 //! after one reading another copy ran 5-27% slower than the same contender after one reading
-//! its pages). Indices are random and
-//! unsorted (a shuffled loader's batches), the same for every contender. Every contender's
-//! output for one batch is checked equal to the memcpy's before anything is timed.
+//! its pages). Indices are random and unsorted (a shuffled loader's batches), the same for every
+//! contender. Every contender's output for one batch is checked equal to the memcpy's before
+//! anything is timed.
 //!
 //! Threads: each contender runs its timed loop inside a rayon pool of one thread or of all
 //! cores (`pool.install`), so "1 thread" is a gather that cannot split and "N threads" one that

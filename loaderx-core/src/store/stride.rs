@@ -24,7 +24,7 @@ use super::gather::RecordIndex;
 use super::pool::{Parallelism, shard_count};
 use super::table::FixedView;
 use crate::format::v2::{Entry, Stride};
-use crate::sys::{Destination, HINT_FAR, HINT_NEAR, HINT_NONE, MappedFile, prefetch, prefetch_span};
+use crate::sys::{Destination, HINT_FAR, HINT_NEAR, HINT_NONE, MappedFile, prefetch_span};
 use crate::{Error, Result};
 
 /// Records at least this long have their checksum combined into a block's (or a commit's write
@@ -341,6 +341,7 @@ impl Store {
         }
         // The mapping of the chunk last read: a batch of a one-chunk store maps once.
         let mut cur: Option<(u64, std::sync::Arc<MappedFile>)> = None;
+        let ahead_by = (r < PREFETCH_BELOW_RECORD as u64).then(|| prefetch_ahead(r as usize));
         let mut k = 0;
         while k < indices.len() {
             let idx = indices[k].to_u64().unwrap_or_default();
@@ -378,14 +379,11 @@ impl Store {
             };
             // The record a few places on, when it lies in this chunk (a store of several
             // chunks is past the caches: see `PREFETCH_FROM_BYTES`).
-            if (r as usize) < PREFETCH_BELOW_RECORD
-                && let Some(ahead) = indices.get(k + prefetch_ahead(r as usize)).and_then(|i| i.to_u64())
+            if let Some(by) = ahead_by
+                && let Some(ahead) = indices.get(k + by).and_then(|i| i.to_u64())
                 && ahead / per_chunk == chunk
             {
-                let at = ((ahead % per_chunk) * r) as usize;
-                if let Some(src) = map.bytes().get(at..at + r as usize) {
-                    prefetch(src);
-                }
+                prefetch_span::<HINT_FAR>(map.bytes(), ((ahead % per_chunk) * r) as usize, r as usize);
             }
             dst.copy(&map.bytes()[start as usize..end as usize]);
             k += run;
