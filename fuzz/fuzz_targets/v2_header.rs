@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loaderx_core::format::v2::{HEADER_SIZE, Header, MAX_RECORDS};
+use loaderx_core::format::v2::{HEADER_SIZE, Header, Layout, MAX_RECORDS, Stride};
 
 fuzz_target!(|data: &[u8]| {
     let reader = Header::parse(data, false);
@@ -14,6 +14,12 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(h) = reader {
         assert!(h.count <= MAX_RECORDS && h.chunk_capacity > 0);
+        if let Layout::Fixed { record_size, block_records } = h.layout {
+            // FORMAT.md's rule, P = max(1, 4096 / R) (or the records a chunk holds, if fewer).
+            let rule = Stride::default_per_block(u64::from(record_size));
+            let p = u64::from(block_records);
+            assert!(p == rule || p == rule.min(h.chunk_capacity / u64::from(record_size)), "{h:?}");
+        }
         assert_eq!(Header::parse(&h.encode(), true), Ok(h), "an encoded header passes every check");
     }
 });

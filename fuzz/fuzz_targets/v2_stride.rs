@@ -3,12 +3,15 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use loaderx_core::format::v2::{HEADER_SIZE, Header, MAX_RECORDS};
+use loaderx_core::format::v2::{HEADER_SIZE, Header, MAX_RECORDS, Stride};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(h) = Header::parse(data, false) else { return };
     let Some(s) = h.stride() else { return };
     assert!(s.record_size > 0 && s.per_chunk > 0 && s.per_block > 0 && s.per_block <= s.per_chunk);
+    // A block is FORMAT.md's `max(1, 4096 / R)` records (fewer only when a chunk holds fewer):
+    // no header makes one block check billions of records.
+    assert_eq!(s.per_block, Stride::default_per_block(s.record_size).min(s.per_chunk));
     // Indices from the bytes after the header (below 2^56, as a store's are), and the ends of the
     // store.
     let tail = data.get(HEADER_SIZE..).unwrap_or_default();

@@ -100,7 +100,7 @@ fn code_of(err: &Error) -> i32 {
         Error::IndexOutOfRange { .. } => OUT_OF_RANGE,
         Error::Locked { .. } => LOCKED,
         Error::ReadOnly { .. } => READ_ONLY,
-        Error::AlreadyExists { .. } => ALREADY_EXISTS,
+        Error::AlreadyExists { .. } | Error::NotReplaceable { .. } => ALREADY_EXISTS,
         Error::RecordTooLarge { .. } | Error::StoreFull { .. } | Error::BatchTooLarge { .. } => LIMIT,
         Error::Schema { .. } => SCHEMA,
         Error::Version { .. } | Error::ByteOrder { .. } => UNSUPPORTED,

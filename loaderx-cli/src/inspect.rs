@@ -95,7 +95,12 @@ fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<(
         loaderx_core::Kind::Dense => "dense",
         loaderx_core::Kind::Ragged => "ragged",
     };
-    let length: u64 = parts.iter().map(|(_, n)| n).sum();
+    let length = parts.iter().try_fold(0u64, |sum, (_, n)| sum.checked_add(*n)).with_context(|| {
+        format!(
+            "info {}: its parts claim more than 2^64 - 1 records: the set's manifest is damaged",
+            dir.display()
+        )
+    })?;
     if json {
         let v = serde_json::json!({
             "path": dir.display().to_string(),
@@ -190,18 +195,28 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let mut damaged = 0u64;
     let mut files = Vec::new();
     let mut format = Format::V2;
-    let checked = Store::open(dir)
-        .and_then(|s| {
-            format = s.format();
-            files = s.verify_files()?.iter().map(ToString::to_string).collect();
-            s.verify_each(|index, err| {
-                damaged += 1;
-                if damaged <= limit {
-                    listed.push((index, err.to_string()));
+    let mut checked = 0u64;
+    // A store set: the set as a whole (its parts' counts and identities, none named twice), then
+    // each part, its records numbered as the set numbers them.
+    let (targets, set_problem) = verify_targets(dir).with_context(|| format!("verify {}", dir.display()))?;
+    files.extend(set_problem);
+    for (part, first) in targets {
+        let n = Store::open(&part)
+            .and_then(|s| {
+                if s.format() == Format::V1 {
+                    format = Format::V1;
                 }
+                files.extend(s.verify_files()?.iter().map(ToString::to_string));
+                s.verify_each(|index, err| {
+                    damaged += 1;
+                    if damaged <= limit {
+                        listed.push((first + index, err.to_string()));
+                    }
+                })
             })
-        })
-        .with_context(|| format!("verify {}", dir.display()))?;
+            .with_context(|| format!("verify {}", part.display()))?;
+        checked += n;
+    }
     let code = if damaged == 0 && files.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) };
     if args.json {
         let records: Vec<_> = listed
@@ -249,6 +264,29 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     crate::print(&t)?;
     Ok(code)
+}
+
+/// The stores `verify DIR` checks, each with the index its first record has in `DIR`: the store
+/// itself, or each part of a store set; and for a set, why it does not open whole, if it does
+/// not (a part replaced, or named twice: damage in a part can show here too, so its records are
+/// checked all the same).
+type Targets = (Vec<(std::path::PathBuf, u64)>, Option<String>);
+fn verify_targets(dir: &Path) -> anyhow::Result<Targets> {
+    let Some(parts) = loaderx_core::set_parts(dir)? else { return Ok((vec![(dir.to_path_buf(), 0)], None)) };
+    let whole = match Schema::read(dir)?.kind {
+        loaderx_core::Kind::Dense => loaderx_core::DenseSource::open(dir).map(drop),
+        loaderx_core::Kind::Ragged => loaderx_core::RaggedSource::open(dir).map(drop),
+    };
+    let mut first = 0u64;
+    let targets = parts
+        .into_iter()
+        .map(|(p, n)| {
+            let at = first;
+            first = first.checked_add(n).context("the set's parts claim more than 2^64 - 1 records")?;
+            Ok((dir.join(p), at))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((targets, whole.err().map(|e| format!("the set: {}", loaderx_core::error_chain(&e)))))
 }
 
 /// `loaderx export STORE OUT.npy`.

@@ -150,6 +150,15 @@ pub enum Error {
         /// The path.
         path: PathBuf,
     },
+    /// Something that is not a loaderx store or dataset is where one was to be written: it is
+    /// never replaced, even with overwrite, and nothing there is moved.
+    #[error("{} is not a loaderx dataset ({reason}); refusing to replace it: remove it or write elsewhere", path.display())]
+    NotReplaceable {
+        /// The path.
+        path: PathBuf,
+        /// What is there instead.
+        reason: String,
+    },
     /// A caller-provided buffer, shape or argument does not fit the operation.
     #[error("{0}")]
     InvalidArgument(String),

@@ -58,7 +58,7 @@ pub fn to_py(err: CoreError) -> PyErr {
         CoreError::InvalidArgument(_) | CoreError::Config { .. } | CoreError::RecordTooLarge { .. } => {
             PyValueError::new_err(msg)
         }
-        CoreError::AlreadyExists { path } => {
+        CoreError::AlreadyExists { path } | CoreError::NotReplaceable { path, .. } => {
             PyFileExistsError::new_err((libc_errno::EEXIST, msg, path.display().to_string()))
         }
         CoreError::Corrupt { .. }

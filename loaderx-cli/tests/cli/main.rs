@@ -10,3 +10,4 @@ mod partition;
 mod parts;
 #[cfg(feature = "remote")]
 mod remote;
+mod safety;

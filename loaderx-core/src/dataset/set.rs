@@ -103,6 +103,7 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     // Related through the paths the kernel will follow: a link on `out`'s way (or a part's)
     // would otherwise make a lexically relative path name another directory.
     let out_abs = resolved(out)?;
+    let mut seen = SameStore::default();
     for p in parts {
         let p = p.as_ref();
         let s = Schema::read(p)?;
@@ -117,8 +118,17 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
             Some(_) => {}
         }
         let store = Store::open(p)?;
+        if let Some(first) = seen.insert(&store, p)? {
+            return Err(Error::InvalidArgument(format!(
+                "{} is the same store as the part {}: a set would read its records twice",
+                p.display(),
+                first.display()
+            )));
+        }
         let n = store.len();
-        records += n;
+        records = records
+            .checked_add(n)
+            .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
         let rel = relative(&resolved(p)?, &out_abs);
         entries.push(SetPart {
             path: rel.to_string_lossy().into_owned(),
@@ -181,7 +191,14 @@ pub fn stitch_remote(
             }
             Some(_) => {}
         }
-        records += store.len();
+        if entries.iter().any(|e: &SetPart| e.path == path) {
+            return Err(Error::InvalidArgument(format!(
+                "{part} is named twice: a set would read its records twice"
+            )));
+        }
+        records = records
+            .checked_add(store.len())
+            .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
         entries.push(SetPart { path, records: store.len(), identity: None });
     }
     if records > u64::from(u32::MAX) {
@@ -297,6 +314,24 @@ fn stitch_each<P: AsRef<Path>>(
     Ok(done)
 }
 
+/// The parts of a set seen so far, by store identity ([`Store::key`]): one store under two
+/// names (a link, a second path) is one part, never two.
+#[derive(Default)]
+struct SameStore(std::collections::HashMap<crate::store::StoreKey, PathBuf>);
+
+impl SameStore {
+    /// Records `store` (at `path`); the path of an earlier part that is the same store, if any.
+    fn insert(&mut self, store: &Store, path: &Path) -> Result<Option<PathBuf>> {
+        Ok(match self.0.entry(store.key()?) {
+            std::collections::hash_map::Entry::Occupied(o) => Some(o.get().clone()),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(path.to_path_buf());
+                None
+            }
+        })
+    }
+}
+
 /// Whether `dir` holds a store set.
 pub(crate) fn is_set(dir: &Path) -> bool {
     dir.join(SET_FILE).is_file()
@@ -324,6 +359,7 @@ impl StoreSet {
             .ok_or_else(|| Error::io("read", &file, std::io::ErrorKind::NotFound.into()))?;
         let mut parts = Vec::with_capacity(m.parts.len());
         let mut starts = vec![0u64];
+        let mut seen = SameStore::default();
         for e in &m.parts {
             let p = dir.join(&e.path);
             let s = Schema::read(&p)?;
@@ -336,6 +372,18 @@ impl StoreSet {
                 });
             }
             let store = Store::open(&p)?;
+            if let Some(first) = seen.insert(&store, &p)? {
+                return Err(Error::Corrupt {
+                    path: file,
+                    offset: 0,
+                    reason: format!(
+                        "parts {} and {} are the same store: its records would be read twice",
+                        first.display(),
+                        e.path
+                    ),
+                    source: None,
+                });
+            }
             if store.len() != e.records {
                 return Err(Error::Schema {
                     path: p,

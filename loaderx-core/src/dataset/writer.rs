@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::dtype::{DType, Element};
 use super::schema::SCHEMA_FILE;
 use super::schema::{Kind, Schema};
-use crate::store::{WriteLock, remove_store_files, sync_dir};
+use crate::store::{LOCK_FILE, WriteLock, is_store_file, remove_store_files, sync_dir};
 use crate::{Codec, Error, Format, Result, Store, StoreOptions};
 
 /// The lock a [`DatasetWriter`] holds in its staging directory from creation until the dataset is
@@ -250,8 +250,11 @@ impl DatasetWriter {
                 opts.format, opts.codec
             )));
         }
-        if out.exists() && !opts.overwrite {
-            return Err(Error::AlreadyExists { path: out });
+        if std::fs::symlink_metadata(&out).is_ok() {
+            if !opts.overwrite {
+                return Err(Error::AlreadyExists { path: out });
+            }
+            check_replaceable(&out)?;
         }
         let mut staging = out.clone().into_os_string();
         staging.push(".partial");
@@ -434,13 +437,7 @@ impl DatasetWriter {
         // Still this writer's staging directory (its lock is held on the file in it): the
         // rename moves exactly the data written here.
         if std::fs::symlink_metadata(&self.out).is_ok() {
-            let mut old = self.out.clone().into_os_string();
-            old.push(".old");
-            let old = PathBuf::from(old);
-            std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
-            std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
-            self.lock.moved_to(&self.out);
-            remove_dataset_dir(&old)?;
+            self.replace_out()?;
         } else {
             std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
             self.lock.moved_to(&self.out);
@@ -450,6 +447,67 @@ impl DatasetWriter {
         }
         Ok(self.count)
     }
+}
+
+impl DatasetWriter {
+    /// Moves the dataset now at `out` aside (to a name no other file has), the staging directory
+    /// into place, then removes the old dataset: checked again first (it may have changed while
+    /// this writer wrote), and held under its writer lock, so a live writer's store is `Locked`,
+    /// never moved.
+    fn replace_out(&mut self) -> Result<()> {
+        check_replaceable(&self.out)?;
+        let is_link = std::fs::symlink_metadata(&self.out).is_ok_and(|m| m.file_type().is_symlink());
+        let mut held = if is_link { None } else { Some(WriteLock::acquire(&self.out)?) };
+        let old = (0u32..)
+            .map(|n| {
+                let mut old = self.out.clone().into_os_string();
+                old.push(if n == 0 { ".old".to_string() } else { format!(".old{n}") });
+                PathBuf::from(old)
+            })
+            .find(|p| std::fs::symlink_metadata(p).is_err())
+            .expect("some name of an unbounded series is free");
+        std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
+        if let Some(l) = held.as_mut() {
+            l.moved_to(&old);
+        }
+        std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+        self.lock.moved_to(&self.out);
+        if is_link {
+            return remove_dataset_dir(&old);
+        }
+        remove_dataset_files(&old, &[SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE])?;
+        // The old writer lock goes last (its holder removes it), then the directory, now empty.
+        drop(held);
+        let _ = std::fs::remove_dir(&old);
+        Ok(())
+    }
+}
+
+/// Checks that `out` may be replaced by a dataset written over it: an empty directory, or one
+/// holding nothing but a loaderx store's or dataset's files (a store set's manifest included), or
+/// a link to such a directory (the link is what is replaced). Anything else (a file, a directory
+/// holding a file of the user's) is never moved or removed.
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming `out` and what is there; [`Error::Io`].
+pub(crate) fn check_replaceable(out: &Path) -> Result<()> {
+    let refuse = |reason: String| Error::NotReplaceable { path: out.to_path_buf(), reason };
+    let meta = std::fs::metadata(out).map_err(|e| Error::io("stat", out, e))?;
+    if !meta.is_dir() {
+        return Err(refuse("it is a file".into()));
+    }
+    let entries = std::fs::read_dir(out).map_err(|e| Error::io("read directory", out, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", out, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let ours = is_store_file(&name)
+            || [LOCK_FILE, SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE].contains(&name.as_ref());
+        if !ours || entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?.is_dir() {
+            return Err(refuse(format!("it holds {name}, which is not a loaderx file")));
+        }
+    }
+    Ok(())
 }
 
 /// Appends one batch; for `zstd_dict` on a store without a dictionary yet, trains it on the

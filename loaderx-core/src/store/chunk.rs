@@ -77,7 +77,14 @@ impl Chunks {
                 Err(e) => return Err(Error::io("open chunk", self.path(id), e)),
             },
         };
+        let path = self.path(id);
+        let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+        if len < end {
+            return Ok(None);
+        }
         let mut maps = self.maps.write().unwrap_or_else(|e| e.into_inner());
+        // Sized by an id the store checked against its tail chunk (`Store::chunk_view`), of a
+        // file that holds the bytes asked for.
         if maps.len() <= id as usize {
             maps.resize(id as usize + 1, None);
         }
@@ -85,11 +92,6 @@ impl Chunks {
             && m.len() >= end
         {
             return Ok(Some(Arc::clone(m)));
-        }
-        let path = self.path(id);
-        let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
-        if len < end {
-            return Ok(None);
         }
         // The committed bytes of a chunk are never truncated while the store is open (see
         // `MappedFile::map_prefix`), and only committed bytes are read through a view.

@@ -165,7 +165,7 @@ impl Store {
             if T::check(&e).is_err() || e.stored == 0 {
                 return true;
             }
-            match self.chunks.view(e.chunk, e.end()) {
+            match self.chunk_view(e.chunk, e.end()) {
                 Ok(Some(map)) => usize::try_from(e.offset).map_or(true, |o| map.resident(o)),
                 _ => true,
             }
@@ -206,7 +206,7 @@ impl Store {
             }
             flush(run, &view);
             if view.as_ref().is_none_or(|(id, m)| *id != e.chunk || m.len() < e.end()) {
-                view = match self.chunks.view(e.chunk, e.end()) {
+                view = match self.chunk_view(e.chunk, e.end()) {
                     Ok(Some(m)) => Some((e.chunk, m)),
                     _ => None,
                 };

@@ -79,9 +79,11 @@ pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(chunk_name(id))
 }
 
-/// Whether `name` is one of a store's own files (or a temporary file of one).
-fn is_store_file(name: &str) -> bool {
-    matches!(name, META_FILE | INDEX_FILE | MANIFEST_FILE | DICT_FILE | JOURNAL_FILE | LOCK_FILE)
+/// Whether `name` is one of a store's own files (or a temporary file of one). `write.lock` is
+/// not: it is removed only by the writer that holds it, never with a store's files (a creator
+/// that removed it would lock a new file beside a live writer).
+pub(crate) fn is_store_file(name: &str) -> bool {
+    matches!(name, META_FILE | INDEX_FILE | MANIFEST_FILE | DICT_FILE | JOURNAL_FILE)
         || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u32>().is_ok())
         || name.ends_with(TMP_SUFFIX)
 }
@@ -252,6 +254,6 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, ["notes.txt", "x.zr"]);
+        assert_eq!(left, ["notes.txt", "write.lock", "x.zr"], "a lock is removed only by its holder");
     }
 }

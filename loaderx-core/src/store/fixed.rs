@@ -58,7 +58,7 @@ impl Views<'_> {
         let slot = match hit {
             Some(i) => i,
             None => {
-                let map = self.store.chunks.view(id, end)?.ok_or_else(|| self.store.truncated_error(l))?;
+                let map = self.store.chunk_view(id, end)?.ok_or_else(|| self.store.truncated_error(l))?;
                 // Keep the most recently used in slot 0.
                 self.slots.swap(0, 1);
                 self.slots[0] = Some((id, map));

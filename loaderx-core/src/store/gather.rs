@@ -490,7 +490,7 @@ impl Store {
             let end = l.entry.end();
             let map = match &view {
                 Some((id, m)) if *id == l.entry.chunk && m.len() >= end => m,
-                _ => match self.chunks.view(l.entry.chunk, end)? {
+                _ => match self.chunk_view(l.entry.chunk, end)? {
                     Some(m) => &view.insert((l.entry.chunk, m)).1,
                     None => return Err(self.truncated_error(l).into()),
                 },

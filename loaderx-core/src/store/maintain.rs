@@ -54,7 +54,7 @@ impl Store {
         if order.is_empty() {
             return Ok(());
         }
-        let _x = self.exclusive()?;
+        let _x = self.exclusive("deleting from it")?;
         // Each hole gets the record then last: its index before the delete (a hole filled
         // earlier passes on what filled it).
         let mut changed: BTreeMap<u64, u64> = BTreeMap::new();
@@ -67,12 +67,22 @@ impl Store {
             }
             n -= 1;
         }
-        let entries: Vec<(u64, Entry)> = changed
-            .into_iter()
-            .filter(|(i, _)| *i < n)
-            .map(|(i, from)| Ok((i, self.index.entry(from)?)))
-            .collect::<Result<_>>()?;
-        if self.index.stride().is_some() {
+        let moves: Vec<(u64, u64)> = changed.into_iter().filter(|(i, _)| *i < n).collect();
+        let entries: Vec<(u64, Entry)> =
+            moves.iter().map(|&(i, from)| Ok((i, self.index.entry(from)?))).collect::<Result<_>>()?;
+        if let Some(stride) = self.index.stride() {
+            // The blocks summed again after the moves, and those the moved records come from,
+            // are checked first: summing a damaged one would certify it. Refused with nothing
+            // changed.
+            let mut blocks: Vec<(u64, u64)> = moves
+                .iter()
+                .flat_map(|&(i, from)| [i, from])
+                .chain(n.checked_sub(1))
+                .map(|i| (stride.block_of(i), i))
+                .collect();
+            blocks.sort_unstable();
+            blocks.dedup_by_key(|(b, _)| *b);
+            self.check_stride_blocks(&blocks, len)?;
             // Records move: the chunks' checksums change under the manifest, which goes first
             // and is computed again (by the next writer, after a crash).
             self.drop_manifest()?;
@@ -216,7 +226,7 @@ impl Store {
     pub fn compact_in_batches(&mut self, max_batches: usize, batch_bytes: usize) -> Result<CompactReport> {
         self.writer()?;
         self.sync()?;
-        let _x = self.exclusive()?;
+        let _x = self.exclusive("compacting it")?;
         let before = self.stats()?;
         if self.index.stride().is_some() {
             // Dense by construction: every record lies where its index says, with no gap.

@@ -67,8 +67,11 @@ impl Store {
         Store::migrating(dir.as_ref(), |store| {
             let from = store.format();
             let mut report = MigrateReport { from, to, records: store.len(), bytes_checked: 0 };
+            if from == to {
+                return Ok(report);
+            }
+            store.refuse_damage("the migration")?;
             match to {
-                _ if from == to => {}
                 Format::V2 => report.bytes_checked = store.write_v2_index(Layout::Entries, progress)?,
                 Format::V1 => store.write_v1_index()?,
             }
@@ -83,23 +86,56 @@ impl Store {
         migration: impl FnOnce(&Store) -> Result<MigrateReport>,
     ) -> Result<MigrateReport> {
         let store = Store::open_rw(dir, StoreOptions::new())?;
-        let _x = store.exclusive()?;
+        let _x = store.exclusive("migrating it")?;
         if store.dir.join(JOURNAL_FILE).exists() {
             return Err(Error::Locked { path: store.dir.clone(), reason: "a journal is pending".into() });
         }
         migration(&store)
     }
 
+    /// Refuses, with nothing changed, a store that is not intact by every check it has (its
+    /// records against their checksums, or decoded; its manifest against the chunks): a
+    /// migration writes new checksums, or drops them, and must never certify bytes the store's
+    /// own checksums say are damaged. The error names the first damaged record (or file) and
+    /// counts the rest.
+    ///
+    /// # Errors
+    /// The first problem [`Store::verify_files`] finds; [`Error::CorruptRecord`] for the first
+    /// damaged record.
+    pub(super) fn refuse_damage(&self, doing: &str) -> Result<()> {
+        let (mut first, mut damaged) = (None, 0u64);
+        self.verify_each(|_, e| {
+            damaged += 1;
+            first.get_or_insert(e);
+        })?;
+        Err(match first {
+            None => return self.verify_files()?.into_iter().next().map_or(Ok(()), Err),
+            Some(Error::CorruptRecord { path, index, reason, source }) => Error::CorruptRecord {
+                path,
+                index,
+                reason: format!(
+                    "{reason} ({damaged} damaged record(s) in all; {doing} refused, nothing changed: \
+                     `loaderx verify` lists them)"
+                ),
+                source,
+            },
+            Some(other) => other,
+        })
+    }
+
     /// → a v2 index of an entry per record, `layout` [`Layout::Entries`] (32 bytes, any record) or
-    /// [`Layout::Compact`] (16 bytes, raw records only): every entry checked and its record's
-    /// checksum computed, the manifest, then `index.zr` renamed into place, then (from v1)
-    /// `meta.zr` removed.
+    /// [`Layout::Compact`] (16 bytes, raw records only): every entry checked, its record's
+    /// checksum carried over from an index that has one (sealed: [`Store::refuse_damage`] checked
+    /// it) or else computed, the manifest (from v1; a v2 store's is kept, its chunks unchanged),
+    /// then `index.zr` renamed into place, then (from v1) `meta.zr` removed. The caller has
+    /// refused a damaged store.
     fn write_v2_index(&self, layout: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<u64> {
         let len = self.len();
         let frontier = self.index.frontier();
         let total: u64 = self.stats()?.live_bytes;
         let done = std::sync::atomic::AtomicU64::new(0);
         let compact = layout == Layout::Compact;
+        let sealed = self.index.has_checksums();
         let refuse = |reason: String| Error::InvalidArgument(format!("{}: {reason}", self.dir.display()));
         if compact && (self.dict.get().is_some() || self.chunk_capacity()? > v2::COMPACT_MAX_OFFSET) {
             return Err(refuse(
@@ -120,12 +156,13 @@ impl Store {
                     let codec = self.index.check(&entry).map_err(bad)?;
                     committed(&entry, frontier).map_err(bad)?;
                     let l = Located { index, entry, codec };
-                    let crc = if entry.stored == 0 {
+                    let crc = if sealed {
+                        entry.crc
+                    } else if entry.stored == 0 {
                         crc32c::crc32c(&[])
                     } else {
                         let map = self
-                            .chunks
-                            .view(entry.chunk, entry.end())?
+                            .chunk_view(entry.chunk, entry.end())?
                             .ok_or_else(|| self.truncated_error(&l))?;
                         let src = stored_range(&map, &entry).ok_or_else(|| self.truncated_error(&l))?;
                         crc32c::crc32c(src)
@@ -155,11 +192,7 @@ impl Store {
             first = end;
         }
         progress(total, total);
-        let chunks: Vec<ChunkSummary> = (0..=frontier.0)
-            .into_par_iter()
-            .map(|id| self.summarise_chunk(id, (id == frontier.0).then_some(frontier.1)))
-            .collect::<Result<_>>()?;
-        write_atomic(&self.dir, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())?;
+        self.manifest_from_v1(len, frontier)?;
         let dict_id = self.dict.get().map_or(0, |d| dict::id(&d.raw));
         let header = v2::Header {
             // A fixed-stride store keeps its capacity (its records lie where it put them).
@@ -209,14 +242,22 @@ impl Store {
     fn relayout(&self, to: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<MigrateReport> {
         let (store, from, records) = (self, self.format(), self.len());
         let mut report = MigrateReport { from, to: Format::V2, records, bytes_checked: 0 };
+        let unchanged = match (store.index.layout(), to) {
+            (Layout::Entries, Layout::Entries) => from == Format::V2,
+            (Layout::Compact, Layout::Compact) => true,
+            (Layout::Fixed { record_size: have, .. }, Layout::Fixed { record_size, .. }) => {
+                record_size == have || record_size == 0
+            }
+            _ => false,
+        };
+        if unchanged {
+            return Ok(report);
+        }
+        store.refuse_damage("the migration")?;
         match (store.index.layout(), to) {
-            (Layout::Entries, Layout::Entries) if from == Format::V2 => {}
-            (Layout::Compact, Layout::Compact) => {}
             (_, Layout::Entries | Layout::Compact) => {
                 report.bytes_checked = store.write_v2_index(to, progress)?;
             }
-            (Layout::Fixed { record_size: have, .. }, Layout::Fixed { record_size, .. })
-                if record_size == have || record_size == 0 => {}
             (_, Layout::Fixed { record_size, block_records }) => {
                 let record_size = match record_size {
                     0 if records > 0 => store.get(0)?.len() as u64,
@@ -251,9 +292,14 @@ impl Store {
             }
             _ => self.chunk_capacity()?,
         };
-        let per_block =
-            if block_records == 0 { Stride::default_per_block(record_size) } else { block_records };
         let bad = |reason: String| Error::InvalidArgument(format!("{}: {reason}", self.dir.display()));
+        // FORMAT.md's rule: an index with any other block size does not open.
+        let per_block = Stride::default_per_block(record_size);
+        if block_records != 0 && block_records != per_block {
+            return Err(bad(format!(
+                "{block_records} records a block: a fixed-stride index of {record_size}-byte records has {per_block}"
+            )));
+        }
         let stride = Stride::new(record_size, capacity, per_block).ok_or_else(|| {
             bad(format!("records of {record_size} bytes do not fit its chunks of {capacity} bytes"))
         })?;
@@ -305,13 +351,7 @@ impl Store {
                 frontier.0, frontier.1
             )));
         }
-        if self.format() == Format::V1 {
-            let chunks: Vec<ChunkSummary> = (0..=frontier.0)
-                .into_par_iter()
-                .map(|id| self.summarise_chunk(id, (id == frontier.0).then_some(frontier.1)))
-                .collect::<Result<_>>()?;
-            write_atomic(&self.dir, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())?;
-        }
+        self.manifest_from_v1(len, frontier)?;
         let frontier = stride.frontier(len).unwrap_or(frontier);
         // A frontier that rolled over starts a chunk: its file exists before the index names it.
         super::open_or_create(&super::files::chunk_path(&self.dir, frontier.0))?;
@@ -336,6 +376,19 @@ impl Store {
         remove_if_present(&self.dir.join(META_FILE))?;
         sync_dir(&self.dir)?;
         Ok(total)
+    }
+
+    /// From v1, a v2 store's first `manifest.zr`, computed from the chunks (a v2 store keeps
+    /// the one it has: its chunks are unchanged, and [`Store::refuse_damage`] checked it).
+    fn manifest_from_v1(&self, len: u64, frontier: (u32, u64)) -> Result<()> {
+        if self.format() != Format::V1 {
+            return Ok(());
+        }
+        let chunks: Vec<ChunkSummary> = (0..=frontier.0)
+            .into_par_iter()
+            .map(|id| self.summarise_chunk(id, (id == frontier.0).then_some(frontier.1)))
+            .collect::<Result<_>>()?;
+        write_atomic(&self.dir, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())
     }
 
     /// v2 → v1: every entry checked against v1's fields first, then `meta.zr` renamed into

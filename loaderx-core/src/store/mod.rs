@@ -49,7 +49,8 @@ pub use files::SCHEMA_FILE;
 #[cfg(feature = "remote")]
 pub(crate) use files::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, chunk_name};
 pub(crate) use files::{
-    open_or_create, read_capped, remove_store_files, sync_dir, write_atomic, write_atomic_with,
+    LOCK_FILE, is_store_file, open_or_create, read_capped, remove_store_files, sync_dir, write_atomic,
+    write_atomic_with,
 };
 pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;
@@ -57,6 +58,7 @@ pub(crate) use lock::WriteLock;
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::Store;
+pub(crate) use open::StoreKey;
 pub(crate) use open::trim_index;
 pub use options::StoreOptions;
 pub(crate) use pool::Parallelism;

@@ -118,12 +118,6 @@ impl Store {
     /// overwriting it; [`Error::Io`] naming the path for any failing file operation.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         let dir = dir.as_ref();
-        if dir.join(META_FILE).exists() || dir.join(INDEX_FILE).exists() {
-            if !opts.overwrite {
-                return Err(Error::AlreadyExists { path: dir.to_path_buf() });
-            }
-            remove_store_files(dir)?;
-        }
         if opts.format == Format::V1 && (opts.fixed_stride.is_some() || opts.compact) {
             return Err(Error::InvalidArgument(format!(
                 "{}: the fixed-stride and compact layouts are v2 layouts; v1 stores keep a 16-byte entry per record",
@@ -133,6 +127,15 @@ impl Store {
         // Checked before anything is created: a fixed stride that does not fit the chunks.
         let header = opts.v2_header(dir)?;
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
+        // The writer lock before anything is looked at or touched: a live writer's store (or
+        // another creator's) is `Locked`, with or without overwrite, never removed under it.
+        let lock = WriteLock::acquire(dir)?;
+        if dir.join(META_FILE).exists() || dir.join(INDEX_FILE).exists() {
+            if !opts.overwrite {
+                return Err(Error::AlreadyExists { path: dir.to_path_buf() });
+            }
+            remove_store_files(dir)?;
+        }
         // Chunk 0 first: a store whose index exists has every chunk up to its tail.
         File::create(chunk_path(dir, 0)).map_err(|e| Error::io("create", chunk_path(dir, 0), e))?;
         match opts.format {
@@ -149,7 +152,7 @@ impl Store {
                 write_atomic(dir, INDEX_FILE, &header.encode())?;
             }
         }
-        Store::open_impl(dir, opts, true)
+        Store::open_locked(dir, opts, true, Some(lock))
     }
 
     /// Opens an existing store read-only. Any number of readers may have a store open, in this
@@ -180,6 +183,12 @@ impl Store {
     }
 
     fn open_impl(dir: &Path, opts: StoreOptions, writable: bool) -> Result<Store> {
+        Store::open_locked(dir, opts, writable, None)
+    }
+
+    /// [`Store::open_impl`] with the writer lock already held (`lock`: what [`Store::create`]
+    /// took before it touched anything), or taken here when `writable`.
+    fn open_locked(dir: &Path, opts: StoreOptions, writable: bool, lock: Option<WriteLock>) -> Result<Store> {
         // A URL names a store on object storage: read-only, through its own type.
         if dir.to_str().is_some_and(|d| d.starts_with("s3://")) {
             return Err(Error::InvalidArgument(format!(
@@ -206,7 +215,10 @@ impl Store {
         };
         let writer = if writable {
             Some(Writer {
-                _lock: WriteLock::acquire(dir)?,
+                _lock: match lock {
+                    Some(held) => held,
+                    None => WriteLock::acquire(dir)?,
+                },
                 append: Mutex::new(Manifest::default()),
                 unsynced: Mutex::new(None),
             })
@@ -248,15 +260,16 @@ impl Store {
                         .into(),
                 });
             }
-            let _x = store.exclusive()?;
+            let _x = store.exclusive("finishing an interrupted delete or compaction")?;
             store.recover()?;
         }
         store.check_chunks()?;
         if writable {
-            store.trim_uncommitted()?;
             // A commit killed after its block checksums were written, before its count was,
-            // left the open block's summing records that are not there.
+            // left the open block's summing records that are not committed: told from damage
+            // by the records past the frontier, so before they are trimmed.
             store.reseal_tail_block()?;
+            store.trim_uncommitted()?;
             if format == Format::V2 {
                 // What a migration to v2 left once it had committed.
                 let stale = dir.join(META_FILE);
@@ -469,6 +482,16 @@ impl Store {
         Ok(())
     }
 
+    /// The mapping of chunk `id` covering `end` bytes ([`Chunks::view`]), for an id at or below
+    /// the tail chunk only: an entry naming any other (damage) reads as a missing chunk, which the
+    /// caller reports naming the record, before any cache is sized by it.
+    pub(super) fn chunk_view(&self, id: u32, end: u64) -> Result<Option<Arc<crate::sys::MappedFile>>> {
+        if id > self.index.frontier().0 {
+            return Ok(None);
+        }
+        self.chunks.view(id, end)
+    }
+
     /// The summary of chunk `id`: its length (or `len`) and the crc32c of those bytes.
     pub(super) fn summarise_chunk(&self, id: u32, len: Option<u64>) -> Result<ChunkSummary> {
         let path = chunk_path(&self.dir, id);
@@ -557,8 +580,24 @@ impl Store {
         })
     }
 
-    /// Takes the store exclusively across processes for the guard's life.
-    pub(super) fn exclusive(&self) -> Result<Exclusive<'_>> {
+    /// What tells this store from every other on this machine, however its path is spelt
+    /// (through links, `..`, a second name): its index file's device and inode, or where the
+    /// platform has none, its canonical directory.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the index file or directory.
+    pub(crate) fn key(&self) -> Result<StoreKey> {
+        match crate::sys::file_key(&self.index_file).map_err(|e| Error::io("stat", &self.index_path, e))? {
+            Some(k) => Ok(StoreKey::File(k)),
+            None => Ok(StoreKey::Path(
+                fs::canonicalize(&self.dir).map_err(|e| Error::io("resolve", &self.dir, e))?,
+            )),
+        }
+    }
+
+    /// Takes the store exclusively across processes for the guard's life; `doing` names the
+    /// operation that needs it ("compacting it"), for the error of a store others have open.
+    pub(super) fn exclusive(&self, doing: &str) -> Result<Exclusive<'_>> {
         match self.index_file.try_lock() {
             Ok(()) => Ok(Exclusive(&self.index_file)),
             Err(e) => {
@@ -567,13 +606,22 @@ impl Store {
                 match e {
                     TryLockError::WouldBlock => Err(Error::Locked {
                         path: self.dir.clone(),
-                        reason: "other handles have it open; delete and compact need it exclusively".into(),
+                        reason: format!("other handles have it open; {doing} needs it alone"),
                     }),
                     TryLockError::Error(e) => Err(Error::io("lock", &self.index_path, e)),
                 }
             }
         }
     }
+}
+
+/// A store's identity on this machine ([`Store::key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum StoreKey {
+    /// The index file's device and inode.
+    File((u64, u64)),
+    /// The canonical directory.
+    Path(PathBuf),
 }
 
 /// Holds the index file's exclusive lock; drops back to shared.

@@ -91,7 +91,7 @@ impl Store {
     fn block_bytes(&self, stride: &Stride, records: Range<u64>) -> Result<Option<BlockBytes>> {
         let Some((chunk, start)) = stride.locate(records.start) else { return Ok(None) };
         let end = start + (records.end - records.start) * stride.record_size;
-        Ok(self.chunks.view(chunk, end)?.map(|map| BlockBytes { map, chunk }))
+        Ok(self.chunk_view(chunk, end)?.map(|map| BlockBytes { map, chunk }))
     }
 
     /// Checks every block holding a record of `indices` (each once) against its checksum: what a
@@ -152,6 +152,26 @@ impl Store {
         ))
     }
 
+    /// Checks blocks `(block, record asked)` of a store of `len` records before an operation
+    /// sums them again (a delete's moves).
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] naming the first damaged block's record, saying nothing changed.
+    pub(super) fn check_stride_blocks(&self, blocks: &[(u64, u64)], len: u64) -> Result<()> {
+        let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
+        blocks.par_iter().try_for_each(|&(b, asked)| {
+            self.check_block(&view, b, len, asked).map_err(|e| match e {
+                Error::CorruptRecord { path, index, reason, source } => Error::CorruptRecord {
+                    path,
+                    index,
+                    reason: format!("{reason}; the delete would sum it again: refused, nothing changed"),
+                    source,
+                },
+                other => other,
+            })
+        })
+    }
+
     /// The error for the block of record `asked` failing its check, naming the record and its
     /// chunk file.
     pub(super) fn block_error(&self, stride: &Stride, asked: u64, reason: impl Into<String>) -> Error {
@@ -193,7 +213,10 @@ impl Store {
 
     /// The writer sums the open block again from the chunk: a commit killed after writing its
     /// block checksums and before publishing its count left one covering records that are not
-    /// committed (the chunk bytes past the frontier are trimmed by then).
+    /// committed. Run before the chunk bytes past the frontier are trimmed: only a checksum that
+    /// matches a longer run of the records still there is such a commit's, and is replaced; one
+    /// that matches no run is damage, and is kept, so that `verify` still reports it (summing
+    /// the block again would certify whatever bytes are there now).
     pub(super) fn reseal_tail_block(&self) -> Result<()> {
         let (Some(stride), len) = (self.index.stride(), self.len()) else { return Ok(()) };
         if len == 0 {
@@ -209,7 +232,7 @@ impl Store {
             )
         })?;
         let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
-        if view.blocks.block_crc(b) != sum {
+        if view.blocks.block_crc(b) != sum && self.check_block(&view, b, len, len - 1).is_ok() {
             self.index.set_block_crcs(b, &[sum])?;
             self.index.flush_entries(len - 1, 1, &self.index_path)?;
         }
@@ -244,6 +267,19 @@ impl Store {
         new_length: u64,
     ) -> Result<()> {
         let journal = || self.dir.join(super::files::JOURNAL_FILE);
+        if new_length > self.len() {
+            // A delete only shortens: a longer length would extend the tail chunk past what was
+            // ever written and leave a frontier the next writer refuses.
+            return Err(Error::Corrupt {
+                path: journal(),
+                offset: 0,
+                reason: format!(
+                    "the journal's new length {new_length} is past the store's {} records",
+                    self.len()
+                ),
+                source: None,
+            });
+        }
         if self.len() > new_length {
             self.check_journal(entries)?;
             let mut touched = std::collections::BTreeSet::new();
@@ -333,7 +369,7 @@ impl Store {
             return Err(self.check_index(k, indices[k], len).expect_err("out of range"));
         }
         if len <= per_chunk
-            && let Some(map) = self.chunks.view(0, len * r)?
+            && let Some(map) = self.chunk_view(0, len * r)?
         {
             let far = map.bytes().len() >= PREFETCH_FROM_BYTES;
             copy_one_chunk(map.bytes(), r as usize, indices, far, &mut dst);
@@ -362,9 +398,9 @@ impl Store {
                     // The chunk's committed bytes mapped once; a truncated chunk still gives the
                     // records before the cut.
                     let id = u32::try_from(chunk).unwrap_or(u32::MAX);
-                    let m = match self.chunks.view(id, len_of_chunk(stride, chunk, len))? {
+                    let m = match self.chunk_view(id, len_of_chunk(stride, chunk, len))? {
                         Some(m) => Some(m),
-                        None => self.chunks.view(id, end)?,
+                        None => self.chunk_view(id, end)?,
                     };
                     let m = m.ok_or_else(|| Error::CorruptRecord {
                         path: self.chunks.path(id),

@@ -240,6 +240,22 @@ pub(crate) fn same_file(_file: &File, path: &Path) -> io::Result<bool> {
     path.try_exists()
 }
 
+/// What tells the file `file` has open from every other on this machine, however it was named
+/// (its device and inode); `None` where the platform gives no such key to stable Rust, and the
+/// caller compares canonical paths instead.
+#[cfg(unix)]
+pub(crate) fn file_key(file: &File) -> io::Result<Option<(u64, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    let m = file.metadata()?;
+    Ok(Some((m.dev(), m.ino())))
+}
+
+/// See the Unix version.
+#[cfg(not(unix))]
+pub(crate) fn file_key(_file: &File) -> io::Result<Option<(u64, u64)>> {
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

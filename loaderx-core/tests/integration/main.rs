@@ -28,6 +28,7 @@ mod remote;
 mod remote_hostile;
 #[cfg(feature = "remote")]
 mod remote_reads;
+mod safety;
 mod saved_states;
 mod staged;
 mod store;

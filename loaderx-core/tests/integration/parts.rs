@@ -324,7 +324,12 @@ fn stitch_datasets_refuses_parts_that_differ_and_leaves_nothing() {
     let e = stitch_datasets(&[dir.path().join("a/images")], &out).unwrap_err();
     assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("neither a dataset")), "{e}");
     assert!(!out.exists());
-    let sets = stitch_datasets(&[&a, &a.clone()], &out).unwrap();
+    // The same part twice would read each record twice: refused, nothing written.
+    let e = stitch_datasets(&[&a, &a.clone()], &out).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("same store")), "{e}");
+    assert!(!out.exists());
+    let d = mk("d", &["images", "labels"], b"cat\n");
+    let sets = stitch_datasets(&[&a, &d], &out).unwrap();
     assert_eq!(sets.len(), 2);
     assert_eq!(std::fs::read(out.join("classes.txt")).unwrap(), b"cat\n");
     assert_eq!(records_of(&out.join("labels")).len(), 4);

@@ -212,6 +212,18 @@ impl Header {
                     ),
                 ));
             }
+            // FORMAT.md's rule, `P = max(1, 4096 / R)` (a writer may store it clamped to the
+            // records a chunk holds): any other value is damage, and one of billions would let
+            // a 68-byte index claim billions of records under a single block checksum.
+            let rule = super::Stride::default_per_block(u64::from(record_size));
+            let per_chunk = h.chunk_capacity / u64::from(record_size).max(1);
+            let per_block = u64::from(block_records);
+            if per_block != rule && per_block != rule.min(per_chunk) {
+                return Err(HeaderError::Field(
+                    52,
+                    format!("{block_records} records a block; {record_size}-byte records have {rule}"),
+                ));
+            }
             if h.dict_id != 0 {
                 return Err(HeaderError::Field(16, "a fixed-stride store names a dictionary".into()));
             }

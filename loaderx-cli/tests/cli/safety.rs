@@ -1,0 +1,160 @@
+// Data safety, round three, through the CLI where it was found: `migrate` never certifies
+// damage, lying index fields are errors (never an abort or a stall), a store set never reads one
+// store twice and `info` / `verify` take sets, and `--force` replaces only a loaderx dataset.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use loaderx_core::format::v2::{self, Entry};
+use loaderx_core::{Codec, DatasetWriter, Layout, WriteOptions};
+
+fn loaderx(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// A dense u8 dataset of `n` records of 64 bytes (record `i` all `i`), written `codec`: raw is
+/// the fixed-stride layout, zstd an entry per record.
+fn dataset(out: &Path, n: usize, codec: Codec) -> PathBuf {
+    let mut w = DatasetWriter::dense::<u8>(out, vec![64], WriteOptions::new().codec(codec)).unwrap();
+    w.append(&(0..n * 64).map(|i| (i / 64) as u8).collect::<Vec<u8>>()).unwrap();
+    w.finish().unwrap();
+    out.to_path_buf()
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at] ^= 0x10;
+    std::fs::write(path, b).unwrap();
+}
+
+/// `migrate` to each layout of a store `verify` finds damaged exits 1 naming the record, and
+/// `verify` afterwards still finds it (it used to say "all records intact").
+#[test]
+fn migrate_refuses_a_store_verify_finds_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    for (from, to) in
+        [("fixed", "entries"), ("fixed", "compact"), ("entries", "compact"), ("entries", "fixed")]
+    {
+        let s = dataset(&dir.path().join(format!("{from}-{to}")), 100, Codec::Raw);
+        if from == "entries" {
+            assert!(loaderx(&[&"migrate", &s, &"--to", &"entries"]).status.success());
+        }
+        flip(&s.join("0.zr"), 64 * 37 + 2);
+        let index = std::fs::read(s.join("index.zr")).unwrap();
+        let o = loaderx(&[&"migrate", &s, &"--to", &to]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{from} → {to}: {t}");
+        assert!(t.contains("nothing changed") && t.contains("0.zr"), "{t}");
+        assert_eq!(std::fs::read(s.join("index.zr")).unwrap(), index, "{from} → {to}");
+        let o = loaderx(&[&"verify", &s]);
+        assert_eq!(o.status.code(), Some(1), "{from} → {to}: {}", text(&o));
+    }
+}
+
+/// An entry naming chunk 2^32 - 1, with an empty file of that name beside it: `export` and
+/// `verify` name the record and exit 1 (it used to abort on a 32 GiB allocation).
+#[test]
+fn an_entry_naming_chunk_u32_max_is_a_named_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dataset(&dir.path().join("d"), 20, Codec::Zstd);
+    let index = s.join("index.zr");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let at = v2::HEADER_SIZE + v2::ENTRY_SIZE * 4;
+    let e = Entry::decode_unchecked(bytes[at..at + v2::ENTRY_SIZE].try_into().unwrap());
+    bytes[at..at + v2::ENTRY_SIZE].copy_from_slice(&Entry { chunk: u32::MAX, ..e }.encode());
+    std::fs::write(&index, bytes).unwrap();
+    std::fs::write(s.join(format!("{}.zr", u32::MAX)), b"").unwrap();
+    let o = loaderx(&[&"export", &s, &dir.path().join("out.npy")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("record 4"), "{}", text(&o));
+    let o = loaderx(&[&"verify", &s]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("1 of 20 records damaged"), "{}", text(&o));
+}
+
+/// A 68-byte fixed-stride `index.zr` claiming 2^32 - 1 records in one block: `info`, `stats` and
+/// `verify` refuse it at once, naming the field (they used to print it, or run for minutes).
+#[test]
+fn a_fixed_stride_index_with_a_lying_block_size_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dataset(&dir.path().join("d"), 3, Codec::Raw);
+    let h = v2::Header {
+        count: u64::from(u32::MAX),
+        layout: Layout::Fixed { record_size: 1, block_records: u32::MAX },
+        ..v2::Header::empty(1 << 40)
+    };
+    let mut bytes = h.encode().to_vec();
+    bytes.extend_from_slice(&[0; 4]);
+    std::fs::write(s.join("index.zr"), &bytes).unwrap();
+    for cmd in ["info", "stats", "verify"] {
+        let o = loaderx(&[&cmd, &s]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {t}");
+        assert!(t.contains("index.zr") && t.contains("records a block"), "{cmd}: {t}");
+    }
+}
+
+/// `stitch` of one store under two names is refused; `info` of a set whose parts' counts
+/// overflow is an error, not a wrapped length; `verify` checks a set part by part, numbering
+/// records as the set does.
+#[test]
+fn sets_refuse_a_store_twice_and_info_and_verify_take_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p0 = dataset(&dir.path().join("p0"), 10, Codec::Raw);
+    let p1 = dataset(&dir.path().join("p1"), 10, Codec::Raw);
+    let alias = dir.path().join("alias");
+    std::os::unix::fs::symlink(&p0, &alias).unwrap();
+    let o = loaderx(&[&"stitch", &p0, &alias, &dir.path().join("bad")]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("same store"), "{}", text(&o));
+    let set = dir.path().join("set");
+    assert!(loaderx(&[&"stitch", &p0, &p1, &set]).status.success());
+    let o = loaderx(&[&"verify", &set]);
+    assert!(o.status.success() && text(&o).contains("all 20 records intact"), "{}", text(&o));
+    flip(&p1.join("0.zr"), 64 * 3);
+    let o = loaderx(&[&"verify", &set]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("record 13:") && !t.contains("record 3:"), "the set's numbering: {t}");
+    // Record 3 of p1 is one the set's identity of the part samples: the set says so too.
+    assert!(t.contains("the set:") && t.contains("replaced after stitching"), "{t}");
+    let m = loaderx_core::format::storeset::SetManifest::new(vec![
+        loaderx_core::format::storeset::SetPart { path: "../p0".into(), records: 1 << 63, identity: None },
+        loaderx_core::format::storeset::SetPart {
+            path: "../p1".into(),
+            records: (1 << 63) + 100,
+            identity: None,
+        },
+    ]);
+    std::fs::write(set.join(loaderx_core::SET_FILE), m.encode()).unwrap();
+    let o = loaderx(&[&"info", &set]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("2^64"), "{}", text(&o));
+}
+
+/// `convert --force` over a directory of the user's is refused with nothing moved.
+#[test]
+fn convert_force_replaces_only_a_loaderx_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.npy");
+    let mut f = loaderx_core::convert::NpyHeader::encode(loaderx_core::DType::U8, &[4, 2]).unwrap();
+    f.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    std::fs::write(&input, f).unwrap();
+    let project = dir.path().join("myproject");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("main.py"), b"print()").unwrap();
+    let o = loaderx(&[&"convert", &"npy", &input, &project, &"--force"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("not a loaderx dataset"), "{}", text(&o));
+    assert_eq!(std::fs::read(project.join("main.py")).unwrap(), b"print()");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let out = dir.path().join("d");
+    assert!(loaderx(&[&"convert", &"npy", &input, &out]).status.success());
+    let o = loaderx(&[&"convert", &"npy", &input, &out, &"--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+}

@@ -1,0 +1,355 @@
+//! Data safety, round three: what a routine command or a lying file did to a store. Migration and
+//! repair never certify damage, a creator never removes a live writer's store, index fields are
+//! checked before they size anything, a set never reads one store twice, and overwriting replaces
+//! only a loaderx dataset.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use loaderx_core::format::v2::{self, Entry};
+use loaderx_core::format::{Format, Journal};
+use loaderx_core::{Codec, DatasetWriter, Error, Layout, Store, StoreOptions, WriteOptions};
+
+/// Records of 64 bytes, record `i` filled with `i`: in every layout record `i` lies at byte
+/// `64 i` of chunk 0.
+fn records(n: u8) -> Vec<Vec<u8>> {
+    (0..n).map(|i| vec![i; 64]).collect()
+}
+
+fn store(dir: &Path, opts: StoreOptions, n: u8) {
+    let s = Store::create(dir, opts).unwrap();
+    s.append(&records(n), Codec::Raw).unwrap();
+}
+
+fn flip(path: &Path, at: usize) {
+    let mut b = std::fs::read(path).unwrap();
+    b[at] ^= 0x10;
+    std::fs::write(path, b).unwrap();
+}
+
+/// Every file of `dir` by name, with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+fn nothing(_: u64, _: u64) {}
+
+#[derive(Debug, Clone, Copy)]
+enum To {
+    Format(Format),
+    Layout(Layout),
+}
+
+fn migrate(dir: &Path, to: To) -> loaderx_core::Result<loaderx_core::MigrateReport> {
+    match to {
+        To::Format(f) => Store::migrate(dir, f, &nothing),
+        To::Layout(l) => Store::migrate_layout(dir, l, &nothing),
+    }
+}
+
+/// One flipped byte in record 37, which `verify` reports, is not certified by a migration in
+/// any direction: refused naming the record, every file as it was, the damage still reported.
+#[test]
+fn migration_refuses_a_damaged_store_in_every_direction_and_changes_nothing() {
+    let fixed = To::Layout(Layout::Fixed { record_size: 0, block_records: 0 });
+    let (entries, compact) = (To::Layout(Layout::Entries), To::Layout(Layout::Compact));
+    let v1 = To::Format(Format::V1);
+    let sources: [(&str, StoreOptions, Vec<To>); 4] = [
+        ("entries", StoreOptions::new(), vec![compact, fixed, v1]),
+        ("compact", StoreOptions::new().compact_entries(true), vec![entries, fixed, v1]),
+        ("fixed", StoreOptions::new().fixed_stride(64), vec![entries, compact, v1]),
+        ("v1", StoreOptions::new().format(Format::V1), vec![]),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, opts, targets) in sources {
+        for to in targets {
+            let s = dir.path().join(format!("{name}-{to:?}"));
+            store(&s, opts.clone(), 100);
+            flip(&s.join("0.zr"), 64 * 37 + 5);
+            assert!(!Store::open(&s).unwrap().verify().unwrap().is_ok(), "{name}: verify sees it");
+            let before = snapshot(&s);
+            let Err(e) = migrate(&s, to) else { panic!("{name} → {to:?} certified a damaged record") };
+            let Error::CorruptRecord { index, ref path, .. } = e else { panic!("{name} → {to:?}: {e}") };
+            // A fixed-stride store names the first record of the damaged block (64 records).
+            let named = if name == "fixed" { index / 64 == 37 / 64 } else { index == 37 };
+            assert!(named && path.ends_with("0.zr"), "{name} → {to:?}: {e}");
+            assert!(e.to_string().contains("nothing changed"), "{e}");
+            assert_eq!(snapshot(&s), before, "{name} → {to:?} changed a file");
+            let report = Store::open(&s).unwrap().verify().unwrap();
+            assert!(report.bad.iter().any(|(i, _)| *i == 37), "{name} → {to:?}: {report:?}");
+        }
+    }
+}
+
+/// The manifest's checksums are sealed too: a chunk that no longer matches it stops a
+/// migration, and a migration between v2 layouts keeps the manifest it had.
+#[test]
+fn migration_refuses_a_manifest_mismatch_and_keeps_the_manifest_it_had() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new(), 50);
+    let manifest = std::fs::read(s.join("manifest.zr")).unwrap();
+    Store::migrate_layout(&s, Layout::Compact, &nothing).unwrap();
+    assert_eq!(std::fs::read(s.join("manifest.zr")).unwrap(), manifest, "carried over, not recomputed");
+    // A manifest that decodes, with chunk 0's checksum not the chunk's.
+    let mut m = v2::Manifest::decode(&manifest).unwrap();
+    m.chunks[0].crc ^= 1;
+    std::fs::write(s.join("manifest.zr"), m.encode()).unwrap();
+    assert!(!Store::open(&s).unwrap().verify().unwrap().is_ok(), "verify sees it");
+    let before = snapshot(&s);
+    let e = Store::migrate_layout(&s, Layout::Entries, &nothing).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert_eq!(snapshot(&s), before);
+}
+
+/// A writer's open repairs the open block's checksum only when a killed commit summed records
+/// still past the frontier; a block damaged in place keeps its checksum, and `verify` its error.
+#[test]
+fn a_writers_open_does_not_reseal_a_damaged_open_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new().fixed_stride(64), 10);
+    flip(&s.join("0.zr"), 64 * 3 + 1);
+    drop(Store::open_rw(&s, StoreOptions::new()).unwrap());
+    let report = Store::open(&s).unwrap().verify().unwrap();
+    assert!(report.bad.iter().any(|(i, _)| *i == 3), "{report:?}");
+}
+
+/// A delete in a fixed-stride store sums the blocks it moves records into again: a damaged
+/// block among them refuses the delete with nothing changed.
+#[test]
+fn a_fixed_stride_delete_refuses_to_sum_a_damaged_block_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new().fixed_stride(64), 200);
+    flip(&s.join("0.zr"), 64 * 10 + 1);
+    let before = snapshot(&s);
+    let mut w = Store::open_rw(&s, StoreOptions::new()).unwrap();
+    let e = w.delete(&[20u64]).unwrap_err();
+    assert!(matches!(e, Error::CorruptRecord { index: 20, .. }), "{e}");
+    assert!(e.to_string().contains("nothing changed"), "{e}");
+    assert_eq!(w.len(), 200);
+    drop(w);
+    let mut after = snapshot(&s);
+    after.remove("write.lock");
+    assert_eq!(after, before);
+    // A block that is intact is deleted from as before.
+    let mut w = Store::open_rw(&s, StoreOptions::new()).unwrap();
+    w.delete(&[150u64]).unwrap();
+    assert_eq!(w.get(150).unwrap(), vec![199u8; 64]);
+}
+
+/// A creator, with or without overwrite, is `Locked` while a writer has the store open: the
+/// writer's records stay, and so does what it appends next.
+#[test]
+fn create_never_removes_a_live_writers_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let w = Store::create(&s, StoreOptions::new()).unwrap();
+    w.append(&records(5), Codec::Raw).unwrap();
+    for overwrite in [true, false] {
+        let e = Store::create(&s, StoreOptions::new().overwrite(overwrite)).unwrap_err();
+        assert!(matches!(e, Error::Locked { .. }), "overwrite {overwrite}: {e}");
+    }
+    w.append(&records(7), Codec::Raw).unwrap();
+    drop(w);
+    let r = Store::open(&s).unwrap();
+    assert_eq!(r.len(), 12);
+    assert_eq!(r.get(4).unwrap(), vec![4u8; 64]);
+    assert!(r.verify().unwrap().is_ok());
+    drop(r);
+    // Closed, it is overwritten as before.
+    assert_eq!(Store::create(&s, StoreOptions::new().overwrite(true)).unwrap().len(), 0);
+}
+
+/// Of two creators racing on one directory, one wins and the other is `Locked`; the winner's
+/// store is whole.
+#[test]
+fn of_two_racing_creators_one_wins_and_the_other_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..10 {
+        let s = dir.path().join(format!("s{round}"));
+        let start = std::sync::Barrier::new(2);
+        let done = std::sync::Barrier::new(2);
+        let results: Vec<Result<u64, Error>> = std::thread::scope(|scope| {
+            let racers: Vec<_> = (0..2u8)
+                .map(|k| {
+                    let (s, start, done) = (&s, &start, &done);
+                    scope.spawn(move || {
+                        start.wait();
+                        let r = Store::create(s, StoreOptions::new().overwrite(true));
+                        let r = r.and_then(|w| {
+                            w.append(&[vec![k; 8]], Codec::Raw)?;
+                            Ok(w)
+                        });
+                        // Held until both have tried.
+                        done.wait();
+                        r.map(|w| w.len())
+                    })
+                })
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).collect()
+        });
+        let won = results.iter().filter(|r| r.is_ok()).count();
+        assert_eq!(won, 1, "round {round}: {results:?}");
+        assert!(results.iter().any(|r| matches!(r, Err(Error::Locked { .. }))), "{results:?}");
+        let r = Store::open(&s).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(r.verify().unwrap().is_ok());
+    }
+}
+
+/// An entry naming chunk 2^32 - 1 (an empty file of that name beside it) is a damaged record,
+/// never a cache of 2^32 slots: reads and verify name the record.
+#[test]
+fn an_entry_naming_the_last_chunk_id_is_a_damaged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new(), 10);
+    let index = s.join("index.zr");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let at = v2::HEADER_SIZE + v2::ENTRY_SIZE * 4;
+    let e = Entry::decode_unchecked(bytes[at..at + v2::ENTRY_SIZE].try_into().unwrap());
+    bytes[at..at + v2::ENTRY_SIZE].copy_from_slice(&Entry { chunk: u32::MAX, ..e }.encode());
+    std::fs::write(&index, bytes).unwrap();
+    std::fs::write(s.join(format!("{}.zr", u32::MAX)), b"").unwrap();
+    let r = Store::open(&s).unwrap();
+    for e in [r.get(4).unwrap_err(), r.gather(&[3u64, 4]).unwrap_err()] {
+        assert!(matches!(e, Error::CorruptRecord { index: 4, .. }), "{e}");
+    }
+    assert_eq!(r.get(5).unwrap(), vec![5u8; 64]);
+    let report = r.verify().unwrap();
+    assert_eq!(report.bad.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [4]);
+}
+
+/// A fixed-stride header whose records per block break FORMAT.md's rule does not open: a
+/// 68-byte index claiming 2^32 - 1 records under one block checksum is refused at once.
+#[test]
+fn a_fixed_stride_header_with_a_lying_block_size_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new().fixed_stride(64), 3);
+    let h = v2::Header {
+        count: u64::from(u32::MAX),
+        layout: Layout::Fixed { record_size: 1, block_records: u32::MAX },
+        ..v2::Header::empty(1 << 40)
+    };
+    let mut bytes = h.encode().to_vec();
+    bytes.extend_from_slice(&[0; 4]);
+    std::fs::write(s.join("index.zr"), &bytes).unwrap();
+    for e in [Store::open(&s).unwrap_err(), Store::open_rw(&s, StoreOptions::new()).unwrap_err()] {
+        let Error::Corrupt { ref path, offset, .. } = e else { panic!("{e}") };
+        assert!(path.ends_with("index.zr") && offset == 52, "{e}");
+    }
+}
+
+/// A fixed-stride delete's journal whose new length is past the store's is refused on replay:
+/// the tail chunk is not extended and the store keeps its records.
+#[test]
+fn a_fixed_stride_journal_that_grows_the_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new().fixed_stride(64), 6);
+    let chunk = std::fs::read(s.join("0.zr")).unwrap();
+    let j = Journal::Delete { entries: Vec::new(), new_length: 1000 };
+    std::fs::write(s.join("journal.zr"), j.encode(Format::V2)).unwrap();
+    let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+    let Error::Corrupt { ref path, .. } = e else { panic!("{e}") };
+    assert!(path.ends_with("journal.zr") && e.to_string().contains("new length 1000"), "{e}");
+    assert_eq!(std::fs::read(s.join("0.zr")).unwrap(), chunk);
+    std::fs::remove_file(s.join("journal.zr")).unwrap();
+    let w = Store::open_rw(&s, StoreOptions::new()).unwrap();
+    assert_eq!(w.len(), 6);
+    assert!(w.verify().unwrap().is_ok());
+}
+
+/// A migration's lock error says what is waiting for the store: the migration.
+#[test]
+fn a_migration_of_a_store_open_elsewhere_says_it_is_the_migration_that_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new(), 3);
+    let reader = Store::open(&s).unwrap();
+    let e = Store::migrate(&s, Format::V1, &nothing).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }) && e.to_string().contains("migrating it"), "{e}");
+    drop(reader);
+}
+
+/// A store named twice in a set (a second path, a link) is refused by stitch, and by the set's
+/// open when a manifest lists it twice.
+#[test]
+fn a_set_refuses_a_store_named_twice_however_it_is_spelt() {
+    let dir = tempfile::tempdir().unwrap();
+    let p0 = dir.path().join("p0");
+    let w = DatasetWriter::dense::<u8>(&p0, vec![4], WriteOptions::new()).unwrap();
+    let mut w = w;
+    w.append(&[1u8, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+    w.finish().unwrap();
+    let alias = dir.path().join("alias");
+    std::os::unix::fs::symlink(&p0, &alias).unwrap();
+    let dotted = dir.path().join("p0/../p0");
+    for second in [&alias, &dotted, &p0] {
+        let e = loaderx_core::stitch(&[&p0, second], dir.path().join("set")).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(ref m) if m.contains("same store")), "{e}");
+        assert!(!dir.path().join("set").exists());
+    }
+    loaderx_core::stitch(&[&p0], dir.path().join("set")).unwrap();
+    // A manifest that lists the part twice (as a hand-written one could).
+    let m = loaderx_core::format::storeset::SetManifest::new(vec![
+        loaderx_core::format::storeset::SetPart { path: "../p0".into(), records: 2, identity: None },
+        loaderx_core::format::storeset::SetPart { path: "../alias".into(), records: 2, identity: None },
+    ]);
+    std::fs::write(dir.path().join("set").join(loaderx_core::SET_FILE), m.encode()).unwrap();
+    let e = loaderx_core::DenseSource::open(dir.path().join("set")).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains("same store"), "{e}");
+}
+
+/// Overwriting replaces a loaderx dataset and nothing else: a directory holding a user's file,
+/// or a file, is refused before anything is created or moved.
+#[test]
+fn overwrite_replaces_only_a_loaderx_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = WriteOptions::new().overwrite(true);
+    let write = |out: &Path| -> loaderx_core::Result<u64> {
+        let mut w = DatasetWriter::dense::<u8>(out, vec![2], opts.clone())?;
+        w.append(&[9u8, 9])?;
+        w.finish()
+    };
+    let project = dir.path().join("myproject");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("notes.txt"), b"mine").unwrap();
+    let file = dir.path().join("file.bin");
+    std::fs::write(&file, b"mine too").unwrap();
+    for out in [&project, &file] {
+        let e = write(out).unwrap_err();
+        assert!(matches!(e, Error::NotReplaceable { ref path, .. } if path == out), "{e}");
+    }
+    assert_eq!(std::fs::read(project.join("notes.txt")).unwrap(), b"mine");
+    assert_eq!(std::fs::read(&file).unwrap(), b"mine too");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "nothing created beside them: {names:?}");
+    // A dataset is replaced, with a user's `.old` beside it left alone.
+    let data = dir.path().join("data");
+    write(&data).unwrap();
+    std::fs::create_dir(dir.path().join("data.old")).unwrap();
+    std::fs::write(dir.path().join("data.old/keep"), b"k").unwrap();
+    assert_eq!(write(&data).unwrap(), 1);
+    assert_eq!(std::fs::read(dir.path().join("data.old/keep")).unwrap(), b"k");
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["data", "data.old", "file.bin", "myproject"]);
+    // A live writer's dataset is not moved from under it.
+    let held = Store::open_rw(&data, StoreOptions::new()).unwrap();
+    let e = write(&data).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    assert_eq!(held.len(), 1);
+}
