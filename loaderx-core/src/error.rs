@@ -191,8 +191,11 @@ pub enum Error {
         #[source]
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
-    /// A user transform (collate step) failed or panicked.
-    #[error("transform failed at step {step}")]
+    /// A user transform (collate step) failed or panicked. Its message carries the cause too
+    /// (unlike the others, which leave it to `source`): a training framework's loop prints an
+    /// error's `Display` alone, and "failed at step 3" says nothing a user can act on.
+    /// [`error_chain`] does not repeat it.
+    #[error("transform failed at step {step}: {source}")]
     Transform {
         /// The loader step whose batch failed.
         step: u64,

@@ -112,12 +112,15 @@ impl Schema {
         let path = dir.join(SCHEMA_FILE);
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A file given as the dataset reads as "not a directory" (its `schema.msgpack`).
+            Err(e)
+                if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) =>
+            {
                 let path = dir.to_path_buf();
                 return Err(if !dir.exists() {
                     Error::NotAStore { path, reason: "it does not exist".into() }
                 } else if !dir.is_dir() {
-                    Error::NotAStore { path, reason: "it is a file, not a dataset directory".into() }
+                    Error::NotAStore { path, reason: not_a_directory(dir) }
                 } else if dir.join("index.zr").exists() || dir.join("meta.zr").exists() {
                     Error::Schema {
                         path,
@@ -144,6 +147,26 @@ impl Schema {
     }
 }
 
+/// What a file given where a dataset directory was expected is, and how to make it one.
+fn not_a_directory(file: &Path) -> String {
+    let mut magic = [0u8; 6];
+    let npy = std::fs::File::open(file)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok_and(|()| magic == *b"\x93NUMPY");
+    let ext = file.extension().and_then(|e| e.to_str()).unwrap_or_default().to_ascii_lowercase();
+    if npy || ext == "npy" {
+        "it is a NumPy .npy file, not a dataset directory: convert it once (`loaderx convert npy FILE OUT`, \
+         `loaderx::convert::npy`, or `loaderx.converter.from_numpy` in Python) and open OUT"
+            .into()
+    } else if ext == "safetensors" {
+        "it is a safetensors file, not a dataset directory: convert it once (`loaderx convert safetensors \
+         FILE OUT`) and open OUT/<tensor name>"
+            .into()
+    } else {
+        "it is a file, not a dataset directory".into()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +181,24 @@ mod tests {
         let done = dir.path().join("out");
         std::fs::rename(&staging, &done).unwrap();
         assert_eq!(Schema::read(&done).unwrap(), Schema::dense(DType::U8, vec![]));
+    }
+
+    #[test]
+    fn a_file_given_as_a_dataset_says_what_it_is_and_how_to_convert_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let npy = dir.path().join("x.npy");
+        std::fs::write(&npy, b"\x93NUMPY\x01\x00").unwrap();
+        let named = dir.path().join("labels.bin");
+        std::fs::write(&named, b"\x93NUMPY\x01\x00").unwrap();
+        for f in [&npy, &named] {
+            let e = Schema::read(f).unwrap_err();
+            let Error::NotAStore { ref path, ref reason } = e else { panic!("{e}") };
+            assert!(path == f && reason.contains(".npy file") && reason.contains("convert npy"), "{e}");
+        }
+        let other = dir.path().join("notes.txt");
+        std::fs::write(&other, b"hello").unwrap();
+        let e = Schema::read(&other).unwrap_err();
+        assert!(matches!(e, Error::NotAStore { ref reason, .. } if reason.contains("a file")), "{e}");
     }
 
     #[test]
