@@ -221,7 +221,11 @@ int32_t lx_store_sync(const lx_store *store);
 /* A dataset's schema, from dir/schema.msgpack. */
 int32_t lx_schema_read(const char *dir, lx_schema *out_schema);
 
-/* Writes dir/schema.msgpack (beside a store: the store becomes a dataset the CLI can export). */
+/*
+ * Writes dir/schema.msgpack (beside a store: the store becomes a dataset the CLI can export).
+ * A schema lx_schema_read would refuse (an item, or a ragged row, of more bytes than a record
+ * can hold: 4 GiB - 1) is LX_ERR_INVALID_ARGUMENT ("schema: ..."), and nothing is written.
+ */
 int32_t lx_schema_write(const char *dir, const lx_schema *schema);
 
 /*

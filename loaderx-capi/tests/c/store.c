@@ -10,6 +10,7 @@
  * Record i of a STORE is record_len(i) bytes, byte j being record_byte(i, j); item i of a
  * DATASET is 4 u32 values, 4i .. 4i+3 (tests/c.rs uses the same rule).
  */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +346,49 @@ static void arguments(const char *dir) {
     lx_sampler_free(NULL);
 }
 
+/* Whether `dir` holds a file whose name starts with `prefix`. */
+static int holds(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        found |= strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* A schema lx_schema_read would refuse is refused by lx_schema_write, nothing written. */
+static void schema_limits(const char *dir) {
+    char *path = join(dir, "schema-limits");
+    lx_store *s = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_CREATE, 0, &s) == LX_OK);
+    lx_store_close(s);
+    lx_schema eight_gib = {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_U8, .ndim = 1, .shape = {8ULL << 30}};
+    CHECK(lx_schema_write(path, &eight_gib) == LX_ERR_INVALID_ARGUMENT);
+    CHECK(lx_last_error() != NULL && strncmp(lx_last_error(), "schema: ", 8) == 0);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), "larger than a record can be") != NULL);
+    CHECK(!holds(path, "schema"));
+    lx_schema schema;
+    CHECK(lx_schema_read(path, &schema) == LX_ERR_SCHEMA); /* still a raw store */
+
+    lx_schema good = {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_U8, .ndim = 1, .shape = {UINT32_MAX}};
+    CHECK(lx_schema_write(path, &good) == LX_OK); /* the largest record */
+    lx_schema refused[] = {
+        {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_U8, .ndim = 2, .shape = {1ULL << 31, 2}},
+        {.kind = LX_KIND_RAGGED, .dtype = LX_DTYPE_F32, .ndim = 1, .shape = {1ULL << 30}},
+        {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_F64, .ndim = 3, .shape = {1ULL << 32, 1ULL << 32, 1ULL << 32}},
+        eight_gib,
+    };
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        CHECK(lx_schema_write(path, &refused[k]) == LX_ERR_INVALID_ARGUMENT);
+    }
+    CHECK(lx_schema_read(path, &schema) == LX_OK); /* the good one, untouched */
+    CHECK(schema.kind == LX_KIND_DENSE && schema.ndim == 1 && schema.shape[0] == UINT32_MAX);
+    free(path);
+}
+
 static int damaged(const char *path) {
     lx_store *s = NULL;
     int32_t code = lx_store_open(path, LX_OPEN_READ, 0, &s);
@@ -395,6 +439,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "selftest") == 0 && argc == 3) {
         arguments(argv[2]);
         maintain(argv[2]);
+        schema_limits(argv[2]);
         char *st = join(argv[2], "self-store"), *ds = join(argv[2], "self-dataset");
         write_store(st);
         write_dataset(ds);
