@@ -120,7 +120,7 @@ typedef struct {
 
 typedef struct {
     uint64_t checked;         /* records read back */
-    uint64_t bad_records;     /* of which damaged */
+    uint64_t bad_records;     /* of which damaged (every one counted) */
     uint64_t file_problems;   /* problems with the store's own files (header, manifest) */
     uint64_t first_bad_index; /* the first damaged record, or UINT64_MAX */
 } lx_verify_report;
@@ -211,7 +211,10 @@ int32_t lx_store_stats(const lx_store *store, lx_stats *out_stats);
 /*
  * Reads back every record (and, v2, checks the store's files). LX_OK when all is intact;
  * otherwise the first problem's code (LX_ERR_CORRUPT for damaged bytes) and text, naming the
- * file. *out_report (may be NULL) is filled either way once the store could be read.
+ * file: a problem with the store's files if there is one, else the first damaged record.
+ * *out_report (may be NULL) is filled either way once the store could be read. The scan
+ * streams: of the damaged records it keeps only their count and the first, so its memory is
+ * the same however many are damaged.
  */
 int32_t lx_store_verify(const lx_store *store, lx_verify_report *out_report);
 
