@@ -17,6 +17,10 @@
  * - lx_last_error() is per thread: the text of the last failed call on this thread, or NULL
  *   after a call that succeeded. It stays valid until the next lx_ call on the thread. Texts
  *   name the file (and the record) concerned, with the cause after ": ".
+ * - An output (an array or a single value written through a pointer) may share no byte with
+ *   any other buffer of the same call, input or output: lx_store_gather given its indices as
+ *   out_offsets, say, is LX_ERR_INVALID_ARGUMENT, with a text naming both ("out_offsets
+ *   overlaps indices: ..."), checked before anything is written. Inputs may overlap each other.
  * - An output array may be overwritten (zeroed) even by a call that then fails.
  *
  * Threading: a store handle may be shared by threads: gathers, appends, stats, verify and sync
