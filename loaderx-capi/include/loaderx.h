@@ -17,6 +17,10 @@
  * - lx_last_error() is per thread: the text of the last failed call on this thread, or NULL
  *   after a call that succeeded. It stays valid until the next lx_ call on the thread. Texts
  *   name the file (and the record) concerned, with the cause after ": ".
+ * - An output (an array or a single value written through a pointer) may share no byte with
+ *   any other buffer of the same call, input or output: lx_store_gather given its indices as
+ *   out_offsets, say, is LX_ERR_INVALID_ARGUMENT, with a text naming both ("out_offsets
+ *   overlaps indices: ..."), checked before anything is written. Inputs may overlap each other.
  * - An output array may be overwritten (zeroed) even by a call that then fails.
  *
  * Threading: a store handle may be shared by threads: gathers, appends, stats, verify and sync
@@ -120,7 +124,7 @@ typedef struct {
 
 typedef struct {
     uint64_t checked;         /* records read back */
-    uint64_t bad_records;     /* of which damaged */
+    uint64_t bad_records;     /* of which damaged (every one counted) */
     uint64_t file_problems;   /* problems with the store's own files (header, manifest) */
     uint64_t first_bad_index; /* the first damaged record, or UINT64_MAX */
 } lx_verify_report;
@@ -211,7 +215,10 @@ int32_t lx_store_stats(const lx_store *store, lx_stats *out_stats);
 /*
  * Reads back every record (and, v2, checks the store's files). LX_OK when all is intact;
  * otherwise the first problem's code (LX_ERR_CORRUPT for damaged bytes) and text, naming the
- * file. *out_report (may be NULL) is filled either way once the store could be read.
+ * file: a problem with the store's files if there is one, else the first damaged record.
+ * *out_report (may be NULL) is filled either way once the store could be read. The scan
+ * streams: of the damaged records it keeps only their count and the first, so its memory is
+ * the same however many are damaged.
  */
 int32_t lx_store_verify(const lx_store *store, lx_verify_report *out_report);
 
@@ -221,7 +228,11 @@ int32_t lx_store_sync(const lx_store *store);
 /* A dataset's schema, from dir/schema.msgpack. */
 int32_t lx_schema_read(const char *dir, lx_schema *out_schema);
 
-/* Writes dir/schema.msgpack (beside a store: the store becomes a dataset the CLI can export). */
+/*
+ * Writes dir/schema.msgpack (beside a store: the store becomes a dataset the CLI can export).
+ * A schema lx_schema_read would refuse (an item, or a ragged row, of more bytes than a record
+ * can hold: 4 GiB - 1) is LX_ERR_INVALID_ARGUMENT ("schema: ..."), and nothing is written.
+ */
 int32_t lx_schema_write(const char *dir, const lx_schema *schema);
 
 /*

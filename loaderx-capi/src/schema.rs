@@ -50,6 +50,10 @@ pub(crate) fn read(dir: &Path) -> Outcome<LxSchema> {
 }
 
 /// Writes `dir/schema.msgpack` (beside a store, it makes the store a dataset).
+///
+/// A schema [`Schema::read`] would refuse (an item or row no record can hold) is refused here by
+/// the same check, [`Schema::validate`], before anything is written: a write never leaves a
+/// dataset that no longer opens.
 pub(crate) fn write(dir: &Path, schema: &LxSchema) -> Outcome<()> {
     let dtype = usize::try_from(schema.dtype)
         .ok()
@@ -71,12 +75,14 @@ pub(crate) fn write(dir: &Path, schema: &LxSchema) -> Outcome<()> {
             return Err(Failure::argument(format!("unknown kind {other} (LX_KIND_DENSE or LX_KIND_RAGGED)")));
         }
     };
+    schema.validate().map_err(|e| Failure::argument(format!("schema: {}", loaderx_core::error_chain(&e))))?;
     Ok(schema.write(dir)?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error;
 
     #[test]
     fn a_schema_written_reads_back() {
@@ -88,6 +94,20 @@ mod tests {
         assert_eq!((back.kind, back.dtype, back.elem_size, back.ndim), (0, 10, 4, 2));
         assert_eq!(&back.shape[..3], &[28, 28, 0]);
         assert_eq!(Schema::read(dir.path()).unwrap(), Schema::dense(DType::F32, vec![28, 28]));
+    }
+
+    #[test]
+    fn a_shape_no_record_holds_is_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LxSchema { kind: 0, dtype: 0, ndim: 1, ..LxSchema::default() };
+        s.shape[0] = 8 << 30;
+        let err = write(dir.path(), &s).unwrap_err();
+        assert_eq!(err.code, error::INVALID_ARGUMENT);
+        assert_eq!(err.message, "schema: shape [8589934592] of u8 is larger than a record can be");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        s.shape[0] = u64::from(u32::MAX);
+        write(dir.path(), &s).unwrap();
+        assert_eq!(read(dir.path()).unwrap().shape[0], u64::from(u32::MAX));
     }
 
     #[test]

@@ -231,15 +231,26 @@ impl LxStore {
 
     /// Reads back every record: the report, and the first problem as a failure (`LX_ERR_CORRUPT`
     /// unless the problem says otherwise) when there is one.
+    ///
+    /// The scan streams ([`Store::verify_each`], as `loaderx verify` does): of the damaged
+    /// records only the count and the first, whose reason becomes the failure's text, are kept,
+    /// so memory stays flat however many are damaged.
     pub(crate) fn verify(&self) -> Outcome<(VerifyReport, Option<Failure>)> {
-        let r = self.shared(Store::verify)?;
-        let report = VerifyReport {
-            checked: r.checked,
-            bad_records: r.bad.len() as u64,
-            file_problems: r.files.len() as u64,
-            first_bad_index: r.bad.first().map_or(u64::MAX, |(i, _)| *i),
-        };
-        let first = r.files.into_iter().next().or_else(|| r.bad.into_iter().next().map(|(_, e)| e));
+        let mut report = VerifyReport { first_bad_index: u64::MAX, ..VerifyReport::default() };
+        let mut first_bad = None;
+        let files = self.shared(|s| {
+            let files = s.verify_files()?;
+            report.checked = s.verify_each(|index, err| {
+                report.bad_records += 1;
+                if first_bad.is_none() {
+                    report.first_bad_index = index;
+                    first_bad = Some(err);
+                }
+            })?;
+            Ok(files)
+        })?;
+        report.file_problems = files.len() as u64;
+        let first = files.into_iter().next().or(first_bad);
         Ok((
             report,
             first.map(|e| {

@@ -100,6 +100,9 @@ struct Programs {
     chunker: Program,
     store: Program,
     readme: Program,
+    /// Compiled with the rest, so that it keeps building; run by the tests below marked
+    /// "needs core fix" (see there).
+    guards: Program,
 }
 
 /// The C programs, compiled once for the whole test binary; None without a C compiler.
@@ -116,6 +119,7 @@ fn programs() -> Option<&'static Programs> {
                 chunker: compile("chunker", &dir, &[]),
                 store: compile("store", &dir, &[]),
                 readme: compile("readme", &dir, &[]),
+                guards: compile("guards", &dir, &[]),
             })
         })
         .as_ref()
@@ -375,6 +379,47 @@ fn a_damaged_store_is_an_error_code_and_a_text_naming_the_file_never_a_crash() {
     }
 }
 
+/// A store of `n` raw 4-byte records laid out as `opts` says, then every byte of its chunk files
+/// flipped: every record damaged.
+fn store_of_damaged_records(dir: &Path, n: u64, opts: StoreOptions) {
+    let store = Store::create(dir, opts).unwrap();
+    for first in (0..n).step_by(1 << 16) {
+        let batch: Vec<[u8; 4]> =
+            (first..n.min(first + (1 << 16))).map(|i| (i as u32).to_le_bytes()).collect();
+        store.append(&batch, Codec::Raw).unwrap();
+    }
+    drop(store);
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.strip_suffix(".zr").is_some_and(|id| id.bytes().all(|b| b.is_ascii_digit())) {
+            let flipped: Vec<u8> = std::fs::read(&path).unwrap().iter().map(|b| !b).collect();
+            std::fs::write(&path, flipped).unwrap();
+        }
+    }
+}
+
+#[test]
+fn verify_from_c_counts_every_damaged_record_in_flat_memory() {
+    let Some(p) = programs() else { return };
+    // store.c bounds the growth of the peak resident set by 64 MiB. Keeping every damaged
+    // record's error grew it by about 120 MB on the first store and 290 MB on the second;
+    // streaming, by about 33 MB (mostly the index's pages) and 6 MB.
+    let layouts = [
+        ("entries", StoreOptions::new(), 300_000u64),
+        ("fixed", StoreOptions::new().fixed_stride(4), 1 << 20),
+    ];
+    for (layout, opts, n) in layouts {
+        let dir = scratch(&format!("verify-many-{layout}"));
+        store_of_damaged_records(&dir.join("store"), n, opts);
+        let out = run_ok(
+            &p.store.fixed,
+            &[Path::new("verify-many"), &dir.join("store"), Path::new(&n.to_string())],
+        );
+        assert!(out.contains(" 0 failed"), "{layout}: {out}");
+    }
+}
+
 #[test]
 fn sampler_batches_from_c_are_loaderx_cores() {
     let Some(p) = programs() else { return };
@@ -536,6 +581,88 @@ print("ctypes ok")
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ctypes ok\n");
+}
+
+// The guards of issue 40 that live in loaderx-core (the writer's lock taken before a create
+// touches anything; index fields that name a far chunk or a giant block refused), from C. The
+// core fixes land separately: until then these fail (a create under a live writer deletes its
+// files; the other two abort on an allocation or run for hours, capped by guards.c), so they
+// are ignored here and the ignore goes once the fixes are merged.
+
+/// Runs guards.c (statically linked) with `args`, failing with its output unless it exits 0.
+fn run_guards(args: &[&Path]) {
+    let Some(p) = programs() else { return };
+    let out = run_ok(&p.guards.fixed, args);
+    assert!(out.contains(" 0 failed"), "{out}");
+}
+
+#[test]
+#[ignore = "needs core fix: Store::create(overwrite) takes the writer's lock before removing anything"]
+fn creating_over_a_live_writer_is_locked_and_keeps_its_records() {
+    let dir = scratch("guards-create");
+    run_guards(&[Path::new("create-under-writer"), &dir]);
+}
+
+/// crc32c (Castagnoli), bit by bit: the checksums of the index fields the tests below rewrite.
+fn crc32c(bytes: &[u8]) -> u32 {
+    !bytes.iter().fold(!0u32, |crc, &b| {
+        (0..8).fold(crc ^ u32::from(b), |c, _| if c & 1 == 1 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 })
+    })
+}
+
+/// guards.c's record `i`: 64 bytes, byte `j` being `i * 31 + j`.
+fn guards_record(i: u64) -> Vec<u8> {
+    (0..64).map(|j| (i * 31 + j) as u8).collect()
+}
+
+#[test]
+#[ignore = "needs core fix: a read never sizes its chunk table by an entry's chunk id"]
+fn an_entry_naming_chunk_u32_max_is_corrupt_from_c_not_an_abort() {
+    let dir = scratch("guards-far-chunk");
+    let store_dir = dir.join("store");
+    let store = Store::create(&store_dir, StoreOptions::new()).unwrap();
+    store.append(&(0..3).map(guards_record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+    drop(store);
+    // Entry 1 (bytes 64 + 32 .. 64 + 64 of index.zr): chunk id at 16..20, its crc32c at 28..32,
+    // rewritten so that the lie is consistent.
+    let index = store_dir.join("index.zr");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let entry = &mut bytes[96..128];
+    entry[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = crc32c(&entry[..28]);
+    entry[28..32].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&index, bytes).unwrap();
+    std::fs::write(store_dir.join(format!("{}.zr", u32::MAX)), b"").unwrap();
+    run_guards(&[Path::new("far-chunk"), &store_dir]);
+}
+
+#[test]
+#[ignore = "needs core fix: a fixed-stride header's records a block and count checked on open"]
+fn a_stride_header_claiming_u32_max_records_a_block_is_corrupt_from_c() {
+    let dir = scratch("guards-huge-blocks");
+    let store_dir = dir.join("store");
+    // One-byte records in 4 GiB chunks: a block of 2^32 - 1 records fits one chunk, so the
+    // header's geometry passes as a stride.
+    let opts = StoreOptions::new().fixed_stride(1).chunk_capacity(1 << 32);
+    let store = Store::create(&store_dir, opts).unwrap();
+    store.append(&[[7u8]; 10], Codec::Raw).unwrap();
+    drop(store);
+    // The fixed-stride header (FORMAT.md): records a block at 52..56, the count at 40..48, the
+    // frontier at 24..28 (tail chunk) and 32..40 (tail offset); the static checksum at 20..24
+    // covers 0..20 and 48..64, the dynamic one at 28..32 covers 24..28 and 32..48.
+    let index = store_dir.join("index.zr");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let claimed = u64::from(u32::MAX);
+    bytes[52..56].copy_from_slice(&u32::MAX.to_le_bytes());
+    bytes[40..48].copy_from_slice(&claimed.to_le_bytes());
+    bytes[24..28].copy_from_slice(&0u32.to_le_bytes());
+    bytes[32..40].copy_from_slice(&claimed.to_le_bytes());
+    let stat = crc32c(&[&bytes[0..20], &bytes[48..64]].concat());
+    bytes[20..24].copy_from_slice(&stat.to_le_bytes());
+    let dynamic = crc32c(&[&bytes[24..28], &bytes[32..48]].concat());
+    bytes[28..32].copy_from_slice(&dynamic.to_le_bytes());
+    std::fs::write(&index, bytes).unwrap();
+    run_guards(&[Path::new("huge-blocks"), &store_dir]);
 }
 
 /// Whether `cc -fsanitize=address` links a program here.

@@ -35,6 +35,9 @@ pub unsafe extern "C" fn lx_store_open(
 ) -> i32 {
     lx_call("lx_store_open", || {
         // SAFETY: passed on from the caller.
+        let path_span = unsafe { Span::of_c_str(path, "path") };
+        disjoint(&[Span::of(out_store, 1, "out_store")], &[path_span])?;
+        // SAFETY: passed on from the caller.
         let out = unsafe { Out::new(out_store, "out_store") }?;
         // SAFETY: passed on from the caller.
         let path = unsafe { lx_path(path, "path") }?;
@@ -86,11 +89,17 @@ pub unsafe extern "C" fn lx_store_format(store: *const LxStore, out_format: *mut
     })
 }
 
-/// The records `data[offsets[i]..offsets[i + 1]]` for `i < count`.
+/// The records `data[offsets[i]..offsets[i + 1]]` for `i < count`, once neither `data` nor
+/// `offsets` overlaps one of the call's `outputs`.
 ///
 /// # Safety
 /// `offsets` is null or readable for `count + 1` values, `data` for `offsets[count]` bytes.
-unsafe fn records_in<'a>(data: *const u8, offsets: *const u64, count: usize) -> Outcome<Vec<&'a [u8]>> {
+unsafe fn records_in<'a>(
+    data: *const u8,
+    offsets: *const u64,
+    count: usize,
+    outputs: &[Span<'_>],
+) -> Outcome<Vec<&'a [u8]>> {
     if count == 0 {
         return Ok(Vec::new());
     }
@@ -100,6 +109,7 @@ unsafe fn records_in<'a>(data: *const u8, offsets: *const u64, count: usize) -> 
     let end = usize::try_from(offsets[count]).map_err(|_| {
         Failure::argument(format!("offsets[{count}] = {} does not fit in memory", offsets[count]))
     })?;
+    disjoint(outputs, &[Span::of(offsets.as_ptr(), entries, "offsets"), Span::of(data, end, "data")])?;
     // SAFETY: passed on from the caller.
     let data = unsafe { slice_in(data, end, "data") }?;
     store::split_records(data, offsets)
@@ -124,7 +134,7 @@ pub unsafe extern "C" fn lx_store_append(
         let (store, records, out) = unsafe {
             (
                 handle(store, "store")?,
-                records_in(data, offsets, count)?,
+                records_in(data, offsets, count, &[Span::of(out_first, 1, "out_first")])?,
                 Out::optional(out_first, "out_first")?,
             )
         };
@@ -153,7 +163,7 @@ pub unsafe extern "C" fn lx_store_train_dictionary(
         let (store, samples, out) = unsafe {
             (
                 handle(store, "store")?,
-                records_in(data, offsets, count)?,
+                records_in(data, offsets, count, &[Span::of(out_trained, 1, "out_trained")])?,
                 Out::optional(out_trained, "out_trained")?,
             )
         };
@@ -178,6 +188,7 @@ pub unsafe extern "C" fn lx_store_record_lens(
     out_lens: *mut u32,
 ) -> i32 {
     lx_call("lx_store_record_lens", || {
+        disjoint(&[Span::of(out_lens, count, "out_lens")], &[Span::of(indices, count, "indices")])?;
         // SAFETY: passed on from the caller.
         let (store, indices, out) = unsafe {
             (
@@ -203,6 +214,7 @@ pub unsafe extern "C" fn lx_store_gather_size(
     out_total: *mut u64,
 ) -> i32 {
     lx_call("lx_store_gather_size", || {
+        disjoint(&[Span::of(out_total, 1, "out_total")], &[Span::of(indices, count, "indices")])?;
         // SAFETY: passed on from the caller.
         let (store, indices, out) = unsafe {
             (handle(store, "store")?, slice_in(indices, count, "indices")?, Out::new(out_total, "out_total")?)
@@ -227,6 +239,7 @@ pub unsafe extern "C" fn lx_store_gather_fixed(
     out_len: usize,
 ) -> i32 {
     lx_call("lx_store_gather_fixed", || {
+        disjoint(&[Span::of(out, out_len, "out")], &[Span::of(indices, count, "indices")])?;
         // SAFETY: passed on from the caller.
         let (store, indices, out) = unsafe {
             (handle(store, "store")?, slice_in(indices, count, "indices")?, slice_out(out, out_len, "out")?)
@@ -253,6 +266,14 @@ pub unsafe extern "C" fn lx_store_gather(
 ) -> i32 {
     lx_call("lx_store_gather", || {
         let entries = count.checked_add(1).ok_or_else(|| Failure::argument("count is too large"))?;
+        disjoint(
+            &[
+                Span::of(out, out_capacity, "out"),
+                Span::of(out_offsets, entries, "out_offsets"),
+                Span::of(out_total, 1, "out_total"),
+            ],
+            &[Span::of(indices, count, "indices")],
+        )?;
         // SAFETY: passed on from the caller.
         let (store, indices, offsets, total) = unsafe {
             (
@@ -353,6 +374,9 @@ pub unsafe extern "C" fn lx_store_sync(store: *const LxStore) -> i32 {
 pub unsafe extern "C" fn lx_schema_read(dir: *const c_char, out_schema: *mut LxSchema) -> i32 {
     lx_call("lx_schema_read", || {
         // SAFETY: passed on from the caller.
+        let dir_span = unsafe { Span::of_c_str(dir, "dir") };
+        disjoint(&[Span::of(out_schema, 1, "out_schema")], &[dir_span])?;
+        // SAFETY: passed on from the caller.
         let (dir, out) = unsafe { (lx_path(dir, "dir")?, Out::new(out_schema, "out_schema")?) };
         out.set(schema::read(&dir)?);
         Ok(())
@@ -380,6 +404,7 @@ pub unsafe extern "C" fn lx_schema_write(dir: *const c_char, schema: *const LxSc
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn lx_sampler_new(config: *const SamplerConfig, out_sampler: *mut *mut Sampler) -> i32 {
     lx_call("lx_sampler_new", || {
+        disjoint(&[Span::of(out_sampler, 1, "out_sampler")], &[Span::of(config, 1, "config")])?;
         // SAFETY: passed on from the caller (`lx_sampler_config` is plain integers).
         let (config, out) = unsafe { (handle(config, "config")?, Out::new(out_sampler, "out_sampler")?) };
         let built = sampler::build(config)?;

@@ -1,11 +1,15 @@
 //! The exported C functions of both headers, and the one place raw pointers are dereferenced.
 //!
-//! Each export checks its pointers (null, alignment, a length that fits an object), turns them
-//! into slices, paths and handle references through the helpers at the top, and calls the safe
-//! code of `chunker`, `store`, `schema` and `sampler` inside `catch_unwind`: no panic crosses the
-//! boundary. What the helpers cannot check (that a non-null pointer really is valid for the
-//! length given, that a handle is live and came from this library) is the caller's promise, as
-//! each header says.
+//! Each export checks its pointers (null, alignment, a length that fits an object, an output
+//! that shares no byte with another buffer of the call), turns them into slices, paths and
+//! handle references through the helpers at the top, and calls the safe code of `chunker`,
+//! `store`, `schema` and `sampler` inside `catch_unwind`: no panic crosses the boundary. What
+//! the helpers cannot check (that a non-null pointer really is valid for the length given, that
+//! a handle is live and came from this library) is the caller's promise, as each header says.
+//!
+//! Of `mmap_chunker.h`'s calls none takes both a buffer of the caller's to read and one to write
+//! (a pattern scan reads its delimiter and writes only into the handle; `mmap_engine_get_chunk`
+//! writes its view and reads nothing of the caller's), so none needs the overlap check.
 #![expect(unsafe_code, reason = "the C ABI: exported symbols and the caller's raw pointers")]
 
 use std::ffi::{CStr, c_char};
@@ -37,6 +41,63 @@ fn check_ptr<T>(p: *const T, len: usize, what: &str) -> Outcome<()> {
     }
     if len.checked_mul(size_of::<T>()).is_none_or(|bytes| bytes > isize::MAX as usize) {
         return Err(Failure::argument(format!("{what}: {len} elements are more than an object can hold")));
+    }
+    Ok(())
+}
+
+/// The bytes one of the caller's buffers covers, named as the error text names it.
+#[derive(Clone, Copy)]
+struct Span<'n> {
+    what: &'n str,
+    start: usize,
+    end: usize,
+}
+
+impl<'n> Span<'n> {
+    /// `len` values of `T` at `p`. A null pointer covers nothing: its own check refuses it (or
+    /// it is an output left out), with a text saying so rather than that it overlaps.
+    fn of<T>(p: *const T, len: usize, what: &'n str) -> Span<'n> {
+        let start = p.addr();
+        let bytes = if p.is_null() { 0 } else { len.saturating_mul(size_of::<T>()) };
+        Span { what, start, end: start.saturating_add(bytes) }
+    }
+
+    /// A NUL-terminated string, its NUL included.
+    ///
+    /// # Safety
+    /// `p` is null or points to a NUL-terminated string.
+    unsafe fn of_c_str(p: *const c_char, what: &'n str) -> Span<'n> {
+        let len = if p.is_null() {
+            0
+        } else {
+            // SAFETY: non-null and NUL-terminated (the caller's promise).
+            unsafe { CStr::from_ptr(p) }.count_bytes() + 1
+        };
+        Span::of(p, len, what)
+    }
+
+    /// Whether the two share a byte (an empty span shares none, wherever it points).
+    fn overlaps(&self, other: &Span<'_>) -> bool {
+        let nonempty = self.start < self.end && other.start < other.end;
+        nonempty && self.start < other.end && other.start < self.end
+    }
+}
+
+/// Refuses a call given an output buffer that shares a byte with another output or with an
+/// input (inputs may share bytes with each other: they are only read).
+///
+/// A call writes its outputs while it still reads its inputs (a gather's offsets while it reads
+/// its indices), and the slices made of them may not alias: overlapping buffers would give
+/// wrong bytes, not an error. Checked before any output is touched (zeroed or written), so a
+/// refused call leaves every buffer as it was.
+fn disjoint(outputs: &[Span<'_>], inputs: &[Span<'_>]) -> Outcome<()> {
+    for (k, out) in outputs.iter().enumerate() {
+        if let Some(other) = outputs[k + 1..].iter().chain(inputs).find(|other| out.overlaps(other)) {
+            return Err(Failure::argument(format!(
+                "{} overlaps {}: an output buffer may share no byte with another buffer of the call",
+                out.what, other.what
+            )));
+        }
     }
     Ok(())
 }
@@ -196,3 +257,36 @@ unsafe fn engine_mut<'a>(h: *mut Engine) -> Result<&'a mut Engine, &'static str>
 // The exports, one file per header.
 mod loaderx;
 mod mmap_chunker;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(start: usize, len: usize, what: &str) -> Span<'_> {
+        Span::of(std::ptr::without_provenance::<u8>(start), len, what)
+    }
+
+    #[test]
+    fn outputs_may_touch_but_not_share_a_byte_with_any_other_buffer() {
+        let (input, out) = (span(100, 8, "indices"), span(108, 8, "out"));
+        assert!(disjoint(&[out], &[input]).is_ok(), "adjacent buffers do not overlap");
+        let err = disjoint(&[span(107, 8, "out")], &[input]).unwrap_err();
+        assert_eq!(err.code, error::INVALID_ARGUMENT);
+        assert_eq!(
+            err.message,
+            "out overlaps indices: an output buffer may share no byte with another buffer of the call"
+        );
+        let err = disjoint(&[out, span(115, 1, "out_offsets")], &[]).unwrap_err();
+        assert!(err.message.starts_with("out overlaps out_offsets"), "{}", err.message);
+    }
+
+    #[test]
+    fn inputs_may_overlap_and_empty_or_null_buffers_overlap_nothing() {
+        let (data, offsets) = (span(1000, 300, "data"), span(1000, 300, "offsets"));
+        assert!(disjoint(&[span(1300, 8, "out")], &[data, offsets]).is_ok());
+        assert!(disjoint(&[span(1299, 8, "out")], &[data, offsets]).is_err());
+        assert!(disjoint(&[span(1150, 0, "out")], &[span(1100, 100, "indices")]).is_ok());
+        let null = Span::of(std::ptr::null::<u64>(), 4, "out");
+        assert!(disjoint(&[null, null], &[span(1, 64, "indices")]).is_ok());
+    }
+}

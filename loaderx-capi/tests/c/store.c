@@ -5,15 +5,19 @@
  *   store write STORE DATASET      writes both (tests/c.rs reads them back from Rust)
  *   store read STORE DATASET       reads what tests/c.rs wrote with the Rust API
  *   store damaged STORE            prints the code and text a damaged store gives
+ *   store verify-many STORE N      verifies a store of N records, every one damaged: all
+ *                                  counted, the peak memory grown by less than 64 MiB
  *   store sampler                  prints batches (tests/c.rs compares with loaderx-core's)
  *
  * Record i of a STORE is record_len(i) bytes, byte j being record_byte(i, j); item i of a
  * DATASET is 4 u32 values, 4i .. 4i+3 (tests/c.rs uses the same rule).
  */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "loaderx.h"
 
@@ -345,6 +349,173 @@ static void arguments(const char *dir) {
     lx_sampler_free(NULL);
 }
 
+/* The last error says `out` overlaps `other` (the buffers it names, in that order). */
+static int overlap_named(const char *out, const char *other) {
+    char want[64];
+    snprintf(want, sizeof want, "%s overlaps %s:", out, other);
+    return lx_last_error() != NULL && strncmp(lx_last_error(), want, strlen(want)) == 0;
+}
+
+#define REFUSED(call, out, other)                          \
+    do {                                                   \
+        CHECK((call) == LX_ERR_INVALID_ARGUMENT);          \
+        CHECK(overlap_named(out, other));                  \
+    } while (0)
+
+/* Every call given an output buffer that shares bytes with another of its buffers refuses it
+ * (naming both) before writing anything; buffers that only touch are fine. */
+static void overlapping(const char *dir) {
+    char *path = join(dir, "overlap");
+    lx_store *s = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_CREATE, 0, &s) == LX_OK);
+    uint64_t offsets[5];
+    uint8_t *data = records(0, 4, offsets);
+    CHECK(lx_store_append(s, data, offsets, 4, LX_CODEC_RAW, NULL) == LX_OK);
+    free(data);
+    uint64_t saved[64], arena[64];
+    for (size_t k = 0; k < 64; k++) {
+        arena[k] = k % 4; /* indices 0 1 2 3 0 1 ... */
+    }
+    memcpy(saved, arena, sizeof arena);
+#define UNTOUCHED() CHECK(memcmp(arena, saved, sizeof arena) == 0)
+
+    /* The gather of issue 40: the indices passed as out_offsets too. */
+    uint8_t out[1024];
+    REFUSED(lx_store_gather(s, arena, 2, out, sizeof out, arena, NULL), "out_offsets", "indices");
+    UNTOUCHED();
+    REFUSED(lx_store_gather(s, arena, 2, out, sizeof out, arena + 1, NULL), "out_offsets", "indices");
+    REFUSED(lx_store_gather(s, arena, 2, (uint8_t *)arena + 15, 16, arena + 8, NULL), "out", "indices");
+    REFUSED(lx_store_gather(s, arena, 2, (uint8_t *)(arena + 8), 300, arena + 20, NULL), "out", "out_offsets");
+    REFUSED(lx_store_gather(s, arena, 2, out, sizeof out, arena + 8, arena + 10), "out_offsets", "out_total");
+    REFUSED(lx_store_gather(s, arena, 2, out, sizeof out, arena + 8, arena + 1), "out_total", "indices");
+    REFUSED(lx_store_gather(s, arena, 2, (uint8_t *)(arena + 8), 300, arena + 2, arena + 10), "out", "out_total");
+    UNTOUCHED();
+    /* Back to back in one array, touching but not overlapping: indices, out_offsets, out. */
+    uint64_t total = 0;
+    CHECK(lx_store_gather(s, arena, 2, (uint8_t *)(arena + 5), 59 * 8, arena + 2, &total) == LX_OK);
+    CHECK(total == record_len(0) + record_len(1) && arena[2] == 0 && arena[3] == record_len(0));
+    CHECK(record_ok(0, (uint8_t *)(arena + 5), record_len(0)));
+    CHECK(record_ok(1, (uint8_t *)(arena + 5) + record_len(0), record_len(1)));
+    memcpy(arena, saved, sizeof arena);
+
+    uint64_t zeros[4] = {0, 0, 0, 0};
+    memcpy(arena, zeros, sizeof zeros);
+    memcpy(saved, arena, sizeof arena);
+    REFUSED(lx_store_gather_fixed(s, arena, 3, record_len(0), (uint8_t *)(arena + 2), 300), "out", "indices");
+    UNTOUCHED();
+    CHECK(lx_store_gather_fixed(s, arena, 3, record_len(0), (uint8_t *)(arena + 3), 300) == LX_OK);
+    CHECK(record_ok(0, (uint8_t *)(arena + 3) + 200, record_len(0)));
+    memcpy(arena, saved, sizeof arena);
+
+    REFUSED(lx_store_record_lens(s, arena, 4, (uint32_t *)(arena + 3)), "out_lens", "indices");
+    UNTOUCHED();
+    REFUSED(lx_store_gather_size(s, arena, 4, arena + 3), "out_total", "indices");
+    UNTOUCHED();
+    CHECK(lx_store_gather_size(s, arena, 4, arena + 4) == LX_OK && arena[4] == 4 * record_len(0));
+    memcpy(arena, saved, sizeof arena);
+
+    /* Appends: out_first inside offsets or data; nothing appended. */
+    uint64_t one[8] = {0, 5, 0, 0, 0, 0, 0, 0};
+    memcpy(one + 2, "hello", 5);
+    REFUSED(lx_store_append(s, (const uint8_t *)(one + 2), one, 1, LX_CODEC_RAW, one + 1), "out_first", "offsets");
+    REFUSED(lx_store_append(s, (const uint8_t *)(one + 2), one, 1, LX_CODEC_RAW, one + 2), "out_first", "data");
+    CHECK(one[1] == 5 && memcmp(one + 2, "hello", 5) == 0);
+    int32_t *trained = (int32_t *)(one + 2);
+    REFUSED(lx_store_train_dictionary(s, (const uint8_t *)(one + 2), one, 1, trained), "out_trained", "data");
+    uint64_t len = 0;
+    CHECK(lx_store_len(s, &len) == LX_OK && len == 4);
+    CHECK(lx_store_append(s, (const uint8_t *)(one + 2), one, 1, LX_CODEC_RAW, one + 3) == LX_OK && one[3] == 4);
+    lx_stats st;
+    CHECK(lx_store_stats(s, &st) == LX_OK && st.dict_bytes == 0);
+    lx_store_close(s);
+
+    /* Open, schema read and sampler: the out pointer inside the path, the dir, the config. */
+    union {
+        char text[256];
+        lx_store *store;
+        lx_schema schema;
+        lx_sampler *sampler;
+        uint64_t align;
+    } u[2];
+    char *fresh = join(dir, "overlap-never-created");
+    snprintf(u[0].text, sizeof u[0].text, "%s", fresh);
+    REFUSED(lx_store_open(u[0].text, LX_OPEN_CREATE, 0, &u[0].store), "out_store", "path");
+    CHECK(strcmp(u[0].text, fresh) == 0);
+    CHECK(lx_store_open(fresh, LX_OPEN_READ, 0, &s) == LX_ERR_NOT_A_STORE);
+    snprintf(u[0].text, sizeof u[0].text, "%s", path);
+    REFUSED(lx_schema_read(u[0].text, &u[0].schema), "out_schema", "dir");
+    CHECK(strcmp(u[0].text, path) == 0);
+    lx_sampler_config config = {.seed = 1, .len = 100, .batch_size = 10, .mode = LX_SAMPLER_CYCLIC};
+    memcpy(u[1].text, &config, sizeof config);
+    REFUSED(lx_sampler_new((const lx_sampler_config *)u[1].text, &u[1].sampler), "out_sampler", "config");
+    CHECK(memcmp(u[1].text, &config, sizeof config) == 0);
+#undef UNTOUCHED
+    free(fresh);
+    free(path);
+}
+
+/* Whether `dir` holds a file whose name starts with `prefix`. */
+static int holds(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        found |= strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* A schema lx_schema_read would refuse is refused by lx_schema_write, nothing written. */
+static void schema_limits(const char *dir) {
+    char *path = join(dir, "schema-limits");
+    lx_store *s = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_CREATE, 0, &s) == LX_OK);
+    lx_store_close(s);
+    lx_schema eight_gib = {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_U8, .ndim = 1, .shape = {8ULL << 30}};
+    CHECK(lx_schema_write(path, &eight_gib) == LX_ERR_INVALID_ARGUMENT);
+    CHECK(lx_last_error() != NULL && strncmp(lx_last_error(), "schema: ", 8) == 0);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), "larger than a record can be") != NULL);
+    CHECK(!holds(path, "schema"));
+    lx_schema schema;
+    CHECK(lx_schema_read(path, &schema) == LX_ERR_SCHEMA); /* still a raw store */
+
+    lx_schema good = {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_U8, .ndim = 1, .shape = {UINT32_MAX}};
+    CHECK(lx_schema_write(path, &good) == LX_OK); /* the largest record */
+    lx_schema refused[] = {
+        {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_U8, .ndim = 2, .shape = {1ULL << 31, 2}},
+        {.kind = LX_KIND_RAGGED, .dtype = LX_DTYPE_F32, .ndim = 1, .shape = {1ULL << 30}},
+        {.kind = LX_KIND_DENSE, .dtype = LX_DTYPE_F64, .ndim = 3, .shape = {1ULL << 32, 1ULL << 32, 1ULL << 32}},
+        eight_gib,
+    };
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+        CHECK(lx_schema_write(path, &refused[k]) == LX_ERR_INVALID_ARGUMENT);
+    }
+    CHECK(lx_schema_read(path, &schema) == LX_OK); /* the good one, untouched */
+    CHECK(schema.kind == LX_KIND_DENSE && schema.ndim == 1 && schema.shape[0] == UINT32_MAX);
+    free(path);
+}
+
+/* A store of n records, each damaged: verify counts them all, and its memory does not grow with
+ * them (the peak resident set grows by less than 64 MiB; keeping each damaged record's error
+ * would take about 230 bytes apiece). */
+static void verify_many(const char *path, uint64_t n) {
+    lx_store *s = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_READ, 0, &s) == LX_OK);
+    struct rusage before, after;
+    CHECK(getrusage(RUSAGE_SELF, &before) == 0);
+    lx_verify_report report = {0};
+    CHECK(lx_store_verify(s, &report) == LX_ERR_CORRUPT);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), path) != NULL);
+    CHECK(getrusage(RUSAGE_SELF, &after) == 0);
+    CHECK(report.checked == n && report.bad_records == n && report.first_bad_index == 0);
+    long grown_kib = after.ru_maxrss - before.ru_maxrss; /* KiB on Linux */
+    printf("verify of %llu damaged records: peak resident set grew %ld KiB\n", (unsigned long long)n, grown_kib);
+    CHECK(grown_kib < 64 * 1024);
+    lx_store_close(s);
+}
+
 static int damaged(const char *path) {
     lx_store *s = NULL;
     int32_t code = lx_store_open(path, LX_OPEN_READ, 0, &s);
@@ -395,6 +566,8 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "selftest") == 0 && argc == 3) {
         arguments(argv[2]);
         maintain(argv[2]);
+        overlapping(argv[2]);
+        schema_limits(argv[2]);
         char *st = join(argv[2], "self-store"), *ds = join(argv[2], "self-dataset");
         write_store(st);
         write_dataset(ds);
@@ -408,11 +581,14 @@ int main(int argc, char **argv) {
         read_back(argv[2], argv[3]);
     } else if (strcmp(cmd, "damaged") == 0 && argc == 3) {
         return damaged(argv[2]);
+    } else if (strcmp(cmd, "verify-many") == 0 && argc == 4) {
+        verify_many(argv[2], strtoull(argv[3], NULL, 10));
     } else if (strcmp(cmd, "sampler") == 0) {
         sampler_batches();
         return 0;
     } else {
-        fprintf(stderr, "usage: store selftest DIR | write STORE DATASET | read STORE DATASET | damaged STORE | sampler\n");
+        fprintf(stderr, "usage: store selftest DIR | write STORE DATASET | read STORE DATASET | damaged STORE | "
+                        "verify-many STORE N | sampler\n");
         return 2;
     }
     printf("store: %d checks, %d failed\n", checks, failures);

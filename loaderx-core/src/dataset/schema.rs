@@ -69,6 +69,26 @@ impl Schema {
         self.unit_elems() * self.dtype.size()
     }
 
+    /// Checks that a record can hold one dense item or one ragged row of this schema: the check
+    /// [`Schema::decode`] (so [`Schema::read`]) makes of every schema it reads. A writer that
+    /// makes it first never leaves a dataset its readers refuse as corrupt.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the shape and element type when their bytes overflow
+    /// or exceed the largest record (a v2 record's 4 GiB - 1 bytes).
+    pub fn validate(&self) -> Result<()> {
+        self.oversize().map_or(Ok(()), |reason| Err(Error::InvalidArgument(reason)))
+    }
+
+    /// Why no record can hold one item (row) of this schema, or `None` when one can.
+    fn oversize(&self) -> Option<String> {
+        let elems = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        match elems.and_then(|e| e.checked_mul(self.dtype.size())) {
+            Some(b) if b <= crate::format::v2::MAX_RECORD_SIZE => None,
+            _ => Some(format!("shape {:?} of {} is larger than a record can be", self.shape, self.dtype)),
+        }
+    }
+
     /// Encodes as MessagePack.
     pub fn encode(&self) -> Vec<u8> {
         rmp_serde::to_vec_named(self).expect("a schema always serialises")
@@ -84,13 +104,9 @@ impl Schema {
             |reason: String, source| Error::Corrupt { path: path.to_path_buf(), offset: 0, reason, source };
         let s: Schema =
             rmp_serde::from_slice(bytes).map_err(|e| corrupt("not a schema".into(), Some(e.into())))?;
-        let elems = s.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        match elems.and_then(|e| e.checked_mul(s.dtype.size())) {
-            Some(b) if b <= crate::format::v2::MAX_RECORD_SIZE => Ok(s),
-            _ => Err(corrupt(
-                format!("shape {:?} of {} is larger than a record can be", s.shape, s.dtype),
-                None,
-            )),
+        match s.oversize() {
+            None => Ok(s),
+            Some(reason) => Err(corrupt(reason, None)),
         }
     }
 
@@ -211,5 +227,28 @@ mod tests {
         assert!(cause.downcast_ref::<rmp_serde::decode::Error>().is_some(), "{cause}");
         let huge = Schema::dense(DType::F64, vec![1 << 20, 1 << 20]);
         assert!(Schema::decode(&huge.encode(), at).is_err());
+    }
+
+    #[test]
+    fn validate_refuses_exactly_the_shapes_decode_refuses() {
+        let at = Path::new(SCHEMA_FILE);
+        let largest = crate::format::v2::MAX_RECORD_SIZE;
+        for (s, fits) in [
+            (Schema::dense(DType::U8, vec![largest]), true),
+            (Schema::dense(DType::U8, vec![largest + 1]), false),
+            (Schema::dense(DType::U8, vec![8 << 30]), false),
+            (Schema::ragged(DType::F32, vec![1 << 30]), false),
+            (Schema::dense(DType::U8, vec![usize::MAX, 2]), false),
+            (Schema::dense(DType::F32, vec![0, usize::MAX]), true),
+            (Schema::ragged(DType::U16, vec![]), true),
+        ] {
+            let decoded = Schema::decode(&s.encode(), at);
+            assert_eq!(s.validate().is_ok(), fits, "{s}");
+            assert_eq!(decoded.is_ok(), fits, "{s}");
+            if !fits {
+                assert!(matches!(s.validate(), Err(Error::InvalidArgument(_))), "{s}");
+                assert!(matches!(decoded, Err(Error::Corrupt { .. })), "{s}");
+            }
+        }
     }
 }

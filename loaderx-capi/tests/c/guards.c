@@ -1,0 +1,170 @@
+/*
+ * The engine's guards seen from C: a store a live writer holds, and index fields that lie.
+ *
+ *   guards create-under-writer DIR  LX_OPEN_CREATE over a store open for writing is
+ *                                   LX_ERR_LOCKED, and the writer's records stay intact
+ *   guards far-chunk STORE          record 1's entry names chunk 4294967295 (an empty
+ *                                   4294967295.zr beside it): its gathers are LX_ERR_CORRUPT
+ *   guards huge-blocks STORE        a fixed-stride header claiming 2^32 - 1 records a block and
+ *                                   2^32 - 1 records: the open or the verify is LX_ERR_CORRUPT
+ *
+ * tests/c.rs writes the lying stores (through loaderx-core, then patching index.zr). The last
+ * two run with their address space capped at 4 GiB and their CPU time at 60 s, so an engine
+ * that sizes an allocation or a loop by a lying field fails here (an abort, SIGXCPU) instead of
+ * taking the machine's memory or hours.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "loaderx.h"
+
+static int checks;
+static int failures;
+
+#define CHECK(cond)                                                                \
+    do {                                                                           \
+        checks++;                                                                  \
+        if (!(cond)) {                                                             \
+            failures++;                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+                    lx_last_error() ? lx_last_error() : "none");                   \
+        }                                                                          \
+    } while (0)
+
+#define RECORD 64
+
+/* Byte j of record i. */
+static uint8_t record_byte(uint64_t i, size_t j) { return (uint8_t)(i * 31 + j); }
+
+/* Whether `s` holds exactly records 0 .. n-1, each intact, and verifies clean. */
+static int all_intact(const lx_store *s, uint64_t n) {
+    uint64_t len = 0;
+    if (lx_store_len(s, &len) != LX_OK || len != n) {
+        return 0;
+    }
+    uint64_t *indices = malloc(n * sizeof *indices);
+    uint8_t *out = malloc(n * RECORD);
+    for (uint64_t i = 0; i < n; i++) {
+        indices[i] = i;
+    }
+    int ok = lx_store_gather_fixed(s, indices, n, RECORD, out, n * RECORD) == LX_OK;
+    for (uint64_t i = 0; ok && i < n; i++) {
+        for (size_t j = 0; j < RECORD; j++) {
+            ok &= out[i * RECORD + j] == record_byte(i, j);
+        }
+    }
+    free(indices);
+    free(out);
+    lx_verify_report report = {0};
+    return ok && lx_store_verify(s, &report) == LX_OK && report.checked == n && report.bad_records == 0;
+}
+
+/* Appends records first .. first+count-1. */
+static int append(const lx_store *s, uint64_t first, size_t count) {
+    uint8_t *data = malloc(count * RECORD);
+    uint64_t *offsets = malloc((count + 1) * sizeof *offsets);
+    for (size_t k = 0; k <= count; k++) {
+        offsets[k] = k * RECORD;
+    }
+    for (size_t k = 0; k < count; k++) {
+        for (size_t j = 0; j < RECORD; j++) {
+            data[k * RECORD + j] = record_byte(first + k, j);
+        }
+    }
+    uint64_t at = UINT64_MAX;
+    int ok = lx_store_append(s, data, offsets, count, LX_CODEC_ZSTD, &at) == LX_OK && at == first;
+    free(data);
+    free(offsets);
+    return ok;
+}
+
+/* A writer (opened with `mode`) holds the store: a create there is LX_ERR_LOCKED and touches
+ * nothing; once the writer is gone, a create replaces the store. */
+static void create_under_writer(const char *dir, int32_t mode) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/live-%d", dir, mode);
+    lx_store *w = NULL;
+    CHECK(lx_store_open(path, mode, LX_FORMAT_V2, &w) == LX_OK);
+    CHECK(append(w, 0, 50));
+
+    lx_store *c = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_CREATE, LX_FORMAT_V2, &c) == LX_ERR_LOCKED);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), path) != NULL);
+    CHECK(c == NULL);
+    lx_store_close(c); /* a create that went through */
+
+    CHECK(all_intact(w, 50));
+    lx_store *r = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_READ, 0, &r) == LX_OK);
+    CHECK(r != NULL && all_intact(r, 50));
+    CHECK(append(w, 50, 1)); /* the writer still writes, and a reader sees it */
+    CHECK(r != NULL && all_intact(r, 51));
+    lx_store_close(r);
+    lx_store_close(w);
+
+    CHECK(lx_store_open(path, LX_OPEN_CREATE, LX_FORMAT_V2, &c) == LX_OK);
+    uint64_t len = 99;
+    CHECK(lx_store_len(c, &len) == LX_OK && len == 0);
+    lx_store_close(c);
+}
+
+/* Caps this process's address space and CPU time. */
+static void cap_resources(void) {
+    struct rlimit memory = {.rlim_cur = 4ULL << 30, .rlim_max = 4ULL << 30};
+    struct rlimit cpu = {.rlim_cur = 60, .rlim_max = 70}; /* SIGXCPU at 60 s */
+    CHECK(setrlimit(RLIMIT_AS, &memory) == 0);
+    CHECK(setrlimit(RLIMIT_CPU, &cpu) == 0);
+}
+
+/* Record 1's entry names chunk 4294967295; records 0 and 2 are intact. */
+static void far_chunk(const char *path) {
+    cap_resources();
+    lx_store *s = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_READ, 0, &s) == LX_OK);
+    uint64_t one = 1, total = 0, offsets[2];
+    uint8_t out[RECORD];
+    CHECK(lx_store_gather_fixed(s, &one, 1, RECORD, out, sizeof out) == LX_ERR_CORRUPT);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), path) != NULL);
+    CHECK(lx_store_gather(s, &one, 1, out, sizeof out, offsets, &total) == LX_ERR_CORRUPT);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), path) != NULL);
+    uint64_t good[2] = {0, 2};
+    uint8_t both[2 * RECORD];
+    CHECK(lx_store_gather_fixed(s, good, 2, RECORD, both, sizeof both) == LX_OK);
+    CHECK(both[0] == record_byte(0, 0) && both[RECORD + 5] == record_byte(2, 5));
+    lx_store_close(s);
+}
+
+/* A fixed-stride header claiming 2^32 - 1 records a block and as many records. */
+static void huge_blocks(const char *path) {
+    cap_resources();
+    lx_store *s = NULL;
+    int32_t code = lx_store_open(path, LX_OPEN_READ, 0, &s);
+    if (code == LX_OK) {
+        lx_verify_report report = {0};
+        code = lx_store_verify(s, &report);
+        lx_store_close(s);
+    }
+    printf("code=%s\n", lx_error_name(code));
+    CHECK(code == LX_ERR_CORRUPT);
+    CHECK(lx_last_error() != NULL && strstr(lx_last_error(), path) != NULL);
+}
+
+int main(int argc, char **argv) {
+    const char *cmd = argc > 1 ? argv[1] : "";
+    if (strcmp(cmd, "create-under-writer") == 0 && argc == 3) {
+        create_under_writer(argv[2], LX_OPEN_APPEND);
+        create_under_writer(argv[2], LX_OPEN_CREATE);
+    } else if (strcmp(cmd, "far-chunk") == 0 && argc == 3) {
+        far_chunk(argv[2]);
+    } else if (strcmp(cmd, "huge-blocks") == 0 && argc == 3) {
+        huge_blocks(argv[2]);
+    } else {
+        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE\n");
+        return 2;
+    }
+    printf("guards: %d checks, %d failed\n", checks, failures);
+    return failures == 0 ? 0 : 1;
+}
