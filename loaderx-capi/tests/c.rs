@@ -584,10 +584,9 @@ print("ctypes ok")
 }
 
 // The guards of issue 40 that live in loaderx-core (the writer's lock taken before a create
-// touches anything; index fields that name a far chunk or a giant block refused), from C. The
-// core fixes land separately: until then these fail (a create under a live writer deletes its
-// files; the other two abort on an allocation or run for hours, capped by guards.c), so they
-// are ignored here and the ignore goes once the fixes are merged.
+// touches anything; index fields that name a far chunk or a giant block refused), from C. Before
+// them a create under a live writer deleted its files, and the other two aborted on an
+// allocation or ran for hours (capped by guards.c, so that a regression fails, never hangs).
 
 /// Runs guards.c (statically linked) with `args`, failing with its output unless it exits 0.
 fn run_guards(args: &[&Path]) {
@@ -597,7 +596,6 @@ fn run_guards(args: &[&Path]) {
 }
 
 #[test]
-#[ignore = "needs core fix: Store::create(overwrite) takes the writer's lock before removing anything"]
 fn creating_over_a_live_writer_is_locked_and_keeps_its_records() {
     let dir = scratch("guards-create");
     run_guards(&[Path::new("create-under-writer"), &dir]);
@@ -616,7 +614,6 @@ fn guards_record(i: u64) -> Vec<u8> {
 }
 
 #[test]
-#[ignore = "needs core fix: a read never sizes its chunk table by an entry's chunk id"]
 fn an_entry_naming_chunk_u32_max_is_corrupt_from_c_not_an_abort() {
     let dir = scratch("guards-far-chunk");
     let store_dir = dir.join("store");
@@ -637,7 +634,6 @@ fn an_entry_naming_chunk_u32_max_is_corrupt_from_c_not_an_abort() {
 }
 
 #[test]
-#[ignore = "needs core fix: a fixed-stride header's records a block and count checked on open"]
 fn a_stride_header_claiming_u32_max_records_a_block_is_corrupt_from_c() {
     let dir = scratch("guards-huge-blocks");
     let store_dir = dir.join("store");

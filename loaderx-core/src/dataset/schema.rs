@@ -154,11 +154,13 @@ impl Schema {
         Schema::decode(&bytes, &path)
     }
 
-    /// Writes `dir/schema.msgpack` durably (temporary file, sync, rename, directory sync).
+    /// Writes `dir/schema.msgpack` durably (temporary file, sync, rename, directory sync), once
+    /// [`Schema::validate`] has passed: no face writes a schema that [`Schema::read`] refuses.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file.
+    /// [`Error::InvalidArgument`] from [`Schema::validate`]; [`Error::Io`] naming the file.
     pub fn write(&self, dir: &Path) -> Result<()> {
+        self.validate()?;
         crate::store::write_atomic(dir, SCHEMA_FILE, &self.encode())
     }
 }
