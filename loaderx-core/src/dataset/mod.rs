@@ -28,4 +28,4 @@ pub(crate) use writer::remove_dataset_dir;
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
 #[cfg(feature = "images")]
-pub(crate) use writer::{STAGING_LOCK, lock_staging};
+pub(crate) use writer::{STAGING_LOCK, check_replaceable, lock_staging};

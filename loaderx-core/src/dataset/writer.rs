@@ -260,6 +260,9 @@ impl DatasetWriter {
         staging.push(".partial");
         let staging = PathBuf::from(staging);
         let lock = lock_staging(&staging, &out)?;
+        // What a crashed writer left is this writer's to remove; a directory of the user's that
+        // happens to bear the staging name is not.
+        only_loaderx_files(&staging, true)?;
         // What a crashed writer left (its lock is free, so no writer is using it); the lock
         // file itself stays: it is what this writer holds.
         remove_dataset_files(&staging, &[SCHEMA_FILE])?;
@@ -458,6 +461,8 @@ impl DatasetWriter {
         check_replaceable(&self.out)?;
         let is_link = std::fs::symlink_metadata(&self.out).is_ok_and(|m| m.file_type().is_symlink());
         let mut held = if is_link { None } else { Some(WriteLock::acquire(&self.out)?) };
+        // Readers of the old dataset open its chunks by path as they go: not under them.
+        let _readers_gone = if is_link { None } else { crate::store::lock_out_readers(&self.out)? };
         let old = (0u32..)
             .map(|n| {
                 let mut old = self.out.clone().into_os_string();
@@ -491,17 +496,30 @@ impl DatasetWriter {
 /// # Errors
 /// [`Error::NotReplaceable`] naming `out` and what is there; [`Error::Io`].
 pub(crate) fn check_replaceable(out: &Path) -> Result<()> {
-    let refuse = |reason: String| Error::NotReplaceable { path: out.to_path_buf(), reason };
     let meta = std::fs::metadata(out).map_err(|e| Error::io("stat", out, e))?;
     if !meta.is_dir() {
-        return Err(refuse("it is a file".into()));
+        return Err(Error::NotReplaceable { path: out.to_path_buf(), reason: "it is a file".into() });
     }
+    // Chunk-like names (`2024.zr`) are a store's only beside its index or a set's manifest.
+    let marked =
+        ["index.zr", "meta.zr", SCHEMA_FILE, crate::dataset::SET_FILE].iter().any(|m| out.join(m).exists());
+    only_loaderx_files(out, marked)
+}
+
+/// Checks that the directory `dir` holds only a store's or dataset's own files (none at all
+/// when not `marked` as a store or dataset).
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming `dir` and the first other entry; [`Error::Io`].
+fn only_loaderx_files(dir: &Path, marked: bool) -> Result<()> {
+    let out = dir;
+    let refuse = |reason: String| Error::NotReplaceable { path: out.to_path_buf(), reason };
     let entries = std::fs::read_dir(out).map_err(|e| Error::io("read directory", out, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read directory", out, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        let ours = is_store_file(&name)
+        let ours = (marked && is_store_file(&name))
             || [LOCK_FILE, SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE].contains(&name.as_ref());
         if !ours || entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?.is_dir() {
             return Err(refuse(format!("it holds {name}, which is not a loaderx file")));

@@ -83,9 +83,13 @@ pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
 /// not: it is removed only by the writer that holds it, never with a store's files (a creator
 /// that removed it would lock a new file beside a live writer).
 pub(crate) fn is_store_file(name: &str) -> bool {
-    matches!(name, META_FILE | INDEX_FILE | MANIFEST_FILE | DICT_FILE | JOURNAL_FILE)
+    let ours = |n: &str| matches!(n, META_FILE | INDEX_FILE | MANIFEST_FILE | DICT_FILE | JOURNAL_FILE);
+    // Only the temporary files `write_atomic` makes of a store's or dataset's files: a user's
+    // `thesis.tmp` is not one.
+    let temporary = |n: &str| ours(n) || n == SCHEMA_FILE || n == crate::format::storeset::SET_FILE;
+    ours(name)
         || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u32>().is_ok())
-        || name.ends_with(TMP_SUFFIX)
+        || name.strip_suffix(TMP_SUFFIX).is_some_and(temporary)
 }
 
 /// Replaces `dir/name` atomically and durably: `fill` writes a temporary file beside it, which
@@ -243,6 +247,8 @@ mod tests {
             "journal.zr",
             "write.lock",
             "meta.zr.tmp",
+            "schema.msgpack.tmp",
+            "thesis.tmp",
             "notes.txt",
             "x.zr",
         ] {
@@ -254,6 +260,10 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, ["notes.txt", "write.lock", "x.zr"], "a lock is removed only by its holder");
+        assert_eq!(
+            left,
+            ["notes.txt", "thesis.tmp", "write.lock", "x.zr"],
+            "a lock is removed only by its holder"
+        );
     }
 }

@@ -126,8 +126,23 @@ impl Store {
 
     fn apply(&self, j: &Journal) -> Result<()> {
         let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = j;
-        if let (Some(stride), Journal::Delete { entries, new_length }) = (self.index.stride(), j) {
-            return self.apply_stride_delete(&stride, entries, *new_length);
+        match (self.index.stride(), j) {
+            (Some(stride), Journal::Delete { entries, new_length }) => {
+                return self.apply_stride_delete(&stride, entries, *new_length);
+            }
+            (Some(_), Journal::Move { .. }) => {
+                // No fixed-stride operation writes one (its records never move but by a delete).
+                return Err(Error::Corrupt {
+                    path: self.dir.join(JOURNAL_FILE),
+                    offset: 0,
+                    reason:
+                        "a journal of moves in a fixed-stride store, which never writes one: not applied \
+                             (remove journal.zr and run `loaderx verify`)"
+                            .into(),
+                    source: None,
+                });
+            }
+            _ => {}
         }
         self.check_journal(entries)?;
         let set = |entries: &[(u64, Entry)]| -> Result<()> {

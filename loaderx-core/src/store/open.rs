@@ -134,6 +134,9 @@ impl Store {
             if !opts.overwrite {
                 return Err(Error::AlreadyExists { path: dir.to_path_buf() });
             }
+            // Readers hold their index shared and open chunks by name as they go: removing the
+            // files under them would hand them the new store's bytes through the old index.
+            let _readers_gone = lock_out_readers(dir)?;
             remove_store_files(dir)?;
         }
         // Chunk 0 first: a store whose index exists has every chunk up to its tail.
@@ -308,6 +311,7 @@ impl Store {
                 _ => Ok(()),
             },
             Err(v2::HeaderError::Field(28, _)) if self.index.stride().is_some() => {
+                self.torn_header_or_damage()?;
                 let len = self.len();
                 let stride = self.index.stride().expect("checked just above");
                 let frontier = stride.frontier(len).ok_or_else(|| Error::Corrupt {
@@ -319,6 +323,7 @@ impl Store {
                 self.index.publish(len, frontier, &self.index_path, true)
             }
             Err(v2::HeaderError::Field(28, _)) => {
+                self.torn_header_or_damage()?;
                 let len = self.len();
                 let mut frontier = (0u32, 0u64);
                 let mut first = 0;
@@ -334,6 +339,35 @@ impl Store {
                 self.index.publish(len, frontier, &self.index_path, true)
             }
             Err(e) => Err(v2_header_error(&self.index_path, e)),
+        }
+    }
+
+    /// Before a header whose dynamic fields fail their checksum is repaired from its count: a
+    /// commit killed inside its header write leaves the manifest at the previous commit's count,
+    /// never above the header's (a delete's smaller count is published under its journal, which
+    /// is replayed instead). A manifest that committed more records than the count says is
+    /// proof of damage to the count, and repairing would trim committed records.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the count's field, with nothing changed.
+    fn torn_header_or_damage(&self) -> Result<()> {
+        if self.dir.join(JOURNAL_FILE).exists() {
+            return Ok(());
+        }
+        let manifest = fs::read(self.dir.join(MANIFEST_FILE)).ok().and_then(|b| Manifest::decode(&b).ok());
+        match manifest {
+            Some(m) if m.count > self.len() => Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: v2::COUNT_OFFSET as u64,
+                reason: format!(
+                    "the header counts {} records, but the manifest committed {}: the count is damaged, \
+                     not a torn commit (nothing was trimmed; a read-only open still reads the records below it)",
+                    self.len(),
+                    m.count
+                ),
+                source: None,
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -437,8 +471,19 @@ impl Store {
     /// computed again from its committed bytes.
     pub(super) fn load_manifest(&self) -> Result<()> {
         let path = self.dir.join(MANIFEST_FILE);
+        // Missing is what a crash inside a delete or compaction leaves (each removes it first):
+        // computed again. One that does not decode is damage (it is only ever replaced whole),
+        // never rebuilt over: that would certify whatever the chunks hold now.
         let read = match fs::read(&path) {
-            Ok(bytes) => Manifest::decode(&bytes).ok(),
+            Ok(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+                path: path.clone(),
+                offset,
+                reason: format!(
+                    "{reason}; not rebuilt over damage: once `loaderx verify` finds the records intact, \
+                     remove it and the next read-write open computes it again from the chunks"
+                ),
+                source: None,
+            })?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Error::io("read", &path, e)),
         };
@@ -613,6 +658,32 @@ impl Store {
             }
         }
     }
+}
+
+/// Takes the index of the store in `dir` exclusively (none there: nothing to take), so that no
+/// reader has it open while it is removed or replaced; held while the returned file lives.
+///
+/// # Errors
+/// [`Error::Locked`] while a reader (in this process or another) has the store open;
+/// [`Error::Io`] naming the index.
+pub(crate) fn lock_out_readers(dir: &Path) -> Result<Option<File>> {
+    for name in [INDEX_FILE, META_FILE] {
+        let path = dir.join(name);
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        return match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(TryLockError::WouldBlock) => Err(Error::Locked {
+                path: dir.to_path_buf(),
+                reason: "readers have it open; replacing it needs it alone".into(),
+            }),
+            Err(TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+        };
+    }
+    Ok(None)
 }
 
 /// A store's identity on this machine ([`Store::key`]).

@@ -55,6 +55,15 @@ fn an_image_folder_becomes_images_labels_and_classes() {
         images(dir.path().join("in"), &out, ImageOptions::new(32, 24), WriteOptions::new()).is_err(),
         "no overwrite without force"
     );
+    // With it, an earlier conversion is replaced; a directory of the user's never is.
+    let force = WriteOptions::new().overwrite(true);
+    images(dir.path().join("in"), &out, ImageOptions::new(32, 24), force.clone()).unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    std::fs::write(project.join("train.py"), b"mine").unwrap();
+    let e = images(dir.path().join("in"), &project, ImageOptions::new(32, 24), force).unwrap_err();
+    assert!(matches!(e, Error::NotReplaceable { .. }), "{e}");
+    assert_eq!(std::fs::read(project.join("train.py")).unwrap(), b"mine");
 }
 
 #[test]

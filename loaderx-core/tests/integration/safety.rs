@@ -353,3 +353,97 @@ fn overwrite_replaces_only_a_loaderx_dataset() {
     assert!(matches!(e, Error::Locked { .. }), "{e}");
     assert_eq!(held.len(), 1);
 }
+
+/// A count damaged below what the manifest committed is not taken for a torn commit: a writer's
+/// open (a migration's, a compaction's) refuses it, and nothing is trimmed.
+#[test]
+fn a_damaged_count_is_refused_by_a_writer_never_trimmed_to() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, opts) in [("entries", StoreOptions::new()), ("fixed", StoreOptions::new().fixed_stride(64))] {
+        let s = dir.path().join(name);
+        store(&s, opts, 100);
+        let mut index = std::fs::read(s.join("index.zr")).unwrap();
+        index[v2::COUNT_OFFSET..v2::COUNT_OFFSET + 8].copy_from_slice(&48u64.to_le_bytes());
+        std::fs::write(s.join("index.zr"), &index).unwrap();
+        let before = snapshot(&s);
+        for e in [
+            Store::open_rw(&s, StoreOptions::new()).unwrap_err(),
+            Store::migrate(&s, Format::V1, &nothing).unwrap_err(),
+        ] {
+            let Error::Corrupt { ref path, offset, .. } = e else { panic!("{name}: {e}") };
+            assert!(path.ends_with("index.zr") && offset == 40, "{name}: {e}");
+        }
+        assert_eq!(snapshot(&s), before, "{name}: nothing trimmed");
+    }
+}
+
+/// A manifest that does not decode is damage, refused by a writer's open, not rebuilt over
+/// (a missing one is what a crash leaves, and is computed again).
+#[test]
+fn an_undecodable_manifest_is_refused_not_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new(), 20);
+    let path = s.join("manifest.zr");
+    flip(&path, std::fs::read(&path).unwrap().len() - 1);
+    let damaged = std::fs::read(&path).unwrap();
+    let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { ref path, .. } if path.ends_with("manifest.zr")), "{e}");
+    assert_eq!(std::fs::read(&path).unwrap(), damaged);
+    std::fs::remove_file(&path).unwrap();
+    drop(Store::open_rw(&s, StoreOptions::new()).unwrap());
+    assert!(Store::open(&s).unwrap().verify().unwrap().is_ok());
+}
+
+/// A store is not replaced under its readers: they open chunks by name as they read, and would
+/// read the new store's bytes through the old index.
+#[test]
+fn overwrite_waits_for_the_readers_of_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new(), 5);
+    let reader = Store::open(&s).unwrap();
+    let e = Store::create(&s, StoreOptions::new().overwrite(true)).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    assert_eq!(reader.get(4).unwrap(), vec![4u8; 64]);
+    drop(reader);
+    assert_eq!(Store::create(&s, StoreOptions::new().overwrite(true)).unwrap().len(), 0);
+}
+
+/// Files that only look like a store's (`thesis.tmp`, `2024.zr` with no store beside them) are
+/// the user's: not replaced; nor is a directory of the user's that bears the staging name.
+#[test]
+fn names_that_look_like_a_stores_are_not_taken_for_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = WriteOptions::new().overwrite(true);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    for f in ["thesis.tmp", "2024.zr"] {
+        std::fs::write(out.join(f), b"mine").unwrap();
+    }
+    let e = DatasetWriter::dense::<u8>(&out, vec![2], opts.clone()).unwrap_err();
+    assert!(matches!(e, Error::NotReplaceable { .. }), "{e}");
+    let staged = dir.path().join("other");
+    let partial = dir.path().join("other.partial");
+    std::fs::create_dir(&partial).unwrap();
+    std::fs::write(partial.join("notes.txt"), b"mine").unwrap();
+    let e = DatasetWriter::dense::<u8>(&staged, vec![2], WriteOptions::new()).unwrap_err();
+    assert!(matches!(e, Error::NotReplaceable { ref path, .. } if *path == partial), "{e}");
+    assert_eq!(std::fs::read(partial.join("notes.txt")).unwrap(), b"mine");
+    for f in ["thesis.tmp", "2024.zr"] {
+        assert_eq!(std::fs::read(out.join(f)).unwrap(), b"mine");
+    }
+}
+
+/// A journal of moves in a fixed-stride store (no operation writes one) is refused as corrupt,
+/// with the store as it was.
+#[test]
+fn a_move_journal_in_a_fixed_stride_store_is_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    store(&s, StoreOptions::new().fixed_stride(64), 4);
+    let j = Journal::Move { entries: Vec::new(), data: Vec::new() };
+    std::fs::write(s.join("journal.zr"), j.encode(Format::V2)).unwrap();
+    let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { ref path, .. } if path.ends_with("journal.zr")), "{e}");
+}
