@@ -109,10 +109,11 @@ impl Loader {
         .py()
     }
 
-    /// Stops the threads (joined without the GIL: a transform waiting for it can finish).
+    /// Stops the threads. The lock is waited for and the threads joined without the GIL: a
+    /// `next` in progress on another thread holds the lock until its batch comes, and that
+    /// batch's transform needs the GIL to finish.
     fn stop(&self, py: Python<'_>) {
-        let inner = self.inner.lock().ok().and_then(|mut g| g.take());
-        py.detach(move || drop(inner));
+        py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
     }
 }
 
@@ -240,10 +241,10 @@ impl Loader {
         self.stop(py);
     }
 
-    /// Whether `close` was called.
+    /// Whether `close` was called (the lock waited for without the GIL, as in `stop`).
     #[getter]
-    fn closed(&self) -> bool {
-        self.inner.lock().map_or(true, |g| g.is_none())
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.inner.lock().map_or(true, |g| g.is_none()))
     }
 }
 

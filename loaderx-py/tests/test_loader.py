@@ -8,7 +8,7 @@ from loaderx.converter import from_iterator, from_numpy
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset, RaggedDataset
 
-from conftest import threads_now
+from conftest import run_isolated, threads_now
 
 
 @pytest.fixture
@@ -222,3 +222,42 @@ def test_packing_and_bucketing_ragged_tokens(tmp_path):
     assert b["t"].shape[0] == 8 and b["t_lengths"].max() == b["t"].shape[1]
     with pytest.raises(TypeError, match="one stream"):
         DataLoader({"t": tokens}, pack={"t": 32, "u": 1})
+
+
+@pytest.mark.parametrize("call", ["close", "closed"])
+def test_close_from_another_thread_while_next_waits_on_a_transform_finishes(tmp_path, call):
+    # close() and closed used to wait for the loader's lock with the GIL held while next()
+    # held that lock waiting for a batch whose transform needs the GIL: a hang. Run in a child
+    # with a timeout so that a regression fails instead of hanging the suite.
+    from_numpy(tmp_path / "y", np.arange(100, dtype=np.int64))
+    out = run_isolated(f"""
+import threading, time
+import loaderx
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+started = threading.Event()
+def slow(batch):
+    started.set()
+    time.sleep(0.5)  # Python work holding the GIL now and then
+    return batch
+
+loader = DataLoader({{"y": DenseDataset({str(tmp_path / "y")!r})}}, batch_size=4, num_workers=1,
+                    prefetch_size=1, transform=slow)
+def other():
+    started.wait()
+    time.sleep(0.1)  # let next() below take the loader and wait for the transform
+    print("closed:", loader.closed) if {call!r} == "closed" else loader.close()
+closer = threading.Thread(target=other)
+closer.start()
+try:
+    print("batch:", next(loader)["y"].shape)
+except loaderx.LoaderStoppedError:
+    print("stopped")
+except RuntimeError as e:
+    print("refused:", e)
+closer.join()
+loader.close()
+print("done", loader.closed)
+""", timeout=30)
+    assert out.rstrip().endswith("done True"), out
