@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::arrays::slice;
+use crate::arrays::owned;
 use crate::errors::IntoPy;
 
 /// A Zrecord store of byte records.
@@ -115,8 +115,8 @@ impl Store {
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let indices = slice(&indices, "indices")?;
-        let records = self.shared(py, |s| s.gather(indices))?;
+        let indices = owned(&indices, "indices")?;
+        let records = self.shared(py, |s| s.gather(&indices))?;
         Ok(records.iter().map(|r| PyBytes::new(py, r)).collect())
     }
 
@@ -126,8 +126,8 @@ impl Store {
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let indices = slice(&indices, "indices")?;
-        let lens = self.shared(py, |s| s.record_lens(indices))?;
+        let indices = owned(&indices, "indices")?;
+        let lens = self.shared(py, |s| s.record_lens(&indices))?;
         Ok(PyArray1::from_vec(py, lens))
     }
 
@@ -139,17 +139,17 @@ impl Store {
         indices: PyReadonlyArray1<'_, u64>,
         mut out: PyReadwriteArray1<'_, u8>,
     ) -> PyResult<()> {
-        let indices = slice(&indices, "indices")?;
+        let indices = owned(&indices, "indices")?;
         let dst = out
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
-        self.shared(py, |s| s.gather_into(indices, dst))
+        self.shared(py, |s| s.gather_into(&indices, dst))
     }
 
     /// Deletes the records at `indices` (the last record moves into each hole).
     fn delete(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<()> {
-        let indices = slice(&indices, "indices")?;
-        self.exclusive(py, |s| s.delete(indices))
+        let indices = owned(&indices, "indices")?;
+        self.exclusive(py, |s| s.delete(&indices))
     }
 
     /// Rewrites the live records densely in place; returns what moved.
