@@ -261,3 +261,37 @@ loader.close()
 print("done", loader.closed)
 """, timeout=30)
     assert out.rstrip().endswith("done True"), out
+
+
+def test_a_step_past_the_last_one_is_a_prompt_error_naming_start_step(tmp_path):
+    from_numpy(tmp_path / "a", np.zeros(100, dtype=np.int64))
+    from_numpy(tmp_path / "b", np.ones(50, dtype=np.int64))
+    # On 6bf9251 a mixture at step 2**64 - 1 wrapped its row numbers: no batch, no error. Run
+    # in a child with a timeout so that a hang fails the test.
+    out = run_isolated(f"""
+import numpy as np
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+a, b = DenseDataset({str(tmp_path / "a")!r}), DenseDataset({str(tmp_path / "b")!r})
+mixture = [(0.5, {{"v": a}}), (0.5, {{"v": b}})]
+last = (2**64 - 1) // 8 - 1  # rows up to (step + 1) * 8 must be numbered in a u64
+for sources, step in [(mixture, 2**64 - 1), (mixture, last + 1), ({{"v": a}}, 2**64 - 1)]:
+    try:
+        DataLoader(sources, batch_size=8, num_workers=1, start_step=step)
+    except ValueError as e:
+        assert "start_step" in str(e) and str(step) in str(e), e
+        print("refused", step)
+    else:
+        raise AssertionError(f"step {{step}} was accepted")
+for step in [2**64, -1, 1.5]:
+    try:
+        DataLoader(mixture, batch_size=8, start_step=step)
+    except (ValueError, OverflowError, TypeError) as e:
+        assert "start_step" in str(e), e
+        print("refused", step)
+with DataLoader(mixture, batch_size=8, num_workers=1, start_step=last) as loader:
+    print("last", loader.step == last, next(loader)["v"].shape)
+""", timeout=60)
+    assert out.count("refused") == 6 and "last True (8,)" in out, out
+

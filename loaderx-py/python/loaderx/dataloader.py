@@ -76,6 +76,10 @@ class DataLoader:
                 "datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}, or a list of "
                 "(weight, dict) pairs for a mixture"
             )
+        if start_step is not None and not (
+            isinstance(start_step, int) and not isinstance(start_step, bool) and 0 <= start_step < 2**64
+        ):
+            raise ValueError(f"start_step must be an int in [0, 2**64), not {start_step!r}")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         rank = world = None
