@@ -1,3 +1,4 @@
+import re
 import time
 
 import numpy as np
@@ -295,3 +296,21 @@ with DataLoader(mixture, batch_size=8, num_workers=1, start_step=last) as loader
 """, timeout=60)
     assert out.count("refused") == 6 and "last True (8,)" in out, out
 
+
+def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(streams):
+    with DataLoader(streams, batch_size=32, seed=11, mode="cyclic") as a:
+        next(a)
+        saved = a.state()
+    for given, named in [({"batch_size": 16}, "batch_size=16"), ({"seed": 12}, "seed=12"),
+                         ({"mode": "iid"}, "mode='iid'"), ({"start_step": 5}, "start_step=5")]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            DataLoader(streams, state=saved, **given)
+    with pytest.raises(ValueError, match="batch_size=16.*seed=12"):
+        DataLoader(streams, batch_size=16, seed=12, state=saved)
+    # Arguments that agree with the state, or are left out, are the state's.
+    with DataLoader(streams, batch_size=32, seed=11, mode=2, start_step=1, state=saved) as same, \
+            DataLoader(streams, state=saved) as bare:
+        assert same.batch_size == bare.batch_size == 32 and bare.step == 1
+        np.testing.assert_array_equal(next(same)["y"], next(bare)["y"])
+    with DataLoader(streams) as defaults:
+        assert defaults.batch_size == 256

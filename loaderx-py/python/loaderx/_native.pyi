@@ -95,11 +95,11 @@ class Loader:
     def __init__(
         self,
         streams: Sequence[tuple[str, Dense | Ragged]],
-        batch_size: int,
-        threads: int,
-        prefetch: int,
-        mode_name: str,
-        seed: int,
+        batch_size: int | None = None,
+        threads: int = 4,
+        prefetch: int = 4,
+        mode_name: str | None = None,
+        seed: int | None = None,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         rank: int | None = None,
         world: int | None = None,
@@ -112,8 +112,12 @@ class Loader:
         drop_last: bool = False,
         state: bytes | None = None,
         start_step: int | None = None,
+        mixture: Sequence[tuple[float, Sequence[tuple[str, Dense | Ragged]]]] | None = None,
+        pack: tuple[str, int, bool] | None = None,
+        bucket: tuple[str, int] | None = None,
     ) -> None: ...
     def next(self) -> Any: ...
+    def batch_size(self) -> int: ...
     def step(self) -> int: ...
     def steps(self) -> int | None: ...
     def state(self) -> bytes: ...
