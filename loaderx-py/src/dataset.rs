@@ -151,12 +151,12 @@ fn open<S: Source>(
         #[cfg(feature = "remote")]
         {
             let options = remote_options(remote)?;
-            return py.detach(|| S::open_url(path, options)).py();
+            return crate::fork::detach(py, || S::open_url(path, options))?.py();
         }
         #[cfg(not(feature = "remote"))]
         return Err(no_remote(path, remote));
     }
-    py.detach(|| S::open_local(path)).py()
+    crate::fork::detach(py, || S::open_local(path))?.py()
 }
 
 /// The records of `indices` of `source` as a source of their own (nothing copied).
@@ -226,7 +226,7 @@ impl Dense {
     ) -> PyResult<()> {
         let indices = owned(&indices, "indices")?;
         let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-        py.detach(|| self.source.gather_bytes(&indices, dst)).py()
+        crate::fork::detach(py, || self.source.gather_bytes(&indices, dst))?.py()
     }
 
     /// The bench's baseline from Rust: each of `batches` gathered into `out` in turn, `reps`
@@ -242,7 +242,7 @@ impl Dense {
         let batches = batches.iter().map(|b| owned(b, "a batch")).collect::<PyResult<Vec<Vec<u32>>>>()?;
         let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         let gathers = (reps * batches.len()).max(1) as f64;
-        py.detach(|| {
+        crate::fork::detach(py, || {
             let start = std::time::Instant::now();
             for _ in 0..reps {
                 for b in &batches {
@@ -250,7 +250,7 @@ impl Dense {
                 }
             }
             Ok(start.elapsed().as_secs_f64() / gathers)
-        })
+        })?
         .py()
     }
 
@@ -311,7 +311,7 @@ impl Ragged {
         indices: PyReadonlyArray1<'_, u32>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<usize>>)> {
         let indices = owned(&indices, "indices")?;
-        let batch = py.detach(|| self.source.get_batch(&indices)).py()?;
+        let batch = crate::fork::detach(py, || self.source.get_batch(&indices))?.py()?;
         let (offsets, values) = batch.into_parts();
         Ok((flat(py, values)?, PyArray1::from_vec(py, offsets)))
     }
@@ -323,7 +323,7 @@ impl Ragged {
         indices: PyReadonlyArray1<'_, u32>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let indices = owned(&indices, "indices")?;
-        let rows = py.detach(|| self.source.record_rows(&indices)).py()?;
+        let rows = crate::fork::detach(py, || self.source.record_rows(&indices))?.py()?;
         Ok(PyArray1::from_vec(py, rows))
     }
 
@@ -353,11 +353,11 @@ impl Writer {
         py: Python<'_>,
         f: impl FnOnce(&mut DatasetWriter) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| {
+        crate::fork::detach(py, || {
             let mut guard = self.inner.lock().map_err(|_| "poisoned")?;
             let writer = guard.as_mut().ok_or("finished")?;
             Ok::<_, &'static str>(f(writer))
-        })
+        })?
         .map_err(|what| PyRuntimeError::new_err(format!("the writer is {what}")))?
         .py()
     }
@@ -395,7 +395,7 @@ impl Writer {
             .format(format(format_name)?)
             .dict_cap(dict_size)
             .overwrite(overwrite);
-        let writer = py.detach(|| DatasetWriter::with_schema(&path, schema, opts)).py()?;
+        let writer = crate::fork::detach(py, || DatasetWriter::with_schema(&path, schema, opts))?.py()?;
         Ok(Writer { inner: Mutex::new(Some(writer)) })
     }
 
@@ -457,10 +457,10 @@ impl Writer {
 
     /// Publishes the dataset at its path; returns the number of records.
     fn finish(&self, py: Python<'_>) -> PyResult<u64> {
-        py.detach(|| {
+        crate::fork::detach(py, || {
             let writer = self.inner.lock().ok().and_then(|mut g| g.take());
             writer.map(DatasetWriter::finish)
-        })
+        })?
         .ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?
         .py()
     }

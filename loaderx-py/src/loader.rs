@@ -39,6 +39,9 @@ enum Out {
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Loader {
     inner: Mutex<Option<Inner>>,
+    /// The process whose threads these are: in a forked child (another process id) they do not
+    /// exist, so the loader refuses to wait for them and is never joined there.
+    pid: u32,
 }
 
 /// `batch` as `{name: array}`: a dense stream's array owns the loader's buffer (no copy); an
@@ -147,6 +150,15 @@ impl Loader {
         py: Python<'_>,
         f: impl FnOnce(&mut Inner) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
+        if self.forked() {
+            return Err(PyRuntimeError::new_err(format!(
+                "this loader's threads belong to process {} and do not exist in this forked one: \
+                 make a loader in each process (loaderx.torch.IterableLoader does)",
+                self.pid
+            )));
+        }
+        // Not through fork::detach: the prefetch threads do the work, and a transform on one of
+        // them may read a dataset, which in a forked child takes that child's one-thread pool.
         py.detach(|| {
             let mut guard = self.inner.lock().map_err(|_| "poisoned by a panic")?;
             let inner = guard.as_mut().ok_or("closed")?;
@@ -156,10 +168,19 @@ impl Loader {
         .py()
     }
 
+    /// Whether this is a forked copy of the process that made the loader.
+    fn forked(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
     /// Stops the threads. The lock is waited for and the threads joined without the GIL: a
     /// `next` in progress on another thread holds the lock until its batch comes, and that
     /// batch's transform needs the GIL to finish.
     fn stop(&self, py: Python<'_>) {
+        if self.forked() {
+            // Nothing to stop here, and the lock may have been held by a thread of the parent.
+            return;
+        }
         py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
     }
 }
@@ -243,7 +264,7 @@ impl Loader {
             b = b.start_step(step);
         }
         let inner = match transform {
-            None => Inner::Plain(py.detach(|| b.build()).py()?),
+            None => Inner::Plain(crate::fork::detach(py, || b.build())?.py()?),
             Some(f) => {
                 let f = Arc::new(f);
                 let loader = py
@@ -259,7 +280,7 @@ impl Loader {
                 Inner::Mapped(loader)
             }
         };
-        Ok(Loader { inner: Mutex::new(Some(inner)) })
+        Ok(Loader { inner: Mutex::new(Some(inner)), pid: std::process::id() })
     }
 
     /// The next batch: a dict of arrays, or what the transform returned.
@@ -309,13 +330,19 @@ impl Loader {
     /// Whether `close` was called (the lock waited for without the GIL, as in `stop`).
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        py.detach(|| self.inner.lock().map_or(true, |g| g.is_none()))
+        // A forked copy delivers nothing: closed.
+        self.forked() || py.detach(|| self.inner.lock().map_or(true, |g| g.is_none()))
     }
 }
 
 impl Drop for Loader {
     fn drop(&mut self) {
         let inner = self.inner.get_mut().ok().and_then(Option::take);
+        if self.forked() {
+            // Joining threads of another process is undefined: the copy is left as it is.
+            std::mem::forget(inner);
+            return;
+        }
         if inner.is_some() {
             // Dropped by the garbage collector, with the GIL: joined without it.
             Python::attach(|py| py.detach(move || drop(inner)));

@@ -39,7 +39,9 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| self.inner.read().map(|s| f(&s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
+        crate::fork::detach(py, || self.inner.read().map(|s| f(&s)).map_err(|_| ()))?
+            .map_err(|()| poisoned())?
+            .py()
     }
 
     /// [`Store::shared`] with the store alone (delete, compact).
@@ -48,7 +50,9 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&mut CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| self.inner.write().map(|mut s| f(&mut s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
+        crate::fork::detach(py, || self.inner.write().map(|mut s| f(&mut s)).map_err(|_| ()))?
+            .map_err(|()| poisoned())?
+            .py()
     }
 }
 
@@ -69,10 +73,10 @@ impl Store {
     fn new(py: Python<'_>, path: PathBuf, mode: &str, format_name: &str) -> PyResult<Self> {
         let opts = StoreOptions::new().format(format(format_name)?);
         let store = match mode {
-            "r" => py.detach(|| CoreStore::open(&path)),
-            "a" if path.exists() => py.detach(|| CoreStore::open_rw(&path, opts)),
-            "a" => py.detach(|| CoreStore::create(&path, opts)),
-            "w" => py.detach(|| CoreStore::create(&path, opts.overwrite(true))),
+            "r" => crate::fork::detach(py, || CoreStore::open(&path))?,
+            "a" if path.exists() => crate::fork::detach(py, || CoreStore::open_rw(&path, opts))?,
+            "a" => crate::fork::detach(py, || CoreStore::create(&path, opts))?,
+            "w" => crate::fork::detach(py, || CoreStore::create(&path, opts.overwrite(true)))?,
             other => {
                 return Err(PyValueError::new_err(format!("mode must be 'r', 'a' or 'w', not {other:?}")));
             }

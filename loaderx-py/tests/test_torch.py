@@ -66,3 +66,45 @@ def test_iterable_loader_state_dict_resumes(streams):
         b = next(stream)
         assert isinstance(b["y"], torch.Tensor) and torch.equal(b["y"], w)
     again.close()
+
+
+def _torch_workers_script(tmp_path, context, body):
+    """A child interpreter's script: datasets x (rows of 1,024 float32: gathers large enough
+    that the engine splits them over its pool) and y, a read in the parent first, then
+    `body` under torch's DataLoader with two workers started by `context`."""
+    return f"""
+import numpy as np, torch
+from loaderx.converter import from_numpy
+from loaderx.dataset import DenseDataset
+from loaderx.dataloader import DataLoader as LxLoader
+from loaderx.torch import IterableLoader, MapDataset, collate
+
+n = 600
+from_numpy({str(tmp_path / "x")!r}, np.repeat(np.arange(n, dtype=np.float32)[:, None], 1024, axis=1), codec="raw")
+from_numpy({str(tmp_path / "y")!r}, np.arange(n, dtype=np.int64))
+streams = {{"x": DenseDataset({str(tmp_path / "x")!r}), "y": DenseDataset({str(tmp_path / "y")!r})}}
+# A read in the parent first (it starts the engine's pool), a large one too.
+assert streams["y"][0] == 0 and streams["x"][np.arange(0, n, 2)].shape == (n // 2, 1024)
+context = {context!r}
+{body}
+"""
+
+
+@pytest.mark.parametrize("context", ["fork"])
+def test_map_dataset_under_torch_workers_after_a_read_in_the_parent(tmp_path, context):
+    from conftest import run_isolated
+
+    out = run_isolated(_torch_workers_script(tmp_path, context, """
+ds = MapDataset(streams)
+assert ds[5]["y"] == 5
+dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=2, collate_fn=collate,
+                                 multiprocessing_context=context, generator=torch.Generator().manual_seed(0))
+seen = []
+for b in dl:
+    assert torch.equal(b["x"][:, 7], b["y"].float())
+    seen.extend(b["y"].tolist())
+assert sorted(seen) == list(range(n)), len(seen)
+print("map ok")
+"""), timeout=240)
+    assert "map ok" in out
+
