@@ -105,7 +105,7 @@ for b in dl:
     seen.extend(b["y"].tolist())
 assert sorted(seen) == list(range(n)), len(seen)
 print("map ok")
-"""), timeout=240)
+"""), timeout=120)
     assert "map ok" in out
 
 
@@ -142,7 +142,7 @@ dl2 = torch.utils.data.DataLoader(it2, batch_size=None, num_workers=2, multiproc
 for k, b in zip(range(6), dl2):
     assert torch.equal(b["y2"], torch.from_numpy(want[k] * 2)), k
 print("iterable ok")
-"""), timeout=240)
+"""), timeout=120)
     assert "iterable ok" in out
 
 
