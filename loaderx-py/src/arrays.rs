@@ -36,7 +36,20 @@ pub fn dense(py: Python<'_>, array: DenseArray) -> PyResult<Bound<'_, PyAny>> {
     flat.call_method1("reshape", (shape,))
 }
 
-/// The elements of a read-only, C-contiguous one-dimensional array.
+/// The elements of a read-only, C-contiguous one-dimensional array, copied while the GIL is
+/// held.
+///
+/// What the engine reads without the GIL must be a copy: "read-only" binds Rust alone, and
+/// another Python thread may write the array the moment the GIL is released. The engine checks
+/// indices once and reads them again in its copy loop, so a write in between turned a checked
+/// index into an out-of-range one (a panic); a record's bytes written while it is appended
+/// would be stored under a checksum of other bytes.
+pub fn owned<T: numpy::Element + Copy>(array: &PyReadonlyArray1<'_, T>, what: &str) -> PyResult<Vec<T>> {
+    slice(array, what).map(<[T]>::to_vec)
+}
+
+/// The elements of a read-only, C-contiguous one-dimensional array, borrowed: only for reads
+/// made with the GIL held (see [`owned`]).
 pub fn slice<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
     array.as_slice().map_err(|_| {
         PyValueError::new_err(format!(

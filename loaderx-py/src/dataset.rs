@@ -8,7 +8,7 @@ use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::arrays::{flat, slice};
+use crate::arrays::{flat, owned, slice};
 use crate::errors::IntoPy;
 use crate::store::{codec, format};
 
@@ -151,17 +151,17 @@ fn open<S: Source>(
         #[cfg(feature = "remote")]
         {
             let options = remote_options(remote)?;
-            return py.detach(|| S::open_url(path, options)).py();
+            return crate::fork::detach(py, || S::open_url(path, options))?.py();
         }
         #[cfg(not(feature = "remote"))]
         return Err(no_remote(path, remote));
     }
-    py.detach(|| S::open_local(path)).py()
+    crate::fork::detach(py, || S::open_local(path))?.py()
 }
 
 /// The records of `indices` of `source` as a source of their own (nothing copied).
 fn selected<S: Source>(source: &S, indices: &PyReadonlyArray1<'_, u32>) -> PyResult<S> {
-    let selection = loaderx_core::Selection::indices(slice(indices, "indices")?.to_vec());
+    let selection = loaderx_core::Selection::indices(owned(indices, "indices")?);
     source.view(&selection).py()
 }
 
@@ -224,9 +224,9 @@ impl Dense {
         indices: PyReadonlyArray1<'_, u32>,
         mut out: PyReadwriteArray1<'_, u8>,
     ) -> PyResult<()> {
-        let indices = slice(&indices, "indices")?;
+        let indices = owned(&indices, "indices")?;
         let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
-        py.detach(|| self.source.gather_bytes(indices, dst)).py()
+        crate::fork::detach(py, || self.source.gather_bytes(&indices, dst))?.py()
     }
 
     /// The bench's baseline from Rust: each of `batches` gathered into `out` in turn, `reps`
@@ -239,10 +239,10 @@ impl Dense {
         mut out: PyReadwriteArray1<'_, u8>,
         reps: usize,
     ) -> PyResult<f64> {
-        let batches = batches.iter().map(|b| slice(b, "a batch")).collect::<PyResult<Vec<&[u32]>>>()?;
+        let batches = batches.iter().map(|b| owned(b, "a batch")).collect::<PyResult<Vec<Vec<u32>>>>()?;
         let dst = out.as_slice_mut().map_err(|_| PyValueError::new_err("out must be C-contiguous"))?;
         let gathers = (reps * batches.len()).max(1) as f64;
-        py.detach(|| {
+        crate::fork::detach(py, || {
             let start = std::time::Instant::now();
             for _ in 0..reps {
                 for b in &batches {
@@ -250,7 +250,7 @@ impl Dense {
                 }
             }
             Ok(start.elapsed().as_secs_f64() / gathers)
-        })
+        })?
         .py()
     }
 
@@ -310,8 +310,8 @@ impl Ragged {
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u32>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyArray1<usize>>)> {
-        let indices = slice(&indices, "indices")?;
-        let batch = py.detach(|| self.source.get_batch(indices)).py()?;
+        let indices = owned(&indices, "indices")?;
+        let batch = crate::fork::detach(py, || self.source.get_batch(&indices))?.py()?;
         let (offsets, values) = batch.into_parts();
         Ok((flat(py, values)?, PyArray1::from_vec(py, offsets)))
     }
@@ -322,8 +322,8 @@ impl Ragged {
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u32>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let indices = slice(&indices, "indices")?;
-        let rows = py.detach(|| self.source.record_rows(indices)).py()?;
+        let indices = owned(&indices, "indices")?;
+        let rows = crate::fork::detach(py, || self.source.record_rows(&indices))?.py()?;
         Ok(PyArray1::from_vec(py, rows))
     }
 
@@ -353,11 +353,11 @@ impl Writer {
         py: Python<'_>,
         f: impl FnOnce(&mut DatasetWriter) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| {
+        crate::fork::detach(py, || {
             let mut guard = self.inner.lock().map_err(|_| "poisoned")?;
             let writer = guard.as_mut().ok_or("finished")?;
             Ok::<_, &'static str>(f(writer))
-        })
+        })?
         .map_err(|what| PyRuntimeError::new_err(format!("the writer is {what}")))?
         .py()
     }
@@ -395,13 +395,13 @@ impl Writer {
             .format(format(format_name)?)
             .dict_cap(dict_size)
             .overwrite(overwrite);
-        let writer = py.detach(|| DatasetWriter::with_schema(&path, schema, opts)).py()?;
+        let writer = crate::fork::detach(py, || DatasetWriter::with_schema(&path, schema, opts))?.py()?;
         Ok(Writer { inner: Mutex::new(Some(writer)) })
     }
 
     /// Dense: appends the whole items in `items` (a contiguous `uint8` view of them).
     fn append_items(&self, py: Python<'_>, items: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
-        let bytes = slice(&items, "items")?;
+        let bytes = owned(&items, "items")?;
         self.with(py, |w| {
             let unit = w.schema().unit_bytes().max(1);
             if !bytes.len().is_multiple_of(unit) {
@@ -417,8 +417,8 @@ impl Writer {
 
     /// Ragged: appends each of `records` (contiguous `uint8` views) as one record.
     fn append_records(&self, py: Python<'_>, records: Vec<PyReadonlyArray1<'_, u8>>) -> PyResult<()> {
-        let slices = records.iter().map(|r| slice(r, "a record")).collect::<PyResult<Vec<&[u8]>>>()?;
-        self.with(py, |w| w.append_bytes(&slices))
+        let records = records.iter().map(|r| owned(r, "a record")).collect::<PyResult<Vec<Vec<u8>>>>()?;
+        self.with(py, |w| w.append_bytes(&records))
     }
 
     /// Ragged: appends one record per byte range of `values`: record `i` is
@@ -430,7 +430,7 @@ impl Writer {
         values: PyReadonlyArray1<'_, u8>,
         offsets: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<()> {
-        let values = slice(&values, "values")?;
+        let values = owned(&values, "values")?;
         let offsets = slice(&offsets, "offsets")?;
         let mut records = Vec::with_capacity(offsets.len().saturating_sub(1));
         for (i, w) in offsets.windows(2).enumerate() {
@@ -457,10 +457,10 @@ impl Writer {
 
     /// Publishes the dataset at its path; returns the number of records.
     fn finish(&self, py: Python<'_>) -> PyResult<u64> {
-        py.detach(|| {
+        crate::fork::detach(py, || {
             let writer = self.inner.lock().ok().and_then(|mut g| g.take());
             writer.map(DatasetWriter::finish)
-        })
+        })?
         .ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?
         .py()
     }

@@ -12,6 +12,7 @@ mod arrays;
 mod chunker;
 mod dataset;
 mod errors;
+mod fork;
 mod loader;
 mod sampler;
 mod set;
@@ -26,6 +27,7 @@ use pyo3::prelude::*;
 /// free-threaded CPython was at hand to test it, and the abi3 wheel loads on GIL builds only.
 #[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    fork::loaded();
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REMOTE", cfg!(feature = "remote"))?;

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Pack, Pad};
+use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Pack, Pad, SamplerMode};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -39,6 +39,9 @@ enum Out {
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Loader {
     inner: Mutex<Option<Inner>>,
+    /// The process whose threads these are: in a forked child (another process id) they do not
+    /// exist, so the loader refuses to wait for them and is never joined there.
+    pid: u32,
 }
 
 /// `batch` as `{name: array}`: a dense stream's array owns the loader's buffer (no copy); an
@@ -94,12 +97,68 @@ fn with_streams(
     b
 }
 
+/// The seed's defaults, for arguments neither given nor taken from a saved state.
+const DEFAULT_BATCH_SIZE: u32 = 256;
+const DEFAULT_SEED: u64 = 42;
+
+/// `ValueError` naming every argument given beside `state=` that the state contradicts: a
+/// restored state's sampler and step are the loader's, so such an argument would be dropped
+/// without a word. Arguments not given are taken from the state.
+fn contradictions(
+    saved: &LoaderState,
+    batch_size: Option<u32>,
+    mode: Option<SamplerMode>,
+    seed: Option<u64>,
+    start_step: Option<u64>,
+) -> PyResult<()> {
+    let s = &saved.sampler;
+    let mut clash = Vec::new();
+    if let Some(b) = batch_size.filter(|&b| b != s.batch_size) {
+        clash.push(format!("batch_size={b} (the state's is {})", s.batch_size));
+    }
+    if let Some(m) = mode.filter(|&m| m != s.mode) {
+        clash.push(format!("mode='{}' (the state's is '{}')", mode_label(m), mode_label(s.mode)));
+    }
+    if let Some(x) = seed.filter(|&x| x != s.seed) {
+        clash.push(format!("seed={x} (the state's is {})", s.seed));
+    }
+    if let Some(x) = start_step.filter(|&x| x != saved.step) {
+        clash.push(format!("start_step={x} (the state's step is {})", saved.step));
+    }
+    if clash.is_empty() {
+        return Ok(());
+    }
+    Err(PyValueError::new_err(format!(
+        "state= contradicts {}: leave these arguments out to resume with the state's values",
+        clash.join(", ")
+    )))
+}
+
+/// A mode as Python names it.
+fn mode_label(m: SamplerMode) -> String {
+    match m {
+        SamplerMode::Sequential => "sequential".into(),
+        SamplerMode::Iid => "iid".into(),
+        SamplerMode::Cyclic => "cyclic".into(),
+        other => format!("{other:?}"),
+    }
+}
+
 impl Loader {
     fn locked<R: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut Inner) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
+        if self.forked() {
+            return Err(PyRuntimeError::new_err(format!(
+                "this loader's threads belong to process {} and do not exist in this forked one: \
+                 make a loader in each process (loaderx.torch.IterableLoader does)",
+                self.pid
+            )));
+        }
+        // Not through fork::detach: the prefetch threads do the work, and a transform on one of
+        // them may read a dataset, which in a forked child takes that child's one-thread pool.
         py.detach(|| {
             let mut guard = self.inner.lock().map_err(|_| "poisoned by a panic")?;
             let inner = guard.as_mut().ok_or("closed")?;
@@ -109,26 +168,36 @@ impl Loader {
         .py()
     }
 
-    /// Stops the threads (joined without the GIL: a transform waiting for it can finish).
+    /// Whether this is a forked copy of the process that made the loader.
+    fn forked(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
+    /// Stops the threads. The lock is waited for and the threads joined without the GIL: a
+    /// `next` in progress on another thread holds the lock until its batch comes, and that
+    /// batch's transform needs the GIL to finish.
     fn stop(&self, py: Python<'_>) {
-        let inner = self.inner.lock().ok().and_then(|mut g| g.take());
-        py.detach(move || drop(inner));
+        if self.forked() {
+            // Nothing to stop here, and the lock may have been held by a thread of the parent.
+            return;
+        }
+        py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
     }
 }
 
 #[pymethods]
 impl Loader {
     #[new]
-    #[pyo3(signature = (streams, batch_size, threads, prefetch, mode_name, seed, transform = None, rank = None, world = None, from_env = false, pad = None, pad_value = 0.0, finite = false, epochs = Some(1), shuffle = true, drop_last = false, state = None, start_step = None, mixture = None, pack = None, bucket = None))]
+    #[pyo3(signature = (streams, batch_size = None, threads = 4, prefetch = 4, mode_name = None, seed = None, transform = None, rank = None, world = None, from_env = false, pad = None, pad_value = 0.0, finite = false, epochs = Some(1), shuffle = true, drop_last = false, state = None, start_step = None, mixture = None, pack = None, bucket = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         streams: Vec<(String, Stream<'_>)>,
-        batch_size: u32,
+        batch_size: Option<u32>,
         threads: usize,
         prefetch: usize,
-        mode_name: &str,
-        seed: u64,
+        mode_name: Option<&str>,
+        seed: Option<u64>,
         transform: Option<Py<PyAny>>,
         rank: Option<u32>,
         world: Option<u32>,
@@ -160,7 +229,22 @@ impl Loader {
         if let Some((name, window)) = bucket {
             b = b.bucket(&name, window);
         }
-        b = b.batch_size(batch_size).threads(threads).prefetch(prefetch).mode(mode(mode_name)?).seed(seed);
+        let saved: Option<LoaderState> = state
+            .map(|bytes| {
+                rmp_serde::from_slice(&bytes)
+                    .map_err(|e| PyValueError::new_err(format!("not a loader state: {e}")))
+            })
+            .transpose()?;
+        let mode = mode_name.map(mode).transpose()?;
+        if let Some(saved) = &saved {
+            contradictions(saved, batch_size, mode, seed, start_step)?;
+        }
+        b = b
+            .batch_size(batch_size.unwrap_or(DEFAULT_BATCH_SIZE))
+            .threads(threads)
+            .prefetch(prefetch)
+            .mode(mode.unwrap_or(SamplerMode::Cyclic))
+            .seed(seed.unwrap_or(DEFAULT_SEED));
         match (rank, world) {
             (Some(r), Some(w)) => b = b.shard(r, w),
             (None, None) => {}
@@ -173,16 +257,14 @@ impl Loader {
             let pass = if shuffle { loaderx_core::Pass::shuffled() } else { loaderx_core::Pass::ordered() };
             b = b.pass(pass.epochs(epochs).drop_last(drop_last));
         }
-        if let Some(bytes) = state {
-            let saved: LoaderState = rmp_serde::from_slice(&bytes)
-                .map_err(|e| PyValueError::new_err(format!("not a loader state: {e}")))?;
+        if let Some(saved) = saved {
             b = b.state(saved);
         }
         if let Some(step) = start_step {
             b = b.start_step(step);
         }
         let inner = match transform {
-            None => Inner::Plain(py.detach(|| b.build()).py()?),
+            None => Inner::Plain(crate::fork::detach(py, || b.build())?.py()?),
             Some(f) => {
                 let f = Arc::new(f);
                 let loader = py
@@ -198,7 +280,7 @@ impl Loader {
                 Inner::Mapped(loader)
             }
         };
-        Ok(Loader { inner: Mutex::new(Some(inner)) })
+        Ok(Loader { inner: Mutex::new(Some(inner)), pid: std::process::id() })
     }
 
     /// The next batch: a dict of arrays, or what the transform returned.
@@ -211,6 +293,11 @@ impl Loader {
             Out::Batch(b) => Ok(batch_dict(py, b)?.into_any().unbind()),
             Out::Object(o) => Ok(o),
         }
+    }
+
+    /// The global batch size (given, or the restored state's).
+    fn batch_size(&self, py: Python<'_>) -> PyResult<u32> {
+        self.locked(py, |inner| Ok(inner.state().sampler.batch_size))
     }
 
     /// The next step to be delivered.
@@ -240,16 +327,22 @@ impl Loader {
         self.stop(py);
     }
 
-    /// Whether `close` was called.
+    /// Whether `close` was called (the lock waited for without the GIL, as in `stop`).
     #[getter]
-    fn closed(&self) -> bool {
-        self.inner.lock().map_or(true, |g| g.is_none())
+    fn closed(&self, py: Python<'_>) -> bool {
+        // A forked copy delivers nothing: closed.
+        self.forked() || py.detach(|| self.inner.lock().map_or(true, |g| g.is_none()))
     }
 }
 
 impl Drop for Loader {
     fn drop(&mut self) {
         let inner = self.inner.get_mut().ok().and_then(Option::take);
+        if self.forked() {
+            // Joining threads of another process is undefined: the copy is left as it is.
+            std::mem::forget(inner);
+            return;
+        }
         if inner.is_some() {
             // Dropped by the garbage collector, with the GIL: joined without it.
             Python::attach(|py| py.detach(move || drop(inner)));

@@ -51,7 +51,7 @@ impl Sampler {
     /// The indices of `step` as a new `uint32` array.
     fn batch<'py>(&self, py: Python<'py>, step: u64) -> PyResult<Bound<'py, PyArray1<u32>>> {
         let mut out = vec![0u32; self.inner.local_batch_size() as usize];
-        py.detach(|| self.inner.fill(step, &mut out)).py()?;
+        crate::fork::detach(py, || self.inner.fill(step, &mut out))?.py()?;
         Ok(PyArray1::from_vec(py, out))
     }
 
@@ -61,7 +61,7 @@ impl Sampler {
         let dst = out
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint32 array"))?;
-        py.detach(|| self.inner.fill(step, dst)).py()
+        crate::fork::detach(py, || self.inner.fill(step, dst))?.py()
     }
 
     /// Indices per batch on this rank.

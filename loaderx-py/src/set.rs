@@ -11,7 +11,7 @@ use crate::errors::IntoPy;
 /// `(parts, records)`.
 #[pyfunction]
 pub fn stitch(py: Python<'_>, parts: Vec<PathBuf>, out: PathBuf) -> PyResult<(usize, u64)> {
-    let summary = py.detach(|| loaderx_core::stitch(&parts, &out)).py()?;
+    let summary = crate::fork::detach(py, || loaderx_core::stitch(&parts, &out))?.py()?;
     Ok((summary.parts, summary.records))
 }
 
@@ -19,7 +19,7 @@ pub fn stitch(py: Python<'_>, parts: Vec<PathBuf>, out: PathBuf) -> PyResult<(us
 /// records)`, or `None` when `dir` holds no set. Only the manifest is read.
 #[pyfunction]
 pub fn set_parts(py: Python<'_>, dir: PathBuf) -> PyResult<Option<Vec<(String, u64)>>> {
-    py.detach(|| loaderx_core::set_parts(&dir)).py()
+    crate::fork::detach(py, || loaderx_core::set_parts(&dir))?.py()
 }
 
 /// Object storage for the distributed writers of `loaderx.ray`: a finished local store pushed,
@@ -44,7 +44,7 @@ pub mod remote {
         remote: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
         let options = remote_options(remote)?;
-        py.detach(|| loaderx_core::remote::push(&dir, &url, options, |_| {})).py()
+        crate::fork::detach(py, || loaderx_core::remote::push(&dir, &url, options, |_| {}))?.py()
     }
 
     /// Writes a store set at the URL `out` over the stores at the URLs `parts`, in order (the
@@ -58,7 +58,7 @@ pub mod remote {
         remote: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<(usize, u64)> {
         let options = remote_options(remote)?;
-        let s = py.detach(|| loaderx_core::stitch_remote(&parts, &out, options)).py()?;
+        let s = crate::fork::detach(py, || loaderx_core::stitch_remote(&parts, &out, options))?.py()?;
         Ok((s.parts, s.records))
     }
 
@@ -71,7 +71,7 @@ pub mod remote {
         remote: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<String>> {
         let options = remote_options(remote)?;
-        py.detach(|| loaderx_core::remote::list_dirs(&url, options)).py()
+        crate::fork::detach(py, || loaderx_core::remote::list_dirs(&url, options))?.py()
     }
 
     /// Removes every object under the URL `url` (as a directory); returns how many.
@@ -79,6 +79,6 @@ pub mod remote {
     #[pyo3(signature = (url, remote=None))]
     pub fn remove_remote(py: Python<'_>, url: String, remote: Option<&Bound<'_, PyDict>>) -> PyResult<u64> {
         let options = remote_options(remote)?;
-        py.detach(|| loaderx_core::remote::remove_prefix(&url, options)).py()
+        crate::fork::detach(py, || loaderx_core::remote::remove_prefix(&url, options))?.py()
     }
 }

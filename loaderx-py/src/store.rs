@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::arrays::slice;
+use crate::arrays::owned;
 use crate::errors::IntoPy;
 
 /// A Zrecord store of byte records.
@@ -39,7 +39,9 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| self.inner.read().map(|s| f(&s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
+        crate::fork::detach(py, || self.inner.read().map(|s| f(&s)).map_err(|_| ()))?
+            .map_err(|()| poisoned())?
+            .py()
     }
 
     /// [`Store::shared`] with the store alone (delete, compact).
@@ -48,12 +50,15 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&mut CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        py.detach(|| self.inner.write().map(|mut s| f(&mut s)).map_err(|_| ())).map_err(|()| poisoned())?.py()
+        crate::fork::detach(py, || self.inner.write().map(|mut s| f(&mut s)).map_err(|_| ()))?
+            .map_err(|()| poisoned())?
+            .py()
     }
 }
 
-/// What `verify` hands Python: records checked, the bad ones with their errors, file problems.
-type Verified = (u64, Vec<(u64, String)>, Vec<String>);
+/// What `verify` hands Python: records checked, damaged records counted, the first of them with
+/// their errors, file problems.
+type Verified = (u64, u64, Vec<(u64, String)>, Vec<String>);
 
 fn poisoned() -> PyErr {
     PyRuntimeError::new_err("the store's lock was poisoned by a panic")
@@ -68,10 +73,10 @@ impl Store {
     fn new(py: Python<'_>, path: PathBuf, mode: &str, format_name: &str) -> PyResult<Self> {
         let opts = StoreOptions::new().format(format(format_name)?);
         let store = match mode {
-            "r" => py.detach(|| CoreStore::open(&path)),
-            "a" if path.exists() => py.detach(|| CoreStore::open_rw(&path, opts)),
-            "a" => py.detach(|| CoreStore::create(&path, opts)),
-            "w" => py.detach(|| CoreStore::create(&path, opts.overwrite(true))),
+            "r" => crate::fork::detach(py, || CoreStore::open(&path))?,
+            "a" if path.exists() => crate::fork::detach(py, || CoreStore::open_rw(&path, opts))?,
+            "a" => crate::fork::detach(py, || CoreStore::create(&path, opts))?,
+            "w" => crate::fork::detach(py, || CoreStore::create(&path, opts.overwrite(true)))?,
             other => {
                 return Err(PyValueError::new_err(format!("mode must be 'r', 'a' or 'w', not {other:?}")));
             }
@@ -115,8 +120,8 @@ impl Store {
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let indices = slice(&indices, "indices")?;
-        let records = self.shared(py, |s| s.gather(indices))?;
+        let indices = owned(&indices, "indices")?;
+        let records = self.shared(py, |s| s.gather(&indices))?;
         Ok(records.iter().map(|r| PyBytes::new(py, r)).collect())
     }
 
@@ -126,8 +131,8 @@ impl Store {
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u64>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let indices = slice(&indices, "indices")?;
-        let lens = self.shared(py, |s| s.record_lens(indices))?;
+        let indices = owned(&indices, "indices")?;
+        let lens = self.shared(py, |s| s.record_lens(&indices))?;
         Ok(PyArray1::from_vec(py, lens))
     }
 
@@ -139,17 +144,17 @@ impl Store {
         indices: PyReadonlyArray1<'_, u64>,
         mut out: PyReadwriteArray1<'_, u8>,
     ) -> PyResult<()> {
-        let indices = slice(&indices, "indices")?;
+        let indices = owned(&indices, "indices")?;
         let dst = out
             .as_slice_mut()
             .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
-        self.shared(py, |s| s.gather_into(indices, dst))
+        self.shared(py, |s| s.gather_into(&indices, dst))
     }
 
     /// Deletes the records at `indices` (the last record moves into each hole).
     fn delete(&self, py: Python<'_>, indices: PyReadonlyArray1<'_, u64>) -> PyResult<()> {
-        let indices = slice(&indices, "indices")?;
-        self.exclusive(py, |s| s.delete(indices))
+        let indices = owned(&indices, "indices")?;
+        self.exclusive(py, |s| s.delete(&indices))
     }
 
     /// Rewrites the live records densely in place; returns what moved.
@@ -183,12 +188,24 @@ impl Store {
         Ok(d)
     }
 
-    /// Reads back every record: `(checked, [(index, message)], [file problems])`.
-    fn verify(&self, py: Python<'_>) -> PyResult<Verified> {
-        let report = self.shared(py, CoreStore::verify)?;
-        let bad = report.bad.iter().map(|(i, e)| (*i, crate::errors::chain(e))).collect();
-        let files = report.files.iter().map(|e| crate::errors::chain(e)).collect();
-        Ok((report.checked, bad, files))
+    /// Reads back every record: `(checked, damaged, [(index, message)], [file problems])`, the
+    /// list holding the first `limit` damaged records (all of them when `limit` is None).
+    ///
+    /// Streamed as the CLI's verify is (`Store::verify_each`): memory stays flat however many
+    /// records are damaged, where a list of every one of them took about 230 bytes a record.
+    #[pyo3(signature = (limit = Some(100)))]
+    fn verify(&self, py: Python<'_>, limit: Option<usize>) -> PyResult<Verified> {
+        self.shared(py, |s| {
+            let files = s.verify_files()?.iter().map(|e| crate::errors::chain(e)).collect();
+            let (mut damaged, mut bad) = (0u64, Vec::new());
+            let checked = s.verify_each(|idx, e| {
+                damaged += 1;
+                if limit.is_none_or(|l| bad.len() < l) {
+                    bad.push((idx, crate::errors::chain(&e)));
+                }
+            })?;
+            Ok((checked, damaged, bad, files))
+        })
     }
 
     /// Makes every committed record durable.

@@ -1,6 +1,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,17 @@ def cli():
 def threads_now():
     """Threads of this process, Rust's included (Python's threading module sees only its own)."""
     return len(os.listdir("/proc/self/task"))
+
+
+def run_isolated(code, timeout=120):
+    """Runs `code` in a fresh interpreter and returns its stdout; a hang (past `timeout`
+    seconds, far beyond what the code needs) or a failure fails the calling test instead of
+    hanging the suite."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"the child hung (killed after {timeout} s); its output:\n{e.stdout}\n{e.stderr}")
+    assert done.returncode == 0, f"the child failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.stdout

@@ -1,3 +1,4 @@
+import re
 import time
 
 import numpy as np
@@ -8,7 +9,7 @@ from loaderx.converter import from_iterator, from_numpy
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset, RaggedDataset
 
-from conftest import threads_now
+from conftest import run_isolated, threads_now
 
 
 @pytest.fixture
@@ -222,3 +223,94 @@ def test_packing_and_bucketing_ragged_tokens(tmp_path):
     assert b["t"].shape[0] == 8 and b["t_lengths"].max() == b["t"].shape[1]
     with pytest.raises(TypeError, match="one stream"):
         DataLoader({"t": tokens}, pack={"t": 32, "u": 1})
+
+
+@pytest.mark.parametrize("call", ["close", "closed"])
+def test_close_from_another_thread_while_next_waits_on_a_transform_finishes(tmp_path, call):
+    # close() and closed used to wait for the loader's lock with the GIL held while next()
+    # held that lock waiting for a batch whose transform needs the GIL: a hang. Run in a child
+    # with a timeout so that a regression fails instead of hanging the suite.
+    from_numpy(tmp_path / "y", np.arange(100, dtype=np.int64))
+    out = run_isolated(f"""
+import threading, time
+import loaderx
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+started = threading.Event()
+def slow(batch):
+    started.set()
+    time.sleep(0.5)  # Python work holding the GIL now and then
+    return batch
+
+loader = DataLoader({{"y": DenseDataset({str(tmp_path / "y")!r})}}, batch_size=4, num_workers=1,
+                    prefetch_size=1, transform=slow)
+def other():
+    started.wait()
+    time.sleep(0.1)  # let next() below take the loader and wait for the transform
+    print("closed:", loader.closed) if {call!r} == "closed" else loader.close()
+closer = threading.Thread(target=other)
+closer.start()
+try:
+    print("batch:", next(loader)["y"].shape)
+except loaderx.LoaderStoppedError:
+    print("stopped")
+except RuntimeError as e:
+    print("refused:", e)
+closer.join()
+loader.close()
+print("done", loader.closed)
+""", timeout=30)
+    assert out.rstrip().endswith("done True"), out
+
+
+def test_a_step_past_the_last_one_is_a_prompt_error_naming_start_step(tmp_path):
+    from_numpy(tmp_path / "a", np.zeros(100, dtype=np.int64))
+    from_numpy(tmp_path / "b", np.ones(50, dtype=np.int64))
+    # On 6bf9251 a mixture at step 2**64 - 1 wrapped its row numbers: no batch, no error. Run
+    # in a child with a timeout so that a hang fails the test.
+    out = run_isolated(f"""
+import numpy as np
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+a, b = DenseDataset({str(tmp_path / "a")!r}), DenseDataset({str(tmp_path / "b")!r})
+mixture = [(0.5, {{"v": a}}), (0.5, {{"v": b}})]
+last = (2**64 - 1) // 8 - 1  # rows up to (step + 1) * 8 must be numbered in a u64
+for sources, step in [(mixture, 2**64 - 1), (mixture, last + 1), ({{"v": a}}, 2**64 - 1)]:
+    try:
+        DataLoader(sources, batch_size=8, num_workers=1, start_step=step)
+    except ValueError as e:
+        assert "start_step" in str(e) and str(step) in str(e), e
+        print("refused", step)
+    else:
+        raise AssertionError(f"step {{step}} was accepted")
+for step in [2**64, -1, 1.5]:
+    try:
+        DataLoader(mixture, batch_size=8, start_step=step)
+    except (ValueError, OverflowError, TypeError) as e:
+        assert "start_step" in str(e), e
+        print("refused", step)
+with DataLoader(mixture, batch_size=8, num_workers=1, start_step=last) as loader:
+    print("last", loader.step == last, next(loader)["v"].shape)
+""", timeout=60)
+    assert out.count("refused") == 6 and "last True (8,)" in out, out
+
+
+def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(streams):
+    with DataLoader(streams, batch_size=32, seed=11, mode="cyclic") as a:
+        next(a)
+        saved = a.state()
+    for given, named in [({"batch_size": 16}, "batch_size=16"), ({"seed": 12}, "seed=12"),
+                         ({"mode": "iid"}, "mode='iid'"), ({"start_step": 5}, "start_step=5")]:
+        with pytest.raises(ValueError, match=re.escape(named)):
+            DataLoader(streams, state=saved, **given)
+    with pytest.raises(ValueError, match="batch_size=16.*seed=12"):
+        DataLoader(streams, batch_size=16, seed=12, state=saved)
+    # Arguments that agree with the state, or are left out, are the state's.
+    with DataLoader(streams, batch_size=32, seed=11, mode=2, start_step=1, state=saved) as same, \
+            DataLoader(streams, state=saved) as bare:
+        assert same.batch_size == bare.batch_size == 32 and bare.step == 1
+        np.testing.assert_array_equal(next(same)["y"], next(bare)["y"])
+    with DataLoader(streams) as defaults:
+        assert defaults.batch_size == 256

@@ -66,3 +66,109 @@ def test_iterable_loader_state_dict_resumes(streams):
         b = next(stream)
         assert isinstance(b["y"], torch.Tensor) and torch.equal(b["y"], w)
     again.close()
+
+
+def _torch_workers_script(tmp_path, context, body):
+    """A child interpreter's script: datasets x (rows of 1,024 float32: gathers large enough
+    that the engine splits them over its pool) and y, a read in the parent first, then
+    `body` under torch's DataLoader with two workers started by `context`."""
+    return f"""
+import numpy as np, torch
+from loaderx.converter import from_numpy
+from loaderx.dataset import DenseDataset
+from loaderx.dataloader import DataLoader as LxLoader
+from loaderx.torch import IterableLoader, MapDataset, collate
+
+n = 600
+from_numpy({str(tmp_path / "x")!r}, np.repeat(np.arange(n, dtype=np.float32)[:, None], 1024, axis=1), codec="raw")
+from_numpy({str(tmp_path / "y")!r}, np.arange(n, dtype=np.int64))
+streams = {{"x": DenseDataset({str(tmp_path / "x")!r}), "y": DenseDataset({str(tmp_path / "y")!r})}}
+# A read in the parent first (it starts the engine's pool), a large one too.
+assert streams["y"][0] == 0 and streams["x"][np.arange(0, n, 2)].shape == (n // 2, 1024)
+context = {context!r}
+{body}
+"""
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_map_dataset_under_torch_workers_after_a_read_in_the_parent(tmp_path, context):
+    from conftest import run_isolated
+
+    out = run_isolated(_torch_workers_script(tmp_path, context, """
+ds = MapDataset(streams)
+assert ds[5]["y"] == 5
+dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=2, collate_fn=collate,
+                                 multiprocessing_context=context, generator=torch.Generator().manual_seed(0))
+seen = []
+for b in dl:
+    assert torch.equal(b["x"][:, 7], b["y"].float())
+    seen.extend(b["y"].tolist())
+assert sorted(seen) == list(range(n)), len(seen)
+print("map ok")
+"""), timeout=120)
+    assert "map ok" in out
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_iterable_loader_under_torch_workers_yields_each_step_once_in_order(tmp_path, context, monkeypatch):
+    from conftest import run_isolated
+
+    monkeypatch.chdir(tmp_path)
+    out = run_isolated(_torch_workers_script(tmp_path, context, """
+import sys, pathlib
+# A transform spawned workers can import (a function of __main__ from -c is not).
+pathlib.Path(context + "_transforms.py").write_text("def doubled(b):\\n    return {'y2': b['y'] * 2}\\n")
+sys.path.insert(0, ".")
+doubled = __import__(context + "_transforms").doubled
+
+with LxLoader(streams, batch_size=16, seed=3, num_workers=2) as ref:
+    want = [next(ref)["y"] for _ in range(14)]
+it = IterableLoader(streams, batch_size=16, seed=3, num_workers=2)
+# The parent reads from it first: the workers go on from there.
+parent = iter(torch.utils.data.DataLoader(it, batch_size=None))
+for w in want[:3]:
+    assert torch.equal(next(parent)["y"], torch.from_numpy(w))
+dl = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2, multiprocessing_context=context)
+got = []
+for b in dl:
+    got.append(b["y"])
+    if len(got) == 11:
+        break
+for k, (g, w) in enumerate(zip(got, want[3:])):
+    assert torch.equal(g, torch.from_numpy(w)), f"batch {k}: {g} != {w}"
+# A transform runs in the workers, on each worker's own steps.
+it2 = IterableLoader(streams, batch_size=16, seed=3, num_workers=1, transform=doubled)
+dl2 = torch.utils.data.DataLoader(it2, batch_size=None, num_workers=2, multiprocessing_context=context)
+for k, b in zip(range(6), dl2):
+    assert torch.equal(b["y2"], torch.from_numpy(want[k] * 2)), k
+print("iterable ok")
+"""), timeout=120)
+    assert "iterable ok" in out
+
+
+def test_datasets_pickle_by_path_with_their_views(tmp_path):
+    import pickle
+
+    from loaderx.dataset import RaggedDataset
+    from loaderx.converter import from_iterator
+    from loaderx.torch import IterableLoader, MapDataset
+
+    from_numpy(tmp_path / "d", np.arange(100, dtype=np.int32))
+    from_iterator(tmp_path / "r", (np.full(i % 3 + 1, i, dtype=np.int16) for i in range(50)))
+    d, r = DenseDataset(tmp_path / "d"), RaggedDataset(tmp_path / "r")
+    view = d.select([5, 3, 99]).split(0.5, seed=4)[1]
+    for ds in [d, view, r.split(0.3, seed=1)[0], r.select(np.array([7, 1]))]:
+        back = pickle.loads(pickle.dumps(ds))
+        assert type(back) is type(ds) and back.path == ds.path and len(back) == len(ds)
+        a, b = ds[np.arange(len(ds))], back[np.arange(len(back))]
+        if isinstance(ds, DenseDataset):
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    m = pickle.loads(pickle.dumps(MapDataset({"d": d})))
+    assert m[7]["d"] == 7
+    it = IterableLoader({"d": d}, batch_size=4, seed=1, num_workers=1)
+    first = next(iter(it))["d"]
+    again = pickle.loads(pickle.dumps(it))  # goes on where `it` stands
+    assert not torch.equal(next(iter(again))["d"], first)
+    it.close()

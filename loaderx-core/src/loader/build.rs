@@ -155,6 +155,9 @@ impl LoaderBuilder {
                 order: self.order(len)?,
             },
         };
+        // Every order counts the next step in a u64 (the last step is below u64::MAX); a mixture
+        // also numbers its rows from row 0 in one (`Mixture::last_step`).
+        let mut last = u64::MAX - 1;
         match &state.order {
             Order::Packed(_) => {
                 let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
@@ -173,11 +176,17 @@ impl LoaderBuilder {
             Order::Mixture(_) if !self.selections.is_empty() => {
                 return Err(Error::Config { what: "mixture", reason: MIXTURE_WHOLE.into() });
             }
-            Order::Mixture(m) => drop(m.build(&state.sampler)?),
+            Order::Mixture(m) => last = last.min(m.build(&state.sampler)?.last_step()),
             // A pass has no sampler of its own; its config is checked instead (a batch larger
             // than the data is fine in a pass: one partial batch).
             Order::Pass(p) => drop(p.build()?),
             Order::Endless | Order::Bucketed(_) => drop(state.sampler.build()?),
+        }
+        if state.step > last {
+            return Err(Error::Config {
+                what: if self.state.is_some() { "state" } else { "start_step" },
+                reason: format!("step {} is past the last step this loader can deliver ({last})", state.step),
+            });
         }
         Ok(state)
     }

@@ -222,10 +222,7 @@ impl Indexer {
                 p.fill(step, out);
                 Ok(())
             }
-            Kind::Mixture(m) => {
-                m.fill(step, out);
-                Ok(())
-            }
+            Kind::Mixture(m) => m.fill(step, out),
             Kind::Packed(..) => {
                 out.clear();
                 Ok(())

@@ -183,7 +183,8 @@ impl std::fmt::Debug for Mixture {
 }
 
 impl Mixture {
-    /// The source of global row `t` and its draw number within that source.
+    /// The source of global row `t` and its draw number within that source (which fits a
+    /// `u64` for every `t`: at most `q * (2^48 - 1) + q - 1 < q * 2^48 <= 2^64`).
     fn deal(&self, t: u64) -> (usize, u64) {
         let slots = u64::from(MIXTURE_SLOTS);
         let (j, i) = self.pattern[(t % slots) as usize];
@@ -191,7 +192,28 @@ impl Mixture {
         (j, u64::from(self.quotas[j]) * (t / slots) + u64::from(i))
     }
 
-    /// Rows of each source in the global rows `first..first + count`, and the first draw of each.
+    /// The last step whose rows can be numbered: rows are counted from row 0 in a `u64`, so
+    /// step `s` (rows `s*B .. (s+1)*B`) needs `(s + 1) * B <= u64::MAX`.
+    pub fn last_step(&self) -> u64 {
+        // B >= 1 (checked at build): the quotient is at least 1.
+        u64::MAX / u64::from(self.sampler.batch_size.max(1)) - 1
+    }
+
+    /// Step `step`'s first global row, or the error naming the step past
+    /// [`last_step`](Self::last_step).
+    fn first_row(&self, step: u64) -> Result<u64> {
+        let b = u64::from(self.sampler.batch_size);
+        match step.checked_mul(b) {
+            Some(first) if first.checked_add(b).is_some() => Ok(first),
+            _ => Err(Error::InvalidArgument(format!(
+                "mixture: step {step} is past the last step a global batch of {b} can reach ({})",
+                self.last_step()
+            ))),
+        }
+    }
+
+    /// Rows of each source in the global rows `first..first + count` (a range that fits a
+    /// `u64`, as [`first_row`](Self::first_row) makes sure), and the first draw of each.
     fn draws(&self, first: u64, count: u64) -> Vec<(u64, u64)> {
         let mut d: Vec<(u64, u64)> = vec![(u64::MAX, 0); self.quotas.len()];
         for t in first..first + count {
@@ -205,12 +227,16 @@ impl Mixture {
     }
 
     /// Global step `step`: for each row of this rank's stripe, `(source, index in the source)`.
-    pub fn rows(&self, step: u64) -> Vec<(usize, u32)> {
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a step past [`last_step`](Self::last_step).
+    pub fn rows(&self, step: u64) -> Result<Vec<(usize, u32)>> {
         let b = u64::from(self.sampler.batch_size);
+        let first = self.first_row(step)?;
         // The global batch: each source's draws are consecutive in its own stream.
         let mut global: Vec<(usize, u32)> = Vec::with_capacity(b as usize);
         let mut idx = Vec::new();
-        for (j, (first, count)) in self.draws(step * b, b).into_iter().enumerate() {
+        for (j, (first, count)) in self.draws(first, b).into_iter().enumerate() {
             if count == 0 {
                 continue;
             }
@@ -226,14 +252,19 @@ impl Mixture {
         let mut mine: Vec<(usize, u32)> =
             order[r * per..(r + 1) * per].iter().map(|&o| global[o as usize]).collect();
         mine.sort_by_key(|&(j, _)| j);
-        mine
+        Ok(mine)
     }
 
     /// This rank's rows of step `step` as indices into the sources back to back (source `j`'s
     /// records from `starts[j]`), written over `out`.
-    pub fn fill(&self, step: u64, out: &mut Vec<u32>) {
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a step past [`last_step`](Self::last_step) (`out` then
+    /// empty).
+    pub fn fill(&self, step: u64, out: &mut Vec<u32>) -> Result<()> {
         out.clear();
-        out.extend(self.rows(step).into_iter().map(|(j, i)| self.starts[j] + i));
+        out.extend(self.rows(step)?.into_iter().map(|(j, i)| self.starts[j] + i));
+        Ok(())
     }
 
     /// The configuration.
@@ -320,7 +351,7 @@ mod tests {
                     (j, i[0])
                 })
                 .collect();
-            let mut got = m.rows(step);
+            let mut got = m.rows(step).unwrap();
             want.sort_unstable();
             got.sort_unstable();
             assert_eq!(got, want, "step {step}");
@@ -332,17 +363,49 @@ mod tests {
         let lens = [300, 1000, 77];
         let w = [0.5, 0.3, 0.2];
         let global = |s: u64| {
-            let mut g = mixture(&w, &lens, 48, 0, 1).rows(s);
+            let mut g = mixture(&w, &lens, 48, 0, 1).rows(s).unwrap();
             g.sort_unstable();
             g
         };
         for s in [0u64, 1, 99, 5000] {
-            assert_eq!(mixture(&w, &lens, 48, 0, 1).rows(s), mixture(&w, &lens, 48, 0, 1).rows(s));
+            assert_eq!(
+                mixture(&w, &lens, 48, 0, 1).rows(s).unwrap(),
+                mixture(&w, &lens, 48, 0, 1).rows(s).unwrap()
+            );
             for world in [1u32, 2, 3, 4, 8] {
                 let mut union: Vec<(usize, u32)> =
-                    (0..world).flat_map(|r| mixture(&w, &lens, 48, r, world).rows(s)).collect();
+                    (0..world).flat_map(|r| mixture(&w, &lens, 48, r, world).rows(s).unwrap()).collect();
                 union.sort_unstable();
                 assert_eq!(union, global(s), "step {s}, world {world}");
+            }
+        }
+    }
+
+    #[test]
+    fn steps_past_the_last_numbered_row_are_errors_not_wrapped_rows() {
+        for batch in [1u32, 8, 48, 1 << 20] {
+            let m = mixture(&[0.5, 0.3, 0.2], &[300, 1000, 77], batch, 0, 1);
+            let last = m.last_step();
+            let rows_to = |s: u64| (u128::from(s) + 1) * u128::from(batch);
+            assert!(rows_to(last) <= u128::from(u64::MAX), "batch {batch}");
+            assert!(rows_to(last + 1) > u128::from(u64::MAX), "batch {batch}: last is the last");
+            assert_eq!(
+                m.rows(last).unwrap().len(),
+                batch as usize,
+                "batch {batch}: the last step has its rows"
+            );
+            for step in [last + 1, u64::MAX] {
+                let mut out = vec![7];
+                match m.fill(step, &mut out) {
+                    Err(Error::InvalidArgument(msg)) => {
+                        assert!(
+                            msg.contains(&format!("step {step}")) && msg.contains(&last.to_string()),
+                            "{msg}"
+                        )
+                    }
+                    other => panic!("batch {batch}, step {step}: {other:?}"),
+                }
+                assert!(out.is_empty());
             }
         }
     }

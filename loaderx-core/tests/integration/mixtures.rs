@@ -108,6 +108,30 @@ fn serde_json_like(s: &loaderx_core::LoaderState) -> loaderx_core::LoaderState {
 }
 
 #[test]
+fn a_step_past_the_last_numbered_row_is_refused_at_build() {
+    // Rows are numbered from row 0 in a u64: step s of a global batch of 8 needs (s + 1) * 8 <= u64::MAX.
+    let last = u64::MAX / 8 - 1;
+    for (step, what) in [(u64::MAX, "start_step"), (last + 1, "start_step")] {
+        match mix(&[0.5, 0.5], &[100, 50]).batch_size(8).start_step(step).build() {
+            Err(Error::Config { what: w, reason }) => {
+                assert_eq!(w, what);
+                assert!(reason.contains(&step.to_string()) && reason.contains(&last.to_string()), "{reason}");
+            }
+            other => panic!("step {step}: {:?}", other.map(|_| ())),
+        }
+    }
+    let mut at_last = mix(&[0.5, 0.5], &[100, 50]).batch_size(8).threads(1).start_step(last).build().unwrap();
+    assert_eq!(ids(&mut at_last).len(), 8, "the last step has its rows");
+    // A saved state past the end is named as the state.
+    let mut state = mix(&[0.5, 0.5], &[100, 50]).batch_size(8).build().unwrap().state();
+    state.step = u64::MAX;
+    match mix(&[0.5, 0.5], &[100, 50]).batch_size(8).state(state).build() {
+        Err(Error::Config { what: "state", .. }) => {}
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
 fn bad_mixtures_are_typed_errors() {
     let err = |r: loaderx_core::Result<LoaderBuilder>| r.map(|_| ()).unwrap_err();
     for (w, what) in [(-1.0, "non-negative"), (f64::NAN, "non-negative")] {

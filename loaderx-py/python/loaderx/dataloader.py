@@ -32,7 +32,10 @@ class DataLoader:
     pads ragged streams to ``rows`` (None: the longest record of the batch) with ``pad_value``,
     adding ``name + "_lengths"``; ``epochs=n`` makes a finite pass of ``n`` epochs
     (``shuffle``, ``drop_last``), after which iteration stops; ``state=`` (bytes from
-    :meth:`state`) or ``start_step=`` resume. ``datasets`` as a list of ``(weight, {name:
+    :meth:`state`) or ``start_step=`` resume. ``batch_size``, ``mode`` and ``seed`` default to
+    256, ``"cyclic"`` and 42; beside ``state=`` an argument left out is the state's, and one
+    given that the state contradicts is a ``ValueError`` naming it (it used to be dropped
+    silently). ``datasets`` as a list of ``(weight, {name:
     dataset})`` pairs is a weighted mixture (each batch drawn from the sources in proportion,
     every source with the same stream names); ``pack={name: length}`` packs a ragged token
     stream into rows of ``length`` tokens (adding ``name_segments`` and ``name_positions``;
@@ -43,11 +46,11 @@ class DataLoader:
     def __init__(
         self,
         datasets: Mapping[str, DenseDataset | RaggedDataset] | Sequence[tuple[float, Mapping[str, Any]]],
-        batch_size: int = 256,
+        batch_size: int | None = None,
         num_workers: int = 4,
         prefetch_size: int = 4,
-        mode: str | int = "cyclic",
-        seed: int = 42,
+        mode: str | int | None = None,
+        seed: int | None = None,
         transform: Callable[[dict[str, Any]], Any] | None = None,
         *,
         shard: tuple[int, int] | str | None = None,
@@ -76,6 +79,10 @@ class DataLoader:
                 "datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}, or a list of "
                 "(weight, dict) pairs for a mixture"
             )
+        if start_step is not None and not (
+            isinstance(start_step, int) and not isinstance(start_step, bool) and 0 <= start_step < 2**64
+        ):
+            raise ValueError(f"start_step must be an int in [0, 2**64), not {start_step!r}")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         rank = world = None
@@ -84,13 +91,12 @@ class DataLoader:
             from_env = True
         elif shard is not None:
             rank, world = shard
-        self.batch_size = batch_size
         self._native = _native.Loader(
             streams,
             batch_size,
             num_workers,
             prefetch_size,
-            mode_name(mode),
+            None if mode is None else mode_name(mode),
             seed,
             transform,
             rank,
@@ -110,6 +116,7 @@ class DataLoader:
         )
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
         self._finalizer = weakref.finalize(self, self._native.close)
+        self.batch_size: int = self._native.batch_size()
 
     def __iter__(self) -> "DataLoader":
         return self

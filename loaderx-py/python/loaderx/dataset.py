@@ -22,22 +22,30 @@ __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 class _Dataset:
     """What both kinds share: the native source, its dtype and length, views and splits."""
 
-    __slots__ = ("_native", "dtype", "_len")
+    __slots__ = ("_native", "dtype", "_len", "_recipe")
     _NATIVE: Any = None
 
     def __init__(self, path: str | os.PathLike[str], remote: dict[str, Any] | None = None) -> None:
-        self._adopt(self._NATIVE(os.fspath(path), remote))
+        path = os.fspath(path)
+        self._adopt(self._NATIVE(path, remote), (path, None if remote is None else dict(remote), ()))
 
-    def _adopt(self, native: Any) -> None:
+    def _adopt(self, native: Any, recipe: tuple) -> None:
         self._native = native
         self.dtype: np.dtype = numpy_dtype(native.dtype)
         self._len = len(native)
+        # (path, remote options, views taken since): what a pickle carries, by path.
+        self._recipe = recipe
 
-    @classmethod
-    def _wrap(cls, native: Any) -> Any:
-        ds = cls.__new__(cls)
-        ds._adopt(native)
+    def _wrap(self, native: Any, view: tuple) -> Any:
+        ds = type(self).__new__(type(self))
+        path, remote, views = self._recipe
+        ds._adopt(native, (path, remote, views + (view,)))
         return ds
+
+    def __reduce__(self) -> tuple:
+        # By path (and remote options and views), never by the engine's handles: a worker
+        # process (PyTorch's, multiprocessing's spawn) opens the dataset itself.
+        return (_reopen, (type(self), *self._recipe))
 
     @property
     def path(self) -> str:
@@ -50,13 +58,14 @@ class _Dataset:
     def select(self, indices_: Any) -> Any:
         """The records at ``indices_`` as a dataset of their own (nothing is copied)."""
         idx, _ = indices(indices_, self._len)
-        return self._wrap(self._native.select(idx))
+        idx = np.array(idx, dtype=np.uint32)  # kept for a pickle: a copy the caller cannot change
+        return self._wrap(self._native.select(idx), ("select", idx))
 
     def split(self, fraction: float, seed: int = 0) -> tuple[Any, Any]:
         """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
         ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
         a, b = self._native.split(float(fraction), seed)
-        return self._wrap(a), self._wrap(b)
+        return self._wrap(a, ("split", float(fraction), seed, 0)), self._wrap(b, ("split", float(fraction), seed, 1))
 
 
 class DenseDataset(_Dataset):
@@ -69,8 +78,8 @@ class DenseDataset(_Dataset):
     __slots__ = ("item_shape",)
     _NATIVE = _native.Dense
 
-    def _adopt(self, native: Any) -> None:
-        super()._adopt(native)
+    def _adopt(self, native: Any, recipe: tuple) -> None:
+        super()._adopt(native, recipe)
         self.item_shape: tuple[int, ...] = tuple(native.item_shape)
 
     def __repr__(self) -> str:
@@ -104,8 +113,8 @@ class RaggedDataset(_Dataset):
     __slots__ = ("row_shape",)
     _NATIVE = _native.Ragged
 
-    def _adopt(self, native: Any) -> None:
-        super()._adopt(native)
+    def _adopt(self, native: Any, recipe: tuple) -> None:
+        super()._adopt(native, recipe)
         self.row_shape: tuple[int, ...] = tuple(native.row_shape)
 
     def __repr__(self) -> str:
@@ -130,6 +139,18 @@ class RaggedDataset(_Dataset):
         """Rows of each record at ``indices_``, from the index alone (nothing is read)."""
         idx, _ = indices(indices_, self._len)
         return self._native.record_rows(idx)
+
+
+def _reopen(cls: type, path: str, remote: dict[str, Any] | None, views: tuple) -> Any:
+    """A pickled dataset: opened at ``path`` again, its views taken again in order."""
+    ds = cls(path, remote)
+    for view in views:
+        if view[0] == "select":
+            ds = ds.select(view[1])
+        else:
+            _, fraction, seed, part = view
+            ds = ds.split(fraction, seed)[part]
+    return ds
 
 
 def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import os
+import weakref
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -74,7 +76,18 @@ class MapDataset(torch.utils.data.Dataset):
 
 
 class IterableLoader(torch.utils.data.IterableDataset):
-    """The endless loader as tensor dicts; ``kwargs`` are :class:`DataLoader`'s."""
+    """The endless loader as tensor dicts; ``kwargs`` are :class:`DataLoader`'s.
+
+    Under torch's worker processes (``num_workers=n``) worker ``k`` yields the steps ``k``,
+    ``k + n``, ``k + 2n``, ... of the loader it would be alone, so torch's round-robin delivers
+    exactly the batches, in exactly the order, that ``num_workers=0`` gives (each step once).
+    Each worker runs a loader of its own over every step and keeps its share; a ``transform``
+    runs in the worker only on the steps it keeps. Workers start where this object stands:
+    its ``state`` (or ``load_state_dict``), or where its in-process loader had got to when
+    the workers were forked or pickled (``spawn``: the datasets travel by path). The
+    checkpoint of a run with workers is the parent's count of batches taken, as with any
+    torch ``IterableDataset``; :meth:`state_dict` sees the parent's own loader only.
+    """
 
     def __init__(self, datasets: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__()
@@ -82,20 +95,52 @@ class IterableLoader(torch.utils.data.IterableDataset):
         self._kwargs = kwargs
         self._state: bytes | None = kwargs.pop("state", None)
         self._loader: DataLoader | None = None
+        self._pid = os.getpid()
+        _LIVE.add(self)
 
-    def _open(self) -> DataLoader:
+    def _open(self, **extra: Any) -> DataLoader:
+        if self._pid != os.getpid():
+            # A forked copy: the parent's loader has no threads here (the snapshot taken
+            # before the fork, in _snapshot_before_fork, says where it stood).
+            self._loader, self._pid = None, os.getpid()
+            _LIVE.add(self)
         if self._loader is None:
-            self._loader = DataLoader(self._datasets, state=self._state, **self._kwargs)
+            kwargs = {**self._kwargs, **extra}
+            if self._state is not None:
+                kwargs.pop("start_step", None)  # where the state stands is the start
+            self._loader = DataLoader(self._datasets, state=self._state, **kwargs)
         return self._loader
 
     def __iter__(self) -> Any:
-        loader = self._open()
-        for batch in loader:
-            yield to_torch(batch)
+        info = torch.utils.data.get_worker_info()
+        if info is None or info.num_workers == 1:
+            for batch in self._open():
+                yield to_torch(batch)
+            return
+        # Worker k of n keeps the steps k, k + n, ... of the whole sequence; the transform runs
+        # on the kept steps only (here, not on the loader's threads).
+        transform = self._kwargs.get("transform")
+        loader = self._open(transform=None)
+        k, n = info.id, info.num_workers
+        for i, batch in enumerate(loader):
+            if i % n == k:
+                yield to_torch(batch if transform is None else transform(batch))
+
+    def __getstate__(self) -> dict[str, Any]:
+        # By value, the datasets by path: a spawned worker opens them and starts a loader of its
+        # own where this one stands.
+        state = self._loader.state() if self._loader is not None and self._pid == os.getpid() else self._state
+        return {"datasets": self._datasets, "kwargs": self._kwargs, "state": state}
+
+    def __setstate__(self, d: dict[str, Any]) -> None:
+        torch.utils.data.IterableDataset.__init__(self)
+        self._datasets, self._kwargs, self._state = d["datasets"], d["kwargs"], d["state"]
+        self._loader, self._pid = None, os.getpid()
+        _LIVE.add(self)
 
     def state_dict(self) -> dict[str, Any]:
         """The loader's position, for a checkpoint."""
-        state = self._loader.state() if self._loader is not None else self._state
+        state = self._loader.state() if self._loader is not None and self._pid == os.getpid() else self._state
         return {"loaderx_state": state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -106,5 +151,23 @@ class IterableLoader(torch.utils.data.IterableDataset):
     def close(self) -> None:
         """Stops the loader's threads."""
         if self._loader is not None:
-            self._loader.close()
+            if self._pid == os.getpid():
+                self._loader.close()
             self._loader = None
+
+
+# The IterableLoaders of this process: before a fork each one running a loader records where it
+# stands, so that the child starts its own loader there.
+_LIVE: "weakref.WeakSet[IterableLoader]" = weakref.WeakSet()
+
+
+def _snapshot_before_fork() -> None:
+    for it in list(_LIVE):
+        if it._loader is not None and it._pid == os.getpid():
+            try:
+                it._state = it._loader.state()
+            except Exception:  # a closed loader keeps the state it had
+                pass
+
+
+os.register_at_fork(before=_snapshot_before_fork)

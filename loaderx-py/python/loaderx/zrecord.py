@@ -96,11 +96,21 @@ class Zrecord:
         """Space accounting: ``live_bytes`` against ``chunk_bytes`` says when to compact."""
         return self._native.stats()
 
-    def verify(self) -> dict[str, Any]:
-        """Reads back every record: ``{"checked", "bad": [(index, message)], "files": [...],
-        "ok"}``."""
-        checked, bad, files = self._native.verify()
-        return {"checked": checked, "bad": bad, "files": files, "ok": not bad and not files}
+    def verify(self, limit: int | None = 100) -> dict[str, Any]:
+        """Reads back every record: ``{"checked", "damaged", "bad": [(index, message)],
+        "files": [...], "ok"}``.
+
+        ``damaged`` counts every damaged record; ``bad`` lists the first ``limit`` of them in
+        index order (all of them with ``limit=None``, which on a badly damaged store costs
+        memory in proportion). The scan streams, as the CLI's ``loaderx verify`` does, so its
+        memory stays flat however many records are damaged. Before ``limit`` existed ``bad``
+        listed every damaged record; it still does whenever there are at most ``limit``.
+        """
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise ValueError(f"limit must be a non-negative int or None, not {limit!r}")
+        checked, damaged, bad, files = self._native.verify(limit)
+        return {"checked": checked, "damaged": damaged, "bad": bad, "files": files,
+                "ok": not damaged and not files}
 
     def sync(self) -> None:
         """Makes every committed record durable."""

@@ -1,0 +1,67 @@
+//! Engine calls that survive `fork`: the work of a forked child runs on a pool of its own.
+//!
+//! rayon's global pool is started once per process; a child made by `fork` (PyTorch's
+//! `DataLoader` workers, `multiprocessing`'s default on Linux before Python 3.14) inherits the
+//! pool's bookkeeping but none of its threads, so the first read the engine splits over it waits
+//! forever for helpers that do not exist (any read made in the parent, even `ds[0]`, starts the
+//! pool). Every engine call of this module therefore runs through [`detach`]: in the process that
+//! loaded the module, as before; in a forked child, inside a one-thread pool the child starts for
+//! itself, where the engine's shard plan sees one thread (no split) and a loader built there
+//! gathers on its own prefetch threads (`Parallelism::CallingThread`), never on the dead pool.
+//! One thread, because a forked worker is one of several processes that share the cores.
+//!
+//! The pool's helpers kept awake by `store::pool::keep_warm` are counted in statics a child
+//! inherits too: a count of helpers the child does not have. It only stops the child from
+//! starting helpers of its own on the global pool, and a child never reaches `keep_warm` through
+//! this module (work inside a pool is not a caller outside it).
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use pyo3::prelude::*;
+
+/// The process that loaded the module (set by [`loaded`]).
+static LOADED_IN: OnceLock<u32> = OnceLock::new();
+
+/// A forked child's own pool, with the process it belongs to (a child of a child makes its own).
+static CHILD_POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+
+/// Records the process that loaded the module: its work uses rayon's global pool.
+pub fn loaded() {
+    LOADED_IN.get_or_init(std::process::id);
+}
+
+/// Whether this process is a fork of the one that loaded the module.
+pub fn forked() -> bool {
+    LOADED_IN.get().is_some_and(|&pid| pid != std::process::id())
+}
+
+/// The calling child's pool, started on first use.
+fn child_pool() -> PyResult<Arc<rayon::ThreadPool>> {
+    let pid = std::process::id();
+    let mut slot = CHILD_POOL.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((owner, pool)) = slot.as_ref()
+        && *owner == pid
+    {
+        return Ok(Arc::clone(pool));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .thread_name(|_| "loaderx-forked".into())
+        .build()
+        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
+    let pool = Arc::new(pool);
+    *slot = Some((pid, Arc::clone(&pool)));
+    Ok(pool)
+}
+
+/// Runs the engine call `f` without the GIL, on this process's pool (see the module docs).
+///
+/// # Errors
+/// Only in a forked child, when its pool's thread cannot be started.
+pub fn detach<T, F>(py: Python<'_>, f: F) -> PyResult<T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    py.detach(|| if forked() { child_pool().map(|pool| pool.install(f)) } else { Ok(f()) })
+}
