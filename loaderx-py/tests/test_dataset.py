@@ -248,7 +248,6 @@ def test_indices_mutated_by_another_thread_never_panic(tmp_path):
     assert _hammered(idx64, lambda: store._native.gather(idx64)) <= {"read", "IndexError"}
 
 
-@pytest.mark.xfail(strict=True, reason="needs core writer fix from main")
 def test_from_numpy_never_replaces_what_is_not_a_dataset(tmp_path):
     project = tmp_path / "myproject"
     project.mkdir()

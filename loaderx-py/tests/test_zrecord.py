@@ -34,6 +34,11 @@ def test_read_only_and_modes(tmp_path):
     ro = Zrecord(tmp_path / "z", mode="r")
     with pytest.raises(loaderx.Error, match="read-only"):
         ro.append([b"b"])
+    # Not replaced under a live reader (it would read the new store through its old index).
+    with pytest.raises(loaderx.LockedError, match="readers"):
+        Zrecord(tmp_path / "z", mode="w")
+    assert ro.gather([0]) == [b"a"]
+    del ro
     assert len(Zrecord(tmp_path / "z", mode="w")) == 0
     with pytest.raises(ValueError, match="mode"):
         Zrecord(tmp_path / "z", mode="x")
@@ -81,7 +86,6 @@ def test_verify_counts_every_damaged_record_and_keeps_the_first_limit(tmp_path):
         store.verify(limit=-1)
 
 
-@pytest.mark.xfail(strict=True, reason="needs core store-create lock fix from main (store/open.rs)")
 def test_create_under_a_live_writer_is_refused(tmp_path):
     live = Zrecord(tmp_path / "z", "a")
     live.append([b"kept"])
