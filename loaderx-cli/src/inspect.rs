@@ -200,6 +200,9 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     // each part, its records numbered as the set numbers them.
     let (targets, set_problem) = verify_targets(dir).with_context(|| format!("verify {}", dir.display()))?;
     files.extend(set_problem);
+    // A dataset's records hold its schema's items (rows): each record's length is checked too.
+    let schema = dir.join(loaderx_core::SCHEMA_FILE).exists().then(|| Schema::read(dir)).transpose();
+    let schema = schema.with_context(|| format!("verify {}", dir.display()))?;
     for (part, first) in targets {
         let n = Store::open(&part)
             .and_then(|s| {
@@ -207,12 +210,17 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
                     format = Format::V1;
                 }
                 files.extend(s.verify_files()?.iter().map(ToString::to_string));
-                s.verify_each(|index, err| {
+                let mut report = |index: u64, err: String| {
                     damaged += 1;
                     if damaged <= limit {
-                        listed.push((first + index, err.to_string()));
+                        listed.push((first + index, err));
                     }
-                })
+                };
+                let n = s.verify_each(|index, err| report(index, err.to_string()))?;
+                if let Some(schema) = &schema {
+                    check_lengths(&s, schema, &mut report)?;
+                }
+                Ok(n)
             })
             .with_context(|| format!("verify {}", part.display()))?;
         checked += n;
@@ -264,6 +272,44 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     crate::print(&t)?;
     Ok(code)
+}
+
+/// Hands `report` each record of `store` whose length does not hold what `schema` says (one
+/// item of a dense dataset, whole rows of a ragged one), scanning the index a block at a time. A
+/// block whose entries do not resolve was reported by the record checks already.
+fn check_lengths(
+    store: &Store,
+    schema: &Schema,
+    report: &mut dyn FnMut(u64, String),
+) -> loaderx_core::Result<()> {
+    const BLOCK: u64 = 1 << 16;
+    let unit = schema.unit_bytes() as u64;
+    let fits = |len: u64| match schema.kind {
+        loaderx_core::Kind::Dense => len == unit,
+        loaderx_core::Kind::Ragged => len.checked_rem(unit).map_or(len == 0, |r| r == 0),
+    };
+    let (len, mut first) = (store.len(), 0u64);
+    while first < len {
+        let end = (first + BLOCK).min(len);
+        let ids: Vec<u64> = (first..end).collect();
+        if let Ok(lens) = store.record_lens(&ids) {
+            for (i, n) in ids.iter().zip(lens) {
+                if !fits(u64::from(n)) {
+                    let what = match schema.kind {
+                        loaderx_core::Kind::Dense => {
+                            format!("one item of the schema ({schema}) is {unit} bytes")
+                        }
+                        loaderx_core::Kind::Ragged => {
+                            format!("a row of the schema ({schema}) is {unit} bytes")
+                        }
+                    };
+                    report(*i, format!("the record is {n} bytes; {what}"));
+                }
+            }
+        }
+        first = end;
+    }
+    Ok(())
 }
 
 /// The stores `verify DIR` checks, each with the index its first record has in `DIR`: the store

@@ -158,3 +158,23 @@ fn convert_force_replaces_only_a_loaderx_dataset() {
     let o = loaderx(&[&"convert", &"npy", &input, &out, &"--force"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// `verify` of a dataset checks each record's length against its schema: a schema that says
+/// 32-byte items over 64-byte records is damage (it used to say "all intact" of a dataset that
+/// does not open).
+#[test]
+fn verify_checks_records_against_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        let s = dataset(&dir.path().join(format!("d-{codec}")), 10, codec);
+        assert!(loaderx(&[&"verify", &s]).status.success());
+        loaderx_core::Schema::dense(loaderx_core::DType::U8, vec![32]).write(&s).unwrap();
+        let o = loaderx(&[&"verify", &s]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{codec}: {t}");
+        assert!(
+            t.contains("10 of 10 records damaged") && t.contains("the record is 64 bytes"),
+            "{codec}: {t}"
+        );
+    }
+}

@@ -255,6 +255,12 @@ impl DatasetWriter {
                 return Err(Error::AlreadyExists { path: out });
             }
             check_replaceable(&out)?;
+            // Asked now as well as at the rename: a dataset a writer or readers have open is
+            // refused before a whole conversion is spent on replacing it.
+            if !std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink()) {
+                drop(WriteLock::acquire(&out)?);
+                drop(crate::store::lock_out_readers(&out)?);
+            }
         }
         let mut staging = out.clone().into_os_string();
         staging.push(".partial");

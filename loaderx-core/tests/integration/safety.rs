@@ -347,11 +347,18 @@ fn overwrite_replaces_only_a_loaderx_dataset() {
         .collect();
     names.sort();
     assert_eq!(names, ["data", "data.old", "file.bin", "myproject"]);
-    // A live writer's dataset is not moved from under it.
+    // A live writer's dataset is not moved from under it, and that is known before anything is
+    // written; nor is one readers have open.
     let held = Store::open_rw(&data, StoreOptions::new()).unwrap();
+    let e = DatasetWriter::dense::<u8>(&data, vec![2], opts.clone()).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    assert!(!dir.path().join("data.partial").exists());
+    assert_eq!(held.len(), 1);
+    drop(held);
+    let reader = Store::open(&data).unwrap();
     let e = write(&data).unwrap_err();
     assert!(matches!(e, Error::Locked { .. }), "{e}");
-    assert_eq!(held.len(), 1);
+    assert_eq!(reader.get(0).unwrap(), vec![9u8, 9]);
 }
 
 /// A count damaged below what the manifest committed is not taken for a torn commit: a writer's
