@@ -442,13 +442,13 @@ fn sampler_batches_from_c_are_loaderx_cores() {
 }
 
 #[test]
-fn the_readme_example_is_tests_c_readme_c_and_runs() {
+fn the_guides_example_is_tests_c_readme_c_and_runs() {
     let source = std::fs::read_to_string(manifest_dir().join("tests/c/readme.c")).unwrap();
-    let readme = std::fs::read_to_string(manifest_dir().join("../README.md")).unwrap();
+    let guide = std::fs::read_to_string(manifest_dir().join("../docs/guide/src/c.md")).unwrap();
     let body = source.split_once('\n').unwrap().1;
     assert!(
-        readme.contains(&format!("```c\n{body}```")),
-        "README.md's C example differs from tests/c/readme.c"
+        guide.contains(&format!("```c\n{body}```")),
+        "the guide's C example (docs/guide/src/c.md) differs from tests/c/readme.c"
     );
 
     let Some(p) = programs() else { return };

@@ -114,6 +114,16 @@ trait Source: Sized + Send + Sync {
     fn open_url(url: &str, options: loaderx_core::remote::RemoteOptions) -> loaderx_core::Result<Self>;
     fn view(&self, selection: &loaderx_core::Selection) -> loaderx_core::Result<Self>;
     fn records(&self) -> usize;
+    fn warm(self, yes: bool) -> Self;
+}
+
+/// Whether this process's dataset gathers keep the engine's pool helpers awake between calls
+/// (`DenseSource::keep_warm`): Python calls gather again within microseconds, and a helper's
+/// wake-up costs about a batch (docs/benchmarks/python.md, run G). On unless
+/// `LOADERX_KEEP_WARM=0` is set: the documented override, read once, here at the edge.
+fn keep_warm() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("LOADERX_KEEP_WARM").is_none_or(|v| v != "0"))
 }
 
 macro_rules! source {
@@ -135,6 +145,9 @@ macro_rules! source {
             fn records(&self) -> usize {
                 self.len()
             }
+            fn warm(self, yes: bool) -> Self {
+                self.keep_warm(yes)
+            }
         }
     };
 }
@@ -151,12 +164,12 @@ fn open<S: Source>(
         #[cfg(feature = "remote")]
         {
             let options = remote_options(remote)?;
-            return crate::fork::detach(py, || S::open_url(path, options))?.py();
+            return Ok(crate::fork::detach(py, || S::open_url(path, options))?.py()?.warm(keep_warm()));
         }
         #[cfg(not(feature = "remote"))]
         return Err(no_remote(path, remote));
     }
-    crate::fork::detach(py, || S::open_local(path))?.py()
+    Ok(crate::fork::detach(py, || S::open_local(path))?.py()?.warm(keep_warm()))
 }
 
 /// The records of `indices` of `source` as a source of their own (nothing copied).

@@ -26,6 +26,8 @@ pub struct DenseSource {
     view: Option<Selection>,
     /// For errors: the store's directory, or `<memory>`.
     path: PathBuf,
+    /// How this source's own gathers split over the pool ([`DenseSource::keep_warm`]).
+    par: Parallelism,
 }
 
 impl DenseSource {
@@ -79,7 +81,7 @@ impl DenseSource {
     /// A source over opened records (their schema already checked).
     fn wrap(records: Records, schema: Schema, path: PathBuf) -> DenseSource {
         let item_elems = schema.unit_elems();
-        DenseSource { records, schema, item_elems, view: None, path }
+        DenseSource { records, schema, item_elems, view: None, path, par: Parallelism::Pool }
     }
 
     /// A dense dataset held in memory: `data` is the items back to back, each of `item_shape`
@@ -117,6 +119,7 @@ impl DenseSource {
             item_elems,
             view: None,
             path: PathBuf::from("<memory>"),
+            par: Parallelism::Pool,
         })
     }
 
@@ -188,7 +191,7 @@ impl DenseSource {
     /// The store's gather errors, and [`Error::CorruptRecord`] for a record of the wrong size or a
     /// `bool` byte that is not 0 or 1.
     pub fn gather_into(&self, indices: &[u32], data: &mut ArrayData) -> Result<()> {
-        self.gather_into_with(indices, data, Parallelism::Pool)
+        self.gather_into_with(indices, data, self.par)
     }
 
     /// Gathers `indices` as bytes straight into `out`, which is exactly `indices.len()` items
@@ -198,7 +201,18 @@ impl DenseSource {
     /// # Errors
     /// As [`DenseSource::gather_into`]; [`Error::InvalidArgument`] for an `out` of another size.
     pub fn gather_bytes(&self, indices: &[u32], out: &mut [u8]) -> Result<()> {
-        self.gather_bytes_with(indices, out, Parallelism::Pool)
+        self.gather_bytes_with(indices, out, self.par)
+    }
+
+    /// Keeps the pool's helper threads awake after a gather this source split over the pool
+    /// from a thread outside it, for as long as that gather took (at most 1 ms): for a caller
+    /// that gathers again within microseconds and does little in between (Python's gather
+    /// calls), whose helpers would otherwise fall asleep between calls and each wake-up cost
+    /// about a batch. Off by default; the loader's prefetch threads never need it.
+    #[must_use]
+    pub fn keep_warm(mut self, yes: bool) -> Self {
+        self.par = if yes { Parallelism::PoolKeepWarm } else { Parallelism::Pool };
+        self
     }
 
     /// [`DenseSource::gather_into`], split over the pool or not as `par` says.
@@ -294,7 +308,7 @@ impl DenseSource {
         let parts = parts.into_iter().map(|p| Part { records: p.records.source, view: p.view, path: p.path });
         let records = Records::concat(parts.collect(), starts, path.clone());
         let item_elems = schema.unit_elems();
-        Ok(DenseSource { records, schema, item_elems, view: None, path })
+        Ok(DenseSource { records, schema, item_elems, view: None, path, par: Parallelism::Pool })
     }
 
     fn bad_bool(&self, indices: &[u32], raw: &[u8]) -> Error {

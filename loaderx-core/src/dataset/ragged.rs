@@ -24,6 +24,8 @@ pub struct RaggedSource {
     schema: Schema,
     view: Option<Selection>,
     path: PathBuf,
+    /// How this source's own gathers split over the pool ([`RaggedSource::keep_warm`]).
+    par: Parallelism,
 }
 
 /// One batch of a ragged stream: the records' values back to back and where each starts, in
@@ -82,7 +84,7 @@ impl RaggedSource {
 
     /// A source over opened records (their schema already checked).
     fn wrap(records: Records, schema: Schema, path: PathBuf) -> RaggedSource {
-        RaggedSource { records, schema, view: None, path }
+        RaggedSource { records, schema, view: None, path, par: Parallelism::Pool }
     }
 
     /// A ragged dataset held in memory: one vector per record, each a whole number of rows of
@@ -115,6 +117,7 @@ impl RaggedSource {
             schema,
             view: None,
             path: PathBuf::from("<memory>"),
+            par: Parallelism::Pool,
         })
     }
 
@@ -134,7 +137,7 @@ impl RaggedSource {
         let (schema, starts) = concat_plan(parts.iter().map(|p| (&p.schema, p.len(), p.path.as_path())))?;
         let parts = parts.into_iter().map(|p| Part { records: p.records.source, view: p.view, path: p.path });
         let records = Records::concat(parts.collect(), starts, path.clone());
-        Ok(RaggedSource { records, schema, view: None, path })
+        Ok(RaggedSource { records, schema, view: None, path, par: Parallelism::Pool })
     }
 
     /// A view of the records `selection` names, in its order; composes with an earlier view.
@@ -198,8 +201,15 @@ impl RaggedSource {
     /// number of rows or not valid values of the dtype (a `bool` byte other than 0 or 1).
     pub fn get_batch(&self, indices: &[u32]) -> Result<RaggedArray> {
         let mut out = RaggedArray::empty(self.schema.dtype, self.schema.shape.clone());
-        self.gather_into_with(indices, &mut out, Parallelism::Pool)?;
+        self.gather_into_with(indices, &mut out, self.par)?;
         Ok(out)
+    }
+
+    /// [`DenseSource::keep_warm`] for this source's own gathers.
+    #[must_use]
+    pub fn keep_warm(mut self, yes: bool) -> Self {
+        self.par = if yes { Parallelism::PoolKeepWarm } else { Parallelism::Pool };
+        self
     }
 
     /// Asks for the pages of the rows at

@@ -167,7 +167,7 @@ impl Store {
         let per = indices.len().div_ceil(shards);
         let parts: Vec<(&[I], Destination<'_>)> =
             indices.chunks(per).map(|ix| (ix, dst.split_off(ix.len() * record_len))).collect();
-        super::pool::run_shards(parts, |(ix, d)| self.gather_fixed_shard(table, len, ix, record_len, d))
+        super::pool::run_shards(parts, par, |(ix, d)| self.gather_fixed_shard(table, len, ix, record_len, d))
     }
 
     /// One shard of [`Store::gather_fixed_to`], on the calling thread: the pipelined pass, a

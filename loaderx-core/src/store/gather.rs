@@ -313,7 +313,7 @@ impl Store {
             let bytes: usize = lc.iter().map(|l| l.entry.logical as usize).sum();
             work.push((lc, dst.split_off(bytes)));
         }
-        run_shards(work, |(lc, d)| self.read_shard(lc, d, self.verifies_reads()))
+        run_shards(work, par, |(lc, d)| self.read_shard(lc, d, self.verifies_reads()))
     }
 
     /// Reads `locs` into `dst` on the calling thread, checking record checksums when `verify`

@@ -13,6 +13,10 @@ use crate::Result;
 pub(crate) enum Parallelism {
     /// Split over the pool when the batch is large enough to pay for the hand-offs.
     Pool,
+    /// As [`Parallelism::Pool`], and after a split from a thread outside the pool the helpers
+    /// stay awake for as long as it took ([`keep_warm`]): for a caller that gathers again within
+    /// microseconds (Python's gather calls), whose helpers would otherwise sleep between calls.
+    PoolKeepWarm,
     /// Stay on the calling thread: the caller already keeps every core busy (a loader with as
     /// many prefetch threads as the pool has threads), so a split only adds hand-offs.
     CallingThread,
@@ -25,7 +29,7 @@ pub(crate) enum Parallelism {
 pub(super) fn shard_count(par: Parallelism, records: usize, work: usize, min_work: usize) -> usize {
     match par {
         Parallelism::CallingThread => 1,
-        Parallelism::Pool => match rayon::current_num_threads() {
+        Parallelism::Pool | Parallelism::PoolKeepWarm => match rayon::current_num_threads() {
             1 => 1,
             threads => {
                 // A whole number of pieces per thread, so that threads that start together end
@@ -51,7 +55,11 @@ const PIECES_PER_THREAD: usize = 4;
 /// copy rather than adding to it (measured from Python, 2026-12-02: 256 random 12 KiB records
 /// gathered in 197 µs a call with one shard per thread, against 114 µs for the same gathers in a
 /// loop that keeps the pool awake).
-pub(super) fn run_shards<S: Send>(shards: Vec<S>, f: impl Fn(S) -> Result<()> + Sync + Send) -> Result<()> {
+pub(super) fn run_shards<S: Send>(
+    shards: Vec<S>,
+    par: Parallelism,
+    f: impl Fn(S) -> Result<()> + Sync + Send,
+) -> Result<()> {
     let started = Instant::now();
     let failed = Mutex::new(None);
     let n = shards.len();
@@ -86,7 +94,7 @@ pub(super) fn run_shards<S: Send>(shards: Vec<S>, f: impl Fn(S) -> Result<()> + 
             std::hint::spin_loop();
         }
     });
-    if helpers > 0 && rayon::current_thread_index().is_none() {
+    if par == Parallelism::PoolKeepWarm && helpers > 0 && rayon::current_thread_index().is_none() {
         keep_warm(helpers, started.elapsed());
     }
     failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
@@ -116,12 +124,9 @@ fn now() -> u64 {
 /// caller that does anything between its reads gathers nearly alone. The time spent spinning is
 /// at most the time the read itself took, so a core is never burnt for more than the work it
 /// waits for; reads made from the pool's own threads (the loader's prefetch threads keep
-/// themselves busy) start no spinning. `LOADERX_KEEP_WARM=0` in the environment turns it off.
+/// themselves busy) start no spinning. A parameter of the read ([`Parallelism::PoolKeepWarm`]):
+/// the face that measured the gain asks for it (Python's gather calls), nothing else does.
 fn keep_warm(helpers: usize, took: Duration) {
-    static ON: OnceLock<bool> = OnceLock::new();
-    if !*ON.get_or_init(|| std::env::var_os("LOADERX_KEEP_WARM").is_none_or(|v| v != "0")) {
-        return;
-    }
     let window = u64::try_from(took.min(KEEP_WARM_MAX).as_nanos()).unwrap_or(0);
     WARM_UNTIL.fetch_max(now().saturating_add(window), Ordering::Relaxed);
     let mut running = WARM_HELPERS.load(Ordering::Relaxed);
@@ -160,7 +165,7 @@ mod tests {
     #[test]
     fn every_shard_runs_once_whoever_takes_it_and_the_first_error_is_returned() {
         let ran = std::sync::Mutex::new(Vec::new());
-        run_shards((0..37).collect(), |k: usize| {
+        run_shards((0..37).collect(), Parallelism::Pool, |k: usize| {
             ran.lock().unwrap().push(k);
             Ok(())
         })
@@ -168,10 +173,30 @@ mod tests {
         let mut ran = ran.into_inner().unwrap();
         ran.sort_unstable();
         assert_eq!(ran, (0..37).collect::<Vec<_>>());
-        let e = run_shards((0..9).collect(), |k: usize| {
+        let e = run_shards((0..9).collect(), Parallelism::Pool, |k: usize| {
             if k == 4 { Err(Error::InvalidArgument("shard 4".into())) } else { Ok(()) }
         });
         assert!(matches!(e, Err(Error::InvalidArgument(m)) if m == "shard 4"));
+    }
+
+    /// Keeping the helpers awake is the read's parameter: a split read asks for it or not, and
+    /// nothing else (no environment, no caller's thread) turns it on.
+    #[test]
+    fn only_a_read_that_asks_keeps_the_helpers_awake() {
+        if rayon::current_num_threads() < 2 {
+            return;
+        }
+        let read = |par| {
+            let before = WARM_UNTIL.load(Ordering::Relaxed);
+            run_shards((0..8).collect(), par, |_: usize| {
+                std::thread::sleep(Duration::from_micros(50));
+                Ok(())
+            })
+            .unwrap();
+            WARM_UNTIL.load(Ordering::Relaxed) > before
+        };
+        assert!(!read(Parallelism::Pool), "a plain split read keeps nobody awake");
+        assert!(read(Parallelism::PoolKeepWarm), "one that asks does");
     }
 
     #[test]

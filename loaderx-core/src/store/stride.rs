@@ -352,7 +352,7 @@ impl Store {
         let per = indices.len().div_ceil(shards);
         let parts: Vec<(&[I], Destination<'_>)> =
             indices.chunks(per).map(|ix| (ix, dst.split_off(ix.len() * r))).collect();
-        super::pool::run_shards(parts, |(ix, d)| self.gather_stride_shard(&view.stride, len, ix, d))
+        super::pool::run_shards(parts, par, |(ix, d)| self.gather_stride_shard(&view.stride, len, ix, d))
     }
 
     fn gather_stride_shard<I: RecordIndex>(
