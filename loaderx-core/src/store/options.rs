@@ -70,7 +70,7 @@ impl StoreOptions {
 
     /// Check every record's crc32c (and its entry's) on every gather of this handle, raw records
     /// included (v2 stores; v1 keeps no checksums). Off by default, because it costs a raw gather
-    /// 1-14% (README, "Format v2"); without it, zstd records are still checked by their frame's
+    /// 1-14% (the guide, "Stores and formats"); without it, zstd records are still checked by their frame's
     /// checksum and LZ4 records by their crc32c (an LZ4 block has no checksum of its own), and
     /// only raw records and entries go unchecked. `verify` checks everything whatever this says.
     pub fn verify_reads(mut self, yes: bool) -> Self {
@@ -94,7 +94,7 @@ impl StoreOptions {
     /// (`MADV_WILLNEED` on each index entry's page, then on each record's bytes) before reading,
     /// so their reads reach the disk together; a loader over the store asks for its steps' pages
     /// a prefetch window ahead. On by default; a batch whose pages are resident pays two clock
-    /// reads (README, "Larger than memory"). Off, every page is faulted in as the copy reaches it,
+    /// reads (the guide, "Larger than memory"). Off, every page is faulted in as the copy reaches it,
     /// with the kernel's readahead around each fault. Linux only: elsewhere this does nothing.
     pub fn cold_reads(mut self, yes: bool) -> Self {
         self.cold_reads = yes;

@@ -210,10 +210,10 @@ fn a_journal_naming_chunks_past_the_store_creates_nothing() {
     }
 }
 
-/// What README's "no SIGBUS" rests on: loaderx itself never shrinks a file a reader maps. The
+/// What the guide's "no SIGBUS" rests on: loaderx itself never shrinks a file a reader maps. The
 /// one operation that truncates chunk files, compaction, needs the store exclusively, so with a
 /// reader open it is refused and every chunk keeps its length; the reader's mapped reads go on.
-/// (A file truncated under a reader by another program is outside that claim: README says so.)
+/// (A file truncated under a reader by another program is outside that claim: the guide says so.)
 #[test]
 fn compaction_never_truncates_a_chunk_under_an_open_reader() {
     for format in FORMATS {
