@@ -1,4 +1,23 @@
 //! Typed views over stores: element types, schema, dense and ragged datasets, the writer.
+//!
+//! A dataset is a store plus `schema.msgpack` (its kind, dtype and item or row shape); a store
+//! set is a directory whose `storeset.msgpack` lists stores (parts) read as one index space.
+//! Datasets read through one `RecordSource` whatever holds the records (a store, a set, a
+//! remote store, memory), and write through [`DatasetWriter`], all or nothing.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `schema` | `schema.msgpack`: kind, dtype, item shape; the one check read and write share |
+//! | `dense` | [`DenseSource`] / [`DenseDataset`]: one fixed-stride gather per batch through the source's records (`concat`: runs per part) |
+//! | `ragged` | [`RaggedSource`] / [`RaggedDataset`], [`RaggedArray`] (offsets + values): one variable gather per batch |
+//! | `pad` | [`Pad`], [`Padded`], `RaggedArray::pad` (values, lengths, mask) and [`pad`] |
+//! | `records` | `Records`: a source's one `Arc<dyn RecordSource>` (a store, a set, a remote store, memory, a concatenation) |
+//! | `selection` | [`Selection`] (a range, indices, a split by fraction and seed) and the views it makes |
+//! | `open` | opening by path: a store, a store set or an `s3://` URL, the kind checked once |
+//! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`], `stitch_remote` |
+//! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
+//! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
+//! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place; overwrite replaces only a loaderx dataset |
 
 mod dense;
 pub(crate) mod dtype;

@@ -205,7 +205,7 @@ impl RaggedSource {
         Ok(out)
     }
 
-    /// [`DenseSource::keep_warm`] for this source's own gathers.
+    /// [`DenseSource::keep_warm`](crate::DenseSource::keep_warm) for this source's own gathers.
     #[must_use]
     pub fn keep_warm(mut self, yes: bool) -> Self {
         self.par = if yes { Parallelism::PoolKeepWarm } else { Parallelism::Pool };

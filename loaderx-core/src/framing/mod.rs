@@ -12,6 +12,16 @@
 //! Plans are plain [`PartRange`] / [`FilePartRange`] values that outlive the mapping; a
 //! consumer reads its range through a [`MappedFile`]. Delimiter search is `memchr` /
 //! `memchr::memmem`; planning probes forward from each ideal cut, never scanning the file.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `chunk` | delimiter framing with a target size: `chunk_boundaries`, `ChunkCursor` |
+//! | `search` | the delimiter and pattern search behind every planner |
+//! | `fixed` | fixed-size chunks by arithmetic |
+//! | `partition` | N-way record-aligned partitions of one buffer |
+//! | `file` | `plan_file`: the same over a file, through a mapping |
+//! | `multi` | ordered multi-file partitioning: `partition_files`, `plan_files` |
+//! | `range` | `PartRange`, `FilePartRange`: the plans |
 
 mod chunk;
 mod file;

@@ -121,7 +121,7 @@ impl LoaderBuilder {
 
     /// Opens the dataset in `dir`, dense or ragged (its schema says), as stream `name`; with
     /// the `remote` feature `dir` may be an `s3://` URL (a store or a store set), reached with
-    /// [`LoaderBuilder::remote_options`].
+    /// `LoaderBuilder::remote_options` (a method of that feature).
     ///
     /// # Errors
     /// `build` reports what [`DenseSource::open`] / [`RaggedSource::open`] do (the stream is

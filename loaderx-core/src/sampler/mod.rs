@@ -51,6 +51,18 @@
 //!
 //! Per-sample randomness for augmentation comes from [`sample_seed`] and [`SampleRng`], both pure
 //! functions of their inputs, so a transform replays its augmentations exactly on resume.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `config` | [`SamplerMode`], [`SamplerConfig`], [`SamplerBuilder`], [`Sampler`] (dispatch to a mode) |
+//! | `mixture` | weighted mixtures: a dealing pattern of 2^16 slots, each source's draws from its own keyed passes, the batch shuffled, ranks' stripes |
+//! | `pass` | finite exactly-once epochs (ordered or keyed shuffle, partial last batch or `drop_last`, sharded), the per-epoch order cache |
+//! | `feistel` | the keyed Feistel permutation (cyclic, N > 2^16) |
+//! | `shuffle` | the seeded Fisher-Yates permutation and its per-cycle cache (cyclic, N <= 2^16) |
+//! | `avx2` | the Feistel network in AVX2 intrinsics, and its CPU check |
+//! | `iid` | counter-based IID draws (Lemire with rejection) |
+//! | `rng` | SplitMix64, domain separators, `sample_seed`, [`SampleRng`] |
+//! | `tests` | properties of the whole sampler |
 
 mod config;
 mod feistel;

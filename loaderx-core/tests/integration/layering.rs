@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The rule: each module of `loaderx-core/src` and the modules it may use (besides `error`, which
-/// every module may use, and itself). Read with ARCHITECTURE.md's "Inside loaderx-core".
+/// every module may use, and itself). Read with ARCHITECTURE.md's "The rooms of loaderx-core".
 const RULE: &[(&str, &[&str])] = &[
     ("error", &[]),
     ("format", &[]),
