@@ -21,12 +21,13 @@ pub(crate) struct SamplerConfig {
 /// The sampler a config describes (world 0 counts as 1, so a zeroed config's rank and world
 /// mean one process).
 pub(crate) fn build(config: &SamplerConfig) -> Outcome<Sampler> {
-    let mode = match config.mode {
-        0 => SamplerMode::Sequential,
-        1 => SamplerMode::Iid,
-        2 => SamplerMode::Cyclic,
-        3 => SamplerMode::BlockCyclic { block: config.block, window: config.window },
-        other => {
+    // Codes 0-2 are core's named modes in order (LX_SAMPLER_SEQUENTIAL, _IID, _CYCLIC); 3 the
+    // block-cyclic mode, which takes its block and window.
+    let named = usize::try_from(config.mode).ok().and_then(|c| SamplerMode::ALL.get(c).copied());
+    let mode = match (named, config.mode) {
+        (Some(m), _) => m,
+        (None, 3) => SamplerMode::BlockCyclic { block: config.block, window: config.window },
+        (None, other) => {
             return Err(Failure::argument(format!(
                 "unknown sampler mode {other} (LX_SAMPLER_SEQUENTIAL, _IID, _CYCLIC or _BLOCK_CYCLIC)"
             )));

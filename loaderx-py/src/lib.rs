@@ -31,6 +31,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REMOTE", cfg!(feature = "remote"))?;
+    // The sampler's modes by name, in the order of their integer codes: core's one table.
+    let modes: Vec<&str> = loaderx_core::SamplerMode::ALL.iter().map(|m| m.name()).collect();
+    m.add("SAMPLER_MODES", pyo3::types::PyTuple::new(m.py(), modes)?)?;
     m.add_class::<store::Store>()?;
     m.add_class::<dataset::Dense>()?;
     m.add_class::<dataset::Ragged>()?;

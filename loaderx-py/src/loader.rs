@@ -134,14 +134,9 @@ fn contradictions(
     )))
 }
 
-/// A mode as Python names it.
+/// A mode as Python names it (core's names).
 fn mode_label(m: SamplerMode) -> String {
-    match m {
-        SamplerMode::Sequential => "sequential".into(),
-        SamplerMode::Iid => "iid".into(),
-        SamplerMode::Cyclic => "cyclic".into(),
-        other => format!("{other:?}"),
-    }
+    m.to_string()
 }
 
 impl Loader {

@@ -13,16 +13,9 @@ pub struct Sampler {
     inner: CoreSampler,
 }
 
-/// `mode` by name: sequential, iid, cyclic.
+/// `mode` by name: sequential, iid, cyclic (core's one table, `SamplerMode::ALL`).
 pub fn mode(name: &str) -> PyResult<SamplerMode> {
-    match name {
-        "sequential" => Ok(SamplerMode::Sequential),
-        "iid" => Ok(SamplerMode::Iid),
-        "cyclic" => Ok(SamplerMode::Cyclic),
-        other => Err(PyValueError::new_err(format!(
-            "unknown sampler mode {other:?} (expected 'sequential', 'iid' or 'cyclic')"
-        ))),
-    }
+    name.parse::<SamplerMode>().map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
 #[pymethods]

@@ -41,6 +41,49 @@ pub enum SamplerMode {
     },
 }
 
+impl SamplerMode {
+    /// The modes a name alone selects, in the order of the specification's integer codes (0
+    /// sequential, 1 iid, 2 cyclic): what the Python module and the C ABI number and name them
+    /// by. Block-cyclic takes its block and window besides.
+    pub const ALL: [SamplerMode; 3] = [SamplerMode::Sequential, SamplerMode::Iid, SamplerMode::Cyclic];
+
+    /// The mode's name, as [`FromStr`](std::str::FromStr) reads it: `sequential`, `iid`,
+    /// `cyclic`, `block_cyclic`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            SamplerMode::Sequential => "sequential",
+            SamplerMode::Iid => "iid",
+            SamplerMode::Cyclic => "cyclic",
+            SamplerMode::BlockCyclic { .. } => "block_cyclic",
+        }
+    }
+}
+
+impl std::fmt::Display for SamplerMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SamplerMode::BlockCyclic { block, window } => write!(f, "block_cyclic({block} x {window})"),
+            m => f.write_str(m.name()),
+        }
+    }
+}
+
+impl std::str::FromStr for SamplerMode {
+    type Err = Error;
+
+    /// One of [`SamplerMode::ALL`] by its [`name`](SamplerMode::name).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the modes for any other name (block-cyclic included:
+    /// it needs its block and window).
+    fn from_str(name: &str) -> Result<SamplerMode> {
+        SamplerMode::ALL.into_iter().find(|m| m.name() == name).ok_or_else(|| {
+            let names: Vec<String> = SamplerMode::ALL.iter().map(|m| format!("'{}'", m.name())).collect();
+            Error::InvalidArgument(format!("unknown sampler mode {name:?} (expected {})", names.join(", ")))
+        })
+    }
+}
+
 /// Everything that determines a [`Sampler`]; plain data, saved and restored by the loader.
 ///
 /// Two samplers built from equal configs produce identical batches for every step.

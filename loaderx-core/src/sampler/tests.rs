@@ -333,3 +333,19 @@ fn block_cyclic_covers_each_cycle_in_few_blocks_per_batch() {
     all.sort_unstable();
     assert_eq!(all, (0..50).collect::<Vec<_>>(), "block 1: a plain permutation");
 }
+
+/// The named modes round-trip through their names, which are the one table the Python module
+/// and the C ABI number them by; anything else is refused naming every mode.
+#[test]
+fn modes_round_trip_by_name_and_unknown_names_are_refused() {
+    for (code, m) in SamplerMode::ALL.into_iter().enumerate() {
+        assert_eq!(m.name().parse::<SamplerMode>().unwrap(), m, "code {code}");
+        assert_eq!(m.to_string(), m.name());
+    }
+    assert_eq!(SamplerMode::ALL.map(SamplerMode::name), ["sequential", "iid", "cyclic"]);
+    let e = "shuffled".parse::<SamplerMode>().unwrap_err();
+    assert!(matches!(e, crate::Error::InvalidArgument(ref m) if m.contains("'iid'")), "{e}");
+    let block = SamplerMode::BlockCyclic { block: 64, window: 2 };
+    assert_eq!(block.to_string(), "block_cyclic(64 x 2)");
+    assert!(block.name().parse::<SamplerMode>().is_err(), "block-cyclic needs its block and window");
+}

@@ -9,6 +9,7 @@ import numpy.typing as npt
 
 __version__: str
 REMOTE: bool
+SAMPLER_MODES: tuple[str, ...]
 
 class Error(Exception): ...
 class CorruptError(Error): ...

@@ -13,8 +13,8 @@ from loaderx import _native
 
 __all__ = ["Zsampler", "MODES"]
 
-# The seed's integer mode codes, in its order.
-MODES = ("sequential", "iid", "cyclic")
+# The seed's integer mode codes, in its order: the engine's one table (SamplerMode::ALL).
+MODES = _native.SAMPLER_MODES
 
 
 def mode_name(mode: str | int) -> str:
