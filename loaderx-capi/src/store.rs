@@ -63,7 +63,9 @@ pub(crate) struct VerifyReport {
 /// A codec by its `LX_CODEC_*` value (its tag on disk).
 fn codec(value: i32) -> Outcome<Codec> {
     u8::try_from(value).ok().and_then(Codec::from_tag).ok_or_else(|| {
-        Failure::argument(format!("unknown codec {value} (LX_CODEC_RAW, _ZSTD, _ZSTD_DICT or _LZ4)"))
+        let names: Vec<String> =
+            Codec::ALL.iter().map(|c| format!("LX_CODEC_{}", c.name().to_uppercase())).collect();
+        Failure::argument(format!("unknown codec {value} ({})", names.join(", ")))
     })
 }
 
@@ -281,6 +283,33 @@ mod tests {
         assert!(split_records(data, &[0, 7]).is_err());
         assert!(split_records(data, &[3, 2]).is_err());
         assert!(split_records(data, &[0]).unwrap().is_empty());
+    }
+
+    /// loaderx.h's codec constants and the stats' per-codec counts are core's one codec table
+    /// (`Codec::ALL`): a codec added there and not here fails this test.
+    #[test]
+    fn the_headers_codecs_are_the_codec_table() {
+        let header =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/include/loaderx.h")).unwrap();
+        let defined: Vec<(String, u8)> = header
+            .lines()
+            .filter_map(|l| l.strip_prefix("#define LX_CODEC_"))
+            .map(|l| {
+                let mut it = l.split_whitespace();
+                (it.next().unwrap().to_string(), it.next().unwrap().parse().unwrap())
+            })
+            .collect();
+        let table: Vec<(String, u8)> =
+            Codec::ALL.iter().map(|c| (c.name().to_uppercase(), *c as u8)).collect();
+        assert_eq!(defined, table);
+        let counts: Vec<String> = Codec::ALL.iter().map(|c| format!("records_{}", c.name())).collect();
+        assert!(header.contains(&format!("uint64_t {};", counts.join(", "))), "lx_store_stats counts");
+        let e = codec(9).unwrap_err();
+        assert!(
+            e.message.contains("LX_CODEC_ZSTD_DICT") && e.message.contains("LX_CODEC_LZ4"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
