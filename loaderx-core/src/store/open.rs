@@ -25,34 +25,32 @@ impl StoreOptions {
     fn v2_header(&self, dir: &Path) -> Result<v2::Header> {
         let capacity = self.capacity_for(Format::V2);
         let mut header = v2::Header::empty(capacity);
-        if self.compact {
-            if self.fixed_stride.is_some() {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: a store is of the fixed-stride or the compact layout, not both",
-                    dir.display()
+        let refuse = |reason: String| Error::InvalidArgument(format!("{}: {reason}", dir.display()));
+        header.layout = match self.layout {
+            v2::Layout::Entries => v2::Layout::Entries,
+            v2::Layout::Compact if capacity > v2::COMPACT_MAX_OFFSET => {
+                return Err(refuse(format!(
+                    "a compact store's chunks hold at most 1 TiB (capacity {capacity})"
                 )));
             }
-            if capacity > v2::COMPACT_MAX_OFFSET {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: a compact store's chunks hold at most 1 TiB (capacity {capacity})",
-                    dir.display()
-                )));
+            v2::Layout::Compact => v2::Layout::Compact,
+            v2::Layout::Fixed { record_size, block_records } => {
+                let rule = v2::Stride::default_per_block(u64::from(record_size));
+                if block_records != 0 && u64::from(block_records) != rule {
+                    return Err(refuse(format!(
+                        "{block_records} records a block: a fixed-stride store of {record_size}-byte records has {rule}"
+                    )));
+                }
+                v2::Layout::Fixed { record_size, block_records: u32::try_from(rule).unwrap_or(u32::MAX) }
             }
-            header.layout = v2::Layout::Compact;
-        }
-        if let Some(record_size) = self.fixed_stride {
-            let block_records = v2::Stride::default_per_block(u64::from(record_size));
-            header.layout = v2::Layout::Fixed {
-                record_size,
-                block_records: u32::try_from(block_records).unwrap_or(u32::MAX),
-            };
-            if header.stride().is_none() {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: fixed-stride records of {record_size} bytes do not fit chunks of {capacity} bytes \
-                     (records must be 1 byte to the chunk capacity)",
-                    dir.display()
-                )));
-            }
+        };
+        if let v2::Layout::Fixed { record_size, .. } = header.layout
+            && header.stride().is_none()
+        {
+            return Err(refuse(format!(
+                "fixed-stride records of {record_size} bytes do not fit chunks of {capacity} bytes \
+                 (records must be 1 byte to the chunk capacity)"
+            )));
         }
         Ok(header)
     }
@@ -118,7 +116,7 @@ impl Store {
     /// overwriting it; [`Error::Io`] naming the path for any failing file operation.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         let dir = dir.as_ref();
-        if opts.format == Format::V1 && (opts.fixed_stride.is_some() || opts.compact) {
+        if opts.format == Format::V1 && opts.layout != v2::Layout::Entries {
             return Err(Error::InvalidArgument(format!(
                 "{}: the fixed-stride and compact layouts are v2 layouts; v1 stores keep a 16-byte entry per record",
                 dir.display()

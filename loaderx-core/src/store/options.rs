@@ -14,8 +14,8 @@ pub struct StoreOptions {
     pub(super) max_records: Option<u64>,
     pub(super) deferred_sync: bool,
     pub(super) cold_reads: bool,
-    pub(super) fixed_stride: Option<u32>,
-    pub(super) compact: bool,
+    /// The index layout [`Store::create`](crate::Store::create) writes (v2 only).
+    pub(super) layout: v2::Layout,
 }
 
 impl Default for StoreOptions {
@@ -29,8 +29,7 @@ impl Default for StoreOptions {
             max_records: None,
             deferred_sync: false,
             cold_reads: true,
-            fixed_stride: None,
-            compact: false,
+            layout: v2::Layout::Entries,
         }
     }
 }
@@ -101,6 +100,17 @@ impl StoreOptions {
         self
     }
 
+    /// The index layout [`Store::create`](crate::Store::create) writes (default
+    /// [`Layout::Entries`](v2::Layout::Entries), any record): one of the three, by type.
+    /// [`Layout::Fixed`](v2::Layout::Fixed)'s `block_records` is 0 (FORMAT.md's rule) or that
+    /// rule's value; [`fixed_stride`](Self::fixed_stride) and
+    /// [`compact_entries`](Self::compact_entries) are shorthands. Opening takes the layout from
+    /// the store.
+    pub fn layout(mut self, layout: v2::Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
     /// [`Store::create`](crate::Store::create) makes a v2 store of the fixed-stride layout:
     /// every record raw and exactly `record_size` bytes, found from its index alone (no
     /// per-record entry: the index is a crc32c per block of about 4 KiB of records, so the store
@@ -108,9 +118,8 @@ impl StoreOptions {
     /// another size or codec are refused; reads, `verify`, delete and migration work as for
     /// any store (FORMAT.md, "Fixed-stride layout"). Dense datasets of raw records are written
     /// this way by the converters. Opening takes the layout from the store.
-    pub fn fixed_stride(mut self, record_size: u32) -> Self {
-        self.fixed_stride = Some(record_size);
-        self
+    pub fn fixed_stride(self, record_size: u32) -> Self {
+        self.layout(v2::Layout::Fixed { record_size, block_records: 0 })
     }
 
     /// [`Store::create`](crate::Store::create) makes a v2 store of the compact layout: a 16-byte
@@ -119,9 +128,13 @@ impl StoreOptions {
     /// Appends of compressed records are refused; reads, `verify`, delete, compaction and
     /// migration work as for any store. Ragged datasets of raw records are written this way by
     /// the converters. Opening takes the layout from the store.
-    pub fn compact_entries(mut self, yes: bool) -> Self {
-        self.compact = yes;
-        self
+    /// With `false`, a compact layout asked for before goes back to the entry layout.
+    pub fn compact_entries(self, yes: bool) -> Self {
+        match (yes, self.layout) {
+            (true, _) => self.layout(v2::Layout::Compact),
+            (false, v2::Layout::Compact) => self.layout(v2::Layout::Entries),
+            (false, _) => self,
+        }
     }
 
     /// Lowers the number of records this handle lets the store grow to below the format's limit

@@ -382,3 +382,21 @@ fn readers_verifying_blocks_never_see_damage_while_a_writer_extends_the_open_blo
     });
     assert!(store.verify().unwrap().is_ok());
 }
+
+/// The layout is one option of one type: the shorthands set it (the last one wins), a block size
+/// other than FORMAT.md's rule is refused before anything is created, and v1 has entries only.
+#[test]
+fn the_layout_is_one_typed_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::create(dir.path().join("a"), StoreOptions::new().compact_entries(true).fixed_stride(8))
+        .unwrap();
+    assert!(matches!(s.layout(), Layout::Fixed { record_size: 8, block_records: 512 }), "{:?}", s.layout());
+    let s = Store::create(dir.path().join("b"), StoreOptions::new().layout(Layout::Compact)).unwrap();
+    assert_eq!(s.layout(), Layout::Compact);
+    let bad = StoreOptions::new().layout(Layout::Fixed { record_size: 8, block_records: 7 });
+    let e = Store::create(dir.path().join("c"), bad).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(ref m) if m.contains("512")), "{e}");
+    assert!(!dir.path().join("c").exists(), "refused before anything is created");
+    let v1 = StoreOptions::new().format(Format::V1).layout(Layout::Compact);
+    assert!(matches!(Store::create(dir.path().join("d"), v1), Err(Error::InvalidArgument(_))));
+}
