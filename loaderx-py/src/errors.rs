@@ -3,7 +3,8 @@
 //! A missing file is `FileNotFoundError` (any other operating-system error an `OSError` of its
 //! kind), a bad argument or configuration `ValueError`, an index past the end `IndexError`, and
 //! everything the engine itself reports a subclass of `loaderx.Error`: `CorruptError` for a
-//! damaged store (naming its file and record), `SchemaError`, `LockedError`, `RemoteError`,
+//! damaged store (naming its file and record), `NotAStoreError` for a path that holds no store
+//! (nothing is damaged), `SchemaError`, `LockedError`, `RemoteError`,
 //! `LoaderStoppedError`. A transform's own exception is raised again as it was. The message is
 //! the error's whole chain, each part once, as the CLI prints it.
 
@@ -25,6 +26,12 @@ create_exception!(
     "A store's bytes do not form what they should: the message names the file and the record."
 );
 create_exception!(loaderx, SchemaError, Error, "A dataset's schema does not fit what was asked of it.");
+create_exception!(
+    loaderx,
+    NotAStoreError,
+    Error,
+    "The path holds no loaderx store or dataset (a file, or a directory of something else): nothing is damaged."
+);
 create_exception!(loaderx, LockedError, Error, "Another process holds a lock the operation needs.");
 create_exception!(loaderx, RemoteError, Error, "A request to object storage failed after its retries.");
 create_exception!(loaderx, LoaderStoppedError, Error, "The data loader's threads stopped.");
@@ -63,12 +70,12 @@ pub fn to_py(err: CoreError) -> PyErr {
         }
         CoreError::Corrupt { .. }
         | CoreError::CorruptRecord { .. }
-        | CoreError::NotAStore { .. }
         | CoreError::Version { .. }
         | CoreError::ByteOrder { .. }
         | CoreError::MissingDictionary { .. }
         | CoreError::BatchTooLarge { .. } => CorruptError::new_err(msg),
         CoreError::Schema { .. } => SchemaError::new_err(msg),
+        CoreError::NotAStore { .. } => NotAStoreError::new_err(msg),
         CoreError::Locked { .. } => LockedError::new_err(msg),
         CoreError::Remote { .. } | CoreError::Changed { .. } => RemoteError::new_err(msg),
         CoreError::LoaderStopped(_) => LoaderStoppedError::new_err(msg),
@@ -110,6 +117,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("Error", py.get_type::<Error>())?;
     m.add("CorruptError", py.get_type::<CorruptError>())?;
+    m.add("NotAStoreError", py.get_type::<NotAStoreError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("LockedError", py.get_type::<LockedError>())?;
     m.add("RemoteError", py.get_type::<RemoteError>())?;

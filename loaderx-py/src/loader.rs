@@ -80,7 +80,7 @@ type Source<'py> = (f64, Vec<(String, Stream<'py>)>);
 /// A builder over `streams`, its ragged streams padded as `pad` says.
 fn with_streams(
     streams: Vec<(String, Stream<'_>)>,
-    pad: &[(String, Option<usize>)],
+    pad: &[(String, Option<usize>, bool)],
     pad_value: f64,
 ) -> LoaderBuilder {
     let mut b = LoaderBuilder::new();
@@ -90,8 +90,8 @@ fn with_streams(
             Stream::Ragged(r) => b.ragged_stream(name, r.source.clone()),
         };
     }
-    for (name, rows) in pad {
-        let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value);
+    for (name, rows, truncate) in pad {
+        let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value).truncate(*truncate);
         b = b.pad(name, p);
     }
     b
@@ -197,7 +197,7 @@ impl Loader {
         rank: Option<u32>,
         world: Option<u32>,
         from_env: bool,
-        pad: Option<Vec<(String, Option<usize>)>>,
+        pad: Option<Vec<(String, Option<usize>, bool)>>,
         pad_value: f64,
         finite: bool,
         epochs: Option<u64>,

@@ -79,7 +79,7 @@ impl RaggedArray {
             && let Some(k) = (0..b).find(|&k| self.rows(k) > l)
         {
             return Err(Error::InvalidArgument(format!(
-                "record {k} of the batch has {} rows; the padded length is {l} (Pad::truncate cuts it)",
+                "record {k} of the batch has {} rows; the padded length is {l}, and truncation was not asked for",
                 self.rows(k)
             )));
         }

@@ -12,8 +12,8 @@ Modules, as the loaderx 0.9.11 specification names them:
 - :mod:`loaderx.torch`: PyTorch datasets over the above (torch imported only there);
 - :mod:`loaderx.ray`: Ray Data written to store sets and read from them (Ray imported only there).
 
-Every engine error is a :class:`loaderx.Error` (``CorruptError``, ``SchemaError``,
-``LockedError``, ``RemoteError``, ``LoaderStoppedError``); a missing path is a
+Every engine error is a :class:`loaderx.Error` (``CorruptError``, ``NotAStoreError``,
+``SchemaError``, ``LockedError``, ``RemoteError``, ``LoaderStoppedError``); a missing path is a
 ``FileNotFoundError``, a bad argument a ``ValueError`` or ``TypeError``.
 """
 
@@ -22,6 +22,7 @@ from loaderx._native import (
     Error,
     LoaderStoppedError,
     LockedError,
+    NotAStoreError,
     RemoteError,
     SchemaError,
     __version__,
@@ -33,6 +34,7 @@ __all__ = [
     "Error",
     "LoaderStoppedError",
     "LockedError",
+    "NotAStoreError",
     "RemoteError",
     "SchemaError",
     "__version__",

@@ -30,7 +30,8 @@ class DataLoader:
     Beyond the seed: ``shard=(rank, world)`` (or ``shard="env"`` for torchrun's and Slurm's
     variables) takes this process's share of each global batch; ``pad={name: rows or None}``
     pads ragged streams to ``rows`` (None: the longest record of the batch) with ``pad_value``,
-    adding ``name + "_lengths"``; ``epochs=n`` makes a finite pass of ``n`` epochs
+    adding ``name + "_lengths"`` (a record longer than ``rows`` is an error unless
+    ``pad_truncate=True``, which cuts it); ``epochs=n`` makes a finite pass of ``n`` epochs
     (``shuffle``, ``drop_last``), after which iteration stops; ``state=`` (bytes from
     :meth:`state`) or ``start_step=`` resume. ``batch_size``, ``mode`` and ``seed`` default to
     256, ``"cyclic"`` and 42; beside ``state=`` an argument left out is the state's, and one
@@ -56,6 +57,7 @@ class DataLoader:
         shard: tuple[int, int] | str | None = None,
         pad: Mapping[str, int | None] | None = None,
         pad_value: float = 0.0,
+        pad_truncate: bool = False,
         epochs: int | None = None,
         shuffle: bool = True,
         drop_last: bool = False,
@@ -85,6 +87,16 @@ class DataLoader:
             raise ValueError(f"start_step must be an int in [0, 2**64), not {start_step!r}")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
+        for arg, value, least in (
+            ("batch_size", batch_size, 1),
+            ("num_workers", num_workers, 0),
+            ("prefetch_size", prefetch_size, 1),
+            ("epochs", epochs, 1),
+        ):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or not least <= value < 2**32
+            ):
+                raise ValueError(f"{arg} must be an int in [{least}, 2**32), not {value!r}")
         rank = world = None
         from_env = False
         if shard == "env":
@@ -102,7 +114,7 @@ class DataLoader:
             rank,
             world,
             from_env,
-            list((pad or {}).items()),
+            [(name, rows, bool(pad_truncate)) for name, rows in (pad or {}).items()],
             float(pad_value),
             epochs is not None,
             epochs,
@@ -127,8 +139,22 @@ class DataLoader:
     def __len__(self) -> int:
         steps = self._native.steps()
         if steps is None:
-            raise TypeError("an endless DataLoader has no length: count steps instead")
+            raise TypeError(
+                "an endless DataLoader has no length: pass epochs=n for a finite pass of n epochs "
+                "(len() then counts its steps), or count the steps you take"
+            )
         return steps
+
+    def __bool__(self) -> bool:
+        # A loader is a loader, endless or not (without this, `if loader:` asks len()).
+        return True
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return f"DataLoader(batch_size={self.batch_size}, closed)"
+        steps = self._native.steps()
+        extent = "endless" if steps is None else f"{steps} steps"
+        return f"DataLoader(batch_size={self.batch_size}, {extent}, next step {self.step})"
 
     @property
     def step(self) -> int:

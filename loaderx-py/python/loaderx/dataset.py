@@ -82,6 +82,11 @@ class DenseDataset(_Dataset):
         super()._adopt(native, recipe)
         self.item_shape: tuple[int, ...] = tuple(native.item_shape)
 
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(len(self), *item_shape)``: the shape of the array ``self[:]`` would be."""
+        return (self._len, *self.item_shape)
+
     def __repr__(self) -> str:
         return f"DenseDataset({self.path!r}, len={self._len}, dtype={self.dtype}, item_shape={self.item_shape})"
 
@@ -116,6 +121,12 @@ class RaggedDataset(_Dataset):
     def _adopt(self, native: Any, recipe: tuple) -> None:
         super()._adopt(native, recipe)
         self.row_shape: tuple[int, ...] = tuple(native.row_shape)
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        """``(len(self), None, *row_shape)``: records of any number of rows (``None``), each row of
+        ``row_shape``."""
+        return (self._len, None, *self.row_shape)
 
     def __repr__(self) -> str:
         return f"RaggedDataset({self.path!r}, len={self._len}, dtype={self.dtype}, row_shape={self.row_shape})"

@@ -67,6 +67,10 @@ class MapDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self._len
 
+    def __repr__(self) -> str:
+        streams = ", ".join(f"{k}: {d!r}" for k, d in self.datasets.items())
+        return f"MapDataset(len={self._len}, {{{streams}}})"
+
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         return {k: d[index] for k, d in self.datasets.items()}
 
@@ -88,6 +92,10 @@ class IterableLoader(torch.utils.data.IterableDataset):
     checkpoint of a run with workers is the parent's count of batches taken, as with any
     torch ``IterableDataset``; :meth:`state_dict` sees the parent's own loader only.
     """
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self._kwargs.items())
+        return f"IterableLoader(streams={list(self._datasets)}{', ' if args else ''}{args})"
 
     def __init__(self, datasets: Mapping[str, Any], **kwargs: Any) -> None:
         super().__init__()

@@ -1,0 +1,76 @@
+"""What a PyTorch user met in a first hour with the package: objects that print as what they
+are, a ``shape``, errors that name the argument (or the way out), truncation from the loader."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx.converter import from_iterator, from_numpy
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset, RaggedDataset
+
+
+@pytest.fixture
+def data(in_tmp):
+    from_numpy("x", np.arange(40, dtype=np.float32).reshape(10, 4))
+    from_iterator("t", (np.arange(n % 5 + 1, dtype=np.int32) for n in range(10)))
+    return DenseDataset("x"), RaggedDataset("t")
+
+
+def test_datasets_have_a_shape(data):
+    x, t = data
+    assert x.shape == (10, 4) and x[:].shape == x.shape
+    assert t.shape == (10, None)
+
+
+def test_an_endless_loader_is_truthy_and_its_len_says_how_to_get_one(data):
+    x, _ = data
+    with DataLoader({"x": x}, batch_size=2, num_workers=1) as loader:
+        assert loader
+        with pytest.raises(TypeError, match="epochs="):
+            len(loader)
+        assert repr(loader) == "DataLoader(batch_size=2, endless, next step 0)"
+    assert "closed" in repr(loader)
+    with DataLoader({"x": x}, batch_size=4, num_workers=1, epochs=1) as finite:
+        assert len(finite) == 3 and "3 steps" in repr(finite)
+
+
+@pytest.mark.parametrize("arg", ["batch_size", "num_workers", "prefetch_size", "epochs"])
+def test_a_negative_size_is_a_value_error_naming_it(data, arg):
+    x, _ = data
+    with pytest.raises(ValueError, match=arg):
+        DataLoader({"x": x}, **{arg: -1})
+
+
+def test_padding_truncates_only_when_asked_and_says_so_in_python_terms(data):
+    _, t = data
+    with DataLoader({"t": t}, batch_size=10, num_workers=1, mode="sequential", pad={"t": 2}) as loader:
+        with pytest.raises(ValueError, match="truncation was not asked for") as e:
+            next(loader)
+        assert "Pad::" not in str(e.value)
+    with DataLoader({"t": t}, batch_size=10, num_workers=1, mode="sequential", pad={"t": 2}, pad_truncate=True) as loader:
+        batch = next(loader)
+    assert batch["t"].shape == (10, 2)
+    assert batch["t_lengths"].max() == 2
+
+
+def test_a_path_that_holds_no_dataset_says_what_it_is(in_tmp):
+    np.save("x.npy", np.zeros((3, 2), dtype=np.float32))
+    with pytest.raises(loaderx.NotAStoreError, match=r"\.npy file.*convert") as e:
+        DenseDataset("x.npy")
+    assert not isinstance(e.value, loaderx.CorruptError)
+    (in_tmp / "project").mkdir()
+    (in_tmp / "project" / "notes.txt").write_text("mine")
+    with pytest.raises(loaderx.NotAStoreError, match="no schema.msgpack"):
+        DenseDataset("project")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+def test_the_torch_classes_print_as_what_they_are(data):
+    from loaderx.torch import IterableLoader, MapDataset
+
+    x, _ = data
+    assert repr(MapDataset({"x": x})).startswith("MapDataset(len=10, {x: DenseDataset(")
+    assert repr(IterableLoader({"x": x}, batch_size=2)) == "IterableLoader(streams=['x'], batch_size=2)"
