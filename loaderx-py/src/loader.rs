@@ -226,8 +226,8 @@ impl Loader {
         }
         let saved: Option<LoaderState> = state
             .map(|bytes| {
-                rmp_serde::from_slice(&bytes)
-                    .map_err(|e| PyValueError::new_err(format!("not a loader state: {e}")))
+                LoaderState::from_bytes(&bytes)
+                    .map_err(|e| PyValueError::new_err(loaderx_core::error_chain(&e)))
             })
             .transpose()?;
         let mode = mode_name.map(mode).transpose()?;
@@ -313,8 +313,7 @@ impl Loader {
     /// Where the loader is, as bytes a new loader resumes from (`state=`).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let state = self.locked(py, |inner| Ok(inner.state()))?;
-        let bytes = rmp_serde::to_vec_named(&state).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-        Ok(PyBytes::new(py, &bytes))
+        Ok(PyBytes::new(py, &state.to_bytes()))
     }
 
     /// Stops and joins every thread; later calls raise.

@@ -472,6 +472,20 @@ pub(crate) fn select_view(
     selection: &Selection,
     path: &Path,
 ) -> Result<Selection> {
+    if let Some(of) = selection.split_of()
+        && of as usize != len
+    {
+        let what = if (of as usize) < len {
+            format!("its last {} records would never be read", len - of as usize)
+        } else {
+            "it names records past the dataset's end".to_string()
+        };
+        return Err(Error::InvalidArgument(format!(
+            "{}: a split of {of} records applied to a dataset of {len}: {what} (split the dataset's own \
+             length: Selection::split(len, ..))",
+            path.display()
+        )));
+    }
     if let Some(max) = selection.max()
         && max as usize >= len
     {

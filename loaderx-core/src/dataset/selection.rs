@@ -20,7 +20,7 @@ use crate::{Error, Result};
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection(Repr);
+pub struct Selection(Repr, Option<u32>);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Repr {
@@ -31,12 +31,12 @@ enum Repr {
 impl Selection {
     /// Records `range.start..range.end`.
     pub fn range(range: std::ops::Range<u32>) -> Selection {
-        Selection(Repr::Range(range.start, range.end.max(range.start)))
+        Selection(Repr::Range(range.start, range.end.max(range.start)), None)
     }
 
     /// Records at `indices`, in that order (repeats allowed).
     pub fn indices(indices: impl Into<Arc<[u32]>>) -> Selection {
-        Selection(Repr::List(indices.into()))
+        Selection(Repr::List(indices.into()), None)
     }
 
     /// A `train`/`rest` split of `len` records: `round(len * fraction)` chosen by a permutation
@@ -57,7 +57,15 @@ impl Selection {
         let mut b: Vec<u32> = order[first as usize..].to_vec();
         a.sort_unstable();
         b.sort_unstable();
-        Ok((Selection::indices(a), Selection::indices(b)))
+        // Each part remembers the count it splits: applied to a dataset of another length, the
+        // records past it would never be read (or the split would not be the one asked for).
+        Ok((Selection(Repr::List(a.into()), Some(len)), Selection(Repr::List(b.into()), Some(len))))
+    }
+
+    /// The number of records this selection partitions, when it is a part of a
+    /// [`split`](Self::split): applied to a dataset of any other length it is refused.
+    pub fn split_of(&self) -> Option<u32> {
+        self.1
     }
 
     /// Records in the view.

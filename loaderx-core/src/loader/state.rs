@@ -27,6 +27,56 @@ pub struct LoaderState {
 }
 
 impl LoaderState {
+    /// The state as bytes: MessagePack with named fields, the form the Python module's
+    /// `DataLoader.state()` returns and [`save`](Self::save) writes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Plain data of numbers, strings and sequences: MessagePack encodes it without failing.
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+
+    /// A state from [`to_bytes`](Self::to_bytes)'s bytes (or an earlier version's).
+    ///
+    /// # Errors
+    /// [`Error::Config`] (`what: "state"`) for bytes that are not a loader state, the decoder's
+    /// error as its source.
+    pub fn from_bytes(bytes: &[u8]) -> Result<LoaderState> {
+        rmp_serde::from_slice(bytes).map_err(|e| Error::Config {
+            what: "state",
+            reason: format!("not a loader state ({} bytes): {e}", bytes.len()),
+        })
+    }
+
+    /// Writes the state to the file `path`, atomically (a temporary file beside it, synced,
+    /// renamed over it): a checkpoint beside a model's, resumed with [`load`](Self::load) and
+    /// [`LoaderBuilder::state`](crate::LoaderBuilder::state).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file; [`Error::InvalidArgument`] for a path with no file name.
+    pub fn save(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        let path = path.as_ref();
+        let (Some(name), dir) = (path.file_name().and_then(|n| n.to_str()), path.parent()) else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a loader state is saved to a file",
+                path.display()
+            )));
+        };
+        let dir = dir.filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        crate::store::write_atomic(dir, name, &self.to_bytes())
+    }
+
+    /// Reads a state [`save`](Self::save) wrote.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the file; [`Error::Config`] when it holds no loader state.
+    pub fn load(path: impl AsRef<std::path::Path>) -> Result<LoaderState> {
+        let path = path.as_ref();
+        // A state is a few hundred bytes (a mixture's lengths: 4 bytes a source); 16 MiB bounds
+        // what a file of something else can make this allocate.
+        let bytes = crate::store::read_capped(path, 16 << 20)?
+            .ok_or_else(|| Error::io("read", path, std::io::ErrorKind::NotFound.into()))?;
+        LoaderState::from_bytes(&bytes)
+    }
+
     /// This state moved onto a global batch of `batch_size`, resuming from the samples consumed:
     /// the rule when a run restarts with another global batch (elastic resume with the same
     /// global batch needs nothing: [`shard`](crate::LoaderBuilder::shard) the same state onto any world

@@ -169,3 +169,30 @@ fn write_saved_state_fixtures() {
         std::fs::write(fixture(name), rmp_serde::to_vec_named(&state).unwrap()).unwrap();
     }
 }
+
+/// A state saved to a file beside a checkpoint resumes the loader exactly; a file of something
+/// else is a `Config` error naming the state, a missing one an `Io` error naming the file.
+#[test]
+fn a_state_saved_to_a_file_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = loaderx_core::DenseSource::from_vec(vec![], (0..100u32).collect::<Vec<u32>>()).unwrap();
+    let builder = loaderx_core::LoaderBuilder::new().stream("x", x).batch_size(8).seed(3);
+    let mut loader = builder.clone().build().unwrap();
+    for _ in 0..5 {
+        loader.next_batch().unwrap();
+    }
+    let path = dir.path().join("loader.state");
+    loader.state().save(&path).unwrap();
+    let x_of = |b: loaderx_core::Batch| b.get("x").unwrap().as_slice::<u32>().unwrap().to_vec();
+    let want = x_of(loader.next_batch().unwrap());
+    let state = loaderx_core::LoaderState::load(&path).unwrap();
+    assert_eq!(state.step, 5);
+    assert_eq!(loaderx_core::LoaderState::from_bytes(&state.to_bytes()).unwrap(), state);
+    let mut resumed = builder.state(state).build().unwrap();
+    assert_eq!(x_of(resumed.next_batch().unwrap()), want);
+    std::fs::write(&path, b"not msgpack").unwrap();
+    let e = loaderx_core::LoaderState::load(&path).unwrap_err();
+    assert!(matches!(e, loaderx_core::Error::Config { what: "state", .. }), "{e}");
+    let e = loaderx_core::LoaderState::load(dir.path().join("missing")).unwrap_err();
+    assert!(matches!(e, loaderx_core::Error::Io { .. }), "{e}");
+}

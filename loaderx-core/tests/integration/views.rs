@@ -227,3 +227,17 @@ fn stitch_resolves_links_and_a_replaced_part_is_refused() {
         "{e}"
     );
 }
+
+/// A split made for another count than the data's is refused where it is applied, naming the
+/// records it would leave out (a count typed by hand: 40,000 of 50,000 records).
+#[test]
+fn a_split_of_another_length_is_refused_where_it_is_applied() {
+    let x = loaderx_core::DenseSource::from_vec(vec![], (0..50u32).collect::<Vec<u32>>()).unwrap();
+    let (train, _) = Selection::split(40, 0.9, 1).unwrap();
+    let e = x.select(&train).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(ref m) if m.contains("last 10 records")), "{e}");
+    let e = loaderx_core::LoaderBuilder::new().stream("x", x.clone()).select(train).build().err().unwrap();
+    assert!(matches!(e, Error::InvalidArgument(ref m) if m.contains("split of 40")), "{e}");
+    let (train, valid) = Selection::split(50, 0.9, 1).unwrap();
+    assert_eq!(x.select(&train).unwrap().len() + x.select(&valid).unwrap().len(), 50);
+}
