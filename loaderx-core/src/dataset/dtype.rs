@@ -189,6 +189,32 @@ impl ArrayData {
         }
     }
 
+    /// [`ArrayData::zeros`], or `None` when the allocator cannot give `len` elements (an
+    /// allocation sized by a caller's number fails as an error, never an abort).
+    pub fn try_zeros(dtype: DType, len: usize) -> Option<ArrayData> {
+        fn vec<T: Clone>(len: usize, zero: T) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, zero);
+            Some(v)
+        }
+        Some(match dtype {
+            DType::U8 => ArrayData::U8(vec(len, 0)?),
+            DType::I8 => ArrayData::I8(vec(len, 0)?),
+            DType::U16 => ArrayData::U16(vec(len, 0)?),
+            DType::I16 => ArrayData::I16(vec(len, 0)?),
+            DType::U32 => ArrayData::U32(vec(len, 0)?),
+            DType::I32 => ArrayData::I32(vec(len, 0)?),
+            DType::U64 => ArrayData::U64(vec(len, 0)?),
+            DType::I64 => ArrayData::I64(vec(len, 0)?),
+            DType::F16 => ArrayData::F16(vec(len, f16::ZERO)?),
+            DType::BF16 => ArrayData::BF16(vec(len, bf16::ZERO)?),
+            DType::F32 => ArrayData::F32(vec(len, 0.0)?),
+            DType::F64 => ArrayData::F64(vec(len, 0.0)?),
+            DType::Bool => ArrayData::Bool(vec(len, false)?),
+        })
+    }
+
     /// Resizes to `len` elements (zero-filling growth) keeping the allocation where it fits.
     pub fn resize(&mut self, len: usize) {
         match self {

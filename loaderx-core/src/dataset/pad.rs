@@ -87,17 +87,31 @@ impl RaggedArray {
         let elem = self.dtype().size();
         let fill = fill_bytes(self.dtype(), pad.value);
         let src = self.values().as_bytes();
+        // The padded length is the caller's number: its buffer is checked, and asked of the
+        // allocator as an error, never an abort.
+        let too_large = || {
+            Error::InvalidArgument(format!(
+                "a padded batch of {b} records of {l} rows of {row} {} values does not fit in memory: pad to \
+                 fewer rows",
+                self.dtype()
+            ))
+        };
+        let elems = b.checked_mul(l).and_then(|n| n.checked_mul(row)).ok_or_else(too_large)?;
+        elems.checked_mul(elem).filter(|&n| isize::try_from(n).is_ok()).ok_or_else(too_large)?;
         // One zeroed buffer of the dtype, each record copied into its row, the padding filled
         // only when the value is not zero.
-        let mut values = ArrayData::zeros(self.dtype(), b * l * row);
+        let mut values = ArrayData::try_zeros(self.dtype(), elems).ok_or_else(too_large)?;
         let mut lengths = Vec::with_capacity(b);
-        let mut mask = vec![0u8; b * l];
+        let mut mask = Vec::new();
+        mask.try_reserve_exact(b * l).map_err(|_| too_large())?;
+        mask.resize(b * l, 0u8);
         {
             let mut bools = Vec::new();
             let out: &mut [u8] = match values.as_bytes_mut() {
                 Some(bytes) => bytes,
                 None => {
-                    bools.resize(b * l * row, 0u8);
+                    bools.try_reserve_exact(elems).map_err(|_| too_large())?;
+                    bools.resize(elems, 0u8);
                     &mut bools
                 }
             };

@@ -65,17 +65,24 @@ impl<O> Window<O> {
     /// Claims the next step, waiting for room; `None` once the loader stops.
     pub(super) fn claim(&self) -> Option<u64> {
         let mut st = self.lock();
-        while !st.stop && st.claim >= st.deliver.saturating_add(st.size) {
+        loop {
+            // Past the last step (u64::MAX - 1) there is nothing to claim: the thread ends, and
+            // so do the others waiting for room (the window's far edge saturates at the same
+            // u64::MAX, so room would never come).
+            if st.stop || st.claim == u64::MAX {
+                drop(st);
+                self.room.notify_all();
+                return None;
+            }
+            if st.claim < st.deliver.saturating_add(st.size) {
+                break;
+            }
             st.producers_waiting += 1;
             st = self.room.wait(st).unwrap_or_else(PoisonError::into_inner);
             st.producers_waiting -= 1;
         }
-        if st.stop {
-            return None;
-        }
         let step = st.claim;
-        // Past the last step there is nothing to claim: the thread ends.
-        st.claim = st.claim.checked_add(1)?;
+        st.claim += 1;
         st.slots.push_back(None);
         Some(step)
     }

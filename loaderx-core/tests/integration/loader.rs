@@ -253,3 +253,22 @@ fn steady_state_recycles_batch_buffers() {
     // Two streams, at most threads * (prefetch + 2) buffers each in circulation.
     assert!(loader.buffers_allocated() <= 2 * 2 * 4, "{} buffers allocated", loader.buffers_allocated());
 }
+
+/// A loader started at the last step it can deliver gives that step, then an error, promptly
+/// (its prefetch threads used to wait for room forever, and the loader hung).
+#[test]
+fn the_last_step_is_delivered_then_the_loader_ends_without_hanging() {
+    for threads in [1, 2] {
+        let x = loaderx_core::DenseSource::from_vec(vec![], (0..16u32).collect::<Vec<u32>>()).unwrap();
+        let mut loader = loaderx_core::LoaderBuilder::new()
+            .stream("x", x)
+            .batch_size(4)
+            .threads(threads)
+            .start_step(u64::MAX - 1)
+            .build()
+            .unwrap();
+        assert_eq!(loader.next_batch().unwrap().step(), u64::MAX - 1);
+        let e = loader.next_batch().unwrap_err();
+        assert!(matches!(e, Error::LoaderStopped(_)), "{threads} threads: {e}");
+    }
+}

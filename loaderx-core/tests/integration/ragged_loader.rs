@@ -103,3 +103,19 @@ fn dense_and_ragged_streams_share_rows_and_memory_sources_pad_too() {
     }
     assert_eq!(seen, 50);
 }
+
+/// A padded length far past memory (a caller's number) is an error naming it, never an abort
+/// on the allocation.
+#[test]
+fn a_padded_length_past_memory_is_an_error_not_an_abort() {
+    let tokens = loaderx_core::RaggedSource::from_records(vec![], &[vec![1i32, 2], vec![3]]).unwrap();
+    let batch = tokens.get_batch(&[0, 1]).unwrap();
+    for rows in [usize::MAX / 2, 1 << 42] {
+        let e = batch.pad(loaderx_core::Pad::length(rows)).unwrap_err();
+        assert!(
+            matches!(e, loaderx_core::Error::InvalidArgument(ref m) if m.contains("pad to fewer rows")),
+            "{e}"
+        );
+    }
+    assert_eq!(batch.pad(loaderx_core::Pad::length(3)).unwrap().values.shape(), &[2, 3]);
+}
