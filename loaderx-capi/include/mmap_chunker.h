@@ -78,6 +78,7 @@ uint32_t mmap_engine_capabilities(void);
  *   "failed to open or map file"          missing, unreadable, a directory, not mappable
  *   "handle is null"                      any call given a NULL handle
  *   "out_chunk is null"                   mmap_engine_get_chunk() without a view to fill
+ *   "out_chunk is misaligned for a CChunkView"  its view not aligned (this library checks)
  *   "chunk index out of bounds"           index >= the current plan's chunk count
  *   "delimiter is null"                   a pattern scan's NULL pattern (with a length > 0)
  *   "delimiter_len must be > 0"           a pattern scan's empty pattern

@@ -18,6 +18,9 @@ pub(crate) const OPEN_FAILED: &str = "failed to open or map file";
 pub(crate) const HANDLE_NULL: &str = "handle is null";
 /// `mmap_engine_get_chunk` without a place to write the view.
 pub(crate) const OUT_NULL: &str = "out_chunk is null";
+/// `get_chunk`'s `out_chunk` not aligned for a `CChunkView` (not a text of the reference, which
+/// does not check alignment).
+pub(crate) const OUT_MISALIGNED: &str = "out_chunk is misaligned for a CChunkView";
 /// An index at or past the plan's chunk count.
 pub(crate) const OUT_OF_BOUNDS: &str = "chunk index out of bounds";
 /// A pattern scan given a null pattern.

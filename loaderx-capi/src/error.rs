@@ -147,10 +147,13 @@ pub(crate) enum Slot {
 }
 
 impl Slot {
-    fn with<R>(self, f: impl FnOnce(&RefCell<Option<CString>>) -> R) -> R {
+    /// `f` on this thread's slot; `None` when the thread's locals are being destroyed (a call
+    /// from a thread-exit destructor: C's `pthread_key_create` ones), which then keeps no
+    /// text rather than panicking across the boundary.
+    fn with<R>(self, f: impl FnOnce(&RefCell<Option<CString>>) -> R) -> Option<R> {
         match self {
-            Slot::Chunker => CHUNKER_ERROR.with(f),
-            Slot::Lx => LX_ERROR.with(f),
+            Slot::Chunker => CHUNKER_ERROR.try_with(f).ok(),
+            Slot::Lx => LX_ERROR.try_with(f).ok(),
         }
     }
 
@@ -173,6 +176,7 @@ impl Slot {
     /// clears it on this thread.
     pub(crate) fn pointer(self) -> *const c_char {
         self.with(|cell| cell.borrow().as_ref().map_or(std::ptr::null(), |text| text.as_ptr()))
+            .unwrap_or(std::ptr::null())
     }
 }
 

@@ -76,6 +76,14 @@ pub(crate) fn write(dir: &Path, schema: &LxSchema) -> Outcome<()> {
         }
     };
     schema.validate().map_err(|e| Failure::argument(format!("schema: {}", loaderx_core::error_chain(&e))))?;
+    // lx_schema_read refuses a converter's staging directory (`OUT.partial`: never a dataset);
+    // a schema written there could not be read back through this ABI.
+    if dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".partial")) {
+        return Err(Failure::argument(format!(
+            "{}: a .partial directory is a converter's staging directory, never read as a dataset",
+            dir.display()
+        )));
+    }
     Ok(schema.write(dir)?)
 }
 
@@ -83,6 +91,20 @@ pub(crate) fn write(dir: &Path, schema: &LxSchema) -> Outcome<()> {
 mod tests {
     use super::*;
     use crate::error;
+
+    /// What lx_schema_write accepts, lx_schema_read reads: never a converter's staging directory.
+    #[test]
+    fn a_staging_directory_gets_no_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = dir.path().join("x.partial");
+        std::fs::create_dir(&staging).unwrap();
+        let s = LxSchema { kind: 0, dtype: 0, ndim: 0, ..LxSchema::default() };
+        let e = write(&staging, &s).unwrap_err();
+        assert_eq!(e.code, error::INVALID_ARGUMENT);
+        assert!(!staging.join("schema.msgpack").exists());
+        std::fs::create_dir(dir.path().join("x")).unwrap();
+        write(&dir.path().join("x"), &s).unwrap();
+    }
 
     #[test]
     fn a_schema_written_reads_back() {

@@ -608,6 +608,14 @@ fn crc32c(bytes: &[u8]) -> u32 {
     })
 }
 
+/// Calls from a thread-exit destructor (C's `pthread_key_create`), after the thread's Rust
+/// locals were destroyed, return their error codes instead of aborting the process; a
+/// misaligned `out_chunk` is named as such, not as null.
+#[test]
+fn calls_from_a_thread_exit_destructor_return_codes_and_never_abort() {
+    run_guards(&[Path::new("thread-exit")]);
+}
+
 /// guards.c's record `i`: 64 bytes, byte `j` being `i * 31 + j`.
 fn guards_record(i: u64) -> Vec<u8> {
     (0..64).map(|j| (i * 31 + j) as u8).collect()

@@ -146,7 +146,8 @@ pub unsafe extern "C" fn mmap_engine_get_chunk(
             return Err(chunker::HANDLE_NULL);
         }
         // SAFETY: passed on from the caller.
-        let out = unsafe { Out::new(out_chunk, "out_chunk") }.map_err(|_| chunker::OUT_NULL)?;
+        let out = unsafe { Out::new(out_chunk, "out_chunk") }
+            .map_err(|_| if out_chunk.is_null() { chunker::OUT_NULL } else { chunker::OUT_MISALIGNED })?;
         // SAFETY: a live handle (the caller's promise) that nobody scans or frees during the call,
         // so a shared reference is sound while other threads read chunks too.
         let engine = unsafe { &*handle };

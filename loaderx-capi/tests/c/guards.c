@@ -7,6 +7,9 @@
  *                                   4294967295.zr beside it): its gathers are LX_ERR_CORRUPT
  *   guards huge-blocks STORE        a fixed-stride header claiming 2^32 - 1 records a block and
  *                                   2^32 - 1 records: the open or the verify is LX_ERR_CORRUPT
+ *   guards thread-exit              calls from a pthread key's destructor (the thread's Rust
+ *                                   locals already gone) return their codes, never abort;
+ *                                   a misaligned out_chunk is named as misaligned
  *
  * tests/c.rs writes the lying stores (through loaderx-core, then patching index.zr). The last
  * two run with their address space capped at 4 GiB and their CPU time at 60 s, so an engine
@@ -17,7 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <sys/resource.h>
+
+#include "mmap_chunker.h"
 
 #include "loaderx.h"
 
@@ -152,6 +159,47 @@ static void huge_blocks(const char *path) {
     CHECK(lx_last_error() != NULL && strstr(lx_last_error(), path) != NULL);
 }
 
+/* Runs at thread exit, after the thread's Rust thread-locals were destroyed. */
+static int dtor_code = 1, dtor_len = 1;
+static void at_exit_of_thread(void *arg) {
+    (void)arg;
+    uint64_t n = 0;
+    dtor_code = lx_store_len(NULL, &n);
+    dtor_len = (int)mmap_engine_scan_chunks(NULL, 1);
+    (void)lx_last_error();
+    (void)mmap_engine_last_error();
+}
+static pthread_key_t key;
+static void *thread_with_key(void *arg) {
+    (void)arg;
+    uint64_t n = 0;
+    (void)lx_store_len(NULL, &n); /* the thread's last-error slot in use before it exits */
+    pthread_setspecific(key, (void *)1);
+    return NULL;
+}
+static void thread_exit(void) {
+    CHECK(pthread_key_create(&key, at_exit_of_thread) == 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, thread_with_key, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(dtor_code == LX_ERR_INVALID_ARGUMENT);
+    CHECK(dtor_len == 0);
+    /* A misaligned out_chunk is not a null one. */
+    char path[] = "/tmp/loaderx-guards-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "a\nbb\nccc\n", 9) == 9);
+    close(fd);
+    CEngineHandle *h = mmap_engine_open(path);
+    CHECK(h != NULL && mmap_engine_scan_chunks(h, 4) > 0);
+    CChunkView views[2];
+    CHECK(mmap_engine_get_chunk(h, 0, (CChunkView *)((char *)views + 1)) == -1);
+    CHECK(mmap_engine_last_error() != NULL && strstr(mmap_engine_last_error(), "misaligned") != NULL);
+    CHECK(mmap_engine_get_chunk(h, 0, NULL) == -1);
+    CHECK(mmap_engine_last_error() != NULL && strcmp(mmap_engine_last_error(), "out_chunk is null") == 0);
+    mmap_engine_free(h);
+    unlink(path);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "create-under-writer") == 0 && argc == 3) {
@@ -161,8 +209,10 @@ int main(int argc, char **argv) {
         far_chunk(argv[2]);
     } else if (strcmp(cmd, "huge-blocks") == 0 && argc == 3) {
         huge_blocks(argv[2]);
+    } else if (strcmp(cmd, "thread-exit") == 0) {
+        thread_exit();
     } else {
-        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE\n");
+        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | thread-exit\n");
         return 2;
     }
     printf("guards: %d checks, %d failed\n", checks, failures);
