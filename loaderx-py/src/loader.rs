@@ -42,7 +42,19 @@ pub struct Loader {
     /// The process whose threads these are: in a forked child (another process id) they do not
     /// exist, so the loader refuses to wait for them and is never joined there.
     pid: u32,
+    /// This loader's number, which its transform's thread carries while the transform runs
+    /// ([`IN_TRANSFORM_OF`]): a call on the loader from its own transform is refused, not
+    /// left waiting for the lock the waiting `next` holds.
+    id: u64,
 }
+
+std::thread_local! {
+    /// The loader whose transform this thread is running, 0 for none: a re-entry guard.
+    static IN_TRANSFORM_OF: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Loaders' numbers, from 1.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// `batch` as `{name: array}`: a dense stream's array owns the loader's buffer (no copy); an
 /// unpadded ragged stream is a list of arrays, views of one buffer.
@@ -145,6 +157,7 @@ impl Loader {
         py: Python<'_>,
         f: impl FnOnce(&mut Inner) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
+        self.not_from_own_transform()?;
         if self.forked() {
             return Err(PyRuntimeError::new_err(format!(
                 "this loader's threads belong to process {} and do not exist in this forked one: \
@@ -163,6 +176,18 @@ impl Loader {
         .py()
     }
 
+    /// Refuses a call made from this loader's own transform: it runs on a prefetch thread while
+    /// the caller of `next` holds the loader and waits for that very batch.
+    fn not_from_own_transform(&self) -> PyResult<()> {
+        if IN_TRANSFORM_OF.with(std::cell::Cell::get) == self.id {
+            return Err(PyRuntimeError::new_err(
+                "a loader's transform cannot use its own loader (step, state, closed, close, next): it runs \
+                 on the loader's threads while the loader waits for its result",
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether this is a forked copy of the process that made the loader.
     fn forked(&self) -> bool {
         self.pid != std::process::id()
@@ -171,12 +196,14 @@ impl Loader {
     /// Stops the threads. The lock is waited for and the threads joined without the GIL: a
     /// `next` in progress on another thread holds the lock until its batch comes, and that
     /// batch's transform needs the GIL to finish.
-    fn stop(&self, py: Python<'_>) {
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.not_from_own_transform()?;
         if self.forked() {
             // Nothing to stop here, and the lock may have been held by a thread of the parent.
-            return;
+            return Ok(());
         }
         py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
+        Ok(())
     }
 }
 
@@ -258,6 +285,7 @@ impl Loader {
         if let Some(step) = start_step {
             b = b.start_step(step);
         }
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let inner = match transform {
             None => Inner::Plain(crate::fork::detach(py, || b.build())?.py()?),
             Some(f) => {
@@ -267,7 +295,10 @@ impl Loader {
                         b.build_with(move |batch: Batch| {
                             Python::attach(|py| {
                                 let dict = batch_dict(py, batch)?;
-                                f.call1(py, (dict,))
+                                let outer = IN_TRANSFORM_OF.with(|c| c.replace(id));
+                                let out = f.call1(py, (dict,));
+                                IN_TRANSFORM_OF.with(|c| c.set(outer));
+                                out
                             })
                         })
                     })
@@ -275,7 +306,7 @@ impl Loader {
                 Inner::Mapped(loader)
             }
         };
-        Ok(Loader { inner: Mutex::new(Some(inner)), pid: std::process::id() })
+        Ok(Loader { inner: Mutex::new(Some(inner)), pid: std::process::id(), id })
     }
 
     /// The next batch: a dict of arrays, or what the transform returned.
@@ -317,15 +348,16 @@ impl Loader {
     }
 
     /// Stops and joins every thread; later calls raise.
-    fn close(&self, py: Python<'_>) {
-        self.stop(py);
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.stop(py)
     }
 
     /// Whether `close` was called (the lock waited for without the GIL, as in `stop`).
     #[getter]
-    fn closed(&self, py: Python<'_>) -> bool {
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        self.not_from_own_transform()?;
         // A forked copy delivers nothing: closed.
-        self.forked() || py.detach(|| self.inner.lock().map_or(true, |g| g.is_none()))
+        Ok(self.forked() || py.detach(|| self.inner.lock().map_or(true, |g| g.is_none())))
     }
 }
 

@@ -74,3 +74,36 @@ def test_the_torch_classes_print_as_what_they_are(data):
     x, _ = data
     assert repr(MapDataset({"x": x})).startswith("MapDataset(len=10, {x: DenseDataset(")
     assert repr(IterableLoader({"x": x}, batch_size=2)) == "IterableLoader(streams=['x'], batch_size=2)"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda x: DataLoader({"x": x}, seed=-1),
+        lambda x: DataLoader({"x": x}, seed=2**64),
+        lambda x: DataLoader({"x": x}, shard=(-1, 2)),
+        lambda x: DataLoader({"x": x}, batch_size=2**32),
+        lambda x: x.split(0.5, seed=-1),
+        lambda x: loaderx.zsampler.Zsampler(length=10, batch_size=-1),
+        lambda x: loaderx.zsampler.Zsampler(length=2**32, batch_size=2),
+        lambda x: loaderx.zsampler.Zsampler(length=10, batch_size=2, seed=-1),
+        lambda x: loaderx.zsampler.Zsampler(length=10, batch_size=2).batch(-1),
+    ],
+)
+def test_out_of_range_integers_are_value_errors_naming_the_argument(data, make):
+    x, _ = data
+    with pytest.raises(ValueError, match=r"(seed|shard|batch_size|length|step).* must be an int in \["):
+        make(x)
+
+
+def test_out_overlapping_the_indices_is_refused_clearly(data):
+    x, _ = data
+    buf = np.zeros(8, dtype=np.float32)
+    with pytest.raises(ValueError, match="overlaps the indices"):
+        x.gather(buf.view(np.uint32)[:2], out=buf.reshape(2, 4))
+    z = loaderx.zrecord.Zrecord("z")
+    z.append([b"ab", b"c"])
+    ro = np.zeros(3, dtype=np.uint8)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        z.gather_into([0, 1], out=ro)

@@ -314,3 +314,42 @@ def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(strea
         np.testing.assert_array_equal(next(same)["y"], next(bare)["y"])
     with DataLoader(streams) as defaults:
         assert defaults.batch_size == 256
+
+
+@pytest.mark.parametrize("use", ["step", "closed", "state", "close", "next"])
+def test_a_transform_using_its_own_loader_is_refused_not_a_deadlock(tmp_path, use):
+    # It used to wait for the lock the waiting next() holds, from the thread next() waits for:
+    # the loader and the process hung. Run in a child with a timeout so a regression fails.
+    from_numpy(tmp_path / "y", np.arange(100, dtype=np.int64))
+    out = run_isolated(f"""
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+held = {{}}
+def touch(batch):
+    loader = held["loader"]
+    use = {use!r}
+    if use == "step":
+        loader.step
+    elif use == "closed":
+        loader.closed
+    elif use == "state":
+        loader.state()
+    elif use == "close":
+        loader.close()
+    else:
+        next(loader)
+    return batch
+
+loader = DataLoader({{"y": DenseDataset({str(tmp_path / "y")!r})}}, batch_size=4, num_workers=1,
+                    prefetch_size=1, transform=touch)
+held["loader"] = loader
+try:
+    next(loader)
+except RuntimeError as e:
+    print("refused:", e)
+loader.close()
+print("closed:", loader.closed)
+""")
+    assert "refused: a loader's transform cannot use its own loader" in out, out
+    assert "closed: True" in out, out

@@ -414,3 +414,27 @@ def test_a_failed_write_to_s3_commits_nothing_and_leaves_none_of_its_parts(s3):
         write_loaderx(failing, "s3://bucket/out", remote=opts)
     assert {c: parts_in_bucket(bucket / "out", c) for c in before} == before
     remote_sets("s3://bucket/out", opts, n)
+
+
+def test_a_directory_of_the_users_named_as_a_column_is_never_replaced(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    out = tmp_path / "out"
+    (out / "x").mkdir(parents=True)
+    (out / "x" / "precious.txt").write_text("user data")
+    with pytest.raises(Exception, match="not a loaderx store set"):
+        write_loaderx(ray.data.from_items([{"x": i} for i in range(100)]), out)
+    assert (out / "x" / "precious.txt").read_text() == "user data"
+    assert sorted(os.listdir(out / "x")) == ["precious.txt"]
+
+
+def test_two_writes_into_one_output_at_once_are_refused_not_mixed(tmp_path):
+    from loaderx.ray import LoaderxDatasink
+
+    a, b = LoaderxDatasink(str(tmp_path)), LoaderxDatasink(str(tmp_path))
+    a.on_write_start()
+    with pytest.raises(RuntimeError, match="another write_loaderx"):
+        b.on_write_start()
+    a.on_write_failed(RuntimeError("done"))
+    b.on_write_start()  # free once the first write ended
+    b.on_write_failed(RuntimeError("done"))

@@ -24,6 +24,20 @@ _TO_NUMPY = {
 _FROM_NUMPY = {np.dtype(v).str[1:]: k for k, v in _TO_NUMPY.items()}
 
 
+def check_int(name: str, value: Any, lo: int, hi: int) -> int:
+    """``value`` when it is an int in ``[lo, hi)``; otherwise a ``ValueError`` (``TypeError`` for
+    a non-int) naming the argument, instead of the binding's nameless ``OverflowError``."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not lo <= int(value) < hi:
+        raise ValueError(f"{name} must be an int in [{lo}, {_bound(hi)}), not {value!r}")
+    return int(value)
+
+
+def _bound(n: int) -> str:
+    return f"2**{n.bit_length() - 1}" if n > 1024 and n & (n - 1) == 0 else str(n)
+
+
 def bfloat16() -> np.dtype | None:
     """``ml_dtypes.bfloat16`` when that package is installed (NumPy has no bfloat16)."""
     try:

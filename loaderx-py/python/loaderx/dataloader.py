@@ -14,6 +14,7 @@ import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from loaderx import _native
+from loaderx._common import check_int
 from loaderx.dataset import DenseDataset, RaggedDataset
 from loaderx.zsampler import mode_name
 
@@ -87,16 +88,24 @@ class DataLoader:
             raise ValueError(f"start_step must be an int in [0, 2**64), not {start_step!r}")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
-        for arg, value, least in (
-            ("batch_size", batch_size, 1),
-            ("num_workers", num_workers, 0),
-            ("prefetch_size", prefetch_size, 1),
-            ("epochs", epochs, 1),
+        for arg, value, least, past in (
+            ("batch_size", batch_size, 1, 2**32),
+            ("num_workers", num_workers, 0, 2**32),
+            ("prefetch_size", prefetch_size, 1, 2**32),
+            ("epochs", epochs, 1, 2**64),
+            ("seed", seed, 0, 2**64),
         ):
-            if value is not None and (
-                not isinstance(value, int) or isinstance(value, bool) or not least <= value < 2**32
-            ):
-                raise ValueError(f"{arg} must be an int in [{least}, 2**32), not {value!r}")
+            if value is not None:
+                check_int(arg, value, least, past)
+        if isinstance(shard, tuple) and len(shard) == 2:
+            check_int("shard's rank", shard[0], 0, 2**32)
+            check_int("shard's world", shard[1], 1, 2**32)
+        for name, rows in (pad or {}).items():
+            if rows is not None:
+                check_int(f"pad[{name!r}]", rows, 1, 2**63)
+        for option, least in (("pack", 1), ("bucket", 1)):
+            for name, n in ((pack if option == "pack" else bucket) or {}).items():
+                check_int(f"{option}[{name!r}]", n, least, 2**32)
         rank = world = None
         from_env = False
         if shard == "env":
@@ -167,8 +176,11 @@ class DataLoader:
         return self._native.state()
 
     def close(self) -> None:
-        """Stops and joins every thread. Idempotent."""
-        self._finalizer()
+        """Stops and joins every thread. Idempotent. From the loader's own transform it is a
+        ``RuntimeError`` (the loader waits for that transform), and the loader stays open."""
+        if self._finalizer.alive:
+            self._native.close()
+            self._finalizer()
 
     @property
     def closed(self) -> bool:

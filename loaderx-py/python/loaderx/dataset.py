@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import indices, numpy_dtype
+from loaderx._common import check_int, indices, numpy_dtype
 
 __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
@@ -64,7 +64,7 @@ class _Dataset:
     def split(self, fraction: float, seed: int = 0) -> tuple[Any, Any]:
         """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
         ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
-        a, b = self._native.split(float(fraction), seed)
+        a, b = self._native.split(float(fraction), check_int("seed", seed, 0, 2**64))
         return self._wrap(a, ("split", float(fraction), seed, 0)), self._wrap(b, ("split", float(fraction), seed, 1))
 
 
@@ -107,6 +107,8 @@ class DenseDataset(_Dataset):
             out = np.empty((idx.size, *self.item_shape), dtype=self.dtype)
         else:
             _check_out(out, (idx.size, *self.item_shape), self.dtype)
+            if np.may_share_memory(idx, out):
+                raise ValueError("out overlaps the indices: gather into memory of its own")
         self._native.gather_into(idx, out.reshape(-1).view(np.uint8))
         return out
 

@@ -56,6 +56,50 @@ from ray.data.extensions import (
 
 from loaderx import _native
 from loaderx._common import engine_dtype, numpy_dtype
+
+try:
+    import fcntl
+except ImportError:  # not Unix: writes into one local OUT are not serialised there (the docs say so)
+    fcntl = None  # type: ignore[assignment]
+
+# The write locks the driver holds on local outputs, by write (run): one write at a time per OUT.
+_HELD: dict[str, Any] = {}
+_LOCK = ".loaderx-write.lock"
+# What a store set's directory holds (and the temporary names of their atomic writes).
+_SET_FILES = {"storeset.msgpack", "schema.msgpack", "storeset.msgpack.tmp", "schema.msgpack.tmp"}
+
+
+def _lock_out(path: str, run: str) -> None:
+    """Takes OUT's write lock for write ``run``: a second write into the same OUT at once would
+    remove this one's parts as stale (and this one its)."""
+    if fcntl is None:
+        return
+    # Beside the parts (OUT/_parts/), where nothing reads it as a dataset.
+    f = open(os.path.join(path, PARTS_DIR, _LOCK), "a+")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise RuntimeError(f"{path}: another write_loaderx is writing into it; writes into one output run one at a time")
+    _HELD[run] = f
+
+
+def _unlock_out(run: str) -> None:
+    f = _HELD.pop(run, None)
+    if f is not None:
+        f.close()
+
+
+def _check_replaceable(out: str) -> None:
+    """A column's output is replaced only when it is a store set (what a write leaves there): a
+    directory or file of the user's is never moved or removed."""
+    if not os.path.lexists(out):
+        return
+    if os.path.isdir(out) and not os.path.islink(out):
+        entries = set(os.listdir(out))
+        if "storeset.msgpack" in entries and entries <= _SET_FILES:
+            return
+    raise FileExistsError(f"{out} exists and is not a loaderx store set: refusing to replace it (remove it or write elsewhere)")
 from loaderx.dataset import DenseDataset, RaggedDataset
 
 __all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
@@ -264,6 +308,7 @@ class LoaderxDatasink(Datasink):
     def on_write_start(self, schema: Any = None) -> None:
         if self.url is None:
             os.makedirs(os.path.join(self.path, PARTS_DIR), exist_ok=True)
+            _lock_out(self.path, self.run)
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict[str, Any]:
         """One write task: its blocks into one part per column, published only when complete."""
@@ -334,7 +379,14 @@ class LoaderxDatasink(Datasink):
 
     def on_write_complete(self, write_result: WriteResult) -> None:
         """The commit: every column's parts (of the tasks that succeeded, in task order) stitched
-        into ``OUT/<column>``, then the parts no set names any more removed."""
+        into ``OUT/<column>``, then the parts no set names any more removed. A column's output
+        that is not a store set (a directory of the user's) is refused, nothing replaced."""
+        try:
+            self._complete(write_result)
+        finally:
+            _unlock_out(self.run)
+
+    def _complete(self, write_result: WriteResult) -> None:
         results = sorted((r for r in write_result.write_returns if r and r["rows"]), key=lambda r: r["task"])
         tasks = [r["task"] for r in results]
         if len(set(tasks)) != len(tasks):
@@ -356,6 +408,8 @@ class LoaderxDatasink(Datasink):
         if self.url:
             self._commit_remote(results, first["columns"])
             return
+        for c in first["columns"]:
+            _check_replaceable(os.path.join(self.path, c))
         staged: list[tuple[str, str]] = []
         try:
             for c in first["columns"]:
@@ -396,6 +450,12 @@ class LoaderxDatasink(Datasink):
 
     def on_write_failed(self, error: Exception) -> None:
         """Removes this write's parts; the sets in ``OUT`` stay as they were."""
+        try:
+            self._failed()
+        finally:
+            _unlock_out(self.run)
+
+    def _failed(self) -> None:
         if self.url:
             parts_url = f"{self.url}/{PARTS_DIR}"
             for c in _native.list_remote_dirs(parts_url, self.remote):
@@ -406,6 +466,8 @@ class LoaderxDatasink(Datasink):
         root = os.path.join(self.path, PARTS_DIR)
         for c in os.listdir(root) if os.path.isdir(root) else []:
             folder = os.path.join(root, c)
+            if c.startswith(".") or not os.path.isdir(folder):
+                continue  # the write lock
             for entry in os.listdir(folder):
                 if entry.startswith(f"part-{self.run}-"):
                     _remove(os.path.join(folder, entry))

@@ -80,6 +80,8 @@ class Zrecord:
             out = np.empty(total, dtype=np.uint8)
         elif not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (total,):
             raise ValueError(f"out must be a uint8 array of shape ({total},), the records' total length")
+        elif not out.flags.writeable or not out.flags.c_contiguous:
+            raise ValueError("out must be writable and C-contiguous")
         self._native.gather_into(idx, out)
         return out, offsets
 
@@ -106,8 +108,8 @@ class Zrecord:
         memory stays flat however many records are damaged. Before ``limit`` existed ``bad``
         listed every damaged record; it still does whenever there are at most ``limit``.
         """
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise ValueError(f"limit must be a non-negative int or None, not {limit!r}")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit < 2**64):
+            raise ValueError(f"limit must be an int in [0, 2**64) or None, not {limit!r}")
         checked, damaged, bad, files = self._native.verify(limit)
         return {"checked": checked, "damaged": damaged, "bad": bad, "files": files,
                 "ok": not damaged and not files}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from loaderx import _native
+from loaderx._common import check_int
 
 __all__ = ["Zsampler", "MODES"]
 
@@ -40,8 +41,11 @@ class Zsampler:
         self, length: int, batch_size: int, mode: str | int = "iid", seed: int = 42, rank: int = 0, world: int = 1
     ) -> None:
         self.mode = mode_name(mode)
-        self.length = length
-        self.seed = seed
+        self.length = check_int("length", length, 1, 2**32)
+        self.seed = check_int("seed", seed, 0, 2**64)
+        check_int("batch_size", batch_size, 1, 2**32)
+        check_int("rank", rank, 0, 2**32)
+        check_int("world", world, 1, 2**32)
         self._native = _native.Sampler(length, batch_size, self.mode, seed, rank, world)
 
     @property
@@ -54,6 +58,7 @@ class Zsampler:
 
     def batch(self, step: int, out: np.ndarray | None = None) -> np.ndarray:
         """The indices of ``step`` as a ``uint32`` array, written into ``out`` when given."""
+        check_int("step", step, 0, 2**64)
         if out is None:
             return self._native.batch(step)
         self._native.batch_into(step, out)
