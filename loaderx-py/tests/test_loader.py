@@ -322,11 +322,14 @@ def test_a_transform_using_its_own_loader_is_refused_not_a_deadlock(tmp_path, us
     # the loader and the process hung. Run in a child with a timeout so a regression fails.
     from_numpy(tmp_path / "y", np.arange(100, dtype=np.int64))
     out = run_isolated(f"""
+import threading
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset
 
 held = {{}}
+ready = threading.Event()
 def touch(batch):
+    ready.wait()  # the prefetch thread may start before the loader is in `held`
     loader = held["loader"]
     use = {use!r}
     if use == "step":
@@ -344,6 +347,7 @@ def touch(batch):
 loader = DataLoader({{"y": DenseDataset({str(tmp_path / "y")!r})}}, batch_size=4, num_workers=1,
                     prefetch_size=1, transform=touch)
 held["loader"] = loader
+ready.set()
 try:
     next(loader)
 except RuntimeError as e:

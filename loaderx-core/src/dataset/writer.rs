@@ -24,6 +24,11 @@ pub(crate) const DIRECT_RECORDS: usize = BATCH_RECORDS / 4;
 /// See [`DIRECT_RECORDS`].
 pub(crate) const DIRECT_BYTES: usize = BATCH_BYTES / 4;
 
+/// Dense items of at most this many bytes are written raw, in the fixed-stride layout, whatever
+/// the codec: a compressed record costs at least a zstd frame's 9 bytes plus its 32-byte entry,
+/// more than such an item raw (whose index is a checksum per 4 KiB). A bound, not a measurement.
+const RAW_ITEM_MAX: usize = 40;
+
 /// A callback told how many input bytes a converter has consumed so far.
 pub type ProgressFn = std::sync::Arc<dyn Fn(u64) + Send + Sync>;
 
@@ -156,7 +161,7 @@ impl WriteOptions {
         let fits = unit > 0 && unit as u64 <= crate::format::v2::DEFAULT_CHUNK_CAPACITY;
         (self.fixed_stride
             && schema.kind == Kind::Dense
-            && self.codec == Codec::Raw
+            && (self.codec == Codec::Raw || unit <= RAW_ITEM_MAX)
             && self.format == Format::V2
             && fits)
             .then(|| u32::try_from(unit).ok())
@@ -276,8 +281,11 @@ impl DatasetWriter {
         // never opened and is removed by the next writer.
         let mut store_opts =
             StoreOptions::new().format(opts.format).dict_cap(opts.dict_cap).deferred_sync(true);
+        let mut opts = opts;
         if let Some(record_size) = opts.stride_for(&schema) {
             store_opts = store_opts.fixed_stride(record_size);
+            // Items too small for any codec to pay for its entry (RAW_ITEM_MAX) are stored raw.
+            opts.codec = Codec::Raw;
         } else if opts.compact_entries && opts.codec == Codec::Raw && opts.format == Format::V2 {
             store_opts = store_opts.compact_entries(true);
         }

@@ -45,6 +45,10 @@ impl std::fmt::Debug for Bucketer {
     }
 }
 
+/// The most records a bucketing window holds: 2^26, about 1.3 GiB of bookkeeping, past any
+/// window that sorts usefully. A bound, not a measurement.
+const MAX_WINDOW_RECORDS: u64 = 1 << 26;
+
 impl Bucketer {
     pub(crate) fn new(
         config: BucketConfig,
@@ -55,6 +59,19 @@ impl Bucketer {
             return Err(Error::Config {
                 what: "bucket",
                 reason: "a bucketing window needs at least one step".into(),
+            });
+        }
+        // A window's bookkeeping is its K global batches' records (an index, a length, a place:
+        // about 20 bytes each): a bound checked here rather than an allocation that aborts.
+        let records = u64::from(config.window) * u64::from(sampler.batch_size);
+        if records > MAX_WINDOW_RECORDS {
+            return Err(Error::Config {
+                what: "bucket",
+                reason: format!(
+                    "a window of {} steps of {} records holds {records}, more than {MAX_WINDOW_RECORDS}: \
+                     bucket over fewer steps",
+                    config.window, sampler.batch_size
+                ),
             });
         }
         // Validates rank and world too.

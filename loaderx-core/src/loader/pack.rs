@@ -178,6 +178,10 @@ impl std::fmt::Debug for Packer {
     }
 }
 
+/// The most tokens a packed step holds (rows x length): 2^31, 8 GiB of `i32` tokens with their
+/// segments and positions, past any batch a step is meant to carry. A bound, not a measurement.
+const MAX_BATCH_TOKENS: u64 = 1 << 31;
+
 impl Packer {
     /// A packer of `source` for `rows` rows per step on `rank` of `world`, starting at `step`
     /// from `cursor`; samples in keyed shuffles of `seed` (or in order).
@@ -192,6 +196,17 @@ impl Packer {
             return Err(Error::Config {
                 what: "pack",
                 reason: "a packed row needs at least one token".into(),
+            });
+        }
+        // A step's arrays (tokens, segments, positions, loss mask) hold rows x length values: a
+        // bound checked here rather than an allocation that aborts.
+        if u64::from(rows) * u64::from(config.pack.length) > MAX_BATCH_TOKENS {
+            return Err(Error::Config {
+                what: "pack",
+                reason: format!(
+                    "{rows} rows of {} tokens a step is more than {MAX_BATCH_TOKENS} tokens: pack shorter rows",
+                    config.pack.length
+                ),
             });
         }
         if !source.row_shape().is_empty() {

@@ -61,7 +61,25 @@ impl LoaderState {
             )));
         };
         let dir = dir.filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        crate::store::write_atomic(dir, name, &self.to_bytes())
+        // A temporary name of this process's own, created exclusively: a file of the user's
+        // beside the checkpoint (say `loader.state.tmp`) is never touched.
+        let bytes = self.to_bytes();
+        for n in 0u32..64 {
+            let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+            let mut f = match std::fs::File::options().write(true).create_new(true).open(&tmp) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io("create", &tmp, e)),
+            };
+            let written = std::io::Write::write_all(&mut f, &bytes).and_then(|()| f.sync_all());
+            drop(f);
+            if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(Error::io("write", path, e));
+            }
+            return crate::store::sync_dir(dir);
+        }
+        Err(Error::InvalidArgument(format!("{}: no free temporary name beside it", path.display())))
     }
 
     /// Reads a state [`save`](Self::save) wrote.

@@ -70,6 +70,12 @@ impl WriteLock {
         Err(Error::Locked { path: dir.to_path_buf(), reason: format!("its {name} keeps being replaced") })
     }
 
+    /// Whether the lock file's path still names the file this lock holds (a directory renamed
+    /// away after the lock was taken takes the lock with it: then it guards another path).
+    pub(crate) fn still_here(&self) -> bool {
+        self.file.as_ref().is_some_and(|f| same_file(f, &self.path).unwrap_or(false))
+    }
+
     /// The lock file was moved with its directory (a staging directory renamed into place
     /// while locked): it is now `dir/name`, removed from there on release.
     pub(crate) fn moved_to(&mut self, dir: &Path) {

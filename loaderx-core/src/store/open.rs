@@ -198,44 +198,7 @@ impl Store {
                 dir.display()
             )));
         }
-        // A v2 index wins over a v1 table: a migration to v2 commits by renaming index.zr into
-        // place and only then removes meta.zr (and one back to v1 removes index.zr last).
-        let format = if dir.join(INDEX_FILE).exists() { Format::V2 } else { Format::V1 };
-        let index_path = dir.join(if format == Format::V2 { INDEX_FILE } else { META_FILE });
-        let index_file = match OpenOptions::new().read(true).write(writable).open(&index_path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let reason = if dir.exists() {
-                    "it has no meta.zr (v1) or index.zr (v2)".to_string()
-                } else {
-                    "it does not exist".to_string()
-                };
-                return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
-            }
-            Err(e) => return Err(Error::io("open", &index_path, e)),
-        };
-        let writer = if writable {
-            Some(Writer {
-                _lock: match lock {
-                    Some(held) => held,
-                    None => WriteLock::acquire(dir)?,
-                },
-                append: Mutex::new(Manifest::default()),
-                unsynced: Mutex::new(None),
-            })
-        } else {
-            None
-        };
-        match index_file.try_lock_shared() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(Error::Locked {
-                    path: dir.to_path_buf(),
-                    reason: "another process is deleting from, compacting or migrating it".into(),
-                });
-            }
-            Err(TryLockError::Error(e)) => return Err(Error::io("lock", &index_path, e)),
-        }
+        let (format, index_path, index_file, writer) = Store::open_and_lock(dir, writable, lock)?;
         let index = map_index(&index_file, &index_path, format, writable)?;
         let store = Store {
             dir: dir.to_path_buf(),
@@ -281,6 +244,70 @@ impl Store {
             }
         }
         Ok(store)
+    }
+
+    /// Opens `dir`'s index and takes its locks: the writer's (`lock`, or taken here when
+    /// `writable`), then the index's shared one. The index is opened by path before it is locked,
+    /// so a store replaced in between (a dataset renamed over it, a create that removed its
+    /// files) would leave this handle on the old index and the new store's chunks: once locked,
+    /// the paths are checked to name what is held, and the open starts over when they do not.
+    ///
+    /// # Errors
+    /// [`Error::NotAStore`]; [`Error::Locked`] (another writer, a delete, compaction or migration,
+    /// or a store replaced again at every attempt); [`Error::Io`] naming the file.
+    fn open_and_lock(
+        dir: &Path,
+        writable: bool,
+        mut lock: Option<WriteLock>,
+    ) -> Result<(Format, PathBuf, File, Option<Writer>)> {
+        const ATTEMPTS: usize = 8;
+        for _ in 0..ATTEMPTS {
+            // A v2 index wins over a v1 table: a migration to v2 commits by renaming index.zr into
+            // place and only then removes meta.zr (and one back to v1 removes index.zr last).
+            let format = if dir.join(INDEX_FILE).exists() { Format::V2 } else { Format::V1 };
+            let index_path = dir.join(if format == Format::V2 { INDEX_FILE } else { META_FILE });
+            let index_file = match OpenOptions::new().read(true).write(writable).open(&index_path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    let reason = if dir.exists() {
+                        "it has no meta.zr (v1) or index.zr (v2)".to_string()
+                    } else {
+                        "it does not exist".to_string()
+                    };
+                    return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
+                }
+                Err(e) => return Err(Error::io("open", &index_path, e)),
+            };
+            if writable && lock.is_none() {
+                lock = Some(WriteLock::acquire(dir)?);
+            }
+            match index_file.try_lock_shared() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        path: dir.to_path_buf(),
+                        reason: "another process is deleting from, compacting, migrating or replacing it"
+                            .into(),
+                    });
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io("lock", &index_path, e)),
+            }
+            let index_here = crate::sys::same_file(&index_file, &index_path)
+                .map_err(|e| Error::io("stat", &index_path, e))?;
+            if lock.as_ref().is_some_and(|l| !l.still_here()) {
+                lock = None;
+            }
+            if index_here && (lock.is_some() || !writable) {
+                let writer = lock.map(|l| Writer {
+                    _lock: l,
+                    append: Mutex::new(Manifest::default()),
+                    unsynced: Mutex::new(None),
+                });
+                return Ok((format, index_path, index_file, writer));
+            }
+            // Replaced under us: the shared lock goes with the file; start over.
+        }
+        Err(Error::Locked { path: dir.to_path_buf(), reason: "its index keeps being replaced".into() })
     }
 
     /// The writer checks the v2 header's frontier against its checksum before anything uses it
@@ -341,10 +368,11 @@ impl Store {
     }
 
     /// Before a header whose dynamic fields fail their checksum is repaired from its count: a
-    /// commit killed inside its header write leaves the manifest at the previous commit's count,
-    /// never above the header's (a delete's smaller count is published under its journal, which
-    /// is replayed instead). A manifest that committed more records than the count says is
-    /// proof of damage to the count, and repairing would trim committed records.
+    /// commit killed inside its header write leaves the count the previous commit published (it
+    /// is stored last, after the fields its checksum covers), which the manifest holds too (a
+    /// delete's count is published under its journal, which is replayed instead). A count the
+    /// manifest does not hold is damage: a lower one would trim committed records, a higher one
+    /// bring deleted entries back (the index is never shrunk in place).
     ///
     /// # Errors
     /// [`Error::Corrupt`] naming the count's field, with nothing changed.
@@ -354,12 +382,12 @@ impl Store {
         }
         let manifest = fs::read(self.dir.join(MANIFEST_FILE)).ok().and_then(|b| Manifest::decode(&b).ok());
         match manifest {
-            Some(m) if m.count > self.len() => Err(Error::Corrupt {
+            Some(m) if m.count != self.len() => Err(Error::Corrupt {
                 path: self.index_path.clone(),
                 offset: v2::COUNT_OFFSET as u64,
                 reason: format!(
                     "the header counts {} records, but the manifest committed {}: the count is damaged, \
-                     not a torn commit (nothing was trimmed; a read-only open still reads the records below it)",
+                     not a torn commit (nothing was changed; a read-only open still reads the records)",
                     self.len(),
                     m.count
                 ),

@@ -317,3 +317,17 @@ fn bucketing_regroups_a_window_by_length_and_pads_less() {
     assert!(plain.clone().bucket("t", 0).build().is_err());
     assert!(plain.bucket("nope", 4).build().unwrap_err().to_string().contains("\"t\""));
 }
+
+/// A bucketing window or a packed row far past memory is refused when the loader is built, not
+/// an allocation that aborts at the first step.
+#[test]
+fn windows_and_rows_past_memory_are_refused_at_build() {
+    let records: Vec<Vec<i32>> = (0..50).map(|i| vec![i; (i % 5 + 1) as usize]).collect();
+    let tokens = loaderx_core::RaggedSource::from_records(vec![], &records).unwrap();
+    let b = loaderx_core::LoaderBuilder::new().ragged_stream("t", tokens).batch_size(4);
+    let e = b.clone().pad("t", loaderx_core::Pad::longest()).bucket("t", u32::MAX).build().err().unwrap();
+    assert!(matches!(e, loaderx_core::Error::Config { what: "bucket", .. }), "{e}");
+    let e = b.clone().pack("t", loaderx_core::Pack::new(u32::MAX)).build().err().unwrap();
+    assert!(matches!(e, loaderx_core::Error::Config { what: "pack", .. }), "{e}");
+    assert!(b.pack("t", loaderx_core::Pack::new(64)).build().is_ok());
+}

@@ -382,6 +382,24 @@ fn a_damaged_count_is_refused_by_a_writer_never_trimmed_to() {
         }
         assert_eq!(snapshot(&s), before, "{name}: nothing trimmed");
     }
+    // A count raised after a delete (whose entries past the count are still in the index, with
+    // valid checksums) would bring deleted records back: refused as well.
+    let s = dir.path().join("raised");
+    store(&s, StoreOptions::new(), 100);
+    let mut w = Store::open_rw(&s, StoreOptions::new()).unwrap();
+    w.delete(&(0..100u64).step_by(10).collect::<Vec<_>>()).unwrap();
+    drop(w);
+    let mut index = std::fs::read(s.join("index.zr")).unwrap();
+    index[v2::COUNT_OFFSET..v2::COUNT_OFFSET + 8].copy_from_slice(&95u64.to_le_bytes());
+    std::fs::write(s.join("index.zr"), &index).unwrap();
+    let before = snapshot(&s);
+    for e in [
+        Store::open_rw(&s, StoreOptions::new()).unwrap_err(),
+        Store::migrate_layout(&s, Layout::Compact, &nothing).unwrap_err(),
+    ] {
+        assert!(matches!(e, Error::Corrupt { offset: 40, .. }), "{e}");
+    }
+    assert_eq!(snapshot(&s), before, "nothing rewritten");
 }
 
 /// A manifest that does not decode is damage, refused by a writer's open, not rebuilt over

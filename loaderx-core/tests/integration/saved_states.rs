@@ -182,7 +182,10 @@ fn a_state_saved_to_a_file_resumes_exactly() {
         loader.next_batch().unwrap();
     }
     let path = dir.path().join("loader.state");
+    std::fs::write(dir.path().join("loader.state.tmp"), b"the user's").unwrap();
     loader.state().save(&path).unwrap();
+    assert_eq!(std::fs::read(dir.path().join("loader.state.tmp")).unwrap(), b"the user's");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "no temporary left");
     let x_of = |b: loaderx_core::Batch| b.get("x").unwrap().as_slice::<u32>().unwrap().to_vec();
     let want = x_of(loader.next_batch().unwrap());
     let state = loaderx_core::LoaderState::load(&path).unwrap();
