@@ -4,7 +4,8 @@
 //!
 //! | module | concern |
 //! | --- | --- |
-//! | `open` | [`Store`]: create, open, the locks, recovery on open |
+//! | `open` | [`Store`]: create, open (the index opened and locked, checked to be the one its path names), the locks |
+//! | `recover` | what an open checks and a writer's open repairs: the frontier (a torn commit's or damage), the chunks, the bytes past the frontier, the manifest |
 //! | `options` | [`StoreOptions`] |
 //! | `append` | append: compress, place, flush, commit |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
@@ -36,6 +37,7 @@ mod migrate;
 mod open;
 mod options;
 mod pool;
+mod recover;
 mod report;
 mod source;
 mod stride;

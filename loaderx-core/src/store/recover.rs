@@ -1,0 +1,240 @@
+//! What an open checks, and a writer's open repairs, before anything is read or written: the
+//! v2 header's frontier (a torn commit's, or damage, told apart by the manifest), every chunk up
+//! to the tail, the bytes a killed append left past the frontier, and `manifest.zr` (kept when it
+//! describes the chunks, computed again when missing, refused when damaged).
+
+use std::fs::{self, File};
+
+use super::Store;
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, write_atomic};
+use super::table::{Index, v2_header_error};
+use crate::format::v2::{self, ChunkSummary, Manifest};
+use crate::sys::read_exact_at;
+use crate::{Error, Result};
+
+impl Store {
+    /// The writer checks the v2 header's frontier against its checksum before anything uses it
+    /// (trimming to a damaged frontier would cut committed records). A mismatch is what a
+    /// process killed inside a commit's header write leaves (its fields are written one after
+    /// another), or damage: either way the frontier is set to the end of the furthest committed
+    /// record, which keeps every record the count publishes.
+    pub(super) fn check_frontier(&self) -> Result<()> {
+        let (Index::V2(map) | Index::Fixed(map, _) | Index::Compact(map)) = &self.index else {
+            return Ok(());
+        };
+        match v2::Header::parse(&map.header(), true) {
+            Ok(h) => match h.stride() {
+                // A fixed-stride frontier is a function of the count; anything else is damage.
+                Some(stride) if stride.frontier(h.count) != Some((h.tail_chunk, h.tail_offset)) => {
+                    Err(Error::Corrupt {
+                        path: self.index_path.clone(),
+                        offset: 24,
+                        reason: format!(
+                            "the frontier (chunk {}, byte {}) is not where {} records of {} bytes end",
+                            h.tail_chunk, h.tail_offset, h.count, stride.record_size
+                        ),
+                        source: None,
+                    })
+                }
+                _ => Ok(()),
+            },
+            Err(v2::HeaderError::Field(28, _)) if self.index.stride().is_some() => {
+                self.torn_header_or_damage()?;
+                let len = self.len();
+                let stride = self.index.stride().expect("checked just above");
+                let frontier = stride.frontier(len).ok_or_else(|| Error::Corrupt {
+                    path: self.index_path.clone(),
+                    offset: 40,
+                    reason: format!("{len} records of {} bytes pass the last chunk id", stride.record_size),
+                    source: None,
+                })?;
+                self.index.publish(len, frontier, &self.index_path, true)
+            }
+            Err(v2::HeaderError::Field(28, _)) => {
+                self.torn_header_or_damage()?;
+                let len = self.len();
+                let mut frontier = (0u32, 0u64);
+                let mut first = 0;
+                while first < len {
+                    let end = (first + (1 << 16)).min(len);
+                    for e in self.index.entries(first, end)? {
+                        if e.stored > 0 {
+                            frontier = frontier.max((e.chunk, e.end()));
+                        }
+                    }
+                    first = end;
+                }
+                self.index.publish(len, frontier, &self.index_path, true)
+            }
+            Err(e) => Err(v2_header_error(&self.index_path, e)),
+        }
+    }
+
+    /// Before a header whose dynamic fields fail their checksum is repaired from its count: a
+    /// commit killed inside its header write leaves the count the previous commit published (it
+    /// is stored last, after the fields its checksum covers), which the manifest holds too (a
+    /// delete's count is published under its journal, which is replayed instead). A count the
+    /// manifest does not hold is damage: a lower one would trim committed records, a higher one
+    /// bring deleted entries back (the index is never shrunk in place).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the count's field, with nothing changed.
+    fn torn_header_or_damage(&self) -> Result<()> {
+        if self.dir.join(JOURNAL_FILE).exists() {
+            return Ok(());
+        }
+        let manifest = fs::read(self.dir.join(MANIFEST_FILE)).ok().and_then(|b| Manifest::decode(&b).ok());
+        match manifest {
+            Some(m) if m.count != self.len() => Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: v2::COUNT_OFFSET as u64,
+                reason: format!(
+                    "the header counts {} records, but the manifest committed {}: the count is damaged, \
+                     not a torn commit (nothing was changed; a read-only open still reads the records)",
+                    self.len(),
+                    m.count
+                ),
+                source: None,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every chunk up to the tail exists, and for a writer the tail chunk holds its committed
+    /// bytes.
+    pub(super) fn check_chunks(&self) -> Result<()> {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        for id in 0..=tail_chunk {
+            let path = chunk_path(&self.dir, id);
+            let len = match fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::Corrupt {
+                        path,
+                        offset: 0,
+                        reason: format!("chunk {id} is missing (the store has chunks 0..={tail_chunk})"),
+                        source: None,
+                    });
+                }
+                Err(e) => return Err(Error::io("stat", &path, e)),
+            };
+            // Shorter than its committed end: not something a crash leaves (record bytes are
+            // durable before the frontier moves), so outside damage. The records before the cut
+            // are intact and stay readable; those past it are per-record errors. Appending after
+            // the hole would hide the loss, so a writer refuses.
+            if id == tail_chunk && len < tail_offset && self.writer.is_some() {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: len,
+                    reason: format!(
+                        "truncated: committed data ends at byte {tail_offset}; the records before byte {len} \
+                         can still be read from a read-only open"
+                    ),
+                    source: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer drops what a crashed append left past the committed tail.
+    pub(super) fn trim_uncommitted(&self) -> Result<()> {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let tail = chunk_path(&self.dir, tail_chunk);
+        let f = super::open_or_create(&tail)?;
+        if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > tail_offset {
+            f.set_len(tail_offset).map_err(|e| Error::io("truncate", &tail, e))?;
+        }
+        let mut id = u64::from(tail_chunk) + 1;
+        while id < self.index.limits().max_chunks {
+            let p = chunk_path(&self.dir, id as u32);
+            match fs::remove_file(&p) {
+                Ok(()) => id += 1,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => return Err(Error::io("remove", &p, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The writer reads `manifest.zr`, and rewrites it when a crash left it behind the header
+    /// (a commit publishes the header first, then the manifest): the tail chunk's checksum is
+    /// computed again from its committed bytes.
+    pub(super) fn load_manifest(&self) -> Result<()> {
+        let path = self.dir.join(MANIFEST_FILE);
+        // Missing is what a crash inside a delete or compaction leaves (each removes it first):
+        // computed again. One that does not decode is damage (it is only ever replaced whole),
+        // never rebuilt over: that would certify whatever the chunks hold now.
+        let read = match fs::read(&path) {
+            Ok(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+                path: path.clone(),
+                offset,
+                reason: format!(
+                    "{reason}; not rebuilt over damage: once `loaderx verify` finds the records intact, \
+                     remove it and the next read-write open computes it again from the chunks"
+                ),
+                source: None,
+            })?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::io("read", &path, e)),
+        };
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let count = self.len();
+        let fits = |m: &Manifest| {
+            m.count == count
+                && m.chunks.len() == tail_chunk as usize + 1
+                && m.chunks.last().is_some_and(|c| c.len == tail_offset)
+        };
+        match read {
+            Some(m) if fits(&m) => {
+                *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
+                Ok(())
+            }
+            // The stale manifest's chunks before its own tail were sealed when it was written;
+            // its tail may have grown since.
+            stale => self.rebuild_manifest(
+                stale
+                    .map(|mut m| {
+                        m.chunks.pop();
+                        m.chunks
+                    })
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+
+    /// Writes `manifest.zr` for the committed store, keeping the summaries in `sealed` of the
+    /// chunks before the tail (a manifest known to describe them) and computing the rest from
+    /// the chunk files; the writer's copy follows.
+    pub(super) fn rebuild_manifest(&self, mut sealed: Vec<ChunkSummary>) -> Result<()> {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        sealed.truncate(tail_chunk as usize);
+        for id in sealed.len() as u32..=tail_chunk {
+            sealed.push(self.summarise_chunk(id, if id == tail_chunk { Some(tail_offset) } else { None })?);
+        }
+        let m = Manifest { count: self.len(), chunks: sealed };
+        write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
+        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
+        Ok(())
+    }
+
+    /// The summary of chunk `id`: its length (or `len`) and the crc32c of those bytes.
+    pub(super) fn summarise_chunk(&self, id: u32, len: Option<u64>) -> Result<ChunkSummary> {
+        let path = chunk_path(&self.dir, id);
+        let file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let len = match len {
+            Some(l) => l,
+            None => file.metadata().map_err(|e| Error::io("stat", &path, e))?.len(),
+        };
+        let mut crc = 0u32;
+        let mut buf = vec![0u8; 4 << 20];
+        let mut at = 0u64;
+        while at < len {
+            let n = (len - at).min(buf.len() as u64) as usize;
+            read_exact_at(&file, &mut buf[..n], at).map_err(|e| Error::io("read", &path, e))?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(ChunkSummary { len, crc })
+    }
+}
