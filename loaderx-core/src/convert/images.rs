@@ -155,7 +155,7 @@ pub fn images_part(
         if !opts.overwrites() {
             return Err(Error::AlreadyExists { path: out.to_path_buf() });
         }
-        check_replaceable_output(out)?;
+        crate::dataset::check_replaceable_dir_of(out, &["images", "labels"], &["classes.txt"])?;
     }
     let (classes, files) = list(dir)?;
     let rows = part.rows(files.len() as u64);
@@ -191,38 +191,6 @@ fn remove_dir(p: &Path) -> Result<()> {
         return std::fs::remove_file(p).map_err(|e| Error::io("remove", p, e));
     }
     std::fs::remove_dir_all(p).map_err(|e| Error::io("remove", p, e))
-}
-
-/// Checks that `out` is what a conversion of images writes (`images/` and `labels/` datasets,
-/// `classes.txt`) before it is replaced: a directory of the user's, or a file, is never removed
-/// (a link is, itself).
-///
-/// # Errors
-/// [`Error::NotReplaceable`] naming what is there; [`Error::Io`].
-fn check_replaceable_output(out: &Path) -> Result<()> {
-    let meta = std::fs::symlink_metadata(out).map_err(|e| Error::io("stat", out, e))?;
-    if meta.file_type().is_symlink() {
-        return Ok(());
-    }
-    let refuse = |reason: String| Error::NotReplaceable { path: out.to_path_buf(), reason };
-    if !meta.is_dir() {
-        return Err(refuse("it is a file".into()));
-    }
-    for entry in std::fs::read_dir(out).map_err(|e| Error::io("read directory", out, e))? {
-        let entry = entry.map_err(|e| Error::io("read directory", out, e))?;
-        let name = entry.file_name();
-        match name.to_str() {
-            Some("images" | "labels") => crate::dataset::check_replaceable(&entry.path())?,
-            Some("classes.txt") | Some(crate::dataset::STAGING_LOCK) => {}
-            _ => {
-                return Err(refuse(format!(
-                    "it holds {}, which a conversion of images does not write",
-                    name.to_string_lossy()
-                )));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Empties the locked staging directory of what a crashed conversion left, keeping the lock.

@@ -17,7 +17,8 @@
 //! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`], `stitch_remote` |
 //! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
 //! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
-//! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place; overwrite replaces only a loaderx dataset |
+//! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place |
+//! | `replace` | what overwriting may replace (a loaderx dataset, never the user's files) and the replacing |
 
 mod dense;
 pub(crate) mod dtype;
@@ -26,6 +27,7 @@ mod pad;
 mod parts;
 mod ragged;
 mod records;
+mod replace;
 mod schema;
 mod selection;
 mod set;
@@ -37,6 +39,8 @@ pub use pad::{Pad, Padded, pad};
 pub use parts::remote_part_urls;
 pub use parts::{PART_PREFIX, part_dirs, part_name};
 pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
+#[cfg(feature = "images")]
+pub(crate) use replace::check_replaceable_dir_of;
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 #[cfg(feature = "remote")]
@@ -47,4 +51,4 @@ pub(crate) use writer::remove_dataset_dir;
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
 #[cfg(feature = "images")]
-pub(crate) use writer::{STAGING_LOCK, check_replaceable, lock_staging};
+pub(crate) use writer::{STAGING_LOCK, lock_staging};

@@ -24,14 +24,22 @@ pub(crate) fn check_kind(schema: &Schema, kind: Kind, path: &Path) -> Result<()>
 /// Opens the local `dir` as a dataset of `kind`: a store set when it holds one, else a store
 /// (URLs go through [`open_remote_or_set`]).
 pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Records, Schema, PathBuf)> {
-    let schema = Schema::read(dir)?;
-    check_kind(&schema, kind, dir)?;
-    let records = if is_set(dir) {
-        Records::set(StoreSet::open(dir, &schema)?)
-    } else {
-        Records::store(Arc::new(Store::open(dir)?))
-    };
-    Ok((records, schema, dir.to_path_buf()))
+    // The schema is read before the store is opened: a dataset replaced in between (a rename
+    // over `dir`) would pair the old schema with the new records. Read again once the store is
+    // open and locked, it must be the same, or the open starts over.
+    for _ in 0..8 {
+        let schema = Schema::read(dir)?;
+        check_kind(&schema, kind, dir)?;
+        let records = if is_set(dir) {
+            Records::set(StoreSet::open(dir, &schema)?)
+        } else {
+            Records::store(Arc::new(Store::open(dir)?))
+        };
+        if Schema::read(dir)? == schema {
+            return Ok((records, schema, dir.to_path_buf()));
+        }
+    }
+    Err(Error::Locked { path: dir.to_path_buf(), reason: "the dataset keeps being replaced".into() })
 }
 
 /// The dataset at `url` on object storage, or the store set there (its parts opened and

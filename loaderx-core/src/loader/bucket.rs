@@ -45,9 +45,10 @@ impl std::fmt::Debug for Bucketer {
     }
 }
 
-/// The most records a bucketing window holds: 2^26, about 1.3 GiB of bookkeeping, past any
-/// window that sorts usefully. A bound, not a measurement.
-const MAX_WINDOW_RECORDS: u64 = 1 << 26;
+/// The most records a bucketing window holds: 2^22 (a window's records each take an index, a
+/// length, a place and a served slot, about 24 bytes: 100 MiB), far past any window that sorts
+/// usefully (256 records a step for 100 steps is 25,600). A bound, not a measurement.
+const MAX_WINDOW_RECORDS: u64 = 1 << 22;
 
 impl Bucketer {
     pub(crate) fn new(
@@ -61,8 +62,8 @@ impl Bucketer {
                 reason: "a bucketing window needs at least one step".into(),
             });
         }
-        // A window's bookkeeping is its K global batches' records (an index, a length, a place:
-        // about 20 bytes each): a bound checked here rather than an allocation that aborts.
+        // A window's bookkeeping is its K global batches' records: a bound checked here rather
+        // than an allocation that aborts.
         let records = u64::from(config.window) * u64::from(sampler.batch_size);
         if records > MAX_WINDOW_RECORDS {
             return Err(Error::Config {

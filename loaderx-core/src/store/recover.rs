@@ -84,6 +84,23 @@ impl Store {
             return Ok(());
         }
         let manifest = fs::read(self.dir.join(MANIFEST_FILE)).ok().and_then(|b| Manifest::decode(&b).ok());
+        // A v2 store has a manifest from its creation on (create and migration write it before
+        // the index), and the deletes and compactions that drop one publish their counts under
+        // a journal. So with no manifest to hold the count, the count is not a torn commit's
+        // either: nothing tells a damaged count from a good one, and none is repaired.
+        if manifest.is_none() {
+            return Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: v2::COUNT_OFFSET as u64,
+                reason: format!(
+                    "the header's checksum of its count ({}) and frontier fails, and there is no manifest \
+                     to hold the count: not repaired (nothing was changed; a read-only open still reads \
+                     the records)",
+                    self.len()
+                ),
+                source: None,
+            });
+        }
         match manifest {
             Some(m) if m.count != self.len() => Err(Error::Corrupt {
                 path: self.index_path.clone(),

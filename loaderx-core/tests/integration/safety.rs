@@ -400,6 +400,13 @@ fn a_damaged_count_is_refused_by_a_writer_never_trimmed_to() {
         assert!(matches!(e, Error::Corrupt { offset: 40, .. }), "{e}");
     }
     assert_eq!(snapshot(&s), before, "nothing rewritten");
+    // With the manifest gone too (the remedy for a damaged manifest), nothing holds the count:
+    // still refused, not repaired from the raised count.
+    std::fs::remove_file(s.join("manifest.zr")).unwrap();
+    let before = snapshot(&s);
+    let e = Store::migrate_layout(&s, Layout::Compact, &nothing).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { offset: 40, .. }), "{e}");
+    assert_eq!(snapshot(&s), before, "nothing rewritten");
 }
 
 /// A manifest that does not decode is damage, refused by a writer's open, not rebuilt over
