@@ -13,6 +13,13 @@ use std::sync::OnceLock;
 
 use loaderx_core::{Codec, DType, Format, Sampler, SamplerMode, Schema, Store, StoreOptions};
 
+// The guards of issue 40 from C, in tests/c/guards.rs beside their C program (one test binary).
+#[path = "c/guards.rs"]
+mod guards;
+// The programs under AddressSanitizer, and the headers as C99 and C++ (tests/c/toolchain.rs).
+#[path = "c/toolchain.rs"]
+mod toolchain;
+
 const RECORDS: u64 = 200;
 const ITEMS: u32 = 100;
 
@@ -581,171 +588,4 @@ print("ctypes ok")
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "ctypes ok\n");
-}
-
-// The guards of issue 40 that live in loaderx-core (the writer's lock taken before a create
-// touches anything; index fields that name a far chunk or a giant block refused), from C. Before
-// them a create under a live writer deleted its files, and the other two aborted on an
-// allocation or ran for hours (capped by guards.c, so that a regression fails, never hangs).
-
-/// Runs guards.c (statically linked) with `args`, failing with its output unless it exits 0.
-fn run_guards(args: &[&Path]) {
-    let Some(p) = programs() else { return };
-    let out = run_ok(&p.guards.fixed, args);
-    assert!(out.contains(" 0 failed"), "{out}");
-}
-
-#[test]
-fn creating_over_a_live_writer_is_locked_and_keeps_its_records() {
-    let dir = scratch("guards-create");
-    run_guards(&[Path::new("create-under-writer"), &dir]);
-}
-
-/// crc32c (Castagnoli), bit by bit: the checksums of the index fields the tests below rewrite.
-fn crc32c(bytes: &[u8]) -> u32 {
-    !bytes.iter().fold(!0u32, |crc, &b| {
-        (0..8).fold(crc ^ u32::from(b), |c, _| if c & 1 == 1 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 })
-    })
-}
-
-/// Calls from a thread-exit destructor (C's `pthread_key_create`), after the thread's Rust
-/// locals were destroyed, return their error codes instead of aborting the process; a
-/// misaligned `out_chunk` is named as such, not as null.
-#[test]
-fn calls_from_a_thread_exit_destructor_return_codes_and_never_abort() {
-    run_guards(&[Path::new("thread-exit")]);
-}
-
-/// guards.c's record `i`: 64 bytes, byte `j` being `i * 31 + j`.
-fn guards_record(i: u64) -> Vec<u8> {
-    (0..64).map(|j| (i * 31 + j) as u8).collect()
-}
-
-#[test]
-fn an_entry_naming_chunk_u32_max_is_corrupt_from_c_not_an_abort() {
-    let dir = scratch("guards-far-chunk");
-    let store_dir = dir.join("store");
-    let store = Store::create(&store_dir, StoreOptions::new()).unwrap();
-    store.append(&(0..3).map(guards_record).collect::<Vec<_>>(), Codec::Raw).unwrap();
-    drop(store);
-    // Entry 1 (bytes 64 + 32 .. 64 + 64 of index.zr): chunk id at 16..20, its crc32c at 28..32,
-    // rewritten so that the lie is consistent.
-    let index = store_dir.join("index.zr");
-    let mut bytes = std::fs::read(&index).unwrap();
-    let entry = &mut bytes[96..128];
-    entry[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
-    let crc = crc32c(&entry[..28]);
-    entry[28..32].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&index, bytes).unwrap();
-    std::fs::write(store_dir.join(format!("{}.zr", u32::MAX)), b"").unwrap();
-    run_guards(&[Path::new("far-chunk"), &store_dir]);
-}
-
-#[test]
-fn a_stride_header_claiming_u32_max_records_a_block_is_corrupt_from_c() {
-    let dir = scratch("guards-huge-blocks");
-    let store_dir = dir.join("store");
-    // One-byte records in 4 GiB chunks: a block of 2^32 - 1 records fits one chunk, so the
-    // header's geometry passes as a stride.
-    let opts = StoreOptions::new().fixed_stride(1).chunk_capacity(1 << 32);
-    let store = Store::create(&store_dir, opts).unwrap();
-    store.append(&[[7u8]; 10], Codec::Raw).unwrap();
-    drop(store);
-    // The fixed-stride header (FORMAT.md): records a block at 52..56, the count at 40..48, the
-    // frontier at 24..28 (tail chunk) and 32..40 (tail offset); the static checksum at 20..24
-    // covers 0..20 and 48..64, the dynamic one at 28..32 covers 24..28 and 32..48.
-    let index = store_dir.join("index.zr");
-    let mut bytes = std::fs::read(&index).unwrap();
-    let claimed = u64::from(u32::MAX);
-    bytes[52..56].copy_from_slice(&u32::MAX.to_le_bytes());
-    bytes[40..48].copy_from_slice(&claimed.to_le_bytes());
-    bytes[24..28].copy_from_slice(&0u32.to_le_bytes());
-    bytes[32..40].copy_from_slice(&claimed.to_le_bytes());
-    let stat = crc32c(&[&bytes[0..20], &bytes[48..64]].concat());
-    bytes[20..24].copy_from_slice(&stat.to_le_bytes());
-    let dynamic = crc32c(&[&bytes[24..28], &bytes[32..48]].concat());
-    bytes[28..32].copy_from_slice(&dynamic.to_le_bytes());
-    std::fs::write(&index, bytes).unwrap();
-    run_guards(&[Path::new("huge-blocks"), &store_dir]);
-}
-
-/// Whether `cc -fsanitize=address` links a program here.
-fn asan_works(dir: &Path) -> bool {
-    let src = dir.join("probe.c");
-    std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
-    Command::new("cc")
-        .args(["-fsanitize=address", "-o"])
-        .arg(dir.join("probe"))
-        .arg(&src)
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-#[test]
-fn the_c_programs_run_clean_under_address_sanitizer() {
-    if !have("cc") {
-        skip("no C compiler (cc) on PATH");
-        return;
-    }
-    let dir = scratch("asan");
-    if !asan_works(&dir) {
-        skip("cc here cannot build with -fsanitize=address");
-        return;
-    }
-    // Only the static build is used: ASan instruments the C side and intercepts every allocation
-    // and free the library makes through the C allocator, so a leak, a double free, or an access
-    // outside what the library handed out is reported; detect_leaks runs LeakSanitizer at exit.
-    for name in ["chunker", "store"] {
-        let program = compile(name, &dir, &["-fsanitize=address", "-fno-omit-frame-pointer", "-g"]);
-        let work = dir.join(format!("{name}-work"));
-        std::fs::create_dir_all(&work).unwrap();
-        let out = Command::new(&program.fixed)
-            .arg("selftest")
-            .arg(&work)
-            .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=99")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && !stderr.contains("ERROR: AddressSanitizer"),
-            "{name} under ASan: {}\n{stderr}",
-            out.status
-        );
-        assert!(String::from_utf8_lossy(&out.stdout).contains(" 0 failed"));
-    }
-}
-
-#[test]
-fn both_headers_compile_as_pedantic_c99_and_as_cpp_and_link() {
-    if !have("cc") {
-        skip("no C compiler (cc) on PATH");
-        return;
-    }
-    let dir = scratch("headers");
-    let src = "#include \"mmap_chunker.h\"\n#include \"loaderx.h\"\n\
-               int main(void) { return (int)(mmap_engine_abi_version() >> 16) - (int)(lx_abi_version() >> 16); }\n";
-    let include = manifest_dir().join("include");
-    let libs = lib_dir();
-    let rpath = format!("-Wl,-rpath,{}", libs.display());
-    for (compiler, file, std) in [("cc", "both.c", "-std=c99"), ("c++", "both.cpp", "-std=c++11")] {
-        if compiler == "c++" && !have("c++") {
-            skip("no C++ compiler (c++) on PATH");
-            continue;
-        }
-        std::fs::write(dir.join(file), src).unwrap();
-        let exe = dir.join(format!("{file}.exe"));
-        let out = Command::new(compiler)
-            .args([std, "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-I"])
-            .arg(&include)
-            .arg(dir.join(file))
-            .arg("-o")
-            .arg(&exe)
-            .arg("-L")
-            .arg(&libs)
-            .args(["-lloaderx_capi", &rpath])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{compiler} {std}: {}", String::from_utf8_lossy(&out.stderr));
-        run_ok(&exe, &[]);
-    }
 }
