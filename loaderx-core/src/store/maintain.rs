@@ -381,12 +381,14 @@ impl Store {
             adding: 0,
             limit: len,
         })?;
-        self.index.publish(len, (chunk, off), &self.index_path, true)?;
-        self.drop_chunks_past((chunk, off), old_tail)?;
+        // The manifest first (the chunks are final below the packed frontier): the header's
+        // write is the one step of a compaction under neither a journal nor a manifest, and a
+        // kill inside it must leave a manifest holding the count (`Store::torn_header_or_damage`).
         if self.format() == Format::V2 {
-            self.rebuild_manifest(Vec::new())?;
+            self.write_manifest_for(len, (chunk, off), Vec::new())?;
         }
-        Ok(())
+        self.index.publish(len, (chunk, off), &self.index_path, true)?;
+        self.drop_chunks_past((chunk, off), old_tail)
     }
 
     /// Drops the chunk bytes past a frontier just published: the tail chunk truncated there

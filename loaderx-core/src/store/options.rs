@@ -83,7 +83,8 @@ impl StoreOptions {
     /// appends. With it, a crash before `sync` returns can leave a store whose index names records
     /// that never reached the disk: for a store built whole and then published, as the converters
     /// build theirs (in `OUT.partial`, synced once, then renamed into place), where it saves a
-    /// wait for the disk at every commit.
+    /// wait for the disk at every commit. Such a store killed between syncs is rebuilt, not
+    /// reopened: its manifest lags its header, so a writer may refuse it as damaged.
     pub fn deferred_sync(mut self, yes: bool) -> Self {
         self.deferred_sync = yes;
         self

@@ -85,9 +85,10 @@ impl Store {
         }
         let manifest = fs::read(self.dir.join(MANIFEST_FILE)).ok().and_then(|b| Manifest::decode(&b).ok());
         // A v2 store has a manifest from its creation on (create and migration write it before
-        // the index), and the deletes and compactions that drop one publish their counts under
-        // a journal. So with no manifest to hold the count, the count is not a torn commit's
-        // either: nothing tells a damaged count from a good one, and none is repaired.
+        // the index); the deletes and compactions that drop one publish their counts under a
+        // journal, or (a compaction's last header) with the new manifest written first. So with
+        // no manifest to hold the count, the count is not a torn commit's either: nothing tells
+        // a damaged count from a good one, and none is repaired.
         if manifest.is_none() {
             return Err(Error::Corrupt {
                 path: self.index_path.clone(),
@@ -223,13 +224,25 @@ impl Store {
     /// Writes `manifest.zr` for the committed store, keeping the summaries in `sealed` of the
     /// chunks before the tail (a manifest known to describe them) and computing the rest from
     /// the chunk files; the writer's copy follows.
-    pub(super) fn rebuild_manifest(&self, mut sealed: Vec<ChunkSummary>) -> Result<()> {
-        let (tail_chunk, tail_offset) = self.index.frontier();
+    pub(super) fn rebuild_manifest(&self, sealed: Vec<ChunkSummary>) -> Result<()> {
+        self.write_manifest_for(self.len(), self.index.frontier(), sealed)
+    }
+
+    /// [`Store::rebuild_manifest`] for a store of `count` records ending at `frontier` (one about
+    /// to be published: a compaction writes its manifest before its last header, so that a kill
+    /// inside that header write leaves a manifest holding the count, and the next writer repairs
+    /// the frontier rather than refusing a count nothing vouches for).
+    pub(super) fn write_manifest_for(
+        &self,
+        count: u64,
+        (tail_chunk, tail_offset): (u32, u64),
+        mut sealed: Vec<ChunkSummary>,
+    ) -> Result<()> {
         sealed.truncate(tail_chunk as usize);
         for id in sealed.len() as u32..=tail_chunk {
             sealed.push(self.summarise_chunk(id, if id == tail_chunk { Some(tail_offset) } else { None })?);
         }
-        let m = Manifest { count: self.len(), chunks: sealed };
+        let m = Manifest { count, chunks: sealed };
         write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
         *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
         Ok(())
