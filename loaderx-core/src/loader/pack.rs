@@ -178,10 +178,10 @@ impl std::fmt::Debug for Packer {
     }
 }
 
-/// The most tokens a packed step holds (rows x length): 2^25 (the tokens, segments and positions
-/// as `i32` and the loss mask: 13 bytes a token, 416 MiB), past any step a model takes (32 rows
-/// of a million tokens). A bound, not a measurement.
-const MAX_BATCH_TOKENS: u64 = 1 << 25;
+/// The most tokens a packed step holds (rows x length): 2^23 (the tokens, segments and positions
+/// as `i32` and the loss mask: 13 bytes a token, 104 MiB a step, and up to 24 steps in flight),
+/// past any step a model takes (8 rows of a million tokens). A bound, not a measurement.
+const MAX_BATCH_TOKENS: u64 = 1 << 23;
 
 impl Packer {
     /// A packer of `source` for `rows` rows per step on `rank` of `world`, starting at `step`
