@@ -99,6 +99,11 @@ fn compile(name: &str, dir: &Path, extra: &[&str]) -> Program {
     let mut args = common;
     args.extend(["-o".into(), fixed.clone().into(), libs.join("libloaderx_capi.a").into()]);
     args.extend(["-lpthread", "-ldl", "-lm"].map(Into::into));
+    // Without ASan's `-g`, the static program drops the library's debug info (hundreds of MB
+    // in a dev build) and keeps its symbols: a crash still names the function.
+    if !extra.contains(&"-g") {
+        args.push("-Wl,--strip-debug".into());
+    }
     cc(&args.iter().map(|a| a.as_os_str()).collect::<Vec<_>>());
     Program { dynamic, fixed }
 }
