@@ -69,15 +69,24 @@ pub enum Error {
         /// What was found instead.
         reason: String,
     },
-    /// The store was written by an unsupported format version.
-    #[error("{} has format version {found}; this build reads version {expected}", path.display())]
+    /// The store was written by an unsupported format version (for `index.zr`, the version
+    /// field also names the layout: 2 entries, 3 fixed stride, 4 compact).
+    #[error(
+        "{} has format version {found}; this build reads {}",
+        path.display(),
+        if expected.start() == expected.end() {
+            format!("version {}", expected.start())
+        } else {
+            format!("versions {} to {}", expected.start(), expected.end())
+        }
+    )]
     Version {
         /// The store's header file.
         path: PathBuf,
         /// Version in the file.
         found: u16,
-        /// Version this build understands.
-        expected: u16,
+        /// The versions this build reads from that file.
+        expected: std::ops::RangeInclusive<u16>,
     },
     /// The store was written on a machine of the other byte order.
     #[error(

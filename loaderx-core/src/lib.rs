@@ -103,7 +103,7 @@ pub mod adapter {
     pub use crate::loader::adapter::{
         checked, data_fingerprint, plan, prefetch_depth, resolve, thread_count,
     };
-    pub use crate::loader::{Indexer, StreamSource};
+    pub use crate::loader::{Indexer, StreamData};
 }
 
 /// The page cache, for benchmarks and tests of cold reads: a file's or a store's pages evicted

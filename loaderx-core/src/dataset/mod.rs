@@ -2,8 +2,12 @@
 //!
 //! A dataset is a store plus `schema.msgpack` (its kind, dtype and item or row shape); a store
 //! set is a directory whose `storeset.msgpack` lists stores (parts) read as one index space.
-//! Datasets read through one `RecordSource` whatever holds the records (a store, a set, a
+//! Datasets read through one `Backing` whatever holds the records (a store, a set, a
 //! remote store, memory), and write through [`DatasetWriter`], all or nothing.
+//!
+//! Names: a *source* ([`DenseSource`], [`RaggedSource`]) is a dataset whose element type is known
+//! at run time (what a loader stream holds); a *dataset* ([`DenseDataset<T>`], [`RaggedDataset<T>`])
+//! is typed; a *backing* is what holds the records under either.
 //!
 //! | file | what |
 //! | --- | --- |
@@ -11,7 +15,7 @@
 //! | `dense` | [`DenseSource`] / [`DenseDataset`]: one fixed-stride gather per batch through the source's records (`concat`: runs per part) |
 //! | `ragged` | [`RaggedSource`] / [`RaggedDataset`], [`RaggedArray`] (offsets + values): one variable gather per batch |
 //! | `pad` | [`Pad`], [`Padded`], `RaggedArray::pad` (values, lengths, mask) and [`pad`] |
-//! | `records` | `Records`: a source's one `Arc<dyn RecordSource>` (a store, a set, a remote store, memory, a concatenation) |
+//! | `records` | `Records`: a source's one `Arc<dyn Backing>` (a store, a set, a remote store, memory, a concatenation) |
 //! | `selection` | [`Selection`] (a range, indices, a split by fraction and seed) and the views it makes |
 //! | `open` | opening by path: a store, a store set or an `s3://` URL, the kind checked once |
 //! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`], `stitch_remote` |

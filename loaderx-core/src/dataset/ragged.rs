@@ -218,7 +218,7 @@ impl RaggedSource {
         self.records.advise(self.view.as_ref(), indices, &self.path)
     }
 
-    /// Whether hints of batches to come may help ([`crate::store::RecordSource::wants_hints`]).
+    /// Whether hints of batches to come may help ([`crate::store::Backing::wants_hints`]).
     pub(crate) fn wants_hints(&self) -> bool {
         self.records.source.wants_hints()
     }

@@ -1,4 +1,4 @@
-//! The records behind a dense or ragged source: one [`RecordSource`] (a store, a store set, a
+//! The records behind a dense or ragged source: one [`Backing`] (a store, a store set, a
 //! remote store, values in memory, or sources back to back), so that both kinds of dataset read
 //! through the same calls and neither matches on where its records are.
 
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::dtype::ArrayData;
 use super::selection::{Selection, map_view};
 use super::set::StoreSet;
-use crate::store::{Parallelism, RecordSource, VarFill};
+use crate::store::{Backing, Parallelism, VarFill};
 use crate::sys::Destination;
 use crate::{Error, Result, Store};
 
@@ -18,7 +18,7 @@ use crate::{Error, Result, Store};
 #[derive(Debug, Clone)]
 pub(crate) struct Records {
     /// Every read goes through this.
-    pub(crate) source: Arc<dyn RecordSource>,
+    pub(crate) source: Arc<dyn Backing>,
     origin: Origin,
 }
 
@@ -54,7 +54,7 @@ impl Records {
     }
 
     /// Records of any other source.
-    pub(crate) fn other(source: Arc<dyn RecordSource>) -> Records {
+    pub(crate) fn other(source: Arc<dyn Backing>) -> Records {
         Records { source, origin: Origin::Other }
     }
 
@@ -76,7 +76,7 @@ impl Records {
     }
 
     /// Asks for the pages of the records `indices` of `view` (or of all the records), to be
-    /// read soon ([`RecordSource::advise`]); `path` names the dataset in errors.
+    /// read soon ([`Backing::advise`]); `path` names the dataset in errors.
     pub(crate) fn advise(&self, view: Option<&Selection>, indices: &[u32], path: &Path) -> Result<()> {
         let mut mapped = Vec::new();
         let indices = map_view(view, indices, &mut mapped, path)?;
@@ -123,7 +123,7 @@ impl InMemory {
     /// Record `i`'s bytes in `values`.
     fn range(&self, i: u32) -> Result<Range<usize>> {
         let i = i as usize;
-        let n = RecordSource::len(self) as usize;
+        let n = Backing::len(self) as usize;
         if i >= n {
             return Err(Error::IndexOutOfRange { path: self.path.clone(), index: i as u64, len: n as u64 });
         }
@@ -134,7 +134,7 @@ impl InMemory {
     }
 }
 
-impl RecordSource for InMemory {
+impl Backing for InMemory {
     fn len(&self) -> u64 {
         match &self.bounds {
             Bounds::Stride { len, .. } => *len as u64,
@@ -185,7 +185,7 @@ impl RecordSource for InMemory {
 /// One part of a [`Concat`]: a source's records and its view.
 #[derive(Debug)]
 pub(crate) struct Part {
-    pub(crate) records: Arc<dyn RecordSource>,
+    pub(crate) records: Arc<dyn Backing>,
     pub(crate) view: Option<Selection>,
     pub(crate) path: PathBuf,
 }
@@ -235,7 +235,7 @@ impl Concat {
     }
 }
 
-impl RecordSource for Concat {
+impl Backing for Concat {
     fn len(&self) -> u64 {
         self.starts[self.starts.len() - 1]
     }
@@ -328,7 +328,7 @@ mod tests {
         Arc::new(ArrayData::U8((0..n).collect()))
     }
 
-    fn gather_var(src: &dyn RecordSource, indices: &[u32]) -> Result<(Vec<u32>, Vec<u8>)> {
+    fn gather_var(src: &dyn Backing, indices: &[u32]) -> Result<(Vec<u32>, Vec<u8>)> {
         let mut out = (Vec::new(), Vec::new());
         src.gather_var(indices, Parallelism::CallingThread, &mut |lens, read| {
             out.0 = lens.collect();

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::schema::Schema;
 use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
-use crate::store::{Parallelism, RecordSource, Resolved, VarFill};
+use crate::store::{Backing, Parallelism, Resolved, VarFill};
 use crate::sys::Destination;
 use crate::{Error, Result, Store};
 
@@ -491,7 +491,7 @@ impl StoreSet {
 }
 
 /// A set read as one index space: each run of one part read by that part.
-impl RecordSource for StoreSet {
+impl Backing for StoreSet {
     fn len(&self) -> u64 {
         StoreSet::len(self)
     }

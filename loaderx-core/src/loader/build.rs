@@ -9,7 +9,7 @@ use super::data_loader::{BoxError, DataLoader, Transform};
 use super::order::Order;
 use super::pack::PackConfig;
 use super::state::LoaderState;
-use super::stream::{StreamSource, fingerprint_of};
+use super::stream::{StreamData, fingerprint_of};
 use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig};
 use crate::{Error, Result};
 
@@ -108,7 +108,7 @@ impl LoaderBuilder {
     }
 
     /// The streams with the [selection](Self::select) applied.
-    pub(super) fn selected_streams(&self) -> Result<Vec<(String, StreamSource)>> {
+    pub(super) fn selected_streams(&self) -> Result<Vec<(String, StreamData)>> {
         let mut streams = self.streams.clone();
         for sel in &self.selections {
             streams = streams.into_iter().map(|(n, s)| Ok((n, s.select(sel)?))).collect::<Result<_>>()?;
@@ -240,7 +240,7 @@ impl LoaderBuilder {
     }
 
     /// The streams, the selection applied.
-    pub(super) fn into_streams(self) -> Result<Vec<(String, StreamSource)>> {
+    pub(super) fn into_streams(self) -> Result<Vec<(String, StreamData)>> {
         self.selected_streams()
     }
 }

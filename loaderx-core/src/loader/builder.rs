@@ -7,7 +7,7 @@ use super::adapter::data_fingerprint;
 use super::bucket::BucketConfig;
 use super::pack::Pack;
 use super::state::{LoaderState, Pass};
-use super::stream::StreamSource;
+use super::stream::StreamData;
 use crate::dataset::{DenseSource, Kind, Pad, RaggedSource, Schema, Selection};
 use crate::sampler::{PassConfig, SamplerMode};
 use crate::{Error, Result};
@@ -16,7 +16,7 @@ use crate::{Error, Result};
 #[derive(Clone)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct LoaderBuilder {
-    pub(super) streams: Vec<(String, StreamSource)>,
+    pub(super) streams: Vec<(String, StreamData)>,
     pub(super) selections: Vec<Selection>,
     pub(super) finite: Option<Pass>,
     pub(super) batch_size: u32,
@@ -100,14 +100,14 @@ impl LoaderBuilder {
 
     /// Adds a named dense stream.
     pub fn stream(mut self, name: impl Into<String>, source: DenseSource) -> Self {
-        self.streams.push((name.into(), StreamSource::Dense(source)));
+        self.streams.push((name.into(), StreamData::Dense(source)));
         self
     }
 
     /// Adds a named ragged stream; its batches carry a [`RaggedArray`](crate::RaggedArray)
     /// ([`Batch::get_ragged`](crate::Batch::get_ragged)) unless [`LoaderBuilder::pad`] makes them dense.
     pub fn ragged_stream(mut self, name: impl Into<String>, source: RaggedSource) -> Self {
-        self.streams.push((name.into(), StreamSource::Ragged(source, None)));
+        self.streams.push((name.into(), StreamData::Ragged(source, None)));
         self
     }
 
@@ -128,30 +128,30 @@ impl LoaderBuilder {
     /// not added).
     pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Self {
         match self.opened(dir.as_ref()) {
-            Ok(StreamSource::Dense(d)) => self.stream(name, d),
-            Ok(StreamSource::Ragged(r, _)) => self.ragged_stream(name, r),
+            Ok(StreamData::Dense(d)) => self.stream(name, d),
+            Ok(StreamData::Ragged(r, _)) => self.ragged_stream(name, r),
             Err(e) => self.refuse(e),
         }
     }
 
     /// The dataset in `dir` (or at an `s3://` URL), dense or ragged.
-    fn opened(&self, dir: &Path) -> Result<StreamSource> {
+    fn opened(&self, dir: &Path) -> Result<StreamData> {
         #[cfg(feature = "remote")]
         if crate::remote::is_remote(dir) {
             let url = dir.to_string_lossy();
             let options = self.remote.clone().unwrap_or_default();
             // The kind is in the schema, fetched with the store: dense first, else ragged.
             return match DenseSource::open_remote(&url, options.clone()) {
-                Ok(d) => Ok(StreamSource::Dense(d)),
+                Ok(d) => Ok(StreamData::Dense(d)),
                 Err(Error::Schema { .. }) => {
-                    Ok(StreamSource::Ragged(RaggedSource::open_remote(&url, options)?, None))
+                    Ok(StreamData::Ragged(RaggedSource::open_remote(&url, options)?, None))
                 }
                 Err(e) => Err(e),
             };
         }
         Ok(match Schema::read(dir)?.kind {
-            Kind::Dense => StreamSource::Dense(DenseSource::open(dir)?),
-            Kind::Ragged => StreamSource::Ragged(RaggedSource::open(dir)?, None),
+            Kind::Dense => StreamData::Dense(DenseSource::open(dir)?),
+            Kind::Ragged => StreamData::Ragged(RaggedSource::open(dir)?, None),
         })
     }
 
@@ -191,7 +191,7 @@ impl LoaderBuilder {
     pub fn pad(mut self, name: &str, pad: Pad) -> Self {
         let names = self.stream_names();
         let reason = match self.streams.iter_mut().find(|(n, _)| n == name) {
-            Some((_, StreamSource::Ragged(_, p))) => {
+            Some((_, StreamData::Ragged(_, p))) => {
                 *p = Some(pad);
                 return self;
             }
@@ -230,7 +230,7 @@ impl LoaderBuilder {
         }
         let mut weights = Vec::with_capacity(sources.len());
         let mut lens = Vec::with_capacity(sources.len());
-        let mut per_source: Vec<Vec<(String, StreamSource)>> = Vec::with_capacity(sources.len());
+        let mut per_source: Vec<Vec<(String, StreamData)>> = Vec::with_capacity(sources.len());
         for (j, (w, b)) in sources.into_iter().enumerate() {
             let b = b.checked()?;
             if !w.is_finite() || w < 0.0 {
@@ -259,8 +259,7 @@ impl LoaderBuilder {
             }
             streams.sort_by(|a, b| a.0.cmp(&b.0));
             if let Some(first) = per_source.first() {
-                let names =
-                    |v: &[(String, StreamSource)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+                let names = |v: &[(String, StreamData)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
                 if names(first) != names(&streams) {
                     return Err(Error::Config {
                         what: "mixture",
@@ -286,35 +285,35 @@ impl LoaderBuilder {
         for (k, (name, first)) in per_source[0].iter().enumerate() {
             let column = per_source.iter().map(|s| s[k].1.clone());
             let stream = match first {
-                StreamSource::Dense(_) => {
+                StreamData::Dense(_) => {
                     let parts = column
                         .map(|s| match s {
-                            StreamSource::Dense(d) => Ok(d),
-                            StreamSource::Ragged(..) => Err(Error::Config {
+                            StreamData::Dense(d) => Ok(d),
+                            StreamData::Ragged(..) => Err(Error::Config {
                                 what: "mixture",
                                 reason: format!("stream {name:?} is dense in one source, ragged in another"),
                             }),
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    StreamSource::Dense(DenseSource::concat(parts)?)
+                    StreamData::Dense(DenseSource::concat(parts)?)
                 }
-                StreamSource::Ragged(_, pad) => {
+                StreamData::Ragged(_, pad) => {
                     let parts = column
                         .map(|s| match s {
-                            StreamSource::Ragged(r, p) if p == *pad => Ok(r),
-                            StreamSource::Ragged(..) => Err(Error::Config {
+                            StreamData::Ragged(r, p) if p == *pad => Ok(r),
+                            StreamData::Ragged(..) => Err(Error::Config {
                                 what: "mixture",
                                 reason: format!(
                                     "ragged stream {name:?} is padded differently in two sources"
                                 ),
                             }),
-                            StreamSource::Dense(_) => Err(Error::Config {
+                            StreamData::Dense(_) => Err(Error::Config {
                                 what: "mixture",
                                 reason: format!("stream {name:?} is ragged in one source, dense in another"),
                             }),
                         })
                         .collect::<Result<Vec<_>>>()?;
-                    StreamSource::Ragged(RaggedSource::concat(parts)?, *pad)
+                    StreamData::Ragged(RaggedSource::concat(parts)?, *pad)
                 }
             };
             out.streams.push((name.clone(), stream));
@@ -339,11 +338,11 @@ impl LoaderBuilder {
     pub fn pack(mut self, name: &str, pack: Pack) -> Self {
         let names = self.stream_names();
         let reason = match self.streams.iter().find(|(n, _)| n == name) {
-            Some((_, StreamSource::Ragged(_, None))) if pack.length > 0 => {
+            Some((_, StreamData::Ragged(_, None))) if pack.length > 0 => {
                 self.pack = Some((name.to_string(), pack));
                 return self;
             }
-            Some((_, StreamSource::Ragged(_, None))) => "a packed row needs at least one token".into(),
+            Some((_, StreamData::Ragged(_, None))) => "a packed row needs at least one token".into(),
             Some(_) => {
                 format!("stream {name:?} is dense or padded; only an unpadded ragged stream is packed")
             }
@@ -365,11 +364,11 @@ impl LoaderBuilder {
     pub fn bucket(mut self, name: &str, window: u32) -> Self {
         let names = self.stream_names();
         let reason = match self.streams.iter().find(|(n, _)| n == name) {
-            Some((_, StreamSource::Ragged(..))) if window > 0 => {
+            Some((_, StreamData::Ragged(..))) if window > 0 => {
                 self.bucket = Some(BucketConfig { stream: name.to_string(), window });
                 return self;
             }
-            Some((_, StreamSource::Ragged(..))) => "a bucketing window needs at least one step".into(),
+            Some((_, StreamData::Ragged(..))) => "a bucketing window needs at least one step".into(),
             Some(_) => format!("stream {name:?} is dense; buckets sort a ragged stream"),
             None => format!("no stream {name:?} to bucket by; the streams are {names}"),
         };
@@ -383,7 +382,7 @@ impl LoaderBuilder {
 
     /// The names of the ragged streams (padded or not).
     pub(super) fn ragged_names(&self) -> impl Iterator<Item = &str> {
-        self.streams.iter().filter(|(_, s)| matches!(s, StreamSource::Ragged(..))).map(|(n, _)| n.as_str())
+        self.streams.iter().filter(|(_, s)| matches!(s, StreamData::Ragged(..))).map(|(n, _)| n.as_str())
     }
 
     /// Reads only the records `selection` names (a split, a range, a list), in every stream:

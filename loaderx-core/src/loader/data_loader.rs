@@ -11,7 +11,7 @@ use super::order::Indexer;
 use super::prefetch::{Prefetcher, panic_message};
 use super::staged::StepFn;
 use super::state::LoaderState;
-use super::stream::StreamSource;
+use super::stream::StreamData;
 use crate::sampler::{Mixture, PassSampler, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};
@@ -88,7 +88,7 @@ impl<O: Send + 'static> DataLoader<O> {
     fn start_output(b: LoaderBuilder, output: Output<O>) -> Result<DataLoader<O>> {
         let state = b.resolve()?;
         let (threads, depth) = (b.threads, b.prefetch);
-        let streams: Arc<Vec<(String, StreamSource)>> = Arc::new(b.into_streams()?);
+        let streams: Arc<Vec<(String, StreamData)>> = Arc::new(b.into_streams()?);
         let indexer = state.indexer(&streams)?;
         let LoaderState { sampler: config, step, fingerprint, .. } = state;
         // Every dense array a batch can hold: the dense streams, and a padded ragged stream's
@@ -96,15 +96,15 @@ impl<O: Send + 'static> DataLoader<O> {
         let mut meta: Vec<(String, DType, Vec<usize>)> = Vec::new();
         for (n, s) in streams.iter() {
             match s {
-                StreamSource::Dense(d) => meta.push((n.clone(), d.dtype(), d.item_shape().to_vec())),
-                StreamSource::Ragged(r, Some(p)) => {
+                StreamData::Dense(d) => meta.push((n.clone(), d.dtype(), d.item_shape().to_vec())),
+                StreamData::Ragged(r, Some(p)) => {
                     let mut shape = vec![p.length.unwrap_or(0)];
                     shape.extend_from_slice(r.row_shape());
                     meta.push((n.clone(), r.dtype(), shape));
                     meta.push((format!("{n}_lengths"), DType::I64, vec![]));
                     meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
                 }
-                StreamSource::Ragged(r, None) => {
+                StreamData::Ragged(r, None) => {
                     if let Some((p, packed)) = indexer.packed()
                         && packed == n
                     {
@@ -266,7 +266,7 @@ enum Output<O> {
 
 /// What the prefetch threads of a [`DataLoader`] run for each step.
 struct Producer<O> {
-    streams: Arc<Vec<(String, StreamSource)>>,
+    streams: Arc<Vec<(String, StreamData)>>,
     indexer: Indexer,
     seed: u64,
     output: Output<O>,
@@ -320,7 +320,7 @@ impl<O> Producer<O> {
         let mut batch = self.empty_batch(step, indices);
         for (name, source) in self.streams.iter() {
             match source {
-                StreamSource::Dense(source) => {
+                StreamData::Dense(source) => {
                     let mut data = self.pool.get(name, source.dtype());
                     source.gather_into_with(&batch.indices, &mut data, self.par)?;
                     batch.streams.insert(
@@ -328,7 +328,7 @@ impl<O> Producer<O> {
                         DenseArray::new(source.batch_shape(batch.indices.len()), data)?,
                     );
                 }
-                StreamSource::Ragged(source, pad) => {
+                StreamData::Ragged(source, pad) => {
                     let mut ragged = RaggedArray::empty(source.dtype(), source.row_shape().to_vec());
                     source.gather_into_with(&batch.indices, &mut ragged, self.par)?;
                     match pad {

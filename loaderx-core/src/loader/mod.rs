@@ -54,4 +54,4 @@ pub use prefetch::Prefetcher;
 pub use ring::{Fence, Lease, SlotRing};
 pub use staged::{SlotBuffers, Staged, StagedStream};
 pub use state::{LoaderState, Pass};
-pub use stream::StreamSource;
+pub use stream::StreamData;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::bucket::{BucketConfig, Bucketer};
 use super::pack::{PackConfig, Packer};
 use super::state::LoaderState;
-use super::stream::StreamSource;
+use super::stream::StreamData;
 use crate::sampler::{Mixture, MixtureConfig, PassConfig, PassSampler, Sampler, SamplerConfig, SamplerMode};
 use crate::{Error, Result};
 
@@ -158,14 +158,14 @@ impl LoaderState {
     /// # Errors
     /// [`Error::Config`] for invalid sampler, pass, mixture, packing or bucketing
     /// parameters, or when the stream a packed or bucketed order reads is not in `streams`.
-    pub fn indexer(&self, streams: &[(String, StreamSource)]) -> Result<Indexer> {
+    pub fn indexer(&self, streams: &[(String, StreamData)]) -> Result<Indexer> {
         let config = &self.sampler;
         let kind = match &self.order {
             Order::Endless => Kind::Endless(config.build()?),
             Order::Pass(p) => Kind::Pass(p.build()?),
             Order::Mixture(m) => Kind::Mixture(m.build(config)?),
             Order::Packed(p) => {
-                let [(name, StreamSource::Ragged(source, None))] = streams else {
+                let [(name, StreamData::Ragged(source, None))] = streams else {
                     return Err(Error::Config {
                         what: "pack",
                         reason: "a packed stream is the loader's only stream, ragged and unpadded".into(),
@@ -186,7 +186,7 @@ impl LoaderState {
                 let source = streams
                     .iter()
                     .find_map(|(n, s)| match s {
-                        StreamSource::Ragged(r, _) if *n == bucket.stream => Some(r.clone()),
+                        StreamData::Ragged(r, _) if *n == bucket.stream => Some(r.clone()),
                         _ => None,
                     })
                     .ok_or_else(|| Error::Config {

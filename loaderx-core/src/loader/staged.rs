@@ -15,7 +15,7 @@ use super::builder::LoaderBuilder;
 use super::data_loader::{BoxError, DataLoader};
 use super::prefetch::panic_message;
 use super::ring::{Fence, SlotRing};
-use super::stream::StreamSource;
+use super::stream::StreamData;
 use crate::store::Parallelism;
 use crate::{DType, Error, Result};
 
@@ -80,7 +80,7 @@ pub struct Staged<'a, S> {
 
 /// What a staged loader runs per step on a prefetch thread.
 pub(super) type StepFn<O> =
-    Arc<dyn Fn(u64, &[u32], &[(String, StreamSource)], Parallelism) -> Result<O> + Send + Sync>;
+    Arc<dyn Fn(u64, &[u32], &[(String, StreamData)], Parallelism) -> Result<O> + Send + Sync>;
 
 impl LoaderBuilder {
     /// A loader whose prefetch threads gather each step's dense streams straight into a slot
@@ -119,12 +119,12 @@ impl LoaderBuilder {
                 reason: "a staged loader does not pack sequences".into(),
             });
         }
-        let run = move |step: u64, indices: &[u32], streams: &[(String, StreamSource)], par: Parallelism| {
+        let run = move |step: u64, indices: &[u32], streams: &[(String, StreamData)], par: Parallelism| {
             let mut lease = ring.lease()?;
             let mut meta = Vec::with_capacity(streams.len());
             let mut fill = || -> Result<()> {
                 for (k, (name, source)) in streams.iter().enumerate() {
-                    let StreamSource::Dense(d) = source else {
+                    let StreamData::Dense(d) = source else {
                         return Err(Error::InvalidArgument(format!("stream {name:?} is ragged")));
                     };
                     let bytes = indices.len() * d.schema().unit_bytes();

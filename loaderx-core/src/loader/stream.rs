@@ -1,4 +1,4 @@
-//! [`StreamSource`]: the data of one loader stream, and the fingerprint of a loader's streams.
+//! [`StreamData`]: the data of one loader stream, and the fingerprint of a loader's streams.
 
 use super::adapter::data_fingerprint;
 use crate::dataset::{DenseSource, Pad, RaggedSource, Selection};
@@ -7,19 +7,19 @@ use crate::{DType, Result};
 /// The data of one loader stream: a dense source, or a ragged one with how it is padded (or
 /// not: its batches then carry [`RaggedArray`](crate::RaggedArray)s).
 #[derive(Debug, Clone)]
-pub enum StreamSource {
+pub enum StreamData {
     /// Fixed-shape records.
     Dense(DenseSource),
     /// Variable-length records, padded on the prefetch threads when a [`Pad`] is given.
     Ragged(RaggedSource, Option<Pad>),
 }
 
-impl StreamSource {
+impl StreamData {
     /// Records in the stream.
     pub fn len(&self) -> usize {
         match self {
-            StreamSource::Dense(d) => d.len(),
-            StreamSource::Ragged(r, _) => r.len(),
+            StreamData::Dense(d) => d.len(),
+            StreamData::Ragged(r, _) => r.len(),
         }
     }
 
@@ -31,54 +31,54 @@ impl StreamSource {
     /// Element type.
     pub fn dtype(&self) -> DType {
         match self {
-            StreamSource::Dense(d) => d.dtype(),
-            StreamSource::Ragged(r, _) => r.dtype(),
+            StreamData::Dense(d) => d.dtype(),
+            StreamData::Ragged(r, _) => r.dtype(),
         }
     }
 
     /// The item shape (dense) or row shape (ragged).
     pub fn shape(&self) -> &[usize] {
         match self {
-            StreamSource::Dense(d) => d.item_shape(),
-            StreamSource::Ragged(r, _) => r.row_shape(),
+            StreamData::Dense(d) => d.item_shape(),
+            StreamData::Ragged(r, _) => r.row_shape(),
         }
     }
 
     /// Whether hints of steps to come may help (a local store not known to be resident).
     pub(super) fn wants_hints(&self) -> bool {
         match self {
-            StreamSource::Dense(d) => d.wants_hints(),
-            StreamSource::Ragged(r, _) => r.wants_hints(),
+            StreamData::Dense(d) => d.wants_hints(),
+            StreamData::Ragged(r, _) => r.wants_hints(),
         }
     }
 
     /// Asks for the pages of the records at `indices`, to be gathered soon.
     pub(super) fn advise(&self, indices: &[u32]) -> Result<()> {
         match self {
-            StreamSource::Dense(d) => d.advise(indices),
-            StreamSource::Ragged(r, _) => r.advise(indices),
+            StreamData::Dense(d) => d.advise(indices),
+            StreamData::Ragged(r, _) => r.advise(indices),
         }
     }
 
-    pub(super) fn select(&self, s: &Selection) -> Result<StreamSource> {
+    pub(super) fn select(&self, s: &Selection) -> Result<StreamData> {
         Ok(match self {
-            StreamSource::Dense(d) => StreamSource::Dense(d.select(s)?),
-            StreamSource::Ragged(r, p) => StreamSource::Ragged(r.select(s)?, *p),
+            StreamData::Dense(d) => StreamData::Dense(d.select(s)?),
+            StreamData::Ragged(r, p) => StreamData::Ragged(r.select(s)?, *p),
         })
     }
 }
 
 /// The fingerprint of streams (names, kinds, dtypes, shapes, lengths).
-pub(super) fn fingerprint_of(streams: &[(String, StreamSource)]) -> u64 {
+pub(super) fn fingerprint_of(streams: &[(String, StreamData)]) -> u64 {
     let mut text = String::new();
     for (name, s) in streams {
         match s {
             // Dense streams' text is the same as before ragged streams and selections existed, so
             // saved states still restore.
-            StreamSource::Dense(d) => {
+            StreamData::Dense(d) => {
                 text.push_str(&format!("{name}:{}:{:?}:{};", d.dtype(), d.item_shape(), d.len()))
             }
-            StreamSource::Ragged(r, p) => text.push_str(&format!(
+            StreamData::Ragged(r, p) => text.push_str(&format!(
                 "{name}:ragged:{}:{:?}:{}:{:?};",
                 r.dtype(),
                 r.row_shape(),

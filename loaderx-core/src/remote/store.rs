@@ -16,7 +16,7 @@ use super::options::RemoteOptions;
 use super::url::parse_url;
 use crate::format::v2::Entry;
 use crate::store::{
-    DecodeError, META_FILE, Parallelism, RecordError, RecordSource, Stored, VarFill, decode_record,
+    Backing, DecodeError, META_FILE, Parallelism, RecordError, Stored, VarFill, decode_record,
 };
 use crate::sys::Destination;
 use crate::{Codec, Error, Result};
@@ -423,7 +423,7 @@ impl RemoteStore {
 
 /// A remote store read as a dataset's records: the batch fetched as one (its requests already
 /// concurrent, so `Parallelism` does not apply).
-impl RecordSource for RemoteStore {
+impl Backing for RemoteStore {
     fn len(&self) -> u64 {
         RemoteStore::len(self)
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use super::files::chunk_path;
-use super::table::Limits;
+use super::index::Limits;
 use crate::sys::{MappedFile, read_exact_at, write_all_at};
 use crate::{Error, Result};
 

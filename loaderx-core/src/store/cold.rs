@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use super::Store;
 use super::gather::RecordIndex;
-use super::table::{Table, View};
+use super::index::View;
+use super::table::Table;
 use crate::Result;
 use crate::sys::MappedFile;
 

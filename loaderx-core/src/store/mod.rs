@@ -10,13 +10,14 @@
 //! | `append` | append: compress, place, flush, commit |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
 //! | `cold` | cold batches: residency probed, a batch's pages asked for together |
-//! | `fixed` | the fixed-size gather, entries and records pipelined in one pass |
+//! | `gather_fixed` | the fixed-size gather, entries and records pipelined in one pass |
 //! | `stride` | the fixed-stride layout: its gather (no entries), block checksums written and checked |
 //! | `maintain` | delete and compaction through the journal |
 //! | `migrate` | a store from one format to the other, in place |
 //! | `report` | stats and verify |
-//! | `source` | [`RecordSource`](source::RecordSource): records by index, whatever holds them (what datasets read through) |
-//! | `table` | the index of either format behind one face: the writer's [`Index`](table::Index), a batch's [`Table`](table::Table) |
+//! | `backing` | [`Backing`](backing::Backing): records by index, whatever holds them (what datasets read through) |
+//! | `index` | the index of any layout behind one face: the writer's [`Index`](index::Index), a batch's [`View`](index::View) |
+//! | `table` | a batch's reads and checks of entries, per layout: [`Table`](table::Table) |
 //! | `chunk` | chunk files (mapped reads, positional writes) and the placement rule |
 //! | `codec` | per-record zstd contexts and dictionary training |
 //! | `decode` | one record into a gather's destination: checked as the codec table says, copied or decoded |
@@ -24,13 +25,15 @@
 //! | `lock` | the writer's lock file |
 
 mod append;
+mod backing;
 mod chunk;
 mod codec;
 mod cold;
 mod decode;
 mod files;
-mod fixed;
 mod gather;
+mod gather_fixed;
+mod index;
 mod lock;
 mod maintain;
 mod migrate;
@@ -39,10 +42,10 @@ mod options;
 mod pool;
 mod recover;
 mod report;
-mod source;
 mod stride;
 mod table;
 
+pub(crate) use backing::{Backing, VarFill};
 #[cfg(feature = "remote")]
 pub(crate) use codec::{DecodeError, Decoder, Dictionary};
 #[cfg(feature = "remote")]
@@ -56,6 +59,8 @@ pub(crate) use files::{
 };
 pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;
+#[cfg(feature = "remote")]
+pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
@@ -65,6 +70,3 @@ pub(crate) use open::{StoreKey, lock_out_readers};
 pub use options::StoreOptions;
 pub(crate) use pool::Parallelism;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};
-pub(crate) use source::{RecordSource, VarFill};
-#[cfg(feature = "remote")]
-pub(crate) use table::{v1_header_error, v2_header_error};

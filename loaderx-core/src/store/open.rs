@@ -12,9 +12,9 @@ use super::files::{
     DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, chunk_path, remove_store_files,
     write_atomic, write_atomic_with,
 };
+use super::index::{Index, v1_header_error, v2_header_error};
 use super::lock::WriteLock;
 use super::options::StoreOptions;
-use super::table::{Index, v1_header_error, v2_header_error};
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
 use crate::sys::{IndexMap, MetaMap, read_exact_at, write_all_at};

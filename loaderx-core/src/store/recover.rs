@@ -7,7 +7,7 @@ use std::fs::{self, File};
 
 use super::Store;
 use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, write_atomic};
-use super::table::{Index, v2_header_error};
+use super::index::{Index, v2_header_error};
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::sys::read_exact_at;
 use crate::{Error, Result};

@@ -21,8 +21,8 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::gather::RecordIndex;
+use super::index::FixedView;
 use super::pool::{Parallelism, shard_count};
-use super::table::FixedView;
 use crate::format::v2::{Entry, Stride};
 use crate::sys::{Destination, HINT_FAR, HINT_NEAR, HINT_NONE, MappedFile, prefetch_span};
 use crate::{Error, Result};
@@ -62,7 +62,7 @@ impl Store {
         let (from, to) = (stride.block_of(first), stride.block_of(first + n - 1));
         let open = if stride.block_records(from, first + n).start < first {
             match self.index.view(first)? {
-                super::table::View::Fixed(f) => f.blocks.block_crc(from),
+                super::index::View::Fixed(f) => f.blocks.block_crc(from),
                 _ => unreachable!("a stride belongs to a fixed-stride index"),
             }
         } else {
@@ -158,7 +158,7 @@ impl Store {
     /// # Errors
     /// [`Error::CorruptRecord`] naming the first damaged block's record, saying nothing changed.
     pub(super) fn check_stride_blocks(&self, blocks: &[(u64, u64)], len: u64) -> Result<()> {
-        let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
+        let super::index::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
         blocks.par_iter().try_for_each(|&(b, asked)| {
             self.check_block(&view, b, len, asked).map_err(|e| match e {
                 Error::CorruptRecord { path, index, reason, source } => Error::CorruptRecord {
@@ -189,7 +189,7 @@ impl Store {
     /// of them is verified).
     pub(super) fn verify_blocks(&self, f: &mut dyn FnMut(u64, Error)) -> Result<()> {
         let len = self.len();
-        let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
+        let super::index::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
         let stride = view.stride;
         let bad: Vec<(Range<u64>, Error)> = (0..stride.blocks(len))
             .into_par_iter()
@@ -231,7 +231,7 @@ impl Store {
                 "truncated or missing chunk: the last block's bytes are not there",
             )
         })?;
-        let super::table::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
+        let super::index::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
         if view.blocks.block_crc(b) != sum && self.check_block(&view, b, len, len - 1).is_ok() {
             self.index.set_block_crcs(b, &[sum])?;
             self.index.flush_entries(len - 1, 1, &self.index_path)?;

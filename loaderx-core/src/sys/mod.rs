@@ -4,8 +4,8 @@
 //! | module | job |
 //! | --- | --- |
 //! | `map` | [`MappedFile`]: the one type that maps a file (inputs, chunk files) |
-//! | `table` | [`MetaMap`]: the v1 `meta.zr` table, mapped and used in place |
-//! | `index` | [`IndexMap`]: the v2 `index.zr`, a mapped array that grows |
+//! | `meta_map` | [`MetaMap`]: the v1 `meta.zr` table, mapped and used in place |
+//! | `index_map` | [`IndexMap`]: the v2 `index.zr`, a mapped array that grows |
 //! | `dest` | [`Destination`]: gather destinations in possibly uninitialised memory |
 //! | `env` | where caches go (`LOADERX_CACHE_DIR`, XDG, home) |
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
@@ -29,25 +29,25 @@ mod cpu;
 mod crc;
 mod dest;
 mod env;
-mod index;
+mod index_map;
 mod io;
 mod map;
+mod meta_map;
 mod pages;
 #[cfg(feature = "cuda")]
 mod pinned;
-mod table;
 
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec};
 pub use env::cache_dir;
-pub(crate) use index::{IndexMap, IndexView};
+pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::{
     file_key, first_hole, no_follow, read_exact_at, same_file, start_writeback, write_all_at,
     write_records_at,
 };
 pub use map::MappedFile;
+pub(crate) use meta_map::MetaMap;
 pub use pages::{PageCount, evict, resident_pages};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;
-pub(crate) use table::MetaMap;

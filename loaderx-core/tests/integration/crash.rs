@@ -1,7 +1,6 @@
 //! Crashes and other processes: a child (this test binary re-run with one ignored test) writes a
 //! store or a dataset and is SIGKILLed at a random moment; the parent reopens what it left and
-//! checks every committed record. Also readers in one process verifying records while a writer in
-//! another appends.
+//! checks every committed record. (Readers beside a live writer: `concurrency.rs`.)
 //!
 //! The default tier is a few iterations, so the suite stays quick; `scripts/reliability.sh` runs
 //! hundreds through the environment:
@@ -18,7 +17,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use loaderx_core::{
     Codec, DType, DatasetWriter, DenseDataset, Format, RaggedDataset, Store, StoreOptions, WriteOptions,
@@ -29,7 +28,7 @@ use crate::common::{FORMATS, check_record, opts, record};
 
 const CHILD_ENV: &str = "LOADERX_CRASH_CHILD";
 /// Records per append in the `append` mode, and per append of the `compact` mode's cycle.
-const APPEND_BATCH: u64 = 50;
+pub(crate) const APPEND_BATCH: u64 = 50;
 const COMPACT_BATCH: u64 = 400;
 /// Rows of the `.npy` input of the `convert` mode, and records of its ragged datasets.
 const NPY_ROWS: usize = 12_000;
@@ -70,12 +69,12 @@ fn shown(mode: &str, id: u64) -> u64 {
 /// An empty record, as [`check_store`] reads it.
 const EMPTY: u64 = u64::MAX;
 
-fn env_u64(name: &str, default: u64) -> u64 {
+pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// A small xorshift generator: the kill moments, reproducible from the printed seed.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn from_env() -> Rng {
@@ -96,7 +95,7 @@ impl Rng {
         self.0
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
@@ -105,7 +104,7 @@ impl Rng {
 
 /// Codec of the `k`-th append of a child: every codec in turn, including the first `zstd_dict`
 /// append that trains and writes `dict.zr`.
-fn codec_of(k: u64) -> Codec {
+pub(crate) fn codec_of(k: u64) -> Codec {
     let codecs = Format::V1.codecs();
     codecs[(k % codecs.len() as u64) as usize]
 }
@@ -227,7 +226,7 @@ fn run_and_kill(mode: &str, first_id: u64, path: &Path, run: Duration) -> Result
 }
 
 /// Runs `crash_child` in `mode` as a child process; its stdout lines arrive on the channel.
-fn spawn_child(mode: &str, first_id: u64, path: &Path) -> (Child, mpsc::Receiver<String>) {
+pub(crate) fn spawn_child(mode: &str, first_id: u64, path: &Path) -> (Child, mpsc::Receiver<String>) {
     let exe = std::env::current_exe().unwrap();
     let mut child = Command::new(exe)
         .args(["--ignored", "--exact", "crash::crash_child", "--nocapture", "--test-threads=1"])
@@ -519,121 +518,4 @@ fn crash_convert(format: Format) {
     }
     println!("crash convert {format}: {passed} passed, {failed} failed");
     assert_eq!(failed, 0, "crash convert {format}: {failed} of {iterations} iterations failed");
-}
-
-// ------------------------------------------------------------------ concurrency
-
-/// Gathers random batches of records below the published length until `deadline`, checking each
-/// is the record its index names. Returns (gathers, mismatches).
-fn read_until(store: &Store, deadline: Instant, seed: u64) -> (u64, u64) {
-    let mut rng = Rng(seed | 1);
-    let (mut gathers, mut bad) = (0u64, 0u64);
-    while Instant::now() < deadline {
-        let n = store.len();
-        if n == 0 {
-            continue;
-        }
-        let idx: Vec<u64> = (0..32).map(|_| rng.below(n)).collect();
-        match store.gather(&idx) {
-            Ok(got) => {
-                for (k, r) in got.iter().enumerate() {
-                    if check_record(r) != Some(idx[k]) {
-                        eprintln!("record {} is not intact", idx[k]);
-                        bad += 1;
-                    }
-                }
-            }
-            Err(e) => {
-                eprintln!("gather {idx:?}: {e}");
-                bad += 1;
-            }
-        }
-        gathers += 1;
-    }
-    (gathers, bad)
-}
-
-#[test]
-fn readers_in_this_process_verify_every_record_while_a_thread_appends() {
-    for format in FORMATS {
-        concurrent_in_process(format);
-    }
-}
-
-fn concurrent_in_process(format: Format) {
-    let ms = env_u64("LOADERX_CONCURRENCY_MS", 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::create(dir.path().join("s"), opts(format).chunk_capacity(1 << 20)).unwrap();
-    store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
-    let deadline = Instant::now() + Duration::from_millis(ms);
-    let store = &store;
-    let (appends, results) = std::thread::scope(|s| {
-        let writer = s.spawn(move || {
-            let mut k = 0u64;
-            while Instant::now() < deadline {
-                let next = store.len();
-                crate::common::append(
-                    store,
-                    &(next..next + APPEND_BATCH).map(record).collect::<Vec<_>>(),
-                    codec_of(k),
-                );
-                k += 1;
-            }
-            k
-        });
-        let readers: Vec<_> =
-            (0..3u64).map(|t| s.spawn(move || read_until(store, deadline, 0xA5A5 + t))).collect();
-        (writer.join().unwrap(), readers.into_iter().map(|r| r.join().unwrap()).collect::<Vec<_>>())
-    });
-    let bad: u64 = results.iter().map(|r| r.1).sum();
-    let gathers: u64 = results.iter().map(|r| r.0).sum();
-    println!("concurrency in-process {format}: {appends} appends, {gathers} gathers, {bad} mismatches");
-    assert_eq!(bad, 0);
-    assert!(store.verify().unwrap().bad.is_empty());
-}
-
-#[test]
-fn readers_in_another_process_verify_every_record_while_a_writer_appends() {
-    for format in FORMATS {
-        concurrent_cross_process(format);
-    }
-}
-
-fn concurrent_cross_process(format: Format) {
-    let ms = env_u64("LOADERX_CONCURRENCY_MS", 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let store = Store::create(&path, opts(format)).unwrap();
-    store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
-    drop(store);
-    // The child appends record(i) at index i, so a reader can check any index it sees.
-    let (mut child, lines) = spawn_child("writer", 64, &path);
-    assert_eq!(lines.recv_timeout(Duration::from_secs(30)).as_deref(), Ok("READY"));
-    let reader = Store::open(&path).unwrap();
-    let deadline = Instant::now() + Duration::from_millis(ms);
-    let results: Vec<(u64, u64)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..3u64)
-            .map(|t| {
-                s.spawn({
-                    let r = &reader;
-                    move || read_until(r, deadline, 0x5A5A + t)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let steps = lines.iter().filter(|l| l.starts_with("STEP ")).count();
-    let bad: u64 = results.iter().map(|r| r.1).sum();
-    let gathers: u64 = results.iter().map(|r| r.0).sum();
-    println!(
-        "concurrency cross-process {format}: {steps} appends seen, reader saw {} records, {gathers} gathers, {bad} mismatches",
-        reader.len()
-    );
-    assert_eq!(bad, 0);
-    assert!(steps > 0, "the writer appended nothing");
-    drop(reader);
-    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
-    assert!(store.verify().unwrap().bad.is_empty());
 }

@@ -5,6 +5,7 @@ mod causes;
 mod cold;
 mod common;
 mod compact;
+mod concurrency;
 mod convert;
 mod convert_formats;
 mod convert_hostile;

@@ -1,4 +1,4 @@
-//! [`RecordSource`]: what a dataset reads its records through, whatever holds them (a local
+//! [`Backing`]: what a dataset reads its records through, whatever holds them (a local
 //! store, a store set, a store on object storage, memory, a concatenation). A batch is one call
 //! through the trait, never one per record: the dispatch is per batch and costs nothing beside
 //! the gather.
@@ -16,7 +16,7 @@ pub(crate) type VarFill<'a> = &'a mut dyn FnMut(
 ) -> Result<()>;
 
 /// Records by index, gathered into a destination: the face every dataset backing shows.
-pub(crate) trait RecordSource: Send + Sync + std::fmt::Debug {
+pub(crate) trait Backing: Send + Sync + std::fmt::Debug {
     /// Records in the source.
     fn len(&self) -> u64;
 
@@ -47,7 +47,7 @@ pub(crate) trait RecordSource: Send + Sync + std::fmt::Debug {
     /// The source's gather errors, or `fill`'s.
     fn gather_var(&self, indices: &[u32], par: Parallelism, fill: VarFill<'_>) -> Result<()>;
 
-    /// Whether hints of batches to come ([`RecordSource::advise`]) may help: a local store whose
+    /// Whether hints of batches to come ([`Backing::advise`]) may help: a local store whose
     /// pages are not known to be resident. False by default (memory, remote stores).
     fn wants_hints(&self) -> bool {
         false
@@ -64,7 +64,7 @@ pub(crate) trait RecordSource: Send + Sync + std::fmt::Debug {
     }
 }
 
-impl RecordSource for Store {
+impl Backing for Store {
     fn len(&self) -> u64 {
         Store::len(self)
     }

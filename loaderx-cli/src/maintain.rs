@@ -1,0 +1,110 @@
+//! `export`, `migrate` and `compact`: rewriting a store, or a dataset out of it.
+
+use std::path::Path;
+
+use anyhow::Context;
+use loaderx_core::{Format, Store, StoreOptions};
+
+use crate::convert::{human, progress_bar};
+use crate::inspect::layout_text;
+
+/// `loaderx export STORE OUT.npy`.
+pub fn export(dir: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+    let n = loaderx_core::export::npy(dir, out, force)
+        .with_context(|| format!("export {} → {}", dir.display(), out.display()))?;
+    crate::print(&format!("{}: {n} records\n", out.display()))
+}
+
+/// What `loaderx migrate --to` names: a format, or a v2 index layout.
+#[derive(Debug, Clone, Copy)]
+pub enum MigrateTo {
+    /// `v1` or `v2`.
+    Format(Format),
+    /// `fixed`, `compact` or `entries`.
+    Layout(loaderx_core::Layout),
+}
+
+impl std::str::FromStr for MigrateTo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fixed" => {
+                Ok(MigrateTo::Layout(loaderx_core::Layout::Fixed { record_size: 0, block_records: 0 }))
+            }
+            "entries" => Ok(MigrateTo::Layout(loaderx_core::Layout::Entries)),
+            "compact" => Ok(MigrateTo::Layout(loaderx_core::Layout::Compact)),
+            other => other.parse().map(MigrateTo::Format).map_err(|_| {
+                format!("unknown target {other:?} (expected v1, v2, fixed, compact or entries)")
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for MigrateTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MigrateTo::Format(x) => write!(f, "{x}"),
+            MigrateTo::Layout(l) => f.write_str(l.name()),
+        }
+    }
+}
+
+/// `loaderx migrate STORE --to FORMAT|LAYOUT`: the index rewritten in the other format (or v2
+/// layout) beside the old one and swapped in atomically (the chunk files are shared), with a
+/// progress bar over the record bytes checksummed.
+pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
+    let pb = progress_bar(0);
+    let bar = pb.clone();
+    let step = move |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let before = Store::open(dir).map(|s| s.layout()).ok();
+    let report = match to {
+        MigrateTo::Format(f) => Store::migrate(dir, f, &step),
+        MigrateTo::Layout(l) => Store::migrate_layout(dir, l, &step),
+    }
+    .with_context(|| format!("migrate {} to {to}", dir.display()))?;
+    pb.finish_and_clear();
+    if let MigrateTo::Layout(_) = to {
+        let after =
+            Store::open(dir).map(|s| s.layout()).with_context(|| format!("open {}", dir.display()))?;
+        if before == Some(after) {
+            return crate::print(&format!("{}: already {to}\n", dir.display()));
+        }
+        return crate::print(&format!(
+            "{}: {} → {}, {} records, {} checksummed\n",
+            dir.display(),
+            before.map_or("?", |l| l.name()),
+            layout_text(after),
+            report.records,
+            human(report.bytes_checked)
+        ));
+    }
+    if report.from == report.to {
+        return crate::print(&format!("{}: already {to}\n", dir.display()));
+    }
+    crate::print(&format!(
+        "{}: {} → {}, {} records, {} checksummed\n",
+        dir.display(),
+        report.from,
+        report.to,
+        report.records,
+        human(report.bytes_checked)
+    ))
+}
+
+/// `loaderx compact STORE`.
+pub fn compact(dir: &Path) -> anyhow::Result<()> {
+    let ctx = || format!("compact {}", dir.display());
+    let mut store = Store::open_rw(dir, StoreOptions::new()).with_context(ctx)?;
+    let r = store.compact().with_context(ctx)?;
+    crate::print(&format!(
+        "{}: {} → {} chunk bytes ({} reclaimed), {} records moved\n",
+        dir.display(),
+        r.bytes_before,
+        r.bytes_after,
+        human(r.bytes_before.saturating_sub(r.bytes_after)),
+        r.moved
+    ))
+}

@@ -1,0 +1,96 @@
+//! `stitch` and `push`: store sets from parts, local or on object storage, and stores copied up
+//! to it.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+#[cfg(feature = "remote")]
+use crate::convert;
+
+/// `loaderx push STORE URL`.
+#[cfg(feature = "remote")]
+pub fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
+    let total: u64 = std::fs::read_dir(store)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0);
+    let pb = convert::progress_bar(total);
+    let start = std::time::Instant::now();
+    let sent = loaderx_core::remote::push(store, url, loaderx_core::remote::RemoteOptions::new(), |n| {
+        pb.set_position(n)
+    })
+    .with_context(|| format!("push {} → {url}", store.display()))?;
+    pb.finish_and_clear();
+    crate::print(&format!("{url}: {} pushed, {:.2}s\n", convert::human(sent), start.elapsed().as_secs_f64()))
+}
+
+/// `loaderx stitch PART... OUT` and `loaderx stitch DIR OUT [--parts N]`.
+pub fn stitch(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
+    let (out, given) = paths.split_last().context("stitch needs PART... OUT")?;
+    let ctx = || format!("stitch → {}", out.display());
+    let urls = paths.iter().filter(|p| p.to_str().is_some_and(|s| s.starts_with("s3://"))).count();
+    if urls == paths.len() {
+        return stitch_remote(paths, count);
+    }
+    if urls > 0 {
+        anyhow::bail!("stitch: the parts and the set are all local paths or all s3:// URLs");
+    }
+    let is_dataset = |p: &std::path::Path| p.join(loaderx_core::SCHEMA_FILE).is_file();
+    let parts: Vec<PathBuf> = match given {
+        [dir] if !is_dataset(dir) => loaderx_core::convert::part_dirs(dir, count).with_context(ctx)?,
+        _ if count.is_some() => {
+            anyhow::bail!("stitch: --parts N counts the parts of one directory; list PART... without it")
+        }
+        _ => given.to_vec(),
+    };
+    if parts.first().is_none_or(|p| is_dataset(p)) {
+        let s = loaderx_core::stitch(&parts, out).with_context(ctx)?;
+        return crate::print(&format!(
+            "{}: a store set of {} parts, {} records\n",
+            out.display(),
+            s.parts,
+            s.records
+        ));
+    }
+    let all = loaderx_core::convert::stitch_datasets(&parts, out).with_context(ctx)?;
+    let mut text = String::new();
+    for (name, s) in &all {
+        text.push_str(&format!("  {name}: a store set of {} parts, {} records\n", s.parts, s.records));
+    }
+    text.push_str(&format!("{}: {} store sets of {} parts\n", out.display(), all.len(), parts.len()));
+    crate::print(&text)
+}
+
+/// `loaderx stitch` on object storage: parts pushed to `s3://` URLs (or one URL prefix holding
+/// them as part-00000, ...), the set's schema and manifest put at the last URL.
+#[cfg(feature = "remote")]
+fn stitch_remote(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
+    let urls: Vec<String> = paths.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let (out, given) = urls.split_last().context("stitch needs PART... OUT")?;
+    let options = loaderx_core::remote::RemoteOptions::new();
+    let ctx = || format!("stitch → {out}");
+    let parts = match given {
+        [prefix] if count.is_some() || holds_parts(prefix, &options).with_context(ctx)? => {
+            loaderx_core::convert::remote_part_urls(prefix, count, options.clone()).with_context(ctx)?
+        }
+        _ if count.is_some() => {
+            anyhow::bail!("stitch: --parts N counts the parts under one URL; list PART... without it")
+        }
+        _ => given.to_vec(),
+    };
+    let s = loaderx_core::stitch_remote(&parts, out, options).with_context(ctx)?;
+    crate::print(&format!("{out}: a store set of {} parts, {} records\n", s.parts, s.records))
+}
+
+/// Whether `url` is a prefix of parts (`part-NNNNN` under it), not one part given alone: one
+/// listing, as a local directory of parts is told apart by its entries.
+#[cfg(feature = "remote")]
+fn holds_parts(url: &str, options: &loaderx_core::remote::RemoteOptions) -> loaderx_core::Result<bool> {
+    let names = loaderx_core::remote::list_dirs(url, options.clone())?;
+    Ok(names.iter().any(|n| n.starts_with(loaderx_core::convert::PART_PREFIX)))
+}
+
+#[cfg(not(feature = "remote"))]
+fn stitch_remote(_: &[PathBuf], _: Option<usize>) -> anyhow::Result<()> {
+    anyhow::bail!("stitch: s3:// URLs need a build with the `remote` feature")
+}

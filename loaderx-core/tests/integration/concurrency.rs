@@ -1,0 +1,125 @@
+//! Readers verifying every record they gather while a writer appends: a thread of this process,
+//! or another process (the crash tests' child, `crash.rs`). Each runs for
+//! `LOADERX_CONCURRENCY_MS` (default 1000) on both store formats.
+
+use std::time::{Duration, Instant};
+
+use loaderx_core::{Codec, Format, Store, StoreOptions};
+
+use crate::common::{FORMATS, check_record, opts, record};
+use crate::crash::{APPEND_BATCH, Rng, codec_of, env_u64, spawn_child};
+
+/// Gathers random batches of records below the published length until `deadline`, checking each
+/// is the record its index names. Returns (gathers, mismatches).
+fn read_until(store: &Store, deadline: Instant, seed: u64) -> (u64, u64) {
+    let mut rng = Rng(seed | 1);
+    let (mut gathers, mut bad) = (0u64, 0u64);
+    while Instant::now() < deadline {
+        let n = store.len();
+        if n == 0 {
+            continue;
+        }
+        let idx: Vec<u64> = (0..32).map(|_| rng.below(n)).collect();
+        match store.gather(&idx) {
+            Ok(got) => {
+                for (k, r) in got.iter().enumerate() {
+                    if check_record(r) != Some(idx[k]) {
+                        eprintln!("record {} is not intact", idx[k]);
+                        bad += 1;
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("gather {idx:?}: {e}");
+                bad += 1;
+            }
+        }
+        gathers += 1;
+    }
+    (gathers, bad)
+}
+
+#[test]
+fn readers_in_this_process_verify_every_record_while_a_thread_appends() {
+    for format in FORMATS {
+        concurrent_in_process(format);
+    }
+}
+
+fn concurrent_in_process(format: Format) {
+    let ms = env_u64("LOADERX_CONCURRENCY_MS", 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::create(dir.path().join("s"), opts(format).chunk_capacity(1 << 20)).unwrap();
+    store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    let store = &store;
+    let (appends, results) = std::thread::scope(|s| {
+        let writer = s.spawn(move || {
+            let mut k = 0u64;
+            while Instant::now() < deadline {
+                let next = store.len();
+                crate::common::append(
+                    store,
+                    &(next..next + APPEND_BATCH).map(record).collect::<Vec<_>>(),
+                    codec_of(k),
+                );
+                k += 1;
+            }
+            k
+        });
+        let readers: Vec<_> =
+            (0..3u64).map(|t| s.spawn(move || read_until(store, deadline, 0xA5A5 + t))).collect();
+        (writer.join().unwrap(), readers.into_iter().map(|r| r.join().unwrap()).collect::<Vec<_>>())
+    });
+    let bad: u64 = results.iter().map(|r| r.1).sum();
+    let gathers: u64 = results.iter().map(|r| r.0).sum();
+    println!("concurrency in-process {format}: {appends} appends, {gathers} gathers, {bad} mismatches");
+    assert_eq!(bad, 0);
+    assert!(store.verify().unwrap().bad.is_empty());
+}
+
+#[test]
+fn readers_in_another_process_verify_every_record_while_a_writer_appends() {
+    for format in FORMATS {
+        concurrent_cross_process(format);
+    }
+}
+
+fn concurrent_cross_process(format: Format) {
+    let ms = env_u64("LOADERX_CONCURRENCY_MS", 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, opts(format)).unwrap();
+    store.append(&(0..64).map(record).collect::<Vec<_>>(), Codec::Zstd).unwrap();
+    drop(store);
+    // The child appends record(i) at index i, so a reader can check any index it sees.
+    let (mut child, lines) = spawn_child("writer", 64, &path);
+    assert_eq!(lines.recv_timeout(Duration::from_secs(30)).as_deref(), Ok("READY"));
+    let reader = Store::open(&path).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(ms);
+    let results: Vec<(u64, u64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3u64)
+            .map(|t| {
+                s.spawn({
+                    let r = &reader;
+                    move || read_until(r, deadline, 0x5A5A + t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let steps = lines.iter().filter(|l| l.starts_with("STEP ")).count();
+    let bad: u64 = results.iter().map(|r| r.1).sum();
+    let gathers: u64 = results.iter().map(|r| r.0).sum();
+    println!(
+        "concurrency cross-process {format}: {steps} appends seen, reader saw {} records, {gathers} gathers, {bad} mismatches",
+        reader.len()
+    );
+    assert_eq!(bad, 0);
+    assert!(steps > 0, "the writer appended nothing");
+    drop(reader);
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert!(store.verify().unwrap().bad.is_empty());
+}
