@@ -55,7 +55,7 @@ fn main() {
             (
                 "loader",
                 Box::new(|| {
-                    drop(loader.next_batch().unwrap());
+                    drop(loader.next_batch().unwrap().unwrap());
                 }),
             ),
         ];

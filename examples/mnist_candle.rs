@@ -114,10 +114,10 @@ enum Feed {
 impl Feed {
     fn next(&mut self) -> Result<(Tensor, Tensor), BoxError> {
         match self {
-            Feed::Cpu(l) => Ok(l.next_batch()?),
+            Feed::Cpu(l) => Ok(l.next_batch()?.ok_or("the loader is endless")?),
             #[cfg(feature = "candle-cuda")]
             Feed::Cuda(l) => {
-                let b = l.next_batch()?;
+                let b = l.next_batch()?.ok_or("the loader is endless")?;
                 let image = b.get("image")?;
                 let x = ((image.to_dtype(DType::F32)? / 255.0)? - f64::from(MEAN))? / f64::from(STD);
                 let x = x?.reshape((image.dims()[0], 1, 28, 28))?;

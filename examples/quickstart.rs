@@ -48,12 +48,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut counts = [0u64; 10];
     let steps = 256;
     for _ in 0..steps {
-        let batch = loader.next_batch()?;
+        let batch = loader.next_batch()?.expect("an endless loader");
         for &l in batch.get("label").expect("label stream").as_slice::<u8>()? {
             counts[usize::from(l)] += 1;
         }
     }
-    let batch = loader.next_batch()?;
+    let batch = loader.next_batch()?.expect("an endless loader");
     println!(
         "image batch {:?} {}",
         batch.get("image").expect("image").shape(),

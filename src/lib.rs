@@ -25,7 +25,7 @@
 //! // A loader: batches of named streams, step by step; the same seed gives the same batches.
 //! let x = DenseSource::from_vec(vec![2], (0..200).map(|i| i as f32).collect::<Vec<f32>>())?;
 //! let mut loader = LoaderBuilder::new().stream("x", x).batch_size(16).seed(7).build()?;
-//! let batch = loader.next_batch()?;
+//! let batch = loader.next_batch()?.expect("an endless loader always has one");
 //! assert_eq!(batch.get("x").map(|a| a.shape().to_vec()), Some(vec![16, 2]));
 //! # Ok(())
 //! # }

@@ -310,7 +310,8 @@ mod candle_side {
             ..Contender::new(
                 LOADER,
                 Box::new(move || {
-                    let mut b = loader.borrow_mut().next_batch().expect("a batch");
+                    let mut b =
+                        loader.borrow_mut().next_batch().expect("a batch").expect("an endless loader");
                     black_box(b.take("x").expect("stream x"));
                 }),
             )

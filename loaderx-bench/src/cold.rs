@@ -192,7 +192,7 @@ fn loaderx_round(ds: &Dataset, r: usize) -> anyhow::Result<Figures> {
     let mut l = loader(&ds.store, r as u64)?.build()?;
     let mut got = Vec::with_capacity(STREAM_BATCHES);
     for _ in 0..STREAM_BATCHES {
-        got.push(l.next_batch()?);
+        got.push(l.next_batch()?.ok_or_else(|| anyhow::anyhow!("the loader ended"))?);
     }
     let stream = (STREAM_BATCHES * BATCH) as f64 / t.elapsed().as_secs_f64();
     drop(l);

@@ -72,7 +72,11 @@ fn prefetched<'a, O: Send + 'static>(
         settle: Some(Box::new(|| settle(|| loader.borrow().prefetched()))),
         ..Contender::new(
             name,
-            Box::new(|| drop(black_box(loader.borrow_mut().next_batch().expect("a batch")))),
+            Box::new(|| {
+                drop(black_box(
+                    loader.borrow_mut().next_batch().expect("a batch").expect("an endless loader"),
+                ))
+            }),
         )
     }
 }
@@ -311,7 +315,7 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
         let mut l = b.clone().build()?;
         let (mut on, mut all) = (0usize, 0usize);
         for _ in 0..200 {
-            let batch = l.next_batch()?;
+            let batch = l.next_batch()?.ok_or_else(|| anyhow::anyhow!("the loader ended"))?;
             let m = batch.get(mask).ok_or_else(|| anyhow::anyhow!("no {mask}"))?.as_slice::<u8>()?;
             on += m.iter().filter(|&&x| x != 0).count();
             all += m.len();

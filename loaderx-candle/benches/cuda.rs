@@ -133,7 +133,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     loader.next_batch()?;
     let t = Instant::now();
     for _ in 0..steps {
-        let x = loader.next_batch()?;
+        let x = loader.next_batch()?.expect("an endless loader");
         let s = x.get("x")?.sum_all()?;
         std::hint::black_box((a.matmul(&a)?, s));
     }

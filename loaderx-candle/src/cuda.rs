@@ -303,10 +303,10 @@ impl CudaLoader {
     /// # Errors
     /// As [`crate::CandleLoader::next_batch`]; [`crate::Error::Candle`] when the wait cannot be
     /// enqueued.
-    pub fn next_batch(&mut self) -> Result<TensorBatch> {
-        let (batch, copied) = self.loader.next_batch()?;
+    pub fn next_batch(&mut self) -> Result<Option<TensorBatch>> {
+        let Some((batch, copied)) = self.loader.next_batch()? else { return Ok(None) };
         self.device.cuda_stream().wait(&copied).w()?;
-        Ok(batch)
+        Ok(Some(batch))
     }
 
     /// The state to save (a builder given it resumes at the next undelivered step).
@@ -330,10 +330,7 @@ impl Iterator for CudaLoader {
 
     /// `None` after the last step of a finite pass.
     fn next(&mut self) -> Option<Result<TensorBatch>> {
-        match self.next_batch() {
-            Err(crate::Error::Core(loaderx_core::Error::PassEnded { .. })) => None,
-            other => Some(other),
-        }
+        self.next_batch().transpose()
     }
 }
 

@@ -40,7 +40,7 @@
 //!     let flag = conv.array(batch.take("flag").unwrap())?;
 //!     Ok::<_, loaderx_candle::Error>((image?, flag))
 //! })?;
-//! let (image, flag) = loader.next_batch()?;
+//! let (image, flag) = loader.next_batch()?.expect("an endless loader");
 //! assert_eq!(image.dims(), &[16, 2, 2]);
 //! assert_eq!(flag.dtype(), DType::U8);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

@@ -23,7 +23,7 @@ use crate::{Converter, Result, TensorBatch};
 /// w.finish()?;
 /// let builder = DataLoader::builder().open_stream("x", dir.path().join("x")).batch_size(8).seed(3);
 /// let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu))?;
-/// let batch = loader.next_batch()?;
+/// let batch = loader.next_batch()?.expect("endless: None only ends a finite pass");
 /// assert_eq!((batch.step, batch.get("x")?.dims()), (0, &[8, 4][..]));
 /// let saved = loader.state(); // `.state(saved)` on a new builder resumes at step 1
 /// assert_eq!(saved.step, 1);
@@ -99,7 +99,7 @@ impl<O: Send + 'static> CandleLoader<O> {
     /// A gather failure, or the transform's (or tensor construction's) failure as
     /// [`loaderx_core::Error::Transform`] naming the step; the loader goes on with the next step
     /// afterwards. [`loaderx_core::Error::LoaderStopped`] if a prefetch thread died.
-    pub fn next_batch(&mut self) -> Result<O> {
+    pub fn next_batch(&mut self) -> Result<Option<O>> {
         Ok(self.loader.next_batch()?)
     }
 
@@ -166,9 +166,6 @@ impl<O: Send + 'static> Iterator for CandleLoader<O> {
 
     /// Never `None` for an endless loader; `None` after the last step of a finite pass.
     fn next(&mut self) -> Option<Result<O>> {
-        match self.loader.next_batch() {
-            Err(loaderx_core::Error::PassEnded { .. }) => None,
-            other => Some(other.map_err(Into::into)),
-        }
+        self.next_batch().transpose()
     }
 }

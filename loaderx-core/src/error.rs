@@ -212,7 +212,8 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    /// A finite pass was asked for a batch after its last step.
+    /// A finite pass's order was asked for a step after its last ([`Indexer::fill`](crate::adapter::Indexer::fill);
+    /// a loader's [`next_batch`](crate::DataLoader::next_batch) says `Ok(None)` there instead).
     #[error("the pass is over: all {steps} steps were delivered")]
     PassEnded {
         /// Steps the pass had.

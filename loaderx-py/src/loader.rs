@@ -312,12 +312,13 @@ impl Loader {
     /// The next batch: a dict of arrays, or what the transform returned.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let out = self.locked(py, |inner| match inner {
-            Inner::Plain(l) => l.next_batch().map(Out::Batch),
-            Inner::Mapped(l) => l.next_batch().map(Out::Object),
+            Inner::Plain(l) => l.next_batch().map(|b| b.map(Out::Batch)),
+            Inner::Mapped(l) => l.next_batch().map(|o| o.map(Out::Object)),
         })?;
         match out {
-            Out::Batch(b) => Ok(batch_dict(py, b)?.into_any().unbind()),
-            Out::Object(o) => Ok(o),
+            Some(Out::Batch(b)) => Ok(batch_dict(py, b)?.into_any().unbind()),
+            Some(Out::Object(o)) => Ok(o),
+            None => Err(pyo3::exceptions::PyStopIteration::new_err("the pass is over")),
         }
     }
 

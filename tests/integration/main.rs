@@ -34,7 +34,7 @@ fn bundled_mnist_converts_and_loads_aligned_batches() {
         .unwrap();
     let mut seen = vec![0u32; 2000];
     for _ in 0..20 {
-        let b = loader.next_batch().unwrap();
+        let b = loader.next_batch().unwrap().unwrap();
         assert_eq!(b.get("image").unwrap().shape(), &[100, 28, 28]);
         let got = b.get("label").unwrap().as_slice::<u8>().unwrap();
         let pixels = b.get("image").unwrap().as_slice::<u8>().unwrap();

@@ -48,7 +48,10 @@ impl<O: Send + 'static> Recipe<O> for CoreRecipe<O> {
 
 impl<O: Send + 'static> Running<O> for DataLoader<O> {
     fn next(&mut self) -> Result<O> {
-        Ok(self.next_batch()?)
+        match self.next_batch()? {
+            Some(out) => Ok(out),
+            None => Err(loaderx_core::Error::PassEnded { steps: self.steps().unwrap_or(0) }.into()),
+        }
     }
 
     fn step(&self) -> u64 {

@@ -36,7 +36,7 @@ fn burn_run(b: StepLoaderBuilder, epoch: u64) -> (Vec<Contents>, LoaderState) {
 /// The same number of steps of the core loader, and its state after them.
 fn core_run(b: LoaderBuilder, steps: u64) -> (Vec<Contents>, LoaderState) {
     let mut loader = b.threads(2).build().unwrap();
-    let out = (0..steps).map(|_| contents(loader.next_batch().unwrap())).collect();
+    let out = (0..steps).map(|_| contents(loader.next_batch().unwrap().unwrap())).collect();
     (out, loader.state())
 }
 

@@ -105,7 +105,7 @@ fn a_staged_cuda_loader_matches_the_cpu_loader_and_resumes() {
     let mut staged = loaderx_candle::CudaLoader::new(builder(), &device).unwrap();
     let mut cpu = CandleLoader::new(builder(), Converter::new(&Device::Cpu)).unwrap();
     for step in 0..24u64 {
-        let (g, w) = (staged.next_batch().unwrap(), cpu.next_batch().unwrap());
+        let (g, w) = (staged.next_batch().unwrap().unwrap(), cpu.next_batch().unwrap().unwrap());
         assert_eq!((g.step, &g.indices), (step, &w.indices));
         assert!(g.get("x").unwrap().device().is_cuda());
         assert_eq!(
@@ -122,6 +122,6 @@ fn a_staged_cuda_loader_matches_the_cpu_loader_and_resumes() {
     let state = staged.state();
     drop(staged);
     let mut resumed = loaderx_candle::CudaLoader::new(builder().state(state), &device).unwrap();
-    let (g, w) = (resumed.next_batch().unwrap(), cpu.next_batch().unwrap());
+    let (g, w) = (resumed.next_batch().unwrap().unwrap(), cpu.next_batch().unwrap().unwrap());
     assert_eq!((g.step, &g.indices), (24, &w.indices));
 }

@@ -61,18 +61,18 @@ fn a_saved_state_resumes_at_the_next_step_with_the_same_batches() {
     let conv = Converter::new(&Device::Cpu).widen(Widen::Exact);
     let mut first = CandleLoader::new(builder(dir.path()), conv.clone()).unwrap();
     for _ in 0..7 {
-        first.next_batch().unwrap();
+        first.next_batch().unwrap().unwrap();
     }
     let saved = first.state();
     assert_eq!(saved.step, 7);
-    let rest: Vec<_> = (0..9).map(|_| values(&first.next_batch().unwrap())).collect();
+    let rest: Vec<_> = (0..9).map(|_| values(&first.next_batch().unwrap().unwrap())).collect();
     drop(first);
 
     // A fresh loader from the saved state, configured differently where the state overrides it.
     let resumed_builder = builder(dir.path()).seed(999).threads(1).state(saved);
     let mut resumed = CandleLoader::new(resumed_builder, conv).unwrap();
     assert_eq!(resumed.step(), 7);
-    let again: Vec<_> = (0..9).map(|_| values(&resumed.next_batch().unwrap())).collect();
+    let again: Vec<_> = (0..9).map(|_| values(&resumed.next_batch().unwrap().unwrap())).collect();
     assert_eq!(rest, again);
     assert_eq!(rest[0].0, 7);
 }
@@ -134,7 +134,7 @@ fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
         Ok(x.iter().sum::<f64>())
     })
     .unwrap();
-    assert_eq!(sums.next_batch().unwrap(), (0..32).map(f64::from).sum::<f64>());
+    assert_eq!(sums.next_batch().unwrap().unwrap(), (0..32).map(f64::from).sum::<f64>());
 }
 
 /// A weighted mixture through the candle loader: tensors of rows from every source.
@@ -147,7 +147,7 @@ fn a_weighted_mixture_becomes_candle_tensors() {
     };
     let mix = LoaderBuilder::mixture(vec![(1.0, src(0, 30)), (1.0, src(100, 30))]).unwrap().batch_size(20);
     let mut loader = CandleLoader::new(mix, Converter::new(&Device::Cpu)).unwrap();
-    let v = loader.next_batch().unwrap().get("v").unwrap().to_vec1::<u32>().unwrap();
+    let v = loader.next_batch().unwrap().unwrap().get("v").unwrap().to_vec1::<u32>().unwrap();
     assert_eq!(v.len(), 20);
     assert_eq!(v.iter().filter(|&&x| x >= 100).count(), 10, "1:1 over a batch of 20");
 }

@@ -33,7 +33,7 @@ fn loader_tensors_own_the_buffers_the_prefetch_threads_gathered() {
     })
     .unwrap();
     for _ in 0..12 {
-        let (gathered, t) = loader.next_batch().unwrap();
+        let (gathered, t) = loader.next_batch().unwrap().unwrap();
         assert_eq!(cpu_storage_ptr::<u8>(&t), gathered);
     }
 }
@@ -68,7 +68,7 @@ fn tensor_batch_names_the_missing_stream() {
     let path = write_dense(dir.path(), "x", vec![], &[1u32, 2, 3, 4]);
     let builder = DataLoader::builder().open_stream("x", path).batch_size(2);
     let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu)).unwrap();
-    let mut batch = loader.next_batch().unwrap();
+    let mut batch = loader.next_batch().unwrap().unwrap();
     let err = batch.get("y").unwrap_err();
     assert!(matches!(&err, Error::MissingStream { name, available } if name == "y" && available == &["x"]));
     let x: Tensor = batch.take("x").unwrap();

@@ -39,7 +39,7 @@ fn a_few_steps_of_a_tiny_model_lower_the_loss() {
     let mut opt = candle_nn::SGD::new(vars.all_vars(), 0.5).unwrap();
     let mut losses = Vec::new();
     for _ in 0..40 {
-        let (x, y) = loader.next_batch().unwrap();
+        let (x, y) = loader.next_batch().unwrap().unwrap();
         let loss = candle_nn::loss::cross_entropy(&model.forward(&x).unwrap(), &y).unwrap();
         opt.backward_step(&loss).unwrap();
         losses.push(loss.to_scalar::<f32>().unwrap());

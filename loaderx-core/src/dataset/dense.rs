@@ -96,7 +96,7 @@ impl DenseSource {
     /// let x = DenseSource::from_vec(vec![2], (0..20).map(|v| v as f32).collect::<Vec<f32>>())?;
     /// assert_eq!(x.len(), 10);
     /// let mut loader = DataLoader::builder().stream("x", x).batch_size(5).build()?;
-    /// assert_eq!(loader.next_batch()?.get("x").unwrap().shape(), &[5, 2]);
+    /// assert_eq!(loader.next_batch()?.expect("endless").get("x").unwrap().shape(), &[5, 2]);
     /// # Ok::<(), loaderx_core::Error>(())
     /// ```
     pub fn from_vec<T: Element>(item_shape: Vec<usize>, data: Vec<T>) -> Result<DenseSource> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::batch::Batch;
-use super::builder::{LoaderBuilder, MIXTURE_WHOLE, PACKED_ALONE};
+use super::builder::{Chosen, LoaderBuilder, MIXTURE_WHOLE, PACKED_ALONE};
 use super::data_loader::{BoxError, DataLoader, Transform};
 use super::order::Order;
 use super::pack::PackConfig;
@@ -14,8 +14,6 @@ use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig};
 use crate::{Error, Result};
 
 /// Why length bucketing stands alone.
-const BUCKET_ENDLESS: &str =
-    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing";
 
 impl LoaderBuilder {
     /// Builds a loader delivering [`Batch`]es.
@@ -40,7 +38,7 @@ impl LoaderBuilder {
     ///     let x = b.take("x").ok_or("no stream x")?.into_vec::<f32>()?;
     ///     Ok(x.iter().sum::<f32>())
     /// })?;
-    /// assert_eq!(loader.next_batch()?, 8.0);
+    /// assert_eq!(loader.next_batch()?, Some(8.0));
     /// # Ok::<(), loaderx_core::Error>(())
     /// ```
     pub fn build_map<O, F>(self, transform: F) -> Result<DataLoader<O>>
@@ -133,9 +131,9 @@ impl LoaderBuilder {
                 if state.fingerprint != fingerprint
                     || state.sampler.len != len
                     || state.order.pass().is_some_and(|p| p.len != len)
-                    || state.order.mixture().map(|m| &m.lens) != self.mixture.as_ref().map(|(_, l)| l)
-                    || state.order.pack().map(|p| p.pack) != self.pack.as_ref().map(|(_, p)| *p)
-                    || state.order.bucket() != self.bucket.as_ref() =>
+                    || state.order.mixture().map(|m| &m.lens) != self.order.mixture_lens()
+                    || state.order.pack().map(|p| p.pack) != self.order.pack()
+                    || state.order.bucket() != self.order.bucket() =>
             {
                 return Err(Error::Config { what: "state", reason: "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
                         .into(), });
@@ -152,7 +150,7 @@ impl LoaderBuilder {
                 },
                 step: self.start_step,
                 fingerprint,
-                order: self.order(len)?,
+                order: self.order(len),
             },
         };
         // Every order counts the next step in a u64 (the last step is below u64::MAX); a mixture
@@ -191,41 +189,27 @@ impl LoaderBuilder {
         Ok(state)
     }
 
-    /// The order the builder's settings ask for over `len` records, one of them at most: its
-    /// [`finite`](Self::pass) pass, [`mixture`](Self::mixture), [`pack`](Self::pack) or
-    /// [`bucket`](Self::bucket) (the setters may be called in any order, so a combination is
-    /// refused here).
-    fn order(&self, len: u32) -> Result<Order> {
-        let pass = self.finite.map(|f| PassConfig {
-            len,
-            batch_size: self.batch_size,
-            shuffle: f.shuffle,
-            seed: self.seed,
-            epoch: f.epoch,
-            epochs: f.epochs,
-            drop_last: f.drop_last,
-            rank: self.rank,
-            world: self.world,
-        });
-        let mixture = self
-            .mixture
-            .as_ref()
-            .map(|(weights, lens)| MixtureConfig { weights: weights.clone(), lens: lens.clone() });
-        let pack = self.pack.as_ref().map(|(_, p)| PackConfig { pack: *p, cursor: Default::default() });
-        Ok(match (pass, mixture, pack, self.bucket.clone()) {
-            (None, None, None, None) => Order::Endless,
-            (None, None, None, Some(b)) => Order::Bucketed(b),
-            (_, _, _, Some(_)) => {
-                return Err(Error::Config { what: "bucket", reason: BUCKET_ENDLESS.into() });
+    /// The order the builder's setters chose ([`Chosen`]), over `len` records.
+    fn order(&self, len: u32) -> Order {
+        match &self.order {
+            Chosen::Endless => Order::Endless,
+            Chosen::Pass(f) => Order::Pass(PassConfig {
+                len,
+                batch_size: self.batch_size,
+                shuffle: f.shuffle,
+                seed: self.seed,
+                epoch: f.epoch,
+                epochs: f.epochs,
+                drop_last: f.drop_last,
+                rank: self.rank,
+                world: self.world,
+            }),
+            Chosen::Mixture { weights, lens } => {
+                Order::Mixture(MixtureConfig { weights: weights.clone(), lens: lens.clone() })
             }
-            (None, None, Some(p), None) => Order::Packed(p),
-            (_, _, Some(_), None) => return Err(Error::Config { what: "pack", reason: PACKED_ALONE.into() }),
-            (None, Some(m), None, None) => Order::Mixture(m),
-            (Some(_), Some(_), None, None) => {
-                return Err(Error::Config { what: "mixture", reason: MIXTURE_WHOLE.into() });
-            }
-            (Some(p), None, None, None) => Order::Pass(p),
-        })
+            Chosen::Pack(_, p) => Order::Packed(PackConfig { pack: *p, cursor: Default::default() }),
+            Chosen::Bucket(b) => Order::Bucketed(b.clone()),
+        }
     }
 
     /// The data fingerprint of the streams (names, dtypes, item shapes, lengths, the selection)

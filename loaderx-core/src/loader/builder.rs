@@ -18,7 +18,9 @@ use crate::{Error, Result};
 pub struct LoaderBuilder {
     pub(super) streams: Vec<(String, StreamData)>,
     pub(super) selections: Vec<Selection>,
-    pub(super) finite: Option<Pass>,
+    /// The order: the endless sampler, or the one setter of [`pass`](Self::pass),
+    /// [`mixture`](Self::mixture), [`pack`](Self::pack) or [`bucket`](Self::bucket) called.
+    pub(super) order: Chosen,
     pub(super) batch_size: u32,
     pub(super) mode: SamplerMode,
     pub(super) seed: u64,
@@ -28,12 +30,6 @@ pub struct LoaderBuilder {
     pub(super) state: Option<LoaderState>,
     pub(super) threads: usize,
     pub(super) prefetch: usize,
-    /// The weights of a mixture ([`LoaderBuilder::mixture`]) and its sources' lengths.
-    pub(super) mixture: Option<(Vec<f64>, Vec<u32>)>,
-    /// The packed stream ([`LoaderBuilder::pack`]).
-    pub(super) pack: Option<(String, Pack)>,
-    /// Length bucketing ([`LoaderBuilder::bucket`]).
-    pub(super) bucket: Option<BucketConfig>,
     /// How `open_stream` reaches `s3://` URLs ([`LoaderBuilder::remote_options`]).
     #[cfg(feature = "remote")]
     pub(super) remote: Option<crate::remote::RemoteOptions>,
@@ -49,7 +45,7 @@ impl std::fmt::Debug for LoaderBuilder {
         f.debug_struct("LoaderBuilder")
             .field("streams", &self.streams.iter().map(|(n, _)| n).collect::<Vec<_>>())
             .field("selections", &self.selections.iter().map(Selection::len).collect::<Vec<_>>())
-            .field("finite", &self.finite)
+            .field("order", &self.order)
             .field("batch_size", &self.batch_size)
             .field("mode", &self.mode)
             .field("seed", &self.seed)
@@ -58,9 +54,6 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("start_step", &self.start_step)
             .field("threads", &self.threads)
             .field("prefetch", &self.prefetch)
-            .field("mixture", &self.mixture)
-            .field("pack", &self.pack)
-            .field("bucket", &self.bucket)
             .field("failed", &self.failed)
             .finish()
     }
@@ -72,7 +65,7 @@ impl Default for LoaderBuilder {
         LoaderBuilder {
             streams: Vec::new(),
             selections: Vec::new(),
-            finite: None,
+            order: Chosen::Endless,
             batch_size: 32,
             mode: SamplerMode::Cyclic,
             seed: 0,
@@ -82,9 +75,6 @@ impl Default for LoaderBuilder {
             state: None,
             threads: cores.clamp(1, 8),
             prefetch: 2,
-            mixture: None,
-            pack: None,
-            bucket: None,
             #[cfg(feature = "remote")]
             remote: None,
             failed: None,
@@ -318,7 +308,7 @@ impl LoaderBuilder {
             };
             out.streams.push((name.clone(), stream));
         }
-        out.mixture = Some((weights, lens));
+        out.order = Chosen::Mixture { weights, lens };
         Ok(out)
     }
 
@@ -335,12 +325,11 @@ impl LoaderBuilder {
     /// # Errors
     /// `build` reports [`Error::Config`] when there is no ragged, unpadded stream `name` here
     /// (the message lists the streams) or `pack.length` is 0.
-    pub fn pack(mut self, name: &str, pack: Pack) -> Self {
+    pub fn pack(self, name: &str, pack: Pack) -> Self {
         let names = self.stream_names();
         let reason = match self.streams.iter().find(|(n, _)| n == name) {
             Some((_, StreamData::Ragged(_, None))) if pack.length > 0 => {
-                self.pack = Some((name.to_string(), pack));
-                return self;
+                return self.choose(Chosen::Pack(name.to_string(), pack));
             }
             Some((_, StreamData::Ragged(_, None))) => "a packed row needs at least one token".into(),
             Some(_) => {
@@ -361,12 +350,11 @@ impl LoaderBuilder {
     /// # Errors
     /// `build` reports [`Error::Config`] when there is no ragged stream `name` here (the
     /// message lists the streams) or `window` is 0.
-    pub fn bucket(mut self, name: &str, window: u32) -> Self {
+    pub fn bucket(self, name: &str, window: u32) -> Self {
         let names = self.stream_names();
         let reason = match self.streams.iter().find(|(n, _)| n == name) {
             Some((_, StreamData::Ragged(..))) if window > 0 => {
-                self.bucket = Some(BucketConfig { stream: name.to_string(), window });
-                return self;
+                return self.choose(Chosen::Bucket(BucketConfig { stream: name.to_string(), window }));
             }
             Some((_, StreamData::Ragged(..))) => "a bucketing window needs at least one step".into(),
             Some(_) => format!("stream {name:?} is dense; buckets sort a ragged stream"),
@@ -376,8 +364,28 @@ impl LoaderBuilder {
     }
 
     /// The packed stream's name and packing, if any.
-    pub(super) fn packed(&self) -> Option<&(String, Pack)> {
-        self.pack.as_ref()
+    pub(super) fn packed(&self) -> Option<(&str, Pack)> {
+        match &self.order {
+            Chosen::Pack(name, pack) => Some((name, *pack)),
+            _ => None,
+        }
+    }
+
+    /// Sets the order, refusing (at `build`) a second order of another kind: a later call of
+    /// the same setter replaces the first.
+    fn choose(self, order: Chosen) -> Self {
+        let (was, now) = (self.order.setter(), order.setter());
+        if was.is_none() || was == now {
+            return LoaderBuilder { order, ..self };
+        }
+        let why = match (&self.order, &order) {
+            (Chosen::Bucket(_), _) | (_, Chosen::Bucket(_)) => BUCKET_ENDLESS,
+            (Chosen::Pack(..), _) | (_, Chosen::Pack(..)) => PACKED_ALONE,
+            _ => MIXTURE_WHOLE,
+        };
+        let reason =
+            format!("`{}` already chose the loader's order, and a loader has one: {why}", was.unwrap_or(""));
+        self.refuse(Error::Config { what: now.unwrap_or("order"), reason })
     }
 
     /// The names of the ragged streams (padded or not).
@@ -410,9 +418,8 @@ impl LoaderBuilder {
     /// assert_eq!(seen, (0..10).collect::<Vec<u32>>(), "each record once, the last batch partial");
     /// # Ok::<(), loaderx_core::Error>(())
     /// ```
-    pub fn pass(mut self, finite: Pass) -> Self {
-        self.finite = Some(finite);
-        self
+    pub fn pass(self, finite: Pass) -> Self {
+        self.choose(Chosen::Pass(finite))
     }
 
     /// Global batch size, summed over ranks (default 32).
@@ -500,6 +507,64 @@ impl LoaderBuilder {
     }
 }
 
+/// The order a builder's setters chose: the endless sampler unless one of [`LoaderBuilder::pass`],
+/// [`mixture`](LoaderBuilder::mixture), [`pack`](LoaderBuilder::pack) or
+/// [`bucket`](LoaderBuilder::bucket) was called (a second of another kind is refused).
+#[derive(Debug, Clone, Default)]
+pub(super) enum Chosen {
+    /// The endless sampler.
+    #[default]
+    Endless,
+    /// One finite pass.
+    Pass(Pass),
+    /// A weighted mixture: the weights and the sources' lengths.
+    Mixture { weights: Vec<f64>, lens: Vec<u32> },
+    /// The packed stream's name and its packing.
+    Pack(String, Pack),
+    /// Length bucketing.
+    Bucket(BucketConfig),
+}
+
+impl Chosen {
+    /// The setter that chose this order (none for the endless default).
+    fn setter(&self) -> Option<&'static str> {
+        match self {
+            Chosen::Endless => None,
+            Chosen::Pass(_) => Some("pass"),
+            Chosen::Mixture { .. } => Some("mixture"),
+            Chosen::Pack(..) => Some("pack"),
+            Chosen::Bucket(_) => Some("bucket"),
+        }
+    }
+
+    /// The mixture's sources' lengths.
+    pub(super) fn mixture_lens(&self) -> Option<&Vec<u32>> {
+        match self {
+            Chosen::Mixture { lens, .. } => Some(lens),
+            _ => None,
+        }
+    }
+
+    /// The packing.
+    pub(super) fn pack(&self) -> Option<Pack> {
+        match self {
+            Chosen::Pack(_, p) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// The bucketing.
+    pub(super) fn bucket(&self) -> Option<&BucketConfig> {
+        match self {
+            Chosen::Bucket(b) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// Why length bucketing stands alone.
+const BUCKET_ENDLESS: &str =
+    "length bucketing serves the endless sampler's batches: not with a finite pass, a mixture or packing";
 /// Why a packed stream stands alone.
 pub(super) const PACKED_ALONE: &str = "a packed stream is the loader's only stream, endless and not mixed";
 /// Why a mixture is endless and unselected.

@@ -39,7 +39,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///     .batch_size(16)
 ///     .seed(1)
 ///     .build()?;
-/// let batch = loader.next_batch()?;
+/// let batch = loader.next_batch()?.expect("an endless loader always has a next batch");
 /// assert_eq!(batch.get("x").unwrap().shape(), &[16, 4]);
 /// // Row k of every stream is the same record.
 /// let (x, y) = (batch.get("x").unwrap().as_slice::<f32>()?, batch.get("y").unwrap().as_slice::<u8>()?);
@@ -144,21 +144,21 @@ impl<O: Send + 'static> DataLoader<O> {
         Ok(DataLoader { prefetcher, config, indexer, fingerprint, streams: meta, pool })
     }
 
-    /// The next batch, in step order.
+    /// The next batch, in step order: `None` once a finite pass is over (never for an endless
+    /// loader).
     ///
     /// # Errors
     /// A gather or transform failure of this step ([`Error::Transform`] for the transform,
     /// failed or panicked); the loader goes on with the next step afterwards.
     /// [`Error::LoaderStopped`] for a step whose prefetch thread panicked outside the transform
-    /// (the loader goes on), or, without consuming a step, when no prefetch thread is left;
-    /// [`Error::PassEnded`] past the last step of a finite pass (the iterator ends there).
-    pub fn next_batch(&mut self) -> Result<O> {
+    /// (the loader goes on), or, without consuming a step, when no prefetch thread is left.
+    pub fn next_batch(&mut self) -> Result<Option<O>> {
         if let Some(steps) = self.steps()
             && self.step() >= steps
         {
-            return Err(Error::PassEnded { steps });
+            return Ok(None);
         }
-        self.prefetcher.next()
+        self.prefetcher.next().map(Some)
     }
 
     /// Steps of all the finite passes ([`LoaderBuilder::pass`]), `None` for an endless loader
@@ -250,10 +250,7 @@ impl<O: Send + 'static> Iterator for DataLoader<O> {
 
     /// Never `None` for an endless loader; `None` after the last step of a finite pass.
     fn next(&mut self) -> Option<Result<O>> {
-        match self.next_batch() {
-            Err(Error::PassEnded { .. }) => None,
-            other => Some(other),
-        }
+        self.next_batch().transpose()
     }
 }
 

@@ -155,7 +155,7 @@ fn a_loader_over_a_cold_store_hints_its_steps_and_delivers_them_intact() {
         .build()
         .unwrap();
     for _ in 0..40 {
-        let b = loader.next_batch().unwrap();
+        let b = loader.next_batch().unwrap().unwrap();
         assert_eq!(b.get("x").unwrap().as_bytes(), expected(b.indices()), "step {}", b.step());
     }
     drop(loader);

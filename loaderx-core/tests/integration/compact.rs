@@ -293,7 +293,7 @@ fn converters_write_ragged_raw_datasets_compact_and_the_loader_reads_them() {
     // The loader over the compact dataset: every record of 20 batches as written.
     let mut l = DataLoader::builder().open_stream("t", &raw).batch_size(64).seed(5).build().unwrap();
     for _ in 0..20 {
-        let b = l.next_batch().unwrap();
+        let b = l.next_batch().unwrap().unwrap();
         let r = b.get_ragged("t").unwrap();
         for (k, &i) in b.indices().iter().enumerate() {
             assert_eq!(r.record::<i32>(k).unwrap(), seqs[i as usize], "record {i}");

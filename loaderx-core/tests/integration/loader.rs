@@ -33,7 +33,7 @@ fn streams_are_gathered_at_the_same_indices() {
     let dir = tempfile::tempdir().unwrap();
     let mut loader = streams(dir.path(), 1000).batch_size(64).seed(3).threads(3).build().unwrap();
     for _ in 0..20 {
-        let b = loader.next_batch().unwrap();
+        let b = loader.next_batch().unwrap().unwrap();
         let x = b.get("x").unwrap();
         assert_eq!(x.shape(), &[64, 2]);
         assert_eq!(b.get("y").unwrap().shape(), &[64]);
@@ -59,7 +59,7 @@ fn batches_arrive_in_step_order_whatever_thread_finishes_first() {
         })
         .unwrap();
     for s in 0..60 {
-        let (step, ids) = loader.next_batch().unwrap();
+        let (step, ids) = loader.next_batch().unwrap().unwrap();
         assert_eq!(step, s);
         assert_eq!(ids, sampler.batch(s));
     }
@@ -91,11 +91,11 @@ fn a_stuck_step_holds_up_only_itself_the_other_threads_take_the_rest_of_the_wind
             Ok((b.step(), vec![]))
         })
         .unwrap();
-    let (step, mut others) = loader.next_batch().unwrap();
+    let (step, mut others) = loader.next_batch().unwrap().unwrap();
     others.sort_unstable();
     assert_eq!((step, &others[..3]), (0, &[1, 2, 3][..]));
     for s in 1..10 {
-        assert_eq!(loader.next_batch().unwrap().0, s);
+        assert_eq!(loader.next_batch().unwrap().unwrap().0, s);
     }
 }
 
@@ -104,7 +104,7 @@ fn an_absurd_prefetch_depth_neither_overflows_nor_stalls() {
     let dir = tempfile::tempdir().unwrap();
     let mut loader = streams(dir.path(), 500).batch_size(10).threads(2).prefetch(usize::MAX).build().unwrap();
     for s in 0..5 {
-        assert_eq!(loader.next_batch().unwrap().step(), s);
+        assert_eq!(loader.next_batch().unwrap().unwrap().step(), s);
     }
 }
 
@@ -114,7 +114,7 @@ fn resume_from_a_saved_state_equals_the_uninterrupted_run() {
     let b = streams(dir.path(), 300).batch_size(32).seed(5).mode(SamplerMode::Cyclic).threads(2);
     let full: Vec<Vec<u32>> = b.clone().build().unwrap().take(40).map(|r| rows(&r.unwrap())).collect();
     let mut first = b.clone().build().unwrap();
-    let head: Vec<Vec<u32>> = (0..17).map(|_| rows(&first.next_batch().unwrap())).collect();
+    let head: Vec<Vec<u32>> = (0..17).map(|_| rows(&first.next_batch().unwrap().unwrap())).collect();
     let saved = serde_json_like(&first.state());
     drop(first);
     let state = restore(&saved);
@@ -125,7 +125,7 @@ fn resume_from_a_saved_state_equals_the_uninterrupted_run() {
     // Editing the state skips steps.
     let mut skipped = state;
     skipped.step = 30;
-    assert_eq!(rows(&b.state(skipped).build().unwrap().next_batch().unwrap()), full[30]);
+    assert_eq!(rows(&b.state(skipped).build().unwrap().next_batch().unwrap().unwrap()), full[30]);
 }
 
 // The state is plain data: it survives a serialisation round trip (MessagePack here).
@@ -195,7 +195,7 @@ fn transform_errors_and_panics_surface_and_the_loader_goes_on() {
                 assert_eq!(loaderx_core::error_chain(&e), e.to_string());
             }
             (5, Err(Error::Transform { step: 5, source })) => assert!(source.to_string().contains("boom")),
-            (s, Ok(got)) if s != 3 && s != 5 => assert_eq!(got, s),
+            (s, Ok(Some(got))) if s != 3 && s != 5 => assert_eq!(got, s),
             (s, other) => panic!("step {s}: {other:?}"),
         }
     }
@@ -210,7 +210,7 @@ fn shards_split_the_global_batch() {
     for rank in 0..3 {
         let mut l = b.clone().shard(rank, 3).build().unwrap();
         assert_eq!(l.batch_size(), 8);
-        parts.push((0..5).map(|_| rows(&l.next_batch().unwrap())).collect());
+        parts.push((0..5).map(|_| rows(&l.next_batch().unwrap().unwrap())).collect());
     }
     for s in 0..5 {
         assert_eq!([parts[0][s].clone(), parts[1][s].clone(), parts[2][s].clone()].concat(), global[s]);
@@ -235,7 +235,7 @@ fn dropping_the_loader_stops_its_threads() {
                 Ok(b)
             })
             .unwrap();
-        loader.next_batch().unwrap();
+        loader.next_batch().unwrap().unwrap();
         assert!(std::sync::Arc::strong_count(&token) > 1, "the threads hold the transform");
         drop(loader);
         assert_eq!(std::sync::Arc::strong_count(&token), 1, "a prefetch thread outlived its loader");
@@ -248,7 +248,7 @@ fn steady_state_recycles_batch_buffers() {
     let dir = tempfile::tempdir().unwrap();
     let mut loader = streams(dir.path(), 1000).batch_size(50).threads(2).prefetch(2).build().unwrap();
     for _ in 0..200 {
-        drop(loader.next_batch().unwrap());
+        drop(loader.next_batch().unwrap().unwrap());
     }
     // Two streams, at most threads * (prefetch + 2) buffers each in circulation.
     assert!(loader.buffers_allocated() <= 2 * 2 * 4, "{} buffers allocated", loader.buffers_allocated());
@@ -267,7 +267,7 @@ fn the_last_step_is_delivered_then_the_loader_ends_without_hanging() {
             .start_step(u64::MAX - 1)
             .build()
             .unwrap();
-        assert_eq!(loader.next_batch().unwrap().step(), u64::MAX - 1);
+        assert_eq!(loader.next_batch().unwrap().unwrap().step(), u64::MAX - 1);
         let e = loader.next_batch().unwrap_err();
         assert!(matches!(e, Error::LoaderStopped(_)), "{threads} threads: {e}");
     }

@@ -21,7 +21,7 @@ fn mix(weights: &[f64], lens: &[u32]) -> LoaderBuilder {
 }
 
 fn ids(l: &mut DataLoader<loaderx_core::Batch>) -> Vec<u32> {
-    let b = l.next_batch().unwrap();
+    let b = l.next_batch().unwrap().unwrap();
     let id = b.get("id").unwrap().as_slice::<u32>().unwrap().to_vec();
     let t = b.get_ragged("t").unwrap();
     for (k, &v) in id.iter().enumerate() {
@@ -173,7 +173,7 @@ fn a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequenc
     if let (Ok(rank), Ok(out)) = (std::env::var("LOADERX_TEST_RANK"), std::env::var("LOADERX_TEST_OUT")) {
         // A child: rank `rank` of world 2 up to step 13.
         let mut l = build(2, rank.parse().unwrap()).build().unwrap();
-        let batches: Vec<Vec<u32>> = (0..13).map(|_| ids(&l.next_batch().unwrap())).collect();
+        let batches: Vec<Vec<u32>> = (0..13).map(|_| ids(&l.next_batch().unwrap().unwrap())).collect();
         let bytes = rmp_serde::to_vec_named(&(batches, l.state())).unwrap();
         std::fs::write(out, bytes).unwrap();
         return;
@@ -197,7 +197,7 @@ fn a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequenc
         .map(|r| rmp_serde::from_slice(&std::fs::read(dir.path().join(format!("rank{r}"))).unwrap()).unwrap())
         .collect();
     let mut reference = build(1, 0).build().unwrap();
-    let global: Vec<Vec<u32>> = (0..30).map(|_| ids(&reference.next_batch().unwrap())).collect();
+    let global: Vec<Vec<u32>> = (0..30).map(|_| ids(&reference.next_batch().unwrap().unwrap())).collect();
     for (s, want) in global.iter().enumerate().take(13) {
         let got = [saved[0].0[s].clone(), saved[1].0[s].clone()].concat();
         assert_eq!(&got, want, "step {s}: the two processes' stripes are the global batch");
@@ -213,7 +213,8 @@ fn a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequenc
             })
             .collect();
         for (s, want) in global.iter().enumerate().skip(13) {
-            let got: Vec<u32> = loaders.iter_mut().flat_map(|l| ids(&l.next_batch().unwrap())).collect();
+            let got: Vec<u32> =
+                loaders.iter_mut().flat_map(|l| ids(&l.next_batch().unwrap().unwrap())).collect();
             assert_eq!(&got, want, "world {world}, step {s}");
         }
     }

@@ -1,7 +1,7 @@
 //! Finite passes: every record exactly once per pass, in order or shuffled, the last batch
 //! partial or dropped, sharded over ranks without duplicates, resumable; steps per epoch.
 
-use loaderx_core::{Batch, DataLoader, DenseSource, Error, LoaderBuilder, Pass, SamplerMode};
+use loaderx_core::{Batch, DataLoader, DenseSource, LoaderBuilder, Pass, SamplerMode};
 
 fn ids(n: u32) -> DenseSource {
     DenseSource::from_vec(vec![], (0..n).collect::<Vec<u32>>()).unwrap()
@@ -76,7 +76,7 @@ fn a_pass_resumes_from_its_state_and_ends_cleanly() {
     let builder = DataLoader::builder().stream("id", ids(100)).batch_size(16).pass(Pass::shuffled()).seed(1);
     let whole = run(builder.clone());
     let mut loader = builder.clone().build().unwrap();
-    let first: Vec<Vec<u32>> = (0..3).map(|_| rows(&loader.next_batch().unwrap())).collect();
+    let first: Vec<Vec<u32>> = (0..3).map(|_| rows(&loader.next_batch().unwrap().unwrap())).collect();
     let state = loader.state();
     assert_eq!((state.step, state.order.pass().map(|p| p.len)), (3, Some(100)));
     let saved = rmp_serde::to_vec(&state).unwrap();
@@ -87,9 +87,10 @@ fn a_pass_resumes_from_its_state_and_ends_cleanly() {
     assert_eq!([first, rest].concat(), whole);
     let mut done = builder.build().unwrap();
     for _ in 0..7 {
-        done.next_batch().unwrap();
+        done.next_batch().unwrap().unwrap();
     }
-    assert!(matches!(done.next_batch(), Err(Error::PassEnded { steps: 7 })));
+    assert!(matches!(done.next_batch(), Ok(None)), "a pass over is Ok(None), not an error");
+    assert!(matches!(done.next_batch(), Ok(None)), "and stays over");
     assert!(done.next().is_none());
 }
 
@@ -134,15 +135,16 @@ fn ranks_agree_on_the_run_fingerprint_and_their_union_is_the_global_batch() {
     }
     assert!(base(4, 4).run_fingerprint().is_err(), "rank 4 of 4");
 
-    let global =
-        |step: u64| -> Vec<u32> { rows(&base(1, 0).start_step(step).build().unwrap().next_batch().unwrap()) };
+    let global = |step: u64| -> Vec<u32> {
+        rows(&base(1, 0).start_step(step).build().unwrap().next_batch().unwrap().unwrap())
+    };
     for world in [1u32, 2, 3, 4, 8] {
         for step in [0u64, 1, 103, 104, 5000] {
             let want = global(step);
             let mut union = Vec::new();
             for rank in 0..world {
                 let b = base(world, rank).batch_size(48).start_step(step);
-                union.extend(rows(&b.build().unwrap().next_batch().unwrap()));
+                union.extend(rows(&b.build().unwrap().next_batch().unwrap().unwrap()));
             }
             let mut a = want.clone();
             a.sort_unstable();
@@ -162,14 +164,15 @@ fn a_changed_global_batch_resumes_from_the_samples_consumed() {
         DataLoader::builder().stream("id", ids(5000)).batch_size(b).seed(3).mode(mode)
     };
     let old_batch = |mode, step: u64| -> Vec<u32> {
-        rows(&base(48, mode).start_step(step).build().unwrap().next_batch().unwrap())
+        rows(&base(48, mode).start_step(step).build().unwrap().next_batch().unwrap().unwrap())
     };
     let mut old = base(48, SamplerMode::Cyclic).start_step(13).build().unwrap();
-    old.next_batch().unwrap();
+    old.next_batch().unwrap().unwrap();
     let state = old.state(); // step 14: 14 * 48 = 672 samples of cycle 0 consumed
     let doubled = state.rebatched(96).unwrap();
     assert_eq!(doubled.step, 7);
-    let first = rows(&base(96, SamplerMode::Cyclic).state(doubled).build().unwrap().next_batch().unwrap());
+    let first =
+        rows(&base(96, SamplerMode::Cyclic).state(doubled).build().unwrap().next_batch().unwrap().unwrap());
     assert_eq!(
         first,
         [old_batch(SamplerMode::Cyclic, 14), old_batch(SamplerMode::Cyclic, 15)].concat(),
@@ -177,13 +180,15 @@ fn a_changed_global_batch_resumes_from_the_samples_consumed() {
     );
     let halved = state.rebatched(32).unwrap();
     assert_eq!(halved.step, 21, "672 / 32");
-    let h = rows(&base(32, SamplerMode::Cyclic).state(halved).build().unwrap().next_batch().unwrap());
+    let h =
+        rows(&base(32, SamplerMode::Cyclic).state(halved).build().unwrap().next_batch().unwrap().unwrap());
     assert_eq!(h, old_batch(SamplerMode::Cyclic, 14)[..32], "the next 32 of the same cycle");
     // 5000 / 48 = 104 steps per cycle: step 110 is cycle 1, 6 steps (288 samples) in.
     let later =
         base(48, SamplerMode::Cyclic).start_step(110).build().unwrap().state().rebatched(100).unwrap();
     assert_eq!(later.step, 50 + 2, "cycle 1 (50 steps of 100 each) plus floor(288 / 100)");
-    let re = rows(&base(100, SamplerMode::Cyclic).state(later).build().unwrap().next_batch().unwrap());
+    let re =
+        rows(&base(100, SamplerMode::Cyclic).state(later).build().unwrap().next_batch().unwrap().unwrap());
     let mut seen: Vec<u32> = (104..110).flat_map(|s| old_batch(SamplerMode::Cyclic, s)).collect();
     seen.extend((110..113).flat_map(|s| old_batch(SamplerMode::Cyclic, s)));
     assert_eq!(re, seen[200..300], "cycle 1 from position 200: 88 of them seen again, none lost");
@@ -195,4 +200,30 @@ fn a_changed_global_batch_resumes_from_the_samples_consumed() {
         base(48, SamplerMode::Cyclic).build().unwrap().state().rebatched(6000).is_err(),
         "no whole batch"
     );
+}
+
+/// A loader has one order: a second setter of another kind is refused at `build`, naming both
+/// setters, whichever came first; the same setter called again replaces the first call.
+#[test]
+fn a_second_order_of_another_kind_is_refused_at_build() {
+    let records: Vec<Vec<u32>> = (0..42).map(|i| vec![i; (i % 4 + 1) as usize]).collect();
+    let ragged = loaderx_core::RaggedSource::from_records(vec![], &records).unwrap();
+    let b = LoaderBuilder::new().ragged_stream("t", ragged).batch_size(4);
+    let refused = |builder: LoaderBuilder, what: &str, first: &str| {
+        let e = builder.build().err().expect("two orders are refused");
+        assert!(
+            matches!(&e, loaderx_core::Error::Config { what: w, reason } if *w == what && reason.contains(&format!("`{first}` already chose"))),
+            "{e}"
+        );
+    };
+    let padded = b.clone().pad("t", loaderx_core::Pad::longest());
+    refused(padded.clone().pass(Pass::ordered()).bucket("t", 2), "bucket", "pass");
+    refused(padded.clone().bucket("t", 2).pass(Pass::ordered()), "pass", "bucket");
+    refused(b.clone().pack("t", loaderx_core::Pack::new(8)).pass(Pass::ordered()), "pass", "pack");
+    refused(b.clone().pass(Pass::ordered()).pack("t", loaderx_core::Pack::new(8)), "pack", "pass");
+    // The same setter twice: the second call's pass wins (42 records: 11 steps, 10 dropping the
+    // partial batch).
+    let twice = padded.pass(Pass::ordered()).pass(Pass::shuffled().drop_last(true)).build().unwrap();
+    assert_eq!(twice.steps(), Some(10));
+    assert!(b.pack("t", loaderx_core::Pack::new(8)).pack("t", loaderx_core::Pack::new(16)).build().is_ok());
 }

@@ -24,7 +24,7 @@ fn a_ragged_stream_is_opened_and_batched_as_offsets_and_values() {
     let path = ragged_dataset(dir.path(), 200);
     let mut loader = DataLoader::builder().open_stream("t", &path).batch_size(16).seed(2).build().unwrap();
     for _ in 0..20 {
-        let b = loader.next_batch().unwrap();
+        let b = loader.next_batch().unwrap().unwrap();
         let r = b.get_ragged("t").unwrap();
         assert_eq!(r.len(), 16);
         for (k, &i) in b.indices().iter().enumerate() {
@@ -42,7 +42,7 @@ fn a_padded_ragged_stream_is_dense_with_lengths_and_a_mask() {
     let mut longest = builder.clone().pad("t", Pad::longest().value(-1.0)).build().unwrap();
     let mut fixed = builder.clone().pad("t", Pad::length(8).truncate(true)).build().unwrap();
     for _ in 0..10 {
-        let (a, b) = (longest.next_batch().unwrap(), fixed.next_batch().unwrap());
+        let (a, b) = (longest.next_batch().unwrap().unwrap(), fixed.next_batch().unwrap().unwrap());
         assert_eq!(a.indices(), b.indices());
         let l = a.get("t").unwrap().shape()[1];
         let values = a.get("t").unwrap().as_slice::<i32>().unwrap();

@@ -31,7 +31,7 @@ fn pushed_stores_read_back_record_for_record_through_the_datasets_and_the_loader
         let mut a = DataLoader::builder().stream("x", remote.clone()).batch_size(64).seed(3).build().unwrap();
         let mut b = DataLoader::builder().stream("x", local).batch_size(64).seed(3).build().unwrap();
         for _ in 0..5 {
-            assert_eq!(a.next_batch().unwrap().get("x"), b.next_batch().unwrap().get("x"));
+            assert_eq!(a.next_batch().unwrap().unwrap().get("x"), b.next_batch().unwrap().unwrap().get("x"));
         }
     }
     let local = ragged(tmp.path());
@@ -356,11 +356,11 @@ fn a_store_set_pushed_whole_opens_remotely_as_one_dataset() {
         .unwrap();
     let mut b = DataLoader::builder().open_stream("x", &set).batch_size(50).seed(9).build().unwrap();
     for _ in 0..4 {
-        assert_eq!(a.next_batch().unwrap().get("x"), b.next_batch().unwrap().get("x"));
+        assert_eq!(a.next_batch().unwrap().unwrap().get("x"), b.next_batch().unwrap().unwrap().get("x"));
     }
     let r = DataLoader::builder().remote_options(server.options()).open_stream("t", "s3://bucket/r");
     let mut r = r.batch_size(8).build().unwrap();
-    assert_eq!(r.next_batch().unwrap().get_ragged("t").unwrap().len(), 8);
+    assert_eq!(r.next_batch().unwrap().unwrap().get_ragged("t").unwrap().len(), 8);
     // A part replaced by a store of another length: the set no longer holds.
     let other = part("other", 0..10);
     push(&other, "s3://bucket/parts/p1", server.options(), |_| {}).unwrap();
@@ -453,7 +453,7 @@ fn the_loader_fetches_the_next_steps_ahead() {
         .threads(2)
         .build()
         .unwrap();
-    loader.next_batch().unwrap();
+    loader.next_batch().unwrap().unwrap();
     // Steps 1..=3 are fetched without being asked for (bounded wait: 10 s).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while stats() - opened < 8 * 4 && std::time::Instant::now() < deadline {

@@ -125,7 +125,7 @@ fn contents(b: &Batch) -> (Vec<u32>, Vec<Array>) {
 fn uninterrupted(b: &LoaderBuilder, step: u64, more: usize) -> (LoaderState, Vec<Batch>) {
     let mut loader = b.clone().threads(2).build().unwrap();
     for _ in 0..step {
-        loader.next_batch().unwrap();
+        loader.next_batch().unwrap().unwrap();
     }
     let state = loader.state();
     (state, loader.take(more).map(Result::unwrap).collect())
@@ -179,7 +179,7 @@ fn a_state_saved_to_a_file_resumes_exactly() {
     let builder = loaderx_core::LoaderBuilder::new().stream("x", x).batch_size(8).seed(3);
     let mut loader = builder.clone().build().unwrap();
     for _ in 0..5 {
-        loader.next_batch().unwrap();
+        loader.next_batch().unwrap().unwrap();
     }
     let path = dir.path().join("loader.state");
     std::fs::write(dir.path().join("loader.state.tmp"), b"the user's").unwrap();
@@ -187,12 +187,12 @@ fn a_state_saved_to_a_file_resumes_exactly() {
     assert_eq!(std::fs::read(dir.path().join("loader.state.tmp")).unwrap(), b"the user's");
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2, "no temporary left");
     let x_of = |b: loaderx_core::Batch| b.get("x").unwrap().as_slice::<u32>().unwrap().to_vec();
-    let want = x_of(loader.next_batch().unwrap());
+    let want = x_of(loader.next_batch().unwrap().unwrap());
     let state = loaderx_core::LoaderState::load(&path).unwrap();
     assert_eq!(state.step, 5);
     assert_eq!(loaderx_core::LoaderState::from_bytes(&state.to_bytes()).unwrap(), state);
     let mut resumed = builder.state(state).build().unwrap();
-    assert_eq!(x_of(resumed.next_batch().unwrap()), want);
+    assert_eq!(x_of(resumed.next_batch().unwrap().unwrap()), want);
     std::fs::write(&path, b"not msgpack").unwrap();
     let e = loaderx_core::LoaderState::load(&path).unwrap_err();
     assert!(matches!(e, loaderx_core::Error::Config { what: "state", .. }), "{e}");

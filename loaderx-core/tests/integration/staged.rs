@@ -66,7 +66,7 @@ fn plain(b: LoaderBuilder, steps: usize) -> Vec<Copied> {
     let mut l = b.build().unwrap();
     (0..steps)
         .map(|_| {
-            let batch = l.next_batch().unwrap();
+            let batch = l.next_batch().unwrap().unwrap();
             let mut streams: Vec<_> = ["x", "y"]
                 .iter()
                 .map(|n| {
@@ -92,7 +92,7 @@ fn staged_batches_are_the_plain_loaders_in_order_and_on_resume() {
         .unwrap();
     let want = plain(builder(), 40);
     for w in want.iter().take(25) {
-        let (step, mut got) = staged.next_batch().unwrap();
+        let (step, mut got) = staged.next_batch().unwrap().unwrap();
         got.sort();
         assert_eq!(&(step, got), w, "step {step}");
     }
@@ -104,7 +104,7 @@ fn staged_batches_are_the_plain_loaders_in_order_and_on_resume() {
     let ring = Arc::new(SlotRing::new(vec![Vec::<Vec<u8>>::new(); 4]));
     let mut resumed = builder().state(state).build_staged(ring, device(Duration::ZERO, busy, peak)).unwrap();
     for w in &want[25..] {
-        let (step, mut got) = resumed.next_batch().unwrap();
+        let (step, mut got) = resumed.next_batch().unwrap().unwrap();
         got.sort();
         assert_eq!(&(step, got), w);
     }
@@ -125,7 +125,7 @@ fn a_small_ring_applies_back_pressure() {
         .unwrap();
     let want = plain(builder(), 20);
     for w in &want {
-        let (step, mut got) = staged.next_batch().unwrap();
+        let (step, mut got) = staged.next_batch().unwrap().unwrap();
         got.sort();
         assert_eq!(&(step, got), w);
     }
@@ -152,7 +152,7 @@ fn failures_give_the_slot_back_and_a_closed_ring_stops_the_loader() {
         .unwrap();
     for step in 0..6u64 {
         match staged.next_batch() {
-            Ok(got) => assert_eq!(got, step),
+            Ok(got) => assert_eq!(got, Some(step)),
             Err(Error::Transform { step: 3, source }) => assert!(source.to_string().contains("full")),
             Err(e) => panic!("step {step}: {e}"),
         }

@@ -146,7 +146,7 @@ fn a_store_set_of_parts_is_the_whole_conversion() {
         .build()
         .unwrap();
     for _ in 0..5 {
-        let (a, b) = (from_set.next_batch().unwrap(), from_whole.next_batch().unwrap());
+        let (a, b) = (from_set.next_batch().unwrap().unwrap(), from_whole.next_batch().unwrap().unwrap());
         assert_eq!(a.get_ragged("t"), b.get_ragged("t"));
     }
     assert!(matches!(set.get_batch(&[3000]), Err(Error::IndexOutOfRange { index: 3000, .. })));
