@@ -59,7 +59,10 @@ pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let before = Store::open(dir).map(|s| s.layout()).ok();
+    // What the store is before and after: a v1 store's layout reads as `entries` too, so the
+    // format is compared with it.
+    let shape = |s: Store| (s.format(), s.layout());
+    let before = Store::open(dir).map(shape).ok();
     let report = match to {
         MigrateTo::Format(f) => Store::migrate(dir, f, &step),
         MigrateTo::Layout(l) => Store::migrate_layout(dir, l, &step),
@@ -67,16 +70,19 @@ pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
     .with_context(|| format!("migrate {} to {to}", dir.display()))?;
     pb.finish_and_clear();
     if let MigrateTo::Layout(_) = to {
-        let after =
-            Store::open(dir).map(|s| s.layout()).with_context(|| format!("open {}", dir.display()))?;
+        let after = Store::open(dir).map(shape).with_context(|| format!("open {}", dir.display()))?;
         if before == Some(after) {
             return crate::print(&format!("{}: already {to}\n", dir.display()));
         }
+        let was = |(format, layout): (Format, loaderx_core::Layout)| match format {
+            Format::V1 => "v1",
+            Format::V2 => layout.name(),
+        };
         return crate::print(&format!(
             "{}: {} → {}, {} records, {} checksummed\n",
             dir.display(),
-            before.map_or("?", |l| l.name()),
-            layout_text(after),
+            before.map_or("?", was),
+            layout_text(after.1),
             report.records,
             human(report.bytes_checked)
         ));

@@ -134,6 +134,11 @@ fn v2_verify_catches_a_flipped_bit_in_a_raw_record_and_migrate_round_trips() {
     assert!(text(&loaderx(&[&"info", &store])).contains("format:  v1"));
     let o = loaderx(&[&"migrate", &store, &"--to", &"v2"]);
     assert!(o.status.success() && text(&o).contains("v1 → v2"), "{}", text(&o));
+    // From v1 to a v2 layout: a migration, never "already" (a v1 store's layout reads as entries).
+    let o = loaderx(&[&"migrate", &store, &"--to", &"v1"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = loaderx(&[&"migrate", &store, &"--to", &"entries"]);
+    assert!(o.status.success() && text(&o).contains("v1 → entries"), "{}", text(&o));
     let o = loaderx(&[&"export", &store, &dir.path().join("back.npy")]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(std::fs::read(&input).unwrap(), std::fs::read(dir.path().join("back.npy")).unwrap());

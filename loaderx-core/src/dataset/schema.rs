@@ -9,6 +9,12 @@ use crate::{Error, Result};
 
 pub use crate::store::SCHEMA_FILE;
 
+/// The most dimensions a shape may have (NumPy's own limit).
+pub const MAX_DIMS: usize = 64;
+/// The most a `schema.msgpack` may hold: a reader refuses a longer file before reading it (a
+/// schema of [`MAX_DIMS`] dimensions encodes in under 1 KiB).
+const MAX_SCHEMA_LEN: u64 = 64 << 10;
+
 /// Whether every record has the same shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -82,6 +88,9 @@ impl Schema {
 
     /// Why no record can hold one item (row) of this schema, or `None` when one can.
     fn oversize(&self) -> Option<String> {
+        if self.shape.len() > MAX_DIMS {
+            return Some(format!("a shape of {} dimensions has more than {MAX_DIMS}", self.shape.len()));
+        }
         let elems = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         match elems.and_then(|e| e.checked_mul(self.dtype.size())) {
             Some(b) if b <= crate::format::v2::MAX_RECORD_SIZE => None,
@@ -126,30 +135,14 @@ impl Schema {
             });
         }
         let path = dir.join(SCHEMA_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let bytes = match crate::store::read_capped(&path, MAX_SCHEMA_LEN) {
+            Ok(Some(b)) => b,
             // A file given as the dataset reads as "not a directory" (its `schema.msgpack`).
-            Err(e)
-                if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) =>
-            {
-                let path = dir.to_path_buf();
-                return Err(if !dir.exists() {
-                    Error::NotAStore { path, reason: "it does not exist".into() }
-                } else if !dir.is_dir() {
-                    Error::NotAStore { path, reason: not_a_directory(dir) }
-                } else if dir.join("index.zr").exists() || dir.join("meta.zr").exists() {
-                    Error::Schema {
-                        path,
-                        reason: "a raw Zrecord store without schema.msgpack: open it with Store".into(),
-                    }
-                } else {
-                    Error::NotAStore {
-                        path,
-                        reason: "it holds no schema.msgpack and no store (index.zr or meta.zr)".into(),
-                    }
-                });
+            Ok(None) => return Err(missing(dir)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotADirectory => {
+                return Err(missing(dir));
             }
-            Err(e) => return Err(Error::io("read", &path, e)),
+            Err(e) => return Err(e),
         };
         Schema::decode(&bytes, &path)
     }
@@ -162,6 +155,26 @@ impl Schema {
     pub fn write(&self, dir: &Path) -> Result<()> {
         self.validate()?;
         crate::store::write_atomic(dir, SCHEMA_FILE, &self.encode())
+    }
+}
+
+/// Why `dir` is not a dataset when it has no `schema.msgpack` to read.
+fn missing(dir: &Path) -> Error {
+    let path = dir.to_path_buf();
+    if !dir.exists() {
+        Error::NotAStore { path, reason: "it does not exist".into() }
+    } else if !dir.is_dir() {
+        Error::NotAStore { path, reason: not_a_directory(dir) }
+    } else if dir.join("index.zr").exists() || dir.join("meta.zr").exists() {
+        Error::Schema {
+            path,
+            reason: "a raw Zrecord store without schema.msgpack: open it with Store".into(),
+        }
+    } else {
+        Error::NotAStore {
+            path,
+            reason: "it holds no schema.msgpack and no store (index.zr or meta.zr)".into(),
+        }
     }
 }
 

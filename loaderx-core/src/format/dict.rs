@@ -11,6 +11,9 @@ pub const ZSTD_MAGIC: [u8; 4] = 0xEC30_A437u32.to_le_bytes();
 pub const LEGACY_MAGIC: [u8; 4] = *b"ZDCT";
 /// Version of the legacy headed dictionary file.
 pub const LEGACY_VERSION: u16 = 1;
+/// The most a `dict.zr` may hold: a reader refuses a longer file before reading it, and training
+/// never makes one longer (zstd's own dictionaries are about 110 KiB by default).
+pub const MAX_LEN: u64 = 64 << 20;
 
 /// The dictionary id of a zstd dictionary: bytes 4..8 (little-endian) of one with the magic
 /// number; 0 for anything else.

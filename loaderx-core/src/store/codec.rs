@@ -57,7 +57,7 @@ impl Dictionary {
 /// between 4 KiB and `cap` (default 110 KiB). `None` when there is too little data to train on.
 pub(crate) fn train(samples: &[&[u8]], cap: Option<usize>) -> Option<Vec<u8>> {
     let total: usize = samples.iter().map(|s| s.len()).sum();
-    let cap = cap.unwrap_or(DEFAULT_DICT_CAP).max(256);
+    let cap = cap.unwrap_or(DEFAULT_DICT_CAP).clamp(256, crate::format::dict::MAX_LEN as usize);
     let size = (total / 20).clamp(4096.min(cap), cap);
     // zstd needs a handful of samples and more sample bytes than the dictionary it builds.
     if samples.len() < 8 || total < 2 * size {

@@ -60,7 +60,7 @@ pub(crate) fn open_or_create_no_follow(path: &Path) -> Result<File> {
 /// Creates `path` as a new file for writing, replacing a stale one a crash left behind: removing
 /// a name never touches what a link there points to, and the exclusive create (`O_EXCL`) refuses
 /// whatever is put back in between, link or file.
-fn create_fresh(path: &Path) -> Result<File> {
+pub(crate) fn create_fresh(path: &Path) -> Result<File> {
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -149,20 +149,29 @@ pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
 /// # Errors
 /// [`Error::Corrupt`] for a file over `cap`; [`Error::Io`] naming `path`.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Option<Vec<u8>>> {
-    let len = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
+    use std::io::Read;
+    let file = match File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io("stat", path, e)),
+        Err(e) => return Err(Error::io("open", path, e)),
     };
+    let too_long = |len: u64| Error::Corrupt {
+        path: path.to_path_buf(),
+        offset: 0,
+        reason: format!("{len} bytes is more than this file may hold ({cap})"),
+        source: None,
+    };
+    let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
     if len > cap {
-        return Err(Error::Corrupt {
-            path: path.to_path_buf(),
-            offset: 0,
-            reason: format!("{len} bytes is more than this file may hold ({cap})"),
-            source: None,
-        });
+        return Err(too_long(len));
     }
-    std::fs::read(path).map(Some).map_err(|e| Error::io("read", path, e))
+    // At most `cap + 1` bytes whatever the file does meanwhile (one growing is still refused).
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(cap.saturating_add(1)).read_to_end(&mut bytes).map_err(|e| Error::io("read", path, e))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_long(bytes.len() as u64));
+    }
+    Ok(Some(bytes))
 }
 
 /// Makes a directory entry change (create, rename, remove) durable.
@@ -183,6 +192,76 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::Io`] naming the file or directory.
+/// Refuses to create a store in `dir` (which holds no index) over files a creator did not leave:
+/// what a create killed before its index was renamed into place leaves (an empty `0.zr`, an
+/// empty store's manifest, temporary files) is taken over; any other store-named file (a user's
+/// `0.zr`, a link there, a dictionary or a journal) is [`Error::NotReplaceable`], nothing touched.
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming the file; [`Error::Io`] naming the directory.
+pub(crate) fn refuse_strays(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !is_store_file(&name) || name.ends_with(TMP_SUFFIX) {
+            continue;
+        }
+        let path = entry.path();
+        // Not followed: a link is what it is, whatever it points to.
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io("stat", &path, e))?;
+        let left_by_a_create = meta.is_file()
+            && match name.as_str() {
+                "0.zr" => meta.len() == 0,
+                MANIFEST_FILE => read_capped(&path, crate::format::v2::manifest_len(1))?
+                    .and_then(|b| crate::format::v2::Manifest::decode(&b).ok())
+                    .is_some_and(|m| m.count == 0 && m.chunks.iter().all(|c| c.len == 0)),
+                _ => false,
+            };
+        if !left_by_a_create {
+            return Err(Error::NotReplaceable {
+                path,
+                reason: format!(
+                    "{} holds no store, but a file named {name} that a store would overwrite{}",
+                    dir.display(),
+                    if meta.file_type().is_symlink() { " (a symbolic link)" } else { "" }
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of `dir`'s `manifest.zr` (`None` when there is none), refused before it is read
+/// when it is longer than a manifest of a row per chunk file present: every chunk an honest
+/// manifest lists exists (a compaction's, written before its last header, too), and a header's
+/// tail may be the damage being looked at.
+///
+/// # Errors
+/// [`Error::Corrupt`] for a longer file; [`Error::Io`] naming the file or the directory.
+pub(crate) fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>> {
+    let (files, _) = chunk_files(dir)?;
+    read_capped(&dir.join(MANIFEST_FILE), crate::format::v2::manifest_len(files.max(1)))
+}
+
+/// How many chunk files `dir` holds, and their bytes together (links not followed).
+///
+/// # Errors
+/// [`Error::Io`] naming the directory.
+pub(crate) fn chunk_files(dir: &Path) -> Result<(u64, u64)> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
+    let (mut files, mut bytes) = (0u64, 0u64);
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        let name = entry.file_name();
+        if name.to_str().and_then(|n| n.strip_suffix(".zr")).is_some_and(|n| n.parse::<u32>().is_ok()) {
+            files += 1;
+            bytes = bytes.saturating_add(entry.metadata().map_or(0, |m| m.len()));
+        }
+    }
+    Ok((files, bytes))
+}
+
 pub(crate) fn remove_store_files(dir: &Path) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
     for entry in entries {

@@ -187,6 +187,27 @@ impl Index {
         })
     }
 
+    /// Entries `from..to`, each with its own checksum (where the format keeps one) and its
+    /// fields checked: `Err(reason)` for a damaged one.
+    ///
+    /// # Errors
+    /// As [`Index::view`].
+    pub(crate) fn entries_checked(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<std::result::Result<Entry, String>>> {
+        fn all<T: Table>(t: &T, from: u64, to: u64) -> Vec<std::result::Result<Entry, String>> {
+            (from..to).map(|i| t.get_checked(i).and_then(|e| T::check(&e).map(|_| e))).collect()
+        }
+        Ok(match self.view(to)? {
+            View::V1(m) => all(m, from, to),
+            View::V2(v) => all(&v, from, to),
+            View::Fixed(f) => all(&f, from, to),
+            View::Compact(c) => all(&c, from, to),
+        })
+    }
+
     /// Entry `idx` with its own checksum checked where the format keeps one.
     ///
     /// # Errors

@@ -6,7 +6,7 @@ use std::fs;
 
 use super::Store;
 use super::chunk::Placement;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, sync_dir, write_atomic};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_capped, sync_dir, write_atomic};
 use super::gather::RecordIndex;
 use super::table::committed;
 use crate::format::v2::Entry;
@@ -112,7 +112,16 @@ impl Store {
     /// Re-applies a journal a crash left behind (idempotent).
     pub(super) fn recover(&self) -> Result<()> {
         let path = self.dir.join(JOURNAL_FILE);
-        let bytes = fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        // A journal holds its header, at most a row (40 bytes at most) per record, and the bytes
+        // of the records it moves: never more than the chunks hold.
+        let (_, chunk_bytes) = super::files::chunk_files(&self.dir)?;
+        let cap = (self.len() as u64)
+            .saturating_add(1)
+            .saturating_mul(40)
+            .saturating_add(40)
+            .saturating_add(chunk_bytes);
+        let bytes = read_capped(&path, cap)?
+            .ok_or_else(|| Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
         let j = Journal::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
             path: path.clone(),
             offset,

@@ -9,8 +9,8 @@ use super::chunk::Chunks;
 use super::codec::Dictionary;
 use super::cold::Residency;
 use super::files::{
-    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, chunk_path, remove_store_files,
-    write_atomic, write_atomic_with,
+    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, chunk_path, create_fresh, read_capped,
+    refuse_strays, remove_store_files, write_atomic, write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
 use super::lock::WriteLock;
@@ -136,9 +136,12 @@ impl Store {
             // files under them would hand them the new store's bytes through the old index.
             let _readers_gone = lock_out_readers(dir)?;
             remove_store_files(dir)?;
+        } else {
+            refuse_strays(dir)?;
         }
-        // Chunk 0 first: a store whose index exists has every chunk up to its tail.
-        File::create(chunk_path(dir, 0)).map_err(|e| Error::io("create", chunk_path(dir, 0), e))?;
+        // Chunk 0 first: a store whose index exists has every chunk up to its tail. Created
+        // exclusively: never through a link, never over a file that appeared since.
+        create_fresh(&chunk_path(dir, 0))?;
         match opts.format {
             Format::V1 => write_atomic_with(dir, META_FILE, |file, tmp| {
                 // Sparse: a store with one record allocates a page of its 256 MiB table.
@@ -214,6 +217,8 @@ impl Store {
         store.load_dictionary()?;
         if writable && format == Format::V2 {
             store.check_frontier()?;
+        } else {
+            store.check_fixed_frontier()?;
         }
 
         if dir.join(JOURNAL_FILE).exists() {
@@ -312,11 +317,7 @@ impl Store {
 
     pub(super) fn load_dictionary(&self) -> Result<()> {
         let path = self.dir.join(DICT_FILE);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("read", &path, e)),
-        };
+        let Some(bytes) = read_capped(&path, dict::MAX_LEN)? else { return Ok(()) };
         let raw = dict::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
             path: path.clone(),
             offset,

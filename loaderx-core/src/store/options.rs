@@ -55,7 +55,8 @@ impl StoreOptions {
         self
     }
 
-    /// Upper bound on the size of a trained `zstd_dict` dictionary.
+    /// Upper bound on the size of a trained `zstd_dict` dictionary (clamped to 64 MiB, the most a
+    /// reader takes of `dict.zr`).
     pub fn dict_cap(mut self, bytes: Option<usize>) -> Self {
         self.dict_cap = bytes;
         self

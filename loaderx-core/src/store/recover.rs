@@ -6,13 +6,43 @@
 use std::fs::{self, File};
 
 use super::Store;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, write_atomic};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_manifest, write_atomic};
 use super::index::{Index, v2_header_error};
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::sys::read_exact_at;
 use crate::{Error, Result};
 
 impl Store {
+    /// What every open checks, readers' too: a fixed-stride header whose checksum holds has its
+    /// frontier where its count of records ends (the chunks are then checked for that frontier,
+    /// so a count no chunk holds is refused here, not walked). A header whose checksum fails is
+    /// the writer's to tell from a commit in flight ([`Store::check_frontier`]).
+    pub(super) fn check_fixed_frontier(&self) -> Result<()> {
+        let Index::Fixed(map, _) = &self.index else { return Ok(()) };
+        match v2::Header::parse(&map.header(), true) {
+            Ok(h) => self.fixed_frontier_agrees(&h),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// A fixed-stride frontier is a function of the count; anything else is damage.
+    fn fixed_frontier_agrees(&self, h: &v2::Header) -> Result<()> {
+        match h.stride() {
+            Some(stride) if stride.frontier(h.count) != Some((h.tail_chunk, h.tail_offset)) => {
+                Err(Error::Corrupt {
+                    path: self.index_path.clone(),
+                    offset: 24,
+                    reason: format!(
+                        "the frontier (chunk {}, byte {}) is not where {} records of {} bytes end",
+                        h.tail_chunk, h.tail_offset, h.count, stride.record_size
+                    ),
+                    source: None,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The writer checks the v2 header's frontier against its checksum before anything uses it
     /// (trimming to a damaged frontier would cut committed records). A mismatch is what a
     /// process killed inside a commit's header write leaves (its fields are written one after
@@ -23,21 +53,7 @@ impl Store {
             return Ok(());
         };
         match v2::Header::parse(&map.header(), true) {
-            Ok(h) => match h.stride() {
-                // A fixed-stride frontier is a function of the count; anything else is damage.
-                Some(stride) if stride.frontier(h.count) != Some((h.tail_chunk, h.tail_offset)) => {
-                    Err(Error::Corrupt {
-                        path: self.index_path.clone(),
-                        offset: 24,
-                        reason: format!(
-                            "the frontier (chunk {}, byte {}) is not where {} records of {} bytes end",
-                            h.tail_chunk, h.tail_offset, h.count, stride.record_size
-                        ),
-                        source: None,
-                    })
-                }
-                _ => Ok(()),
-            },
+            Ok(h) => self.fixed_frontier_agrees(&h),
             Err(v2::HeaderError::Field(28, _)) if self.index.stride().is_some() => {
                 self.torn_header_or_damage()?;
                 let len = self.len();
@@ -48,6 +64,8 @@ impl Store {
                     reason: format!("{len} records of {} bytes pass the last chunk id", stride.record_size),
                     source: None,
                 })?;
+                // Nothing is written before the chunks are known to hold the new frontier.
+                self.check_chunks_for(frontier, true)?;
                 self.index.publish(len, frontier, &self.index_path, true)
             }
             Err(v2::HeaderError::Field(28, _)) => {
@@ -57,13 +75,26 @@ impl Store {
                 let mut first = 0;
                 while first < len {
                     let end = (first + (1 << 16)).min(len);
-                    for e in self.index.entries(first, end)? {
+                    for (i, e) in (first..).zip(self.index.entries_checked(first, end)?) {
+                        // Only an intact entry says where committed bytes end: a damaged one
+                        // would move the frontier anywhere (and certify it with a checksum).
+                        let e = e.map_err(|reason| Error::Corrupt {
+                            path: self.index_path.clone(),
+                            offset: 0,
+                            reason: format!(
+                                "the header's checksum fails and record {i}'s entry is damaged ({reason}): \
+                                 the frontier is not rebuilt from damaged entries; nothing was changed"
+                            ),
+                            source: None,
+                        })?;
                         if e.stored > 0 {
                             frontier = frontier.max((e.chunk, e.end()));
                         }
                     }
                     first = end;
                 }
+                // Nothing is written before the chunks are known to hold the new frontier.
+                self.check_chunks_for(frontier, true)?;
                 self.index.publish(len, frontier, &self.index_path, true)
             }
             Err(e) => Err(v2_header_error(&self.index_path, e)),
@@ -83,7 +114,7 @@ impl Store {
         if self.dir.join(JOURNAL_FILE).exists() {
             return Ok(());
         }
-        let manifest = fs::read(self.dir.join(MANIFEST_FILE)).ok().and_then(|b| Manifest::decode(&b).ok());
+        let manifest = read_manifest(&self.dir).ok().flatten().and_then(|b| Manifest::decode(&b).ok());
         // A v2 store has a manifest from its creation on (create and migration write it before
         // the index); the deletes and compactions that drop one publish their counts under a
         // journal, or (a compaction's last header) with the new manifest written first. So with
@@ -121,7 +152,12 @@ impl Store {
     /// Every chunk up to the tail exists, and for a writer the tail chunk holds its committed
     /// bytes.
     pub(super) fn check_chunks(&self) -> Result<()> {
-        let (tail_chunk, tail_offset) = self.index.frontier();
+        self.check_chunks_for(self.index.frontier(), self.writer.is_some())
+    }
+
+    /// [`Store::check_chunks`] for the frontier `(tail_chunk, tail_offset)`; a tail chunk shorter
+    /// than the frontier is refused when `whole` (a writer's open, or a frontier not yet written).
+    fn check_chunks_for(&self, (tail_chunk, tail_offset): (u32, u64), whole: bool) -> Result<()> {
         for id in 0..=tail_chunk {
             let path = chunk_path(&self.dir, id);
             let len = match fs::metadata(&path) {
@@ -140,7 +176,7 @@ impl Store {
             // durable before the frontier moves), so outside damage. The records before the cut
             // are intact and stay readable; those past it are per-record errors. Appending after
             // the hole would hide the loss, so a writer refuses.
-            if id == tail_chunk && len < tail_offset && self.writer.is_some() {
+            if id == tail_chunk && len < tail_offset && whole {
                 return Err(Error::Corrupt {
                     path,
                     offset: len,
@@ -183,8 +219,8 @@ impl Store {
         // Missing is what a crash inside a delete or compaction leaves (each removes it first):
         // computed again. One that does not decode is damage (it is only ever replaced whole),
         // never rebuilt over: that would certify whatever the chunks hold now.
-        let read = match fs::read(&path) {
-            Ok(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
+        let read = match read_manifest(&self.dir)? {
+            Some(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
                 path: path.clone(),
                 offset,
                 reason: format!(
@@ -193,8 +229,7 @@ impl Store {
                 ),
                 source: None,
             })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io("read", &path, e)),
+            None => None,
         };
         let (tail_chunk, tail_offset) = self.index.frontier();
         let count = self.len();

@@ -300,19 +300,23 @@ impl Store {
         let path = self.dir.join(MANIFEST_FILE);
         let corrupt =
             |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
-        let manifest = match fs::read(&path) {
-            Ok(bytes) => match Manifest::decode(&bytes) {
+        let manifest = match super::files::read_manifest(&self.dir) {
+            Ok(Some(bytes)) => match Manifest::decode(&bytes) {
                 Ok(m) => m,
                 Err((offset, reason)) => {
                     problems.push(corrupt(offset, reason));
                     return Ok(problems);
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Ok(None) => {
                 problems.push(corrupt(0, "missing (the next read-write open writes it again)".into()));
                 return Ok(problems);
             }
-            Err(e) => return Err(Error::io("read", &path, e)),
+            Err(e @ Error::Corrupt { .. }) => {
+                problems.push(e);
+                return Ok(problems);
+            }
+            Err(e) => return Err(e),
         };
         if manifest.count != h.count {
             problems

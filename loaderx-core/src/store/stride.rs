@@ -33,6 +33,10 @@ pub(super) const COMBINE_FROM: usize = 4096;
 /// A gather shard copies at least this many bytes: below it a hand-off costs more than it moves.
 const SHARD_MIN_BYTES: usize = 64 << 10;
 
+/// Blocks `verify` checks (in parallel) before handing their failures over: bounds what it holds
+/// (a block's failure, a few hundred bytes) whatever the number damaged.
+const VERIFY_WINDOW: u64 = 1 << 12;
+
 /// The checksum of records `range` (absolute indices; `first` is the index of `records[0]`),
 /// extending `acc`: a long record's own checksum combined in, a short one hashed (`crcs` may be
 /// empty when every record is shorter than [`COMBINE_FROM`]: none of them is read then).
@@ -191,22 +195,30 @@ impl Store {
         let len = self.len();
         let super::index::View::Fixed(view) = self.index.view(len)? else { return Ok(()) };
         let stride = view.stride;
-        let bad: Vec<(Range<u64>, Error)> = (0..stride.blocks(len))
-            .into_par_iter()
-            .filter_map(|b| {
-                let records = stride.block_records(b, len);
-                let e = self.check_block(&view, b, len, records.start).err()?;
-                Some((records, e))
-            })
-            .collect();
-        for (records, e) in bad {
-            let reason = match &e {
-                Error::CorruptRecord { reason, .. } => reason.clone(),
-                other => crate::error_chain(other),
-            };
-            for idx in records {
-                f(idx, self.block_error(&stride, idx, reason.clone()));
+        // A window of blocks at a time, its failures handed over before the next is checked:
+        // memory stays flat in the number of damaged blocks (as `verify_each` scans entries).
+        let blocks = stride.blocks(len);
+        let mut first = 0u64;
+        while first < blocks {
+            let end = first.saturating_add(VERIFY_WINDOW).min(blocks);
+            let bad: Vec<(Range<u64>, Error)> = (first..end)
+                .into_par_iter()
+                .filter_map(|b| {
+                    let records = stride.block_records(b, len);
+                    let e = self.check_block(&view, b, len, records.start).err()?;
+                    Some((records, e))
+                })
+                .collect();
+            for (records, e) in bad {
+                let reason = match &e {
+                    Error::CorruptRecord { reason, .. } => reason.clone(),
+                    other => crate::error_chain(other),
+                };
+                for idx in records {
+                    f(idx, self.block_error(&stride, idx, reason.clone()));
+                }
             }
+            first = end;
         }
         Ok(())
     }

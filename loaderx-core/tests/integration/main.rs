@@ -30,6 +30,7 @@ mod remote_hostile;
 #[cfg(feature = "remote")]
 mod remote_reads;
 mod safety;
+mod safety_files;
 mod saved_states;
 mod staged;
 mod store;

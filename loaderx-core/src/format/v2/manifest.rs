@@ -31,6 +31,11 @@ pub struct ChunkSummary {
     pub crc: u32,
 }
 
+/// The length of a manifest of `chunks` chunks: what a reader may read of one (saturating).
+pub const fn manifest_len(chunks: u64) -> u64 {
+    chunks.saturating_mul(ROW as u64).saturating_add((HEAD + 4) as u64)
+}
+
 /// The decoded manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Manifest {

@@ -23,7 +23,7 @@ pub use entry::{ENTRY_SIZE, Entry, EntryError};
 pub use header::{
     COUNT_OFFSET, HEADER_SIZE, Header, HeaderError, Layout, MAGIC, VERSION, VERSION_COMPACT, VERSION_FIXED,
 };
-pub use manifest::{ChunkSummary, MAGIC as MANIFEST_MAGIC, Manifest};
+pub use manifest::{ChunkSummary, MAGIC as MANIFEST_MAGIC, Manifest, manifest_len};
 pub use stride::{BLOCK_TARGET, Stride};
 
 /// Largest number of records a v2 store holds: the index is `64 + 32 N` bytes, which must stay

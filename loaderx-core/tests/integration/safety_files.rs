@@ -1,0 +1,213 @@
+//! Data safety, round three's sixth look: what the files around an index may do to an open. A
+//! fixed-stride count no chunk holds is refused by readers too; a writer's repair of a torn header
+//! never rebuilds a frontier from damaged entries, and a refused open changes nothing; the small
+//! files every open reads are refused past what they may hold, before they are read; a creator
+//! never writes through a `0.zr` it did not make; a fixed-stride verify reports damage over many
+//! windows of blocks, every damaged record once, in order.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use loaderx_core::format::v2;
+use loaderx_core::{Codec, DatasetWriter, DenseDataset, Error, Layout, Store, StoreOptions, WriteOptions};
+
+fn records(n: u32, size: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| vec![i as u8; size]).collect()
+}
+
+/// Every file of `dir` by name, with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// Rewrites `index.zr`'s header through `edit`, its checksums made valid again.
+fn edit_header(store: &Path, edit: impl FnOnce(&mut v2::Header)) {
+    let path = store.join("index.zr");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut h = v2::Header::parse(&bytes, true).unwrap();
+    edit(&mut h);
+    bytes[..v2::HEADER_SIZE].copy_from_slice(&h.encode());
+    std::fs::write(&path, bytes).unwrap();
+}
+
+/// A fixed-stride header claiming more records than its frontier (its checksums valid, the
+/// block checksums there) is refused at every open, readers' too: before, a reader took the
+/// count, and `stats` and `verify` walked records no chunk holds.
+#[test]
+fn a_fixed_stride_count_no_chunk_holds_is_refused_by_readers_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let store = Store::create(&s, StoreOptions::new().fixed_stride(64)).unwrap();
+    store.append(&records(100, 64), Codec::Raw).unwrap();
+    drop(store);
+    // 4 records of 64 bytes a block (4096 / 64 is 64 a block: 100 records are 2 blocks); a
+    // count of 128 needs the same 2 blocks' checksums, all there.
+    edit_header(&s, |h| h.count = 128);
+    for e in [Store::open(&s).unwrap_err(), Store::open_rw(&s, StoreOptions::new()).unwrap_err()] {
+        let Error::Corrupt { ref path, offset, ref reason, .. } = e else { panic!("{e}") };
+        assert!(path.ends_with("index.zr") && offset == 24 && reason.contains("128 records"), "{e}");
+    }
+    edit_header(&s, |h| h.count = 100);
+    assert_eq!(Store::open(&s).unwrap().len(), 100, "the header as it was opens again");
+}
+
+/// A header whose checksum fails beside a damaged entry: the writer's open refuses, naming the
+/// record, and writes nothing (before, it rebuilt the frontier from the damaged entry, sealed it
+/// with a fresh checksum, then refused: every reader lost the store).
+#[test]
+fn a_torn_header_is_never_repaired_from_damaged_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, layout, entry_size) in
+        [("entries", Layout::Entries, 32usize), ("compact", Layout::Compact, 16)]
+    {
+        let s = dir.path().join(name);
+        let store = Store::create(&s, StoreOptions::new().layout(layout)).unwrap();
+        store.append(&records(100, 16), Codec::Raw).unwrap();
+        drop(store);
+        let path = s.join("index.zr");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = v2::HEADER_SIZE + entry_size * 7;
+        match layout {
+            // Entry 7's offset far past its chunk (its own checksum then fails).
+            Layout::Entries => bytes[at..at + 8].copy_from_slice(&(1u64 << 39).to_le_bytes()),
+            // Entry 7 names chunk 5, which does not exist (a compact entry has no checksum).
+            _ => bytes[at + 5..at + 8].copy_from_slice(&[5, 0, 0]),
+        }
+        bytes[28] ^= 0xFF; // the header's dynamic checksum fails
+        std::fs::write(&path, &bytes).unwrap();
+        let before = snapshot(&s);
+        let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }), "{name}: {e}");
+        assert_eq!(snapshot(&s), before, "{name}: a refused open changes nothing");
+        let reader = Store::open(&s).unwrap();
+        assert_eq!(reader.get(6).unwrap(), vec![6u8; 16], "{name}: readers still read the intact records");
+    }
+}
+
+/// `dict.zr`, `schema.msgpack`, `manifest.zr` and `journal.zr` longer than they may be are
+/// refused before they are read (a sparse file of gigabytes cost that much memory before).
+#[test]
+fn small_files_longer_than_they_may_be_are_refused_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let make = |name: &str| {
+        let d = dir.path().join(name);
+        let mut w = DatasetWriter::dense::<u8>(&d, vec![4], WriteOptions::new()).unwrap();
+        w.append(&[1u8; 40]).unwrap();
+        w.finish().unwrap();
+        d
+    };
+    let grow = |path: &Path, len: u64| {
+        std::fs::File::options().create(true).write(true).open(path).unwrap().set_len(len).unwrap()
+    };
+    let d = make("dict");
+    grow(&d.join("dict.zr"), 3 << 30);
+    let e = Store::open(&d).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, offset: 0, reason, .. } if path.ends_with("dict.zr") && reason.contains("may hold")),
+        "{e}"
+    );
+    let d = make("schema");
+    grow(&d.join("schema.msgpack"), 3 << 30);
+    let e = DenseDataset::<u8>::open(&d).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, offset: 0, reason, .. } if path.ends_with("schema.msgpack") && reason.contains("may hold")),
+        "{e}"
+    );
+    let d = make("manifest");
+    grow(&d.join("manifest.zr"), 3 << 30);
+    let e = Store::open_rw(&d, StoreOptions::new()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, offset: 0, reason, .. } if path.ends_with("manifest.zr") && reason.contains("may hold")),
+        "{e}"
+    );
+    let report = Store::open(&d).unwrap().verify().unwrap();
+    assert!(report.files.iter().any(|p| p.to_string().contains("manifest.zr")), "verify names it");
+    let d = make("journal");
+    grow(&d.join("journal.zr"), 3 << 30);
+    let e = Store::open_rw(&d, StoreOptions::new()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, offset: 0, reason, .. } if path.ends_with("journal.zr") && reason.contains("may hold")),
+        "{e}"
+    );
+}
+
+/// A creator in a directory holding no store never writes through a `0.zr` it did not make:
+/// a link there (to a file outside) or a user's file is refused, nothing touched; what a create
+/// killed before its index left (an empty `0.zr`, an empty manifest) is taken over.
+#[test]
+fn create_never_writes_through_a_chunk_file_it_did_not_make() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let linked = dir.path().join("linked");
+    std::fs::create_dir(&linked).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&victim, linked.join("0.zr")).unwrap();
+    #[cfg(not(unix))]
+    std::fs::write(linked.join("0.zr"), b"precious").unwrap();
+    let users = dir.path().join("users");
+    std::fs::create_dir(&users).unwrap();
+    std::fs::write(users.join("0.zr"), b"a user's notes").unwrap();
+    for d in [&linked, &users] {
+        let before = snapshot(d);
+        for opts in [StoreOptions::new(), StoreOptions::new().overwrite(true)] {
+            let e = Store::create(d, opts).unwrap_err();
+            assert!(matches!(&e, Error::NotReplaceable { path, .. } if path.ends_with("0.zr")), "{e}");
+        }
+        assert_eq!(snapshot(d), before, "nothing touched");
+    }
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    // A create killed after its chunk 0 and manifest, before its index: taken over.
+    let killed = dir.path().join("killed");
+    drop(Store::create(&killed, StoreOptions::new()).unwrap());
+    std::fs::remove_file(killed.join("index.zr")).unwrap();
+    let s = Store::create(&killed, StoreOptions::new()).unwrap();
+    s.append(&records(3, 8), Codec::Raw).unwrap();
+    assert_eq!(s.get(2).unwrap(), vec![2u8; 8]);
+}
+
+/// Fixed-stride verify hands damage over a window of blocks at a time, before it checks the next
+/// (memory flat in the number damaged): damage made while the first window's is handed over is
+/// found in a later window, and every damaged record comes out once, in index order. (Before,
+/// every block was checked, and every failure held, before the first was handed over.)
+#[cfg(unix)]
+#[test]
+fn fixed_stride_verify_streams_every_damaged_record_window_by_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    // 4 KiB records: a block is one record, so 10,000 records are 10,000 blocks (3 windows).
+    let store = Store::create(&s, StoreOptions::new().fixed_stride(4096).chunk_capacity(1 << 26)).unwrap();
+    for batch in 0..10u32 {
+        let rs: Vec<Vec<u8>> = (0..1000).map(|i| vec![(batch * 1000 + i) as u8; 4096]).collect();
+        store.append(&rs, Codec::Raw).unwrap();
+    }
+    drop(store);
+    let chunk = s.join("0.zr");
+    let damage = |r: u64| {
+        let f = std::fs::File::options().read(true).write(true).open(&chunk).unwrap();
+        let mut b = [0u8; 1];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut b, r * 4096 + 17).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[b[0] ^ 0x40], r * 4096 + 17).unwrap();
+    };
+    for r in [3, 4100, 4101] {
+        damage(r);
+    }
+    let mut seen = Vec::new();
+    let n = Store::open(&s)
+        .unwrap()
+        .verify_each(|idx, _| {
+            if idx == 3 {
+                damage(9999);
+            }
+            seen.push(idx);
+        })
+        .unwrap();
+    assert_eq!(n, 10_000);
+    assert_eq!(seen, [3, 4100, 4101, 9999]);
+}
