@@ -103,3 +103,22 @@ def test_create_under_a_live_writer_is_refused(tmp_path):
     )
     assert child.stdout.strip() == "locked", child.stderr
     assert len(Zrecord(tmp_path / "z", "r")) == 1
+
+
+def test_create_never_writes_through_a_chunk_file_it_did_not_make(tmp_path):
+    # A link named 0.zr in a directory holding no store (found through this face: the record
+    # went into the file outside the directory), and a user's own 0.zr: refused, nothing touched.
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious")
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "0.zr").symlink_to(victim)
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "0.zr").write_bytes(b"notes")
+    for d in (linked, users):
+        with pytest.raises(FileExistsError, match="0.zr"):
+            Zrecord(d, "w")
+    assert victim.read_bytes() == b"precious"
+    assert (users / "0.zr").read_bytes() == b"notes"
+    assert sorted(p.name for p in linked.iterdir()) == ["0.zr"]
