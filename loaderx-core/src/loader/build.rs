@@ -13,8 +13,6 @@ use super::stream::{StreamData, fingerprint_of};
 use crate::sampler::{MixtureConfig, PassConfig, SamplerConfig};
 use crate::{Error, Result};
 
-/// Why length bucketing stands alone.
-
 impl LoaderBuilder {
     /// Builds a loader delivering [`Batch`]es.
     ///

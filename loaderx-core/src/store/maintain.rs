@@ -115,11 +115,8 @@ impl Store {
         // A journal holds its header, at most a row (40 bytes at most) per record, and the bytes
         // of the records it moves: never more than the chunks hold.
         let (_, chunk_bytes) = super::files::chunk_files(&self.dir)?;
-        let cap = (self.len() as u64)
-            .saturating_add(1)
-            .saturating_mul(40)
-            .saturating_add(40)
-            .saturating_add(chunk_bytes);
+        let cap =
+            self.len().saturating_add(1).saturating_mul(40).saturating_add(40).saturating_add(chunk_bytes);
         let bytes = read_capped(&path, cap)?
             .ok_or_else(|| Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
         let j = Journal::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {

@@ -210,7 +210,7 @@ fn a_second_order_of_another_kind_is_refused_at_build() {
     let ragged = loaderx_core::RaggedSource::from_records(vec![], &records).unwrap();
     let b = LoaderBuilder::new().ragged_stream("t", ragged).batch_size(4);
     let refused = |builder: LoaderBuilder, what: &str, first: &str| {
-        let e = builder.build().err().expect("two orders are refused");
+        let Err(e) = builder.build() else { panic!("two orders are refused") };
         assert!(
             matches!(&e, loaderx_core::Error::Config { what: w, reason } if *w == what && reason.contains(&format!("`{first}` already chose"))),
             "{e}"

@@ -103,7 +103,14 @@ fn small_files_longer_than_they_may_be_are_refused_before_they_are_read() {
         d
     };
     let grow = |path: &Path, len: u64| {
-        std::fs::File::options().create(true).write(true).open(path).unwrap().set_len(len).unwrap()
+        std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_len(len)
+            .unwrap()
     };
     let d = make("dict");
     grow(&d.join("dict.zr"), 3 << 30);
