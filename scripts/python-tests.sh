@@ -34,6 +34,10 @@ echo "ray installed: $(( $(date +%s) - start ))s"
 pip_q "$venvs/install" ./loaderx-py
 echo "pip install ./loaderx-py: $(( $(date +%s) - start ))s"
 LOADERX_REQUIRE_TORCH=${LOADERX_PY_TORCH:-} LOADERX_REQUIRE_RAY=1 "$venvs/install/bin/python" -m pytest -q loaderx-py/tests
+# The hand-written stubs of the extension (python/loaderx/_native.pyi) against the module's
+# runtime signatures (mypy's stubtest): a class, method, parameter or default that drifted fails.
+pip_q "$venvs/install" "mypy>=2.4,<3"
+"$venvs/install/bin/python" -m mypy.stubtest loaderx._native
 
 # One abi3 wheel (the release build above is reused), tested on each interpreter.
 pip_q "$venvs/install" "maturin>=1.16,<1.17"

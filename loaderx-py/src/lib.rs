@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod arrays;
+mod builder;
 mod chunker;
 mod dataset;
 mod errors;
@@ -40,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Writer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
+    m.add_class::<builder::Builder>()?;
     m.add_function(wrap_pyfunction!(set::stitch, m)?)?;
     m.add_function(wrap_pyfunction!(set::set_parts, m)?)?;
     #[cfg(feature = "remote")]

@@ -2,15 +2,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Pack, Pad, SamplerMode};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::arrays;
-use crate::dataset::{Dense, Ragged};
 use crate::errors::IntoPy;
-use crate::sampler::mode;
 
 /// The loader, by whether a Python transform runs on its threads.
 enum Inner {
@@ -79,78 +77,6 @@ fn batch_dict(py: Python<'_>, mut batch: Batch) -> PyResult<Bound<'_, PyDict>> {
     Ok(dict)
 }
 
-/// A stream given to the loader: a dense or a ragged dataset.
-#[derive(FromPyObject)]
-enum Stream<'py> {
-    Dense(PyRef<'py, Dense>),
-    Ragged(PyRef<'py, Ragged>),
-}
-
-/// A mixture's source: its weight and its streams.
-type Source<'py> = (f64, Vec<(String, Stream<'py>)>);
-
-/// A builder over `streams`, its ragged streams padded as `pad` says.
-fn with_streams(
-    streams: Vec<(String, Stream<'_>)>,
-    pad: &[(String, Option<usize>, bool)],
-    pad_value: f64,
-) -> LoaderBuilder {
-    let mut b = LoaderBuilder::new();
-    for (name, stream) in streams {
-        b = match stream {
-            Stream::Dense(d) => b.stream(name, d.source.clone()),
-            Stream::Ragged(r) => b.ragged_stream(name, r.source.clone()),
-        };
-    }
-    for (name, rows, truncate) in pad {
-        let p = rows.map_or_else(Pad::longest, Pad::length).value(pad_value).truncate(*truncate);
-        b = b.pad(name, p);
-    }
-    b
-}
-
-/// The seed's defaults, for arguments neither given nor taken from a saved state.
-const DEFAULT_BATCH_SIZE: u32 = 256;
-const DEFAULT_SEED: u64 = 42;
-
-/// `ValueError` naming every argument given beside `state=` that the state contradicts: a
-/// restored state's sampler and step are the loader's, so such an argument would be dropped
-/// without a word. Arguments not given are taken from the state.
-fn contradictions(
-    saved: &LoaderState,
-    batch_size: Option<u32>,
-    mode: Option<SamplerMode>,
-    seed: Option<u64>,
-    start_step: Option<u64>,
-) -> PyResult<()> {
-    let s = &saved.sampler;
-    let mut clash = Vec::new();
-    if let Some(b) = batch_size.filter(|&b| b != s.batch_size) {
-        clash.push(format!("batch_size={b} (the state's is {})", s.batch_size));
-    }
-    if let Some(m) = mode.filter(|&m| m != s.mode) {
-        clash.push(format!("mode='{}' (the state's is '{}')", mode_label(m), mode_label(s.mode)));
-    }
-    if let Some(x) = seed.filter(|&x| x != s.seed) {
-        clash.push(format!("seed={x} (the state's is {})", s.seed));
-    }
-    if let Some(x) = start_step.filter(|&x| x != saved.step) {
-        clash.push(format!("start_step={x} (the state's step is {})", saved.step));
-    }
-    if clash.is_empty() {
-        return Ok(());
-    }
-    Err(PyValueError::new_err(format!(
-        "state= contradicts {}: leave these arguments out to resume with the state's values",
-        clash.join(", ")
-    )))
-}
-
-/// A mode as Python names it (core's names).
-fn mode_label(m: SamplerMode) -> String {
-    m.to_string()
-}
-
 impl Loader {
     fn locked<R: Send>(
         &self,
@@ -207,84 +133,9 @@ impl Loader {
     }
 }
 
-#[pymethods]
 impl Loader {
-    #[new]
-    #[pyo3(signature = (streams, batch_size = None, threads = 4, prefetch = 4, mode_name = None, seed = None, transform = None, rank = None, world = None, from_env = false, pad = None, pad_value = 0.0, finite = false, epochs = Some(1), shuffle = true, drop_last = false, state = None, start_step = None, mixture = None, pack = None, bucket = None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        streams: Vec<(String, Stream<'_>)>,
-        batch_size: Option<u32>,
-        threads: usize,
-        prefetch: usize,
-        mode_name: Option<&str>,
-        seed: Option<u64>,
-        transform: Option<Py<PyAny>>,
-        rank: Option<u32>,
-        world: Option<u32>,
-        from_env: bool,
-        pad: Option<Vec<(String, Option<usize>, bool)>>,
-        pad_value: f64,
-        finite: bool,
-        epochs: Option<u64>,
-        shuffle: bool,
-        drop_last: bool,
-        state: Option<Vec<u8>>,
-        start_step: Option<u64>,
-        mixture: Option<Vec<Source<'_>>>,
-        pack: Option<(String, u32, bool)>,
-        bucket: Option<(String, u32)>,
-    ) -> PyResult<Self> {
-        let pad = pad.unwrap_or_default();
-        let mut b = match mixture {
-            None => with_streams(streams, &pad, pad_value),
-            Some(sources) => {
-                let sources =
-                    sources.into_iter().map(|(w, s)| (w, with_streams(s, &pad, pad_value))).collect();
-                LoaderBuilder::mixture(sources).py()?
-            }
-        };
-        if let Some((name, length, split)) = pack {
-            b = b.pack(&name, Pack::new(length).split(split));
-        }
-        if let Some((name, window)) = bucket {
-            b = b.bucket(&name, window);
-        }
-        let saved: Option<LoaderState> = state
-            .map(|bytes| {
-                LoaderState::from_bytes(&bytes)
-                    .map_err(|e| PyValueError::new_err(loaderx_core::error_chain(&e)))
-            })
-            .transpose()?;
-        let mode = mode_name.map(mode).transpose()?;
-        if let Some(saved) = &saved {
-            contradictions(saved, batch_size, mode, seed, start_step)?;
-        }
-        b = b
-            .batch_size(batch_size.unwrap_or(DEFAULT_BATCH_SIZE))
-            .threads(threads)
-            .prefetch(prefetch)
-            .mode(mode.unwrap_or(SamplerMode::Cyclic))
-            .seed(seed.unwrap_or(DEFAULT_SEED));
-        match (rank, world) {
-            (Some(r), Some(w)) => b = b.shard(r, w),
-            (None, None) => {}
-            _ => return Err(PyValueError::new_err("rank and world are given together")),
-        }
-        if from_env {
-            b = b.shard_from_env().py()?;
-        }
-        if finite {
-            let pass = if shuffle { loaderx_core::Pass::shuffled() } else { loaderx_core::Pass::ordered() };
-            b = b.pass(pass.epochs(epochs).drop_last(drop_last));
-        }
-        if let Some(saved) = saved {
-            b = b.state(saved);
-        }
-        if let Some(step) = start_step {
-            b = b.start_step(step);
-        }
+    /// Starts a loader from `b` (the Python builder's settings), `transform` run on its threads.
+    pub(crate) fn start(py: Python<'_>, b: LoaderBuilder, transform: Option<Py<PyAny>>) -> PyResult<Loader> {
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let inner = match transform {
             None => Inner::Plain(crate::fork::detach(py, || b.build())?.py()?),
@@ -308,7 +159,10 @@ impl Loader {
         };
         Ok(Loader { inner: Mutex::new(Some(inner)), pid: std::process::id(), id })
     }
+}
 
+#[pymethods]
+impl Loader {
     /// The next batch: a dict of arrays, or what the transform returned.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let out = self.locked(py, |inner| match inner {

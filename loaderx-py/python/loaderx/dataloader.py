@@ -68,20 +68,6 @@ class DataLoader:
         pack_split: bool = False,
         bucket: Mapping[str, int] | None = None,
     ) -> None:
-        mixture = None
-        if isinstance(datasets, Mapping):
-            streams = _streams(datasets)
-        elif isinstance(datasets, Sequence) and datasets and not isinstance(datasets, (str, bytes)):
-            mixture, streams = [], []
-            for j, source in enumerate(datasets):
-                if not (isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping)):
-                    raise TypeError(f"mixture source {j} must be a (weight, {{name: dataset}}) pair")
-                mixture.append((float(source[0]), _streams(source[1])))
-        else:
-            raise TypeError(
-                "datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}, or a list of "
-                "(weight, dict) pairs for a mixture"
-            )
         if start_step is not None and not (
             isinstance(start_step, int) and not isinstance(start_step, bool) and 0 <= start_step < 2**64
         ):
@@ -106,35 +92,54 @@ class DataLoader:
         for option, least in (("pack", 1), ("bucket", 1)):
             for name, n in ((pack if option == "pack" else bucket) or {}).items():
                 check_int(f"{option}[{name!r}]", n, least, 2**32)
-        rank = world = None
-        from_env = False
+
+        def streams(of: Mapping[str, Any]) -> _native.LoaderBuilder:
+            """A builder of the streams ``of``, padded as ``pad`` says."""
+            b = _native.LoaderBuilder()
+            for name, ds in _streams(of):
+                b.stream(name, ds)
+            for name, rows in (pad or {}).items():
+                b.pad(name, rows, float(pad_value), bool(pad_truncate))
+            return b
+
+        if isinstance(datasets, Mapping):
+            b = streams(datasets)
+        elif isinstance(datasets, Sequence) and datasets and not isinstance(datasets, (str, bytes)):
+            sources = []
+            for j, source in enumerate(datasets):
+                if not (isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping)):
+                    raise TypeError(f"mixture source {j} must be a (weight, {{name: dataset}}) pair")
+                sources.append((float(source[0]), streams(source[1])))
+            b = _native.LoaderBuilder.mixture(sources)
+        else:
+            raise TypeError(
+                "datasets must be a non-empty dict of {name: DenseDataset or RaggedDataset}, or a list of "
+                "(weight, dict) pairs for a mixture"
+            )
+        b.threads(num_workers).prefetch(prefetch_size)
+        if batch_size is not None:
+            b.batch_size(batch_size)
+        if mode is not None:
+            b.mode(mode_name(mode))
+        if seed is not None:
+            b.seed(seed)
         if shard == "env":
-            from_env = True
+            b.shard_from_env()
         elif shard is not None:
             rank, world = shard
-        self._native = _native.Loader(
-            streams,
-            batch_size,
-            num_workers,
-            prefetch_size,
-            None if mode is None else mode_name(mode),
-            seed,
-            transform,
-            rank,
-            world,
-            from_env,
-            [(name, rows, bool(pad_truncate)) for name, rows in (pad or {}).items()],
-            float(pad_value),
-            epochs is not None,
-            epochs,
-            shuffle,
-            drop_last,
-            state,
-            start_step,
-            mixture,
-            _one("pack", pack, pack_split),
-            _one("bucket", bucket),
-        )
+            b.shard(rank, world)
+        if epochs is not None:
+            b.finite(shuffle, epochs, drop_last)
+        if pack is not None:
+            name, length = _one("pack", pack)
+            b.pack(name, length, pack_split)
+        if bucket is not None:
+            b.bucket(*_one("bucket", bucket))
+        if state is not None:
+            b.state(state)
+        if start_step is not None:
+            b.start_step(start_step)
+        self._native = b.build(transform)
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
         self._finalizer = weakref.finalize(self, self._native.close)
         self.batch_size: int = self._native.batch_size()
@@ -207,11 +212,9 @@ def _streams(datasets: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return streams
 
 
-def _one(what: str, option: Mapping[str, int] | None, *rest: Any) -> tuple | None:
+def _one(what: str, option: Mapping[str, int]) -> tuple[str, int]:
     """``{name: n}`` of an option that applies to one stream, as the engine takes it."""
-    if option is None:
-        return None
     if not isinstance(option, Mapping) or len(option) != 1:
         raise TypeError(f"{what} must be a dict of one stream name to its value, e.g. {{'tokens': 512}}")
     ((name, n),) = option.items()
-    return (name, int(n), *rest)
+    return (name, int(n))
