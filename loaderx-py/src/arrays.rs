@@ -58,3 +58,48 @@ pub fn slice<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>, what: &s
         ))
     })
 }
+
+/// `bytes` (native-endian elements of `dtype`, copied) as engine data; a `bool` byte other
+/// than 0 or 1 is refused.
+pub fn data_from_bytes(dtype: loaderx_core::DType, bytes: &[u8]) -> PyResult<ArrayData> {
+    let size = dtype.size();
+    if !bytes.len().is_multiple_of(size) {
+        return Err(PyValueError::new_err(format!("{} bytes are not whole {dtype} elements", bytes.len())));
+    }
+    let mut data = ArrayData::try_zeros(dtype, bytes.len() / size).ok_or_else(|| {
+        PyValueError::new_err(format!("{} bytes of {dtype} do not fit in memory", bytes.len()))
+    })?;
+    match data.as_bytes_mut() {
+        Some(out) => out.copy_from_slice(bytes),
+        None => {
+            if let Some(k) = bytes.iter().position(|&b| b > 1) {
+                return Err(PyValueError::new_err(format!("bool element {k} is {}, not 0 or 1", bytes[k])));
+            }
+            data = ArrayData::Bool(bytes.iter().map(|&b| b == 1).collect());
+        }
+    }
+    Ok(data)
+}
+
+/// Records (their `values` back to back, native-endian `dtype_name` elements, `offsets` in
+/// rows) padded as the engine pads a ragged batch (`RaggedArray::pad`): `(B, L, *row_shape)`,
+/// `L` the longest record or `length`, longer records cut, the rest filled with `value`.
+#[pyfunction]
+#[pyo3(signature = (values, offsets, dtype_name, row_shape, value = 0.0, length = None))]
+pub fn pad_records<'py>(
+    py: Python<'py>,
+    values: PyReadonlyArray1<'_, u8>,
+    offsets: Vec<usize>,
+    dtype_name: &str,
+    row_shape: Vec<usize>,
+    value: f64,
+    length: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use crate::errors::IntoPy;
+    let data = data_from_bytes(crate::dataset::dtype(dtype_name)?, slice(&values, "values")?)?;
+    let batch = loaderx_core::RaggedArray::from_parts(row_shape, offsets, data).py()?;
+    let pad =
+        length.map_or_else(loaderx_core::Pad::longest, loaderx_core::Pad::length).value(value).truncate(true);
+    let padded = py.detach(|| batch.pad(pad)).py()?;
+    dense(py, padded.values)
+}

@@ -42,6 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<builder::Builder>()?;
+    m.add_function(wrap_pyfunction!(arrays::pad_records, m)?)?;
     m.add_function(wrap_pyfunction!(set::stitch, m)?)?;
     m.add_function(wrap_pyfunction!(set::set_parts, m)?)?;
     #[cfg(feature = "remote")]

@@ -115,6 +115,38 @@ def test_pad():
     assert padded.tolist() == [[0, 1, 2]]
 
 
+def test_pad_is_the_engines_for_every_dtype_and_shape():
+    # The engine pads (the loader's pad=); checked here against NumPy doing it by hand.
+    rng = np.random.default_rng(0)
+
+    def by_hand(records, value, width):
+        out = np.full((len(records), width, *records[0].shape[1:]), value, dtype=records[0].dtype)
+        for i, r in enumerate(records):
+            out[i, : min(len(r), width)] = r[:width]
+        return out
+
+    for dtype in (np.uint8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64, np.bool_):
+        for row_shape in ((), (3,), (2, 2)):
+            records = [(rng.integers(0, 2, (n, *row_shape)) * 7).astype(dtype) for n in (3, 0, 5, 1)]
+            for length in (None, 0, 2, 8):
+                padded, lengths = pad(records, value=1, length=length)
+                width = 5 if length is None else length
+                want = by_hand(records, 1, width)
+                assert padded.dtype == want.dtype and padded.shape == want.shape, (dtype, row_shape, length)
+                assert np.array_equal(padded, want), (dtype, row_shape, length)
+                assert lengths.tolist() == [3, 0, 5, 1], "row counts before any cut"
+    # Another byte order is padded in the machine's.
+    big = [np.array([1, 2, 3], dtype=">i4"), np.array([4], dtype=">i4")]
+    padded, _ = pad(big, value=-1)
+    assert padded.tolist() == [[1, 2, 3], [4, -1, -1]]
+    with pytest.raises(ValueError, match="record 1 has rows of shape"):
+        pad([np.zeros((2, 3)), np.zeros((2, 4))])
+    with pytest.raises(TypeError, match="complex128 is not supported"):
+        pad([np.zeros(2, np.complex128)])
+    with pytest.raises(ValueError, match="length"):
+        pad([np.zeros(2)], length=-1)
+
+
 def test_errors_name_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing"):
         DenseDataset(tmp_path / "missing")

@@ -361,6 +361,38 @@ impl RaggedArray {
         RaggedArray { row_shape, offsets: vec![0], values: ArrayData::zeros(dtype, 0) }
     }
 
+    /// A batch from its parts (what [`RaggedArray::into_parts`] gives): `offsets` in rows,
+    /// starting at 0 and never decreasing, the last one `values`' rows of `row_shape`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] saying which part does not fit the others.
+    ///
+    /// # Examples
+    /// ```
+    /// use loaderx_core::{ArrayData, Pad, RaggedArray};
+    /// let batch = RaggedArray::from_parts(vec![], vec![0, 3, 4], ArrayData::I32(vec![1, 2, 3, 4]))?;
+    /// assert_eq!(batch.pad(Pad::longest())?.values.as_slice::<i32>()?, &[1, 2, 3, 4, 0, 0]);
+    /// # Ok::<(), loaderx_core::Error>(())
+    /// ```
+    pub fn from_parts(row_shape: Vec<usize>, offsets: Vec<usize>, values: ArrayData) -> Result<RaggedArray> {
+        let row = row_shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let bad = |why: String| Err(Error::InvalidArgument(format!("a ragged batch's {why}")));
+        if offsets.first() != Some(&0) {
+            return bad("offsets start at 0".into());
+        }
+        if let Some(k) = offsets.windows(2).position(|w| w[1] < w[0]) {
+            return bad(format!("offset {} is below offset {k}", k + 1));
+        }
+        let rows = *offsets.last().unwrap_or(&0);
+        if row.and_then(|r| rows.checked_mul(r)) != Some(values.len()) {
+            return bad(format!(
+                "offsets end at row {rows}, but its {} values are not that many rows of {row_shape:?}",
+                values.len()
+            ));
+        }
+        Ok(RaggedArray { row_shape, offsets, values })
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.offsets.len() - 1

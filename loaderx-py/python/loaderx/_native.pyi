@@ -30,6 +30,7 @@ __all__ = [
     "Sampler",
     "Loader",
     "LoaderBuilder",
+    "pad_records",
     "stitch",
     "set_parts",
     "push",
@@ -162,6 +163,14 @@ class Loader:
     @property
     def closed(self) -> bool: ...
 
+def pad_records(
+    values: npt.NDArray[np.uint8],
+    offsets: Sequence[int],
+    dtype_name: str,
+    row_shape: Sequence[int],
+    value: float = 0.0,
+    length: int | None = None,
+) -> np.ndarray: ...
 def stitch(parts: Sequence[str | PathLike[str]], out: str | PathLike[str]) -> tuple[int, int]: ...
 def set_parts(dir: str | PathLike[str]) -> list[tuple[str, int]] | None: ...
 # Built with the `remote` feature only (REMOTE is True).

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, indices, numpy_dtype
+from loaderx._common import check_int, engine_dtype, indices, numpy_dtype
 
 __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
@@ -170,24 +170,31 @@ def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None
     """``(padded, lengths)``: the records stacked into one array of shape ``(B, L, *row_shape)``,
     ``L`` the longest record (or ``length``, records longer than it cut), filled with
     ``value`` past each record's end; ``lengths[i]`` is record ``i``'s row count (before any cut).
+    The padding is the engine's (the loader's ``pad=``): records of the dtypes a dataset holds.
     """
     if len(records) == 0:
         raise ValueError("pad needs at least one record")
-    first = np.asarray(records[0])
+    arrays = [np.asarray(r) for r in records]
+    first = arrays[0]
     if first.ndim == 0:
         raise ValueError("records must have at least one dimension (their rows)")
-    row_shape, dtype = first.shape[1:], first.dtype
-    lengths = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
-    width = int(lengths.max()) if length is None else int(length)
-    if width < 0:
-        raise ValueError(f"length must be >= 0, got {width}")
-    padded = np.full((len(records), width, *row_shape), value, dtype=dtype)
-    for i, r in enumerate(records):
-        r = np.asarray(r)
-        if r.shape[1:] != row_shape:
+    row_shape = first.shape[1:]
+    name = engine_dtype(first.dtype)
+    dtype = first.dtype.newbyteorder("=")
+    for i, r in enumerate(arrays):
+        if r.ndim == 0 or r.shape[1:] != row_shape:
             raise ValueError(f"record {i} has rows of shape {r.shape[1:]}; record 0's are {row_shape}")
-        n = min(len(r), width)
-        padded[i, :n] = r[:n]
+    lengths = np.fromiter((len(r) for r in arrays), dtype=np.int64, count=len(arrays))
+    if length is not None:
+        check_int("length", length, 0, 2**63)
+    offsets = np.zeros(len(arrays) + 1, dtype=np.uint64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.concatenate([r.astype(dtype, copy=False).reshape(-1) for r in arrays])
+    padded = _native.pad_records(
+        np.ascontiguousarray(values).view(np.uint8), offsets.tolist(), name, list(row_shape), float(value), length
+    )
+    if padded.dtype != numpy_dtype(name):
+        padded = padded.view(numpy_dtype(name))
     return padded, lengths
 
 
