@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::RwLock;
 
-use loaderx_core::{Codec, Format, Store, StoreOptions};
+use loaderx_core::{Codec, Format, OpenMode, Store, StoreOptions};
 
 use crate::error::{self, Failure, Outcome};
 
@@ -102,17 +102,17 @@ impl LxStore {
     /// Opens or creates the store at `path` in `mode` (`LX_OPEN_*`).
     pub(crate) fn open(path: &Path, mode: i32, format_value: i32) -> Outcome<LxStore> {
         let opts = StoreOptions::new().format(format(format_value)?);
-        let store = match mode {
-            OPEN_READ => Store::open(path)?,
-            OPEN_APPEND if path.exists() => Store::open_rw(path, opts)?,
-            OPEN_APPEND => Store::create(path, opts)?,
-            OPEN_CREATE => Store::create(path, opts.overwrite(true))?,
+        let mode = match mode {
+            OPEN_READ => OpenMode::Read,
+            OPEN_APPEND => OpenMode::Append,
+            OPEN_CREATE => OpenMode::Create,
             other => {
                 return Err(Failure::argument(format!(
                     "unknown open mode {other} (LX_OPEN_READ, LX_OPEN_APPEND or LX_OPEN_CREATE)"
                 )));
             }
         };
+        let store = Store::open_mode(path, mode, opts)?;
         Ok(LxStore { inner: RwLock::new(store) })
     }
 

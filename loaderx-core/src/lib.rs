@@ -68,8 +68,8 @@ pub use sampler::{
     SamplerConfig, SamplerMode, sample_seed,
 };
 pub use store::{
-    CodecCounts, CompactReport, MigrateReport, RecordIndex, Store, StoreOptions, StoreStats, StoreSummary,
-    VerifyReport,
+    CodecCounts, CompactReport, MigrateReport, OpenMode, RecordIndex, Store, StoreOptions, StoreStats,
+    StoreSummary, VerifyReport,
 };
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::RwLock;
 
-use loaderx_core::{Codec, Format, Store as CoreStore, StoreOptions};
+use loaderx_core::{Codec, Format, OpenMode, Store as CoreStore, StoreOptions};
 use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -72,16 +72,8 @@ impl Store {
     #[pyo3(signature = (path, mode = "a", format_name = "v2"))]
     fn new(py: Python<'_>, path: PathBuf, mode: &str, format_name: &str) -> PyResult<Self> {
         let opts = StoreOptions::new().format(format(format_name)?);
-        let store = match mode {
-            "r" => crate::fork::detach(py, || CoreStore::open(&path))?,
-            "a" if path.exists() => crate::fork::detach(py, || CoreStore::open_rw(&path, opts))?,
-            "a" => crate::fork::detach(py, || CoreStore::create(&path, opts))?,
-            "w" => crate::fork::detach(py, || CoreStore::create(&path, opts.overwrite(true)))?,
-            other => {
-                return Err(PyValueError::new_err(format!("mode must be 'r', 'a' or 'w', not {other:?}")));
-            }
-        }
-        .py()?;
+        let mode: OpenMode = mode.parse().map_err(PyValueError::new_err)?;
+        let store = crate::fork::detach(py, || CoreStore::open_mode(&path, mode, opts))?.py()?;
         Ok(Store { inner: RwLock::new(store) })
     }
 

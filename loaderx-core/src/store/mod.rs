@@ -67,6 +67,6 @@ pub use migrate::MigrateReport;
 pub use open::Store;
 pub(crate) use open::trim_index;
 pub(crate) use open::{StoreKey, lock_out_readers};
-pub use options::StoreOptions;
+pub use options::{OpenMode, StoreOptions};
 pub(crate) use pool::Parallelism;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};

@@ -177,6 +177,25 @@ impl Store {
         Store::open_impl(dir.as_ref(), opts, false)
     }
 
+    /// Opens the store at `dir` as `mode` says ([`OpenMode`]): read-only, read-write (created
+    /// when `dir` holds no store), or created over a store that is there.
+    ///
+    /// # Errors
+    /// As [`Store::open`], [`Store::open_rw`] and [`Store::create`].
+    pub fn open_mode(dir: impl AsRef<Path>, mode: super::OpenMode, opts: StoreOptions) -> Result<Store> {
+        let dir = dir.as_ref();
+        match mode {
+            super::OpenMode::Read => Store::open_with(dir, opts),
+            // A directory with an index is a store to open; anything else is created (and a
+            // creator refuses what is not its to replace).
+            super::OpenMode::Append if dir.join(INDEX_FILE).exists() || dir.join(META_FILE).exists() => {
+                Store::open_rw(dir, opts)
+            }
+            super::OpenMode::Append => Store::create(dir, opts),
+            super::OpenMode::Create => Store::create(dir, opts.overwrite(true)),
+        }
+    }
+
     /// Opens an existing store read-write, finishing any delete or compaction a crash
     /// interrupted.
     ///

@@ -18,6 +18,32 @@ pub struct StoreOptions {
     pub(super) layout: v2::Layout,
 }
 
+/// How a binding (Python's `Zrecord`, C's `lx_store_open`) opens a store by path: the modes
+/// of Python's `open`, one table for every face ([`Store::open_mode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// `"r"`: an existing store, read-only.
+    Read,
+    /// `"a"`: an existing store read-write, or a new one where there is none.
+    Append,
+    /// `"w"`: a new store, replacing a store that is there (only a store: anything else at the
+    /// path is refused).
+    Create,
+}
+
+impl std::str::FromStr for OpenMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<OpenMode, String> {
+        match s {
+            "r" => Ok(OpenMode::Read),
+            "a" => Ok(OpenMode::Append),
+            "w" => Ok(OpenMode::Create),
+            other => Err(format!("mode must be 'r', 'a' or 'w', not {other:?}")),
+        }
+    }
+}
+
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {

@@ -479,3 +479,29 @@ fn fixed_gather_of_a_reader_opened_before_the_dictionary_loads_it() {
         assert_eq!(got, want);
     }
 }
+
+/// The one table of open modes the bindings use (`"r"`, `"a"`, `"w"`): read-only, read-write
+/// created where there is no store, and created over a store (only a store).
+#[test]
+fn open_modes_read_append_and_create() {
+    use loaderx_core::{OpenMode, StoreOptions};
+    assert_eq!("r".parse::<OpenMode>(), Ok(OpenMode::Read));
+    assert_eq!("a".parse::<OpenMode>(), Ok(OpenMode::Append));
+    assert_eq!("w".parse::<OpenMode>(), Ok(OpenMode::Create));
+    assert!("rw".parse::<OpenMode>().unwrap_err().contains("'r', 'a' or 'w'"));
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let open = |mode| Store::open_mode(&s, mode, StoreOptions::new());
+    assert!(matches!(open(OpenMode::Read), Err(Error::NotAStore { .. })), "read needs a store");
+    open(OpenMode::Append).unwrap().append(&[b"one"], Codec::Raw).unwrap();
+    open(OpenMode::Append).unwrap().append(&[b"two"], Codec::Raw).unwrap();
+    let r = open(OpenMode::Read).unwrap();
+    assert_eq!((r.len(), r.get(1).unwrap()), (2, b"two".to_vec()), "append opens what is there");
+    assert!(matches!(r.append(&[b"x"], Codec::Raw), Err(Error::ReadOnly { .. })));
+    drop(r);
+    assert_eq!(open(OpenMode::Create).unwrap().len(), 0, "create replaces a store");
+    // An empty directory is a place to create one, in append mode too.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert_eq!(Store::open_mode(&empty, OpenMode::Append, StoreOptions::new()).unwrap().len(), 0);
+}
