@@ -99,8 +99,25 @@ where
         self
     }
 
-    /// The loader over `dataset`.
+    /// The loader over `dataset`, burn's signature: a build error (a batch size of 0, a dataset
+    /// of more than `u32::MAX` items) arrives as the first item of the first `iter()`.
+    /// [`try_build`](Self::try_build) refuses it here instead.
     pub fn build<D>(self, dataset: D) -> Arc<dyn DataLoader<O>>
+    where
+        D: Dataset<I> + 'static,
+    {
+        match self.try_build(dataset) {
+            Ok(loader) => loader,
+            Err(e) => Arc::new(Failed(Arc::new(e.to_string()))),
+        }
+    }
+
+    /// The loader over `dataset`, its settings checked now.
+    ///
+    /// # Errors
+    /// [`Error::Core`] with `loaderx_core::Error::Config` for a batch size of 0 or above
+    /// `u32::MAX`, or a dataset of more than `u32::MAX` items.
+    pub fn try_build<D>(self, dataset: D) -> Result<Arc<dyn DataLoader<O>>, Error>
     where
         D: Dataset<I> + 'static,
     {
@@ -122,10 +139,7 @@ where
                 }
                 b.build_batcher(dataset, Shared(self.batcher))
             });
-        match built {
-            Ok(loader) => Arc::new(loader),
-            Err(e) => Arc::new(Failed(Arc::new(e.to_string()))),
-        }
+        Ok(Arc::new(built?))
     }
 }
 

@@ -58,6 +58,15 @@ pub enum Error {
         /// Elements in the buffer.
         len: usize,
     },
+    /// A stream the converter cannot make a tensor of, found when the loader is built.
+    #[error("stream {name:?}: {source}")]
+    Stream {
+        /// The stream's name.
+        name: String,
+        /// Why ([`Error::UnsupportedDType`] or [`Error::UnsupportedTarget`]).
+        #[source]
+        source: Box<Error>,
+    },
     /// A stream asked of a [`TensorBatch`](crate::TensorBatch) is not in it.
     #[error("the batch has no stream {name:?} (it has {available:?})")]
     MissingStream {

@@ -36,12 +36,22 @@ pub struct CandleLoader<O = TensorBatch> {
 }
 
 impl CandleLoader<TensorBatch> {
-    /// A loader of [`TensorBatch`]es made by `converter` from `builder`'s streams.
+    /// A loader of [`TensorBatch`]es made by `converter` from `builder`'s streams. Every
+    /// stream's dtype is checked against the converter's widening here, not at the first batch.
     ///
     /// # Errors
-    /// The loader's build errors ([`loaderx_core::LoaderBuilder::build_with`]).
+    /// The loader's build errors ([`loaderx_core::LoaderBuilder::build_with`]);
+    /// [`Error::Stream`](crate::Error::Stream) naming a stream of a dtype candle lacks that the
+    /// converter does not widen (its source says which [`Widen`](crate::Widen) would).
     pub fn new(builder: LoaderBuilder, converter: Converter) -> Result<CandleLoader<TensorBatch>> {
-        CandleLoader::build_with(builder, converter, |batch, conv| conv.batch(batch))
+        let loader = CandleLoader::build_with(builder, converter, |batch, conv| conv.batch(batch))?;
+        let widen = loader.converter.widening();
+        for (name, dtype, _) in loader.streams() {
+            widen
+                .target(*dtype)
+                .map_err(|e| crate::Error::Stream { name: name.clone(), source: Box::new(e) })?;
+        }
+        Ok(loader)
     }
 }
 

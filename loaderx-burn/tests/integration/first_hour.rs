@@ -95,6 +95,15 @@ fn burns_builder_names_build_a_loaderx_loader_over_mnist_converted_once() {
         .build(MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap());
     let first = bad.iter().next().unwrap();
     assert!(first.is_err(), "a build error is the first item");
+    // try_build refuses it when the loader is built, naming the setting.
+    let refused = DataLoaderBuilder::new(MnistBatcher)
+        .batch_size(0)
+        .try_build(MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap());
+    let Err(e) = refused else { panic!("a batch of 0 is refused by try_build") };
+    assert!(
+        matches!(&e, loaderx_burn::Error::Core(loaderx_core::Error::Config { what: "pass", reason }) if reason.contains("batch")),
+        "{e}"
+    );
     assert!(
         MnistDataset::cached_in(cache.path(), MnistSplit::Train, cache.path()).is_err(),
         "no IDX files there"

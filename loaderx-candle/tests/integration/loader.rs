@@ -81,8 +81,21 @@ fn a_saved_state_resumes_at_the_next_step_with_the_same_batches() {
 fn a_failed_conversion_names_its_step_and_the_loader_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     write_streams(dir.path());
-    // `y` is bool and the converter refuses to widen: every step fails, each with its own step.
-    let mut loader = CandleLoader::new(builder(dir.path()).threads(2), Converter::new(&Device::Cpu)).unwrap();
+    // `y` is bool and the converter refuses to widen: `new` says so, naming the stream, before
+    // any batch is made.
+    let err = CandleLoader::new(builder(dir.path()).threads(2), Converter::new(&Device::Cpu)).unwrap_err();
+    assert!(
+        matches!(&err, Error::Stream { name, source } if name == "y"
+            && matches!(**source, Error::UnsupportedDType { dtype: loaderx_core::DType::Bool })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("stream \"y\"") && err.to_string().contains("Widen"), "{err}");
+    // A transform converting every stream itself fails at each step, each with its own step.
+    let mut loader =
+        CandleLoader::build_with(builder(dir.path()).threads(2), Converter::new(&Device::Cpu), |b, c| {
+            c.batch(b)
+        })
+        .unwrap();
     for want in 0..3u64 {
         let err = loader.next_batch().unwrap_err();
         assert!(
