@@ -42,13 +42,16 @@ impl Chunks {
         while files.len() <= id as usize {
             let next = u32::try_from(files.len()).expect("chunk ids are u32");
             let path = self.path(next);
-            let file = OpenOptions::new()
-                .read(true)
-                .write(self.writable)
-                .create(self.writable)
-                .truncate(false)
-                .open(&path)
-                .map_err(|e| Error::io("open chunk", &path, e))?;
+            let mut opts = OpenOptions::new();
+            opts.read(true).write(self.writable).create(self.writable).truncate(false);
+            // A reader takes regular files only (a FIFO would block its open); the writer's
+            // open never blocks either, and writes where its chunk files lead.
+            let file = if self.writable {
+                crate::sys::non_blocking(&mut opts).open(&path)
+            } else {
+                crate::sys::open_regular(&mut opts, &path)
+            }
+            .map_err(|e| Error::io("open chunk", &path, e))?;
             files.push(Arc::new(file));
         }
         Ok(Arc::clone(&files[id as usize]))
@@ -71,7 +74,7 @@ impl Chunks {
         let cached = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
         let file = match cached {
             Some(f) => f,
-            None => match File::open(self.path(id)) {
+            None => match crate::sys::open_regular(OpenOptions::new().read(true), &self.path(id)) {
                 Ok(f) => Arc::new(f),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(Error::io("open chunk", self.path(id), e)),

@@ -60,13 +60,34 @@ pub(crate) fn open_or_create_no_follow(path: &Path) -> Result<File> {
 /// Creates `path` as a new file for writing, replacing a stale one a crash left behind: removing
 /// a name never touches what a link there points to, and the exclusive create (`O_EXCL`) refuses
 /// whatever is put back in between, link or file.
-pub(crate) fn create_fresh(path: &Path) -> Result<File> {
+fn create_fresh(path: &Path) -> Result<File> {
     match std::fs::remove_file(path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io("remove", path, e)),
     }
     File::options().write(true).create_new(true).open(path).map_err(|e| Error::io("create", path, e))
+}
+
+/// Creates chunk 0 of a new store in `dir`, or takes the empty one a killed create left: never
+/// through a link, never removing or truncating a file (one that appeared since the directory
+/// was looked at is refused, not deleted).
+///
+/// # Errors
+/// [`Error::NotReplaceable`] for a `0.zr` that is not an empty regular file; [`Error::Io`].
+pub(crate) fn create_chunk_zero(dir: &Path) -> Result<File> {
+    let path = chunk_path(dir, 0);
+    let mut opts = File::options();
+    opts.read(true).write(true).create(true).truncate(false);
+    let file = crate::sys::no_follow(&mut opts).open(&path).map_err(|e| Error::io("create", &path, e))?;
+    let meta = file.metadata().map_err(|e| Error::io("stat", &path, e))?;
+    if !meta.is_file() || meta.len() != 0 {
+        return Err(Error::NotReplaceable {
+            path,
+            reason: format!("{} holds no store, but a chunk file a new store would overwrite", dir.display()),
+        });
+    }
+    Ok(file)
 }
 
 /// The name of chunk `id`'s file (its object's name, in a store on object storage).
@@ -150,7 +171,7 @@ pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
 /// [`Error::Corrupt`] for a file over `cap`; [`Error::Io`] naming `path`.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Option<Vec<u8>>> {
     use std::io::Read;
-    let file = match File::open(path) {
+    let file = match crate::sys::open_regular(File::options().read(true), path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("open", path, e)),
@@ -240,36 +261,42 @@ pub(crate) fn refuse_strays(dir: &Path) -> Result<()> {
 /// # Errors
 /// [`Error::Corrupt`] for a longer file; [`Error::Io`] naming the file or the directory.
 pub(crate) fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>> {
-    let (files, _) = chunk_files(dir)?;
-    read_capped(&dir.join(MANIFEST_FILE), crate::format::v2::manifest_len(files.max(1)))
-}
-
-/// How many chunk files `dir` holds, and their bytes together (links not followed).
-///
-/// # Errors
-/// [`Error::Io`] naming the directory.
-pub(crate) fn chunk_files(dir: &Path) -> Result<(u64, u64)> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
-    let (mut files, mut bytes) = (0u64, 0u64);
+    let mut files = 0u64;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
         let name = entry.file_name();
         if name.to_str().and_then(|n| n.strip_suffix(".zr")).is_some_and(|n| n.parse::<u32>().is_ok()) {
             files += 1;
-            bytes = bytes.saturating_add(entry.metadata().map_or(0, |m| m.len()));
         }
     }
-    Ok((files, bytes))
+    read_capped(&dir.join(MANIFEST_FILE), crate::format::v2::manifest_len(files.max(1)))
 }
 
+/// Removes a store's own files from `dir` ([`is_store_file`]), its index last.
+///
+/// # Errors
+/// [`Error::Io`] naming the file or the directory.
 pub(crate) fn remove_store_files(dir: &Path) -> Result<()> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
+    let mut index = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
-        if is_store_file(&entry.file_name().to_string_lossy()) {
+        let name = entry.file_name();
+        if is_store_file(&name.to_string_lossy()) {
             let p = entry.path();
+            // The index goes last: a removal killed part way leaves a store (with chunks
+            // missing) that the next overwrite replaces, never store files without an index,
+            // which a creator refuses to take for its own.
+            if name == INDEX_FILE || name == META_FILE {
+                index.push(p);
+                continue;
+            }
             std::fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
         }
+    }
+    for p in index {
+        std::fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
     }
     Ok(())
 }
@@ -313,6 +340,20 @@ mod tests {
         std::os::unix::fs::symlink(&victim, store.join("write.lock")).unwrap();
         assert!(matches!(open_or_create_no_follow(&store.join("write.lock")), Err(Error::Io { .. })));
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    }
+
+    /// Chunk 0 of a new store is made, or the empty one a killed create left is taken; a file
+    /// with bytes there (one that appeared after the directory was looked at) is refused and
+    /// kept, never removed or truncated.
+    #[test]
+    fn chunk_zero_is_made_or_taken_empty_never_over_a_file_with_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        create_chunk_zero(dir.path()).unwrap();
+        create_chunk_zero(dir.path()).unwrap();
+        std::fs::write(dir.path().join("0.zr"), b"a user's").unwrap();
+        let e = create_chunk_zero(dir.path()).unwrap_err();
+        assert!(matches!(&e, Error::NotReplaceable { path, .. } if path.ends_with("0.zr")), "{e}");
+        assert_eq!(std::fs::read(dir.path().join("0.zr")).unwrap(), b"a user's");
     }
 
     #[test]

@@ -113,10 +113,19 @@ impl Store {
     pub(super) fn recover(&self) -> Result<()> {
         let path = self.dir.join(JOURNAL_FILE);
         // A journal holds its header, at most a row (40 bytes at most) per record, and the bytes
-        // of the records it moves: never more than the chunks hold.
-        let (_, chunk_bytes) = super::files::chunk_files(&self.dir)?;
-        let cap =
-            self.len().saturating_add(1).saturating_mul(40).saturating_add(40).saturating_add(chunk_bytes);
+        // of one compaction batch: at most MOVE_BATCH_BYTES and the one record that crossed it
+        // (no larger than the format allows or a chunk holds).
+        let record_max = match self.format() {
+            Format::V1 => crate::format::MAX_RECORD_SIZE as u64,
+            Format::V2 => self.chunk_capacity()?.min(crate::format::v2::MAX_RECORD_SIZE as u64),
+        };
+        let cap = self
+            .len()
+            .saturating_add(1)
+            .saturating_mul(40)
+            .saturating_add(40)
+            .saturating_add(MOVE_BATCH_BYTES as u64)
+            .saturating_add(record_max);
         let bytes = read_capped(&path, cap)?
             .ok_or_else(|| Error::io("read", &path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
         let j = Journal::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
@@ -245,6 +254,8 @@ impl Store {
     /// compaction of a small store at any record).
     #[doc(hidden)]
     pub fn compact_in_batches(&mut self, max_batches: usize, batch_bytes: usize) -> Result<CompactReport> {
+        // No batch is larger than a reopening writer takes of a journal (`recover`).
+        let batch_bytes = batch_bytes.min(MOVE_BATCH_BYTES);
         self.writer()?;
         self.sync()?;
         let _x = self.exclusive("compacting it")?;

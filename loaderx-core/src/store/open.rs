@@ -9,7 +9,7 @@ use super::chunk::Chunks;
 use super::codec::Dictionary;
 use super::cold::Residency;
 use super::files::{
-    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, chunk_path, create_fresh, read_capped,
+    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, create_chunk_zero, read_capped,
     refuse_strays, remove_store_files, write_atomic, write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
@@ -17,7 +17,7 @@ use super::lock::WriteLock;
 use super::options::StoreOptions;
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
-use crate::sys::{IndexMap, MetaMap, read_exact_at, write_all_at};
+use crate::sys::{IndexMap, MetaMap, open_regular, read_exact_at, write_all_at};
 
 impl StoreOptions {
     /// The header of a new v2 store with these options: the entry layout, the compact one (its
@@ -139,9 +139,8 @@ impl Store {
         } else {
             refuse_strays(dir)?;
         }
-        // Chunk 0 first: a store whose index exists has every chunk up to its tail. Created
-        // exclusively: never through a link, never over a file that appeared since.
-        create_fresh(&chunk_path(dir, 0))?;
+        // Chunk 0 first: a store whose index exists has every chunk up to its tail.
+        create_chunk_zero(dir)?;
         match opts.format {
             Format::V1 => write_atomic_with(dir, META_FILE, |file, tmp| {
                 // Sparse: a store with one record allocates a page of its 256 MiB table.
@@ -252,6 +251,7 @@ impl Store {
             store.recover()?;
         }
         store.check_chunks()?;
+        store.check_fixed_chunks()?;
         if writable {
             // A commit killed after its block checksums were written, before its count was,
             // left the open block's summing records that are not committed: told from damage
@@ -290,7 +290,7 @@ impl Store {
             // place and only then removes meta.zr (and one back to v1 removes index.zr last).
             let format = if dir.join(INDEX_FILE).exists() { Format::V2 } else { Format::V1 };
             let index_path = dir.join(if format == Format::V2 { INDEX_FILE } else { META_FILE });
-            let index_file = match OpenOptions::new().read(true).write(writable).open(&index_path) {
+            let index_file = match open_regular(OpenOptions::new().read(true).write(writable), &index_path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     let reason = if dir.exists() {
@@ -490,7 +490,7 @@ impl Store {
 pub(crate) fn lock_out_readers(dir: &Path) -> Result<Option<File>> {
     for name in [INDEX_FILE, META_FILE] {
         let path = dir.join(name);
-        let file = match File::open(&path) {
+        let file = match open_regular(OpenOptions::new().read(true), &path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("open", &path, e)),
@@ -591,7 +591,7 @@ fn map_index(index_file: &File, index_path: &Path, format: Format, writable: boo
 /// [`Error::Io`] naming the file; [`Error::Corrupt`] for a header that does not parse.
 pub(crate) fn trim_index(dir: &Path) -> Result<()> {
     let path = dir.join(INDEX_FILE);
-    let file = match OpenOptions::new().read(true).write(true).open(&path) {
+    let file = match open_regular(OpenOptions::new().read(true).write(true), &path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(Error::io("open", &path, e)),

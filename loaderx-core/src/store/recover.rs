@@ -3,7 +3,7 @@
 //! to the tail, the bytes a killed append left past the frontier, and `manifest.zr` (kept when it
 //! describes the chunks, computed again when missing, refused when damaged).
 
-use std::fs::{self, File};
+use std::fs;
 
 use super::Store;
 use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_manifest, write_atomic};
@@ -23,6 +23,45 @@ impl Store {
             Ok(h) => self.fixed_frontier_agrees(&h),
             Err(_) => Ok(()),
         }
+    }
+
+    /// What every open of a fixed-stride store checks, readers' too, whatever the header's
+    /// checksum says: the chunks hold the bytes of the count's records (those before the
+    /// frontier's chunk whole, that one up to the frontier). A count's bytes are durable before
+    /// it is published, so an honest store passes, a commit in flight included; a count no chunk
+    /// holds (or a truncated chunk) is refused here, not walked record by record.
+    pub(super) fn check_fixed_chunks(&self) -> Result<()> {
+        let Some(stride) = self.index.stride() else { return Ok(()) };
+        let len = self.len();
+        let (tail, offset) = stride.frontier(len).ok_or_else(|| Error::Corrupt {
+            path: self.index_path.clone(),
+            offset: 40,
+            reason: format!("{len} records of {} bytes pass the last chunk id", stride.record_size),
+            source: None,
+        })?;
+        let whole = stride.per_chunk.saturating_mul(stride.record_size);
+        for id in 0..=tail {
+            let need = if id == tail { offset } else { whole };
+            let path = chunk_path(&self.dir, id);
+            let have = match fs::metadata(&path) {
+                Ok(m) => m.len(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+                Err(e) => return Err(Error::io("stat", &path, e)),
+            };
+            if have < need {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: have,
+                    reason: format!(
+                        "{have} bytes, but the store's {len} records of {} bytes need {need} here: a count the \
+                         chunks do not hold, or a truncated chunk",
+                        stride.record_size
+                    ),
+                    source: None,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A fixed-stride frontier is a function of the count; anything else is damage.
@@ -286,7 +325,8 @@ impl Store {
     /// The summary of chunk `id`: its length (or `len`) and the crc32c of those bytes.
     pub(super) fn summarise_chunk(&self, id: u32, len: Option<u64>) -> Result<ChunkSummary> {
         let path = chunk_path(&self.dir, id);
-        let file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let file = crate::sys::open_regular(std::fs::OpenOptions::new().read(true), &path)
+            .map_err(|e| Error::io("open", &path, e))?;
         let len = match len {
             Some(l) => l,
             None => file.metadata().map_err(|e| Error::io("stat", &path, e))?.len(),

@@ -221,6 +221,32 @@ pub(crate) fn no_follow(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOp
     opts
 }
 
+/// `opts` made never to wait in the open itself (`O_NONBLOCK`, which changes nothing for a
+/// regular file's reads and writes): a FIFO planted under a store file's name would otherwise
+/// block the open until its other end is opened.
+pub(crate) fn non_blocking(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    opts
+}
+
+/// Opens `path` with `opts` and refuses anything but a regular file (a link to one is followed).
+/// The open never waits (`O_NONBLOCK`, which changes nothing for a regular file): a FIFO planted
+/// under a store file's name would otherwise block the open until someone writes to it.
+///
+/// # Errors
+/// The open's error; `InvalidInput` for a FIFO, a device, a socket or a directory.
+pub(crate) fn open_regular(opts: &mut std::fs::OpenOptions, path: &Path) -> io::Result<File> {
+    let file = non_blocking(opts).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
+}
+
 /// Whether `path` names the file `file` has open (the same device and inode).
 #[cfg(unix)]
 pub(crate) fn same_file(file: &File, path: &Path) -> io::Result<bool> {

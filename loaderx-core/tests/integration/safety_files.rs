@@ -218,3 +218,157 @@ fn fixed_stride_verify_streams_every_damaged_record_window_by_window() {
     assert_eq!(n, 10_000);
     assert_eq!(seen, [3, 4100, 4101, 9999]);
 }
+
+/// A fixed-stride count the chunks do not hold is refused at every open, whatever the header's
+/// checksum says: with the dynamic checksum broken (readers used to take the count then), and
+/// with a frontier made to agree beside empty chunk files (readers only looked for the files).
+#[test]
+fn a_fixed_stride_count_is_checked_against_the_chunk_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let store = Store::create(&s, StoreOptions::new().fixed_stride(64).chunk_capacity(64 * 64)).unwrap();
+    store.append(&records(100, 64), Codec::Raw).unwrap();
+    drop(store);
+    // 64 records a chunk: 100 records end at (1, 36 * 64). 1,000 records would end at (15, 40 * 64).
+    let index = std::fs::read(s.join("index.zr")).unwrap();
+    edit_header(&s, |h| {
+        h.count = 1000;
+        h.tail_chunk = 15;
+        h.tail_offset = 40 * 64;
+    });
+    // The block checksums the count needs are there (as a lying file would have them).
+    let mut bytes = std::fs::read(s.join("index.zr")).unwrap();
+    bytes.resize(v2::HEADER_SIZE + 4 * 16, 1);
+    std::fs::write(s.join("index.zr"), &bytes).unwrap();
+    for id in 2..=15 {
+        std::fs::write(s.join(format!("{id}.zr")), b"").unwrap();
+    }
+    let refused = |what: &str| {
+        for e in [Store::open(&s).unwrap_err(), Store::open_rw(&s, StoreOptions::new()).unwrap_err()] {
+            assert!(matches!(&e, Error::Corrupt { .. }), "{what}: {e}");
+        }
+    };
+    refused("a frontier agreeing with the count beside empty chunks");
+    let mut torn = std::fs::read(s.join("index.zr")).unwrap();
+    torn[28] ^= 1;
+    std::fs::write(s.join("index.zr"), &torn).unwrap();
+    refused("the dynamic checksum broken");
+    for id in 2..=15 {
+        std::fs::remove_file(s.join(format!("{id}.zr"))).unwrap();
+    }
+    std::fs::write(s.join("index.zr"), &index).unwrap();
+    assert_eq!(Store::open(&s).unwrap().len(), 100, "the store as it was opens");
+}
+
+/// The journal's cap comes from the store (its records, one compaction batch, its largest
+/// record), not from chunk-named files: a sparse `99.zr` of a terabyte does not let a sparse
+/// journal of gigabytes be read whole.
+#[test]
+fn a_journals_cap_does_not_grow_with_stray_chunk_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let store = Store::create(&s, StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
+    store.append(&records(10, 16), Codec::Raw).unwrap();
+    drop(store);
+    let sparse = |name: &str, len: u64| {
+        std::fs::File::create(s.join(name)).unwrap().set_len(len).unwrap();
+    };
+    sparse("99.zr", 1 << 40);
+    sparse("journal.zr", 3 << 30);
+    let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, offset: 0, reason, .. } if path.ends_with("journal.zr") && reason.contains("may hold")),
+        "{e}"
+    );
+}
+
+/// A compaction's journal in a store whose chunks are links to files elsewhere is replayed (the
+/// cap once counted a link's own length, and refused an honest journal).
+#[cfg(unix)]
+#[test]
+fn a_journal_replays_in_a_store_of_linked_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let store = Store::create(&s, StoreOptions::new().chunk_capacity(4096)).unwrap();
+    store.append(&records(40, 1000), Codec::Raw).unwrap();
+    drop(store);
+    for entry in std::fs::read_dir(&s).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.strip_suffix(".zr").is_some_and(|n| n.parse::<u32>().is_ok()) {
+            std::fs::rename(s.join(&name), elsewhere.join(&name)).unwrap();
+            std::os::unix::fs::symlink(elsewhere.join(&name), s.join(&name)).unwrap();
+        }
+    }
+    // A move journal of records 0..8 onto themselves, with their bytes: what a killed
+    // compaction leaves, replayed idempotently (8 KB: more than the links' own lengths).
+    let entries: Vec<(u64, v2::Entry)> = (0..8u64)
+        .map(|i| {
+            let (file, at) = crate::common::entry_at(&s, i);
+            let raw: [u8; v2::ENTRY_SIZE] =
+                std::fs::read(&file).unwrap()[at as usize..at as usize + v2::ENTRY_SIZE].try_into().unwrap();
+            (i, v2::Entry::decode_unchecked(&raw))
+        })
+        .collect();
+    let data: Vec<u8> = (0..8u8).flat_map(|i| vec![i; 1000]).collect();
+    let j = loaderx_core::format::Journal::Move { entries, data };
+    std::fs::write(s.join("journal.zr"), j.encode(loaderx_core::format::Format::V2)).unwrap();
+    let w = Store::open_rw(&s, StoreOptions::new()).unwrap();
+    assert!(!s.join("journal.zr").exists(), "replayed and removed");
+    assert_eq!(w.get(5).unwrap(), vec![5u8; 1000]);
+    assert!(w.verify().unwrap().is_ok());
+}
+
+/// An overwrite removes the old store's index last: one stopped part way (here by a chunk name
+/// it cannot remove) leaves a store the next overwrite replaces, never chunks without an index
+/// that a creator refuses.
+#[test]
+fn an_overwrite_stopped_part_way_leaves_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let store = Store::create(&s, StoreOptions::new().chunk_capacity(4096)).unwrap();
+    store.append(&records(40, 1000), Codec::Raw).unwrap();
+    drop(store);
+    std::fs::create_dir(s.join("77.zr")).unwrap();
+    std::fs::write(s.join("77.zr").join("x"), b"x").unwrap();
+    let e = Store::create(&s, StoreOptions::new().overwrite(true)).unwrap_err();
+    assert!(matches!(&e, Error::Io { path, .. } if path.ends_with("77.zr")), "{e}");
+    assert!(s.join("index.zr").exists(), "the index is removed last");
+    std::fs::remove_dir_all(s.join("77.zr")).unwrap();
+    let again = Store::create(&s, StoreOptions::new().overwrite(true)).unwrap();
+    assert_eq!(again.len(), 0);
+}
+
+/// A FIFO planted under a store file's name is refused at once, not waited on for ever.
+#[cfg(unix)]
+#[test]
+fn a_fifo_under_a_store_files_name_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["dict.zr", "index.zr", "manifest.zr", "schema.msgpack", "0.zr"] {
+        let d = dir.path().join(name.replace('.', "_"));
+        let mut w = DatasetWriter::dense::<u8>(&d, vec![4], WriteOptions::new()).unwrap();
+        w.append(&[1u8; 40]).unwrap();
+        w.finish().unwrap();
+        let _ = std::fs::remove_file(d.join(name));
+        let made = std::process::Command::new("mkfifo").arg(d.join(name)).status().unwrap();
+        assert!(made.success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let opened = d.clone();
+        std::thread::spawn(move || {
+            let r = DenseDataset::<u8>::open(&opened).and_then(|ds| {
+                let s = Store::open(&opened)?;
+                s.verify()?;
+                ds.get_batch(&[0]).map(drop)
+            });
+            let _ = tx.send(r.err().map(|e| loaderx_core::error_chain(&e)));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{name}: waited on"));
+        assert!(got.is_some(), "{name}: refused");
+        if ["dict.zr", "index.zr", "schema.msgpack"].contains(&name) {
+            assert!(got.as_ref().is_some_and(|m| m.contains("not a regular file")), "{name}: {got:?}");
+        }
+    }
+}
