@@ -68,7 +68,17 @@ mod tests {
             batch(&s, 3, &mut out).unwrap();
             assert_eq!(out, s.batch(3));
         }
-        assert!(build(&SamplerConfig { mode: 4, len: 10, batch_size: 1, ..Default::default() }).is_err());
-        assert!(build(&SamplerConfig { mode: 2, len: 0, batch_size: 1, ..Default::default() }).is_err());
+        let refused = |config: SamplerConfig, says: &str| {
+            build(&config)
+                .is_err_and(|e| e.code == crate::error::INVALID_ARGUMENT && e.message.starts_with(says))
+        };
+        assert!(refused(
+            SamplerConfig { mode: 4, len: 10, batch_size: 1, ..Default::default() },
+            "unknown sampler mode 4"
+        ));
+        assert!(refused(
+            SamplerConfig { mode: 2, len: 0, batch_size: 1, ..Default::default() },
+            "sampler: the index space is empty (len 0)"
+        ));
     }
 }

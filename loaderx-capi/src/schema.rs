@@ -135,12 +135,17 @@ mod tests {
     #[test]
     fn bad_kinds_dtypes_and_ndims_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        for s in [
-            LxSchema { kind: 2, ..LxSchema::default() },
-            LxSchema { dtype: 13, ..LxSchema::default() },
-            LxSchema { ndim: 9, ..LxSchema::default() },
+        for (s, says) in [
+            (LxSchema { kind: 2, ..LxSchema::default() }, "unknown kind 2"),
+            (LxSchema { dtype: 13, ..LxSchema::default() }, "unknown dtype 13"),
+            (LxSchema { ndim: 9, ..LxSchema::default() }, "ndim 9 is more than LX_MAX_DIMS (8)"),
         ] {
-            assert!(write(dir.path(), &s).is_err());
+            let e = write(dir.path(), &s).unwrap_err();
+            assert!(
+                e.code == error::INVALID_ARGUMENT && e.message.starts_with(says),
+                "{says}: {}",
+                e.message
+            );
         }
     }
 }

@@ -303,7 +303,7 @@ mod tests {
         assert_eq!(parse_parts(OsStr::new("+7")), Ok(7));
         assert_eq!(parse_parts(OsStr::new("0")).unwrap_err(), "`--parts` must be greater than zero");
         assert_eq!(parse_parts(OsStr::new("-1")).unwrap_err(), "invalid value for `--parts`: `-1`");
-        assert!(parse_parts(OsStr::new("x")).is_err());
+        assert_eq!(parse_parts(OsStr::new("x")).unwrap_err(), "invalid value for `--parts`: `x`");
     }
 
     #[test]

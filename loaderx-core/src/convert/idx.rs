@@ -213,10 +213,12 @@ mod tests {
 
     #[test]
     fn rejects_bad_headers() {
-        assert!(IdxHeader::parse(&[1, 0, 8, 1, 0, 0, 0, 1]).is_err());
-        assert!(IdxHeader::parse(&[0, 0, 0x0A, 1, 0, 0, 0, 1]).is_err());
-        assert!(IdxHeader::parse(&[0, 0, 8, 0]).is_err());
-        assert!(IdxHeader::parse(&[0, 0, 8, 2, 0, 0, 0, 1]).is_err());
-        assert!(IdxHeader::parse(&[0, 0]).is_err());
+        let says =
+            |bytes: &[u8], start: &str| matches!(IdxHeader::parse(bytes), Err(m) if m.starts_with(start));
+        assert!(says(&[1, 0, 8, 1, 0, 0, 0, 1], "byte 0: magic 0100 is not an IDX file"));
+        assert!(says(&[0, 0, 0x0A, 1, 0, 0, 0, 1], "byte 2: unknown IDX type byte 0x0a"));
+        assert!(says(&[0, 0, 8, 0], "byte 3: an IDX file needs at least one dimension"));
+        assert!(says(&[0, 0, 8, 2, 0, 0, 0, 1], "byte 8: file ends inside dimension 1"));
+        assert!(says(&[0, 0], "byte 0: file ends inside the 4-byte magic"));
     }
 }

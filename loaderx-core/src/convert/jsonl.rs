@@ -209,9 +209,12 @@ mod tests {
             assert_eq!(joined, all, "{n} parts in order are the whole conversion");
         }
         assert!(matches!(Part::new(3, 3), Err(Error::InvalidArgument(m)) if m.contains("part 3 of 3")));
-        assert!(Part::new(0, 0).is_err());
+        assert!(matches!(Part::new(0, 0), Err(Error::InvalidArgument(m)) if m.contains("part 0 of 0")));
         let bad = Part { index: 5, count: 2 };
-        assert!(jsonl_part(&inputs, dir.path().join("bad"), WriteOptions::new(), bad).is_err());
+        assert!(matches!(
+            jsonl_part(&inputs, dir.path().join("bad"), WriteOptions::new(), bad),
+            Err(Error::InvalidArgument(m)) if m.contains("part 5 of 2")
+        ));
         assert!(!dir.path().join("bad").exists());
     }
 

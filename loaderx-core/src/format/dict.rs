@@ -100,10 +100,14 @@ mod tests {
         assert_eq!(decode(&legacy).unwrap(), &d[..]);
         let mut bad = legacy.clone();
         *bad.last_mut().unwrap() ^= 1;
-        assert!(decode(&bad).is_err());
-        assert!(decode(&legacy[..legacy.len() - 1]).is_err());
-        assert!(decode(&legacy[..3]).is_err());
-        assert!(decode(b"not a dictionary at all").is_err());
-        assert!(decode(&d[..6]).is_err());
+        assert!(matches!(decode(&bad), Err((12, ref m)) if m.contains("checksum mismatch")));
+        assert!(
+            matches!(decode(&legacy[..legacy.len() - 1]), Err((8, ref m)) if m.contains("file holds 24"))
+        );
+        assert!(matches!(decode(&legacy[..3]), Err((0, ref m)) if m.contains("no zstd dictionary magic")));
+        assert!(
+            matches!(decode(b"not a dictionary at all"), Err((0, ref m)) if m.contains("no zstd dictionary magic"))
+        );
+        assert!(matches!(decode(&d[..6]), Err((0, ref m)) if m.contains("truncated")));
     }
 }

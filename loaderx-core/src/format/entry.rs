@@ -240,13 +240,15 @@ mod tests {
         let ok =
             RecordLoc { offset: 0, phys_length: 10, logic_length: 10, chunk_id: 1, codec: 0, reserved: 0 };
         assert_eq!(ok.validate(&h), Ok(Codec::Raw));
-        assert!(RecordLoc { codec: 9, ..ok }.validate(&h).is_err());
-        assert!(RecordLoc { codec: Codec::Lz4 as u8, ..ok }.validate(&h).is_err(), "v1 has no LZ4");
-        assert!(RecordLoc { chunk_id: 2, ..ok }.validate(&h).is_err());
-        assert!(RecordLoc { offset: 95, ..ok }.validate(&h).is_err());
-        assert!(RecordLoc { logic_length: 11, ..ok }.validate(&h).is_err());
-        assert!(
-            RecordLoc { logic_length: (MAX_RECORD_SIZE + 1) as u32, codec: 1, ..ok }.validate(&h).is_err()
-        );
+        let says = |loc: RecordLoc, what: &str| matches!(loc.validate(&h), Err(m) if m.contains(what));
+        assert!(says(RecordLoc { codec: 9, ..ok }, "unknown codec tag 9"));
+        assert!(says(RecordLoc { codec: Codec::Lz4 as u8, ..ok }, "unknown codec tag 3"), "v1 has no LZ4");
+        assert!(says(RecordLoc { chunk_id: 2, ..ok }, "chunk 2 is past the tail chunk 1"));
+        assert!(says(RecordLoc { offset: 95, ..ok }, "past its committed end 100"));
+        assert!(says(RecordLoc { logic_length: 11, ..ok }, "stores 10 bytes of a 11-byte record"));
+        assert!(says(
+            RecordLoc { logic_length: (MAX_RECORD_SIZE + 1) as u32, codec: 1, ..ok },
+            "exceeds the 1 MiB limit"
+        ));
     }
 }

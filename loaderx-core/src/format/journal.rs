@@ -245,14 +245,23 @@ mod tests {
 
     #[test]
     fn journal_rejects_damage_and_truncation() {
-        for format in [Format::V1, Format::V2] {
+        // (byte of the body length, byte of the checksum) in each layout's header.
+        for (format, body_at, sum_at) in [(Format::V1, 16, 24), (Format::V2, 24, 32)] {
             let m = Journal::Move { entries: vec![(0, loc(0))], data: b"abc".to_vec() }.encode(format);
-            for cut in [0, 5, 31, m.len() - 1] {
-                assert!(Journal::decode(&m[..cut]).is_err(), "cut at {cut}");
+            for cut in [0, 5, 31] {
+                let short = format!("{cut} bytes is shorter than the journal header");
+                assert!(matches!(Journal::decode(&m[..cut]), Err((0, ref r)) if *r == short), "cut at {cut}");
             }
+            let cut = m.len() - 1;
+            assert!(
+                matches!(Journal::decode(&m[..cut]), Err((o, ref r)) if o == body_at && r.contains("journal body is")),
+                "cut at {cut}"
+            );
             let mut bad = m.clone();
             *bad.last_mut().unwrap() ^= 1;
-            assert!(Journal::decode(&bad).is_err());
+            assert!(
+                matches!(Journal::decode(&bad), Err((o, ref r)) if o == sum_at && r.contains("checksum mismatch"))
+            );
         }
     }
 
@@ -260,8 +269,9 @@ mod tests {
     fn entries_convert_between_the_formats_where_they_fit() {
         let l = RecordLoc { offset: 7, phys_length: 5, logic_length: 9, chunk_id: 3, codec: 1, reserved: 0 };
         assert_eq!(RecordLoc::try_from(Entry::from(l)), Ok(l));
-        assert!(RecordLoc::try_from(Entry { offset: 1 << 32, ..loc(0) }).is_err());
-        assert!(RecordLoc::try_from(Entry { chunk: 1 << 16, ..loc(0) }).is_err());
-        assert!(RecordLoc::try_from(Entry { codec: Codec::Lz4 as u8, ..loc(0) }).is_err());
+        let says = |e: Entry, what: &str| matches!(RecordLoc::try_from(e), Err(m) if m.contains(what));
+        assert!(says(Entry { offset: 1 << 32, ..loc(0) }, "offset 4294967296 does not fit v1's u32"));
+        assert!(says(Entry { chunk: 1 << 16, ..loc(0) }, "chunk 65536 does not fit v1's u16"));
+        assert!(says(Entry { codec: Codec::Lz4 as u8, ..loc(0) }, "lz4 records do not exist in v1"));
     }
 }

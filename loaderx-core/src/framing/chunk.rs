@@ -207,8 +207,13 @@ mod tests {
         assert_eq!(chunk_boundaries_pattern(data, 1, b"\r\n\r\n").unwrap(), [(0, 18), (18, data.len())]);
         // A CR alone or LF alone is not a CRLF delimiter.
         assert_eq!(chunk_boundaries_pattern(b"a\rb\nc\r\nd", 1, b"\r\n").unwrap(), [(0, 7), (7, 8)]);
-        assert!(chunk_boundaries_pattern(b"abc", 1, b"").is_err());
-        assert!(ChunkCursor::with_pattern(b"abc", 1, b"").is_err());
+        let empty = |m: &str| m.contains("must not be empty");
+        assert!(
+            matches!(chunk_boundaries_pattern(b"abc", 1, b""), Err(crate::Error::InvalidArgument(m)) if empty(&m))
+        );
+        assert!(
+            matches!(ChunkCursor::with_pattern(b"abc", 1, b""), Err(crate::Error::InvalidArgument(m)) if empty(&m))
+        );
     }
 
     #[test]

@@ -357,7 +357,16 @@ mod tests {
         assert_ne!(a.batch(0), other_epoch.batch(0));
         let ordered = cfg(1000, 10, false, false, 0, 1).build().unwrap();
         assert_ne!(a.batch(0), ordered.batch(0));
-        assert!(cfg(10, 4, false, false, 0, 3).build().is_err(), "4 is not divisible by 3");
-        assert!(cfg(10, 0, false, false, 0, 1).build().is_err());
+        assert!(
+            matches!(
+                cfg(10, 4, false, false, 0, 3).build(),
+                Err(Error::Config { what: "pass", reason }) if reason.contains("4 is not divisible by world 3")
+            ),
+            "4 is not divisible by 3"
+        );
+        assert!(matches!(
+            cfg(10, 0, false, false, 0, 1).build(),
+            Err(Error::Config { what: "pass", reason }) if reason.contains("batch_size must be at least 1")
+        ));
     }
 }

@@ -147,7 +147,7 @@ mod tests {
         for bit in 0..ENTRY_SIZE * 8 {
             let mut bad = b;
             bad[bit / 8] ^= 1 << (bit % 8);
-            assert!(Entry::parse(&bad).is_err(), "bit {bit}");
+            assert_eq!(Entry::parse(&bad), Err(EntryError::Checksum), "bit {bit}");
         }
     }
 
@@ -155,10 +155,13 @@ mod tests {
     fn fields_are_checked_against_each_other() {
         let ok = Entry { offset: 0, stored: 10, logical: 10, chunk: 0, codec: 0, crc: 0 };
         assert!(ok.validate().is_ok());
-        assert!(Entry { logical: 11, ..ok }.validate().is_err());
-        assert!(Entry { codec: 9, ..ok }.validate().is_err());
-        assert!(Entry { codec: 1, stored: 0, ..ok }.validate().is_err());
-        assert!(Entry { offset: u64::MAX, ..ok }.validate().is_err());
-        assert!(Entry::parse(&[0u8; 5]).is_err());
+        let says = |e: Entry, what: &str| matches!(e.validate(), Err(m) if m.contains(what));
+        assert!(says(Entry { logical: 11, ..ok }, "stores 10 bytes of a 11-byte record"));
+        assert!(says(Entry { codec: 9, ..ok }, "unknown codec tag 9"));
+        assert!(says(Entry { codec: 1, stored: 0, ..ok }, "empty compressed record"));
+        assert!(says(Entry { offset: u64::MAX, ..ok }, "plus 10 bytes overflows"));
+        assert!(
+            matches!(Entry::parse(&[0u8; 5]), Err(EntryError::Field(m)) if m.contains("shorter than an entry"))
+        );
     }
 }
