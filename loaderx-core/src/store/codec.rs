@@ -174,6 +174,11 @@ impl<'d> Decoder<'d> {
         Decoder { plain: None, dict: None, dictionary }
     }
 
+    /// Whether this decoder was made with the store's dictionary.
+    pub(crate) fn has_dictionary(&self) -> bool {
+        self.dictionary.is_some()
+    }
+
     /// Decompresses `src` straight into the next `len` bytes of `dst`, the record's length.
     ///
     /// # Errors

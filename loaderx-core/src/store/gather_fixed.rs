@@ -338,9 +338,13 @@ impl Store {
             let l = located(k);
             let src = views.get(&l)?;
             // A handle opened before the writer trained the dictionary loads it now (it is
-            // durable before any record that needs it is committed).
-            if l.codec == Codec::ZstdDict && self.dict.get().is_none() {
-                self.load_dictionary()?;
+            // durable before any record that needs it is committed). Each shard's decoder is
+            // made again once the dictionary is there: another shard may have loaded it after
+            // this one's decoder was made without it.
+            if l.codec == Codec::ZstdDict && !decoder.has_dictionary() {
+                if self.dict.get().is_none() {
+                    self.load_dictionary()?;
+                }
                 *decoder = Decoder::new(self.dict.get().map(|d| &**d));
             }
             decode_record(l.stored(src), verify, decoder, Some(summer), dst)
