@@ -131,11 +131,34 @@ impl DenseBatch {
         Ok(Tensor::from_data(self.take_rank::<D>(name)?, &self.device))
     }
 
-    /// Takes stream `name` out as an int tensor of rank `D`.
+    /// Takes stream `name` out as an int tensor of rank `D`. A stream of floats is refused
+    /// (labels stored as `f32` would be truncated without a word): ask for the cast with
+    /// [`DenseBatch::int_from_float`].
+    ///
+    /// # Errors
+    /// As [`DenseBatch::float`]; [`Error::Stream`] for a stream of floats (left in the batch).
+    pub fn int<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>> {
+        if let Some(data) = self.streams.get(name)
+            && data.dtype().is_float()
+        {
+            return Err(Error::Stream {
+                name: name.to_string(),
+                reason: format!(
+                    "holds {:?} values, which int() would truncate: use int_from_float to ask for the cast, \
+                     or store the stream as integers",
+                    data.dtype()
+                ),
+            });
+        }
+        Ok(Tensor::from_data(self.take_rank::<D>(name)?, &self.device))
+    }
+
+    /// Takes stream `name` out as an int tensor of rank `D`, a stream of floats cast toward zero
+    /// (burn's conversion), as asked.
     ///
     /// # Errors
     /// As [`DenseBatch::float`].
-    pub fn int<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>> {
+    pub fn int_from_float<const D: usize>(&mut self, name: &str) -> Result<Tensor<D, Int>> {
         Ok(Tensor::from_data(self.take_rank::<D>(name)?, &self.device))
     }
 

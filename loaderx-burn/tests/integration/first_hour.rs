@@ -239,3 +239,25 @@ fn packed_rows_through_the_step_loader_resume_exactly() {
     assert_eq!(rows(&resumed), second, "resumed at step 5");
     assert_ne!(first, second);
 }
+
+/// Labels stored as floats are not truncated into ints without a word: `int()` refuses them,
+/// naming the stream (which stays in the batch), and `int_from_float` casts as asked.
+#[test]
+fn int_refuses_a_stream_of_floats_unless_the_cast_is_asked_for() {
+    let labels = loaderx_core::DenseSource::from_vec(vec![], vec![1.7f32, 2.2, 3.9, 4.0]).unwrap();
+    let loader = StepLoaderBuilder::new()
+        .stream("y", labels)
+        .batch_size(4)
+        .pass(Pass::ordered())
+        .device(&burn::tensor::Device::flex())
+        .build()
+        .unwrap();
+    let mut b = loader.iter().next().unwrap().unwrap();
+    let e = b.int::<1>("y").unwrap_err();
+    assert!(
+        matches!(&e, loaderx_burn::Error::Stream { name, reason } if name == "y" && reason.contains("int_from_float")),
+        "{e}"
+    );
+    let cast = b.int_from_float::<1>("y").unwrap().into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    assert_eq!(cast, [1, 2, 3, 4], "toward zero, as asked");
+}
