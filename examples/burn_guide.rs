@@ -21,6 +21,7 @@ use burn::train::{Learner, SupervisedTraining};
 #[path = "common/burn_model.rs"]
 mod model;
 use model::ModelConfig;
+#[cfg(not(feature = "burn-tui"))]
 #[path = "common/epoch_lines.rs"]
 mod epoch_lines;
 
@@ -52,9 +53,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .metric_train_numeric(LossMetric::new())
         .metric_valid_numeric(LossMetric::new())
         .with_application_logger(None)
-        // One line per epoch and split instead of burn's line per step (not the guide's).
-        .renderer(Box::new(epoch_lines::EpochLines::default()))
         .num_epochs(epochs);
+    // With `burn-tui`, burn's own dashboard; without it, one line per epoch and split instead of
+    // burn's line per step.
+    #[cfg(not(feature = "burn-tui"))]
+    let training = training.renderer(Box::new(epoch_lines::EpochLines::default()));
     let result = training.launch(Learner::new(model, AdamConfig::new().init(), 1e-4));
     if let Some(e) = result.error {
         return Err(format!("training failed: {e}").into());

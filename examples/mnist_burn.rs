@@ -31,9 +31,9 @@ use burn::train::{Learner, SupervisedTraining};
 mod model;
 use model::ModelConfig;
 
+#[cfg(not(feature = "burn-tui"))]
 #[path = "common/epoch_lines.rs"]
 mod epoch_lines;
-use epoch_lines::EpochLines;
 
 // ------------------------------------------------------------------ main
 
@@ -124,8 +124,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     .metric_train_numeric(LossMetric::new())
     .metric_valid_numeric(LossMetric::new())
     .with_application_logger(None)
-    .renderer(Box::new(EpochLines::default()))
     .num_epochs(args.epochs);
+    // With `burn-tui`, burn's own dashboard; without it, one line per epoch and split.
+    #[cfg(not(feature = "burn-tui"))]
+    let training = training.renderer(Box::new(epoch_lines::EpochLines::default()));
     let t = Instant::now();
     let result = training.launch(Learner::new(model, AdamConfig::new().init(), args.lr));
     if let Some(e) = result.error {
