@@ -13,8 +13,7 @@ use crate::format::v2::{ChunkSummary, Entry, Manifest};
 use crate::format::{Codec, Format, dict};
 use crate::{Error, Result};
 
-/// Write pieces are at most this large, so a big append is written by several threads at once.
-const WRITE_PIECE: usize = 8 << 20;
+use crate::sys::tuning::WRITE_PIECE;
 /// Records sampled to train a dictionary ([`Store::train_dictionary`]).
 const DICT_SAMPLES: usize = 4096;
 

@@ -18,13 +18,7 @@ use crate::format::v2::Entry;
 use crate::sys::{Destination, MappedFile, fill_slice, fill_vec, prefetch};
 use crate::{Error, Result};
 
-/// A shard of a variable-length gather copies at least this many bytes: below it a pool
-/// hand-off costs more than the copy it moves to another thread.
-const GATHER_SHARD_MIN_BYTES: usize = 128 << 10;
-/// A [`Store::map_records`] shard hands at least this many records to its callback.
-const MAP_SHARD_MIN_RECORDS: usize = 32;
-/// How many records ahead a gather hints the CPU to fetch ([`prefetch`]).
-const PREFETCH_AHEAD: usize = 4;
+use crate::sys::tuning::{GATHER_SHARD_MIN_BYTES, MAP_SHARD_MIN_RECORDS, PREFETCH_AHEAD};
 
 /// The integer types a batch of record indices may be given in: `u32` (what the sampler
 /// yields), `u64` and `usize` (a v2 store holds more than 2^32 records), and `i32` / `i64` (so a

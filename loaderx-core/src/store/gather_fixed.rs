@@ -24,15 +24,7 @@ use crate::format::v2::Entry;
 use crate::sys::{Destination, MappedFile, Summer, prefetch, prefetch_lanes};
 use crate::{Error, Result};
 
-/// Records per pipeline stage: entries are prefetched two blocks ahead of the copy, read and
-/// checked (and their records prefetched) one block ahead.
-const BLOCK: usize = 16;
-/// A gather shard copies at least this many bytes (or decodes an eighth of them): below it a
-/// hand-off to another thread costs more than the work it moves.
-const SHARD_MIN_BYTES: usize = 64 << 10;
-/// How much more a compressed byte costs to gather than a raw one, for the shard plan: zstd
-/// decodes at a tenth to a twentieth of the speed of a copy.
-const COMPRESSED_WEIGHT: usize = 8;
+use crate::sys::tuning::{COMPRESSED_WEIGHT, FIXED_BLOCK as BLOCK, FIXED_SHARD_MIN_BYTES as SHARD_MIN_BYTES};
 
 /// The chunk mappings a shard reads through, cached by chunk id (the last two used: a batch of a
 /// store over two chunks does not remap at every boundary).

@@ -2,6 +2,7 @@
 //! pieces taken by whoever is free ([`run_shards`]), and the helpers kept awake between the calls
 //! of a caller outside the pool ([`keep_warm`]).
 
+use crate::sys::tuning::{KEEP_WARM_MAX, PIECES_PER_THREAD};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -42,19 +43,12 @@ pub(super) fn shard_count(par: Parallelism, records: usize, work: usize, min_wor
     }
 }
 
-/// Pieces a gather over the pool is cut into, per thread: more than one, so that threads which
-/// start late (a sleeping pool woken by a caller outside it) find less left to do and nobody
-/// waits for them ([`run_shards`]).
-const PIECES_PER_THREAD: usize = 4;
-
 /// Runs `f` on every shard, the calling thread and up to one helper per other pool thread each
 /// taking the next shard not yet taken until none is left; returns when all are done, with the
 /// first error (in no fixed order across shards). A caller outside the pool (a training loop's
 /// thread, Python's) works instead of sleeping until the pool has done everything, and a helper
 /// the pool wakes late takes only what the caller has not reached: the wake-up overlaps the
-/// copy rather than adding to it (measured from Python, 2026-12-02: 256 random 12 KiB records
-/// gathered in 197 µs a call with one shard per thread, against 114 µs for the same gathers in a
-/// loop that keeps the pool awake).
+/// copy rather than adding to it ([`PIECES_PER_THREAD`]).
 pub(super) fn run_shards<S: Send>(
     shards: Vec<S>,
     par: Parallelism,
@@ -100,10 +94,6 @@ pub(super) fn run_shards<S: Send>(
     failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
 }
 
-/// The longest the helpers stay awake after a split read from a caller outside the pool
-/// ([`keep_warm`]).
-const KEEP_WARM_MAX: Duration = Duration::from_millis(1);
-
 /// Until when the helpers [`keep_warm`] started stay awake, in nanoseconds since [`now`]'s epoch.
 static WARM_UNTIL: AtomicU64 = AtomicU64::new(0);
 /// How many of those helpers are running.
@@ -118,10 +108,9 @@ fn now() -> u64 {
 /// After a split read from a caller outside the pool (Python's thread, a training loop's), keeps
 /// `helpers` pool threads awake, spinning and taking any pool work that arrives, for as long as
 /// that read took (at most [`KEEP_WARM_MAX`]): a caller that reads again within that time finds
-/// its helpers running instead of asleep. A sleeping thread's wake-up on this project's VM takes
-/// about as long as a 3 MiB gather (measured from Python, 2026-12-02: 256 random 12 KiB records
-/// 198 µs a call with 4 µs of Python between calls, 116 µs back to back), so without this a
-/// caller that does anything between its reads gathers nearly alone. The time spent spinning is
+/// its helpers running instead of asleep: a sleeping thread's wake-up costs about as much as a
+/// gather of a few MiB ([`KEEP_WARM_MAX`]), so without this a caller that does anything between
+/// its reads gathers nearly alone. The time spent spinning is
 /// at most the time the read itself took, so a core is never burnt for more than the work it
 /// waits for; reads made from the pool's own threads (the loader's prefetch threads keep
 /// themselves busy) start no spinning. A parameter of the read ([`Parallelism::PoolKeepWarm`]):

@@ -27,11 +27,11 @@ use crate::format::v2::{Entry, Stride};
 use crate::sys::{Destination, HINT_FAR, HINT_NEAR, HINT_NONE, MappedFile, prefetch_span};
 use crate::{Error, Result};
 
-/// Records at least this long have their checksum combined into a block's (or a commit's write
-/// piece's) rather than hashed again: a combine costs about what hashing 1-2 KiB does.
-pub(super) const COMBINE_FROM: usize = 4096;
-/// A gather shard copies at least this many bytes: below it a hand-off costs more than it moves.
-const SHARD_MIN_BYTES: usize = 64 << 10;
+pub(super) use crate::sys::tuning::COMBINE_FROM;
+use crate::sys::tuning::{
+    FIXED_SHARD_MIN_BYTES as SHARD_MIN_BYTES, PREFETCH_AHEAD_BYTES, PREFETCH_BELOW_RECORD,
+    PREFETCH_FROM_BYTES,
+};
 
 /// Blocks `verify` checks (in parallel) before handing their failures over: bounds what it holds
 /// (a block's failure, a few hundred bytes) whatever the number damaged.
@@ -443,32 +443,9 @@ impl Store {
 /// How many records ahead of the one it copies a gather of records of `r` bytes hints: about
 /// [`PREFETCH_AHEAD_BYTES`] ahead, and between 8 and 32 records. A short record's copy takes a
 /// few nanoseconds, so eight records ahead leaves the miss most of its latency to wait out.
-/// Measured on random records against a plain memcpy loop, 1 thread, batches of 256 (2026-12-02):
-/// 64-byte records on 255 MiB 1.38x the loop with hints 8 ahead and 2.1-2.6x 32 ahead (3.0x 64
-/// ahead, 2.0-2.2x 128), on 44 MiB 0.81-2.0x 8 ahead and 1.06-2.8x 32 ahead (the plain loop
-/// itself 5-18 ns a record from run to run there); 784-byte records on 44 MiB 1.03x 8 ahead and
-/// 0.90x 32 ahead (into the L1), on 255 MiB 1.09x and 1.20x (into the outer caches).
 fn prefetch_ahead(r: usize) -> usize {
     (PREFETCH_AHEAD_BYTES / r.max(1)).clamp(8, 32)
 }
-
-/// See [`prefetch_ahead`].
-const PREFETCH_AHEAD_BYTES: usize = 4 << 10;
-/// A store of at least this many bytes is taken to be past the caches: its records are hinted
-/// into the outer caches ([`HINT_FAR`]); a smaller one's into the L1 ([`HINT_NEAR`]), where
-/// the outer-cache hint only waits for miss buffers. Measured on 784-byte random records, 1
-/// thread, batches of 256 (2026-12-02), against a plain memcpy loop: on 44 MiB the near hint
-/// 1.04-1.05x the loop and the outer one 0.87-0.90x; on 96 MiB the outer one 1.25x and the near
-/// one 0.97-1.02x (the loop itself twice as slow there: past this machine's caches); on 8 MiB the
-/// near hint 0.99x. This machine's sysfs names a 480 MiB L3 (a VM's view of its host), so the
-/// size is a constant, not read from the CPU.
-const PREFETCH_FROM_BYTES: usize = 64 << 20;
-
-/// Records of this many bytes or more are not hinted: the hardware prefetcher follows the copy
-/// through them, and the hints only take its queue slots. Measured as [`PREFETCH_FROM_BYTES`] on
-/// 255 MiB sets: the outer-cache hint 1.2x the plain loop at 2 KiB and 4 KiB records, 0.96x at
-/// 8 KiB and 0.95x at 12 KiB (the near one 0.95-0.97x there).
-const PREFETCH_BELOW_RECORD: usize = 8 << 10;
 
 /// The gather of a store whose records all lie in one chunk (`bytes`, holding every index):
 /// record `i` is `bytes[i × r..]`, records adjacent in the batch and on disk copied as one run,

@@ -37,8 +37,7 @@ pub(crate) fn with_avx2<K: Kernel>(kernel: K) -> K::Output {
 ///
 /// The hint is `T2` (into the outer caches, the L2 on AMD Zen), not `T0`: with a dozen records
 /// in flight a `T0` hint waits for one of the L1's few miss buffers and stalls the copy it was
-/// meant to overlap. Measured on 784-byte random records from a 256 MiB store: 150 ns per record
-/// with `T0`, 85 ns with `T2`, against 118 ns for a plain memcpy loop (2026-12-01).
+/// meant to overlap (the runs: docs/benchmarks/tuning.md#prefetching).
 #[inline]
 pub(crate) fn prefetch(src: &[u8]) {
     prefetch_raw(src.as_ptr(), src.len());
@@ -58,11 +57,7 @@ pub(super) fn prefetch_raw(ptr: *const u8, len: usize) {
 pub(crate) const HINT_NONE: u8 = 0;
 /// A hint into the L1 (`T0`), for records that are already in the caches: there the
 /// outer-cache hint only takes queue slots from the copy, while a hint into the L1 a few records
-/// ahead saves the copy the walk from the L3. Measured on 784-byte random records, one thread,
-/// batches of 256, against a plain memcpy loop (2026-12-02, this project's Intel Xeon VM): on a
-/// 44 MiB set 1.04-1.05x the loop with this hint 8 records ahead and 0.87-0.90x with
-/// [`HINT_FAR`]; on 8 MiB 0.99x and 0.88x; on 96-255 MiB (past the caches) this one 0.88-1.02x
-/// and [`HINT_FAR`] 1.11-1.25x.
+/// ahead saves the copy the walk from the L3 (the runs: docs/benchmarks/tuning.md#prefetching).
 pub(crate) const HINT_NEAR: u8 = 1;
 /// See [`HINT_NONE`].
 pub(crate) const HINT_FAR: u8 = 2;
@@ -104,6 +99,4 @@ fn prefetch_lines<const HINT: i32>(ptr: *const u8, len: usize) {
     }
 }
 
-/// Bytes of a record [`prefetch`] hints: the hardware prefetcher follows a longer record once
-/// the copy streams through it.
-const PREFETCH_BYTES: usize = 1024;
+use super::tuning::PREFETCH_BYTES;

@@ -16,9 +16,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::cpu::{Kernel, with_avx2};
 
-/// Records shorter than this are copied, then summed (two passes over a few cache lines cost
-/// less than building the operators).
-pub(crate) const FUSED_MIN_LEN: usize = 1 << 10;
+pub(crate) use super::tuning::FUSED_MIN_LEN;
 /// Record lengths whose operators are kept; past this the cache starts over (a fixed-stride
 /// dataset has one length).
 const CACHED_LENGTHS: usize = 64;

@@ -203,8 +203,8 @@ pub(crate) fn fill_vec<T: bytemuck::Pod>(
 
 /// Copies `src` into `dst` (same length), around a `memcpy` hazard.
 ///
-/// glibc copies large blocks with `rep movsb`, which some CPUs (AMD Zen 3 among them) run 2.5-4x
-/// slower when the destination starts just past the source modulo 4 KiB. That is the common case
+/// glibc copies large blocks with `rep movsb`, which some CPUs (AMD Zen 3 among them) run several
+/// times slower when the destination starts just past the source modulo 4 KiB. That is the common case
 /// of a gather: glibc's large allocations start 16 bytes into a page and raw records of
 /// page-multiple size sit at page boundaries of the chunk file. There, the bytes are moved in
 /// 256-byte blocks, each loaded whole before it is stored (plain vector moves, as fast as the
@@ -231,11 +231,8 @@ fn copy_in_blocks(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     d.into_remainder().write_copy_of_slice(s.remainder());
 }
 
-/// Whether this CPU has the hazard [`copy_bytes`] works around: AMD's (measured on the project's
-/// AMD EPYC VM: 2.5-4x slower `rep movsb` at distances 0, 8 and 16). Not on the Intel Xeon VM the
-/// project ran on 2026-12-02: there glibc's copy of 12 KiB records at distance 0 ran at the
-/// page-aligned memcpy ceiling and the block copy at 0.91x of it (`loaderx bench gather`), so
-/// other CPUs keep `memcpy` whatever the distance.
+/// Whether this CPU has the hazard [`copy_bytes`] works around: AMD's; other CPUs keep `memcpy`
+/// whatever the distance (the runs: docs/benchmarks/tuning.md#copies).
 fn short_distance_hazard() -> bool {
     static HAZARD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAZARD.get_or_init(|| {
@@ -255,11 +252,7 @@ fn short_distance_hazard() -> bool {
     })
 }
 
-/// Destination-minus-source distances (modulo 4 KiB) below which [`copy_bytes`] avoids `memcpy`:
-/// measured slow at 0, 8 and 16, full speed from 32 on.
-const SHORT_DISTANCE: usize = 64;
-/// Copies shorter than this never reach glibc's `rep movsb` path.
-const SHORT_DISTANCE_MIN_LEN: usize = 1024;
+use super::tuning::{SHORT_DISTANCE, SHORT_DISTANCE_MIN_LEN};
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
 //! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction (Linux) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
+//! | `tuning` | every tuning constant, each with why in one line (the runs: docs/benchmarks/tuning.md) |
 //!
 //! What a mapping may assume, and what it may not:
 //! - A mapping stays valid while the `Mmap`/`MmapRaw` lives; the file may be changed underneath by
@@ -36,6 +37,7 @@ mod meta_map;
 mod pages;
 #[cfg(feature = "cuda")]
 mod pinned;
+pub(crate) mod tuning;
 
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};

@@ -1,0 +1,60 @@
+//! Every tuning constant of the engine in one place, each with why in one line and the run
+//! that chose it (the figures are in `docs/benchmarks/tuning.md`, by section). Limits of the
+//! format, of memory and of hostile input are not here: each lives beside the check it bounds.
+
+use std::time::Duration;
+
+// ---- Splitting a batch over the pool (docs/benchmarks/tuning.md#splitting)
+
+/// A variable-length gather shard copies at least this much: below it a pool hand-off costs more
+/// than the copy it moves to another thread.
+pub(crate) const GATHER_SHARD_MIN_BYTES: usize = 128 << 10;
+/// A `map_records` shard hands at least this many records to its callback.
+pub(crate) const MAP_SHARD_MIN_RECORDS: usize = 32;
+/// A fixed-size gather shard copies at least this much (or decodes an eighth of it).
+pub(crate) const FIXED_SHARD_MIN_BYTES: usize = 64 << 10;
+/// How much more a compressed byte costs to gather than a raw one, for the shard plan (zstd
+/// decodes at a tenth to a twentieth of a copy's speed).
+pub(crate) const COMPRESSED_WEIGHT: usize = 8;
+/// Pieces a gather over the pool is cut into per thread: threads that start late find less
+/// left to do, and nobody waits for them.
+pub(crate) const PIECES_PER_THREAD: usize = 4;
+/// The longest the pool's helpers stay awake after a split read from outside the pool, when
+/// the read asks for it (`Parallelism::PoolKeepWarm`).
+pub(crate) const KEEP_WARM_MAX: Duration = Duration::from_millis(1);
+
+// ---- Hiding cache misses (docs/benchmarks/tuning.md#prefetching)
+
+/// Records a variable-length gather hints the CPU to fetch ahead of the one it copies.
+pub(crate) const PREFETCH_AHEAD: usize = 4;
+/// Records per stage of the fixed-size gather's pipeline: entries hinted two blocks ahead of the
+/// copy, read and checked (their records hinted) one block ahead.
+pub(crate) const FIXED_BLOCK: usize = 16;
+/// A fixed-stride gather hints about this many bytes of records ahead (8 to 32 records).
+pub(crate) const PREFETCH_AHEAD_BYTES: usize = 4 << 10;
+/// A chunk this large is taken to be past the caches: its records are hinted into the outer
+/// caches, a smaller one's into the L1 (a constant: a VM's sysfs names its host's L3).
+pub(crate) const PREFETCH_FROM_BYTES: usize = 64 << 20;
+/// Records this long or longer are not hinted: the hardware prefetcher follows the copy.
+pub(crate) const PREFETCH_BELOW_RECORD: usize = 8 << 10;
+/// Bytes of a record one hint covers at most, a hint per cache line.
+pub(crate) const PREFETCH_BYTES: usize = 1024;
+
+// ---- Copies and checksums (docs/benchmarks/tuning.md#copies)
+
+/// Records at least this long have their checksum combined into a block's rather than hashed
+/// again: a combine costs about what hashing 1-2 KiB does.
+pub(crate) const COMBINE_FROM: usize = 4096;
+/// Records shorter than this are copied, then summed: two passes over a few cache lines cost
+/// less than building the fused copy's operators.
+pub(crate) const FUSED_MIN_LEN: usize = 1 << 10;
+/// Destination-minus-source distances (modulo 4 KiB) below which the copy avoids `memcpy` on
+/// CPUs with AMD's `rep movsb` hazard.
+pub(crate) const SHORT_DISTANCE: usize = 64;
+/// Copies shorter than this never reach glibc's `rep movsb` path.
+pub(crate) const SHORT_DISTANCE_MIN_LEN: usize = 1024;
+
+// ---- Writing (docs/benchmarks/tuning.md#writing)
+
+/// Write pieces are at most this large, so a big append is written by several threads at once.
+pub(crate) const WRITE_PIECE: usize = 8 << 20;
