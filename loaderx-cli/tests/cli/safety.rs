@@ -101,6 +101,8 @@ fn a_fixed_stride_index_with_a_lying_block_size_is_refused() {
 /// `stitch` of one store under two names is refused; `info` of a set whose parts' counts
 /// overflow is an error, not a wrapped length; `verify` checks a set part by part, numbering
 /// records as the set does.
+// Unix: a Windows symbolic link needs a privilege.
+#[cfg(unix)]
 #[test]
 fn sets_refuse_a_store_twice_and_info_and_verify_take_them() {
     let dir = tempfile::tempdir().unwrap();

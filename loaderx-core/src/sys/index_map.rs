@@ -319,10 +319,14 @@ impl IndexView {
     /// waiting; a no-op past the mapping.
     #[inline]
     pub(crate) fn will_need(&self, idx: u64) {
+        // Off Unix there is no such advice: nothing.
+        #[cfg(unix)]
         if idx < self.map.entries {
             let at = HEADER_SIZE + self.map.elem * idx as usize;
             let _ = self.map.raw.advise_range(memmap2::Advice::WillNeed, at, self.map.elem);
         }
+        #[cfg(not(unix))]
+        let _ = idx;
     }
 
     /// Whether element `idx`'s page is in the page cache (true past the mapping).

@@ -5,7 +5,9 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use memmap2::{Advice, Mmap, MmapOptions};
+#[cfg(unix)]
+use memmap2::Advice;
+use memmap2::{Mmap, MmapOptions};
 
 use crate::{Error, Result};
 
@@ -104,14 +106,17 @@ impl MappedFile {
 
     /// Starts reading bytes `offset..offset + len` (clipped to the mapping) into the page cache
     /// and returns without waiting (`MADV_WILLNEED`). A hint: a failure is ignored (the read that
-    /// follows faults the pages in as it would have).
+    /// follows faults the pages in as it would have). Off Unix there is no such advice: nothing.
     #[inline]
     pub(crate) fn will_need(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
         if let Some(m) = &self.map
             && offset < m.len()
         {
             let _ = m.advise_range(Advice::WillNeed, offset, len.min(m.len() - offset));
         }
+        #[cfg(not(unix))]
+        let _ = (offset, len);
     }
 
     /// Whether the page holding byte `offset` is in the page cache (true past the end, and off

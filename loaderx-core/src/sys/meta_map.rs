@@ -87,6 +87,10 @@ impl MetaMap {
     /// waiting; a no-op past the table.
     #[inline]
     pub(crate) fn will_need_entry(&self, idx: u32) {
+        // Off Unix there is no such advice: nothing.
+        #[cfg(not(unix))]
+        let _ = idx;
+        #[cfg(unix)]
         if idx < MAX_RECORDS {
             let _ =
                 self.raw.advise_range(memmap2::Advice::WillNeed, ENTRY_SIZE * (1 + idx as usize), ENTRY_SIZE);

@@ -88,6 +88,7 @@ fn a_tensor_named_as_another_tensors_staging_directory_is_refused() {
 }
 
 /// Converts `input` to `out` with the converter `name` of one input file.
+#[cfg(target_os = "linux")]
 fn convert_one(name: &str, input: &Path, out: &Path) -> Result<(), Error> {
     match name {
         "npy" => convert::npy(input, out, WriteOptions::new()).map(drop),
