@@ -1,16 +1,19 @@
-//! The writer's advisory lock: `write.lock`, locked for the writer's life and removed when it
-//! closes, so a closed store leaves no lock file behind.
+//! The locks of a store. The writer's advisory lock: `write.lock`, locked for the writer's life
+//! and removed when it closes, so a closed store leaves no lock file behind. The index's lock:
+//! shared by every handle, taken exclusively by delete, compaction, migration and replacement
+//! ([`Store::exclusive`], [`lock_out_readers`]).
 //!
 //! Removing a lock file is safe only with a check on the way in: a process that opened the file
 //! just before the holder removed it would otherwise lock an orphaned inode while a third
 //! process creates and locks a new file. So the locker, once it holds the lock, checks that the
 //! path still names the file it locked, and starts over when it does not.
 
-use std::fs::{File, TryLockError};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
-use super::files::LOCK_FILE;
-use crate::sys::same_file;
+use super::Store;
+use super::files::{INDEX_FILE, LOCK_FILE, META_FILE};
+use crate::sys::{open_regular, same_file};
 use crate::{Error, Result};
 
 /// Attempts before giving up on a lock file that keeps being replaced under us.
@@ -111,5 +114,88 @@ mod tests {
         assert!(!dir.path().join(LOCK_FILE).exists(), "a released lock leaves no file");
         let b = WriteLock::acquire(dir.path()).unwrap();
         drop(b);
+    }
+}
+
+// ---- The index's lock: shared by every handle, exclusive for delete, compaction, migration
+// and replacement.
+
+impl Store {
+    /// What tells this store from every other on this machine, however its path is spelt
+    /// (through links, `..`, a second name): its index file's device and inode, or where the
+    /// platform has none, its canonical directory.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the index file or directory.
+    pub(crate) fn key(&self) -> Result<StoreKey> {
+        match crate::sys::file_key(&self.index_file).map_err(|e| Error::io("stat", &self.index_path, e))? {
+            Some(k) => Ok(StoreKey::File(k)),
+            None => Ok(StoreKey::Path(
+                std::fs::canonicalize(&self.dir).map_err(|e| Error::io("resolve", &self.dir, e))?,
+            )),
+        }
+    }
+
+    /// Takes the store exclusively across processes for the guard's life; `doing` names the
+    /// operation that needs it ("compacting it"), for the error of a store others have open.
+    pub(super) fn exclusive(&self, doing: &str) -> Result<Exclusive<'_>> {
+        match self.index_file.try_lock() {
+            Ok(()) => Ok(Exclusive(&self.index_file)),
+            Err(e) => {
+                // A failed conversion may have dropped the shared lock: take it back.
+                let _ = self.index_file.lock_shared();
+                match e {
+                    TryLockError::WouldBlock => Err(Error::Locked {
+                        path: self.dir.clone(),
+                        reason: format!("other handles have it open; {doing} needs it alone"),
+                    }),
+                    TryLockError::Error(e) => Err(Error::io("lock", &self.index_path, e)),
+                }
+            }
+        }
+    }
+}
+
+/// Takes the index of the store in `dir` exclusively (none there: nothing to take), so that no
+/// reader has it open while it is removed or replaced; held while the returned file lives.
+///
+/// # Errors
+/// [`Error::Locked`] while a reader (in this process or another) has the store open;
+/// [`Error::Io`] naming the index.
+pub(crate) fn lock_out_readers(dir: &Path) -> Result<Option<File>> {
+    for name in [INDEX_FILE, META_FILE] {
+        let path = dir.join(name);
+        let file = match open_regular(OpenOptions::new().read(true), &path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("open", &path, e)),
+        };
+        return match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(TryLockError::WouldBlock) => Err(Error::Locked {
+                path: dir.to_path_buf(),
+                reason: "readers have it open; replacing it needs it alone".into(),
+            }),
+            Err(TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+        };
+    }
+    Ok(None)
+}
+
+/// A store's identity on this machine ([`Store::key`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum StoreKey {
+    /// The index file's device and inode.
+    File((u64, u64)),
+    /// The canonical directory.
+    Path(PathBuf),
+}
+
+/// Holds the index file's exclusive lock; drops back to shared.
+pub(super) struct Exclusive<'a>(&'a File);
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.lock_shared();
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | module | concern |
 //! | --- | --- |
-//! | `open` | [`Store`]: create, open (the index opened and locked, checked to be the one its path names), the locks |
+//! | `open` | [`Store`]: create, open (the index opened and locked, checked to be the one its path names) |
 //! | `recover` | what an open checks and a writer's open repairs: the frontier (a torn commit's or damage), the chunks, the bytes past the frontier, the manifest |
 //! | `options` | [`StoreOptions`] |
 //! | `append` | append: compress, place, flush, commit |
@@ -22,7 +22,7 @@
 //! | `codec` | per-record zstd contexts and dictionary training |
 //! | `decode` | one record into a gather's destination: checked as the codec table says, copied or decoded |
 //! | `files` | file names, atomic replacement, directory sync |
-//! | `lock` | the writer's lock file |
+//! | `lock` | the writer's lock file, and the index's lock: shared by every handle, exclusive for delete, compaction, migration and replacement ([`StoreKey`](lock::StoreKey): a store's identity) |
 
 mod append;
 mod backing;
@@ -62,11 +62,11 @@ pub(crate) use gather::Resolved;
 #[cfg(feature = "remote")]
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
+pub(crate) use lock::{StoreKey, lock_out_readers};
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::Store;
 pub(crate) use open::trim_index;
-pub(crate) use open::{StoreKey, lock_out_readers};
 pub use options::{OpenMode, StoreOptions};
 pub(crate) use pool::Parallelism;
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};

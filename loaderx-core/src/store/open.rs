@@ -13,7 +13,7 @@ use super::files::{
     refuse_strays, remove_store_files, write_atomic, write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
-use super::lock::WriteLock;
+use super::lock::{WriteLock, lock_out_readers};
 use super::options::StoreOptions;
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
@@ -176,7 +176,7 @@ impl Store {
         Store::open_impl(dir.as_ref(), opts, false)
     }
 
-    /// Opens the store at `dir` as `mode` says ([`OpenMode`]): read-only, read-write (created
+    /// Opens the store at `dir` as `mode` says ([`OpenMode`](super::OpenMode)): read-only, read-write (created
     /// when `dir` holds no store), or created over a store that is there.
     ///
     /// # Errors
@@ -444,84 +444,6 @@ impl Store {
             Some(h) => h.chunk_capacity,
             None => self.opts.capacity_for(Format::V1),
         })
-    }
-
-    /// What tells this store from every other on this machine, however its path is spelt
-    /// (through links, `..`, a second name): its index file's device and inode, or where the
-    /// platform has none, its canonical directory.
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the index file or directory.
-    pub(crate) fn key(&self) -> Result<StoreKey> {
-        match crate::sys::file_key(&self.index_file).map_err(|e| Error::io("stat", &self.index_path, e))? {
-            Some(k) => Ok(StoreKey::File(k)),
-            None => Ok(StoreKey::Path(
-                fs::canonicalize(&self.dir).map_err(|e| Error::io("resolve", &self.dir, e))?,
-            )),
-        }
-    }
-
-    /// Takes the store exclusively across processes for the guard's life; `doing` names the
-    /// operation that needs it ("compacting it"), for the error of a store others have open.
-    pub(super) fn exclusive(&self, doing: &str) -> Result<Exclusive<'_>> {
-        match self.index_file.try_lock() {
-            Ok(()) => Ok(Exclusive(&self.index_file)),
-            Err(e) => {
-                // A failed conversion may have dropped the shared lock: take it back.
-                let _ = self.index_file.lock_shared();
-                match e {
-                    TryLockError::WouldBlock => Err(Error::Locked {
-                        path: self.dir.clone(),
-                        reason: format!("other handles have it open; {doing} needs it alone"),
-                    }),
-                    TryLockError::Error(e) => Err(Error::io("lock", &self.index_path, e)),
-                }
-            }
-        }
-    }
-}
-
-/// Takes the index of the store in `dir` exclusively (none there: nothing to take), so that no
-/// reader has it open while it is removed or replaced; held while the returned file lives.
-///
-/// # Errors
-/// [`Error::Locked`] while a reader (in this process or another) has the store open;
-/// [`Error::Io`] naming the index.
-pub(crate) fn lock_out_readers(dir: &Path) -> Result<Option<File>> {
-    for name in [INDEX_FILE, META_FILE] {
-        let path = dir.join(name);
-        let file = match open_regular(OpenOptions::new().read(true), &path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(Error::io("open", &path, e)),
-        };
-        return match file.try_lock() {
-            Ok(()) => Ok(Some(file)),
-            Err(TryLockError::WouldBlock) => Err(Error::Locked {
-                path: dir.to_path_buf(),
-                reason: "readers have it open; replacing it needs it alone".into(),
-            }),
-            Err(TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
-        };
-    }
-    Ok(None)
-}
-
-/// A store's identity on this machine ([`Store::key`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum StoreKey {
-    /// The index file's device and inode.
-    File((u64, u64)),
-    /// The canonical directory.
-    Path(PathBuf),
-}
-
-/// Holds the index file's exclusive lock; drops back to shared.
-pub(super) struct Exclusive<'a>(&'a File);
-
-impl Drop for Exclusive<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.lock_shared();
     }
 }
 

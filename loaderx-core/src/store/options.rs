@@ -19,7 +19,7 @@ pub struct StoreOptions {
 }
 
 /// How a binding (Python's `Zrecord`, C's `lx_store_open`) opens a store by path: the modes
-/// of Python's `open`, one table for every face ([`Store::open_mode`]).
+/// of Python's `open`, one table for every face ([`Store::open_mode`](crate::Store::open_mode)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
     /// `"r"`: an existing store, read-only.
