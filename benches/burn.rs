@@ -110,7 +110,7 @@ fn loaderx_loader(
 ) -> StepLoader<MnistBatch> {
     StepLoaderBuilder::new()
         .mnist(&stores.0, &stores.1)
-        .batch_size(BATCH as u32)
+        .batch_size(BATCH)
         .mode(SamplerMode::Cyclic)
         .seed(42)
         .threads(2)

@@ -29,8 +29,11 @@ fn main() {
     // 1,024 records per append.
     write_structured_f32(&path, ELEMS, blocks(n, ELEMS * 4, 1024 * ELEMS * 4)).unwrap();
     let source = DenseSource::open(&path).unwrap();
-    let builder =
-        DataLoader::builder().stream("x", source.clone()).batch_size(BATCH).mode(SamplerMode::Cyclic).seed(7);
+    let builder = DataLoader::builder()
+        .stream("x", source.clone())
+        .batch_size(BATCH as usize)
+        .mode(SamplerMode::Cyclic)
+        .seed(7);
     let sampler = builder.clone().build().unwrap().sampler().cloned().expect("an endless loader");
 
     let mut step = 0u64;

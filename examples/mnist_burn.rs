@@ -41,7 +41,7 @@ struct Args {
     dir: PathBuf,
     epochs: usize,
     lr: f64,
-    batch: u32,
+    batch: usize,
 }
 
 fn args() -> Result<Args, String> {

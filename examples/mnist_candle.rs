@@ -34,7 +34,7 @@ struct Args {
     input: PathBuf,
     cache: PathBuf,
     steps: u64,
-    batch: u32,
+    batch: usize,
     seed: u64,
     cuda: bool,
 }

@@ -157,7 +157,7 @@ fn evict_all(ds: &Dataset) -> anyhow::Result<()> {
 fn loader(store: &Path, seed: u64) -> anyhow::Result<loaderx_core::LoaderBuilder> {
     Ok(DataLoader::builder()
         .stream("x", DenseSource::open(store)?)
-        .batch_size(BATCH as u32)
+        .batch_size(BATCH)
         .mode(SamplerMode::Iid)
         .seed(seed)
         .prefetch(PREFETCH))

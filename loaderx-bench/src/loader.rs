@@ -108,7 +108,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report) -> anyhow::Result<()> {
     let typed = source.clone().typed::<f32>()?;
     let builder = DataLoader::builder()
         .stream("x", source)
-        .batch_size(BATCH)
+        .batch_size(BATCH as usize)
         .mode(SamplerMode::Cyclic)
         .seed(7)
         .threads(threads)
@@ -241,8 +241,11 @@ fn mixture(
         write_structured_f32(&path, ELEMS, part)?;
         sources.push((w, DataLoader::builder().stream("x", DenseSource::open(&path)?)));
     }
-    let mixed =
-        LoaderBuilder::mixture(sources)?.batch_size(BATCH).seed(7).threads(threads).prefetch(PREFETCH);
+    let mixed = LoaderBuilder::mixture(sources)?
+        .batch_size(BATCH as usize)
+        .seed(7)
+        .threads(threads)
+        .prefetch(PREFETCH);
     let single = RefCell::new(builder.clone().build()?);
     let mix = RefCell::new(mixed.build()?);
     let t = time_loaders(cfg, threads, &[(SINGLE, &single), (MIXED, &mix)]);
@@ -303,13 +306,13 @@ fn packing(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<
     let mean = write_lognormal_tokens(&path, cfg.records)?;
     let base = DataLoader::builder().open_stream("t", &path).seed(7).threads(threads).prefetch(PREFETCH);
     let packed_with = |pack: Pack| -> anyhow::Result<LoaderBuilder> {
-        Ok(base.clone().pack("t", pack).batch_size(PACK_ROWS))
+        Ok(base.clone().pack("t", pack).batch_size(PACK_ROWS as usize))
     };
     let packed = |split: bool| packed_with(Pack::new(PACK_L).split(split));
     let uncached = || packed_with(Pack::new(PACK_L).cache_lengths(false));
     // As many samples per padded batch as a packed batch holds on average.
     let per_batch = ((f64::from(PACK_ROWS * PACK_L) / mean).round() as u32).max(1);
-    let padded = base.clone().pad("t", Pad::longest()).batch_size(per_batch);
+    let padded = base.clone().pad("t", Pad::longest()).batch_size(per_batch as usize);
     let bucketed = padded.clone().bucket("t", 32);
     let fill = |b: &LoaderBuilder, mask: &str| -> anyhow::Result<f64> {
         let mut l = b.clone().build()?;
@@ -421,7 +424,7 @@ fn ragged(cfg: &Config, report: &mut Report, threads: usize) -> anyhow::Result<(
     let data = RaggedDataset::<i32>::open(&path)?;
     let builder = DataLoader::builder()
         .open_stream("t", &path)
-        .batch_size(BATCH)
+        .batch_size(BATCH as usize)
         .seed(3)
         .threads(threads)
         .prefetch(PREFETCH);

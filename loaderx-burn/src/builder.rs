@@ -121,25 +121,15 @@ where
     where
         D: Dataset<I> + 'static,
     {
-        let built = u32::try_from(self.batch_size)
-            .map_err(|_| {
-                Error::Core(loaderx_core::Error::Config {
-                    what: "batch_size",
-                    reason: format!("a batch of {} items", self.batch_size),
-                })
-            })
-            .and_then(|batch| {
-                let mut b = StepLoaderBuilder::new()
-                    .batch_size(batch)
-                    .seed(self.shuffle.unwrap_or(0))
-                    .pass(if self.shuffle.is_some() { Pass::shuffled() } else { Pass::ordered() })
-                    .threads(self.num_workers.unwrap_or(1).max(1));
-                if let Some(d) = &self.device {
-                    b = b.device(d);
-                }
-                b.build_batcher(dataset, Shared(self.batcher))
-            });
-        Ok(Arc::new(built?))
+        let mut b = StepLoaderBuilder::new()
+            .batch_size(self.batch_size)
+            .seed(self.shuffle.unwrap_or(0))
+            .pass(if self.shuffle.is_some() { Pass::shuffled() } else { Pass::ordered() })
+            .threads(self.num_workers.unwrap_or(1).max(1));
+        if let Some(d) = &self.device {
+            b = b.device(d);
+        }
+        Ok(Arc::new(b.build_batcher(dataset, Shared(self.batcher))?))
     }
 }
 

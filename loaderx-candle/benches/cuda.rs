@@ -71,14 +71,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             drop(x);
         }
         let pageable = gbps(bytes * steps, t.elapsed().as_secs_f64());
-        let builder = || {
-            DataLoader::builder()
-                .open_stream("x", &path)
-                .batch_size(batch as u32)
-                .seed(1)
-                .threads(4)
-                .prefetch(2)
-        };
+        let builder =
+            || DataLoader::builder().open_stream("x", &path).batch_size(batch).seed(1).threads(4).prefetch(2);
         let mut old = CandleLoader::new(builder(), Converter::new(&device))?;
         old.next_batch()?;
         let t = Instant::now();
@@ -127,8 +121,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     device.synchronize()?;
     let alone = t.elapsed().as_secs_f64() / steps as f64;
     let batch = (16usize << 20) / (RECORD_ELEMS * 4);
-    let builder =
-        DataLoader::builder().open_stream("x", &path).batch_size(batch as u32).threads(4).prefetch(2);
+    let builder = DataLoader::builder().open_stream("x", &path).batch_size(batch).threads(4).prefetch(2);
     let mut loader = CudaLoader::new(builder, &device)?;
     loader.next_batch()?;
     let t = Instant::now();

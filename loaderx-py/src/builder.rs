@@ -12,7 +12,7 @@ use crate::loader::Loader;
 use crate::sampler::mode;
 
 /// The seed's defaults, for settings neither given nor taken from a saved state.
-const DEFAULT_BATCH_SIZE: u32 = 256;
+const DEFAULT_BATCH_SIZE: usize = 256;
 const DEFAULT_SEED: u64 = 42;
 
 /// A stream given to the loader: a dense or a ragged dataset.
@@ -25,7 +25,7 @@ enum Stream<'py> {
 /// The settings a saved state decides: those given are checked against it at `build`.
 #[derive(Debug, Clone, Default)]
 struct Given {
-    batch_size: Option<u32>,
+    batch_size: Option<usize>,
     mode: Option<SamplerMode>,
     seed: Option<u64>,
     start_step: Option<u64>,
@@ -95,7 +95,7 @@ impl Builder {
     }
 
     /// The global batch size (default 256).
-    fn batch_size(mut slf: PyRefMut<'_, Self>, n: u32) -> PyRefMut<'_, Self> {
+    fn batch_size(mut slf: PyRefMut<'_, Self>, n: usize) -> PyRefMut<'_, Self> {
         slf.given.batch_size = Some(n);
         slf
     }
@@ -205,7 +205,7 @@ impl Builder {
 fn contradictions(saved: &LoaderState, g: &Given) -> PyResult<()> {
     let s = &saved.sampler;
     let mut clash = Vec::new();
-    if let Some(b) = g.batch_size.filter(|&b| b != s.batch_size) {
+    if let Some(b) = g.batch_size.filter(|&b| b != s.batch_size as usize) {
         clash.push(format!("batch_size={b} (the state's is {})", s.batch_size));
     }
     if let Some(m) = g.mode.filter(|&m| m != s.mode) {

@@ -151,7 +151,7 @@ impl StepLoaderBuilder {
     }
 
     /// Global batch size, summed over ranks (default 32).
-    pub fn batch_size(self, n: u32) -> Self {
+    pub fn batch_size(self, n: usize) -> Self {
         self.map_core(|b| b.batch_size(n))
     }
 

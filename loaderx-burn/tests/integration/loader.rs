@@ -11,7 +11,7 @@ use loaderx_core::{SamplerConfig, SamplerMode};
 
 use crate::common::{Items, device, mnist_train, write_xy};
 
-fn dense(n: usize, batch: u32) -> (tempfile::TempDir, StepLoaderBuilder) {
+fn dense(n: usize, batch: usize) -> (tempfile::TempDir, StepLoaderBuilder) {
     let dir = tempfile::tempdir().unwrap();
     let (x, y) = write_xy(dir.path(), n);
     let b = StepLoaderBuilder::new()

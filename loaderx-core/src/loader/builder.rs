@@ -422,10 +422,23 @@ impl LoaderBuilder {
         self.choose(Chosen::Pass(finite))
     }
 
-    /// Global batch size, summed over ranks (default 32).
-    pub fn batch_size(mut self, n: u32) -> Self {
-        self.batch_size = n;
-        self
+    /// Global batch size, summed over ranks (default 32): a `usize`, as burn's and candle's
+    /// sizes are.
+    ///
+    /// # Errors
+    /// `build` reports [`Error::Config`] for a batch of more than `u32::MAX` records (the
+    /// sampler's index space).
+    pub fn batch_size(mut self, n: usize) -> Self {
+        match u32::try_from(n) {
+            Ok(n) => {
+                self.batch_size = n;
+                self
+            }
+            Err(_) => self.refuse(Error::Config {
+                what: "batch_size",
+                reason: format!("a batch of {n} records is more than the sampler's {}", u32::MAX),
+            }),
+        }
     }
 
     /// Sampling mode (default cyclic: shuffled without replacement).

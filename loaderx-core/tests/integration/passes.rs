@@ -58,7 +58,7 @@ fn ranks_together_see_every_record_once() {
         for rank in 0..world {
             let builder = DataLoader::builder()
                 .stream("id", ids(n))
-                .batch_size(batch)
+                .batch_size(batch as usize)
                 .shard(rank, world)
                 .seed(3)
                 .pass(Pass::shuffled());
@@ -167,7 +167,7 @@ fn ranks_agree_on_the_run_fingerprint_and_their_union_is_the_global_batch() {
 #[test]
 fn a_changed_global_batch_resumes_from_the_samples_consumed() {
     let base = |b: u32, mode: SamplerMode| {
-        DataLoader::builder().stream("id", ids(5000)).batch_size(b).seed(3).mode(mode)
+        DataLoader::builder().stream("id", ids(5000)).batch_size(b as usize).seed(3).mode(mode)
     };
     let old_batch = |mode, step: u64| -> Vec<u32> {
         rows(&base(48, mode).start_step(step).build().unwrap().next_batch().unwrap().unwrap())
