@@ -299,3 +299,18 @@ def test_from_numpy_never_replaces_what_is_not_a_dataset(tmp_path):
     from_numpy(tmp_path / "ds", np.arange(3, dtype=np.int32))
     assert DenseDataset(tmp_path / "ds")[:].tolist() == [0, 1, 2]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "myproject", "plain.bin"]
+
+
+def test_pad_refuses_mixed_dtypes_and_rows_of_no_bytes():
+    # No silent cast (int64 -1 would become uint8 255) and no panic on zero-width rows.
+    with pytest.raises(ValueError, match="record 1 is int64; record 0 is uint8"):
+        pad([np.array([1, 2], np.uint8), np.array([-1, 300], np.int64)])
+    with pytest.raises(ValueError, match="hold no values"):
+        pad([np.zeros((5, 0), np.float32)])
+
+
+def test_from_iterator_refuses_rows_of_no_bytes(tmp_path):
+    # A record of zero-width rows holds no bytes, so its row count could not be kept.
+    with pytest.raises(ValueError, match="hold no bytes"):
+        from_iterator(tmp_path / "zw", [np.zeros((5, 0), np.float32), np.zeros((3, 0), np.float32)])
+    assert not (tmp_path / "zw").exists() and not (tmp_path / "zw.partial").exists()

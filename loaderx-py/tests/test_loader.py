@@ -357,3 +357,38 @@ print("closed:", loader.closed)
 """)
     assert "refused: a loader's transform cannot use its own loader" in out, out
     assert "closed: True" in out, out
+
+
+def test_worker_and_prefetch_counts_past_the_limits_are_value_errors(tmp_path):
+    from_numpy(tmp_path / "x", np.arange(40, dtype=np.float32).reshape(10, 4))
+    ds = DenseDataset(tmp_path / "x")
+    for kwargs in ({"num_workers": 2**32 - 1}, {"prefetch_size": 2**32 - 1}):
+        with pytest.raises(ValueError, match="at most 1024"):
+            DataLoader({"x": ds}, batch_size=4, **kwargs)
+
+
+def test_a_loader_dropped_inside_its_own_transform_does_not_panic(tmp_path):
+    import gc
+    import time
+
+    from_numpy(tmp_path / "x", np.arange(400, dtype=np.float32).reshape(100, 4))
+    ds = DenseDataset(tmp_path / "x")
+    holder = []
+    errors = []
+
+    def t(b):
+        time.sleep(0.02)
+        if holder:
+            try:
+                x = holder.pop()
+                del x  # the last reference goes away on a prefetch thread
+            except BaseException as e:  # a PanicException is a BaseException
+                errors.append(repr(e))
+        return b
+
+    dl = DataLoader({"x": ds}, batch_size=4, num_workers=2, transform=t)
+    holder.append(dl)
+    del dl
+    gc.collect()
+    time.sleep(1)
+    assert not holder and not errors, errors

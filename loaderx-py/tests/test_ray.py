@@ -428,6 +428,22 @@ def test_a_directory_of_the_users_named_as_a_column_is_never_replaced(tmp_path):
     assert sorted(os.listdir(out / "x")) == ["precious.txt"]
 
 
+def test_a_users_files_in_the_parts_folder_are_never_removed(tmp_path):
+    # A commit removes the parts an older write left, and nothing else of the parts folder.
+    from loaderx.ray import write_loaderx
+
+    out = tmp_path / "out"
+    write_loaderx(ray.data.from_items([{"x": np.float32(i)} for i in range(10)]), out)
+    old_parts = set(os.listdir(out / "_parts" / "x"))
+    (out / "_parts" / "x" / "notes.txt").write_text("mine")
+    (out / "_parts" / "x" / "my_assembly").mkdir()
+    (out / "_parts" / "x" / "my_assembly" / "part.step").write_text("mine")
+    write_loaderx(ray.data.from_items([{"x": np.float32(i)} for i in range(10)]), out)
+    now = set(os.listdir(out / "_parts" / "x"))
+    assert {"notes.txt", "my_assembly"} <= now and not (old_parts & now), now
+    assert (out / "_parts" / "x" / "my_assembly" / "part.step").read_text() == "mine"
+
+
 def test_two_writes_into_one_output_at_once_are_refused_not_mixed(tmp_path):
     from loaderx.ray import LoaderxDatasink
 

@@ -383,6 +383,9 @@ impl RaggedArray {
         if let Some(k) = offsets.windows(2).position(|w| w[1] < w[0]) {
             return bad(format!("offset {} is below offset {k}", k + 1));
         }
+        if row == Some(0) {
+            return bad(format!("rows of shape {row_shape:?} hold no values"));
+        }
         let rows = *offsets.last().unwrap_or(&0);
         if row.and_then(|r| rows.checked_mul(r)) != Some(values.len()) {
             return bad(format!(

@@ -92,6 +92,13 @@ impl Schema {
             return Some(format!("a shape of {} dimensions has more than {MAX_DIMS}", self.shape.len()));
         }
         let elems = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        // A ragged record is its rows' bytes: rows of no bytes would lose its row count.
+        if self.kind == Kind::Ragged && elems == Some(0) {
+            return Some(format!(
+                "rows of shape {:?} hold no bytes, so a record's row count would be lost",
+                self.shape
+            ));
+        }
         match elems.and_then(|e| e.checked_mul(self.dtype.size())) {
             Some(b) if b <= crate::format::v2::MAX_RECORD_SIZE => None,
             _ => Some(format!("shape {:?} of {} is larger than a record can be", self.shape, self.dtype)),
@@ -260,6 +267,10 @@ mod tests {
             (Schema::dense(DType::U8, vec![usize::MAX, 2]), false),
             (Schema::dense(DType::F32, vec![0, usize::MAX]), true),
             (Schema::ragged(DType::U16, vec![]), true),
+            // Ragged rows of no bytes: a record's row count would be lost.
+            (Schema::ragged(DType::F32, vec![0]), false),
+            (Schema::ragged(DType::F32, vec![3, 0]), false),
+            (Schema::dense(DType::F32, vec![65; 65]), false),
         ] {
             let decoded = Schema::decode(&s.encode(), at);
             assert_eq!(s.validate().is_ok(), fits, "{s}");

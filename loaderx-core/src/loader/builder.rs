@@ -505,7 +505,16 @@ impl LoaderBuilder {
     }
 
     /// Prefetch threads (default: the number of cores, at most 8).
+    ///
+    /// # Errors
+    /// `build` reports [`Error::Config`] for more than 1,024 threads.
     pub fn threads(mut self, n: usize) -> Self {
+        if n > MAX_THREADS {
+            return self.refuse(Error::Config {
+                what: "threads",
+                reason: format!("{n} prefetch threads; a loader runs at most {MAX_THREADS}"),
+            });
+        }
         self.threads = n.max(1);
         self
     }
@@ -514,11 +523,26 @@ impl LoaderBuilder {
     /// at most `threads * (depth + 1)` steps ahead of the one the consumer waits for. Small,
     /// fast batches (tens of microseconds each) gain from 4–8, which absorbs the consumer's
     /// wake-ups; large ones cost `depth` batches of memory per thread.
+    ///
+    /// # Errors
+    /// `build` reports [`Error::Config`] for a depth over 1,024.
     pub fn prefetch(mut self, depth: usize) -> Self {
+        if depth > MAX_PREFETCH {
+            return self.refuse(Error::Config {
+                what: "prefetch",
+                reason: format!("{depth} batches ahead per thread; a loader keeps at most {MAX_PREFETCH}"),
+            });
+        }
         self.prefetch = depth.max(1);
         self
     }
 }
+
+/// The most prefetch threads a loader runs: its window of steps in flight (`threads * (depth
+/// + 1)`) is sized when it is built, and each thread is an OS thread.
+const MAX_THREADS: usize = 1024;
+/// The most batches a prefetch thread keeps ready ahead of the consumer.
+const MAX_PREFETCH: usize = 1024;
 
 /// The order a builder's setters chose: the endless sampler unless one of [`LoaderBuilder::pass`],
 /// [`mixture`](LoaderBuilder::mixture), [`pack`](LoaderBuilder::pack) or

@@ -106,8 +106,13 @@ impl<O: Send + 'static> Prefetcher<O> {
 impl<O> Drop for Prefetcher<O> {
     fn drop(&mut self) {
         self.window.stop();
+        // Dropped on one of its own threads (the last handle let go inside a transform): that
+        // thread is not joined (it would wait for itself); it ends when its step returns.
+        let me = std::thread::current().id();
         for h in self.workers.drain(..) {
-            let _ = h.join();
+            if h.thread().id() != me {
+                let _ = h.join();
+            }
         }
     }
 }

@@ -201,6 +201,10 @@ impl Store {
             .collect::<Result<_>>()?;
         if durable {
             self.sync_chunks(tail_chunk..=frontier.0, frontier.0 != tail_chunk)?;
+        } else if frontier.0 != tail_chunk {
+            // The header is about to name the frontier's chunk: it exists (not yet synced)
+            // before it does, as every chunk up to the tail must for an open to succeed.
+            self.chunks.get(frontier.0)?;
         }
 
         // Then the entries (or the blocks' checksums), then the count.
@@ -280,6 +284,10 @@ impl Store {
     /// # Errors
     /// [`Error::ReadOnly`]; [`Error::Io`] naming the file that failed to sync.
     pub fn sync(&self) -> Result<()> {
+        self.sync_impl()
+    }
+
+    fn sync_impl(&self) -> Result<()> {
         let writer = self.writer()?;
         let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
@@ -371,4 +379,19 @@ fn pieces_of(entries: &[Entry]) -> Vec<Range<usize>> {
     }
     pieces.push(start..entries.len());
     pieces
+}
+
+/// A writer with deferred syncs makes what it appended durable when it is dropped (best effort:
+/// a drop cannot report a failure), so a handle let go without `sync` leaves the store as its
+/// last `sync` would, not one whose manifest lags its header.
+impl Drop for Store {
+    fn drop(&mut self) {
+        let unsynced = self
+            .writer
+            .as_ref()
+            .is_some_and(|w| w.unsynced.lock().unwrap_or_else(|e| e.into_inner()).is_some());
+        if unsynced {
+            let _ = self.sync_impl();
+        }
+    }
 }

@@ -273,6 +273,22 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>> {
     read_capped(&dir.join(MANIFEST_FILE), crate::format::v2::manifest_len(files.max(1)))
 }
 
+/// Whether `dir` holds a store to replace: an `index.zr` or `meta.zr` that is a regular file
+/// beginning with its format's magic (a damaged store still has it). A file of that name
+/// holding anything else is a stray ([`refuse_strays`]), never taken for a store.
+pub(crate) fn holds_a_store(dir: &Path) -> bool {
+    [(INDEX_FILE, crate::format::v2::MAGIC), (META_FILE, crate::format::MAGIC)].into_iter().any(
+        |(name, magic)| {
+            let path = dir.join(name);
+            std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+                && crate::sys::open_regular(File::options().read(true), &path).is_ok_and(|f| {
+                    let mut head = [0u8; 4];
+                    crate::sys::read_exact_at(&f, &mut head, 0).is_ok() && head == magic
+                })
+        },
+    )
+}
+
 /// Removes a store's own files from `dir` ([`is_store_file`]), its index last.
 ///
 /// # Errors

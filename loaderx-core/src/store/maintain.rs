@@ -109,16 +109,29 @@ impl Store {
         sync_dir(&self.dir)
     }
 
+    /// The most stored bytes of any record the index holds (a fixed stride's record size).
+    fn largest_stored(&self) -> Result<u64> {
+        if let Some(stride) = self.index.stride() {
+            return Ok(stride.record_size);
+        }
+        let (len, mut largest, mut first) = (self.len(), 0u64, 0u64);
+        while first < len {
+            let end = first.saturating_add(1 << 16).min(len);
+            largest =
+                self.index.entries(first, end)?.iter().map(|e| u64::from(e.stored)).fold(largest, u64::max);
+            first = end;
+        }
+        Ok(largest)
+    }
+
     /// Re-applies a journal a crash left behind (idempotent).
     pub(super) fn recover(&self) -> Result<()> {
         let path = self.dir.join(JOURNAL_FILE);
         // A journal holds its header, at most a row (40 bytes at most) per record, and the bytes
-        // of one compaction batch: at most MOVE_BATCH_BYTES and the one record that crossed it
-        // (no larger than the format allows or a chunk holds).
-        let record_max = match self.format() {
-            Format::V1 => crate::format::MAX_RECORD_SIZE as u64,
-            Format::V2 => self.chunk_capacity()?.min(crate::format::v2::MAX_RECORD_SIZE as u64),
-        };
+        // of one compaction batch: at most MOVE_BATCH_BYTES and the one record that crossed it,
+        // no larger than the largest the index holds (a record may be larger than a chunk's
+        // capacity: it then has a chunk to itself).
+        let record_max = self.largest_stored()?;
         let cap = self
             .len()
             .saturating_add(1)

@@ -9,8 +9,8 @@ use super::chunk::Chunks;
 use super::codec::Dictionary;
 use super::cold::Residency;
 use super::files::{
-    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, create_chunk_zero, read_capped,
-    refuse_strays, remove_store_files, write_atomic, write_atomic_with,
+    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, create_chunk_zero, holds_a_store,
+    read_capped, refuse_strays, remove_store_files, write_atomic, write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
 use super::lock::{WriteLock, lock_out_readers};
@@ -128,7 +128,7 @@ impl Store {
         // The writer lock before anything is looked at or touched: a live writer's store (or
         // another creator's) is `Locked`, with or without overwrite, never removed under it.
         let lock = WriteLock::acquire(dir)?;
-        if dir.join(META_FILE).exists() || dir.join(INDEX_FILE).exists() {
+        if holds_a_store(dir) {
             if !opts.overwrite {
                 return Err(Error::AlreadyExists { path: dir.to_path_buf() });
             }

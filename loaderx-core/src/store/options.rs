@@ -26,8 +26,9 @@ pub enum OpenMode {
     Read,
     /// `"a"`: an existing store read-write, or a new one where there is none.
     Append,
-    /// `"w"`: a new store, replacing a store that is there (only a store: anything else at the
-    /// path is refused).
+    /// `"w"`: a new store, replacing a store that is there (an `index.zr` or `meta.zr` with its
+    /// format's magic). Files a store would overwrite that are not a store's are refused; other
+    /// files in the directory are left as they are.
     Create,
 }
 

@@ -99,10 +99,20 @@ fn a_stuck_step_holds_up_only_itself_the_other_threads_take_the_rest_of_the_wind
     }
 }
 
+/// An absurd prefetch depth or thread count is refused at build, naming the setting (it sized
+/// the window of steps in flight: an abort, or memory growing without bound); the largest
+/// accepted neither overflows nor stalls.
 #[test]
-fn an_absurd_prefetch_depth_neither_overflows_nor_stalls() {
+fn an_absurd_prefetch_depth_is_refused_and_the_largest_neither_overflows_nor_stalls() {
     let dir = tempfile::tempdir().unwrap();
-    let mut loader = streams(dir.path(), 500).batch_size(10).threads(2).prefetch(usize::MAX).build().unwrap();
+    let b = streams(dir.path(), 500).batch_size(10);
+    for (what, builder) in
+        [("prefetch", b.clone().prefetch(usize::MAX)), ("threads", b.clone().threads(1 << 32))]
+    {
+        let Err(e) = builder.build() else { panic!("{what}: refused") };
+        assert!(matches!(&e, Error::Config { what: w, .. } if *w == what), "{e}");
+    }
+    let mut loader = b.threads(2).prefetch(1024).build().unwrap();
     for s in 0..5 {
         assert_eq!(loader.next_batch().unwrap().unwrap().step(), s);
     }

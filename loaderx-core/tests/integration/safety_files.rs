@@ -372,3 +372,70 @@ fn a_fifo_under_a_store_files_name_is_refused_not_waited_on() {
         }
     }
 }
+
+/// A file named `index.zr` that is not a store's (no format magic) is a stray: a create with
+/// overwrite refuses it and touches nothing, rather than taking the directory for a store and
+/// removing the user's `N.zr` files beside it.
+#[test]
+fn an_index_zr_without_the_magic_is_no_store_to_replace() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("u");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("index.zr"), b"not a store").unwrap();
+    std::fs::write(d.join("2.zr"), b"season 2").unwrap();
+    std::fs::write(d.join("notes.txt"), b"keep").unwrap();
+    let before = snapshot(&d);
+    let e = Store::create(&d, StoreOptions::new().overwrite(true)).unwrap_err();
+    assert!(matches!(&e, Error::NotReplaceable { .. }), "{e}");
+    assert_eq!(snapshot(&d), before, "nothing touched");
+}
+
+/// A record larger than the chunk capacity (it has a chunk to itself) in a compaction's journal:
+/// the journal's cap allows the largest record the index holds, so a killed compaction's honest
+/// journal replays.
+#[test]
+fn a_journal_moving_a_record_larger_than_a_chunk_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let big = vec![7u8; 40 << 20];
+    let store = Store::create(&s, StoreOptions::new().chunk_capacity(1 << 20)).unwrap();
+    store.append(&[vec![1u8; 100], big.clone(), vec![2u8; 100]], Codec::Raw).unwrap();
+    drop(store);
+    let (file, at) = crate::common::entry_at(&s, 1);
+    let raw: [u8; v2::ENTRY_SIZE] =
+        std::fs::read(&file).unwrap()[at as usize..at as usize + v2::ENTRY_SIZE].try_into().unwrap();
+    let j = loaderx_core::format::Journal::Move {
+        entries: vec![(1, v2::Entry::decode_unchecked(&raw))],
+        data: big,
+    };
+    std::fs::write(s.join("journal.zr"), j.encode(loaderx_core::format::Format::V2)).unwrap();
+    let w = Store::open_rw(&s, StoreOptions::new()).unwrap();
+    assert!(!s.join("journal.zr").exists(), "replayed and removed");
+    assert_eq!(w.get(2).unwrap(), vec![2u8; 100]);
+    assert!(w.verify().unwrap().is_ok());
+}
+
+/// A deferred-sync writer whose records end exactly at a chunk's capacity: readers open the
+/// store while it writes (the frontier's chunk exists), and a handle dropped without `sync`
+/// leaves it as a sync would (its manifest written).
+#[test]
+fn a_deferred_store_at_a_chunk_boundary_opens_and_a_dropped_writer_syncs() {
+    for opts in [
+        StoreOptions::new(),
+        StoreOptions::new().fixed_stride(1),
+        StoreOptions::new().layout(Layout::Compact),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = dir.path().join("s");
+        let w = Store::create(&s, opts.chunk_capacity(8).deferred_sync(true)).unwrap();
+        w.append(&records(8, 1), Codec::Raw).unwrap();
+        assert_eq!(Store::open(&s).unwrap().len(), 8, "a reader while the writer is open");
+        w.append(&records(5, 1), Codec::Raw).unwrap();
+        drop(w);
+        let r = Store::open(&s).unwrap();
+        assert_eq!(r.len(), 13);
+        assert!(r.verify().unwrap().is_ok(), "{:?}", r.verify().unwrap());
+        drop(r);
+        assert_eq!(Store::open_rw(&s, StoreOptions::new()).unwrap().len(), 13);
+    }
+}

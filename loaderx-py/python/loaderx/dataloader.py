@@ -141,7 +141,7 @@ class DataLoader:
             b.start_step(start_step)
         self._native = b.build(transform)
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
-        self._finalizer = weakref.finalize(self, self._native.close)
+        self._finalizer = weakref.finalize(self, _close_at_collection, self._native)
         self.batch_size: int = self._native.batch_size()
 
     def __iter__(self) -> "DataLoader":
@@ -197,6 +197,15 @@ class DataLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _close_at_collection(native: Any) -> None:
+    """Closes a collected loader's threads; collected inside its own transform (its last
+    reference let go on one of its threads), the native loader stops them when it is dropped."""
+    try:
+        native.close()
+    except RuntimeError:
+        pass
 
 
 def _streams(datasets: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -184,6 +184,9 @@ def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None
     for i, r in enumerate(arrays):
         if r.ndim == 0 or r.shape[1:] != row_shape:
             raise ValueError(f"record {i} has rows of shape {r.shape[1:]}; record 0's are {row_shape}")
+        # Never cast silently (int64 -1 would become uint8 255): one dtype, in either byte order.
+        if r.dtype.newbyteorder("=") != dtype:
+            raise ValueError(f"record {i} is {r.dtype}; record 0 is {first.dtype}: pad takes records of one dtype")
     lengths = np.fromiter((len(r) for r in arrays), dtype=np.int64, count=len(arrays))
     if length is not None:
         check_int("length", length, 0, 2**63)

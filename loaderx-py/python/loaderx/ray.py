@@ -34,6 +34,7 @@ parts no set names, and on failure this write's own parts, are removed.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -288,7 +289,9 @@ class LoaderxDatasink(Datasink):
         for c in first["columns"]:
             folder = os.path.join(self.path, PARTS_DIR, c)
             for entry in os.listdir(folder):
-                if entry not in names:
+                # Only an older write's part (the sink's name for one, a loaderx dataset): a
+                # user's file or directory in the parts folder is never removed.
+                if entry not in names and _is_old_part(os.path.join(folder, entry), entry):
                     _remove(os.path.join(folder, entry))
 
     def _commit_remote(self, results: list[dict[str, Any]], columns: list[str]) -> None:
@@ -301,7 +304,7 @@ class LoaderxDatasink(Datasink):
         names = {r["name"] for r in results}
         for c in columns:
             for entry in _native.list_remote_dirs(f"{parts_url}/{c}", self.remote):
-                if entry not in names:
+                if entry not in names and _PART.fullmatch(entry):
                     _native.remove_remote(f"{parts_url}/{c}/{entry}", self.remote)
 
     def on_write_failed(self, error: Exception) -> None:
@@ -330,6 +333,30 @@ class LoaderxDatasink(Datasink):
         for entry in os.listdir(self.path) if os.path.isdir(self.path) else []:
             if entry.startswith(".") and entry.endswith(f".set-{self.run}"):
                 _remove(os.path.join(self.path, entry))
+
+
+# The name the sink gives a part: `part-<run>-<task>-<nonce>` (see `write`), and the staging
+# directory of one a killed task left (`.partial`).
+_PART = re.compile(r"part-[0-9a-f]{12}-[0-9]{5,}-[0-9a-f]{8}(\.partial)?")
+
+
+def _is_old_part(path: str, name: str) -> bool:
+    """Whether ``path`` is a part an earlier write (or a killed task) left: the sink's name, a
+    real directory (not a link) holding nothing but a dataset's files, its schema among them
+    unless it is a staging directory."""
+    if not _PART.fullmatch(name) or os.path.islink(path) or not os.path.isdir(path):
+        return False
+    entries = os.listdir(path)
+    staging = name.endswith(".partial")
+    return (staging or "schema.msgpack" in entries) and all(_is_dataset_file(e) for e in entries)
+
+
+def _is_dataset_file(name: str) -> bool:
+    """A file a loaderx dataset directory holds (a store's files, its schema, image classes)."""
+    if name in {"schema.msgpack", "index.zr", "meta.zr", "manifest.zr", "dict.zr", "journal.zr", "write.lock", "convert.lock", "classes.txt"}:
+        return True
+    stem = name[:-3] if name.endswith(".zr") else None
+    return (stem is not None and stem.isdigit()) or name.endswith(".tmp")
 
 
 def _remove(path: str) -> None:
