@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::batch::Batch;
-use super::builder::{Chosen, LoaderBuilder, MIXTURE_WHOLE, PACKED_ALONE};
+use super::builder::LoaderBuilder;
+use super::chosen::{Chosen, MIXTURE_WHOLE, PACKED_ALONE};
 use super::data_loader::{BoxError, DataLoader, Transform};
 use super::order::Order;
 use super::pack::PackConfig;

@@ -15,6 +15,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | `builder` | [`LoaderBuilder`], [`LoaderState`] and the data fingerprint |
+//! | `chosen` | the order a builder's setters chose, one of them, and why each stands alone |
 //! | `data_loader` | [`DataLoader`]: one step = gather every stream + the transform |
 //! | `batch` | [`Batch`] and the pool that recycles its buffers |
 //! | `prefetch` | [`Prefetcher`]: threads producing steps in order, for any per-step function |
@@ -32,6 +33,7 @@ mod batch;
 mod bucket;
 mod build;
 mod builder;
+mod chosen;
 mod data_loader;
 mod launch;
 mod order;
