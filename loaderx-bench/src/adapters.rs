@@ -48,7 +48,7 @@ pub(crate) fn run(cfg: &Config, report: &mut Report, shared: &Shared<'_>) -> any
     let typed: DenseDataset<f32> = shared.source.clone().typed()?;
     let builder = DataLoader::builder()
         .stream("x", shared.source.clone())
-        .batch_size(BATCH)
+        .batch_size(BATCH as usize)
         .mode(SamplerMode::Cyclic)
         .seed(7)
         .threads(shared.threads);
