@@ -62,8 +62,9 @@ extern "C" {
 
 /* Open modes. */
 #define LX_OPEN_READ   0 /* an existing store, read-only */
-#define LX_OPEN_APPEND 1 /* read-write; created (empty) when the path does not exist */
-#define LX_OPEN_CREATE 2 /* a new empty store; one already at the path is replaced */
+#define LX_OPEN_APPEND 1 /* read-write; created (empty) when the path holds no store */
+#define LX_OPEN_CREATE 2 /* a new empty store; a store already at the path is replaced
+                            (other files a store would overwrite: LX_ERR_ALREADY_EXISTS) */
 
 /* Formats (for creating; 0 is the default, v2). */
 #define LX_FORMAT_DEFAULT 0
