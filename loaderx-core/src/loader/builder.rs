@@ -510,11 +510,8 @@ impl LoaderBuilder {
     /// # Errors
     /// `build` reports [`Error::Config`] for more than 1,024 threads.
     pub fn threads(mut self, n: usize) -> Self {
-        if n > MAX_THREADS {
-            return self.refuse(Error::Config {
-                what: "threads",
-                reason: format!("{n} prefetch threads; a loader runs at most {MAX_THREADS}"),
-            });
+        if let Err(e) = check_threads(n) {
+            return self.refuse(e);
         }
         self.threads = n.max(1);
         self
@@ -528,15 +525,35 @@ impl LoaderBuilder {
     /// # Errors
     /// `build` reports [`Error::Config`] for a depth over 1,024.
     pub fn prefetch(mut self, depth: usize) -> Self {
-        if depth > MAX_PREFETCH {
-            return self.refuse(Error::Config {
-                what: "prefetch",
-                reason: format!("{depth} batches ahead per thread; a loader keeps at most {MAX_PREFETCH}"),
-            });
+        if let Err(e) = check_prefetch(depth) {
+            return self.refuse(e);
         }
         self.prefetch = depth.max(1);
         self
     }
+}
+
+/// [`Error::Config`] for more than [`MAX_THREADS`] prefetch threads (every face that starts
+/// prefetch threads checks this one rule).
+pub(super) fn check_threads(n: usize) -> Result<()> {
+    if n > MAX_THREADS {
+        return Err(Error::Config {
+            what: "threads",
+            reason: format!("{n} prefetch threads; a loader runs at most {MAX_THREADS}"),
+        });
+    }
+    Ok(())
+}
+
+/// [`Error::Config`] for a prefetch depth over [`MAX_PREFETCH`].
+pub(super) fn check_prefetch(depth: usize) -> Result<()> {
+    if depth > MAX_PREFETCH {
+        return Err(Error::Config {
+            what: "prefetch",
+            reason: format!("{depth} batches ahead per thread; a loader keeps at most {MAX_PREFETCH}"),
+        });
+    }
+    Ok(())
 }
 
 /// The most prefetch threads a loader runs: its window of steps in flight (`threads * (depth

@@ -60,12 +60,15 @@ impl<O: Send + 'static> Prefetcher<O> {
     /// from `start` on with `produce`, each thread at most `depth` (at least one) steps ahead.
     ///
     /// # Errors
-    /// [`Error::LoaderStopped`] when a thread cannot be started (the ones already started are
-    /// stopped).
+    /// [`Error::Config`] for more than 1,024 threads or a depth over 1,024 (the loader
+    /// builder's limits); [`Error::LoaderStopped`] when a thread cannot be started (the ones
+    /// already started are stopped).
     pub fn spawn<F>(name: &str, threads: usize, depth: usize, start: u64, produce: F) -> Result<Prefetcher<O>>
     where
         F: Fn(u64) -> Result<O> + Send + Sync + 'static,
     {
+        super::builder::check_threads(threads)?;
+        super::builder::check_prefetch(depth)?;
         let threads = threads.max(1);
         let size = threads.saturating_mul(depth.max(1).saturating_add(1)) as u64;
         let window = Arc::new(Window::new(start, size, threads));

@@ -109,7 +109,9 @@ impl Store {
         sync_dir(&self.dir)
     }
 
-    /// The most stored bytes of any record the index holds (a fixed stride's record size).
+    /// The most stored bytes of any record the index holds (a fixed stride's record size): of
+    /// the entries that pass their checks, and never more than the format's record limit or the
+    /// largest chunk file up to the tail (a record lies whole in one).
     fn largest_stored(&self) -> Result<u64> {
         if let Some(stride) = self.index.stride() {
             return Ok(stride.record_size);
@@ -117,11 +119,25 @@ impl Store {
         let (len, mut largest, mut first) = (self.len(), 0u64, 0u64);
         while first < len {
             let end = first.saturating_add(1 << 16).min(len);
-            largest =
-                self.index.entries(first, end)?.iter().map(|e| u64::from(e.stored)).fold(largest, u64::max);
+            largest = self
+                .index
+                .entries_checked(first, end)?
+                .iter()
+                .filter_map(|e| e.as_ref().ok())
+                .map(|e| u64::from(e.stored))
+                .fold(largest, u64::max);
             first = end;
         }
-        Ok(largest)
+        let limit = match self.format() {
+            Format::V1 => crate::format::MAX_RECORD_SIZE,
+            Format::V2 => crate::format::v2::MAX_RECORD_SIZE,
+        } as u64;
+        let tail = self.index.frontier().0;
+        let chunk = (0..=tail)
+            .map_while(|id| fs::metadata(chunk_path(&self.dir, id)).ok().map(|m| m.len()))
+            .max()
+            .unwrap_or(0);
+        Ok(largest.min(limit).min(chunk))
     }
 
     /// Re-applies a journal a crash left behind (idempotent).

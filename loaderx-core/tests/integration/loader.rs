@@ -112,6 +112,11 @@ fn an_absurd_prefetch_depth_is_refused_and_the_largest_neither_overflows_nor_sta
         let Err(e) = builder.build() else { panic!("{what}: refused") };
         assert!(matches!(&e, Error::Config { what: w, .. } if *w == what), "{e}");
     }
+    // Prefetcher::spawn, which adapters start their own threads with, holds the same limits.
+    let spawned = loaderx_core::Prefetcher::spawn("p", 1, usize::MAX, 0, |s: u64| Ok(s));
+    assert!(matches!(spawned, Err(Error::Config { what: "prefetch", .. })));
+    let spawned = loaderx_core::Prefetcher::spawn("p", 1 << 20, 1, 0, |s: u64| Ok(s));
+    assert!(matches!(spawned, Err(Error::Config { what: "threads", .. })));
     let mut loader = b.threads(2).prefetch(1024).build().unwrap();
     for s in 0..5 {
         assert_eq!(loader.next_batch().unwrap().unwrap().step(), s);

@@ -439,3 +439,23 @@ fn a_deferred_store_at_a_chunk_boundary_opens_and_a_dropped_writer_syncs() {
         assert_eq!(Store::open_rw(&s, StoreOptions::new()).unwrap().len(), 13);
     }
 }
+
+/// The journal's cap is not raised by one lying index entry: the largest record it allows is of
+/// entries that pass their checks, within the format's record limit and the chunk files, so a
+/// sparse journal of gigabytes beside a v1 entry claiming 4 GiB is refused before it is read.
+#[test]
+fn a_lying_entry_does_not_raise_the_journals_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    let store = Store::create(&s, StoreOptions::new().format(loaderx_core::format::Format::V1)).unwrap();
+    store.append(&records(10, 16), Codec::Raw).unwrap();
+    drop(store);
+    let (file, at) = crate::common::entry_at(&s, 3);
+    crate::common::patch(&file, at + 4, &0xFFFF_FFF0u32.to_ne_bytes());
+    std::fs::File::create(s.join("journal.zr")).unwrap().set_len(3 << 30).unwrap();
+    let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { path, offset: 0, reason, .. } if path.ends_with("journal.zr") && reason.contains("may hold")),
+        "{e}"
+    );
+}
