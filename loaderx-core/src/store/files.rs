@@ -81,7 +81,8 @@ pub(crate) fn create_chunk_zero(dir: &Path) -> Result<File> {
     opts.read(true).write(true).create(true).truncate(false);
     let file = crate::sys::no_follow(&mut opts).open(&path).map_err(|e| Error::io("create", &path, e))?;
     let meta = file.metadata().map_err(|e| Error::io("stat", &path, e))?;
-    if !meta.is_file() || meta.len() != 0 {
+    let links = crate::sys::link_count(&file).map_err(|e| Error::io("stat", &path, e))?;
+    if !meta.is_file() || meta.len() != 0 || links > 1 {
         return Err(Error::NotReplaceable {
             path,
             reason: format!("{} holds no store, but a chunk file a new store would overwrite", dir.display()),
@@ -100,6 +101,12 @@ pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(chunk_name(id))
 }
 
+/// Whether `n` is a chunk id as loaderx names one: decimal, no sign, no leading zero (a user's
+/// `007.zr` or `+1.zr` is not a chunk).
+fn is_chunk_id(n: &str) -> bool {
+    n.parse::<u32>().is_ok_and(|id| id.to_string() == n)
+}
+
 /// Whether `name` is one of a store's own files (or a temporary file of one). `write.lock` is
 /// not: it is removed only by the writer that holds it, never with a store's files (a creator
 /// that removed it would lock a new file beside a live writer).
@@ -109,7 +116,7 @@ pub(crate) fn is_store_file(name: &str) -> bool {
     // `thesis.tmp` is not one.
     let temporary = |n: &str| ours(n) || n == SCHEMA_FILE || n == crate::format::storeset::SET_FILE;
     ours(name)
-        || name.strip_suffix(".zr").is_some_and(|n| n.parse::<u32>().is_ok())
+        || name.strip_suffix(".zr").is_some_and(is_chunk_id)
         || name.strip_suffix(TMP_SUFFIX).is_some_and(temporary)
 }
 
@@ -266,7 +273,7 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>> {
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
         let name = entry.file_name();
-        if name.to_str().and_then(|n| n.strip_suffix(".zr")).is_some_and(|n| n.parse::<u32>().is_ok()) {
+        if name.to_str().and_then(|n| n.strip_suffix(".zr")).is_some_and(is_chunk_id) {
             files += 1;
         }
     }
@@ -370,6 +377,18 @@ mod tests {
         let e = create_chunk_zero(dir.path()).unwrap_err();
         assert!(matches!(&e, Error::NotReplaceable { path, .. } if path.ends_with("0.zr")), "{e}");
         assert_eq!(std::fs::read(dir.path().join("0.zr")).unwrap(), b"a user's");
+        // An empty file with another name elsewhere (a hard link) is not written through either.
+        #[cfg(unix)]
+        {
+            let other = tempfile::tempdir().unwrap();
+            let outside = other.path().join("empty");
+            std::fs::write(&outside, b"").unwrap();
+            let d = other.path().join("d");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::hard_link(&outside, d.join("0.zr")).unwrap();
+            let e = create_chunk_zero(&d).unwrap_err();
+            assert!(matches!(&e, Error::NotReplaceable { .. }), "{e}");
+        }
     }
 
     #[test]
@@ -387,6 +406,8 @@ mod tests {
             "thesis.tmp",
             "notes.txt",
             "x.zr",
+            "007.zr",
+            "+1.zr",
         ] {
             std::fs::write(dir.path().join(name), b"").unwrap();
         }
@@ -398,8 +419,8 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            ["notes.txt", "thesis.tmp", "write.lock", "x.zr"],
-            "a lock is removed only by its holder"
+            ["+1.zr", "007.zr", "notes.txt", "thesis.tmp", "write.lock", "x.zr"],
+            "a lock is removed only by its holder; a chunk is named as loaderx names one"
         );
     }
 }

@@ -61,6 +61,14 @@ impl WriteLock {
                 }
                 Err(TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
             }
+            // A lock file with other names (a hard link planted in the directory) would have the
+            // locker write its id into, and remove, a file elsewhere.
+            if crate::sys::link_count(&file).map_err(|e| Error::io("stat", &path, e))? > 1 {
+                return Err(Error::NotReplaceable {
+                    path,
+                    reason: "the lock file has other names (a hard link): not written through".into(),
+                });
+            }
             if same_file(&file, &path).map_err(|e| Error::io("stat", &path, e))? {
                 let id = std::process::id().to_string();
                 // Best effort: the lock itself is the flock, the id only names its holder.
@@ -91,8 +99,12 @@ impl WriteLock {
 impl Drop for WriteLock {
     fn drop(&mut self) {
         // Remove while still holding the lock, then release it: a process that opened the old
-        // file meanwhile sees it is gone once it gets the lock, and starts over.
-        let _ = std::fs::remove_file(&self.path);
+        // file meanwhile sees it is gone once it gets the lock, and starts over. Only the file
+        // this lock holds: a path that names another now (the directory renamed away, another
+        // writer's lock there) is left alone.
+        if self.still_here() {
+            let _ = std::fs::remove_file(&self.path);
+        }
         drop(self.file.take());
     }
 }
@@ -114,6 +126,41 @@ mod tests {
         assert!(!dir.path().join(LOCK_FILE).exists(), "a released lock leaves no file");
         let b = WriteLock::acquire(dir.path()).unwrap();
         drop(b);
+    }
+
+    /// A lock whose directory was renamed away removes nothing of what its old path names now
+    /// (another writer's lock): two writers never hold one store.
+    #[test]
+    fn a_moved_lock_leaves_the_lock_now_at_its_old_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d, d2) = (dir.path().join("d"), dir.path().join("d2"));
+        std::fs::create_dir(&d).unwrap();
+        let a = WriteLock::acquire(&d).unwrap();
+        std::fs::rename(&d, &d2).unwrap();
+        std::fs::create_dir(&d).unwrap();
+        let b = WriteLock::acquire(&d).unwrap();
+        drop(a);
+        assert!(d.join(LOCK_FILE).exists(), "B's lock stays");
+        let Err(refused) = WriteLock::acquire(&d) else { panic!("B holds it") };
+        assert!(matches!(refused, Error::Locked { .. }), "{refused}");
+        drop(b);
+    }
+
+    /// A hard link planted as the lock file is refused: the locker never writes its id into,
+    /// or removes, a file that has other names.
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_file_with_other_names_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, b"precious").unwrap();
+        let d = dir.path().join("d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::hard_link(&outside, d.join(LOCK_FILE)).unwrap();
+        let Err(e) = WriteLock::acquire(&d) else { panic!("refused") };
+        assert!(matches!(e, Error::NotReplaceable { .. }), "{e}");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"precious");
+        assert!(d.join(LOCK_FILE).exists());
     }
 }
 

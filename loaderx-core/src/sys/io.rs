@@ -247,6 +247,19 @@ pub(crate) fn open_regular(opts: &mut std::fs::OpenOptions, path: &Path) -> io::
     Ok(file)
 }
 
+/// How many names `file` has (its hard links); 1 where the platform does not say.
+#[cfg(unix)]
+pub(crate) fn link_count(file: &File) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    Ok(file.metadata()?.nlink())
+}
+
+/// See the Unix version: other platforms report one name.
+#[cfg(not(unix))]
+pub(crate) fn link_count(_file: &File) -> io::Result<u64> {
+    Ok(1)
+}
+
 /// Whether `path` names the file `file` has open (the same device and inode).
 #[cfg(unix)]
 pub(crate) fn same_file(file: &File, path: &Path) -> io::Result<bool> {
