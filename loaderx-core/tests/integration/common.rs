@@ -103,3 +103,14 @@ pub fn append<R: AsRef<[u8]> + Sync>(
     }
     store.append(records, codec).unwrap()
 }
+
+/// Every file of `dir` by name, with its bytes.
+pub fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}

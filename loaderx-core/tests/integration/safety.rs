@@ -3,12 +3,13 @@
 //! checked before they size anything, a set never reads one store twice, and overwriting replaces
 //! only a loaderx dataset.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use loaderx_core::format::v2::{self, Entry};
 use loaderx_core::format::{Format, Journal};
 use loaderx_core::{Codec, DatasetWriter, Error, Layout, Store, StoreOptions, WriteOptions};
+
+use crate::common::snapshot;
 
 /// Records of 64 bytes, record `i` filled with `i`: in every layout record `i` lies at byte
 /// `64 i` of chunk 0.
@@ -25,17 +26,6 @@ fn flip(path: &Path, at: usize) {
     let mut b = std::fs::read(path).unwrap();
     b[at] ^= 0x10;
     std::fs::write(path, b).unwrap();
-}
-
-/// Every file of `dir` by name, with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
-        })
-        .collect()
 }
 
 fn nothing(_: u64, _: u64) {}

@@ -5,25 +5,15 @@
 //! never writes through a `0.zr` it did not make; a fixed-stride verify reports damage over many
 //! windows of blocks, every damaged record once, in order.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use loaderx_core::format::v2;
 use loaderx_core::{Codec, DatasetWriter, DenseDataset, Error, Layout, Store, StoreOptions, WriteOptions};
 
+use crate::common::snapshot;
+
 fn records(n: u32, size: usize) -> Vec<Vec<u8>> {
     (0..n).map(|i| vec![i as u8; size]).collect()
-}
-
-/// Every file of `dir` by name, with its bytes.
-fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
-        })
-        .collect()
 }
 
 /// Rewrites `index.zr`'s header through `edit`, its checksums made valid again.
