@@ -52,7 +52,7 @@ pub(crate) fn open_or_create(path: &Path) -> Result<File> {
 /// # Errors
 /// [`Error::Io`] naming `path`.
 pub(crate) fn open_or_create_no_follow(path: &Path) -> Result<File> {
-    crate::sys::no_follow(File::options().write(true).create(true).truncate(false))
+    crate::sys::no_follow(File::options().read(true).write(true).create(true).truncate(false))
         .open(path)
         .map_err(|e| Error::io("open", path, e))
 }

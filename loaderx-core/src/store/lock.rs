@@ -10,6 +10,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::Store;
 use super::files::{INDEX_FILE, LOCK_FILE, META_FILE};
@@ -19,6 +20,45 @@ use crate::{Error, Result};
 /// Attempts before giving up on a lock file that keeps being replaced under us.
 const ATTEMPTS: usize = 8;
 
+/// How long a contended lock is tried again before it is reported held. A lock is the open file
+/// description's, so a child process of this one (any `Command`, in any thread) shares every lock
+/// this process holds from its fork until its exec closes the files: a handle just closed can
+/// keep its lock for that window, a few milliseconds, longer on a loaded machine
+/// (docs/reliability.md, "a closed handle's lock outlives it in a child").
+const LOCK_GRACE: Duration = Duration::from_millis(250);
+
+/// Longest pause between two tries of a contended lock.
+const LOCK_PAUSE_MAX: Duration = Duration::from_millis(16);
+
+/// Whether the lock file `file` holds what a locker writes there: nothing (new, or left by a
+/// crash before the id was written) or a decimal process id.
+fn holds_a_process_id(file: &File) -> std::io::Result<bool> {
+    use std::io::Read;
+    // A process id is at most 10 digits; a longer file is someone else's.
+    let mut text = Vec::with_capacity(16);
+    file.take(16).read_to_end(&mut text)?;
+    let text = text.trim_ascii();
+    Ok(text.len() <= 10 && text.iter().all(u8::is_ascii_digit))
+}
+
+/// Runs `try_lock` until it succeeds, fails otherwise than by contention, or [`LOCK_GRACE`]
+/// has passed, pausing between tries (1 ms, doubling, at most [`LOCK_PAUSE_MAX`]).
+pub(crate) fn within_grace(
+    mut try_lock: impl FnMut() -> std::result::Result<(), TryLockError>,
+) -> std::result::Result<(), TryLockError> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match try_lock() {
+            Err(TryLockError::WouldBlock) if start.elapsed() < LOCK_GRACE => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(LOCK_PAUSE_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// The held writer lock of a store directory; released and removed on drop.
 #[derive(Debug)]
 pub(crate) struct WriteLock {
@@ -27,7 +67,7 @@ pub(crate) struct WriteLock {
 }
 
 impl WriteLock {
-    /// Takes the writer lock of `dir` without waiting.
+    /// Takes the writer lock of `dir`, waiting only out a contended lock's grace ([`within_grace`]).
     ///
     /// # Errors
     /// [`Error::Locked`] when another handle (in this process or another) holds it;
@@ -36,8 +76,9 @@ impl WriteLock {
         Self::acquire_named(dir, LOCK_FILE, "open for writing")
     }
 
-    /// Takes the lock file `dir/name` without waiting; the holder writes its process id there,
-    /// so the error of the one refused names it (`doing`: what the holder is doing).
+    /// Takes the lock file `dir/name`, waiting only out a contended lock's grace; the holder
+    /// writes its process id there, so the error of the one refused names it (`doing`: what the
+    /// holder is doing).
     ///
     /// # Errors
     /// [`Error::Locked`] naming `dir` and the holder; [`Error::Io`] naming the lock file (a
@@ -46,7 +87,7 @@ impl WriteLock {
         let path = dir.join(name);
         for _ in 0..ATTEMPTS {
             let file = super::files::open_or_create_no_follow(&path)?;
-            match file.try_lock() {
+            match within_grace(|| file.try_lock()) {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
                     // The holder's id, as it wrote it: advisory (it may be half written).
@@ -70,6 +111,15 @@ impl WriteLock {
                 });
             }
             if same_file(&file, &path).map_err(|e| Error::io("stat", &path, e))? {
+                // A file of this name that no loaderx wrote (another tool's `write.lock` in the
+                // directory a store is created in) is not written over, nor removed on close.
+                if !holds_a_process_id(&file).map_err(|e| Error::io("read", &path, e))? {
+                    return Err(Error::NotReplaceable {
+                        path,
+                        reason: "a file of this name that is not a loaderx lock (a process id) is in the way"
+                            .into(),
+                    });
+                }
                 let id = std::process::id().to_string();
                 // Best effort: the lock itself is the flock, the id only names its holder.
                 let _ = file.set_len(0).and_then(|()| crate::sys::write_all_at(&file, id.as_bytes(), 0));
@@ -162,6 +212,27 @@ mod tests {
         assert_eq!(std::fs::read(&outside).unwrap(), b"precious");
         assert!(d.join(LOCK_FILE).exists());
     }
+
+    /// Another tool's `write.lock` in the directory is not a loaderx lock: refused, neither
+    /// written over nor removed. A stale lock a crash left (a process id, or nothing) is taken.
+    #[test]
+    fn a_file_named_as_the_lock_that_no_loaderx_wrote_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = dir.path().join(LOCK_FILE);
+        for theirs in [&b"held by make, do not touch"[..], b"12345678901", b"-1"] {
+            std::fs::write(&lock, theirs).unwrap();
+            let Err(e) = WriteLock::acquire(dir.path()) else { panic!("refused") };
+            assert!(matches!(&e, Error::NotReplaceable { path, .. } if *path == lock), "{e}");
+            assert_eq!(std::fs::read(&lock).unwrap(), theirs);
+        }
+        for stale in [&b""[..], b"4242", b"4242\n"] {
+            std::fs::write(&lock, stale).unwrap();
+            let held = WriteLock::acquire(dir.path()).unwrap();
+            assert_eq!(std::fs::read_to_string(&lock).unwrap(), std::process::id().to_string());
+            drop(held);
+            assert!(!lock.exists());
+        }
+    }
 }
 
 // ---- The index's lock: shared by every handle, exclusive for delete, compaction, migration
@@ -186,7 +257,7 @@ impl Store {
     /// Takes the store exclusively across processes for the guard's life; `doing` names the
     /// operation that needs it ("compacting it"), for the error of a store others have open.
     pub(super) fn exclusive(&self, doing: &str) -> Result<Exclusive<'_>> {
-        match self.index_file.try_lock() {
+        match within_grace(|| self.index_file.try_lock()) {
             Ok(()) => Ok(Exclusive(&self.index_file)),
             Err(e) => {
                 // A failed conversion may have dropped the shared lock: take it back.
@@ -217,7 +288,7 @@ pub(crate) fn lock_out_readers(dir: &Path) -> Result<Option<File>> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("open", &path, e)),
         };
-        return match file.try_lock() {
+        return match within_grace(|| file.try_lock()) {
             Ok(()) => Ok(Some(file)),
             Err(TryLockError::WouldBlock) => Err(Error::Locked {
                 path: dir.to_path_buf(),

@@ -305,7 +305,7 @@ impl Store {
             if writable && lock.is_none() {
                 lock = Some(WriteLock::acquire(dir)?);
             }
-            match index_file.try_lock_shared() {
+            match super::lock::within_grace(|| index_file.try_lock_shared()) {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
                     return Err(Error::Locked {

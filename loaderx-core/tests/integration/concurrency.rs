@@ -123,3 +123,62 @@ fn concurrent_cross_process(format: Format) {
     let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
     assert!(store.verify().unwrap().bad.is_empty());
 }
+
+/// A lock belongs to the open file description, so a child process started by any thread shares
+/// every lock of this process from its fork until its exec closes the files: a handle closed in
+/// that window keeps its lock a moment longer (the parquet overwrite test met it under load).
+/// Here a child holds a reader's lock for 100 ms after the reader is gone (as its stdin); delete,
+/// compaction and a dataset's replacement wait that out. A child that holds it for longer than
+/// the grace is a reader that is really there: refused, [`Error::Locked`].
+#[cfg(unix)]
+#[test]
+fn a_lock_a_child_holds_a_moment_past_its_handle_is_waited_out() {
+    use std::process::{Command, Stdio};
+
+    use loaderx_core::Error;
+
+    /// Takes the index's shared lock as a reader does and hands it to a child that sleeps
+    /// `secs`; the returned child holds it, this process does not.
+    fn child_holds_reader_lock(dir: &std::path::Path, secs: &str) -> std::process::Child {
+        let index = ["index.zr", "meta.zr"].map(|n| dir.join(n)).into_iter().find(|p| p.exists()).unwrap();
+        let file = std::fs::File::open(index).unwrap();
+        file.lock_shared().unwrap();
+        Command::new("sleep").arg(secs).stdin(Stdio::from(file)).spawn().unwrap()
+    }
+
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts(format)).unwrap();
+        store.append(&(0..20).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        let mut child = child_holds_reader_lock(&path, "0.1");
+        store.delete(&[3]).unwrap();
+        child.wait().unwrap();
+        let mut child = child_holds_reader_lock(&path, "0.1");
+        store.compact().unwrap();
+        child.wait().unwrap();
+        let mut child = child_holds_reader_lock(&path, "30");
+        let refused = store.delete(&[4]);
+        assert!(matches!(refused, Err(Error::Locked { .. })), "a reader that stays is refused: {refused:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        store.delete(&[4]).unwrap();
+        assert_eq!(store.len(), 18);
+    }
+
+    // Replacing a dataset takes its store from every reader first.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d");
+    let write = |v: f32| {
+        let opts = loaderx_core::WriteOptions::new().overwrite(true);
+        let mut w = loaderx_core::DatasetWriter::dense::<f32>(&out, vec![2], opts).unwrap();
+        w.append(&[v, v]).unwrap();
+        w.finish().unwrap();
+    };
+    write(1.0);
+    let mut child = child_holds_reader_lock(&out, "0.1");
+    write(2.0);
+    child.wait().unwrap();
+    let d = loaderx_core::DenseDataset::<f32>::open(&out).unwrap();
+    assert_eq!(d.get_batch(&[0]).unwrap().as_slice::<f32>().unwrap(), &[2.0, 2.0]);
+}
