@@ -103,15 +103,17 @@ size_t mmap_engine_scan_chunks(CEngineHandle *handle, size_t chunk_size_bytes);
  * escaping is understood). A chunk starting at `s` ends just after the first `delimiter` at or
  * after `s + chunk_size_bytes` (that byte itself included), or at the end of the file when there
  * is none (or when `s + chunk_size_bytes` is past the end). A size of 0 counts as 1.
- * Returns the number of chunks: 0 for an empty file, or on error (a NULL handle).
+ * Returns the number of chunks: 0 for an empty file, or on error (a NULL handle; a plan with
+ * more chunks than memory holds, a chunk per byte of a large file of delimiters, which keeps the
+ * previous plan).
  */
 size_t mmap_engine_scan_chunks_ex(CEngineHandle *handle, size_t chunk_size_bytes, uint8_t delimiter);
 
 /*
  * mmap_engine_scan_chunks_ex() with a delimiter of `delimiter_len` bytes (NULs allowed): a chunk
  * ends just after the first whole occurrence of the pattern that starts at or after its target.
- * The pattern is read during the call only. An empty or NULL pattern returns 0, sets the last
- * error and keeps the previous plan. A pattern longer than the file is fine (one chunk).
+ * The pattern is read during the call only. An empty or NULL pattern, or a plan larger than
+ * memory holds, returns 0, sets the last error and keeps the previous plan. A pattern longer than the file is fine (one chunk).
  */
 size_t mmap_engine_scan_chunks_pattern(CEngineHandle *handle, size_t chunk_size_bytes,
                                        const uint8_t *delimiter, size_t delimiter_len);
@@ -131,7 +133,8 @@ size_t mmap_engine_scan_fixed(CEngineHandle *handle, size_t chunk_size_bytes);
  * fewer ranges than asked; asking for more than file_len is asking for file_len. The plan only
  * probes forward from each target; it never reads the whole file.
  * Returns the number of ranges; 0 for an empty file (no error), 0 and the error
- * "requested_partitions must be > 0" (the previous plan kept) for N = 0 on a non-empty file.
+ * "requested_partitions must be > 0" (the previous plan kept) for N = 0 on a non-empty file,
+ * and 0 with an error, the previous plan kept, for a plan larger than memory holds.
  */
 size_t mmap_engine_partition_records(CEngineHandle *handle, size_t requested_partitions, uint8_t delimiter);
 

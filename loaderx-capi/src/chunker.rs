@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use loaderx_core::framing::{
-    MappedFile, chunk_boundaries, chunk_boundaries_pattern, fixed_chunk_bounds, fixed_chunk_count, partition,
+    MappedFile, PartRange, chunk_boundaries, chunk_boundaries_pattern, fixed_chunk_bounds, fixed_chunk_count,
+    partition,
 };
 
 /// `mmap_engine_open(NULL)`.
@@ -31,14 +32,20 @@ pub(crate) const DELIMITER_EMPTY: &str = "delimiter_len must be > 0";
 pub(crate) const DELIMITER_TOO_LONG: &str = "delimiter_len exceeds supported range";
 /// Partitioning into zero parts.
 pub(crate) const PARTS_ZERO: &str = "requested_partitions must be > 0";
+/// A plan with more ranges than memory holds (a range per byte: a file of delimiters cut every
+/// byte); not a text of the reference, which aborts.
+pub(crate) const PLAN_TOO_LARGE: &str =
+    "the plan does not fit in memory; ask for larger chunks or fewer partitions";
 
 /// mmap-chunker's capability bits: zero copy, configurable delimiter, error strings, fixed-size
 /// chunking, record partitioning, multi-byte delimiter.
 pub(crate) const CAPABILITIES: u32 = 0x3F;
 
-/// A plan: explicit ranges, or fixed-size chunks computed on demand (no list of size N).
+/// A plan: explicit ranges, a partition's ranges as planned, or fixed-size chunks computed on
+/// demand (no list of size N).
 enum Plan {
     Ranges(Vec<(usize, usize)>),
+    Parts(Vec<PartRange>),
     Fixed { size: u64, count: usize },
 }
 
@@ -58,20 +65,27 @@ impl Engine {
     fn count(&self) -> usize {
         match &self.plan {
             Plan::Ranges(ranges) => ranges.len(),
+            Plan::Parts(parts) => parts.len(),
             Plan::Fixed { count, .. } => *count,
         }
     }
 
-    /// Delimiter framing: chunks of about `size` bytes, each ending just after a `delimiter`.
-    pub(crate) fn scan(&mut self, size: usize, delimiter: u8) -> usize {
-        self.plan = Plan::Ranges(chunk_boundaries(self.file.bytes(), size, delimiter));
-        self.count()
+    /// Delimiter framing: chunks of about `size` bytes, each ending just after a `delimiter`;
+    /// a plan larger than memory is refused and keeps the plan.
+    pub(crate) fn scan(&mut self, size: usize, delimiter: u8) -> Result<usize, &'static str> {
+        let ranges = chunk_boundaries(self.file.bytes(), size, delimiter).map_err(|_| PLAN_TOO_LARGE)?;
+        self.plan = Plan::Ranges(ranges);
+        Ok(self.count())
     }
 
-    /// Delimiter framing on a byte pattern; an empty pattern is refused and keeps the plan.
+    /// Delimiter framing on a byte pattern; an empty pattern or a plan larger than memory is
+    /// refused and keeps the plan.
     pub(crate) fn scan_pattern(&mut self, size: usize, pattern: &[u8]) -> Result<usize, &'static str> {
+        if pattern.is_empty() {
+            return Err(DELIMITER_EMPTY);
+        }
         let ranges =
-            chunk_boundaries_pattern(self.file.bytes(), size, pattern).map_err(|_| DELIMITER_EMPTY)?;
+            chunk_boundaries_pattern(self.file.bytes(), size, pattern).map_err(|_| PLAN_TOO_LARGE)?;
         self.plan = Plan::Ranges(ranges);
         Ok(self.count())
     }
@@ -95,9 +109,9 @@ impl Engine {
         if parts == 0 {
             return Err(PARTS_ZERO);
         }
-        // `partition` has no error for a byte delimiter; the empty plan is never reached.
-        let ranges = partition(self.file.bytes(), parts, delimiter).unwrap_or_default();
-        self.plan = Plan::Ranges(ranges.iter().map(|r| (r.start as usize, r.end as usize)).collect());
+        // A byte delimiter is never refused: the one error is a plan larger than memory.
+        let ranges = partition(self.file.bytes(), parts, delimiter).map_err(|_| PLAN_TOO_LARGE)?;
+        self.plan = Plan::Parts(ranges);
         Ok(self.count())
     }
 
@@ -105,6 +119,11 @@ impl Engine {
     pub(crate) fn chunk(&self, index: usize) -> Result<&[u8], &'static str> {
         let (start, end) = match &self.plan {
             Plan::Ranges(ranges) => *ranges.get(index).ok_or(OUT_OF_BOUNDS)?,
+            Plan::Parts(parts) => parts
+                .get(index)
+                .and_then(PartRange::to_range)
+                .map(|r| (r.start, r.end))
+                .ok_or(OUT_OF_BOUNDS)?,
             Plan::Fixed { size, .. } => {
                 let (start, end) =
                     fixed_chunk_bounds(self.file.len(), *size, index as u64).ok_or(OUT_OF_BOUNDS)?;
@@ -130,7 +149,7 @@ mod tests {
     #[test]
     fn a_refused_pattern_or_zero_parts_keeps_the_previous_plan() {
         let (_dir, mut e) = engine(b"aa\nbb\ncc\n");
-        assert_eq!(e.scan(1, b'\n'), 3);
+        assert_eq!(e.scan(1, b'\n'), Ok(3));
         assert_eq!(e.scan_pattern(1, b""), Err(DELIMITER_EMPTY));
         assert_eq!(e.partition(0, b'\n'), Err(PARTS_ZERO));
         assert_eq!(e.chunk(2).unwrap(), b"cc\n");
@@ -149,7 +168,7 @@ mod tests {
     fn an_empty_file_plans_nothing_without_an_error() {
         let (_dir, mut e) = engine(b"");
         assert_eq!(e.partition(0, b'\n'), Ok(0));
-        assert_eq!(e.scan(8, b'\n'), 0);
+        assert_eq!(e.scan(8, b'\n'), Ok(0));
         assert_eq!(e.scan_fixed(8), 0);
         assert_eq!(e.scan_pattern(8, b"\r\n"), Ok(0));
     }

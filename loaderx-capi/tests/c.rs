@@ -217,12 +217,12 @@ fn every_plan_from_c_is_loaderx_cores_plan() {
     for size in [0, 1, 7, 64, 1000, 4096, 59_999, 60_000, 1 << 20] {
         assert_eq!(
             plan_from_c(exe, &lf_path, "lines", size, "\n"),
-            chunk_boundaries(&lf, size, b'\n'),
+            chunk_boundaries(&lf, size, b'\n').unwrap(),
             "{size}"
         );
         assert_eq!(
             plan_from_c(exe, &lf_path, "byte", size, "a"),
-            chunk_boundaries(&lf, size, b'a'),
+            chunk_boundaries(&lf, size, b'a').unwrap(),
             "{size}"
         );
         assert_eq!(

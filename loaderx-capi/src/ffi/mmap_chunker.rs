@@ -44,7 +44,7 @@ pub unsafe extern "C" fn mmap_engine_open(path: *const c_char) -> *mut Engine {
 pub unsafe extern "C" fn mmap_engine_scan_chunks(handle: *mut Engine, chunk_size_bytes: usize) -> usize {
     chunker_call("mmap_engine_scan_chunks", 0, || {
         // SAFETY: passed on from the caller.
-        Ok(unsafe { engine_mut(handle) }?.scan(chunk_size_bytes, b'\n'))
+        unsafe { engine_mut(handle) }?.scan(chunk_size_bytes, b'\n')
     })
 }
 
@@ -60,7 +60,7 @@ pub unsafe extern "C" fn mmap_engine_scan_chunks_ex(
 ) -> usize {
     chunker_call("mmap_engine_scan_chunks_ex", 0, || {
         // SAFETY: passed on from the caller.
-        Ok(unsafe { engine_mut(handle) }?.scan(chunk_size_bytes, delimiter))
+        unsafe { engine_mut(handle) }?.scan(chunk_size_bytes, delimiter)
     })
 }
 

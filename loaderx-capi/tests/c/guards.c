@@ -7,14 +7,16 @@
  *                                   4294967295.zr beside it): its gathers are LX_ERR_CORRUPT
  *   guards huge-blocks STORE        a fixed-stride header claiming 2^32 - 1 records a block and
  *                                   2^32 - 1 records: the open or the verify is LX_ERR_CORRUPT
+ *   guards huge-plan FILE           plans of a range per byte that do not fit in memory
+ *                                   return 0 with an error, never abort
  *   guards thread-exit              calls from a pthread key's destructor (the thread's Rust
  *                                   locals already gone) return their codes, never abort;
  *                                   a misaligned out_chunk is named as misaligned
  *
- * tests/c.rs writes the lying stores (through loaderx-core, then patching index.zr). The last
- * two run with their address space capped at 4 GiB and their CPU time at 60 s, so an engine
- * that sizes an allocation or a loop by a lying field fails here (an abort, SIGXCPU) instead of
- * taking the machine's memory or hours.
+ * tests/c.rs writes the lying stores (through loaderx-core, then patching index.zr). The
+ * store's guards run with their address space capped at 4 GiB and their CPU time at 60 s, so
+ * an engine that sizes an allocation or a loop by a lying field fails here (an abort, SIGXCPU)
+ * instead of taking the machine's memory or hours.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -118,12 +120,42 @@ static void create_under_writer(const char *dir, int32_t mode) {
     lx_store_close(c);
 }
 
-/* Caps this process's address space and CPU time. */
-static void cap_resources(void) {
-    struct rlimit memory = {.rlim_cur = 4ULL << 30, .rlim_max = 4ULL << 30};
+/* Caps this process's address space at `bytes` and its CPU time at 60 s. */
+static void cap_resources_to(unsigned long long bytes) {
+    struct rlimit memory = {.rlim_cur = bytes, .rlim_max = bytes};
     struct rlimit cpu = {.rlim_cur = 60, .rlim_max = 70}; /* SIGXCPU at 60 s */
     CHECK(setrlimit(RLIMIT_AS, &memory) == 0);
     CHECK(setrlimit(RLIMIT_CPU, &cpu) == 0);
+}
+
+/* Caps this process's address space at 4 GiB and its CPU time at 60 s. */
+static void cap_resources(void) { cap_resources_to(4ULL << 30); }
+
+/*
+ * A 64 MiB file of NUL bytes cut at every other byte: a plan of 32 Mi ranges (16 bytes each,
+ * more for a partition) in an address space capped at 384 MiB. Each plan that does not fit is
+ * refused, with the error text, keeping the plan before it; the process does not abort.
+ */
+static void huge_plan(const char *path) {
+    cap_resources_to(384ULL << 20);
+    CEngineHandle *h = mmap_engine_open(path);
+    CHECK(h != NULL);
+    if (h == NULL) return;
+    size_t n = mmap_engine_scan_chunks_ex(h, 1 << 20, 0);
+    CHECK(n > 0);
+    CChunkView view;
+    CHECK(mmap_engine_scan_chunks_ex(h, 1, 0) == 0);
+    CHECK(mmap_engine_last_error() != NULL && strstr(mmap_engine_last_error(), "memory") != NULL);
+    CHECK(mmap_engine_get_chunk(h, n - 1, &view) == 0 && view.len > 0); /* the plan before it */
+    CHECK(mmap_engine_get_chunk(h, n, &view) == -1);
+    CHECK(mmap_engine_partition_records(h, SIZE_MAX, 0) == 0);
+    CHECK(mmap_engine_last_error() != NULL && strstr(mmap_engine_last_error(), "memory") != NULL);
+    const uint8_t nul = 0;
+    CHECK(mmap_engine_scan_chunks_pattern(h, 1, &nul, 1) == 0);
+    CHECK(mmap_engine_last_error() != NULL && strstr(mmap_engine_last_error(), "memory") != NULL);
+    CHECK(mmap_engine_get_chunk(h, n - 1, &view) == 0);
+    CHECK(mmap_engine_partition_records(h, 4, 0) == 4);
+    mmap_engine_free(h);
 }
 
 /* Record 1's entry names chunk 4294967295; records 0 and 2 are intact. */
@@ -209,10 +241,12 @@ int main(int argc, char **argv) {
         far_chunk(argv[2]);
     } else if (strcmp(cmd, "huge-blocks") == 0 && argc == 3) {
         huge_blocks(argv[2]);
+    } else if (strcmp(cmd, "huge-plan") == 0 && argc == 3) {
+        huge_plan(argv[2]);
     } else if (strcmp(cmd, "thread-exit") == 0) {
         thread_exit();
     } else {
-        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | thread-exit\n");
+        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | huge-plan FILE | thread-exit\n");
         return 2;
     }
     printf("guards: %d checks, %d failed\n", checks, failures);

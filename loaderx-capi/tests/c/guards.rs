@@ -42,6 +42,18 @@ fn guards_record(i: u64) -> Vec<u8> {
     (0..64).map(|j| (i * 31 + j) as u8).collect()
 }
 
+/// Tenth look, J4: a plan of a range per byte (a file of delimiters, chunk size 1 or as many
+/// partitions as bytes) costs 16 bytes or more per byte of file; one that does not fit in memory
+/// aborted the process. Now 0 and an error, the previous plan kept (guards.c caps the address
+/// space at 384 MiB; the 64 MiB file of NULs is sparse).
+#[test]
+fn a_plan_larger_than_memory_is_an_error_from_c_not_an_abort() {
+    let dir = scratch("guards-huge-plan");
+    let file = dir.join("nuls");
+    std::fs::File::create(&file).unwrap().set_len(64 << 20).unwrap();
+    run_guards(&[Path::new("huge-plan"), &file]);
+}
+
 #[test]
 fn an_entry_naming_chunk_u32_max_is_corrupt_from_c_not_an_abort() {
     let dir = scratch("guards-far-chunk");

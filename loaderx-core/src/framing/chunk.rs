@@ -105,17 +105,24 @@ impl std::iter::FusedIterator for ChunkCursor<'_> {}
 ///
 /// # Examples
 /// ```
-/// let chunks = loaderx_core::framing::chunk_boundaries(b"a,b,c,d,e", 2, b',');
+/// let chunks = loaderx_core::framing::chunk_boundaries(b"a,b,c,d,e", 2, b',')?;
 /// assert_eq!(chunks, [(0, 4), (4, 8), (8, 9)]);
+/// # Ok::<(), loaderx_core::Error>(())
 /// ```
-pub fn chunk_boundaries(data: &[u8], target: usize, delimiter: u8) -> Vec<(usize, usize)> {
+///
+/// # Errors
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the plan does not fit in
+/// memory (a chunk per byte: a file of delimiters with `target` 1). [`ChunkCursor`] walks the
+/// same chunks holding none.
+pub fn chunk_boundaries(data: &[u8], target: usize, delimiter: u8) -> Result<Vec<(usize, usize)>> {
     collect_bounds(ChunkCursor::new(data, target, delimiter))
 }
 
 /// [`chunk_boundaries`] for a multi-byte `pattern` (CRLF, `\r\n\r\n`, ...).
 ///
 /// # Errors
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pattern` is empty.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pattern` is empty, or the
+/// plan does not fit in memory.
 ///
 /// # Examples
 /// ```
@@ -124,15 +131,15 @@ pub fn chunk_boundaries(data: &[u8], target: usize, delimiter: u8) -> Vec<(usize
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```
 pub fn chunk_boundaries_pattern(data: &[u8], target: usize, pattern: &[u8]) -> Result<Vec<(usize, usize)>> {
-    Ok(collect_bounds(ChunkCursor::with_pattern(data, target, pattern)?))
+    collect_bounds(ChunkCursor::with_pattern(data, target, pattern)?)
 }
 
-fn collect_bounds(mut cursor: ChunkCursor<'_>) -> Vec<(usize, usize)> {
+fn collect_bounds(mut cursor: ChunkCursor<'_>) -> Result<Vec<(usize, usize)>> {
     let mut out = Vec::new();
     while let Some(bounds) = cursor.next_bounds() {
-        out.push(bounds);
+        super::range::push_planned(&mut out, bounds)?;
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -163,42 +170,45 @@ mod tests {
 
     #[test]
     fn empty_input_gives_no_chunks() {
-        assert!(chunk_boundaries(b"", 10, b'\n').is_empty());
+        assert!(chunk_boundaries(b"", 10, b'\n').unwrap().is_empty());
         assert_eq!(ChunkCursor::new(b"", 10, b'\n').next(), None);
     }
 
     #[test]
     fn chunk_ends_after_first_delimiter_at_or_after_target() {
         let data = b"aaa\nbbb\nccc\nddd\neee\n";
-        assert_eq!(chunk_boundaries(data, 6, b'\n'), [(0, 8), (8, 16), (16, 20)]);
+        assert_eq!(chunk_boundaries(data, 6, b'\n').unwrap(), [(0, 8), (8, 16), (16, 20)]);
         // The delimiter ending exactly at start + target does not end the chunk.
-        assert_eq!(chunk_boundaries(b"aaa\nbbb\n", 4, b'\n'), [(0, 8)]);
+        assert_eq!(chunk_boundaries(b"aaa\nbbb\n", 4, b'\n').unwrap(), [(0, 8)]);
     }
 
     #[test]
     fn last_chunk_runs_to_eof_without_trailing_delimiter() {
-        assert_eq!(chunk_boundaries(b"hello\nworld", 100, b'\n'), [(0, 11)]);
+        assert_eq!(chunk_boundaries(b"hello\nworld", 100, b'\n').unwrap(), [(0, 11)]);
         let data = b"aaa\nbbb\ncccccccccccccccc";
-        assert_eq!(chunk_boundaries(data, 4, b'\n'), [(0, 8), (8, data.len())]);
-        assert_eq!(chunk_boundaries(b"no_newlines", 5, b'\n'), [(0, 11)]);
+        assert_eq!(chunk_boundaries(data, 4, b'\n').unwrap(), [(0, 8), (8, data.len())]);
+        assert_eq!(chunk_boundaries(b"no_newlines", 5, b'\n').unwrap(), [(0, 11)]);
     }
 
     #[test]
     fn zero_target_is_clamped_to_one() {
-        assert_eq!(chunk_boundaries(b"a\nb\nc\n", 0, b'\n'), chunk_boundaries(b"a\nb\nc\n", 1, b'\n'));
-        assert_eq!(chunk_boundaries(b"a\nb\nc\n", 1, b'\n'), [(0, 2), (2, 4), (4, 6)]);
-        assert_eq!(chunk_boundaries(b"\n\n\n", 1, b'\n'), [(0, 2), (2, 3)]);
+        assert_eq!(
+            chunk_boundaries(b"a\nb\nc\n", 0, b'\n').unwrap(),
+            chunk_boundaries(b"a\nb\nc\n", 1, b'\n').unwrap()
+        );
+        assert_eq!(chunk_boundaries(b"a\nb\nc\n", 1, b'\n').unwrap(), [(0, 2), (2, 4), (4, 6)]);
+        assert_eq!(chunk_boundaries(b"\n\n\n", 1, b'\n').unwrap(), [(0, 2), (2, 3)]);
     }
 
     #[test]
     fn huge_target_gives_one_chunk() {
-        assert_eq!(chunk_boundaries(b"tiny\n", usize::MAX, b'\n'), [(0, 5)]);
+        assert_eq!(chunk_boundaries(b"tiny\n", usize::MAX, b'\n').unwrap(), [(0, 5)]);
     }
 
     #[test]
     fn other_delimiters_frame_raw_bytes() {
-        assert_eq!(chunk_boundaries(b"one\ttwo\tthree", 4, b'\t'), [(0, 8), (8, 13)]);
-        assert_eq!(chunk_boundaries(b"x\x00y\x00z", 2, 0), [(0, 4), (4, 5)]);
+        assert_eq!(chunk_boundaries(b"one\ttwo\tthree", 4, b'\t').unwrap(), [(0, 8), (8, 13)]);
+        assert_eq!(chunk_boundaries(b"x\x00y\x00z", 2, 0).unwrap(), [(0, 4), (4, 5)]);
     }
 
     #[test]
@@ -239,7 +249,7 @@ mod tests {
             let eager = chunk_boundaries_pattern(&data, target, pat).unwrap();
             prop_assert_eq!(&eager, &expected);
             if pat.len() == 1 {
-                prop_assert_eq!(&chunk_boundaries(&data, target, pat[0]), &expected);
+                prop_assert_eq!(&chunk_boundaries(&data, target, pat[0]).unwrap(), &expected);
             }
             let slices: Vec<&[u8]> = ChunkCursor::with_pattern(&data, target, pat).unwrap().collect();
             let from_bounds: Vec<&[u8]> = expected.iter().map(|&(s, e)| &data[s..e]).collect();

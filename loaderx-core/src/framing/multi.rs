@@ -2,7 +2,7 @@
 //! workers without any record crossing a source or a worker boundary.
 
 use super::partition::first_index_past;
-use super::range::FilePartRange;
+use super::range::{FilePartRange, push_planned};
 use super::search::Needle;
 use crate::Result;
 
@@ -28,8 +28,8 @@ use crate::Result;
 /// of mmap-chunker 0.2.6's `partition-files` does; its CLI refuses `--parts 0` before planning).
 ///
 /// # Errors
-/// None: every input has a plan. The `Result` stays for the callers' `?` and to match
-/// [`partition`](crate::partition)'s signature.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the plan does not fit in
+/// memory (a range per byte: a file of delimiters, cut in as many parts as it has bytes).
 ///
 /// # Examples
 /// ```
@@ -76,7 +76,7 @@ pub fn partition_files<S: AsRef<[u8]>>(
         if cut >= total {
             break;
         }
-        cuts.push(cut);
+        push_planned(&mut cuts, cut)?;
         i = (i + 1).max(first_index_past(cut, total, n));
     }
 
@@ -94,13 +94,14 @@ pub fn partition_files<S: AsRef<[u8]>>(
             let hi = end.min(prefixes[k + 1]);
             if hi > lo {
                 let (lo, hi) = ((lo - prefixes[k]) as u64, (hi - prefixes[k]) as u64);
-                rows.push(FilePartRange {
+                let row = FilePartRange {
                     worker: worker as u64,
                     source: k as u64,
                     start: lo,
                     end: hi,
                     length: hi - lo,
-                });
+                };
+                push_planned(&mut rows, row)?;
             }
             k += 1;
         }

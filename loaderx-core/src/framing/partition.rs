@@ -1,6 +1,6 @@
 //! N-way record-aligned partitioning of one buffer.
 
-use super::range::{PartRange, ranges_from_cuts};
+use super::range::{PartRange, push_planned, ranges_from_cuts};
 use super::search::Needle;
 use crate::Result;
 
@@ -27,8 +27,8 @@ use crate::Result;
 /// ranges; `parts` larger than `data` is fine.
 ///
 /// # Errors
-/// None: every input has a plan. The `Result` stays so that this signature matches
-/// [`partition_pattern`]'s (whose empty pattern is an error) and existing callers' `?`.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when the plan does not fit in
+/// memory (a range per byte: a file of delimiters, cut in as many parts as it has bytes).
 ///
 /// # Examples
 /// ```
@@ -54,7 +54,8 @@ pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRan
 /// `parts == 0` gives an empty plan, as in [`partition`].
 ///
 /// # Errors
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pattern` is empty.
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) when `pattern` is empty, or the
+/// plan does not fit in memory.
 pub fn partition_pattern(data: &[u8], parts: usize, pattern: &[u8]) -> Result<Vec<PartRange>> {
     partition_with(data, parts, &Needle::pattern(pattern)?)
 }
@@ -83,11 +84,11 @@ fn partition_with(data: &[u8], parts: usize, needle: &Needle) -> Result<Vec<Part
         if cut >= len {
             break;
         }
-        cuts.push(cut);
+        push_planned(&mut cuts, cut)?;
         // Skip the targets at or before the cut just planned (giant records swallow several).
         i = (i + 1).max(first_index_past(cut as u128, total, n));
     }
-    Ok(ranges_from_cuts(&cuts, len))
+    ranges_from_cuts(&cuts, len)
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 
 use std::ops::Range;
 
+use crate::{Error, Result};
+
 /// One record-aligned byte range of a single-file plan.
 ///
 /// `start` is inclusive, `end` exclusive, `length == end - start`; `index` is the zero-based
@@ -67,9 +69,33 @@ fn to_usize_range(start: u64, end: u64) -> Option<Range<usize>> {
     Some(usize::try_from(start).ok()?..usize::try_from(end).ok()?)
 }
 
+/// Appends `value` to a plan, growing it fallibly: a plan is as long as its input asks (a
+/// range per byte, for a file of delimiters cut every byte), so one that does not fit in memory
+/// is an error, not an abort.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the plan cannot grow.
+pub(crate) fn push_planned<T>(plan: &mut Vec<T>, value: T) -> Result<()> {
+    if plan.len() == plan.capacity() {
+        plan.try_reserve(plan.len().max(64)).map_err(|_| too_large(plan.len()))?;
+    }
+    plan.push(value);
+    Ok(())
+}
+
+fn too_large(len: usize) -> Error {
+    Error::InvalidArgument(format!(
+        "a plan of more than {len} ranges does not fit in memory (ask for larger chunks or fewer parts)"
+    ))
+}
+
 /// Turns ascending interior cut points into compact [`PartRange`]s covering `0..len`.
-pub(crate) fn ranges_from_cuts(cuts: &[usize], len: usize) -> Vec<PartRange> {
-    let mut out = Vec::with_capacity(cuts.len() + 1);
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the ranges do not fit in memory.
+pub(crate) fn ranges_from_cuts(cuts: &[usize], len: usize) -> Result<Vec<PartRange>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(cuts.len() + 1).map_err(|_| too_large(cuts.len()))?;
     let mut start = 0usize;
     for &end in cuts.iter().chain(std::iter::once(&len)) {
         if end > start {
@@ -82,7 +108,7 @@ pub(crate) fn ranges_from_cuts(cuts: &[usize], len: usize) -> Vec<PartRange> {
             start = end;
         }
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -91,12 +117,12 @@ mod tests {
 
     #[test]
     fn cuts_become_contiguous_compact_ranges() {
-        let r = ranges_from_cuts(&[3, 3, 7], 10);
+        let r = ranges_from_cuts(&[3, 3, 7], 10).unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!((r[0].index, r[0].start, r[0].end, r[0].length), (0, 0, 3, 3));
         assert_eq!((r[1].index, r[1].start, r[1].end), (1, 3, 7));
         assert_eq!((r[2].index, r[2].start, r[2].end, r[2].length), (2, 7, 10, 3));
-        assert!(ranges_from_cuts(&[], 0).is_empty());
+        assert!(ranges_from_cuts(&[], 0).unwrap().is_empty());
     }
 
     #[test]
