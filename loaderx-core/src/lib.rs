@@ -46,6 +46,7 @@ pub mod remote;
 mod sampler;
 mod store;
 mod sys;
+pub mod tokens;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 #[cfg(feature = "remote")]

@@ -79,6 +79,15 @@ impl DenseSource {
     }
 
     /// A source over opened records (their schema already checked).
+    /// A dense source over any records (`path` names them in errors): the token samplers'.
+    pub(crate) fn from_backing(
+        records: std::sync::Arc<dyn crate::store::Backing>,
+        schema: Schema,
+        path: PathBuf,
+    ) -> DenseSource {
+        DenseSource::wrap(Records::other(records), schema, path)
+    }
+
     fn wrap(records: Records, schema: Schema, path: PathBuf) -> DenseSource {
         let item_elems = schema.unit_elems();
         DenseSource { records, schema, item_elems, view: None, path, par: Parallelism::Pool }

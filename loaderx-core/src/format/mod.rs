@@ -9,6 +9,7 @@
 //! | `journal` | `journal.zr`, the redo log of delete and compaction |
 //! | `checksum` | the checksum of small metadata files, the 64-bit hash of descriptions |
 //! | `storeset` | `storeset.msgpack`, a store set's manifest |
+//! | `tokens` | token files: Megatron's `.idx` header and arrays, llm.c's header |
 //! | `v2` | format v2: its header, entries and manifest |
 
 mod checksum;
@@ -17,6 +18,7 @@ mod entry;
 mod header;
 mod journal;
 pub mod storeset;
+pub mod tokens;
 pub mod v2;
 
 /// Which on-disk layout a store has.

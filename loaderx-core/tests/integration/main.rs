@@ -37,5 +37,6 @@ mod store;
 mod store_compaction;
 mod store_corruption;
 mod store_dict;
+mod tokens;
 mod v2;
 mod views;

@@ -1,0 +1,312 @@
+//! [`TokenFile`]: a token file opened read-only and mapped, its header checked.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::format::tokens::{
+    LLMC_HEADER_LEN, MegatronHeader, TokenType, is_llmc, llmc_header, megatron_header,
+};
+use crate::sys::MappedFile;
+use crate::{Error, Result};
+
+/// Which layout a [`TokenFile`] has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenFormat {
+    /// Megatron-LM's indexed dataset: the tokens in the `.bin`, sequences and documents in the
+    /// `.idx` beside it.
+    Megatron {
+        /// The `.idx`.
+        index: PathBuf,
+    },
+    /// llm.c's token file: a 1,024-byte header, then the tokens.
+    Llmc {
+        /// `header[1]`, as written.
+        version: i32,
+    },
+    /// Tokens and nothing else (nanoGPT's `train.bin`, OLMo's and dolma's memmaps).
+    Raw,
+}
+
+/// Megatron's index, mapped, with its header.
+#[derive(Debug)]
+pub(crate) struct MegatronIndex {
+    pub(crate) map: MappedFile,
+    pub(crate) header: MegatronHeader,
+}
+
+/// A token file opened read-only: its tokens mapped, never copied until a batch is gathered.
+///
+/// The file must not change while it is open (an immutable input, as every input loaderx maps).
+/// A clone shares the mappings.
+#[derive(Debug, Clone)]
+pub struct TokenFile {
+    pub(crate) path: PathBuf,
+    pub(crate) format: TokenFormat,
+    pub(crate) token: TokenType,
+    pub(crate) data: Arc<MappedFile>,
+    /// Byte offset of token 0 in `data`.
+    pub(crate) start: usize,
+    pub(crate) tokens: u64,
+    pub(crate) index: Option<Arc<MegatronIndex>>,
+    /// Token ids must be below this, when given ([`TokenFile::vocabulary`]).
+    pub(crate) vocab: Option<u64>,
+}
+
+fn bad(path: &Path, reason: impl Into<String>) -> Error {
+    Error::BadInput { path: path.to_path_buf(), reason: reason.into(), source: None }
+}
+
+/// Opens `path` for reading, a regular file only (a FIFO is refused, not waited on), and maps it.
+fn map(path: &Path) -> Result<MappedFile> {
+    let file: File = crate::sys::open_regular(File::options().read(true), path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            bad(path, "not a regular file")
+        } else {
+            Error::io("open", path, e)
+        }
+    })?;
+    MappedFile::open_file(&file, path)
+}
+
+/// `path` with `ext` appended (`data/corpus` -> `data/corpus.bin`): Megatron names a dataset by
+/// its prefix, which may hold dots of its own.
+fn with_suffix(path: &Path, ext: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+impl TokenFile {
+    /// Opens the token file at `path`, its layout found from what is there: a Megatron dataset
+    /// (`path` its `.bin`, its `.idx`, or the prefix both are named by), or an llm.c token file
+    /// (its magic). A headerless file needs its token type: [`TokenFile::open_raw`].
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] naming the file and the field for a header, a count or an offset that
+    /// the files do not hold, or for a file of no known layout; [`Error::Io`] naming the path.
+    pub fn open(path: impl AsRef<Path>) -> Result<TokenFile> {
+        super::little_endian_host()?;
+        let path = path.as_ref();
+        let ext = path.extension().and_then(|e| e.to_str());
+        let megatron = match ext {
+            Some("idx") => Some((path.with_extension("bin"), path.to_path_buf())),
+            Some("bin") if path.with_extension("idx").exists() => {
+                Some((path.to_path_buf(), path.with_extension("idx")))
+            }
+            _ if !path.exists() && with_suffix(path, ".idx").exists() => {
+                Some((with_suffix(path, ".bin"), with_suffix(path, ".idx")))
+            }
+            _ => None,
+        };
+        if let Some((bin, idx)) = megatron {
+            return TokenFile::open_megatron(&bin, &idx);
+        }
+        let data = map(path)?;
+        if is_llmc(data.bytes()) {
+            let h = llmc_header(data.bytes(), data.len())
+                .map_err(|e| bad(path, format!("{}: {}", e.field, e.reason)))?;
+            return Ok(TokenFile {
+                path: path.to_path_buf(),
+                format: TokenFormat::Llmc { version: h.version },
+                token: h.token,
+                data: Arc::new(data),
+                start: LLMC_HEADER_LEN,
+                tokens: h.tokens,
+                index: None,
+                vocab: None,
+            });
+        }
+        Err(bad(
+            path,
+            "no .idx beside it and no llm.c header: a headerless token file needs its token type \
+             (TokenFile::open_raw; dtype= from Python)",
+        ))
+    }
+
+    /// Opens the headerless token file at `path`: tokens of `token` back to back, nothing else.
+    ///
+    /// # Errors
+    /// [`Error::BadInput`] for a file that is not a whole number of tokens; [`Error::Io`].
+    pub fn open_raw(path: impl AsRef<Path>, token: TokenType) -> Result<TokenFile> {
+        super::little_endian_host()?;
+        let path = path.as_ref();
+        let data = map(path)?;
+        let size = token.size() as u64;
+        if data.len() % size != 0 {
+            return Err(bad(
+                path,
+                format!(
+                    "{} bytes is not a whole number of {} tokens ({size} bytes each)",
+                    data.len(),
+                    token.name()
+                ),
+            ));
+        }
+        let tokens = data.len() / size;
+        Ok(TokenFile {
+            path: path.to_path_buf(),
+            format: TokenFormat::Raw,
+            token,
+            data: Arc::new(data),
+            start: 0,
+            tokens,
+            index: None,
+            vocab: None,
+        })
+    }
+
+    fn open_megatron(bin: &Path, idx: &Path) -> Result<TokenFile> {
+        let index = map(idx)?;
+        let header =
+            megatron_header(index.bytes()).map_err(|e| bad(idx, format!("{}: {}", e.field, e.reason)))?;
+        let data = map(bin)?;
+        let size = header.token.size() as u64;
+        if data.len() % size != 0 {
+            return Err(bad(
+                bin,
+                format!(
+                    "{} bytes is not a whole number of {} tokens, the index's type",
+                    data.len(),
+                    header.token.name()
+                ),
+            ));
+        }
+        // The last sequence must end where the .bin does: a .bin shorter (or longer) than its
+        // index says is refused at the open, in O(1); sequences() checks every one.
+        if header.sequences > 0 {
+            let last = header.sequences - 1;
+            let (len, at) = header.sequence(index.bytes(), last).expect("in the checked arrays");
+            let end = u64::try_from(len)
+                .ok()
+                .and_then(|l| l.checked_mul(size))
+                .zip(u64::try_from(at).ok())
+                .and_then(|(l, a)| l.checked_add(a));
+            if end != Some(data.len()) {
+                return Err(bad(
+                    bin,
+                    format!(
+                        "{} bytes, but its index {} says sequence {last} ({len} tokens at byte {at}) ends the file",
+                        data.len(),
+                        idx.display()
+                    ),
+                ));
+            }
+        } else if !data.is_empty() {
+            return Err(bad(
+                bin,
+                format!("{} bytes, but its index {} lists no sequence", data.len(), idx.display()),
+            ));
+        }
+        Ok(TokenFile {
+            path: bin.to_path_buf(),
+            format: TokenFormat::Megatron { index: idx.to_path_buf() },
+            token: header.token,
+            tokens: data.len() / size,
+            data: Arc::new(data),
+            start: 0,
+            index: Some(Arc::new(MegatronIndex { map: index, header })),
+            vocab: None,
+        })
+    }
+
+    /// Gathers refuse a token id outside `0..size` ([`Error::BadInput`] naming the file, the
+    /// token's position and its value), as [`TokenFile::verify`] does for the whole file.
+    #[must_use]
+    pub fn vocabulary(mut self, size: u64) -> TokenFile {
+        self.vocab = Some(size);
+        self
+    }
+
+    /// The tokens' file (the `.bin` of a Megatron dataset).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's layout.
+    pub fn format(&self) -> &TokenFormat {
+        &self.format
+    }
+
+    /// The tokens' type.
+    pub fn token_type(&self) -> TokenType {
+        self.token
+    }
+
+    /// Tokens in the file.
+    pub fn len(&self) -> u64 {
+        self.tokens
+    }
+
+    /// True when the file holds no token.
+    pub fn is_empty(&self) -> bool {
+        self.tokens == 0
+    }
+
+    /// Documents, where the layout has them (Megatron's).
+    pub fn documents(&self) -> Option<u64> {
+        self.index.as_ref().map(|i| i.header.document_entries as u64 - 1)
+    }
+
+    /// Sequences, where the layout has them (Megatron's).
+    pub fn sequences_in_index(&self) -> Option<u64> {
+        self.index.as_ref().map(|i| i.header.sequences as u64)
+    }
+
+    /// The bytes of tokens `first..first + n` (`None` past the end).
+    pub(crate) fn token_bytes(&self, first: u64, n: u64) -> Option<&[u8]> {
+        let size = self.token.size() as u64;
+        let end = first.checked_add(n).filter(|&e| e <= self.tokens)?;
+        let a = usize::try_from(first * size).ok()? + self.start;
+        let b = usize::try_from(end * size).ok()? + self.start;
+        self.data.bytes().get(a..b)
+    }
+
+    /// Tokens `first..first + n`, widened to `i64`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a range past the end.
+    pub fn read(&self, first: u64, n: u64) -> Result<Vec<i64>> {
+        let bytes = self.token_bytes(first, n).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "tokens {first}..{first}+{n} are past the end of {} ({} tokens)",
+                self.path.display(),
+                self.tokens
+            ))
+        })?;
+        Ok((0..n as usize).map(|i| self.token.read(bytes, i).expect("in range")).collect())
+    }
+
+    /// Checks `bytes` (tokens from token `first`) against the vocabulary, when one is set.
+    pub(crate) fn check_vocab(&self, bytes: &[u8], first: u64) -> Result<()> {
+        let Some(v) = self.vocab else { return Ok(()) };
+        match self.token.first_outside(bytes, v) {
+            None => Ok(()),
+            Some((i, t)) => Err(bad(
+                &self.path,
+                format!("token {} is {t}, outside the vocabulary of {v}", first + i as u64),
+            )),
+        }
+    }
+
+    /// Reads every token (and, for a Megatron dataset, every sequence and document of its
+    /// index), checking what a reader relies on: offsets and lengths inside the `.bin`, document
+    /// boundaries in order, ids inside the vocabulary when one is set.
+    ///
+    /// # Errors
+    /// The first problem, as [`Error::BadInput`] naming the file and field.
+    pub fn verify(&self) -> Result<()> {
+        if self.index.is_some() {
+            super::documents::Documents::check(self)?;
+        }
+        // In pieces of 1 Mi tokens, so that the error names the first bad token's position.
+        const PIECE: u64 = 1 << 20;
+        let mut at = 0;
+        while at < self.tokens {
+            let n = PIECE.min(self.tokens - at);
+            self.check_vocab(self.token_bytes(at, n).expect("in range"), at)?;
+            at += n;
+        }
+        Ok(())
+    }
+}
