@@ -121,7 +121,7 @@ trait Source: Sized + Send + Sync {
 /// (`DenseSource::keep_warm`): Python calls gather again within microseconds, and a helper's
 /// wake-up costs about a batch (docs/benchmarks/python.md, run G). On unless
 /// `LOADERX_KEEP_WARM=0` is set: the documented override, read once, here at the edge.
-fn keep_warm() -> bool {
+pub(crate) fn keep_warm() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("LOADERX_KEEP_WARM").is_none_or(|v| v != "0"))
 }

@@ -18,6 +18,7 @@ mod loader;
 mod sampler;
 mod set;
 mod store;
+mod tokens;
 
 use pyo3::prelude::*;
 
@@ -42,6 +43,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<builder::Builder>()?;
+    m.add_class::<tokens::Tokens>()?;
+    m.add_class::<tokens::Writer>()?;
+    m.add_function(wrap_pyfunction!(tokens::write_llmc, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::pad_records, m)?)?;
     m.add_function(wrap_pyfunction!(set::stitch, m)?)?;
     m.add_function(wrap_pyfunction!(set::set_parts, m)?)?;

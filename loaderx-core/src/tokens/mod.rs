@@ -22,7 +22,7 @@ mod write;
 
 pub use crate::format::tokens::TokenType;
 pub use file::{TokenFile, TokenFormat};
-pub use write::{MegatronWriter, write_llmc};
+pub use write::{MegatronWriter, write_llmc, write_llmc_le};
 
 /// Token files are little endian: a big-endian host would read them byte-swapped.
 pub(crate) fn little_endian_host() -> crate::Result<()> {

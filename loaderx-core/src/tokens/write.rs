@@ -97,11 +97,27 @@ impl MegatronWriter {
     /// more (the index's lengths are `i32`); [`Error::Io`].
     pub fn add_document<T: Element>(&mut self, tokens: &[T]) -> Result<()> {
         let bytes = token_bytes(self.token, tokens)?;
-        let len = i32::try_from(tokens.len()).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "a document of {} tokens: Megatron's lengths are i32",
-                tokens.len()
-            ))
+        self.add_document_le(bytes)
+    }
+
+    /// Appends a document given as its tokens' little-endian bytes (a binding's arrays).
+    ///
+    /// # Errors
+    /// As [`MegatronWriter::add_document`], and [`Error::InvalidArgument`] for bytes that are
+    /// not a whole number of tokens.
+    pub fn add_document_le(&mut self, bytes: &[u8]) -> Result<()> {
+        super::little_endian_host()?;
+        let size = self.token.size();
+        if !bytes.len().is_multiple_of(size) {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes are not a whole number of {} tokens",
+                bytes.len(),
+                self.token.name()
+            )));
+        }
+        let n = bytes.len() / size;
+        let len = i32::try_from(n).map_err(|_| {
+            Error::InvalidArgument(format!("a document of {n} tokens: Megatron's lengths are i32"))
         })?;
         let (_, tmp, w) = &mut self.bin;
         w.write_all(bytes).map_err(|e| Error::io("write", &*tmp, e))?;
@@ -149,7 +165,6 @@ impl MegatronWriter {
 /// [`Error::InvalidArgument`] for another token type or 2^31 tokens or more (llm.c's count is
 /// an `i32`); [`Error::AlreadyExists`] without `overwrite`; [`Error::Io`].
 pub fn write_llmc<T: Element>(path: impl AsRef<Path>, tokens: &[T], overwrite: bool) -> Result<()> {
-    let path = path.as_ref();
     super::little_endian_host()?;
     let token = match T::DTYPE {
         crate::DType::U16 => TokenType::U16,
@@ -160,11 +175,31 @@ pub fn write_llmc<T: Element>(path: impl AsRef<Path>, tokens: &[T], overwrite: b
             )));
         }
     };
-    let header = encode_llmc_header(token, tokens.len() as u64)
-        .ok_or_else(|| Error::InvalidArgument(format!("{} tokens: llm.c's count is an i32", tokens.len())))?;
+    write_llmc_le(path, token, bytemuck::cast_slice(tokens), overwrite)
+}
+
+/// [`write_llmc`] of tokens given as their little-endian bytes (a binding's arrays).
+///
+/// # Errors
+/// As [`write_llmc`], and [`Error::InvalidArgument`] for bytes that are not a whole number of
+/// tokens.
+pub fn write_llmc_le(path: impl AsRef<Path>, token: TokenType, bytes: &[u8], overwrite: bool) -> Result<()> {
+    let path = path.as_ref();
+    if !bytes.len().is_multiple_of(token.size()) {
+        return Err(Error::InvalidArgument(format!(
+            "{} bytes are not a whole number of {} tokens",
+            bytes.len(),
+            token.name()
+        )));
+    }
+    let n = bytes.len() / token.size();
+    let header = encode_llmc_header(token, n as u64).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{n} {} tokens: llm.c holds u16 or u32 tokens, at most 2^31 - 1",
+            token.name()
+        ))
+    })?;
     let (tmp, mut w) = create(path, overwrite)?;
-    w.write_all(&header)
-        .and_then(|()| w.write_all(bytemuck::cast_slice(tokens)))
-        .map_err(|e| Error::io("write", &tmp, e))?;
+    w.write_all(&header).and_then(|()| w.write_all(bytes)).map_err(|e| Error::io("write", &tmp, e))?;
     seal(&tmp, w, path)
 }

@@ -1,0 +1,148 @@
+"""Token streams: the token files language models train from, read where they lie.
+
+A :class:`TokenDataset` opens a Megatron-LM indexed dataset (``corpus.bin`` with ``corpus.idx``
+beside it, or the prefix ``corpus``), an llm.c token file (by its magic) or a headerless token
+memmap (nanoGPT's ``train.bin``: give ``dtype``) read-only and mapped, every header field
+checked against the file's size. Its samplers are datasets the :class:`~loaderx.dataloader.DataLoader`
+takes as any other: ``windows(n)`` (windows of ``n`` tokens at any offset: nanoGPT's
+``get_batch``) and ``sequences(n)`` (Megatron's GPT samples over the documents shuffled by a
+seed, computed when called, no index file written). A batch is ``(B, n)``: inputs
+``t[:, :-1]``, targets ``t[:, 1:]``.
+
+``write_megatron`` and ``write_llmc`` write files Megatron and llm.c read.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable
+
+import numpy as np
+
+from loaderx import _native
+from loaderx._common import check_int, engine_dtype, numpy_dtype
+from loaderx.dataset import DenseDataset
+
+__all__ = ["TokenDataset", "TokenSamples", "write_llmc", "write_megatron"]
+
+
+class TokenSamples(DenseDataset):
+    """Samples of a token file (``TokenDataset.windows``, ``TokenDataset.sequences``): a dense
+    dataset of shape ``(len, n)`` whose pickle opens the token file again."""
+
+    __slots__ = ()
+
+    def __init__(self, recipe: tuple, remote: dict[str, Any] | None = None) -> None:
+        path, dtype, vocab, kind, n, arg = recipe
+        corpus = _native.TokenFile(path, dtype, vocab)
+        native = corpus.windows(n, arg) if kind == "windows" else corpus.sequences(n, arg)
+        self._adopt(native, (recipe, None, ()))
+
+    def __repr__(self) -> str:
+        kind = self._recipe[0][3]
+        return f"TokenSamples({self.path!r}, {kind}, len={self._len}, dtype={self.dtype}, n={self.item_shape[0]})"
+
+
+class TokenDataset:
+    """The token file at ``path``: a Megatron dataset (its ``.bin``, its ``.idx`` or their
+    prefix), an llm.c token file, or, with ``dtype``, a headerless file of tokens. With
+    ``vocab_size``, every read refuses a token id outside ``0..vocab_size``, naming its
+    position."""
+
+    __slots__ = ("_native", "_recipe", "dtype")
+
+    def __init__(self, path: str | os.PathLike[str], dtype: Any = None, vocab_size: int | None = None) -> None:
+        path = os.fspath(path)
+        name = None if dtype is None else engine_dtype(dtype)
+        if vocab_size is not None:
+            vocab_size = check_int("vocab_size", vocab_size, 1, 2**64)
+        self._native = _native.TokenFile(path, name, vocab_size)
+        self._recipe = (path, name, vocab_size)
+        self.dtype: np.dtype = numpy_dtype(self._native.dtype)
+
+    def __reduce__(self) -> tuple:
+        return (type(self), self._recipe)
+
+    def __len__(self) -> int:
+        """Tokens in the file."""
+        return len(self._native)
+
+    def __repr__(self) -> str:
+        docs = "" if self.documents is None else f", documents={self.documents}"
+        return f"TokenDataset({self.path!r}, format={self.format}, tokens={len(self)}, dtype={self.dtype}{docs})"
+
+    @property
+    def path(self) -> str:
+        """The tokens' file (a Megatron dataset's ``.bin``)."""
+        return str(self._native.path)
+
+    @property
+    def format(self) -> str:
+        """``"megatron"``, ``"llmc"`` or ``"raw"``."""
+        return self._native.format
+
+    @property
+    def documents(self) -> int | None:
+        """Documents, where the format has them (Megatron's); ``None`` otherwise."""
+        return self._native.documents
+
+    def windows(self, n: int, stride: int | None = None) -> TokenSamples:
+        """Windows of ``n`` tokens (the context length plus one) starting every ``stride``
+        tokens: every token for ``None`` below 2^32 windows, else the least stride that keeps
+        the count under 2^32."""
+        n = check_int("n", n, 1, 2**32)
+        if stride is not None:
+            stride = check_int("stride", stride, 1, 2**64)
+        return TokenSamples((*self._recipe, "windows", n, stride))
+
+    def sequences(self, n: int, seed: int | None = 0) -> TokenSamples:
+        """Megatron's GPT samples: the documents in the order ``seed`` shuffles them to (the
+        file's order for ``None``), concatenated and cut into samples of ``n`` tokens that
+        overlap by one. A file without documents is one document."""
+        n = check_int("n", n, 2, 2**32)
+        if seed is not None:
+            seed = check_int("seed", seed, 0, 2**64)
+        return TokenSamples((*self._recipe, "sequences", n, seed))
+
+    def read(self, first: int, n: int) -> np.ndarray:
+        """Tokens ``first..first + n`` as ``int64``."""
+        return self._native.read(check_int("first", first, 0, 2**64), check_int("n", n, 0, 2**64))
+
+    def verify(self) -> None:
+        """Reads every token (and a Megatron index's every sequence and document), raising
+        ``loaderx.Error`` naming the file and field at the first problem."""
+        self._native.verify()
+
+
+def _tokens(values: Any, dtype: np.dtype, what: str) -> np.ndarray:
+    """``values`` as a contiguous array of ``dtype``; ValueError for a value it cannot hold."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional, not of shape {arr.shape}")
+    if arr.dtype == dtype:
+        return np.ascontiguousarray(arr)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ValueError(f"{what} holds {arr.dtype} values, not token ids")
+    out = np.ascontiguousarray(arr.astype(dtype))
+    if not np.array_equal(out.astype(np.int64), arr.astype(np.int64)):
+        raise ValueError(f"{what} holds ids that {dtype} cannot hold")
+    return out
+
+
+def write_megatron(
+    prefix: str | os.PathLike[str], documents: Iterable[Any], dtype: Any = np.uint16, overwrite: bool = False
+) -> int:
+    """Writes ``prefix.bin`` and ``prefix.idx``, a Megatron-LM indexed dataset of one sequence
+    per document, from an iterable of 1-D arrays of token ids; returns the tokens written."""
+    dt = np.dtype(dtype)
+    w = _native.MegatronWriter(os.fspath(prefix), engine_dtype(dt), overwrite)
+    for i, doc in enumerate(documents):
+        w.add_document(_tokens(doc, dt, f"document {i}").view(np.uint8))
+    return w.finish()
+
+
+def write_llmc(path: str | os.PathLike[str], tokens: Any, dtype: Any = np.uint16, overwrite: bool = False) -> None:
+    """Writes an llm.c token file: ``uint16`` (GPT-2, magic 20240520) or ``uint32`` (Llama-3,
+    magic 20240801) tokens after a 1,024-byte header."""
+    dt = np.dtype(dtype)
+    _native.write_llmc(os.fspath(path), _tokens(tokens, dt, "tokens").view(np.uint8), engine_dtype(dt), overwrite)

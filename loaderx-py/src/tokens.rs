@@ -1,0 +1,162 @@
+//! Token files (`loaderx.tokens`): core's `TokenFile`, its samplers as dense datasets, and the
+//! writers of Megatron's and llm.c's files.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use loaderx_core::tokens::{MegatronWriter, TokenFile, TokenFormat, TokenType, write_llmc_le};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::arrays::slice;
+use crate::dataset::{Dense, keep_warm};
+use crate::errors::IntoPy;
+
+/// A token type by its engine name (`"u16"`).
+fn token_type(name: &str) -> PyResult<TokenType> {
+    [
+        TokenType::U8,
+        TokenType::I8,
+        TokenType::I16,
+        TokenType::U16,
+        TokenType::I32,
+        TokenType::U32,
+        TokenType::I64,
+    ]
+    .into_iter()
+    .find(|t| t.name() == name)
+    .ok_or_else(|| {
+        PyValueError::new_err(format!("{name:?} is not a token type (u8, i8, i16, u16, i32, u32, i64)"))
+    })
+}
+
+/// A token file opened read-only (core's `TokenFile`).
+#[pyclass(module = "loaderx._native", name = "TokenFile", frozen)]
+pub struct Tokens {
+    file: TokenFile,
+}
+
+#[pymethods]
+impl Tokens {
+    #[new]
+    #[pyo3(signature = (path, dtype = None, vocab_size = None))]
+    fn new(py: Python<'_>, path: PathBuf, dtype: Option<&str>, vocab_size: Option<u64>) -> PyResult<Self> {
+        let token = dtype.map(token_type).transpose()?;
+        let file = crate::fork::detach(py, || match token {
+            None => TokenFile::open(&path),
+            Some(t) => TokenFile::open_raw(&path, t),
+        })?
+        .py()?;
+        Ok(Tokens {
+            file: match vocab_size {
+                Some(v) => file.vocabulary(v),
+                None => file,
+            },
+        })
+    }
+
+    fn __len__(&self) -> usize {
+        // A mapped file's tokens fit the address space.
+        self.file.len() as usize
+    }
+
+    /// The tokens' file (a Megatron dataset's `.bin`).
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.file.path().to_path_buf()
+    }
+
+    /// The tokens' engine dtype name (`"u16"`).
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.file.token_type().name()
+    }
+
+    /// `"megatron"`, `"llmc"` or `"raw"`.
+    #[getter]
+    fn format(&self) -> &'static str {
+        match self.file.format() {
+            TokenFormat::Megatron { .. } => "megatron",
+            TokenFormat::Llmc { .. } => "llmc",
+            TokenFormat::Raw => "raw",
+        }
+    }
+
+    /// Documents, where the layout has them (Megatron's); `None` otherwise.
+    #[getter]
+    fn documents(&self) -> Option<u64> {
+        self.file.documents()
+    }
+
+    /// Windows of `n` tokens every `stride` tokens (`None`: 1, or the least stride under 2^32
+    /// windows) as a dense dataset.
+    #[pyo3(signature = (n, stride = None))]
+    fn windows(&self, n: usize, stride: Option<u64>) -> PyResult<Dense> {
+        Ok(Dense { source: self.file.windows(n, stride).py()?.keep_warm(keep_warm()) })
+    }
+
+    /// Megatron's GPT samples of `n` tokens over the documents shuffled by `seed` (`None`: the
+    /// file's order), as a dense dataset.
+    #[pyo3(signature = (n, seed = None))]
+    fn sequences(&self, py: Python<'_>, n: usize, seed: Option<u64>) -> PyResult<Dense> {
+        let source = crate::fork::detach(py, || self.file.sequences(n, seed))?.py()?;
+        Ok(Dense { source: source.keep_warm(keep_warm()) })
+    }
+
+    /// Tokens `first..first + n` as `int64`.
+    fn read<'py>(&self, py: Python<'py>, first: u64, n: u64) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        Ok(PyArray1::from_vec(py, self.file.read(first, n).py()?))
+    }
+
+    /// Reads every token (and a Megatron index's every sequence and document), checking them.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        crate::fork::detach(py, || self.file.verify())?.py()
+    }
+}
+
+/// Megatron's writer: `prefix.bin` and `prefix.idx`, a document at a time.
+#[pyclass(module = "loaderx._native", name = "MegatronWriter")]
+pub struct Writer {
+    inner: Mutex<Option<MegatronWriter>>,
+}
+
+#[pymethods]
+impl Writer {
+    #[new]
+    #[pyo3(signature = (prefix, dtype, overwrite = false))]
+    fn new(prefix: PathBuf, dtype: &str, overwrite: bool) -> PyResult<Self> {
+        let w = MegatronWriter::create(prefix, token_type(dtype)?, overwrite).py()?;
+        Ok(Writer { inner: Mutex::new(Some(w)) })
+    }
+
+    /// Appends a document: its tokens' little-endian bytes.
+    fn add_document(&self, py: Python<'_>, tokens: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+        let bytes = slice(&tokens, "tokens")?;
+        let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the writer broke"))?;
+        let w = guard.as_mut().ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
+        py.detach(|| w.add_document_le(bytes)).py()
+    }
+
+    /// Writes the index and puts both files in place; the tokens written.
+    fn finish(&self, py: Python<'_>) -> PyResult<u64> {
+        let w = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the writer broke"))?.take();
+        let w = w.ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
+        py.detach(|| w.finish()).py()
+    }
+}
+
+/// Writes an llm.c token file of `tokens` (their little-endian bytes) of `dtype` (u16 or u32).
+#[pyfunction]
+#[pyo3(signature = (path, tokens, dtype, overwrite = false))]
+pub fn write_llmc(
+    py: Python<'_>,
+    path: PathBuf,
+    tokens: PyReadonlyArray1<'_, u8>,
+    dtype: &str,
+    overwrite: bool,
+) -> PyResult<()> {
+    let token = token_type(dtype)?;
+    let bytes = slice(&tokens, "tokens")?;
+    py.detach(|| write_llmc_le(&path, token, bytes, overwrite)).py()
+}

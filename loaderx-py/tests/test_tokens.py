@@ -1,0 +1,137 @@
+"""Token streams from Python (issue 45): Megatron, llm.c and headerless token files read where
+they lie, their samplers as DataLoader streams, lying files as errors naming file and field."""
+
+import pickle
+import struct
+
+import numpy as np
+import pytest
+
+import loaderx
+from loaderx.dataloader import DataLoader
+from loaderx.tokens import TokenDataset, TokenSamples, write_llmc, write_megatron
+
+
+def docs(count=50):
+    # Document k's token j is k * 1000 + j: each sample says where it came from.
+    return [np.arange(k * 1000, k * 1000 + (k * 37 + 11) % 300, dtype=np.int64) for k in range(count)]
+
+
+@pytest.fixture
+def megatron(tmp_path):
+    d = docs()
+    prefix = tmp_path / "corpus"
+    assert write_megatron(prefix, d) == sum(len(x) for x in d)
+    return prefix, np.concatenate(d).astype(np.uint16)
+
+
+def test_the_issues_contract_windows_through_the_dataloader(megatron):
+    prefix, stream = megatron
+    corpus = TokenDataset(f"{prefix}.bin")
+    assert (len(corpus), corpus.documents, corpus.format) == (stream.size, 50, "megatron")
+    loader = DataLoader({"tokens": corpus.windows(65)}, batch_size=8, num_workers=2, seed=0)
+    t = next(iter(loader))["tokens"]
+    assert t.shape == (8, 65) and t.dtype == np.uint16
+    # Every row is 65 consecutive tokens of the file, as nanoGPT's get_batch slices them.
+    memmap = np.memmap(f"{prefix}.bin", dtype=np.uint16, mode="r")
+    for row in t:
+        starts = np.flatnonzero(memmap[: memmap.size - 64] == row[0])
+        assert any(np.array_equal(memmap[s : s + 65], row) for s in starts)
+    w = corpus.windows(65)
+    assert len(w) == stream.size - 64
+    np.testing.assert_array_equal(w[[0, 100]], np.stack([stream[:65], stream[100:165]]))
+    np.testing.assert_array_equal(corpus.read(3, 4), stream[3:7].astype(np.int64))
+    assert len(corpus.windows(65, stride=64)) == (stream.size - 65) // 64 + 1
+
+
+def test_megatron_samples_overlap_by_one_and_pickle_by_path(megatron):
+    prefix, stream = megatron
+    corpus = TokenDataset(prefix)
+    plain = corpus.sequences(33, seed=None)
+    assert len(plain) == (stream.size - 1) // 32
+    np.testing.assert_array_equal(plain[5], stream[160:193])
+    shuffled = corpus.sequences(33, seed=4)
+    assert isinstance(shuffled, TokenSamples) and len(shuffled) == len(plain)
+    rows = shuffled[:]
+    assert (rows[1:, 0] == rows[:-1, -1]).all(), "samples overlap by one token"
+    assert not np.array_equal(rows, plain[:])
+    again = pickle.loads(pickle.dumps(shuffled))
+    np.testing.assert_array_equal(again[:], rows)
+    part = pickle.loads(pickle.dumps(shuffled.select([3, 1])))
+    np.testing.assert_array_equal(part[:], rows[[3, 1]])
+    assert pickle.loads(pickle.dumps(corpus)).documents == 50
+
+
+def test_llmc_and_headerless_files(tmp_path):
+    t16 = (np.arange(4000) * 7 % 50257).astype(np.uint16)
+    t32 = (np.arange(3000) * 101 % 128256).astype(np.uint32)
+    write_llmc(tmp_path / "a.bin", t16)
+    write_llmc(tmp_path / "b.bin", t32, dtype=np.uint32)
+    header = np.fromfile(tmp_path / "a.bin", dtype=np.int32, count=3)
+    assert header.tolist() == [20240520, 1, 4000]
+    a, b = TokenDataset(tmp_path / "a.bin"), TokenDataset(tmp_path / "b.bin")
+    assert (a.format, a.dtype, len(a), a.documents) == ("llmc", np.uint16, 4000, None)
+    assert (b.dtype, len(b)) == (np.uint32, 3000)
+    np.testing.assert_array_equal(b.windows(4)[17], t32[17:21])
+    with pytest.raises(FileExistsError):
+        write_llmc(tmp_path / "a.bin", t16)
+    raw = tmp_path / "train.bin"
+    t16.tofile(raw)
+    with pytest.raises(loaderx.Error, match="needs its token type") as e:
+        TokenDataset(raw)
+    assert str(raw) in str(e.value)
+    r = TokenDataset(raw, dtype=np.uint16)
+    np.testing.assert_array_equal(r.windows(9)[3990], t16[3990:3999])
+    with pytest.raises(ValueError, match="n must be"):
+        r.windows(0)
+    with pytest.raises(ValueError):
+        r.windows(4001)
+
+
+def test_lying_files_name_the_file_and_field(megatron, tmp_path):
+    prefix, stream = megatron
+    idx = tmp_path / "corpus.idx"
+    good = idx.read_bytes()
+    bad = bytearray(good)
+    bad[17] = 6  # float64: not token ids
+    idx.write_bytes(bytes(bad))
+    with pytest.raises(loaderx.Error, match="dtype") as e:
+        TokenDataset(prefix)
+    assert str(idx) in str(e.value)
+    bad = bytearray(good)
+    bad[18:26] = struct.pack("<Q", 2**62)
+    idx.write_bytes(bytes(bad))
+    with pytest.raises(loaderx.Error, match="sequence_count"):
+        TokenDataset(prefix)
+    # A pointer past the .bin: the open reads only the last one; sequences() reads them all.
+    bad = bytearray(good)
+    pointers = 34 + 4 * 50
+    bad[pointers + 8 * 7 : pointers + 8 * 8] = struct.pack("<q", 2**40)
+    idx.write_bytes(bytes(bad))
+    corpus = TokenDataset(prefix)
+    with pytest.raises(loaderx.Error, match="sequence_pointers"):
+        corpus.sequences(17)
+    with pytest.raises(loaderx.Error, match="sequence_pointers"):
+        corpus.verify()
+    idx.write_bytes(good)
+    bin_ = tmp_path / "corpus.bin"
+    bin_.write_bytes(bin_.read_bytes()[:-4])
+    with pytest.raises(loaderx.Error, match="ends the file") as e:
+        TokenDataset(prefix)
+    assert str(bin_) in str(e.value)
+
+
+def test_a_vocabulary_refuses_ids_outside_it(megatron):
+    prefix, stream = megatron
+    corpus = TokenDataset(prefix, vocab_size=5000)
+    first_bad = int(np.flatnonzero(stream >= 5000)[0])
+    w = corpus.windows(8)
+    w[[0]]
+    with pytest.raises(loaderx.Error, match=f"token {first_bad} is {stream[first_bad]}, outside the vocabulary of 5000"):
+        w[[first_bad - 2]]
+    with pytest.raises(loaderx.Error, match=f"token {first_bad} "):
+        corpus.verify()
+    with pytest.raises(ValueError, match="cannot hold"):
+        write_megatron(prefix.parent / "x", [np.array([70000])], overwrite=True)
+    with pytest.raises(ValueError, match="not token ids"):
+        write_megatron(prefix.parent / "y", [np.array([1.5])])
