@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::schema::SCHEMA_FILE;
 use super::writer::{DatasetWriter, STAGING_LOCK, remove_dataset_dir, remove_dataset_files};
-use crate::store::{LOCK_FILE, WriteLock, is_store_file};
+use crate::store::{LOCK_FILE, WriteLock, is_loaderx_lock_file, is_store_file};
 use crate::{Error, Result};
 
 impl DatasetWriter {
@@ -76,8 +76,11 @@ pub(super) fn only_loaderx_files(dir: &Path, marked: bool) -> Result<()> {
         let entry = entry.map_err(|e| Error::io("read directory", out, e))?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
+        // A lock file of loaderx's holds a process id: another tool's `convert.lock` is the user's.
+        let lock = [LOCK_FILE, STAGING_LOCK].contains(&name.as_ref());
         let ours = (marked && is_store_file(&name))
-            || [LOCK_FILE, SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE].contains(&name.as_ref());
+            || [SCHEMA_FILE, crate::dataset::SET_FILE].contains(&name.as_ref())
+            || (lock && is_loaderx_lock_file(&entry.path()));
         if !ours || entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?.is_dir() {
             return Err(refuse(format!("it holds {name}, which is not a loaderx file")));
         }
@@ -107,8 +110,12 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
         let name = name.to_string_lossy();
         if datasets.contains(&name.as_ref()) {
             check_replaceable(&entry.path())?;
-        } else if !files.contains(&name.as_ref()) && name != STAGING_LOCK {
-            return Err(refuse(format!("it holds {name}, which this conversion does not write")));
+        } else {
+            let ours = files.contains(&name.as_ref())
+                || (name == STAGING_LOCK && is_loaderx_lock_file(&entry.path()));
+            if !ours {
+                return Err(refuse(format!("it holds {name}, which this conversion does not write")));
+            }
         }
     }
     Ok(())

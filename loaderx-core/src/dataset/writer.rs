@@ -271,10 +271,13 @@ impl DatasetWriter {
         let mut staging = out.clone().into_os_string();
         staging.push(".partial");
         let staging = PathBuf::from(staging);
-        let lock = lock_staging(&staging, &out)?;
         // What a crashed writer left is this writer's to remove; a directory of the user's that
-        // happens to bear the staging name is not.
-        only_loaderx_files(&staging, true)?;
+        // happens to bear the staging name is not. Chunk-like names (`2024.zr`) are a crashed
+        // writer's only beside its lock or its store's index, there before this writer's lock.
+        let crashed_writer =
+            ["index.zr", "meta.zr", SCHEMA_FILE, STAGING_LOCK].iter().any(|m| staging.join(m).exists());
+        let lock = lock_staging(&staging, &out)?;
+        only_loaderx_files(&staging, crashed_writer)?;
         // What a crashed writer left (its lock is free, so no writer is using it); the lock
         // file itself stays: it is what this writer holds.
         remove_dataset_files(&staging, &[SCHEMA_FILE])?;
@@ -454,10 +457,23 @@ impl DatasetWriter {
         crate::store::trim_index(&self.staging)?;
         // Still this writer's staging directory (its lock is held on the file in it): the
         // rename moves exactly the data written here.
-        if std::fs::symlink_metadata(&self.out).is_ok() {
+        // Without overwrite, whatever appeared at OUT since the start (another conversion's
+        // output, a user's store) stays: refused, this writer's staging removed on drop.
+        if std::fs::symlink_metadata(&self.out).is_ok() && self.opts.overwrite {
             self.replace_out()?;
         } else {
-            std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+            if let Err(e) = crate::sys::rename_no_replace(&self.staging, &self.out) {
+                let _ = remove_dataset_dir(&self.staging);
+                let exists = matches!(
+                    e.kind(),
+                    std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty
+                );
+                return Err(if exists {
+                    Error::AlreadyExists { path: self.out.clone() }
+                } else {
+                    Error::io("rename", &self.staging, e)
+                });
+            }
             self.lock.moved_to(&self.out);
         }
         if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {

@@ -52,9 +52,15 @@ pub(crate) fn open_or_create(path: &Path) -> Result<File> {
 /// # Errors
 /// [`Error::Io`] naming `path`.
 pub(crate) fn open_or_create_no_follow(path: &Path) -> Result<File> {
-    crate::sys::no_follow(File::options().read(true).write(true).create(true).truncate(false))
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))
+    let mut opts = File::options();
+    opts.read(true).write(true).create(true).truncate(false);
+    // Never waits in the open (a FIFO planted there), and takes a regular file only.
+    let file =
+        crate::sys::no_follow_non_blocking(&mut opts).open(path).map_err(|e| Error::io("open", path, e))?;
+    if !file.metadata().map_err(|e| Error::io("stat", path, e))?.is_file() {
+        return Err(Error::NotReplaceable { path: path.to_path_buf(), reason: "not a regular file".into() });
+    }
+    Ok(file)
 }
 
 /// Creates `path` as a new file for writing, replacing a stale one a crash left behind: removing

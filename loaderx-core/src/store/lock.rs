@@ -30,15 +30,42 @@ const LOCK_GRACE: Duration = Duration::from_millis(250);
 /// Longest pause between two tries of a contended lock.
 const LOCK_PAUSE_MAX: Duration = Duration::from_millis(16);
 
-/// Whether the lock file `file` holds what a locker writes there: nothing (new, or left by a
-/// crash before the id was written) or a decimal process id.
-fn holds_a_process_id(file: &File) -> std::io::Result<bool> {
-    use std::io::Read;
-    // A process id is at most 10 digits; a longer file is someone else's.
-    let mut text = Vec::with_capacity(16);
-    file.take(16).read_to_end(&mut text)?;
+/// The first 16 bytes of the lock file `file` (a process id is at most 10 digits; a longer file
+/// is someone else's), read from its start.
+fn lock_text(file: &File) -> std::io::Result<Vec<u8>> {
+    let mut text = vec![0u8; 16];
+    let mut n = 0;
+    while n < text.len() {
+        match crate::sys::read_exact_at(file, &mut text[n..n + 1], n as u64) {
+            Ok(()) => n += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+            Err(e) => return Err(e),
+        }
+    }
+    text.truncate(n);
+    Ok(text)
+}
+
+/// Whether `text` (a lock file's start) is what a locker writes there: nothing (new, or left by
+/// a crash before the id was written) or a decimal process id.
+fn is_process_id(text: &[u8]) -> bool {
     let text = text.trim_ascii();
-    Ok(text.len() <= 10 && text.iter().all(u8::is_ascii_digit))
+    text.len() <= 10 && text.iter().all(u8::is_ascii_digit)
+}
+
+/// Whether the lock file `file` holds what a locker writes there ([`is_process_id`]).
+fn holds_a_process_id(file: &File) -> std::io::Result<bool> {
+    Ok(is_process_id(&lock_text(file)?))
+}
+
+/// Whether `path` is a lock file loaderx left: a regular file (not a link, not a FIFO) holding
+/// nothing or a process id. Overwriting accepts and removes only those; another tool's file of
+/// that name is the user's.
+pub(crate) fn is_loaderx_lock_file(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        && open_regular(OpenOptions::new().read(true), path)
+            .and_then(|f| holds_a_process_id(&f))
+            .unwrap_or(false)
 }
 
 /// Runs `try_lock` until it succeeds, fails otherwise than by contention, or [`LOCK_GRACE`]
@@ -90,10 +117,11 @@ impl WriteLock {
             match within_grace(|| file.try_lock()) {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
-                    // The holder's id, as it wrote it: advisory (it may be half written).
-                    let holder = std::fs::read_to_string(&path)
+                    // The holder's id, as it wrote it: advisory (it may be half written); at
+                    // most 16 bytes of the file this open holds are read.
+                    let holder = lock_text(&file)
                         .ok()
-                        .and_then(|t| t.trim().parse::<u32>().ok())
+                        .and_then(|t| std::str::from_utf8(&t).ok()?.trim().parse::<u32>().ok())
                         .map_or_else(|| "another process".to_string(), |pid| format!("process {pid}"));
                     return Err(Error::Locked {
                         path: dir.to_path_buf(),

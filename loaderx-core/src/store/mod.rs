@@ -62,7 +62,7 @@ pub(crate) use gather::Resolved;
 #[cfg(feature = "remote")]
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
-pub(crate) use lock::{StoreKey, lock_out_readers};
+pub(crate) use lock::{StoreKey, is_loaderx_lock_file, lock_out_readers};
 pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::Store;

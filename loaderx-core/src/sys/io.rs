@@ -207,7 +207,8 @@ const WRITEBACK_ALIGN: u64 = 2 << 20;
 pub(crate) fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
 
 /// `opts` made to refuse a symbolic link as the path's last component (`O_NOFOLLOW`): a store's
-/// writer never writes through a link planted in its directory. Elsewhere the options are
+/// writer never writes through a link planted in its directory. Sets the custom flags: with
+/// `O_NONBLOCK` too, [`no_follow_non_blocking`]. Elsewhere the options are
 /// returned as they are (a Windows symbolic link needs a privilege to create; unchecked here).
 #[cfg(target_os = "linux")]
 pub(crate) fn no_follow(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
@@ -219,6 +220,18 @@ pub(crate) fn no_follow(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOp
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn no_follow(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
     opts
+}
+
+/// [`no_follow`] and [`non_blocking`] at once (each sets the open's custom flags, replacing
+/// the other's: they do not compose).
+pub(crate) fn no_follow_non_blocking(opts: &mut std::fs::OpenOptions) -> &mut std::fs::OpenOptions {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+    }
+    #[cfg(not(target_os = "linux"))]
+    non_blocking(opts)
 }
 
 /// `opts` made never to wait in the open itself (`O_NONBLOCK`, which changes nothing for a
@@ -293,6 +306,36 @@ pub(crate) fn file_key(file: &File) -> io::Result<Option<(u64, u64)>> {
 #[cfg(not(unix))]
 pub(crate) fn file_key(_file: &File) -> io::Result<Option<(u64, u64)>> {
     Ok(None)
+}
+
+/// Renames `from` to `to` unless something is at `to` (`AlreadyExists` then): atomically on
+/// Linux (`renameat2` with `RENAME_NOREPLACE`); elsewhere, or on a file system without the
+/// flag, `to` is looked at first and the rename follows (a window between the two remains).
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte");
+        let f = CString::new(from.as_os_str().as_bytes()).map_err(nul)?;
+        let t = CString::new(to.as_os_str().as_bytes()).map_err(nul)?;
+        // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
+        // resolves relative paths as rename(2) does; the call writes no memory of ours.
+        let rc = unsafe {
+            libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE)
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+            return Err(e);
+        }
+    }
+    if std::fs::symlink_metadata(to).is_ok() {
+        return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+    }
+    std::fs::rename(from, to)
 }
 
 #[cfg(test)]

@@ -243,8 +243,10 @@ fn a_second_writer_of_the_same_output_is_refused_naming_the_first() {
     assert_eq!(ds.get_vec(&[0, 1, 2]).unwrap(), [1u32, 2, 3, 4, 5, 6]);
     // The lock went with it: nothing of the writer is left in the dataset or beside it.
     assert!(!out.join("convert.lock").exists() && !dir.path().join("out.partial").exists());
-    // A writer that crashed (its lock free) leaves a staging directory the next one reuses.
+    // A writer that crashed (its lock free, its process id in it) leaves a staging directory
+    // the next one reuses.
     std::fs::create_dir(dir.path().join("b.partial")).unwrap();
+    std::fs::write(dir.path().join("b.partial").join("convert.lock"), b"12345").unwrap();
     std::fs::write(dir.path().join("b.partial").join("0.zr"), b"stale").unwrap();
     let mut b = DatasetWriter::dense::<u32>(dir.path().join("b"), vec![1], WriteOptions::new()).unwrap();
     b.append(&[7u32]).unwrap();

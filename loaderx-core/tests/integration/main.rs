@@ -31,6 +31,7 @@ mod remote_hostile;
 mod remote_reads;
 mod safety;
 mod safety_files;
+mod safety_locks;
 mod saved_states;
 mod staged;
 mod store;

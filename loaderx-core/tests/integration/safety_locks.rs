@@ -1,0 +1,108 @@
+//! Data safety, round three's eleventh look: what appears at a conversion's output while it
+//! runs, and files of the user's under the names loaderx gives its locks and staging
+//! directories. Nothing of the user's is replaced, removed or waited on forever.
+
+use std::path::Path;
+use std::time::Duration;
+
+use loaderx_core::{Codec, DatasetWriter, Error, Store, StoreOptions, WriteOptions};
+
+use crate::common::snapshot;
+
+/// Runs `f` on a thread, failing the test (not hanging it) when it takes more than 20 s.
+fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20)).expect("the call waited: a FIFO was opened as a file")
+}
+
+/// K4: a store created at OUT while a conversion without overwrite runs is kept; the
+/// conversion is `AlreadyExists` and leaves nothing behind.
+#[test]
+fn a_store_created_at_out_during_a_conversion_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut w = DatasetWriter::dense::<u32>(&out, vec![1], WriteOptions::new()).unwrap();
+    w.append(&[1u32, 2, 3]).unwrap();
+    let theirs = Store::create(&out, StoreOptions::new()).unwrap();
+    theirs.append(&[b"precious record"], Codec::Raw).unwrap();
+    drop(theirs);
+    let before = snapshot(&out);
+    match w.finish() {
+        Err(Error::AlreadyExists { path }) => assert_eq!(path, out),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(snapshot(&out), before);
+    assert_eq!(Store::open(&out).unwrap().get(0).unwrap(), b"precious record");
+    assert!(!dir.path().join("out.partial").exists(), "the staging directory is removed");
+}
+
+/// K5: a directory of the user's at `OUT.partial` holding files with a store's chunk or
+/// temporary names (and no lock or index of a crashed writer) is not taken for staging.
+#[test]
+fn a_users_partial_directory_of_chunk_like_names_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let staging = dir.path().join("o3.partial");
+    std::fs::create_dir(&staging).unwrap();
+    std::fs::write(staging.join("2024.zr"), b"report").unwrap();
+    std::fs::write(staging.join("manifest.zr.tmp"), b"notes").unwrap();
+    let before = snapshot(&staging);
+    let err = DatasetWriter::dense::<u32>(dir.path().join("o3"), vec![1], WriteOptions::new()).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { path, .. } if *path == staging), "{err}");
+    let mut after = snapshot(&staging);
+    after.remove("convert.lock");
+    assert_eq!(after, before);
+    assert!(!dir.path().join("o3").exists());
+}
+
+/// K6: a `convert.lock` or `write.lock` of another tool's in a dataset's directory makes it the
+/// user's: overwriting it is refused, and the file stays.
+#[test]
+fn another_tools_lock_file_in_a_dataset_makes_it_not_replaceable() {
+    for name in ["convert.lock", "write.lock"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut w = DatasetWriter::dense::<u32>(&out, vec![1], WriteOptions::new()).unwrap();
+        w.append(&[1u32]).unwrap();
+        w.finish().unwrap();
+        std::fs::write(out.join(name), b"held by my build tool").unwrap();
+        let before = snapshot(&out);
+        let err =
+            DatasetWriter::dense::<u32>(&out, vec![1], WriteOptions::new().overwrite(true)).unwrap_err();
+        assert!(matches!(&err, Error::NotReplaceable { path, .. } if *path == out), "{name}: {err}");
+        assert_eq!(snapshot(&out), before, "{name}");
+        // A lock file loaderx left (a process id) does not stand in the way.
+        std::fs::write(out.join(name), b"4242").unwrap();
+        DatasetWriter::dense::<u32>(&out, vec![1], WriteOptions::new().overwrite(true))
+            .unwrap()
+            .finish()
+            .unwrap();
+    }
+}
+
+/// K7: a FIFO planted as `write.lock` or `convert.lock` is refused at once; before, the writer
+/// waited for ever on it (the open, then the read of the holder's id).
+#[cfg(unix)]
+#[test]
+fn a_fifo_planted_as_a_lock_file_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    Store::create(&store, StoreOptions::new()).unwrap().append(&[b"x"], Codec::Raw).unwrap();
+    let fifo = |p: &Path| assert!(std::process::Command::new("mkfifo").arg(p).status().unwrap().success());
+    fifo(&store.join("write.lock"));
+    let s = store.clone();
+    let err = within_20s(move || Store::open_rw(&s, StoreOptions::new()).map(|_| ())).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { .. }), "{err}");
+    assert_eq!(Store::open(&store).unwrap().get(0).unwrap(), b"x", "readers take no lock file");
+
+    let staging = dir.path().join("o.partial");
+    std::fs::create_dir(&staging).unwrap();
+    fifo(&staging.join("convert.lock"));
+    let out = dir.path().join("o");
+    let err = within_20s(move || DatasetWriter::dense::<u32>(&out, vec![1], WriteOptions::new()).map(|_| ()))
+        .unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { .. }), "{err}");
+    assert!(staging.join("convert.lock").exists());
+}
