@@ -12,11 +12,15 @@ use crate::convert::human;
 /// Arguments of `loaderx info`.
 #[derive(Debug, Args)]
 pub struct InfoArgs {
-    /// The store (or dataset) directory.
+    /// The store (or dataset) directory, or a token file (a Megatron dataset's .bin, .idx or
+    /// prefix, an llm.c token file, a headerless one with --dtype).
     store: std::path::PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// The token type of a headerless token file (u16, u32...).
+    #[arg(long)]
+    dtype: Option<String>,
 }
 
 /// The schema, or `None` for a raw store without one.
@@ -32,6 +36,9 @@ fn schema_of(dir: &Path) -> anyhow::Result<Option<Schema>> {
 /// (no index entry is read; `stats` counts codecs and logical bytes).
 pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
     let dir = &args.store;
+    if args.dtype.is_some() || crate::tokens::is_token_path(dir) {
+        return crate::tokens::info(dir, args.dtype.as_deref(), args.json);
+    }
     #[cfg(feature = "remote")]
     if loaderx_core::remote::is_remote(dir) {
         return remote_info(&dir.to_string_lossy(), args.json);
@@ -152,8 +159,14 @@ const VERIFY_LISTED: u64 = 20;
 /// Arguments of `loaderx verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The store directory.
+    /// The store directory, or a token file (as `info` takes).
     store: std::path::PathBuf,
+    /// The token type of a headerless token file (u16, u32...).
+    #[arg(long)]
+    dtype: Option<String>,
+    /// A token file's vocabulary size: every id must be below it.
+    #[arg(long)]
+    vocab_size: Option<u64>,
     /// List every damaged record, not only the first 20.
     #[arg(long)]
     all: bool,
@@ -167,6 +180,15 @@ pub struct VerifyArgs {
 /// Lists the first damaged records (all of them with `--all`) and counts the rest, streaming
 /// the scan so a store with millions of damaged records costs no more memory than an intact one.
 pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
+    let dir = &args.store;
+    if args.dtype.is_some() || args.vocab_size.is_some() || crate::tokens::is_token_path(dir) {
+        return crate::tokens::verify(dir, args.dtype.as_deref(), args.vocab_size);
+    }
+    verify_store(args)
+}
+
+/// `verify` of a store, a store set or a remote store.
+fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.store;
     #[cfg(feature = "remote")]
     if loaderx_core::remote::is_remote(dir) {

@@ -23,6 +23,7 @@ mod inspect;
 mod maintain;
 mod partition;
 mod sets;
+mod tokens;
 
 /// loaderx: record store, sampler and data-layer tools.
 #[derive(Debug, Parser)]
@@ -44,9 +45,10 @@ enum Command {
         #[command(subcommand)]
         format: convert::Format,
     },
-    /// Show a store's kind, dtype, shape, length, codecs and space.
+    /// Show a store's kind, dtype, shape, length, codecs and space (or a token file's header).
     Info(inspect::InfoArgs),
-    /// Check every record's checksum and decoding; exit 1 if any is damaged.
+    /// Check every record's checksum and decoding (or a token file's index and ids); exit 1 if any
+    /// is damaged.
     Verify(inspect::VerifyArgs),
     /// Write a dense dataset as a NumPy .npy file (little-endian, C order).
     Export {

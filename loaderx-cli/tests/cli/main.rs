@@ -11,3 +11,4 @@ mod parts;
 #[cfg(feature = "remote")]
 mod remote;
 mod safety;
+mod tokens;

@@ -1,0 +1,100 @@
+//! `info` and `verify` of token files (a Megatron dataset's `.bin`/`.idx` or prefix, an llm.c
+//! token file, a headerless token file given `--dtype`): what their headers say, and every
+//! token and index entry checked.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use loaderx_core::tokens::{TokenFile, TokenFormat, TokenType};
+
+/// Whether `path` names a token file rather than a store: a regular file, or the prefix of a
+/// Megatron dataset (`PATH.idx` beside it).
+pub fn is_token_path(path: &Path) -> bool {
+    let mut idx = path.as_os_str().to_owned();
+    idx.push(".idx");
+    path.is_file() || (!path.exists() && PathBuf::from(idx).is_file())
+}
+
+/// The token type named `name` (`u16` or NumPy's `uint16`).
+fn token_type(name: &str) -> anyhow::Result<TokenType> {
+    Ok(match name {
+        "u8" | "uint8" => TokenType::U8,
+        "i8" | "int8" => TokenType::I8,
+        "u16" | "uint16" => TokenType::U16,
+        "i16" | "int16" => TokenType::I16,
+        "u32" | "uint32" => TokenType::U32,
+        "i32" | "int32" => TokenType::I32,
+        "i64" | "int64" => TokenType::I64,
+        _ => anyhow::bail!("--dtype {name}: a token type is u8, i8, u16, i16, u32, i32 or i64"),
+    })
+}
+
+/// Opens the token file at `path` (headerless with `dtype`), with `vocab` set when given.
+pub fn open(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::Result<TokenFile> {
+    let f = match dtype {
+        Some(d) => TokenFile::open_raw(path, token_type(d)?),
+        None => TokenFile::open(path),
+    }
+    .with_context(|| format!("open {}", path.display()))?;
+    Ok(match vocab {
+        Some(v) => f.vocabulary(v),
+        None => f,
+    })
+}
+
+/// `loaderx info TOKENS [--dtype T] [--json]`.
+pub fn info(path: &Path, dtype: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let f = open(path, dtype, None)?;
+    let (format, index) = match f.format() {
+        TokenFormat::Megatron { index } => ("megatron", Some(index.display().to_string())),
+        TokenFormat::Llmc { .. } => ("llmc", None),
+        TokenFormat::Raw => ("raw", None),
+    };
+    if json {
+        let v = serde_json::json!({
+            "path": f.path().display().to_string(),
+            "index": index,
+            "format": format,
+            "dtype": f.token_type().name(),
+            "tokens": f.len(),
+            "sequences": f.sequences_in_index(),
+            "documents": f.documents(),
+        });
+        return crate::print(&format!("{v}\n"));
+    }
+    let mut t = format!("path:    {}\n", f.path().display());
+    if let Some(i) = &index {
+        t.push_str(&format!("index:   {i}\n"));
+    }
+    t.push_str(&format!(
+        "format:  {format} token file\ndtype:   {}\ntokens:  {}\n",
+        f.token_type().name(),
+        f.len()
+    ));
+    if let (Some(s), Some(d)) = (f.sequences_in_index(), f.documents()) {
+        t.push_str(&format!("sequences: {s}\ndocuments: {d}\n"));
+    }
+    crate::print(&t)
+}
+
+/// `loaderx verify TOKENS [--dtype T] [--vocab-size N]`: exit 0 only if every token (and
+/// index entry) is what a reader relies on.
+pub fn verify(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::Result<ExitCode> {
+    let f = open(path, dtype, vocab)?;
+    Ok(match f.verify() {
+        Ok(()) => {
+            let vocab = vocab.map_or(String::new(), |v| format!(", every id below {v}"));
+            crate::print(&format!(
+                "{}: {} tokens, index and tokens intact{vocab}\n",
+                f.path().display(),
+                f.len()
+            ))?;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            crate::print(&format!("{}: damaged: {}\n", path.display(), loaderx_core::error_chain(&e)))?;
+            ExitCode::FAILURE
+        }
+    })
+}

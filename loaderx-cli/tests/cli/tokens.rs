@@ -1,0 +1,73 @@
+// Token files through `info` and `verify` (issue 45): what the headers say, and every index
+// entry and id checked, a lying field named.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use loaderx_core::tokens::{MegatronWriter, TokenType, write_llmc};
+
+fn loaderx(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args.iter().map(|a| a.as_ref())).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn megatron(prefix: &Path) {
+    let mut w = MegatronWriter::create(prefix, TokenType::U16, false).unwrap();
+    for k in 0..20u16 {
+        w.add_document(&(0..50 + k).map(|j| k * 100 + j).collect::<Vec<u16>>()).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+#[test]
+fn info_and_verify_read_token_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("corpus");
+    megatron(&prefix);
+    let tokens: u64 = (0..20).map(|k| 50 + k).sum();
+    let o = loaderx(&[&"info", &prefix, &"--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["format"], "megatron");
+    assert_eq!(v["dtype"], "u16");
+    assert_eq!(v["tokens"], tokens);
+    assert_eq!((v["sequences"].as_u64(), v["documents"].as_u64()), (Some(20), Some(20)));
+    let bin = dir.path().join("corpus.bin");
+    let o = loaderx(&[&"info", &bin]);
+    assert!(o.status.success() && text(&o).contains("documents: 20"), "{}", text(&o));
+    let o = loaderx(&[&"verify", &bin]);
+    assert!(o.status.success() && text(&o).contains("intact"), "{}", text(&o));
+
+    // Ids past a vocabulary (document 10 starts at token 545 with id 1000), and a pointer out
+    // of the .bin: exit 1, the token or field named.
+    let o = loaderx(&[&"verify", &prefix, &"--vocab-size", &"1000"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("token 545 is 1000, outside the vocabulary of 1000"), "{}", text(&o));
+    let idx = dir.path().join("corpus.idx");
+    let mut b = std::fs::read(&idx).unwrap();
+    let pointer = 34 + 4 * 20 + 8 * 5;
+    b[pointer..pointer + 8].copy_from_slice(&(1i64 << 40).to_le_bytes());
+    std::fs::write(&idx, b).unwrap();
+    let o = loaderx(&[&"verify", &prefix]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("sequence_pointers") && text(&o).contains("corpus.idx"), "{}", text(&o));
+
+    // llm.c by its magic; a headerless file with --dtype, refused without it.
+    let l = dir.path().join("gpt2.bin");
+    write_llmc(&l, &[5u16; 77], false).unwrap();
+    let o = loaderx(&[&"info", &l, &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["format"].as_str(), v["tokens"].as_u64()), (Some("llmc"), Some(77)));
+    let raw = dir.path().join("train.bin");
+    std::fs::write(&raw, [1u8, 0, 2, 0, 3, 0]).unwrap();
+    let o = loaderx(&[&"info", &raw]);
+    assert!(!o.status.success() && text(&o).contains("needs its token type"), "{}", text(&o));
+    let o = loaderx(&[&"info", &raw, &"--dtype", &"uint16", &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["format"].as_str(), v["tokens"].as_u64()), (Some("raw"), Some(3)));
+    let o = loaderx(&[&"verify", &raw, &"--dtype", &"u16", &"--vocab-size", &"3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}
