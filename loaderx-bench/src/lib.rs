@@ -32,6 +32,7 @@ mod run;
 mod sampler;
 mod store;
 pub mod timing;
+mod tokens;
 pub mod workloads;
 
 pub use run::{Layer, Options, run};

@@ -10,7 +10,7 @@ use anyhow::Context;
 #[cfg(any(feature = "parquet", feature = "images"))]
 use crate::ingest;
 use crate::report::Report;
-use crate::{cold, format, gather, loader, machine, plot, sampler, store};
+use crate::{cold, format, gather, loader, machine, plot, sampler, store, tokens};
 
 /// Which layer to measure. With the `clap` feature it is a `clap::ValueEnum`, so `loaderx bench`
 /// parses its argument straight into it and shows these docs as the possible values' help.
@@ -36,6 +36,9 @@ pub enum Layer {
     /// cache, against NumPy's memmap and `fio` (1M and 10M records of 64 B, 784 B and 12 KiB, as
     /// far as `--cold-max-gib` allows; needs `--python`).
     Cold,
+    /// Token files: random windows against the memcpy of the same windows, and the first
+    /// batch of a 10-billion-token file and of Megatron samples over 5 million documents.
+    Tokens,
     /// Sampler, store and loader.
     #[default]
     All,
@@ -166,6 +169,9 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
         ingest::run(&cfg, &mut report)?;
         #[cfg(not(any(feature = "parquet", feature = "images")))]
         anyhow::bail!("the ingest layer needs a build with the `parquet` or `images` feature");
+    }
+    if args.layer == Layer::Tokens {
+        tokens::run(&cfg, &mut report)?;
     }
     if let Some(path) = &args.plot {
         plot::draw(&report, path).with_context(|| format!("drawing {}", path.display()))?;

@@ -3,9 +3,11 @@
 //!
 //! Megatron's GPTDataset writes its order to index files before the first step (a shuffled
 //! document index, a sample index, a shuffle index). Here the order is a pure function of the
-//! seed, computed at build in O(documents) time and 12 bytes a document: the permutation (`u32`)
-//! and the running token count of the documents in its order (`u64`). A sample's place is one
-//! binary search.
+//! seed (the cyclic sampler's permutation of the documents), computed at build in O(documents)
+//! time and 12 bytes a document: the permutation (`u32`) and the running token count of the
+//! documents in its order (`u64`). A sample's place is one binary search.
+
+use rayon::prelude::*;
 
 use super::file::TokenFile;
 use crate::format::tokens::MegatronHeader;
@@ -55,6 +57,68 @@ fn document_sequences(h: &MegatronHeader, idx: &[u8], d: usize) -> std::ops::Ran
     a..b
 }
 
+/// Documents a parallel piece of the checks covers: enough that a piece's hand-off to the pool
+/// costs little beside it.
+const PIECE: usize = 1 << 16;
+
+/// Every document's token count, each of its sequences checked (inside the `.bin`, a token
+/// count that is not negative) and the document index checked (from 0 to the sequence count,
+/// never decreasing): one pass over the index in file order, in pieces over the pool.
+fn lengths(file: &TokenFile) -> Result<Vec<u32>> {
+    let ix = file.index.as_ref().expect("a Megatron dataset");
+    let (h, idx) = (&ix.header, ix.map.bytes());
+    let entry = |k: usize| h.document_entry(idx, k).expect("in the checked arrays");
+    let first = entry(0);
+    if first != 0 {
+        return Err(bad(file, "document_indices", format!("entry 0 is {first}, not 0")));
+    }
+    let last = entry(h.document_entries - 1);
+    if last as u64 != h.sequences as u64 {
+        return Err(bad(
+            file,
+            "document_indices",
+            format!("the last entry is {last}, not the sequence count {}", h.sequences),
+        ));
+    }
+    let docs = h.document_entries - 1;
+    let pieces: Vec<Result<Vec<u32>>> = (0..docs.div_ceil(PIECE))
+        .into_par_iter()
+        .map(|p| {
+            let range = p * PIECE..((p + 1) * PIECE).min(docs);
+            let mut out = Vec::with_capacity(range.len());
+            for d in range {
+                let (a, b) = (entry(d), entry(d + 1));
+                if b < a || b as u64 > h.sequences as u64 {
+                    return Err(bad(
+                        file,
+                        "document_indices",
+                        format!(
+                            "entry {} is {b} (after {a}); entries run from 0 to the {} sequences, never back",
+                            d + 1,
+                            h.sequences
+                        ),
+                    ));
+                }
+                let mut tokens = 0u32;
+                for s in a as usize..b as usize {
+                    let (_, len) = sequence(file, h, idx, s)?;
+                    tokens =
+                        u32::try_from(len).ok().and_then(|l| tokens.checked_add(l)).ok_or_else(|| {
+                            bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
+                        })?;
+                }
+                out.push(tokens);
+            }
+            Ok(out)
+        })
+        .collect();
+    let mut all = Vec::with_capacity(docs);
+    for p in pieces {
+        all.extend(p?);
+    }
+    Ok(all)
+}
+
 impl Documents {
     /// Checks every sequence (inside the `.bin`) and the document index (from 0 to the sequence
     /// count, never decreasing) of `file`'s Megatron index.
@@ -62,69 +126,43 @@ impl Documents {
     /// # Errors
     /// [`Error::BadInput`] naming the `.idx` and the array.
     pub(crate) fn check(file: &TokenFile) -> Result<()> {
-        let ix = file.index.as_ref().expect("a Megatron dataset");
-        let (h, idx) = (&ix.header, ix.map.bytes());
-        for i in 0..h.sequences {
-            sequence(file, h, idx, i)?;
-        }
-        let mut last = 0i64;
-        for k in 0..h.document_entries {
-            let e = h.document_entry(idx, k).expect("in the checked arrays");
-            let ok = if k == 0 { e == 0 } else { e >= last && e as u64 <= h.sequences as u64 };
-            if !ok {
-                return Err(bad(
-                    file,
-                    "document_indices",
-                    format!(
-                        "entry {k} is {e} (after {last}); entries run from 0 to the {} sequences, never back",
-                        h.sequences
-                    ),
-                ));
-            }
-            last = e;
-        }
-        if last as u64 != h.sequences as u64 {
-            return Err(bad(
-                file,
-                "document_indices",
-                format!("the last entry is {last}, not the sequence count {}", h.sequences),
-            ));
-        }
-        Ok(())
+        lengths(file).map(drop)
     }
 
     /// `file`'s documents, checked ([`Documents::check`]), in the order `seed` shuffles them to
-    /// (the file's order for `None`).
+    /// (the file's order for `None`): the cyclic sampler's permutation of the documents, its
+    /// first cycle.
     ///
     /// # Errors
     /// As [`Documents::check`]; [`Error::InvalidArgument`] for more than 2^32 - 1 documents.
     pub(crate) fn new(file: &TokenFile, seed: Option<u64>) -> Result<Documents> {
-        Documents::check(file)?;
-        let ix = file.index.as_ref().expect("a Megatron dataset");
-        let (h, idx) = (&ix.header, ix.map.bytes());
-        let docs = h.document_entries - 1;
-        let n = u32::try_from(docs).map_err(|_| {
+        let lens = lengths(file)?;
+        let n = u32::try_from(lens.len()).map_err(|_| {
             Error::InvalidArgument(format!(
-                "{} holds {docs} documents; sampling them takes at most 2^32 - 1",
-                file.path.display()
+                "{} holds {} documents; sampling them takes at most 2^32 - 1",
+                file.path.display(),
+                lens.len()
             ))
         })?;
-        let mut order: Vec<u32> = (0..n).collect();
-        if let Some(seed) = seed {
-            shuffle(&mut order, seed);
+        let mut order: Vec<u32> = vec![0; lens.len()];
+        match seed {
+            Some(seed) if n > 0 => {
+                let sampler = crate::Sampler::builder(n)
+                    .batch_size(n)
+                    .mode(crate::SamplerMode::Cyclic)
+                    .seed(seed)
+                    .build()?;
+                sampler.fill(0, &mut order)?;
+            }
+            _ => order.iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
         }
-        let mut starts = Vec::with_capacity(order.len() + 1);
+        // The running count in the documents' order: independent loads (the order is known), one
+        // dependent add each, so the reads of `lens` overlap.
+        let mut starts = Vec::with_capacity(lens.len() + 1);
         let mut total = 0u64;
         for &d in &order {
             starts.push(total);
-            for s in document_sequences(h, idx, d as usize) {
-                // Each length is checked; sequences may overlap (the index says where each one
-                // is), so their sum is checked too.
-                let len = u64::try_from(h.sequence(idx, s).expect("checked").0).expect("checked");
-                total = total.checked_add(len).ok_or_else(|| {
-                    bad(file, "sequence_lengths", "the lengths sum past 2^64 tokens".into())
-                })?;
-            }
+            total += u64::from(lens[d as usize]);
         }
         starts.push(total);
         Ok(Documents { order, starts })
@@ -165,41 +203,5 @@ impl Documents {
             j += 1;
         }
         Ok(())
-    }
-}
-
-/// Fisher-Yates over `v` with SplitMix64 seeded by `seed`: the same order on every machine.
-fn shuffle(v: &mut [u32], seed: u64) {
-    let mut state = seed ^ 0x6a09_e667_f3bc_c909;
-    let mut next = move || {
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    for i in (1..v.len()).rev() {
-        // Lemire's multiply-shift: unbiased enough for an order (bias below 2^-32 per draw).
-        let j = ((u128::from(next()) * (i as u128 + 1)) >> 64) as usize;
-        v.swap(i, j);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shuffle;
-
-    #[test]
-    fn a_shuffle_is_a_permutation_fixed_by_its_seed() {
-        let mut a: Vec<u32> = (0..1000).collect();
-        let mut b = a.clone();
-        shuffle(&mut a, 7);
-        shuffle(&mut b, 7);
-        assert_eq!(a, b);
-        let mut c: Vec<u32> = (0..1000).collect();
-        shuffle(&mut c, 8);
-        assert_ne!(a, c);
-        a.sort_unstable();
-        assert_eq!(a, (0..1000).collect::<Vec<_>>());
     }
 }

@@ -21,7 +21,7 @@ const RULE: &[(&str, &[&str])] = &[
     ("dataset", &["store", "remote", "sampler", "format", "sys"]),
     ("convert", &["dataset", "framing", "store", "format", "sys"]),
     ("loader", &["dataset", "sampler", "store", "remote", "format"]),
-    ("tokens", &["dataset", "store", "format", "sys"]),
+    ("tokens", &["dataset", "sampler", "store", "format", "sys"]),
 ];
 
 fn src() -> PathBuf {
