@@ -5,7 +5,7 @@ Every section interleaves its contenders round by round on the same data in this
 machine is shared and noisy: compare ratios, not absolute times), reports medians, and checks
 every output against NumPy's. Contenders not installed are skipped with a note.
 
-    python loaderx-py/bench/bench.py [sampler|store|loader|all] [--rounds N] [--records N] [--dir D]
+    python loaderx-py/bench/bench.py [sampler|store|loader|tokens|all] [--rounds N] [--records N] [--dir D]
 """
 
 from __future__ import annotations
@@ -363,16 +363,80 @@ def grain_loader(npy: str, labels: np.ndarray, batch: int):
         yield b["x"], b["y"]
 
 
+def tokens(args) -> None:
+    """Random windows of 1,025 tokens (64 a batch) from a uint16 token file: nanoGPT's
+    ``get_batch`` (a fresh ``np.memmap`` each call, int64 inputs and targets stacked by torch)
+    against loaderx's ``windows`` on the same windows, and against its DataLoader (its own
+    sampler, prefetched on its threads)."""
+    try:
+        import torch
+    except ImportError:
+        print("\n4. Tokens: skipped (torch is not installed; nanoGPT's get_batch needs it)")
+        return
+    from loaderx.tokens import TokenDataset
+
+    work = tempfile.mkdtemp(dir=args.dir)
+    try:
+        n, block, b = args.tokens, 1024, 64
+        path = os.path.join(work, "train.bin")
+        (np.arange(n, dtype=np.uint64) * 2654435761 % 50257).astype(np.uint16).tofile(path)
+        rng = np.random.default_rng(0)
+        batches = [rng.integers(0, n - block - 1, b) for _ in range(64)]
+        at = {"nanogpt": 0, "gather": 0}
+
+        def nanogpt():
+            # nanoGPT's train.py get_batch, with the same windows as the others.
+            ix = batches[at["nanogpt"] % len(batches)]
+            at["nanogpt"] += 1
+            data = np.memmap(path, dtype=np.uint16, mode="r")
+            x = torch.stack([torch.from_numpy((data[i : i + block]).astype(np.int64)) for i in ix])
+            y = torch.stack([torch.from_numpy((data[i + 1 : i + 1 + block]).astype(np.int64)) for i in ix])
+            return x, y
+
+        windows = TokenDataset(path, dtype=np.uint16).windows(block + 1)
+        out = np.empty((b, block + 1), dtype=np.uint16)
+
+        def gather():
+            ix = batches[at["gather"] % len(batches)]
+            at["gather"] += 1
+            windows.gather(ix, out)
+            t = torch.from_numpy(out.astype(np.int64))
+            return t[:, :-1], t[:, 1:]
+
+        loader = DataLoader({"tokens": windows}, batch_size=b, num_workers=2, seed=0)
+        it = iter(loader)
+
+        def from_loader():
+            t = torch.from_numpy(next(it)["tokens"].astype(np.int64))
+            return t[:, :-1], t[:, 1:]
+
+        # The same windows give the same inputs and targets.
+        at["nanogpt"] = at["gather"] = 0
+        (x0, y0), (x1, y1) = nanogpt(), gather()
+        assert torch.equal(x0, x1) and torch.equal(y0, y1), "loaderx's windows are nanoGPT's"
+        res = rounds_of({"nanoGPT get_batch": nanogpt, "loaderx windows.gather": gather, "loaderx DataLoader": from_loader}, args.rounds, 20)
+        loader.close()
+        print(f"\n4. Tokens: {b} random windows of {block + 1} uint16 tokens from a file of {n:,} tokens, "
+              f"int64 inputs and targets as torch tensors, median of {args.rounds} interleaved rounds\n")
+        print("| contender | per batch | vs nanoGPT get_batch |\n|---|---:|---:|")
+        base = res["nanoGPT get_batch"]
+        for name, secs in res.items():
+            print(f"| {name} | {secs * 1e6:.1f} µs | {base / secs:.1f}x |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("section", nargs="?", default="all", choices=["sampler", "store", "loader", "all"])
+    p.add_argument("section", nargs="?", default="all", choices=["sampler", "store", "loader", "tokens", "all"])
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--dir", default=None, help="where the bench's temporary data goes")
     p.add_argument("--others", action="store_true", help="also the other stores, where installed (slow to write)")
+    p.add_argument("--tokens", type=int, default=64 << 20, help="tokens in the token file of the tokens section")
     args = p.parse_args()
     machine()
-    for name in ("sampler", "store", "loader"):
+    for name in ("sampler", "store", "loader", "tokens"):
         if args.section in (name, "all"):
             globals()[name](args)
     sys.stdout.flush()
