@@ -156,15 +156,34 @@ impl Documents {
             }
             _ => order.iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
         }
-        // The running count in the documents' order: independent loads (the order is known), one
-        // dependent add each, so the reads of `lens` overlap.
-        let mut starts = Vec::with_capacity(lens.len() + 1);
+        // The running count in the documents' order, in pieces over the pool: each piece's
+        // counts from 0 (its reads of `lens`, in the shuffled order, are the cost), then each
+        // piece moved up by the total of the pieces before it.
+        let mut starts = vec![0u64; lens.len() + 1];
+        let sums: Vec<u64> = starts[..lens.len()]
+            .par_chunks_mut(PIECE)
+            .zip(order.par_chunks(PIECE))
+            .map(|(s, o)| {
+                let mut total = 0u64;
+                for (start, &d) in s.iter_mut().zip(o) {
+                    *start = total;
+                    total += u64::from(lens[d as usize]);
+                }
+                total
+            })
+            .collect();
+        let mut offsets = Vec::with_capacity(sums.len());
         let mut total = 0u64;
-        for &d in &order {
-            starts.push(total);
-            total += u64::from(lens[d as usize]);
+        for t in sums {
+            offsets.push(total);
+            // At most 2^32 documents of under 2^32 tokens each: below 2^64.
+            total += t;
         }
-        starts.push(total);
+        starts[..lens.len()]
+            .par_chunks_mut(PIECE)
+            .zip(offsets)
+            .for_each(|(s, o)| s.iter_mut().for_each(|x| *x += o));
+        starts[lens.len()] = total;
         Ok(Documents { order, starts })
     }
 
