@@ -59,6 +59,8 @@ mod guide {
     struct Stores;
     #[doc = include_str!("../docs/guide/src/loader.md")]
     struct Loader;
+    #[doc = include_str!("../docs/guide/src/tokens.md")]
+    struct Tokens;
     #[doc = include_str!("../docs/guide/src/burn.md")]
     struct Burn;
     #[doc = include_str!("../docs/guide/src/candle.md")]

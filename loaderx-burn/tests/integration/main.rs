@@ -7,4 +7,5 @@ mod first_hour;
 mod item_store;
 mod loader;
 mod orders;
+mod tokens;
 mod train;
