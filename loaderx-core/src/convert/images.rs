@@ -34,6 +34,11 @@ const DECODE_BUDGET: u64 = MAX_IMAGE_BYTES;
 /// counted twice: the JPEG decoder copies its input).
 const MAX_FILE_BYTES: u64 = 256 << 20;
 const FILE_BUDGET: u64 = 2 * MAX_FILE_BYTES;
+/// What a conversion writes into OUT: the two datasets, and the class list beside them. Only
+/// these are replaced with overwrite, and only these (each of loaderx's files) are cleared from
+/// a crashed conversion's staging directory.
+const DATASETS: [&str; 2] = ["images", "labels"];
+const FILES: [&str; 1] = ["classes.txt"];
 
 /// How an image is brought to the output size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,6 +100,10 @@ pub struct ImagesSummary {
 /// from the content, not the name), in parallel, and resized as `options` say (bilinear).
 ///
 /// All or nothing: `out` is written as `out.partial` and renamed into place when complete.
+/// Nothing of the user's is removed: an `out.partial` holding anything but a crashed
+/// conversion's files is refused, and so is an `out` that appears while the conversion runs
+/// (without overwrite); with overwrite, only an earlier conversion's `images/`, `labels/` and
+/// `classes.txt` are replaced, none of them open in a writer or a reader.
 /// A file that does not decode is an error naming it (nothing written), or with `skip_bad` is
 /// left out and listed in the summary; so is one whose header announces an image that would take
 /// more than 1 GiB from decode to output (pixels times channels, counted before decoding), or a
@@ -104,7 +113,11 @@ pub struct ImagesSummary {
 /// [`Error::NotAStore`] naming `dir` when it does not exist; [`Error::BadInput`] naming `dir`
 /// when it has no class subdirectories or no files, or naming a file that does not decode;
 /// [`Error::InvalidArgument`] for a size of 0 or an item over the format's record limit;
-/// [`Error::AlreadyExists`] for an existing `out` without overwrite; [`Error::Io`].
+/// [`Error::AlreadyExists`] for an `out` that exists, at the start or once the conversion is
+/// complete, without overwrite; [`Error::NotReplaceable`] for an `out.partial`, or (with
+/// overwrite) an `out`, holding anything a conversion does not write; [`Error::Locked`] for
+/// another conversion into `out`, or (with overwrite) a dataset of `out` that a writer or
+/// readers have open; [`Error::Io`].
 pub fn images(
     dir: impl AsRef<Path>,
     out: impl AsRef<Path>,
@@ -155,7 +168,10 @@ pub fn images_part(
         if !opts.overwrites() {
             return Err(Error::AlreadyExists { path: out.to_path_buf() });
         }
-        crate::dataset::check_replaceable_dir_of(out, &["images", "labels"], &["classes.txt"])?;
+        crate::dataset::check_replaceable_dir_of(out, &DATASETS, &FILES)?;
+        // Asked now as well as at the replacement: datasets a writer or readers have open are
+        // refused before a whole conversion is spent on replacing them.
+        crate::dataset::check_free_dir_of(out, &DATASETS)?;
     }
     let (classes, files) = list(dir)?;
     let rows = part.rows(files.len() as u64);
@@ -164,46 +180,48 @@ pub fn images_part(
     // Locked for the whole conversion, through the rename: a second conversion into `out` fails
     // naming this one instead of removing its files (and a link planted there is refused).
     let mut lock = crate::dataset::lock_staging(&staging, out)?;
-    clear_staging(&staging)?;
-    let result = write(&staging, &classes, files, (options, part == Part::WHOLE), &opts);
-    match result {
-        Ok((images, skipped)) => {
-            if std::fs::symlink_metadata(out).is_ok() {
-                remove_dir(out)?;
-            }
-            std::fs::rename(&staging, out).map_err(|e| Error::io("rename into", out, e))?;
-            lock.moved_to(out);
-            // A bare relative `out` has the parent "", which names no directory.
-            let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            crate::store::sync_dir(parent)?;
-            Ok(ImagesSummary { classes, images, skipped })
-        }
+    // What a crashed conversion left is this one's to remove; a directory of the user's that
+    // happens to bear the staging name is not: refused whole, nothing in it removed.
+    crate::dataset::clear_staging_dir_of(&staging, &DATASETS, &FILES)?;
+    let mut made = Vec::new();
+    // OUT is looked at again once the conversion is complete: what appeared there meanwhile is
+    // the user's, kept without overwrite, and replaced with it only if a conversion's own.
+    let placed = write(&staging, &classes, files, (options, part == Part::WHOLE), &opts, &mut made).and_then(
+        |written| {
+            Ok((written, crate::dataset::place_dir_of(&staging, out, opts.overwrites(), &DATASETS, &FILES)?))
+        },
+    );
+    let ((images, skipped), aside) = match placed {
+        Ok(placed) => placed,
         Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            Err(e)
+            discard(&staging, &made, lock);
+            return Err(e);
         }
+    };
+    lock.moved_to(out);
+    if let Some(aside) = aside {
+        aside.remove()?;
     }
+    // A bare relative `out` has the parent "", which names no directory.
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    crate::store::sync_dir(parent)?;
+    Ok(ImagesSummary { classes, images, skipped })
 }
 
-/// Removes an output being replaced (a link is removed itself, never followed).
-fn remove_dir(p: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_dir()) {
-        return std::fs::remove_file(p).map_err(|e| Error::io("remove", p, e));
-    }
-    std::fs::remove_dir_all(p).map_err(|e| Error::io("remove", p, e))
-}
-
-/// Empties the locked staging directory of what a crashed conversion left, keeping the lock.
-fn clear_staging(staging: &Path) -> Result<()> {
-    let entries = std::fs::read_dir(staging).map_err(|e| Error::io("read directory", staging, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io("read directory", staging, e))?;
-        if entry.file_name() == crate::dataset::STAGING_LOCK {
-            continue;
+/// Removes what this conversion made in its staging directory (`made`: its datasets, its class
+/// list), then its lock, then the directory if that leaves it empty: nothing else that is there.
+fn discard(staging: &Path, made: &[&str], lock: crate::store::WriteLock) {
+    for name in made {
+        let path = staging.join(name);
+        // Best effort: the conversion's own error is the one reported.
+        if DATASETS.contains(name) {
+            let _ = crate::dataset::remove_dataset_dir(&path);
+        } else {
+            let _ = std::fs::remove_file(&path);
         }
-        remove_dir(&entry.path())?;
     }
-    Ok(())
+    drop(lock);
+    let _ = std::fs::remove_dir(staging);
 }
 
 /// Every `(file, label)` of a folder, in order.
@@ -484,6 +502,7 @@ fn write(
     files: &[(PathBuf, u32)],
     (options, whole): (ImageOptions, bool),
     opts: &WriteOptions,
+    made: &mut Vec<&'static str>,
 ) -> Result<Written> {
     let (w, h) = options.size;
     let inner = WriteOptions::new().codec(opts.record_codec()).format(opts.store_format());
@@ -521,7 +540,9 @@ fn write(
     };
     pipelined(windows.len(), staging, |k| Ok(decode_window(windows[k])), write)?;
     let records = images.finish()?;
+    made.push("images");
     labels.finish()?;
+    made.push("labels");
     if records == 0 && whole {
         return Err(Error::BadInput {
             path: staging.to_path_buf(),
@@ -531,6 +552,7 @@ fn write(
     }
     let text: String = classes.iter().map(|c| format!("{c}\n")).collect();
     crate::store::write_atomic(staging, "classes.txt", text.as_bytes())?;
+    made.push("classes.txt");
     let (chunk_bytes, dict_bytes) = Store::open(&images_dir)?.footprint()?;
     Ok((ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes }, skipped))
 }

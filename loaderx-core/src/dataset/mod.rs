@@ -44,15 +44,15 @@ pub use parts::remote_part_urls;
 pub use parts::{PART_PREFIX, part_dirs, part_name};
 pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
 #[cfg(feature = "images")]
-pub(crate) use replace::check_replaceable_dir_of;
+pub(crate) use replace::{check_free_dir_of, check_replaceable_dir_of, clear_staging_dir_of, place_dir_of};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 #[cfg(feature = "remote")]
 pub use set::stitch_remote;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
+#[cfg(feature = "images")]
+pub(crate) use writer::lock_staging;
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
-#[cfg(feature = "images")]
-pub(crate) use writer::{STAGING_LOCK, lock_staging};

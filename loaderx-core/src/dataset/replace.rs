@@ -16,33 +16,73 @@ impl DatasetWriter {
     /// never moved.
     pub(super) fn replace_out(&mut self) -> Result<()> {
         check_replaceable(&self.out)?;
-        let is_link = std::fs::symlink_metadata(&self.out).is_ok_and(|m| m.file_type().is_symlink());
-        let mut held = if is_link { None } else { Some(WriteLock::acquire(&self.out)?) };
-        // Readers of the old dataset open its chunks by path as they go: not under them.
-        let _readers_gone = if is_link { None } else { crate::store::lock_out_readers(&self.out)? };
-        let old = (0u32..)
-            .map(|n| {
-                let mut old = self.out.clone().into_os_string();
-                old.push(if n == 0 { ".old".to_string() } else { format!(".old{n}") });
-                PathBuf::from(old)
-            })
-            .find(|p| std::fs::symlink_metadata(p).is_err())
-            .expect("some name of an unbounded series is free");
+        let mut held = Held::take(&self.out)?;
+        let old = aside(&self.out);
         std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
-        if let Some(l) = held.as_mut() {
-            l.moved_to(&old);
-        }
+        held.moved_to(&old);
         std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
         self.lock.moved_to(&self.out);
-        if is_link {
-            return remove_dataset_dir(&old);
+        held.remove(&old)
+    }
+}
+
+/// A dataset held while it is moved aside and removed: its writer lock taken and its readers
+/// locked out, so a dataset a live writer or readers have open is `Locked`, never moved under
+/// them. A link is replaced itself: nothing of its target is held.
+struct Held {
+    lock: Option<WriteLock>,
+    readers: Option<std::fs::File>,
+    is_link: bool,
+}
+
+impl Held {
+    /// Takes the locks of the dataset `dir`.
+    ///
+    /// # Errors
+    /// [`Error::Locked`] while a writer or readers (in this process or another) have it open;
+    /// [`Error::Io`].
+    fn take(dir: &Path) -> Result<Held> {
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Ok(Held { lock: None, readers: None, is_link: true });
         }
-        remove_dataset_files(&old, &[SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE])?;
-        // The old writer lock goes last (its holder removes it), then the directory, now empty.
-        drop(held);
-        let _ = std::fs::remove_dir(&old);
+        let lock = WriteLock::acquire(dir)?;
+        // Readers of the old dataset open its chunks by path as they go: not under them.
+        let readers = crate::store::lock_out_readers(dir)?;
+        Ok(Held { lock: Some(lock), readers, is_link: false })
+    }
+
+    /// The held dataset was renamed to `dir` (its lock file with it).
+    fn moved_to(&mut self, dir: &Path) {
+        if let Some(l) = self.lock.as_mut() {
+            l.moved_to(dir);
+        }
+    }
+
+    /// Removes the held dataset, now at `dir`: its files, its writer lock last (its holder
+    /// removes it), then the directory, now empty (anything that appeared in it is kept).
+    fn remove(mut self, dir: &Path) -> Result<()> {
+        if self.is_link {
+            return remove_dataset_dir(dir);
+        }
+        remove_dataset_files(dir, &[SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE])?;
+        drop(self.lock.take());
+        let _ = std::fs::remove_dir(dir);
+        drop(self.readers.take());
         Ok(())
     }
+}
+
+/// A name beside `out` that nothing has (`out.old`, `out.old1`, ...), for the output being
+/// replaced while it is removed.
+fn aside(out: &Path) -> PathBuf {
+    (0u32..)
+        .map(|n| {
+            let mut old = out.to_path_buf().into_os_string();
+            old.push(if n == 0 { ".old".to_string() } else { format!(".old{n}") });
+            PathBuf::from(old)
+        })
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .expect("some name of an unbounded series is free")
 }
 
 /// Checks that `out` may be replaced by a dataset written over it: an empty directory, or one
@@ -111,7 +151,9 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
         if datasets.contains(&name.as_ref()) {
             check_replaceable(&entry.path())?;
         } else {
-            let ours = files.contains(&name.as_ref())
+            // A directory under a file's name is the user's (it is never removed).
+            let is_dir = entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?.is_dir();
+            let ours = (files.contains(&name.as_ref()) && !is_dir)
                 || (name == STAGING_LOCK && is_loaderx_lock_file(&entry.path()));
             if !ours {
                 return Err(refuse(format!("it holds {name}, which this conversion does not write")));
@@ -119,4 +161,179 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
         }
     }
     Ok(())
+}
+
+/// Takes the locks of each of `datasets` in the directory `out` that is there (a dataset a
+/// live writer or readers have open refuses the replacement of `out`).
+///
+/// # Errors
+/// [`Error::Locked`] naming the dataset; [`Error::Io`].
+#[cfg(feature = "images")]
+fn hold_datasets_of<'a>(out: &Path, datasets: &[&'a str]) -> Result<Vec<(&'a str, Held)>> {
+    let mut held = Vec::new();
+    for &name in datasets {
+        let dir = out.join(name);
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            held.push((name, Held::take(&dir)?));
+        }
+    }
+    Ok(held)
+}
+
+/// Checks that none of `datasets` in the directory `out` is open in a writer or a reader, as
+/// the replacement will (asked before a whole conversion is spent on replacing them); a link
+/// `out` is replaced itself and holds nothing.
+///
+/// # Errors
+/// [`Error::Locked`] naming the dataset; [`Error::Io`].
+#[cfg(feature = "images")]
+pub(crate) fn check_free_dir_of(out: &Path, datasets: &[&str]) -> Result<()> {
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Ok(());
+    }
+    hold_datasets_of(out, datasets).map(drop)
+}
+
+/// A directory of datasets a converter is replacing, moved aside ([`set_aside`]): its datasets
+/// held under their locks until [`Aside::remove`] removes them.
+#[cfg(feature = "images")]
+pub(crate) struct Aside<'a> {
+    /// Where the old directory is now; `None` for a link, removed itself.
+    old: Option<PathBuf>,
+    held: Vec<(&'a str, Held)>,
+    files: &'a [&'a str],
+}
+
+/// Moves `staging`, the complete output of a converter writing `datasets` and `files`, to `out`,
+/// looked at again: whatever appeared there while the converter ran is the user's. Without
+/// `overwrite` it is kept (the rename replaces nothing); with it, only a conversion's own
+/// datasets and files are replaced: the old `out` is set aside ([`set_aside`]), for the caller
+/// to remove once it has moved the staging directory's lock.
+///
+/// # Errors
+/// [`Error::AlreadyExists`] naming `out` without `overwrite`; as [`set_aside`]; [`Error::Io`].
+#[cfg(feature = "images")]
+pub(crate) fn place_dir_of<'a>(
+    staging: &Path,
+    out: &Path,
+    overwrite: bool,
+    datasets: &[&'a str],
+    files: &'a [&'a str],
+) -> Result<Option<Aside<'a>>> {
+    let aside = if overwrite && std::fs::symlink_metadata(out).is_ok() {
+        Some(set_aside(out, datasets, files)?)
+    } else {
+        None
+    };
+    if let Err(e) = crate::sys::rename_no_replace(staging, out) {
+        let exists =
+            matches!(e.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty);
+        return Err(if exists {
+            Error::AlreadyExists { path: out.to_path_buf() }
+        } else {
+            Error::io("rename into", out, e)
+        });
+    }
+    Ok(aside)
+}
+
+/// Moves the directory of datasets `out` aside (to a name nothing has, `out.old`) for a
+/// converter's output to take its place: checked again first ([`check_replaceable_dir_of`]: it
+/// may have changed while the converter wrote), and each of its `datasets` held under its locks
+/// from before the move, so one a live writer or readers have open is `Locked`, nothing moved.
+/// A link `out` is removed itself.
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming what is there; [`Error::Locked`]; [`Error::Io`].
+#[cfg(feature = "images")]
+fn set_aside<'a>(out: &Path, datasets: &[&'a str], files: &'a [&'a str]) -> Result<Aside<'a>> {
+    check_replaceable_dir_of(out, datasets, files)?;
+    if std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
+        std::fs::remove_file(out).map_err(|e| Error::io("remove", out, e))?;
+        return Ok(Aside { old: None, held: Vec::new(), files });
+    }
+    let mut held = hold_datasets_of(out, datasets)?;
+    let old = aside(out);
+    std::fs::rename(out, &old).map_err(|e| Error::io("rename", out, e))?;
+    for (name, h) in &mut held {
+        h.moved_to(&old.join(name));
+    }
+    Ok(Aside { old: Some(old), held, files })
+}
+
+#[cfg(feature = "images")]
+impl Aside<'_> {
+    /// Removes the old directory's datasets (each its files, then its lock), its files and a
+    /// lock file a crashed conversion left, then the directory, now empty: anything that
+    /// appeared in it after the check is kept there.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming what could not be removed.
+    pub(crate) fn remove(self) -> Result<()> {
+        let Some(old) = self.old else { return Ok(()) };
+        for (name, h) in self.held {
+            h.remove(&old.join(name))?;
+        }
+        for name in self.files {
+            remove_if_there(&old.join(name))?;
+        }
+        // As the check found it: another tool's file of that name would have refused `out`.
+        let stale = old.join(STAGING_LOCK);
+        if is_loaderx_lock_file(&stale) {
+            remove_if_there(&stale)?;
+        }
+        let _ = std::fs::remove_dir(&old);
+        Ok(())
+    }
+}
+
+/// Clears the staging directory `staging` of a converter that writes `datasets` and `files`
+/// there, of what a crashed conversion left: those datasets (each holding only a store's or
+/// dataset's files), those files and their temporaries (regular files), each removed alone;
+/// the lock, which the caller holds, stays, and the datasets' own staging directories
+/// (`images.partial`: a dataset writer killed part way) are left to their writers, which check
+/// and clear them under their locks. Anything else (a directory of the user's that bears the
+/// staging name) refuses the directory before anything in it is removed.
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming `staging` or the dataset and what is there; [`Error::Io`].
+#[cfg(feature = "images")]
+pub(crate) fn clear_staging_dir_of(staging: &Path, datasets: &[&str], files: &[&str]) -> Result<()> {
+    let refuse = |reason: String| Error::NotReplaceable { path: staging.to_path_buf(), reason };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(staging).map_err(|e| Error::io("read directory", staging, e))? {
+        let entry = entry.map_err(|e| Error::io("read directory", staging, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // Not followed: a crashed conversion leaves no link.
+        let kind = entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?;
+        let file = |n: &str| files.contains(&n);
+        let dataset = kind.is_dir() && datasets.contains(&name.as_ref());
+        let writers_staging =
+            kind.is_dir() && name.strip_suffix(".partial").is_some_and(|d| datasets.contains(&d));
+        let ours =
+            kind.is_file() && (file(&name) || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(file));
+        if dataset {
+            check_replaceable(&entry.path())?;
+            found.push((entry.path(), true));
+        } else if ours {
+            found.push((entry.path(), false));
+        } else if !(writers_staging || name == STAGING_LOCK) {
+            return Err(refuse(format!("it holds {name}, which a crashed conversion does not leave")));
+        }
+    }
+    for (path, is_dataset) in found {
+        if is_dataset { remove_dataset_dir(&path)? } else { remove_if_there(&path)? }
+    }
+    Ok(())
+}
+
+/// Removes the file `path`, if it is there.
+#[cfg(feature = "images")]
+fn remove_if_there(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", path, e)),
+    }
 }

@@ -31,7 +31,7 @@ pub(crate) const LOCK_FILE: &str = "write.lock";
 /// `dataset/`, named here with the store's files, since uploads and removals handle both.
 pub const SCHEMA_FILE: &str = "schema.msgpack";
 /// Suffix of the temporary file [`write_atomic`] renames into place.
-const TMP_SUFFIX: &str = ".tmp";
+pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
 /// Opens `path` for writing, created when missing, its bytes kept (a lock file, a chunk to trim).
 ///

@@ -51,6 +51,8 @@ pub(crate) use codec::{DecodeError, Decoder, Dictionary};
 #[cfg(feature = "remote")]
 pub(crate) use decode::{RecordError, Stored, decode_record};
 pub use files::SCHEMA_FILE;
+#[cfg(feature = "images")]
+pub(crate) use files::TMP_SUFFIX;
 #[cfg(feature = "remote")]
 pub(crate) use files::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, chunk_name};
 pub(crate) use files::{

@@ -58,7 +58,9 @@ fn an_image_folder_becomes_images_labels_and_classes() {
         ),
         "no overwrite without force"
     );
-    // With it, an earlier conversion is replaced; a directory of the user's never is.
+    // With it, an earlier conversion is replaced (once nothing has it open); a directory of the
+    // user's never is.
+    drop((imgs, labels));
     let force = WriteOptions::new().overwrite(true);
     images(dir.path().join("in"), &out, ImageOptions::new(32, 24), force.clone()).unwrap();
     let project = dir.path().join("project");
@@ -236,4 +238,137 @@ fn the_staging_directory_is_locked_and_never_a_link() {
     assert!(matches!(err, Error::BadInput { .. }), "{err}");
     assert_eq!(std::fs::read(elsewhere.join("keep")).unwrap(), b"mine");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
+}
+
+/// Every entry under `dir` by path relative to it: a file's bytes, `None` for a directory.
+fn tree(dir: &Path) -> std::collections::BTreeMap<String, Option<Vec<u8>>> {
+    let mut all = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                all.insert(name, None);
+                todo.push(p);
+            } else {
+                all.insert(name, Some(std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    all
+}
+
+/// K1 (issue 40, eleventh look): a directory of the user's that bears the staging name
+/// `OUT.partial` is refused, never emptied nor renamed into place; so is one holding a user's
+/// file under a name the conversion writes.
+#[test]
+fn a_users_partial_directory_is_refused_not_emptied() {
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), false);
+    let (out, staging) = (dir.path().join("photos"), dir.path().join("photos.partial"));
+    std::fs::create_dir_all(staging.join("2023")).unwrap();
+    std::fs::write(staging.join("thesis.tex"), b"\\documentclass{article}").unwrap();
+    std::fs::write(staging.join("2023/holiday.txt"), b"beach").unwrap();
+    let before = tree(&staging);
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { path, .. } if *path == staging), "{err}");
+    assert_eq!(tree(&staging), before, "nothing of the user's removed");
+    assert!(!out.exists());
+    // A user's `images/` (not a dataset) inside: refused too, naming it.
+    std::fs::remove_file(staging.join("thesis.tex")).unwrap();
+    std::fs::remove_dir_all(staging.join("2023")).unwrap();
+    std::fs::create_dir(staging.join("images")).unwrap();
+    std::fs::write(staging.join("images/cover.png"), b"mine").unwrap();
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { .. }), "{err}");
+    assert_eq!(std::fs::read(staging.join("images/cover.png")).unwrap(), b"mine");
+    assert!(!out.exists());
+}
+
+/// K2: a directory created at OUT while a conversion runs (here from the progress callback,
+/// which runs before the rename) is the user's: without overwrite the conversion is
+/// `AlreadyExists`, with it `NotReplaceable`; nothing of it is removed, and the run's staging
+/// directory is.
+#[test]
+fn what_appears_at_out_during_a_conversion_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), false);
+    let appear = |out: &Path| {
+        let results = out.join("results");
+        move |_done: u64| {
+            std::fs::create_dir_all(&results).unwrap();
+            std::fs::write(results.join("run1.csv"), b"epoch,loss\n1,0.5\n").unwrap();
+        }
+    };
+    let kept = |out: &Path| {
+        assert_eq!(std::fs::read(out.join("results/run1.csv")).unwrap(), b"epoch,loss\n1,0.5\n");
+        let mut partial = out.as_os_str().to_owned();
+        partial.push(".partial");
+        assert!(!Path::new(&partial).exists(), "the run's staging directory is removed");
+    };
+    let outb = dir.path().join("outb");
+    let opts = WriteOptions::new().progress(appear(&outb));
+    match images(dir.path().join("in"), &outb, ImageOptions::new(8, 8), opts) {
+        Err(Error::AlreadyExists { path }) => assert_eq!(path, outb),
+        other => panic!("{other:?}"),
+    }
+    kept(&outb);
+    assert_eq!(tree(&outb).len(), 2, "only the user's results/run1.csv");
+    // With overwrite, OUT absent at the start.
+    let outc = dir.path().join("outc");
+    let opts = WriteOptions::new().overwrite(true).progress(appear(&outc));
+    let err = images(dir.path().join("in"), &outc, ImageOptions::new(8, 8), opts).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { path, .. } if *path == outc), "{err}");
+    kept(&outc);
+    // With overwrite, OUT an earlier conversion at the start: the user's file added to it
+    // meanwhile refuses the replacement, and the earlier conversion stays whole.
+    let outd = dir.path().join("outd");
+    images(dir.path().join("in"), &outd, ImageOptions::new(8, 8), WriteOptions::new()).unwrap();
+    let opts = WriteOptions::new().overwrite(true).progress(appear(&outd));
+    let err = images(dir.path().join("in"), &outd, ImageOptions::new(4, 4), opts).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { path, .. } if *path == outd), "{err}");
+    kept(&outd);
+    assert_eq!(DenseDataset::<u8>::open(outd.join("images")).unwrap().source().item_shape(), &[8, 8, 3]);
+}
+
+/// K3: `--force` never replaces a dataset of OUT that a reader or a writer has open, whether it
+/// was open at the start or opened while the conversion ran: `Locked`, the old datasets whole.
+#[test]
+fn a_forced_conversion_leaves_datasets_open_elsewhere_alone() {
+    use loaderx_core::{Store, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    folder(&dir.path().join("in"), false);
+    let out = dir.path().join("out");
+    images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap();
+    let force = WriteOptions::new().overwrite(true);
+    let whole = |out: &Path| {
+        assert_eq!(DenseDataset::<u8>::open(out.join("images")).unwrap().source().item_shape(), &[8, 8, 3]);
+        assert_eq!(Store::open(out.join("labels")).unwrap().len(), 5);
+        assert!(!dir.path().join("out.partial").exists());
+    };
+    let reader = Store::open(out.join("images")).unwrap();
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(4, 4), force.clone()).unwrap_err();
+    assert!(matches!(&err, Error::Locked { .. }), "{err}");
+    assert_eq!(reader.len(), 5);
+    drop(reader);
+    whole(&out);
+    let writer = Store::open_rw(out.join("labels"), StoreOptions::new()).unwrap();
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(4, 4), force.clone()).unwrap_err();
+    assert!(matches!(&err, Error::Locked { .. }), "{err}");
+    drop(writer);
+    whole(&out);
+    // A reader that opens while the conversion runs is there at the replacement.
+    let held = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let (h, images_dir) = (held.clone(), out.join("images"));
+    let opts = force.clone().progress(move |_| {
+        h.lock().unwrap().get_or_insert_with(|| Store::open(&images_dir).unwrap());
+    });
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(4, 4), opts).unwrap_err();
+    assert!(matches!(&err, Error::Locked { .. }), "{err}");
+    assert!(held.lock().unwrap().take().is_some(), "the reader was open");
+    whole(&out);
+    // Alone, it is replaced.
+    images(dir.path().join("in"), &out, ImageOptions::new(4, 4), force).unwrap();
+    assert_eq!(DenseDataset::<u8>::open(out.join("images")).unwrap().source().item_shape(), &[4, 4, 3]);
 }
