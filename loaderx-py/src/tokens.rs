@@ -10,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::arrays::slice;
-use crate::dataset::{Dense, keep_warm};
+use crate::dataset::{Dense, Ragged, keep_warm};
 use crate::errors::IntoPy;
 
 /// A token type by its engine name (`"u16"`).
@@ -102,6 +102,13 @@ impl Tokens {
     fn sequences(&self, py: Python<'_>, n: usize, seed: Option<u64>) -> PyResult<Dense> {
         let source = crate::fork::detach(py, || self.file.sequences(n, seed))?.py()?;
         Ok(Dense { source: source.keep_warm(keep_warm()) })
+    }
+
+    /// The documents, each a record (a Megatron dataset's), as a ragged dataset: what packing
+    /// fills rows with.
+    fn documents_source(&self, py: Python<'_>) -> PyResult<Ragged> {
+        let source = crate::fork::detach(py, || self.file.documents_source())?.py()?;
+        Ok(Ragged { source: source.keep_warm(keep_warm()) })
     }
 
     /// Tokens `first..first + n` as `int64`.

@@ -135,3 +135,20 @@ def test_a_vocabulary_refuses_ids_outside_it(megatron):
         write_megatron(prefix.parent / "x", [np.array([70000])], overwrite=True)
     with pytest.raises(ValueError, match="not token ids"):
         write_megatron(prefix.parent / "y", [np.array([1.5])])
+
+
+def test_documents_pack_into_rows_of_whole_documents(megatron):
+    prefix, stream = megatron
+    corpus = TokenDataset(prefix)
+    docs = corpus.document_records()
+    assert len(docs) == 50
+    np.testing.assert_array_equal(docs[[3]][0], np.arange(3000, 3000 + (3 * 37 + 11) % 300).astype(np.uint16))
+    with DataLoader({"tokens": docs}, batch_size=4, num_workers=2, seed=0, pack={"tokens": 129}) as loader:
+        batch = next(iter(loader))
+    t, seg, pos = batch["tokens"], batch["tokens_segments"], batch["tokens_positions"]
+    assert t.shape == (4, 129)
+    real = seg > 0
+    # Each token's id is its document * 1000 + its place: a segment is a document from its start.
+    np.testing.assert_array_equal(t[real] % 1000, pos[real])
+    again = pickle.loads(pickle.dumps(docs))
+    assert len(again) == 50

@@ -82,6 +82,15 @@ impl RaggedSource {
         Ok(RaggedSource::wrap(Records::store(store), schema, path))
     }
 
+    /// A ragged source over any records (`path` names them in errors): a token file's documents.
+    pub(crate) fn from_backing(
+        records: std::sync::Arc<dyn crate::store::Backing>,
+        schema: Schema,
+        path: PathBuf,
+    ) -> RaggedSource {
+        RaggedSource::wrap(Records::other(records), schema, path)
+    }
+
     /// A source over opened records (their schema already checked).
     fn wrap(records: Records, schema: Schema, path: PathBuf) -> RaggedSource {
         RaggedSource { records, schema, view: None, path, par: Parallelism::Pool }

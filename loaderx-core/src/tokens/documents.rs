@@ -187,6 +187,17 @@ impl Documents {
         Ok(Documents { order, starts })
     }
 
+    /// Documents.
+    pub(crate) fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The tokens of the document at place `j` of the order: where they start in the
+    /// concatenation, and how many.
+    pub(crate) fn span(&self, j: usize) -> (u64, u64) {
+        (self.starts[j], self.starts[j + 1] - self.starts[j])
+    }
+
     /// Tokens in all documents.
     pub(crate) fn total(&self) -> u64 {
         *self.starts.last().expect("starts holds the total")

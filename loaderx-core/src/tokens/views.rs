@@ -11,7 +11,7 @@ use super::file::TokenFile;
 use crate::format::tokens::TokenType;
 use crate::store::{Backing, Parallelism, VarFill};
 use crate::sys::Destination;
-use crate::{DType, DenseSource, Error, Result, Schema};
+use crate::{DType, DenseSource, Error, RaggedSource, Result, Schema};
 
 /// The loader's record indices are `u32`.
 const MAX_SAMPLES: u64 = u32::MAX as u64;
@@ -157,6 +157,86 @@ impl Backing for Samples {
     }
 }
 
+/// A token file's documents, each a record (what packing reads).
+#[derive(Debug)]
+struct DocumentRecords {
+    file: TokenFile,
+    docs: Documents,
+}
+
+impl DocumentRecords {
+    /// The bytes of document `i`, checked against the index and the loader's `u32` lengths.
+    fn record(&self, i: u32) -> Result<(u64, u64, u32)> {
+        if i as usize >= self.docs.len() {
+            return Err(Error::IndexOutOfRange {
+                path: self.file.path.clone(),
+                index: u64::from(i),
+                len: self.docs.len() as u64,
+            });
+        }
+        let (start, tokens) = self.docs.span(i as usize);
+        let bytes = tokens.checked_mul(self.file.token.size() as u64).and_then(|b| u32::try_from(b).ok());
+        let bytes = bytes.ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "document {i} of {} holds {tokens} tokens: a record holds under 4 GiB",
+                self.file.path.display()
+            ))
+        })?;
+        Ok((start, tokens, bytes))
+    }
+
+    fn copy(&self, i: u32, dst: &mut Destination<'_>) -> Result<()> {
+        let (start, tokens, _) = self.record(i)?;
+        self.docs.copy(&self.file, start, tokens, &mut |bytes, first| {
+            self.file.check_vocab(bytes, first)?;
+            dst.copy(bytes);
+            Ok(())
+        })
+    }
+}
+
+impl Backing for DocumentRecords {
+    fn len(&self) -> u64 {
+        self.docs.len() as u64
+    }
+
+    fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
+        indices.iter().map(|&i| self.record(i).map(|r| r.2)).collect()
+    }
+
+    fn gather_fixed(
+        &self,
+        indices: &[u32],
+        record_len: usize,
+        mut dst: Destination<'_>,
+        _par: Parallelism,
+    ) -> Result<()> {
+        for &i in indices {
+            let (_, _, bytes) = self.record(i)?;
+            if bytes as usize != record_len {
+                return Err(Error::CorruptRecord {
+                    path: self.file.path.clone(),
+                    index: u64::from(i),
+                    reason: format!("{bytes} bytes, the batch's records are {record_len}"),
+                    source: None,
+                });
+            }
+            self.copy(i, &mut dst)?;
+        }
+        Ok(())
+    }
+
+    fn gather_var(&self, indices: &[u32], _par: Parallelism, fill: VarFill<'_>) -> Result<()> {
+        let lens = self.record_lens(indices)?;
+        fill(&mut lens.iter().copied(), &mut |mut dst| {
+            for &i in indices {
+                self.copy(i, &mut dst)?;
+            }
+            Ok(())
+        })
+    }
+}
+
 fn too_short(file: &TokenFile, n: u64, have: u64, what: &str) -> Error {
     Error::InvalidArgument(format!(
         "{} holds {have} tokens{what}; a sample of {n} needs at least {n}",
@@ -174,6 +254,27 @@ fn check_n(file: &TokenFile, n: usize, least: usize) -> Result<u64> {
 }
 
 impl TokenFile {
+    /// The file's documents, each a record of its tokens, in the file's order: a ragged source
+    /// for the loader's packing (`pack`), which fills rows with whole documents (document-aligned
+    /// samples). A Megatron dataset's documents, every sequence and boundary checked; a file
+    /// without documents has none to give.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a file without documents (llm.c, headerless); as
+    /// [`TokenFile::sequences`] for a lying index.
+    pub fn documents_source(&self) -> Result<RaggedSource> {
+        if self.index.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "{} has no documents (only a Megatron index lists them): use windows or sequences",
+                self.path.display()
+            )));
+        }
+        let docs = Documents::new(self, None)?;
+        let schema = Schema::ragged(dtype_of(self.token), Vec::new());
+        let records = DocumentRecords { file: self.clone(), docs };
+        Ok(RaggedSource::from_backing(Arc::new(records), schema, self.path.clone()))
+    }
+
     /// Windows of `n` tokens at every `stride`-th offset of the file's tokens (nanoGPT's random
     /// windows when the loader samples them: `n` is the block size plus one, a batch row holds
     /// the inputs and, shifted by one, the targets). `stride` 1 is every offset; `None` picks the

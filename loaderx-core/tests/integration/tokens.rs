@@ -313,3 +313,74 @@ fn damaged_indexes_never_panic() {
         }
     }
 }
+
+/// Document-aligned samples: a Megatron dataset's documents as a ragged stream, packed by the
+/// loader into rows of 129 tokens, each row whole documents (cut only where one is longer than
+/// a row), each segment a document's own tokens from its start.
+#[test]
+fn documents_pack_into_rows_of_whole_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = documents(40);
+    let prefix = write_megatron(dir.path(), &docs);
+    let f = TokenFile::open(&prefix).unwrap();
+    let source = f.documents_source().unwrap();
+    assert_eq!(source.len(), 40);
+    let mut loader = DataLoader::builder()
+        .ragged_stream("t", source)
+        .pack("t", loaderx_core::Pack::new(129))
+        .batch_size(4)
+        .seed(2)
+        .build()
+        .unwrap();
+    for _ in 0..5 {
+        let b = loader.next_batch().unwrap().unwrap();
+        let t = b.get("t").unwrap().as_slice::<u16>().unwrap().to_vec();
+        let seg = b.get("t_segments").unwrap().as_slice::<i32>().unwrap().to_vec();
+        let pos = b.get("t_positions").unwrap().as_slice::<i32>().unwrap().to_vec();
+        assert_eq!(t.len(), 4 * 129);
+        for k in 0..t.len() {
+            if seg[k] == 0 {
+                continue; // padding
+            }
+            // The token's document and place in it are its id: k * 1000 + j.
+            let (doc, at) = (t[k] as usize / 1000, t[k] as usize % 1000);
+            assert_eq!(pos[k] as usize, at, "a segment starts at its document's first token");
+            assert_eq!(docs[doc][at], t[k]);
+        }
+    }
+    // Files without documents have none to give.
+    let l = dir.path().join("l.bin");
+    write_llmc(&l, &[1u16, 2, 3], false).unwrap();
+    assert!(matches!(TokenFile::open(&l).unwrap().documents_source(), Err(Error::InvalidArgument(_))));
+}
+
+/// A weighted mixture of two corpora's windows, resumed exactly.
+#[test]
+fn a_mixture_of_two_token_files_resumes_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = TokenFile::open(write_megatron(dir.path(), &documents(20))).unwrap();
+    let l = dir.path().join("b.bin");
+    write_llmc(&l, &(0..5000u16).map(|t| 60_000 + t % 1000).collect::<Vec<_>>(), false).unwrap();
+    let b = TokenFile::open(&l).unwrap();
+    let builder = loaderx_core::LoaderBuilder::mixture(vec![
+        (3.0, DataLoader::builder().stream("t", a.windows(17, None).unwrap())),
+        (1.0, DataLoader::builder().stream("t", b.windows(17, None).unwrap())),
+    ])
+    .unwrap()
+    .batch_size(8)
+    .seed(5);
+    let rows = |l: &mut DataLoader<loaderx_core::Batch>, k: usize| -> Vec<Vec<u16>> {
+        (0..k)
+            .map(|_| l.next_batch().unwrap().unwrap().get("t").unwrap().as_slice::<u16>().unwrap().to_vec())
+            .collect()
+    };
+    let full = rows(&mut builder.clone().build().unwrap(), 10);
+    let from_b = full.iter().flatten().filter(|&&t| t >= 60_000).count();
+    assert!(from_b > 0 && from_b < full.len() * 8 * 17 / 2, "both corpora, the first weighted 3 to 1");
+    let mut first = builder.clone().build().unwrap();
+    let head = rows(&mut first, 4);
+    let state = first.state();
+    drop(first);
+    let rest = rows(&mut builder.state(state).build().unwrap(), 6);
+    assert_eq!([head, rest].concat(), full);
+}

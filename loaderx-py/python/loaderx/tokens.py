@@ -7,7 +7,8 @@ checked against the file's size. Its samplers are datasets the :class:`~loaderx.
 takes as any other: ``windows(n)`` (windows of ``n`` tokens at any offset: nanoGPT's
 ``get_batch``) and ``sequences(n)`` (Megatron's GPT samples over the documents shuffled by a
 seed, computed when called, no index file written). A batch is ``(B, n)``: inputs
-``t[:, :-1]``, targets ``t[:, 1:]``.
+``t[:, :-1]``, targets ``t[:, 1:]``. ``document_records()`` gives a Megatron dataset's documents
+for the DataLoader to pack (``pack={name: n}``): rows of whole documents.
 
 ``write_megatron`` and ``write_llmc`` write files Megatron and llm.c read.
 """
@@ -21,9 +22,9 @@ import numpy as np
 
 from loaderx import _native
 from loaderx._common import check_int, engine_dtype, numpy_dtype
-from loaderx.dataset import DenseDataset
+from loaderx.dataset import DenseDataset, RaggedDataset
 
-__all__ = ["TokenDataset", "TokenSamples", "write_llmc", "write_megatron"]
+__all__ = ["TokenDataset", "TokenDocuments", "TokenSamples", "write_llmc", "write_megatron"]
 
 
 class TokenSamples(DenseDataset):
@@ -41,6 +42,18 @@ class TokenSamples(DenseDataset):
     def __repr__(self) -> str:
         kind = self._recipe[0][3]
         return f"TokenSamples({self.path!r}, {kind}, len={self._len}, dtype={self.dtype}, n={self.item_shape[0]})"
+
+
+class TokenDocuments(RaggedDataset):
+    """A Megatron dataset's documents (``TokenDataset.document_records``), each a record of its
+    tokens: a ragged dataset the DataLoader packs (``pack={name: n}``) into rows of whole
+    documents. Its pickle opens the token file again."""
+
+    __slots__ = ()
+
+    def __init__(self, recipe: tuple, remote: dict[str, Any] | None = None) -> None:
+        path, dtype, vocab = recipe
+        self._adopt(_native.TokenFile(path, dtype, vocab).documents_source(), (recipe, None, ()))
 
 
 class TokenDataset:
@@ -103,6 +116,11 @@ class TokenDataset:
         if seed is not None:
             seed = check_int("seed", seed, 0, 2**64)
         return TokenSamples((*self._recipe, "sequences", n, seed))
+
+    def document_records(self) -> TokenDocuments:
+        """The documents of a Megatron dataset, each a record, for the DataLoader to pack into
+        rows of whole documents (``pack={name: n}``): document-aligned samples."""
+        return TokenDocuments(self._recipe)
 
     def read(self, first: int, n: int) -> np.ndarray:
         """Tokens ``first..first + n`` as ``int64``."""
