@@ -31,6 +31,10 @@ pub enum Format {
     /// `parquet`).
     #[cfg(feature = "parquet")]
     Parquet(ParquetArgs),
+    /// A token file (a Megatron dataset's .bin, .idx or prefix, an llm.c token file, a
+    /// headerless one with --dtype) → ragged dataset of its tokens, one record a document (or
+    /// --chunk tokens for a file without documents).
+    Tokens(TokensArgs),
     /// An image folder (one subdirectory of JPEG, PNG or WebP files per class) → OUT/images
     /// (u8 [H, W, 3]), OUT/labels (u32) and OUT/classes.txt (build feature `images`).
     #[cfg(feature = "images")]
@@ -98,6 +102,25 @@ pub struct ConvertArgs {
     input: PathBuf,
     /// The dataset to write (for `safetensors`, the directory that receives one per tensor).
     out: PathBuf,
+    #[command(flatten)]
+    part: PartArgs,
+    #[command(flatten)]
+    codec: CodecArgs,
+}
+
+/// `convert tokens IN OUT`.
+#[derive(Debug, Args)]
+pub struct TokensArgs {
+    /// The token file.
+    input: PathBuf,
+    /// The dataset to write.
+    out: PathBuf,
+    /// The token type of a headerless token file (u16, u32...).
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Tokens a record for a file without documents (the last record shorter).
+    #[arg(long, default_value_t = 65_536)]
+    chunk: usize,
     #[command(flatten)]
     part: PartArgs,
     #[command(flatten)]
@@ -240,6 +263,7 @@ pub fn run(format: Format) -> anyhow::Result<()> {
         Format::Safetensors(a) => ("safetensors", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Idx(a) => ("idx", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Dir(a) => ("dir", vec![&a.input], &a.out, &a.codec, &a.part),
+        Format::Tokens(a) => ("tokens", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Jsonl(a) => {
             let (out, inputs) = a.paths.split_last().context("convert jsonl needs IN... OUT")?;
             ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec, &a.part)
@@ -291,6 +315,11 @@ fn convert_one(
         Format::Npy(a) => summary_line(&shown, &convert::npy_part(&a.input, out, opts, whole)?),
         Format::Idx(a) => summary_line(&shown, &convert::idx_part(&a.input, out, opts, whole)?),
         Format::Dir(a) => summary_line(&shown, &convert::dir_part(&a.input, out, opts, whole)?),
+        Format::Tokens(a) => {
+            anyhow::ensure!(part.is_none(), "convert tokens converts a whole file (no --part)");
+            let file = crate::tokens::open(&a.input, a.dtype.as_deref(), None)?;
+            summary_line(&shown, &convert::tokens(&file, out, a.chunk, opts)?)
+        }
         Format::Jsonl(_) => {
             let s = match part {
                 Some(part) => convert::jsonl_part(inputs, out, opts, part)?,

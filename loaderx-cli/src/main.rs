@@ -50,15 +50,19 @@ enum Command {
     /// Check every record's checksum and decoding (or a token file's index and ids); exit 1 if any
     /// is damaged.
     Verify(inspect::VerifyArgs),
-    /// Write a dense dataset as a NumPy .npy file (little-endian, C order).
+    /// Write a dense dataset as a NumPy .npy file (little-endian, C order), or a dataset of
+    /// token records as a Megatron-LM indexed dataset (--megatron: OUT.bin and OUT.idx).
     Export {
         /// The dataset directory.
         store: PathBuf,
-        /// The .npy file to write.
+        /// The .npy file to write (with --megatron, the prefix of the .bin and .idx).
         out: PathBuf,
         /// Replace OUT if it exists.
         #[arg(long)]
         force: bool,
+        /// Write OUT.bin and OUT.idx, one Megatron document a record (integer tokens).
+        #[arg(long)]
+        megatron: bool,
     },
     /// Rewrite a store's index in the other on-disk format, in place and atomically.
     Migrate {
@@ -136,7 +140,9 @@ fn main() -> ExitCode {
         Command::Convert { format } => ok(convert::run(format)),
         Command::Info(args) => ok(inspect::info(&args)),
         Command::Verify(args) => inspect::verify(&args),
-        Command::Export { store, out, force } => ok(maintain::export(&store, &out, force)),
+        Command::Export { store, out, force, megatron } => {
+            ok(maintain::export(&store, &out, force, megatron))
+        }
         Command::Compact { store } => ok(maintain::compact(&store)),
         Command::Migrate { store, to } => ok(maintain::migrate(&store, to)),
         Command::Stats { store } => ok(inspect::stats(&store)),

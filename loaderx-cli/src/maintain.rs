@@ -9,7 +9,12 @@ use crate::convert::{human, progress_bar};
 use crate::inspect::layout_text;
 
 /// `loaderx export STORE OUT.npy`.
-pub fn export(dir: &Path, out: &Path, force: bool) -> anyhow::Result<()> {
+pub fn export(dir: &Path, out: &Path, force: bool, megatron: bool) -> anyhow::Result<()> {
+    if megatron {
+        let n = loaderx_core::export::megatron(dir, out, force)
+            .with_context(|| format!("export {} → {}.bin/.idx", dir.display(), out.display()))?;
+        return crate::print(&format!("{}.bin, {}.idx: {n} tokens\n", out.display(), out.display()));
+    }
     let n = loaderx_core::export::npy(dir, out, force)
         .with_context(|| format!("export {} → {}", dir.display(), out.display()))?;
     crate::print(&format!("{}: {n} records\n", out.display()))

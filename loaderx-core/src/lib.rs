@@ -117,4 +117,5 @@ pub mod pagecache {
 /// Datasets written back out in other formats.
 pub mod export {
     pub use crate::convert::export::npy;
+    pub use crate::convert::tokens::megatron;
 }

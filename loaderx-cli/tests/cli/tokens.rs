@@ -71,3 +71,27 @@ fn info_and_verify_read_token_files() {
     let o = loaderx(&[&"verify", &raw, &"--dtype", &"u16", &"--vocab-size", &"3"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
+
+/// `convert tokens` into a dataset and `export --megatron` back: the same files, byte for byte.
+#[test]
+fn convert_tokens_and_export_megatron_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("corpus");
+    megatron(&prefix);
+    let ds = dir.path().join("ds");
+    let o = loaderx(&[&"convert", &"tokens", &prefix, &ds]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("20 records"), "{}", text(&o));
+    let back = dir.path().join("back");
+    let o = loaderx(&[&"export", &ds, &back, &"--megatron"]);
+    assert!(o.status.success(), "{}", text(&o));
+    for ext in ["bin", "idx"] {
+        assert_eq!(
+            std::fs::read(back.with_extension(ext)).unwrap(),
+            std::fs::read(prefix.with_extension(ext)).unwrap(),
+            "{ext}"
+        );
+    }
+    let o = loaderx(&[&"export", &ds, &back, &"--megatron"]);
+    assert!(!o.status.success() && text(&o).contains("exists"), "{}", text(&o));
+}

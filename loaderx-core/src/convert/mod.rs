@@ -16,6 +16,7 @@
 //! | [`from_bytes`] | byte records | ragged `u8` |
 //! | [`dir`] | a directory, one record per regular file | ragged `u8` |
 //! | [`jsonl`] | JSONL / newline-delimited files, one record per line | ragged `u8` |
+//! | [`tokens`](fn@tokens) | a token file ([`TokenFile`](crate::tokens::TokenFile)) | ragged, a record a document (or `chunk` tokens) |
 //! | `parquet` (feature `parquet`) | Parquet files, one dataset per column | dense, ragged or `u8` |
 //! | `images` (feature `images`) | an image folder, one subdirectory per class | dense `u8` images + labels |
 //!
@@ -28,7 +29,8 @@
 //! `OUT/part-00007` ([`part_name`], [`Part::name`]), and [`part_dirs`] lists such a directory
 //! back in part order, refusing missing or doubled numbers.
 //!
-//! The reverse direction for `.npy` is [`crate::export::npy`].
+//! The reverse direction for `.npy` is [`crate::export::npy`], for token files
+//! [`crate::export::megatron`].
 
 mod block;
 mod dir;
@@ -45,6 +47,7 @@ mod parquet;
 mod part;
 mod safetensors;
 mod summary;
+pub(crate) mod tokens;
 
 #[cfg(feature = "remote")]
 pub use crate::dataset::remote_part_urls;
@@ -64,3 +67,4 @@ pub use parquet::{Nulls, ParquetColumn, parquet, parquet_part};
 pub use part::Part;
 pub use safetensors::{safetensors, safetensors_part};
 pub use summary::ConvertSummary;
+pub use tokens::tokens;

@@ -22,6 +22,7 @@ mod write;
 
 pub use crate::format::tokens::TokenType;
 pub use file::{TokenFile, TokenFormat};
+pub(crate) use views::dtype_of;
 pub use write::{MegatronWriter, write_llmc, write_llmc_le};
 
 /// Token files are little endian: a big-endian host would read them byte-swapped.

@@ -19,9 +19,9 @@ const RULE: &[(&str, &[&str])] = &[
     ("sampler", &["sys"]),
     ("kernels", &["sys"]),
     ("dataset", &["store", "remote", "sampler", "format", "sys"]),
-    ("convert", &["dataset", "framing", "store", "format", "sys"]),
-    ("loader", &["dataset", "sampler", "store", "remote", "format"]),
     ("tokens", &["dataset", "sampler", "store", "format", "sys"]),
+    ("convert", &["dataset", "framing", "store", "tokens", "format", "sys"]),
+    ("loader", &["dataset", "sampler", "store", "remote", "format"]),
 ];
 
 fn src() -> PathBuf {

@@ -384,3 +384,56 @@ fn a_mixture_of_two_token_files_resumes_exactly() {
     let rest = rows(&mut builder.state(state).build().unwrap(), 6);
     assert_eq!([head, rest].concat(), full);
 }
+
+/// A Megatron dataset into a loaderx dataset (a record a document) and back: the same `.bin`
+/// and `.idx`, byte for byte. A file without documents becomes records of `chunk` tokens, the
+/// last shorter, no token lost; a dataset of floats is not Megatron tokens.
+#[test]
+fn token_files_convert_into_datasets_and_export_back_to_megatron() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = documents(30);
+    let prefix = write_megatron(dir.path(), &docs);
+    let f = TokenFile::open(&prefix).unwrap();
+    let out = dir.path().join("ds");
+    let s = loaderx_core::convert::tokens(&f, &out, 1000, loaderx_core::WriteOptions::new()).unwrap();
+    assert_eq!(s.records, 30);
+    let ds = loaderx_core::RaggedDataset::<u16>::open(&out).unwrap();
+    assert_eq!(ds.get_batch(&[7]).unwrap()[0], docs[7]);
+    let back = dir.path().join("back");
+    assert_eq!(loaderx_core::export::megatron(&out, &back, false).unwrap(), f.len());
+    for ext in [".bin", ".idx"] {
+        assert_eq!(
+            std::fs::read(suffixed(&back, ext)).unwrap(),
+            std::fs::read(suffixed(&prefix, ext)).unwrap(),
+            "{ext}"
+        );
+    }
+    assert!(matches!(loaderx_core::export::megatron(&out, &back, false), Err(Error::AlreadyExists { .. })));
+
+    let l = dir.path().join("l.bin");
+    let stream: Vec<u16> = (0..2500).collect();
+    write_llmc(&l, &stream, false).unwrap();
+    let out = dir.path().join("chunks");
+    let s = loaderx_core::convert::tokens(
+        &TokenFile::open(&l).unwrap(),
+        &out,
+        1000,
+        loaderx_core::WriteOptions::new(),
+    )
+    .unwrap();
+    assert_eq!((s.records, s.bytes_in), (3, 5000));
+    let ds = loaderx_core::RaggedDataset::<u16>::open(&out).unwrap();
+    assert_eq!(ds.get_batch(&[0, 1, 2]).unwrap().concat(), stream);
+
+    let floats = dir.path().join("f");
+    let mut w =
+        loaderx_core::DatasetWriter::dense::<f32>(&floats, vec![2], loaderx_core::WriteOptions::new())
+            .unwrap();
+    w.append(&[1.0f32, 2.0]).unwrap();
+    w.finish().unwrap();
+    assert!(matches!(
+        loaderx_core::export::megatron(&floats, dir.path().join("x"), false),
+        Err(Error::Schema { .. })
+    ));
+    assert!(!dir.path().join("x.bin").exists());
+}
