@@ -16,7 +16,7 @@ ROOT=$PWD
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
 HOST=$(rustc -vV | sed -n 's/^host: //p')
 FUZZ_BIN=$CARGO_TARGET_DIR/$HOST/release
-TARGETS="meta dict schema journal journal_apply v2_header v2_stride v2_entries manifest storeset npy idx partition partition_files parquet"
+TARGETS="meta dict schema journal journal_apply v2_header v2_stride v2_entries manifest storeset npy idx partition partition_files parquet tokens"
 
 # Coverage-guided libFuzzer on stable Rust: the sanitizer-coverage instrumentation cargo-fuzz
 # asks for is a set of stable codegen flags; no sanitizer (`-s none`), so no nightly. Building
