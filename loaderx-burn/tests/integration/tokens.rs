@@ -22,7 +22,7 @@ fn token_windows_arrive_as_int_tensors() {
     let mut batch = loader.iter().next().unwrap().unwrap();
     let t = batch.int::<2>("tokens").unwrap();
     assert_eq!(t.dims(), [4, 9]);
-    let v = t.into_data().convert::<i64>().to_vec::<i64>().unwrap();
+    let v = t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
     for row in v.chunks(9) {
         assert!(row.windows(2).all(|p| p[1] == p[0] + 1), "a window is consecutive tokens: {row:?}");
         assert!((0..=2991).contains(&row[0]));
