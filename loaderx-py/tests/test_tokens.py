@@ -135,6 +135,11 @@ def test_a_vocabulary_refuses_ids_outside_it(megatron):
         write_megatron(prefix.parent / "x", [np.array([70000])], overwrite=True)
     with pytest.raises(ValueError, match="not token ids"):
         write_megatron(prefix.parent / "y", [np.array([1.5])])
+    # uint64 ids past int64 are not int64 tokens (a cast through int64 made them negative).
+    for big in (2**63, 2**64 - 1):
+        with pytest.raises(ValueError, match="cannot hold"):
+            write_megatron(prefix.parent / "z", [np.array([1, big], dtype=np.uint64)], dtype=np.int64)
+    assert not (prefix.parent / "z.bin").exists()
 
 
 def test_documents_pack_into_rows_of_whole_documents(megatron):

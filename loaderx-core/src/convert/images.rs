@@ -179,10 +179,13 @@ pub fn images_part(
     let staging = PathBuf::from(format!("{}.partial", out.display()));
     // Locked for the whole conversion, through the rename: a second conversion into `out` fails
     // naming this one instead of removing its files (and a link planted there is refused).
+    // A crashed conversion leaves its lock: only beside one that was there before this one's is
+    // anything in the staging directory a conversion's to remove (review L4).
+    let crashed = staging.join(crate::dataset::STAGING_LOCK).exists();
     let mut lock = crate::dataset::lock_staging(&staging, out)?;
     // What a crashed conversion left is this one's to remove; a directory of the user's that
     // happens to bear the staging name is not: refused whole, nothing in it removed.
-    crate::dataset::clear_staging_dir_of(&staging, &DATASETS, &FILES)?;
+    crate::dataset::clear_staging_dir_of(&staging, &DATASETS, &FILES, crashed)?;
     let mut made = Vec::new();
     // OUT is looked at again once the conversion is complete: what appeared there meanwhile is
     // the user's, kept without overwrite, and replaced with it only if a conversion's own.

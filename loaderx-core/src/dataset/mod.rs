@@ -50,9 +50,9 @@ pub use selection::Selection;
 #[cfg(feature = "remote")]
 pub use set::stitch_remote;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
-#[cfg(feature = "images")]
-pub(crate) use writer::lock_staging;
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
+#[cfg(feature = "images")]
+pub(crate) use writer::{STAGING_LOCK, lock_staging};

@@ -293,12 +293,19 @@ impl Aside<'_> {
 /// the lock, which the caller holds, stays, and the datasets' own staging directories
 /// (`images.partial`: a dataset writer killed part way) are left to their writers, which check
 /// and clear them under their locks. Anything else (a directory of the user's that bears the
-/// staging name) refuses the directory before anything in it is removed.
+/// staging name) refuses the directory before anything in it is removed, and so does anything
+/// at all but the lock when no crashed conversion's lock was there (`crashed` false) before the
+/// caller took its own.
 ///
 /// # Errors
 /// [`Error::NotReplaceable`] naming `staging` or the dataset and what is there; [`Error::Io`].
 #[cfg(feature = "images")]
-pub(crate) fn clear_staging_dir_of(staging: &Path, datasets: &[&str], files: &[&str]) -> Result<()> {
+pub(crate) fn clear_staging_dir_of(
+    staging: &Path,
+    datasets: &[&str],
+    files: &[&str],
+    crashed: bool,
+) -> Result<()> {
     let refuse = |reason: String| Error::NotReplaceable { path: staging.to_path_buf(), reason };
     let mut found = Vec::new();
     for entry in std::fs::read_dir(staging).map_err(|e| Error::io("read directory", staging, e))? {
@@ -313,6 +320,10 @@ pub(crate) fn clear_staging_dir_of(staging: &Path, datasets: &[&str], files: &[&
             kind.is_dir() && name.strip_suffix(".partial").is_some_and(|d| datasets.contains(&d));
         let ours =
             kind.is_file() && (file(&name) || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(file));
+        // Without a crashed conversion's lock there before this one's, nothing but that lock is
+        // a conversion's: the directory is the user's.
+        let (dataset, writers_staging, ours) =
+            (dataset && crashed, writers_staging && crashed, ours && crashed);
         if dataset {
             check_replaceable(&entry.path())?;
             found.push((entry.path(), true));

@@ -53,9 +53,10 @@ fn is_process_id(text: &[u8]) -> bool {
     text.len() <= 10 && text.iter().all(u8::is_ascii_digit)
 }
 
-/// Whether the lock file `file` holds what a locker writes there ([`is_process_id`]).
+/// Whether the lock file `file` holds what a locker writes there ([`is_process_id`]): at most
+/// 11 bytes (10 digits and a newline; a longer file is someone else's, whatever it starts with).
 fn holds_a_process_id(file: &File) -> std::io::Result<bool> {
-    Ok(is_process_id(&lock_text(file)?))
+    Ok(file.metadata()?.len() <= 11 && is_process_id(&lock_text(file)?))
 }
 
 /// Whether `path` is a lock file loaderx left: a regular file (not a link, not a FIFO) holding
@@ -247,7 +248,10 @@ mod tests {
     fn a_file_named_as_the_lock_that_no_loaderx_wrote_is_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let lock = dir.path().join(LOCK_FILE);
-        for theirs in [&b"held by make, do not touch"[..], b"12345678901", b"-1"] {
+        // (The long one starts like a process id: twelve blank lines, then another tool's data;
+        // review L5.)
+        let long = [&b"4242"[..], &[b'\n'; 12], b"host=build-7\n", &[b'x'; 4096]].concat();
+        for theirs in [&b"held by make, do not touch"[..], b"12345678901", b"-1", &long] {
             std::fs::write(&lock, theirs).unwrap();
             let Err(e) = WriteLock::acquire(dir.path()) else { panic!("refused") };
             assert!(matches!(&e, Error::NotReplaceable { path, .. } if *path == lock), "{e}");

@@ -13,8 +13,9 @@ use super::file::TokenFile;
 use crate::format::tokens::MegatronHeader;
 use crate::{Error, Result};
 
-/// Documents in sampling order: `order[j]` is the document at place `j`, whose tokens start at
-/// `starts[j]` of the concatenation (`starts[len]` is the total).
+/// The documents that hold tokens, in sampling order: `order[j]` is the document at place `j`,
+/// whose tokens start at `starts[j]` of the concatenation (`starts[len]` is the total). Empty
+/// documents add nothing to a concatenation and are left out.
 #[derive(Debug)]
 pub(crate) struct Documents {
     order: Vec<u32>,
@@ -61,10 +62,13 @@ fn document_sequences(h: &MegatronHeader, idx: &[u8], d: usize) -> std::ops::Ran
 /// costs little beside it.
 const PIECE: usize = 1 << 16;
 
-/// Every document's token count, each of its sequences checked (inside the `.bin`, a token
+/// The documents that hold tokens, as (document, tokens) pairs in file order (`keep`; none kept
+/// when only checking), each of every document's sequences checked (inside the `.bin`, a token
 /// count that is not negative) and the document index checked (from 0 to the sequence count,
-/// never decreasing): one pass over the index in file order, in pieces over the pool.
-fn lengths(file: &TokenFile) -> Result<Vec<u32>> {
+/// never decreasing): one pass over the index in file order, in pieces over the pool. What is
+/// kept is bounded by the documents that hold tokens, never by the index's entries alone (a
+/// sparse `.idx` of empty documents sizes nothing).
+fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
     let ix = file.index.as_ref().expect("a Megatron dataset");
     let (h, idx) = (&ix.header, ix.map.bytes());
     let entry = |k: usize| h.document_entry(idx, k).expect("in the checked arrays");
@@ -81,11 +85,17 @@ fn lengths(file: &TokenFile) -> Result<Vec<u32>> {
         ));
     }
     let docs = h.document_entries - 1;
-    let pieces: Vec<Result<Vec<u32>>> = (0..docs.div_ceil(PIECE))
+    if u32::try_from(docs).is_err() {
+        return Err(Error::InvalidArgument(format!(
+            "{} lists {docs} documents; a document is numbered by a u32 (at most 2^32 - 1)",
+            file.path.display()
+        )));
+    }
+    let pieces: Vec<Result<Vec<(u32, u32)>>> = (0..docs.div_ceil(PIECE))
         .into_par_iter()
         .map(|p| {
             let range = p * PIECE..((p + 1) * PIECE).min(docs);
-            let mut out = Vec::with_capacity(range.len());
+            let mut out = Vec::new();
             for d in range {
                 let (a, b) = (entry(d), entry(d + 1));
                 if b < a || b as u64 > h.sequences as u64 {
@@ -107,12 +117,14 @@ fn lengths(file: &TokenFile) -> Result<Vec<u32>> {
                             bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
                         })?;
                 }
-                out.push(tokens);
+                if keep && tokens > 0 {
+                    out.push((d as u32, tokens));
+                }
             }
             Ok(out)
         })
         .collect();
-    let mut all = Vec::with_capacity(docs);
+    let mut all = Vec::new();
     for p in pieces {
         all.extend(p?);
     }
@@ -126,25 +138,21 @@ impl Documents {
     /// # Errors
     /// [`Error::BadInput`] naming the `.idx` and the array.
     pub(crate) fn check(file: &TokenFile) -> Result<()> {
-        lengths(file).map(drop)
+        // (Refuses more than 2^32 - 1 documents before reading one, as `new` does.)
+        lengths(file, false).map(drop)
     }
 
-    /// `file`'s documents, checked ([`Documents::check`]), in the order `seed` shuffles them to
-    /// (the file's order for `None`): the cyclic sampler's permutation of the documents, its
-    /// first cycle.
+    /// `file`'s documents that hold tokens, checked ([`Documents::check`]), in the order `seed`
+    /// shuffles them to (the file's order for `None`): the cyclic sampler's permutation of
+    /// them, its first cycle.
     ///
     /// # Errors
     /// As [`Documents::check`]; [`Error::InvalidArgument`] for more than 2^32 - 1 documents.
     pub(crate) fn new(file: &TokenFile, seed: Option<u64>) -> Result<Documents> {
-        let lens = lengths(file)?;
-        let n = u32::try_from(lens.len()).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "{} holds {} documents; sampling them takes at most 2^32 - 1",
-                file.path.display(),
-                lens.len()
-            ))
-        })?;
-        let mut order: Vec<u32> = vec![0; lens.len()];
+        let (ids, lens): (Vec<u32>, Vec<u32>) = lengths(file, true)?.into_iter().unzip();
+        // At most as many as the u32 document numbers (checked in `lengths`).
+        let n = ids.len() as u32;
+        let mut perm: Vec<u32> = vec![0; ids.len()];
         match seed {
             Some(seed) if n > 0 => {
                 let sampler = crate::Sampler::builder(n)
@@ -152,9 +160,9 @@ impl Documents {
                     .mode(crate::SamplerMode::Cyclic)
                     .seed(seed)
                     .build()?;
-                sampler.fill(0, &mut order)?;
+                sampler.fill(0, &mut perm)?;
             }
-            _ => order.iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
+            _ => perm.iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
         }
         // The running count in the documents' order, in pieces over the pool: each piece's
         // counts from 0 (its reads of `lens`, in the shuffled order, are the cost), then each
@@ -162,7 +170,7 @@ impl Documents {
         let mut starts = vec![0u64; lens.len() + 1];
         let sums: Vec<u64> = starts[..lens.len()]
             .par_chunks_mut(PIECE)
-            .zip(order.par_chunks(PIECE))
+            .zip(perm.par_chunks(PIECE))
             .map(|(s, o)| {
                 let mut total = 0u64;
                 for (start, &d) in s.iter_mut().zip(o) {
@@ -184,7 +192,9 @@ impl Documents {
             .zip(offsets)
             .for_each(|(s, o)| s.iter_mut().for_each(|x| *x += o));
         starts[lens.len()] = total;
-        Ok(Documents { order, starts })
+        // The order as document numbers, the permutation's places replaced in place.
+        perm.par_iter_mut().for_each(|p| *p = ids[*p as usize]);
+        Ok(Documents { order: perm, starts })
     }
 
     /// Documents.

@@ -254,10 +254,11 @@ fn check_n(file: &TokenFile, n: usize, least: usize) -> Result<u64> {
 }
 
 impl TokenFile {
-    /// The file's documents, each a record of its tokens, in the file's order: a ragged source
-    /// for the loader's packing (`pack`), which fills rows with whole documents (document-aligned
-    /// samples). A Megatron dataset's documents, every sequence and boundary checked; a file
-    /// without documents has none to give.
+    /// The file's documents that hold tokens, each a record of its tokens, in the file's order:
+    /// a ragged source for the loader's packing (`pack`), which fills rows with whole documents
+    /// (document-aligned samples). A Megatron dataset's documents, every sequence and boundary
+    /// checked (empty documents add nothing and are left out); a file without documents has
+    /// none to give.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a file without documents (llm.c, headerless); as

@@ -1,6 +1,7 @@
 //! Writing token files others read: Megatron's `.bin`/`.idx` ([`MegatronWriter`]) and llm.c's
-//! token files ([`write_llmc`]). Each file is written under a `.partial` name, synced, and
-//! renamed into place: a reader never sees half a file.
+//! token files ([`write_llmc`]). Each file is written under a temporary name of the writer's
+//! own, synced, and renamed into place: a reader never sees half a file, a second writer of the
+//! same output is refused (`OUT.lock`), and no file the writer did not create is removed.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -10,35 +11,105 @@ use super::views::dtype_of;
 use crate::format::tokens::{TokenType, encode_llmc_header, encode_megatron_header};
 use crate::{Element, Error, Result};
 
-fn partial(path: &Path) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(".partial");
-    PathBuf::from(s)
+/// A temporary file of this writer's beside `path`: `.NAME.PID.N.partial`, created exclusively
+/// (never over anything, never through a link), so no file of the user's (a `NAME.partial` of
+/// theirs) or of another writer is ever written over or removed.
+struct Temporary {
+    path: PathBuf,
+    w: Option<BufWriter<File>>,
+    /// Renamed into place: nothing of this writer's is left to remove.
+    placed: bool,
 }
 
-/// Creates `path`'s `.partial` file, refusing an existing `path` unless `overwrite`.
-fn create(path: &Path, overwrite: bool) -> Result<(PathBuf, BufWriter<File>)> {
-    if !overwrite && std::fs::symlink_metadata(path).is_ok() {
-        return Err(Error::AlreadyExists { path: path.to_path_buf() });
+impl Temporary {
+    fn create(beside: &Path) -> Result<Temporary> {
+        let dir = beside.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = beside
+            .file_name()
+            .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", beside.display())))?;
+        for n in 0u32..64 {
+            let mut tmp = std::ffi::OsString::from(".");
+            tmp.push(name);
+            tmp.push(format!(".{}.{n}.partial", std::process::id()));
+            let path = dir.join(tmp);
+            match File::options().write(true).create_new(true).open(&path) {
+                Ok(f) => {
+                    return Ok(Temporary {
+                        path,
+                        w: Some(BufWriter::with_capacity(1 << 20, f)),
+                        placed: false,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("create", &path, e)),
+            }
+        }
+        Err(Error::io("create", beside, std::io::Error::from(std::io::ErrorKind::AlreadyExists)))
     }
-    let tmp = partial(path);
-    // A stale .partial of ours (a writer killed before its rename) is replaced; the exclusive
-    // create refuses anything put there in between, and never follows a link.
-    match std::fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(Error::io("remove", &tmp, e)),
+
+    fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        let w = self.w.as_mut().expect("open until synced");
+        w.write_all(bytes).map_err(|e| Error::io("write", &self.path, e))
     }
-    let f =
-        File::options().write(true).create_new(true).open(&tmp).map_err(|e| Error::io("create", &tmp, e))?;
-    Ok((tmp, BufWriter::with_capacity(1 << 20, f)))
+
+    /// Flushes and syncs the file: its bytes are durable before any rename.
+    fn sync(&mut self) -> Result<()> {
+        let w = self.w.take().expect("synced once");
+        let f = w.into_inner().map_err(|e| Error::io("write", &self.path, e.into_error()))?;
+        f.sync_all().map_err(|e| Error::io("sync", &self.path, e))
+    }
+
+    /// Renames the (synced) file to `to`: over what is there when `overwrite`, else only where
+    /// nothing is (`AlreadyExists`, atomically where the platform can).
+    fn place(&mut self, to: &Path, overwrite: bool) -> Result<()> {
+        let placed = if overwrite {
+            std::fs::rename(&self.path, to)
+        } else {
+            crate::sys::rename_no_replace(&self.path, to)
+        };
+        placed.map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => Error::AlreadyExists { path: to.to_path_buf() },
+            _ => Error::io("rename", &self.path, e),
+        })?;
+        self.placed = true;
+        Ok(())
+    }
 }
 
-/// Flushes, syncs and renames `tmp` to `path`.
-fn seal(tmp: &Path, w: BufWriter<File>, path: &Path) -> Result<()> {
-    let f = w.into_inner().map_err(|e| Error::io("write", tmp, e.into_error()))?;
-    f.sync_all().map_err(|e| Error::io("sync", tmp, e))?;
-    std::fs::rename(tmp, path).map_err(|e| Error::io("rename", tmp, e))
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        // Ours, by its name and its exclusive create: removed unless it was put in place.
+        if !self.placed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Refuses `path` when something is there and `overwrite` is not set, or when what is there is
+/// not a regular file (a directory, a link: never replaced).
+fn check_target(path: &Path, overwrite: bool) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => Ok(()),
+        Ok(_) if !overwrite => Err(Error::AlreadyExists { path: path.to_path_buf() }),
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(Error::NotReplaceable { path: path.to_path_buf(), reason: "not a regular file".into() }),
+    }
+}
+
+/// The writer lock of the output `path`: a second writer of the same output is refused
+/// (`Locked`, naming the first) instead of crossing its files with this one's.
+fn lock(path: &Path) -> Result<crate::store::WriteLock> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", path.display())))?;
+    let mut lock = name.to_owned();
+    lock.push(".lock");
+    crate::store::WriteLock::acquire_named(
+        dir,
+        &lock.to_string_lossy(),
+        &format!("writing {}", path.display()),
+    )
 }
 
 fn token_bytes<T: Element>(token: TokenType, tokens: &[T]) -> Result<&[u8]> {
@@ -58,19 +129,31 @@ fn token_bytes<T: Element>(token: TokenType, tokens: &[T]) -> Result<&[u8]> {
 #[derive(Debug)]
 pub struct MegatronWriter {
     token: TokenType,
-    bin: (PathBuf, PathBuf, BufWriter<File>),
+    bin: PathBuf,
     idx: PathBuf,
+    tmp: Temporary,
     overwrite: bool,
     lengths: Vec<i32>,
+    /// Held from `create` to `finish`: one writer a prefix.
+    _lock: crate::store::WriteLock,
+}
+
+impl std::fmt::Debug for Temporary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Temporary").field("path", &self.path).finish()
+    }
 }
 
 impl MegatronWriter {
     /// Starts `prefix.bin` and `prefix.idx` of `token` tokens (a type Megatron has a code for:
-    /// not `u32`).
+    /// not `u32`). The writer holds `prefix.lock` until it finishes or is dropped (a second
+    /// writer of the prefix is `Locked`); it writes into temporary files of its own, which a
+    /// drop removes.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `u32`; [`Error::AlreadyExists`] for an existing `.bin` or
-    /// `.idx` without `overwrite`; [`Error::Io`].
+    /// `.idx` without `overwrite`; [`Error::NotReplaceable`] for one that is not a regular file;
+    /// [`Error::Locked`]; [`Error::Io`].
     pub fn create(prefix: impl AsRef<Path>, token: TokenType, overwrite: bool) -> Result<MegatronWriter> {
         if token.megatron_code().is_none() {
             return Err(Error::InvalidArgument(format!(
@@ -78,16 +161,18 @@ impl MegatronWriter {
                 token.name()
             )));
         }
-        let prefix = prefix.as_ref().as_os_str().to_owned();
-        let (mut bin, mut idx) = (prefix.clone(), prefix);
-        bin.push(".bin");
-        idx.push(".idx");
-        let (bin, idx) = (PathBuf::from(bin), PathBuf::from(idx));
-        if !overwrite && std::fs::symlink_metadata(&idx).is_ok() {
-            return Err(Error::AlreadyExists { path: idx });
-        }
-        let (tmp, w) = create(&bin, overwrite)?;
-        Ok(MegatronWriter { token, bin: (bin, tmp, w), idx, overwrite, lengths: Vec::new() })
+        let prefix = prefix.as_ref();
+        let with = |ext: &str| {
+            let mut p = prefix.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        let (bin, idx) = (with(".bin"), with(".idx"));
+        let lock = lock(prefix)?;
+        check_target(&bin, overwrite)?;
+        check_target(&idx, overwrite)?;
+        let tmp = Temporary::create(&bin)?;
+        Ok(MegatronWriter { token, bin, idx, tmp, overwrite, lengths: Vec::new(), _lock: lock })
     }
 
     /// Appends a document of `tokens` (of the file's token type).
@@ -119,8 +204,7 @@ impl MegatronWriter {
         let len = i32::try_from(n).map_err(|_| {
             Error::InvalidArgument(format!("a document of {n} tokens: Megatron's lengths are i32"))
         })?;
-        let (_, tmp, w) = &mut self.bin;
-        w.write_all(bytes).map_err(|e| Error::io("write", &*tmp, e))?;
+        self.tmp.write(bytes)?;
         self.lengths.push(len);
         Ok(())
     }
@@ -130,15 +214,20 @@ impl MegatronWriter {
         self.lengths.len()
     }
 
-    /// Writes the index and puts both files in place (the `.bin`, then the `.idx`). Returns the
-    /// tokens written.
+    /// Writes the index, syncs both files, and puts them in place (the `.bin`, then the `.idx`):
+    /// nothing is renamed until both are durable, so a full disk or a failed write leaves the
+    /// dataset there before untouched. Returns the tokens written.
+    ///
+    /// Without overwrite, a `.bin` or `.idx` that appeared since `create` is kept
+    /// ([`Error::AlreadyExists`]). The two renames are not one atomic step: a crash between them
+    /// leaves the new `.bin` beside the old `.idx`, which an open refuses (their sizes disagree).
     ///
     /// # Errors
-    /// [`Error::Io`] naming the file.
-    pub fn finish(self) -> Result<u64> {
+    /// [`Error::AlreadyExists`]; [`Error::NotReplaceable`]; [`Error::Io`] naming the file.
+    pub fn finish(mut self) -> Result<u64> {
         let size = self.token.size() as i64;
         let n = self.lengths.len() as u64;
-        let (idx_tmp, mut w) = create(&self.idx, self.overwrite)?;
+        let mut idx = Temporary::create(&self.idx)?;
         let header = encode_megatron_header(self.token, n, n + 1).expect("checked at create");
         let mut body = Vec::with_capacity(12 * self.lengths.len() + 8 * (self.lengths.len() + 1));
         body.extend(self.lengths.iter().flat_map(|l| l.to_le_bytes()));
@@ -148,12 +237,23 @@ impl MegatronWriter {
             at += i64::from(l) * size;
         }
         body.extend((0..=n as i64).flat_map(|d| d.to_le_bytes()));
-        w.write_all(&header)
-            .and_then(|()| w.write_all(&body))
-            .map_err(|e| Error::io("write", &idx_tmp, e))?;
-        let (bin, bin_tmp, bw) = self.bin;
-        seal(&bin_tmp, bw, &bin)?;
-        seal(&idx_tmp, w, &self.idx)?;
+        idx.write(&header)?;
+        idx.write(&body)?;
+        self.tmp.sync()?;
+        idx.sync()?;
+        check_target(&self.bin, self.overwrite)?;
+        check_target(&self.idx, self.overwrite)?;
+        self.tmp.place(&self.bin, self.overwrite)?;
+        if let Err(e) = idx.place(&self.idx, self.overwrite) {
+            if !self.overwrite {
+                // The .bin placed a moment ago is this writer's (nothing was there): taken back.
+                let _ = std::fs::remove_file(&self.bin);
+            }
+            return Err(e);
+        }
+        if let Some(dir) = self.bin.parent().filter(|p| !p.as_os_str().is_empty()) {
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
         Ok((at / size) as u64)
     }
 }
@@ -199,7 +299,11 @@ pub fn write_llmc_le(path: impl AsRef<Path>, token: TokenType, bytes: &[u8], ove
             token.name()
         ))
     })?;
-    let (tmp, mut w) = create(path, overwrite)?;
-    w.write_all(&header).and_then(|()| w.write_all(bytes)).map_err(|e| Error::io("write", &tmp, e))?;
-    seal(&tmp, w, path)
+    let _lock = lock(path)?;
+    check_target(path, overwrite)?;
+    let mut tmp = Temporary::create(path)?;
+    tmp.write(&header)?;
+    tmp.write(bytes)?;
+    tmp.sync()?;
+    tmp.place(path, overwrite)
 }

@@ -284,6 +284,23 @@ fn a_users_partial_directory_is_refused_not_emptied() {
     assert!(matches!(&err, Error::NotReplaceable { .. }), "{err}");
     assert_eq!(std::fs::read(staging.join("images/cover.png")).unwrap(), b"mine");
     assert!(!out.exists());
+    // Twelfth look, L4: what a crashed conversion would leave (a dataset `images/`, a
+    // `classes.txt`) but no lock of one: the user's, refused, nothing removed.
+    std::fs::remove_dir_all(staging.join("images")).unwrap();
+    let mut w =
+        loaderx_core::DatasetWriter::dense::<u8>(staging.join("images"), vec![1], WriteOptions::new())
+            .unwrap();
+    w.append(&[7u8; 100]).unwrap();
+    w.finish().unwrap();
+    std::fs::write(staging.join("classes.txt"), b"my hand-curated classes\n").unwrap();
+    let before = tree(&staging);
+    let err = images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap_err();
+    assert!(matches!(&err, Error::NotReplaceable { path, .. } if *path == staging), "{err}");
+    assert_eq!(tree(&staging), before, "nothing of the user's removed");
+    // Beside a crashed conversion's lock (a process id), the same is a conversion's leftovers.
+    std::fs::write(staging.join("convert.lock"), b"4242").unwrap();
+    images(dir.path().join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap();
+    assert!(out.join("images").exists() && !staging.exists());
 }
 
 /// K2: a directory created at OUT while a conversion runs (here from the progress callback,

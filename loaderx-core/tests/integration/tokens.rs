@@ -437,3 +437,91 @@ fn token_files_convert_into_datasets_and_export_back_to_megatron() {
     ));
     assert!(!dir.path().join("x.bin").exists());
 }
+
+/// Twelfth look, L1-L3 and L8: the token writers write only files of their own. A user's
+/// `X.partial` is never removed; a second writer of one prefix is `Locked`; without overwrite, a
+/// file that appears at the output meanwhile is kept (`AlreadyExists`); and nothing is renamed
+/// until both files are written, so a failure leaves the dataset there before whole.
+#[test]
+fn token_writers_touch_only_their_own_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let theirs = [p.join("corpus.bin.partial"), p.join("corpus.idx.partial"), p.join("train.bin.partial")];
+    for f in &theirs {
+        std::fs::write(f, b"my half-downloaded corpus").unwrap();
+    }
+    let prefix = write_megatron(p, &documents(5));
+    let prefix_plain = p.join("corpus");
+    let mut w = MegatronWriter::create(&prefix_plain, TokenType::U16, false).unwrap();
+    w.add_document(&[1u16, 2]).unwrap();
+    w.finish().unwrap();
+    write_llmc(p.join("train.bin"), &[1u16, 2, 3], false).unwrap();
+    for f in &theirs {
+        assert_eq!(std::fs::read(f).unwrap(), b"my half-downloaded corpus", "{}", f.display());
+    }
+
+    // One writer a prefix.
+    let a = MegatronWriter::create(p.join("two"), TokenType::U16, false).unwrap();
+    let refused = MegatronWriter::create(p.join("two"), TokenType::U16, false);
+    assert!(matches!(refused, Err(Error::Locked { .. })), "{refused:?}");
+    drop(a);
+    let leftovers: Vec<_> = std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".two") || n.starts_with("two"))
+        .collect();
+    assert!(leftovers.is_empty(), "a dropped writer leaves nothing: {leftovers:?}");
+
+    // A .bin that appears while a writer without overwrite writes is kept.
+    let mut w = MegatronWriter::create(p.join("late"), TokenType::U16, false).unwrap();
+    w.add_document(&[1u16, 2, 3]).unwrap();
+    std::fs::write(p.join("late.bin"), b"the user's own").unwrap();
+    assert!(matches!(w.finish(), Err(Error::AlreadyExists { .. })));
+    assert_eq!(std::fs::read(p.join("late.bin")).unwrap(), b"the user's own");
+    assert!(!p.join("late.idx").exists());
+
+    // An overwrite that fails (the .idx turned into a directory meanwhile) leaves the old
+    // dataset whole: nothing was renamed.
+    let old_bin = std::fs::read(suffixed(&prefix, ".bin")).unwrap();
+    let mut w = MegatronWriter::create(&prefix, TokenType::U16, true).unwrap();
+    w.add_document(&[9u16; 50]).unwrap();
+    let idx = suffixed(&prefix, ".idx");
+    let old_idx = std::fs::read(&idx).unwrap();
+    std::fs::remove_file(&idx).unwrap();
+    std::fs::create_dir(&idx).unwrap();
+    std::fs::write(idx.join("x"), b"").unwrap();
+    assert!(matches!(w.finish(), Err(Error::NotReplaceable { .. })));
+    assert_eq!(std::fs::read(suffixed(&prefix, ".bin")).unwrap(), old_bin);
+    std::fs::remove_dir_all(&idx).unwrap();
+    std::fs::write(&idx, old_idx).unwrap();
+    TokenFile::open(&prefix).unwrap().verify().unwrap();
+}
+
+/// Twelfth look, L6: an index of many empty documents (sparse: no disk, every field agreeing
+/// with the file) sizes nothing: its documents that hold tokens are none, and an index of more
+/// documents than a u32 numbers is refused before a document is read.
+#[test]
+fn empty_documents_size_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let write_index = |name: &str, entries: u64| {
+        let prefix = dir.path().join(name);
+        let mut head = b"MMIDIDX\x00\x00".to_vec();
+        head.extend(1u64.to_le_bytes());
+        head.push(8);
+        head.extend(0u64.to_le_bytes());
+        head.extend(entries.to_le_bytes());
+        let f = std::fs::File::create(suffixed(&prefix, ".idx")).unwrap();
+        std::io::Write::write_all(&mut &f, &head).unwrap();
+        f.set_len(34 + 8 * entries).unwrap(); // every entry 0: empty documents
+        std::fs::File::create(suffixed(&prefix, ".bin")).unwrap();
+        prefix
+    };
+    let f = TokenFile::open(write_index("many", 1 << 20)).unwrap();
+    assert_eq!(f.documents(), Some((1 << 20) - 1));
+    f.verify().unwrap();
+    assert_eq!(f.documents_source().unwrap().len(), 0);
+    assert!(matches!(f.sequences(2, Some(1)), Err(Error::InvalidArgument(_))));
+    let f = TokenFile::open(write_index("huge", (1 << 32) + 2)).unwrap();
+    assert!(matches!(f.sequences(2, Some(1)), Err(Error::InvalidArgument(m)) if m.contains("u32")));
+    assert!(matches!(f.documents_source(), Err(Error::InvalidArgument(_))));
+}

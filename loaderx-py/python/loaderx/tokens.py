@@ -141,10 +141,13 @@ def _tokens(values: Any, dtype: np.dtype, what: str) -> np.ndarray:
         return np.ascontiguousarray(arr)
     if arr.size and arr.dtype.kind not in "iu":
         raise ValueError(f"{what} holds {arr.dtype} values, not token ids")
-    out = np.ascontiguousarray(arr.astype(dtype))
-    if not np.array_equal(out.astype(np.int64), arr.astype(np.int64)):
-        raise ValueError(f"{what} holds ids that {dtype} cannot hold")
-    return out
+    if arr.size:
+        # Compared as Python ints: a uint64 id of 2^63 or more is no int64, whatever a cast
+        # through int64 makes of it.
+        info = np.iinfo(dtype)
+        if int(arr.min()) < info.min or int(arr.max()) > info.max:
+            raise ValueError(f"{what} holds ids that {dtype} cannot hold (from {int(arr.min())} to {int(arr.max())})")
+    return np.ascontiguousarray(arr.astype(dtype))
 
 
 def write_megatron(
