@@ -157,3 +157,14 @@ def test_documents_pack_into_rows_of_whole_documents(megatron):
     np.testing.assert_array_equal(t[real] % 1000, pos[real])
     again = pickle.loads(pickle.dumps(docs))
     assert len(again) == 50
+
+
+def test_big_endian_values_are_written_little_endian_and_read_only_so(tmp_path):
+    # Thirteenth look, M1: tokens given (or asked for) in big-endian byte order.
+    write_megatron(tmp_path / "be", [np.array([1, 2, 3], dtype=">u2")], dtype=">u2")
+    np.testing.assert_array_equal(TokenDataset(tmp_path / "be").read(0, 3), [1, 2, 3])
+    write_llmc(tmp_path / "be4.bin", np.array([1, 2, 3], dtype=">u4"), dtype=">u4")
+    np.testing.assert_array_equal(TokenDataset(tmp_path / "be4.bin").read(0, 3), [1, 2, 3])
+    (tmp_path / "be.raw").write_bytes(bytes([0, 1, 0, 2]))
+    with pytest.raises(ValueError, match="little endian"):
+        TokenDataset(tmp_path / "be.raw", dtype=">u2")

@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use super::block::BLOCK_BYTES;
 use super::summary::ConvertSummary;
 use crate::tokens::{MegatronWriter, TokenFile, TokenType};
 use crate::{DType, DatasetWriter, Error, RaggedSource, Result, Schema, WriteOptions};
@@ -51,11 +52,33 @@ pub fn tokens(
     if input.documents().is_some() {
         let docs = input.documents_source()?;
         let n = docs.len();
+        // What the documents may hold: the .bin's tokens. An index whose sequences overlap
+        // would list the same tokens again and again (review M2); refused before more is read.
+        let budget = input.len();
         let mut done = 0usize;
+        let mut tokens = 0u64;
         while done < n {
-            let k = DOCUMENTS_PER_BLOCK.min(n - done);
-            let indices: Vec<u32> = (done as u32..(done + k) as u32).collect();
-            let batch = docs.get_batch(&indices)?;
+            // A block: up to DOCUMENTS_PER_BLOCK documents and BLOCK_BYTES of tokens (at least
+            // one document, whole).
+            let ahead: Vec<u32> = (done as u32..(done + DOCUMENTS_PER_BLOCK.min(n - done)) as u32).collect();
+            let rows = docs.record_rows(&ahead)?;
+            let mut k = 0usize;
+            let mut block_tokens = 0u64;
+            while k < rows.len() && (k == 0 || (block_tokens + rows[k]) * size as u64 <= BLOCK_BYTES as u64) {
+                block_tokens += rows[k];
+                k += 1;
+            }
+            tokens += block_tokens;
+            if tokens > budget {
+                return Err(Error::BadInput {
+                    path: input.path().to_path_buf(),
+                    reason: format!(
+                        "its documents hold more than the .bin's {budget} tokens: the index's sequences overlap"
+                    ),
+                    source: None,
+                });
+            }
+            let batch = docs.get_batch(&ahead[..k])?;
             let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
             let records: Vec<&[u8]> = offsets.windows(2).map(|o| &values[o[0] * size..o[1] * size]).collect();
             w.append_bytes(&records)?;
@@ -64,9 +87,14 @@ pub fn tokens(
             done += k;
         }
     } else {
+        let record = chunk.checked_mul(size).filter(|&b| u32::try_from(b).is_ok()).ok_or_else(|| {
+            Error::InvalidArgument(format!("records of {chunk} tokens: a record holds under 4 GiB"))
+        })?;
         let all = input.token_bytes(0, input.len()).expect("the file's own tokens");
-        for block in all.chunks(chunk.saturating_mul(size).max(size) * DOCUMENTS_PER_BLOCK) {
-            let records: Vec<&[u8]> = block.chunks(chunk.saturating_mul(size)).collect();
+        // Whole records a block, about BLOCK_BYTES (at least one).
+        let per_block = (BLOCK_BYTES / record).max(1) * record;
+        for block in all.chunks(per_block) {
+            let records: Vec<&[u8]> = block.chunks(record).collect();
             w.append_bytes(&records)?;
             bytes_in += block.len() as u64;
             opts.report(bytes_in);
@@ -128,8 +156,10 @@ pub fn megatron(dataset: impl AsRef<Path>, prefix: impl AsRef<Path>, overwrite: 
                 let k = DOCUMENTS_PER_BLOCK.min(n - done);
                 let indices: Vec<u32> = (done as u32..(done + k) as u32).collect();
                 let batch = src.get_batch(&indices)?;
-                for record in batch.as_bytes().chunks(item.max(1)) {
-                    w.add_document_le(record)?;
+                let bytes = batch.as_bytes();
+                // A document a record, by the count (records of no bytes are empty documents).
+                for r in 0..k {
+                    w.add_document_le(&bytes[r * item..(r + 1) * item])?;
                 }
                 done += k;
             }

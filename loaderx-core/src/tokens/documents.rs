@@ -58,6 +58,21 @@ fn document_sequences(h: &MegatronHeader, idx: &[u8], d: usize) -> std::ops::Ran
     a..b
 }
 
+/// Document `d`'s token count and its sequences' spans, read from the index (checked by
+/// [`Documents::check`] before a source hands out documents): nothing is kept per document.
+pub(crate) fn document(file: &TokenFile, d: usize) -> Result<(u64, Vec<(u64, u64)>)> {
+    let ix = file.index.as_ref().expect("a Megatron dataset");
+    let (h, idx) = (&ix.header, ix.map.bytes());
+    let mut spans = Vec::new();
+    let mut tokens = 0u64;
+    for s in document_sequences(h, idx, d) {
+        let (first, len) = sequence(file, h, idx, s)?;
+        tokens += len;
+        spans.push((first, len));
+    }
+    Ok((tokens, spans))
+}
+
 /// Documents a parallel piece of the checks covers: enough that a piece's hand-off to the pool
 /// costs little beside it.
 const PIECE: usize = 1 << 16;
@@ -192,20 +207,21 @@ impl Documents {
             .zip(offsets)
             .for_each(|(s, o)| s.iter_mut().for_each(|x| *x += o));
         starts[lens.len()] = total;
+        if total > file.tokens {
+            // Sequences that overlap (the same tokens listed again and again) would make the
+            // documents, and all that is sized by them, larger than the .bin (review M2).
+            return Err(bad(
+                file,
+                "sequence_pointers",
+                format!(
+                    "the documents hold {total} tokens, more than the .bin's {}: sequences overlap",
+                    file.tokens
+                ),
+            ));
+        }
         // The order as document numbers, the permutation's places replaced in place.
         perm.par_iter_mut().for_each(|p| *p = ids[*p as usize]);
         Ok(Documents { order: perm, starts })
-    }
-
-    /// Documents.
-    pub(crate) fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    /// The tokens of the document at place `j` of the order: where they start in the
-    /// concatenation, and how many.
-    pub(crate) fn span(&self, j: usize) -> (u64, u64) {
-        (self.starts[j], self.starts[j + 1] - self.starts[j])
     }
 
     /// Tokens in all documents.

@@ -161,20 +161,22 @@ impl Backing for Samples {
 #[derive(Debug)]
 struct DocumentRecords {
     file: TokenFile,
-    docs: Documents,
+    /// Documents in the index (all of them, empty ones too: record `i` is document `i`).
+    docs: usize,
 }
 
 impl DocumentRecords {
-    /// The bytes of document `i`, checked against the index and the loader's `u32` lengths.
-    fn record(&self, i: u32) -> Result<(u64, u64, u32)> {
-        if i as usize >= self.docs.len() {
+    /// Document `i`'s sequences and its size in bytes, checked against the loader's `u32`
+    /// record lengths.
+    fn record(&self, i: u32) -> Result<(Vec<(u64, u64)>, u32)> {
+        if i as usize >= self.docs {
             return Err(Error::IndexOutOfRange {
                 path: self.file.path.clone(),
                 index: u64::from(i),
-                len: self.docs.len() as u64,
+                len: self.docs as u64,
             });
         }
-        let (start, tokens) = self.docs.span(i as usize);
+        let (tokens, spans) = super::documents::document(&self.file, i as usize)?;
         let bytes = tokens.checked_mul(self.file.token.size() as u64).and_then(|b| u32::try_from(b).ok());
         let bytes = bytes.ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -182,26 +184,27 @@ impl DocumentRecords {
                 self.file.path.display()
             ))
         })?;
-        Ok((start, tokens, bytes))
+        Ok((spans, bytes))
     }
 
     fn copy(&self, i: u32, dst: &mut Destination<'_>) -> Result<()> {
-        let (start, tokens, _) = self.record(i)?;
-        self.docs.copy(&self.file, start, tokens, &mut |bytes, first| {
+        let (spans, _) = self.record(i)?;
+        for (first, len) in spans {
+            let bytes = self.file.token_bytes(first, len).expect("checked inside the .bin");
             self.file.check_vocab(bytes, first)?;
             dst.copy(bytes);
-            Ok(())
-        })
+        }
+        Ok(())
     }
 }
 
 impl Backing for DocumentRecords {
     fn len(&self) -> u64 {
-        self.docs.len() as u64
+        self.docs as u64
     }
 
     fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
-        indices.iter().map(|&i| self.record(i).map(|r| r.2)).collect()
+        indices.iter().map(|&i| self.record(i).map(|r| r.1)).collect()
     }
 
     fn gather_fixed(
@@ -212,7 +215,7 @@ impl Backing for DocumentRecords {
         _par: Parallelism,
     ) -> Result<()> {
         for &i in indices {
-            let (_, _, bytes) = self.record(i)?;
+            let (_, bytes) = self.record(i)?;
             if bytes as usize != record_len {
                 return Err(Error::CorruptRecord {
                     path: self.file.path.clone(),
@@ -254,11 +257,11 @@ fn check_n(file: &TokenFile, n: usize, least: usize) -> Result<u64> {
 }
 
 impl TokenFile {
-    /// The file's documents that hold tokens, each a record of its tokens, in the file's order:
-    /// a ragged source for the loader's packing (`pack`), which fills rows with whole documents
-    /// (document-aligned samples). A Megatron dataset's documents, every sequence and boundary
-    /// checked (empty documents add nothing and are left out); a file without documents has
-    /// none to give.
+    /// The file's documents, each a record of its tokens (record `i` is document `i`, empty ones
+    /// included), in the file's order: a ragged source for the loader's packing (`pack`), which
+    /// fills rows with whole documents (document-aligned samples). Every sequence and boundary
+    /// is checked first; a document is then read from the index when asked for, nothing kept
+    /// per document. A file without documents has none to give.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a file without documents (llm.c, headerless); as
@@ -270,7 +273,10 @@ impl TokenFile {
                 self.path.display()
             )));
         }
-        let docs = Documents::new(self, None)?;
+        // Every sequence and boundary checked once, streaming; each document is then read from
+        // the index as it is asked for (nothing kept per document).
+        Documents::check(self)?;
+        let docs = self.documents().expect("a Megatron dataset") as usize;
         let schema = Schema::ragged(dtype_of(self.token), Vec::new());
         let records = DocumentRecords { file: self.clone(), docs };
         Ok(RaggedSource::from_backing(Arc::new(records), schema, self.path.clone()))

@@ -1,7 +1,8 @@
 //! Writing token files others read: Megatron's `.bin`/`.idx` ([`MegatronWriter`]) and llm.c's
 //! token files ([`write_llmc`]). Each file is written under a temporary name of the writer's
 //! own, synced, and renamed into place: a reader never sees half a file, a second writer of the
-//! same output is refused (`OUT.lock`), and no file the writer did not create is removed.
+//! same output file is refused (`.OUT.loaderx.lock`), and no file the writer did not create is
+//! removed.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -96,20 +97,25 @@ fn check_target(path: &Path, overwrite: bool) -> Result<()> {
     }
 }
 
-/// The writer lock of the output `path`: a second writer of the same output is refused
+/// The writer lock of the output file `path`, `.NAME.loaderx.lock` beside it (a name of
+/// loaderx's own: a user's `NAME.lock` or `PREFIX.lock` is never taken, cut or removed): a
+/// second writer of the same file (a Megatron writer's `.bin` or an llm.c writer's) is refused
 /// (`Locked`, naming the first) instead of crossing its files with this one's.
 fn lock(path: &Path) -> Result<crate::store::WriteLock> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", path.display())))?;
-    let mut lock = name.to_owned();
-    lock.push(".lock");
-    crate::store::WriteLock::acquire_named(
-        dir,
-        &lock.to_string_lossy(),
-        &format!("writing {}", path.display()),
-    )
+    let mut lock = std::ffi::OsString::from(".");
+    lock.push(name);
+    lock.push(".loaderx.lock");
+    let lock = lock.into_string().map_err(|_| {
+        Error::InvalidArgument(format!(
+            "{} is not a UTF-8 name (its lock file's name would not be)",
+            path.display()
+        ))
+    })?;
+    crate::store::WriteLock::acquire_named(dir, &lock, &format!("writing {}", path.display()))
 }
 
 fn token_bytes<T: Element>(token: TokenType, tokens: &[T]) -> Result<&[u8]> {
@@ -134,8 +140,8 @@ pub struct MegatronWriter {
     tmp: Temporary,
     overwrite: bool,
     lengths: Vec<i32>,
-    /// Held from `create` to `finish`: one writer a prefix.
-    _lock: crate::store::WriteLock,
+    /// Held from `create` to `finish`: one writer an output file (the `.bin`'s and the `.idx`'s).
+    _locks: [crate::store::WriteLock; 2],
 }
 
 impl std::fmt::Debug for Temporary {
@@ -146,9 +152,9 @@ impl std::fmt::Debug for Temporary {
 
 impl MegatronWriter {
     /// Starts `prefix.bin` and `prefix.idx` of `token` tokens (a type Megatron has a code for:
-    /// not `u32`). The writer holds `prefix.lock` until it finishes or is dropped (a second
-    /// writer of the prefix is `Locked`); it writes into temporary files of its own, which a
-    /// drop removes.
+    /// not `u32`). The writer holds a lock on each of the two files until it finishes or is
+    /// dropped (a second writer of either is `Locked`); it writes into temporary files of its
+    /// own, which a drop removes.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for `u32`; [`Error::AlreadyExists`] for an existing `.bin` or
@@ -168,11 +174,11 @@ impl MegatronWriter {
             PathBuf::from(p)
         };
         let (bin, idx) = (with(".bin"), with(".idx"));
-        let lock = lock(prefix)?;
+        let locks = [lock(&bin)?, lock(&idx)?];
         check_target(&bin, overwrite)?;
         check_target(&idx, overwrite)?;
         let tmp = Temporary::create(&bin)?;
-        Ok(MegatronWriter { token, bin, idx, tmp, overwrite, lengths: Vec::new(), _lock: lock })
+        Ok(MegatronWriter { token, bin, idx, tmp, overwrite, lengths: Vec::new(), _locks: locks })
     }
 
     /// Appends a document of `tokens` (of the file's token type).

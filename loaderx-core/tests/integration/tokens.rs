@@ -519,9 +519,97 @@ fn empty_documents_size_nothing() {
     let f = TokenFile::open(write_index("many", 1 << 20)).unwrap();
     assert_eq!(f.documents(), Some((1 << 20) - 1));
     f.verify().unwrap();
-    assert_eq!(f.documents_source().unwrap().len(), 0);
+    assert_eq!(f.documents_source().unwrap().len(), (1 << 20) - 1, "every document, read from the index");
     assert!(matches!(f.sequences(2, Some(1)), Err(Error::InvalidArgument(_))));
     let f = TokenFile::open(write_index("huge", (1 << 32) + 2)).unwrap();
     assert!(matches!(f.sequences(2, Some(1)), Err(Error::InvalidArgument(m)) if m.contains("u32")));
     assert!(matches!(f.documents_source(), Err(Error::InvalidArgument(_))));
+}
+
+/// Thirteenth look, M2-M7: an index whose sequences overlap cannot make its documents larger
+/// than the `.bin` (a converted dataset or a sampler sized by them); a chunk past a record's
+/// limit is an error; a user's `PREFIX.lock` is not the writer's; a Megatron writer and an llm.c
+/// writer of one `.bin` exclude each other; empty documents and empty records keep their
+/// numbers through `convert` and `export`.
+#[test]
+fn thirteenth_look_token_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    // M2: eight documents, each the whole .bin.
+    let prefix = p.join("forged");
+    let mut w = MegatronWriter::create(&prefix, TokenType::U16, false).unwrap();
+    w.add_document(&(0..100u16).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let mut idx = b"MMIDIDX\x00\x00".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(8);
+    idx.extend(8u64.to_le_bytes());
+    idx.extend(9u64.to_le_bytes());
+    (0..8).for_each(|_| idx.extend(100i32.to_le_bytes()));
+    (0..8).for_each(|_| idx.extend(0i64.to_le_bytes()));
+    (0..9i64).for_each(|d| idx.extend(d.to_le_bytes()));
+    std::fs::write(suffixed(&prefix, ".idx"), idx).unwrap();
+    let f = TokenFile::open(&prefix).unwrap();
+    let out = p.join("amplified");
+    let err = loaderx_core::convert::tokens(&f, &out, 10, loaderx_core::WriteOptions::new()).unwrap_err();
+    assert!(matches!(&err, Error::BadInput { reason, .. } if reason.contains("overlap")), "{err}");
+    assert!(!out.exists());
+    assert!(
+        matches!(f.sequences(9, Some(1)), Err(Error::BadInput { reason, .. }) if reason.contains("overlap"))
+    );
+
+    // M3: records of 2^54 tokens.
+    let l = p.join("l.bin");
+    write_llmc(&l, &[1u16, 2, 3], false).unwrap();
+    let err = loaderx_core::convert::tokens(
+        &TokenFile::open(&l).unwrap(),
+        p.join("c"),
+        1 << 54,
+        loaderx_core::WriteOptions::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+
+    // M4, M5: a user's data.lock (empty, as flock(1) leaves it) is not the writer's lock; an
+    // llm.c writer of the .bin a Megatron writer holds is Locked.
+    std::fs::write(p.join("data.lock"), b"").unwrap();
+    let mut w = MegatronWriter::create(p.join("data"), TokenType::U16, true).unwrap();
+    w.add_document(&[1u16]).unwrap();
+    let refused = write_llmc(p.join("data.bin"), &[7u16; 3], true);
+    assert!(matches!(refused, Err(Error::Locked { .. })), "{refused:?}");
+    w.finish().unwrap();
+    assert_eq!(std::fs::read(p.join("data.lock")).unwrap(), b"");
+    assert_eq!(TokenFile::open(p.join("data")).unwrap().read(0, 1).unwrap(), [1]);
+
+    // M6: documents [1, 2], [], [3] keep their numbers through convert and export.
+    let prefix = p.join("gaps");
+    let mut w = MegatronWriter::create(&prefix, TokenType::U16, false).unwrap();
+    for d in [&[1u16, 2][..], &[], &[3]] {
+        w.add_document(d).unwrap();
+    }
+    w.finish().unwrap();
+    let f = TokenFile::open(&prefix).unwrap();
+    assert_eq!(f.documents_source().unwrap().len(), 3);
+    let ds = p.join("gaps-ds");
+    assert_eq!(
+        loaderx_core::convert::tokens(&f, &ds, 10, loaderx_core::WriteOptions::new()).unwrap().records,
+        3
+    );
+    let back = p.join("gaps-back");
+    loaderx_core::export::megatron(&ds, &back, false).unwrap();
+    for ext in [".bin", ".idx"] {
+        assert_eq!(
+            std::fs::read(suffixed(&back, ext)).unwrap(),
+            std::fs::read(suffixed(&prefix, ext)).unwrap()
+        );
+    }
+
+    // M7: three dense records of no tokens export as three empty documents.
+    let empty = p.join("empty");
+    let mut w = loaderx_core::DatasetWriter::dense::<u16>(&empty, vec![0], loaderx_core::WriteOptions::new())
+        .unwrap();
+    w.append_bytes(&[[0u8; 0]; 3]).unwrap();
+    assert_eq!(w.finish().unwrap(), 3);
+    loaderx_core::export::megatron(&empty, p.join("empty-m"), false).unwrap();
+    assert_eq!(TokenFile::open(p.join("empty-m")).unwrap().documents(), Some(3));
 }

@@ -66,6 +66,8 @@ class TokenDataset:
 
     def __init__(self, path: str | os.PathLike[str], dtype: Any = None, vocab_size: int | None = None) -> None:
         path = os.fspath(path)
+        if dtype is not None and not _little_endian(np.dtype(dtype)):
+            raise ValueError(f"token files are little endian; dtype {np.dtype(dtype).str} is not")
         name = None if dtype is None else engine_dtype(dtype)
         if vocab_size is not None:
             vocab_size = check_int("vocab_size", vocab_size, 1, 2**64)
@@ -132,8 +134,14 @@ class TokenDataset:
         self._native.verify()
 
 
+def _little_endian(dt: np.dtype) -> bool:
+    """Whether ``dt``'s bytes are little endian (one byte has no order)."""
+    return dt.byteorder in "<|" or (dt.byteorder == "=" and np.little_endian)
+
+
 def _tokens(values: Any, dtype: np.dtype, what: str) -> np.ndarray:
     """``values`` as a contiguous array of ``dtype``; ValueError for a value it cannot hold."""
+    dtype = np.dtype(dtype).newbyteorder("<")
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be one-dimensional, not of shape {arr.shape}")
@@ -147,7 +155,8 @@ def _tokens(values: Any, dtype: np.dtype, what: str) -> np.ndarray:
         info = np.iinfo(dtype)
         if int(arr.min()) < info.min or int(arr.max()) > info.max:
             raise ValueError(f"{what} holds ids that {dtype} cannot hold (from {int(arr.min())} to {int(arr.max())})")
-    return np.ascontiguousarray(arr.astype(dtype))
+    # Token files are little endian whatever byte order ``dtype`` or the values name.
+    return np.ascontiguousarray(arr.astype(dtype.newbyteorder("<")))
 
 
 def write_megatron(
