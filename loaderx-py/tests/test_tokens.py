@@ -168,3 +168,15 @@ def test_big_endian_values_are_written_little_endian_and_read_only_so(tmp_path):
     (tmp_path / "be.raw").write_bytes(bytes([0, 1, 0, 2]))
     with pytest.raises(ValueError, match="little endian"):
         TokenDataset(tmp_path / "be.raw", dtype=">u2")
+
+
+def test_a_headerless_dataset_pickles_with_its_dtype(tmp_path):
+    # Fourteenth look, N4: every token type reopens as itself.
+    for dt in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64):
+        path = tmp_path / f"{np.dtype(dt).name}.raw"
+        values = np.arange(1, 17, dtype=dt)
+        values.tofile(path)
+        ds = TokenDataset(path, dtype=dt)
+        again = pickle.loads(pickle.dumps(ds))
+        assert (again.dtype, len(again)) == (np.dtype(dt), 16)
+        np.testing.assert_array_equal(again.read(0, 16), values.astype(np.int64))

@@ -137,9 +137,19 @@ pub fn megatron(dataset: impl AsRef<Path>, prefix: impl AsRef<Path>, overwrite: 
             let n = src.len();
             let mut done = 0usize;
             while done < n {
-                let k = DOCUMENTS_PER_BLOCK.min(n - done);
-                let indices: Vec<u32> = (done as u32..(done + k) as u32).collect();
-                let batch = src.get_batch(&indices)?;
+                // A block: up to DOCUMENTS_PER_BLOCK records and BLOCK_BYTES of tokens (at least
+                // one record, whole), by the records' own lengths (review N5).
+                let ahead: Vec<u32> =
+                    (done as u32..(done + DOCUMENTS_PER_BLOCK.min(n - done)) as u32).collect();
+                let rows = src.record_rows(&ahead)?;
+                let (mut k, mut bytes) = (0usize, 0u64);
+                while k < rows.len()
+                    && (k == 0 || bytes + rows[k] * token.size() as u64 <= BLOCK_BYTES as u64)
+                {
+                    bytes += rows[k] * token.size() as u64;
+                    k += 1;
+                }
+                let batch = src.get_batch(&ahead[..k])?;
                 let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
                 for o in offsets.windows(2) {
                     w.add_document_le(&values[o[0] * token.size()..o[1] * token.size()])?;
@@ -151,9 +161,11 @@ pub fn megatron(dataset: impl AsRef<Path>, prefix: impl AsRef<Path>, overwrite: 
             let src = crate::DenseSource::open(dataset)?;
             let item = src.schema().unit_bytes();
             let n = src.len();
+            // Whole records a block, about BLOCK_BYTES (at least one).
+            let per_block = (BLOCK_BYTES / item.max(1)).clamp(1, DOCUMENTS_PER_BLOCK);
             let mut done = 0usize;
             while done < n {
-                let k = DOCUMENTS_PER_BLOCK.min(n - done);
+                let k = per_block.min(n - done);
                 let indices: Vec<u32> = (done as u32..(done + k) as u32).collect();
                 let batch = src.get_batch(&indices)?;
                 let bytes = batch.as_bytes();

@@ -58,19 +58,32 @@ fn document_sequences(h: &MegatronHeader, idx: &[u8], d: usize) -> std::ops::Ran
     a..b
 }
 
-/// Document `d`'s token count and its sequences' spans, read from the index (checked by
-/// [`Documents::check`] before a source hands out documents): nothing is kept per document.
-pub(crate) fn document(file: &TokenFile, d: usize) -> Result<(u64, Vec<(u64, u64)>)> {
+/// Document `d`'s token count, read from the index (checked by [`Documents::check`] before a
+/// source hands out documents): nothing is kept per document.
+pub(crate) fn document_tokens(file: &TokenFile, d: usize) -> Result<u64> {
     let ix = file.index.as_ref().expect("a Megatron dataset");
     let (h, idx) = (&ix.header, ix.map.bytes());
-    let mut spans = Vec::new();
     let mut tokens = 0u64;
     for s in document_sequences(h, idx, d) {
-        let (first, len) = sequence(file, h, idx, s)?;
-        tokens += len;
-        spans.push((first, len));
+        tokens += sequence(file, h, idx, s)?.1;
     }
-    Ok((tokens, spans))
+    Ok(tokens)
+}
+
+/// Calls `out` with each of document `d`'s sequences, as (first token, tokens), streaming (its
+/// empty sequences bounded by [`Documents::check`]).
+pub(crate) fn for_each_sequence(
+    file: &TokenFile,
+    d: usize,
+    out: &mut dyn FnMut(u64, u64) -> Result<()>,
+) -> Result<()> {
+    let ix = file.index.as_ref().expect("a Megatron dataset");
+    let (h, idx) = (&ix.header, ix.map.bytes());
+    for s in document_sequences(h, idx, d) {
+        let (first, len) = sequence(file, h, idx, s)?;
+        out(first, len)?;
+    }
+    Ok(())
 }
 
 /// Documents a parallel piece of the checks covers: enough that a piece's hand-off to the pool
@@ -106,11 +119,12 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
             file.path.display()
         )));
     }
-    let pieces: Vec<Result<Vec<(u32, u32)>>> = (0..docs.div_ceil(PIECE))
+    let pieces: Vec<Result<(Vec<(u32, u32)>, u64)>> = (0..docs.div_ceil(PIECE))
         .into_par_iter()
         .map(|p| {
             let range = p * PIECE..((p + 1) * PIECE).min(docs);
             let mut out = Vec::new();
+            let mut piece_tokens = 0u64;
             for d in range {
                 let (a, b) = (entry(d), entry(d + 1));
                 if b < a || b as u64 > h.sequences as u64 {
@@ -124,24 +138,54 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
                         ),
                     ));
                 }
-                let mut tokens = 0u32;
+                let (mut tokens, mut empty, mut full) = (0u32, 0u64, 0u64);
                 for s in a as usize..b as usize {
                     let (_, len) = sequence(file, h, idx, s)?;
                     tokens =
                         u32::try_from(len).ok().and_then(|l| tokens.checked_add(l)).ok_or_else(|| {
                             bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
                         })?;
+                    if len == 0 {
+                        empty += 1;
+                    } else {
+                        full += 1;
+                    }
                 }
+                // Empty sequences hold nothing, but every read of the document walks them: at
+                // most one more than the sequences that hold tokens (review N1).
+                if empty > full + 1 {
+                    return Err(bad(
+                        file,
+                        "sequence_lengths",
+                        format!("document {d} lists {empty} empty sequences beside {full} with tokens"),
+                    ));
+                }
+                piece_tokens += u64::from(tokens);
                 if keep && tokens > 0 {
                     out.push((d as u32, tokens));
                 }
             }
-            Ok(out)
+            Ok((out, piece_tokens))
         })
         .collect();
     let mut all = Vec::new();
+    let mut total = 0u64;
     for p in pieces {
-        all.extend(p?);
+        let (kept, tokens) = p?;
+        all.extend(kept);
+        total += tokens;
+    }
+    if total > file.tokens {
+        // Sequences that overlap (the same tokens listed again and again) would make the
+        // documents, and all that is sized by them, larger than the .bin (reviews M2, N2, N3).
+        return Err(bad(
+            file,
+            "sequence_pointers",
+            format!(
+                "the documents hold {total} tokens, more than the .bin's {}: sequences overlap",
+                file.tokens
+            ),
+        ));
     }
     Ok(all)
 }
@@ -207,18 +251,6 @@ impl Documents {
             .zip(offsets)
             .for_each(|(s, o)| s.iter_mut().for_each(|x| *x += o));
         starts[lens.len()] = total;
-        if total > file.tokens {
-            // Sequences that overlap (the same tokens listed again and again) would make the
-            // documents, and all that is sized by them, larger than the .bin (review M2).
-            return Err(bad(
-                file,
-                "sequence_pointers",
-                format!(
-                    "the documents hold {total} tokens, more than the .bin's {}: sequences overlap",
-                    file.tokens
-                ),
-            ));
-        }
         // The order as document numbers, the permutation's places replaced in place.
         perm.par_iter_mut().for_each(|p| *p = ids[*p as usize]);
         Ok(Documents { order: perm, starts })

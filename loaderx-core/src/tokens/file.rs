@@ -127,11 +127,20 @@ impl TokenFile {
     /// Opens the headerless token file at `path`: tokens of `token` back to back, nothing else.
     ///
     /// # Errors
-    /// [`Error::BadInput`] for a file that is not a whole number of tokens; [`Error::Io`].
+    /// [`Error::BadInput`] for a file that is not a whole number of tokens, or that is an llm.c
+    /// token file (a valid header: [`TokenFile::open`] reads it); [`Error::Io`].
     pub fn open_raw(path: impl AsRef<Path>, token: TokenType) -> Result<TokenFile> {
         super::little_endian_host()?;
         let path = path.as_ref();
         let data = map(path)?;
+        // An llm.c file opened as headerless would read its 1,024-byte header as tokens
+        // (review N6): refused, naming what it is.
+        if is_llmc(data.bytes()) && llmc_header(data.bytes(), data.len()).is_ok() {
+            return Err(bad(
+                path,
+                "it is an llm.c token file (its header's magic and count agree): open it without a token type",
+            ));
+        }
         let size = token.size() as u64;
         if data.len() % size != 0 {
             return Err(bad(

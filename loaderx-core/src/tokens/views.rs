@@ -166,9 +166,8 @@ struct DocumentRecords {
 }
 
 impl DocumentRecords {
-    /// Document `i`'s sequences and its size in bytes, checked against the loader's `u32`
-    /// record lengths.
-    fn record(&self, i: u32) -> Result<(Vec<(u64, u64)>, u32)> {
+    /// Document `i`'s size in bytes, checked against the loader's `u32` record lengths.
+    fn record(&self, i: u32) -> Result<u32> {
         if i as usize >= self.docs {
             return Err(Error::IndexOutOfRange {
                 path: self.file.path.clone(),
@@ -176,25 +175,24 @@ impl DocumentRecords {
                 len: self.docs as u64,
             });
         }
-        let (tokens, spans) = super::documents::document(&self.file, i as usize)?;
+        let tokens = super::documents::document_tokens(&self.file, i as usize)?;
         let bytes = tokens.checked_mul(self.file.token.size() as u64).and_then(|b| u32::try_from(b).ok());
-        let bytes = bytes.ok_or_else(|| {
+        bytes.ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "document {i} of {} holds {tokens} tokens: a record holds under 4 GiB",
                 self.file.path.display()
             ))
-        })?;
-        Ok((spans, bytes))
+        })
     }
 
+    /// Copies document `i`'s tokens into `dst`, a sequence at a time.
     fn copy(&self, i: u32, dst: &mut Destination<'_>) -> Result<()> {
-        let (spans, _) = self.record(i)?;
-        for (first, len) in spans {
+        super::documents::for_each_sequence(&self.file, i as usize, &mut |first, len| {
             let bytes = self.file.token_bytes(first, len).expect("checked inside the .bin");
             self.file.check_vocab(bytes, first)?;
             dst.copy(bytes);
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 
@@ -204,7 +202,7 @@ impl Backing for DocumentRecords {
     }
 
     fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
-        indices.iter().map(|&i| self.record(i).map(|r| r.1)).collect()
+        indices.iter().map(|&i| self.record(i)).collect()
     }
 
     fn gather_fixed(
@@ -215,7 +213,7 @@ impl Backing for DocumentRecords {
         _par: Parallelism,
     ) -> Result<()> {
         for &i in indices {
-            let (_, bytes) = self.record(i)?;
+            let bytes = self.record(i)?;
             if bytes as usize != record_len {
                 return Err(Error::CorruptRecord {
                     path: self.file.path.clone(),

@@ -613,3 +613,59 @@ fn thirteenth_look_token_paths() {
     loaderx_core::export::megatron(&empty, p.join("empty-m"), false).unwrap();
     assert_eq!(TokenFile::open(p.join("empty-m")).unwrap().documents(), Some(3));
 }
+
+/// Fourteenth look, N1-N3 and N6: a document of many empty sequences (every read would walk
+/// them) is refused by every check; `verify` and the documents' source refuse overlapping
+/// sequences as the sampler does; a dtype given for an llm.c file does not read its header as
+/// tokens.
+#[test]
+fn fourteenth_look_token_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    let index = |name: &str, lengths: &[i32], pointers: &[i64], entries: &[i64], tokens: usize| {
+        let prefix = p.join(name);
+        let mut idx = b"MMIDIDX\x00\x00".to_vec();
+        idx.extend(1u64.to_le_bytes());
+        idx.push(8);
+        idx.extend((lengths.len() as u64).to_le_bytes());
+        idx.extend((entries.len() as u64).to_le_bytes());
+        lengths.iter().for_each(|l| idx.extend(l.to_le_bytes()));
+        pointers.iter().for_each(|q| idx.extend(q.to_le_bytes()));
+        entries.iter().for_each(|e| idx.extend(e.to_le_bytes()));
+        std::fs::write(suffixed(&prefix, ".idx"), idx).unwrap();
+        std::fs::write(
+            suffixed(&prefix, ".bin"),
+            (0..tokens as u16).flat_map(u16::to_le_bytes).collect::<Vec<u8>>(),
+        )
+        .unwrap();
+        TokenFile::open(&prefix).unwrap()
+    };
+    // N1: one document of 1,000 empty sequences and one of 4 tokens.
+    let mut lengths = vec![0i32; 1000];
+    lengths.push(4);
+    let f = index("empties", &lengths, &vec![0i64; 1001], &[0, 1001], 4);
+    for r in
+        [f.verify().map(|_| 0), f.documents_source().map(|s| s.len()), f.sequences(2, None).map(|s| s.len())]
+    {
+        assert!(
+            matches!(&r, Err(Error::BadInput { reason, .. }) if reason.contains("empty sequences")),
+            "{r:?}"
+        );
+    }
+    // One empty sequence beside one with tokens is a document as Megatron writes it.
+    let f = index("one-empty", &[0, 4], &[0, 0], &[0, 2], 4);
+    assert_eq!(
+        f.documents_source().unwrap().get_batch(&[0]).unwrap().values().as_bytes(),
+        &[0, 0, 1, 0, 2, 0, 3, 0]
+    );
+    // N2, N3: three sequences, each the whole .bin.
+    let f = index("overlap", &[100, 100, 100], &[0, 0, 0], &[0, 3], 100);
+    for r in [f.verify().map(|_| 0), f.documents_source().map(|s| s.len())] {
+        assert!(matches!(&r, Err(Error::BadInput { reason, .. }) if reason.contains("overlap")), "{r:?}");
+    }
+    // N6: an llm.c file given a dtype.
+    let l = p.join("l.bin");
+    write_llmc(&l, &[1u16, 2, 3, 4], false).unwrap();
+    let r = TokenFile::open_raw(&l, TokenType::U16);
+    assert!(matches!(&r, Err(Error::BadInput { reason, .. }) if reason.contains("llm.c")), "{r:?}");
+}

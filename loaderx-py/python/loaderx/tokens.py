@@ -62,7 +62,7 @@ class TokenDataset:
     ``vocab_size``, every read refuses a token id outside ``0..vocab_size``, naming its
     position."""
 
-    __slots__ = ("_native", "_recipe", "dtype")
+    __slots__ = ("_native", "_recipe", "_args", "dtype")
 
     def __init__(self, path: str | os.PathLike[str], dtype: Any = None, vocab_size: int | None = None) -> None:
         path = os.fspath(path)
@@ -73,10 +73,13 @@ class TokenDataset:
             vocab_size = check_int("vocab_size", vocab_size, 1, 2**64)
         self._native = _native.TokenFile(path, name, vocab_size)
         self._recipe = (path, name, vocab_size)
+        # What a pickle opens it again with: the dtype as NumPy names it ("<u2"), not the
+        # engine's "u16", which NumPy reads otherwise ("i8" is int64 to NumPy; review N4).
+        self._args = (path, None if dtype is None else np.dtype(dtype).str, vocab_size)
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
 
     def __reduce__(self) -> tuple:
-        return (type(self), self._recipe)
+        return (type(self), self._args)
 
     def __len__(self) -> int:
         """Tokens in the file."""
