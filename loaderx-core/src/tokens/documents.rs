@@ -86,6 +86,10 @@ pub(crate) fn for_each_sequence(
     Ok(())
 }
 
+/// What a piece of the checks gives back: the (document, tokens) pairs it kept, and the tokens
+/// of all its documents.
+type Piece = (Vec<(u32, u32)>, u64);
+
 /// Documents a parallel piece of the checks covers: enough that a piece's hand-off to the pool
 /// costs little beside it.
 const PIECE: usize = 1 << 16;
@@ -119,7 +123,7 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
             file.path.display()
         )));
     }
-    let pieces: Vec<Result<(Vec<(u32, u32)>, u64)>> = (0..docs.div_ceil(PIECE))
+    let pieces: Vec<Result<Piece>> = (0..docs.div_ceil(PIECE))
         .into_par_iter()
         .map(|p| {
             let range = p * PIECE..((p + 1) * PIECE).min(docs);
