@@ -235,16 +235,20 @@ impl MegatronWriter {
         let n = self.lengths.len() as u64;
         let mut idx = Temporary::create(&self.idx)?;
         let header = encode_megatron_header(self.token, n, n + 1).expect("checked at create");
-        let mut body = Vec::with_capacity(12 * self.lengths.len() + 8 * (self.lengths.len() + 1));
-        body.extend(self.lengths.iter().flat_map(|l| l.to_le_bytes()));
+        idx.write(&header)?;
+        // Streamed through the temporary's buffer, array by array: nothing but the lengths (4
+        // bytes a document, kept as documents are added) is held for the index.
+        for &l in &self.lengths {
+            idx.write(&l.to_le_bytes())?;
+        }
         let mut at = 0i64;
         for &l in &self.lengths {
-            body.extend(at.to_le_bytes());
+            idx.write(&at.to_le_bytes())?;
             at += i64::from(l) * size;
         }
-        body.extend((0..=n as i64).flat_map(|d| d.to_le_bytes()));
-        idx.write(&header)?;
-        idx.write(&body)?;
+        for d in 0..=n as i64 {
+            idx.write(&d.to_le_bytes())?;
+        }
         self.tmp.sync()?;
         idx.sync()?;
         check_target(&self.bin, self.overwrite)?;
