@@ -58,33 +58,39 @@ pub fn tokens(
         let mut done = 0usize;
         let mut tokens = 0u64;
         while done < n {
-            // A block: up to DOCUMENTS_PER_BLOCK documents and BLOCK_BYTES of tokens (at least
-            // one document, whole).
+            // Up to DOCUMENTS_PER_BLOCK documents' lengths read once, then gathered in blocks of
+            // about BLOCK_BYTES of tokens (at least one document, whole).
             let ahead: Vec<u32> = (done as u32..(done + DOCUMENTS_PER_BLOCK.min(n - done)) as u32).collect();
             let rows = docs.record_rows(&ahead)?;
-            let mut k = 0usize;
-            let mut block_tokens = 0u64;
-            while k < rows.len() && (k == 0 || (block_tokens + rows[k]) * size as u64 <= BLOCK_BYTES as u64) {
-                block_tokens += rows[k];
-                k += 1;
+            let mut from = 0usize;
+            while from < ahead.len() {
+                let (mut k, mut block_tokens) = (from, 0u64);
+                while k < rows.len()
+                    && (k == from || (block_tokens + rows[k]) * size as u64 <= BLOCK_BYTES as u64)
+                {
+                    block_tokens += rows[k];
+                    k += 1;
+                }
+                tokens += block_tokens;
+                if tokens > budget {
+                    return Err(Error::BadInput {
+                        path: input.path().to_path_buf(),
+                        reason: format!(
+                            "its documents hold more than the .bin's {budget} tokens: the index's sequences overlap"
+                        ),
+                        source: None,
+                    });
+                }
+                let batch = docs.get_batch(&ahead[from..k])?;
+                let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
+                let records: Vec<&[u8]> =
+                    offsets.windows(2).map(|o| &values[o[0] * size..o[1] * size]).collect();
+                w.append_bytes(&records)?;
+                bytes_in += values.len() as u64;
+                opts.report(bytes_in);
+                from = k;
             }
-            tokens += block_tokens;
-            if tokens > budget {
-                return Err(Error::BadInput {
-                    path: input.path().to_path_buf(),
-                    reason: format!(
-                        "its documents hold more than the .bin's {budget} tokens: the index's sequences overlap"
-                    ),
-                    source: None,
-                });
-            }
-            let batch = docs.get_batch(&ahead[..k])?;
-            let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
-            let records: Vec<&[u8]> = offsets.windows(2).map(|o| &values[o[0] * size..o[1] * size]).collect();
-            w.append_bytes(&records)?;
-            bytes_in += values.len() as u64;
-            opts.report(bytes_in);
-            done += k;
+            done += ahead.len();
         }
     } else {
         let record = chunk.checked_mul(size).filter(|&b| u32::try_from(b).is_ok()).ok_or_else(|| {
@@ -137,24 +143,28 @@ pub fn megatron(dataset: impl AsRef<Path>, prefix: impl AsRef<Path>, overwrite: 
             let n = src.len();
             let mut done = 0usize;
             while done < n {
-                // A block: up to DOCUMENTS_PER_BLOCK records and BLOCK_BYTES of tokens (at least
-                // one record, whole), by the records' own lengths (review N5).
+                // Up to DOCUMENTS_PER_BLOCK records' lengths read once, then gathered in blocks
+                // of about BLOCK_BYTES of tokens (at least one record, whole; review N5).
                 let ahead: Vec<u32> =
                     (done as u32..(done + DOCUMENTS_PER_BLOCK.min(n - done)) as u32).collect();
                 let rows = src.record_rows(&ahead)?;
-                let (mut k, mut bytes) = (0usize, 0u64);
-                while k < rows.len()
-                    && (k == 0 || bytes + rows[k] * token.size() as u64 <= BLOCK_BYTES as u64)
-                {
-                    bytes += rows[k] * token.size() as u64;
-                    k += 1;
+                let mut from = 0usize;
+                while from < ahead.len() {
+                    let (mut k, mut bytes) = (from, 0u64);
+                    while k < rows.len()
+                        && (k == from || bytes + rows[k] * token.size() as u64 <= BLOCK_BYTES as u64)
+                    {
+                        bytes += rows[k] * token.size() as u64;
+                        k += 1;
+                    }
+                    let batch = src.get_batch(&ahead[from..k])?;
+                    let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
+                    for o in offsets.windows(2) {
+                        w.add_document_le(&values[o[0] * token.size()..o[1] * token.size()])?;
+                    }
+                    from = k;
                 }
-                let batch = src.get_batch(&ahead[..k])?;
-                let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
-                for o in offsets.windows(2) {
-                    w.add_document_le(&values[o[0] * token.size()..o[1] * token.size()])?;
-                }
-                done += k;
+                done += ahead.len();
             }
         }
         crate::Kind::Dense => {

@@ -9,8 +9,9 @@
 //! have the same length). Page `p` of a chunk holds its bytes `p * page .. min((p + 1) * page,
 //! size)`.
 //!
-//! - **Fills are atomic**: a page is written to `<page>.tmp` and renamed into place, so a page
-//!   file is whole or absent; one whose length is not the page's is ignored (refetched).
+//! - **Fills are atomic**: a page is written to a temporary of the filler's own
+//!   (`.<page>.pg.<pid>.<n>.tmp`, created exclusively) and renamed into place, so a page file is
+//!   whole or absent; one whose length is not the page's is ignored (refetched).
 //! - **Shared by processes** through file locks, no shared memory: a filler holds the lock of the
 //!   page's stripe (`<store>/locks/<k>.lock`, one of 64, taken in ascending order so two fillers
 //!   never deadlock), looks again (another process may have filled it meanwhile) and only then
@@ -210,12 +211,36 @@ impl PageCache {
     /// Writes a filled page (temporary file, then rename), room made first. Returns the pages
     /// evicted, or the error that kept the page from being written.
     pub(super) fn store(&self, path: &Path, bytes: &[u8]) -> std::io::Result<u64> {
+        use std::io::Write;
         let evicted = self.make_room(bytes.len() as u64)?;
         let dir = path.parent().unwrap_or(&self.store);
         std::fs::create_dir_all(dir)?;
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, bytes)?;
-        std::fs::rename(&tmp, path)?;
+        // The chunk's directory must be one: a link planted there would have the page written
+        // elsewhere (review P3).
+        if !std::fs::symlink_metadata(dir)?.is_dir() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory of the cache's",
+                dir.display()
+            )));
+        }
+        // A temporary of this process's own, created exclusively (never through a link planted
+        // under a fixed name, never over another filler's), removed if the fill fails.
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let (tmp, mut file) = (0u32..64)
+            .find_map(|n| {
+                let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+                match File::options().write(true).create_new(true).open(&tmp) {
+                    Ok(f) => Some(Ok((tmp, f))),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .unwrap_or_else(|| Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists)))?;
+        let written = file.write_all(bytes).and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
         Ok(evicted)
     }
 
@@ -257,21 +282,35 @@ impl PageCache {
         Ok(removed)
     }
 
-    /// Every page file in the cache directory (all stores): modified, length, path.
+    /// Every page file in the cache directory (all stores): modified, length, path. Only the
+    /// cache's own names count (`<16 hex>-p<N>/<chunk>-<16 hex>/<page>.pg`), only real
+    /// directories are entered and only regular files listed: a user's `*.pg` or a link in the
+    /// directory is never evicted or followed (review P2).
     fn list(&self) -> std::io::Result<Vec<(SystemTime, u64, PathBuf)>> {
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let hex16 = |s: &str| s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let store_name = |n: &str| n.split_once("-p").is_some_and(|(h, p)| hex16(h) && digits(p));
+        let chunk_name = |n: &str| n.split_once('-').is_some_and(|(c, h)| digits(c) && hex16(h));
+        let page_name = |n: &str| n.strip_suffix(".pg").is_some_and(digits);
+        // Entries of `dir` named as `ok` says, of the kind `want` says, not followed.
+        let entries =
+            |dir: &Path, ok: &dyn Fn(&str) -> bool, want_dir: bool| -> Vec<(PathBuf, std::fs::Metadata)> {
+                let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+                rd.flatten()
+                    .filter(|e| e.file_name().to_str().is_some_and(ok))
+                    .filter_map(|e| {
+                        let meta = std::fs::symlink_metadata(e.path()).ok()?;
+                        let kind = if want_dir { meta.is_dir() } else { meta.is_file() };
+                        kind.then(|| (e.path(), meta))
+                    })
+                    .collect()
+            };
+        std::fs::read_dir(&self.dir)?;
         let mut out = Vec::new();
-        for store in std::fs::read_dir(&self.dir)? {
-            let store = store?.path();
-            let Ok(chunks) = std::fs::read_dir(&store) else { continue };
-            for chunk in chunks.flatten() {
-                let Ok(pages) = std::fs::read_dir(chunk.path()) else { continue };
-                for page in pages.flatten() {
-                    let path = page.path();
-                    if path.extension().is_some_and(|e| e == "pg")
-                        && let Ok(meta) = page.metadata()
-                    {
-                        out.push((meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len(), path));
-                    }
+        for (store, _) in entries(&self.dir, &store_name, true) {
+            for (chunk, _) in entries(&store, &chunk_name, true) {
+                for (path, meta) in entries(&chunk, &page_name, false) {
+                    out.push((meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len(), path));
                 }
             }
         }

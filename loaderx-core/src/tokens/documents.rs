@@ -20,7 +20,14 @@ use crate::{Error, Result};
 pub(crate) struct Documents {
     order: Vec<u32>,
     starts: Vec<u64>,
+    /// For each document of more than [`CHECKPOINT`] sequences: the tokens before each of its
+    /// `CHECKPOINT`-th sequences, so that a sample's read walks at most `CHECKPOINT` of them
+    /// whatever its place in the document (8 bytes a `CHECKPOINT` sequences; review P1).
+    checkpoints: std::collections::HashMap<u32, Vec<u64>>,
 }
+
+/// Sequences between two checkpoints of a long document.
+const CHECKPOINT: usize = 256;
 
 fn bad(file: &TokenFile, field: &str, reason: String) -> Error {
     let path = match &file.format {
@@ -86,9 +93,13 @@ pub(crate) fn for_each_sequence(
     Ok(())
 }
 
+/// What the checks give back: the (document, tokens) pairs kept, and the checkpoints of the long
+/// documents among them.
+type Lengths = (Vec<(u32, u32)>, std::collections::HashMap<u32, Vec<u64>>);
+
 /// What a piece of the checks gives back: the (document, tokens) pairs it kept, and the tokens
 /// of all its documents.
-type Piece = (Vec<(u32, u32)>, u64);
+type Piece = (Vec<(u32, u32)>, u64, Vec<(u32, Vec<u64>)>);
 
 /// Documents a parallel piece of the checks covers: enough that a piece's hand-off to the pool
 /// costs little beside it.
@@ -100,7 +111,7 @@ const PIECE: usize = 1 << 16;
 /// never decreasing): one pass over the index in file order, in pieces over the pool. What is
 /// kept is bounded by the documents that hold tokens, never by the index's entries alone (a
 /// sparse `.idx` of empty documents sizes nothing).
-fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
+fn lengths(file: &TokenFile, keep: bool) -> Result<Lengths> {
     let ix = file.index.as_ref().expect("a Megatron dataset");
     let (h, idx) = (&ix.header, ix.map.bytes());
     let entry = |k: usize| h.document_entry(idx, k).expect("in the checked arrays");
@@ -129,6 +140,7 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
             let range = p * PIECE..((p + 1) * PIECE).min(docs);
             let mut out = Vec::new();
             let mut piece_tokens = 0u64;
+            let mut marks = Vec::new();
             for d in range {
                 let (a, b) = (entry(d), entry(d + 1));
                 if b < a || b as u64 > h.sequences as u64 {
@@ -143,7 +155,12 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
                     ));
                 }
                 let (mut tokens, mut empty, mut full) = (0u32, 0u64, 0u64);
+                let long = keep && (b - a) as usize > CHECKPOINT;
+                let mut doc_marks = Vec::new();
                 for s in a as usize..b as usize {
+                    if long && (s - a as usize).is_multiple_of(CHECKPOINT) {
+                        doc_marks.push(u64::from(tokens));
+                    }
                     let (_, len) = sequence(file, h, idx, s)?;
                     tokens =
                         u32::try_from(len).ok().and_then(|l| tokens.checked_add(l)).ok_or_else(|| {
@@ -167,17 +184,22 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
                 piece_tokens += u64::from(tokens);
                 if keep && tokens > 0 {
                     out.push((d as u32, tokens));
+                    if long {
+                        marks.push((d as u32, doc_marks));
+                    }
                 }
             }
-            Ok((out, piece_tokens))
+            Ok((out, piece_tokens, marks))
         })
         .collect();
     let mut all = Vec::new();
     let mut total = 0u64;
+    let mut checkpoints = std::collections::HashMap::new();
     for p in pieces {
-        let (kept, tokens) = p?;
+        let (kept, tokens, marks) = p?;
         all.extend(kept);
         total += tokens;
+        checkpoints.extend(marks);
     }
     if total > file.tokens {
         // Sequences that overlap (the same tokens listed again and again) would make the
@@ -191,7 +213,7 @@ fn lengths(file: &TokenFile, keep: bool) -> Result<Vec<(u32, u32)>> {
             ),
         ));
     }
-    Ok(all)
+    Ok((all, checkpoints))
 }
 
 impl Documents {
@@ -212,7 +234,8 @@ impl Documents {
     /// # Errors
     /// As [`Documents::check`]; [`Error::InvalidArgument`] for more than 2^32 - 1 documents.
     pub(crate) fn new(file: &TokenFile, seed: Option<u64>) -> Result<Documents> {
-        let (ids, lens): (Vec<u32>, Vec<u32>) = lengths(file, true)?.into_iter().unzip();
+        let (kept, checkpoints) = lengths(file, true)?;
+        let (ids, lens): (Vec<u32>, Vec<u32>) = kept.into_iter().unzip();
         // At most as many as the u32 document numbers (checked in `lengths`).
         let n = ids.len() as u32;
         let mut perm: Vec<u32> = vec![0; ids.len()];
@@ -257,7 +280,7 @@ impl Documents {
         starts[lens.len()] = total;
         // The order as document numbers, the permutation's places replaced in place.
         perm.par_iter_mut().for_each(|p| *p = ids[*p as usize]);
-        Ok(Documents { order: perm, starts })
+        Ok(Documents { order: perm, starts, checkpoints })
     }
 
     /// Tokens in all documents.
@@ -279,7 +302,14 @@ impl Documents {
         let mut j = self.starts.partition_point(|&s| s <= pos) - 1;
         while n > 0 {
             let mut skip = pos - self.starts[j];
-            for s in document_sequences(h, idx, self.order[j] as usize) {
+            let mut seqs = document_sequences(h, idx, self.order[j] as usize);
+            if let Some(marks) = self.checkpoints.get(&self.order[j]) {
+                // Start at the last checkpoint at or before the sample's first token.
+                let c = marks.partition_point(|&t| t <= skip) - 1;
+                seqs.start += c * CHECKPOINT;
+                skip -= marks[c];
+            }
+            for s in seqs {
                 let (first, len) = sequence(file, h, idx, s)?;
                 if skip >= len {
                     skip -= len;

@@ -274,7 +274,8 @@ impl TokenFile {
     /// Tokens `first..first + n`, widened to `i64`.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a range past the end.
+    /// [`Error::InvalidArgument`] for a range past the end; [`Error::BadInput`] for a token
+    /// outside the vocabulary, when one is set.
     pub fn read(&self, first: u64, n: u64) -> Result<Vec<i64>> {
         let bytes = self.token_bytes(first, n).ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -283,6 +284,8 @@ impl TokenFile {
                 self.tokens
             ))
         })?;
+        // The vocabulary, when set, holds here as in every read (review P4).
+        self.check_vocab(bytes, first)?;
         Ok((0..n as usize).map(|i| self.token.read(bytes, i).expect("in range")).collect())
     }
 

@@ -455,3 +455,45 @@ fn credentials_in_the_endpoint_reach_no_error() {
     let e = RemoteStore::open("s3://AKID:keys-in-the-url@bucket/x", server.options()).unwrap_err();
     assert!(matches!(&e, Error::InvalidArgument(_)) && !e.to_string().contains("keys-in-the-url"), "{e}");
 }
+
+/// Fifteenth look, P2 and P3: the page cache keeps to its own files. A user's `*.pg` two levels
+/// down the cache directory, and a link out of it to a directory of theirs, are never evicted or
+/// followed; a link planted where a page's temporary would go is never written through.
+#[cfg(unix)]
+#[test]
+fn the_page_cache_keeps_to_its_own_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = dense(tmp.path(), Codec::Raw); // 16-byte records: 256 to a 4 KiB page
+    push(&local, "s3://bucket/own", server.options(), |_| {}).unwrap();
+    let cache = tmp.path().join("cache");
+    std::fs::create_dir_all(cache.join("thesis/figures")).unwrap();
+    std::fs::write(cache.join("thesis/figures/1.pg"), b"mine").unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(victim.join("notes")).unwrap();
+    std::fs::write(victim.join("notes/budget.pg"), b"budget").unwrap();
+    std::os::unix::fs::symlink(&victim, cache.join("shared")).unwrap();
+    let target = tmp.path().join("target.txt");
+    std::fs::write(&target, b"the user's own file").unwrap();
+
+    let opts = server.options().cache(&cache, 5 * 4096).page_size(4096);
+    let a = RemoteStore::open("s3://bucket/own", opts).unwrap();
+    a.gather(&[7]).unwrap();
+    // Links at the temporary names this process would try first, for pages not filled yet.
+    let page0 =
+        super::remote::pages(&cache).into_iter().map(|(p, _)| p).find(|p| p.ends_with("0.pg")).unwrap();
+    let chunk_dir = page0.parent().unwrap().to_path_buf();
+    for p in 1..12 {
+        let link = chunk_dir.join(format!(".{p}.pg.{}.0.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&target, link).unwrap();
+        // And where the fills wrote before (`<page>.tmp`, a fixed name).
+        std::os::unix::fs::symlink(&target, chunk_dir.join(format!("{p}.tmp"))).unwrap();
+    }
+    for p in 1..12u64 {
+        a.gather(&[p * 256 + 7]).unwrap();
+    }
+    assert!(a.stats().pages_evicted > 0, "the limit made the cache evict: {:?}", a.stats());
+    assert_eq!(std::fs::read(cache.join("thesis/figures/1.pg")).unwrap(), b"mine");
+    assert_eq!(std::fs::read(victim.join("notes/budget.pg")).unwrap(), b"budget");
+    assert_eq!(std::fs::read(&target).unwrap(), b"the user's own file");
+}

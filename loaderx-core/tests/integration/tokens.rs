@@ -669,3 +669,47 @@ fn fourteenth_look_token_paths() {
     let r = TokenFile::open_raw(&l, TokenType::U16);
     assert!(matches!(&r, Err(Error::BadInput { reason, .. }) if reason.contains("llm.c")), "{r:?}");
 }
+
+/// Fifteenth look, P1 and P4: a document of many sequences is read from its nearest checkpoint
+/// (every sample right, wherever it lies in the document), and `read` keeps to the vocabulary.
+#[test]
+fn long_documents_and_the_vocabulary_in_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("one");
+    // One document of 5,000 sequences of 1 to 3 tokens (some empty ones between), contiguous.
+    let lens: Vec<i32> = (0..5000).map(|s| if s % 97 == 5 { 0 } else { 1 + s % 3 }).collect();
+    let total: i64 = lens.iter().map(|&l| i64::from(l)).sum();
+    let mut idx = b"MMIDIDX\x00\x00".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(8);
+    idx.extend((lens.len() as u64).to_le_bytes());
+    idx.extend(2u64.to_le_bytes());
+    lens.iter().for_each(|l| idx.extend(l.to_le_bytes()));
+    let mut at = 0i64;
+    for &l in &lens {
+        idx.extend((at * 2).to_le_bytes());
+        at += i64::from(l);
+    }
+    idx.extend(0i64.to_le_bytes());
+    idx.extend((lens.len() as i64).to_le_bytes());
+    std::fs::write(suffixed(&prefix, ".idx"), idx).unwrap();
+    let stream: Vec<u16> = (0..total as u16).collect();
+    std::fs::write(
+        suffixed(&prefix, ".bin"),
+        stream.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let f = TokenFile::open(&prefix).unwrap();
+    let s = f.sequences(33, None).unwrap();
+    let idx: Vec<u32> = (0..s.len() as u32).collect();
+    for (i, row) in rows(&s, &idx).iter().enumerate() {
+        assert_eq!(row, &stream[i * 32..i * 32 + 33], "sample {i}");
+    }
+    let f = f.vocabulary(100);
+    let r = f.read(95, 10);
+    assert!(
+        matches!(&r, Err(Error::BadInput { reason, .. }) if reason.contains("token 100 is 100")),
+        "{r:?}"
+    );
+    assert_eq!(f.read(0, 100).unwrap().len(), 100);
+}
