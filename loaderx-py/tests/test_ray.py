@@ -242,6 +242,24 @@ def test_a_block_of_another_shape_is_refused_naming_the_column_and_block(tmp_pat
     assert not (tmp_path / "b" / "image").exists()
 
 
+def test_nulls_inside_lists_are_refused_not_turned_into_floats(tmp_path):
+    # Sixteenth look, Q3: an int64 list column with a null inside became float64 with NaN.
+    from loaderx.ray import write_loaderx
+
+    for arr in (
+        pa.array([[2**60 + 1, 5], [None, 7], [9]], type=pa.list_(pa.int64())),
+        pa.array([[1, 2], [3, None]], type=pa.list_(pa.int64(), 2)),
+    ):
+        ds = ray.data.from_arrow(pa.table({"ids": arr}))
+        with pytest.raises(Exception, match="nulls"):
+            write_loaderx(ds, tmp_path / "n")
+        assert not (tmp_path / "n" / "ids").exists()
+    ds = ray.data.from_arrow(pa.table({"ids": pa.array([[2**60 + 1, 5], [7], [9]], type=pa.list_(pa.int64()))}))
+    write_loaderx(ds, tmp_path / "ok")
+    back = RaggedDataset(tmp_path / "ok" / "ids")
+    assert back.dtype == np.int64 and back[[0]][0].tolist() == [2**60 + 1, 5]
+
+
 def test_a_ragged_column_takes_blocks_whose_records_have_one_length(tmp_path):
     from loaderx.ray import write_loaderx
 

@@ -111,7 +111,24 @@ impl PageCache {
     pub(super) fn new(dir: &Path, limit: u64, page: u64, url: &str) -> Result<PageCache> {
         let store = dir.join(format!("{:016x}-p{page}", crate::format::hash64(url.as_bytes())));
         let locks = store.join("locks");
+        let not_ours = |d: &Path| {
+            Error::io(
+                "use the cache directory",
+                d,
+                std::io::Error::other("a link (or not a directory) where the cache keeps its own"),
+            )
+        };
+        if std::fs::symlink_metadata(&store).is_ok_and(|m| !m.is_dir()) {
+            return Err(not_ours(&store));
+        }
         std::fs::create_dir_all(&locks).map_err(|e| Error::io("create the cache directory", &locks, e))?;
+        // The store's directory and its locks' must be directories, not links planted there: a
+        // link would have pages written (and removed) outside the cache, uncounted (review Q2).
+        for d in [&store, &locks] {
+            if !std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
+                return Err(not_ours(d));
+            }
+        }
         Ok(PageCache {
             dir: dir.to_path_buf(),
             store,
@@ -149,7 +166,8 @@ impl PageCache {
 
     /// The page file at `path` when it is there and `len` bytes long, mapped, its use recorded.
     pub(super) fn load(&self, key: PageKey, path: &Path, len: u64) -> Option<Bytes> {
-        let file = File::open(path).ok()?;
+        // Never waits on a FIFO planted under a page's name, takes regular files only (review Q1).
+        let file = crate::sys::open_regular(File::options().read(true), path).ok()?;
         if file.metadata().ok()?.len() != len {
             return None;
         }
@@ -201,7 +219,8 @@ impl PageCache {
             .into_iter()
             .map(|s| {
                 let path = self.store.join("locks").join(format!("{s}.lock"));
-                let file = crate::store::open_or_create(&path)?;
+                // Never through a link, never waiting on a FIFO (review Q1).
+                let file = crate::store::open_or_create_no_follow(&path)?;
                 file.lock().map_err(|e| Error::io("lock", &path, e))?;
                 Ok(file)
             })
@@ -215,9 +234,9 @@ impl PageCache {
         let evicted = self.make_room(bytes.len() as u64)?;
         let dir = path.parent().unwrap_or(&self.store);
         std::fs::create_dir_all(dir)?;
-        // The chunk's directory must be one: a link planted there would have the page written
-        // elsewhere (review P3).
-        if !std::fs::symlink_metadata(dir)?.is_dir() {
+        // The chunk's directory, and the store's above it, must be directories: a link planted
+        // there would have the page written elsewhere (reviews P3, Q2).
+        if !std::fs::symlink_metadata(dir)?.is_dir() || !std::fs::symlink_metadata(&self.store)?.is_dir() {
             return Err(std::io::Error::other(format!(
                 "{} is not a directory of the cache's",
                 dir.display()
@@ -261,8 +280,8 @@ impl PageCache {
             *used = Some(now + need);
             return Ok(0);
         }
-        let lock =
-            crate::store::open_or_create(&self.dir.join("evict.lock")).map_err(std::io::Error::other)?;
+        let lock = crate::store::open_or_create_no_follow(&self.dir.join("evict.lock"))
+            .map_err(std::io::Error::other)?;
         lock.lock()?;
         let mut pages = self.list()?;
         let mut total: u64 = pages.iter().map(|p| p.1).sum();
@@ -320,7 +339,7 @@ impl PageCache {
 
 /// Refreshes a page file's modification time (its eviction order); best effort.
 fn touch(path: &Path) {
-    if let Ok(f) = File::open(path) {
+    if let Ok(f) = crate::sys::open_regular(File::options().read(true), path) {
         let _ = f.set_modified(SystemTime::now());
     }
 }

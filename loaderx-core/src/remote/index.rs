@@ -183,10 +183,26 @@ impl RemoteStore {
             .join("remote")
             .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())));
         let (cached, tag) = (dir.join(INDEX_FILE), dir.join("etag"));
+        // The cache's directory must be one (a link planted there is neither read nor written
+        // through), its files regular (a FIFO is never waited on), the tag small and the index
+        // the size the server gives before either is read (review Q1, Q2).
+        let own_dir = || std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+        let cached_index = || -> Option<Vec<u8>> {
+            let t = crate::store::read_capped(&tag, 1024).ok()??;
+            if t != token.as_bytes() {
+                return None;
+            }
+            let f = crate::sys::open_regular(std::fs::File::options().read(true), &cached).ok()?;
+            if f.metadata().ok()?.len() != meta.size {
+                return None;
+            }
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(&f, meta.size + 1), &mut bytes).ok()?;
+            (bytes.len() as u64 == meta.size).then_some(bytes)
+        };
         if !token.is_empty()
-            && std::fs::read_to_string(&tag).is_ok_and(|t| t == token)
-            && let Ok(bytes) = std::fs::read(&cached)
-            && bytes.len() as u64 == meta.size
+            && own_dir()
+            && let Some(bytes) = cached_index()
         {
             return Ok(Bytes::from(bytes));
         }
@@ -202,7 +218,7 @@ impl RemoteStore {
                 ),
             });
         }
-        if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() {
+        if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() && own_dir() {
             let _ = crate::store::write_atomic(&dir, INDEX_FILE, &bytes)
                 .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
         }

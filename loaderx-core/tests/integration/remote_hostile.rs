@@ -497,3 +497,39 @@ fn the_page_cache_keeps_to_its_own_files() {
     assert_eq!(std::fs::read(victim.join("notes/budget.pg")).unwrap(), b"budget");
     assert_eq!(std::fs::read(&target).unwrap(), b"the user's own file");
 }
+
+/// Sixteenth look, Q1 and Q2: a FIFO planted as a page is never waited on (the page is fetched
+/// and put in its place), and a link planted as the store's cache directory refuses the cache
+/// (nothing written where it points).
+#[cfg(unix)]
+#[test]
+fn a_fifo_or_a_link_planted_in_the_page_cache_is_neither_waited_on_nor_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = dense(tmp.path(), Codec::Raw);
+    push(&local, "s3://bucket/fifo", server.options(), |_| {}).unwrap();
+    let cache = tmp.path().join("cache");
+    let opts = server.options().cache(&cache, 1 << 26).page_size(4096);
+    RemoteStore::open("s3://bucket/fifo", opts.clone()).unwrap().gather(&[7]).unwrap();
+    let page0 =
+        super::remote::pages(&cache).into_iter().map(|(p, _)| p).find(|p| p.ends_with("0.pg")).unwrap();
+    std::fs::remove_file(&page0).unwrap();
+    assert!(std::process::Command::new("mkfifo").arg(&page0).status().unwrap().success());
+    let o = opts.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ =
+            tx.send(RemoteStore::open("s3://bucket/fifo", o).and_then(|s| s.gather(&[7])).map(|r| r.len()));
+    });
+    let got = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("a FIFO page was waited on");
+    assert_eq!(got.unwrap(), 1);
+    // The store's cache directory replaced by a link to a directory of the user's.
+    let store_dir = page0.parent().unwrap().parent().unwrap().to_path_buf();
+    std::fs::remove_dir_all(&store_dir).unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::os::unix::fs::symlink(&victim, &store_dir).unwrap();
+    let e = RemoteStore::open("s3://bucket/fifo", opts).unwrap_err();
+    assert!(e.to_string().contains("cache"), "{e}");
+    assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "nothing written through the link");
+}

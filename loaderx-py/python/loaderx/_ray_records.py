@@ -45,6 +45,10 @@ def _fixed(arr: pa.Array, where: str) -> tuple[np.ndarray, list[int]]:
     """A fixed-size Arrow array (numbers, fixed-size lists of them, fixed-size binary) as a
     NumPy array ``(len(arr), *shape)``, and that shape."""
     t = arr.type
+    if arr.null_count:
+        # Nulls inside lists (or fixed-size lists) too: Arrow would turn integers with a null
+        # into float64 and the null into NaN (review Q3).
+        raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot hold nulls")
     if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
         return arr.to_numpy(zero_copy_only=False), []
     if pa.types.is_fixed_size_binary(t):
