@@ -314,3 +314,16 @@ def test_from_iterator_refuses_rows_of_no_bytes(tmp_path):
     with pytest.raises(ValueError, match="hold no bytes"):
         from_iterator(tmp_path / "zw", [np.zeros((5, 0), np.float32), np.zeros((3, 0), np.float32)])
     assert not (tmp_path / "zw").exists() and not (tmp_path / "zw.partial").exists()
+
+
+def test_from_iterator_copies_each_record_as_it_is_taken(tmp_path):
+    # Seventeenth look, R3: a generator that refills and yields one buffer.
+    def refilled():
+        buf = np.empty(3, np.int32)
+        for i in range(5):
+            buf[:] = i
+            yield buf
+
+    assert from_iterator(tmp_path / "r", refilled()) == 5
+    back = RaggedDataset(tmp_path / "r")
+    assert [r.tolist() for r in back[list(range(5))]] == [[i, i, i] for i in range(5)]

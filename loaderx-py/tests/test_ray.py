@@ -260,6 +260,32 @@ def test_nulls_inside_lists_are_refused_not_turned_into_floats(tmp_path):
     assert back.dtype == np.int64 and back[[0]][0].tolist() == [2**60 + 1, 5]
 
 
+def test_tensor_columns_with_nulls_or_lying_shapes_are_refused():
+    # Seventeenth look, R2: Ray's tensor columns hide nulls from to_numpy; a shape that does not
+    # describe its values would cut records elsewhere.
+    from ray.data.extensions import ArrowTensorArray, ArrowVariableShapedTensorArray
+
+    from loaderx._ray_records import _records
+
+    a = ArrowVariableShapedTensorArray.from_numpy(
+        [np.arange(4, dtype=np.int64).reshape(2, 2), np.arange(6, dtype=np.int64).reshape(3, 2)]
+    )
+    data, shape = a.storage.field("data"), a.storage.field("shape")
+    with_null = pa.array([[0, None, 2, 3], [0, 1, 2, 3, 4, 5]], type=data.type)
+    bad = pa.ExtensionArray.from_storage(a.type, pa.StructArray.from_arrays([with_null, shape], names=["data", "shape"]))
+    with pytest.raises(ValueError, match="nulls"):
+        _records(bad, "c")
+    lying = pa.array([[2, 2], [2, 2]], type=shape.type)
+    bad = pa.ExtensionArray.from_storage(a.type, pa.StructArray.from_arrays([data, lying], names=["data", "shape"]))
+    with pytest.raises(ValueError, match="shapes do not describe"):
+        _records(bad, "c")
+    assert _records(a, "c").layout.kind == "ragged"
+    t = ArrowTensorArray.from_numpy(np.arange(8, dtype=np.int64).reshape(2, 4))
+    bad = pa.ExtensionArray.from_storage(t.type, pa.array([[0, None, 2, 3], [4, 5, 6, 7]], type=t.storage.type))
+    with pytest.raises(ValueError, match="nulls"):
+        _records(bad, "c")
+
+
 def test_a_ragged_column_takes_blocks_whose_records_have_one_length(tmp_path):
     from loaderx.ray import write_loaderx
 

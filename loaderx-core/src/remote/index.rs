@@ -186,7 +186,13 @@ impl RemoteStore {
         // The cache's directory must be one (a link planted there is neither read nor written
         // through), its files regular (a FIFO is never waited on), the tag small and the index
         // the size the server gives before either is read (review Q1, Q2).
-        let own_dir = || std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir());
+        // Both levels below the cache directory (`remote` and the store's), not only the last
+        // (review R4).
+        let own_dir = || {
+            [dir.parent().expect("remote/<hash>"), dir.as_path()]
+                .iter()
+                .all(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
+        };
         let cached_index = || -> Option<Vec<u8>> {
             let t = crate::store::read_capped(&tag, 1024).ok()??;
             if t != token.as_bytes() {

@@ -41,6 +41,12 @@ class _Records:
     offsets: np.ndarray | None = None
 
 
+def _no_nulls(arr: pa.Array, where: str) -> None:
+    """Refuses nulls in ``arr`` (a column's values at any depth), naming the column."""
+    if arr.null_count:
+        raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot hold nulls")
+
+
 def _fixed(arr: pa.Array, where: str) -> tuple[np.ndarray, list[int]]:
     """A fixed-size Arrow array (numbers, fixed-size lists of them, fixed-size binary) as a
     NumPy array ``(len(arr), *shape)``, and that shape."""
@@ -95,6 +101,8 @@ def _records(arr: pa.Array, where: str) -> _Records:
         raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot be null")
     t = arr.type
     if isinstance(t, (ArrowTensorType, ArrowTensorTypeV2)):
+        # Ray's to_numpy ignores the values' null mask (a null would become 0; review R2).
+        _no_nulls(pc.list_flatten(arr.storage), where)
         dense = arr.to_numpy()
     elif isinstance(t, ArrowVariableShapedTensorType):
         # Its storage: each tensor's elements (a list) and its shape (a list of ndim ints).
@@ -105,7 +113,16 @@ def _records(arr: pa.Array, where: str) -> _Records:
         row_shapes = np.unique(shapes[:, 1:], axis=0)
         if len(row_shapes) > 1:
             raise ValueError(f"{where} holds tensors of several row shapes: {[tuple(r) for r in row_shapes.tolist()]}")
-        values = pc.list_flatten(storage.field("data")).to_numpy(zero_copy_only=False)
+        data = storage.field("data")
+        _no_nulls(data, where)
+        _no_nulls(pc.list_flatten(data), where)
+        # The shapes must describe the data, tensor by tensor (as Python ints: no overflow), or
+        # records would be cut elsewhere than the tensors lie.
+        sizes = [int(np.prod([int(d) for d in sh], dtype=object)) for sh in shapes.tolist()]
+        lengths = pc.list_value_length(data).to_numpy(zero_copy_only=False).tolist()
+        if any(n < 0 for n in sizes) or sizes != lengths:
+            raise ValueError(f"{where} holds tensors whose shapes do not describe their values")
+        values = pc.list_flatten(data).to_numpy(zero_copy_only=False)
         rows = values.reshape(-1, *(int(d) for d in row_shapes[0]))
         return _ragged(rows, shapes[:, 0].astype(np.uint64), where)
     elif pa.types.is_list(t) or pa.types.is_large_list(t):

@@ -93,7 +93,9 @@ def from_iterator(
                 raise ValueError(
                     f"sequence {i} is {a.dtype} {a.shape}; the first was {first.dtype} with rows of shape {row_shape}"
                 )
-            a = np.ascontiguousarray(a, dtype=native_dtype).reshape(-1).view(np.uint8)
+            # A copy of its own: a generator that refills and yields one buffer would otherwise
+            # leave every record of the block holding its last contents (review R3).
+            a = np.array(a, dtype=native_dtype, order="C", copy=True).reshape(-1).view(np.uint8)
             block.append(a)
             block_bytes += a.size
             if block_bytes >= _BLOCK_BYTES or len(block) >= 65536:

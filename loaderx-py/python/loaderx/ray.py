@@ -29,6 +29,10 @@ finished part to ``OUT/_parts/<column>/`` (its index last, so a part cut off mid
 store), and the driver puts each set's schema and manifest at ``OUT/<column>`` over the pushed
 parts (the manifest last: the commit). A set already there is replaced by that one put; the
 parts no set names, and on failure this write's own parts, are removed.
+
+One write at a time into an output: a local ``OUT`` is locked for the write (a second one is
+refused); an ``s3://`` output is not (object storage has no lock here), and two writes into one
+URL at once can remove each other's parts, leaving a set that names parts no longer there.
 """
 
 from __future__ import annotations
