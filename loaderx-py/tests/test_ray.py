@@ -280,6 +280,21 @@ def test_tensor_columns_with_nulls_or_lying_shapes_are_refused():
     with pytest.raises(ValueError, match="shapes do not describe"):
         _records(bad, "c")
     assert _records(a, "c").layout.kind == "ragged"
+    # Eighteenth look, S1: a fixed-shape tensor's values read as Arrow holds them (a sliced
+    # child, offsets not from 0), and tensors of another length than the shape refused.
+    from ray.data.extensions import ArrowTensorType
+
+    tt = ArrowTensorType((2,), pa.int64())
+    sliced = pa.LargeListArray.from_arrays(pa.array([0, 2, 4], pa.int64()), pa.array([9, 9, 1, 2, 3, 4], pa.int64()).slice(2))
+    if tt.storage_type != sliced.type:
+        sliced = sliced.cast(tt.storage_type)
+    got = _records(pa.ExtensionArray.from_storage(tt, sliced), "c").dense
+    assert got.tolist() == [[1, 2], [3, 4]]
+    uneven = pa.LargeListArray.from_arrays(pa.array([0, 3, 4], pa.int64()), pa.array([1, 2, 3, 4], pa.int64()))
+    if tt.storage_type != uneven.type:
+        uneven = uneven.cast(tt.storage_type)
+    with pytest.raises(ValueError, match="shapes do not describe"):
+        _records(pa.ExtensionArray.from_storage(tt, uneven), "c")
     t = ArrowTensorArray.from_numpy(np.arange(8, dtype=np.int64).reshape(2, 4))
     bad = pa.ExtensionArray.from_storage(t.type, pa.array([[0, None, 2, 3], [4, 5, 6, 7]], type=t.storage.type))
     with pytest.raises(ValueError, match="nulls"):

@@ -47,6 +47,16 @@ def test_gathered_batches_share_memory_with_the_tensors(streams):
     assert np.shares_memory(tensors["x"].numpy(), gathered.batch["x"])
 
 
+def test_getitems_refuses_float_indices_as_getitem_does(streams):
+    # Eighteenth look, S2: a float index was rounded down by the batch path.
+    from loaderx.torch import MapDataset
+
+    ds = MapDataset(streams)
+    with pytest.raises(TypeError):
+        ds.__getitems__([1.9])
+    assert ds.__getitems__([-1, 0]).batch["y"].tolist() == [499, 0]
+
+
 def test_iterable_loader_state_dict_resumes(streams):
     from loaderx.torch import IterableLoader
 

@@ -101,9 +101,18 @@ def _records(arr: pa.Array, where: str) -> _Records:
         raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot be null")
     t = arr.type
     if isinstance(t, (ArrowTensorType, ArrowTensorTypeV2)):
-        # Ray's to_numpy ignores the values' null mask (a null would become 0; review R2).
-        _no_nulls(pc.list_flatten(arr.storage), where)
-        dense = arr.to_numpy()
+        # Not Ray's to_numpy: it reads the raw buffer from the array's offset, ignoring the
+        # values' null mask (review R2), the list offsets and where a sliced child starts
+        # (review S1). The values as Arrow holds them, every tensor checked against the shape.
+        shape = tuple(int(d) for d in t.shape)
+        per = int(np.prod(shape, dtype=object))
+        storage = arr.storage
+        values = pc.list_flatten(storage)
+        _no_nulls(values, where)
+        lengths = pc.list_value_length(storage).to_numpy(zero_copy_only=False)
+        if len(lengths) and (lengths != per).any():
+            raise ValueError(f"{where} holds tensors whose shapes do not describe their values")
+        dense = values.to_numpy(zero_copy_only=False).reshape(len(arr), *shape)
     elif isinstance(t, ArrowVariableShapedTensorType):
         # Its storage: each tensor's elements (a list) and its shape (a list of ndim ints).
         if t.ndim == 0:

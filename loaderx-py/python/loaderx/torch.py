@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.utils.data
 
+from loaderx._common import indices as _indices
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset
 
@@ -75,7 +76,9 @@ class MapDataset(torch.utils.data.Dataset):
         return {k: d[index] for k, d in self.datasets.items()}
 
     def __getitems__(self, indices: Sequence[int]) -> _Gathered:
-        idx = np.asarray(indices, dtype=np.int64)
+        # Checked as every index is (integers only: a float is refused, never rounded down;
+        # review S2), once for all the streams.
+        idx, _ = _indices(indices, self._len)
         return _Gathered({k: d.gather(idx) for k, d in self.datasets.items()})
 
 
