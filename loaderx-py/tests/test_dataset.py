@@ -327,3 +327,16 @@ def test_from_iterator_copies_each_record_as_it_is_taken(tmp_path):
     assert from_iterator(tmp_path / "r", refilled()) == 5
     back = RaggedDataset(tmp_path / "r")
     assert [r.tolist() for r in back[list(range(5))]] == [[i, i, i] for i in range(5)]
+
+
+def test_a_pad_value_the_dtype_cannot_hold_is_refused():
+    # Nineteenth look, T1: -100 padding uint16 tokens became 0, a real token id.
+    records = [np.array([1, 2, 3], np.uint16), np.array([5], np.uint16)]
+    for bad in (-100, 70000, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="pad value"):
+            pad(records, bad)
+    padded, lengths = pad(records, 7)
+    assert padded.tolist() == [[1, 2, 3], [5, 7, 7]] and lengths.tolist() == [3, 1]
+    with pytest.raises(ValueError, match="pad value"):
+        pad([np.array([1], np.int64)], 2**53 + 1)
+    assert pad([np.array([1, 2], np.int64), np.array([3], np.int64)], -100)[0].tolist() == [[1, 2], [3, -100]]

@@ -85,7 +85,7 @@ impl RaggedArray {
         }
         let row = self.row_shape().iter().product::<usize>().max(1);
         let elem = self.dtype().size();
-        let fill = fill_bytes(self.dtype(), pad.value);
+        let fill = fill_bytes(self.dtype(), pad.value)?;
         let src = self.values().as_bytes();
         // The padded length is the caller's number: its buffer is checked, and asked of the
         // allocator as an error, never an abort.
@@ -145,25 +145,61 @@ impl RaggedArray {
 }
 
 /// The native-endian bytes of `v` as one element of `dtype` (8 bytes, the first `size` used).
-fn fill_bytes(dtype: DType, v: f64) -> [u8; 8] {
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a value the dtype does not hold exactly (a fraction, NaN or a
+/// value out of range for an integer dtype, anything but 0 or 1 for `bool`, a finite value
+/// that a float dtype makes infinite): a pad value is never changed silently (review T1).
+fn fill_bytes(dtype: DType, v: f64) -> Result<[u8; 8]> {
+    let refuse = || {
+        Error::InvalidArgument(format!("the pad value {v} is not a {dtype}: {dtype} cannot hold it exactly"))
+    };
+    // An integer dtype takes integral values in its range (compared in i128, exact for every
+    // f64 integral value that fits).
+    let int = |lo: i128, hi: i128| -> Result<i128> {
+        if v.is_finite() && v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 {
+            Ok(v as i128)
+        } else {
+            Err(refuse())
+        }
+    };
     let mut b = [0u8; 8];
     let mut put = |x: &[u8]| b[..x.len()].copy_from_slice(x);
     match dtype {
-        DType::U8 => put(&(v as u8).to_ne_bytes()),
-        DType::I8 => put(&(v as i8).to_ne_bytes()),
-        DType::U16 => put(&(v as u16).to_ne_bytes()),
-        DType::I16 => put(&(v as i16).to_ne_bytes()),
-        DType::U32 => put(&(v as u32).to_ne_bytes()),
-        DType::I32 => put(&(v as i32).to_ne_bytes()),
-        DType::U64 => put(&(v as u64).to_ne_bytes()),
-        DType::I64 => put(&(v as i64).to_ne_bytes()),
-        DType::F16 => put(&half::f16::from_f64(v).to_ne_bytes()),
-        DType::BF16 => put(&half::bf16::from_f64(v).to_ne_bytes()),
-        DType::F32 => put(&(v as f32).to_ne_bytes()),
+        DType::U8 => put(&(int(0, u8::MAX.into())? as u8).to_ne_bytes()),
+        DType::I8 => put(&(int(i8::MIN.into(), i8::MAX.into())? as i8).to_ne_bytes()),
+        DType::U16 => put(&(int(0, u16::MAX.into())? as u16).to_ne_bytes()),
+        DType::I16 => put(&(int(i16::MIN.into(), i16::MAX.into())? as i16).to_ne_bytes()),
+        DType::U32 => put(&(int(0, u32::MAX.into())? as u32).to_ne_bytes()),
+        DType::I32 => put(&(int(i32::MIN.into(), i32::MAX.into())? as i32).to_ne_bytes()),
+        // 2^64 - 1 and 2^63 - 1 are no f64: their neighbours below bound the range.
+        DType::U64 => put(&(int(0, (u64::MAX - 2047).into())? as u64).to_ne_bytes()),
+        DType::I64 => put(&(int(i64::MIN.into(), (i64::MAX - 1023).into())? as i64).to_ne_bytes()),
+        DType::F16 => {
+            let h = half::f16::from_f64(v);
+            if v.is_finite() && h.is_infinite() {
+                return Err(refuse());
+            }
+            put(&h.to_ne_bytes());
+        }
+        DType::BF16 => {
+            let h = half::bf16::from_f64(v);
+            if v.is_finite() && h.is_infinite() {
+                return Err(refuse());
+            }
+            put(&h.to_ne_bytes());
+        }
+        DType::F32 => {
+            if v.is_finite() && (v as f32).is_infinite() {
+                return Err(refuse());
+            }
+            put(&(v as f32).to_ne_bytes());
+        }
         DType::F64 => put(&v.to_ne_bytes()),
-        DType::Bool => put(&[u8::from(v >= 1.0)]),
+        DType::Bool if v == 0.0 || v == 1.0 => put(&[u8::from(v == 1.0)]),
+        DType::Bool => return Err(refuse()),
     }
-    b
+    Ok(b)
 }
 
 /// Pads variable-length records (flat row-major `(len_i, *row_shape)`) into one dense

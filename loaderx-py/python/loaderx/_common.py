@@ -106,3 +106,12 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
     if lo < 0:
         flat = np.where(flat < 0, flat + length, flat)
     return np.ascontiguousarray(flat, dtype=dtype), arr.shape
+
+
+def pad_float(value: Any) -> float:
+    """A pad value as the engine takes it (a float), refusing an int no float holds exactly
+    (2^53 + 1 would become 2^53): the engine refuses what the stream's dtype cannot hold."""
+    f = float(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and int(f) != int(value):
+        raise ValueError(f"the pad value {value} is not exactly a float, so no dtype of the engine's pad takes it")
+    return f

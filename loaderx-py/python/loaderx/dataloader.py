@@ -14,7 +14,7 @@ import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from loaderx import _native
-from loaderx._common import check_int
+from loaderx._common import check_int, pad_float
 from loaderx.dataset import DenseDataset, RaggedDataset
 from loaderx.zsampler import mode_name
 
@@ -99,7 +99,7 @@ class DataLoader:
             for name, ds in _streams(of):
                 b.stream(name, ds)
             for name, rows in (pad or {}).items():
-                b.pad(name, rows, float(pad_value), bool(pad_truncate))
+                b.pad(name, rows, pad_float(pad_value), bool(pad_truncate))
             return b
 
         if isinstance(datasets, Mapping):

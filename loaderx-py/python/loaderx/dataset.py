@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, engine_dtype, indices, numpy_dtype
+from loaderx._common import check_int, engine_dtype, indices, numpy_dtype, pad_float
 
 __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
@@ -194,7 +194,7 @@ def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None
     np.cumsum(lengths, out=offsets[1:])
     values = np.concatenate([r.astype(dtype, copy=False).reshape(-1) for r in arrays])
     padded = _native.pad_records(
-        np.ascontiguousarray(values).view(np.uint8), offsets.tolist(), name, list(row_shape), float(value), length
+        np.ascontiguousarray(values).view(np.uint8), offsets.tolist(), name, list(row_shape), pad_float(value), length
     )
     if padded.dtype != numpy_dtype(name):
         padded = padded.view(numpy_dtype(name))
