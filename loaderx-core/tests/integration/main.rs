@@ -39,5 +39,6 @@ mod store_compaction;
 mod store_corruption;
 mod store_dict;
 mod tokens;
+mod tokens_safety;
 mod v2;
 mod views;
