@@ -59,25 +59,36 @@ impl Samples {
         Ok(())
     }
 
-    /// Copies sample `i` into `dst`, checking its ids against the vocabulary when one is set.
-    fn copy(&self, i: u32, dst: &mut Destination<'_>) -> Result<()> {
-        self.check_index(i)?;
+    /// Copies the samples at `indices` into `dst`, in one pass: the indices checked once, then
+    /// each sample copied straight out of the mapping (windows: one slice each, what the memcpy
+    /// ceiling does), its ids checked against the vocabulary when one is set.
+    fn copy_all(&self, indices: &[u32], dst: &mut Destination<'_>) -> Result<()> {
+        if let Some(&i) = indices.iter().find(|&&i| u64::from(i) >= self.count) {
+            self.check_index(i)?;
+        }
         match &self.layout {
             Layout::Strided { stride } => {
-                let first = u64::from(i) * stride;
-                let bytes = self.file.token_bytes(first, self.n).expect("counted inside the file");
-                self.file.check_vocab(bytes, first)?;
-                dst.copy(bytes);
-                Ok(())
+                // The last window ends inside the file (the count says so), so every one does.
+                let data = &self.file.data.bytes()[self.file.start..];
+                let (step, len) = (*stride as usize * self.file.token.size(), self.record_len());
+                for &i in indices {
+                    let at = i as usize * step;
+                    let bytes = &data[at..at + len];
+                    self.file.check_vocab(bytes, u64::from(i) * stride)?;
+                    dst.copy(bytes);
+                }
             }
             Layout::Documents(docs) => {
-                docs.copy(&self.file, u64::from(i) * (self.n - 1), self.n, &mut |bytes, first| {
-                    self.file.check_vocab(bytes, first)?;
-                    dst.copy(bytes);
-                    Ok(())
-                })
+                for &i in indices {
+                    docs.copy(&self.file, u64::from(i) * (self.n - 1), self.n, &mut |bytes, first| {
+                        self.file.check_vocab(bytes, first)?;
+                        dst.copy(bytes);
+                        Ok(())
+                    })?;
+                }
             }
         }
+        Ok(())
     }
 
     fn record_len(&self) -> usize {
@@ -117,43 +128,12 @@ impl Backing for Samples {
         }
         // One thread: a batch of windows is a few hundred kilobytes of copies, less than a
         // hand-off to the pool costs; the loader's prefetch threads run batches side by side.
-        if let (Layout::Strided { stride }, None) = (&self.layout, self.file.vocab) {
-            // Windows with no vocabulary to check: the indices checked once, then one copy each
-            // straight out of the mapping (what the memcpy ceiling does).
-            if let Some(&i) = indices.iter().find(|&&i| u64::from(i) >= self.count) {
-                return Err(Error::IndexOutOfRange {
-                    path: self.file.path.clone(),
-                    index: u64::from(i),
-                    len: self.count,
-                });
-            }
-            let size = self.file.token.size();
-            // The last window ends inside the file (the count says so), so every one does.
-            let data = &self.file.data.bytes()[self.file.start..];
-            let step = *stride as usize * size;
-            for &i in indices {
-                let at = i as usize * step;
-                dst.copy(&data[at..at + record_len]);
-            }
-            return Ok(());
-        }
-        for &i in indices {
-            self.copy(i, &mut dst)?;
-        }
-        Ok(())
+        self.copy_all(indices, &mut dst)
     }
 
     fn gather_var(&self, indices: &[u32], _par: Parallelism, fill: VarFill<'_>) -> Result<()> {
-        for &i in indices {
-            self.check_index(i)?;
-        }
-        let len = u32::try_from(self.record_len()).expect("checked at build");
-        fill(&mut indices.iter().map(|_| len), &mut |mut dst| {
-            for &i in indices {
-                self.copy(i, &mut dst)?;
-            }
-            Ok(())
-        })
+        let lens = self.record_lens(indices)?;
+        fill(&mut lens.iter().copied(), &mut |mut dst| self.copy_all(indices, &mut dst))
     }
 }
 
