@@ -244,17 +244,8 @@ impl PageCache {
         }
         // A temporary of this process's own, created exclusively (never through a link planted
         // under a fixed name, never over another filler's), removed if the fill fails.
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let (tmp, mut file) = (0u32..64)
-            .find_map(|n| {
-                let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-                match File::options().write(true).create_new(true).open(&tmp) {
-                    Ok(f) => Some(Ok((tmp, f))),
-                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
-                    Err(e) => Some(Err(e)),
-                }
-            })
-            .unwrap_or_else(|| Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists)))?;
+        let (tmp, mut file) =
+            crate::sys::create_own_temporary(dir, path.file_name().unwrap_or_default(), "tmp")?;
         let written = file.write_all(bytes).and_then(|()| std::fs::rename(&tmp, path));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);

@@ -338,6 +338,28 @@ pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::rename(from, to)
 }
 
+/// Creates a temporary file of this process's own in `dir`, `.NAME.PID.N.SUFFIX` (the first `N`
+/// free): created exclusively, so it is never a file that was there (a user's, another
+/// writer's) and never a link planted under a predictable name.
+pub(crate) fn create_own_temporary(
+    dir: &Path,
+    name: &std::ffi::OsStr,
+    suffix: &str,
+) -> io::Result<(std::path::PathBuf, File)> {
+    for n in 0u32..64 {
+        let mut tmp = std::ffi::OsString::from(".");
+        tmp.push(name);
+        tmp.push(format!(".{}.{n}.{suffix}", std::process::id()));
+        let path = dir.join(tmp);
+        match File::options().write(true).create_new(true).open(&path) {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::from(io::ErrorKind::AlreadyExists))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

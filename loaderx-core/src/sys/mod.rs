@@ -45,8 +45,9 @@ pub(crate) use dest::{Destination, fill_slice, fill_vec};
 pub use env::cache_dir;
 pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::{
-    file_key, first_hole, link_count, no_follow, no_follow_non_blocking, non_blocking, open_regular,
-    read_exact_at, rename_no_replace, same_file, start_writeback, write_all_at, write_records_at,
+    create_own_temporary, file_key, first_hole, link_count, no_follow, no_follow_non_blocking, non_blocking,
+    open_regular, read_exact_at, rename_no_replace, same_file, start_writeback, write_all_at,
+    write_records_at,
 };
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;

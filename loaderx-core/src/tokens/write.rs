@@ -28,24 +28,9 @@ impl Temporary {
         let name = beside
             .file_name()
             .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", beside.display())))?;
-        for n in 0u32..64 {
-            let mut tmp = std::ffi::OsString::from(".");
-            tmp.push(name);
-            tmp.push(format!(".{}.{n}.partial", std::process::id()));
-            let path = dir.join(tmp);
-            match File::options().write(true).create_new(true).open(&path) {
-                Ok(f) => {
-                    return Ok(Temporary {
-                        path,
-                        w: Some(BufWriter::with_capacity(1 << 20, f)),
-                        placed: false,
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io("create", &path, e)),
-            }
-        }
-        Err(Error::io("create", beside, std::io::Error::from(std::io::ErrorKind::AlreadyExists)))
+        let (path, f) = crate::sys::create_own_temporary(dir, name, "partial")
+            .map_err(|e| Error::io("create a temporary beside", beside, e))?;
+        Ok(Temporary { path, w: Some(BufWriter::with_capacity(1 << 20, f)), placed: false })
     }
 
     fn write(&mut self, bytes: &[u8]) -> Result<()> {
