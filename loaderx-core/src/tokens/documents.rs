@@ -68,12 +68,11 @@ fn document_sequences(h: &MegatronHeader, idx: &[u8], d: usize) -> std::ops::Ran
 /// Document `d`'s token count, read from the index (checked by [`Documents::check`] before a
 /// source hands out documents): nothing is kept per document.
 pub(crate) fn document_tokens(file: &TokenFile, d: usize) -> Result<u64> {
-    let ix = file.index.as_ref().expect("a Megatron dataset");
-    let (h, idx) = (&ix.header, ix.map.bytes());
     let mut tokens = 0u64;
-    for s in document_sequences(h, idx, d) {
-        tokens += sequence(file, h, idx, s)?.1;
-    }
+    for_each_sequence(file, d, &mut |_, len| {
+        tokens += len;
+        Ok(())
+    })?;
     Ok(tokens)
 }
 
