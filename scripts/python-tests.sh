@@ -11,7 +11,8 @@
 # (tests/test_ray.py, the guide's Ray example) must run (LOADERX_REQUIRE_RAY; measured
 # 2026-12-02: `pip install "ray[data]" pyarrow` 39 s into a fresh venv, 657 MiB with numpy and
 # pytest; the Ray tests, the guide's included, about a minute on 2 cores); the wheel's
-# environments skip them.
+# environments skip them. With LOADERX_PY_FREE_THREADED=1 the suite also runs on a free-threaded
+# CPython 3.14t with its own cp314t wheel (the last stage below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export LOADERX_REQUIRE_CLI=1 LOADERX_REQUIRE_S3=1
@@ -65,4 +66,21 @@ for v in 3.10 3.11 3.12 3.13; do
     tested=$((tested + 1))
 done
 [ "$tested" -gt 0 ] || { echo "no CPython 3.10-3.13 found to test the wheel on" >&2; exit 1; }
+
+# The free-threaded build (LOADERX_PY_FREE_THREADED=1; CI sets it): CPython 3.14t from
+# scripts/free-threaded-python.sh (built once into its cache, or reused: about 4 minutes on 2
+# cores; that script says why 3.14t), a cp314t wheel of its own (the abi3 wheel cannot load
+# there), and the suite on it, tests/test_threads.py's threads then running at once.
+if [ "${LOADERX_PY_FREE_THREADED:-0}" = 1 ]; then
+    ft=$(scripts/free-threaded-python.sh)
+    echo "free-threaded CPython: $ft ($(( $(date +%s) - start ))s)"
+    rm -rf target/wheels-ft
+    "$venvs/install/bin/maturin" build --release -q -i "$ft" -m loaderx-py/Cargo.toml -o target/wheels-ft
+    ft_wheel=$(ls target/wheels-ft/*cp314t*.whl)
+    echo "wheel: $ft_wheel ($(du -h "$ft_wheel" | cut -f1))"
+    "$ft" -m venv "$venvs/py3.14t"
+    pip_q "$venvs/py3.14t" numpy pytest "$ft_wheel"
+    echo "python3.14t:"
+    "$venvs/py3.14t/bin/python" -m pytest -q -p no:cacheprovider loaderx-py/tests
+fi
 echo "python: $(( $(date +%s) - start ))s"

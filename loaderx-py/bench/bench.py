@@ -6,11 +6,18 @@ machine is shared and noisy: compare ratios, not absolute times), reports median
 every output against NumPy's. Contenders not installed are skipped with a note.
 
     python loaderx-py/bench/bench.py [sampler|store|loader|tokens|all] [--rounds N] [--records N] [--dir D]
+        [--transform none|augment] [--threads N] [--json FILE]
+
+``--transform augment`` runs the loader section with a Python-bound per-sample transform
+(``augment_one``) on loaderx's threads and in torch's worker processes; ``--json`` also writes
+every row as a rate (higher is better) for loaderx-py/bench/interpreters.py, which runs this
+script on a GIL build and a free-threaded one in turn.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import shutil
@@ -26,6 +33,10 @@ from loaderx.converter import from_numpy
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset
 from loaderx.zsampler import Zsampler
+
+
+# Every row as a rate (higher is better), by "section/row": what --json writes.
+ROWS: dict[str, float] = {}
 
 
 def machine() -> None:
@@ -84,6 +95,7 @@ def sampler(args) -> None:
         base = med["numpy default_rng"]
         for name, t in med.items():
             print(f"{name}\t{b}\t{t * 1e6:.2f} µs\t{b / t / 1e6:.0f} M/s\t{base / t:.2f}x")
+            ROWS[f"sampler/{name}, batch {b} (M indices/s)"] = b / t / 1e6
 
 
 def structured(records: int, size: int, seed: int = 0) -> np.ndarray:
@@ -250,6 +262,8 @@ def store(args) -> None:
                 on_disk = disk.get(name.split(",")[0], npy)
                 print(f"{name}\t{w}\t{mib / r:.0f} MiB/s\t{mib / sq:.0f} MiB/s\t{r * 1e3:.2f} ms\t"
                       f"{on_disk / 2**20:.0f} MiB\t{base / r:.2f}x")
+                ROWS[f"store/{name}, {size // 1024} KiB, gather rnd (MiB/s)"] = mib / r
+                ROWS[f"store/{name}, {size // 1024} KiB, gather seq (MiB/s)"] = mib / sq
             print(f"loaderx-raw through Python vs the same gathers from Rust, the two alone: "
                   f"{binding['rnd']:.2f}x (rnd), {binding['seq']:.2f}x (seq)")
             if missing:
@@ -258,8 +272,35 @@ def store(args) -> None:
             shutil.rmtree(work, ignore_errors=True)
 
 
+def augment_one(row: np.ndarray, label: int) -> np.ndarray:
+    """A Python-bound per-sample transform (``--transform augment``): a flip and a roll chosen
+    by the label (so outputs can be checked), then a jitter written as a Python loop over the
+    record's 32 rows, each a small NumPy call (wrapping uint8 adds)."""
+    out = np.roll(row[::-1] if label % 2 else row, label % 16)
+    for k, r in enumerate(out.reshape(32, -1)):
+        np.add(r, (label + k) % 3, out=r, casting="unsafe")
+    return out
+
+
+def augment_batch(batch: dict) -> dict:
+    """``augment_one`` over a loaderx batch: the per-sample loop runs on the loader's thread."""
+    x, y = batch["x"], batch["y"]
+    out = np.empty_like(x)
+    for i in range(len(x)):
+        out[i] = augment_one(x[i], int(y[i]))
+    return {"x": out, "y": y}
+
+
+def expected(data: np.ndarray, labels: np.ndarray, augmented: bool) -> np.ndarray:
+    if not augmented:
+        return data[labels]
+    return np.stack([augment_one(data[int(i)], int(i)) for i in labels])
+
+
 def loader(args) -> None:
     batch, size, records = 256, 12 * 1024, args.records
+    augmented = args.transform == "augment"
+    threads = args.threads or os.cpu_count() or 2
     work = tempfile.mkdtemp(dir=args.dir)
     try:
         data = structured(records, size)
@@ -267,48 +308,53 @@ def loader(args) -> None:
         for codec in ("raw", "zstd"):
             from_numpy(os.path.join(work, "x-" + codec), data, codec=codec)
         from_numpy(os.path.join(work, "y"), labels)
+        what = "the Python transform augment_one on each sample, " if augmented else ""
         print(f"\n3. Loader: batches of {batch} from {records:,} records of 12 KiB and their labels, "
-              f"{os.cpu_count()} threads, median of {args.rounds} rounds")
+              f"{what}{threads} threads (torch: {threads} worker processes), median of {args.rounds} rounds")
         print("loader\tbatches/s\tper batch\tsamples/s\tthroughput\tfirst batch")
         y = DenseDataset(os.path.join(work, "y"))
-        steps = 200
+        steps = 60 if augmented else 200
         for codec in ("zstd", "raw"):
             rates, firsts = [], []
             for _ in range(args.rounds):
                 t0 = time.perf_counter()
                 with DataLoader({"x": DenseDataset(os.path.join(work, "x-" + codec)), "y": y}, batch_size=batch,
-                                num_workers=os.cpu_count() or 2, prefetch_size=4, seed=1) as dl:
+                                num_workers=threads, prefetch_size=4, seed=1,
+                                transform=augment_batch if augmented else None) as dl:
                     b = next(dl)
                     firsts.append(time.perf_counter() - t0)
-                    assert np.array_equal(b["x"], data[b["y"]])
+                    assert np.array_equal(b["x"], expected(data, b["y"], augmented))
                     t = time.perf_counter()
                     for _ in range(steps):
                         b = next(dl)
                     rates.append(steps / (time.perf_counter() - t))
-                    assert np.array_equal(b["x"], data[b["y"]])
+                    assert np.array_equal(b["x"], expected(data, b["y"], augmented))
             r = statistics.median(rates)
             print(f"loaderx-{codec}\t{r:.1f}\t{1e3 / r:.2f} ms\t{r * batch:,.0f}\t{r * batch * size / 2**20:.0f} MiB/s\t"
                   f"{statistics.median(firsts) * 1e3:.1f} ms")
+            ROWS[f"loader/loaderx-{codec}{', augment' if augmented else ''} (batches/s)"] = r
         npy = os.path.join(work, "x.npy")
         np.save(npy, data)
-        for name, make in (("torch", torch_loader), ("grain", grain_loader)):
+        makers = (("torch", torch_loader),) + (() if augmented else (("grain", grain_loader),))
+        for name, make in makers:
             try:
                 rates, firsts = [], []
                 for _ in range(args.rounds):
                     t0 = time.perf_counter()
-                    it = make(npy, labels, batch)
+                    it = make(npy, labels, batch, threads, augmented)
                     x, y = next(it)
                     firsts.append(time.perf_counter() - t0)
-                    assert np.array_equal(np.asarray(x), data[np.asarray(y)])
+                    assert np.array_equal(np.asarray(x), expected(data, np.asarray(y), augmented))
                     t = time.perf_counter()
                     for _ in range(steps):
                         x, y = next(it)
                     rates.append(steps / (time.perf_counter() - t))
-                    assert np.array_equal(np.asarray(x), data[np.asarray(y)])
+                    assert np.array_equal(np.asarray(x), expected(data, np.asarray(y), augmented))
                     del it
                 r = statistics.median(rates)
                 print(f"{name}\t{r:.1f}\t{1e3 / r:.2f} ms\t{r * batch:,.0f}\t{r * batch * size / 2**20:.0f} MiB/s\t"
                       f"{statistics.median(firsts) * 1e3:.1f} ms")
+                ROWS[f"loader/{name}{', augment' if augmented else ''} (batches/s)"] = r
             except ImportError:
                 print(f"{name}: not installed, not run")
     finally:
@@ -318,8 +364,8 @@ def loader(args) -> None:
 class _MemmapRows:
     """A map-style dataset over a .npy memmap (opened lazily, in each worker process)."""
 
-    def __init__(self, path: str, labels: np.ndarray) -> None:
-        self.path, self.labels, self.mm = path, labels, None
+    def __init__(self, path: str, labels: np.ndarray, augmented: bool = False) -> None:
+        self.path, self.labels, self.mm, self.augmented = path, labels, None, augmented
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -327,27 +373,29 @@ class _MemmapRows:
     def __getitem__(self, i):
         if self.mm is None:
             self.mm = np.load(self.path, mmap_mode="r")
+        if self.augmented:
+            return augment_one(np.array(self.mm[i]), int(self.labels[i])), self.labels[i]
         return np.array(self.mm[i]), self.labels[i]
 
 
-def torch_loader(npy: str, labels: np.ndarray, batch: int):
-    """torch's DataLoader, 2 worker processes, shuffled epochs restarted endlessly."""
+def torch_loader(npy: str, labels: np.ndarray, batch: int, workers: int = 2, augmented: bool = False):
+    """torch's DataLoader, ``workers`` worker processes, shuffled epochs restarted endlessly."""
     import torch.utils.data
 
-    dl = torch.utils.data.DataLoader(_MemmapRows(npy, labels), batch_size=batch, shuffle=True, drop_last=True,
-                                     num_workers=2, persistent_workers=True, prefetch_factor=4)
+    dl = torch.utils.data.DataLoader(_MemmapRows(npy, labels, augmented), batch_size=batch, shuffle=True,
+                                     drop_last=True, num_workers=workers, persistent_workers=True, prefetch_factor=4)
     while True:
         for x, y in dl:
             yield x.numpy(), y.numpy()
 
 
-def grain_loader(npy: str, labels: np.ndarray, batch: int):
-    """Grain's DataLoader, 2 worker processes, endless shuffled epochs."""
+def grain_loader(npy: str, labels: np.ndarray, batch: int, workers: int = 2, augmented: bool = False):
+    """Grain's DataLoader, ``workers`` worker processes, endless shuffled epochs."""
     import grain.python as gp
 
     class Source(gp.RandomAccessDataSource):
         def __init__(self):
-            self.rows = _MemmapRows(npy, labels)
+            self.rows = _MemmapRows(npy, labels, augmented)
 
         def __len__(self):
             return len(self.rows)
@@ -358,7 +406,7 @@ def grain_loader(npy: str, labels: np.ndarray, batch: int):
 
     sampler = gp.IndexSampler(num_records=len(labels), shard_options=gp.NoSharding(), shuffle=True, num_epochs=None, seed=0)
     loader = gp.DataLoader(data_source=Source(), sampler=sampler, operations=[gp.Batch(batch, drop_remainder=True)],
-                           worker_count=2)
+                           worker_count=workers)
     for b in loader:
         yield b["x"], b["y"]
 
@@ -422,6 +470,7 @@ def tokens(args) -> None:
         base = res["nanoGPT get_batch"]
         for name, secs in res.items():
             print(f"| {name} | {secs * 1e6:.1f} µs | {base / secs:.1f}x |")
+            ROWS[f"tokens/{name} (batches/s)"] = 1 / secs
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -434,12 +483,20 @@ def main() -> None:
     p.add_argument("--dir", default=None, help="where the bench's temporary data goes")
     p.add_argument("--others", action="store_true", help="also the other stores, where installed (slow to write)")
     p.add_argument("--tokens", type=int, default=64 << 20, help="tokens in the token file of the tokens section")
+    p.add_argument("--transform", choices=["none", "augment"], default="none",
+                   help="the loader section's per-sample transform (augment: Python-bound, augment_one)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="the loader section's threads (torch's worker processes); default: the CPUs")
+    p.add_argument("--json", default=None, help="also write every row as a rate to this file")
     args = p.parse_args()
     machine()
     for name in ("sampler", "store", "loader", "tokens"):
         if args.section in (name, "all"):
             globals()[name](args)
     sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(ROWS, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,11 @@ struct Given {
 
 /// Core's loader builder, one setting a call; `build` starts the loader. Each call returns the
 /// builder, so calls chain.
+///
+/// Threads (free-threaded audit): not frozen: each setter borrows the builder mutably through
+/// PyO3's borrow flag (atomic on free-threaded builds), so a setter racing another thread's is
+/// refused with "Already borrowed", never a data race. A builder is meant for one thread; the
+/// loader it builds is for any number.
 #[pyclass(module = "loaderx._native", name = "LoaderBuilder")]
 #[derive(Debug, Clone, Default)]
 pub struct Builder {

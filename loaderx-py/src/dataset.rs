@@ -188,6 +188,9 @@ fn split<S: Source>(source: &S, fraction: f64, seed: u64) -> PyResult<(S, S)> {
 }
 
 /// A dense dataset: fixed-shape records of one dtype.
+///
+/// Threads (free-threaded audit): immutable after `__init__` (a read-only mapping or a remote
+/// source whose caches lock themselves); gathers from any number of threads at once.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Dense {
     pub(crate) source: DenseSource,
@@ -281,6 +284,8 @@ impl Dense {
 }
 
 /// A ragged dataset: records of any number of rows of one row shape.
+///
+/// Threads (free-threaded audit): immutable after `__init__`, as [`Dense`].
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Ragged {
     pub(crate) source: RaggedSource,
@@ -355,6 +360,9 @@ impl Ragged {
 
 /// A dataset being written: records appended in batches, published at `finish` (until then the
 /// output is `PATH.partial`, removed if the writer is dropped unfinished).
+///
+/// Threads (free-threaded audit): the writer is behind a mutex taken only with the GIL released;
+/// batches appended from several threads go in whole, one at a time.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Writer {
     inner: Mutex<Option<DatasetWriter>>,

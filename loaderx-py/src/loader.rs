@@ -34,6 +34,12 @@ enum Out {
 }
 
 /// An endless (or, with `epochs`, finite) loader over named streams gathered at the same indices.
+///
+/// Threads (free-threaded audit): the engine's loader is behind a mutex taken only with the GIL
+/// released, so `next` from many threads hands each step's batch to exactly one of them, in step
+/// order; `state`, `step` and `close` wait for a `next` in progress. Transforms run on the
+/// prefetch threads, each attached to the interpreter while its transform runs (in parallel on a
+/// free-threaded build); a transform calling its own loader is refused by a per-thread guard.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Loader {
     inner: Mutex<Option<Inner>>,

@@ -8,6 +8,10 @@ use pyo3::prelude::*;
 use crate::errors::IntoPy;
 
 /// A stateless, resumable index sampler over `0..length`.
+///
+/// Threads (free-threaded audit): immutable; a batch is a pure function of (seed, step), so any
+/// number of threads draw at once. A caller's `out` array is borrowed through NumPy's borrow
+/// flags (a second writer into the same array at once is refused, not raced).
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Sampler {
     inner: CoreSampler,

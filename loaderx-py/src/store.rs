@@ -16,6 +16,11 @@ use crate::errors::IntoPy;
 ///
 /// Gathers and appends share the store (any number at once, from any thread); `delete` and
 /// `compact` take it alone, as the engine requires.
+///
+/// Threads (free-threaded audit): the engine's store is behind a read-write lock taken only with
+/// the GIL released; shared calls (gathers, appends, which the engine serialises itself) run at
+/// once on any threads, `delete` and `compact` wait for them and run alone. No Python object is
+/// held across the lock.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Store {
     inner: RwLock<CoreStore>,

@@ -32,6 +32,8 @@ fn token_type(name: &str) -> PyResult<TokenType> {
 }
 
 /// A token file opened read-only (core's `TokenFile`).
+///
+/// Threads (free-threaded audit): immutable (a read-only mapping); reads from any threads.
 #[pyclass(module = "loaderx._native", name = "TokenFile", frozen)]
 pub struct Tokens {
     file: TokenFile,
@@ -123,9 +125,28 @@ impl Tokens {
 }
 
 /// Megatron's writer: `prefix.bin` and `prefix.idx`, a document at a time.
-#[pyclass(module = "loaderx._native", name = "MegatronWriter")]
+///
+/// Threads (free-threaded audit): the writer is behind a mutex taken only with the GIL released
+/// (a thread blocked on it while attached would stall the interpreter's stop-the-world pauses,
+/// and on a GIL build hold the GIL its holder needs back); documents from several threads are
+/// appended whole, one at a time, in the order they take the lock.
+#[pyclass(module = "loaderx._native", name = "MegatronWriter", frozen)]
 pub struct Writer {
     inner: Mutex<Option<MegatronWriter>>,
+}
+
+impl Writer {
+    /// Runs `f` on the writer with the GIL released, the lock taken there.
+    fn with<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Option<MegatronWriter>) -> PyResult<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| {
+            let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the writer broke"))?;
+            f(&mut guard)
+        })
+    }
 }
 
 #[pymethods]
@@ -140,16 +161,18 @@ impl Writer {
     /// Appends a document: its tokens' little-endian bytes.
     fn add_document(&self, py: Python<'_>, tokens: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
         let bytes = slice(&tokens, "tokens")?;
-        let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the writer broke"))?;
-        let w = guard.as_mut().ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
-        py.detach(|| w.add_document_le(bytes)).py()
+        self.with(py, |w| {
+            let w = w.as_mut().ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
+            w.add_document_le(bytes).py()
+        })
     }
 
     /// Writes the index and puts both files in place; the tokens written.
     fn finish(&self, py: Python<'_>) -> PyResult<u64> {
-        let w = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the writer broke"))?.take();
-        let w = w.ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
-        py.detach(|| w.finish()).py()
+        self.with(py, |w| {
+            let w = w.take().ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
+            w.finish().py()
+        })
     }
 }
 
