@@ -6,10 +6,11 @@ machine is shared and noisy: compare ratios, not absolute times), reports median
 every output against NumPy's. Contenders not installed are skipped with a note.
 
     python loaderx-py/bench/bench.py [sampler|store|loader|tokens|all] [--rounds N] [--records N] [--dir D]
-        [--transform none|augment] [--threads N] [--json FILE]
+        [--transform none|augment|flip] [--threads N] [--json FILE]
 
 ``--transform augment`` runs the loader section with a Python-bound per-sample transform
-(``augment_one``) on loaderx's threads and in torch's worker processes; ``--json`` also writes
+(``augment_one``; ``flip``: ``flip_one``, a fifth as heavy) on loaderx's threads and in torch's
+worker processes; ``--json`` also writes
 every row as a rate (higher is better) for loaderx-py/bench/interpreters.py, which runs this
 script on a GIL build and a free-threaded one in turn.
 """
@@ -282,24 +283,37 @@ def augment_one(row: np.ndarray, label: int) -> np.ndarray:
     return out
 
 
-def augment_batch(batch: dict) -> dict:
-    """``augment_one`` over a loaderx batch: the per-sample loop runs on the loader's thread."""
-    x, y = batch["x"], batch["y"]
-    out = np.empty_like(x)
-    for i in range(len(x)):
-        out[i] = augment_one(x[i], int(y[i]))
-    return {"x": out, "y": y}
+def flip_one(row: np.ndarray, label: int) -> np.ndarray:
+    """``--transform flip``: ``augment_one`` without its per-row loop (a flip and a roll per
+    sample), a transform a fifth as heavy."""
+    return np.roll(row[::-1] if label % 2 else row, label % 16)
 
 
-def expected(data: np.ndarray, labels: np.ndarray, augmented: bool) -> np.ndarray:
-    if not augmented:
+TRANSFORMS = {"augment": augment_one, "flip": flip_one}
+
+
+def batch_transform(one):
+    """``one`` over a loaderx batch: the per-sample loop runs on the loader's thread."""
+
+    def transform(batch: dict) -> dict:
+        x, y = batch["x"], batch["y"]
+        out = np.empty_like(x)
+        for i in range(len(x)):
+            out[i] = one(x[i], int(y[i]))
+        return {"x": out, "y": y}
+
+    return transform
+
+
+def expected(data: np.ndarray, labels: np.ndarray, one) -> np.ndarray:
+    if one is None:
         return data[labels]
-    return np.stack([augment_one(data[int(i)], int(i)) for i in labels])
+    return np.stack([one(data[int(i)], int(i)) for i in labels])
 
 
 def loader(args) -> None:
     batch, size, records = 256, 12 * 1024, args.records
-    augmented = args.transform == "augment"
+    one = TRANSFORMS.get(args.transform)
     threads = args.threads or os.cpu_count() or 2
     work = tempfile.mkdtemp(dir=args.dir)
     try:
@@ -308,53 +322,53 @@ def loader(args) -> None:
         for codec in ("raw", "zstd"):
             from_numpy(os.path.join(work, "x-" + codec), data, codec=codec)
         from_numpy(os.path.join(work, "y"), labels)
-        what = "the Python transform augment_one on each sample, " if augmented else ""
+        what = f"the Python transform {one.__name__} on each sample, " if one else ""
         print(f"\n3. Loader: batches of {batch} from {records:,} records of 12 KiB and their labels, "
               f"{what}{threads} threads (torch: {threads} worker processes), median of {args.rounds} rounds")
         print("loader\tbatches/s\tper batch\tsamples/s\tthroughput\tfirst batch")
         y = DenseDataset(os.path.join(work, "y"))
-        steps = 60 if augmented else 200
+        steps = 60 if one else 200
         for codec in ("zstd", "raw"):
             rates, firsts = [], []
             for _ in range(args.rounds):
                 t0 = time.perf_counter()
                 with DataLoader({"x": DenseDataset(os.path.join(work, "x-" + codec)), "y": y}, batch_size=batch,
                                 num_workers=threads, prefetch_size=4, seed=1,
-                                transform=augment_batch if augmented else None) as dl:
+                                transform=batch_transform(one) if one else None) as dl:
                     b = next(dl)
                     firsts.append(time.perf_counter() - t0)
-                    assert np.array_equal(b["x"], expected(data, b["y"], augmented))
+                    assert np.array_equal(b["x"], expected(data, b["y"], one))
                     t = time.perf_counter()
                     for _ in range(steps):
                         b = next(dl)
                     rates.append(steps / (time.perf_counter() - t))
-                    assert np.array_equal(b["x"], expected(data, b["y"], augmented))
+                    assert np.array_equal(b["x"], expected(data, b["y"], one))
             r = statistics.median(rates)
             print(f"loaderx-{codec}\t{r:.1f}\t{1e3 / r:.2f} ms\t{r * batch:,.0f}\t{r * batch * size / 2**20:.0f} MiB/s\t"
                   f"{statistics.median(firsts) * 1e3:.1f} ms")
-            ROWS[f"loader/loaderx-{codec}{', augment' if augmented else ''} (batches/s)"] = r
+            ROWS[f"loader/loaderx-{codec}{', ' + args.transform if one else ''} (batches/s)"] = r
         npy = os.path.join(work, "x.npy")
         np.save(npy, data)
-        makers = (("torch", torch_loader),) + (() if augmented else (("grain", grain_loader),))
+        makers = (("torch", torch_loader),) + (() if one else (("grain", grain_loader),))
         for name, make in makers:
             try:
                 rates, firsts = [], []
                 for _ in range(args.rounds):
                     t0 = time.perf_counter()
-                    it = make(npy, labels, batch, threads, augmented)
+                    it = make(npy, labels, batch, threads, one)
                     x, y = next(it)
                     firsts.append(time.perf_counter() - t0)
-                    assert np.array_equal(np.asarray(x), expected(data, np.asarray(y), augmented))
+                    assert np.array_equal(np.asarray(x), expected(data, np.asarray(y), one))
                     t = time.perf_counter()
                     for _ in range(steps):
                         x, y = next(it)
                     rates.append(steps / (time.perf_counter() - t))
-                    assert np.array_equal(np.asarray(x), expected(data, np.asarray(y), augmented))
+                    assert np.array_equal(np.asarray(x), expected(data, np.asarray(y), one))
                     del it
                 r = statistics.median(rates)
                 print(f"{name}\t{r:.1f}\t{1e3 / r:.2f} ms\t{r * batch:,.0f}\t{r * batch * size / 2**20:.0f} MiB/s\t"
                       f"{statistics.median(firsts) * 1e3:.1f} ms")
-                ROWS[f"loader/{name}{', augment' if augmented else ''} (batches/s)"] = r
+                ROWS[f"loader/{name}{', ' + args.transform if one else ''} (batches/s)"] = r
             except ImportError:
                 print(f"{name}: not installed, not run")
     finally:
@@ -364,8 +378,8 @@ def loader(args) -> None:
 class _MemmapRows:
     """A map-style dataset over a .npy memmap (opened lazily, in each worker process)."""
 
-    def __init__(self, path: str, labels: np.ndarray, augmented: bool = False) -> None:
-        self.path, self.labels, self.mm, self.augmented = path, labels, None, augmented
+    def __init__(self, path: str, labels: np.ndarray, one=None) -> None:
+        self.path, self.labels, self.mm, self.one = path, labels, None, one
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -373,29 +387,29 @@ class _MemmapRows:
     def __getitem__(self, i):
         if self.mm is None:
             self.mm = np.load(self.path, mmap_mode="r")
-        if self.augmented:
-            return augment_one(np.array(self.mm[i]), int(self.labels[i])), self.labels[i]
+        if self.one is not None:
+            return self.one(np.array(self.mm[i]), int(self.labels[i])), self.labels[i]
         return np.array(self.mm[i]), self.labels[i]
 
 
-def torch_loader(npy: str, labels: np.ndarray, batch: int, workers: int = 2, augmented: bool = False):
+def torch_loader(npy: str, labels: np.ndarray, batch: int, workers: int = 2, one=None):
     """torch's DataLoader, ``workers`` worker processes, shuffled epochs restarted endlessly."""
     import torch.utils.data
 
-    dl = torch.utils.data.DataLoader(_MemmapRows(npy, labels, augmented), batch_size=batch, shuffle=True,
+    dl = torch.utils.data.DataLoader(_MemmapRows(npy, labels, one), batch_size=batch, shuffle=True,
                                      drop_last=True, num_workers=workers, persistent_workers=True, prefetch_factor=4)
     while True:
         for x, y in dl:
             yield x.numpy(), y.numpy()
 
 
-def grain_loader(npy: str, labels: np.ndarray, batch: int, workers: int = 2, augmented: bool = False):
+def grain_loader(npy: str, labels: np.ndarray, batch: int, workers: int = 2, one=None):
     """Grain's DataLoader, ``workers`` worker processes, endless shuffled epochs."""
     import grain.python as gp
 
     class Source(gp.RandomAccessDataSource):
         def __init__(self):
-            self.rows = _MemmapRows(npy, labels, augmented)
+            self.rows = _MemmapRows(npy, labels, one)
 
         def __len__(self):
             return len(self.rows)
@@ -483,8 +497,8 @@ def main() -> None:
     p.add_argument("--dir", default=None, help="where the bench's temporary data goes")
     p.add_argument("--others", action="store_true", help="also the other stores, where installed (slow to write)")
     p.add_argument("--tokens", type=int, default=64 << 20, help="tokens in the token file of the tokens section")
-    p.add_argument("--transform", choices=["none", "augment"], default="none",
-                   help="the loader section's per-sample transform (augment: Python-bound, augment_one)")
+    p.add_argument("--transform", choices=["none", *TRANSFORMS], default="none",
+                   help="the loader section's Python per-sample transform (augment_one, or flip_one, a fifth as heavy)")
     p.add_argument("--threads", type=int, default=0,
                    help="the loader section's threads (torch's worker processes); default: the CPUs")
     p.add_argument("--json", default=None, help="also write every row as a rate to this file")

@@ -60,6 +60,7 @@ def main() -> None:
     p.add_argument("--records", type=int, default=20_000)
     p.add_argument("--threads", type=int, default=2, help="loader threads, and torch's worker processes")
     p.add_argument("--sections", nargs="*", default=["sampler", "store", "loader"])
+    p.add_argument("--transforms", nargs="*", default=["augment"], help="bench.py's --transform values to run")
     args = p.parse_args()
 
     common = ["--rounds", str(args.rounds), "--records", str(args.records), "--threads", str(args.threads)]
@@ -71,10 +72,14 @@ def main() -> None:
             rows: dict[str, float] = {}
             for section in args.sections:
                 rows.update(run(interpreters[which], [section, *common]))
-            rows.update(run(interpreters[which], ["loader", "--transform", "augment", *common]))
+            for t in args.transforms:
+                rows.update(run(interpreters[which], ["loader", "--transform", t, *common]))
             runs[which].append(rows)
         if args.torch:
-            runs["torch"].append(run(args.torch, ["loader", "--transform", "augment", *common]))
+            rows = {}
+            for t in args.transforms:
+                rows.update(run(args.torch, ["loader", "--transform", t, *common]))
+            runs["torch"].append(rows)
 
     def medians(which: str) -> dict[str, float]:
         keys = set().union(*runs[which]) if runs[which] else set()
@@ -88,15 +93,17 @@ def main() -> None:
     for k in sorted(gil, key=lambda k: (k.split("/")[0] != "sampler", k.split("/")[0] != "store", k)):
         if k in ft:
             print(f"| {k} | {gil[k]:,.1f} | {ft[k]:,.1f} | {ft[k] / gil[k]:.2f}x |")
-    t = torch.get("loader/torch, augment (batches/s)", gil.get("loader/torch, augment (batches/s)"))
-    if t:
-        print(f"\nWith the Python transform, against torch's DataLoader ({args.threads} worker processes, "
+    for tr in args.transforms:
+        t = torch.get(f"loader/torch, {tr} (batches/s)", gil.get(f"loader/torch, {tr} (batches/s)"))
+        if not t:
+            continue
+        print(f"\nWith the Python transform {tr}, against torch's DataLoader ({args.threads} worker processes, "
               f"a GIL build: {t:,.1f} batches/s):\n")
         print("| loader | GIL build | free-threaded | free-threaded / torch |\n|---|---:|---:|---:|")
         for codec in ("zstd", "raw"):
-            k = f"loader/loaderx-{codec}, augment (batches/s)"
+            k = f"loader/loaderx-{codec}, {tr} (batches/s)"
             if k in gil and k in ft:
-                print(f"| loaderx-{codec}, augment | {gil[k]:,.1f} | {ft[k]:,.1f} | {ft[k] / t:.2f}x |")
+                print(f"| loaderx-{codec}, {tr} | {gil[k]:,.1f} | {ft[k]:,.1f} | {ft[k] / t:.2f}x |")
 
 
 if __name__ == "__main__":
