@@ -69,7 +69,9 @@ pub unsafe extern "C" fn lx_store_close(store: *mut LxStore) {
 pub unsafe extern "C" fn lx_store_len(store: *const LxStore, out_len: *mut u64) -> i32 {
     lx_call("lx_store_len", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::new(out_len, "out_len")?) };
+        let (store, out) = unsafe {
+            (handle_apart(store, "store", &[Span::of(out_len, 1, "out_len")])?, Out::new(out_len, "out_len")?)
+        };
         out.set(store.len()?);
         Ok(())
     })
@@ -83,7 +85,12 @@ pub unsafe extern "C" fn lx_store_len(store: *const LxStore, out_len: *mut u64) 
 pub unsafe extern "C" fn lx_store_format(store: *const LxStore, out_format: *mut i32) -> i32 {
     lx_call("lx_store_format", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::new(out_format, "out_format")?) };
+        let (store, out) = unsafe {
+            (
+                handle_apart(store, "store", &[Span::of(out_format, 1, "out_format")])?,
+                Out::new(out_format, "out_format")?,
+            )
+        };
         out.set(store.format()?);
         Ok(())
     })
@@ -133,7 +140,7 @@ pub unsafe extern "C" fn lx_store_append(
         // SAFETY: passed on from the caller.
         let (store, records, out) = unsafe {
             (
-                handle(store, "store")?,
+                handle_apart(store, "store", &[Span::of(out_first, 1, "out_first")])?,
                 records_in(data, offsets, count, &[Span::of(out_first, 1, "out_first")])?,
                 Out::optional(out_first, "out_first")?,
             )
@@ -162,7 +169,7 @@ pub unsafe extern "C" fn lx_store_train_dictionary(
         // SAFETY: passed on from the caller.
         let (store, samples, out) = unsafe {
             (
-                handle(store, "store")?,
+                handle_apart(store, "store", &[Span::of(out_trained, 1, "out_trained")])?,
                 records_in(data, offsets, count, &[Span::of(out_trained, 1, "out_trained")])?,
                 Out::optional(out_trained, "out_trained")?,
             )
@@ -192,7 +199,7 @@ pub unsafe extern "C" fn lx_store_record_lens(
         // SAFETY: passed on from the caller.
         let (store, indices, out) = unsafe {
             (
-                handle(store, "store")?,
+                handle_apart(store, "store", &[Span::of(out_lens, count, "out_lens")])?,
                 slice_in(indices, count, "indices")?,
                 slice_out(out_lens, count, "out_lens")?,
             )
@@ -217,7 +224,11 @@ pub unsafe extern "C" fn lx_store_gather_size(
         disjoint(&[Span::of(out_total, 1, "out_total")], &[Span::of(indices, count, "indices")])?;
         // SAFETY: passed on from the caller.
         let (store, indices, out) = unsafe {
-            (handle(store, "store")?, slice_in(indices, count, "indices")?, Out::new(out_total, "out_total")?)
+            (
+                handle_apart(store, "store", &[Span::of(out_total, 1, "out_total")])?,
+                slice_in(indices, count, "indices")?,
+                Out::new(out_total, "out_total")?,
+            )
         };
         out.set(store.gather_size(indices)?);
         Ok(())
@@ -242,7 +253,11 @@ pub unsafe extern "C" fn lx_store_gather_fixed(
         disjoint(&[Span::of(out, out_len, "out")], &[Span::of(indices, count, "indices")])?;
         // SAFETY: passed on from the caller.
         let (store, indices, out) = unsafe {
-            (handle(store, "store")?, slice_in(indices, count, "indices")?, slice_out(out, out_len, "out")?)
+            (
+                handle_apart(store, "store", &[Span::of(out, out_len, "out")])?,
+                slice_in(indices, count, "indices")?,
+                slice_out(out, out_len, "out")?,
+            )
         };
         store.gather_fixed(indices, record_len, out)
     })
@@ -277,7 +292,15 @@ pub unsafe extern "C" fn lx_store_gather(
         // SAFETY: passed on from the caller.
         let (store, indices, offsets, total) = unsafe {
             (
-                handle(store, "store")?,
+                handle_apart(
+                    store,
+                    "store",
+                    &[
+                        Span::of(out, out_capacity, "out"),
+                        Span::of(out_offsets, entries, "out_offsets"),
+                        Span::of(out_total, 1, "out_total"),
+                    ],
+                )?,
                 slice_in(indices, count, "indices")?,
                 slice_out(out_offsets, entries, "out_offsets")?,
                 Out::optional(out_total, "out_total")?,
@@ -314,7 +337,12 @@ pub unsafe extern "C" fn lx_store_delete(store: *const LxStore, indices: *const 
 pub unsafe extern "C" fn lx_store_compact(store: *const LxStore, out_report: *mut CompactReport) -> i32 {
     lx_call("lx_store_compact", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::optional(out_report, "out_report")?) };
+        let (store, out) = unsafe {
+            (
+                handle_apart(store, "store", &[Span::of(out_report, 1, "out_report")])?,
+                Out::optional(out_report, "out_report")?,
+            )
+        };
         let report = store.compact()?;
         if let Some(out) = out {
             out.set(report);
@@ -331,7 +359,12 @@ pub unsafe extern "C" fn lx_store_compact(store: *const LxStore, out_report: *mu
 pub unsafe extern "C" fn lx_store_stats(store: *const LxStore, out_stats: *mut StoreStats) -> i32 {
     lx_call("lx_store_stats", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::new(out_stats, "out_stats")?) };
+        let (store, out) = unsafe {
+            (
+                handle_apart(store, "store", &[Span::of(out_stats, 1, "out_stats")])?,
+                Out::new(out_stats, "out_stats")?,
+            )
+        };
         out.set(store.stats()?);
         Ok(())
     })
@@ -345,7 +378,12 @@ pub unsafe extern "C" fn lx_store_stats(store: *const LxStore, out_stats: *mut S
 pub unsafe extern "C" fn lx_store_verify(store: *const LxStore, out_report: *mut VerifyReport) -> i32 {
     lx_call("lx_store_verify", || {
         // SAFETY: passed on from the caller.
-        let (store, out) = unsafe { (handle(store, "store")?, Out::optional(out_report, "out_report")?) };
+        let (store, out) = unsafe {
+            (
+                handle_apart(store, "store", &[Span::of(out_report, 1, "out_report")])?,
+                Out::optional(out_report, "out_report")?,
+            )
+        };
         let (report, problem) = store.verify()?;
         if let Some(out) = out {
             out.set(report);
@@ -435,7 +473,12 @@ pub unsafe extern "C" fn lx_sampler_free(sampler: *mut Sampler) {
 pub unsafe extern "C" fn lx_sampler_batch_size(sampler: *const Sampler, out_size: *mut u32) -> i32 {
     lx_call("lx_sampler_batch_size", || {
         // SAFETY: passed on from the caller.
-        let (sampler, out) = unsafe { (handle(sampler, "sampler")?, Out::new(out_size, "out_size")?) };
+        let (sampler, out) = unsafe {
+            (
+                handle_apart(sampler, "sampler", &[Span::of(out_size, 1, "out_size")])?,
+                Out::new(out_size, "out_size")?,
+            )
+        };
         out.set(sampler.local_batch_size());
         Ok(())
     })
@@ -454,7 +497,12 @@ pub unsafe extern "C" fn lx_sampler_batch(
 ) -> i32 {
     lx_call("lx_sampler_batch", || {
         // SAFETY: passed on from the caller.
-        let (sampler, out) = unsafe { (handle(sampler, "sampler")?, slice_out(out, out_len, "out")?) };
+        let (sampler, out) = unsafe {
+            (
+                handle_apart(sampler, "sampler", &[Span::of(out, out_len, "out")])?,
+                slice_out(out, out_len, "out")?,
+            )
+        };
         sampler::batch(sampler, step, out)
     })
 }

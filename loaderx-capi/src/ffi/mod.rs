@@ -178,6 +178,18 @@ unsafe fn handle<'a, T>(p: *const T, what: &str) -> Outcome<&'a T> {
     Ok(unsafe { &*p })
 }
 
+/// A live handle none of whose bytes is one of the call's `outputs`: an output pointing into the
+/// handle (its lock, its engine pointer) is refused before anything is written, as every other
+/// overlap is.
+///
+/// # Safety
+/// As [`handle`].
+unsafe fn handle_apart<'a, T>(p: *const T, what: &str, outputs: &[Span<'_>]) -> Outcome<&'a T> {
+    disjoint(outputs, &[Span::of(p, 1, what)])?;
+    // SAFETY: passed on from the caller.
+    unsafe { handle(p, what) }
+}
+
 /// Where a result goes: a checked, non-null pointer written once the call has succeeded.
 struct Out<T>(*mut T);
 

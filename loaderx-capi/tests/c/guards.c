@@ -9,6 +9,9 @@
  *                                   2^32 - 1 records: the open or the verify is LX_ERR_CORRUPT
  *   guards huge-plan FILE           plans of a range per byte that do not fit in memory
  *                                   return 0 with an error, never abort
+ *   guards handle-alias DIR         an output pointing into the store or sampler handle is
+ *                                   LX_ERR_INVALID_ARGUMENT (it overwrote the handle's lock, and
+ *                                   the next compact hung), and the handle still works
  *   guards thread-exit              calls from a pthread key's destructor (the thread's Rust
  *                                   locals already gone) return their codes, never abort;
  *                                   a misaligned out_chunk is named as misaligned
@@ -232,6 +235,45 @@ static void thread_exit(void) {
     unlink(path);
 }
 
+/* Twentieth look, U4: outputs aimed at the handles themselves. */
+static int overlap_refused(int32_t code) {
+    const char *e = lx_last_error();
+    return code == LX_ERR_INVALID_ARGUMENT && e != NULL && strstr(e, "overlaps") != NULL;
+}
+static void handle_alias(const char *dir) {
+    lx_store *s = NULL;
+    CHECK(lx_store_open(dir, LX_OPEN_CREATE, LX_FORMAT_V2, &s) == LX_OK);
+    if (s == NULL) return;
+    uint8_t data[4] = {1, 2, 3, 4};
+    uint64_t offsets[2] = {0, 4};
+    CHECK(lx_store_append(s, data, offsets, 1, LX_CODEC_RAW, NULL) == LX_OK);
+    CHECK(overlap_refused(lx_store_len(s, (uint64_t *)(void *)s)));
+    CHECK(overlap_refused(lx_store_format(s, (int32_t *)(void *)s)));
+    CHECK(overlap_refused(lx_store_append(s, data, offsets, 1, LX_CODEC_RAW, (uint64_t *)(void *)s)));
+    CHECK(overlap_refused(lx_store_stats(s, (lx_stats *)(void *)s)));
+    uint64_t index = 0;
+    CHECK(overlap_refused(lx_store_gather_fixed(s, &index, 1, 4, (uint8_t *)(void *)s, 4)));
+    CHECK(overlap_refused(lx_store_gather_size(s, &index, 1, (uint64_t *)(void *)s)));
+    /* The handle is intact: its lock still works, so compact returns. */
+    uint64_t n = 0;
+    CHECK(lx_store_len(s, &n) == LX_OK && n == 1);
+    CHECK(lx_store_compact(s, NULL) == LX_OK);
+    uint8_t back[4] = {0};
+    CHECK(lx_store_gather_fixed(s, &index, 1, 4, back, 4) == LX_OK && memcmp(back, data, 4) == 0);
+    lx_store_close(s);
+
+    lx_sampler_config config = {.seed = 1, .len = 100, .batch_size = 4, .mode = LX_SAMPLER_CYCLIC};
+    lx_sampler *smp = NULL;
+    CHECK(lx_sampler_new(&config, &smp) == LX_OK);
+    if (smp == NULL) return;
+    CHECK(overlap_refused(lx_sampler_batch_size(smp, (uint32_t *)(void *)smp)));
+    CHECK(overlap_refused(lx_sampler_batch(smp, 0, (uint32_t *)(void *)smp, 4)));
+    uint32_t size = 0, batch[4];
+    CHECK(lx_sampler_batch_size(smp, &size) == LX_OK && size == 4);
+    CHECK(lx_sampler_batch(smp, 0, batch, 4) == LX_OK && batch[0] < 100);
+    lx_sampler_free(smp);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "create-under-writer") == 0 && argc == 3) {
@@ -243,10 +285,12 @@ int main(int argc, char **argv) {
         huge_blocks(argv[2]);
     } else if (strcmp(cmd, "huge-plan") == 0 && argc == 3) {
         huge_plan(argv[2]);
+    } else if (strcmp(cmd, "handle-alias") == 0 && argc == 3) {
+        handle_alias(argv[2]);
     } else if (strcmp(cmd, "thread-exit") == 0) {
         thread_exit();
     } else {
-        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | huge-plan FILE | thread-exit\n");
+        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | huge-plan FILE | handle-alias DIR | thread-exit\n");
         return 2;
     }
     printf("guards: %d checks, %d failed\n", checks, failures);

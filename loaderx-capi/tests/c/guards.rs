@@ -22,6 +22,15 @@ fn creating_over_a_live_writer_is_locked_and_keeps_its_records() {
     run_guards(&[Path::new("create-under-writer"), &dir]);
 }
 
+/// Twentieth look, U4: an output pointing into a store or sampler handle (`lx_store_len(s,
+/// (uint64_t *)s)`) was written over the handle's lock, and the next compact waited forever.
+/// Now every call refuses an output that shares a byte with its handle, and the handle works on.
+#[test]
+fn an_output_pointing_into_its_handle_is_refused_and_the_handle_works_on() {
+    let dir = scratch("guards-handle-alias");
+    run_guards(&[Path::new("handle-alias"), &dir.join("store")]);
+}
+
 /// crc32c (Castagnoli), bit by bit: the checksums of the index fields the tests below rewrite.
 fn crc32c(bytes: &[u8]) -> u32 {
     !bytes.iter().fold(!0u32, |crc, &b| {

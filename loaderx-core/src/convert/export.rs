@@ -1,12 +1,10 @@
 //! Datasets out to other formats: `.npy`.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use super::block::{records_per_block, to_native};
 use super::npy::NpyHeader;
-use crate::store::write_atomic_with;
+use crate::store::{Temporary, check_target};
 use crate::{DType, DenseSource, Error, Result};
 
 /// Writes the dense dataset in `dataset` as the `.npy` file `out`: shape `(len, *item_shape)`,
@@ -14,18 +12,21 @@ use crate::{DType, DenseSource, Error, Result};
 /// little-endian `.npy` converted with [`crate::convert::npy`] comes back byte for byte.
 /// Returns the number of records.
 ///
-/// Records are read in blocks of a few MiB; the file is written beside `out` and renamed into
-/// place when complete, so a failure leaves no partial `out`.
+/// Records are read in blocks of a few MiB into a temporary file of the export's own beside
+/// `out` (created exclusively: no file of the user's is written over or removed), which is
+/// synced and renamed into place when complete: a failure leaves no partial `out` and no
+/// temporary. Without `overwrite`, the rename refuses a file that appeared at `out` meanwhile.
 ///
 /// # Errors
-/// [`Error::AlreadyExists`] when `out` exists and `overwrite` is false; [`Error::Schema`] for a
-/// ragged dataset or one without schema; [`Error::InvalidArgument`] for bfloat16 (NumPy has no
-/// type string for it); the store's gather errors; [`Error::Io`] naming the file.
+/// [`Error::AlreadyExists`] when `out` exists and `overwrite` is false; [`Error::NotReplaceable`]
+/// when `out` is a directory or a link; [`Error::InvalidArgument`] when `out` is inside the
+/// dataset (it would replace the dataset's own files) or for bfloat16 (NumPy has no type string
+/// for it); [`Error::Schema`] for a ragged dataset or one without schema; the store's gather
+/// errors; [`Error::Io`] naming the file.
 pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) -> Result<u64> {
-    let out = out.as_ref();
-    if out.exists() && !overwrite {
-        return Err(Error::AlreadyExists { path: out.to_path_buf() });
-    }
+    let (dataset, out) = (dataset.as_ref(), out.as_ref());
+    check_target(out, overwrite)?;
+    refuse_inside(dataset, out)?;
     let src = DenseSource::open(dataset)?;
     if src.schema().unit_bytes() == 0
         && let Some(store) = src.store()
@@ -43,18 +44,37 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
         });
     }
     let header = NpyHeader::encode(src.dtype(), &src.batch_shape(src.len()))?;
-    let name = out
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", out.display())))?;
+    let mut tmp = Temporary::create(out)?;
+    write_npy(&src, &header, &mut tmp)?;
+    tmp.sync()?;
+    tmp.place(out, overwrite)?;
     let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    write_atomic_with(dir, name, |file, tmp| write_npy(&src, &header, file, tmp))?;
+    crate::store::sync_dir(dir)?;
     Ok(src.len() as u64)
 }
 
-fn write_npy(src: &DenseSource, header: &[u8], file: &File, tmp: &Path) -> Result<()> {
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    w.write_all(header).map_err(|e| Error::io("write", tmp, e))?;
+/// Refuses an `out` inside the dataset directory `dataset` (its own files, or any file among
+/// them: the export would replace a chunk or an index of the data it reads).
+fn refuse_inside(dataset: &Path, out: &Path) -> Result<()> {
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let (Ok(dir), Ok(parent)) = (dataset.canonicalize(), parent.canonicalize()) else {
+        // A dataset that does not resolve fails to open next; an output directory that does not
+        // resolve fails to take the temporary.
+        return Ok(());
+    };
+    if parent.starts_with(&dir) {
+        return Err(Error::InvalidArgument(format!(
+            "{} is inside the dataset {} being exported: the export would replace the dataset's own files; \
+             write it elsewhere",
+            out.display(),
+            dataset.display()
+        )));
+    }
+    Ok(())
+}
+
+fn write_npy(src: &DenseSource, header: &[u8], tmp: &mut Temporary) -> Result<()> {
+    tmp.write(header)?;
     let item_bytes = src.schema().unit_bytes();
     let per_block = records_per_block(item_bytes);
     let mut buf = vec![0u8; per_block * item_bytes];
@@ -82,8 +102,8 @@ fn write_npy(src: &DenseSource, header: &[u8], file: &File, tmp: &Path) -> Resul
         // The header promises little-endian data; a byte swap is its own inverse, so "from
         // little-endian to native" is also "from native to little-endian".
         to_native(block, src.dtype().size(), true);
-        w.write_all(block).map_err(|e| Error::io("write", tmp, e))?;
+        tmp.write(block)?;
         done += k;
     }
-    w.flush().map_err(|e| Error::io("write", tmp, e))
+    Ok(())
 }

@@ -128,7 +128,7 @@ pub(crate) fn is_store_file(name: &str) -> bool {
 
 /// Replaces `dir/name` atomically and durably: `fill` writes a temporary file beside it, which
 /// is synced, renamed over `name`, and the directory synced. A crash leaves the old file or the
-/// new one, never a mix; the temporary file of a failed `fill` is removed.
+/// new one, never a mix; the temporary file of a failed `fill`, sync or rename is removed.
 ///
 /// # Errors
 /// `fill`'s error; [`Error::Io`] naming the file that failed.
@@ -146,8 +146,17 @@ pub(crate) fn write_atomic_with(
         let _ = std::fs::remove_file(&tmp);
         return Err(e);
     }
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))?;
+    rename_or_remove(&tmp, &path)?;
     sync_dir(dir)
+}
+
+/// Renames the temporary `tmp` to `path`; when that fails, removes `tmp` (the caller's own,
+/// just made) and names `path`, the file that could not be replaced.
+fn rename_or_remove(tmp: &Path, path: &Path) -> Result<()> {
+    std::fs::rename(tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(tmp);
+        Error::io("rename a temporary file over", path, e)
+    })
 }
 
 /// [`write_atomic_with`] of the bytes `bytes`.
@@ -172,9 +181,13 @@ pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
     let file = create_fresh(&tmp)?;
-    crate::sys::write_all_at(&file, bytes, 0).map_err(|e| Error::io("write", &tmp, e))?;
+    let written = crate::sys::write_all_at(&file, bytes, 0).map_err(|e| Error::io("write", &tmp, e));
     drop(file);
-    std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    rename_or_remove(&tmp, &path)
 }
 
 /// The bytes of the small file `path` (a manifest, a schema), or `None` when there is none; a
@@ -345,6 +358,28 @@ mod tests {
         assert_eq!(std::fs::read(dir.path().join("f")).unwrap(), b"two!", "a failed fill changes nothing");
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["f"]);
+    }
+
+    /// Twentieth look, U3: a rename that fails (the target is a directory) left the whole
+    /// temporary behind, and the error named only the temporary.
+    #[test]
+    fn a_failed_rename_removes_the_temporary_and_names_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("d");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("inside"), b"x").unwrap();
+        for synced in [true, false] {
+            let err = if synced {
+                write_atomic(dir.path(), "d", b"bytes").unwrap_err()
+            } else {
+                replace_unsynced(dir.path(), "d", b"bytes").unwrap_err()
+            };
+            assert!(matches!(&err, Error::Io { path, .. } if *path == target), "{err}");
+            let mut names: Vec<_> =
+                std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            names.sort();
+            assert_eq!(names, ["d"], "synced {synced}: no temporary left");
+        }
     }
 
     /// A link planted where the temporary file goes (`manifest.zr.tmp` pointing at a file

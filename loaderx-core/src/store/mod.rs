@@ -40,6 +40,7 @@ mod migrate;
 mod open;
 mod options;
 mod pool;
+mod publish;
 mod recover;
 mod report;
 mod stride;
@@ -59,7 +60,6 @@ pub(crate) use files::{
 };
 pub(crate) use files::{
     LOCK_FILE, is_store_file, open_or_create, read_capped, remove_store_files, sync_dir, write_atomic,
-    write_atomic_with,
 };
 pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;
@@ -73,4 +73,5 @@ pub use open::Store;
 pub(crate) use open::trim_index;
 pub use options::{OpenMode, StoreOptions};
 pub(crate) use pool::Parallelism;
+pub(crate) use publish::{Temporary, check_target};
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};

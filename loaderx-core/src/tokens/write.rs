@@ -5,82 +5,12 @@
 //! removed.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::views::dtype_of;
 use crate::format::tokens::{TokenType, encode_llmc_header, encode_megatron_header};
+use crate::store::{Temporary, check_target};
 use crate::{Element, Error, Result};
-
-/// A temporary file of this writer's beside `path`: `.NAME.PID.N.partial`, created exclusively
-/// (never over anything, never through a link), so no file of the user's (a `NAME.partial` of
-/// theirs) or of another writer is ever written over or removed.
-struct Temporary {
-    path: PathBuf,
-    w: Option<BufWriter<File>>,
-    /// Renamed into place: nothing of this writer's is left to remove.
-    placed: bool,
-}
-
-impl Temporary {
-    fn create(beside: &Path) -> Result<Temporary> {
-        let dir = beside.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let name = beside
-            .file_name()
-            .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", beside.display())))?;
-        let (path, f) = crate::sys::create_own_temporary(dir, name, "partial")
-            .map_err(|e| Error::io("create a temporary beside", beside, e))?;
-        Ok(Temporary { path, w: Some(BufWriter::with_capacity(1 << 20, f)), placed: false })
-    }
-
-    fn write(&mut self, bytes: &[u8]) -> Result<()> {
-        let w = self.w.as_mut().expect("open until synced");
-        w.write_all(bytes).map_err(|e| Error::io("write", &self.path, e))
-    }
-
-    /// Flushes and syncs the file: its bytes are durable before any rename.
-    fn sync(&mut self) -> Result<()> {
-        let w = self.w.take().expect("synced once");
-        let f = w.into_inner().map_err(|e| Error::io("write", &self.path, e.into_error()))?;
-        f.sync_all().map_err(|e| Error::io("sync", &self.path, e))
-    }
-
-    /// Renames the (synced) file to `to`: over what is there when `overwrite`, else only where
-    /// nothing is (`AlreadyExists`, atomically where the platform can).
-    fn place(&mut self, to: &Path, overwrite: bool) -> Result<()> {
-        let placed = if overwrite {
-            std::fs::rename(&self.path, to)
-        } else {
-            crate::sys::rename_no_replace(&self.path, to)
-        };
-        placed.map_err(|e| match e.kind() {
-            std::io::ErrorKind::AlreadyExists => Error::AlreadyExists { path: to.to_path_buf() },
-            _ => Error::io("rename", &self.path, e),
-        })?;
-        self.placed = true;
-        Ok(())
-    }
-}
-
-impl Drop for Temporary {
-    fn drop(&mut self) {
-        // Ours, by its name and its exclusive create: removed unless it was put in place.
-        if !self.placed {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// Refuses `path` when something is there and `overwrite` is not set, or when what is there is
-/// not a regular file (a directory, a link: never replaced).
-fn check_target(path: &Path, overwrite: bool) -> Result<()> {
-    match std::fs::symlink_metadata(path) {
-        Err(_) => Ok(()),
-        Ok(_) if !overwrite => Err(Error::AlreadyExists { path: path.to_path_buf() }),
-        Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(Error::NotReplaceable { path: path.to_path_buf(), reason: "not a regular file".into() }),
-    }
-}
 
 /// The writer lock of the output file `path`, `.NAME.loaderx.lock` beside it (a name of
 /// loaderx's own: a user's `NAME.lock` or `PREFIX.lock` is never taken, cut or removed): a
@@ -127,12 +57,6 @@ pub struct MegatronWriter {
     lengths: Vec<i32>,
     /// Held from `create` to `finish`: one writer an output file (the `.bin`'s and the `.idx`'s).
     _locks: [crate::store::WriteLock; 2],
-}
-
-impl std::fmt::Debug for Temporary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Temporary").field("path", &self.path).finish()
-    }
 }
 
 impl MegatronWriter {

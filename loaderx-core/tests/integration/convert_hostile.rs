@@ -158,3 +158,58 @@ fn export_refuses_zero_byte_items_over_bytes_and_bools_that_are_not_0_or_1() {
         assert!(!out.exists(), "{name}: nothing exported");
     }
 }
+
+/// Twentieth look, U1-U3: `export --force` into the dataset it reads replaced the dataset's own
+/// chunk or index (records lost, success reported); `export` removed a user's `OUT.tmp`; a failed
+/// rename left a complete temporary behind.
+#[test]
+fn export_never_writes_into_its_dataset_over_a_users_file_or_leaves_a_temporary() {
+    use loaderx_core::{Codec, DenseSource, Schema, Store, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    let store = Store::create(&ds, StoreOptions::new()).unwrap();
+    store.append(&(0..20u32).map(|i| i.to_le_bytes()).collect::<Vec<_>>(), Codec::Raw).unwrap();
+    drop(store);
+    Schema::dense(DType::U32, vec![]).write(&ds).unwrap();
+    let before: Vec<(std::path::PathBuf, Vec<u8>)> = std::fs::read_dir(&ds)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect();
+    for name in ["0.zr", "index.zr", "schema.msgpack", "new.npy"] {
+        let err = loaderx_core::export::npy(&ds, ds.join(name), true).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("inside the dataset"),
+            "{err}"
+        );
+    }
+    for (path, bytes) in &before {
+        assert_eq!(&std::fs::read(path).unwrap(), bytes, "{} unchanged", path.display());
+    }
+    assert_eq!(std::fs::read_dir(&ds).unwrap().count(), before.len(), "nothing added to the dataset");
+    assert_eq!(DenseSource::open(&ds).unwrap().len(), 20);
+
+    // A user's OUT.tmp (and OUT.partial) are theirs.
+    let out = dir.path().join("results.npy");
+    for own in ["results.npy.tmp", "results.npy.partial"] {
+        std::fs::write(dir.path().join(own), b"my notes").unwrap();
+    }
+    assert_eq!(loaderx_core::export::npy(&ds, &out, false).unwrap(), 20);
+    for own in ["results.npy.tmp", "results.npy.partial"] {
+        assert_eq!(std::fs::read(dir.path().join(own)).unwrap(), b"my notes");
+    }
+    let again = loaderx_core::export::npy(&ds, &out, false).unwrap_err();
+    assert!(matches!(again, Error::AlreadyExists { .. }), "{again}");
+
+    // A directory at OUT is refused before anything is written; nothing is left beside it.
+    let blocked = dir.path().join("blocked");
+    std::fs::create_dir(&blocked).unwrap();
+    let err = loaderx_core::export::npy(&ds, &blocked, true).unwrap_err();
+    assert!(matches!(err, Error::NotReplaceable { .. }), "{err}");
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["blocked", "ds", "results.npy", "results.npy.partial", "results.npy.tmp"]);
+}
