@@ -22,6 +22,10 @@ pub(crate) const OUT_NULL: &str = "out_chunk is null";
 /// `get_chunk`'s `out_chunk` not aligned for a `CChunkView` (not a text of the reference, which
 /// does not check alignment).
 pub(crate) const OUT_MISALIGNED: &str = "out_chunk is misaligned for a CChunkView";
+/// `get_chunk`'s `out_chunk` pointing into the handle itself (a write there would overwrite the
+/// handle's plan; not a text of the reference, which does not check this).
+pub(crate) const OUT_OVERLAPS_HANDLE: &str =
+    "out_chunk overlaps the handle: an output buffer may share no byte with another buffer of the call";
 /// An index at or past the plan's chunk count.
 pub(crate) const OUT_OF_BOUNDS: &str = "chunk index out of bounds";
 /// A pattern scan given a null pattern.

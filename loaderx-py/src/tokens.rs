@@ -9,7 +9,7 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::arrays::slice;
+use crate::arrays::owned;
 use crate::dataset::{Dense, Ragged, keep_warm};
 use crate::errors::IntoPy;
 
@@ -160,10 +160,13 @@ impl Writer {
 
     /// Appends a document: its tokens' little-endian bytes.
     fn add_document(&self, py: Python<'_>, tokens: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
-        let bytes = slice(&tokens, "tokens")?;
+        // A copy taken while attached: another thread may write the array once the GIL (or,
+        // free-threaded, this thread's attachment) is let go, and the document must be the bytes
+        // given (crate::arrays::owned).
+        let bytes = owned(&tokens, "tokens")?;
         self.with(py, |w| {
             let w = w.as_mut().ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?;
-            w.add_document_le(bytes).py()
+            w.add_document_le(&bytes).py()
         })
     }
 
@@ -187,6 +190,7 @@ pub fn write_llmc(
     overwrite: bool,
 ) -> PyResult<()> {
     let token = token_type(dtype)?;
-    let bytes = slice(&tokens, "tokens")?;
-    py.detach(|| write_llmc_le(&path, token, bytes, overwrite)).py()
+    // Copied while attached, as in `add_document`.
+    let bytes = owned(&tokens, "tokens")?;
+    py.detach(|| write_llmc_le(&path, token, &bytes, overwrite)).py()
 }

@@ -145,6 +145,10 @@ pub unsafe extern "C" fn mmap_engine_get_chunk(
         if handle.is_null() {
             return Err(chunker::HANDLE_NULL);
         }
+        // Twentieth look's U4, for this handle too: a view written over the engine would replace
+        // its plan (a later scan read wild memory).
+        disjoint(&[Span::of(out_chunk, 1, "out_chunk")], &[Span::of(handle, 1, "handle")])
+            .map_err(|_| chunker::OUT_OVERLAPS_HANDLE)?;
         // SAFETY: passed on from the caller.
         let out = unsafe { Out::new(out_chunk, "out_chunk") }
             .map_err(|_| if out_chunk.is_null() { chunker::OUT_NULL } else { chunker::OUT_MISALIGNED })?;

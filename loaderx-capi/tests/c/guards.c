@@ -272,6 +272,27 @@ static void handle_alias(const char *dir) {
     CHECK(lx_sampler_batch_size(smp, &size) == LX_OK && size == 4);
     CHECK(lx_sampler_batch(smp, 0, batch, 4) == LX_OK && batch[0] < 100);
     lx_sampler_free(smp);
+
+    /* Twenty-first look, V3: the chunker's handle too (a view written over it replaced its
+     * plan; a later scan read wild memory). */
+    char path[] = "/tmp/loaderx-guards-alias-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, "a\nbb\nccc\ndddd\n", 14) == 14);
+    close(fd);
+    CEngineHandle *h = mmap_engine_open(path);
+    size_t chunks = h != NULL ? mmap_engine_scan_chunks(h, 4) : 0;
+    CHECK(chunks > 1);
+    if (chunks > 1) {
+        CChunkView before, after;
+        CHECK(mmap_engine_get_chunk(h, chunks - 1, &before) == 0);
+        CHECK(mmap_engine_get_chunk(h, 0, (CChunkView *)(void *)h) == -1);
+        CHECK(mmap_engine_last_error() != NULL && strstr(mmap_engine_last_error(), "overlaps") != NULL);
+        CHECK(mmap_engine_get_chunk(h, chunks - 1, &after) == 0);
+        CHECK(after.data == before.data && after.len == before.len);
+        CHECK(mmap_engine_scan_chunks(h, 4) == chunks);
+    }
+    mmap_engine_free(h);
+    unlink(path);
 }
 
 int main(int argc, char **argv) {

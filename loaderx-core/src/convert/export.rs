@@ -53,22 +53,30 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
     Ok(src.len() as u64)
 }
 
-/// Refuses an `out` inside the dataset directory `dataset` (its own files, or any file among
-/// them: the export would replace a chunk or an index of the data it reads).
+/// Refuses an `out` inside the dataset directory `dataset` or, for a store set, inside any of
+/// its parts' directories (wherever the manifest puts them): the export would replace a chunk or
+/// an index of the data it reads.
 fn refuse_inside(dataset: &Path, out: &Path) -> Result<()> {
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let (Ok(dir), Ok(parent)) = (dataset.canonicalize(), parent.canonicalize()) else {
-        // A dataset that does not resolve fails to open next; an output directory that does not
-        // resolve fails to take the temporary.
+    let Ok(parent) = parent.canonicalize() else {
+        // An output directory that does not resolve fails to take the temporary.
         return Ok(());
     };
-    if parent.starts_with(&dir) {
-        return Err(Error::InvalidArgument(format!(
-            "{} is inside the dataset {} being exported: the export would replace the dataset's own files; \
-             write it elsewhere",
-            out.display(),
-            dataset.display()
-        )));
+    let mut read = vec![dataset.to_path_buf()];
+    if let Some(parts) = crate::set_parts(dataset)? {
+        read.extend(parts.into_iter().map(|(part, _)| dataset.join(part)));
+    }
+    for dir in read {
+        // A directory that does not resolve fails the dataset's open next.
+        if dir.canonicalize().is_ok_and(|d| parent.starts_with(d)) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is inside {}, which the export reads (of the dataset {}): it would replace the dataset's \
+                 own files; write it elsewhere",
+                out.display(),
+                dir.display(),
+                dataset.display()
+            )));
+        }
     }
     Ok(())
 }

@@ -179,7 +179,18 @@ fn export_never_writes_into_its_dataset_over_a_users_file_or_leaves_a_temporary(
     for name in ["0.zr", "index.zr", "schema.msgpack", "new.npy"] {
         let err = loaderx_core::export::npy(&ds, ds.join(name), true).unwrap_err();
         assert!(
-            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("inside the dataset"),
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("which the export reads"),
+            "{err}"
+        );
+    }
+    // Twenty-first look, V1: a store set's parts live beside it (`../ds`), and are as much the
+    // data the export reads.
+    let set = dir.path().join("set");
+    loaderx_core::stitch(&[&ds], &set).unwrap();
+    for name in ["0.zr", "index.zr"] {
+        let err = loaderx_core::export::npy(&set, ds.join(name), true).unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidArgument(_)) && err.to_string().contains("which the export reads"),
             "{err}"
         );
     }
@@ -211,5 +222,5 @@ fn export_never_writes_into_its_dataset_over_a_users_file_or_leaves_a_temporary(
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["blocked", "ds", "results.npy", "results.npy.partial", "results.npy.tmp"]);
+    assert_eq!(names, ["blocked", "ds", "results.npy", "results.npy.partial", "results.npy.tmp", "set"]);
 }
