@@ -117,7 +117,7 @@ fn loaderx_loader(
         // Four batches ready ahead per thread (the default is two): a 64-digit batch takes ~15 µs,
         // so a deeper window absorbs the consumer's wake-ups (burn's workers queue without bound).
         .prefetch(4)
-        .device(device)
+        .set_device(device.clone())
         .build_mnist()
         .unwrap()
 }

@@ -92,7 +92,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .batch_size(args.batch)
         .seed(42)
         .threads(1)
-        .device(&device)
+        .set_device(device.clone())
         .build_mnist()?;
     let test_len = DenseSource::open(&test_labels)?.len();
     // The validation split: every test digit once per epoch, in order, the last batch partial.
@@ -101,7 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .batch_size(500)
         .pass(Pass::ordered())
         .threads(1)
-        .device(&device);
+        .set_device(device.clone());
     let valid = valid_builder.clone().build_mnist()?;
     println!(
         "train: {} digits, {} steps of {} per epoch, {} epochs, lr {}; test: {test_len} digits",
@@ -137,7 +137,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Accuracy over every held-out digit, exactly once.
     let model = result.model;
-    let test = valid_builder.device(&device).build_mnist()?;
+    let test = valid_builder.set_device(device.clone()).build_mnist()?;
     let (mut correct, mut total) = (0usize, 0usize);
     for batch in test.iter() {
         let batch = batch?;

@@ -214,7 +214,7 @@ mod burn_side {
             builder: &LoaderBuilder,
         ) -> anyhow::Result<Parts> {
             let device = Device::flex();
-            let steps = StepLoaderBuilder::from(builder.clone()).device(&device).build()?;
+            let steps = StepLoaderBuilder::from(builder.clone()).set_device(device.clone()).build()?;
             let all: Vec<u32> = (0..shared.source.len() as u32).collect();
             let items: Vec<Item> =
                 typed.get_vec(&all)?.chunks_exact(shared.elems).map(|x| Item { x: x.to_vec() }).collect();

@@ -126,8 +126,8 @@ where
             .seed(self.shuffle.unwrap_or(0))
             .pass(if self.shuffle.is_some() { Pass::shuffled() } else { Pass::ordered() })
             .threads(self.num_workers.unwrap_or(1).max(1));
-        if let Some(d) = &self.device {
-            b = b.device(d);
+        if let Some(d) = self.device {
+            b = b.set_device(d);
         }
         Ok(Arc::new(b.build_batcher(dataset, Shared(self.batcher))?))
     }

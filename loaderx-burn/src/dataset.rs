@@ -96,3 +96,80 @@ impl<T: Element> Dataset<Vec<T>> for DenseItems<T> {
         self.inner.len()
     }
 }
+
+/// Two burn datasets of the same length as one dataset of pairs: item `i` is `(a[i], b[i])`.
+/// The way to train on (x, y) items from two stores (two [`DenseItems`], or any datasets);
+/// `get_many` asks each side for the whole batch once (one gather per store for
+/// [`DenseItems`]). Nest it for more: `Zip::new(Zip::new(a, b)?, c)?`.
+///
+/// # Examples
+/// ```
+/// use burn::data::dataset::Dataset;
+/// use loaderx_burn::{DenseItems, Zip};
+/// use loaderx_core::{DatasetWriter, WriteOptions};
+/// let dir = tempfile::tempdir()?;
+/// let mut x = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![2], WriteOptions::new())?;
+/// x.append(&[0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5])?;
+/// x.finish()?;
+/// let mut y = DatasetWriter::dense::<i64>(dir.path().join("y"), vec![], WriteOptions::new())?;
+/// y.append(&[7i64, 8, 9])?;
+/// y.finish()?;
+/// let xy = Zip::new(DenseItems::<f32>::open(dir.path().join("x"))?, DenseItems::<i64>::open(dir.path().join("y"))?)?;
+/// assert_eq!(xy.get_many(vec![2, 0])?, vec![(vec![2.0, 2.5], vec![9]), (vec![0.0, 0.5], vec![7])]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Zip<A, B> {
+    a: A,
+    b: B,
+}
+
+impl<A, B> Zip<A, B> {
+    /// `a` and `b` side by side.
+    ///
+    /// # Errors
+    /// [`Error::Core`] with `loaderx_core::Error::Config` when their lengths differ (a zip that
+    /// silently cut the longer one would train on a misaligned or partial set).
+    pub fn new<IA, IB>(a: A, b: B) -> crate::Result<Self>
+    where
+        A: Dataset<IA>,
+        B: Dataset<IB>,
+    {
+        if a.len() != b.len() {
+            return Err(Error::Core(loaderx_core::Error::Config {
+                what: "Zip",
+                reason: format!(
+                    "the datasets hold {} and {} items; a zip needs the same number",
+                    a.len(),
+                    b.len()
+                ),
+            }));
+        }
+        Ok(Zip { a, b })
+    }
+
+    /// The two datasets.
+    pub fn into_parts(self) -> (A, B) {
+        (self.a, self.b)
+    }
+}
+
+impl<A, B, IA, IB> Dataset<(IA, IB)> for Zip<A, B>
+where
+    A: Dataset<IA>,
+    B: Dataset<IB>,
+{
+    fn get(&self, index: usize) -> Result<(IA, IB), DatasetError> {
+        Ok((self.a.get(index)?, self.b.get(index)?))
+    }
+
+    fn get_many(&self, indexes: Vec<usize>) -> Result<Vec<(IA, IB)>, DatasetError> {
+        let a = self.a.get_many(indexes.clone())?;
+        let b = self.b.get_many(indexes)?;
+        Ok(a.into_iter().zip(b).collect())
+    }
+
+    fn len(&self) -> usize {
+        self.a.len()
+    }
+}

@@ -64,7 +64,7 @@ mod loader;
 mod mnist;
 
 pub use builder::DataLoaderBuilder;
-pub use dataset::DenseItems;
+pub use dataset::{DenseItems, Zip};
 pub use dense::{DenseBatch, tensor_data};
 pub use error::{Error, Result};
 pub use item_store::{ItemStore, ItemWriter, msgpack};
@@ -87,7 +87,7 @@ pub mod prelude {
 
     pub use crate::{
         DataLoaderBuilder, DenseBatch, DenseItems, ItemStore, MnistBatch, MnistBatcher, MnistDataset,
-        MnistItem, MnistItems, StepLoader, StepLoaderBuilder,
+        MnistItem, MnistItems, StepLoader, StepLoaderBuilder, Zip,
     };
 }
 

@@ -292,7 +292,7 @@ impl CudaLoader {
                 tensors.insert(m.name.clone(), t);
             }
             let event = Arc::new(copies.record_event(None).w()?);
-            let batch = TensorBatch { step: s.step, indices: s.indices.to_vec(), tensors };
+            let batch = TensorBatch::from_parts(s.step, s.indices.to_vec(), tensors);
             Ok(((batch, Arc::clone(&event)), Box::new(CopyDone(event)) as Box<dyn Fence>))
         })?;
         Ok(CudaLoader { loader, device: cuda.clone(), ring })

@@ -24,7 +24,7 @@ use crate::{Converter, Result, TensorBatch};
 /// let builder = DataLoader::builder().open_stream("x", dir.path().join("x")).batch_size(8).seed(3);
 /// let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu))?;
 /// let batch = loader.next_batch()?.expect("endless: None only ends a finite pass");
-/// assert_eq!((batch.step, batch.get("x")?.dims()), (0, &[8, 4][..]));
+/// assert_eq!((batch.step(), batch.get("x")?.dims()), (0, &[8, 4][..]));
 /// let saved = loader.state(); // `.state(saved)` on a new builder resumes at step 1
 /// assert_eq!(saved.step, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

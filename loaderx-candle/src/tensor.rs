@@ -71,17 +71,43 @@ fn check_len(shape: &[usize], data: &ArrayData) -> Result<()> {
 }
 
 /// One step's streams as tensors: what a [`CandleLoader`](crate::CandleLoader) yields by default.
+///
+/// Read through methods, as core's `Batch` and burn's `DenseBatch` are: `step()`, `indices()`,
+/// `get(name)`, `take(name)`, `tensors()`.
 #[derive(Debug, Clone)]
 pub struct TensorBatch {
-    /// The global loader step.
-    pub step: u64,
-    /// The record indices of the rows (this rank's stripe of the global batch).
-    pub indices: Vec<u32>,
-    /// Each stream by name, shaped `(B, *item_shape)`.
-    pub tensors: HashMap<String, Tensor>,
+    step: u64,
+    indices: Vec<u32>,
+    tensors: HashMap<String, Tensor>,
 }
 
 impl TensorBatch {
+    /// The global loader step.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The record indices of the rows (this rank's stripe of the global batch).
+    pub fn indices(&self) -> &[u32] {
+        &self.indices
+    }
+
+    /// Each stream by name, shaped `(B, *item_shape)`.
+    pub fn tensors(&self) -> &HashMap<String, Tensor> {
+        &self.tensors
+    }
+
+    /// The streams' tensors by name, taken out.
+    pub fn into_tensors(self) -> HashMap<String, Tensor> {
+        self.tensors
+    }
+
+    /// A batch of `tensors` at `step` for rows `indices` (the CUDA loader's).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn from_parts(step: u64, indices: Vec<u32>, tensors: HashMap<String, Tensor>) -> Self {
+        TensorBatch { step, indices, tensors }
+    }
+
     /// The tensor of stream `name`.
     ///
     /// # Errors

@@ -211,9 +211,10 @@ impl StepLoaderBuilder {
         self
     }
 
-    /// The device batches are built on (burn's learner replaces it through `to_device`).
-    pub fn device(mut self, device: &Device) -> Self {
-        self.device = Some(device.clone());
+    /// The device batches are built on (burn's learner replaces it through `to_device`). Owned,
+    /// and named as burn's `DataLoaderBuilder::set_device` (and this crate's mirror of it).
+    pub fn set_device(mut self, device: Device) -> Self {
+        self.device = Some(device);
         self
     }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::{Dataset, InMemDataset};
-use loaderx_burn::{DenseItems, Error, MnistItems};
+use loaderx_burn::{DenseItems, Error, MnistItems, Zip};
 use loaderx_core::{DatasetWriter, WriteOptions};
 
 use crate::common::{Items, device, mnist_train, write_xy};
@@ -95,4 +95,27 @@ fn mnist_items_match_the_raw_stores() {
     assert_eq!(got[1].image.as_flattened().iter().map(|&p| p as u8).collect::<Vec<_>>(), px);
     assert!(got.iter().all(|m| m.label < 10));
     assert_eq!(items.get(1234).unwrap(), got[2]);
+}
+
+/// Issue 42, item 5: (x, y) items from two stores, through burn's own loader: every pair is the
+/// record and its label, each exactly once; stores of different lengths are refused.
+#[test]
+fn a_zip_of_two_stores_is_a_burn_dataset_of_pairs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = write_xy(dir.path(), 57);
+    let xy = Zip::new(DenseItems::<f32>::open(&x).unwrap(), DenseItems::<u8>::open(&y).unwrap()).unwrap();
+    assert_eq!(xy.len(), 57);
+    let loader = DataLoaderBuilder::new(Items).batch_size(8).shuffle(3).set_device(device()).build(xy);
+    let mut pairs: Vec<(Vec<f32>, Vec<u8>)> = loader.iter().flat_map(|b| b.unwrap()).collect();
+    pairs.sort_by_key(|(x, _)| x[0] as u32);
+    assert_eq!(pairs.len(), 57);
+    for (i, (x, y)) in pairs.iter().enumerate() {
+        assert_eq!((x.clone(), y.clone()), (vec![i as f32, i as f32 + 0.5, -(i as f32)], vec![i as u8]));
+    }
+    std::fs::create_dir(dir.path().join("short")).unwrap();
+    let (short, _) = write_xy(&dir.path().join("short"), 56);
+    let err =
+        Zip::new(DenseItems::<f32>::open(&short).unwrap(), DenseItems::<u8>::open(&y).unwrap()).unwrap_err();
+    assert!(matches!(&err, Error::Core(loaderx_core::Error::Config { what: "Zip", .. })), "{err}");
+    assert!(err.to_string().contains("56 and 57"), "{err}");
 }

@@ -249,7 +249,7 @@ fn int_refuses_a_stream_of_floats_unless_the_cast_is_asked_for() {
         .stream("y", labels)
         .batch_size(4)
         .pass(Pass::ordered())
-        .device(&burn::tensor::Device::flex())
+        .set_device(burn::tensor::Device::flex())
         .build()
         .unwrap();
     let mut b = loader.iter().next().unwrap().unwrap();

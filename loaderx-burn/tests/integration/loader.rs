@@ -20,7 +20,7 @@ fn dense(n: usize, batch: usize) -> (tempfile::TempDir, StepLoaderBuilder) {
         .batch_size(batch)
         .seed(3)
         .threads(3)
-        .device(&device());
+        .set_device(device());
     (dir, b)
 }
 
@@ -242,7 +242,7 @@ fn mnist_batches_match_the_guide_batcher() {
         .mnist(images, labels)
         .batch_size(16)
         .seed(9)
-        .device(&device())
+        .set_device(device())
         .build_mnist()
         .unwrap();
     assert_eq!(loader.num_items(), 8000);

@@ -105,7 +105,7 @@ fn mean_loss(model: &Mlp, batch: &MnistBatch) -> f32 {
 #[test]
 fn supervised_training_on_step_loaders_completes_and_lowers_the_loss() {
     let (images, labels) = mnist_train();
-    let base = StepLoaderBuilder::new().mnist(images, labels).threads(2).device(&device());
+    let base = StepLoaderBuilder::new().mnist(images, labels).threads(2).set_device(device());
     let train = base.clone().batch_size(32).seed(1).steps_per_epoch(15).build_mnist().unwrap();
     let train = Arc::new(train);
     let valid =

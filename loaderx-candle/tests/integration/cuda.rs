@@ -72,11 +72,11 @@ fn a_cuda_loader_delivers_every_batch_intact_in_step_order() {
     let loader = CandleLoader::new(builder, Converter::new(&device)).unwrap();
     for (want, batch) in loader.take(32).enumerate() {
         let batch = batch.unwrap();
-        assert_eq!(batch.step, want as u64);
+        assert_eq!(batch.step(), want as u64);
         let t = batch.get("x").unwrap();
         assert!(t.device().is_cuda());
         let rows = t.to_vec2::<f32>().unwrap();
-        for (row, &i) in rows.iter().zip(&batch.indices) {
+        for (row, &i) in rows.iter().zip(batch.indices()) {
             let expect: Vec<f32> = (0..1024).map(|j| (i * 1024 + j) as f32).collect();
             assert_eq!(row, &expect, "step {want}, record {i}");
         }
@@ -106,7 +106,7 @@ fn a_staged_cuda_loader_matches_the_cpu_loader_and_resumes() {
     let mut cpu = CandleLoader::new(builder(), Converter::new(&Device::Cpu)).unwrap();
     for step in 0..24u64 {
         let (g, w) = (staged.next_batch().unwrap().unwrap(), cpu.next_batch().unwrap().unwrap());
-        assert_eq!((g.step, &g.indices), (step, &w.indices));
+        assert_eq!((g.step(), g.indices()), (step, w.indices()));
         assert!(g.get("x").unwrap().device().is_cuda());
         assert_eq!(
             g.get("x").unwrap().to_vec2::<f32>().unwrap(),
@@ -123,5 +123,5 @@ fn a_staged_cuda_loader_matches_the_cpu_loader_and_resumes() {
     drop(staged);
     let mut resumed = loaderx_candle::CudaLoader::new(builder().state(state), &device).unwrap();
     let (g, w) = (resumed.next_batch().unwrap().unwrap(), cpu.next_batch().unwrap().unwrap());
-    assert_eq!((g.step, &g.indices), (24, &w.indices));
+    assert_eq!((g.step(), g.indices()), (24, w.indices()));
 }

@@ -32,7 +32,7 @@ fn builder(dir: &Path) -> LoaderBuilder {
 fn values(b: &TensorBatch) -> (u64, Vec<f32>, Vec<u8>) {
     let x = b.get("x").unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let y = b.get("y").unwrap().to_vec1::<u8>().unwrap();
-    (b.step, x, y)
+    (b.step(), x, y)
 }
 
 #[test]
@@ -44,10 +44,10 @@ fn batches_arrive_in_step_order_with_rows_aligned_across_streams() {
     assert_eq!((loader.batch_size(), loader.len()), (16, 200));
     for (want, batch) in loader.take(40).enumerate() {
         let batch = batch.unwrap();
-        assert_eq!(batch.step, want as u64);
+        assert_eq!(batch.step(), want as u64);
         assert_eq!(batch.get("y").unwrap().dtype(), CandleDType::U8);
         let (_, x, y) = values(&batch);
-        for (row, &i) in batch.indices.iter().enumerate() {
+        for (row, &i) in batch.indices().iter().enumerate() {
             assert_eq!(x[2 * row], i as f32);
             assert_eq!(y[row], u8::from(i % 7 == 0));
         }
@@ -133,7 +133,7 @@ fn a_finite_candle_pass_floats_as_and_padded_ragged_tensors() {
         let t = b.get("t").unwrap();
         assert_eq!(t.dims()[0], x.dims()[0]);
         let lengths = b.get("t_lengths").unwrap().to_vec1::<i64>().unwrap();
-        for (k, &i) in b.indices.iter().enumerate() {
+        for (k, &i) in b.indices().iter().enumerate() {
             assert_eq!(lengths[k], i64::from(i % 5 + 1));
         }
         rows += x.dims()[0];
