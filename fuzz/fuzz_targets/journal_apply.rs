@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
     let j = if mode & 4 == 0 {
         Journal::Move { entries, data: vec![0xAB; need as usize] }
     } else {
-        Journal::Delete { entries, new_length: u64_at(rest, 0) % 9 }
+        Journal::Delete { entries, new_length: u64_at(rest, 0) % 9, sums: Vec::new() }
     };
     // A v1 journal holds v1's field widths (its encoder refuses others by panicking: a v1 store
     // never makes one), so inputs v1 cannot express are skipped.

@@ -27,13 +27,26 @@ pub fn part_name(index: usize, count: usize) -> String {
 }
 
 /// The number in a part's name: [`PART_PREFIX`] and decimal digits only (`part-3`, `part-00003`;
-/// not `part-00003.partial`, a conversion still running), `None` for any other name.
-fn part_number(name: &str) -> Option<usize> {
+/// not `part-00003.partial`, a conversion still running); `None` for any other name, `Some(Err)`
+/// for a part's name whose number does not fit a `usize` (refused, never skipped).
+fn part_number(name: &str) -> Option<std::result::Result<usize, String>> {
     let digits = name.strip_prefix(PART_PREFIX)?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    Some(digits.parse().map_err(|_| format!("{name} is numbered beyond any part count")))
+}
+
+/// The `(number, name)` of every part's name in `names`.
+fn numbered(names: impl IntoIterator<Item = String>) -> std::result::Result<Vec<(usize, String)>, String> {
+    let mut found = Vec::new();
+    for name in names {
+        if let Some(n) = part_number(&name) {
+            found.push((n?, name));
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// The parts in `dir`, in numeric order: its entries named `part-` and digits (any other entry
@@ -47,21 +60,15 @@ fn part_number(name: &str) -> Option<usize> {
 /// names (`part-3` and `part-00003`, naming both), or when a part is numbered `count` or above.
 pub fn part_dirs(dir: impl AsRef<Path>, count: Option<usize>) -> Result<Vec<PathBuf>> {
     let dir = dir.as_ref();
-    let mut found: Vec<(usize, String)> = Vec::new();
+    let mut names = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
         let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
-        if let Some(name) = entry.file_name().to_str()
-            && let Some(n) = part_number(name)
-        {
-            found.push((n, name.to_string()));
+        if let Some(name) = entry.file_name().to_str() {
+            names.push(name.to_string());
         }
     }
-    found.sort();
-    check_numbers(&found, count).map_err(|reason| Error::BadInput {
-        path: dir.to_path_buf(),
-        reason,
-        source: None,
-    })?;
+    let found = numbered(names).and_then(|found| check_numbers(&found, count).map(|()| found));
+    let found = found.map_err(|reason| Error::BadInput { path: dir.to_path_buf(), reason, source: None })?;
     Ok(found.into_iter().map(|(_, name)| dir.join(name)).collect())
 }
 
@@ -77,55 +84,59 @@ pub fn remote_part_urls(
     count: Option<usize>,
     options: crate::remote::RemoteOptions,
 ) -> Result<Vec<String>> {
-    let mut found: Vec<(usize, String)> = crate::remote::list_dirs(url, options)?
-        .into_iter()
-        .filter_map(|name| part_number(&name).map(|n| (n, name)))
-        .collect();
-    found.sort();
-    check_numbers(&found, count).map_err(|reason| Error::BadInput {
-        path: url.into(),
-        reason,
-        source: None,
-    })?;
+    let names = crate::remote::list_dirs(url, options)?;
+    let found = numbered(names).and_then(|found| check_numbers(&found, count).map(|()| found));
+    let found = found.map_err(|reason| Error::BadInput { path: url.into(), reason, source: None })?;
     let base = url.trim_end_matches('/');
     Ok(found.into_iter().map(|(_, name)| format!("{base}/{name}")).collect())
 }
 
 /// Why the sorted `(number, name)`s are not the parts `0..count` (or `0..=highest`), each once.
+/// The work is linear in `found`, whatever the numbers (a `part-4294967295` beside `part-0`, or
+/// `count` in the billions, counts its gaps and names the first few, never walks them).
 fn check_numbers(found: &[(usize, String)], count: Option<usize>) -> std::result::Result<(), String> {
-    let Some(highest) = found.last().map(|(n, _)| *n) else {
+    let Some((highest, last)) = found.last() else {
         return Err(format!("no parts: no entry is named {PART_PREFIX}<number>"));
     };
     if let Some(c) = count
-        && highest >= c
+        && *highest >= c
     {
-        return Err(format!(
-            "{} is numbered {highest}: {c} parts are numbered 0 to {}",
-            found[found.len() - 1].1,
-            c.saturating_sub(1)
-        ));
+        let expected = match c {
+            0 => "no parts are expected".to_string(),
+            c => format!("{c} parts are numbered 0 to {}", c - 1),
+        };
+        return Err(format!("{last} is numbered {highest}: {expected}"));
     }
     let dups: Vec<String> =
         found.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| format!("{} and {}", w[0].1, w[1].1)).collect();
     if !dups.is_empty() {
         return Err(format!("one part under two names: {}", dups.join(", ")));
     }
-    let end = count.unwrap_or(highest + 1);
-    let mut missing = Vec::new();
-    let mut next = found.iter().map(|(n, _)| *n).peekable();
-    for n in 0..end {
-        if next.peek() == Some(&n) {
-            next.next();
-        } else {
-            missing.push(n);
-        }
-    }
-    if missing.is_empty() {
+    // u128: `highest + 1` overflows a usize when a part is named `part-18446744073709551615`.
+    let end = count.map_or(*highest as u128 + 1, |c| c as u128);
+    // Distinct and all below `end` (both checked above), so the rest of `0..end` is missing.
+    let missing = end - found.len() as u128;
+    if missing == 0 {
         return Ok(());
     }
-    let names: Vec<String> = missing.iter().take(8).map(|&n| part_name(n, end)).collect();
-    let more = if missing.len() > 8 { format!(" and {} more", missing.len() - 8) } else { String::new() };
-    Err(format!("{} of {end} parts missing: {}{more}", missing.len(), names.join(", ")))
+    const SHOWN: usize = 8;
+    let width = usize::try_from(end).unwrap_or(usize::MAX);
+    let mut names = Vec::with_capacity(SHOWN);
+    let mut next = 0u128;
+    for n in found.iter().map(|(n, _)| *n as u128).chain(std::iter::once(end)) {
+        while next < n && names.len() < SHOWN {
+            // Below `end`, which is at most `usize::MAX + 1`: the cast is exact.
+            names.push(part_name(next as usize, width));
+            next += 1;
+        }
+        if names.len() == SHOWN {
+            break;
+        }
+        next = n + 1;
+    }
+    let shown = names.len() as u128;
+    let more = if missing > shown { format!(" and {} more", missing - shown) } else { String::new() };
+    Err(format!("{missing} of {end} parts missing: {}{more}", names.join(", ")))
 }
 
 #[cfg(test)]
@@ -134,7 +145,7 @@ mod tests {
 
     fn found(names: &[&str]) -> Vec<(usize, String)> {
         let mut v: Vec<(usize, String)> =
-            names.iter().map(|n| (part_number(n).unwrap(), (*n).to_string())).collect();
+            names.iter().map(|n| (part_number(n).unwrap().unwrap(), (*n).to_string())).collect();
         v.sort();
         v
     }
@@ -145,7 +156,7 @@ mod tests {
         assert_eq!(part_name(99_999, 100_000), "part-99999");
         assert_eq!(part_name(7, 100_001), "part-000007");
         for (k, n) in [(0, 1), (63, 64), (123_456, 200_000)] {
-            assert_eq!(part_number(&part_name(k, n)), Some(k));
+            assert_eq!(part_number(&part_name(k, n)), Some(Ok(k)));
         }
         for other in ["part-", "part-3.partial", "part-x", "parts-1", "part--1", "slurm-12.out"] {
             assert_eq!(part_number(other), None, "{other}");
@@ -169,5 +180,30 @@ mod tests {
         let refs: Vec<&str> = many.iter().map(String::as_str).collect();
         let e = check_numbers(&found(&refs), None).unwrap_err();
         assert!(e.contains("19 of 39 parts missing") && e.contains("and 11 more"), "{e}");
+    }
+
+    #[test]
+    fn numbers_far_past_the_listing_are_counted_not_walked() {
+        let e = check_numbers(&found(&["part-00000", "part-4294967295"]), None).unwrap_err();
+        assert!(e.contains("4294967294 of 4294967296 parts missing: part-0000000001,"), "{e}");
+        assert!(e.contains("and 4294967286 more"), "{e}");
+        let e = check_numbers(&found(&["part-00000"]), Some(4_294_967_296)).unwrap_err();
+        assert!(e.contains("4294967295 of 4294967296 parts missing"), "{e}");
+        let top = format!("part-{}", usize::MAX);
+        let e = check_numbers(&found(&["part-00000", &top]), None).unwrap_err();
+        assert!(
+            e.contains(&format!("{} of {} parts missing", usize::MAX - 1, usize::MAX as u128 + 1)),
+            "{e}"
+        );
+        let e = check_numbers(&found(&["part-00003"]), Some(0)).unwrap_err();
+        assert!(e.contains("part-00003 is numbered 3: no parts are expected"), "{e}");
+        let huge = numbered(["part-00000".to_string(), "part-99999999999999999999999".to_string()]);
+        assert!(huge.unwrap_err().contains("part-99999999999999999999999 is numbered beyond any part count"));
+        let gaps = check_numbers(&found(&["part-00001", "part-00003", "part-00009"]), None).unwrap_err();
+        assert!(
+            gaps.contains("7 of 10 parts missing: part-00000, part-00002, part-00004, part-00005"),
+            "{gaps}"
+        );
+        assert!(gaps.contains("part-00008") && !gaps.contains("more"), "{gaps}");
     }
 }

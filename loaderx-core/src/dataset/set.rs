@@ -267,9 +267,7 @@ pub fn stitch_datasets<P: AsRef<Path>>(
     if want.datasets.is_empty() {
         return Err(bad(first, "neither a dataset nor a directory of datasets".into()));
     }
-    let read = |p: &Path| std::fs::read(p).map_err(|e| Error::io("read", p, e));
-    let copies: Vec<(String, Vec<u8>)> =
-        want.files.iter().map(|f| Ok((f.clone(), read(&first.join(f))?))).collect::<Result<_>>()?;
+    let copies = &want.files;
     for p in &parts[1..] {
         let p = p.as_ref();
         let g = group_of(p)?;
@@ -282,13 +280,13 @@ pub fn stitch_datasets<P: AsRef<Path>>(
                 ),
             ));
         }
-        for (f, bytes) in &copies {
-            if read(&p.join(f))? != *bytes {
+        for f in copies {
+            if !same_bytes(&first.join(f), &p.join(f))? {
                 return Err(bad(&p.join(f), format!("differs from the first part's {f}")));
             }
         }
     }
-    let written = stitch_each(parts, out, &want.datasets, &copies);
+    let written = stitch_each(parts, out, &want.datasets, copies);
     if written.is_err() {
         let _ = std::fs::remove_dir_all(out);
     }
@@ -300,7 +298,7 @@ fn stitch_each<P: AsRef<Path>>(
     parts: &[P],
     out: &Path,
     names: &[String],
-    copies: &[(String, Vec<u8>)],
+    copies: &[String],
 ) -> Result<Vec<(String, StitchSummary)>> {
     std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
     let mut done = Vec::with_capacity(names.len());
@@ -308,10 +306,54 @@ fn stitch_each<P: AsRef<Path>>(
         let of: Vec<PathBuf> = parts.iter().map(|p| p.as_ref().join(name)).collect();
         done.push((name.clone(), stitch(&of, out.join(name))?));
     }
-    for (f, bytes) in copies {
-        crate::store::write_atomic(out, f, bytes)?;
+    let Some(first) = parts.first() else { return Ok(done) };
+    for f in copies {
+        let from = first.as_ref().join(f);
+        let mut src = std::fs::File::open(&from).map_err(|e| Error::io("open", &from, e))?;
+        crate::store::write_atomic_with(out, f, |file, tmp| {
+            let mut to = file;
+            std::io::copy(&mut src, &mut to).map(drop).map_err(|e| Error::io("copy into", tmp, e))
+        })?;
     }
     Ok(done)
+}
+
+/// Whether the files `a` and `b` hold the same bytes, read a block at a time (a part's side file
+/// may be of any size: it is never read whole).
+fn same_bytes(a: &Path, b: &Path) -> Result<bool> {
+    const BLOCK: usize = 64 << 10;
+    let open = |p: &Path| std::fs::File::open(p).map_err(|e| Error::io("open", p, e));
+    let (mut fa, mut fb) = (open(a)?, open(b)?);
+    let len =
+        |f: &std::fs::File, p: &Path| f.metadata().map(|m| m.len()).map_err(|e| Error::io("stat", p, e));
+    if len(&fa, a)? != len(&fb, b)? {
+        return Ok(false);
+    }
+    let (mut ba, mut bb) = (vec![0u8; BLOCK], vec![0u8; BLOCK]);
+    loop {
+        let n = fill(&mut fa, &mut ba).map_err(|e| Error::io("read", a, e))?;
+        let m = fill(&mut fb, &mut bb).map_err(|e| Error::io("read", b, e))?;
+        if ba[..n] != bb[..m] {
+            return Ok(false);
+        }
+        if n < BLOCK {
+            return Ok(true);
+        }
+    }
+}
+
+/// Reads into `buf` until it is full or the file ends; the bytes read.
+fn fill(f: &mut impl std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// The parts of a set seen so far, by store identity ([`Store::key`]): one store under two

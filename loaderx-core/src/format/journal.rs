@@ -22,7 +22,9 @@
 //! 28  4 zero                                32  4 crc32c of the body
 //!                                           36  4 zero
 //! body: per entry u32 index + the 16-byte   body: per entry u64 index + the 32-byte v2 entry;
-//! v1 entry; then the moved bytes            then the moved bytes
+//! v1 entry; then the moved bytes            then the moved bytes (a move), or per block a
+//!                                           fixed-stride delete sums again its u64 number, u32
+//!                                           planned crc32c and u32 zero (a delete)
 //! ```
 
 use super::checksum::checksum;
@@ -31,6 +33,9 @@ use super::v2::Entry;
 use super::{Codec, Format};
 
 const MAGIC: [u8; 4] = *b"ZJRN";
+
+/// The bytes of one planned block sum in a delete journal: `u64` block, `u32` crc32c, `u32` zero.
+const SUM_ROW: usize = 16;
 
 /// What a journal says to do. Entries are held in the v2 form whatever the store's format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +46,12 @@ pub enum Journal {
         entries: Vec<(u64, Entry)>,
         /// The length published once the entries are set.
         new_length: u64,
+        /// A fixed-stride store's: `(block, crc32c)` of every block the delete sums again, as
+        /// planned from the checked blocks before anything moved. Applying the journal (after a
+        /// crash too) refuses a block whose bytes then sum otherwise: damage that arrived in
+        /// between is reported, never certified. Empty for the entry layouts (and in a journal
+        /// written before the sums were kept, which is applied as it was then).
+        sums: Vec<(u64, u32)>,
     },
     /// Write each record's bytes (concatenated in `data`, `stored` each) at its new location,
     /// then point its table entry there.
@@ -59,8 +70,16 @@ impl Journal {
     /// For a v1 journal whose entries or length do not fit v1's fields (a v1 store never makes
     /// one).
     pub fn encode(&self, format: Format) -> Vec<u8> {
+        let sum_rows: Vec<u8>;
         let (kind, entries, new_length, data): (u16, _, u64, &[u8]) = match self {
-            Journal::Delete { entries, new_length } => (1, entries, *new_length, &[]),
+            Journal::Delete { entries, new_length, sums } => {
+                assert!(sums.is_empty() || format == Format::V2, "a v1 store has no fixed stride");
+                sum_rows = sums
+                    .iter()
+                    .flat_map(|&(b, sum)| [b.to_le_bytes().as_slice(), &sum.to_le_bytes(), &[0; 4]].concat())
+                    .collect();
+                (1, entries, *new_length, &sum_rows)
+            }
             Journal::Move { entries, data } => (2, entries, 0, data),
         };
         let count = u32::try_from(entries.len()).expect("a journal batch holds fewer than 2^32 entries");
@@ -164,7 +183,28 @@ impl Journal {
         }
         let data = &body[table_len..];
         match kind {
-            1 if data.is_empty() => Ok(Journal::Delete { entries, new_length }),
+            1 if head == 32 && !data.is_empty() => {
+                Err((head as u64, "a v1 delete journal holds no data".into()))
+            }
+            1 => {
+                if !data.len().is_multiple_of(SUM_ROW) {
+                    return Err((
+                        head as u64 + table_len as u64,
+                        format!(
+                            "a delete journal's block sums are {} bytes, not rows of {SUM_ROW}",
+                            data.len()
+                        ),
+                    ));
+                }
+                let sums = data
+                    .chunks_exact(SUM_ROW)
+                    .map(|c| {
+                        let block = u64::from_le_bytes(c[0..8].try_into().unwrap_or([0; 8]));
+                        (block, u32::from_le_bytes([c[8], c[9], c[10], c[11]]))
+                    })
+                    .collect();
+                Ok(Journal::Delete { entries, new_length, sums })
+            }
             2 => {
                 let need: u64 = entries.iter().map(|(_, e)| u64::from(e.stored)).sum();
                 if need != data.len() as u64 {
@@ -231,7 +271,7 @@ mod tests {
     #[test]
     fn journal_round_trips_in_both_layouts() {
         for format in [Format::V1, Format::V2] {
-            let d = Journal::Delete { entries: vec![(4, loc(9)), (1, loc(0))], new_length: 3 };
+            let d = Journal::Delete { entries: vec![(4, loc(9)), (1, loc(0))], new_length: 3, sums: vec![] };
             assert_eq!(Journal::decode(&d.encode(format)).unwrap(), d);
             let m = Journal::Move { entries: vec![(0, loc(0)), (2, loc(3))], data: b"abcdef".to_vec() };
             assert_eq!(Journal::decode(&m.encode(format)).unwrap(), m);
@@ -239,8 +279,19 @@ mod tests {
         let big = Journal::Delete {
             entries: vec![(1 << 40, Entry { offset: 1 << 35, ..loc(0) })],
             new_length: 1 << 41,
+            sums: vec![(0, 7), (1 << 33, u32::MAX)],
         };
         assert_eq!(Journal::decode(&big.encode(Format::V2)).unwrap(), big);
+        // Sums that are not whole rows are refused, naming where they start.
+        let mut odd = big.encode(Format::V2);
+        odd.pop();
+        let body_len = (odd.len() - 40) as u64;
+        odd[24..32].copy_from_slice(&body_len.to_le_bytes());
+        let sum = crc32c::crc32c(&odd[40..]);
+        odd[32..36].copy_from_slice(&sum.to_le_bytes());
+        let e = Journal::decode(&odd).unwrap_err();
+        assert_eq!(e.0, 80, "{e:?}");
+        assert!(e.1.contains("not rows of 16"), "{e:?}");
     }
 
     #[test]

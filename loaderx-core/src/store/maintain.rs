@@ -83,13 +83,24 @@ impl Store {
             blocks.sort_unstable();
             blocks.dedup_by_key(|(b, _)| *b);
             self.check_stride_blocks(&blocks, len)?;
+            // What the blocks summed again will sum to, from the bytes just checked: applying
+            // the journal (now, or after a crash) refuses a block that sums otherwise.
+            let summed: Vec<u64> = moves
+                .iter()
+                .map(|&(i, _)| stride.block_of(i))
+                .chain(n.checked_sub(1).map(|l| stride.block_of(l)))
+                .collect();
+            let mut summed = summed;
+            summed.sort_unstable();
+            summed.dedup();
+            let sums = self.planned_sums(&stride, &summed, &moves.iter().copied().collect(), n)?;
             // Records move: the chunks' checksums change under the manifest, which goes first
             // and is computed again (by the next writer, after a crash).
             self.drop_manifest()?;
-            self.run_journal(Journal::Delete { entries, new_length: n })?;
+            self.run_journal(Journal::Delete { entries, new_length: n, sums })?;
             return self.rebuild_manifest(Vec::new());
         }
-        self.run_journal(Journal::Delete { entries, new_length: n })?;
+        self.run_journal(Journal::Delete { entries, new_length: n, sums: Vec::new() })?;
         if self.format() == Format::V2 {
             // The chunks are unchanged; the manifest's count follows the index. (A crash before
             // this write leaves a manifest behind the index, which the next writer repairs.)
@@ -171,8 +182,8 @@ impl Store {
     fn apply(&self, j: &Journal) -> Result<()> {
         let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = j;
         match (self.index.stride(), j) {
-            (Some(stride), Journal::Delete { entries, new_length }) => {
-                return self.apply_stride_delete(&stride, entries, *new_length);
+            (Some(stride), Journal::Delete { entries, new_length, sums }) => {
+                return self.apply_stride_delete(&stride, entries, *new_length, sums);
             }
             (Some(_), Journal::Move { .. }) => {
                 // No fixed-stride operation writes one (its records never move but by a delete).
@@ -197,7 +208,18 @@ impl Store {
             Ok(())
         };
         match j {
-            Journal::Delete { entries, new_length } => {
+            Journal::Delete { entries, new_length, sums } => {
+                if !sums.is_empty() {
+                    return Err(Error::Corrupt {
+                        path: self.dir.join(JOURNAL_FILE),
+                        offset: 0,
+                        reason:
+                            "a delete journal with block sums in a store of entries, which has no blocks: \
+                                 not applied (remove journal.zr and run `loaderx verify`)"
+                                .into(),
+                        source: None,
+                    });
+                }
                 set(entries)?;
                 let new_length = (*new_length).min(self.len());
                 self.index.publish(new_length, self.index.frontier(), &self.index_path, true)
@@ -234,12 +256,13 @@ impl Store {
 
     /// Refuses, before anything is written or created, a journal whose entries this store could
     /// not hold: an index past the count it was written against, an entry the format cannot
-    /// store, or bytes past the committed frontier (deletes and compaction only ever point
-    /// below it). A journal from elsewhere, or a hostile one, is an error on every retry, not
+    /// store, bytes past the committed frontier (deletes and compaction only ever point below
+    /// it) or past a chunk's capacity. A journal from elsewhere, or a hostile one, is an error on every retry, not
     /// thousands of chunk files.
     pub(super) fn check_journal(&self, entries: &[(u64, Entry)]) -> Result<()> {
         let (len, frontier) = (self.len(), self.index.frontier());
         let path = self.dir.join(JOURNAL_FILE);
+        let capacity = self.chunk_capacity()?;
         for &(idx, e) in entries {
             let bad = if idx >= len {
                 Some(format!("the journal rewrites entry {idx} of a store of {len} records"))
@@ -248,11 +271,38 @@ impl Store {
                     .check(&e)
                     .err()
                     .or_else(|| committed(&e, frontier).err())
+                    .or_else(|| self.within_chunk(&e, frontier, capacity).err())
                     .map(|r| format!("the journal's entry for record {idx} is not storable here: {r}"))
             };
             if let Some(reason) = bad {
                 return Err(Error::Corrupt { path, offset: 0, reason, source: None });
             }
+        }
+        Ok(())
+    }
+
+    /// Whether an entry of a chunk before the tail ends within what that chunk can hold: its
+    /// capacity, or its file's length when longer (a record larger than the capacity has a chunk
+    /// to itself). Compaction only packs records into a chunk up to its capacity and a delete
+    /// points at records already there; a journal entry past both would grow the chunk into a
+    /// sparse file of any size. (The tail chunk is bounded by the frontier: [`committed`].)
+    fn within_chunk(
+        &self,
+        e: &Entry,
+        frontier: (u32, u64),
+        capacity: u64,
+    ) -> std::result::Result<(), String> {
+        if e.chunk >= frontier.0 {
+            return Ok(());
+        }
+        let file = chunk_path(&self.dir, e.chunk);
+        let held = fs::metadata(&file).map_or(0, |m| m.len());
+        if e.end() > capacity.max(held) {
+            return Err(format!(
+                "ends at byte {} of chunk {}, past its capacity of {capacity} bytes and the {held} bytes its file holds",
+                e.end(),
+                e.chunk
+            ));
         }
         Ok(())
     }

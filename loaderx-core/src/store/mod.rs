@@ -60,6 +60,7 @@ pub(crate) use files::{
 };
 pub(crate) use files::{
     LOCK_FILE, is_store_file, open_or_create, read_capped, remove_store_files, sync_dir, write_atomic,
+    write_atomic_with,
 };
 pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;

@@ -161,13 +161,17 @@ impl Store {
         })
     }
 
-    /// A fingerprint of what the store holds: its count and the first 4 KiB of up to 16 records
-    /// sampled evenly, as decoded. What a store set keeps of each part, so that a part replaced
-    /// by another store of the same schema and length is noticed on open. Compaction and
-    /// migration keep it (neither changes a record's bytes).
+    /// A fingerprint of what the store holds: its count, the first 4 KiB of up to 16 records
+    /// sampled evenly (as decoded), and every checksum its index keeps in index order (a v2
+    /// entry's, or a fixed-stride block's: one record changed anywhere changes it, a delete and
+    /// an append that keep the count included). What a store set keeps of each part, so that a
+    /// part replaced or rewritten after stitching is noticed on open. Compaction and migration
+    /// between entries and compact keep it (neither changes a record's bytes); migration to or
+    /// from the fixed stride, or from v1 (which keeps no checksums), changes it: stitch again.
+    /// Reads the index once (a v2 store's 32 or 16 bytes a record).
     ///
     /// # Errors
-    /// The errors of reading those records.
+    /// The errors of reading those records and the index.
     pub(crate) fn identity(&self) -> Result<u64> {
         const SAMPLES: u64 = 16;
         const PREFIX: usize = 4096;
@@ -179,6 +183,24 @@ impl Store {
             let rec = self.get(idx)?;
             crc = crc32c::crc32c_append(crc, &(rec.len() as u64).to_le_bytes());
             crc = crc32c::crc32c_append(crc, &rec[..rec.len().min(PREFIX)]);
+        }
+        match self.index.view(n)? {
+            super::index::View::V1(_) => {}
+            super::index::View::Fixed(f) => {
+                for b in 0..f.stride.blocks(n) {
+                    crc = crc32c::crc32c_append(crc, &f.blocks.block_crc(b).to_le_bytes());
+                }
+            }
+            _ => {
+                let mut first = 0;
+                while first < n {
+                    let end = (first + SCAN_BLOCK).min(n);
+                    for e in self.index.entries(first, end)? {
+                        crc = crc32c::crc32c_append(crc, &e.crc.to_le_bytes());
+                    }
+                    first = end;
+                }
+            }
         }
         Ok(u64::from(crc) | (n << 32))
     }

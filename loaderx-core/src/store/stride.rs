@@ -267,16 +267,58 @@ impl Store {
             .collect()
     }
 
+    /// The checksum each of `blocks` will have once every `(hole, source)` of `moves` has the
+    /// source's bytes and `new_length` records remain, read from the chunks as they are now
+    /// (checked just before): what a delete's journal carries so that applying it can tell its
+    /// own bytes from damage (blocks holding none of the records left out).
+    pub(super) fn planned_sums(
+        &self,
+        stride: &Stride,
+        blocks: &[u64],
+        moves: &std::collections::BTreeMap<u64, u64>,
+        new_length: u64,
+    ) -> Result<Vec<(u64, u32)>> {
+        let bytes_of = |run: Range<u64>, crc: u32| -> Result<u32> {
+            let bytes = self
+                .block_bytes(stride, run.clone())?
+                .ok_or_else(|| self.block_error(stride, run.start, "truncated or missing chunk"))?;
+            Ok(crc32c::crc32c_append(crc, bytes.bytes_range(&run, stride)))
+        };
+        blocks
+            .par_iter()
+            .filter(|&&b| !stride.block_records(b, new_length).is_empty())
+            .map(|&b| {
+                let records = stride.block_records(b, new_length);
+                let (mut crc, mut at) = (0u32, records.start);
+                for (&hole, &from) in moves.range(records.clone()) {
+                    if at < hole {
+                        crc = bytes_of(at..hole, crc)?;
+                    }
+                    crc = bytes_of(from..from + 1, crc)?;
+                    at = hole + 1;
+                }
+                if at < records.end {
+                    crc = bytes_of(at..records.end, crc)?;
+                }
+                Ok((b, crc))
+            })
+            .collect()
+    }
+
     /// Applies a delete's journal to a fixed-stride store: each hole gets the bytes of the record
     /// that fills it (from past the new count, so a second application copies the same bytes),
     /// the changed blocks and the new last one are summed again, the count and frontier
     /// published, and the chunk bytes past the frontier dropped. Idempotent: a journal found
-    /// after its count was published only sums and trims again.
+    /// after its count was published only sums and trims again. With `planned` sums (every
+    /// journal this version writes), a block that sums otherwise is refused before any checksum
+    /// is written: damage that arrived since the delete was planned (before a crash, or after
+    /// it) is reported, never certified; the journal stays.
     pub(super) fn apply_stride_delete(
         &self,
         stride: &Stride,
         entries: &[(u64, Entry)],
         new_length: u64,
+        planned: &[(u64, u32)],
     ) -> Result<()> {
         let journal = || self.dir.join(super::files::JOURNAL_FILE);
         if new_length > self.len() {
@@ -330,7 +372,27 @@ impl Store {
         blocks.extend(new_length.checked_sub(1).map(|last| stride.block_of(last)));
         blocks.sort_unstable();
         blocks.dedup();
-        for (b, sum) in self.resum_blocks(stride, &blocks, new_length)? {
+        let sums = self.resum_blocks(stride, &blocks, new_length)?;
+        if !planned.is_empty() {
+            let want: std::collections::BTreeMap<u64, u32> = planned.iter().copied().collect();
+            for &(b, sum) in &sums {
+                if want.get(&b) != Some(&sum) {
+                    let first = stride.block_records(b, new_length).start;
+                    let planned = want.get(&b).map_or("no sum".to_string(), |p| format!("{p:#010x}"));
+                    return Err(self.block_error(
+                        stride,
+                        first,
+                        format!(
+                            "after the delete its block sums to {sum:#010x}, the delete planned {planned}: \
+                             damaged since the delete was planned; no checksum written, {} kept \
+                             (run `loaderx verify`)",
+                            journal().display()
+                        ),
+                    ));
+                }
+            }
+        }
+        for (b, sum) in sums {
             self.index.set_block_crcs(b, &[sum])?;
             let first = stride.block_records(b, new_length).start;
             self.index.flush_entries(first, 1, &self.index_path)?;

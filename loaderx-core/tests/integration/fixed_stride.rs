@@ -246,6 +246,57 @@ fn delete_swaps_the_tail_into_holes_and_appends_go_on_where_it_ends() {
     assert_eq!(last_len, (model.len() as u64 - tail * 25) * SIZE as u64);
 }
 
+/// A delete's journal carries the sums it planned for the blocks it sums again: replayed after a
+/// crash it refuses a block that was damaged in between (a record it moves, or one it leaves in
+/// place), writing no checksum; undamaged, it lands as the delete would have.
+#[test]
+fn a_delete_replayed_after_a_crash_refuses_damage_that_arrived_in_between() {
+    use loaderx_core::format::v2::Entry;
+    use loaderx_core::format::{Format, Journal};
+    // Record 2 gets record 9's bytes; 9 records remain, all in block 0 of chunk 0.
+    let moved = Entry {
+        offset: 9 * SIZE as u64,
+        stored: SIZE as u32,
+        logical: SIZE as u32,
+        chunk: 0,
+        codec: 0,
+        crc: 0,
+    };
+    let after: Vec<u8> = [0, 1, 9, 3, 4, 5, 6, 7, 8].iter().flat_map(|&id| fixed(id)).collect();
+    let journal =
+        Journal::Delete { entries: vec![(2, moved)], new_length: 9, sums: vec![(0, crc32c::crc32c(&after))] };
+    let crashed = |damage: Option<u64>| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let store = Store::create(&path, StoreOptions::new().fixed_stride(SIZE as u32)).unwrap();
+        append_ids(&store, 0..10);
+        drop(store);
+        std::fs::write(path.join("journal.zr"), journal.encode(Format::V2)).unwrap();
+        if let Some(id) = damage {
+            patch(&path.join("0.zr"), id * SIZE as u64 + 12, b"\xff\x00");
+        }
+        let opened = Store::open_rw(&path, StoreOptions::new());
+        (dir, path, opened)
+    };
+    let (_dir, path, store) = crashed(None);
+    let store = store.unwrap();
+    assert_eq!(all_ids(&store), [0, 1, 9, 3, 4, 5, 6, 7, 8]);
+    assert!(store.verify().unwrap().is_ok());
+    assert!(!path.join("journal.zr").exists());
+    // Damage to a record left in place (5) and to the one moved (9): neither is certified.
+    for id in [5, 9] {
+        let (_dir, path, opened) = crashed(Some(id));
+        let e = opened.unwrap_err();
+        let Error::CorruptRecord { path: ref chunk, index: 0, ref reason, .. } = e else {
+            panic!("{id}: {e}")
+        };
+        assert!(chunk.ends_with("0.zr") && reason.contains("damaged since the delete was planned"), "{e}");
+        assert!(path.join("journal.zr").exists(), "the journal is kept");
+        let again = Store::open_rw(&path, StoreOptions::new()).unwrap_err();
+        assert!(again.to_string().contains("damaged since"), "{again}");
+    }
+}
+
 #[test]
 fn migration_between_layouts_keeps_every_record_and_refuses_what_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();

@@ -247,7 +247,7 @@ fn a_fixed_stride_journal_that_grows_the_store_is_refused() {
     let s = dir.path().join("s");
     store(&s, StoreOptions::new().fixed_stride(64), 6);
     let chunk = std::fs::read(s.join("0.zr")).unwrap();
-    let j = Journal::Delete { entries: Vec::new(), new_length: 1000 };
+    let j = Journal::Delete { entries: Vec::new(), new_length: 1000, sums: Vec::new() };
     std::fs::write(s.join("journal.zr"), j.encode(Format::V2)).unwrap();
     let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
     let Error::Corrupt { ref path, .. } = e else { panic!("{e}") };

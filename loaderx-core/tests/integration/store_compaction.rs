@@ -280,3 +280,39 @@ fn compaction_with_a_smaller_capacity_keeps_every_record() {
         assert!(store.verify().unwrap().bad.is_empty());
     }
 }
+
+/// A journal moving a record into a chunk before the tail at an offset past the chunk's
+/// capacity (2^40 here) is refused: the chunk does not grow into a sparse file of a TiB that a
+/// replay would then certify, and the records read as before.
+#[test]
+fn a_journal_move_past_a_chunks_capacity_is_refused() {
+    use loaderx_core::format::Journal;
+    use loaderx_core::format::v2::Entry;
+    for format in FORMATS {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let small = || opts(format).chunk_capacity(1000);
+        let store = Store::create(&path, small()).unwrap();
+        let records: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 100]).collect();
+        store.append(&records, Codec::Raw).unwrap();
+        assert!(store.stats().unwrap().chunks > 1, "{format}: the store spans chunks");
+        drop(store);
+        let chunk0 = std::fs::metadata(path.join("0.zr")).unwrap().len();
+        let far = if format == Format::V1 { u64::from(u32::MAX) - 200 } else { 1 << 40 };
+        let e = Entry { offset: far, stored: 100, logical: 100, chunk: 0, codec: Codec::Raw as u8, crc: 0 };
+        let j = Journal::Move { entries: vec![(3, e)], data: vec![3u8; 100] };
+        std::fs::write(path.join("journal.zr"), j.encode(format)).unwrap();
+        let Err(err) = Store::open_rw(&path, small()) else { panic!("{format}: the journal is refused") };
+        assert!(matches!(err, Error::Corrupt { .. }), "{format}: {err}");
+        assert!(err.to_string().contains("past its capacity"), "{format}: {err}");
+        assert_eq!(
+            std::fs::metadata(path.join("0.zr")).unwrap().len(),
+            chunk0,
+            "{format}: chunk 0 kept its size"
+        );
+        std::fs::remove_file(path.join("journal.zr")).unwrap();
+        let s = Store::open_rw(&path, small()).unwrap();
+        assert_eq!(s.gather(&[3u64]).unwrap(), vec![vec![3u8; 100]]);
+        assert!(s.verify().unwrap().is_ok(), "{format}");
+    }
+}

@@ -256,3 +256,35 @@ fn a_split_of_another_length_is_refused_where_it_is_applied() {
     let (train, valid) = Selection::split(50, 0.9, 1).unwrap();
     assert_eq!(x.select(&train).unwrap().len() + x.select(&valid).unwrap().len(), 50);
 }
+
+/// A part rewritten in place after stitching, keeping its count and the records a sample would
+/// read (a delete and an append of the same bytes), is refused on open in each layout: the
+/// set's fingerprint of a part covers every checksum its index keeps.
+#[test]
+fn a_part_rewritten_in_place_with_its_count_kept_is_refused() {
+    use loaderx_core::{Store, StoreOptions, stitch};
+    for (fixed, compact) in [(true, false), (false, true), (false, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = WriteOptions::new().fixed_stride(fixed).compact_entries(compact);
+        let (p0, p1) = (dir.path().join("p0"), dir.path().join("p1"));
+        for (p, base) in [(&p0, 0u32), (&p1, 100)] {
+            let mut w = DatasetWriter::dense::<u32>(p, vec![1], opts.clone()).unwrap();
+            w.append(&(base..base + 40).collect::<Vec<u32>>()).unwrap();
+            w.finish().unwrap();
+        }
+        stitch(&[&p0, &p1], dir.path().join("s")).unwrap();
+        assert_eq!(DenseDataset::<u32>::open(dir.path().join("s")).unwrap().get_vec(&[43]).unwrap(), [103]);
+        // Record 3 (no sample reads it) becomes a copy of the last, which is appended again.
+        let mut store = Store::open_rw(&p1, StoreOptions::new()).unwrap();
+        store.delete(&[3u64]).unwrap();
+        store.append(&[139u32.to_le_bytes().to_vec()], loaderx_core::Codec::Raw).unwrap();
+        drop(store);
+        let Err(e) = DenseDataset::<u32>::open(dir.path().join("s")) else {
+            panic!("fixed {fixed}, compact {compact}: a rewritten part is refused")
+        };
+        assert!(
+            matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("other records")),
+            "{e}"
+        );
+    }
+}
