@@ -139,8 +139,9 @@ pub enum Error {
         /// The store.
         path: PathBuf,
     },
-    /// Another process holds a lock this operation needs.
-    #[error("{} is locked by another process: {reason}", path.display())]
+    /// A lock this operation needs is held (by another process, other handles, or a journal a
+    /// read-write open must finish): the reason says which.
+    #[error("{} is locked: {reason}", path.display())]
     Locked {
         /// The store.
         path: PathBuf,

@@ -259,7 +259,8 @@ pub fn stitch_datasets<P: AsRef<Path>>(
     let Some(first) = parts.first().map(AsRef::as_ref) else {
         return Err(Error::InvalidArgument("a store set needs at least one part".into()));
     };
-    if out.exists() {
+    // Anything at `out`, a dangling link included (`exists` follows links and says no).
+    if std::fs::symlink_metadata(out).is_ok() {
         return Err(Error::InvalidArgument(format!("{} exists; a store set is written new", out.display())));
     }
     let want = group_of(first)?;
@@ -286,6 +287,11 @@ pub fn stitch_datasets<P: AsRef<Path>>(
             }
         }
     }
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    }
+    // Created here, exclusively: on error this call removes only what it made.
+    std::fs::create_dir(out).map_err(|e| Error::io("create directory", out, e))?;
     let written = stitch_each(parts, out, &want.datasets, copies);
     if written.is_err() {
         let _ = std::fs::remove_dir_all(out);
@@ -300,7 +306,6 @@ fn stitch_each<P: AsRef<Path>>(
     names: &[String],
     copies: &[String],
 ) -> Result<Vec<(String, StitchSummary)>> {
-    std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
     let mut done = Vec::with_capacity(names.len());
     for name in names {
         let of: Vec<PathBuf> = parts.iter().map(|p| p.as_ref().join(name)).collect();

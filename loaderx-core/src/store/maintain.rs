@@ -278,6 +278,31 @@ impl Store {
                 return Err(Error::Corrupt { path, offset: 0, reason, source: None });
             }
         }
+        // The capacity is the header's word, no more trusted than the journal: past a chunk's
+        // file, a journal may only extend it contiguously (compaction packs records densely), so
+        // a chunk grows by no more than the journal's own bytes, never into a sparse hole.
+        let mut past: Vec<&Entry> = entries.iter().map(|(_, e)| e).filter(|e| e.chunk < frontier.0).collect();
+        past.sort_unstable_by_key(|e| (e.chunk, e.offset));
+        let mut reach: Option<(u32, u64)> = None;
+        for e in past {
+            let held = match reach {
+                Some((c, r)) if c == e.chunk => r,
+                _ => fs::metadata(chunk_path(&self.dir, e.chunk)).map_or(0, |m| m.len()),
+            };
+            if e.offset > held {
+                return Err(Error::Corrupt {
+                    path,
+                    offset: 0,
+                    reason: format!(
+                        "the journal writes chunk {} from byte {}, past the {held} bytes it holds: it would leave a \
+                         hole (a compaction only packs records)",
+                        e.chunk, e.offset
+                    ),
+                    source: None,
+                });
+            }
+            reach = Some((e.chunk, held.max(e.end())));
+        }
         Ok(())
     }
 

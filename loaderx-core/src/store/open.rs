@@ -243,7 +243,8 @@ impl Store {
             if !writable {
                 return Err(Error::Locked {
                     path: dir.to_path_buf(),
-                    reason: "an interrupted delete or compaction left journal.zr; open it read-write once to finish it"
+                    reason: "an interrupted delete or compaction left journal.zr; open it read-write once to finish \
+                             it (a read-write open that refuses the journal says why)"
                         .into(),
                 });
             }
@@ -256,6 +257,9 @@ impl Store {
             // A commit killed after its block checksums were written, before its count was,
             // left the open block's summing records that are not committed: told from damage
             // by the records past the frontier, so before they are trimmed.
+            if format == Format::V2 {
+                store.refuse_manifest_ahead()?;
+            }
             store.reseal_tail_block()?;
             store.trim_uncommitted()?;
             if format == Format::V2 {

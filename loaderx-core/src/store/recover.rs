@@ -200,6 +200,14 @@ impl Store {
         for id in 0..=tail_chunk {
             let path = chunk_path(&self.dir, id);
             let len = match fs::metadata(&path) {
+                Ok(m) if !m.is_file() => {
+                    return Err(Error::Corrupt {
+                        path,
+                        offset: 0,
+                        reason: format!("chunk {id} is not a regular file (a directory, a FIFO or a device)"),
+                        source: None,
+                    });
+                }
                 Ok(m) => m.len(),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(Error::Corrupt {
@@ -226,6 +234,42 @@ impl Store {
                     source: None,
                 });
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses, before a writer trims anything, an index whose frontier is behind the one
+    /// `manifest.zr` describes. No crash leaves that (a commit replaces the manifest after the
+    /// header; a delete of entries keeps the frontier; compaction and a fixed-stride delete
+    /// remove the manifest first and write it for a frontier no further than the index's), but
+    /// an older `index.zr` put back does, and trimming to its frontier would drop committed
+    /// records that the chunks and the manifest still hold. A manifest that does not decode is
+    /// left to [`Store::load_manifest`].
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the index.
+    pub(super) fn refuse_manifest_ahead(&self) -> Result<()> {
+        let Some(bytes) = read_manifest(&self.dir)? else { return Ok(()) };
+        let Ok(m) = Manifest::decode(&bytes) else { return Ok(()) };
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let Some(last) = m.chunks.last() else { return Ok(()) };
+        let chunks = m.chunks.len() as u64;
+        let tail = u64::from(tail_chunk) + 1;
+        if chunks > tail || (chunks == tail && last.len > tail_offset) {
+            return Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "its frontier (chunk {tail_chunk}, byte {tail_offset}, {} records) is behind manifest.zr's \
+                     (chunk {}, byte {}, {} records), which no crash leaves: an older index.zr put back? Nothing \
+                     trimmed; `loaderx verify` names what differs",
+                    self.len(),
+                    chunks - 1,
+                    last.len,
+                    m.count
+                ),
+                source: None,
+            });
         }
         Ok(())
     }

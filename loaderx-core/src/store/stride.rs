@@ -334,8 +334,43 @@ impl Store {
                 source: None,
             });
         }
+        let mut blocks: Vec<u64> = entries.iter().map(|&(i, _)| stride.block_of(i)).collect();
+        blocks.extend(new_length.checked_sub(1).map(|last| stride.block_of(last)));
+        blocks.sort_unstable();
+        blocks.dedup();
+        let want: std::collections::BTreeMap<u64, u32> = planned.iter().copied().collect();
+        // A block whose sum is not the one planned: refused, naming it, with no checksum written.
+        let differs = |sums: &[(u64, u32)], when: &str| -> Result<()> {
+            let Some(&(b, sum)) = sums.iter().find(|(b, sum)| want.get(b) != Some(sum)) else {
+                return Ok(());
+            };
+            let planned = want.get(&b).map_or("no sum".to_string(), |p| format!("{p:#010x}"));
+            Err(self.block_error(
+                stride,
+                stride.block_records(b, new_length).start,
+                format!(
+                    "{when} its block sums to {sum:#010x}, the delete planned {planned}: damaged since the \
+                     delete was planned. No checksum written and {} kept, so every open refuses the store; \
+                     to read it, move the journal aside and run `loaderx verify`, which names the damaged \
+                     blocks (a hole the delete already filled holds the record moved into it)",
+                    journal().display()
+                ),
+            ))
+        };
         if self.len() > new_length {
             self.check_journal(entries)?;
+            if !planned.is_empty() {
+                // The blocks as the moves will leave them, from the chunks as they are now (a
+                // hole a crashed run already filled reads the same): damage is refused before
+                // anything is written.
+                let moves = journal_moves(stride, entries, new_length).map_err(|reason| Error::Corrupt {
+                    path: journal(),
+                    offset: 0,
+                    reason,
+                    source: None,
+                })?;
+                differs(&self.planned_sums(stride, &blocks, &moves, new_length)?, "before the moves")?;
+            }
             let mut touched = std::collections::BTreeSet::new();
             let mut buf = vec![0u8; stride.record_size as usize];
             for &(idx, e) in entries {
@@ -368,29 +403,9 @@ impl Store {
                 self.chunks.sync(id)?;
             }
         }
-        let mut blocks: Vec<u64> = entries.iter().map(|&(i, _)| stride.block_of(i)).collect();
-        blocks.extend(new_length.checked_sub(1).map(|last| stride.block_of(last)));
-        blocks.sort_unstable();
-        blocks.dedup();
         let sums = self.resum_blocks(stride, &blocks, new_length)?;
         if !planned.is_empty() {
-            let want: std::collections::BTreeMap<u64, u32> = planned.iter().copied().collect();
-            for &(b, sum) in &sums {
-                if want.get(&b) != Some(&sum) {
-                    let first = stride.block_records(b, new_length).start;
-                    let planned = want.get(&b).map_or("no sum".to_string(), |p| format!("{p:#010x}"));
-                    return Err(self.block_error(
-                        stride,
-                        first,
-                        format!(
-                            "after the delete its block sums to {sum:#010x}, the delete planned {planned}: \
-                             damaged since the delete was planned; no checksum written, {} kept \
-                             (run `loaderx verify`)",
-                            journal().display()
-                        ),
-                    ));
-                }
-            }
+            differs(&sums, "after the moves")?;
         }
         for (b, sum) in sums {
             self.index.set_block_crcs(b, &[sum])?;
@@ -578,4 +593,29 @@ impl BlockBytes {
         let end = start + (records.end - records.start) * stride.record_size;
         &self.map.bytes()[start as usize..end as usize]
     }
+}
+
+/// The `(hole, source index)` of each of a fixed-stride delete journal's entries: the record
+/// whose bytes the entry names, which must lie past the new length.
+fn journal_moves(
+    stride: &Stride,
+    entries: &[(u64, Entry)],
+    new_length: u64,
+) -> std::result::Result<std::collections::BTreeMap<u64, u64>, String> {
+    let mut moves = std::collections::BTreeMap::new();
+    for &(idx, e) in entries {
+        let from = u64::from(e.chunk)
+            .checked_mul(stride.per_chunk)
+            .and_then(|first| first.checked_add(e.offset / stride.record_size))
+            .filter(|&from| stride.locate(from) == Some((e.chunk, e.offset)) && from >= new_length);
+        let Some(from) = from else {
+            return Err(format!(
+                "the journal moves into {idx} bytes at chunk {} byte {}, which is not a record past the new \
+                 length {new_length}",
+                e.chunk, e.offset
+            ));
+        };
+        moves.insert(idx, from);
+    }
+    Ok(moves)
 }

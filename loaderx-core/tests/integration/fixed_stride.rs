@@ -271,6 +271,8 @@ fn a_delete_replayed_after_a_crash_refuses_damage_that_arrived_in_between() {
         let store = Store::create(&path, StoreOptions::new().fixed_stride(SIZE as u32)).unwrap();
         append_ids(&store, 0..10);
         drop(store);
+        // What a delete leaves when killed after its journal: the manifest removed, the journal.
+        std::fs::remove_file(path.join("manifest.zr")).unwrap();
         std::fs::write(path.join("journal.zr"), journal.encode(Format::V2)).unwrap();
         if let Some(id) = damage {
             patch(&path.join("0.zr"), id * SIZE as u64 + 12, b"\xff\x00");
@@ -292,6 +294,8 @@ fn a_delete_replayed_after_a_crash_refuses_damage_that_arrived_in_between() {
         };
         assert!(chunk.ends_with("0.zr") && reason.contains("damaged since the delete was planned"), "{e}");
         assert!(path.join("journal.zr").exists(), "the journal is kept");
+        let bytes = std::fs::read(path.join("0.zr")).unwrap();
+        assert_eq!(&bytes[2 * SIZE..3 * SIZE], fixed(2), "refused before the hole was written");
         let again = Store::open_rw(&path, StoreOptions::new()).unwrap_err();
         assert!(again.to_string().contains("damaged since"), "{again}");
     }

@@ -329,6 +329,15 @@ fn stitch_datasets_refuses_parts_that_differ_and_leaves_nothing() {
     assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("same store")), "{e}");
     assert!(!out.exists());
     let d = mk("d", &["images", "labels"], b"cat\n");
+    // A user's link at OUT, dangling (`exists` says no): refused, and left where it was.
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("lnk");
+        std::os::unix::fs::symlink(dir.path().join("nowhere/nd"), &link).unwrap();
+        let e = stitch_datasets(&[&a, &d], &link).unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("exists")), "{e}");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is kept");
+    }
     let sets = stitch_datasets(&[&a, &d], &out).unwrap();
     assert_eq!(sets.len(), 2);
     assert_eq!(std::fs::read(out.join("classes.txt")).unwrap(), b"cat\n");

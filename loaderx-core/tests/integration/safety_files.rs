@@ -449,3 +449,65 @@ fn a_lying_entry_does_not_raise_the_journals_cap() {
         "{e}"
     );
 }
+
+/// The twenty-third look's X1: an older `index.zr` put back over a store (its checksums valid)
+/// has a frontier behind `manifest.zr`'s. A writer's open refuses it before trimming anything:
+/// the records past the old frontier stay in the chunks, for `verify` to name. In each layout.
+#[test]
+fn an_older_index_put_back_is_refused_before_anything_is_trimmed() {
+    for opts in [StoreOptions::new(), StoreOptions::new().fixed_stride(64)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (y, x) = (dir.path().join("y"), dir.path().join("x"));
+        Store::create(&y, opts.clone()).unwrap().append(&records(1000, 64), Codec::Raw).unwrap();
+        Store::create(&x, opts.clone()).unwrap().append(&records(500, 64), Codec::Raw).unwrap();
+        std::fs::copy(x.join("index.zr"), y.join("index.zr")).unwrap();
+        let before = snapshot(&y);
+        let e = Store::open_rw(&y, StoreOptions::new()).unwrap_err();
+        let Error::Corrupt { ref path, ref reason, .. } = e else { panic!("{e}") };
+        assert!(path.ends_with("index.zr") && reason.contains("behind manifest.zr's"), "{e}");
+        assert!(reason.contains("1000 records"), "{e}");
+        assert_eq!(snapshot(&y), before, "nothing trimmed or rewritten");
+    }
+}
+
+/// The twenty-third look's X2: the capacity in a header is no more trusted than a journal. With
+/// a header claiming 2^62-byte chunks, a move journal into chunk 0 at byte 2^40 is refused (it
+/// would leave a hole past the chunk's bytes), and chunk 0 does not become a sparse TiB file.
+#[test]
+fn a_journal_hole_is_refused_whatever_capacity_the_header_claims() {
+    use loaderx_core::format::{Format, Journal};
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    Store::create(&s, StoreOptions::new().chunk_capacity(1000).compact_entries(false))
+        .unwrap()
+        .append(&records(20, 150), Codec::Raw)
+        .unwrap();
+    edit_header(&s, |h| h.chunk_capacity = 1 << 62);
+    let held = std::fs::metadata(s.join("0.zr")).unwrap().len();
+    let e =
+        v2::Entry { offset: 1 << 40, stored: 150, logical: 150, chunk: 0, codec: Codec::Raw as u8, crc: 0 };
+    let j = Journal::Move { entries: vec![(0, e)], data: vec![0u8; 150] };
+    std::fs::write(s.join("journal.zr"), j.encode(Format::V2)).unwrap();
+    let e = Store::open_rw(&s, StoreOptions::new()).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { reason, .. } if reason.contains("leave a hole")), "{e}");
+    assert_eq!(std::fs::metadata(s.join("0.zr")).unwrap().len(), held);
+}
+
+/// The twenty-third look's X5: a chunk that is a directory is named as such, not as truncated.
+#[test]
+fn a_chunk_that_is_not_a_file_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("s");
+    Store::create(&s, StoreOptions::new().chunk_capacity(1000))
+        .unwrap()
+        .append(&records(20, 150), Codec::Raw)
+        .unwrap();
+    std::fs::remove_file(s.join("0.zr")).unwrap();
+    std::fs::create_dir(s.join("0.zr")).unwrap();
+    for e in [Store::open_rw(&s, StoreOptions::new()).unwrap_err(), Store::open(&s).unwrap_err()] {
+        assert!(
+            matches!(&e, Error::Corrupt { path, reason, .. } if path.ends_with("0.zr") && reason.contains("not a regular file")),
+            "{e}"
+        );
+    }
+}
