@@ -11,7 +11,8 @@
 # (tests/test_ray.py, the guide's Ray example) must run (LOADERX_REQUIRE_RAY; measured
 # 2026-12-02: `pip install "ray[data]" pyarrow` 39 s into a fresh venv, 657 MiB with numpy and
 # pytest; the Ray tests, the guide's included, about a minute on 2 cores); the wheel's
-# environments skip them. With LOADERX_PY_FREE_THREADED=1 the suite also runs on a free-threaded
+# environments skip them. jax[cpu] goes there too, where tests/test_jax.py must run
+# (LOADERX_REQUIRE_JAX). With LOADERX_PY_FREE_THREADED=1 the suite also runs on a free-threaded
 # CPython 3.14t with its own cp314t wheel (the last stage below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,9 +33,12 @@ if [ "${LOADERX_PY_TORCH:-0}" = 1 ]; then
 fi
 pip_q "$venvs/install" "ray[data]" pyarrow
 echo "ray installed: $(( $(date +%s) - start ))s"
+# JAX on CPU (tests/test_jax.py: a batch adopted without a copy; LOADERX_REQUIRE_JAX).
+pip_q "$venvs/install" "jax[cpu]"
+echo "jax installed: $(( $(date +%s) - start ))s"
 pip_q "$venvs/install" ./loaderx-py
 echo "pip install ./loaderx-py: $(( $(date +%s) - start ))s"
-LOADERX_REQUIRE_TORCH=${LOADERX_PY_TORCH:-} LOADERX_REQUIRE_RAY=1 "$venvs/install/bin/python" -m pytest -q loaderx-py/tests
+LOADERX_REQUIRE_TORCH=${LOADERX_PY_TORCH:-} LOADERX_REQUIRE_RAY=1 LOADERX_REQUIRE_JAX=1 "$venvs/install/bin/python" -m pytest -q loaderx-py/tests
 # The hand-written stubs of the extension (python/loaderx/_native.pyi) against the module's
 # runtime signatures (mypy's stubtest): a class, method, parameter or default that drifted fails.
 pip_q "$venvs/install" "mypy>=2.4,<3"

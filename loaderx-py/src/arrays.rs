@@ -29,11 +29,44 @@ pub fn flat(py: Python<'_>, data: ArrayData) -> PyResult<Bound<'_, PyAny>> {
     })
 }
 
-/// `array` as a NumPy array of its shape, owning the engine's buffer.
+/// `array` as a NumPy array of its shape, owning the engine's buffer: from its first element,
+/// past the storage's [`DenseArray::head`] (the loader's aligned batches), without a copy.
 pub fn dense(py: Python<'_>, array: DenseArray) -> PyResult<Bound<'_, PyAny>> {
-    let (shape, data) = array.into_parts();
-    let flat = flat(py, data)?;
+    let (shape, data, head) = array.into_raw_parts();
+    let flat = if head == 0 { flat(py, data)? } else { flat_past(py, data, head)? };
     flat.call_method1("reshape", (shape,))
+}
+
+/// [`flat`] of the elements of `data` past its first `head`, owning the whole allocation
+/// (`ndarray` keeps the offset, NumPy points at it).
+fn flat_past(py: Python<'_>, data: ArrayData, head: usize) -> PyResult<Bound<'_, PyAny>> {
+    use numpy::ndarray::{Array1, Axis, Slice};
+    fn past<T: numpy::Element>(py: Python<'_>, v: Vec<T>, head: usize) -> Bound<'_, PyAny> {
+        let mut a = Array1::from_vec(v);
+        a.slice_axis_inplace(Axis(0), Slice::from(head..));
+        numpy::PyArray1::from_owned_array(py, a).into_any()
+    }
+    Ok(match data {
+        ArrayData::U8(v) => past(py, v, head),
+        ArrayData::I8(v) => past(py, v, head),
+        ArrayData::U16(v) => past(py, v, head),
+        ArrayData::I16(v) => past(py, v, head),
+        ArrayData::U32(v) => past(py, v, head),
+        ArrayData::I32(v) => past(py, v, head),
+        ArrayData::U64(v) => past(py, v, head),
+        ArrayData::I64(v) => past(py, v, head),
+        ArrayData::F16(v) => past(py, v, head),
+        ArrayData::F32(v) => past(py, v, head),
+        ArrayData::F64(v) => past(py, v, head),
+        // bf16 is copied to u16 bits anyway (booleans are never offset).
+        ArrayData::BF16(v) => flat(py, ArrayData::BF16(v[head..].to_vec()))?,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "arrays of {} are not handed over from an offset",
+                other.dtype()
+            )));
+        }
+    })
 }
 
 /// The elements of a read-only, C-contiguous one-dimensional array, copied while the GIL is

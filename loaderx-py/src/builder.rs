@@ -193,7 +193,10 @@ impl Builder {
             .clone()
             .batch_size(g.batch_size.unwrap_or(DEFAULT_BATCH_SIZE))
             .mode(g.mode.unwrap_or(SamplerMode::Cyclic))
-            .seed(g.seed.unwrap_or(DEFAULT_SEED));
+            .seed(g.seed.unwrap_or(DEFAULT_SEED))
+            // JAX's CPU client adopts a NumPy buffer only when it is 64-byte aligned (it copies
+            // any other): every dense batch starts there, for a few bytes of slack a batch.
+            .batch_alignment(64);
         if let Some(saved) = &self.state {
             b = b.state(saved.clone());
         }

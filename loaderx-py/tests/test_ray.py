@@ -223,14 +223,21 @@ def test_a_block_of_another_shape_is_refused_naming_the_column_and_block(tmp_pat
             r["image"] = np.zeros((len(batch["id"]), 8, 9), dtype=np.uint8)
         return r
 
-    # One block per task: the driver compares the tasks' first blocks.
-    across = ray.data.range(N, override_num_blocks=2).map_batches(reshaped, batch_size=None)
-    with pytest.raises(ValueError, match=r"column 'image': write task 1's blocks hold dense uint8 items of shape \(8, 9\).*write task 0\) held dense uint8 items of shape \(8, 8\)$"):
-        write_loaderx(across, tmp_path / "a")
+    # One block per task: the driver compares the tasks' first blocks. In the dataset's order,
+    # so that the reshaped block is task 1's (otherwise Ray hands blocks to tasks as they are
+    # produced, and a loaded machine may finish the second block first).
+    ctx = ray.data.DataContext.get_current()
+    ordered = ctx.execution_options.preserve_order
+    ctx.execution_options.preserve_order = True
+    try:
+        across = ray.data.range(N, override_num_blocks=2).map_batches(reshaped, batch_size=None)
+        with pytest.raises(ValueError, match=r"column 'image': write task 1's blocks hold dense uint8 items of shape \(8, 9\).*write task 0\) held dense uint8 items of shape \(8, 8\)$"):
+            write_loaderx(across, tmp_path / "a")
+    finally:
+        ctx.execution_options.preserve_order = ordered
     assert not (tmp_path / "a" / "image").exists()
     # Many blocks in one task (Ray would make one block of them a variable-shaped tensor): the
     # task compares each block with its first.
-    ctx = ray.data.DataContext.get_current()
     before = ctx.target_max_block_size
     ctx.target_max_block_size = 256 << 10
     try:

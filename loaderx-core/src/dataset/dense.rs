@@ -10,7 +10,7 @@ use super::records::{InMemory, Part, Records};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
 use crate::store::Parallelism;
-use crate::sys::{Destination, fill_vec};
+use crate::sys::{Destination, fill_vec, fill_vec_aligned};
 use crate::{Error, Result, Store};
 
 /// A dense dataset whose element type is known at run time: what the loader holds per stream.
@@ -222,6 +222,41 @@ impl DenseSource {
     pub fn keep_warm(mut self, yes: bool) -> Self {
         self.par = if yes { Parallelism::PoolKeepWarm } else { Parallelism::Pool };
         self
+    }
+
+    /// [`DenseSource::gather_into_with`] with the elements starting at a multiple of `align`
+    /// bytes (`None`: wherever the allocation starts); returns the elements before them in
+    /// `data` (see [`DenseArray::head`]). Booleans, checked one by one, are never offset.
+    pub(crate) fn gather_into_aligned(
+        &self,
+        indices: &[u32],
+        data: &mut ArrayData,
+        par: Parallelism,
+        align: Option<usize>,
+    ) -> Result<usize> {
+        let Some(align) = align.filter(|_| self.schema.dtype != DType::Bool) else {
+            return self.gather_into_with(indices, data, par).map(|()| 0);
+        };
+        let elems = indices.len() * self.item_elems;
+        if data.dtype() != self.schema.dtype {
+            *data = ArrayData::zeros(self.schema.dtype, 0);
+        }
+        let gather = |out: Destination<'_>| self.write_records(indices, out, par);
+        match data {
+            ArrayData::U8(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::I8(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::U16(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::I16(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::U32(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::I32(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::U64(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::I64(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::F16(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::BF16(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::F32(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::F64(v) => fill_vec_aligned(v, elems, align, gather),
+            ArrayData::Bool(_) => unreachable!("booleans are gathered unaligned above"),
+        }
     }
 
     /// [`DenseSource::gather_into`], split over the pool or not as `par` says.

@@ -170,6 +170,11 @@ impl ArrayData {
         each_variant!(self, v => bytemuck::cast_slice(v.as_slice()))
     }
 
+    /// Removes the first `n` elements (moving the rest to the front).
+    pub(crate) fn drop_front(&mut self, n: usize) {
+        each_variant!(self, v => drop(v.drain(..n)))
+    }
+
     /// A zero-filled array of `len` elements of `dtype`.
     pub fn zeros(dtype: DType, len: usize) -> ArrayData {
         match dtype {
@@ -367,10 +372,29 @@ impl Element for bool {
 /// A dense n-dimensional array: a typed buffer plus its shape, row-major.
 ///
 /// The first axis of a batch stream is the batch axis: `(B, *item_shape)`.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// A loader asked for aligned batches ([`LoaderBuilder::batch_alignment`]) hands out arrays
+/// whose storage holds a few elements before the array's own ([`DenseArray::head`]), so that
+/// the elements start at the alignment asked for; every method but [`DenseArray::data`] and
+/// [`DenseArray::into_raw_parts`] sees only the array's elements.
+///
+/// [`LoaderBuilder::batch_alignment`]: crate::LoaderBuilder::batch_alignment
+#[derive(Debug, Clone)]
 pub struct DenseArray {
     shape: Vec<usize>,
     data: ArrayData,
+    /// Elements of `data` before the array's first.
+    head: usize,
+}
+
+/// Same shape, dtype and elements (wherever each storage starts them).
+impl PartialEq for DenseArray {
+    fn eq(&self, other: &Self) -> bool {
+        if self.head == other.head {
+            return self.shape == other.shape && self.data == other.data;
+        }
+        self.shape == other.shape && self.dtype() == other.dtype() && self.as_bytes() == other.as_bytes()
+    }
 }
 
 impl DenseArray {
@@ -387,7 +411,22 @@ impl DenseArray {
                 data.len()
             )));
         }
-        Ok(DenseArray { shape, data })
+        Ok(DenseArray { shape, data, head: 0 })
+    }
+
+    /// An array of `shape` over the elements of `data` past its first `head`.
+    ///
+    /// # Errors
+    /// As [`DenseArray::new`], for the elements past `head`.
+    pub(crate) fn with_head(shape: Vec<usize>, data: ArrayData, head: usize) -> Result<Self> {
+        let want = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        if head > data.len() || want != Some(data.len() - head) {
+            return Err(Error::InvalidArgument(format!(
+                "shape {shape:?} past {head} elements of a buffer of {}",
+                data.len()
+            )));
+        }
+        Ok(DenseArray { shape, data, head })
     }
 
     /// An array of `shape` over a typed vector, adopted without a copy.
@@ -410,22 +449,29 @@ impl DenseArray {
 
     /// Number of elements.
     pub fn len(&self) -> usize {
-        self.data.len()
+        self.data.len() - self.head
     }
 
     /// True when there are no elements.
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.len() == 0
     }
 
-    /// The storage.
+    /// The storage: the array's elements after [`DenseArray::head`] others.
     pub fn data(&self) -> &ArrayData {
         &self.data
     }
 
+    /// The elements of the storage before the array's first: 0, but in the batches of a loader
+    /// asked for aligned batches, where the array's elements start at the alignment asked for.
+    pub fn head(&self) -> usize {
+        self.head
+    }
+
     /// The elements as native-endian bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        self.data.as_bytes()
+        let size = self.dtype().size();
+        &self.data.as_bytes()[self.head * size..]
     }
 
     /// Borrows the elements as `T`.
@@ -433,21 +479,35 @@ impl DenseArray {
     /// # Errors
     /// [`Error::InvalidArgument`] when `T` is not the array's dtype.
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
-        T::view(&self.data).ok_or_else(|| dtype_mismatch(T::DTYPE, self.dtype()))
+        T::view(&self.data).map(|v| &v[self.head..]).ok_or_else(|| dtype_mismatch(T::DTYPE, self.dtype()))
     }
 
-    /// Takes the elements out as a `Vec<T>` without copying.
+    /// Takes the elements out as a `Vec<T>`, without copying when [`DenseArray::head`] is 0
+    /// (otherwise they move to the front of their storage, a copy within it).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when `T` is not the array's dtype.
     pub fn into_vec<T: Element>(self) -> Result<Vec<T>> {
         let have = self.dtype();
-        T::unwrap(self.data).map_err(|_| dtype_mismatch(T::DTYPE, have))
+        let mut v = T::unwrap(self.data).map_err(|_| dtype_mismatch(T::DTYPE, have))?;
+        v.drain(..self.head);
+        Ok(v)
     }
 
-    /// Splits into shape and storage.
+    /// Splits into shape and storage, without copying when [`DenseArray::head`] is 0 (otherwise
+    /// the elements move to the front of their storage, a copy within it).
     pub fn into_parts(self) -> (Vec<usize>, ArrayData) {
-        (self.shape, self.data)
+        let (shape, mut data, head) = self.into_raw_parts();
+        if head > 0 {
+            data.drop_front(head);
+        }
+        (shape, data)
+    }
+
+    /// Splits into shape, storage and [`DenseArray::head`], never copying: for a consumer that
+    /// adopts the storage from an offset (NumPy, through `ndarray`).
+    pub fn into_raw_parts(self) -> (Vec<usize>, ArrayData, usize) {
+        (self.shape, self.data, self.head)
     }
 }
 

@@ -91,7 +91,7 @@ impl Drop for Batch {
         // Streams nobody took go back to the pool: steady state allocates no fresh pages.
         if let Some(pool) = &self.pool {
             for (name, array) in std::mem::take(&mut self.streams) {
-                pool.put(&name, array.into_parts().1);
+                pool.put(&name, array.into_raw_parts().1);
             }
         }
     }

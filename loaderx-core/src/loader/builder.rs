@@ -31,6 +31,8 @@ pub struct LoaderBuilder {
     pub(super) state: Option<LoaderState>,
     pub(super) threads: usize,
     pub(super) prefetch: usize,
+    /// Where dense streams' elements start ([`LoaderBuilder::batch_alignment`]).
+    pub(super) align: Option<usize>,
     /// How `open_stream` reaches `s3://` URLs ([`LoaderBuilder::remote_options`]).
     #[cfg(feature = "remote")]
     pub(super) remote: Option<crate::remote::RemoteOptions>,
@@ -76,6 +78,7 @@ impl Default for LoaderBuilder {
             state: None,
             threads: cores.clamp(1, 8),
             prefetch: 2,
+            align: None,
             #[cfg(feature = "remote")]
             remote: None,
             failed: None,
@@ -529,6 +532,28 @@ impl LoaderBuilder {
             return self.refuse(e);
         }
         self.prefetch = depth.max(1);
+        self
+    }
+
+    /// Starts every dense stream's elements at an address that is a multiple of `bytes` (a
+    /// power of two from 16 to 4,096): for a consumer that adopts a buffer without a copy only
+    /// when it is aligned more than the allocator's 16 bytes (JAX's CPU client wants 64; the
+    /// Python package asks for that). The storage then holds a few elements before the array's
+    /// own ([`DenseArray::head`](crate::DenseArray::head)); `into_parts` and `into_vec` move
+    /// them to the front (a copy), so leave it off for burn and candle, whose tensors adopt a
+    /// `Vec` from its start. Booleans,
+    /// padded and packed streams keep the allocator's alignment. Default: off.
+    ///
+    /// # Errors
+    /// `build` reports [`Error::Config`] for another value.
+    pub fn batch_alignment(mut self, bytes: usize) -> Self {
+        if !bytes.is_power_of_two() || !(16..=4096).contains(&bytes) {
+            return self.refuse(Error::Config {
+                what: "batch_alignment",
+                reason: format!("{bytes} bytes: a power of two from 16 to 4096"),
+            });
+        }
+        self.align = Some(bytes);
         self
     }
 }

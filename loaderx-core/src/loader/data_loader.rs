@@ -87,7 +87,7 @@ impl<O: Send + 'static> DataLoader<O> {
 
     fn start_output(b: LoaderBuilder, output: Output<O>) -> Result<DataLoader<O>> {
         let state = b.resolve()?;
-        let (threads, depth) = (b.threads, b.prefetch);
+        let (threads, depth, align) = (b.threads, b.prefetch, b.align);
         let streams: Arc<Vec<(String, StreamData)>> = Arc::new(b.into_streams()?);
         let indexer = state.indexer(&streams)?;
         let LoaderState { sampler: config, step, fingerprint, .. } = state;
@@ -135,6 +135,7 @@ impl<O: Send + 'static> DataLoader<O> {
             output,
             pool: Arc::clone(&pool),
             par,
+            align,
             // The first step past the prefetch window when step `s` starts: its pages are asked
             // for then, a window ahead of its gather.
             hint_ahead: threads.saturating_mul(depth.saturating_add(1)) as u64,
@@ -269,6 +270,8 @@ struct Producer<O> {
     output: Output<O>,
     pool: Arc<Pool>,
     par: Parallelism,
+    /// Where dense streams' elements start ([`LoaderBuilder::batch_alignment`]).
+    align: Option<usize>,
     /// How many steps ahead of the one it starts a thread asks for a cold store's pages.
     hint_ahead: u64,
 }
@@ -319,10 +322,10 @@ impl<O> Producer<O> {
             match source {
                 StreamData::Dense(source) => {
                     let mut data = self.pool.get(name, source.dtype());
-                    source.gather_into_with(&batch.indices, &mut data, self.par)?;
+                    let head = source.gather_into_aligned(&batch.indices, &mut data, self.par, self.align)?;
                     batch.streams.insert(
                         name.clone(),
-                        DenseArray::new(source.batch_shape(batch.indices.len()), data)?,
+                        DenseArray::with_head(source.batch_shape(batch.indices.len()), data, head)?,
                     );
                 }
                 StreamData::Ragged(source, pad) => {

@@ -160,6 +160,59 @@ pub(crate) fn fill_slice<R>(buf: &mut [u8], f: impl FnOnce(Destination<'_>) -> R
     f(Destination { buf: raw, filled: 0, written: &written })
 }
 
+/// [`fill_vec`] with the elements starting at an address that is a multiple of `align` bytes:
+/// `v` holds `head` zero elements first (fewer than `align / size_of::<T>()`), then the `elems`
+/// the gather writes. Returns `head`. For consumers that adopt a buffer only when it is aligned
+/// more than the allocator's 16 bytes (JAX's CPU client: 64); a `Vec<T>` cannot start anywhere
+/// but its allocation, so the slack lies inside it.
+///
+/// # Errors
+/// As [`fill_vec`]; [`crate::Error::InvalidArgument`] when `align` is not a power of two that
+/// is a multiple of the element size.
+///
+/// # Panics
+/// As [`fill_vec`].
+pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
+    v: &mut Vec<T>,
+    elems: usize,
+    align: usize,
+    f: impl FnOnce(Destination<'_>) -> Result<()>,
+) -> Result<usize> {
+    let size = size_of::<T>();
+    if !align.is_power_of_two() || !align.is_multiple_of(size) {
+        return Err(crate::Error::InvalidArgument(format!(
+            "an alignment of {align} bytes for elements of {size} bytes: a power of two and a multiple of the element size"
+        )));
+    }
+    v.clear();
+    let slack = align / size - 1;
+    v.try_reserve_exact(elems.saturating_add(slack)).map_err(|_| {
+        crate::Error::InvalidArgument(format!(
+            "a batch of {elems} x {size} bytes cannot be allocated (damaged index entries claim more than memory holds)"
+        ))
+    })?;
+    // The allocation is aligned to `align_of::<T>()`, which is `size` for every element type
+    // here: the distance to the next multiple of `align` is a whole number of elements.
+    let head = v.as_ptr().cast::<u8>().align_offset(align) / size;
+    v.resize(head, T::zeroed());
+    let bytes = elems * size; // cannot overflow: `try_reserve_exact` checked it
+    let spare = &mut v.spare_capacity_mut()[..elems];
+    // SAFETY: as in `fill_vec`: the spare capacity past the `head` elements is allocated memory
+    // for `elems` values of `T`, exclusively borrowed, viewed as `bytes` maybe-uninitialised bytes.
+    let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
+    let written = AtomicUsize::new(0);
+    if let Err(e) = f(Destination { buf: raw, filled: 0, written: &written }) {
+        v.clear();
+        return Err(e);
+    }
+    let written = written.into_inner();
+    assert_eq!(written, bytes, "the gather wrote {written} of its {bytes} bytes");
+    // SAFETY: as in `fill_vec`: every byte of the `elems` elements past `head` is initialised and
+    // `T: Pod`; the `head` elements before them were initialised by `resize`.
+    unsafe { v.set_len(head + elems) };
+    Ok(head)
+}
+
 /// Replaces the contents of `v` with `elems` elements whose bytes the gather `f` writes, without
 /// zero-filling them first; `v`'s allocation is kept where it is large enough.
 ///

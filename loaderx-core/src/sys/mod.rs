@@ -41,7 +41,7 @@ pub(crate) mod tuning;
 
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
-pub(crate) use dest::{Destination, fill_slice, fill_vec};
+pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
 pub use env::cache_dir;
 pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::{

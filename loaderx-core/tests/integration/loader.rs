@@ -287,3 +287,46 @@ fn the_last_step_is_delivered_then_the_loader_ends_without_hanging() {
         assert!(matches!(e, Error::LoaderStopped(_)), "{threads} threads: {e}");
     }
 }
+
+/// A loader asked for aligned batches starts every dense stream's elements at that alignment,
+/// batch after batch (recycled buffers too), with the same elements as an unaligned loader;
+/// taking the elements out moves them to the front. Other alignments are refused at build.
+#[test]
+fn aligned_batches_start_at_the_alignment_and_hold_the_same_elements() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = DatasetWriter::dense::<u8>(dir.path().join("b"), vec![3], WriteOptions::new()).unwrap();
+    b.append(&(0..300u32).map(|i| i as u8).collect::<Vec<u8>>()).unwrap();
+    b.finish().unwrap();
+    let base =
+        streams(dir.path(), 100).open_stream("b", dir.path().join("b")).batch_size(7).seed(5).threads(2);
+    let (mut plain, mut aligned) =
+        (base.clone().build().unwrap(), base.clone().batch_alignment(64).build().unwrap());
+    let mut offset = 0;
+    for _ in 0..40 {
+        let (p, a) = (plain.next_batch().unwrap().unwrap(), aligned.next_batch().unwrap().unwrap());
+        for name in ["x", "y", "b"] {
+            let (pa, aa) = (p.get(name).unwrap(), a.get(name).unwrap());
+            assert_eq!(aa.as_bytes().as_ptr() as usize % 64, 0, "{name}");
+            assert_eq!(
+                (aa.shape(), aa.len(), aa.as_bytes()),
+                (pa.shape(), pa.len(), pa.as_bytes()),
+                "{name}"
+            );
+            assert_eq!(aa, pa, "{name}");
+            offset += aa.head();
+        }
+        assert_eq!(
+            a.get("x").unwrap().as_slice::<f32>().unwrap(),
+            p.get("x").unwrap().as_slice::<f32>().unwrap()
+        );
+        let mut a = a;
+        let x = a.take("x").unwrap();
+        assert_eq!(x.clone().into_vec::<f32>().unwrap(), p.get("x").unwrap().as_slice::<f32>().unwrap());
+        assert_eq!(x.into_parts().1.as_bytes(), p.get("x").unwrap().as_bytes());
+    }
+    assert!(offset > 0, "some storage started elsewhere: the offsets were exercised");
+    for bad in [0, 8, 48, 8192] {
+        let e = base.clone().batch_alignment(bad).build().unwrap_err();
+        assert!(matches!(e, Error::Config { what: "batch_alignment", .. }), "{bad}: {e}");
+    }
+}
