@@ -62,6 +62,7 @@ mod error;
 mod item_store;
 mod loader;
 mod mnist;
+mod typed;
 
 pub use builder::DataLoaderBuilder;
 pub use dataset::{DenseItems, Zip};
@@ -69,6 +70,13 @@ pub use dense::{DenseBatch, tensor_data};
 pub use error::{Error, Result};
 pub use item_store::{ItemStore, ItemWriter, msgpack};
 pub use loader::{StepLoader, StepLoaderBuilder};
+pub use typed::{Field, FieldKind, TypedBatch, check as check_typed};
+
+/// What [`typed_batch!`] expands to names (burn's tensor types), not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use burn::tensor::{Bool, Int, Tensor};
+}
 pub use loaderx_core::convert::MnistSplit;
 pub use mnist::{
     MNIST_MEAN, MNIST_SIDE, MNIST_STD, MnistBatch, MnistBatcher, MnistDataset, MnistItem, MnistItems,
@@ -87,7 +95,7 @@ pub mod prelude {
 
     pub use crate::{
         DataLoaderBuilder, DenseBatch, DenseItems, ItemStore, MnistBatch, MnistBatcher, MnistDataset,
-        MnistItem, MnistItems, StepLoader, StepLoaderBuilder, Zip,
+        MnistItem, MnistItems, StepLoader, StepLoaderBuilder, TypedBatch, Zip, typed_batch,
     };
 }
 

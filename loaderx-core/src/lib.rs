@@ -102,7 +102,7 @@ pub mod staging {
 /// [`indexer`](LoaderState::indexer) takes and gives. Not needed to use a loader.
 pub mod adapter {
     pub use crate::loader::adapter::{
-        checked, data_fingerprint, plan, prefetch_depth, resolve, thread_count,
+        batch_streams, checked, data_fingerprint, plan, prefetch_depth, resolve, thread_count,
     };
     pub use crate::loader::{Indexer, StreamData};
 }

@@ -261,6 +261,24 @@ impl StepLoaderBuilder {
         self.build_with(transform)
     }
 
+    /// A loader of a [`TypedBatch`](crate::TypedBatch) (a struct declared with
+    /// [`typed_batch!`](crate::typed_batch)): each field's stream, rank and kind checked against
+    /// the streams here, before any thread starts, so a mistyped name, a wrong rank or an `int`
+    /// field over floats is refused now rather than at the first batch, and the model takes
+    /// the fields with no `Result`.
+    ///
+    /// # Errors
+    /// [`Error::Stream`] for a field its stream cannot fill ([`check_typed`](crate::check_typed));
+    /// as [`build_with`](Self::build_with).
+    pub fn build_typed<T: crate::TypedBatch>(self) -> Result<StepLoader<T>> {
+        let core = adapter::checked(self.core.clone())?;
+        crate::typed::check::<T>(&adapter::batch_streams(&core)?)?;
+        self.build_with(|batch: Batch, device: &Device| {
+            let mut dense = DenseBatch::from_batch(batch, device)?;
+            T::from_batch(&mut dense)
+        })
+    }
+
     /// A loader over any burn dataset with a burn batcher: each step's indices come from the
     /// loaderx sampler and are fetched with one `get_many` call (one batched gather for the
     /// loaderx datasets of this crate), batched on a prefetch thread and delivered in step order.

@@ -9,3 +9,4 @@ mod loader;
 mod orders;
 mod tokens;
 mod train;
+mod typed;

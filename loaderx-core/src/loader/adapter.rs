@@ -42,6 +42,20 @@ pub fn plan(builder: &LoaderBuilder, len: u32, fingerprint: u64) -> Result<Loade
     builder.plan(len, fingerprint)
 }
 
+/// (name, dtype, item shape) of every dense array a batch of a loader built from `builder`
+/// holds ([`DataLoader::streams`](crate::DataLoader::streams)), known before the loader starts:
+/// what an adapter checks a typed batch against when it is built. A padded stream's length is 0
+/// when it is padded to each batch's longest record.
+///
+/// # Errors
+/// As [`resolve`].
+pub fn batch_streams(builder: &LoaderBuilder) -> Result<Vec<(String, crate::DType, Vec<usize>)>> {
+    let state = builder.resolve()?;
+    let streams = builder.clone().into_streams()?;
+    let indexer = state.indexer(&streams)?;
+    Ok(super::data_loader::batch_meta(&streams, &indexer))
+}
+
 /// The number of prefetch threads a loader built from `builder` runs.
 pub fn thread_count(builder: &LoaderBuilder) -> usize {
     builder.threads

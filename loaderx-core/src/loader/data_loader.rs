@@ -91,32 +91,7 @@ impl<O: Send + 'static> DataLoader<O> {
         let streams: Arc<Vec<(String, StreamData)>> = Arc::new(b.into_streams()?);
         let indexer = state.indexer(&streams)?;
         let LoaderState { sampler: config, step, fingerprint, .. } = state;
-        // Every dense array a batch can hold: the dense streams, and a padded ragged stream's
-        // values, lengths and mask.
-        let mut meta: Vec<(String, DType, Vec<usize>)> = Vec::new();
-        for (n, s) in streams.iter() {
-            match s {
-                StreamData::Dense(d) => meta.push((n.clone(), d.dtype(), d.item_shape().to_vec())),
-                StreamData::Ragged(r, Some(p)) => {
-                    let mut shape = vec![p.length.unwrap_or(0)];
-                    shape.extend_from_slice(r.row_shape());
-                    meta.push((n.clone(), r.dtype(), shape));
-                    meta.push((format!("{n}_lengths"), DType::I64, vec![]));
-                    meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
-                }
-                StreamData::Ragged(r, None) => {
-                    if let Some((p, packed)) = indexer.packed()
-                        && packed == n
-                    {
-                        let l = p.pack().length as usize;
-                        meta.push((n.clone(), r.dtype(), vec![l]));
-                        meta.push((format!("{n}_segments"), DType::I32, vec![l]));
-                        meta.push((format!("{n}_positions"), DType::I32, vec![l]));
-                        meta.push((format!("{n}_loss_mask"), DType::U8, vec![l]));
-                    }
-                }
-            }
-        }
+        let meta = batch_meta(&streams, &indexer);
         let pool = Arc::new(Pool::new(
             meta.iter().map(|(n, _, _)| n.as_str()),
             threads.saturating_mul(depth.saturating_add(2)),
@@ -375,4 +350,38 @@ impl<O> Producer<O> {
             }
         }
     }
+}
+
+/// (name, dtype, item shape) of every dense array a batch of `streams` sampled by `indexer`
+/// holds: the dense streams, a padded ragged stream's values, lengths and mask, and a packed
+/// stream's values, segments, positions and loss mask.
+pub(super) fn batch_meta(
+    streams: &[(String, StreamData)],
+    indexer: &Indexer,
+) -> Vec<(String, DType, Vec<usize>)> {
+    let mut meta: Vec<(String, DType, Vec<usize>)> = Vec::new();
+    for (n, s) in streams {
+        match s {
+            StreamData::Dense(d) => meta.push((n.clone(), d.dtype(), d.item_shape().to_vec())),
+            StreamData::Ragged(r, Some(p)) => {
+                let mut shape = vec![p.length.unwrap_or(0)];
+                shape.extend_from_slice(r.row_shape());
+                meta.push((n.clone(), r.dtype(), shape));
+                meta.push((format!("{n}_lengths"), DType::I64, vec![]));
+                meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
+            }
+            StreamData::Ragged(r, None) => {
+                if let Some((p, packed)) = indexer.packed()
+                    && packed == n
+                {
+                    let l = p.pack().length as usize;
+                    meta.push((n.clone(), r.dtype(), vec![l]));
+                    meta.push((format!("{n}_segments"), DType::I32, vec![l]));
+                    meta.push((format!("{n}_positions"), DType::I32, vec![l]));
+                    meta.push((format!("{n}_loss_mask"), DType::U8, vec![l]));
+                }
+            }
+        }
+    }
+    meta
 }

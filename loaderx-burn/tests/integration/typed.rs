@@ -1,0 +1,83 @@
+//! Typed batches (`typed_batch!`, `StepLoaderBuilder::build_typed`): a struct of tensors filled
+//! from the streams, its fields checked when the loader is built.
+
+use burn::data::dataloader::DataLoader;
+use loaderx_burn::{Error, StepLoaderBuilder};
+
+use crate::common::{device, write_xy};
+
+loaderx_burn::typed_batch! {
+    /// x: (B, 3) floats, y: (B,) labels.
+    #[derive(Debug, Clone)]
+    pub struct Xy {
+        pub x: float<2> = "x",
+        pub y: int<1> = "y",
+    }
+}
+
+loaderx_burn::typed_batch! {
+    struct Misnamed { x: float<2> = "x", y: int<1> = "labels" }
+}
+
+loaderx_burn::typed_batch! {
+    struct WrongRank { x: float<3> = "x" }
+}
+
+loaderx_burn::typed_batch! {
+    struct Truncating { x: int<2> = "x" }
+}
+
+loaderx_burn::typed_batch! {
+    struct Cast { x: int_from_float<2> = "x", again: float<2> = "x" }
+}
+
+fn builder(dir: &std::path::Path) -> StepLoaderBuilder {
+    let (x, y) = write_xy(dir, 40);
+    StepLoaderBuilder::new()
+        .open_stream("x", x)
+        .open_stream("y", y)
+        .batch_size(8)
+        .seed(1)
+        .set_device(device())
+}
+
+#[test]
+fn a_typed_batch_holds_the_streams_as_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = builder(dir.path());
+    let loader = b.clone().build_typed::<Xy>().unwrap();
+    let plain = b.build().unwrap();
+    for (typed, plain) in loader.iter().zip(plain.iter()).take(5) {
+        let (typed, mut plain) = (typed.unwrap(), plain.unwrap());
+        assert_eq!(typed.x.dims(), [8, 3]);
+        assert_eq!(typed.y.dims(), [8]);
+        let y: Vec<i64> = typed.y.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+        let x: Vec<f32> = typed.x.into_data().try_to_vec::<f32>().unwrap();
+        // Row i of x is [i, i + 0.5, -i] and its label i: the two tensors are of the same rows.
+        for (row, label) in x.chunks(3).zip(&y) {
+            assert_eq!((row[1] - row[0], row[0] as i64), (0.5, *label));
+        }
+        let same: Vec<f32> = plain.float::<2>("x").unwrap().into_data().try_to_vec::<f32>().unwrap();
+        assert_eq!(x, same, "the batch the untyped loader gives at this step");
+    }
+}
+
+#[test]
+fn fields_their_streams_cannot_fill_are_refused_when_the_loader_is_built() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = builder(dir.path());
+    let refused = |e: Error| match e {
+        Error::Stream { name, reason } => (name, reason),
+        other => panic!("{other}"),
+    };
+    let (name, why) = refused(b.clone().build_typed::<Misnamed>().err().unwrap());
+    assert_eq!(name, "labels");
+    assert!(why.contains("field `y`") && why.contains(r#""x", "y""#), "{why}");
+    let (name, why) = refused(b.clone().build_typed::<WrongRank>().err().unwrap());
+    assert_eq!(name, "x");
+    assert!(why.contains("rank 3") && why.contains("rank 2"), "{why}");
+    let (_, why) = refused(b.clone().build_typed::<Truncating>().err().unwrap());
+    assert!(why.contains("truncate") && why.contains("int_from_float"), "{why}");
+    let (_, why) = refused(b.build_typed::<Cast>().err().unwrap());
+    assert!(why.contains("fields `x` and `again`"), "{why}");
+}
