@@ -111,8 +111,11 @@ impl Store {
         Ok(())
     }
 
-    /// Writes `j` durably, applies it, removes it.
+    /// Writes `j` durably, applies it, removes it. Its entries are checked first, as applying it
+    /// checks them: a journal its own replay would refuse is never written.
     fn run_journal(&self, j: Journal) -> Result<()> {
+        let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = &j;
+        self.check_journal(entries)?;
         write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()))?;
         self.apply(&j)?;
         let path = self.dir.join(JOURNAL_FILE);
@@ -322,7 +325,8 @@ impl Store {
         }
         let file = chunk_path(&self.dir, e.chunk);
         let held = fs::metadata(&file).map_or(0, |m| m.len());
-        if e.end() > capacity.max(held) {
+        // A record larger than the capacity has a chunk to itself: at offset 0, of any length.
+        if e.offset != 0 && e.end() > capacity.max(held) {
             return Err(format!(
                 "ends at byte {} of chunk {}, past its capacity of {capacity} bytes and the {held} bytes its file holds",
                 e.end(),

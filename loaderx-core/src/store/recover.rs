@@ -132,6 +132,18 @@ impl Store {
                     }
                     first = end;
                 }
+                // A manifest holding the count describes that commit's frontier, which may lie
+                // past the furthest record: a rollover to a fresh chunk, a record larger than the
+                // capacity, bytes a delete left (and a compaction writes its manifest before its
+                // last header). Taken when it is further; the chunks must hold it all the same.
+                let manifest =
+                    read_manifest(&self.dir).ok().flatten().and_then(|b| Manifest::decode(&b).ok());
+                if let Some(m) = manifest.filter(|m| m.count == len)
+                    && let Some(last) = m.chunks.last()
+                    && let Ok(tail) = u32::try_from(m.chunks.len() - 1)
+                {
+                    frontier = frontier.max((tail, last.len));
+                }
                 // Nothing is written before the chunks are known to hold the new frontier.
                 self.check_chunks_for(frontier, true)?;
                 self.index.publish(len, frontier, &self.index_path, true)
