@@ -80,6 +80,7 @@ extern "C" {
 /* Dataset kinds and element types (schema.msgpack). */
 #define LX_KIND_DENSE  0 /* every record is one item of `shape` */
 #define LX_KIND_RAGGED 1 /* records are sequences of rows of `shape` */
+#define LX_KIND_IMAGE  2 /* records are encoded image files (u8, shape []), read as ragged bytes */
 #define LX_DTYPE_U8   0
 #define LX_DTYPE_I8   1
 #define LX_DTYPE_U16  2

@@ -13,7 +13,7 @@ pub(crate) const MAX_DIMS: usize = 8;
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct LxSchema {
-    /// `LX_KIND_DENSE` (0) or `LX_KIND_RAGGED` (1).
+    /// `LX_KIND_DENSE` (0), `LX_KIND_RAGGED` (1) or `LX_KIND_IMAGE` (2).
     kind: i32,
     /// `LX_DTYPE_*`: the position in `DType::ALL`.
     dtype: i32,
@@ -36,7 +36,11 @@ pub(crate) fn read(dir: &Path) -> Outcome<LxSchema> {
         )));
     }
     let mut out = LxSchema {
-        kind: if schema.kind == Kind::Dense { 0 } else { 1 },
+        kind: match schema.kind {
+            Kind::Dense => 0,
+            Kind::Ragged => 1,
+            Kind::Image => 2,
+        },
         // Every dtype is in ALL.
         dtype: DType::ALL.iter().position(|&d| d == schema.dtype).map_or(-1, |i| i as i32),
         elem_size: schema.dtype.size() as u32,
@@ -71,8 +75,11 @@ pub(crate) fn write(dir: &Path, schema: &LxSchema) -> Outcome<()> {
     let schema = match schema.kind {
         0 => Schema::dense(dtype, shape),
         1 => Schema::ragged(dtype, shape),
+        2 => Schema { kind: Kind::Image, dtype, shape },
         other => {
-            return Err(Failure::argument(format!("unknown kind {other} (LX_KIND_DENSE or LX_KIND_RAGGED)")));
+            return Err(Failure::argument(format!(
+                "unknown kind {other} (LX_KIND_DENSE, LX_KIND_RAGGED or LX_KIND_IMAGE)"
+            )));
         }
     };
     schema.validate().map_err(|e| Failure::argument(format!("schema: {}", loaderx_core::error_chain(&e))))?;
@@ -133,10 +140,20 @@ mod tests {
     }
 
     #[test]
+    fn an_encoded_image_schema_round_trips_as_kind_2() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &LxSchema { kind: 2, ..LxSchema::default() }).unwrap();
+        assert_eq!(Schema::read(dir.path()).unwrap(), Schema::image());
+        let back = read(dir.path()).unwrap();
+        assert_eq!((back.kind, back.dtype, back.ndim), (2, 0, 0));
+    }
+
+    #[test]
     fn bad_kinds_dtypes_and_ndims_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         for (s, says) in [
-            (LxSchema { kind: 2, ..LxSchema::default() }, "unknown kind 2"),
+            (LxSchema { kind: 3, ..LxSchema::default() }, "unknown kind 3"),
+            (LxSchema { kind: 2, dtype: 10, ..LxSchema::default() }, "schema: encoded images are u8 bytes"),
             (LxSchema { dtype: 13, ..LxSchema::default() }, "unknown dtype 13"),
             (LxSchema { ndim: 9, ..LxSchema::default() }, "ndim 9 is more than LX_MAX_DIMS (8)"),
         ] {

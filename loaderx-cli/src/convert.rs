@@ -69,13 +69,24 @@ pub struct ImagesArgs {
     input: PathBuf,
     /// The directory to write images, labels and classes.txt in.
     out: PathBuf,
-    /// Output size, WIDTHxHEIGHT.
-    #[arg(long, value_name = "WxH", value_parser = parse_size)]
-    size: (u32, u32),
+    /// Output size, WIDTHxHEIGHT: every image decoded and resized to it (dense u8 pixels).
+    #[arg(long, value_name = "WxH", value_parser = parse_size, required_unless_present = "encoded")]
+    size: Option<(u32, u32)>,
     /// How images are brought to the size: crop (cover, then cut the centre), pad (fit, on
     /// black) or stretch.
-    #[arg(long, default_value = "crop")]
+    #[arg(long, default_value = "crop", conflicts_with = "encoded")]
     resize: loaderx_core::convert::Resize,
+    /// Keep each file encoded, one record a file (checked by decoding it), for the loader to
+    /// decode and augment at every step: about the JPEG bytes on disk, not 8x as raw pixels.
+    #[arg(long, conflicts_with = "size")]
+    encoded: bool,
+    /// With --encoded: re-encode (as JPEG) the images whose longer side is over N pixels,
+    /// resized to N; the others are kept byte for byte.
+    #[arg(long, value_name = "N", requires = "encoded")]
+    max_side: Option<u32>,
+    /// With --encoded: the JPEG quality of re-encoded images (1-100).
+    #[arg(long, value_name = "Q", default_value_t = 90, requires = "encoded")]
+    quality: u8,
     /// Leave out files that do not decode (listed on stderr) instead of failing.
     #[arg(long)]
     skip_bad: bool,
@@ -342,18 +353,28 @@ fn convert_one(
         }
         #[cfg(feature = "images")]
         Format::Images(a) => {
-            let options = convert::ImageOptions { size: a.size, resize: a.resize, skip_bad: a.skip_bad };
-            let s = convert::images_part(&a.input, out, options, opts, whole)?;
+            let (s, shape) = match a.size {
+                Some(size) => {
+                    let options = convert::ImageOptions { size, resize: a.resize, skip_bad: a.skip_bad };
+                    (
+                        convert::images_part(&a.input, out, options, opts, whole)?,
+                        format!("{}x{}", size.0, size.1),
+                    )
+                }
+                None => {
+                    let options = convert::EncodedOptions {
+                        max_side: a.max_side,
+                        quality: a.quality,
+                        skip_bad: a.skip_bad,
+                    };
+                    let kept = a.max_side.map_or("encoded".to_string(), |n| format!("encoded, sides <= {n}"));
+                    (convert::encoded_images_part(&a.input, out, options, opts, whole)?, kept)
+                }
+            };
             for (path, why) in &s.skipped {
                 eprintln!("skipped {}: {why}", path.display());
             }
-            let what = format!(
-                "{shown} ({} classes, {}x{}, {} skipped)",
-                s.classes.len(),
-                a.size.0,
-                a.size.1,
-                s.skipped.len()
-            );
+            let what = format!("{shown} ({} classes, {shape}, {} skipped)", s.classes.len(), s.skipped.len());
             summary_line(&what, &s.images)
         }
     })

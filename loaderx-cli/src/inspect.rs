@@ -49,10 +49,7 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
     let store = Store::open(dir).with_context(|| format!("info {}", dir.display()))?;
     let sum = store.summary().with_context(|| format!("info {}", dir.display()))?;
     let schema = schema_of(dir)?;
-    let kind = schema.as_ref().map_or("raw (no schema)", |s| match s.kind {
-        loaderx_core::Kind::Dense => "dense",
-        loaderx_core::Kind::Ragged => "ragged",
-    });
+    let kind = schema.as_ref().map_or("raw (no schema)", |s| kind_name(s.kind));
     if args.json {
         let v = serde_json::json!({
             "path": dir.display().to_string(),
@@ -80,8 +77,7 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
         layout_text(store.layout())
     );
     if let Some(s) = &schema {
-        let what = if s.kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
-        t.push_str(&format!("dtype:   {}\nshape:   {:?} ({what})\n", s.dtype, s.shape));
+        t.push_str(&shape_text(s));
     }
     t.push_str(&format!(
         "length:  {}\nbytes:   {} in {} chunk file(s), {} dictionary, {} index\n(`loaderx stats` reads every entry: codecs, logical and live bytes)\n",
@@ -98,10 +94,7 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
 /// opened: `verify` and the datasets check them).
 fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<()> {
     let schema = Schema::read(dir).with_context(|| format!("info {}", dir.display()))?;
-    let kind = match schema.kind {
-        loaderx_core::Kind::Dense => "dense",
-        loaderx_core::Kind::Ragged => "ragged",
-    };
+    let kind = kind_name(schema.kind);
     let length = parts.iter().try_fold(0u64, |sum, (_, n)| sum.checked_add(*n)).with_context(|| {
         format!(
             "info {}: its parts claim more than 2^64 - 1 records: the set's manifest is damaged",
@@ -120,13 +113,11 @@ fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<(
         });
         return crate::print(&format!("{v}\n"));
     }
-    let what = if schema.kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
     let mut t = format!(
-        "path:    {}\nkind:    {kind} (a store set of {} parts)\ndtype:   {}\nshape:   {:?} ({what})\nlength:  {length}\n",
+        "path:    {}\nkind:    {kind} (a store set of {} parts)\n{}length:  {length}\n",
         dir.display(),
         parts.len(),
-        schema.dtype,
-        schema.shape
+        shape_text(&schema)
     );
     for (p, n) in parts {
         t.push_str(&format!("part:    {p} ({n} records)\n"));
@@ -308,7 +299,9 @@ fn check_lengths(
     let unit = schema.unit_bytes() as u64;
     let fits = |len: u64| match schema.kind {
         loaderx_core::Kind::Dense => len == unit,
-        loaderx_core::Kind::Ragged => len.checked_rem(unit).map_or(len == 0, |r| r == 0),
+        loaderx_core::Kind::Ragged | loaderx_core::Kind::Image => {
+            len.checked_rem(unit).map_or(len == 0, |r| r == 0)
+        }
     };
     let (len, mut first) = (store.len(), 0u64);
     while first < len {
@@ -321,7 +314,7 @@ fn check_lengths(
                         loaderx_core::Kind::Dense => {
                             format!("one item of the schema ({schema}) is {unit} bytes")
                         }
-                        loaderx_core::Kind::Ragged => {
+                        loaderx_core::Kind::Ragged | loaderx_core::Kind::Image => {
                             format!("a row of the schema ({schema}) is {unit} bytes")
                         }
                     };
@@ -343,7 +336,9 @@ fn verify_targets(dir: &Path) -> anyhow::Result<Targets> {
     let Some(parts) = loaderx_core::set_parts(dir)? else { return Ok((vec![(dir.to_path_buf(), 0)], None)) };
     let whole = match Schema::read(dir)?.kind {
         loaderx_core::Kind::Dense => loaderx_core::DenseSource::open(dir).map(drop),
-        loaderx_core::Kind::Ragged => loaderx_core::RaggedSource::open(dir).map(drop),
+        loaderx_core::Kind::Ragged | loaderx_core::Kind::Image => {
+            loaderx_core::RaggedSource::open(dir).map(drop)
+        }
     };
     let mut first = 0u64;
     let targets = parts
@@ -372,10 +367,7 @@ fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
         let v = serde_json::json!({
             "path": url,
             "format": store.format().to_string(),
-            "kind": schema.as_ref().map_or("raw", |s| match s.kind {
-                loaderx_core::Kind::Dense => "dense",
-                loaderx_core::Kind::Ragged => "ragged",
-            }),
+            "kind": schema.as_ref().map_or("raw", |s| kind_name(s.kind)),
             "dtype": schema.as_ref().map(|s| s.dtype.name()),
             "shape": schema.as_ref().map(|s| s.shape.clone()),
             "length": s.records,
@@ -406,6 +398,28 @@ pub(crate) fn layout_text(layout: loaderx_core::Layout) -> String {
         loaderx_core::Layout::Compact => "compact (a 16-byte index entry per raw record)".into(),
         loaderx_core::Layout::Fixed { record_size, block_records } => {
             format!("fixed ({record_size}-byte raw records, a crc32c per block of {block_records})")
+        }
+    }
+}
+
+/// The kind as `info` names it: `dense`, `ragged` or `image`.
+fn kind_name(kind: loaderx_core::Kind) -> &'static str {
+    match kind {
+        loaderx_core::Kind::Dense => "dense",
+        loaderx_core::Kind::Ragged => "ragged",
+        loaderx_core::Kind::Image => "image",
+    }
+}
+
+/// `info`'s dtype and shape lines of `schema` (an encoded image dataset: what its records are).
+fn shape_text(schema: &Schema) -> String {
+    match schema.kind {
+        loaderx_core::Kind::Image => {
+            "records: encoded images (one JPEG, PNG or WebP file a record)\n".to_string()
+        }
+        kind => {
+            let what = if kind == loaderx_core::Kind::Dense { "item shape" } else { "row shape" };
+            format!("dtype:   {}\nshape:   {:?} ({what})\n", schema.dtype, schema.shape)
         }
     }
 }

@@ -52,6 +52,44 @@ fn convert_images_writes_images_labels_and_classes_or_names_the_bad_file() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("skipped"));
 }
 
+/// `--encoded` keeps each file as a record (`info` says the kind), and refuses `--size`.
+#[cfg(feature = "images")]
+#[test]
+fn convert_images_encoded_keeps_the_files_and_info_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(input.join("a")).unwrap();
+    std::fs::write(input.join("a/0.png"), RED_PNG).unwrap();
+    let loaderx =
+        |args: &[&std::ffi::OsStr]| Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args).output().unwrap();
+    let out = dir.path().join("out");
+    let o = loaderx(&[
+        "convert".as_ref(),
+        "images".as_ref(),
+        input.as_os_str(),
+        out.as_os_str(),
+        "--encoded".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("encoded"), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = loaderx(&["info".as_ref(), out.join("images").as_os_str()]);
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(info.contains("kind:    image") && info.contains("encoded images"), "{info}");
+    let o = loaderx(&["verify".as_ref(), out.join("images").as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    let both = dir.path().join("both");
+    let o = loaderx(&[
+        "convert".as_ref(),
+        "images".as_ref(),
+        input.as_os_str(),
+        both.as_os_str(),
+        "--encoded".as_ref(),
+        "--size".as_ref(),
+        "4x4".as_ref(),
+    ]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--size"));
+}
+
 #[cfg(feature = "parquet")]
 #[test]
 fn convert_parquet_names_a_file_that_is_not_parquet_and_writes_nothing() {

@@ -4,13 +4,13 @@
 
 use std::io::{Cursor, Read};
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, PoisonError};
 
 use fast_image_resize as fir;
 use image::{ColorType, DynamicImage, ImageDecoder, ImageReader, Limits, RgbImage};
 use rayon::prelude::*;
 
 use super::block::{catch_decoder_panic, open_input, pipelined};
+use super::image_io::{Budget, Budgets, Undecodable, decode_cost};
 use super::part::Part;
 use super::summary::ConvertSummary;
 use crate::{DatasetWriter, Error, Result, Store, WriteOptions};
@@ -19,21 +19,21 @@ use crate::{DatasetWriter, Error, Result, Store, WriteOptions};
 const PER_THREAD: usize = 16;
 /// The largest image side decoded, and the most memory one decode may take: an image is
 /// untrusted input, and its header alone must not size an allocation.
-const MAX_SIDE: u32 = 1 << 14;
-const MAX_ALLOC: u64 = 512 << 20;
+pub(super) const MAX_SIDE: u32 = 1 << 14;
+pub(super) const MAX_ALLOC: u64 = 512 << 20;
 /// The most memory one image may take from its decode to its output (see [`decode_cost`]),
 /// from the dimensions in its header, before anything is decoded: the decoder's `max_alloc`
 /// does not cover the conversion to RGB nor the resizing, which take several times more for a
 /// grey image (a 255 KB PNG of 16384 x 16384 grey needs 1.8 GiB).
-const MAX_IMAGE_BYTES: u64 = 1 << 30;
+pub(super) const MAX_IMAGE_BYTES: u64 = 1 << 30;
 /// The memory the decodes of one conversion take at once, across all its threads: a decode waits
 /// for its bytes to be free, so large images are decoded fewer at a time instead of the memory
 /// growing with the number of threads.
-const DECODE_BUDGET: u64 = MAX_IMAGE_BYTES;
+pub(super) const DECODE_BUDGET: u64 = MAX_IMAGE_BYTES;
 /// The largest image file read, and the memory the files being decoded take at once (each
 /// counted twice: the JPEG decoder copies its input).
-const MAX_FILE_BYTES: u64 = 256 << 20;
-const FILE_BUDGET: u64 = 2 * MAX_FILE_BYTES;
+pub(super) const MAX_FILE_BYTES: u64 = 256 << 20;
+pub(super) const FILE_BUDGET: u64 = 2 * MAX_FILE_BYTES;
 /// What a conversion writes into OUT: the two datasets, and the class list beside them. Only
 /// these are replaced with overwrite, and only these (each of loaderx's files) are cleared from
 /// a crashed conversion's staging directory.
@@ -144,8 +144,6 @@ pub fn images_part(
     opts: WriteOptions,
     part: Part,
 ) -> Result<ImagesSummary> {
-    let part = part.checked()?;
-    let (dir, out) = (dir.as_ref(), out.as_ref());
     let (w, h) = options.size;
     if w == 0 || h == 0 || w > MAX_SIDE || h > MAX_SIDE {
         return Err(Error::InvalidArgument(format!("an output size of {w}x{h} (each side 1..={MAX_SIDE})")));
@@ -158,6 +156,37 @@ pub fn images_part(
             opts.max_record_size()
         )));
     }
+    convert_folder(dir.as_ref(), out.as_ref(), Target::Decoded(options), opts, part)
+}
+
+/// What a folder conversion writes of each file.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Target {
+    /// The pixels, decoded and resized ([`images`]).
+    Decoded(ImageOptions),
+    /// The file as it is, or re-encoded smaller ([`super::encoded_images`]).
+    Encoded(super::encoded::EncodedOptions),
+}
+
+impl Target {
+    fn skip_bad(self) -> bool {
+        match self {
+            Target::Decoded(o) => o.skip_bad,
+            Target::Encoded(o) => o.skip_bad,
+        }
+    }
+}
+
+/// [`images_part`] and [`super::encoded_images_part`]: the folder listed, the part's files
+/// converted into a staging directory, placed at `out` when complete.
+pub(super) fn convert_folder(
+    dir: &Path,
+    out: &Path,
+    target: Target,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<ImagesSummary> {
+    let part = part.checked()?;
     if !dir.is_dir() {
         return Err(Error::NotAStore {
             path: dir.to_path_buf(),
@@ -189,7 +218,7 @@ pub fn images_part(
     let mut made = Vec::new();
     // OUT is looked at again once the conversion is complete: what appeared there meanwhile is
     // the user's, kept without overwrite, and replaced with it only if a conversion's own.
-    let placed = write(&staging, &classes, files, (options, part == Part::WHOLE), &opts, &mut made).and_then(
+    let placed = write(&staging, &classes, files, (target, part == Part::WHOLE), &opts, &mut made).and_then(
         |written| {
             Ok((written, crate::dataset::place_dir_of(&staging, out, opts.overwrites(), &DATASETS, &FILES)?))
         },
@@ -274,127 +303,23 @@ fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
     Ok((classes, files))
 }
 
-/// Bytes of memory shared by the decodes of one conversion: a decode takes its bytes before it
-/// allocates and waits while they are not free.
-struct Budget {
-    total: u64,
-    free: Mutex<u64>,
-    freed: Condvar,
-}
-
-/// Bytes taken from a [`Budget`], given back when dropped.
-struct Held<'a> {
-    budget: &'a Budget,
-    bytes: u64,
-}
-
-impl Budget {
-    fn new(total: u64) -> Budget {
-        Budget { total, free: Mutex::new(total), freed: Condvar::new() }
-    }
-
-    /// Takes `bytes` (at most the whole budget, so that a request can always be met), waiting
-    /// until they are free. No caller holds bytes of the same budget while it waits, and the
-    /// holders wait for nothing of it, so the waits end.
-    fn take(&self, bytes: u64) -> Held<'_> {
-        let bytes = bytes.min(self.total);
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        while *free < bytes {
-            free = self.freed.wait(free).unwrap_or_else(PoisonError::into_inner);
-        }
-        *free -= bytes;
-        Held { budget: self, bytes }
-    }
-
-    /// [`Budget::take`] without waiting: `None` while the bytes are not free.
-    #[cfg(test)]
-    fn try_take(&self, bytes: u64) -> Option<Held<'_>> {
-        let bytes = bytes.min(self.total);
-        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
-        (*free >= bytes).then(|| {
-            *free -= bytes;
-            Held { budget: self, bytes }
-        })
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        let mut free = self.budget.free.lock().unwrap_or_else(PoisonError::into_inner);
-        *free += self.bytes;
-        self.budget.freed.notify_all();
-    }
-}
-
-/// The two budgets of one conversion's decodes, always taken in this order (files, then pixels)
-/// and given back together, so that a decode holding file bytes while it waits for pixel bytes
-/// waits only on decodes that wait for nothing.
-struct Budgets {
-    files: Budget,
-    pixels: Budget,
-}
-
-impl Budgets {
-    fn new() -> Budgets {
-        Budgets { files: Budget::new(FILE_BUDGET), pixels: Budget::new(DECODE_BUDGET) }
-    }
-}
-
-/// Bytes of memory one image of `width` x `height` takes from its decode to its output: the
-/// decoder's output (`decoded` bytes), its conversion to RGB when it is something else, the
-/// resizer's intermediate image (at most the larger of the two sizes on each side, RGB) and the
-/// output (twice: a padded image is drawn on a canvas of its own).
-fn decode_cost(width: u32, height: u32, decoded: u64, is_rgb8: bool, out: (u32, u32)) -> u64 {
-    let rgb = |w: u32, h: u32| u64::from(w) * u64::from(h) * 3;
-    let converted = if is_rgb8 { 0 } else { rgb(width, height) };
-    let intermediate = rgb(width.max(out.0), height.max(out.1));
-    decoded.saturating_add(converted).saturating_add(intermediate).saturating_add(2 * rgb(out.0, out.1))
-}
-
-/// Why an image file was not converted: what was wrong, when the cause does not say it all,
-/// and the error that caused it (the decoder's, the file system's).
-struct Undecodable {
-    why: Option<String>,
-    source: Option<Box<dyn std::error::Error + Send + Sync>>,
-}
-
-impl Undecodable {
-    /// A file refused for `why`, with no other error behind it.
-    fn why(why: String) -> Undecodable {
-        Undecodable { why: Some(why), source: None }
-    }
-
-    /// A file refused because of `source` (with `why` when the cause alone would not say it).
-    fn caused(why: Option<&str>, source: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Undecodable {
-        Undecodable { why: why.map(str::to_owned), source: Some(source.into()) }
-    }
-
-    /// The converter's error for the file `path`.
-    fn into_error(self, path: PathBuf) -> Error {
-        let refused = "not a decodable image (--skip-bad leaves such files out)";
-        let reason = self.why.map_or_else(|| refused.to_owned(), |why| format!("{refused}: {why}"));
-        Error::BadInput { path, reason, source: self.source }
-    }
-
-    /// The reason and its causes on one line (`why: cause: ...`), for the report of skipped files.
-    fn report(&self) -> String {
-        let mut parts: Vec<String> = self.why.iter().cloned().collect();
-        let mut cause = self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static));
-        while let Some(e) = cause {
-            parts.push(e.to_string());
-            cause = e.source();
-        }
-        parts.join(": ")
-    }
-}
-
 /// Reads and decodes the image file `path` within the budgets: its length and the bytes read,
 /// and the image brought to `options.size`, or why not.
-fn decode_file(
+pub(super) fn decode_file(
     path: &Path,
     options: ImageOptions,
     budgets: &Budgets,
 ) -> (u64, std::result::Result<RgbImage, Undecodable>) {
+    with_file(path, budgets, |bytes| decode(bytes, options, &budgets.pixels))
+}
+
+/// Reads the image file `path` within the file budget and hands its bytes to `f` (a decoder's
+/// panic caught as why the file is refused): the bytes read, and `f`'s result or why not.
+pub(super) fn with_file<T>(
+    path: &Path,
+    budgets: &Budgets,
+    f: impl FnOnce(&[u8]) -> std::result::Result<T, Undecodable>,
+) -> (u64, std::result::Result<T, Undecodable>) {
     let (file, len) = match open_input(path) {
         Ok(f) => f,
         Err(Error::BadInput { reason, source: None, .. }) => return (0, Err(Undecodable::why(reason))),
@@ -410,9 +335,9 @@ fn decode_file(
     if let Err(e) = file.take(len).read_to_end(&mut bytes) {
         return (0, Err(Undecodable::caused(Some("cannot be read"), e)));
     }
-    let decoded = catch_decoder_panic(|| decode(&bytes, options, &budgets.pixels))
+    let done = catch_decoder_panic(|| f(&bytes))
         .unwrap_or_else(|panic| Err(Undecodable::why(format!("it broke the decoder: {panic}"))));
-    (bytes.len() as u64, decoded)
+    (bytes.len() as u64, done)
 }
 
 /// Decodes `bytes` within the limits and brings the image to `options.size` as RGB, its memory
@@ -503,36 +428,55 @@ fn write(
     staging: &Path,
     classes: &[String],
     files: &[(PathBuf, u32)],
-    (options, whole): (ImageOptions, bool),
+    (target, whole): (Target, bool),
     opts: &WriteOptions,
     made: &mut Vec<&'static str>,
 ) -> Result<Written> {
-    let (w, h) = options.size;
     let inner = WriteOptions::new().codec(opts.record_codec()).format(opts.store_format());
     let (images_dir, labels_dir) = (staging.join("images"), staging.join("labels"));
-    let mut images = DatasetWriter::dense::<u8>(&images_dir, vec![h as usize, w as usize, 3], inner.clone())?;
+    let mut images = match target {
+        Target::Decoded(o) => {
+            let (w, h) = o.size;
+            DatasetWriter::dense::<u8>(&images_dir, vec![h as usize, w as usize, 3], inner.clone())?
+        }
+        // Stored raw whatever the codec asked: JPEG, PNG and WebP are compressed already, and
+        // the loader's decode would pay for a second decompression at every step.
+        Target::Encoded(_) => {
+            let raw = inner.clone().codec(crate::Codec::Raw);
+            DatasetWriter::with_schema(&images_dir, crate::Schema::image(), raw)?
+        }
+    };
     let mut labels = DatasetWriter::dense::<u32>(&labels_dir, vec![], inner)?;
     let window = PER_THREAD * rayon::current_num_threads();
     let (mut bytes_in, mut done) = (0u64, 0u64);
     let mut skipped = Vec::new();
     let budgets = Budgets::new();
-    let decode_window = |chunk: &[(PathBuf, u32)]| -> Vec<(u64, std::result::Result<RgbImage, Undecodable>)> {
-        chunk.par_iter().map(|(path, _)| decode_file(path, options, &budgets)).collect()
+    let decode_window = |chunk: &[(PathBuf, u32)]| -> Vec<(u64, std::result::Result<Vec<u8>, Undecodable>)> {
+        chunk
+            .par_iter()
+            .map(|(path, _)| match target {
+                Target::Decoded(o) => {
+                    let (n, img) = decode_file(path, o, &budgets);
+                    (n, img.map(RgbImage::into_raw))
+                }
+                Target::Encoded(o) => super::encoded::encode_file(path, o, &budgets),
+            })
+            .collect()
     };
     let windows: Vec<&[(PathBuf, u32)]> = files.chunks(window).collect();
     // Each window is written on a writer thread while the next ones decode on the pool.
-    let write = |k: usize, decoded: Vec<(u64, std::result::Result<RgbImage, Undecodable>)>| -> Result<()> {
+    let write = |k: usize, decoded: Vec<(u64, std::result::Result<Vec<u8>, Undecodable>)>| -> Result<()> {
         let mut pixels: Vec<Vec<u8>> = Vec::with_capacity(decoded.len());
         let mut ids: Vec<u32> = Vec::with_capacity(decoded.len());
         for ((path, label), (n, img)) in windows[k].iter().zip(decoded) {
             done += n;
             match img {
-                Ok(img) => {
+                Ok(record) => {
                     bytes_in += n;
-                    pixels.push(img.into_raw());
+                    pixels.push(record);
                     ids.push(*label);
                 }
-                Err(why) if options.skip_bad => skipped.push((path.clone(), why.report())),
+                Err(why) if target.skip_bad() => skipped.push((path.clone(), why.report())),
                 Err(why) => return Err(why.into_error(path.clone())),
             }
         }
@@ -558,40 +502,4 @@ fn write(
     made.push("classes.txt");
     let (chunk_bytes, dict_bytes) = Store::open(&images_dir)?.footprint()?;
     Ok((ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes }, skipped))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_budget_gives_only_free_bytes_and_wakes_a_waiter_when_they_come_back() {
-        let b = Budget::new(10);
-        let held = b.take(6);
-        assert!(b.try_take(6).is_none(), "4 bytes are free");
-        let small = b.try_take(4).expect("4 bytes are free");
-        drop(small);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let _h = b.take(6);
-                tx.send(()).unwrap();
-            });
-            drop(held);
-            rx.recv().expect("the waiter gets its bytes once they are given back");
-        });
-        assert!(b.try_take(10).is_some(), "every byte came back");
-        assert_eq!(b.take(25).bytes, 10, "a request over the whole budget takes the whole budget");
-    }
-
-    #[test]
-    fn a_grey_image_counts_its_conversion_and_resizing() {
-        // The 255 KB grey PNG of 16384 x 16384: 256 MiB decoded, 768 MiB as RGB, 768 MiB resized.
-        let side = 1u32 << 14;
-        let grey = decode_cost(side, side, 1 << 28, false, (32, 32));
-        assert!(grey > MAX_IMAGE_BYTES, "{grey}");
-        assert_eq!(grey, (1 << 28) + 2 * 3 * (1u64 << 28) + 2 * 32 * 32 * 3);
-        // An RGB photo of 4000 x 3000 takes its pixels twice.
-        assert_eq!(decode_cost(4000, 3000, 36_000_000, true, (224, 224)), 72_000_000 + 2 * 224 * 224 * 3);
-    }
 }

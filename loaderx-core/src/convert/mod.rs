@@ -19,6 +19,7 @@
 //! | [`tokens`](fn@tokens) | a token file ([`TokenFile`](crate::tokens::TokenFile)) | ragged, a record a document (or `chunk` tokens) |
 //! | `parquet` (feature `parquet`) | Parquet files, one dataset per column | dense, ragged or `u8` |
 //! | `images` (feature `images`) | an image folder, one subdirectory per class | dense `u8` images + labels |
+//! | `encoded_images` (feature `images`) | the same, each file kept encoded | `image` records + labels |
 //!
 //! Every converter has a `_part` twin ([`npy_part`], [`safetensors_part`], [`idx_part`],
 //! [`dir_part`], [`jsonl_part`], `parquet_part`, `images_part`) that converts only part `k` of
@@ -34,8 +35,12 @@
 
 mod block;
 mod dir;
+#[cfg(feature = "images")]
+mod encoded;
 pub(crate) mod export;
 mod idx;
+#[cfg(feature = "images")]
+mod image_io;
 #[cfg(feature = "images")]
 mod images;
 mod iter;
@@ -55,6 +60,8 @@ pub use crate::dataset::{PART_PREFIX, part_dirs, part_name, stitch_datasets};
 pub use crate::sys::cache_dir;
 pub use block::BLOCK_BYTES;
 pub use dir::{dir, dir_part};
+#[cfg(feature = "images")]
+pub use encoded::{EncodedOptions, encoded_images, encoded_images_part};
 pub use idx::{IdxHeader, idx, idx_part};
 #[cfg(feature = "images")]
 pub use images::{ImageOptions, ImagesSummary, Resize, fit, images, images_part};

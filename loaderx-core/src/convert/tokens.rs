@@ -124,21 +124,20 @@ pub fn megatron(dataset: impl AsRef<Path>, prefix: impl AsRef<Path>, overwrite: 
     let flat = match schema.kind {
         crate::Kind::Ragged => schema.shape.iter().product::<usize>() == 1,
         crate::Kind::Dense => true,
+        crate::Kind::Image => false,
     };
     let Some(token) = token.filter(|_| flat) else {
         return Err(Error::Schema {
             path: dataset.to_path_buf(),
             reason: format!(
                 "{} {} records of shape {:?} are not Megatron tokens (rows of one integer of a type Megatron has a code for: u8, i8, i16, u16, i32, i64)",
-                if schema.kind == crate::Kind::Ragged { "ragged" } else { "dense" },
-                schema.dtype,
-                schema.shape
+                schema.kind, schema.dtype, schema.shape
             ),
         });
     };
     let mut w = MegatronWriter::create(prefix, token, overwrite)?;
     match schema.kind {
-        crate::Kind::Ragged => {
+        crate::Kind::Ragged | crate::Kind::Image => {
             let src = RaggedSource::open(dataset)?;
             let n = src.len();
             let mut done = 0usize;

@@ -10,13 +10,18 @@ use super::set::{StoreSet, is_set};
 use crate::{Error, Result, Store};
 
 /// [`Error::Schema`] naming `path` unless `schema` is of `kind`.
+/// A ragged reader reads encoded images too, as their files' bytes.
 pub(crate) fn check_kind(schema: &Schema, kind: Kind, path: &Path) -> Result<()> {
-    if schema.kind == kind {
+    if schema.kind == kind || (kind == Kind::Ragged && schema.kind == Kind::Image) {
         return Ok(());
     }
-    let reason = match kind {
-        Kind::Dense => "the dataset is ragged; open it with RaggedDataset",
-        Kind::Ragged => "the dataset is dense; open it with DenseDataset",
+    let reason = match (kind, schema.kind) {
+        (_, Kind::Image) => {
+            "the dataset holds encoded images (one JPEG, PNG or WebP file a record); open it with RaggedDataset for \
+             the files' bytes"
+        }
+        (Kind::Dense, _) => "the dataset is ragged; open it with RaggedDataset",
+        (_, _) => "the dataset is dense; open it with DenseDataset",
     };
     Err(Error::Schema { path: path.to_path_buf(), reason: reason.into() })
 }

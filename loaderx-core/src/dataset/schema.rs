@@ -23,6 +23,10 @@ pub enum Kind {
     Dense,
     /// Records are variable-length sequences of rows of `shape`.
     Ragged,
+    /// Every record is one encoded image file (JPEG, PNG or WebP, as the file was, or
+    /// re-encoded when larger than asked): `u8` bytes, shape `[]`. Read as bytes by a ragged
+    /// reader; a dense reader refuses it.
+    Image,
 }
 
 /// What a dataset's records are: kind, element type and shape.
@@ -43,6 +47,7 @@ impl std::fmt::Display for Kind {
         f.write_str(match self {
             Kind::Dense => "dense",
             Kind::Ragged => "ragged",
+            Kind::Image => "image",
         })
     }
 }
@@ -63,6 +68,17 @@ impl Schema {
     /// A ragged schema.
     pub fn ragged(dtype: DType, row_shape: Vec<usize>) -> Schema {
         Schema { kind: Kind::Ragged, dtype, shape: row_shape }
+    }
+
+    /// The schema of encoded image files, one a record: `image u8 []`.
+    pub fn image() -> Schema {
+        Schema { kind: Kind::Image, dtype: DType::U8, shape: Vec::new() }
+    }
+
+    /// Whether its records are variable-length runs of rows (ragged records, and encoded
+    /// images: runs of bytes).
+    pub fn is_ragged(&self) -> bool {
+        matches!(self.kind, Kind::Ragged | Kind::Image)
     }
 
     /// Elements in one dense item or one ragged row.
@@ -90,6 +106,12 @@ impl Schema {
     fn oversize(&self) -> Option<String> {
         if self.shape.len() > MAX_DIMS {
             return Some(format!("a shape of {} dimensions has more than {MAX_DIMS}", self.shape.len()));
+        }
+        if self.kind == Kind::Image && (self.dtype != DType::U8 || !self.shape.is_empty()) {
+            return Some(format!(
+                "encoded images are u8 bytes of shape [], not {} of shape {:?}",
+                self.dtype, self.shape
+            ));
         }
         let elems = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
         // A ragged record is its rows' bytes: rows of no bytes would lose its row count.

@@ -326,7 +326,7 @@ impl DatasetWriter {
         self.check_dtype(T::DTYPE)?;
         let bytes: &[u8] = bytemuck::cast_slice(items);
         match self.schema.kind {
-            Kind::Ragged => self.append_bytes(&[bytes]),
+            Kind::Ragged | Kind::Image => self.append_bytes(&[bytes]),
             Kind::Dense => {
                 let item = self.schema.unit_bytes();
                 if item == 0 {
@@ -383,7 +383,7 @@ impl DatasetWriter {
             let n = base + k as u64;
             let fits = match self.schema.kind {
                 Kind::Dense => r.len() == unit,
-                Kind::Ragged => unit == 0 || r.len() % unit == 0,
+                Kind::Ragged | Kind::Image => unit == 0 || r.len() % unit == 0,
             };
             if !fits {
                 return Err(Error::InvalidArgument(format!(

@@ -145,7 +145,7 @@ impl LoaderBuilder {
         }
         Ok(match Schema::read(dir)?.kind {
             Kind::Dense => StreamData::Dense(DenseSource::open(dir)?),
-            Kind::Ragged => StreamData::Ragged(RaggedSource::open(dir)?, None),
+            Kind::Ragged | Kind::Image => StreamData::Ragged(RaggedSource::open(dir)?, None),
         })
     }
 

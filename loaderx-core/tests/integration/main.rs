@@ -11,6 +11,8 @@ mod convert_formats;
 mod convert_hostile;
 mod crash;
 mod dataset;
+#[cfg(feature = "images")]
+mod encoded_images;
 mod fixed_stride;
 #[cfg(feature = "images")]
 mod images;

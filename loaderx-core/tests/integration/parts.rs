@@ -27,7 +27,7 @@ pub fn records_of(p: &Path) -> Vec<Vec<u8>> {
                 buf.chunks(unit).map(<[u8]>::to_vec).collect()
             }
         }
-        Kind::Ragged => {
+        Kind::Ragged | Kind::Image => {
             let s = RaggedSource::open(p).unwrap();
             let all: Vec<u32> = (0..s.len() as u32).collect();
             let b = s.get_batch(&all).unwrap();

@@ -1,0 +1,164 @@
+//! Image folders into encoded image datasets (`convert images --encoded`): each JPEG, PNG or
+//! WebP file kept as one record, as it is, or re-encoded as JPEG when a side is longer than asked
+//! (FFCV's `max_resolution`), so that the loader can decode and augment differently at every
+//! step. The folder walk, the staging directory and the labels are [`super::images`]'.
+
+use std::io::Cursor;
+use std::path::Path;
+
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
+
+use super::image_io::{Budget, Budgets, Undecodable, decode_cost};
+use super::images::{
+    ImageOptions, ImagesSummary, MAX_ALLOC, MAX_IMAGE_BYTES, MAX_SIDE, Resize, Target, convert_folder, fit,
+    with_file,
+};
+use super::part::Part;
+use crate::{Error, Result, WriteOptions};
+
+/// What [`encoded_images`] keeps of each file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncodedOptions {
+    /// The longest side kept: a larger image is resized to it (aspect kept) and re-encoded as
+    /// JPEG; `None` keeps every file as it is.
+    pub max_side: Option<u32>,
+    /// The JPEG quality of re-encoded images, 1 to 100.
+    pub quality: u8,
+    /// Skip (and report) files that do not decode, instead of failing with nothing written.
+    pub skip_bad: bool,
+}
+
+impl Default for EncodedOptions {
+    /// Every file kept as it is (quality 90 for any re-encoded), failing on a bad file.
+    fn default() -> Self {
+        EncodedOptions { max_side: None, quality: 90, skip_bad: false }
+    }
+}
+
+/// Converts the image folder `dir` (one subdirectory per class, as [`super::images`] reads it)
+/// into `out/images`, a dataset of encoded images (kind `image`: one file a record; read its
+/// bytes with a ragged reader), `out/labels` and `out/classes.txt`. Each file is decoded whole
+/// to check it (a file that does not decode is an error naming it, or with `skip_bad` left out
+/// and listed); it is kept byte for byte when both sides are within `max_side`, and otherwise
+/// resized to `max_side` on its longer side and stored as a JPEG of `quality`. The format comes
+/// from the content: JPEG, PNG and WebP are kept, any other format is refused. The images are
+/// stored raw whatever codec `opts` asks (they are compressed already); the labels take it.
+/// All or nothing, as [`super::images`].
+///
+/// # Errors
+/// As [`super::images`]; [`Error::InvalidArgument`] for a `max_side` of 0 or over 16,384, or a
+/// quality outside 1..=100.
+pub fn encoded_images(
+    dir: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: EncodedOptions,
+    opts: WriteOptions,
+) -> Result<ImagesSummary> {
+    encoded_images_part(dir, out, options, opts, Part::WHOLE)
+}
+
+/// [`encoded_images`] of part `part` of the files, as [`super::images_part`] splits them.
+///
+/// # Errors
+/// As [`encoded_images`]; [`Error::InvalidArgument`] for a part out of range.
+pub fn encoded_images_part(
+    dir: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: EncodedOptions,
+    opts: WriteOptions,
+    part: Part,
+) -> Result<ImagesSummary> {
+    if let Some(side) = options.max_side.filter(|&s| s == 0 || s > MAX_SIDE) {
+        return Err(Error::InvalidArgument(format!("a longest side of {side} (1..={MAX_SIDE})")));
+    }
+    if !(1..=100).contains(&options.quality) {
+        return Err(Error::InvalidArgument(format!("a JPEG quality of {} (1..=100)", options.quality)));
+    }
+    convert_folder(dir.as_ref(), out.as_ref(), Target::Encoded(options), opts, part)
+}
+
+/// Reads, checks and (when larger than asked) re-encodes the image file `path` within the
+/// budgets: the bytes read, and the record, or why not.
+pub(super) fn encode_file(
+    path: &Path,
+    options: EncodedOptions,
+    budgets: &Budgets,
+) -> (u64, std::result::Result<Vec<u8>, Undecodable>) {
+    with_file(path, budgets, |bytes| encode(bytes, options, &budgets.pixels))
+}
+
+/// The size `(w, h)` is brought to so that its longer side is `side` (aspect kept, each side at
+/// least 1), or `None` when it is within.
+fn shrunk((w, h): (u32, u32), side: Option<u32>) -> Option<(u32, u32)> {
+    let side = side?;
+    if w.max(h) <= side {
+        return None;
+    }
+    let scale = f64::from(side) / f64::from(w.max(h));
+    let fit = |v: u32| ((f64::from(v) * scale).round() as u32).clamp(1, side);
+    Some((fit(w), fit(h)))
+}
+
+fn encode(
+    bytes: &[u8],
+    options: EncodedOptions,
+    pixels: &Budget,
+) -> std::result::Result<Vec<u8>, Undecodable> {
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_ALLOC);
+    let mut reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| Undecodable::caused(Some("its format cannot be guessed"), e))?;
+    match reader.format() {
+        Some(ImageFormat::Jpeg | ImageFormat::Png | ImageFormat::WebP) => {}
+        Some(other) => {
+            return Err(Undecodable::why(format!("a {other:?} file: JPEG, PNG and WebP are kept")));
+        }
+        None => return Err(Undecodable::why("not a JPEG, PNG or WebP file".into())),
+    }
+    reader.limits(limits);
+    let decoder = reader.into_decoder().map_err(|e| Undecodable::caused(None, e))?;
+    let ((w, h), color, decoded) = (decoder.dimensions(), decoder.color_type(), decoder.total_bytes());
+    if decoded > MAX_ALLOC {
+        return Err(Undecodable::why(format!(
+            "an image of {w}x{h} is {decoded} bytes decoded; the limit is {MAX_ALLOC}"
+        )));
+    }
+    let target = shrunk((w, h), options.max_side);
+    let need = match target {
+        Some(size) => decode_cost(w, h, decoded, color == image::ColorType::Rgb8, size),
+        None => decoded,
+    };
+    if need > MAX_IMAGE_BYTES {
+        return Err(Undecodable::why(format!(
+            "an image of {w}x{h} needs {need} bytes to check and resize; one image is given at most {MAX_IMAGE_BYTES}"
+        )));
+    }
+    let _held = pixels.take(need);
+    // Decoded whole, whether it is kept or not: a file the loader could not decode is refused
+    // here, where it can be named, not at a training step.
+    let img = DynamicImage::from_decoder(decoder).map_err(|e| Undecodable::caused(None, e))?;
+    let Some(size) = target else { return Ok(bytes.to_vec()) };
+    let rgb = fit(&img, ImageOptions { size, resize: Resize::Stretch, skip_bad: false });
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, options.quality)
+        .encode_image(&rgb)
+        .map_err(|e| Undecodable::caused(Some("it could not be re-encoded"), e))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shrunk;
+
+    #[test]
+    fn the_longer_side_is_brought_to_the_limit_and_the_aspect_kept() {
+        assert_eq!(shrunk((500, 375), None), None);
+        assert_eq!(shrunk((500, 375), Some(500)), None);
+        assert_eq!(shrunk((500, 375), Some(256)), Some((256, 192)));
+        assert_eq!(shrunk((375, 500), Some(256)), Some((192, 256)));
+        assert_eq!(shrunk((10_000, 3), Some(100)), Some((100, 1)));
+    }
+}

@@ -1,0 +1,109 @@
+//! `convert::encoded_images`: image folders kept encoded, one file a record, for the loader to
+//! decode at every step. Files kept byte for byte, larger ones re-encoded to the longest side
+//! asked, bad files named or skipped, and the dataset's kind refused by dense readers.
+
+use std::path::Path;
+
+use image::{ImageFormat, Rgb, RgbImage};
+use loaderx_core::convert::{EncodedOptions, encoded_images};
+use loaderx_core::{DenseDataset, Error, Kind, Schema, Store, WriteOptions};
+
+use crate::parts::records_of;
+
+fn save(path: &Path, w: u32, h: u32, color: [u8; 3], format: ImageFormat) {
+    RgbImage::from_fn(w, h, |x, y| {
+        Rgb([color[0], color[1].wrapping_add(x as u8), color[2].wrapping_add(y as u8)])
+    })
+    .save_with_format(path, format)
+    .unwrap();
+}
+
+/// `cat/` (a PNG, a JPEG, a WebP) and `dog/` (a small PNG, a wide PNG of 100 x 20).
+fn folder(root: &Path) -> Vec<std::path::PathBuf> {
+    for c in ["cat", "dog"] {
+        std::fs::create_dir_all(root.join(c)).unwrap();
+    }
+    let files = [
+        ("cat/a.png", 40, 30, ImageFormat::Png),
+        ("cat/b.jpg", 17, 50, ImageFormat::Jpeg),
+        ("cat/c.webp", 48, 48, ImageFormat::WebP),
+        ("dog/a.png", 8, 8, ImageFormat::Png),
+        ("dog/z.png", 100, 20, ImageFormat::Png),
+    ];
+    files
+        .iter()
+        .map(|(name, w, h, f)| {
+            save(&root.join(name), *w, *h, [200, 10, 20], *f);
+            root.join(name)
+        })
+        .collect()
+}
+
+#[test]
+fn files_are_kept_as_records_and_larger_ones_re_encoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = folder(&dir.path().join("in"));
+    let out = dir.path().join("out");
+    let options = EncodedOptions { max_side: Some(64), ..EncodedOptions::default() };
+    let s = encoded_images(dir.path().join("in"), &out, options, WriteOptions::new()).unwrap();
+    assert_eq!(s.classes, ["cat", "dog"]);
+    assert_eq!((s.images.records, s.skipped.len()), (5, 0));
+    assert_eq!(Schema::read(&out.join("images")).unwrap().kind, Kind::Image);
+    let records = records_of(&out.join("images"));
+    // Within 64 pixels: the file itself. The 100 x 20 PNG: a JPEG of 64 x 13.
+    for (record, file) in records.iter().zip(&files).take(4) {
+        assert_eq!(record, &std::fs::read(file).unwrap(), "{}", file.display());
+    }
+    let wide = image::load_from_memory(&records[4]).unwrap();
+    assert_eq!((wide.width(), wide.height()), (64, 13));
+    assert_eq!(image::guess_format(&records[4]).unwrap(), ImageFormat::Jpeg);
+    let labels = DenseDataset::<u32>::open(out.join("labels")).unwrap();
+    assert_eq!(labels.get_batch(&[0, 1, 2, 3, 4]).unwrap().as_slice::<u32>().unwrap(), &[0, 0, 0, 1, 1]);
+    // About the files' bytes on disk (raw records, whatever codec was asked).
+    let kept: u64 = records.iter().map(|r| r.len() as u64).sum();
+    assert_eq!(Store::open(out.join("images")).unwrap().summary().unwrap().chunk_bytes, kept);
+    assert!(Store::open(out.join("images")).unwrap().verify().unwrap().is_ok());
+    // A dense reader refuses it, naming the dataset and what it holds.
+    let e = DenseDataset::<u8>::open(out.join("images")).unwrap_err();
+    assert!(
+        matches!(&e, Error::Schema { path, reason } if path.ends_with("images") && reason.contains("encoded images")),
+        "{e}"
+    );
+    // Without a longest side, every file is kept as it is.
+    let all = dir.path().join("all");
+    encoded_images(dir.path().join("in"), &all, EncodedOptions::default(), WriteOptions::new()).unwrap();
+    let kept = records_of(&all.join("images"));
+    assert_eq!(kept[4], std::fs::read(&files[4]).unwrap());
+}
+
+#[test]
+fn bad_files_are_named_or_skipped_and_options_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    folder(&input);
+    let png = std::fs::read(input.join("dog/a.png")).unwrap();
+    std::fs::write(input.join("dog/b-truncated.png"), &png[..png.len() / 2]).unwrap();
+    std::fs::write(input.join("dog/notes.txt"), b"not an image").unwrap();
+    let e = encoded_images(&input, dir.path().join("o1"), EncodedOptions::default(), WriteOptions::new())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::BadInput { path, .. } if path.ends_with("b-truncated.png")),
+        "the first bad file is named: {e}"
+    );
+    assert!(!dir.path().join("o1").exists(), "nothing written");
+    let skip = EncodedOptions { skip_bad: true, ..EncodedOptions::default() };
+    let s = encoded_images(&input, dir.path().join("o2"), skip, WriteOptions::new()).unwrap();
+    let skipped: Vec<String> =
+        s.skipped.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(skipped, ["b-truncated.png", "notes.txt"]);
+    assert!(s.skipped[1].1.contains("not a JPEG, PNG or WebP"), "{}", s.skipped[1].1);
+    assert_eq!(s.images.records, 5);
+    for bad in [
+        EncodedOptions { max_side: Some(0), ..EncodedOptions::default() },
+        EncodedOptions { quality: 0, ..EncodedOptions::default() },
+        EncodedOptions { quality: 101, ..EncodedOptions::default() },
+    ] {
+        let e = encoded_images(&input, dir.path().join("o3"), bad, WriteOptions::new()).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
+    }
+}
