@@ -107,6 +107,40 @@ pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(chunk_name(id))
 }
 
+/// Removes every chunk file of `dir` numbered past `tail`, highest first, whatever gaps there are
+/// among them: a removal killed part way (of a trim, or of a compaction's or delete's chunks past
+/// its new frontier) leaves files past a gap, which a walk up from `tail + 1` would stop before
+/// and a later append would then write into over their old bytes.
+///
+/// # Errors
+/// [`Error::Io`] naming `dir` when it cannot be listed, or a file that cannot be removed.
+pub(crate) fn remove_chunks_after(dir: &Path, tail: u32) -> Result<()> {
+    let mut past = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
+        if let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_suffix(".zr"))
+            .filter(|n| is_chunk_id(n))
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|&id| id > tail)
+        {
+            past.push(id);
+        }
+    }
+    past.sort_unstable_by(|a, b| b.cmp(a));
+    for id in past {
+        let p = chunk_path(dir, id);
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove", &p, e)),
+        }
+    }
+    Ok(())
+}
+
 /// Whether `n` is a chunk id as loaderx names one: decimal, no sign, no leading zero (a user's
 /// `007.zr` or `+1.zr` is not a chunk).
 fn is_chunk_id(n: &str) -> bool {

@@ -265,7 +265,13 @@ impl Store {
     pub(super) fn check_journal(&self, entries: &[(u64, Entry)]) -> Result<()> {
         let (len, frontier) = (self.len(), self.index.frontier());
         let path = self.dir.join(JOURNAL_FILE);
-        let capacity = self.chunk_capacity()?;
+        // A v1 store keeps no capacity: this handle's option is not the one it was compacted
+        // with, so v1 journals are bounded by the format's largest chunk (and the contiguity
+        // rule below).
+        let capacity = match self.format() {
+            Format::V1 => crate::format::MAX_CHUNK_SIZE,
+            Format::V2 => self.chunk_capacity()?,
+        };
         for &(idx, e) in entries {
             let bad = if idx >= len {
                 Some(format!("the journal rewrites entry {idx} of a store of {len} records"))
@@ -451,7 +457,7 @@ impl Store {
         if !batch.is_empty() && !run(self, &mut batch, &mut data)? {
             return self.compaction_stopped(report);
         }
-        self.publish_packed(len, place, frontier.0)?;
+        self.publish_packed(len, place)?;
         report.bytes_after = self.stats()?.chunk_bytes;
         Ok(report)
     }
@@ -496,9 +502,8 @@ impl Store {
     }
 
     /// Publishes the packed frontier of a finished compaction and drops the chunk bytes past it:
-    /// the tail chunk truncated there, the chunks after it (up to the old tail) removed, a v2
-    /// manifest computed again.
-    fn publish_packed(&self, len: u64, place: Placement, old_tail: u32) -> Result<()> {
+    /// the tail chunk truncated there, the chunks after it removed, a v2 manifest computed again.
+    fn publish_packed(&self, len: u64, place: Placement) -> Result<()> {
         // The packed frontier is never past the old one, so it can always be stored.
         let (chunk, off) = place.frontier().ok_or_else(|| Error::StoreFull {
             path: self.dir.clone(),
@@ -513,28 +518,19 @@ impl Store {
             self.write_manifest_for(len, (chunk, off), Vec::new())?;
         }
         self.index.publish(len, (chunk, off), &self.index_path, true)?;
-        self.drop_chunks_past((chunk, off), old_tail)
+        self.drop_chunks_past((chunk, off))
     }
 
     /// Drops the chunk bytes past a frontier just published: the tail chunk truncated there
-    /// (created when the frontier rolled into a chunk that held no record), the chunks after it
-    /// removed up to `old_tail` and past it while any is found (a delete or compaction
-    /// interrupted after its publish leaves some), the directory synced.
-    pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64), old_tail: u32) -> Result<()> {
+    /// (created when the frontier rolled into a chunk that held no record), every chunk after it
+    /// removed (whatever gaps a removal interrupted earlier left), the directory synced.
+    pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64)) -> Result<()> {
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
         let f = super::open_or_create(&tail)?;
         f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
-        let mut id = chunk + 1;
-        loop {
-            let p = chunk_path(&self.dir, id);
-            match fs::remove_file(&p) {
-                Ok(()) => id += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && id > old_tail => break,
-                Err(e) => return Err(Error::io("remove", &p, e)),
-            }
-        }
+        super::files::remove_chunks_after(&self.dir, chunk)?;
         sync_dir(&self.dir)
     }
 

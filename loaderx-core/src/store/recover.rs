@@ -294,16 +294,7 @@ impl Store {
         if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > tail_offset {
             f.set_len(tail_offset).map_err(|e| Error::io("truncate", &tail, e))?;
         }
-        let mut id = u64::from(tail_chunk) + 1;
-        while id < self.index.limits().max_chunks {
-            let p = chunk_path(&self.dir, id as u32);
-            match fs::remove_file(&p) {
-                Ok(()) => id += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
-                Err(e) => return Err(Error::io("remove", &p, e)),
-            }
-        }
-        Ok(())
+        super::files::remove_chunks_after(&self.dir, tail_chunk)
     }
 
     /// The writer reads `manifest.zr`, and rewrites it when a crash left it behind the header

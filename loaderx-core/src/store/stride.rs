@@ -419,7 +419,7 @@ impl Store {
             source: None,
         })?;
         self.index.publish(new_length.min(self.len()), frontier, &self.index_path, true)?;
-        self.drop_chunks_past(frontier, frontier.0)
+        self.drop_chunks_past(frontier)
     }
 
     /// [`Store::gather_fixed_to`] of a fixed-stride store: each record copied from where its
