@@ -47,6 +47,8 @@ mod sampler;
 mod store;
 mod sys;
 pub mod tokens;
+#[cfg(feature = "images")]
+pub mod vision;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
 #[cfg(feature = "remote")]

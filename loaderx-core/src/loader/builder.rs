@@ -105,6 +105,43 @@ impl LoaderBuilder {
         self
     }
 
+    /// Adds the stream `name` of encoded images (`source`: a dataset of kind `image`, or any
+    /// ragged `u8` dataset of whole files), each decoded and transformed by `pipeline` on the
+    /// prefetch threads into a dense item of the batch: `u8` `[H, W, 3]`, or `f32` `[3, H, W]`
+    /// when it normalises ([`crate::vision`], feature `images`). Its random choices come from
+    /// the loader's seed, the step and the sample's position in the global batch.
+    ///
+    /// # Errors
+    /// `build` reports [`Error::Config`] for a pipeline that cannot run, or a source that is not
+    /// of `u8` bytes; a record that does not decode is an error of its step naming the record.
+    #[cfg(feature = "images")]
+    pub fn image_stream(
+        mut self,
+        name: impl Into<String>,
+        source: RaggedSource,
+        pipeline: crate::vision::ImagePipeline,
+    ) -> Self {
+        let name = name.into();
+        let why = pipeline.check().err().or_else(|| {
+            (source.dtype() != crate::DType::U8 || !source.row_shape().is_empty()).then(|| {
+                format!(
+                    "{}: records of {} rows of shape {:?}, not bytes",
+                    source.path().display(),
+                    source.dtype(),
+                    source.row_shape()
+                )
+            })
+        });
+        if let Some(reason) = why {
+            return self.refuse(Error::Config {
+                what: "image_stream",
+                reason: format!("stream {name:?}: {reason}"),
+            });
+        }
+        self.streams.push((name, StreamData::Image(source, std::sync::Arc::new(pipeline))));
+        self
+    }
+
     /// How [`LoaderBuilder::open_stream`] reaches `s3://` URLs from here on (endpoint, keys,
     /// region, the page cache...; feature `remote`). Without it, the AWS environment variables.
     #[cfg(feature = "remote")]
@@ -124,6 +161,8 @@ impl LoaderBuilder {
         match self.opened(dir.as_ref()) {
             Ok(StreamData::Dense(d)) => self.stream(name, d),
             Ok(StreamData::Ragged(r, _)) => self.ragged_stream(name, r),
+            #[cfg(feature = "images")]
+            Ok(StreamData::Image(r, p)) => self.image_stream(name, r, (*p).clone()),
             Err(e) => self.refuse(e),
         }
     }
@@ -277,39 +316,7 @@ impl LoaderBuilder {
         }
         let mut out = LoaderBuilder::default();
         for (k, (name, first)) in per_source[0].iter().enumerate() {
-            let column = per_source.iter().map(|s| s[k].1.clone());
-            let stream = match first {
-                StreamData::Dense(_) => {
-                    let parts = column
-                        .map(|s| match s {
-                            StreamData::Dense(d) => Ok(d),
-                            StreamData::Ragged(..) => Err(Error::Config {
-                                what: "mixture",
-                                reason: format!("stream {name:?} is dense in one source, ragged in another"),
-                            }),
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    StreamData::Dense(DenseSource::concat(parts)?)
-                }
-                StreamData::Ragged(_, pad) => {
-                    let parts = column
-                        .map(|s| match s {
-                            StreamData::Ragged(r, p) if p == *pad => Ok(r),
-                            StreamData::Ragged(..) => Err(Error::Config {
-                                what: "mixture",
-                                reason: format!(
-                                    "ragged stream {name:?} is padded differently in two sources"
-                                ),
-                            }),
-                            StreamData::Dense(_) => Err(Error::Config {
-                                what: "mixture",
-                                reason: format!("stream {name:?} is ragged in one source, dense in another"),
-                            }),
-                        })
-                        .collect::<Result<Vec<_>>>()?;
-                    StreamData::Ragged(RaggedSource::concat(parts)?, *pad)
-                }
-            };
+            let stream = concat_column(name, first, per_source.iter().map(|s| s[k].1.clone()))?;
             out.streams.push((name.clone(), stream));
         }
         out.order = Chosen::Mixture { weights, lens };
@@ -600,4 +607,50 @@ fn retold(e: &Error) -> Error {
         cause = c.source();
     }
     Error::Config { what: "open_stream", reason }
+}
+
+/// One stream of a mixture: the same stream of every source (`first` the first source's),
+/// concatenated; the sources must hold it alike (dense, or ragged padded the same way).
+fn concat_column(
+    name: &str,
+    first: &StreamData,
+    column: impl Iterator<Item = StreamData>,
+) -> Result<StreamData> {
+    Ok(match first {
+        StreamData::Dense(_) => {
+            let parts = column
+                .map(|s| match s {
+                    StreamData::Dense(d) => Ok(d),
+                    _ => Err(Error::Config {
+                        what: "mixture",
+                        reason: format!("stream {name:?} is dense in one source, not in another"),
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            StreamData::Dense(DenseSource::concat(parts)?)
+        }
+        #[cfg(feature = "images")]
+        StreamData::Image(..) => {
+            return Err(Error::Config {
+                what: "mixture",
+                reason: format!("image stream {name:?} in a mixture: not supported yet"),
+            });
+        }
+        StreamData::Ragged(_, pad) => {
+            let parts = column
+                .map(|s| match s {
+                    StreamData::Ragged(r, p) if p == *pad => Ok(r),
+                    StreamData::Ragged(..) => Err(Error::Config {
+                        what: "mixture",
+                        reason: format!("ragged stream {name:?} is padded differently in two sources"),
+                    }),
+                    _ => Err(Error::Config {
+                        what: "mixture",
+                        reason: format!("stream {name:?} is ragged in one source, not in another"),
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            StreamData::Ragged(RaggedSource::concat(parts)?, *pad)
+        }
+    })
 }

@@ -110,6 +110,7 @@ impl<O: Send + 'static> DataLoader<O> {
             output,
             pool: Arc::clone(&pool),
             par,
+            stripe: config.rank.wrapping_mul(config.batch_size / config.world.max(1)),
             align,
             // The first step past the prefetch window when step `s` starts: its pages are asked
             // for then, a window ahead of its gather.
@@ -245,6 +246,9 @@ struct Producer<O> {
     output: Output<O>,
     pool: Arc<Pool>,
     par: Parallelism,
+    /// This rank's first position in the global batch: per-sample randomness is keyed by it.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
+    stripe: u32,
     /// Where dense streams' elements start ([`LoaderBuilder::batch_alignment`]).
     align: Option<usize>,
     /// How many steps ahead of the one it starts a thread asks for a cold store's pages.
@@ -252,6 +256,52 @@ struct Producer<O> {
 }
 
 impl<O> Producer<O> {
+    /// The images of `batch`'s records in `source`, decoded and transformed by `pipeline` into
+    /// one buffer (a recycled one of stream `name`), each with the random stream of its position
+    /// in the global batch.
+    #[cfg(feature = "images")]
+    fn decode_images(
+        &self,
+        source: &crate::RaggedSource,
+        pipeline: &crate::vision::ImagePipeline,
+        name: &str,
+        batch: &Batch,
+    ) -> Result<crate::ArrayData> {
+        use crate::vision::Out;
+        let mut files = RaggedArray::empty(DType::U8, Vec::new());
+        source.gather_into_with(&batch.indices, &mut files, self.par)?;
+        let item = pipeline.item_elems();
+        let n = batch.indices.len();
+        let total =
+            n.checked_mul(item).ok_or_else(|| Error::InvalidArgument("an image batch past memory".into()))?;
+        let mut data = self.pool.get(name, pipeline.dtype());
+        let fresh = crate::ArrayData::try_zeros(pipeline.dtype(), 0);
+        if data.dtype() != pipeline.dtype() {
+            data = fresh.unwrap_or_else(|| crate::ArrayData::zeros(pipeline.dtype(), 0));
+        }
+        let refused = |k: usize, why: String| Error::BadInput {
+            path: source.path().to_path_buf(),
+            reason: format!(
+                "record {} (step {}): not a decodable image: {why}",
+                batch.indices[k],
+                batch.step()
+            ),
+            source: None,
+        };
+        // Sample `k` into its item: its file's bytes, its own random stream.
+        let run = |k: usize, out: Out<'_>| -> Result<()> {
+            let position = self.stripe.wrapping_add(k as u32);
+            let mut rng = crate::SampleRng::new(crate::sample_seed(self.seed, batch.step(), position));
+            pipeline.apply(files.record::<u8>(k)?, &mut rng, out).map_err(|why| refused(k, why))
+        };
+        match &mut data {
+            crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| run(k, Out::U8(out)))?,
+            crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| run(k, Out::F32(out)))?,
+            other => return Err(Error::InvalidArgument(format!("an image stream of {}", other.dtype()))),
+        }
+        Ok(data)
+    }
+
     /// Asks for the pages of step `step + hint_ahead` when a stream's store is cold (not known
     /// to be resident), so that they are read while the steps before it are gathered. A hint:
     /// its failures are left for that step's gather to report.
@@ -302,6 +352,13 @@ impl<O> Producer<O> {
                         name.clone(),
                         DenseArray::with_head(source.batch_shape(batch.indices.len()), data, head)?,
                     );
+                }
+                #[cfg(feature = "images")]
+                StreamData::Image(source, pipeline) => {
+                    let data = self.decode_images(source, pipeline, name, &batch)?;
+                    let mut shape = vec![batch.indices.len()];
+                    shape.extend(pipeline.item_shape());
+                    batch.streams.insert(name.clone(), DenseArray::new(shape, data)?);
                 }
                 StreamData::Ragged(source, pad) => {
                     let mut ragged = RaggedArray::empty(source.dtype(), source.row_shape().to_vec());
@@ -370,6 +427,8 @@ pub(super) fn batch_meta(
                 meta.push((format!("{n}_lengths"), DType::I64, vec![]));
                 meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
             }
+            #[cfg(feature = "images")]
+            StreamData::Image(_, p) => meta.push((n.clone(), p.dtype(), p.item_shape())),
             StreamData::Ragged(r, None) => {
                 if let Some((p, packed)) = indexer.packed()
                     && packed == n
@@ -384,4 +443,25 @@ pub(super) fn batch_meta(
         }
     }
     meta
+}
+
+/// `v` made `total` elements of `zero`, then `f` called on each item of `item` elements, in order.
+#[cfg(feature = "images")]
+fn each_item<T: Clone>(
+    v: &mut Vec<T>,
+    zero: T,
+    total: usize,
+    item: usize,
+    mut f: impl FnMut(usize, &mut [T]) -> Result<()>,
+) -> Result<()> {
+    v.clear();
+    // A batch of large outputs fails as an error naming its size, never an abort.
+    v.try_reserve_exact(total).map_err(|_| {
+        Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
+    })?;
+    v.resize(total, zero);
+    for (k, out) in v.chunks_exact_mut(item.max(1)).enumerate() {
+        f(k, out)?;
+    }
+    Ok(())
 }

@@ -12,6 +12,10 @@ pub enum StreamData {
     Dense(DenseSource),
     /// Variable-length records, padded on the prefetch threads when a [`Pad`] is given.
     Ragged(RaggedSource, Option<Pad>),
+    /// Encoded images (their files' bytes), decoded and augmented on the prefetch threads into
+    /// dense items ([`LoaderBuilder::image_stream`](crate::LoaderBuilder::image_stream)).
+    #[cfg(feature = "images")]
+    Image(RaggedSource, std::sync::Arc<crate::vision::ImagePipeline>),
 }
 
 impl StreamData {
@@ -20,6 +24,8 @@ impl StreamData {
         match self {
             StreamData::Dense(d) => d.len(),
             StreamData::Ragged(r, _) => r.len(),
+            #[cfg(feature = "images")]
+            StreamData::Image(r, _) => r.len(),
         }
     }
 
@@ -33,14 +39,19 @@ impl StreamData {
         match self {
             StreamData::Dense(d) => d.dtype(),
             StreamData::Ragged(r, _) => r.dtype(),
+            #[cfg(feature = "images")]
+            StreamData::Image(_, p) => p.dtype(),
         }
     }
 
-    /// The item shape (dense) or row shape (ragged).
+    /// The item shape (dense) or row shape (ragged); an image stream's records are bytes (`[]`:
+    /// its items' shape is its pipeline's).
     pub fn shape(&self) -> &[usize] {
         match self {
             StreamData::Dense(d) => d.item_shape(),
             StreamData::Ragged(r, _) => r.row_shape(),
+            #[cfg(feature = "images")]
+            StreamData::Image(r, _) => r.row_shape(),
         }
     }
 
@@ -49,6 +60,8 @@ impl StreamData {
         match self {
             StreamData::Dense(d) => d.wants_hints(),
             StreamData::Ragged(r, _) => r.wants_hints(),
+            #[cfg(feature = "images")]
+            StreamData::Image(r, _) => r.wants_hints(),
         }
     }
 
@@ -57,6 +70,8 @@ impl StreamData {
         match self {
             StreamData::Dense(d) => d.advise(indices),
             StreamData::Ragged(r, _) => r.advise(indices),
+            #[cfg(feature = "images")]
+            StreamData::Image(r, _) => r.advise(indices),
         }
     }
 
@@ -64,6 +79,8 @@ impl StreamData {
         Ok(match self {
             StreamData::Dense(d) => StreamData::Dense(d.select(s)?),
             StreamData::Ragged(r, p) => StreamData::Ragged(r.select(s)?, *p),
+            #[cfg(feature = "images")]
+            StreamData::Image(r, p) => StreamData::Image(r.select(s)?, std::sync::Arc::clone(p)),
         })
     }
 }
@@ -85,6 +102,10 @@ pub(super) fn fingerprint_of(streams: &[(String, StreamData)]) -> u64 {
                 r.len(),
                 p.map(|p| p.length)
             )),
+            #[cfg(feature = "images")]
+            StreamData::Image(r, p) => {
+                text.push_str(&format!("{name}:image:{}:{:?}:{};", p.dtype(), p.item_shape(), r.len()))
+            }
         }
     }
     data_fingerprint(text.as_bytes())

@@ -107,3 +107,96 @@ fn bad_files_are_named_or_skipped_and_options_checked() {
         assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
     }
 }
+
+/// An encoded image dataset of `n` PNGs of a few sizes (each a gradient of its own), written
+/// with the dataset writer, and `garbage` bytes as record `n` when asked.
+fn image_dataset(dir: &Path, n: u32, garbage: bool) -> loaderx_core::RaggedSource {
+    let mut w = loaderx_core::DatasetWriter::with_schema(dir, Schema::image(), WriteOptions::new()).unwrap();
+    let files: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let img = RgbImage::from_fn(30 + i % 7 * 5, 20 + i % 3 * 9, |x, y| {
+                Rgb([(x * 8 + i) as u8, (y * 8) as u8, (i * 20) as u8])
+            });
+            let mut out = std::io::Cursor::new(Vec::new());
+            img.write_to(&mut out, ImageFormat::Png).unwrap();
+            out.into_inner()
+        })
+        .collect();
+    w.append_bytes(&files).unwrap();
+    if garbage {
+        w.append_bytes(&[b"not an image".to_vec()]).unwrap();
+    }
+    w.finish().unwrap();
+    loaderx_core::RaggedSource::open(dir).unwrap()
+}
+
+/// The loader decodes and augments on its threads: the same bytes on one thread or two and
+/// after a resume; shapes and dtypes as the pipeline says; a record that does not decode is
+/// an error naming it.
+#[test]
+fn image_streams_decode_on_the_prefetch_threads_the_same_anywhere() {
+    use loaderx_core::vision::{IMAGENET_MEAN, IMAGENET_STD, ImagePipeline};
+    use loaderx_core::{DataLoader, DenseSource};
+    let dir = tempfile::tempdir().unwrap();
+    let images = image_dataset(&dir.path().join("images"), 24, false);
+    let labels = DenseSource::from_vec(vec![], (0..24u32).collect::<Vec<_>>()).unwrap();
+    let train = ImagePipeline::train(16).normalize(IMAGENET_MEAN, IMAGENET_STD);
+    let base = DataLoader::builder()
+        .image_stream("image", images.clone(), train)
+        .stream("label", labels)
+        .batch_size(4)
+        .seed(5);
+    let run = |threads: usize, steps: usize| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut l = base.clone().threads(threads).build().unwrap();
+        (0..steps)
+            .map(|_| {
+                let b = l.next_batch().unwrap().unwrap();
+                let x = b.get("image").unwrap();
+                assert_eq!((x.shape(), x.dtype()), (&[4, 3, 16, 16][..], loaderx_core::DType::F32));
+                (x.as_bytes().to_vec(), b.get("label").unwrap().as_bytes().to_vec())
+            })
+            .collect()
+    };
+    let one = run(1, 8);
+    assert_eq!(run(2, 8), one, "two threads give the bytes one does");
+    assert_ne!(one[0].0, one[6].0, "each step its own images and crops");
+    // Resumed at step 5 from a saved state: the same batches.
+    let mut first = base.clone().threads(2).build().unwrap();
+    for _ in 0..5 {
+        first.next_batch().unwrap().unwrap();
+    }
+    let mut resumed = base.clone().state(first.state()).build().unwrap();
+    for (step, (want, _)) in one.iter().enumerate().skip(5) {
+        let b = resumed.next_batch().unwrap().unwrap();
+        assert_eq!(b.get("image").unwrap().as_bytes(), want, "step {step}");
+    }
+    // The evaluation transform: u8 channels-last, no randomness.
+    let mut eval = DataLoader::builder()
+        .image_stream("image", images, ImagePipeline::eval(12))
+        .batch_size(3)
+        .threads(1)
+        .build()
+        .unwrap();
+    let b = eval.next_batch().unwrap().unwrap();
+    assert_eq!(b.get("image").unwrap().shape(), &[3, 12, 12, 3]);
+    // A record that does not decode: its step fails naming the dataset and the record.
+    let bad = image_dataset(&dir.path().join("bad"), 3, true);
+    let mut l = DataLoader::builder()
+        .image_stream("image", bad, ImagePipeline::eval(8))
+        .batch_size(4)
+        .threads(1)
+        .build()
+        .unwrap();
+    let e = l.next_batch().unwrap_err();
+    assert!(
+        matches!(&e, Error::BadInput { path, reason, .. } if path.ends_with("bad") && reason.contains("record 3")),
+        "{e}"
+    );
+    // Refused at build: a pipeline that cannot run, a source of other records.
+    let e = DataLoader::builder()
+        .image_stream("image", image_dataset(&dir.path().join("x"), 2, false), ImagePipeline::train(0))
+        .build()
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Config { what: "image_stream", .. }), "{e}");
+}

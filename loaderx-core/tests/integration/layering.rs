@@ -21,7 +21,8 @@ const RULE: &[(&str, &[&str])] = &[
     ("dataset", &["store", "remote", "sampler", "format", "sys"]),
     ("tokens", &["dataset", "sampler", "store", "format", "sys"]),
     ("convert", &["dataset", "framing", "store", "tokens", "format", "sys"]),
-    ("loader", &["dataset", "sampler", "store", "remote", "format"]),
+    ("vision", &["sampler", "dataset"]),
+    ("loader", &["dataset", "sampler", "store", "remote", "format", "vision"]),
 ];
 
 fn src() -> PathBuf {

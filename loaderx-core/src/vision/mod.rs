@@ -1,0 +1,286 @@
+//! Encoded images decoded and augmented on the loader's prefetch threads (feature `images`): an
+//! [`ImagePipeline`] turns each record of an encoded image dataset (kind `image`, what
+//! `convert images --encoded` writes) into one item of the batch, differently at every step.
+//!
+//! The crop is torchvision's `RandomResizedCrop` (an area fraction and a log-uniform aspect
+//! ratio, ten tries, then the central crop of the clamped ratio) or `Resize` + `CenterCrop`; the
+//! crop box is resized to the output in one pass (`fast_image_resize`, bilinear convolution, its
+//! support widened when downscaling: torchvision's `antialias=True`); then an optional
+//! horizontal flip and `Normalize` into `f32` channels-first, or `u8` channels-last when no
+//! normalisation is asked. Every random choice comes from [`sample_seed`](crate::sample_seed)
+//! of (seed, step, position in the global batch): a batch holds the same bytes on any number of
+//! threads, after a resume and on any world size.
+//!
+//! Each image is decoded whole (`image`'s decoders); decoding only what the crop needs is the
+//! next step (issue 43). An image is untrusted: its header's size is checked against the limits
+//! below before anything is allocated for it.
+
+use std::io::Cursor;
+
+use fast_image_resize as fir;
+use image::{DynamicImage, ImageDecoder, ImageReader, Limits};
+
+use crate::DType;
+use crate::sampler::SampleRng;
+
+/// The largest side decoded, and the most memory one decode may take (as `convert images`).
+const MAX_SIDE: u32 = 1 << 14;
+const MAX_ALLOC: u64 = 512 << 20;
+
+/// How an image is cut before it is resized to the output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Crop {
+    /// torchvision's `RandomResizedCrop(size, scale, ratio)`: a box of a random fraction of the
+    /// area in `scale` and a random aspect ratio (log-uniform) in `ratio`.
+    RandomResized {
+        /// The area fraction's range.
+        scale: (f32, f32),
+        /// The aspect ratio's range (width / height).
+        ratio: (f32, f32),
+    },
+    /// torchvision's `Resize(resize)` (the shorter side to `resize`) then `CenterCrop(size)`:
+    /// the evaluation transform, with no randomness.
+    Center {
+        /// The shorter side before the centre is cut out.
+        resize: u32,
+    },
+}
+
+/// What an encoded image becomes in a batch: see the [module](self) docs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImagePipeline {
+    width: u32,
+    height: u32,
+    crop: Crop,
+    flip: f32,
+    normalize: Option<([f32; 3], [f32; 3])>,
+}
+
+/// ImageNet's channel means and standard deviations (on the 0..1 scale), torchvision's.
+pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
+/// See [`IMAGENET_MEAN`].
+pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+impl ImagePipeline {
+    /// The training transform at `size` x `size`: `RandomResizedCrop(size, scale=(0.08, 1),
+    /// ratio=(3/4, 4/3))` and a horizontal flip half of the time, `u8` channels-last.
+    pub fn train(size: u32) -> ImagePipeline {
+        ImagePipeline {
+            width: size,
+            height: size,
+            crop: Crop::RandomResized { scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) },
+            flip: 0.5,
+            normalize: None,
+        }
+    }
+
+    /// The evaluation transform at `size` x `size`: the shorter side resized to `size * 8 / 7`
+    /// (256 for 224, torchvision's recipe) and the centre cut out, no flip, `u8` channels-last.
+    pub fn eval(size: u32) -> ImagePipeline {
+        ImagePipeline {
+            width: size,
+            height: size,
+            crop: Crop::Center { resize: (u64::from(size) * 8 / 7) as u32 },
+            flip: 0.0,
+            normalize: None,
+        }
+    }
+
+    /// This pipeline with `crop`.
+    #[must_use]
+    pub fn crop(mut self, crop: Crop) -> ImagePipeline {
+        self.crop = crop;
+        self
+    }
+
+    /// This pipeline flipping horizontally with probability `p`.
+    #[must_use]
+    pub fn flip(mut self, p: f32) -> ImagePipeline {
+        self.flip = p;
+        self
+    }
+
+    /// This pipeline writing `(pixel / 255 - mean) / std` per channel, as `f32` channels-first
+    /// (`[3, H, W]`).
+    #[must_use]
+    pub fn normalize(mut self, mean: [f32; 3], std: [f32; 3]) -> ImagePipeline {
+        self.normalize = Some((mean, std));
+        self
+    }
+
+    /// Why the pipeline cannot run, if it cannot: a side of 0 or over 16,384, a scale or ratio
+    /// range that is empty, negative or not finite, a flip probability outside 0..=1, a
+    /// standard deviation of 0.
+    pub fn check(&self) -> Result<(), String> {
+        let side = 1..=MAX_SIDE;
+        if !side.contains(&self.width) || !side.contains(&self.height) {
+            return Err(format!("an output of {}x{} (each side 1..={MAX_SIDE})", self.width, self.height));
+        }
+        match self.crop {
+            Crop::RandomResized { scale: (lo, hi), ratio: (rlo, rhi) } => {
+                if !(lo.is_finite() && hi.is_finite() && 0.0 < lo && lo <= hi && hi <= 1.0) {
+                    return Err(format!("a crop scale of ({lo}, {hi}): 0 < low <= high <= 1"));
+                }
+                if !(rlo.is_finite() && rhi.is_finite() && 0.0 < rlo && rlo <= rhi) {
+                    return Err(format!("a crop ratio of ({rlo}, {rhi}): 0 < low <= high"));
+                }
+            }
+            Crop::Center { resize } if !side.contains(&resize) => {
+                return Err(format!("a resize to {resize} (1..={MAX_SIDE})"));
+            }
+            Crop::Center { .. } => {}
+        }
+        if !(0.0..=1.0).contains(&self.flip) {
+            return Err(format!("a flip probability of {}", self.flip));
+        }
+        if let Some((_, std)) = self.normalize
+            && std.iter().any(|s| !s.is_finite() || *s == 0.0)
+        {
+            return Err(format!("a normalisation by {std:?}"));
+        }
+        Ok(())
+    }
+
+    /// `f32` when normalising, else `u8`.
+    pub fn dtype(&self) -> DType {
+        if self.normalize.is_some() { DType::F32 } else { DType::U8 }
+    }
+
+    /// `[3, H, W]` when normalising, else `[H, W, 3]`.
+    pub fn item_shape(&self) -> Vec<usize> {
+        let (w, h) = (self.width as usize, self.height as usize);
+        if self.normalize.is_some() { vec![3, h, w] } else { vec![h, w, 3] }
+    }
+
+    /// Elements in one output item.
+    pub fn item_elems(&self) -> usize {
+        self.width as usize * self.height as usize * 3
+    }
+
+    /// Decodes the encoded image `bytes` and writes it into `out` (one item: [`Self::item_elems`]
+    /// elements of [`Self::dtype`]), its random choices from `rng`.
+    ///
+    /// # Errors
+    /// Why the image cannot be decoded (its format, a size past the limits, damaged data).
+    pub fn apply(&self, bytes: &[u8], rng: &mut SampleRng, out: Out<'_>) -> Result<(), String> {
+        let rgb = decode(bytes)?;
+        let (iw, ih) = (rgb.width(), rgb.height());
+        let (left, top, cw, ch) = self.crop_box(iw, ih, rng);
+        let flip = self.flip > 0.0 && rng.next_f32() < self.flip;
+        let (w, h) = (self.width, self.height);
+        let src = fir::images::ImageRef::new(iw, ih, rgb.as_raw(), fir::PixelType::U8x3)
+            .map_err(|e| e.to_string())?;
+        let mut dst = fir::images::Image::new(w, h, fir::PixelType::U8x3);
+        let options = fir::ResizeOptions::new()
+            .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Bilinear))
+            .crop(left, top, cw, ch);
+        fir::Resizer::new().resize(&src, &mut dst, &options).map_err(|e| e.to_string())?;
+        let px = dst.buffer();
+        let (w, h) = (w as usize, h as usize);
+        let at = |x: usize, y: usize| {
+            let x = if flip { w - 1 - x } else { x };
+            &px[(y * w + x) * 3..(y * w + x) * 3 + 3]
+        };
+        match (out, self.normalize) {
+            (Out::U8(out), _) => {
+                for y in 0..h {
+                    for x in 0..w {
+                        out[(y * w + x) * 3..(y * w + x) * 3 + 3].copy_from_slice(at(x, y));
+                    }
+                }
+            }
+            (Out::F32(out), Some((mean, std))) => {
+                let plane = w * h;
+                for y in 0..h {
+                    for x in 0..w {
+                        let p = at(x, y);
+                        for c in 0..3 {
+                            out[c * plane + y * w + x] = (f32::from(p[c]) / 255.0 - mean[c]) / std[c];
+                        }
+                    }
+                }
+            }
+            (Out::F32(_), None) => return Err("an f32 output without a normalisation".into()),
+        }
+        Ok(())
+    }
+
+    /// The crop box `(left, top, width, height)` in an image of `iw` x `ih`.
+    fn crop_box(&self, iw: u32, ih: u32, rng: &mut SampleRng) -> (f64, f64, f64, f64) {
+        let (iw, ih) = (f64::from(iw), f64::from(ih));
+        match self.crop {
+            Crop::Center { resize } => {
+                // The shorter side scaled to `resize`, the output cut from its centre: in the
+                // source's pixels, a box of the output's size over the scale.
+                let scale = f64::from(resize) / iw.min(ih);
+                let (cw, ch) =
+                    ((f64::from(self.width) / scale).min(iw), (f64::from(self.height) / scale).min(ih));
+                ((iw - cw) / 2.0, (ih - ch) / 2.0, cw, ch)
+            }
+            Crop::RandomResized { scale: (lo, hi), ratio: (rlo, rhi) } => {
+                let area = iw * ih;
+                let (log_lo, log_hi) = (f64::from(rlo).ln(), f64::from(rhi).ln());
+                for _ in 0..10 {
+                    let target = area * (f64::from(lo) + f64::from(hi - lo) * f64::from(rng.next_f32()));
+                    let ratio = (log_lo + (log_hi - log_lo) * f64::from(rng.next_f32())).exp();
+                    let (cw, ch) = ((target * ratio).sqrt().round(), (target / ratio).sqrt().round());
+                    if 0.0 < cw && cw <= iw && 0.0 < ch && ch <= ih {
+                        let left = f64::from(rng.below((iw - cw) as u32 + 1));
+                        let top = f64::from(rng.below((ih - ch) as u32 + 1));
+                        return (left, top, cw, ch);
+                    }
+                }
+                // torchvision's fallback: the central crop of the ratio clamped into range.
+                let r = iw / ih;
+                let (cw, ch) = if r < f64::from(rlo) {
+                    (iw, (iw / f64::from(rlo)).round())
+                } else if r > f64::from(rhi) {
+                    ((ih * f64::from(rhi)).round(), ih)
+                } else {
+                    (iw, ih)
+                };
+                ((iw - cw) / 2.0, (ih - ch) / 2.0, cw, ch)
+            }
+        }
+    }
+}
+
+/// Where [`ImagePipeline::apply`] writes one item.
+#[derive(Debug)]
+pub enum Out<'a> {
+    /// `[H, W, 3]` bytes.
+    U8(&'a mut [u8]),
+    /// `[3, H, W]` normalised floats.
+    F32(&'a mut [f32]),
+}
+
+/// `bytes` decoded to RGB within the limits, the header's size checked before the pixels are
+/// allocated.
+fn decode(bytes: &[u8]) -> Result<image::RgbImage, String> {
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_ALLOC);
+    let mut reader =
+        ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| format!("its format: {e}"))?;
+    reader.limits(limits);
+    let decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let ((w, h), decoded) = (decoder.dimensions(), decoder.total_bytes());
+    // The decoded pixels and their RGB copy: what `ImageReader::decode` checks for the first.
+    if decoded > MAX_ALLOC || u64::from(w) * u64::from(h) * 3 > MAX_ALLOC {
+        return Err(format!("an image of {w}x{h} is past the {MAX_ALLOC}-byte limit of one decode"));
+    }
+    if w == 0 || h == 0 {
+        return Err(format!("an image of {w}x{h}"));
+    }
+    let img = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| DynamicImage::from_decoder(decoder)))
+        .map_err(|_| "it broke the decoder".to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(match img {
+        DynamicImage::ImageRgb8(rgb) => rgb,
+        other => other.to_rgb8(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,92 @@
+use image::{ImageFormat, Rgb, RgbImage};
+
+use super::*;
+
+fn png(img: &RgbImage) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, ImageFormat::Png).unwrap();
+    out.into_inner()
+}
+
+fn run(p: &ImagePipeline, bytes: &[u8], seed: u64) -> Vec<u8> {
+    let mut out = vec![0u8; p.item_elems()];
+    p.apply(bytes, &mut SampleRng::new(seed), Out::U8(&mut out)).unwrap();
+    out
+}
+
+#[test]
+fn a_solid_image_stays_solid_and_normalises_per_channel() {
+    let bytes = png(&RgbImage::from_pixel(50, 30, Rgb([255, 0, 128])));
+    for p in [ImagePipeline::train(16), ImagePipeline::eval(16)] {
+        let out = run(&p, &bytes, 7);
+        assert!(out.chunks(3).all(|px| px == [255, 0, 128]), "{p:?}");
+    }
+    let p = ImagePipeline::eval(8).normalize([0.5; 3], [0.25; 3]);
+    assert_eq!((p.dtype(), p.item_shape()), (DType::F32, vec![3, 8, 8]));
+    let mut out = vec![0f32; p.item_elems()];
+    p.apply(&bytes, &mut SampleRng::new(1), Out::F32(&mut out)).unwrap();
+    let want = [(1.0 - 0.5) / 0.25, (0.0 - 0.5) / 0.25, (128.0 / 255.0 - 0.5) / 0.25];
+    for (c, plane) in out.chunks(64).enumerate() {
+        assert!(plane.iter().all(|v| (v - want[c]).abs() < 1e-6), "channel {c}");
+    }
+}
+
+#[test]
+fn a_flip_mirrors_the_same_crop() {
+    // Left half red, right half blue, a whole-image crop (area 1, the image's own ratio).
+    let img = RgbImage::from_fn(40, 20, |x, _| if x < 20 { Rgb([255, 0, 0]) } else { Rgb([0, 0, 255]) });
+    let bytes = png(&img);
+    let whole = Crop::RandomResized { scale: (1.0, 1.0), ratio: (2.0, 2.0) };
+    let plain = run(&ImagePipeline::train(10).crop(whole).flip(0.0), &bytes, 3);
+    let flipped = run(&ImagePipeline::train(10).crop(whole).flip(1.0), &bytes, 3);
+    for y in 0..10 {
+        for x in 0..10 {
+            let (a, b) = ((y * 10 + x) * 3, (y * 10 + 9 - x) * 3);
+            assert_eq!(plain[a..a + 3], flipped[b..b + 3], "({x}, {y})");
+        }
+    }
+    assert_eq!(plain[..3], [255, 0, 0], "the left edge is red unflipped");
+}
+
+#[test]
+fn random_crops_lie_in_the_image_and_follow_the_seed() {
+    let p = ImagePipeline::train(8);
+    for (iw, ih) in [(1, 1), (3, 500), (500, 3), (640, 480), (17, 17)] {
+        for seed in 0..200 {
+            let (l, t, w, h) = p.crop_box(iw, ih, &mut SampleRng::new(seed));
+            assert!(l >= 0.0 && t >= 0.0 && w > 0.0 && h > 0.0, "{iw}x{ih} seed {seed}");
+            assert!(
+                l + w <= f64::from(iw) && t + h <= f64::from(ih),
+                "{iw}x{ih} seed {seed}: {l} {t} {w} {h}"
+            );
+        }
+    }
+    let bytes = png(&RgbImage::from_fn(64, 48, |x, y| Rgb([x as u8 * 4, y as u8 * 5, 7])));
+    assert_eq!(run(&p, &bytes, 11), run(&p, &bytes, 11), "a pure function of the seed");
+    assert_ne!(run(&p, &bytes, 11), run(&p, &bytes, 12), "another crop for another seed");
+}
+
+#[test]
+fn bad_images_and_settings_are_refused_without_a_panic() {
+    let p = ImagePipeline::eval(8);
+    let mut out = vec![0u8; p.item_elems()];
+    let good = png(&RgbImage::from_pixel(4, 4, Rgb([1, 2, 3])));
+    // Truncated, not an image, a header claiming 2^31 - 1 rows.
+    let mut tall = good.clone();
+    tall[20..24].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
+    for bytes in [&good[..good.len() / 2], b"not an image at all".as_slice(), &tall, &[]] {
+        assert!(p.apply(bytes, &mut SampleRng::new(0), Out::U8(&mut out)).is_err());
+    }
+    let bad = [
+        ImagePipeline::train(0),
+        ImagePipeline::train(8).flip(1.5),
+        ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.5, 0.1), ratio: (1.0, 1.0) }),
+        ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.1, 1.0), ratio: (0.0, 1.0) }),
+        ImagePipeline::eval(8).crop(Crop::Center { resize: 0 }),
+        ImagePipeline::eval(8).normalize([0.0; 3], [1.0, 0.0, 1.0]),
+    ];
+    for b in bad {
+        assert!(b.check().is_err(), "{b:?}");
+    }
+    assert!(ImagePipeline::train(224).normalize(IMAGENET_MEAN, IMAGENET_STD).check().is_ok());
+}
