@@ -20,6 +20,8 @@ const DEFAULT_SEED: u64 = 42;
 enum Stream<'py> {
     Dense(PyRef<'py, Dense>),
     Ragged(PyRef<'py, Ragged>),
+    #[cfg(feature = "images")]
+    Images(PyRef<'py, crate::vision::Images>),
 }
 
 /// The settings a saved state decides: those given are checked against it at `build`.
@@ -81,6 +83,11 @@ impl Builder {
             Stream::Ragged(r) => {
                 let r = r.source.clone();
                 Builder::with(slf, |b| b.ragged_stream(name, r))
+            }
+            #[cfg(feature = "images")]
+            Stream::Images(i) => {
+                let (source, pipeline) = (i.source.clone(), i.pipeline.clone());
+                Builder::with(slf, |b| b.image_stream(name, source, pipeline))
             }
         }
     }

@@ -19,6 +19,8 @@ mod sampler;
 mod set;
 mod store;
 mod tokens;
+#[cfg(feature = "images")]
+mod vision;
 
 use pyo3::prelude::*;
 
@@ -43,6 +45,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::Store>()?;
     m.add_class::<dataset::Dense>()?;
     m.add_class::<dataset::Ragged>()?;
+    #[cfg(feature = "images")]
+    m.add_class::<vision::Images>()?;
     m.add_class::<dataset::Writer>()?;
     m.add_class::<sampler::Sampler>()?;
     m.add_class::<loader::Loader>()?;

@@ -62,6 +62,11 @@ pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 
 impl ImagePipeline {
+    /// Images of `width` x `height` cut as `crop` says: no flip, `u8` channels-last.
+    pub fn new(width: u32, height: u32, crop: Crop) -> ImagePipeline {
+        ImagePipeline { width, height, crop, flip: 0.0, normalize: None }
+    }
+
     /// The training transform at `size` x `size`: `RandomResizedCrop(size, scale=(0.08, 1),
     /// ratio=(3/4, 4/3))` and a horizontal flip half of the time, `u8` channels-last.
     pub fn train(size: u32) -> ImagePipeline {

@@ -215,8 +215,12 @@ def _streams(datasets: Mapping[str, Any]) -> list[tuple[str, Any]]:
     for name, ds in datasets.items():
         if not isinstance(name, str):
             raise TypeError(f"stream names must be str, not {type(name).__name__}")
-        if not isinstance(ds, (DenseDataset, RaggedDataset)):
-            raise TypeError(f"stream {name!r} is a {type(ds).__name__}, not a DenseDataset or RaggedDataset")
+        from .vision import ImageDataset
+
+        if not isinstance(ds, (DenseDataset, RaggedDataset, ImageDataset)):
+            raise TypeError(
+                f"stream {name!r} is a {type(ds).__name__}, not a DenseDataset, RaggedDataset or vision.ImageDataset"
+            )
         streams.append((name, ds._native))
     return streams
 

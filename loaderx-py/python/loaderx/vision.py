@@ -1,0 +1,145 @@
+"""Encoded images decoded and augmented on the loader's threads, without the GIL.
+
+An image dataset is what ``loaderx convert images DIR OUT --encoded`` writes (``OUT/images``:
+one JPEG, PNG or WebP file a record). ``ImageDataset(path, transforms)`` is a stream of it for
+``DataLoader``: each batch's images are decoded, cut, resized, flipped and normalised in Rust on
+the prefetch threads, every random choice a pure function of the loader's seed, the step and
+the sample's position in the global batch (the same bytes on any number of threads, after a
+resume, on any world size)::
+
+    from loaderx import vision as V
+    from loaderx.dataloader import DataLoader
+    from loaderx.dataset import DenseDataset
+
+    train = V.ImageDataset("stores/inet/images", [V.RandomResizedCrop(224), V.HorizontalFlip(),
+                                                   V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD)])
+    loader = DataLoader({"image": train, "label": DenseDataset("stores/inet/labels")},
+                        batch_size=256, num_workers=2, seed=0)
+    batch = next(loader)   # batch["image"]: float32 (256, 3, 224, 224)
+
+The transforms are torchvision's, in this order: one crop (``RandomResizedCrop(size)``, or
+``Resize(n)`` then ``CenterCrop(size)``), then ``HorizontalFlip(p)``, then ``Normalize(mean,
+std)``; without ``Normalize`` a batch is ``uint8`` ``(B, H, W, 3)``. ``ColorJitter`` is not
+supported yet.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _native
+from ._common import numpy_dtype
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass(frozen=True)
+class RandomResizedCrop:
+    """A box of a random fraction ``scale`` of the area and a random aspect ratio ``ratio``
+    (log-uniform), resized to ``size`` x ``size`` (torchvision's, antialiased bilinear)."""
+
+    size: int
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+
+
+@dataclass(frozen=True)
+class Resize:
+    """The shorter side resized to ``size`` (followed by ``CenterCrop``)."""
+
+    size: int
+
+
+@dataclass(frozen=True)
+class CenterCrop:
+    """The centre ``size`` x ``size`` (after ``Resize``)."""
+
+    size: int
+
+
+@dataclass(frozen=True)
+class HorizontalFlip:
+    """A left-right flip with probability ``p``."""
+
+    p: float = 0.5
+
+
+@dataclass(frozen=True)
+class Normalize:
+    """``(pixel / 255 - mean) / std`` per channel, as ``float32`` channels-first."""
+
+    mean: Sequence[float]
+    std: Sequence[float]
+
+
+@dataclass(frozen=True)
+class ColorJitter:
+    """Not supported yet: naming it in a transform list raises ``NotImplementedError``."""
+
+    brightness: float = 0.0
+    contrast: float = 0.0
+    saturation: float = 0.0
+
+
+def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None]:
+    """The engine's (crop, flip, normalize) of a transform list, or ``ValueError`` naming what is
+    out of order or missing."""
+    steps = list(transforms)
+    crop = None
+    if steps and isinstance(steps[0], RandomResizedCrop):
+        c = steps.pop(0)
+        crop = ("random_resized", int(c.size), float(c.scale[0]), float(c.scale[1]), float(c.ratio[0]), float(c.ratio[1]))
+    elif len(steps) >= 2 and isinstance(steps[0], Resize) and isinstance(steps[1], CenterCrop):
+        r, c = steps.pop(0), steps.pop(0)
+        crop = ("center", int(c.size), float(r.size), 0.0, 0.0, 0.0)
+    else:
+        raise ValueError("an image transform starts with RandomResizedCrop(size), or Resize(n) then CenterCrop(size)")
+    flip = 0.0
+    normalize = None
+    for step in steps:
+        if isinstance(step, ColorJitter):
+            raise NotImplementedError("ColorJitter is not supported yet")
+        if isinstance(step, HorizontalFlip) and flip == 0.0 and normalize is None:
+            flip = float(step.p)
+        elif isinstance(step, Normalize) and normalize is None:
+            mean, std = tuple(map(float, step.mean)), tuple(map(float, step.std))
+            if len(mean) != 3 or len(std) != 3:
+                raise ValueError(f"Normalize takes 3 means and 3 standard deviations, got {mean} and {std}")
+            normalize = (mean, std)
+        else:
+            raise ValueError(f"{step!r} is out of place: after the crop come HorizontalFlip, then Normalize, each once")
+    return crop, flip, normalize
+
+
+class ImageDataset:
+    """The encoded image dataset at ``path`` (kind ``image``), as a ``DataLoader`` stream whose
+    batches hold each image transformed by ``transforms`` (see the module docs)."""
+
+    __slots__ = ("_native", "_recipe", "dtype", "item_shape")
+
+    def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any]) -> None:
+        path = os.fspath(path)
+        crop, flip, normalize = _pipeline(transforms)
+        self._native = _native.Images(path, crop, flip, normalize)
+        self._recipe = (path, tuple(transforms))
+        self.dtype: np.dtype = numpy_dtype(self._native.dtype)
+        self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
+
+    def __reduce__(self) -> tuple:
+        return (ImageDataset, self._recipe)
+
+    @property
+    def path(self) -> str:
+        """The dataset's directory."""
+        return str(self._native.path)
+
+    def __len__(self) -> int:
+        return len(self._native)
+
+    def __repr__(self) -> str:
+        return f"ImageDataset({self.path!r}, len={len(self)}, dtype={self.dtype}, item_shape={self.item_shape})"

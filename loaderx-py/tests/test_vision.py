@@ -1,0 +1,87 @@
+"""loaderx.vision: encoded image datasets decoded and augmented on the loader's threads."""
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from loaderx import vision as V
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+
+def png(pixels: np.ndarray) -> bytes:
+    """An RGB PNG of ``pixels`` (H, W, 3) uint8, written with zlib alone."""
+    h, w, _ = pixels.shape
+    raw = b"".join(b"\x00" + pixels[y].tobytes() for y in range(h))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+@pytest.fixture
+def store(tmp_path, cli):
+    """An image folder of 2 classes x 12 gradient PNGs of a few sizes, converted --encoded."""
+    rng = np.random.default_rng(0)
+    for c, name in enumerate(["cat", "dog"]):
+        (tmp_path / "in" / name).mkdir(parents=True)
+        for i in range(12):
+            h, w = 20 + 3 * (i % 4), 30 + 5 * (i % 3)
+            px = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            (tmp_path / "in" / name / f"{i:02}.png").write_bytes(png(px))
+    cli("convert", "images", tmp_path / "in", tmp_path / "out", "--encoded")
+    return tmp_path / "out"
+
+
+def batches(store, transforms, workers, steps, **kw):
+    images = V.ImageDataset(store / "images", transforms)
+    with DataLoader({"image": images, "label": DenseDataset(store / "labels")}, batch_size=8, num_workers=workers, seed=3, **kw) as loader:
+        return [next(loader) for _ in range(steps)], loader.state()
+
+
+def test_batches_are_decoded_augmented_and_the_same_on_any_number_of_threads(store):
+    train = [V.RandomResizedCrop(16), V.HorizontalFlip(), V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD)]
+    one, _ = batches(store, train, 1, 6)
+    two, _ = batches(store, train, 2, 6)
+    for a, b in zip(one, two):
+        assert a["image"].dtype == np.float32 and a["image"].shape == (8, 3, 16, 16)
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["label"], b["label"])
+    assert not np.array_equal(one[0]["image"], one[3]["image"])
+    # Normalised with ImageNet's statistics: every value within what a byte can give.
+    lo = (0 - np.array(V.IMAGENET_MEAN)) / np.array(V.IMAGENET_STD)
+    hi = (1 - np.array(V.IMAGENET_MEAN)) / np.array(V.IMAGENET_STD)
+    x = one[0]["image"]
+    assert (x >= lo.min() - 1e-5).all() and (x <= hi.max() + 1e-5).all()
+    # Resumed from a saved state: the same augmentations.
+    first, state = batches(store, train, 2, 3)
+    images = V.ImageDataset(store / "images", train)
+    with DataLoader({"image": images, "label": DenseDataset(store / "labels")}, batch_size=8, num_workers=2, state=state) as again:
+        np.testing.assert_array_equal(next(again)["image"], one[3]["image"])
+
+
+def test_the_evaluation_transform_is_uint8_channels_last(store):
+    evaluate = [V.Resize(20), V.CenterCrop(16)]
+    (b,), _ = batches(store, evaluate, 1, 1)
+    assert b["image"].dtype == np.uint8 and b["image"].shape == (8, 16, 16, 3)
+    ds = V.ImageDataset(store / "images", evaluate)
+    assert len(ds) == 24 and ds.item_shape == (16, 16, 3) and "ImageDataset(" in repr(ds)
+
+
+def test_transforms_out_of_order_or_unsupported_are_refused(store):
+    with pytest.raises(ValueError, match="starts with RandomResizedCrop"):
+        V.ImageDataset(store / "images", [V.HorizontalFlip(), V.RandomResizedCrop(8)])
+    with pytest.raises(ValueError, match="out of place"):
+        V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD), V.HorizontalFlip()])
+    with pytest.raises(NotImplementedError, match="ColorJitter"):
+        V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.4, 0.4, 0.4)])
+    with pytest.raises(ValueError, match="crop scale"):
+        V.ImageDataset(store / "images", [V.RandomResizedCrop(8, scale=(0.9, 0.1))])
+    from loaderx import SchemaError
+
+    with pytest.raises(SchemaError, match="labels: the dataset is dense"):
+        V.ImageDataset(store / "labels", [V.RandomResizedCrop(8)])
