@@ -111,6 +111,9 @@ fn encode(
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| Undecodable::caused(Some("its format cannot be guessed"), e))?;
+    if !crate::vision::jpeg_complete(bytes) {
+        return Err(Undecodable::why("a JPEG with no end-of-image marker: truncated".into()));
+    }
     match reader.format() {
         Some(ImageFormat::Jpeg | ImageFormat::Png | ImageFormat::WebP) => {}
         Some(other) => {
@@ -121,9 +124,13 @@ fn encode(
     reader.limits(limits);
     let decoder = reader.into_decoder().map_err(|e| Undecodable::caused(None, e))?;
     let ((w, h), color, decoded) = (decoder.dimensions(), decoder.color_type(), decoder.total_bytes());
-    if decoded > MAX_ALLOC {
+    // The loader's limits (`vision`): the decoded pixels and their RGB copy. A file past them is
+    // refused here, where it can be named, not at a training step.
+    let rgb = u64::from(w) * u64::from(h) * 3;
+    if decoded > MAX_ALLOC || rgb > MAX_ALLOC {
         return Err(Undecodable::why(format!(
-            "an image of {w}x{h} is {decoded} bytes decoded; the limit is {MAX_ALLOC}"
+            "an image of {w}x{h} is {} bytes decoded (as RGB); the loader decodes at most {MAX_ALLOC}",
+            decoded.max(rgb)
         )));
     }
     let target = shrunk((w, h), options.max_side);

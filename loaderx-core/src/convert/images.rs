@@ -351,6 +351,10 @@ fn decode(
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_ALLOC);
+    // The JPEG decoder fills a cut file's missing part with grey instead of failing.
+    if !crate::vision::jpeg_complete(bytes) {
+        return Err(Undecodable::why("a JPEG with no end-of-image marker: truncated".into()));
+    }
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| Undecodable::caused(Some("its format cannot be guessed"), e))?;

@@ -198,6 +198,12 @@ impl RaggedSource {
         self.records.as_store()
     }
 
+    /// The record of [`RaggedSource::path`]'s dataset that index `i` of this source reads
+    /// (through its selection, if any): what an error about it names.
+    pub fn path_record(&self, i: u32) -> u32 {
+        self.view.as_ref().and_then(|v| v.get(i)).unwrap_or(i)
+    }
+
     /// The store's directory, or `<memory>`.
     pub fn path(&self) -> &Path {
         &self.path

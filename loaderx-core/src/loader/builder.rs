@@ -399,9 +399,9 @@ impl LoaderBuilder {
         self.refuse(Error::Config { what: now.unwrap_or("order"), reason })
     }
 
-    /// The names of the ragged streams (padded or not).
-    pub(super) fn ragged_names(&self) -> impl Iterator<Item = &str> {
-        self.streams.iter().filter(|(_, s)| matches!(s, StreamData::Ragged(..))).map(|(n, _)| n.as_str())
+    /// The names of the streams that are not dense (ragged, padded or not; encoded images).
+    pub(super) fn non_dense_names(&self) -> impl Iterator<Item = &str> {
+        self.streams.iter().filter(|(_, s)| !matches!(s, StreamData::Dense(..))).map(|(n, _)| n.as_str())
     }
 
     /// Reads only the records `selection` names (a split, a range, a list), in every stream:

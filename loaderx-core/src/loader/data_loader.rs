@@ -282,8 +282,8 @@ impl<O> Producer<O> {
         let refused = |k: usize, why: String| Error::BadInput {
             path: source.path().to_path_buf(),
             reason: format!(
-                "record {} (step {}): not a decodable image: {why}",
-                batch.indices[k],
+                "record {} (stream {name:?}, step {}): not a decodable image: {why}",
+                source.path_record(batch.indices[k]),
                 batch.step()
             ),
             source: None,
@@ -295,10 +295,16 @@ impl<O> Producer<O> {
             pipeline.apply(files.record::<u8>(k)?, &mut rng, out).map_err(|why| refused(k, why))
         };
         match &mut data {
-            crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| run(k, Out::U8(out)))?,
-            crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| run(k, Out::F32(out)))?,
+            crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| run(k, Out::U8(out))),
+            crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| run(k, Out::F32(out))),
             other => return Err(Error::InvalidArgument(format!("an image stream of {}", other.dtype()))),
         }
+        .map_err(|e| match e {
+            Error::InvalidArgument(m) => {
+                Error::InvalidArgument(format!("stream {name:?} ({}): {m}", source.path().display()))
+            }
+            other => other,
+        })?;
         Ok(data)
     }
 

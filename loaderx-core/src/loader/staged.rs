@@ -105,11 +105,11 @@ impl LoaderBuilder {
         F: Fn(Staged<'_, S>) -> std::result::Result<(O, Box<dyn Fence>), BoxError> + Send + Sync + 'static,
     {
         let builder = self.checked()?;
-        if let Some(name) = builder.ragged_names().next() {
+        if let Some(name) = builder.non_dense_names().next() {
             return Err(Error::Config {
                 what: "staged",
                 reason: format!(
-                    "stream {name:?} is ragged: a staged loader gathers fixed-size (dense) streams"
+                    "stream {name:?} is ragged (or of encoded images): a staged loader gathers fixed-size (dense) streams"
                 ),
             });
         }

@@ -85,7 +85,10 @@ impl ImagePipeline {
         ImagePipeline {
             width: size,
             height: size,
-            crop: Crop::Center { resize: (u64::from(size) * 8 / 7) as u32 },
+            // At least the output, at most the largest side decoded.
+            crop: Crop::Center {
+                resize: (u64::from(size) * 8 / 7).min(u64::from(MAX_SIDE)).max(u64::from(size)) as u32,
+            },
             flip: 0.0,
             normalize: None,
         }
@@ -171,6 +174,9 @@ impl ImagePipeline {
         let rgb = decode(bytes)?;
         let (iw, ih) = (rgb.width(), rgb.height());
         let (left, top, cw, ch) = self.crop_box(iw, ih, rng);
+        if !(cw >= 1.0 && ch >= 1.0) {
+            return Err(format!("a crop of {cw}x{ch} pixels in an image of {iw}x{ih}"));
+        }
         let flip = self.flip > 0.0 && rng.next_f32() < self.flip;
         let (w, h) = (self.width, self.height);
         let src = fir::images::ImageRef::new(iw, ih, rgb.as_raw(), fir::PixelType::U8x3)
@@ -244,6 +250,9 @@ impl ImagePipeline {
                 } else {
                     (iw, ih)
                 };
+                // At least a pixel each way (an extreme ratio rounds a side to 0, which the
+                // resizer would take for an empty crop and leave the output black).
+                let (cw, ch) = (cw.clamp(1.0, iw), ch.clamp(1.0, ih));
                 ((iw - cw) / 2.0, (ih - ch) / 2.0, cw, ch)
             }
         }
@@ -266,6 +275,9 @@ fn decode(bytes: &[u8]) -> Result<image::RgbImage, String> {
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_ALLOC);
+    if !jpeg_complete(bytes) {
+        return Err("a JPEG with no end-of-image marker: truncated".into());
+    }
     let mut reader =
         ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| format!("its format: {e}"))?;
     reader.limits(limits);
@@ -285,6 +297,17 @@ fn decode(bytes: &[u8]) -> Result<image::RgbImage, String> {
         DynamicImage::ImageRgb8(rgb) => rgb,
         other => other.to_rgb8(),
     })
+}
+
+/// Whether `bytes`, when they are a JPEG (`FF D8` first), end with its end-of-image marker
+/// `FF D9` (trailing zero bytes allowed): the JPEG decoder fills a truncated file's missing
+/// part with grey instead of failing, so a cut file would decode to a silently damaged image.
+pub fn jpeg_complete(bytes: &[u8]) -> bool {
+    if !bytes.starts_with(&[0xFF, 0xD8]) {
+        return true;
+    }
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |k| k + 1);
+    bytes[..end].ends_with(&[0xFF, 0xD9])
 }
 
 #[cfg(test)]

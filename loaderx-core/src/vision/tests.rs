@@ -90,3 +90,42 @@ fn bad_images_and_settings_are_refused_without_a_panic() {
     }
     assert!(ImagePipeline::train(224).normalize(IMAGENET_MEAN, IMAGENET_STD).check().is_ok());
 }
+
+/// The twenty-sixth look's V1 and V3: a ratio range no crop of the image fits falls back to a
+/// crop of at least a pixel each way (never an empty one, which left the output black); the
+/// evaluation transform builds at the largest sizes.
+#[test]
+fn extreme_ratios_still_crop_the_image_and_eval_builds_at_any_size() {
+    let wide = png(&RgbImage::from_pixel(400, 1, Rgb([200, 100, 50])));
+    let tall = png(&RgbImage::from_pixel(1, 300, Rgb([200, 100, 50])));
+    for (bytes, ratio) in
+        [(&wide, (0.25, 0.4)), (&tall, (3.0, 4.0)), (&wide, (1e-6, 1e-6)), (&tall, (1e6, 1e6))]
+    {
+        let p = ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.08, 1.0), ratio });
+        let out = run(&p, bytes, 5);
+        assert!(out.chunks(3).all(|px| px == [200, 100, 50]), "{ratio:?}");
+    }
+    for size in [1, 224, 14_337, 16_384] {
+        assert!(ImagePipeline::eval(size).check().is_ok(), "{size}");
+    }
+}
+
+/// The twenty-sixth look's V6: a JPEG cut short is refused (its decoder would fill the rest).
+#[test]
+fn a_truncated_jpeg_is_refused() {
+    let img = RgbImage::from_fn(64, 48, |x, y| Rgb([x as u8 * 3, y as u8 * 5, 9]));
+    let mut jpeg = Cursor::new(Vec::new());
+    img.write_to(&mut jpeg, ImageFormat::Jpeg).unwrap();
+    let jpeg = jpeg.into_inner();
+    assert!(jpeg_complete(&jpeg) && jpeg_complete(b"not a jpeg"));
+    let mut padded = jpeg.clone();
+    padded.extend_from_slice(&[0, 0, 0]);
+    assert!(jpeg_complete(&padded), "trailing zeros are allowed");
+    let cut = &jpeg[..jpeg.len() / 2];
+    assert!(!jpeg_complete(cut));
+    let p = ImagePipeline::eval(8);
+    let mut out = vec![0u8; p.item_elems()];
+    let e = p.apply(cut, &mut SampleRng::new(0), Out::U8(&mut out)).unwrap_err();
+    assert!(e.contains("truncated"), "{e}");
+    assert!(p.apply(&jpeg, &mut SampleRng::new(0), Out::U8(&mut out)).is_ok());
+}

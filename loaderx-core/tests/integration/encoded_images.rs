@@ -200,3 +200,62 @@ fn image_streams_decode_on_the_prefetch_threads_the_same_anywhere() {
         .unwrap();
     assert!(matches!(e, Error::Config { what: "image_stream", .. }), "{e}");
 }
+
+/// CRC-32 (PNG's), bit by bit: enough for a test's chunk.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+        }
+    }
+    !c
+}
+
+/// The twenty-sixth look's V2, V5 and V6: the converter refuses what the loader would (a grey
+/// PNG whose RGB copy is past the loader's limit, a JPEG cut short), and a record that fails
+/// in the loader is named by its number in the dataset, through a selection.
+#[test]
+fn the_converter_refuses_what_the_loader_would_and_errors_name_the_datasets_record() {
+    use loaderx_core::vision::ImagePipeline;
+    use loaderx_core::{DataLoader, Selection};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(input.join("a")).unwrap();
+    // A 4x4 grey PNG whose header says 16384 x 16384 (its CRC made good again).
+    let mut grey = std::io::Cursor::new(Vec::new());
+    image::GrayImage::from_pixel(4, 4, image::Luma([7])).write_to(&mut grey, ImageFormat::Png).unwrap();
+    let mut grey = grey.into_inner();
+    grey[16..20].copy_from_slice(&16_384u32.to_be_bytes());
+    grey[20..24].copy_from_slice(&16_384u32.to_be_bytes());
+    let crc = crc32(&grey[12..29]);
+    grey[29..33].copy_from_slice(&crc.to_be_bytes());
+    std::fs::write(input.join("a/grey.png"), &grey).unwrap();
+    let mut jpeg = std::io::Cursor::new(Vec::new());
+    RgbImage::from_fn(64, 48, |x, y| Rgb([x as u8, y as u8, 3]))
+        .write_to(&mut jpeg, ImageFormat::Jpeg)
+        .unwrap();
+    let jpeg = jpeg.into_inner();
+    std::fs::write(input.join("a/half.jpg"), &jpeg[..jpeg.len() / 2]).unwrap();
+    std::fs::write(input.join("a/whole.jpg"), &jpeg).unwrap();
+    let skip = EncodedOptions { skip_bad: true, ..EncodedOptions::default() };
+    let s = encoded_images(&input, dir.path().join("out"), skip, WriteOptions::new()).unwrap();
+    let why: Vec<&str> = s.skipped.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(s.images.records, 1, "{why:?}");
+    assert!(why[0].contains("the loader decodes at most") && why[1].contains("truncated"), "{why:?}");
+    // Record 3 of the dataset does not decode; the loader reads records 1..4 through a range.
+    let bad = image_dataset(&dir.path().join("bad"), 3, true);
+    let mut l = DataLoader::builder()
+        .image_stream("image", bad, ImagePipeline::eval(8))
+        .select(Selection::range(1..4))
+        .batch_size(3)
+        .threads(1)
+        .build()
+        .unwrap();
+    let e = l.next_batch().unwrap_err();
+    assert!(
+        matches!(&e, Error::BadInput { reason, .. } if reason.contains("record 3 (stream \"image\"")),
+        "{e}"
+    );
+}

@@ -20,8 +20,8 @@ const RULE: &[(&str, &[&str])] = &[
     ("kernels", &["sys"]),
     ("dataset", &["store", "remote", "sampler", "format", "sys"]),
     ("tokens", &["dataset", "sampler", "store", "format", "sys"]),
-    ("convert", &["dataset", "framing", "store", "tokens", "format", "sys"]),
     ("vision", &["sampler", "dataset"]),
+    ("convert", &["dataset", "framing", "store", "tokens", "format", "sys", "vision"]),
     ("loader", &["dataset", "sampler", "store", "remote", "format", "vision"]),
 ];
 

@@ -181,4 +181,20 @@ fn failures_give_the_slot_back_and_a_closed_ring_stops_the_loader() {
         })
         .unwrap_err();
     assert!(matches!(e, Error::Config { what: "staged", reason: m } if m.contains("ragged")));
+    // Nor are streams of encoded images (twenty-sixth look, V7).
+    #[cfg(feature = "images")]
+    {
+        let r = loaderx_core::RaggedSource::from_records(vec![], &[vec![1u8], vec![2, 3]]).unwrap();
+        let ring = Arc::new(SlotRing::new(vec![Vec::<Vec<u8>>::new(); 2]));
+        let e = DataLoader::builder()
+            .image_stream("image", r, loaderx_core::vision::ImagePipeline::eval(8))
+            .build_staged(ring, |s: Staged<'_, Vec<Vec<u8>>>| {
+                Ok((s.step, Box::new(Done(Arc::new(AtomicBool::new(true)))) as Box<dyn Fence>))
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { what: "staged", reason: m } if m.contains("\"image\"") && m.contains("encoded images")),
+            "{e}"
+        );
+    }
 }
