@@ -92,6 +92,20 @@ impl StepLoaderBuilder {
         self.map_core(|b| b.stream(name, source))
     }
 
+    /// Adds the stream `name` of encoded images, each decoded and transformed by `pipeline` on the
+    /// prefetch threads (core's [`LoaderBuilder::image_stream`](loaderx_core::LoaderBuilder::image_stream),
+    /// feature `images`): take it with `DenseBatch::float::<4>` as `[B, 3, H, W]` when the pipeline
+    /// normalises, or `int::<4>` as `[B, H, W, 3]` bytes.
+    #[cfg(feature = "images")]
+    pub fn image_stream(
+        self,
+        name: impl Into<String>,
+        source: loaderx_core::RaggedSource,
+        pipeline: loaderx_core::vision::ImagePipeline,
+    ) -> Self {
+        self.map_core(|b| b.image_stream(name, source, pipeline))
+    }
+
     /// How [`open_stream`](Self::open_stream) reaches `s3://` URLs (feature `remote`): endpoint,
     /// keys, region, the page cache. Without it, the AWS environment variables.
     #[cfg(feature = "remote")]

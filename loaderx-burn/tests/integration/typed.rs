@@ -81,3 +81,41 @@ fn fields_their_streams_cannot_fill_are_refused_when_the_loader_is_built() {
     let (_, why) = refused(b.build_typed::<Cast>().err().unwrap());
     assert!(why.contains("fields `x` and `again`"), "{why}");
 }
+
+#[cfg(feature = "images")]
+loaderx_burn::typed_batch! {
+    struct Pictures { images: float<4> = "image", labels: int<1> = "label" }
+}
+
+/// An image stream in a typed burn batch: `[B, 3, H, W]` floats, normalised on the prefetch
+/// threads, beside its labels.
+#[cfg(feature = "images")]
+#[test]
+fn an_image_stream_is_a_rank_4_float_tensor() {
+    use loaderx_core::vision::{IMAGENET_MEAN, IMAGENET_STD, ImagePipeline};
+    use loaderx_core::{DenseSource, RaggedSource};
+    let files: Vec<Vec<u8>> = (0..10u32)
+        .map(|i| {
+            let img =
+                image::RgbImage::from_fn(20 + i, 16, |x, y| image::Rgb([x as u8 * 9, y as u8 * 9, i as u8]));
+            let mut out = std::io::Cursor::new(Vec::new());
+            img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+            out.into_inner()
+        })
+        .collect();
+    let images = RaggedSource::from_records(vec![], &files).unwrap();
+    let labels = DenseSource::from_vec(vec![], (0..10u32).collect::<Vec<_>>()).unwrap();
+    let pipeline = ImagePipeline::train(8).normalize(IMAGENET_MEAN, IMAGENET_STD);
+    let loader = StepLoaderBuilder::new()
+        .image_stream("image", images, pipeline)
+        .stream("label", labels)
+        .batch_size(5)
+        .seed(2)
+        .set_device(device())
+        .build_typed::<Pictures>()
+        .unwrap();
+    let batch = loader.iter().next().unwrap().unwrap();
+    assert_eq!((batch.images.dims(), batch.labels.dims()), ([5, 3, 8, 8], [5]));
+    let x: Vec<f32> = batch.images.into_data().try_to_vec::<f32>().unwrap();
+    assert!(x.iter().all(|v| v.is_finite() && v.abs() < 3.0), "normalised bytes");
+}
