@@ -224,6 +224,16 @@ impl DenseSource {
         self
     }
 
+    /// [`DenseSource::gather_into`], split over the pool or not as `par` says.
+    pub(crate) fn gather_into_with(
+        &self,
+        indices: &[u32],
+        data: &mut ArrayData,
+        par: Parallelism,
+    ) -> Result<()> {
+        self.gather_into_aligned(indices, data, par, None).map(drop)
+    }
+
     /// [`DenseSource::gather_into_with`] with the elements starting at a multiple of `align`
     /// bytes (`None`: wherever the allocation starts); returns the elements before them in
     /// `data` (see [`DenseArray::head`]). Booleans, checked one by one, are never offset.
@@ -234,62 +244,32 @@ impl DenseSource {
         par: Parallelism,
         align: Option<usize>,
     ) -> Result<usize> {
-        let Some(align) = align.filter(|_| self.schema.dtype != DType::Bool) else {
-            return self.gather_into_with(indices, data, par).map(|()| 0);
-        };
         let elems = indices.len() * self.item_elems;
         if data.dtype() != self.schema.dtype {
             *data = ArrayData::zeros(self.schema.dtype, 0);
         }
         let gather = |out: Destination<'_>| self.write_records(indices, out, par);
-        match data {
-            ArrayData::U8(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::I8(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::U16(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::I16(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::U32(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::I32(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::U64(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::I64(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::F16(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::BF16(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::F32(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::F64(v) => fill_vec_aligned(v, elems, align, gather),
-            ArrayData::Bool(_) => unreachable!("booleans are gathered unaligned above"),
-        }
-    }
-
-    /// [`DenseSource::gather_into`], split over the pool or not as `par` says.
-    pub(crate) fn gather_into_with(
-        &self,
-        indices: &[u32],
-        data: &mut ArrayData,
-        par: Parallelism,
-    ) -> Result<()> {
-        let elems = indices.len() * self.item_elems;
-        if data.dtype() != self.schema.dtype {
-            *data = ArrayData::zeros(self.schema.dtype, 0);
-        }
-        let gather = |out: Destination<'_>| self.write_records(indices, out, par);
+        // The element's own alignment when none is asked: no head, a plain fill.
+        let at = |size: usize| align.unwrap_or(size);
         match data {
             ArrayData::Bool(bools) => {
                 let mut raw = Vec::new();
                 fill_vec::<u8>(&mut raw, elems, gather)?;
                 *bools = bool::from_bytes(&raw).ok_or_else(|| self.bad_bool(indices, &raw))?;
-                Ok(())
+                Ok(0)
             }
-            ArrayData::U8(v) => fill_vec(v, elems, gather),
-            ArrayData::I8(v) => fill_vec(v, elems, gather),
-            ArrayData::U16(v) => fill_vec(v, elems, gather),
-            ArrayData::I16(v) => fill_vec(v, elems, gather),
-            ArrayData::U32(v) => fill_vec(v, elems, gather),
-            ArrayData::I32(v) => fill_vec(v, elems, gather),
-            ArrayData::U64(v) => fill_vec(v, elems, gather),
-            ArrayData::I64(v) => fill_vec(v, elems, gather),
-            ArrayData::F16(v) => fill_vec(v, elems, gather),
-            ArrayData::BF16(v) => fill_vec(v, elems, gather),
-            ArrayData::F32(v) => fill_vec(v, elems, gather),
-            ArrayData::F64(v) => fill_vec(v, elems, gather),
+            ArrayData::U8(v) => fill_vec_aligned(v, elems, at(1), gather),
+            ArrayData::I8(v) => fill_vec_aligned(v, elems, at(1), gather),
+            ArrayData::U16(v) => fill_vec_aligned(v, elems, at(2), gather),
+            ArrayData::I16(v) => fill_vec_aligned(v, elems, at(2), gather),
+            ArrayData::U32(v) => fill_vec_aligned(v, elems, at(4), gather),
+            ArrayData::I32(v) => fill_vec_aligned(v, elems, at(4), gather),
+            ArrayData::U64(v) => fill_vec_aligned(v, elems, at(8), gather),
+            ArrayData::I64(v) => fill_vec_aligned(v, elems, at(8), gather),
+            ArrayData::F16(v) => fill_vec_aligned(v, elems, at(2), gather),
+            ArrayData::BF16(v) => fill_vec_aligned(v, elems, at(2), gather),
+            ArrayData::F32(v) => fill_vec_aligned(v, elems, at(4), gather),
+            ArrayData::F64(v) => fill_vec_aligned(v, elems, at(8), gather),
         }
     }
 

@@ -19,6 +19,7 @@
 //! | `selection` | [`Selection`] (a range, indices, a split by fraction and seed) and the views it makes |
 //! | `open` | opening by path: a store, a store set or an `s3://` URL, the kind checked once |
 //! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`], `stitch_remote` |
+//! | `side` | the side files of a directory of datasets, compared a block at a time |
 //! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
 //! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
 //! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place |
@@ -35,6 +36,7 @@ mod replace;
 mod schema;
 mod selection;
 mod set;
+mod side;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};

@@ -274,11 +274,8 @@ impl<O> Producer<O> {
         let n = batch.indices.len();
         let total =
             n.checked_mul(item).ok_or_else(|| Error::InvalidArgument("an image batch past memory".into()))?;
+        // The pool keeps the stream's own buffers, all of the pipeline's dtype.
         let mut data = self.pool.get(name, pipeline.dtype());
-        let fresh = crate::ArrayData::try_zeros(pipeline.dtype(), 0);
-        if data.dtype() != pipeline.dtype() {
-            data = fresh.unwrap_or_else(|| crate::ArrayData::zeros(pipeline.dtype(), 0));
-        }
         let refused = |k: usize, why: String| Error::BadInput {
             path: source.path().to_path_buf(),
             reason: format!(

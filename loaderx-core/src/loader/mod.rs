@@ -15,6 +15,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | `builder` | [`LoaderBuilder`], [`LoaderState`] and the data fingerprint |
+//! | `mixture` | [`LoaderBuilder::mixture`]: weighted sources, each stream concatenated |
 //! | `chosen` | the order a builder's setters chose, one of them, and why each stands alone |
 //! | `data_loader` | [`DataLoader`]: one step = gather every stream + the transform |
 //! | `batch` | [`Batch`] and the pool that recycles its buffers |
@@ -36,6 +37,7 @@ mod builder;
 mod chosen;
 mod data_loader;
 mod launch;
+mod mixture;
 mod order;
 mod pack;
 mod prefetch;

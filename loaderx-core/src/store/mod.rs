@@ -12,6 +12,7 @@
 //! | `cold` | cold batches: residency probed, a batch's pages asked for together |
 //! | `gather_fixed` | the fixed-size gather, entries and records pipelined in one pass |
 //! | `stride` | the fixed-stride layout: its gather (no entries), block checksums written and checked |
+//! | `stride_delete` | a fixed-stride delete: its journal's planned block checksums, applied without certifying damage |
 //! | `maintain` | delete and compaction through the journal |
 //! | `migrate` | a store from one format to the other, in place |
 //! | `report` | stats and verify |
@@ -44,6 +45,7 @@ mod publish;
 mod recover;
 mod report;
 mod stride;
+mod stride_delete;
 mod table;
 
 pub(crate) use backing::{Backing, VarFill};

@@ -179,26 +179,31 @@ pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
     f: impl FnOnce(Destination<'_>) -> Result<()>,
 ) -> Result<usize> {
     let size = size_of::<T>();
-    if !align.is_power_of_two() || !align.is_multiple_of(size) {
+    // Aligned as the allocation is already (a plain fill): no head, whatever the element.
+    let offset = align > align_of::<T>();
+    if offset && (!align.is_power_of_two() || size == 0 || !align.is_multiple_of(size)) {
         return Err(crate::Error::InvalidArgument(format!(
             "an alignment of {align} bytes for elements of {size} bytes: a power of two and a multiple of the element size"
         )));
     }
     v.clear();
-    let slack = align / size - 1;
+    let slack = if offset { align / size - 1 } else { 0 };
+    // The size comes from index entries, which may be damaged: an allocation that fails is an
+    // error naming the size, not an abort.
     v.try_reserve_exact(elems.saturating_add(slack)).map_err(|_| {
         crate::Error::InvalidArgument(format!(
             "a batch of {elems} x {size} bytes cannot be allocated (damaged index entries claim more than memory holds)"
         ))
     })?;
     // The allocation is aligned to `align_of::<T>()`, which is `size` for every element type
-    // here: the distance to the next multiple of `align` is a whole number of elements.
-    let head = v.as_ptr().cast::<u8>().align_offset(align) / size;
+    // offset here (primitives): the distance to the next multiple of `align` is whole elements.
+    let head = if offset { v.as_ptr().cast::<u8>().align_offset(align) / size } else { 0 };
     v.resize(head, T::zeroed());
     let bytes = elems * size; // cannot overflow: `try_reserve_exact` checked it
     let spare = &mut v.spare_capacity_mut()[..elems];
-    // SAFETY: as in `fill_vec`: the spare capacity past the `head` elements is allocated memory
-    // for `elems` values of `T`, exclusively borrowed, viewed as `bytes` maybe-uninitialised bytes.
+    // SAFETY: the spare capacity past the `head` elements is allocated memory for `elems` values
+    // of `T`, exclusively borrowed; `MaybeUninit<u8>` has alignment 1 and no validity
+    // requirement, so the same `bytes` bytes viewed as `[MaybeUninit<u8>]` are valid.
     let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
     let written = AtomicUsize::new(0);
     if let Err(e) = f(Destination { buf: raw, filled: 0, written: &written }) {
@@ -207,8 +212,10 @@ pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
     }
     let written = written.into_inner();
     assert_eq!(written, bytes, "the gather wrote {written} of its {bytes} bytes");
-    // SAFETY: as in `fill_vec`: every byte of the `elems` elements past `head` is initialised and
-    // `T: Pod`; the `head` elements before them were initialised by `resize`.
+    // SAFETY: every shard of `raw` (all dropped by now: `f` took the `Out` by value) added the
+    // bytes it wrote, a prefix of the shard and no more than its length; the shards are disjoint,
+    // so `written == bytes` means all `bytes` bytes are initialised; `T: Pod` makes any
+    // initialised bytes a valid `T`; the `head` elements before them were set by `resize`.
     unsafe { v.set_len(head + elems) };
     Ok(head)
 }
@@ -227,31 +234,8 @@ pub(crate) fn fill_vec<T: bytemuck::Pod>(
     elems: usize,
     f: impl FnOnce(Destination<'_>) -> Result<()>,
 ) -> Result<()> {
-    v.clear();
-    // The size comes from index entries, which may be damaged: an allocation that fails is an
-    // error naming the size, not an abort.
-    v.try_reserve_exact(elems).map_err(|_| {
-        crate::Error::InvalidArgument(format!(
-            "a batch of {elems} x {} bytes cannot be allocated (damaged index entries claim more than memory holds)",
-            size_of::<T>()
-        ))
-    })?;
-    let bytes = elems * size_of::<T>(); // cannot overflow: `try_reserve_exact` checked it
-    let spare = &mut v.spare_capacity_mut()[..elems];
-    // SAFETY: the spare capacity is allocated memory for `elems` values of `T`, exclusively
-    // borrowed; `MaybeUninit<u8>` has alignment 1 and no validity requirement, so the same
-    // `bytes` bytes viewed as `[MaybeUninit<u8>]` are valid.
-    let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
-    let written = AtomicUsize::new(0);
-    f(Destination { buf: raw, filled: 0, written: &written })?;
-    let written = written.into_inner();
-    assert_eq!(written, bytes, "the gather wrote {written} of its {bytes} bytes");
-    // SAFETY: every shard of `raw` (all dropped by now: `f` took the `Out` by value) added the
-    // bytes it wrote, a prefix of the shard and no more than its length; the shards are disjoint,
-    // so `written == bytes` means all `bytes` bytes are initialised; `T: Pod` makes any
-    // initialised bytes a valid `T`.
-    unsafe { v.set_len(elems) };
-    Ok(())
+    // At the allocation's own alignment: no head, the elements from its start.
+    fill_vec_aligned(v, elems, align_of::<T>(), f).map(drop)
 }
 
 /// Copies `src` into `dst` (same length), around a `memcpy` hazard.
