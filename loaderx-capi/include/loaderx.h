@@ -41,8 +41,9 @@
 extern "C" {
 #endif
 
-/* (major << 16) | minor: v1.0. A minor version only adds functions and constants. */
-#define LX_ABI_VERSION 0x00010000U
+/* (major << 16) | minor: v1.1. A minor version only adds functions and constants
+   (v1.1: LX_ERR_COMMITTED). */
+#define LX_ABI_VERSION 0x00010001U
 
 /* Error codes. */
 #define LX_OK                    0
@@ -59,6 +60,9 @@ extern "C" {
 #define LX_ERR_UNSUPPORTED      (-11) /* a format version or byte order this build does not read */
 #define LX_ERR_OTHER            (-12) /* any other engine error */
 #define LX_ERR_INTERNAL         (-13) /* a bug in the library, caught at the boundary */
+#define LX_ERR_COMMITTED        (-14) /* the write committed and stands, but a step after its
+                                         commit failed (durability, a journal's removal): do not
+                                         repeat it; lx_last_error says what to do */
 
 /* Open modes. */
 #define LX_OPEN_READ   0 /* an existing store, read-only */

@@ -35,6 +35,9 @@ pub(crate) const UNSUPPORTED: i32 = -11;
 pub(crate) const OTHER: i32 = -12;
 /// A panic inside the library (caught) or a lock poisoned by one.
 pub(crate) const INTERNAL: i32 = -13;
+/// A write committed and stands, but a step after its commit failed: repeating it would apply it
+/// twice (ABI v1.1).
+pub(crate) const COMMITTED: i32 = -14;
 
 /// The `LX_ERR_*` name of a code, as `lx_error_name` returns it.
 pub(crate) fn code_name(code: i32) -> &'static std::ffi::CStr {
@@ -53,6 +56,7 @@ pub(crate) fn code_name(code: i32) -> &'static std::ffi::CStr {
         UNSUPPORTED => c"LX_ERR_UNSUPPORTED",
         OTHER => c"LX_ERR_OTHER",
         INTERNAL => c"LX_ERR_INTERNAL",
+        COMMITTED => c"LX_ERR_COMMITTED",
         _ => c"LX_ERR_UNKNOWN",
     }
 }
@@ -104,6 +108,7 @@ fn code_of(err: &Error) -> i32 {
         Error::RecordTooLarge { .. } | Error::StoreFull { .. } | Error::BatchTooLarge { .. } => LIMIT,
         Error::Schema { .. } => SCHEMA,
         Error::Version { .. } | Error::ByteOrder { .. } => UNSUPPORTED,
+        Error::Committed { .. } => COMMITTED,
         _ => OTHER,
     }
 }
@@ -192,7 +197,7 @@ mod tests {
 
     #[test]
     fn every_code_has_a_name() {
-        for code in INTERNAL..=OK {
+        for code in COMMITTED..=OK {
             assert_ne!(code_name(code), c"LX_ERR_UNKNOWN");
         }
         assert_eq!(code_name(1), c"LX_ERR_UNKNOWN");

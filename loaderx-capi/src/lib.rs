@@ -8,7 +8,7 @@
 //!   record-aligned partitioning, its chunks handed out as zero-copy views. The plans are
 //!   loaderx-core's [`framing`](loaderx_core::framing) planners, so they are byte for byte those
 //!   of `loaderx partition` and of the Rust functions.
-//! - `include/loaderx.h`: the `lx_*` interface (ABI v1.0, [`ABI_VERSION`]): stores opened or
+//! - `include/loaderx.h`: the `lx_*` interface (ABI v1.1, [`ABI_VERSION`]): stores opened or
 //!   created, records appended with any codec, batches gathered into caller memory (fixed-size or
 //!   variable with offsets), delete, compact, stats, verify, a dense dataset's schema, and the
 //!   sampler's batch for (seed, step) in every mode.
@@ -33,7 +33,7 @@ mod schema;
 mod store;
 
 /// The `lx_*` interface's version, `(major << 16) | minor`, as `lx_abi_version()` returns it.
-pub const ABI_VERSION: u32 = 0x0001_0000;
+pub const ABI_VERSION: u32 = 0x0001_0001;
 
 /// mmap-chunker's interface version (v1.3), as `mmap_engine_abi_version()` returns it.
 pub const CHUNKER_ABI_VERSION: u32 = 0x0001_0003;

@@ -24,7 +24,8 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// The disk (or quota) is full; nothing of the failed operation was committed.
+    /// The disk (or quota) is full; nothing of the failed operation was committed (a failure
+    /// after a commit is [`Error::Committed`]).
     #[error("no space left on device writing {}", path.display())]
     DiskFull {
         /// The file that could not be written.
@@ -263,6 +264,21 @@ pub enum Error {
         bytes: u64,
         /// What the reader may hold.
         limit: u64,
+    },
+    /// A write was committed, and stands, but a step after its commit failed (making it durable,
+    /// removing its journal): repeating the write would apply it twice. `remedy` says what to do
+    /// instead; the cause is the [`source`](std::error::Error::source).
+    #[error("{what} in {} committed and stands (do not repeat it), but a step after the commit failed: {remedy}", path.display())]
+    Committed {
+        /// The store.
+        path: PathBuf,
+        /// What was committed, e.g. "records 10..20".
+        what: String,
+        /// What to do: call `sync`, or open the store again.
+        remedy: &'static str,
+        /// What failed after the commit.
+        #[source]
+        source: Box<Error>,
     },
 }
 

@@ -4,7 +4,7 @@
 //! kind), a bad argument or configuration `ValueError`, an index past the end `IndexError`, and
 //! everything the engine itself reports a subclass of `loaderx.Error`: `CorruptError` for a
 //! damaged store (naming its file and record), `NotAStoreError` for a path that holds no store
-//! (nothing is damaged), `SchemaError`, `LockedError`, `RemoteError`,
+//! (nothing is damaged), `SchemaError`, `LockedError`, `CommittedError`, `RemoteError`,
 //! `LoaderStoppedError`. A transform's own exception is raised again as it was. The message is
 //! the error's whole chain, each part once, as the CLI prints it.
 
@@ -33,6 +33,12 @@ create_exception!(
     "The path holds no loaderx store or dataset (a file, or a directory of something else): nothing is damaged."
 );
 create_exception!(loaderx, LockedError, Error, "Another process holds a lock the operation needs.");
+create_exception!(
+    loaderx,
+    CommittedError,
+    Error,
+    "The write committed and stands, but a step after its commit failed: do not repeat it (the message says what to do)."
+);
 create_exception!(loaderx, RemoteError, Error, "A request to object storage failed after its retries.");
 create_exception!(loaderx, LoaderStoppedError, Error, "The data loader's threads stopped.");
 create_exception!(
@@ -77,6 +83,7 @@ pub fn to_py(err: CoreError) -> PyErr {
         CoreError::Schema { .. } => SchemaError::new_err(msg),
         CoreError::NotAStore { .. } => NotAStoreError::new_err(msg),
         CoreError::Locked { .. } => LockedError::new_err(msg),
+        CoreError::Committed { .. } => CommittedError::new_err(msg),
         CoreError::Remote { .. } | CoreError::Changed { .. } => RemoteError::new_err(msg),
         CoreError::LoaderStopped(_) => LoaderStoppedError::new_err(msg),
         CoreError::PassEnded { .. } => PyStopIteration::new_err(msg),
@@ -120,6 +127,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotAStoreError", py.get_type::<NotAStoreError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("LockedError", py.get_type::<LockedError>())?;
+    m.add("CommittedError", py.get_type::<CommittedError>())?;
     m.add("RemoteError", py.get_type::<RemoteError>())?;
     m.add("LoaderStoppedError", py.get_type::<LoaderStoppedError>())?;
     m.add("PlanningError", py.get_type::<PlanningError>())?;

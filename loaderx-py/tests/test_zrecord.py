@@ -122,3 +122,19 @@ def test_create_never_writes_through_a_chunk_file_it_did_not_make(tmp_path):
     assert victim.read_bytes() == b"precious"
     assert (users / "0.zr").read_bytes() == b"notes"
     assert sorted(p.name for p in linked.iterdir()) == ["0.zr"]
+
+
+def test_a_failed_manifest_write_after_a_commit_does_not_fail_the_write(tmp_path):
+    # A retry of a call that raised after its commit would write twice: a derived file's
+    # failed write (a directory where its temporary goes) is not the caller's error.
+    z = Zrecord(tmp_path / "z")
+    z.append([b"a", b"b"])
+    (tmp_path / "z" / "manifest.zr.tmp").mkdir()
+    assert z.append([b"c"]) == range(2, 3)
+    z.delete([0])
+    assert len(z) == 2 and z.gather([0, 1]) == [b"c", b"b"]
+    assert issubclass(loaderx.CommittedError, loaderx.Error)
+    del z
+    (tmp_path / "z" / "manifest.zr.tmp").rmdir()
+    z = Zrecord(tmp_path / "z")
+    assert z.verify()["ok"] and z.gather([0, 1]) == [b"c", b"b"]

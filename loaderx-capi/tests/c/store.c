@@ -237,6 +237,7 @@ static void arguments(const char *dir) {
     CHECK(lx_abi_version() == LX_ABI_VERSION);
     CHECK(lx_abi_version() >> 16 == 1);
     CHECK(strcmp(lx_error_name(LX_ERR_CORRUPT), "LX_ERR_CORRUPT") == 0);
+    CHECK(strcmp(lx_error_name(LX_ERR_COMMITTED), "LX_ERR_COMMITTED") == 0);
     CHECK(strcmp(lx_error_name(LX_OK), "LX_OK") == 0);
     CHECK(strcmp(lx_error_name(42), "LX_ERR_UNKNOWN") == 0);
 

@@ -135,7 +135,11 @@ impl Store {
     /// Places, writes and commits records already encoded, under the append lock (whose
     /// `manifest` it updates): record bytes durable, then entries, then the count, then (v2) the
     /// manifest.
-    pub(super) fn commit(&self, manifest: &mut Manifest, records: &[Stored<'_>]) -> Result<Range<u64>> {
+    pub(super) fn commit(
+        &self,
+        manifest: &mut Option<Manifest>,
+        records: &[Stored<'_>],
+    ) -> Result<Range<u64>> {
         self.check_room(records.len())?;
         let v2 = self.format() == Format::V2;
         let first = self.len();
@@ -215,8 +219,18 @@ impl Store {
         } else {
             self.index.start_writeback(first, n);
         }
-        self.index.publish(first + n, frontier, &self.index_path, durable)?;
-        if !durable {
+        // The count is the commit. Its write reaches the mapping before its msync: when only the
+        // msync fails, the records are in the store (readers see them), and an error that let the
+        // caller append them again would duplicate them.
+        let mut after_commit = None;
+        if let Err(e) = self.index.publish(first + n, frontier, &self.index_path, durable) {
+            if self.len() != first + n {
+                return Err(e);
+            }
+            after_commit = Some(e);
+        }
+        if !durable || after_commit.is_some() {
+            // What `sync` (or dropping the handle) makes durable.
             self.writer()?
                 .unsynced
                 .lock()
@@ -224,27 +238,25 @@ impl Store {
                 .get_or_insert((tail_chunk, first));
         }
 
-        if v2 {
-            for (chunk, crc, len) in piece_crcs {
-                while manifest.chunks.len() <= chunk as usize {
-                    manifest.chunks.push(ChunkSummary::default());
-                }
-                let c = &mut manifest.chunks[chunk as usize];
-                c.crc = crc32c::crc32c_combine(c.crc, crc, len as usize);
-                c.len += len;
-            }
-            // Chunks the frontier rolled into without a record (an exact fill).
-            while manifest.chunks.len() <= frontier.0 as usize {
-                manifest.chunks.push(ChunkSummary::default());
-            }
-            manifest.count = first + n;
+        if v2 && let Some(manifest) = manifest.as_mut() {
+            extend_manifest(manifest, &piece_crcs, frontier.0, first + n);
             // Derived from the durable files and rebuilt from them by the next writer when it is
-            // behind: no fsync on the commit path (with deferred sync, written by the sync).
-            if durable {
-                replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
+            // behind: no fsync on the commit path (with deferred sync, written by the sync). A
+            // failed write leaves the old file, behind the count, and this handle's copy right:
+            // the records stand, so the call does not fail.
+            if durable && after_commit.is_none() {
+                let _ = replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode());
             }
         }
-        Ok(first..first + n)
+        match after_commit {
+            None => Ok(first..first + n),
+            Some(e) => Err(Error::Committed {
+                path: self.dir.clone(),
+                what: format!("records {first}..{}", first + n),
+                remedy: "call sync() to make them durable",
+                source: Box::new(e),
+            }),
+        }
     }
 
     /// Each record's crc32c: a v2 entry holds it. A fixed-stride store keeps none, and its block
@@ -297,7 +309,7 @@ impl Store {
         let count = self.len();
         self.index.flush_entries(entry, count - entry, &self.index_path)?;
         self.index.publish(count, frontier, &self.index_path, true)?;
-        if self.format() == Format::V2 {
+        if let Some(manifest) = manifest.as_ref() {
             replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
         }
         *unsynced = None;
@@ -394,4 +406,22 @@ impl Drop for Store {
             let _ = self.sync_impl();
         }
     }
+}
+
+/// `manifest` after a commit of `count` records whose pieces `(chunk, crc32c, bytes)` extend
+/// their chunks' running checksums, up to the frontier's chunk `tail` (one it rolled into
+/// without a record, on an exact fill, included).
+fn extend_manifest(manifest: &mut Manifest, pieces: &[(u32, u32, u64)], tail: u32, count: u64) {
+    for &(chunk, crc, len) in pieces {
+        while manifest.chunks.len() <= chunk as usize {
+            manifest.chunks.push(ChunkSummary::default());
+        }
+        let c = &mut manifest.chunks[chunk as usize];
+        c.crc = crc32c::crc32c_combine(c.crc, crc, len as usize);
+        c.len += len;
+    }
+    while manifest.chunks.len() <= tail as usize {
+        manifest.chunks.push(ChunkSummary::default());
+    }
+    manifest.count = count;
 }

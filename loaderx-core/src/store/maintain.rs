@@ -1,33 +1,17 @@
-//! Rewrites of live data: [`Store::delete`] (swap the tail into each hole) and
-//! [`Store::compact`] (repack in physical order, in place), both through the redo journal.
+//! Rewrites of live data through the redo journal: [`Store::delete`] (swap the tail into each
+//! hole) here, [`Store::compact`] in `compact.rs`; the journal's replay by the next writer.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 
 use super::Store;
-use super::chunk::Placement;
+use super::compact::MOVE_BATCH_BYTES;
 use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_capped, sync_dir, write_atomic};
 use super::gather::RecordIndex;
 use super::table::committed;
 use crate::format::v2::Entry;
 use crate::format::{Format, Journal};
 use crate::{Error, Result};
-
-/// A compaction moves records through the journal in batches of about this many bytes.
-const MOVE_BATCH_BYTES: usize = 32 << 20;
-
-/// What [`Store::compact`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CompactReport {
-    /// Records moved to a lower address.
-    pub moved: u64,
-    /// Records already in place.
-    pub skipped: u64,
-    /// Chunk bytes before.
-    pub bytes_before: u64,
-    /// Chunk bytes after.
-    pub bytes_after: u64,
-}
 
 impl Store {
     /// Deletes the records at `indices` by swapping the last record into each hole, in
@@ -97,30 +81,60 @@ impl Store {
             // Records move: the chunks' checksums change under the manifest, which goes first
             // and is computed again (by the next writer, after a crash).
             self.drop_manifest()?;
-            self.run_journal(Journal::Delete { entries, new_length: n, sums })?;
-            return self.rebuild_manifest(Vec::new());
+            self.run_journal(Journal::Delete { entries, new_length: n, sums }, &deleted(len - n))?;
+            // Derived: when this write fails the file stays removed, and the next writer computes
+            // it. The delete stands, so the call does not fail.
+            let _ = self.rebuild_manifest(Vec::new());
+            return Ok(());
         }
-        self.run_journal(Journal::Delete { entries, new_length: n, sums: Vec::new() })?;
-        if self.format() == Format::V2 {
-            // The chunks are unchanged; the manifest's count follows the index. (A crash before
-            // this write leaves a manifest behind the index, which the next writer repairs.)
-            let mut m = self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner());
+        self.run_journal(Journal::Delete { entries, new_length: n, sums: Vec::new() }, &deleted(len - n))?;
+        // The chunks are unchanged; the manifest's count follows the index. A crash before this
+        // write, or a failed one, leaves a manifest behind the index, which the next writer
+        // repairs: the delete stands, so the call does not fail.
+        if let Some(m) = self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             m.count = n;
-            write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
+            let _ = write_atomic(&self.dir, MANIFEST_FILE, &m.encode());
         }
         Ok(())
     }
 
     /// Writes `j` durably, applies it, removes it. Its entries are checked first, as applying it
     /// checks them: a journal its own replay would refuse is never written.
-    fn run_journal(&self, j: Journal) -> Result<()> {
+    ///
+    /// Once `journal.zr` is in the directory the operation (`what`) is committed: the next
+    /// read-write open completes it. A failure from there on is [`Error::Committed`], and this
+    /// handle writes no more: its view may be half applied, and a journal left behind, replayed
+    /// after later appends, would cut them off.
+    pub(super) fn run_journal(&self, j: Journal, what: &str) -> Result<()> {
         let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = &j;
         self.check_journal(entries)?;
-        write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()))?;
-        self.apply(&j)?;
         let path = self.dir.join(JOURNAL_FILE);
-        fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-        sync_dir(&self.dir)
+        let written = write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()));
+        if let Err(e) = written {
+            // Failed before its rename (the temporary is removed): nothing happened.
+            if fs::symlink_metadata(&path).is_err() {
+                return Err(e);
+            }
+            return Err(self.halt(what, e));
+        }
+        let finished = self.apply(&j).and_then(|()| {
+            fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+            sync_dir(&self.dir)
+        });
+        finished.map_err(|e| self.halt(what, e))
+    }
+
+    /// Stops this handle's writes after `what` committed and then failed with `cause`.
+    fn halt(&self, what: &str, cause: Error) -> Error {
+        if let Some(w) = &self.writer {
+            let _ = w.halted.set(what.to_owned());
+        }
+        Error::Committed {
+            path: self.dir.clone(),
+            what: what.to_owned(),
+            remedy: "open the store again (read-write): its journal.zr completes it",
+            source: Box::new(cause),
+        }
     }
 
     /// The most stored bytes of any record the index holds (a fixed stride's record size): of
@@ -342,214 +356,51 @@ impl Store {
         Ok(())
     }
 
-    /// Rewrites the live records densely, in place, in physical order, and drops the chunk files
-    /// past the new end.
-    ///
-    /// A record never moves to a higher address, and each batch of moves goes through the
-    /// journal (so a move overlapping the record's own old bytes cannot tear it). An interrupted
-    /// compaction leaves a consistent store; running it again finishes the job. Records already
-    /// in place are skipped. A v2 store's chunk manifest is computed again from the chunks.
-    ///
-    /// # Errors
-    /// [`Error::ReadOnly`]; [`Error::Locked`] when other handles have the store open;
-    /// [`Error::CorruptRecord`] for a record whose entry is damaged or whose bytes cannot be read.
-    pub fn compact(&mut self) -> Result<CompactReport> {
-        self.compact_limited(usize::MAX)
-    }
-
-    /// [`Store::compact`] that stops after `max_batches` journal batches (tests of interrupted
-    /// compaction).
-    #[doc(hidden)]
-    pub fn compact_limited(&mut self, max_batches: usize) -> Result<CompactReport> {
-        self.compact_in_batches(max_batches, MOVE_BATCH_BYTES)
-    }
-
-    /// [`Store::compact_limited`] with journal batches of about `batch_bytes` (tests that stop a
-    /// compaction of a small store at any record).
-    #[doc(hidden)]
-    pub fn compact_in_batches(&mut self, max_batches: usize, batch_bytes: usize) -> Result<CompactReport> {
-        // No batch is larger than a reopening writer takes of a journal (`recover`).
-        let batch_bytes = batch_bytes.min(MOVE_BATCH_BYTES);
-        self.writer()?;
-        self.sync()?;
-        let _x = self.exclusive("compacting it")?;
-        let before = self.stats()?;
-        if self.index.stride().is_some() {
-            // Dense by construction: every record lies where its index says, with no gap.
-            return Ok(CompactReport {
-                moved: 0,
-                skipped: before.length,
-                bytes_before: before.chunk_bytes,
-                bytes_after: before.chunk_bytes,
-            });
-        }
-        let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };
-        let len = self.len();
-        let frontier = self.index.frontier();
-        let (capacity, limits) = (self.chunk_capacity()?, self.index.limits());
-        let live = self.live_in_physical_order(len, frontier)?;
-        let mut place = Placement::new(0, 0, capacity, limits);
-        let mut batch: Vec<(u64, Entry)> = Vec::new();
-        let mut data: Vec<u8> = Vec::new();
-        let mut batches = 0usize;
-        let mut manifest_dropped = false;
-        let mut run = |store: &Store, batch: &mut Vec<(u64, Entry)>, data: &mut Vec<u8>| -> Result<bool> {
-            if batches == max_batches {
-                return Ok(false);
-            }
-            if store.format() == Format::V2 && !manifest_dropped {
-                // Moves change the chunks' bytes under their checksums: the manifest goes first,
-                // and is computed again from the chunks when compaction ends (or by the next
-                // writer, after a crash).
-                store.drop_manifest()?;
-                manifest_dropped = true;
-            }
-            store
-                .run_journal(Journal::Move { entries: std::mem::take(batch), data: std::mem::take(data) })?;
-            batches += 1;
-            Ok(true)
-        };
-        for &(idx, e) in &live {
-            let len = u64::from(e.stored);
-            // Records are visited in physical order and repacked from the start. A record must
-            // never move up (it would land on bytes not yet moved): with the capacity the store
-            // was written with that cannot happen; with a smaller one (this handle's option) a
-            // record that would move up stays, and packing goes on after it.
-            let here = (e.chunk, e.offset);
-            if len == 0 {
-                // An empty record goes to the current packing position (`place(0)` changes
-                // nothing), even when that is past its old one: it has no bytes to land on
-                // anything, and the packing position only ever grows.
-                let to = place.place(0).unwrap_or(here);
-                if to == here {
-                    report.skipped += 1;
-                } else {
-                    batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
-                    report.moved += 1;
-                }
-                continue;
-            }
-            let to = match place.place(len) {
-                Some(to) if to <= here => to,
-                _ => {
-                    // Never backwards: real records do not overlap (checked above), so
-                    // everything packed so far ends at or before this record's start.
-                    place = Placement::new(e.chunk, e.end(), capacity, limits);
-                    here
-                }
-            };
-            if to == here {
-                report.skipped += 1;
-                continue;
-            }
-            let start = data.len();
-            data.resize(start + len as usize, 0);
-            let f = self.chunks.get(e.chunk)?;
-            if !self.chunks.read_exact(&f, e.chunk, e.offset, &mut data[start..])? {
-                return Err(self.record_error(idx, "truncated chunk"));
-            }
-            batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
-            report.moved += 1;
-            if data.len() >= batch_bytes.max(1) && !run(self, &mut batch, &mut data)? {
-                return self.compaction_stopped(report);
-            }
-        }
-        if !batch.is_empty() && !run(self, &mut batch, &mut data)? {
-            return self.compaction_stopped(report);
-        }
-        self.publish_packed(len, place)?;
-        report.bytes_after = self.stats()?.chunk_bytes;
-        Ok(report)
-    }
-
-    /// Every live record `(index, entry)`, each entry checked, in the order compaction visits
-    /// them.
-    ///
-    /// # Errors
-    /// [`Error::CorruptRecord`] naming a record whose entry is damaged or overlaps another's.
-    fn live_in_physical_order(&self, len: u64, frontier: (u32, u64)) -> Result<Vec<(u64, Entry)>> {
-        let entries = self.index.entries(0, len)?;
-        let mut live: Vec<(u64, Entry)> = (0..len).zip(entries).collect();
-        for (idx, e) in &live {
-            self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
-            committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
-        }
-        // A total order: physical position, then empty records before the real one that starts
-        // where they do (an empty record sits at the frontier of its time, so it shares the next
-        // record's offset), then the index. Empty records take no bytes and never move the
-        // packing position; real records must not overlap (a damaged or hostile index could
-        // claim shared bytes, and moving one would tear the other).
-        live.sort_unstable_by_key(|(idx, e)| (e.chunk, e.offset, e.stored != 0, *idx));
-        let mut last_real: Option<(u64, Entry)> = None;
-        for &(idx, e) in live.iter().filter(|(_, e)| e.stored != 0) {
-            if let Some((prev_idx, prev)) = last_real
-                && prev.chunk == e.chunk
-                && prev.end() > e.offset
-            {
-                return Err(self.record_error(
-                    idx,
-                    format!(
-                        "bad index entry: its bytes {}..{} of chunk {} overlap record {prev_idx}'s",
-                        e.offset,
-                        e.end(),
-                        e.chunk
-                    ),
-                ));
-            }
-            last_real = Some((idx, e));
-        }
-        Ok(live)
-    }
-
-    /// Publishes the packed frontier of a finished compaction and drops the chunk bytes past it:
-    /// the tail chunk truncated there, the chunks after it removed, a v2 manifest computed again.
-    fn publish_packed(&self, len: u64, place: Placement) -> Result<()> {
-        // The packed frontier is never past the old one, so it can always be stored.
-        let (chunk, off) = place.frontier().ok_or_else(|| Error::StoreFull {
-            path: self.dir.clone(),
-            len,
-            adding: 0,
-            limit: len,
-        })?;
-        // The manifest first (the chunks are final below the packed frontier): the header's
-        // write is the one step of a compaction under neither a journal nor a manifest, and a
-        // kill inside it must leave a manifest holding the count (`Store::torn_header_or_damage`).
-        if self.format() == Format::V2 {
-            self.write_manifest_for(len, (chunk, off), Vec::new())?;
-        }
-        self.index.publish(len, (chunk, off), &self.index_path, true)?;
-        self.drop_chunks_past((chunk, off))
-    }
-
-    /// Drops the chunk bytes past a frontier just published: the tail chunk truncated there
-    /// (created when the frontier rolled into a chunk that held no record), every chunk after it
-    /// removed (whatever gaps a removal interrupted earlier left), the directory synced.
-    pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64)) -> Result<()> {
-        self.chunks.reset();
-        let tail = chunk_path(&self.dir, chunk);
-        let f = super::open_or_create(&tail)?;
-        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
-        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
-        super::files::remove_chunks_after(&self.dir, chunk)?;
-        sync_dir(&self.dir)
-    }
-
-    /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2
-    /// one gets its manifest back.
-    fn compaction_stopped(&self, report: CompactReport) -> Result<CompactReport> {
-        if self.format() == Format::V2 {
-            self.rebuild_manifest(Vec::new())?;
-        }
-        Ok(report)
-    }
-
     /// Removes `manifest.zr` (durably): the next writer computes it again from the chunks.
     pub(super) fn drop_manifest(&self) -> Result<()> {
+        // This handle's copy goes first: its checksums stop describing the chunks below.
+        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let path = self.dir.join(MANIFEST_FILE);
         match fs::remove_file(&path) {
             Ok(()) => sync_dir(&self.dir),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", &path, e)),
         }
+    }
+}
+
+/// What a delete of `n` records is called in an [`Error::Committed`].
+fn deleted(n: u64) -> String {
+    format!("the delete of {n} record{}", if n == 1 { "" } else { "s" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Codec, StoreOptions};
+
+    /// A journal that fails once it is in the directory stands (the next writer completes or
+    /// refuses it): the call says so, and the handle writes no more, since a journal left behind
+    /// and replayed after later appends would cut them off.
+    #[test]
+    fn a_failure_after_the_journal_is_written_halts_the_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::create(dir.path().join("s"), StoreOptions::new()).unwrap();
+        store.append(&[[1u8; 8], [2u8; 8]], Codec::Raw).unwrap();
+        // A move whose data is missing passes the entry checks and fails in its apply.
+        let moved = store.index.entry(1).unwrap();
+        let e =
+            store.run_journal(Journal::Move { entries: vec![(1, moved)], data: Vec::new() }, "a test's move");
+        let e = e.unwrap_err();
+        assert!(
+            matches!(&e, Error::Committed { what, source, .. }
+                if what == "a test's move" && matches!(**source, Error::Corrupt { .. })),
+            "{e}"
+        );
+        assert!(e.to_string().contains("do not repeat it"), "{e}");
+        let e = store.append(&[[3u8; 8]], Codec::Raw).unwrap_err();
+        assert!(matches!(&e, Error::Locked { reason, .. } if reason.contains("a test's move failed")), "{e}");
+        assert_eq!(store.len(), 2);
+        assert!(store.sync().is_err(), "no write of any kind");
     }
 }

@@ -30,6 +30,7 @@ mod backing;
 mod chunk;
 mod codec;
 mod cold;
+mod compact;
 mod decode;
 mod files;
 mod gather;
@@ -51,6 +52,7 @@ mod table;
 pub(crate) use backing::{Backing, VarFill};
 #[cfg(feature = "remote")]
 pub(crate) use codec::{DecodeError, Decoder, Dictionary};
+pub use compact::CompactReport;
 #[cfg(feature = "remote")]
 pub(crate) use decode::{RecordError, Stored, decode_record};
 pub use files::SCHEMA_FILE;
@@ -70,7 +72,6 @@ pub(crate) use gather::Resolved;
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
 pub(crate) use lock::{StoreKey, is_loaderx_lock_file, lock_out_readers};
-pub use maintain::CompactReport;
 pub use migrate::MigrateReport;
 pub use open::Store;
 pub(crate) use open::trim_index;

@@ -61,11 +61,15 @@ pub(super) struct Writer {
     // Held for the store's life: one writer process at a time.
     _lock: WriteLock,
     // Serialises appends (and dictionary training) between threads of this process; holds the
-    // v2 manifest as of the last commit (empty for v1).
-    pub(super) append: Mutex<Manifest>,
+    // v2 manifest as of the last commit (`None` for v1, and while `manifest.zr` is removed: a
+    // delete or compaction whose chunks' checksums are not yet computed again).
+    pub(super) append: Mutex<Option<Manifest>>,
     // With deferred sync: the first chunk and the first entry written since the last sync (taken
     // under `append`).
     pub(super) unsynced: Mutex<Option<(u32, u64)>>,
+    // Set when a write failed after its commit and left this handle's view behind the files
+    // (a journal half applied, or not removed): no further write goes through it.
+    pub(super) halted: std::sync::OnceLock<String>,
 }
 
 /// A Zrecord store: a dense index space `0..len` of independent byte records.
@@ -328,8 +332,9 @@ impl Store {
             if index_here && (lock.is_some() || !writable) {
                 let writer = lock.map(|l| Writer {
                     _lock: l,
-                    append: Mutex::new(Manifest::default()),
+                    append: Mutex::new(None),
                     unsynced: Mutex::new(None),
+                    halted: std::sync::OnceLock::new(),
                 });
                 return Ok((format, index_path, index_file, writer));
             }
@@ -430,7 +435,17 @@ impl Store {
     }
 
     pub(super) fn writer(&self) -> Result<&Writer> {
-        self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })
+        let w = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
+        match w.halted.get() {
+            None => Ok(w),
+            Some(what) => Err(Error::Locked {
+                path: self.dir.clone(),
+                reason: format!(
+                    "this handle writes no more: {what} failed after its commit; open the store again \
+                     (read-write) to complete it"
+                ),
+            }),
+        }
     }
 
     pub(super) fn index_error(&self, index: u64, len: u64) -> Error {

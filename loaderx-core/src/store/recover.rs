@@ -302,10 +302,12 @@ impl Store {
     /// computed again from its committed bytes.
     pub(super) fn load_manifest(&self) -> Result<()> {
         let path = self.dir.join(MANIFEST_FILE);
-        // Missing is what a crash inside a delete or compaction leaves (each removes it first):
-        // computed again. One that does not decode is damage (it is only ever replaced whole),
-        // never rebuilt over: that would certify whatever the chunks hold now.
+        // Missing is what a crash inside a delete or compaction leaves (each removes it first),
+        // and empty or all zeros what a power loss leaves of one replaced unsynced (an append's):
+        // computed again. One that does not decode otherwise is damage (it is only ever replaced
+        // whole), never rebuilt over: that would certify whatever the chunks hold now.
         let read = match read_manifest(&self.dir)? {
+            Some(bytes) if bytes.iter().all(|&b| b == 0) => None,
             Some(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
                 path: path.clone(),
                 offset,
@@ -326,7 +328,7 @@ impl Store {
         };
         match read {
             Some(m) if fits(&m) => {
-                *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
+                *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
                 Ok(())
             }
             // The stale manifest's chunks before its own tail were sealed when it was written;
@@ -365,7 +367,7 @@ impl Store {
         }
         let m = Manifest { count, chunks: sealed };
         write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
-        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = m;
+        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
         Ok(())
     }
 

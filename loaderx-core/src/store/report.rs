@@ -167,7 +167,9 @@ impl Store {
     /// an append that keep the count included). What a store set keeps of each part, so that a
     /// part replaced or rewritten after stitching is noticed on open. Compaction and migration
     /// between entries and compact keep it (neither changes a record's bytes); migration to or
-    /// from the fixed stride, or from v1 (which keeps no checksums), changes it: stitch again.
+    /// from the fixed stride, or from v1, changes it: stitch again. v1 keeps no checksums: every
+    /// entry's chunk, offset and lengths stand in (a compaction changes them too, and bytes
+    /// edited in place by hand outside the sampled prefixes go unnoticed).
     /// Reads the index once (a v2 store's 32 or 16 bytes a record).
     ///
     /// # Errors
@@ -185,7 +187,21 @@ impl Store {
             crc = crc32c::crc32c_append(crc, &rec[..rec.len().min(PREFIX)]);
         }
         match self.index.view(n)? {
-            super::index::View::V1(_) => {}
+            super::index::View::V1(_) => {
+                // No checksums: where each record lies and how long it is, which a delete, an
+                // append or a compaction changes (bytes edited in place keep them).
+                let mut first = 0;
+                while first < n {
+                    let end = (first + SCAN_BLOCK).min(n);
+                    for e in self.index.entries(first, end)? {
+                        for field in [u64::from(e.chunk), e.offset, u64::from(e.stored), u64::from(e.logical)]
+                        {
+                            crc = crc32c::crc32c_append(crc, &field.to_le_bytes());
+                        }
+                    }
+                    first = end;
+                }
+            }
             super::index::View::Fixed(f) => {
                 for b in 0..f.stride.blocks(n) {
                     crc = crc32c::crc32c_append(crc, &f.blocks.block_crc(b).to_le_bytes());
@@ -323,6 +339,14 @@ impl Store {
         let corrupt =
             |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
         let manifest = match super::files::read_manifest(&self.dir) {
+            Ok(Some(bytes)) if bytes.iter().all(|&b| b == 0) => {
+                problems.push(corrupt(
+                    0,
+                    "empty or zeros, as a power loss leaves it (the next read-write open writes it again)"
+                        .into(),
+                ));
+                return Ok(problems);
+            }
             Ok(Some(bytes)) => match Manifest::decode(&bytes) {
                 Ok(m) => m,
                 Err((offset, reason)) => {

@@ -1,5 +1,6 @@
 //! Integration tests of `loaderx-core`, one binary (one link step) with a module per subject.
 
+mod after_commit;
 mod bad_inputs;
 mod causes;
 mod cold;

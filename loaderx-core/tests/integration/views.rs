@@ -258,14 +258,20 @@ fn a_split_of_another_length_is_refused_where_it_is_applied() {
 }
 
 /// A part rewritten in place after stitching, keeping its count and the records a sample would
-/// read (a delete and an append of the same bytes), is refused on open in each layout: the
-/// set's fingerprint of a part covers every checksum its index keeps.
+/// read (a delete and an append of the same bytes), is refused on open in each layout and in
+/// v1: the set's fingerprint of a part covers every checksum its index keeps (v1, which keeps
+/// none: where each record lies).
 #[test]
 fn a_part_rewritten_in_place_with_its_count_kept_is_refused() {
-    use loaderx_core::{Store, StoreOptions, stitch};
-    for (fixed, compact) in [(true, false), (false, true), (false, false)] {
+    use loaderx_core::{Format, Store, StoreOptions, stitch};
+    for (fixed, compact, format) in [
+        (true, false, Format::V2),
+        (false, true, Format::V2),
+        (false, false, Format::V2),
+        (false, false, Format::V1),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = WriteOptions::new().fixed_stride(fixed).compact_entries(compact);
+        let opts = WriteOptions::new().fixed_stride(fixed).compact_entries(compact).format(format);
         let (p0, p1) = (dir.path().join("p0"), dir.path().join("p1"));
         for (p, base) in [(&p0, 0u32), (&p1, 100)] {
             let mut w = DatasetWriter::dense::<u32>(p, vec![1], opts.clone()).unwrap();
@@ -280,7 +286,7 @@ fn a_part_rewritten_in_place_with_its_count_kept_is_refused() {
         store.append(&[139u32.to_le_bytes().to_vec()], loaderx_core::Codec::Raw).unwrap();
         drop(store);
         let Err(e) = DenseDataset::<u32>::open(dir.path().join("s")) else {
-            panic!("fixed {fixed}, compact {compact}: a rewritten part is refused")
+            panic!("fixed {fixed}, compact {compact}, {format:?}: a rewritten part is refused")
         };
         assert!(
             matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("other records")),

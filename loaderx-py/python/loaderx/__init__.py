@@ -13,11 +13,12 @@ Modules, as the loaderx 0.9.11 specification names them:
 - :mod:`loaderx.ray`: Ray Data written to store sets and read from them (Ray imported only there).
 
 Every engine error is a :class:`loaderx.Error` (``CorruptError``, ``NotAStoreError``,
-``SchemaError``, ``LockedError``, ``RemoteError``, ``LoaderStoppedError``); a missing path is a
-``FileNotFoundError``, a bad argument a ``ValueError`` or ``TypeError``.
+``SchemaError``, ``LockedError``, ``CommittedError``, ``RemoteError``, ``LoaderStoppedError``); a
+missing path is a ``FileNotFoundError``, a bad argument a ``ValueError`` or ``TypeError``.
 """
 
 from loaderx._native import (
+    CommittedError,
     CorruptError,
     Error,
     LoaderStoppedError,
@@ -30,6 +31,7 @@ from loaderx._native import (
 from loaderx import chunker, converter, dataloader, dataset, zrecord, zsampler
 
 __all__ = [
+    "CommittedError",
     "CorruptError",
     "Error",
     "LoaderStoppedError",

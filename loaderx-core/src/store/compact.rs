@@ -1,0 +1,273 @@
+//! [`Store::compact`]: the live records repacked in physical order, in place, through the redo
+//! journal (`maintain.rs`), and the chunk bytes past the new end dropped.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use super::Store;
+use super::chunk::Placement;
+use super::files::{chunk_path, sync_dir};
+use super::table::committed;
+use crate::format::v2::Entry;
+use crate::format::{Format, Journal};
+use crate::{Error, Result};
+
+/// A compaction moves records through the journal in batches of about this many bytes.
+pub(super) const MOVE_BATCH_BYTES: usize = 32 << 20;
+
+/// What [`Store::compact`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactReport {
+    /// Records moved to a lower address.
+    pub moved: u64,
+    /// Records already in place.
+    pub skipped: u64,
+    /// Chunk bytes before.
+    pub bytes_before: u64,
+    /// Chunk bytes after.
+    pub bytes_after: u64,
+}
+
+impl Store {
+    /// Rewrites the live records densely, in place, in physical order, and drops the chunk files
+    /// past the new end.
+    ///
+    /// A record never moves to a higher address, and each batch of moves goes through the
+    /// journal (so a move overlapping the record's own old bytes cannot tear it). An interrupted
+    /// compaction leaves a consistent store; running it again finishes the job. Records already
+    /// in place are skipped. A v2 store's chunk manifest is computed again from the chunks.
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::Locked`] when other handles have the store open;
+    /// [`Error::CorruptRecord`] for a record whose entry is damaged or whose bytes cannot be read.
+    pub fn compact(&mut self) -> Result<CompactReport> {
+        self.compact_limited(usize::MAX)
+    }
+
+    /// [`Store::compact`] that stops after `max_batches` journal batches (tests of interrupted
+    /// compaction).
+    #[doc(hidden)]
+    pub fn compact_limited(&mut self, max_batches: usize) -> Result<CompactReport> {
+        self.compact_in_batches(max_batches, MOVE_BATCH_BYTES)
+    }
+
+    /// [`Store::compact_limited`] with journal batches of about `batch_bytes` (tests that stop a
+    /// compaction of a small store at any record).
+    #[doc(hidden)]
+    pub fn compact_in_batches(&mut self, max_batches: usize, batch_bytes: usize) -> Result<CompactReport> {
+        // No batch is larger than a reopening writer takes of a journal (`recover`).
+        let batch_bytes = batch_bytes.min(MOVE_BATCH_BYTES);
+        self.writer()?;
+        self.sync()?;
+        let _x = self.exclusive("compacting it")?;
+        let before = self.stats()?;
+        if self.index.stride().is_some() {
+            // Dense by construction: every record lies where its index says, with no gap.
+            return Ok(CompactReport {
+                moved: 0,
+                skipped: before.length,
+                bytes_before: before.chunk_bytes,
+                bytes_after: before.chunk_bytes,
+            });
+        }
+        let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };
+        let len = self.len();
+        let frontier = self.index.frontier();
+        let (capacity, limits) = (self.chunk_capacity()?, self.index.limits());
+        let live = self.live_in_physical_order(len, frontier)?;
+        self.check_chunks_hold(&live)?;
+        let mut place = Placement::new(0, 0, capacity, limits);
+        let mut batch: Vec<(u64, Entry)> = Vec::new();
+        let mut data: Vec<u8> = Vec::new();
+        let mut batches = 0usize;
+        let mut manifest_dropped = false;
+        let mut run = |store: &Store, batch: &mut Vec<(u64, Entry)>, data: &mut Vec<u8>| -> Result<bool> {
+            if batches == max_batches {
+                return Ok(false);
+            }
+            if store.format() == Format::V2 && !manifest_dropped {
+                // Moves change the chunks' bytes under their checksums: the manifest goes first,
+                // and is computed again from the chunks when compaction ends (or by the next
+                // writer, after a crash).
+                store.drop_manifest()?;
+                manifest_dropped = true;
+            }
+            store.run_journal(
+                Journal::Move { entries: std::mem::take(batch), data: std::mem::take(data) },
+                "a compaction's batch of moves",
+            )?;
+            batches += 1;
+            Ok(true)
+        };
+        for &(idx, e) in &live {
+            let len = u64::from(e.stored);
+            // Records are visited in physical order and repacked from the start. A record must
+            // never move up (it would land on bytes not yet moved): with the capacity the store
+            // was written with that cannot happen; with a smaller one (this handle's option) a
+            // record that would move up stays, and packing goes on after it.
+            let here = (e.chunk, e.offset);
+            if len == 0 {
+                // An empty record goes to the current packing position (`place(0)` changes
+                // nothing), even when that is past its old one: it has no bytes to land on
+                // anything, and the packing position only ever grows.
+                let to = place.place(0).unwrap_or(here);
+                if to == here {
+                    report.skipped += 1;
+                } else {
+                    batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
+                    report.moved += 1;
+                }
+                continue;
+            }
+            let to = match place.place(len) {
+                Some(to) if to <= here => to,
+                _ => {
+                    // Never backwards: real records do not overlap (checked above), so
+                    // everything packed so far ends at or before this record's start.
+                    place = Placement::new(e.chunk, e.end(), capacity, limits);
+                    here
+                }
+            };
+            if to == here {
+                report.skipped += 1;
+                continue;
+            }
+            let start = data.len();
+            data.resize(start + len as usize, 0);
+            let f = self.chunks.get(e.chunk)?;
+            if !self.chunks.read_exact(&f, e.chunk, e.offset, &mut data[start..])? {
+                return Err(self.truncated_under(idx, e, None));
+            }
+            batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
+            report.moved += 1;
+            if data.len() >= batch_bytes.max(1) && !run(self, &mut batch, &mut data)? {
+                return self.compaction_stopped(report);
+            }
+        }
+        if !batch.is_empty() && !run(self, &mut batch, &mut data)? {
+            return self.compaction_stopped(report);
+        }
+        self.publish_packed(len, place)?;
+        report.bytes_after = self.stats()?.chunk_bytes;
+        Ok(report)
+    }
+
+    /// Every live record `(index, entry)`, each entry checked, in the order compaction visits
+    /// them.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] naming a record whose entry is damaged or overlaps another's.
+    fn live_in_physical_order(&self, len: u64, frontier: (u32, u64)) -> Result<Vec<(u64, Entry)>> {
+        let entries = self.index.entries(0, len)?;
+        let mut live: Vec<(u64, Entry)> = (0..len).zip(entries).collect();
+        for (idx, e) in &live {
+            self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+            committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+        }
+        // A total order: physical position, then empty records before the real one that starts
+        // where they do (an empty record sits at the frontier of its time, so it shares the next
+        // record's offset), then the index. Empty records take no bytes and never move the
+        // packing position; real records must not overlap (a damaged or hostile index could
+        // claim shared bytes, and moving one would tear the other).
+        live.sort_unstable_by_key(|(idx, e)| (e.chunk, e.offset, e.stored != 0, *idx));
+        let mut last_real: Option<(u64, Entry)> = None;
+        for &(idx, e) in live.iter().filter(|(_, e)| e.stored != 0) {
+            if let Some((prev_idx, prev)) = last_real
+                && prev.chunk == e.chunk
+                && prev.end() > e.offset
+            {
+                return Err(self.record_error(
+                    idx,
+                    format!(
+                        "bad index entry: its bytes {}..{} of chunk {} overlap record {prev_idx}'s",
+                        e.offset,
+                        e.end(),
+                        e.chunk
+                    ),
+                ));
+            }
+            last_real = Some((idx, e));
+        }
+        Ok(live)
+    }
+
+    /// Refuses, before anything moves, a chunk file shorter than the live records it holds end:
+    /// packing over it, or computing the manifest again from it, would certify the loss.
+    ///
+    /// # Errors
+    /// [`Error::CorruptRecord`] naming the chunk and the first record past its end.
+    fn check_chunks_hold(&self, live: &[(u64, Entry)]) -> Result<()> {
+        // The furthest-reaching record of each chunk (`live` is in physical order).
+        let mut ends: BTreeMap<u32, (u64, Entry)> = BTreeMap::new();
+        for &(idx, e) in live.iter().filter(|(_, e)| e.stored != 0) {
+            ends.insert(e.chunk, (idx, e));
+        }
+        for (chunk, (idx, e)) in ends {
+            let path = chunk_path(&self.dir, chunk);
+            let held = fs::metadata(&path).map_err(|err| Error::io("stat", &path, err))?.len();
+            if held < e.end() {
+                return Err(self.truncated_under(idx, e, Some(held)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Record `idx` (at `e`) runs past the end of its chunk file (of `held` bytes, when known).
+    fn truncated_under(&self, idx: u64, e: Entry, held: Option<u64>) -> Error {
+        let held = held.map(|h| format!(" of {h} bytes")).unwrap_or_default();
+        Error::CorruptRecord {
+            path: chunk_path(&self.dir, e.chunk),
+            index: idx,
+            reason: format!(
+                "truncated: the record's bytes {}..{} run past the end of chunk {}{held}; compaction stops here \
+                 (`loaderx verify` names every record it lost)",
+                e.offset,
+                e.end(),
+                e.chunk
+            ),
+            source: None,
+        }
+    }
+
+    /// Publishes the packed frontier of a finished compaction and drops the chunk bytes past it:
+    /// the tail chunk truncated there, the chunks after it removed, a v2 manifest computed again.
+    fn publish_packed(&self, len: u64, place: Placement) -> Result<()> {
+        // The packed frontier is never past the old one, so it can always be stored.
+        let (chunk, off) = place.frontier().ok_or_else(|| Error::StoreFull {
+            path: self.dir.clone(),
+            len,
+            adding: 0,
+            limit: len,
+        })?;
+        // The manifest first (the chunks are final below the packed frontier): the header's
+        // write is the one step of a compaction under neither a journal nor a manifest, and a
+        // kill inside it must leave a manifest holding the count (`Store::torn_header_or_damage`).
+        if self.format() == Format::V2 {
+            self.write_manifest_for(len, (chunk, off), Vec::new())?;
+        }
+        self.index.publish(len, (chunk, off), &self.index_path, true)?;
+        self.drop_chunks_past((chunk, off))
+    }
+
+    /// Drops the chunk bytes past a frontier just published: the tail chunk truncated there
+    /// (created when the frontier rolled into a chunk that held no record), every chunk after it
+    /// removed (whatever gaps a removal interrupted earlier left), the directory synced.
+    pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64)) -> Result<()> {
+        self.chunks.reset();
+        let tail = chunk_path(&self.dir, chunk);
+        let f = super::open_or_create(&tail)?;
+        f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
+        f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
+        super::files::remove_chunks_after(&self.dir, chunk)?;
+        sync_dir(&self.dir)
+    }
+
+    /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2
+    /// one gets its manifest back.
+    fn compaction_stopped(&self, report: CompactReport) -> Result<CompactReport> {
+        if self.format() == Format::V2 {
+            self.rebuild_manifest(Vec::new())?;
+        }
+        Ok(report)
+    }
+}

@@ -1,0 +1,172 @@
+//! What follows a commit: a step after it that fails (a derived file's write) never fails the
+//! call that committed, since a caller retrying it would apply it twice; a step before it that
+//! fails changes nothing. Failures are made by putting a directory where a temporary file goes.
+
+use std::fs;
+use std::path::Path;
+
+use loaderx_core::{Codec, Error, Store, StoreOptions};
+
+fn record(i: u32) -> Vec<u8> {
+    let mut r = vec![0u8; 16];
+    r[..4].copy_from_slice(&i.to_le_bytes());
+    r
+}
+
+fn records(range: std::ops::Range<u32>) -> Vec<Vec<u8>> {
+    range.map(record).collect()
+}
+
+/// The store's records, in order.
+fn contents(store: &Store) -> Vec<Vec<u8>> {
+    (0..store.len()).map(|i| store.get(i).unwrap().to_vec()).collect()
+}
+
+/// Reopened read-write (which computes a stale or missing manifest again), the store verifies
+/// clean and holds `want`.
+fn reopens_clean(dir: &Path, want: &[Vec<u8>]) {
+    let store = Store::open_rw(dir, StoreOptions::new()).unwrap();
+    assert_eq!(contents(&store), want);
+    let report = store.verify().unwrap();
+    assert!(report.is_ok(), "{:?} {:?}", report.bad, report.files);
+}
+
+/// The layouts of a v2 store of 16-byte records.
+fn layouts() -> [(&'static str, StoreOptions); 3] {
+    [
+        ("entries", StoreOptions::new()),
+        ("compact", StoreOptions::new().compact_entries(true)),
+        ("fixed", StoreOptions::new().fixed_stride(16)),
+    ]
+}
+
+#[test]
+fn an_append_whose_manifest_write_fails_still_commits_once() {
+    for (layout, opts) in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let store = Store::create(&path, opts).unwrap();
+        store.append(&records(0..3), Codec::Raw).unwrap();
+        // The manifest's temporary cannot be made: its write fails after the count is published.
+        fs::create_dir(path.join("manifest.zr.tmp")).unwrap();
+        assert_eq!(store.append(&records(3..5), Codec::Raw).unwrap(), 3..5, "{layout}");
+        assert_eq!(store.append(&records(5..6), Codec::Raw).unwrap(), 5..6, "{layout}");
+        assert_eq!(store.len(), 6, "{layout}: each record once");
+        drop(store);
+        fs::remove_dir(path.join("manifest.zr.tmp")).unwrap();
+        reopens_clean(&path, &records(0..6));
+    }
+}
+
+#[test]
+fn a_delete_whose_manifest_write_fails_still_deletes_once() {
+    for (layout, opts) in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts).unwrap();
+        store.append(&records(0..40), Codec::Raw).unwrap();
+        fs::create_dir(path.join("manifest.zr.tmp")).unwrap();
+        store.delete(&[3u64]).unwrap_or_else(|e| panic!("{layout}: {e}"));
+        assert_eq!(store.len(), 39, "{layout}: one record deleted");
+        // The handle goes on writing (a fixed-stride delete left it without a manifest).
+        store.append(&records(40..41), Codec::Raw).unwrap();
+        drop(store);
+        fs::remove_dir(path.join("manifest.zr.tmp")).unwrap();
+        let mut want = records(0..39);
+        want[3] = record(39);
+        want.push(record(40));
+        reopens_clean(&path, &want);
+    }
+}
+
+#[test]
+fn a_delete_whose_journal_cannot_be_written_changes_nothing() {
+    for (layout, opts) in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts).unwrap();
+        store.append(&records(0..40), Codec::Raw).unwrap();
+        fs::create_dir(path.join("journal.zr.tmp")).unwrap();
+        let e = store.delete(&[3u64, 7]).unwrap_err();
+        assert!(matches!(e, Error::Io { .. }), "{layout}: {e}");
+        assert_eq!(contents(&store), records(0..40), "{layout}: nothing deleted");
+        // Nothing committed: the handle writes on, and the delete can be tried again.
+        fs::remove_dir(path.join("journal.zr.tmp")).unwrap();
+        store.delete(&[3u64, 7]).unwrap();
+        assert_eq!(store.len(), 38, "{layout}");
+        drop(store);
+        let mut want = records(0..38);
+        want[3] = record(38);
+        want[7] = record(39);
+        reopens_clean(&path, &want);
+    }
+}
+
+/// What a power loss leaves of a manifest replaced without a sync (an empty file, or zeros) is
+/// computed again by the next writer, not refused as damage; `verify` says what it is.
+#[test]
+fn an_empty_or_zeroed_manifest_is_computed_again() {
+    for (layout, opts) in layouts() {
+        for zeros in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            let store = Store::create(&path, opts.clone()).unwrap();
+            store.append(&records(0..10), Codec::Raw).unwrap();
+            drop(store);
+            // Its length, zeroed: what a file extended but not yet written out reads as.
+            let len = if zeros { fs::metadata(path.join("manifest.zr")).unwrap().len() as usize } else { 0 };
+            fs::write(path.join("manifest.zr"), vec![0u8; len]).unwrap();
+            let report = Store::open(&path).unwrap().verify().unwrap();
+            assert!(
+                matches!(&report.files[..], [Error::Corrupt { reason, .. }] if reason.contains("power loss")),
+                "{layout}: {:?}",
+                report.files
+            );
+            let store =
+                Store::open_rw(&path, StoreOptions::new()).unwrap_or_else(|e| panic!("{layout}: {e}"));
+            store.append(&records(10..11), Codec::Raw).unwrap();
+            drop(store);
+            reopens_clean(&path, &records(0..11));
+        }
+    }
+}
+
+/// A manifest that is neither empty nor zeros and does not decode is still damage: refused.
+#[test]
+fn a_manifest_of_other_bytes_is_still_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    Store::create(&path, StoreOptions::new()).unwrap().append(&records(0..4), Codec::Raw).unwrap();
+    let mut bytes = fs::read(path.join("manifest.zr")).unwrap();
+    bytes[0] ^= 0xff;
+    fs::write(path.join("manifest.zr"), &bytes).unwrap();
+    let Err(e) = Store::open_rw(&path, StoreOptions::new()) else { panic!("damage rebuilt over") };
+    assert!(matches!(&e, Error::Corrupt { path, .. } if path.ends_with("manifest.zr")), "{e}");
+}
+
+/// Compaction refuses a chunk before the tail cut short, naming it and the record past its end,
+/// and leaves the manifest as it was: computing it again from the cut chunk would certify the
+/// loss. With records to move or without.
+#[test]
+fn compaction_refuses_a_truncated_chunk_and_names_it() {
+    for delete_first in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, StoreOptions::new().chunk_capacity(64)).unwrap();
+        store.append(&records(0..12), Codec::Raw).unwrap();
+        if delete_first {
+            store.delete(&[1u64]).unwrap();
+        }
+        drop(store);
+        // Chunk 0 holds records 0..4 (bytes 0..64); cut inside record 2.
+        fs::OpenOptions::new().write(true).open(path.join("0.zr")).unwrap().set_len(40).unwrap();
+        let manifest = fs::read(path.join("manifest.zr")).unwrap();
+        let mut store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+        let e = store.compact().unwrap_err();
+        let Error::CorruptRecord { path: named, index, reason, .. } = &e else { panic!("{e}") };
+        assert!(named.ends_with("0.zr"), "{e}");
+        assert_eq!(*index, 3, "the chunk's furthest record: {e}");
+        assert!(reason.contains("truncated") && reason.contains("of 40 bytes"), "{e}");
+        assert_eq!(fs::read(path.join("manifest.zr")).unwrap(), manifest, "delete first: {delete_first}");
+    }
+}
