@@ -21,16 +21,17 @@ pub struct Images {
 #[pymethods]
 impl Images {
     /// The images at `path` with the steps `crop` (`("random_resized", size, scale_lo,
-    /// scale_hi, ratio_lo, ratio_hi)` or `("center", size, resize)`), `flip` (a probability) and
-    /// `normalize` (`(mean, std)` or None).
+    /// scale_hi, ratio_lo, ratio_hi)` or `("center", size, resize)`), `flip` (a probability),
+    /// `normalize` (`(mean, std)` or None) and `jitter` (brightness, contrast, saturation).
     #[new]
-    #[pyo3(signature = (path, crop, flip, normalize = None))]
+    #[pyo3(signature = (path, crop, flip, normalize = None, jitter = (0.0, 0.0, 0.0)))]
     fn new(
         py: Python<'_>,
         path: String,
         crop: (String, u32, f32, f32, f32, f32),
         flip: f32,
         normalize: Option<([f32; 3], [f32; 3])>,
+        jitter: (f32, f32, f32),
     ) -> PyResult<Self> {
         let (kind, size, a, b, c, d) = crop;
         let crop = match kind.as_str() {
@@ -39,7 +40,8 @@ impl Images {
             "center" => Crop::Center { resize: a as u32 },
             other => return Err(PyValueError::new_err(format!("unknown crop {other:?}"))),
         };
-        let mut pipeline = ImagePipeline::new(size, size, crop).flip(flip);
+        let mut pipeline =
+            ImagePipeline::new(size, size, crop).flip(flip).jitter(jitter.0, jitter.1, jitter.2);
         if let Some((mean, std)) = normalize {
             pipeline = pipeline.normalize(mean, std);
         }

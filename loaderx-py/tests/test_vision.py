@@ -77,11 +77,32 @@ def test_transforms_out_of_order_or_unsupported_are_refused(store):
         V.ImageDataset(store / "images", [V.HorizontalFlip(), V.RandomResizedCrop(8)])
     with pytest.raises(ValueError, match="out of place"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD), V.HorizontalFlip()])
-    with pytest.raises(NotImplementedError, match="ColorJitter"):
-        V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.4, 0.4, 0.4)])
+    with pytest.raises(NotImplementedError, match="hue"):
+        V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.4, 0.4, 0.4, hue=0.1)])
+    with pytest.raises(ValueError, match="colour jitter"):
+        V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(-0.4)])
+    with pytest.raises(ValueError, match="out of place"):
+        V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.1), V.ColorJitter(0.1)])
     with pytest.raises(ValueError, match="crop scale"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8, scale=(0.9, 0.1))])
     from loaderx import SchemaError
 
     with pytest.raises(SchemaError, match="labels: the dataset is dense"):
         V.ImageDataset(store / "labels", [V.RandomResizedCrop(8)])
+
+
+def test_colour_jitter_changes_colours_per_sample_and_follows_the_seed(store):
+    crop = [V.RandomResizedCrop(16)]
+    jittered = crop + [V.HorizontalFlip(0.0), V.ColorJitter(0.4, 0.4, 0.4)]
+    plain, _ = batches(store, crop, 1, 2)
+    one, _ = batches(store, jittered, 1, 2)
+    two, _ = batches(store, jittered, 2, 2)
+    for p, a, b in zip(plain, one, two):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        assert a["image"].dtype == np.uint8 and a["image"].shape == (8, 16, 16, 3)
+        # The same crops (the jitter draws after them), other colours: no sample left as it was.
+        diff = np.abs(a["image"].astype(int) - p["image"].astype(int)).reshape(8, -1).mean(axis=1)
+        assert (diff > 0.5).all(), diff
+    # Flip and jitter commute: either order is the same transform.
+    other, _ = batches(store, crop + [V.ColorJitter(0.4, 0.4, 0.4), V.HorizontalFlip(0.0)], 1, 2)
+    np.testing.assert_array_equal(other[0]["image"], one[0]["image"])

@@ -6,7 +6,10 @@
 //! ratio, ten tries, then the central crop of the clamped ratio) or `Resize` + `CenterCrop`; the
 //! crop box is resized to the output in one pass (`fast_image_resize`, bilinear convolution, its
 //! support widened when downscaling: torchvision's `antialias=True`); then an optional
-//! horizontal flip and `Normalize` into `f32` channels-first, or `u8` channels-last when no
+//! horizontal flip, an optional colour jitter (torchvision's `ColorJitter(brightness, contrast,
+//! saturation)`: each factor drawn from `[max(0, 1 - x), 1 + x]`, the three applied in a random
+//! order, computed in `f32` on the resized pixels and clamped after each, as torchvision does on
+//! float images), and `Normalize` into `f32` channels-first, or `u8` channels-last when no
 //! normalisation is asked. Every random choice comes from [`sample_seed`](crate::sample_seed)
 //! of (seed, step, position in the global batch): a batch holds the same bytes on any number of
 //! threads, after a resume and on any world size.
@@ -53,6 +56,8 @@ pub struct ImagePipeline {
     height: u32,
     crop: Crop,
     flip: f32,
+    // Brightness, contrast and saturation: how far each factor may stray from 1 (0: off).
+    jitter: [f32; 3],
     normalize: Option<([f32; 3], [f32; 3])>,
 }
 
@@ -64,7 +69,7 @@ pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 impl ImagePipeline {
     /// Images of `width` x `height` cut as `crop` says: no flip, `u8` channels-last.
     pub fn new(width: u32, height: u32, crop: Crop) -> ImagePipeline {
-        ImagePipeline { width, height, crop, flip: 0.0, normalize: None }
+        ImagePipeline { width, height, crop, flip: 0.0, jitter: [0.0; 3], normalize: None }
     }
 
     /// The training transform at `size` x `size`: `RandomResizedCrop(size, scale=(0.08, 1),
@@ -75,6 +80,7 @@ impl ImagePipeline {
             height: size,
             crop: Crop::RandomResized { scale: (0.08, 1.0), ratio: (3.0 / 4.0, 4.0 / 3.0) },
             flip: 0.5,
+            jitter: [0.0; 3],
             normalize: None,
         }
     }
@@ -90,6 +96,7 @@ impl ImagePipeline {
                 resize: (u64::from(size) * 8 / 7).min(u64::from(MAX_SIDE)).max(u64::from(size)) as u32,
             },
             flip: 0.0,
+            jitter: [0.0; 3],
             normalize: None,
         }
     }
@@ -108,6 +115,17 @@ impl ImagePipeline {
         self
     }
 
+    /// This pipeline jittering colours as torchvision's `ColorJitter(brightness, contrast,
+    /// saturation)` does: each factor drawn uniformly from `[max(0, 1 - x), 1 + x]` (0 leaves that
+    /// property alone), the three applied in a random order. Brightness scales the pixels;
+    /// contrast blends them with the image's mean grey, saturation with each pixel's grey (ITU-R
+    /// 601 weights, as torchvision).
+    #[must_use]
+    pub fn jitter(mut self, brightness: f32, contrast: f32, saturation: f32) -> ImagePipeline {
+        self.jitter = [brightness, contrast, saturation];
+        self
+    }
+
     /// This pipeline writing `(pixel / 255 - mean) / std` per channel, as `f32` channels-first
     /// (`[3, H, W]`).
     #[must_use]
@@ -117,8 +135,8 @@ impl ImagePipeline {
     }
 
     /// Why the pipeline cannot run, if it cannot: a side of 0 or over 16,384, a scale or ratio
-    /// range that is empty, negative or not finite, a flip probability outside 0..=1, a
-    /// standard deviation of 0.
+    /// range that is empty, negative or not finite, a flip probability outside 0..=1, a jitter
+    /// that is negative or not finite, a standard deviation of 0.
     pub fn check(&self) -> Result<(), String> {
         let side = 1..=MAX_SIDE;
         if !side.contains(&self.width) || !side.contains(&self.height) {
@@ -140,6 +158,12 @@ impl ImagePipeline {
         }
         if !(0.0..=1.0).contains(&self.flip) {
             return Err(format!("a flip probability of {}", self.flip));
+        }
+        if self.jitter.iter().any(|j| !(j.is_finite() && *j >= 0.0)) {
+            let [b, c, s] = self.jitter;
+            return Err(format!(
+                "a colour jitter of brightness {b}, contrast {c}, saturation {s} (each finite, >= 0)"
+            ));
         }
         if let Some((_, std)) = self.normalize
             && std.iter().any(|s| !s.is_finite() || *s == 0.0)
@@ -186,34 +210,13 @@ impl ImagePipeline {
             .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Bilinear))
             .crop(left, top, cw, ch);
         fir::Resizer::new().resize(&src, &mut dst, &options).map_err(|e| e.to_string())?;
-        let px = dst.buffer();
         let (w, h) = (w as usize, h as usize);
-        let at = |x: usize, y: usize| {
-            let x = if flip { w - 1 - x } else { x };
-            &px[(y * w + x) * 3..(y * w + x) * 3 + 3]
-        };
-        match (out, self.normalize) {
-            (Out::U8(out), _) => {
-                for y in 0..h {
-                    for x in 0..w {
-                        out[(y * w + x) * 3..(y * w + x) * 3 + 3].copy_from_slice(at(x, y));
-                    }
-                }
-            }
-            (Out::F32(out), Some((mean, std))) => {
-                let plane = w * h;
-                for y in 0..h {
-                    for x in 0..w {
-                        let p = at(x, y);
-                        for c in 0..3 {
-                            out[c * plane + y * w + x] = (f32::from(p[c]) / 255.0 - mean[c]) / std[c];
-                        }
-                    }
-                }
-            }
-            (Out::F32(_), None) => return Err("an f32 output without a normalisation".into()),
+        if self.jitter != [0.0; 3] {
+            let mut px: Vec<f32> = dst.buffer().iter().map(|&v| f32::from(v)).collect();
+            jitter(&mut px, self.jitter, rng);
+            return write_out(&px, w, h, flip, self.normalize, out, |v| v.round() as u8, |v| v);
         }
-        Ok(())
+        write_out(dst.buffer(), w, h, flip, self.normalize, out, |v| v, f32::from)
     }
 
     /// The crop box `(left, top, width, height)` in an image of `iw` x `ih`.
@@ -254,6 +257,88 @@ impl ImagePipeline {
                 // resizer would take for an empty crop and leave the output black).
                 let (cw, ch) = (cw.clamp(1.0, iw), ch.clamp(1.0, ih));
                 ((iw - cw) / 2.0, (ih - ch) / 2.0, cw, ch)
+            }
+        }
+    }
+}
+
+/// Writes the resized pixels `px` (`[h, w, 3]`, flipped left-right when `flip`) into `out`: as
+/// bytes (`to_u8`) or normalised (`to_f32`, then `(v / 255 - mean) / std`), channels-first.
+#[allow(clippy::too_many_arguments)]
+fn write_out<T: Copy>(
+    px: &[T],
+    w: usize,
+    h: usize,
+    flip: bool,
+    normalize: Option<([f32; 3], [f32; 3])>,
+    out: Out<'_>,
+    to_u8: impl Fn(T) -> u8,
+    to_f32: impl Fn(T) -> f32,
+) -> Result<(), String> {
+    let at = |x: usize, y: usize| {
+        let x = if flip { w - 1 - x } else { x };
+        &px[(y * w + x) * 3..(y * w + x) * 3 + 3]
+    };
+    match (out, normalize) {
+        (Out::U8(out), _) => {
+            for y in 0..h {
+                for x in 0..w {
+                    let (p, o) = (at(x, y), &mut out[(y * w + x) * 3..(y * w + x) * 3 + 3]);
+                    for c in 0..3 {
+                        o[c] = to_u8(p[c]);
+                    }
+                }
+            }
+        }
+        (Out::F32(out), Some((mean, std))) => {
+            let plane = w * h;
+            for y in 0..h {
+                for x in 0..w {
+                    let p = at(x, y);
+                    for c in 0..3 {
+                        out[c * plane + y * w + x] = (to_f32(p[c]) / 255.0 - mean[c]) / std[c];
+                    }
+                }
+            }
+        }
+        (Out::F32(_), None) => return Err("an f32 output without a normalisation".into()),
+    }
+    Ok(())
+}
+
+/// torchvision's grey of an RGB pixel (ITU-R 601).
+fn grey(p: &[f32]) -> f32 {
+    0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]
+}
+
+/// Brightness, contrast and saturation jittered by up to `amount` each, on `px` (`[.., 3]`
+/// values on the 0..=255 scale), in an order drawn from `rng` after the three factors.
+fn jitter(px: &mut [f32], amount: [f32; 3], rng: &mut SampleRng) {
+    let factors = amount.map(|a| {
+        let lo = (1.0 - a).max(0.0);
+        lo + (1.0 + a - lo) * rng.next_f32()
+    });
+    // The six orders of three operations.
+    const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    let clamp = |v: f32| v.clamp(0.0, 255.0);
+    for op in ORDERS[rng.below(6) as usize] {
+        let f = factors[op];
+        if amount[op] == 0.0 {
+            continue;
+        }
+        match op {
+            0 => px.iter_mut().for_each(|v| *v = clamp(*v * f)),
+            1 => {
+                let pixels = (px.len() / 3).max(1) as f32;
+                let mean =
+                    (px.chunks_exact(3).map(|p| f64::from(grey(p))).sum::<f64>() / f64::from(pixels)) as f32;
+                px.iter_mut().for_each(|v| *v = clamp(f * *v + (1.0 - f) * mean));
+            }
+            _ => {
+                for p in px.chunks_exact_mut(3) {
+                    let g = grey(p);
+                    p.iter_mut().for_each(|v| *v = clamp(f * *v + (1.0 - f) * g));
+                }
             }
         }
     }

@@ -129,3 +129,63 @@ fn a_truncated_jpeg_is_refused() {
     assert!(e.contains("truncated"), "{e}");
     assert!(p.apply(&jpeg, &mut SampleRng::new(0), Out::U8(&mut out)).is_ok());
 }
+
+/// A gradient of colours, with no pixel at 0 or 255 (so a jitter's clamp rarely bites).
+fn colours() -> Vec<u8> {
+    png(&RgbImage::from_fn(48, 32, |x, y| Rgb([80 + x as u8, 90 + (y * 2) as u8, 140 - (x + y) as u8])))
+}
+
+#[test]
+fn colour_jitter_scales_blends_and_keeps_greys() {
+    let bytes = colours();
+    let whole = Crop::RandomResized { scale: (1.0, 1.0), ratio: (1.5, 1.5) };
+    let base = ImagePipeline::new(12, 8, whole);
+    let plain = run(&base, &bytes, 5);
+    let mut factors = Vec::new();
+    for seed in 0..40 {
+        // Brightness alone: every pixel scaled by one factor in [0.6, 1.4].
+        let bright = run(&base.clone().jitter(0.4, 0.0, 0.0), &bytes, seed);
+        let (num, den) = plain.iter().zip(&bright).fold((0.0, 0.0), |(n, d), (&a, &b)| {
+            (n + f64::from(a) * f64::from(b), d + f64::from(a) * f64::from(a))
+        });
+        let f = num / den;
+        assert!((0.6 - 1e-3..=1.4 + 1e-3).contains(&f), "seed {seed}: factor {f}");
+        for (&a, &b) in plain.iter().zip(&bright) {
+            assert!((f * f64::from(a) - f64::from(b)).abs() <= 1.0, "seed {seed}: {a} -> {b} at {f}");
+        }
+        factors.push(f);
+        // Saturation alone keeps each pixel's grey; contrast alone the image's mean grey.
+        let grey = |p: &[u8]| 0.299 * f64::from(p[0]) + 0.587 * f64::from(p[1]) + 0.114 * f64::from(p[2]);
+        let sat = run(&base.clone().jitter(0.0, 0.0, 0.5), &bytes, seed);
+        for (a, b) in plain.chunks(3).zip(sat.chunks(3)) {
+            assert!((grey(a) - grey(b)).abs() <= 1.0, "seed {seed}: {a:?} -> {b:?}");
+        }
+        let con = run(&base.clone().jitter(0.0, 0.9, 0.0), &bytes, seed);
+        let mean = |img: &[u8]| img.chunks(3).map(grey).sum::<f64>() / (img.len() / 3) as f64;
+        assert!((mean(&plain) - mean(&con)).abs() <= 1.0, "seed {seed}");
+    }
+    // Factors spread over the range, and follow the seed.
+    let (lo, hi) = factors.iter().fold((f64::MAX, f64::MIN), |(l, h), &f| (l.min(f), h.max(f)));
+    assert!(lo < 0.8 && hi > 1.2, "{lo} {hi}");
+    let all = base.clone().jitter(0.4, 0.4, 0.4);
+    assert_eq!(run(&all, &bytes, 9), run(&all, &bytes, 9));
+    assert_ne!(run(&all, &bytes, 9), run(&all, &bytes, 10));
+    // A grey image stays grey under any jitter.
+    let grey_png = png(&RgbImage::from_pixel(20, 20, Rgb([90, 90, 90])));
+    for seed in 0..20 {
+        let out = run(&ImagePipeline::eval(8).jitter(0.5, 0.5, 0.5), &grey_png, seed);
+        assert!(out.chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]), "seed {seed}");
+    }
+    // Normalised output is the jittered pixels normalised (to within rounding).
+    let p = base.clone().jitter(0.4, 0.4, 0.4);
+    let bytes_out = run(&p, &bytes, 3);
+    let mut f = vec![0f32; p.item_elems()];
+    p.clone().normalize([0.0; 3], [1.0; 3]).apply(&bytes, &mut SampleRng::new(3), Out::F32(&mut f)).unwrap();
+    for (i, &b) in bytes_out.iter().enumerate() {
+        let (y, x, c) = (i / 36, (i / 3) % 12, i % 3);
+        assert!((f[c * 96 + y * 12 + x] * 255.0 - f32::from(b)).abs() <= 0.5 + 1e-3, "{i}");
+    }
+    for bad in [-0.1, f32::NAN, f32::INFINITY] {
+        assert!(ImagePipeline::train(8).jitter(0.1, bad, 0.0).check().unwrap_err().contains("jitter"));
+    }
+}

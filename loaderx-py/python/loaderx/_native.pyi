@@ -116,6 +116,7 @@ class Images:
         crop: tuple[str, int, float, float, float, float],
         flip: float,
         normalize: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None,
+        jitter: tuple[float, float, float] = (0.0, 0.0, 0.0),
     ) -> Images: ...
     def __len__(self) -> int: ...
     @property

@@ -18,9 +18,9 @@ resume, on any world size)::
     batch = next(loader)   # batch["image"]: float32 (256, 3, 224, 224)
 
 The transforms are torchvision's, in this order: one crop (``RandomResizedCrop(size)``, or
-``Resize(n)`` then ``CenterCrop(size)``), then ``HorizontalFlip(p)``, then ``Normalize(mean,
-std)``; without ``Normalize`` a batch is ``uint8`` ``(B, H, W, 3)``. ``ColorJitter`` is not
-supported yet.
+``Resize(n)`` then ``CenterCrop(size)``), then ``HorizontalFlip(p)`` and ``ColorJitter(brightness,
+contrast, saturation)`` (either order: they commute), then ``Normalize(mean, std)``; without
+``Normalize`` a batch is ``uint8`` ``(B, H, W, 3)``.
 """
 
 from __future__ import annotations
@@ -79,16 +79,19 @@ class Normalize:
 
 @dataclass(frozen=True)
 class ColorJitter:
-    """Not supported yet: naming it in a transform list raises ``NotImplementedError``."""
+    """torchvision's: each factor drawn from ``[max(0, 1 - x), 1 + x]``, brightness, contrast and
+    saturation applied in a random order (in ``float32`` on the resized pixels, clamped after
+    each). A ``hue`` other than 0 raises ``NotImplementedError``."""
 
     brightness: float = 0.0
     contrast: float = 0.0
     saturation: float = 0.0
+    hue: float = 0.0
 
 
-def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None]:
-    """The engine's (crop, flip, normalize) of a transform list, or ``ValueError`` naming what is
-    out of order or missing."""
+def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None, tuple]:
+    """The engine's (crop, flip, normalize, jitter) of a transform list, or ``ValueError`` naming
+    what is out of order or missing."""
     steps = list(transforms)
     crop = None
     if steps and isinstance(steps[0], RandomResizedCrop):
@@ -99,12 +102,14 @@ def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None]:
         crop = ("center", int(c.size), float(r.size), 0.0, 0.0, 0.0)
     else:
         raise ValueError("an image transform starts with RandomResizedCrop(size), or Resize(n) then CenterCrop(size)")
-    flip = 0.0
+    flip, jitter = None, None
     normalize = None
     for step in steps:
-        if isinstance(step, ColorJitter):
-            raise NotImplementedError("ColorJitter is not supported yet")
-        if isinstance(step, HorizontalFlip) and flip == 0.0 and normalize is None:
+        if isinstance(step, ColorJitter) and jitter is None and normalize is None:
+            if step.hue != 0:
+                raise NotImplementedError("ColorJitter's hue is not supported yet (brightness, contrast and saturation are)")
+            jitter = (float(step.brightness), float(step.contrast), float(step.saturation))
+        elif isinstance(step, HorizontalFlip) and flip is None and normalize is None:
             flip = float(step.p)
         elif isinstance(step, Normalize) and normalize is None:
             mean, std = tuple(map(float, step.mean)), tuple(map(float, step.std))
@@ -112,8 +117,10 @@ def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None]:
                 raise ValueError(f"Normalize takes 3 means and 3 standard deviations, got {mean} and {std}")
             normalize = (mean, std)
         else:
-            raise ValueError(f"{step!r} is out of place: after the crop come HorizontalFlip, then Normalize, each once")
-    return crop, flip, normalize
+            raise ValueError(
+                f"{step!r} is out of place: after the crop come HorizontalFlip and ColorJitter, then Normalize, each once"
+            )
+    return crop, flip or 0.0, normalize, jitter or (0.0, 0.0, 0.0)
 
 
 class ImageDataset:
@@ -124,8 +131,8 @@ class ImageDataset:
 
     def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any]) -> None:
         path = os.fspath(path)
-        crop, flip, normalize = _pipeline(transforms)
-        self._native = _native.Images(path, crop, flip, normalize)
+        crop, flip, normalize, jitter = _pipeline(transforms)
+        self._native = _native.Images(path, crop, flip, normalize, jitter)
         self._recipe = (path, tuple(transforms))
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
         self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
