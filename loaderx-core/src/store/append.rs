@@ -213,12 +213,8 @@ impl Store {
 
         // Then the entries (or the blocks' checksums), then the count.
         self.index.reserve(first + n)?;
-        self.write_index(first, &entries, records, &crcs)?;
-        if durable {
-            self.index.flush_entries(first, n, &self.index_path)?;
-        } else {
-            self.index.start_writeback(first, n);
-        }
+        self.index_records(first, &entries, records, &crcs, durable)?;
+
         // The count is the commit. Its write reaches the mapping before its msync: when only the
         // msync fails, the records are in the store (readers see them), and an error that let the
         // caller append them again would duplicate them.
@@ -238,8 +234,15 @@ impl Store {
                 .get_or_insert((tail_chunk, first));
         }
 
-        if v2 && let Some(manifest) = manifest.as_mut() {
+        if v2 && manifest.is_none() {
+            // Removed by a delete or compaction whose rewrite of it failed: computed again from
+            // the chunks (as the next writer would), so that a long-lived handle does not go on
+            // without the manifest a torn header's repair needs.
+            *manifest = self.manifest_for(first + n, frontier, Vec::new()).ok();
+        } else if let Some(manifest) = manifest.as_mut().filter(|_| v2) {
             extend_manifest(manifest, &piece_crcs, frontier.0, first + n);
+        }
+        if let Some(manifest) = manifest.as_ref().filter(|_| v2) {
             // Derived from the durable files and rebuilt from them by the next writer when it is
             // behind: no fsync on the commit path (with deferred sync, written by the sync). A
             // failed write leaves the old file, behind the count, and this handle's copy right:
@@ -257,6 +260,42 @@ impl Store {
                 source: Box::new(e),
             }),
         }
+    }
+
+    /// Writes the index for `records` placed at `entries` from record `first` on
+    /// ([`Store::write_index`]) and flushes it (or starts its writeback): everything of a commit
+    /// before its count. On failure nothing of it counts.
+    fn index_records(
+        &self,
+        first: u64,
+        entries: &[Entry],
+        records: &[Stored<'_>],
+        crcs: &[u32],
+        durable: bool,
+    ) -> Result<()> {
+        let n = records.len() as u64;
+        // The open block's checksum (fixed stride), which the index write extends in place: put
+        // back when the write fails, so that the next append does not extend a sum of records
+        // never committed.
+        let open_block = match self.index.stride() {
+            Some(stride) => self.open_block_crc(&stride, first)?,
+            None => None,
+        };
+        let indexed = self.write_index(first, entries, records, crcs).and_then(|()| {
+            if durable {
+                self.index.flush_entries(first, n, &self.index_path)
+            } else {
+                self.index.start_writeback(first, n);
+                Ok(())
+            }
+        });
+        if let Err(e) = indexed {
+            if let Some((block, crc)) = open_block {
+                let _ = self.index.set_block_crcs(block, &[crc]);
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// Each record's crc32c: a v2 entry holds it. A fixed-stride store keeps none, and its block

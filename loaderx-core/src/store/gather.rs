@@ -112,6 +112,7 @@ impl Store {
     }
 
     pub(super) fn resolve<I: RecordIndex>(&self, indices: &[I]) -> Result<Vec<Located>> {
+        self.readable()?;
         let len = self.len();
         match self.index.view(len)? {
             View::V1(m) => self.resolve_in(m, len, indices),
@@ -124,6 +125,7 @@ impl Store {
     /// [`Store::resolve`] for a read that follows: a cold batch's pages are asked for first
     /// ([`Store::prepare_reads`]); the read ends with [`Residency::finish`](super::cold) of the heat.
     fn resolve_reading<I: RecordIndex>(&self, indices: &[I]) -> Result<(Vec<Located>, Heat)> {
+        self.readable()?;
         let len = self.len();
         let view = self.index.view(len)?;
         let (heat, locs) = match &view {

@@ -94,6 +94,7 @@ impl Store {
                 dst.remaining()
             )));
         }
+        self.readable()?;
         let len = self.len();
         if len == 0 {
             return match indices.first() {

@@ -109,13 +109,26 @@ impl Store {
         let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = &j;
         self.check_journal(entries)?;
         let path = self.dir.join(JOURNAL_FILE);
+        // The writer's open replays and removes a journal, so whatever is at its name now is not
+        // one of ours: refused, nothing done. Then a file there after a failure is this journal,
+        // renamed into place.
+        if fs::symlink_metadata(&path).is_ok() {
+            return Err(Error::Corrupt {
+                path,
+                offset: 0,
+                reason: format!(
+                    "something is at the journal's name, which no writer leaves: {what} not started"
+                ),
+                source: None,
+            });
+        }
         let written = write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()));
         if let Err(e) = written {
-            // Failed before its rename (the temporary is removed): nothing happened.
-            if fs::symlink_metadata(&path).is_err() {
-                return Err(e);
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                return Err(self.halt(what, e));
             }
-            return Err(self.halt(what, e));
+            // Failed before its rename landed (the temporary is removed): nothing happened.
+            return Err(e);
         }
         let finished = self.apply(&j).and_then(|()| {
             fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;

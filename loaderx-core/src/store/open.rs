@@ -448,6 +448,23 @@ impl Store {
         }
     }
 
+    /// Refuses reads through a handle whose journal failed part-way ([`Writer::halted`]): its
+    /// index may point at bytes the journal's moves have since overwritten. The files are whole
+    /// again once the store is opened again (the journal completes it).
+    #[inline]
+    pub(super) fn readable(&self) -> Result<()> {
+        match self.writer.as_ref().and_then(|w| w.halted.get()) {
+            None => Ok(()),
+            Some(what) => Err(Error::Locked {
+                path: self.dir.clone(),
+                reason: format!(
+                    "this handle reads no more: {what} failed part-way, and its view of the index may be \
+                     stale; open the store again to complete it"
+                ),
+            }),
+        }
+    }
+
     pub(super) fn index_error(&self, index: u64, len: u64) -> Error {
         Error::IndexOutOfRange { path: self.dir.clone(), index, len }
     }

@@ -358,17 +358,29 @@ impl Store {
     pub(super) fn write_manifest_for(
         &self,
         count: u64,
+        frontier: (u32, u64),
+        sealed: Vec<ChunkSummary>,
+    ) -> Result<()> {
+        let m = self.manifest_for(count, frontier, sealed)?;
+        write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
+        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
+        Ok(())
+    }
+
+    /// The manifest of a store of `count` records ending at the frontier `(tail_chunk,
+    /// tail_offset)`: the summaries in `sealed` of the chunks before the tail kept, the rest
+    /// computed from the chunk files.
+    pub(super) fn manifest_for(
+        &self,
+        count: u64,
         (tail_chunk, tail_offset): (u32, u64),
         mut sealed: Vec<ChunkSummary>,
-    ) -> Result<()> {
+    ) -> Result<Manifest> {
         sealed.truncate(tail_chunk as usize);
         for id in sealed.len() as u32..=tail_chunk {
             sealed.push(self.summarise_chunk(id, if id == tail_chunk { Some(tail_offset) } else { None })?);
         }
-        let m = Manifest { count, chunks: sealed };
-        write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
-        *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
-        Ok(())
+        Ok(Manifest { count, chunks: sealed })
     }
 
     /// The summary of chunk `id`: its length (or `len`) and the crc32c of those bytes.

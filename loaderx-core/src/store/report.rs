@@ -269,6 +269,7 @@ impl Store {
     /// # Errors
     /// Only for failures that stop the scan as a whole.
     pub fn verify_each(&self, mut f: impl FnMut(u64, Error)) -> Result<u64> {
+        self.readable()?;
         let len = self.len();
         if self.index.stride().is_some() {
             self.verify_blocks(&mut f)?;

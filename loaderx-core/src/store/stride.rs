@@ -64,14 +64,7 @@ impl Store {
     ) -> Result<(u64, Vec<u32>)> {
         let n = records.len() as u64;
         let (from, to) = (stride.block_of(first), stride.block_of(first + n - 1));
-        let open = if stride.block_records(from, first + n).start < first {
-            match self.index.view(first)? {
-                super::index::View::Fixed(f) => f.blocks.block_crc(from),
-                _ => unreachable!("a stride belongs to a fixed-stride index"),
-            }
-        } else {
-            0
-        };
+        let open = self.open_block_crc(stride, first)?.map_or(0, |(_, crc)| crc);
         let sums = (from..=to)
             .into_par_iter()
             .map(|b| {
@@ -81,6 +74,19 @@ impl Store {
             })
             .collect();
         Ok((from, sums))
+    }
+
+    /// The block records from `first` on would extend (one holding records before `first`), with
+    /// its checksum now; `None` when `first` starts a block.
+    pub(super) fn open_block_crc(&self, stride: &Stride, first: u64) -> Result<Option<(u64, u32)>> {
+        let from = stride.block_of(first);
+        if stride.block_records(from, first + 1).start == first {
+            return Ok(None);
+        }
+        match self.index.view(first)? {
+            super::index::View::Fixed(f) => Ok(Some((from, f.blocks.block_crc(from)))),
+            _ => unreachable!("a stride belongs to a fixed-stride index"),
+        }
     }
 
     /// The crc32c of `records` (all in one block) as the chunk holds them (`None` when the chunk

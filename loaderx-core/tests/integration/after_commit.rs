@@ -170,3 +170,43 @@ fn compaction_refuses_a_truncated_chunk_and_names_it() {
         assert_eq!(fs::read(path.join("manifest.zr")).unwrap(), manifest, "delete first: {delete_first}");
     }
 }
+
+/// Something at the journal's name (no writer leaves one: an open replays and removes it) is
+/// refused before a delete starts: a plain error, nothing deleted, the handle writing on.
+#[test]
+fn a_delete_with_something_at_the_journals_name_is_refused_unstarted() {
+    for (layout, opts) in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts).unwrap();
+        store.append(&records(0..40), Codec::Raw).unwrap();
+        fs::create_dir(path.join("journal.zr")).unwrap();
+        let e = store.delete(&[0u64, 1]).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { path, reason, .. } if path.ends_with("journal.zr") && reason.contains("not started")),
+            "{layout}: {e}"
+        );
+        assert_eq!(contents(&store), records(0..40), "{layout}");
+        fs::remove_dir(path.join("journal.zr")).unwrap();
+        store.append(&records(40..41), Codec::Raw).unwrap();
+        drop(store);
+        reopens_clean(&path, &records(0..41));
+    }
+}
+
+/// A manifest a delete removed and failed to write again is computed again by the handle's
+/// next append: a long-lived handle does not go on without one.
+#[test]
+fn the_next_append_writes_a_manifest_a_failed_rewrite_left_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = Store::create(&path, StoreOptions::new().fixed_stride(16)).unwrap();
+    store.append(&records(0..40), Codec::Raw).unwrap();
+    fs::create_dir(path.join("manifest.zr.tmp")).unwrap();
+    store.delete(&[3u64]).unwrap();
+    assert!(!path.join("manifest.zr").exists(), "removed by the delete, not written again");
+    fs::remove_dir(path.join("manifest.zr.tmp")).unwrap();
+    store.append(&records(40..41), Codec::Raw).unwrap();
+    let report = Store::open(&path).unwrap().verify().unwrap();
+    assert!(report.is_ok(), "{:?} {:?}", report.bad, report.files);
+}

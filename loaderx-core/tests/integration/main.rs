@@ -14,6 +14,7 @@ mod crash;
 mod dataset;
 #[cfg(feature = "images")]
 mod encoded_images;
+mod faults;
 mod fixed_stride;
 #[cfg(feature = "images")]
 mod images;
