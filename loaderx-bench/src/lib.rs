@@ -22,6 +22,8 @@ mod ceiling;
 mod cold;
 mod format;
 mod gather;
+#[cfg(feature = "images")]
+mod images;
 #[cfg(any(feature = "parquet", feature = "images"))]
 mod ingest;
 mod loader;

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+#[cfg(feature = "images")]
+use crate::images;
 #[cfg(any(feature = "parquet", feature = "images"))]
 use crate::ingest;
 use crate::report::Report;
@@ -36,6 +38,10 @@ pub enum Layer {
     /// cache, against NumPy's memmap and `fio` (1M and 10M records of 64 B, 784 B and 12 KiB, as
     /// far as `--cold-max-gib` allows; needs `--python`).
     Cold,
+    /// Encoded images: the loader's train and evaluation transforms against decoding each whole
+    /// file and nothing else, on the same threads (a build with the `images` feature; generated
+    /// JPEGs, or `--image-dir`).
+    Images,
     /// Token files: random windows against the memcpy of the same windows, and the first
     /// batch of a 10-billion-token file and of Megatron samples over 5 million documents.
     Tokens,
@@ -78,6 +84,11 @@ pub struct Options {
     /// The most data one dataset of the cold layer may hold, in GiB (larger ones are skipped
     /// with a note; each is written twice) [default: 12].
     pub cold_max_gib: Option<u64>,
+    /// The images layer's input: an image folder (one subdirectory per class) [default: 1,024
+    /// generated JPEGs; 512 with `quick`].
+    pub image_dir: Option<PathBuf>,
+    /// Threads of the images layer's loaders and of its ceiling's pool [default: all].
+    pub threads: Option<usize>,
 }
 
 /// The sizes a run uses, resolved from the options.
@@ -169,6 +180,17 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
         ingest::run(&cfg, &mut report)?;
         #[cfg(not(any(feature = "parquet", feature = "images")))]
         anyhow::bail!("the ingest layer needs a build with the `parquet` or `images` feature");
+    }
+    if args.layer == Layer::Images {
+        #[cfg(feature = "images")]
+        images::run(
+            &cfg,
+            &mut report,
+            args.image_dir.as_deref(),
+            args.threads.unwrap_or_else(rayon::current_num_threads).max(1),
+        )?;
+        #[cfg(not(feature = "images"))]
+        anyhow::bail!("the images layer needs a build with the `images` feature");
     }
     if args.layer == Layer::Tokens {
         tokens::run(&cfg, &mut report)?;

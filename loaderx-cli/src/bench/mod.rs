@@ -57,6 +57,13 @@ pub(crate) struct BenchArgs {
     /// with a note (each is written twice: a .npy and the store) [default: 12].
     #[arg(long, value_name = "GIB")]
     cold_max_gib: Option<u64>,
+    /// The images layer's input: an image folder, one subdirectory per class [default: 1,024
+    /// generated JPEGs of 500x375].
+    #[arg(long, value_name = "DIR")]
+    image_dir: Option<PathBuf>,
+    /// Threads of the images layer's loaders and of its ceiling [default: all].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// Measure this dataset instead (a store, a store set, or an `s3://` URL with the `remote`
     /// feature): batches in cyclic, IID and block-cyclic order, with requests per batch for a
     /// remote store.
@@ -92,6 +99,8 @@ pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> 
         python: args.python.clone(),
         cold_records: args.cold_records.clone(),
         cold_max_gib: args.cold_max_gib,
+        image_dir: args.image_dir.clone(),
+        threads: args.threads,
     };
     loaderx_bench::run(&options, out)
 }

@@ -457,12 +457,16 @@ fn each_item<T: Clone>(
     item: usize,
     mut f: impl FnMut(usize, &mut [T]) -> Result<()>,
 ) -> Result<()> {
-    v.clear();
-    // A batch of large outputs fails as an error naming its size, never an abort.
-    v.try_reserve_exact(total).map_err(|_| {
-        Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
-    })?;
-    v.resize(total, zero);
+    // A buffer back from the pool at the batch's size is written over whole (every item, every
+    // element): zeroing it first would cost a pass over the batch for nothing.
+    if v.len() != total {
+        v.clear();
+        // A batch of large outputs fails as an error naming its size, never an abort.
+        v.try_reserve_exact(total).map_err(|_| {
+            Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
+        })?;
+        v.resize(total, zero);
+    }
     for (k, out) in v.chunks_exact_mut(item.max(1)).enumerate() {
         f(k, out)?;
     }

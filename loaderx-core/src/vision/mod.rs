@@ -214,9 +214,18 @@ impl ImagePipeline {
         if self.jitter != [0.0; 3] {
             let mut px: Vec<f32> = dst.buffer().iter().map(|&v| f32::from(v)).collect();
             jitter(&mut px, self.jitter, rng);
-            return write_out(&px, w, h, flip, self.normalize, out, |v| v.round() as u8, |v| v);
+            let norm =
+                self.normalize.map(|(mean, std)| move |c: usize, v: f32| (v / 255.0 - mean[c]) / std[c]);
+            return write_out(&px, w, h, flip, out, |v| v.round() as u8, norm);
         }
-        write_out(dst.buffer(), w, h, flip, self.normalize, out, |v| v, f32::from)
+        // Each channel's 256 values normalised once: a lookup a pixel, the same values.
+        let lut = self.normalize.map(|(mean, std)| {
+            let channel =
+                |c: usize| std::array::from_fn::<f32, 256, _>(|v| (v as f32 / 255.0 - mean[c]) / std[c]);
+            [channel(0), channel(1), channel(2)]
+        });
+        let norm = lut.as_ref().map(|lut| |c: usize, v: u8| lut[c][usize::from(v)]);
+        write_out(dst.buffer(), w, h, flip, out, |v| v, norm)
     }
 
     /// The crop box `(left, top, width, height)` in an image of `iw` x `ih`.
@@ -263,41 +272,42 @@ impl ImagePipeline {
 }
 
 /// Writes the resized pixels `px` (`[h, w, 3]`, flipped left-right when `flip`) into `out`: as
-/// bytes (`to_u8`) or normalised (`to_f32`, then `(v / 255 - mean) / std`), channels-first.
+/// bytes (`to_u8`), or normalised channels-first (`norm(c, v)`: `(v / 255 - mean) / std` of
+/// channel `c`). Row by row, over slices, so that the hot loop has no bounds checks to make.
 #[allow(clippy::too_many_arguments)]
 fn write_out<T: Copy>(
     px: &[T],
     w: usize,
     h: usize,
     flip: bool,
-    normalize: Option<([f32; 3], [f32; 3])>,
     out: Out<'_>,
     to_u8: impl Fn(T) -> u8,
-    to_f32: impl Fn(T) -> f32,
+    norm: Option<impl Fn(usize, T) -> f32>,
 ) -> Result<(), String> {
-    let at = |x: usize, y: usize| {
-        let x = if flip { w - 1 - x } else { x };
-        &px[(y * w + x) * 3..(y * w + x) * 3 + 3]
-    };
-    match (out, normalize) {
+    let rows = px.chunks_exact(w * 3).take(h);
+    match (out, norm) {
         (Out::U8(out), _) => {
-            for y in 0..h {
-                for x in 0..w {
-                    let (p, o) = (at(x, y), &mut out[(y * w + x) * 3..(y * w + x) * 3 + 3]);
-                    for c in 0..3 {
-                        o[c] = to_u8(p[c]);
-                    }
+            for (src, dst) in rows.zip(out.chunks_exact_mut(w * 3)) {
+                for (x, p) in src.chunks_exact(3).enumerate() {
+                    let x = if flip { w - 1 - x } else { x };
+                    let o = &mut dst[x * 3..x * 3 + 3];
+                    o[0] = to_u8(p[0]);
+                    o[1] = to_u8(p[1]);
+                    o[2] = to_u8(p[2]);
                 }
             }
         }
-        (Out::F32(out), Some((mean, std))) => {
+        (Out::F32(out), Some(norm)) => {
             let plane = w * h;
-            for y in 0..h {
-                for x in 0..w {
-                    let p = at(x, y);
-                    for c in 0..3 {
-                        out[c * plane + y * w + x] = (to_f32(p[c]) / 255.0 - mean[c]) / std[c];
-                    }
+            let (r, rest) = out.split_at_mut(plane);
+            let (g, b) = rest.split_at_mut(plane);
+            let planes = r.chunks_exact_mut(w).zip(g.chunks_exact_mut(w)).zip(b.chunks_exact_mut(w));
+            for (src, ((r, g), b)) in rows.zip(planes) {
+                for (x, p) in src.chunks_exact(3).enumerate() {
+                    let x = if flip { w - 1 - x } else { x };
+                    r[x] = norm(0, p[0]);
+                    g[x] = norm(1, p[1]);
+                    b[x] = norm(2, p[2]);
                 }
             }
         }
