@@ -7,8 +7,9 @@
 //! safetensors, IDX, JSONL, Parquet and image folders; and adapters that hand batches to burn
 //! (`loaderx::burn`, feature `burn`) and candle (`loaderx::candle`, feature `candle`) as tensors.
 //!
-//! It is not a dataframe library or a key-value store (records are addressed by position), and
-//! it does not decode or augment images while training.
+//! Encoded images (JPEG, PNG, WebP) are kept as they ship and decoded and augmented on the
+//! loader's threads (`loaderx::vision`, feature `images`). It is not a dataframe library or a
+//! key-value store: records are addressed by position.
 //!
 //! ```
 //! use loaderx::{Codec, DenseSource, LoaderBuilder, Store, StoreOptions};
@@ -33,8 +34,8 @@
 //!
 //! Crate features: `burn`, `burn-flex`, `burn-train`, `burn-sqlite` (the burn 0.22 adapter and
 //! its backends), `candle`, `candle-nn`, `candle-cuda` (the candle-core 0.11 adapter), `parquet`,
-//! `images` (converters), `remote` (stores on S3-compatible object storage). The user guide is
-//! `docs/guide` in the repository (an mdBook).
+//! `images` (image converters and `vision`), `remote` (stores on S3-compatible object storage).
+//! The user guide is `docs/guide` in the repository (an mdBook).
 #![forbid(unsafe_code)]
 // README.md's and the user guide's code blocks are compiled and run as doctests (`cargo
 // test-all` turns on both adapters' features), so a snippet there cannot rot.

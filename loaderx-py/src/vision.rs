@@ -22,9 +22,10 @@ pub struct Images {
 impl Images {
     /// The images at `path` with the steps `crop` (`("random_resized", size, scale_lo,
     /// scale_hi, ratio_lo, ratio_hi)` or `("center", size, resize)`), `flip` (a probability),
-    /// `normalize` (`(mean, std)` or None) and `jitter` (brightness, contrast, saturation).
+    /// `normalize` (`(mean, std)` or None), `jitter` (brightness, contrast, saturation) and
+    /// `skip_bad` (images that do not decode left out as zeros, marked in `{name}_ok`).
     #[new]
-    #[pyo3(signature = (path, crop, flip, normalize = None, jitter = (0.0, 0.0, 0.0)))]
+    #[pyo3(signature = (path, crop, flip, normalize = None, jitter = (0.0, 0.0, 0.0), skip_bad = false))]
     fn new(
         py: Python<'_>,
         path: String,
@@ -32,6 +33,7 @@ impl Images {
         flip: f32,
         normalize: Option<([f32; 3], [f32; 3])>,
         jitter: (f32, f32, f32),
+        skip_bad: bool,
     ) -> PyResult<Self> {
         let (kind, size, a, b, c, d) = crop;
         let crop = match kind.as_str() {
@@ -40,8 +42,10 @@ impl Images {
             "center" => Crop::Center { resize: a as u32 },
             other => return Err(PyValueError::new_err(format!("unknown crop {other:?}"))),
         };
-        let mut pipeline =
-            ImagePipeline::new(size, size, crop).flip(flip).jitter(jitter.0, jitter.1, jitter.2);
+        let mut pipeline = ImagePipeline::new(size, size, crop)
+            .flip(flip)
+            .jitter(jitter.0, jitter.1, jitter.2)
+            .skip_bad(skip_bad);
         if let Some((mean, std)) = normalize {
             pipeline = pipeline.normalize(mean, std);
         }

@@ -106,3 +106,14 @@ def test_colour_jitter_changes_colours_per_sample_and_follows_the_seed(store):
     # Flip and jitter commute: either order is the same transform.
     other, _ = batches(store, crop + [V.ColorJitter(0.4, 0.4, 0.4), V.HorizontalFlip(0.0)], 1, 2)
     np.testing.assert_array_equal(other[0]["image"], one[0]["image"])
+
+
+def test_skip_bad_adds_a_mask_of_the_images_that_decoded(store):
+    images = V.ImageDataset(store / "images", [V.RandomResizedCrop(8)], skip_bad=True)
+    with DataLoader({"image": images}, batch_size=8, num_workers=1, seed=1) as loader:
+        b = next(loader)
+    assert b["image_ok"].dtype == np.uint8 and b["image_ok"].tolist() == [1] * 8
+    import pickle
+
+    again = pickle.loads(pickle.dumps(images))
+    assert again.item_shape == images.item_shape and len(again) == len(images)

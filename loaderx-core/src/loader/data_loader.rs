@@ -266,7 +266,7 @@ impl<O> Producer<O> {
         pipeline: &crate::vision::ImagePipeline,
         name: &str,
         batch: &Batch,
-    ) -> Result<crate::ArrayData> {
+    ) -> Result<(crate::ArrayData, Option<Vec<u8>>)> {
         use crate::vision::Out;
         let mut files = RaggedArray::empty(DType::U8, Vec::new());
         source.gather_into_with(&batch.indices, &mut files, self.par)?;
@@ -285,15 +285,43 @@ impl<O> Producer<O> {
             ),
             source: None,
         };
-        // Sample `k` into its item: its file's bytes, its own random stream.
-        let run = |k: usize, out: Out<'_>| -> Result<()> {
-            let position = self.stripe.wrapping_add(k as u32);
-            let mut rng = crate::SampleRng::new(crate::sample_seed(self.seed, batch.step(), position));
-            pipeline.apply(files.record::<u8>(k)?, &mut rng, out).map_err(|why| refused(k, why))
+        // Which images decoded, when the pipeline leaves the others out ([`ImagePipeline::skip_bad`]).
+        let mut ok = pipeline.skips_bad().then(|| vec![1u8; n]);
+        // Sample `k`'s own random stream.
+        let rng = |k: usize| {
+            crate::SampleRng::new(crate::sample_seed(
+                self.seed,
+                batch.step(),
+                self.stripe.wrapping_add(k as u32),
+            ))
+        };
+        // What sample `k`'s failure leaves: an error naming it, or (left out) `true`: its item is
+        // zeroed, whatever the pipeline wrote of it.
+        let mut left_out = |k: usize, r: std::result::Result<(), String>| -> Result<bool> {
+            match (r, ok.as_mut()) {
+                (Ok(()), _) => Ok(false),
+                (Err(_), Some(ok)) => {
+                    ok[k] = 0;
+                    Ok(true)
+                }
+                (Err(why), None) => Err(refused(k, why)),
+            }
         };
         match &mut data {
-            crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| run(k, Out::U8(out))),
-            crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| run(k, Out::F32(out))),
+            crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| {
+                let r = pipeline.apply(files.record::<u8>(k)?, &mut rng(k), Out::U8(&mut *out));
+                if left_out(k, r)? {
+                    out.fill(0);
+                }
+                Ok(())
+            }),
+            crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| {
+                let r = pipeline.apply(files.record::<u8>(k)?, &mut rng(k), Out::F32(&mut *out));
+                if left_out(k, r)? {
+                    out.fill(0.0);
+                }
+                Ok(())
+            }),
             other => return Err(Error::InvalidArgument(format!("an image stream of {}", other.dtype()))),
         }
         .map_err(|e| match e {
@@ -302,7 +330,7 @@ impl<O> Producer<O> {
             }
             other => other,
         })?;
-        Ok(data)
+        Ok((data, ok))
     }
 
     /// Asks for the pages of step `step + hint_ahead` when a stream's store is cold (not known
@@ -358,10 +386,13 @@ impl<O> Producer<O> {
                 }
                 #[cfg(feature = "images")]
                 StreamData::Image(source, pipeline) => {
-                    let data = self.decode_images(source, pipeline, name, &batch)?;
+                    let (data, ok) = self.decode_images(source, pipeline, name, &batch)?;
                     let mut shape = vec![batch.indices.len()];
                     shape.extend(pipeline.item_shape());
                     batch.streams.insert(name.clone(), DenseArray::new(shape, data)?);
+                    if let Some(ok) = ok {
+                        batch.streams.insert(format!("{name}_ok"), DenseArray::from_vec(vec![ok.len()], ok)?);
+                    }
                 }
                 StreamData::Ragged(source, pad) => {
                     let mut ragged = RaggedArray::empty(source.dtype(), source.row_shape().to_vec());
@@ -413,8 +444,9 @@ impl<O> Producer<O> {
 }
 
 /// (name, dtype, item shape) of every dense array a batch of `streams` sampled by `indexer`
-/// holds: the dense streams, a padded ragged stream's values, lengths and mask, and a packed
-/// stream's values, segments, positions and loss mask.
+/// holds: the dense streams, an image stream's items (and `{name}_ok` when it leaves bad images
+/// out), a padded ragged stream's values, lengths and mask, and a packed stream's values,
+/// segments, positions and loss mask.
 pub(super) fn batch_meta(
     streams: &[(String, StreamData)],
     indexer: &Indexer,
@@ -431,7 +463,12 @@ pub(super) fn batch_meta(
                 meta.push((format!("{n}_mask"), DType::U8, vec![p.length.unwrap_or(0)]));
             }
             #[cfg(feature = "images")]
-            StreamData::Image(_, p) => meta.push((n.clone(), p.dtype(), p.item_shape())),
+            StreamData::Image(_, p) => {
+                meta.push((n.clone(), p.dtype(), p.item_shape()));
+                if p.skips_bad() {
+                    meta.push((format!("{n}_ok"), DType::U8, vec![]));
+                }
+            }
             StreamData::Ragged(r, None) => {
                 if let Some((p, packed)) = indexer.packed()
                     && packed == n

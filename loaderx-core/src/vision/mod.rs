@@ -59,6 +59,7 @@ pub struct ImagePipeline {
     // Brightness, contrast and saturation: how far each factor may stray from 1 (0: off).
     jitter: [f32; 3],
     normalize: Option<([f32; 3], [f32; 3])>,
+    skip_bad: bool,
 }
 
 /// ImageNet's channel means and standard deviations (on the 0..1 scale), torchvision's.
@@ -69,7 +70,7 @@ pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
 impl ImagePipeline {
     /// Images of `width` x `height` cut as `crop` says: no flip, `u8` channels-last.
     pub fn new(width: u32, height: u32, crop: Crop) -> ImagePipeline {
-        ImagePipeline { width, height, crop, flip: 0.0, jitter: [0.0; 3], normalize: None }
+        ImagePipeline { width, height, crop, flip: 0.0, jitter: [0.0; 3], normalize: None, skip_bad: false }
     }
 
     /// The training transform at `size` x `size`: `RandomResizedCrop(size, scale=(0.08, 1),
@@ -82,6 +83,7 @@ impl ImagePipeline {
             flip: 0.5,
             jitter: [0.0; 3],
             normalize: None,
+            skip_bad: false,
         }
     }
 
@@ -98,6 +100,7 @@ impl ImagePipeline {
             flip: 0.0,
             jitter: [0.0; 3],
             normalize: None,
+            skip_bad: false,
         }
     }
 
@@ -132,6 +135,21 @@ impl ImagePipeline {
     pub fn normalize(mut self, mean: [f32; 3], std: [f32; 3]) -> ImagePipeline {
         self.normalize = Some((mean, std));
         self
+    }
+
+    /// This pipeline leaving an image that does not decode out of its batch instead of failing
+    /// the step: its item is zeros (the mean colour once normalised, black as `u8`) and the
+    /// loader adds `{name}_ok` (`u8`, `(B,)`, 0 for each image left out) beside the stream, so a
+    /// training step can mask it and count it.
+    #[must_use]
+    pub fn skip_bad(mut self, yes: bool) -> ImagePipeline {
+        self.skip_bad = yes;
+        self
+    }
+
+    /// Whether images that do not decode are left out ([`Self::skip_bad`]) rather than errors.
+    pub fn skips_bad(&self) -> bool {
+        self.skip_bad
     }
 
     /// Why the pipeline cannot run, if it cannot: a side of 0 or over 16,384, a scale or ratio

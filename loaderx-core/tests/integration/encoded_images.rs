@@ -259,3 +259,60 @@ fn the_converter_refuses_what_the_loader_would_and_errors_name_the_datasets_reco
         "{e}"
     );
 }
+
+/// An image stream that leaves bad images out: each one's item is zeros and `image_ok` marks
+/// it 0, the other samples of the batch are what they would be anyway, and nothing fails.
+#[test]
+fn bad_images_left_out_are_zeros_marked_in_image_ok() {
+    use loaderx_core::vision::{IMAGENET_MEAN, IMAGENET_STD, ImagePipeline};
+    use loaderx_core::{DType, DataLoader};
+    let dir = tempfile::tempdir().unwrap();
+    // Records 0..3 are PNGs, record 3 is not an image.
+    let bad = image_dataset(&dir.path().join("bad"), 3, true);
+    for pipeline in [ImagePipeline::eval(8), ImagePipeline::train(8).normalize(IMAGENET_MEAN, IMAGENET_STD)] {
+        let build = |skip: bool| {
+            DataLoader::builder()
+                .image_stream("image", bad.clone(), pipeline.clone().skip_bad(skip))
+                .batch_size(4)
+                .threads(1)
+                .seed(2)
+                .build()
+                .unwrap()
+        };
+        let mut l = build(true);
+        assert!(l.streams().iter().any(|(n, d, s)| n == "image_ok" && *d == DType::U8 && s.is_empty()));
+        let mut failing = build(false);
+        let mut left_out = 0;
+        for _ in 0..6 {
+            let b = l.next_batch().unwrap().unwrap();
+            let (x, ok) = (b.get("image").unwrap(), b.get("image_ok").unwrap());
+            assert_eq!(ok.shape(), &[4]);
+            let ok = ok.as_bytes();
+            let item = x.as_bytes().len() / 4;
+            for (k, &i) in b.indices().iter().enumerate() {
+                let bytes = &x.as_bytes()[k * item..(k + 1) * item];
+                assert_eq!(ok[k], u8::from(i != 3), "record {i}");
+                if i == 3 {
+                    left_out += 1;
+                    assert!(bytes.iter().all(|&v| v == 0), "a left-out image is zeros");
+                } else {
+                    assert!(bytes.iter().any(|&v| v != 0), "record {i} decoded");
+                }
+            }
+            // Without skip_bad the same step fails when it holds record 3, and is the same
+            // batch otherwise.
+            match failing.next_batch() {
+                Ok(Some(f)) => assert_eq!(f.get("image").unwrap().as_bytes(), x.as_bytes()),
+                Ok(None) => unreachable!("an endless loader"),
+                Err(e) => {
+                    assert!(b.indices().contains(&3), "{e}");
+                    failing = build(false);
+                    for _ in 0..=b.step() {
+                        let _ = failing.next_batch();
+                    }
+                }
+            }
+        }
+        assert!(left_out > 0, "the bad record was drawn");
+    }
+}

@@ -117,6 +117,7 @@ class Images:
         flip: float,
         normalize: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None,
         jitter: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        skip_bad: bool = False,
     ) -> Images: ...
     def __len__(self) -> int: ...
     @property

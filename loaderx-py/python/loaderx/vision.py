@@ -125,15 +125,18 @@ def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None, tu
 
 class ImageDataset:
     """The encoded image dataset at ``path`` (kind ``image``), as a ``DataLoader`` stream whose
-    batches hold each image transformed by ``transforms`` (see the module docs)."""
+    batches hold each image transformed by ``transforms`` (see the module docs). With
+    ``skip_bad=True`` an image that does not decode is left out instead of failing its step: its
+    item is zeros and the batch holds ``{name}_ok`` (``uint8``, ``(B,)``, 0 for each one left
+    out), to mask and count."""
 
     __slots__ = ("_native", "_recipe", "dtype", "item_shape")
 
-    def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any]) -> None:
+    def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
         path = os.fspath(path)
         crop, flip, normalize, jitter = _pipeline(transforms)
-        self._native = _native.Images(path, crop, flip, normalize, jitter)
-        self._recipe = (path, tuple(transforms))
+        self._native = _native.Images(path, crop, flip, normalize, jitter, bool(skip_bad))
+        self._recipe = (path, tuple(transforms), bool(skip_bad))
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
         self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
 
