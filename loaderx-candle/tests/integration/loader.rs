@@ -164,3 +164,40 @@ fn a_weighted_mixture_becomes_candle_tensors() {
     assert_eq!(v.len(), 20);
     assert_eq!(v.iter().filter(|&&x| x >= 100).count(), 10, "1:1 over a batch of 20");
 }
+
+/// An image stream as a candle tensor: `[B, 3, H, W]` f32, normalised on the prefetch threads,
+/// beside its labels; the same tensors for the same seed.
+#[cfg(feature = "images")]
+#[test]
+fn an_image_stream_is_a_rank_4_f32_tensor() {
+    use loaderx_core::vision::{IMAGENET_MEAN, IMAGENET_STD, ImagePipeline};
+    use loaderx_core::{DenseSource, RaggedSource};
+    let files: Vec<Vec<u8>> = (0..10u32)
+        .map(|i| {
+            let img =
+                image::RgbImage::from_fn(20 + i, 16, |x, y| image::Rgb([x as u8 * 9, y as u8 * 9, i as u8]));
+            let mut out = std::io::Cursor::new(Vec::new());
+            img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+            out.into_inner()
+        })
+        .collect();
+    let images = RaggedSource::from_records(vec![], &files).unwrap();
+    let labels = DenseSource::from_vec(vec![], (0..10u32).collect::<Vec<_>>()).unwrap();
+    let pipeline = ImagePipeline::train(8).normalize(IMAGENET_MEAN, IMAGENET_STD);
+    let builder = DataLoader::builder()
+        .image_stream("image", images, pipeline)
+        .stream("label", labels)
+        .batch_size(5)
+        .seed(2);
+    let run = || {
+        let mut loader = CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu)).unwrap();
+        let batch = loader.next_batch().unwrap().unwrap();
+        let x = batch.get("image").unwrap();
+        assert_eq!((x.dims(), x.dtype()), (&[5, 3, 8, 8][..], CandleDType::F32));
+        assert_eq!(batch.get("label").unwrap().dims(), &[5]);
+        x.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    };
+    let x = run();
+    assert!(x.iter().all(|v| v.is_finite() && v.abs() < 3.0), "normalised bytes");
+    assert_eq!(run(), x);
+}

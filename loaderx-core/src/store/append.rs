@@ -132,14 +132,34 @@ impl Store {
         Ok(())
     }
 
-    /// Places, writes and commits records already encoded, under the append lock (whose
-    /// `manifest` it updates): record bytes durable, then entries, then the count, then (v2) the
-    /// manifest.
+    /// [`Store::commit_placed`], and when it fails before its commit, what it wrote past the
+    /// frontier removed (the tail chunk cut back, the chunks it made removed): the next append
+    /// must not seal a chunk with those bytes at its end, which no manifest would describe. When
+    /// that removal fails too, the handle stops (its next writer's open removes them).
     pub(super) fn commit(
         &self,
         manifest: &mut Option<Manifest>,
         records: &[Stored<'_>],
     ) -> Result<Range<u64>> {
+        let (first, frontier) = (self.len(), self.index.frontier());
+        let committed = self.commit_placed(manifest, records);
+        if committed.is_err()
+            && self.len() == first
+            && !records.is_empty()
+            && let Err(e) = self.drop_chunks_past(frontier)
+        {
+            self.halt_handle(format!(
+                "an append failed, and removing what it wrote past the committed end failed too ({})",
+                crate::error_chain(&e)
+            ));
+        }
+        committed
+    }
+
+    /// Places, writes and commits records already encoded, under the append lock (whose
+    /// `manifest` it updates): record bytes durable, then entries, then the count, then (v2) the
+    /// manifest.
+    fn commit_placed(&self, manifest: &mut Option<Manifest>, records: &[Stored<'_>]) -> Result<Range<u64>> {
         self.check_room(records.len())?;
         let v2 = self.format() == Format::V2;
         let first = self.len();

@@ -245,8 +245,20 @@ impl Store {
         if self.format() == Format::V2 {
             self.write_manifest_for(len, (chunk, off), Vec::new())?;
         }
-        self.index.publish(len, (chunk, off), &self.index_path, true)?;
-        self.drop_chunks_past((chunk, off))
+        // The new frontier is the commit. Once it is in the header (its msync may still have
+        // failed), the bytes past it must go before anything is appended there: a failure from
+        // here on stops the handle, and the next writer's open removes them.
+        let published = self.index.publish(len, (chunk, off), &self.index_path, true);
+        if published.is_err() && self.index.frontier() != (chunk, off) {
+            return published;
+        }
+        published.and_then(|()| self.drop_chunks_past((chunk, off))).map_err(|e| {
+            self.halt(
+                "the compaction",
+                "open the store again (read-write): its writer removes what lies past the new end",
+                e,
+            )
+        })
     }
 
     /// Drops the chunk bytes past a frontier just published: the tail chunk truncated there

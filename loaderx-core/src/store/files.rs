@@ -171,17 +171,27 @@ pub(crate) fn write_atomic_with(
     name: &str,
     fill: impl FnOnce(&File, &Path) -> Result<()>,
 ) -> Result<()> {
+    write_atomic_landing(dir, name, fill).map_err(|(e, _)| e)
+}
+
+/// [`write_atomic_with`], whose error says whether the new file landed (its rename done, only
+/// the directory's sync failed): for a rename that is a commit.
+pub(crate) fn write_atomic_landing(
+    dir: &Path,
+    name: &str,
+    fill: impl FnOnce(&File, &Path) -> Result<()>,
+) -> std::result::Result<(), (Error, bool)> {
     let path = dir.join(name);
     let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    let file = create_fresh(&tmp)?;
+    let file = create_fresh(&tmp).map_err(|e| (e, false))?;
     let written = fill(&file, &tmp).and_then(|()| file.sync_all().map_err(|e| Error::io("sync", &tmp, e)));
     drop(file);
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e);
+        return Err((e, false));
     }
-    rename_or_remove(&tmp, &path)?;
-    sync_dir(dir)
+    rename_or_remove(&tmp, &path).map_err(|e| (e, false))?;
+    sync_dir(dir).map_err(|e| (e, true))
 }
 
 /// Renames the temporary `tmp` to `path`; when that fails, removes `tmp` (the caller's own,
@@ -222,6 +232,16 @@ pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
         return Err(e);
     }
     rename_or_remove(&tmp, &path)
+}
+
+/// Whether `bytes`, a file replaced with [`replace_unsynced`] that does not decode, are what a
+/// power loss leaves of one: nothing, or its first sectors and then zeros to its end (a file
+/// system that made the new length durable before all of its data). Sectors of 512 bytes, the
+/// smallest unit a disk writes.
+pub(crate) fn torn_unsynced(bytes: &[u8]) -> bool {
+    const SECTOR: usize = 512;
+    let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |k| k + 1);
+    bytes.is_empty() || written.div_ceil(SECTOR) * SECTOR < bytes.len()
 }
 
 /// The bytes of the small file `path` (a manifest, a schema), or `None` when there is none; a

@@ -125,7 +125,7 @@ impl Store {
         let written = write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()));
         if let Err(e) = written {
             if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
-                return Err(self.halt(what, e));
+                return Err(self.halt(what, JOURNAL_REMEDY, e));
             }
             // Failed before its rename landed (the temporary is removed): nothing happened.
             return Err(e);
@@ -134,19 +134,21 @@ impl Store {
             fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
             sync_dir(&self.dir)
         });
-        finished.map_err(|e| self.halt(what, e))
+        finished.map_err(|e| self.halt(what, JOURNAL_REMEDY, e))
     }
 
-    /// Stops this handle's writes after `what` committed and then failed with `cause`.
-    fn halt(&self, what: &str, cause: Error) -> Error {
+    /// Stops this handle's reads and writes after `what` committed and then failed with
+    /// `cause`, its view of the files possibly stale; `remedy` says what opening the store
+    /// again does.
+    pub(super) fn halt(&self, what: &str, remedy: &'static str, cause: Error) -> Error {
+        self.halt_handle(format!("{what} failed after its commit"));
+        Error::Committed { path: self.dir.clone(), what: what.to_owned(), remedy, source: Box::new(cause) }
+    }
+
+    /// Stops this handle's reads and writes, for `why`.
+    pub(super) fn halt_handle(&self, why: String) {
         if let Some(w) = &self.writer {
-            let _ = w.halted.set(what.to_owned());
-        }
-        Error::Committed {
-            path: self.dir.clone(),
-            what: what.to_owned(),
-            remedy: "open the store again (read-write): its journal.zr completes it",
-            source: Box::new(cause),
+            let _ = w.halted.set(why);
         }
     }
 
@@ -381,6 +383,9 @@ impl Store {
         }
     }
 }
+
+/// What to do after a journal failed once it was in the directory.
+const JOURNAL_REMEDY: &str = "open the store again (read-write): its journal.zr completes it";
 
 /// What a delete of `n` records is called in an [`Error::Committed`].
 fn deleted(n: u64) -> String {

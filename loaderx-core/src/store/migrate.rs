@@ -17,7 +17,8 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::files::{
-    INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, sync_dir, write_atomic, write_atomic_with,
+    INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, sync_dir, write_atomic, write_atomic_landing,
+    write_atomic_with,
 };
 use super::gather::{Located, stored_range};
 use super::table::committed;
@@ -203,7 +204,7 @@ impl Store {
             count: len,
             layout,
         };
-        write_atomic_with(&self.dir, INDEX_FILE, |file, tmp| {
+        let landed = write_atomic_landing(&self.dir, INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             let mut at = v2::HEADER_SIZE as u64;
@@ -212,9 +213,8 @@ impl Store {
                 at += piece.len() as u64;
             }
             Ok(())
-        })?;
-        remove_if_present(&self.dir.join(META_FILE))?;
-        sync_dir(&self.dir)?;
+        });
+        self.after_index_renamed(landed)?;
         Ok(total)
     }
 
@@ -368,13 +368,12 @@ impl Store {
             },
         };
         let bytes: Vec<u8> = sums.iter().flat_map(|c| c.to_le_bytes()).collect();
-        write_atomic_with(&self.dir, INDEX_FILE, |file, tmp| {
+        let landed = write_atomic_landing(&self.dir, INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             write_all_at(file, &bytes, v2::HEADER_SIZE as u64).map_err(io)
-        })?;
-        remove_if_present(&self.dir.join(META_FILE))?;
-        sync_dir(&self.dir)?;
+        });
+        self.after_index_renamed(landed)?;
         Ok(total)
     }
 
@@ -468,11 +467,38 @@ impl Store {
             }
             Ok(())
         })?;
-        for name in [INDEX_FILE, MANIFEST_FILE] {
-            let p = self.dir.join(name);
-            fs::remove_file(&p).map_err(|e| Error::io("remove", &p, e))?;
+        // Removing `index.zr` is the commit: a failure from there on leaves a v1 store.
+        let index = self.dir.join(INDEX_FILE);
+        fs::remove_file(&index).map_err(|e| Error::io("remove", &index, e))?;
+        let manifest = self.dir.join(MANIFEST_FILE);
+        fs::remove_file(&manifest)
+            .map_err(|e| Error::io("remove", &manifest, e))
+            .and_then(|()| sync_dir(&self.dir))
+            .map_err(|e| migrated(&self.dir, e))
+    }
+
+    /// After the rename of a migration's new `index.zr` (`landed`: its result), `meta.zr` (a v1
+    /// store's) removed. Once the rename is done the migration stands: a failure from there on
+    /// is [`Error::Committed`] (the store is in its new format; a v1 `meta.zr` left beside the
+    /// new index is ignored, and removed by the next migration or writer).
+    fn after_index_renamed(&self, landed: std::result::Result<(), (Error, bool)>) -> Result<()> {
+        match landed {
+            Err((e, false)) => Err(e),
+            Err((e, true)) => Err(migrated(&self.dir, e)),
+            Ok(()) => remove_if_present(&self.dir.join(META_FILE))
+                .and_then(|()| sync_dir(&self.dir))
+                .map_err(|e| migrated(&self.dir, e)),
         }
-        sync_dir(&self.dir)
+    }
+}
+
+/// A migration of the store at `dir` that committed, and then failed with `cause`.
+fn migrated(dir: &std::path::Path, cause: Error) -> Error {
+    Error::Committed {
+        path: dir.to_path_buf(),
+        what: "the migration".into(),
+        remedy: "nothing to redo: the store is in its new format",
+        source: Box::new(cause),
     }
 }
 

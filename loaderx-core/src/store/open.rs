@@ -67,8 +67,9 @@ pub(super) struct Writer {
     // With deferred sync: the first chunk and the first entry written since the last sync (taken
     // under `append`).
     pub(super) unsynced: Mutex<Option<(u32, u64)>>,
-    // Set when a write failed after its commit and left this handle's view behind the files
-    // (a journal half applied, or not removed): no further write goes through it.
+    // Why this handle stopped: a write failed after its commit and left its view behind the
+    // files (a journal half applied or not removed, bytes past a new end not removed). No
+    // further read or write goes through it.
     pub(super) halted: std::sync::OnceLock<String>,
 }
 
@@ -438,12 +439,9 @@ impl Store {
         let w = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
         match w.halted.get() {
             None => Ok(w),
-            Some(what) => Err(Error::Locked {
+            Some(why) => Err(Error::Locked {
                 path: self.dir.clone(),
-                reason: format!(
-                    "this handle writes no more: {what} failed after its commit; open the store again \
-                     (read-write) to complete it"
-                ),
+                reason: format!("this handle writes no more: {why}; open the store again (read-write)"),
             }),
         }
     }
@@ -455,11 +453,11 @@ impl Store {
     pub(super) fn readable(&self) -> Result<()> {
         match self.writer.as_ref().and_then(|w| w.halted.get()) {
             None => Ok(()),
-            Some(what) => Err(Error::Locked {
+            Some(why) => Err(Error::Locked {
                 path: self.dir.clone(),
                 reason: format!(
-                    "this handle reads no more: {what} failed part-way, and its view of the index may be \
-                     stale; open the store again to complete it"
+                    "this handle reads no more: {why}, and its view of the index may be stale; open the \
+                     store again"
                 ),
             }),
         }

@@ -303,11 +303,11 @@ impl Store {
     pub(super) fn load_manifest(&self) -> Result<()> {
         let path = self.dir.join(MANIFEST_FILE);
         // Missing is what a crash inside a delete or compaction leaves (each removes it first),
-        // and empty or all zeros what a power loss leaves of one replaced unsynced (an append's):
-        // computed again. One that does not decode otherwise is damage (it is only ever replaced
+        // and empty, or cut off by zeros, what a power loss leaves of one replaced unsynced (an
+        // append's): computed again. One that does not decode otherwise is damage (it is only ever replaced
         // whole), never rebuilt over: that would certify whatever the chunks hold now.
         let read = match read_manifest(&self.dir)? {
-            Some(bytes) if bytes.iter().all(|&b| b == 0) => None,
+            Some(bytes) if Manifest::decode(&bytes).is_err() && super::files::torn_unsynced(&bytes) => None,
             Some(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
                 path: path.clone(),
                 offset,

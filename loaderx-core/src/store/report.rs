@@ -340,10 +340,11 @@ impl Store {
         let corrupt =
             |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
         let manifest = match super::files::read_manifest(&self.dir) {
-            Ok(Some(bytes)) if bytes.iter().all(|&b| b == 0) => {
+            Ok(Some(bytes)) if Manifest::decode(&bytes).is_err() && super::files::torn_unsynced(&bytes) => {
                 problems.push(corrupt(
                     0,
-                    "empty or zeros, as a power loss leaves it (the next read-write open writes it again)"
+                    "empty or cut off by zeros, as a power loss leaves it (the next read-write open writes it \
+                     again)"
                         .into(),
                 ));
                 return Ok(problems);

@@ -210,3 +210,20 @@ fn the_next_append_writes_a_manifest_a_failed_rewrite_left_missing() {
     let report = Store::open(&path).unwrap().verify().unwrap();
     assert!(report.is_ok(), "{:?} {:?}", report.bad, report.files);
 }
+
+/// A manifest longer than a sector whose tail a power loss left as zeros (its first sectors
+/// written, its length already durable) is computed again too.
+#[test]
+fn a_manifest_cut_off_by_zeros_is_computed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    // 4 records a chunk of 64 bytes: 50 chunks, a manifest of more than 512 bytes.
+    let store = Store::create(&path, StoreOptions::new().chunk_capacity(64)).unwrap();
+    store.append(&records(0..200), Codec::Raw).unwrap();
+    drop(store);
+    let mut bytes = fs::read(path.join("manifest.zr")).unwrap();
+    assert!(bytes.len() > 700, "{}", bytes.len());
+    bytes[512..].fill(0);
+    fs::write(path.join("manifest.zr"), &bytes).unwrap();
+    reopens_clean(&path, &records(0..200));
+}

@@ -18,14 +18,39 @@ const SHIM: &str = r#"
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 static int calls = 0;
-int msync(void *addr, size_t len, int flags) {
-    static int (*real)(void *, size_t, int) = 0;
-    if (!real) real = (int (*)(void *, size_t, int))dlsym(RTLD_NEXT, "msync");
-    const char *at = getenv("FAULT_MSYNC_AT");
-    if (at && ++calls == atoi(at)) { errno = EIO; return -1; }
-    return real(addr, len, flags);
+/* FAULT_CALL (msync, pwrite, fsync or ftruncate; msync when unset) fails with EIO at its
+   FAULT_AT'th call. */
+static int fail(const char *name) {
+    const char *call = getenv("FAULT_CALL");
+    const char *at = getenv("FAULT_AT");
+    if (strcmp(call ? call : "msync", name) != 0 || !at) return 0;
+    if (++calls != atoi(at)) return 0;
+    errno = EIO;
+    return 1;
 }
+#define REAL(ret, name, ...) static ret (*real)(__VA_ARGS__) = 0; \
+    if (!real) real = (ret (*)(__VA_ARGS__))dlsym(RTLD_NEXT, #name);
+int msync(void *a, size_t n, int f) { REAL(int, msync, void *, size_t, int); return fail("msync") ? -1 : real(a, n, f); }
+ssize_t pwrite(int fd, const void *b, size_t n, off_t o) {
+    REAL(ssize_t, pwrite, int, const void *, size_t, off_t); return fail("pwrite") ? -1 : real(fd, b, n, o);
+}
+ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) {
+    REAL(ssize_t, pwrite64, int, const void *, size_t, off_t); return fail("pwrite") ? -1 : real(fd, b, n, o);
+}
+ssize_t pwritev(int fd, const struct iovec *v, int c, off_t o) {
+    REAL(ssize_t, pwritev, int, const struct iovec *, int, off_t); return fail("pwrite") ? -1 : real(fd, v, c, o);
+}
+ssize_t pwritev64(int fd, const struct iovec *v, int c, off_t o) {
+    REAL(ssize_t, pwritev64, int, const struct iovec *, int, off_t); return fail("pwrite") ? -1 : real(fd, v, c, o);
+}
+int fsync(int fd) { REAL(int, fsync, int); return fail("fsync") ? -1 : real(fd); }
+int ftruncate(int fd, off_t l) { REAL(int, ftruncate, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
+int ftruncate64(int fd, off_t l) { REAL(int, ftruncate64, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
+int fdatasync(int fd) { REAL(int, fdatasync, int); return fail("fsync") ? -1 : real(fd); }
 "#;
 
 /// The shim, built once per test process.
@@ -42,8 +67,8 @@ fn shim() -> &'static Path {
             .arg(dir.join("shim.c"))
             .arg("-ldl")
             .status()
-            .expect("cc builds the msync shim");
-        assert!(status.success(), "cc failed on the msync shim");
+            .expect("cc builds the fault shim");
+        assert!(status.success(), "cc failed on the fault shim");
         so
     })
 }
@@ -51,10 +76,16 @@ fn shim() -> &'static Path {
 /// Runs the ignored test `child` in a child process on the store at `dir`, its `at`th msync
 /// failing; what it printed.
 fn in_child(child: &str, dir: &Path, layout: &str, at: u32) -> String {
+    in_child_failing(child, dir, layout, "msync", at)
+}
+
+/// [`in_child`], the `at`th call of `call` (msync, pwrite, fsync or ftruncate) failing.
+fn in_child_failing(child: &str, dir: &Path, layout: &str, call: &str, at: u32) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([&format!("faults::{child}"), "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env("LD_PRELOAD", shim())
-        .env("FAULT_MSYNC_AT", at.to_string())
+        .env("FAULT_CALL", call)
+        .env("FAULT_AT", at.to_string())
         .env("FAULT_STORE", dir)
         .env("FAULT_LAYOUT", layout)
         .output()
@@ -76,6 +107,18 @@ fn id_of(r: &[u8]) -> Option<u32> {
     (r == record(id)).then_some(id)
 }
 
+/// A record naming its id, of a length that varies with it (8 to 67 bytes).
+fn varied(id: u32) -> Vec<u8> {
+    let mut r = vec![(id % 251) as u8; 8 + (id as usize * 7919) % 60];
+    r[..4].copy_from_slice(&id.to_le_bytes());
+    r
+}
+
+fn varied_id(r: &[u8]) -> Option<u32> {
+    let id = u32::from_le_bytes(r.get(..4)?.try_into().ok()?);
+    (r == varied(id)).then_some(id)
+}
+
 fn options(layout: &str) -> StoreOptions {
     match layout {
         "fixed" => StoreOptions::new().fixed_stride(24),
@@ -87,10 +130,15 @@ fn options(layout: &str) -> StoreOptions {
 
 /// The ids the store holds, every record checked whole, after a clean verify.
 fn ids(dir: &Path) -> Vec<u32> {
+    ids_by(dir, id_of)
+}
+
+/// [`ids`] of records that `id` names.
+fn ids_by(dir: &Path, id: fn(&[u8]) -> Option<u32>) -> Vec<u32> {
     let store = Store::open_rw(dir, StoreOptions::new()).unwrap();
     let report = store.verify().unwrap();
     assert!(report.is_ok(), "{:?} {:?}", report.bad, report.files);
-    (0..store.len()).map(|i| id_of(&store.get(i).unwrap()).unwrap_or_else(|| panic!("record {i}"))).collect()
+    (0..store.len()).map(|i| id(&store.get(i).unwrap()).unwrap_or_else(|| panic!("record {i}"))).collect()
 }
 
 /// How a call ended, as the child prints it.
@@ -204,4 +252,126 @@ fn deletes_and_compactions_under_a_failing_msync() {
             assert_eq!(got, sorted, "{layout}, msync {at} failing: {printed}");
         }
     }
+}
+
+#[test]
+#[ignore = "a child of appends_go_on_after_one_fails_before_its_commit: runs under its shim"]
+fn child_appends_after_a_failure() {
+    let Some((dir, layout)) = child_store() else { return };
+    let batch = |from: u32, n: u32| (from..from + n).map(varied).collect::<Vec<_>>();
+    // The failure may come while the store is made: nothing to go on from then.
+    let Ok(store) = Store::create(&dir, options(&layout)) else { return println!("setup failed") };
+    if store.append(&batch(0, 60), Codec::Raw).is_err() {
+        return println!("setup failed");
+    }
+    // Spans chunks (1 KiB each): its failure leaves bytes past the frontier and chunks past the
+    // tail, which the appends after it (records of other lengths, so ending elsewhere) must not
+    // seal into their chunks.
+    println!("big {}", outcome(&store.append(&batch(100, 100), Codec::Raw)));
+    for k in 0..3 {
+        println!("after {k} {}", outcome(&store.append(&batch(300 + 100 * k, 60), Codec::Raw)));
+    }
+}
+
+/// An append that fails before its commit (a chunk write or sync failing) leaves nothing the
+/// appends after it build on: the store verifies clean, its manifest describing every chunk.
+#[test]
+fn appends_go_on_after_one_fails_before_its_commit() {
+    shim();
+    let mut big_failed = 0;
+    for layout in ["entries", "compact"] {
+        for (call, at) in (1..=14).map(|at| ("pwrite", at)).chain((1..=10).map(|at| ("fsync", at))) {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("s");
+            let printed = in_child_failing("child_appends_after_a_failure", &dir, layout, call, at);
+            if printed.contains("setup failed") {
+                continue;
+            }
+            big_failed += usize::from(printed.contains("big failed"));
+            let mut want: Vec<u32> = (0..60).collect();
+            if !printed.contains("big failed") {
+                want.extend(100..200);
+            }
+            for k in 0..3 {
+                if !printed.contains(&format!("after {k} failed")) {
+                    want.extend(300 + 100 * k..360 + 100 * k);
+                }
+            }
+            assert_eq!(ids_by(&dir, varied_id), want, "{layout}, {call} {at} failing: {printed}");
+        }
+    }
+    assert!(big_failed >= 4, "the failures reached the spanning append {big_failed} times");
+}
+
+#[test]
+#[ignore = "a child of a_migration_that_committed_says_so: runs under its shim"]
+fn child_migrate() {
+    let Some((dir, layout)) = child_store() else { return };
+    let to = if layout == "v2" { loaderx_core::Format::V2 } else { loaderx_core::Format::V1 };
+    println!("migrate {}", outcome(&Store::migrate(&dir, to, &|_, _| {})));
+}
+
+/// A migration whose directory sync (or a removal after its commit) fails says whether it
+/// committed: `Committed` when the store is in its new format, a plain error when it is not.
+#[test]
+fn a_migration_that_committed_says_so() {
+    use loaderx_core::Format;
+    shim();
+    let mut seen = std::collections::BTreeSet::new();
+    for (from, to) in [(Format::V1, "v2"), (Format::V2, "v1")] {
+        for at in 1..=8 {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("s");
+            let store = Store::create(&dir, StoreOptions::new().format(from)).unwrap();
+            store.append(&(0..50).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+            drop(store);
+            let printed = in_child_failing("child_migrate", &dir, to, "fsync", at);
+            let now = Store::open(&dir).unwrap().format();
+            let how = ["migrate ok", "migrate committed", "migrate failed"]
+                .into_iter()
+                .find(|h| printed.contains(h))
+                .unwrap_or_else(|| panic!("{printed}"));
+            seen.insert(how);
+            assert_eq!(now != from, how != "migrate failed", "{from:?} -> {to}, fsync {at}: {printed}");
+            assert_eq!(ids(&dir), (0..50).collect::<Vec<_>>());
+        }
+    }
+    assert!(seen.contains("migrate committed") && seen.contains("migrate failed"), "{seen:?}");
+}
+
+#[test]
+#[ignore = "a child of a_compaction_failing_past_its_new_end_stops_the_handle: runs under its shim"]
+fn child_compact_then_append() {
+    let Some((dir, _)) = child_store() else { return };
+    let mut store = Store::open_rw(&dir, StoreOptions::new()).unwrap();
+    println!("compact {}", outcome(&store.compact()));
+    println!("append {}", outcome(&store.append(&[varied(900)], Codec::Raw)));
+}
+
+/// A compaction whose cut of the bytes past its new end fails has committed (the new end is in
+/// the header): it says so, and its handle appends nothing over those bytes; the next open
+/// removes them and the store verifies clean.
+#[test]
+fn a_compaction_failing_past_its_new_end_stops_the_handle() {
+    shim();
+    let mut committed = 0;
+    for at in 1..=3 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let mut store = Store::create(&dir, StoreOptions::new().chunk_capacity(1024)).unwrap();
+        store.append(&(0..200).map(varied).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        store.delete(&(0..100u64).collect::<Vec<_>>()).unwrap();
+        let mut want: Vec<u32> =
+            (0..store.len()).map(|i| varied_id(&store.get(i).unwrap()).unwrap()).collect();
+        drop(store);
+        let printed = in_child_failing("child_compact_then_append", &dir, "entries", "ftruncate", at);
+        if printed.contains("compact committed") {
+            committed += 1;
+            assert!(printed.contains("append failed"), "{printed}");
+        } else if printed.contains("append ok") {
+            want.push(900);
+        }
+        assert_eq!(ids_by(&dir, varied_id), want, "ftruncate {at}: {printed}");
+    }
+    assert!(committed > 0, "the failure reached the cut");
 }
