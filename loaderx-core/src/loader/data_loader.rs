@@ -285,6 +285,8 @@ impl<O> Producer<O> {
             ),
             source: None,
         };
+        // The decoded and resized pixels' buffers, sized by the first image and reused.
+        let mut scratch = crate::vision::Scratch::default();
         // Which images decoded, when the pipeline leaves the others out ([`ImagePipeline::skip_bad`]).
         let mut ok = pipeline.skips_bad().then(|| vec![1u8; n]);
         // Sample `k`'s own random stream.
@@ -309,14 +311,24 @@ impl<O> Producer<O> {
         };
         match &mut data {
             crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| {
-                let r = pipeline.apply(files.record::<u8>(k)?, &mut rng(k), Out::U8(&mut *out));
+                let r = pipeline.apply_with(
+                    files.record::<u8>(k)?,
+                    &mut rng(k),
+                    Out::U8(&mut *out),
+                    &mut scratch,
+                );
                 if left_out(k, r)? {
                     out.fill(0);
                 }
                 Ok(())
             }),
             crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| {
-                let r = pipeline.apply(files.record::<u8>(k)?, &mut rng(k), Out::F32(&mut *out));
+                let r = pipeline.apply_with(
+                    files.record::<u8>(k)?,
+                    &mut rng(k),
+                    Out::F32(&mut *out),
+                    &mut scratch,
+                );
                 if left_out(k, r)? {
                     out.fill(0.0);
                 }

@@ -213,28 +213,48 @@ impl ImagePipeline {
     /// # Errors
     /// Why the image cannot be decoded (its format, a size past the limits, damaged data).
     pub fn apply(&self, bytes: &[u8], rng: &mut SampleRng, out: Out<'_>) -> Result<(), String> {
-        let rgb = decode(bytes)?;
-        let (iw, ih) = (rgb.width(), rgb.height());
+        self.apply_with(bytes, rng, out, &mut Scratch::default())
+    }
+
+    /// [`Self::apply`] reusing `scratch`'s buffers (the decoded and the resized pixels), so
+    /// that a batch's images allocate nothing once the first has sized them.
+    ///
+    /// # Errors
+    /// As [`Self::apply`].
+    pub fn apply_with(
+        &self,
+        bytes: &[u8],
+        rng: &mut SampleRng,
+        out: Out<'_>,
+        scratch: &mut Scratch,
+    ) -> Result<(), String> {
+        let (iw, ih) = decode_into(bytes, &mut scratch.decoded)?;
         let (left, top, cw, ch) = self.crop_box(iw, ih, rng);
         if !(cw >= 1.0 && ch >= 1.0) {
             return Err(format!("a crop of {cw}x{ch} pixels in an image of {iw}x{ih}"));
         }
         let flip = self.flip > 0.0 && rng.next_f32() < self.flip;
         let (w, h) = (self.width, self.height);
-        let src = fir::images::ImageRef::new(iw, ih, rgb.as_raw(), fir::PixelType::U8x3)
+        let src = fir::images::ImageRef::new(iw, ih, &scratch.decoded, fir::PixelType::U8x3)
             .map_err(|e| e.to_string())?;
-        let mut dst = fir::images::Image::new(w, h, fir::PixelType::U8x3);
+        // Every byte is written by the resize: a buffer of the right length is all it needs.
+        scratch.resized.resize(self.item_elems(), 0);
+        let mut dst = fir::images::Image::from_slice_u8(w, h, &mut scratch.resized, fir::PixelType::U8x3)
+            .map_err(|e| e.to_string())?;
         let options = fir::ResizeOptions::new()
             .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Bilinear))
             .crop(left, top, cw, ch);
-        fir::Resizer::new().resize(&src, &mut dst, &options).map_err(|e| e.to_string())?;
+        scratch.resizer.resize(&src, &mut dst, &options).map_err(|e| e.to_string())?;
         let (w, h) = (w as usize, h as usize);
+        let resized = &scratch.resized[..];
         if self.jitter != [0.0; 3] {
-            let mut px: Vec<f32> = dst.buffer().iter().map(|&v| f32::from(v)).collect();
-            jitter(&mut px, self.jitter, rng);
+            let px = &mut scratch.jittered;
+            px.clear();
+            px.extend(resized.iter().map(|&v| f32::from(v)));
+            jitter(px, self.jitter, rng);
             let norm =
                 self.normalize.map(|(mean, std)| move |c: usize, v: f32| (v / 255.0 - mean[c]) / std[c]);
-            return write_out(&px, w, h, flip, out, |v| v.round() as u8, norm);
+            return write_out(px, w, h, flip, out, |v| v.round() as u8, norm);
         }
         // Each channel's 256 values normalised once: a lookup a pixel, the same values.
         let lut = self.normalize.map(|(mean, std)| {
@@ -243,7 +263,7 @@ impl ImagePipeline {
             [channel(0), channel(1), channel(2)]
         });
         let norm = lut.as_ref().map(|lut| |c: usize, v: u8| lut[c][usize::from(v)]);
-        write_out(dst.buffer(), w, h, flip, out, |v| v, norm)
+        write_out(resized, w, h, flip, out, |v| v, norm)
     }
 
     /// The crop box `(left, top, width, height)` in an image of `iw` x `ih`.
@@ -381,9 +401,24 @@ pub enum Out<'a> {
     F32(&'a mut [f32]),
 }
 
-/// `bytes` decoded to RGB within the limits, the header's size checked before the pixels are
-/// allocated.
-fn decode(bytes: &[u8]) -> Result<image::RgbImage, String> {
+/// Buffers [`ImagePipeline::apply_with`] reuses from one image to the next.
+#[derive(Default)]
+pub struct Scratch {
+    decoded: Vec<u8>,
+    resized: Vec<u8>,
+    jittered: Vec<f32>,
+    resizer: fir::Resizer,
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch").field("decoded", &self.decoded.len()).finish_non_exhaustive()
+    }
+}
+
+/// `bytes` decoded to RGB into `buf` (its length set to the pixels'), within the limits, the
+/// header's size checked before anything is allocated; the image's width and height.
+fn decode_into(bytes: &[u8], buf: &mut Vec<u8>) -> Result<(u32, u32), String> {
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
@@ -403,13 +438,21 @@ fn decode(bytes: &[u8]) -> Result<image::RgbImage, String> {
     if w == 0 || h == 0 {
         return Err(format!("an image of {w}x{h}"));
     }
-    let img = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| DynamicImage::from_decoder(decoder)))
-        .map_err(|_| "it broke the decoder".to_string())?
-        .map_err(|e| e.to_string())?;
-    Ok(match img {
-        DynamicImage::ImageRgb8(rgb) => rgb,
-        other => other.to_rgb8(),
-    })
+    let rgb = (u64::from(w) * u64::from(h) * 3) as usize;
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if decoder.color_type() == image::ColorType::Rgb8 {
+            // Straight into the reused buffer: only what it grows by is zeroed first.
+            buf.resize(rgb, 0);
+            decoder.read_image(buf)
+        } else {
+            let img = DynamicImage::from_decoder(decoder)?.into_rgb8();
+            buf.clear();
+            buf.extend_from_slice(img.as_raw());
+            Ok(())
+        }
+    }));
+    decoded.map_err(|_| "it broke the decoder".to_string())?.map_err(|e| e.to_string())?;
+    Ok((w, h))
 }
 
 /// Whether `bytes`, when they are a JPEG (`FF D8` first), end with its end-of-image marker

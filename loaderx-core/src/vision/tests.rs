@@ -189,3 +189,42 @@ fn colour_jitter_scales_blends_and_keeps_greys() {
         assert!(ImagePipeline::train(8).jitter(0.1, bad, 0.0).check().unwrap_err().contains("jitter"));
     }
 }
+
+/// One scratch through images of other sizes and kinds (RGB, grey, large then small) gives the
+/// bytes a fresh one does: nothing of an image is left over for the next.
+#[test]
+fn a_reused_scratch_gives_the_bytes_a_fresh_one_does() {
+    let grey = {
+        let mut out = Cursor::new(Vec::new());
+        image::GrayImage::from_fn(30, 20, |x, y| image::Luma([(x * 7 + y) as u8]))
+            .write_to(&mut out, ImageFormat::Png)
+            .unwrap();
+        out.into_inner()
+    };
+    let files = [
+        colours(),
+        png(&RgbImage::from_fn(9, 7, |x, y| Rgb([x as u8 * 20, y as u8 * 30, 5]))),
+        grey,
+        colours(),
+    ];
+    for p in [
+        ImagePipeline::train(8).jitter(0.3, 0.3, 0.3),
+        ImagePipeline::eval(6).normalize(IMAGENET_MEAN, IMAGENET_STD),
+    ] {
+        let mut scratch = Scratch::default();
+        for (k, f) in files.iter().enumerate() {
+            let (mut a, mut b) = (vec![0f32; p.item_elems()], vec![0f32; p.item_elems()]);
+            let (mut ua, mut ub) = (vec![0u8; p.item_elems()], vec![0u8; p.item_elems()]);
+            let (fresh, reused) = if p.dtype() == DType::F32 {
+                p.apply(f, &mut SampleRng::new(k as u64), Out::F32(&mut a)).unwrap();
+                p.apply_with(f, &mut SampleRng::new(k as u64), Out::F32(&mut b), &mut scratch).unwrap();
+                (bytemuck::cast_slice::<f32, u8>(&a).to_vec(), bytemuck::cast_slice::<f32, u8>(&b).to_vec())
+            } else {
+                p.apply(f, &mut SampleRng::new(k as u64), Out::U8(&mut ua)).unwrap();
+                p.apply_with(f, &mut SampleRng::new(k as u64), Out::U8(&mut ub), &mut scratch).unwrap();
+                (ua.clone(), ub.clone())
+            };
+            assert_eq!(fresh, reused, "image {k}");
+        }
+    }
+}
