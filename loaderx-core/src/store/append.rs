@@ -141,11 +141,14 @@ impl Store {
         manifest: &mut Option<Manifest>,
         records: &[Stored<'_>],
     ) -> Result<Range<u64>> {
-        let (first, frontier) = (self.len(), self.index.frontier());
+        let (first, frontier) = (self.len(), self.index.checked_frontier());
         let committed = self.commit_placed(manifest, records);
+        // Only past a frontier the header holds, before and after: a header that does not parse
+        // says nothing of where the committed bytes end.
         if committed.is_err()
             && self.len() == first
             && !records.is_empty()
+            && let Some(frontier) = frontier.filter(|f| self.index.checked_frontier() == Some(*f))
             && let Err(e) = self.drop_chunks_past(frontier)
         {
             self.halt_handle(format!(
@@ -359,7 +362,10 @@ impl Store {
     }
 
     fn sync_impl(&self) -> Result<()> {
-        let writer = self.writer()?;
+        // Also on a handle stopped after a failure ([`Store::halt_handle`]): what it committed
+        // before is made durable all the same (a delete or compaction syncs before it starts, so
+        // a stopped one has nothing left to sync).
+        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
         let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
         let Some((chunk, entry)) = *unsynced else { return Ok(()) };

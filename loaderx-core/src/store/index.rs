@@ -144,6 +144,17 @@ impl Index {
         }
     }
 
+    /// [`Index::frontier`], `None` when a v2 header does not parse (where `frontier` says
+    /// `(0, 0)`): for a caller about to act on it.
+    pub(crate) fn checked_frontier(&self) -> Option<(u32, u64)> {
+        match self {
+            Index::V1(_) => Some(self.frontier()),
+            Index::V2(x) | Index::Fixed(x, _) | Index::Compact(x) => {
+                v2::Header::parse(&x.header(), false).ok().map(|h| (h.tail_chunk, h.tail_offset))
+            }
+        }
+    }
+
     /// A view for reading entries `0..len`.
     ///
     /// # Errors

@@ -262,7 +262,10 @@ impl Store {
     /// [`Error::Corrupt`] naming the index.
     pub(super) fn refuse_manifest_ahead(&self) -> Result<()> {
         let Some(bytes) = read_manifest(&self.dir)? else { return Ok(()) };
-        let Ok(m) = Manifest::decode(&bytes) else { return Ok(()) };
+        let m = match Manifest::decode(&bytes) {
+            Ok(m) => m,
+            Err((offset, reason)) => return self.refuse_undecodable_manifest(&bytes, offset, reason),
+        };
         let (tail_chunk, tail_offset) = self.index.frontier();
         let Some(last) = m.chunks.last() else { return Ok(()) };
         let chunks = m.chunks.len() as u64;
@@ -284,6 +287,44 @@ impl Store {
             });
         }
         Ok(())
+    }
+
+    /// Before a writer trims anything: a manifest that does not decode vouches for no frontier.
+    /// One cut off by zeros (a power loss) still has its head, and a count or a chunk count
+    /// there past the index's is an older `index.zr` put back: refused, as
+    /// [`Store::refuse_manifest_ahead`] does. Any other is damage, refused here rather than after
+    /// a trim ([`Store::load_manifest`] would refuse it then).
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the index or the manifest.
+    fn refuse_undecodable_manifest(&self, bytes: &[u8], offset: u64, reason: String) -> Result<()> {
+        let path = self.dir.join(MANIFEST_FILE);
+        if !super::files::torn_unsynced(bytes) {
+            return Err(Error::Corrupt {
+                path,
+                offset,
+                reason: format!(
+                    "{reason}; not rebuilt over damage, and nothing trimmed: once `loaderx verify` finds the \
+                     records intact, remove it and the next read-write open computes it again from the chunks"
+                ),
+                source: None,
+            });
+        }
+        let (tail_chunk, _) = self.index.frontier();
+        match Manifest::head(bytes) {
+            Some((count, chunks)) if count > self.len() || chunks > tail_chunk + 1 => Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "it counts {} records in {} chunks; manifest.zr (its tail lost to a power loss) still says {count} \
+                     in {chunks}, which no crash leaves: an older index.zr put back? Nothing trimmed",
+                    self.len(),
+                    tail_chunk + 1
+                ),
+                source: None,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The writer drops what a crashed append left past the committed tail.

@@ -227,3 +227,57 @@ fn a_manifest_cut_off_by_zeros_is_computed_again() {
     fs::write(path.join("manifest.zr"), &bytes).unwrap();
     reopens_clean(&path, &records(0..200));
 }
+
+/// The thirtieth look's G1: a header damaged under a live writer (its fixed fields no longer
+/// parse) makes the append fail, and the failure's clean-up, which has no frontier to trust,
+/// removes nothing.
+#[cfg(unix)]
+#[test]
+fn an_append_under_a_header_that_does_not_parse_removes_nothing() {
+    use std::os::unix::fs::FileExt;
+    for (layout, opts) in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let store = Store::create(&path, opts.chunk_capacity(64)).unwrap();
+        store.append(&records(0..40), Codec::Raw).unwrap();
+        let index = fs::OpenOptions::new().read(true).write(true).open(path.join("index.zr")).unwrap();
+        let mut byte = [0u8; 1];
+        index.read_exact_at(&mut byte, 0).unwrap();
+        index.write_all_at(&[byte[0] ^ 1], 0).unwrap();
+        assert!(store.append(&records(40..41), Codec::Raw).is_err(), "{layout}");
+        index.write_all_at(&byte, 0).unwrap();
+        drop(store);
+        reopens_clean(&path, &records(0..40));
+    }
+}
+
+/// The thirtieth look's G3: an older `index.zr` put back beside a manifest whose tail a power
+/// loss zeroed is refused before anything is trimmed (the manifest's head still counts the
+/// newer records); the newer index put back again opens with every record.
+#[test]
+fn an_older_index_beside_a_torn_manifest_is_refused_before_any_trim() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new().chunk_capacity(64)).unwrap();
+    store.append(&records(0..200), Codec::Raw).unwrap();
+    drop(store);
+    let older = fs::read(path.join("index.zr")).unwrap();
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    store.append(&records(200..203), Codec::Raw).unwrap();
+    drop(store);
+    let newer = fs::read(path.join("index.zr")).unwrap();
+    fs::write(path.join("index.zr"), &older).unwrap();
+    let mut manifest = fs::read(path.join("manifest.zr")).unwrap();
+    assert!(manifest.len() > 700);
+    manifest[512..].fill(0);
+    fs::write(path.join("manifest.zr"), &manifest).unwrap();
+    let files = fs::read_dir(&path).unwrap().count();
+    let Err(e) = Store::open_rw(&path, StoreOptions::new()) else { panic!("an older index opened") };
+    assert!(
+        matches!(&e, Error::Corrupt { path, reason, .. } if path.ends_with("index.zr") && reason.contains("older")),
+        "{e}"
+    );
+    assert_eq!(fs::read_dir(&path).unwrap().count(), files, "nothing removed");
+    fs::write(path.join("index.zr"), &newer).unwrap();
+    reopens_clean(&path, &records(0..203));
+}

@@ -21,14 +21,21 @@ const SHIM: &str = r#"
 #include <string.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-static int calls = 0;
+static int calls = 0, fired = 0;
 /* FAULT_CALL (msync, pwrite, fsync or ftruncate; msync when unset) fails with EIO at its
-   FAULT_AT'th call. */
+   FAULT_AT'th call; then, when FAULT_THEN names a call, the next call of that kind fails too. */
 static int fail(const char *name) {
     const char *call = getenv("FAULT_CALL");
     const char *at = getenv("FAULT_AT");
+    const char *then = getenv("FAULT_THEN");
+    if (fired == 1 && then && strcmp(then, name) == 0) {
+        fired = 2;
+        errno = EIO;
+        return 1;
+    }
     if (strcmp(call ? call : "msync", name) != 0 || !at) return 0;
     if (++calls != atoi(at)) return 0;
+    fired = fired ? fired : 1;
     errno = EIO;
     return 1;
 }
@@ -81,7 +88,19 @@ fn in_child(child: &str, dir: &Path, layout: &str, at: u32) -> String {
 
 /// [`in_child`], the `at`th call of `call` (msync, pwrite, fsync or ftruncate) failing.
 fn in_child_failing(child: &str, dir: &Path, layout: &str, call: &str, at: u32) -> String {
+    in_child_failing_then(child, dir, layout, (call, at), "")
+}
+
+/// [`in_child_failing`], the next call of `then` failing too once the first failure came.
+fn in_child_failing_then(
+    child: &str,
+    dir: &Path,
+    layout: &str,
+    (call, at): (&str, u32),
+    then: &str,
+) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
+        .env("FAULT_THEN", then)
         .args([&format!("faults::{child}"), "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env("LD_PRELOAD", shim())
         .env("FAULT_CALL", call)
@@ -374,4 +393,47 @@ fn a_compaction_failing_past_its_new_end_stops_the_handle() {
         assert_eq!(ids_by(&dir, varied_id), want, "ftruncate {at}: {printed}");
     }
     assert!(committed > 0, "the failure reached the cut");
+}
+
+#[test]
+#[ignore = "a child of a_stopped_handle_still_syncs_what_it_committed: runs under its shim"]
+fn child_deferred_then_stopped() {
+    let Some((dir, _)) = child_store() else { return };
+    let Ok(store) = Store::create(&dir, StoreOptions::new().deferred_sync(true).chunk_capacity(1024)) else {
+        return println!("setup failed");
+    };
+    if store.append(&(0..40).map(varied).collect::<Vec<_>>(), Codec::Raw).is_err() {
+        return println!("setup failed");
+    }
+    println!("b {}", outcome(&store.append(&(100..160).map(varied).collect::<Vec<_>>(), Codec::Raw)));
+    let stopped = matches!(store.append(&[varied(900)], Codec::Raw), Err(Error::Locked { .. }));
+    println!("stopped {stopped}");
+    println!("sync {}", outcome(&store.sync()));
+}
+
+/// The thirtieth look's G2: a handle stopped because a failed append's clean-up failed too
+/// still makes the records it committed before durable (`sync`, and on drop).
+#[test]
+fn a_stopped_handle_still_syncs_what_it_committed() {
+    shim();
+    let mut stopped = 0;
+    for at in 1..=12 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let printed = in_child_failing_then(
+            "child_deferred_then_stopped",
+            &dir,
+            "entries",
+            ("pwrite", at),
+            "ftruncate",
+        );
+        if printed.contains("setup failed") {
+            continue;
+        }
+        if printed.contains("stopped true") {
+            stopped += 1;
+            assert!(printed.contains("sync ok"), "pwrite {at}: {printed}");
+        }
+    }
+    assert!(stopped > 0, "the clean-up's failure was reached");
 }

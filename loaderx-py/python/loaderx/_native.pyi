@@ -116,7 +116,7 @@ class Images:
         crop: tuple[str, int, float, float, float, float],
         flip: float,
         normalize: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None,
-        jitter: tuple[float, float, float] = (0.0, 0.0, 0.0),
+        jitter: tuple[float, float, float] = ...,
         skip_bad: bool = False,
     ) -> Images: ...
     def __len__(self) -> int: ...
