@@ -117,3 +117,16 @@ def test_skip_bad_adds_a_mask_of_the_images_that_decoded(store):
 
     again = pickle.loads(pickle.dumps(images))
     assert again.item_shape == images.item_shape and len(again) == len(images)
+
+
+def test_the_guides_switch_from_torchvision_runs(store):
+    # docs/guide/src/python.md's diff: the new lines, on the fixture's folder (8 for 256).
+    torch = pytest.importorskip("torch")
+    train = V.ImageDataset(store / "images", [V.RandomResizedCrop(16), V.HorizontalFlip(), V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD)])
+    loader = DataLoader({"image": train, "label": DenseDataset(store / "labels")}, batch_size=8, num_workers=2, seed=0, epochs=1)
+    seen = []
+    for b in loader:
+        images, labels = torch.from_numpy(b["image"]), torch.from_numpy(b["label"])
+        assert images.shape == (8, 3, 16, 16) and images.dtype == torch.float32
+        seen.extend(labels.tolist())
+    assert sorted(seen) == [0] * 12 + [1] * 12
