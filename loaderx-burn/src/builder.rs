@@ -25,13 +25,14 @@ use crate::{Error, StepLoaderBuilder};
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// use burn::data::dataloader::DataLoader;
-/// use loaderx_burn::{DataLoaderBuilder, MnistBatcher, MnistItems};
+/// use loaderx::burn::{DataLoaderBuilder, MnistBatcher, MnistItems};
 /// # let dir = tempfile::tempdir()?;
 /// # let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/mnist-10k");
 /// # let (images, labels) = (dir.path().join("images"), dir.path().join("labels"));
-/// # loaderx_core::convert::idx(root.join("t10k-images-idx3-ubyte.gz"), &images, Default::default())?;
-/// # loaderx_core::convert::idx(root.join("t10k-labels-idx1-ubyte.gz"), &labels, Default::default())?;
+/// # loaderx::convert::idx(root.join("t10k-images-idx3-ubyte.gz"), &images, Default::default())?;
+/// # loaderx::convert::idx(root.join("t10k-labels-idx1-ubyte.gz"), &labels, Default::default())?;
 /// let test = MnistItems::open(&images, &labels)?;
 /// let loader = DataLoaderBuilder::new(MnistBatcher).batch_size(64).shuffle(42).num_workers(2).build(test);
 /// assert_eq!(loader.num_items(), 2000);

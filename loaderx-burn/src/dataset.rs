@@ -28,9 +28,10 @@ pub(crate) fn check_indices(what: &str, indices: &[usize], len: usize) -> Vec<u3
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// use burn::data::dataset::Dataset;
-/// use loaderx_burn::DenseItems;
-/// use loaderx_core::{DatasetWriter, WriteOptions};
+/// use loaderx::burn::DenseItems;
+/// use loaderx::{DatasetWriter, WriteOptions};
 /// let dir = tempfile::tempdir()?;
 /// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![3], WriteOptions::new())?;
 /// w.append(&(0..30).map(|v| v as f32).collect::<Vec<_>>())?;
@@ -104,9 +105,10 @@ impl<T: Element> Dataset<Vec<T>> for DenseItems<T> {
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// use burn::data::dataset::Dataset;
-/// use loaderx_burn::{DenseItems, Zip};
-/// use loaderx_core::{DatasetWriter, WriteOptions};
+/// use loaderx::burn::{DenseItems, Zip};
+/// use loaderx::{DatasetWriter, WriteOptions};
 /// let dir = tempfile::tempdir()?;
 /// let mut x = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![2], WriteOptions::new())?;
 /// x.append(&[0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5])?;

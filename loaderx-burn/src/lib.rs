@@ -19,10 +19,11 @@
 //!
 //! # Example
 //! ```
+//! # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 //! use burn::data::dataloader::DataLoader;
 //! use burn::data::dataset::Dataset;
-//! use loaderx_burn::{ItemStore, StepLoaderBuilder};
-//! use loaderx_core::WriteOptions;
+//! use loaderx::burn::{ItemStore, StepLoaderBuilder};
+//! use loaderx::WriteOptions;
 //!
 //! #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 //! struct Pair { x: f32, y: f32 }

@@ -41,9 +41,10 @@ use crate::{Error, Result};
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// use burn::data::dataloader::DataLoader;
-/// use loaderx_burn::StepLoaderBuilder;
-/// use loaderx_core::{DatasetWriter, WriteOptions};
+/// use loaderx::burn::StepLoaderBuilder;
+/// use loaderx::{DatasetWriter, WriteOptions};
 /// let dir = tempfile::tempdir()?;
 /// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![2], WriteOptions::new())?;
 /// w.append(&(0..200).map(|v| v as f32).collect::<Vec<_>>())?;

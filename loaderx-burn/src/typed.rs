@@ -110,7 +110,8 @@ pub fn check<T: TypedBatch>(streams: &[(String, DType, Vec<usize>)]) -> Result<(
 ///
 /// # Examples
 /// ```
-/// loaderx_burn::typed_batch! {
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
+/// loaderx::burn::typed_batch! {
 ///     /// A batch of digits.
 ///     #[derive(Debug, Clone)]
 ///     pub struct Digits {

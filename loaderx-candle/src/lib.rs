@@ -18,8 +18,9 @@
 //!
 //! # Example
 //! ```
-//! use loaderx_candle::{CandleLoader, Converter, Widen, candle_core::{DType, Device}};
-//! use loaderx_core::{DataLoader, DatasetWriter, WriteOptions};
+//! # mod loaderx { pub use loaderx_core::*; pub use loaderx_candle as candle; }
+//! use loaderx::candle::{CandleLoader, Converter, Widen, candle_core::{DType, Device}};
+//! use loaderx::{DataLoader, DatasetWriter, WriteOptions};
 //! let dir = tempfile::tempdir()?;
 //! let mut w = DatasetWriter::dense::<u8>(dir.path().join("image"), vec![2, 2], WriteOptions::new())?;
 //! w.append(&(0..=255).collect::<Vec<u8>>())?;
@@ -38,7 +39,7 @@
 //! let mut loader = CandleLoader::build_with(builder, conv, |mut batch, conv| {
 //!     let image = conv.array(batch.take("image").unwrap())?.to_dtype(DType::F32)? / 255.0;
 //!     let flag = conv.array(batch.take("flag").unwrap())?;
-//!     Ok::<_, loaderx_candle::Error>((image?, flag))
+//!     Ok::<_, loaderx::candle::Error>((image?, flag))
 //! })?;
 //! let (image, flag) = loader.next_batch()?.expect("an endless loader");
 //! assert_eq!(image.dims(), &[16, 2, 2]);

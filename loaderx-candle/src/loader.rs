@@ -15,8 +15,9 @@ use crate::{Converter, Result, TensorBatch};
 ///
 /// # Examples
 /// ```
-/// use loaderx_candle::{CandleLoader, Converter, candle_core::Device};
-/// use loaderx_core::{DataLoader, DatasetWriter, WriteOptions};
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_candle as candle; }
+/// use loaderx::candle::{CandleLoader, Converter, candle_core::Device};
+/// use loaderx::{DataLoader, DatasetWriter, WriteOptions};
 /// let dir = tempfile::tempdir()?;
 /// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
 /// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;

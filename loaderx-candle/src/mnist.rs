@@ -42,8 +42,9 @@ pub fn load() -> Result<Dataset> {
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_candle as candle; }
 /// let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/mnist-10k");
-/// let m = loaderx_candle::mnist::load_dir(root)?;
+/// let m = loaderx::candle::mnist::load_dir(root)?;
 /// assert_eq!(m.train_images.dims(), &[8000, 784]);
 /// assert_eq!(m.test_labels.dims(), &[2000]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())

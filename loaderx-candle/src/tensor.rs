@@ -20,8 +20,9 @@ use crate::{Error, Result, Widen};
 ///
 /// # Examples
 /// ```
-/// use loaderx_candle::{Widen, candle_core::Device, to_tensor};
-/// use loaderx_core::DenseArray;
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_candle as candle; }
+/// use loaderx::candle::{Widen, candle_core::Device, to_tensor};
+/// use loaderx::DenseArray;
 /// let array = DenseArray::from_vec(vec![2, 3], vec![0f32, 1., 2., 3., 4., 5.])?;
 /// let t = to_tensor(array, &Device::Cpu, Widen::Never)?;
 /// assert_eq!(t.dims(), &[2, 3]);

@@ -12,7 +12,8 @@ use crate::sys::{Kernel, with_avx2};
 ///
 /// # Examples
 /// ```
-/// let v = loaderx_core::scale_bytes_to_f32(&[0, 128, 255], 1.0 / 255.0, -0.5);
+/// # use loaderx_core as loaderx;
+/// let v = loaderx::scale_bytes_to_f32(&[0, 128, 255], 1.0 / 255.0, -0.5);
 /// assert_eq!(v[0], -0.5);
 /// assert!((v[2] - 0.5).abs() < 1e-6);
 /// ```

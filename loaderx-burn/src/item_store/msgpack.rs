@@ -39,12 +39,13 @@ const MAX_DEPTH: u16 = 1024;
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 /// struct Item { pixels: [f32; 4], label: u8, name: String }
 ///
 /// let item = Item { pixels: [0.0, 1.5, 2.0, 255.0], label: 7, name: "seven".into() };
 /// let bytes = rmp_serde::to_vec(&item)?;
-/// assert_eq!(loaderx_burn::msgpack::from_slice::<Item>(&bytes)?, item);
+/// assert_eq!(loaderx::burn::msgpack::from_slice::<Item>(&bytes)?, item);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn from_slice<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, rmp_serde::decode::Error> {

@@ -26,9 +26,10 @@ const MIGRATE_BATCH: usize = 1024;
 ///
 /// # Examples
 /// ```
+/// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// use burn::data::dataset::{Dataset, InMemDataset};
-/// use loaderx_burn::ItemStore;
-/// use loaderx_core::WriteOptions;
+/// use loaderx::burn::ItemStore;
+/// use loaderx::WriteOptions;
 ///
 /// #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 /// struct Item { text: String, label: u8 }

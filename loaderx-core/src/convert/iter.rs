@@ -16,7 +16,8 @@ use crate::{DatasetWriter, DenseArray, Element, Error, Result, Schema, WriteOpti
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{DenseArray, DenseDataset, WriteOptions, convert};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{DenseArray, DenseDataset, WriteOptions, convert};
 /// let dir = tempfile::tempdir()?;
 /// let arrays = (0..4).map(|i| DenseArray::from_vec(vec![2], vec![i as f32, -(i as f32)]).unwrap());
 /// convert::from_arrays(dir.path().join("d"), arrays, WriteOptions::new())?;

@@ -378,7 +378,8 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{DenseDataset, WriteOptions, convert, convert::NpyHeader, DType};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{DenseDataset, WriteOptions, convert, convert::NpyHeader, DType};
 /// let dir = tempfile::tempdir()?;
 /// let mut file = NpyHeader::encode(DType::F32, &[3, 2])?;
 /// for x in 0..6 {

@@ -51,10 +51,11 @@ impl Part {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::convert::Part;
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::convert::Part;
     /// assert_eq!(Part::new(1, 3)?.rows(10), 3..6);
     /// assert_eq!(Part::new(0, 4)?.rows(2), 0..0);
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), loaderx::Error>(())
     /// ```
     pub fn rows(self, n: u64) -> Range<u64> {
         let at = |k: usize| (k as u128 * u128::from(n) / self.count.max(1) as u128) as u64;

@@ -101,12 +101,13 @@ impl DenseSource {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{DataLoader, DenseSource};
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::{DataLoader, DenseSource};
     /// let x = DenseSource::from_vec(vec![2], (0..20).map(|v| v as f32).collect::<Vec<f32>>())?;
     /// assert_eq!(x.len(), 10);
     /// let mut loader = DataLoader::builder().stream("x", x).batch_size(5).build()?;
     /// assert_eq!(loader.next_batch()?.expect("endless").get("x").unwrap().shape(), &[5, 2]);
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), loaderx::Error>(())
     /// ```
     pub fn from_vec<T: Element>(item_shape: Vec<usize>, data: Vec<T>) -> Result<DenseSource> {
         let schema = Schema::dense(T::DTYPE, item_shape);
@@ -368,7 +369,8 @@ impl DenseSource {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{Codec, DatasetWriter, DenseDataset, WriteOptions};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{Codec, DatasetWriter, DenseDataset, WriteOptions};
 /// let dir = tempfile::tempdir()?;
 /// let data: Vec<f32> = (0..64).map(|x| x as f32).collect();
 /// let mut w = DatasetWriter::dense::<f32>(dir.path().join("d"), vec![2, 4], WriteOptions::new())?;

@@ -62,14 +62,15 @@ impl RaggedArray {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{Pad, RaggedSource};
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::{Pad, RaggedSource};
     /// let tokens = RaggedSource::from_records(vec![], &[vec![1i32, 2, 3], vec![4], vec![5, 6]])?;
     /// let p = tokens.get_batch(&[0, 1, 2])?.pad(Pad::longest().value(-1.0))?;
     /// assert_eq!(p.values.shape(), &[3, 3]);
     /// assert_eq!(p.values.as_slice::<i32>()?, &[1, 2, 3, 4, -1, -1, 5, 6, -1]);
     /// assert_eq!(p.lengths.as_slice::<i64>()?, &[3, 1, 2]);
     /// assert_eq!(p.mask.as_slice::<u8>()?, &[1, 1, 1, 1, 0, 0, 1, 1, 0]);
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), loaderx::Error>(())
     /// ```
     pub fn pad(&self, pad: Pad) -> Result<Padded> {
         let b = self.len();

@@ -18,8 +18,9 @@ const MIN_DIGITS: usize = 5;
 ///
 /// # Examples
 /// ```
-/// assert_eq!(loaderx_core::convert::part_name(7, 64), "part-00007");
-/// assert_eq!(loaderx_core::convert::part_name(3, 200_000), "part-000003");
+/// # use loaderx_core as loaderx;
+/// assert_eq!(loaderx::convert::part_name(7, 64), "part-00007");
+/// assert_eq!(loaderx::convert::part_name(3, 200_000), "part-000003");
 /// ```
 pub fn part_name(index: usize, count: usize) -> String {
     let width = count.saturating_sub(1).to_string().len().max(MIN_DIGITS);

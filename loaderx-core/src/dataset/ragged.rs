@@ -384,10 +384,11 @@ impl RaggedArray {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{ArrayData, Pad, RaggedArray};
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::{ArrayData, Pad, RaggedArray};
     /// let batch = RaggedArray::from_parts(vec![], vec![0, 3, 4], ArrayData::I32(vec![1, 2, 3, 4]))?;
     /// assert_eq!(batch.pad(Pad::longest())?.values.as_slice::<i32>()?, &[1, 2, 3, 4, 0, 0]);
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), loaderx::Error>(())
     /// ```
     pub fn from_parts(row_shape: Vec<usize>, offsets: Vec<usize>, values: ArrayData) -> Result<RaggedArray> {
         let row = row_shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
@@ -473,7 +474,8 @@ impl RaggedArray {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{DatasetWriter, RaggedDataset, WriteOptions, pad};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{DatasetWriter, RaggedDataset, WriteOptions, pad};
 /// let dir = tempfile::tempdir()?;
 /// let mut w = DatasetWriter::ragged::<i32>(dir.path().join("t"), vec![], WriteOptions::new())?;
 /// for len in [3, 1, 4] {

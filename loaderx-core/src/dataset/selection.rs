@@ -11,13 +11,14 @@ use crate::{Error, Result};
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::Selection;
+/// # use loaderx_core as loaderx;
+/// use loaderx::Selection;
 /// // 80/20 by a seed: disjoint, together every record once, each part in record order.
 /// let (train, valid) = Selection::split(1000, 0.8, 42)?;
 /// assert_eq!((train.len(), valid.len()), (800, 200));
 /// let first = Selection::range(0..100);
 /// assert_eq!(first.get(7), Some(7));
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Selection(Repr, Option<u32>);

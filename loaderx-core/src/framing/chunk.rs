@@ -19,7 +19,8 @@ use crate::Result;
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::framing::ChunkCursor;
+/// # use loaderx_core as loaderx;
+/// use loaderx::framing::ChunkCursor;
 ///
 /// let data = b"aaa\nbbb\nccc\nddd\n";
 /// let chunks: Vec<&[u8]> = ChunkCursor::new(data, 4, b'\n').collect();
@@ -105,9 +106,10 @@ impl std::iter::FusedIterator for ChunkCursor<'_> {}
 ///
 /// # Examples
 /// ```
-/// let chunks = loaderx_core::framing::chunk_boundaries(b"a,b,c,d,e", 2, b',')?;
+/// # use loaderx_core as loaderx;
+/// let chunks = loaderx::framing::chunk_boundaries(b"a,b,c,d,e", 2, b',')?;
 /// assert_eq!(chunks, [(0, 4), (4, 8), (8, 9)]);
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 ///
 /// # Errors
@@ -126,9 +128,10 @@ pub fn chunk_boundaries(data: &[u8], target: usize, delimiter: u8) -> Result<Vec
 ///
 /// # Examples
 /// ```
-/// let chunks = loaderx_core::framing::chunk_boundaries_pattern(b"ab\r\ncd\r\nef", 1, b"\r\n")?;
+/// # use loaderx_core as loaderx;
+/// let chunks = loaderx::framing::chunk_boundaries_pattern(b"ab\r\ncd\r\nef", 1, b"\r\n")?;
 /// assert_eq!(chunks, [(0, 4), (4, 8), (8, 10)]);
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 pub fn chunk_boundaries_pattern(data: &[u8], target: usize, pattern: &[u8]) -> Result<Vec<(usize, usize)>> {
     collect_bounds(ChunkCursor::with_pattern(data, target, pattern)?)

@@ -6,8 +6,9 @@
 ///
 /// # Examples
 /// ```
-/// assert_eq!(loaderx_core::framing::fixed_chunk_count(9, 4), 3);
-/// assert_eq!(loaderx_core::framing::fixed_chunk_count(0, 4), 0);
+/// # use loaderx_core as loaderx;
+/// assert_eq!(loaderx::framing::fixed_chunk_count(9, 4), 3);
+/// assert_eq!(loaderx::framing::fixed_chunk_count(0, 4), 0);
 /// ```
 pub fn fixed_chunk_count(len: u64, chunk_size: u64) -> u64 {
     len.div_ceil(chunk_size.max(1))
@@ -20,8 +21,9 @@ pub fn fixed_chunk_count(len: u64, chunk_size: u64) -> u64 {
 ///
 /// # Examples
 /// ```
-/// assert_eq!(loaderx_core::framing::fixed_chunk_bounds(9, 4, 2), Some((8, 9)));
-/// assert_eq!(loaderx_core::framing::fixed_chunk_bounds(9, 4, 3), None);
+/// # use loaderx_core as loaderx;
+/// assert_eq!(loaderx::framing::fixed_chunk_bounds(9, 4, 2), Some((8, 9)));
+/// assert_eq!(loaderx::framing::fixed_chunk_bounds(9, 4, 3), None);
 /// ```
 pub fn fixed_chunk_bounds(len: u64, chunk_size: u64, index: u64) -> Option<(u64, u64)> {
     let size = chunk_size.max(1);

@@ -33,12 +33,13 @@ use crate::Result;
 ///
 /// # Examples
 /// ```
+/// # use loaderx_core as loaderx;
 /// let a: &[u8] = b"a1\na2\n";
 /// let b: &[u8] = b"b1\nb2\n";
-/// let rows = loaderx_core::framing::partition_files(&[a, b], 2, b'\n')?;
+/// let rows = loaderx::framing::partition_files(&[a, b], 2, b'\n')?;
 /// let flat: Vec<_> = rows.iter().map(|r| (r.worker, r.source, r.start, r.end)).collect();
 /// assert_eq!(flat, [(0, 0, 0, 6), (1, 1, 0, 6)]);
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 pub fn partition_files<S: AsRef<[u8]>>(
     sources: &[S],

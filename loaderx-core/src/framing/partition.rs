@@ -32,12 +32,13 @@ use crate::Result;
 ///
 /// # Examples
 /// ```
+/// # use loaderx_core as loaderx;
 /// // len 12, parts 2: the target 6 is the start of "cc\n", so the cut goes after that record.
-/// let ranges = loaderx_core::framing::partition(b"aa\nbb\ncc\ndd\n", 2, b'\n')?;
+/// let ranges = loaderx::framing::partition(b"aa\nbb\ncc\ndd\n", 2, b'\n')?;
 /// assert_eq!(ranges.len(), 2);
 /// assert_eq!((ranges[0].start, ranges[0].end), (0, 9));
 /// assert_eq!((ranges[1].start, ranges[1].end), (9, 12));
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 pub fn partition(data: &[u8], parts: usize, delimiter: u8) -> Result<Vec<PartRange>> {
     partition_with(data, parts, &Needle::Byte(delimiter))

@@ -31,14 +31,15 @@ impl LoaderBuilder {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{DataLoader, DenseSource};
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::{DataLoader, DenseSource};
     /// let x = DenseSource::from_vec(vec![2], vec![1f32; 40])?;
     /// let mut loader = DataLoader::builder().stream("x", x).batch_size(4).build_map(|mut b| {
     ///     let x = b.take("x").ok_or("no stream x")?.into_vec::<f32>()?;
     ///     Ok(x.iter().sum::<f32>())
     /// })?;
     /// assert_eq!(loader.next_batch()?, Some(8.0));
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), loaderx::Error>(())
     /// ```
     pub fn build_map<O, F>(self, transform: F) -> Result<DataLoader<O>>
     where

@@ -334,7 +334,8 @@ impl LoaderBuilder {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{DataLoader, DenseSource, Pass};
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::{DataLoader, DenseSource, Pass};
     /// let x = DenseSource::from_vec(vec![], (0..10u32).collect::<Vec<u32>>())?;
     /// let loader = DataLoader::builder().stream("x", x).batch_size(4).pass(Pass::ordered()).build()?;
     /// assert_eq!(loader.steps(), Some(3));
@@ -343,7 +344,7 @@ impl LoaderBuilder {
     ///     .collect::<Result<Vec<_>, _>>()?
     ///     .concat();
     /// assert_eq!(seen, (0..10).collect::<Vec<u32>>(), "each record once, the last batch partial");
-    /// # Ok::<(), loaderx_core::Error>(())
+    /// # Ok::<(), loaderx::Error>(())
     /// ```
     pub fn pass(self, finite: Pass) -> Self {
         self.choose(Chosen::Pass(finite))

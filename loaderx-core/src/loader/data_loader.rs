@@ -25,7 +25,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{DataLoader, DatasetWriter, WriteOptions};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{DataLoader, DatasetWriter, WriteOptions};
 /// let dir = tempfile::tempdir()?;
 /// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
 /// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;

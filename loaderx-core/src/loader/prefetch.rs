@@ -22,12 +22,13 @@ use crate::{Error, Result};
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::Prefetcher;
+/// # use loaderx_core as loaderx;
+/// use loaderx::Prefetcher;
 /// let mut squares = Prefetcher::spawn("squares", 2, 2, 10, |step| Ok(step * step))?;
 /// assert_eq!(squares.next()?, 100);
 /// assert_eq!(squares.next()?, 121);
 /// assert_eq!(squares.step(), 12);
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 pub struct Prefetcher<O> {
     window: Arc<Window<O>>,

@@ -90,7 +90,8 @@ impl std::str::FromStr for SamplerMode {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{SamplerConfig, SamplerMode};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{SamplerConfig, SamplerMode};
 ///
 /// let config = SamplerConfig {
 ///     len: 1000,
@@ -102,7 +103,7 @@ impl std::str::FromStr for SamplerMode {
 /// };
 /// let sampler = config.build()?;
 /// assert_eq!(sampler.config(), config);
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SamplerConfig {
@@ -188,7 +189,8 @@ impl SamplerBuilder {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{Sampler, SamplerMode};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{Sampler, SamplerMode};
 ///
 /// let sampler = Sampler::builder(10).batch_size(4).mode(SamplerMode::Sequential).build()?;
 /// assert_eq!(sampler.batch(2), vec![8, 9, 0, 1]);
@@ -197,7 +199,7 @@ impl SamplerBuilder {
 /// let mut buf = vec![0u32; 100];
 /// shuffled.fill(12, &mut buf)?;
 /// assert_eq!(buf, shuffled.batch(12));
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Sampler {

@@ -22,7 +22,8 @@ use crate::{Error, Result};
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::PassConfig;
+/// # use loaderx_core as loaderx;
+/// use loaderx::PassConfig;
 /// let config = PassConfig {
 ///     len: 10, batch_size: 4, shuffle: false, seed: 0, epoch: 0, epochs: Some(2), drop_last: false, rank: 0, world: 1,
 /// };
@@ -31,7 +32,7 @@ use crate::{Error, Result};
 /// assert_eq!(pass.batch(2), vec![8, 9]);
 /// assert_eq!(pass.batch(3), vec![0, 1, 2, 3], "step 3 starts the second epoch");
 /// assert!(pass.batch(6).is_empty());
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), loaderx::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PassConfig {

@@ -31,7 +31,8 @@ pub(crate) fn mix64(mut z: u64) -> u64 {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{SampleRng, sample_seed};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{SampleRng, sample_seed};
 ///
 /// let mut a = SampleRng::new(sample_seed(42, 1000, 3));
 /// let mut b = SampleRng::new(sample_seed(42, 1000, 3));

@@ -342,12 +342,13 @@ impl Store {
     ///
     /// # Examples
     /// ```
-    /// use loaderx_core::{Codec, Store, StoreOptions};
+    /// # use loaderx_core as loaderx;
+    /// use loaderx::{Codec, Store, StoreOptions};
     ///
     /// let dir = tempfile::tempdir()?;
     /// let store = Store::create(dir.path().join("s"), StoreOptions::new())?;
     /// store.append(&[b"alpha".as_slice(), b"be", b"gamma"], Codec::Zstd)?;
-    /// let lens = store.map_records(&[2, 0], |_, bytes| Ok::<_, loaderx_core::Error>(bytes.len()))?;
+    /// let lens = store.map_records(&[2, 0], |_, bytes| Ok::<_, loaderx::Error>(bytes.len()))?;
     /// assert_eq!(lens, [5, 5]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

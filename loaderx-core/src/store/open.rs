@@ -81,7 +81,8 @@ pub(super) struct Writer {
 ///
 /// # Examples
 /// ```
-/// use loaderx_core::{Codec, Store, StoreOptions};
+/// # use loaderx_core as loaderx;
+/// use loaderx::{Codec, Store, StoreOptions};
 /// let dir = tempfile::tempdir()?;
 /// let store = Store::create(dir.path().join("s"), StoreOptions::new())?;
 /// store.append(&[b"alpha".as_slice(), b"beta", b""], Codec::Zstd)?;
