@@ -169,3 +169,69 @@ mod tests {
         assert_eq!(shrunk((10_000, 3), Some(100)), Some((100, 1)));
     }
 }
+
+/// An image folder read as it is, unconverted ([`image_folder`]).
+#[derive(Debug, Clone)]
+pub struct ImageFolder {
+    /// Each file's bytes, a record (in class order, then file name order): the source of a
+    /// [`LoaderBuilder::image_stream`](crate::LoaderBuilder::image_stream).
+    pub images: crate::RaggedSource,
+    /// Each file's class, `u32`, in the same order.
+    pub labels: crate::DenseSource,
+    /// The class names (the subdirectories), by label.
+    pub classes: Vec<String>,
+}
+
+/// The most bytes [`image_folder`] reads into memory: a folder larger is converted instead.
+pub const IMAGE_FOLDER_MAX_BYTES: u64 = 4 << 30;
+
+/// Reads the image folder `dir` (one subdirectory per class, as [`encoded_images`] reads it)
+/// into memory for a first run, with no conversion: every file's bytes as a record, its class
+/// as a label. Nothing is decoded here: a file that does not decode is an error of the step
+/// that draws it (or left out, with [`ImagePipeline::skip_bad`](crate::vision::ImagePipeline::skip_bad)).
+/// For a folder larger than memory, or to read it more than once, convert it
+/// (`loaderx convert images DIR OUT --encoded`).
+///
+/// # Errors
+/// As [`encoded_images`] for the folder's layout; [`Error::BadInput`] naming a file that is not
+/// a regular file or is over 256 MiB; [`Error::InvalidArgument`] for a folder of more than
+/// [`IMAGE_FOLDER_MAX_BYTES`].
+pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
+    use std::io::Read;
+    let dir = dir.as_ref();
+    let (classes, files) = super::images::list(dir)?;
+    let mut total = 0u64;
+    let mut records = Vec::with_capacity(files.len());
+    let mut labels = Vec::with_capacity(files.len());
+    for (path, label) in files {
+        let (file, len) = super::block::open_input(&path)?;
+        if len > super::images::MAX_FILE_BYTES {
+            return Err(Error::BadInput {
+                path,
+                reason: format!(
+                    "{len} bytes; image files of at most {} bytes are read",
+                    super::images::MAX_FILE_BYTES
+                ),
+                source: None,
+            });
+        }
+        total += len;
+        if total > IMAGE_FOLDER_MAX_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "{}: more than {IMAGE_FOLDER_MAX_BYTES} bytes of files to hold in memory; convert it \
+                 (`loaderx convert images DIR OUT --encoded`) and read the store",
+                dir.display()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        // No more than the length measured: a file growing meanwhile reads as it was.
+        file.take(len).read_to_end(&mut bytes).map_err(|e| Error::io("read", &path, e))?;
+        records.push(bytes);
+        labels.push(label);
+    }
+    Ok(ImageFolder {
+        images: crate::RaggedSource::from_records(vec![], &records)?,
+        labels: crate::DenseSource::from_vec(vec![], labels)?,
+        classes,
+    })
+}

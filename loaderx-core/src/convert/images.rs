@@ -260,7 +260,7 @@ fn discard(staging: &Path, made: &[&str], lock: crate::store::WriteLock) {
 type Labelled = Vec<(PathBuf, u32)>;
 
 /// The class names and every `(file, label)`, in order.
-fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
+pub(super) fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
     let entries = |d: &Path| -> Result<Vec<(String, PathBuf, std::fs::FileType)>> {
         let mut v = Vec::new();
         for e in std::fs::read_dir(d).map_err(|e| Error::io("read directory", d, e))? {

@@ -20,6 +20,7 @@
 //! | `parquet` (feature `parquet`) | Parquet files, one dataset per column | dense, ragged or `u8` |
 //! | `images` (feature `images`) | an image folder, one subdirectory per class | dense `u8` images + labels |
 //! | `encoded_images` (feature `images`) | the same, each file kept encoded | `image` records + labels |
+//! | `image_folder` (feature `images`) | the same, read into memory unconverted (a first run) | an in-memory source + labels |
 //!
 //! Every converter has a `_part` twin ([`npy_part`], [`safetensors_part`], [`idx_part`],
 //! [`dir_part`], [`jsonl_part`], `parquet_part`, `images_part`) that converts only part `k` of
@@ -61,7 +62,9 @@ pub use crate::sys::cache_dir;
 pub use block::BLOCK_BYTES;
 pub use dir::{dir, dir_part};
 #[cfg(feature = "images")]
-pub use encoded::{EncodedOptions, encoded_images, encoded_images_part};
+pub use encoded::{
+    EncodedOptions, IMAGE_FOLDER_MAX_BYTES, ImageFolder, encoded_images, encoded_images_part, image_folder,
+};
 pub use idx::{IdxHeader, idx, idx_part};
 #[cfg(feature = "images")]
 pub use images::{ImageOptions, ImagesSummary, Resize, fit, images, images_part};

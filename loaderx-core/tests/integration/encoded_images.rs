@@ -316,3 +316,42 @@ fn bad_images_left_out_are_zeros_marked_in_image_ok() {
         assert!(left_out > 0, "the bad record was drawn");
     }
 }
+
+/// A folder of images opens directly, unconverted, for a first run: its files' bytes as an
+/// image stream's records, their classes as labels, decoded on the prefetch threads.
+#[test]
+fn an_image_folder_opens_without_conversion() {
+    use loaderx_core::DataLoader;
+    use loaderx_core::vision::ImagePipeline;
+    let dir = tempfile::tempdir().unwrap();
+    for (c, class) in ["cat", "dog"].iter().enumerate() {
+        std::fs::create_dir_all(dir.path().join(class)).unwrap();
+        for i in 0..3u32 {
+            RgbImage::from_pixel(10 + i, 8, Rgb([c as u8 * 200, 10, 10]))
+                .save(dir.path().join(class).join(format!("{i}.png")))
+                .unwrap();
+        }
+    }
+    std::fs::create_dir(dir.path().join(".hidden")).unwrap();
+    let folder = loaderx_core::convert::image_folder(dir.path()).unwrap();
+    assert_eq!(
+        (folder.classes.clone(), folder.images.len()),
+        (vec!["cat".to_string(), "dog".to_string()], 6)
+    );
+    let mut loader = DataLoader::builder()
+        .image_stream("image", folder.images, ImagePipeline::eval(4))
+        .stream("label", folder.labels)
+        .batch_size(6)
+        .seed(1)
+        .build()
+        .unwrap();
+    let b = loader.next_batch().unwrap().unwrap();
+    let (x, y) = (b.get("image").unwrap().as_bytes(), b.get("label").unwrap().as_bytes());
+    for k in 0..6 {
+        let label = u32::from_le_bytes(y[k * 4..k * 4 + 4].try_into().unwrap());
+        // Each image's red channel is its class's.
+        assert_eq!(x[k * 48], label as u8 * 200, "sample {k}");
+    }
+    let e = loaderx_core::convert::image_folder(dir.path().join("cat")).unwrap_err();
+    assert!(matches!(e, Error::BadInput { .. }), "a folder of no class directories: {e}");
+}
