@@ -176,7 +176,7 @@ impl Store {
             adding: n - placed as u64,
             limit: first + placed as u64,
         };
-        let (tail_chunk, tail_offset) = self.index.frontier();
+        let (tail_chunk, tail_offset) = self.frontier_for_writing()?;
         let mut place = Placement::new(tail_chunk, tail_offset, self.chunk_capacity()?, self.index.limits());
         let mut entries = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
@@ -369,7 +369,7 @@ impl Store {
         let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
         let Some((chunk, entry)) = *unsynced else { return Ok(()) };
-        let frontier = self.index.frontier();
+        let frontier = self.frontier_for_writing()?;
         self.sync_chunks(chunk..=frontier.0, true)?;
         let count = self.len();
         self.index.flush_entries(entry, count - entry, &self.index_path)?;

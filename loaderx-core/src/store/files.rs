@@ -239,9 +239,15 @@ pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(
 /// system that made the new length durable before all of its data). Sectors of 512 bytes, the
 /// smallest unit a disk writes.
 pub(crate) fn torn_unsynced(bytes: &[u8]) -> bool {
+    bytes.is_empty() || written_sectors(bytes) < bytes.len()
+}
+
+/// The bytes of `bytes` up to the end of its last sector that is not all zeros: what a power
+/// loss that zeroed its tail left as written.
+pub(crate) fn written_sectors(bytes: &[u8]) -> usize {
     const SECTOR: usize = 512;
     let written = bytes.iter().rposition(|&b| b != 0).map_or(0, |k| k + 1);
-    bytes.is_empty() || written.div_ceil(SECTOR) * SECTOR < bytes.len()
+    written.div_ceil(SECTOR) * SECTOR
 }
 
 /// The bytes of the small file `path` (a manifest, a schema), or `None` when there is none; a

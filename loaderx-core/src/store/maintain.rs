@@ -39,6 +39,7 @@ impl Store {
             return Ok(());
         }
         let _x = self.exclusive("deleting from it")?;
+        self.frontier_for_writing()?;
         // Each hole gets the record then last: its index before the delete (a hole filled
         // earlier passes on what filled it).
         let mut changed: BTreeMap<u64, u64> = BTreeMap::new();

@@ -464,6 +464,23 @@ impl Store {
         }
     }
 
+    /// The frontier a write places, trims or publishes from: refused when the header no longer
+    /// vouches for it (its checksum failing under this writer: changed from outside), before
+    /// anything is written over committed bytes or a damaged frontier certified again.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the index.
+    pub(super) fn frontier_for_writing(&self) -> Result<(u32, u64)> {
+        self.index.checked_frontier().ok_or_else(|| Error::Corrupt {
+            path: self.index_path.clone(),
+            offset: 0,
+            reason: "its header's frontier or count fails its checksum under this writer (changed from outside?): \
+                     nothing written; `loaderx verify` says what differs"
+                .into(),
+            source: None,
+        })
+    }
+
     pub(super) fn index_error(&self, index: u64, len: u64) -> Error {
         Error::IndexOutOfRange { path: self.dir.clone(), index, len }
     }

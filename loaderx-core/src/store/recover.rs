@@ -290,10 +290,12 @@ impl Store {
     }
 
     /// Before a writer trims anything: a manifest that does not decode vouches for no frontier.
-    /// One cut off by zeros (a power loss) still has its head, and a count or a chunk count
-    /// there past the index's is an older `index.zr` put back: refused, as
-    /// [`Store::refuse_manifest_ahead`] does. Any other is damage, refused here rather than after
-    /// a trim ([`Store::load_manifest`] would refuse it then).
+    /// One cut off by zeros (a power loss) still has its head: more chunks there than the
+    /// index's, or a tail chunk's row (when it survived) longer than the index's frontier, is an
+    /// older `index.zr` put back, refused as [`Store::refuse_manifest_ahead`] does. (Its count
+    /// says nothing: a delete lowers the count and keeps the manifest, so a stale one counts
+    /// more.) Any other is damage, refused here rather than after a trim
+    /// ([`Store::load_manifest`] would refuse it then).
     ///
     /// # Errors
     /// [`Error::Corrupt`] naming the index or the manifest.
@@ -310,20 +312,27 @@ impl Store {
                 source: None,
             });
         }
-        let (tail_chunk, _) = self.index.frontier();
-        match Manifest::head(bytes) {
-            Some((count, chunks)) if count > self.len() || chunks > tail_chunk + 1 => Err(Error::Corrupt {
+        let (tail_chunk, tail_offset) = self.index.frontier();
+        let sound = super::files::written_sectors(bytes);
+        let behind = match Manifest::head(bytes, tail_chunk, sound) {
+            Some((chunks, _)) if chunks > tail_chunk + 1 => Some(format!("{chunks} chunks")),
+            Some((chunks, Some(len))) if chunks == tail_chunk + 1 && len > tail_offset => {
+                Some(format!("chunk {tail_chunk} ending at byte {len}"))
+            }
+            _ => None,
+        };
+        match behind {
+            Some(theirs) => Err(Error::Corrupt {
                 path: self.index_path.clone(),
                 offset: 0,
                 reason: format!(
-                    "it counts {} records in {} chunks; manifest.zr (its tail lost to a power loss) still says {count} \
-                     in {chunks}, which no crash leaves: an older index.zr put back? Nothing trimmed",
-                    self.len(),
-                    tail_chunk + 1
+                    "its frontier (chunk {tail_chunk}, byte {tail_offset}) is behind manifest.zr's (its tail lost to a \
+                     power loss, it still says {theirs}), which no crash leaves: an older index.zr put back? Nothing \
+                     trimmed"
                 ),
                 source: None,
             }),
-            _ => Ok(()),
+            None => Ok(()),
         }
     }
 

@@ -252,18 +252,19 @@ fn an_append_under_a_header_that_does_not_parse_removes_nothing() {
 }
 
 /// The thirtieth look's G3: an older `index.zr` put back beside a manifest whose tail a power
-/// loss zeroed is refused before anything is trimmed (the manifest's head still counts the
-/// newer records); the newer index put back again opens with every record.
+/// loss zeroed is refused before anything is trimmed (the manifest's head still counts more
+/// chunks); the newer index put back again opens with every record. (Within the older index's
+/// own tail chunk the tail's row is what would tell, and a power loss may have taken it.)
 #[test]
 fn an_older_index_beside_a_torn_manifest_is_refused_before_any_trim() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let store = Store::create(&path, StoreOptions::new().chunk_capacity(64)).unwrap();
-    store.append(&records(0..200), Codec::Raw).unwrap();
+    store.append(&records(0..198), Codec::Raw).unwrap();
     drop(store);
     let older = fs::read(path.join("index.zr")).unwrap();
     let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
-    store.append(&records(200..203), Codec::Raw).unwrap();
+    store.append(&records(198..203), Codec::Raw).unwrap();
     drop(store);
     let newer = fs::read(path.join("index.zr")).unwrap();
     fs::write(path.join("index.zr"), &older).unwrap();
@@ -280,4 +281,53 @@ fn an_older_index_beside_a_torn_manifest_is_refused_before_any_trim() {
     assert_eq!(fs::read_dir(&path).unwrap().count(), files, "nothing removed");
     fs::write(path.join("index.zr"), &newer).unwrap();
     reopens_clean(&path, &records(0..203));
+}
+
+/// The thirty-first look's H1: a delete lowers the count and keeps the manifest, so a manifest
+/// a power loss left stale and torn counts more records than the index: that is no older index,
+/// and the writer opens (and computes the manifest again).
+#[test]
+fn a_torn_manifest_a_delete_left_stale_is_computed_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new().chunk_capacity(64)).unwrap();
+    store.append(&records(0..200), Codec::Raw).unwrap();
+    drop(store);
+    let mut stale = fs::read(path.join("manifest.zr")).unwrap();
+    let mut store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    store.delete(&[0u64]).unwrap();
+    drop(store);
+    assert!(stale.len() > 700);
+    stale[512..].fill(0);
+    fs::write(path.join("manifest.zr"), &stale).unwrap();
+    let mut want = records(0..199);
+    want[0] = record(199);
+    reopens_clean(&path, &want);
+}
+
+/// The thirty-first look's H2 and H3: a frontier changed under a live writer (its checksum no
+/// longer vouching for it) is neither appended at, nor cut back to, nor published again: the
+/// append and the delete are refused with nothing written.
+#[cfg(unix)]
+#[test]
+fn a_frontier_changed_under_a_writer_is_not_written_from() {
+    use std::os::unix::fs::FileExt;
+    for (layout, opts) in layouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts.chunk_capacity(64)).unwrap();
+        store.append(&records(0..40), Codec::Raw).unwrap();
+        let index = fs::OpenOptions::new().read(true).write(true).open(path.join("index.zr")).unwrap();
+        // Byte 24 is the tail chunk's lowest byte: 9 becomes 8.
+        let mut byte = [0u8; 1];
+        index.read_exact_at(&mut byte, 24).unwrap();
+        index.write_all_at(&[byte[0] ^ 1], 24).unwrap();
+        let e = store.append(&records(40..41), Codec::Raw).unwrap_err();
+        assert!(matches!(&e, Error::Corrupt { path, .. } if path.ends_with("index.zr")), "{layout}: {e}");
+        let e = store.delete(&[39u64]).unwrap_err();
+        assert!(matches!(&e, Error::Corrupt { .. }), "{layout}: {e}");
+        index.write_all_at(&byte, 24).unwrap();
+        drop(store);
+        reopens_clean(&path, &records(0..40));
+    }
 }

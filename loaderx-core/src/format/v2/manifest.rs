@@ -66,15 +66,20 @@ impl Manifest {
         b
     }
 
-    /// The record count and the chunk count in the head of `bytes`, when its magic and version
-    /// are a manifest's: what is left to read of one whose tail a power loss left as zeros.
-    pub fn head(bytes: &[u8]) -> Option<(u64, u32)> {
+    /// The chunk count in the head of `bytes`, and the committed length of chunk `k` when its
+    /// row lies whole in the first `sound` bytes, when the magic and version are a manifest's:
+    /// what is left to read of one whose tail a power loss left as zeros.
+    pub fn head(bytes: &[u8], k: u32, sound: usize) -> Option<(u32, Option<u64>)> {
         let head = bytes.get(..HEAD)?;
         if head[0..4] != MAGIC || u16::from_le_bytes([head[4], head[5]]) != VERSION {
             return None;
         }
-        let count = u64::from_le_bytes(head[8..16].try_into().ok()?);
-        Some((count, u32::from_le_bytes([head[16], head[17], head[18], head[19]])))
+        let chunks = u32::from_le_bytes([head[16], head[17], head[18], head[19]]);
+        let row = HEAD + ROW * k as usize;
+        let len = (row + ROW <= sound.min(bytes.len()))
+            .then(|| bytes[row..row + 8].try_into().ok().map(u64::from_le_bytes))
+            .flatten();
+        Some((chunks, len))
     }
 
     /// Parses a manifest; the chunk count is checked against the file's length before anything
