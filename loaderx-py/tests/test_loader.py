@@ -373,14 +373,19 @@ def test_a_loader_dropped_inside_its_own_transform_does_not_panic(tmp_path):
 
     from_numpy(tmp_path / "x", np.arange(400, dtype=np.float32).reshape(100, 4))
     ds = DenseDataset(tmp_path / "x")
+    import threading
+
     holder = []
     errors = []
+    # Both prefetch threads run the transform at once without a GIL: one takes the loader.
+    taking = threading.Lock()
 
     def t(b):
         time.sleep(0.02)
-        if holder:
+        with taking:
+            x = holder.pop() if holder else None
+        if x is not None:
             try:
-                x = holder.pop()
                 del x  # the last reference goes away on a prefetch thread
             except BaseException as e:  # a PanicException is a BaseException
                 errors.append(repr(e))
