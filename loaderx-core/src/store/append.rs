@@ -242,7 +242,7 @@ impl Store {
         // msync fails, the records are in the store (readers see them), and an error that let the
         // caller append them again would duplicate them.
         let mut after_commit = None;
-        if let Err(e) = self.index.publish(first + n, frontier, &self.index_path, durable) {
+        if let Err(e) = self.publish(first + n, frontier, durable) {
             if self.len() != first + n {
                 return Err(e);
             }
@@ -373,7 +373,7 @@ impl Store {
         self.sync_chunks(chunk..=frontier.0, true)?;
         let count = self.len();
         self.index.flush_entries(entry, count - entry, &self.index_path)?;
-        self.index.publish(count, frontier, &self.index_path, true)?;
+        self.publish(count, frontier, true)?;
         if let Some(manifest) = manifest.as_ref() {
             replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
         }
@@ -427,6 +427,8 @@ impl Store {
         let Some(raw) = codec::train(samples, self.opts.dict_cap) else { return Ok(false) };
         write_atomic(&self.dir, DICT_FILE, &dict::encode(&raw))?;
         // v2 names the dictionary in its header: a dict.zr swapped under the store is refused.
+        // The header is written again whole: only over a frontier it still vouches for.
+        self.frontier_for_writing()?;
         self.index.set_dict_id(dict::id(&raw), &self.index_path)?;
         // A dictionary zstd itself just trained always loads; refused, it is an internal error.
         let prepared = Dictionary::new(raw).map_err(|reason| Error::Corrupt {

@@ -248,7 +248,7 @@ impl Store {
         // The new frontier is the commit. Once it is in the header (its msync may still have
         // failed), the bytes past it must go before anything is appended there: a failure from
         // here on stops the handle, and the next writer's open removes them.
-        let published = self.index.publish(len, (chunk, off), &self.index_path, true);
+        let published = self.publish(len, (chunk, off), true);
         if published.is_err() && self.index.frontier() != (chunk, off) {
             return published;
         }

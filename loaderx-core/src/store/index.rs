@@ -386,7 +386,8 @@ impl Index {
             )));
         }
         if let Index::V2(x) = self {
-            let mut h = v2::Header::parse(&x.header(), false).map_err(|e| v2_header_error(path, e))?;
+            // Its dynamic fields checked too: they are written again with a fresh checksum.
+            let mut h = v2::Header::parse(&x.header(), true).map_err(|e| v2_header_error(path, e))?;
             h.dict_id = id;
             x.set_header(&h.encode(), true)?;
         }

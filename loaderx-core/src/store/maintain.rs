@@ -255,7 +255,9 @@ impl Store {
                 }
                 set(entries)?;
                 let new_length = (*new_length).min(self.len());
-                self.index.publish(new_length, self.index.frontier(), &self.index_path, true)
+                // A delete keeps the frontier: the one checked, not whatever the header says now.
+                let frontier = self.frontier_for_writing()?;
+                self.publish(new_length, frontier, true)
             }
             Journal::Move { entries, data } => {
                 let mut pos = 0usize;

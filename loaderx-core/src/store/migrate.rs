@@ -132,7 +132,7 @@ impl Store {
     /// refused a damaged store.
     fn write_v2_index(&self, layout: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<u64> {
         let len = self.len();
-        let frontier = self.index.frontier();
+        let frontier = self.frontier_for_writing()?;
         let total: u64 = self.stats()?.live_bytes;
         let done = std::sync::atomic::AtomicU64::new(0);
         let compact = layout == Layout::Compact;
@@ -281,7 +281,7 @@ impl Store {
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<u64> {
         let len = self.len();
-        let frontier = self.index.frontier();
+        let frontier = self.frontier_for_writing()?;
         // A v1 store does not record the capacity it was written with: a tail past chunk 0
         // tells it (chunk 0 holds K records of the record size), else the default is kept.
         let capacity = match self.format() {
@@ -394,7 +394,7 @@ impl Store {
     /// place, then `index.zr` (the commit) and `manifest.zr` removed.
     fn write_v1_index(&self) -> Result<()> {
         let len = self.len();
-        let (tail_chunk, tail_offset) = self.index.frontier();
+        let (tail_chunk, tail_offset) = self.frontier_for_writing()?;
         let limit = Format::V1.max_records();
         if len > limit {
             return Err(Error::StoreFull { path: self.dir.clone(), len, adding: 0, limit });

@@ -71,6 +71,9 @@ pub(super) struct Writer {
     // files (a journal half applied or not removed, bytes past a new end not removed). No
     // further read or write goes through it.
     pub(super) halted: std::sync::OnceLock<String>,
+    // The frontier this handle last published, or found at its open: a write acts only on a
+    // header that still says it (one changed from outside is never written from).
+    pub(super) frontier: Mutex<Option<(u32, u64)>>,
 }
 
 /// A Zrecord store: a dense index space `0..len` of independent byte records.
@@ -276,6 +279,7 @@ impl Store {
                 }
                 store.load_manifest()?;
             }
+            store.remember_frontier(store.index.frontier());
         }
         Ok(store)
     }
@@ -337,6 +341,7 @@ impl Store {
                     append: Mutex::new(None),
                     unsynced: Mutex::new(None),
                     halted: std::sync::OnceLock::new(),
+                    frontier: Mutex::new(None),
                 });
                 return Ok((format, index_path, index_file, writer));
             }
@@ -471,14 +476,43 @@ impl Store {
     /// # Errors
     /// [`Error::Corrupt`] naming the index.
     pub(super) fn frontier_for_writing(&self) -> Result<(u32, u64)> {
-        self.index.checked_frontier().ok_or_else(|| Error::Corrupt {
-            path: self.index_path.clone(),
-            offset: 0,
-            reason: "its header's frontier or count fails its checksum under this writer (changed from outside?): \
-                     nothing written; `loaderx verify` says what differs"
-                .into(),
-            source: None,
-        })
+        let remembered =
+            self.writer.as_ref().and_then(|w| *w.frontier.lock().unwrap_or_else(|e| e.into_inner()));
+        match self.index.checked_frontier() {
+            Some(f) if remembered.is_none_or(|r| r == f) => Ok(f),
+            found => Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: 0,
+                reason: match (found, remembered) {
+                    (Some(f), Some(r)) => format!(
+                        "its header says the frontier is chunk {}, byte {}; this writer published chunk {}, byte {} \
+                         (changed from outside?): nothing written",
+                        f.0, f.1, r.0, r.1
+                    ),
+                    _ => "its header's frontier or count fails its checksum under this writer (changed from \
+                          outside?): nothing written; `loaderx verify` says what differs"
+                        .into(),
+                },
+                source: None,
+            }),
+        }
+    }
+
+    /// Records `frontier` as the one this handle published last.
+    pub(super) fn remember_frontier(&self, frontier: (u32, u64)) {
+        if let Some(w) = &self.writer {
+            *w.frontier.lock().unwrap_or_else(|e| e.into_inner()) = Some(frontier);
+        }
+    }
+
+    /// [`Index::publish`](super::index::Index::publish), the frontier remembered once the header
+    /// holds it (also when only its msync failed).
+    pub(super) fn publish(&self, count: u64, frontier: (u32, u64), durable: bool) -> Result<()> {
+        let published = self.index.publish(count, frontier, &self.index_path, durable);
+        if self.index.frontier() == frontier {
+            self.remember_frontier(frontier);
+        }
+        published
     }
 
     pub(super) fn index_error(&self, index: u64, len: u64) -> Error {

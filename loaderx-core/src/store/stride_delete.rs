@@ -177,7 +177,7 @@ impl Store {
             reason: format!("{new_length} records pass the last chunk id"),
             source: None,
         })?;
-        self.index.publish(new_length.min(self.len()), frontier, &self.index_path, true)?;
+        self.publish(new_length.min(self.len()), frontier, true)?;
         self.drop_chunks_past(frontier)
     }
 }

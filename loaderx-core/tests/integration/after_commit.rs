@@ -326,8 +326,38 @@ fn a_frontier_changed_under_a_writer_is_not_written_from() {
         assert!(matches!(&e, Error::Corrupt { path, .. } if path.ends_with("index.zr")), "{layout}: {e}");
         let e = store.delete(&[39u64]).unwrap_err();
         assert!(matches!(&e, Error::Corrupt { .. }), "{layout}: {e}");
+        if layout == "entries" {
+            // The thirty-second look's J1: training writes the header again whole.
+            let samples: Vec<Vec<u8>> =
+                (0..2000u32).map(|i| format!("sample {i} of some text").into_bytes()).collect();
+            assert!(store.train_dictionary(&samples).is_err(), "a dictionary over a changed frontier");
+        }
         index.write_all_at(&byte, 24).unwrap();
         drop(store);
         reopens_clean(&path, &records(0..40));
     }
+}
+
+/// The thirty-second look's J3: a v1 store's `meta.zr` keeps no checksum, so its frontier is
+/// checked against the one this writer last published: one changed from outside is not
+/// appended at.
+#[cfg(unix)]
+#[test]
+fn a_v1_frontier_changed_under_a_writer_is_not_written_from() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new().format(loaderx_core::Format::V1).chunk_capacity(64))
+        .unwrap();
+    store.append(&records(0..40), Codec::Raw).unwrap();
+    let meta = fs::OpenOptions::new().read(true).write(true).open(path.join("meta.zr")).unwrap();
+    let mut byte = [0u8; 1];
+    meta.read_exact_at(&mut byte, 6).unwrap();
+    meta.write_all_at(&[byte[0] ^ 1], 6).unwrap();
+    let e = store.append(&records(40..41), Codec::Raw).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { reason, .. } if reason.contains("this writer published")), "{e}");
+    meta.write_all_at(&byte, 6).unwrap();
+    drop(store);
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert_eq!(contents(&store), records(0..40));
 }
