@@ -141,14 +141,15 @@ impl Store {
         manifest: &mut Option<Manifest>,
         records: &[Stored<'_>],
     ) -> Result<Range<u64>> {
-        let (first, frontier) = (self.len(), self.index.checked_frontier());
+        let (first, frontier) = (self.len(), self.frontier_for_writing().ok());
         let committed = self.commit_placed(manifest, records);
-        // Only past a frontier the header holds, before and after: a header that does not parse
-        // says nothing of where the committed bytes end.
+        // Only past the frontier this writer published, which the header still holds (checksum
+        // and all) before and after: a header changed from outside says nothing of where the
+        // committed bytes end, and an append it refused wrote nothing to cut back.
         if committed.is_err()
             && self.len() == first
             && !records.is_empty()
-            && let Some(frontier) = frontier.filter(|f| self.index.checked_frontier() == Some(*f))
+            && let Some(frontier) = frontier.filter(|f| self.frontier_for_writing().ok() == Some(*f))
             && let Err(e) = self.drop_chunks_past(frontier)
         {
             self.halt_handle(format!(
@@ -425,10 +426,11 @@ impl Store {
             return Ok(false);
         }
         let Some(raw) = codec::train(samples, self.opts.dict_cap) else { return Ok(false) };
+        // The header is written again whole below: only over a frontier it still vouches for,
+        // checked before anything is written.
+        self.frontier_for_writing()?;
         write_atomic(&self.dir, DICT_FILE, &dict::encode(&raw))?;
         // v2 names the dictionary in its header: a dict.zr swapped under the store is refused.
-        // The header is written again whole: only over a frontier it still vouches for.
-        self.frontier_for_writing()?;
         self.index.set_dict_id(dict::id(&raw), &self.index_path)?;
         // A dictionary zstd itself just trained always loads; refused, it is an internal error.
         let prepared = Dictionary::new(raw).map_err(|reason| Error::Corrupt {

@@ -361,3 +361,36 @@ fn a_v1_frontier_changed_under_a_writer_is_not_written_from() {
     let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
     assert_eq!(contents(&store), records(0..40));
 }
+
+/// The thirty-third look's K1: an older header put back under a live writer (a genuine one:
+/// its checksum passes) makes the append refused, and the refusal's clean-up cuts nothing
+/// back: the committed bytes past that older frontier stay.
+#[cfg(unix)]
+#[test]
+fn an_append_refused_over_an_older_header_cuts_nothing() {
+    use std::os::unix::fs::FileExt;
+    for (name, header, format) in
+        [("index.zr", 64, loaderx_core::Format::V2), ("meta.zr", 16, loaderx_core::Format::V1)]
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let store = Store::create(&path, StoreOptions::new().format(format)).unwrap();
+        store.append(&records(0..10), Codec::Raw).unwrap();
+        let file = fs::OpenOptions::new().read(true).write(true).open(path.join(name)).unwrap();
+        let mut older = vec![0u8; header];
+        file.read_exact_at(&mut older, 0).unwrap();
+        store.append(&records(10..20), Codec::Raw).unwrap();
+        let mut newer = vec![0u8; header];
+        file.read_exact_at(&mut newer, 0).unwrap();
+        file.write_all_at(&older, 0).unwrap();
+        let e = store.append(&records(20..21), Codec::Raw).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { reason, .. } if reason.contains("this writer published")),
+            "{name}: {e}"
+        );
+        assert_eq!(fs::metadata(path.join("0.zr")).unwrap().len(), 20 * 16, "{name}: nothing cut");
+        file.write_all_at(&newer, 0).unwrap();
+        drop(store);
+        reopens_clean(&path, &records(0..20));
+    }
+}
