@@ -35,6 +35,7 @@ mod decode;
 mod files;
 mod gather;
 mod gather_fixed;
+mod guard;
 mod index;
 mod lock;
 mod maintain;

@@ -452,69 +452,6 @@ impl Store {
         }
     }
 
-    /// Refuses reads through a handle whose journal failed part-way ([`Writer::halted`]): its
-    /// index may point at bytes the journal's moves have since overwritten. The files are whole
-    /// again once the store is opened again (the journal completes it).
-    #[inline]
-    pub(super) fn readable(&self) -> Result<()> {
-        match self.writer.as_ref().and_then(|w| w.halted.get()) {
-            None => Ok(()),
-            Some(why) => Err(Error::Locked {
-                path: self.dir.clone(),
-                reason: format!(
-                    "this handle reads no more: {why}, and its view of the index may be stale; open the \
-                     store again"
-                ),
-            }),
-        }
-    }
-
-    /// The frontier a write places, trims or publishes from: refused when the header no longer
-    /// vouches for it (its checksum failing under this writer: changed from outside), before
-    /// anything is written over committed bytes or a damaged frontier certified again.
-    ///
-    /// # Errors
-    /// [`Error::Corrupt`] naming the index.
-    pub(super) fn frontier_for_writing(&self) -> Result<(u32, u64)> {
-        let remembered =
-            self.writer.as_ref().and_then(|w| *w.frontier.lock().unwrap_or_else(|e| e.into_inner()));
-        match self.index.checked_frontier() {
-            Some(f) if remembered.is_none_or(|r| r == f) => Ok(f),
-            found => Err(Error::Corrupt {
-                path: self.index_path.clone(),
-                offset: 0,
-                reason: match (found, remembered) {
-                    (Some(f), Some(r)) => format!(
-                        "its header says the frontier is chunk {}, byte {}; this writer published chunk {}, byte {} \
-                         (changed from outside?): nothing written",
-                        f.0, f.1, r.0, r.1
-                    ),
-                    _ => "its header's frontier or count fails its checksum under this writer (changed from \
-                          outside?): nothing written; `loaderx verify` says what differs"
-                        .into(),
-                },
-                source: None,
-            }),
-        }
-    }
-
-    /// Records `frontier` as the one this handle published last.
-    pub(super) fn remember_frontier(&self, frontier: (u32, u64)) {
-        if let Some(w) = &self.writer {
-            *w.frontier.lock().unwrap_or_else(|e| e.into_inner()) = Some(frontier);
-        }
-    }
-
-    /// [`Index::publish`](super::index::Index::publish), the frontier remembered once the header
-    /// holds it (also when only its msync failed).
-    pub(super) fn publish(&self, count: u64, frontier: (u32, u64), durable: bool) -> Result<()> {
-        let published = self.index.publish(count, frontier, &self.index_path, durable);
-        if self.index.frontier() == frontier {
-            self.remember_frontier(frontier);
-        }
-        published
-    }
-
     pub(super) fn index_error(&self, index: u64, len: u64) -> Error {
         Error::IndexOutOfRange { path: self.dir.clone(), index, len }
     }
