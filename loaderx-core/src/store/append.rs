@@ -141,15 +141,14 @@ impl Store {
         manifest: &mut Option<Manifest>,
         records: &[Stored<'_>],
     ) -> Result<Range<u64>> {
-        let (first, frontier) = (self.len(), self.frontier_for_writing().ok());
+        let before = self.committed_for_writing().ok();
         let committed = self.commit_placed(manifest, records);
-        // Only past the frontier this writer published, which the header still holds (checksum
-        // and all) before and after: a header changed from outside says nothing of where the
-        // committed bytes end, and an append it refused wrote nothing to cut back.
+        // Only past the count and frontier this writer published, which the header still holds
+        // (checksum and all) before and after: a header changed from outside says nothing of
+        // where the committed bytes end, and an append it refused wrote nothing to cut back.
         if committed.is_err()
-            && self.len() == first
             && !records.is_empty()
-            && let Some(frontier) = frontier.filter(|f| self.frontier_for_writing().ok() == Some(*f))
+            && let Some((_, frontier)) = before.filter(|b| self.committed_for_writing().ok() == Some(*b))
             && let Err(e) = self.drop_chunks_past(frontier)
         {
             self.halt_handle(format!(
@@ -166,7 +165,8 @@ impl Store {
     fn commit_placed(&self, manifest: &mut Option<Manifest>, records: &[Stored<'_>]) -> Result<Range<u64>> {
         self.check_room(records.len())?;
         let v2 = self.format() == Format::V2;
-        let first = self.len();
+        // The count and frontier this writer published, which the header must still say.
+        let (first, (tail_chunk, tail_offset)) = self.committed_for_writing()?;
         let n = records.len() as u64;
         let crcs = self.record_crcs(records);
 
@@ -177,7 +177,6 @@ impl Store {
             adding: n - placed as u64,
             limit: first + placed as u64,
         };
-        let (tail_chunk, tail_offset) = self.frontier_for_writing()?;
         let mut place = Placement::new(tail_chunk, tail_offset, self.chunk_capacity()?, self.index.limits());
         let mut entries = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {
@@ -370,9 +369,8 @@ impl Store {
         let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
         let Some((chunk, entry)) = *unsynced else { return Ok(()) };
-        let frontier = self.frontier_for_writing()?;
+        let (count, frontier) = self.committed_for_writing()?;
         self.sync_chunks(chunk..=frontier.0, true)?;
-        let count = self.len();
         self.index.flush_entries(entry, count - entry, &self.index_path)?;
         self.publish(count, frontier, true)?;
         if let Some(manifest) = manifest.as_ref() {

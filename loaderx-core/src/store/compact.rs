@@ -71,8 +71,7 @@ impl Store {
             });
         }
         let mut report = CompactReport { bytes_before: before.chunk_bytes, ..CompactReport::default() };
-        let len = self.len();
-        let frontier = self.frontier_for_writing()?;
+        let (len, frontier) = self.committed_for_writing()?;
         let (capacity, limits) = (self.chunk_capacity()?, self.index.limits());
         let live = self.live_in_physical_order(len, frontier)?;
         self.check_chunks_hold(&live)?;

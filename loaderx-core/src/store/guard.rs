@@ -23,24 +23,26 @@ impl Store {
         }
     }
 
-    /// The frontier a write places, trims or publishes from: refused when the header no longer
-    /// vouches for it (its checksum failing under this writer: changed from outside), before
-    /// anything is written over committed bytes or a damaged frontier certified again.
+    /// The count and frontier a write places, trims or publishes from: refused when the header
+    /// no longer vouches for them (its checksum failing under this writer) or says other than
+    /// this writer published (changed from outside: an older header put back, the same frontier
+    /// with fewer records), before anything is written over committed bytes, a count taken from
+    /// outside published again or a damaged frontier certified again.
     ///
     /// # Errors
     /// [`Error::Corrupt`] naming the index.
-    pub(super) fn frontier_for_writing(&self) -> Result<(u32, u64)> {
+    pub(super) fn committed_for_writing(&self) -> Result<(u64, (u32, u64))> {
         let remembered =
             self.writer.as_ref().and_then(|w| *w.frontier.lock().unwrap_or_else(|e| e.into_inner()));
-        match self.index.checked_frontier() {
-            Some(f) if remembered.is_none_or(|r| r == f) => Ok(f),
+        match self.index.checked_state() {
+            Some(found) if remembered.is_none_or(|r| r == found) => Ok(found),
             found => Err(Error::Corrupt {
                 path: self.index_path.clone(),
                 offset: 0,
                 reason: match (found, remembered) {
-                    (Some(f), Some(r)) => format!(
-                        "its header says the frontier is chunk {}, byte {}; this writer published chunk {}, byte {} \
-                         (changed from outside?): nothing written",
+                    (Some((n, f)), Some((rn, r))) => format!(
+                        "its header says {n} records to chunk {}, byte {}; this writer published {rn} records \
+                         to chunk {}, byte {} (changed from outside?): nothing written",
                         f.0, f.1, r.0, r.1
                     ),
                     _ => "its header's frontier or count fails its checksum under this writer (changed from \
@@ -52,19 +54,27 @@ impl Store {
         }
     }
 
-    /// Records `frontier` as the one this handle published last.
-    pub(super) fn remember_frontier(&self, frontier: (u32, u64)) {
+    /// The frontier of [`Store::committed_for_writing`].
+    ///
+    /// # Errors
+    /// As [`Store::committed_for_writing`].
+    pub(super) fn frontier_for_writing(&self) -> Result<(u32, u64)> {
+        self.committed_for_writing().map(|(_, f)| f)
+    }
+
+    /// Records `count` and `frontier` as the ones this handle published last.
+    pub(super) fn remember_frontier(&self, count: u64, frontier: (u32, u64)) {
         if let Some(w) = &self.writer {
-            *w.frontier.lock().unwrap_or_else(|e| e.into_inner()) = Some(frontier);
+            *w.frontier.lock().unwrap_or_else(|e| e.into_inner()) = Some((count, frontier));
         }
     }
 
-    /// [`Index::publish`](super::index::Index::publish), the frontier remembered once the header
-    /// holds it (also when only its msync failed).
+    /// [`Index::publish`](super::index::Index::publish), the count and frontier remembered once
+    /// the header holds them (also when only its msync failed).
     pub(super) fn publish(&self, count: u64, frontier: (u32, u64), durable: bool) -> Result<()> {
         let published = self.index.publish(count, frontier, &self.index_path, durable);
-        if self.index.frontier() == frontier {
-            self.remember_frontier(frontier);
+        if self.index.len() == count && self.index.frontier() == frontier {
+            self.remember_frontier(count, frontier);
         }
         published
     }

@@ -144,14 +144,14 @@ impl Index {
         }
     }
 
-    /// [`Index::frontier`] for a writer about to act on it: `None` when a v2 header does not
-    /// parse or its frontier and count fail their checksum (where `frontier` says `(0, 0)`, or
-    /// whatever damage wrote).
-    pub(crate) fn checked_frontier(&self) -> Option<(u32, u64)> {
+    /// The count and [`Index::frontier`] for a writer about to act on them: `None` when a v2
+    /// header does not parse or its frontier and count fail their checksum (where `frontier`
+    /// says `(0, 0)`, or whatever damage wrote).
+    pub(crate) fn checked_state(&self) -> Option<(u64, (u32, u64))> {
         match self {
-            Index::V1(_) => Some(self.frontier()),
+            Index::V1(_) => Some((self.len(), self.frontier())),
             Index::V2(x) | Index::Fixed(x, _) | Index::Compact(x) => {
-                v2::Header::parse(&x.header(), true).ok().map(|h| (h.tail_chunk, h.tail_offset))
+                v2::Header::parse(&x.header(), true).ok().map(|h| (h.count, (h.tail_chunk, h.tail_offset)))
             }
         }
     }

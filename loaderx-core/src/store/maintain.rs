@@ -27,7 +27,9 @@ impl Store {
         self.writer()?;
         // Its journal and durable commits stand on durable appends (a deferred-sync store's first).
         self.sync()?;
-        let len = self.len();
+        // The count this writer published: a header changed from outside (an older one put back
+        // with the same frontier) must not choose which records are dropped.
+        let (len, _) = self.committed_for_writing()?;
         let mut order = indices
             .iter()
             .enumerate()

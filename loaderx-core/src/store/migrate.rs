@@ -131,8 +131,7 @@ impl Store {
     /// then `index.zr` renamed into place, then (from v1) `meta.zr` removed. The caller has
     /// refused a damaged store.
     fn write_v2_index(&self, layout: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<u64> {
-        let len = self.len();
-        let frontier = self.frontier_for_writing()?;
+        let (len, frontier) = self.committed_for_writing()?;
         let total: u64 = self.stats()?.live_bytes;
         let done = std::sync::atomic::AtomicU64::new(0);
         let compact = layout == Layout::Compact;
@@ -280,8 +279,7 @@ impl Store {
         block_records: u64,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<u64> {
-        let len = self.len();
-        let frontier = self.frontier_for_writing()?;
+        let (len, frontier) = self.committed_for_writing()?;
         // A v1 store does not record the capacity it was written with: a tail past chunk 0
         // tells it (chunk 0 holds K records of the record size), else the default is kept.
         let capacity = match self.format() {
@@ -393,8 +391,7 @@ impl Store {
     /// v2 → v1: every entry checked against v1's fields first, then `meta.zr` renamed into
     /// place, then `index.zr` (the commit) and `manifest.zr` removed.
     fn write_v1_index(&self) -> Result<()> {
-        let len = self.len();
-        let (tail_chunk, tail_offset) = self.frontier_for_writing()?;
+        let (len, (tail_chunk, tail_offset)) = self.committed_for_writing()?;
         let limit = Format::V1.max_records();
         if len > limit {
             return Err(Error::StoreFull { path: self.dir.clone(), len, adding: 0, limit });

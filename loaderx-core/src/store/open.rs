@@ -71,9 +71,9 @@ pub(super) struct Writer {
     // files (a journal half applied or not removed, bytes past a new end not removed). No
     // further read or write goes through it.
     pub(super) halted: std::sync::OnceLock<String>,
-    // The frontier this handle last published, or found at its open: a write acts only on a
-    // header that still says it (one changed from outside is never written from).
-    pub(super) frontier: Mutex<Option<(u32, u64)>>,
+    // The count and frontier this handle last published, or found at its open: a write acts
+    // only on a header that still says both (one changed from outside is never written from).
+    pub(super) frontier: Mutex<Option<(u64, (u32, u64))>>,
 }
 
 /// A Zrecord store: a dense index space `0..len` of independent byte records.
@@ -279,7 +279,7 @@ impl Store {
                 }
                 store.load_manifest()?;
             }
-            store.remember_frontier(store.index.frontier());
+            store.remember_frontier(store.index.len(), store.index.frontier());
         }
         Ok(store)
     }

@@ -394,3 +394,48 @@ fn an_append_refused_over_an_older_header_cuts_nothing() {
         reopens_clean(&path, &records(0..20));
     }
 }
+
+/// The thirty-fourth look's L1: an older header put back under a live writer with the same
+/// frontier as the one it published (empty records appended since, or a delete, which keeps
+/// the frontier) but another count is refused too: appending from its count would drop the
+/// empty records or bring a deleted one back, and return success.
+#[cfg(unix)]
+#[test]
+fn an_older_header_with_the_same_frontier_is_not_written_from() {
+    use std::os::unix::fs::FileExt;
+    for (name, header, format) in
+        [("index.zr", 64, loaderx_core::Format::V2), ("meta.zr", 16, loaderx_core::Format::V1)]
+    {
+        for change in ["empty records", "a delete"] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            let mut store = Store::create(&path, StoreOptions::new().format(format)).unwrap();
+            store.append(&records(0..10), Codec::Raw).unwrap();
+            let file = fs::OpenOptions::new().read(true).write(true).open(path.join(name)).unwrap();
+            let mut older = vec![0u8; header];
+            file.read_exact_at(&mut older, 0).unwrap();
+            let mut want = records(0..10);
+            if change == "empty records" {
+                store.append(&vec![Vec::<u8>::new(); 5], Codec::Raw).unwrap();
+                want.extend(std::iter::repeat_n(Vec::new(), 5));
+            } else {
+                store.delete(&[3u64]).unwrap();
+                want.swap_remove(3);
+            }
+            let mut newer = vec![0u8; header];
+            file.read_exact_at(&mut newer, 0).unwrap();
+            file.write_all_at(&older, 0).unwrap();
+            let published = |e: &Error| matches!(e, Error::Corrupt { reason, .. } if reason.contains("this writer published"));
+            let e = store.append(&records(20..21), Codec::Raw).unwrap_err();
+            assert!(published(&e), "{name}, {change}: {e}");
+            let e = store.delete(&[0u64]).unwrap_err();
+            assert!(published(&e), "{name}, {change}: {e}");
+            let mut now = vec![0u8; header];
+            file.read_exact_at(&mut now, 0).unwrap();
+            assert_eq!(now, older, "{name}, {change}: nothing written");
+            file.write_all_at(&newer, 0).unwrap();
+            drop(store);
+            reopens_clean(&path, &want);
+        }
+    }
+}
