@@ -64,6 +64,8 @@ impl Store {
         }
         self.check_layout(records, codec)?;
         let mut manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        // Again under the lock: the call that held it may have stopped the handle.
+        self.writer()?;
         self.check_room(records.len())?;
         // Training is explicit ([`Store::train_dictionary`]): a dictionary is a snapshot of the
         // data, chosen by whoever knows when the data is final.
@@ -248,13 +250,12 @@ impl Store {
             }
             after_commit = Some(e);
         }
-        if !durable || after_commit.is_some() {
-            // What `sync` (or dropping the handle) makes durable.
-            self.writer()?
-                .unsynced
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert((tail_chunk, first));
+        if (!durable || after_commit.is_some())
+            && let Some(writer) = self.writer.as_ref()
+        {
+            // What `sync` (or dropping the handle) makes durable; also on a handle stopped since
+            // (the commit stands, and a stopped handle still syncs what it committed).
+            writer.unsynced.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert((tail_chunk, first));
         }
 
         if v2 && manifest.is_none() {
@@ -416,6 +417,8 @@ impl Store {
     pub fn train_dictionary<R: AsRef<[u8]>>(&self, samples: &[R]) -> Result<bool> {
         let writer = self.writer()?;
         let _g = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        // Again under the lock: the call that held it may have stopped the handle.
+        self.writer()?;
         self.train_locked(&codec::sample(samples, DICT_SAMPLES))
     }
 
@@ -423,6 +426,7 @@ impl Store {
         if self.dict.get().is_some() {
             return Ok(false);
         }
+        self.refuse_lost_dictionary()?;
         let Some(raw) = codec::train(samples, self.opts.dict_cap) else { return Ok(false) };
         // The header is written again whole below: only over a frontier it still vouches for,
         // checked before anything is written.
@@ -439,6 +443,34 @@ impl Store {
         })?;
         let _ = self.dict.set(prepared);
         Ok(true)
+    }
+}
+
+impl Store {
+    /// Refuses to train a dictionary while records compressed with another one are in the
+    /// store (its `dict.zr` lost or removed): a new one would replace the id the header keeps
+    /// and leave them undecodable, where restoring the file would have made them whole. A v2
+    /// header naming no dictionary has no such records; otherwise (and in v1, which keeps no
+    /// id) the records' codecs say.
+    fn refuse_lost_dictionary(&self) -> Result<()> {
+        let named = self.index.v2_header(&self.index_path)?.map(|h| h.dict_id);
+        if named == Some(0) {
+            return Ok(());
+        }
+        let used = self.stats()?.codecs[Codec::ZstdDict];
+        if used == 0 {
+            return Ok(());
+        }
+        let names = named.map_or(String::new(), |id| format!(" (the header names dictionary {id})"));
+        Err(Error::Corrupt {
+            path: self.dir.join(DICT_FILE),
+            offset: 0,
+            reason: format!(
+                "missing, while {used} records were compressed with it{names}: restore it; a new \
+                 dictionary would leave them undecodable, so none is trained"
+            ),
+            source: None,
+        })
     }
 }
 

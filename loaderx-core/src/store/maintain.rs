@@ -94,7 +94,9 @@ impl Store {
         // The chunks are unchanged; the manifest's count follows the index. A crash before this
         // write, or a failed one, leaves a manifest behind the index, which the next writer
         // repairs: the delete stands, so the call does not fail.
-        if let Some(m) = self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        if let Some(w) = self.writer.as_ref()
+            && let Some(m) = w.append.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+        {
             m.count = n;
             let _ = write_atomic(&self.dir, MANIFEST_FILE, &m.encode());
         }

@@ -437,3 +437,68 @@ fn a_stopped_handle_still_syncs_what_it_committed() {
     }
     assert!(stopped > 0, "the clean-up's failure was reached");
 }
+
+/// A record of 4 KiB naming its id (zstd takes a while over thousands of them).
+fn big(id: u32) -> Vec<u8> {
+    let mut r: Vec<u8> =
+        (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(id) >> 7) as u8).collect();
+    r[..4].copy_from_slice(&id.to_le_bytes());
+    r
+}
+
+fn big_or_small_id(r: &[u8]) -> Option<u32> {
+    let id = u32::from_le_bytes(r.get(..4)?.try_into().ok()?);
+    (r == big(id) || r == record(id)).then_some(id)
+}
+
+#[test]
+#[ignore = "a child of an_append_waiting_while_the_handle_stops: runs under its shim"]
+fn child_append_waiting_while_the_handle_stops() {
+    let Some((dir, layout)) = child_store() else { return };
+    let store = Store::open_rw(&dir, StoreOptions::new().deferred_sync(layout == "deferred")).unwrap();
+    let many: Vec<Vec<u8>> = (1000..5000).map(big).collect();
+    std::thread::scope(|s| {
+        // A holds the append lock while it compresses; B waits for it.
+        let a = s.spawn(|| store.append(&many, Codec::Zstd));
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let b = s.spawn(|| store.append(&[record(7777), record(7778)], Codec::Raw));
+        println!("A {}", outcome(&a.join().unwrap()));
+        println!("B {}", outcome(&b.join().unwrap()));
+    });
+    println!("sync {}", outcome(&store.sync()));
+}
+
+/// The thirty-fifth look's M1: an append that waited for the lock while the call holding it
+/// stopped the handle (its write failed, then its clean-up) is refused with nothing written, or
+/// stands and says so, and is synced: never an error that invites a retry after its records
+/// were committed.
+#[test]
+fn an_append_waiting_while_the_handle_stops() {
+    shim();
+    for mode in ["deferred", "durable"] {
+        for at in [2, 3] {
+            for then in ["fsync", "ftruncate"] {
+                let tmp = tempfile::tempdir().unwrap();
+                let dir = tmp.path().join("s");
+                drop(Store::create(&dir, StoreOptions::new().chunk_capacity(1 << 20)).unwrap());
+                let printed = in_child_failing_then(
+                    "child_append_waiting_while_the_handle_stops",
+                    &dir,
+                    mode,
+                    ("pwrite", at),
+                    then,
+                );
+                let said = |who: &str| {
+                    printed.lines().find_map(|l| l.find(who).map(|k| l[k + who.len()..].trim().to_string()))
+                };
+                let held = ids_by(&dir, big_or_small_id);
+                for (who, id, n) in [("A ", 1000, 4000), ("B ", 7777, 2)] {
+                    let said = said(who).unwrap_or_else(|| panic!("{mode} {at} {then}: {printed}"));
+                    let present = held.iter().filter(|&&i| (id..id + n).contains(&i)).count();
+                    let want = if said == "failed" { 0 } else { n as usize };
+                    assert_eq!(present, want, "{mode}, pwrite {at} then {then}: {who}said {said}: {printed}");
+                }
+            }
+        }
+    }
+}
