@@ -18,10 +18,12 @@ use crate::{DatasetWriter, DenseArray, Element, Error, Result, Schema, WriteOpti
 /// ```
 /// # use loaderx_core as loaderx;
 /// use loaderx::{DenseArray, DenseDataset, WriteOptions, convert};
-/// let dir = tempfile::tempdir()?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-convert-iter-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
 /// let arrays = (0..4).map(|i| DenseArray::from_vec(vec![2], vec![i as f32, -(i as f32)]).unwrap());
-/// convert::from_arrays(dir.path().join("d"), arrays, WriteOptions::new())?;
-/// assert_eq!(DenseDataset::<f32>::open(dir.path().join("d"))?.get_vec(&[3])?, vec![3.0, -3.0]);
+/// convert::from_arrays(dir.join("d"), arrays, WriteOptions::new())?;
+/// assert_eq!(DenseDataset::<f32>::open(dir.join("d"))?.get_vec(&[3])?, vec![3.0, -3.0]);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn from_arrays(

@@ -380,16 +380,18 @@ fn read_header(r: &mut impl Read, path: &Path) -> Result<NpyHeader> {
 /// ```
 /// # use loaderx_core as loaderx;
 /// use loaderx::{DenseDataset, WriteOptions, convert, convert::NpyHeader, DType};
-/// let dir = tempfile::tempdir()?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-convert-npy-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
 /// let mut file = NpyHeader::encode(DType::F32, &[3, 2])?;
 /// for x in 0..6 {
 ///     file.extend_from_slice(&(x as f32).to_le_bytes());
 /// }
-/// std::fs::write(dir.path().join("a.npy"), &file)?;
-/// let s = convert::npy(dir.path().join("a.npy"), dir.path().join("a"), WriteOptions::new())?;
+/// std::fs::write(dir.join("a.npy"), &file)?;
+/// let s = convert::npy(dir.join("a.npy"), dir.join("a"), WriteOptions::new())?;
 /// assert_eq!(s.records, 3);
-/// let ds = DenseDataset::<f32>::open(dir.path().join("a"))?;
+/// let ds = DenseDataset::<f32>::open(dir.join("a"))?;
 /// assert_eq!(ds.get_vec(&[2])?, vec![4.0, 5.0]);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn npy(input: impl AsRef<Path>, out: impl AsRef<Path>, opts: WriteOptions) -> Result<ConvertSummary> {

@@ -371,15 +371,17 @@ impl DenseSource {
 /// ```
 /// # use loaderx_core as loaderx;
 /// use loaderx::{Codec, DatasetWriter, DenseDataset, WriteOptions};
-/// let dir = tempfile::tempdir()?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-dataset-dense-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
 /// let data: Vec<f32> = (0..64).map(|x| x as f32).collect();
-/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("d"), vec![2, 4], WriteOptions::new())?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.join("d"), vec![2, 4], WriteOptions::new())?;
 /// w.append(&data)?;
 /// w.finish()?;
-/// let ds = DenseDataset::<f32>::open(dir.path().join("d"))?;
+/// let ds = DenseDataset::<f32>::open(dir.join("d"))?;
 /// let batch = ds.get_batch(&[0, 5, 2])?;
 /// assert_eq!(batch.shape(), &[3, 2, 4]);
 /// assert_eq!(batch.as_slice::<f32>()?[8], 40.0);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]

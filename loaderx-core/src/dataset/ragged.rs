@@ -476,17 +476,19 @@ impl RaggedArray {
 /// ```
 /// # use loaderx_core as loaderx;
 /// use loaderx::{DatasetWriter, RaggedDataset, WriteOptions, pad};
-/// let dir = tempfile::tempdir()?;
-/// let mut w = DatasetWriter::ragged::<i32>(dir.path().join("t"), vec![], WriteOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-dataset-ragged-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mut w = DatasetWriter::ragged::<i32>(dir.join("t"), vec![], WriteOptions::new())?;
 /// for len in [3, 1, 4] {
 ///     w.append_record(&(0..len).collect::<Vec<i32>>())?;
 /// }
 /// w.finish()?;
-/// let rs = RaggedDataset::<i32>::open(dir.path().join("t"))?;
+/// let rs = RaggedDataset::<i32>::open(dir.join("t"))?;
 /// let records = rs.get_batch(&[0, 2])?;
 /// let (padded, lengths) = pad(&records, rs.row_shape(), 0)?;
 /// assert_eq!(padded.shape(), &[2, 4]);
 /// assert_eq!(lengths, vec![3, 4]);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -27,16 +27,17 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// ```
 /// # use loaderx_core as loaderx;
 /// use loaderx::{DataLoader, DatasetWriter, WriteOptions};
-/// let dir = tempfile::tempdir()?;
-/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-loader-data-loader-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.join("x"), vec![4], WriteOptions::new())?;
 /// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;
 /// w.finish()?;
-/// let mut w = DatasetWriter::dense::<u8>(dir.path().join("y"), vec![], WriteOptions::new())?;
+/// let mut w = DatasetWriter::dense::<u8>(dir.join("y"), vec![], WriteOptions::new())?;
 /// w.append(&(0..100).map(|v| v as u8).collect::<Vec<_>>())?;
 /// w.finish()?;
 /// let mut loader = DataLoader::builder()
-///     .open_stream("x", dir.path().join("x"))
-///     .open_stream("y", dir.path().join("y"))
+///     .open_stream("x", dir.join("x"))
+///     .open_stream("y", dir.join("y"))
 ///     .batch_size(16)
 ///     .seed(1)
 ///     .build()?;
@@ -47,6 +48,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// assert_eq!((x[4 * 3] / 4.0) as u8, y[3]);
 /// let state = loader.state(); // save it; `.state(state)` on a builder resumes here
 /// assert_eq!(state.step, 1);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DataLoader<O> {

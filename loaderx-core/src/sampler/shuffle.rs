@@ -11,11 +11,11 @@ use super::rng::{DOMAIN_SHUFFLE, SampleRng, mix64};
 /// - Memory and time of the cached shuffle: a permutation of at most 2^16 indices fits `u16`, so
 ///   one takes `2N` bytes and the two cached ones at most 256 KiB per sampler (clones share
 ///   them), small beside the loader's batch buffers and within a core's L2 cache while the
-///   shuffle's random swaps run over it. Building one takes about 80 µs at 2^16 (release build),
-///   once per cycle of `N / B` steps: at `B = 256` about 0.3 µs per step, against 0.13 µs for the
-///   AVX2 network, either negligible beside gathering 256 records. Twice the size would need
-///   `u32` entries (1 MiB for the pair); at 2^20, 8 MiB, and a shuffle of about 2.6 ms on the
-///   prefetch thread that first reaches each cycle.
+///   shuffle's random swaps run over it. One is built once per cycle of `N / B` steps, so its
+///   cost per step is that of the network's order or less, both negligible beside gathering a
+///   batch (the sampler bench, `cargo bench --bench sampler`). Twice the size would need `u32`
+///   entries (1 MiB for the pair); at 2^20, 8 MiB, and a shuffle that leaves L2 on the prefetch
+///   thread that first reaches each cycle.
 /// - Quality of the network: at 2^16 each half of its state is 8 bits and each round function one
 ///   of at most 2^32 keyed maps of 256 values, far from a random function; the fewer the bits, the
 ///   fewer the orders it reaches, which the tests `small_cycles_are_as_varied_as_uniform_shuffles`
@@ -32,9 +32,8 @@ pub(super) const SHUFFLE_MAX_LEN: u32 = 1 << 16;
 /// and releases.
 ///
 /// Each draw is 32 random bits mapped to `[0, i]` by Lemire's multiply-shift with rejection
-/// (unbiased); the two halves of each 64-bit output serve two consecutive draws, which takes a
-/// third off the time of a shuffle (the hashing, not the swaps, dominates it: about 80 µs rather
-/// than 120 µs at 2^16 in a release build).
+/// (unbiased); the two halves of each 64-bit output serve two consecutive draws, which halves
+/// the hashing (which, not the swaps, dominates a shuffle).
 pub(super) fn shuffle(n: u32, cycle_key: u64) -> Box<[u16]> {
     debug_assert!((1..=SHUFFLE_MAX_LEN).contains(&n));
     let mut rng = SampleRng::new(mix64(cycle_key ^ DOMAIN_SHUFFLE));

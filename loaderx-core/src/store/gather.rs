@@ -345,11 +345,13 @@ impl Store {
     /// # use loaderx_core as loaderx;
     /// use loaderx::{Codec, Store, StoreOptions};
     ///
-    /// let dir = tempfile::tempdir()?;
-    /// let store = Store::create(dir.path().join("s"), StoreOptions::new())?;
+    /// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-store-gather-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let store = Store::create(dir.join("s"), StoreOptions::new())?;
     /// store.append(&[b"alpha".as_slice(), b"be", b"gamma"], Codec::Zstd)?;
     /// let lens = store.map_records(&[2, 0], |_, bytes| Ok::<_, loaderx::Error>(bytes.len()))?;
     /// assert_eq!(lens, [5, 5]);
+    /// # std::fs::remove_dir_all(&dir)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn map_records<I, T, E, F>(&self, indices: &[I], f: F) -> std::result::Result<Vec<T>, E>

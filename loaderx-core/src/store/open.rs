@@ -86,10 +86,12 @@ pub(super) struct Writer {
 /// ```
 /// # use loaderx_core as loaderx;
 /// use loaderx::{Codec, Store, StoreOptions};
-/// let dir = tempfile::tempdir()?;
-/// let store = Store::create(dir.path().join("s"), StoreOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-core-store-open-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let store = Store::create(dir.join("s"), StoreOptions::new())?;
 /// store.append(&[b"alpha".as_slice(), b"beta", b""], Codec::Zstd)?;
 /// assert_eq!(store.gather(&[1, 0])?, vec![b"beta".to_vec(), b"alpha".to_vec()]);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Store {
