@@ -9,7 +9,7 @@ use super::chunk::Placement;
 use super::codec::{self, Dictionary, Encoded, Encoder};
 use super::files::{DICT_FILE, MANIFEST_FILE, replace_unsynced, sync_dir, write_atomic};
 use super::stride::COMBINE_FROM;
-use crate::format::v2::{ChunkSummary, Entry, Manifest};
+use crate::format::v2::{ChunkSummary, Entry, Layout, Manifest};
 use crate::format::{Codec, Format, dict};
 use crate::{Error, Result};
 
@@ -74,6 +74,7 @@ impl Store {
             if self.dict.get().is_none() {
                 return Err(Error::MissingDictionary { path: self.dir.clone() });
             }
+            self.adopt_dictionary_id()?;
         }
         if records.is_empty() {
             return Ok(self.len()..self.len());
@@ -424,6 +425,8 @@ impl Store {
 
     fn train_locked(&self, samples: &[&[u8]]) -> Result<bool> {
         if self.dict.get().is_some() {
+            // One a failed training left in place, or put there by hand: named in the header.
+            self.adopt_dictionary_id()?;
             return Ok(false);
         }
         self.refuse_lost_dictionary()?;
@@ -447,16 +450,35 @@ impl Store {
 }
 
 impl Store {
-    /// Refuses to train a dictionary while records compressed with another one are in the
-    /// store (its `dict.zr` lost or removed): a new one would replace the id the header keeps
-    /// and leave them undecodable, where restoring the file would have made them whole. A v2
-    /// header naming no dictionary has no such records; otherwise (and in v1, which keeps no
-    /// id) the records' codecs say.
-    fn refuse_lost_dictionary(&self) -> Result<()> {
-        let named = self.index.v2_header(&self.index_path)?.map(|h| h.dict_id);
-        if named == Some(0) {
-            return Ok(());
+    /// Names the dictionary this writer loaded in a v2 header that names none (a `dict.zr` put
+    /// in place by hand, or one a training that failed after its rename left): from then on a
+    /// `dict.zr` swapped under the store is refused, and a lost one is not trained over.
+    pub(super) fn adopt_dictionary_id(&self) -> Result<()> {
+        let (Some(d), Some(_)) = (self.dict.get(), self.writer.as_ref()) else { return Ok(()) };
+        match self.index.v2_header(&self.index_path)? {
+            Some(h) if h.dict_id == 0 && h.layout == Layout::Entries => {
+                self.frontier_for_writing()?;
+                self.index.set_dict_id(dict::id(&d.raw), &self.index_path)
+            }
+            _ => Ok(()),
         }
+    }
+
+    /// Refuses to train a dictionary a store of raw records cannot have (compact, fixed stride),
+    /// and while records compressed with another one are in the store (its `dict.zr` lost or
+    /// removed): a new one would replace the id the header keeps and leave them undecodable,
+    /// where restoring the file would have made them whole. The records' codecs say (a header
+    /// may name no dictionary: one put in place by hand before its id was kept).
+    fn refuse_lost_dictionary(&self) -> Result<()> {
+        let header = self.index.v2_header(&self.index_path)?;
+        if let Some(h) = header.filter(|h| h.layout != Layout::Entries) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a {} store of raw records: it has no dictionary",
+                self.dir.display(),
+                h.layout.name()
+            )));
+        }
+        let named = header.map(|h| h.dict_id).filter(|&id| id != 0);
         let used = self.stats()?.codecs[Codec::ZstdDict];
         if used == 0 {
             return Ok(());

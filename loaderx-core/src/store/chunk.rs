@@ -81,7 +81,8 @@ impl Chunks {
             },
         };
         let path = self.path(id);
-        let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+        let size = || file.metadata().map(|m| m.len()).map_err(|e| Error::io("stat", &path, e));
+        let len = size()?;
         if len < end {
             return Ok(None);
         }
@@ -97,8 +98,17 @@ impl Chunks {
             return Ok(Some(Arc::clone(m)));
         }
         // The committed bytes of a chunk are never truncated while the store is open (see
-        // `MappedFile::map_prefix`), and only committed bytes are read through a view.
-        let map = Arc::new(MappedFile::map_prefix(&file, &path, len)?);
+        // `MappedFile::map_prefix`), and only committed bytes are read through a view. Bytes past
+        // them may be: a failed append cuts back what it wrote. When that happens between the
+        // stat and the mapping, the file as it is now is mapped (it still holds `end`).
+        let map = match MappedFile::map_prefix(&file, &path, len) {
+            Ok(map) => map,
+            Err(_) => match size()? {
+                now if now < end => return Ok(None),
+                now => MappedFile::map_prefix(&file, &path, now)?,
+            },
+        };
+        let map = Arc::new(map);
         maps[id as usize] = Some(Arc::clone(&map));
         Ok(Some(map))
     }

@@ -282,6 +282,7 @@ impl Store {
                 store.load_manifest()?;
             }
             store.remember_frontier(store.index.len(), store.index.frontier());
+            store.adopt_dictionary_id()?;
         }
         Ok(store)
     }
