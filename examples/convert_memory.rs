@@ -37,8 +37,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let gib: f64 = args.next().map_or(Ok(3.0), |a| a.parse())?;
     let dir = args.next().map_or_else(std::env::temp_dir, PathBuf::from);
-    let work = tempfile::tempdir_in(&dir)?;
-    let input = work.path().join("big.npy");
+    let work = dir.join(format!("loaderx-convert-memory-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let input = work.join("big.npy");
     let rows = ((gib * (1u64 << 30) as f64) as usize) / (ROW * 4);
 
     reset_hwm();
@@ -73,7 +74,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     for codec in [Codec::Raw, Codec::Zstd] {
-        let out = work.path().join(format!("out_{codec}"));
+        let out = work.join(format!("out_{codec}"));
         reset_hwm();
         let t = Instant::now();
         let s = convert::npy(&input, &out, WriteOptions::new().codec(codec))?;
@@ -89,5 +90,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::fs::remove_dir_all(&out)?;
     }
+    std::fs::remove_dir_all(&work)?;
     Ok(())
 }

@@ -22,18 +22,12 @@ use loaderx::convert::{MnistSplit, cache_dir, mnist_stores};
 use loaderx::{DenseSource, Pass};
 
 use burn::data::dataloader::DataLoader;
-use burn::optim::AdamConfig;
-use burn::tensor::{Device, Int, Tensor};
-use burn::train::metric::{AccuracyMetric, LossMetric};
-use burn::train::{Learner, SupervisedTraining};
+use burn::tensor::Device;
 
+#[path = "common/burn_fit.rs"]
+mod fit;
 #[path = "common/burn_model.rs"]
 mod model;
-use model::ModelConfig;
-
-#[cfg(not(feature = "burn-tui"))]
-#[path = "common/epoch_lines.rs"]
-mod epoch_lines;
 
 // ------------------------------------------------------------------ main
 
@@ -112,44 +106,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.lr
     );
 
-    let model = ModelConfig::new(10, 512).init(&device.clone().autodiff());
-    let artifacts = std::env::temp_dir().join("loaderx-mnist-burn-artifacts");
-    let training = SupervisedTraining::new(
-        &artifacts,
-        Arc::new(train) as Arc<dyn DataLoader<MnistBatch>>,
-        Arc::new(valid),
-    )
-    .metric_train_numeric(AccuracyMetric::new())
-    .metric_valid_numeric(AccuracyMetric::new())
-    .metric_train_numeric(LossMetric::new())
-    .metric_valid_numeric(LossMetric::new())
-    .with_application_logger(None)
-    .num_epochs(args.epochs);
-    // With `burn-tui`, burn's own dashboard; without it, one line per epoch and split.
-    #[cfg(not(feature = "burn-tui"))]
-    let training = training.renderer(Box::new(epoch_lines::EpochLines::default()));
     let t = Instant::now();
-    let result = training.launch(Learner::new(model, AdamConfig::new().init(), args.lr));
-    if let Some(e) = result.error {
-        return Err(format!("training failed: {e}").into());
-    }
+    let train = Arc::new(train) as Arc<dyn DataLoader<MnistBatch>>;
+    let model =
+        fit::fit(&device, train, Arc::new(valid), (args.epochs, args.lr), "loaderx-mnist-burn-artifacts")?;
     let train_secs = t.elapsed().as_secs_f64();
 
     // Accuracy over every held-out digit, exactly once.
-    let model = result.model;
     let test = valid_builder.set_device(device.clone()).build_mnist()?;
-    let (mut correct, mut total) = (0usize, 0usize);
-    for batch in test.iter() {
-        let batch = batch?;
-        let targets: Tensor<1, Int> = batch.targets.clone();
-        let predicted = model.forward(batch.images).argmax(1);
-        let predicted =
-            predicted.into_data().convert::<i64>().try_to_vec::<i64>().map_err(|e| format!("{e:?}"))?;
-        let targets =
-            targets.into_data().convert::<i64>().try_to_vec::<i64>().map_err(|e| format!("{e:?}"))?;
-        correct += predicted.iter().zip(&targets).filter(|(p, t)| p == t).count();
-        total += targets.len();
-    }
+    let (correct, total) = fit::accuracy(&model, test.iter())?;
     println!(
         "test accuracy: {:.2}% ({correct}/{total}); training {train_secs:.1}s, total {:.1}s",
         100.0 * correct as f64 / total as f64,

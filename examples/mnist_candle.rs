@@ -21,9 +21,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use loaderx::candle::candle_core::{self, D, DType, Device, Module, Tensor};
-use loaderx::candle::candle_nn::{self, Conv2d, Linear, Optimizer, VarBuilder, VarMap};
 use loaderx::candle::{CandleLoader, Converter};
 use loaderx::{Codec, DataLoader, DenseSource, WriteOptions, convert};
+
+#[path = "common/candle_net.rs"]
+mod net;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -151,36 +153,8 @@ fn normalise(pixels: &[u8], device: &Device) -> candle_core::Result<Tensor> {
     Tensor::from_vec(v, (pixels.len() / 784, 1, 28, 28), device)
 }
 
-struct Net {
-    conv1: Conv2d,
-    conv2: Conv2d,
-    fc1: Linear,
-    fc2: Linear,
-}
-
-impl Net {
-    fn new(vb: VarBuilder) -> candle_core::Result<Net> {
-        let cfg = Default::default();
-        Ok(Net {
-            conv1: candle_nn::conv2d(1, 16, 5, cfg, vb.pp("conv1"))?,
-            conv2: candle_nn::conv2d(16, 32, 5, cfg, vb.pp("conv2"))?,
-            fc1: candle_nn::linear(32 * 4 * 4, 128, vb.pp("fc1"))?,
-            fc2: candle_nn::linear(128, 10, vb.pp("fc2"))?,
-        })
-    }
-}
-
-impl Module for Net {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        // 28 → conv 24 → pool 12 → conv 8 → pool 4
-        let x = self.conv1.forward(x)?.relu()?.max_pool2d(2)?;
-        let x = self.conv2.forward(&x)?.relu()?.max_pool2d(2)?;
-        self.fc2.forward(&self.fc1.forward(&x.flatten_from(1)?)?.relu()?)
-    }
-}
-
 /// Accuracy over every record of the test stores, in batches of 500.
-fn evaluate(net: &Net, cache: &Path, device: &Device) -> Result<(usize, usize), BoxError> {
+fn evaluate(net: &net::Net, cache: &Path, device: &Device) -> Result<(usize, usize), BoxError> {
     let images = DenseSource::open(cache.join("test-images"))?;
     let labels = DenseSource::open(cache.join("test-labels"))?;
     let mut correct = 0usize;
@@ -228,21 +202,8 @@ fn main() -> Result<(), BoxError> {
         })?)
     };
 
-    let vars = VarMap::new();
-    let net = Net::new(VarBuilder::from_varmap(&vars, DType::F32, &device))?;
-    let mut opt = candle_nn::AdamW::new_lr(vars.all_vars(), 1e-3)?;
     let train_start = Instant::now();
-    let mut running = 0f32;
-    for step in 0..args.steps {
-        let (x, y) = loader.next()?;
-        let loss = candle_nn::loss::cross_entropy(&net.forward(&x)?, &y)?;
-        opt.backward_step(&loss)?;
-        running += loss.to_scalar::<f32>()?;
-        if (step + 1) % 100 == 0 {
-            println!("step {:5}  loss {:.4}  ({:.1?})", step + 1, running / 100.0, train_start.elapsed());
-            running = 0.0;
-        }
-    }
+    let net = net::train(&device, args.steps, || loader.next())?;
     let (correct, n) = evaluate(&net, &args.cache, &device)?;
     let trained = train_start.elapsed();
     println!(

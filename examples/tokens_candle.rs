@@ -88,8 +88,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(a) => a.parse().map_err(|e| format!("STEPS {a:?}: {e}"))?,
         None => 300,
     };
-    let dir = tempfile::tempdir()?;
-    let prefix = dir.path().join("corpus");
+    // The corpus lives in a fresh directory of the system's temporary one, removed at the end.
+    let dir = std::env::temp_dir().join(format!("loaderx-tokens-candle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let prefix = dir.join("corpus");
     write_corpus(&prefix, 400)?;
     let corpus = TokenFile::open(&prefix)?;
     println!("{} tokens in {} documents", corpus.len(), corpus.documents().unwrap_or(0));
@@ -97,6 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (i, l) in losses.iter().enumerate().filter(|(i, _)| i % 50 == 0 || *i + 1 == steps) {
         println!("step {i:4}: loss {l:.4}");
     }
+    std::fs::remove_dir_all(&dir)?;
     let (first, last) = (losses[0], losses[losses.len() - 1]);
     if last > first / 2.0 {
         return Err(format!("the loss did not halve: {first:.4} -> {last:.4}").into());

@@ -28,9 +28,10 @@ use crate::{Error, StepLoaderBuilder};
 /// # mod loaderx { pub use loaderx_core::*; pub use loaderx_burn as burn; }
 /// use burn::data::dataloader::DataLoader;
 /// use loaderx::burn::{DataLoaderBuilder, MnistBatcher, MnistItems};
-/// # let dir = tempfile::tempdir()?;
+/// # let dir = std::env::temp_dir().join(format!("loaderx-doc-burn-builder-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir)?;
 /// # let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/mnist-10k");
-/// # let (images, labels) = (dir.path().join("images"), dir.path().join("labels"));
+/// # let (images, labels) = (dir.join("images"), dir.join("labels"));
 /// # loaderx::convert::idx(root.join("t10k-images-idx3-ubyte.gz"), &images, Default::default())?;
 /// # loaderx::convert::idx(root.join("t10k-labels-idx1-ubyte.gz"), &labels, Default::default())?;
 /// let test = MnistItems::open(&images, &labels)?;
@@ -38,6 +39,7 @@ use crate::{Error, StepLoaderBuilder};
 /// assert_eq!(loader.num_items(), 2000);
 /// let batches = loader.iter().count();
 /// assert_eq!(batches, 32); // 31 of 64 and one of 16: every digit once
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DataLoaderBuilder<I, O> {

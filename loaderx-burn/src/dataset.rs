@@ -32,13 +32,15 @@ pub(crate) fn check_indices(what: &str, indices: &[usize], len: usize) -> Vec<u3
 /// use burn::data::dataset::Dataset;
 /// use loaderx::burn::DenseItems;
 /// use loaderx::{DatasetWriter, WriteOptions};
-/// let dir = tempfile::tempdir()?;
-/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![3], WriteOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-burn-dataset-1-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.join("x"), vec![3], WriteOptions::new())?;
 /// w.append(&(0..30).map(|v| v as f32).collect::<Vec<_>>())?;
 /// w.finish()?;
-/// let items = DenseItems::<f32>::open(dir.path().join("x"))?;
+/// let items = DenseItems::<f32>::open(dir.join("x"))?;
 /// assert_eq!(items.len(), 10);
 /// assert_eq!(items.get_many(vec![2, 0])?, vec![vec![6.0, 7.0, 8.0], vec![0.0, 1.0, 2.0]]);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -109,15 +111,17 @@ impl<T: Element> Dataset<Vec<T>> for DenseItems<T> {
 /// use burn::data::dataset::Dataset;
 /// use loaderx::burn::{DenseItems, Zip};
 /// use loaderx::{DatasetWriter, WriteOptions};
-/// let dir = tempfile::tempdir()?;
-/// let mut x = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![2], WriteOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-burn-dataset-2-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mut x = DatasetWriter::dense::<f32>(dir.join("x"), vec![2], WriteOptions::new())?;
 /// x.append(&[0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5])?;
 /// x.finish()?;
-/// let mut y = DatasetWriter::dense::<i64>(dir.path().join("y"), vec![], WriteOptions::new())?;
+/// let mut y = DatasetWriter::dense::<i64>(dir.join("y"), vec![], WriteOptions::new())?;
 /// y.append(&[7i64, 8, 9])?;
 /// y.finish()?;
-/// let xy = Zip::new(DenseItems::<f32>::open(dir.path().join("x"))?, DenseItems::<i64>::open(dir.path().join("y"))?)?;
+/// let xy = Zip::new(DenseItems::<f32>::open(dir.join("x"))?, DenseItems::<i64>::open(dir.join("y"))?)?;
 /// assert_eq!(xy.get_many(vec![2, 0])?, vec![(vec![2.0, 2.5], vec![9]), (vec![0.0, 0.5], vec![7])]);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]

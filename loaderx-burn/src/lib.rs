@@ -28,8 +28,9 @@
 //! #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 //! struct Pair { x: f32, y: f32 }
 //!
-//! let dir = tempfile::tempdir()?;
-//! let mut w = ItemStore::<Pair>::create(dir.path().join("pairs"), WriteOptions::new())?;
+//! let dir = std::env::temp_dir().join(format!("loaderx-doc-burn-lib-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let mut w = ItemStore::<Pair>::create(dir.join("pairs"), WriteOptions::new())?;
 //! for i in 0..100 {
 //!     w.push(&Pair { x: i as f32, y: 2.0 * i as f32 })?;
 //! }
@@ -46,6 +47,7 @@
 //! for residual in loader.iter() {
 //!     assert_eq!(residual?, 0.0);
 //! }
+//! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -45,12 +45,13 @@ use crate::{Error, Result};
 /// use burn::data::dataloader::DataLoader;
 /// use loaderx::burn::StepLoaderBuilder;
 /// use loaderx::{DatasetWriter, WriteOptions};
-/// let dir = tempfile::tempdir()?;
-/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![2], WriteOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-burn-loader-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.join("x"), vec![2], WriteOptions::new())?;
 /// w.append(&(0..200).map(|v| v as f32).collect::<Vec<_>>())?;
 /// w.finish()?;
 /// let loader = StepLoaderBuilder::new()
-///     .open_stream("x", dir.path().join("x"))
+///     .open_stream("x", dir.join("x"))
 ///     .batch_size(25)
 ///     .build()?;
 /// assert_eq!(loader.num_items(), 100); // 4 steps of 25 per epoch
@@ -58,6 +59,7 @@ use crate::{Error, Result};
 /// assert_eq!(batches.len(), 4);
 /// assert_eq!(batches[0].get("x").unwrap().shape().as_slice(), &[25, 2]);
 /// assert_eq!(loader.state().step, 4); // the next iter() goes on with step 4
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct StepLoader<O> {

@@ -21,17 +21,18 @@
 //! # mod loaderx { pub use loaderx_core::*; pub use loaderx_candle as candle; }
 //! use loaderx::candle::{CandleLoader, Converter, Widen, candle_core::{DType, Device}};
 //! use loaderx::{DataLoader, DatasetWriter, WriteOptions};
-//! let dir = tempfile::tempdir()?;
-//! let mut w = DatasetWriter::dense::<u8>(dir.path().join("image"), vec![2, 2], WriteOptions::new())?;
+//! let dir = std::env::temp_dir().join(format!("loaderx-doc-candle-lib-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let mut w = DatasetWriter::dense::<u8>(dir.join("image"), vec![2, 2], WriteOptions::new())?;
 //! w.append(&(0..=255).collect::<Vec<u8>>())?;
 //! w.finish()?;
-//! let mut w = DatasetWriter::dense::<bool>(dir.path().join("flag"), vec![], WriteOptions::new())?;
+//! let mut w = DatasetWriter::dense::<bool>(dir.join("flag"), vec![], WriteOptions::new())?;
 //! w.append(&(0..64).map(|i| i % 3 == 0).collect::<Vec<_>>())?;
 //! w.finish()?;
 //!
 //! let builder = DataLoader::builder()
-//!     .open_stream("image", dir.path().join("image"))
-//!     .open_stream("flag", dir.path().join("flag"))
+//!     .open_stream("image", dir.join("image"))
+//!     .open_stream("flag", dir.join("flag"))
 //!     .batch_size(16)
 //!     .seed(7);
 //! // bool has no candle dtype: widen it explicitly; normalise the bytes on the prefetch threads.
@@ -44,6 +45,7 @@
 //! let (image, flag) = loader.next_batch()?.expect("an endless loader");
 //! assert_eq!(image.dims(), &[16, 2, 2]);
 //! assert_eq!(flag.dtype(), DType::U8);
+//! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -18,16 +18,18 @@ use crate::{Converter, Result, TensorBatch};
 /// # mod loaderx { pub use loaderx_core::*; pub use loaderx_candle as candle; }
 /// use loaderx::candle::{CandleLoader, Converter, candle_core::Device};
 /// use loaderx::{DataLoader, DatasetWriter, WriteOptions};
-/// let dir = tempfile::tempdir()?;
-/// let mut w = DatasetWriter::dense::<f32>(dir.path().join("x"), vec![4], WriteOptions::new())?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-candle-loader-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let mut w = DatasetWriter::dense::<f32>(dir.join("x"), vec![4], WriteOptions::new())?;
 /// w.append(&(0..400).map(|v| v as f32).collect::<Vec<_>>())?;
 /// w.finish()?;
-/// let builder = DataLoader::builder().open_stream("x", dir.path().join("x")).batch_size(8).seed(3);
+/// let builder = DataLoader::builder().open_stream("x", dir.join("x")).batch_size(8).seed(3);
 /// let mut loader = CandleLoader::new(builder, Converter::new(&Device::Cpu))?;
 /// let batch = loader.next_batch()?.expect("endless: None only ends a finite pass");
 /// assert_eq!((batch.step(), batch.get("x")?.dims()), (0, &[8, 4][..]));
 /// let saved = loader.state(); // `.state(saved)` on a new builder resumes at step 1
 /// assert_eq!(saved.step, 1);
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]

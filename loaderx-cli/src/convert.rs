@@ -36,8 +36,15 @@ pub enum Format {
     /// --chunk tokens for a file without documents).
     Tokens(TokensArgs),
     /// An image folder (one subdirectory of JPEG, PNG or WebP files per class) → OUT/images
-    /// (u8 [H, W, 3]), OUT/labels (u32) and OUT/classes.txt (build feature `images`).
+    /// (u8 [H, W, 3], or the files kept encoded), OUT/labels (u32) and OUT/classes.txt (build
+    /// feature `images`).
     #[cfg(feature = "images")]
+    #[command(after_help = "Examples:\n  \
+        loaderx convert images photos/train stores/train --encoded --max-side 512   \
+        # kept encoded: decoded and augmented by the loader at every step\n  \
+        loaderx convert images photos/train stores/train --size 224x224             \
+        # decoded once into pixels\n\n\
+        A folder of files trains directly in examples/image_folder_burn.rs and image_folder_candle.rs.")]
     Images(ImagesArgs),
 }
 

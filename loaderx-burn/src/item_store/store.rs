@@ -34,14 +34,16 @@ const MIGRATE_BATCH: usize = 1024;
 /// #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 /// struct Item { text: String, label: u8 }
 ///
-/// let dir = tempfile::tempdir()?;
+/// let dir = std::env::temp_dir().join(format!("loaderx-doc-burn-item-store-store-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
 /// let source = InMemDataset::new(vec![
 ///     Item { text: "a".into(), label: 0 },
 ///     Item { text: "bc".into(), label: 1 },
 /// ]);
-/// let store = ItemStore::from_dataset(&source, dir.path().join("items"), WriteOptions::new())?;
+/// let store = ItemStore::from_dataset(&source, dir.join("items"), WriteOptions::new())?;
 /// assert_eq!(store.len(), 2);
 /// assert_eq!(store.get(1)?, Item { text: "bc".into(), label: 1 });
+/// # std::fs::remove_dir_all(&dir)?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct ItemStore<I> {

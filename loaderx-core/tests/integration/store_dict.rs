@@ -78,10 +78,9 @@ fn a_dictionary_put_in_place_by_hand_is_kept_as_the_stores() {
     let store = Store::open(&path).unwrap();
     assert_eq!(store.gather(&(0..100u64).collect::<Vec<_>>()).unwrap(), records);
 
-    for (name, options) in [
-        ("compact", opts(Format::V2).compact_entries(true)),
-        ("fixed", opts(Format::V2).fixed_stride(16)),
-    ] {
+    for (name, options) in
+        [("compact", opts(Format::V2).compact_entries(true)), ("fixed", opts(Format::V2).fixed_stride(16))]
+    {
         let raw = dir.path().join(name);
         let store = Store::create(&raw, options).unwrap();
         let e = store.train_dictionary(&samples).unwrap_err();
