@@ -114,11 +114,21 @@ fn concat_column(
             StreamData::Dense(DenseSource::concat(parts)?)
         }
         #[cfg(feature = "images")]
-        StreamData::Image(..) => {
-            return Err(Error::Config {
-                what: "mixture",
-                reason: format!("image stream {name:?} in a mixture: not supported yet"),
-            });
+        StreamData::Image(_, pipeline) => {
+            let parts = column
+                .map(|s| match s {
+                    StreamData::Image(r, p) if p == *pipeline => Ok(r),
+                    StreamData::Image(..) => Err(Error::Config {
+                        what: "mixture",
+                        reason: format!("image stream {name:?} is transformed differently in two sources"),
+                    }),
+                    _ => Err(Error::Config {
+                        what: "mixture",
+                        reason: format!("stream {name:?} is an image stream in one source, not in another"),
+                    }),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            StreamData::Image(RaggedSource::concat(parts)?, std::sync::Arc::clone(pipeline))
         }
         StreamData::Ragged(_, pad) => {
             let parts = column

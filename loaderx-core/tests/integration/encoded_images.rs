@@ -201,6 +201,62 @@ fn image_streams_decode_on_the_prefetch_threads_the_same_anywhere() {
     assert!(matches!(e, Error::Config { what: "image_stream", .. }), "{e}");
 }
 
+/// Image streams mix: each source's images decoded by the one pipeline they share, every row
+/// from the source the schedule deals it to (told apart by their sizes), the same bytes on one
+/// thread or two; sources transformed differently are refused at build.
+#[test]
+fn image_streams_of_two_sources_mix() {
+    use loaderx_core::vision::ImagePipeline;
+    use loaderx_core::{DataLoader, DenseSource};
+    let dir = tempfile::tempdir().unwrap();
+    let source = |name: &str, n: u32, tag: u32| {
+        let images = image_dataset(&dir.path().join(name), n, false);
+        let tags = DenseSource::from_vec(vec![], vec![tag; n as usize]).unwrap();
+        DataLoader::builder().image_stream("image", images, ImagePipeline::eval(8)).stream("tag", tags)
+    };
+    let (a, b) = (source("a", 12, 0), source("b", 9, 1));
+    let mixed = |threads: usize| {
+        let mut l = loaderx_core::LoaderBuilder::mixture(vec![(0.75, a.clone()), (0.25, b.clone())])
+            .unwrap()
+            .batch_size(8)
+            .seed(3)
+            .threads(threads)
+            .build()
+            .unwrap();
+        (0..6)
+            .map(|_| {
+                let b = l.next_batch().unwrap().unwrap();
+                assert_eq!(b.get("image").unwrap().shape(), &[8, 8, 8, 3]);
+                (b.get("image").unwrap().as_bytes().to_vec(), b.get("tag").unwrap().as_bytes().to_vec())
+            })
+            .collect::<Vec<_>>()
+    };
+    let one = mixed(1);
+    assert_eq!(mixed(2), one, "two threads give the bytes one does");
+    let tags: Vec<u8> = one.iter().flat_map(|(_, t)| t.chunks(4).map(|c| c[0])).collect();
+    let from_b = tags.iter().filter(|&&t| t == 1).count();
+    assert!((6..=18).contains(&from_b), "about a quarter of 48 rows from b: {from_b}");
+    let e = loaderx_core::LoaderBuilder::mixture(vec![
+        (0.5, source("c", 4, 0)),
+        (
+            0.5,
+            DataLoader::builder()
+                .image_stream(
+                    "image",
+                    image_dataset(&dir.path().join("d"), 4, false),
+                    ImagePipeline::eval(12),
+                )
+                .stream("tag", DenseSource::from_vec(vec![], vec![1u32; 4]).unwrap()),
+        ),
+    ])
+    .err()
+    .unwrap();
+    assert!(
+        matches!(&e, Error::Config { what: "mixture", reason } if reason.contains("transformed differently")),
+        "{e}"
+    );
+}
+
 /// CRC-32 (PNG's), bit by bit: enough for a test's chunk.
 fn crc32(bytes: &[u8]) -> u32 {
     let mut c = !0u32;
