@@ -452,16 +452,46 @@ impl Store {
 impl Store {
     /// Names the dictionary this writer loaded in a v2 header that names none (a `dict.zr` put
     /// in place by hand, or one a training that failed after its rename left): from then on a
-    /// `dict.zr` swapped under the store is refused, and a lost one is not trained over.
+    /// `dict.zr` swapped under the store is refused, and a lost one is not trained over. Only
+    /// the dictionary the records were compressed with is named: when the first `zstd_dict`
+    /// record's frame names another (a foreign `dict.zr`), or none, the header is left as it
+    /// is (its reads fail as they would have, and putting the right file back mends them).
     pub(super) fn adopt_dictionary_id(&self) -> Result<()> {
         let (Some(d), Some(_)) = (self.dict.get(), self.writer.as_ref()) else { return Ok(()) };
+        let id = dict::id(&d.raw);
         match self.index.v2_header(&self.index_path)? {
-            Some(h) if h.dict_id == 0 && h.layout == Layout::Entries => {
+            Some(h) if h.dict_id == 0 && h.layout == Layout::Entries && id != 0 => {
+                if self.first_dictionary_frame()?.is_some_and(|named| named != id) {
+                    return Ok(());
+                }
                 self.frontier_for_writing()?;
-                self.index.set_dict_id(dict::id(&d.raw), &self.index_path)
+                self.index.set_dict_id(id, &self.index_path)
             }
             _ => Ok(()),
         }
+    }
+
+    /// The dictionary id the frame of the first `zstd_dict` record names (0 when it names none
+    /// or its bytes are not there); `None` when no record was compressed with a dictionary.
+    fn first_dictionary_frame(&self) -> Result<Option<u32>> {
+        let len = self.len();
+        let mut first = 0;
+        while first < len {
+            let end = first.saturating_add(1 << 16).min(len);
+            let found = self
+                .index
+                .entries_checked(first, end)?
+                .into_iter()
+                .flatten()
+                .find(|e| e.codec == Codec::ZstdDict as u8);
+            if let Some(e) = found {
+                let map = self.chunk_view(e.chunk, e.offset.saturating_add(u64::from(e.stored)))?;
+                let frame = map.as_deref().and_then(|m| super::gather::stored_range(m, &e));
+                return Ok(Some(frame.map_or(0, codec::frame_dict_id)));
+            }
+            first = end;
+        }
+        Ok(None)
     }
 
     /// Refuses to train a dictionary a store of raw records cannot have (compact, fixed stride),

@@ -119,6 +119,35 @@ impl Chunks {
         self.files.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
+    /// Bytes of chunk `id` from `offset`, at most `max`, whole `unit`s: what the file holds
+    /// there now, read into a buffer (never through a mapping, whose pages past a cut would
+    /// fault). For bytes that are not committed, which a failed append may cut off at any
+    /// moment: a cut shortens what is returned. `None` when the chunk is missing.
+    pub(crate) fn read_uncommitted(
+        &self,
+        id: u32,
+        offset: u64,
+        max: u64,
+        unit: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        let path = self.path(id);
+        let file = match crate::sys::open_regular(OpenOptions::new().read(true), &path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("open chunk", path, e)),
+        };
+        let size = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+        let n = size.saturating_sub(offset).min(max);
+        let n = usize::try_from(n - n % unit.max(1)).unwrap_or(0);
+        let mut out = vec![0u8; n];
+        match crate::sys::read_exact_at(&file, &mut out, offset) {
+            Ok(()) => Ok(Some(out)),
+            // Cut between the stat and the read: nothing of it is used.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Some(Vec::new())),
+            Err(e) => Err(Error::io("read", path, e)),
+        }
+    }
+
     /// Reads exactly `dst.len()` bytes at `offset` of chunk `id`.
     ///
     /// A short read means the table points past the end of the file: reported as `Ok(false)` so

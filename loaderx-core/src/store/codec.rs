@@ -55,6 +55,11 @@ impl Dictionary {
 
 /// Trains a dictionary on `samples`, sized to the data: about a twentieth of the sample bytes,
 /// between 4 KiB and `cap` (default 110 KiB). `None` when there is too little data to train on.
+/// The dictionary id a zstd frame names in its header (0 for none, or not a frame).
+pub(crate) fn frame_dict_id(frame: &[u8]) -> u32 {
+    zstd::zstd_safe::get_dict_id_from_frame(frame).map_or(0, std::num::NonZeroU32::get)
+}
+
 pub(crate) fn train(samples: &[&[u8]], cap: Option<usize>) -> Option<Vec<u8>> {
     let total: usize = samples.iter().map(|s| s.len()).sum();
     let cap = cap.unwrap_or(DEFAULT_DICT_CAP).clamp(256, crate::format::dict::MAX_LEN as usize);

@@ -270,6 +270,9 @@ impl Store {
         f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
         super::files::remove_chunks_after(&self.dir, chunk)?;
+        // And after: a mapping a reader made in between covers bytes now cut, or a file now
+        // removed that a later append would make anew.
+        self.chunks.reset();
         sync_dir(&self.dir)
     }
 

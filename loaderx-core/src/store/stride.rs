@@ -144,16 +144,25 @@ impl Store {
         }
         // The open block: the writer may have summed records past the count this batch took.
         // Each longer run of records the chunk already holds is tried; a match proves the
-        // records below the count are the ones summed.
+        // records below the count are the ones summed. Those records are not committed: a
+        // failed append may cut them off the chunk at any moment, so they are read into a
+        // buffer, never through the chunk's mapping (a page past the cut would fault).
         let full = stride.block_records(b, u64::MAX);
-        let mut end = records.end;
-        while end < full.end && records.end == len {
-            let more = end..end + 1;
-            let Some(next) = self.block_bytes(stride, full.start..end + 1)? else { break };
-            sum = crc32c::crc32c_append(sum, next.bytes_range(&more, stride));
-            end += 1;
-            if sum == view.blocks.block_crc(b) {
-                return Ok(());
+        if records.end == len
+            && records.end < full.end
+            && let Some((chunk, at)) = stride.locate(records.end)
+            && let Some(more) = self.chunks.read_uncommitted(
+                chunk,
+                at,
+                (full.end - records.end) * stride.record_size,
+                stride.record_size,
+            )?
+        {
+            for record in more.chunks_exact(usize::try_from(stride.record_size).unwrap_or(usize::MAX)) {
+                sum = crc32c::crc32c_append(sum, record);
+                if sum == view.blocks.block_crc(b) {
+                    return Ok(());
+                }
             }
         }
         // An append that failed put the open block's sum back (then cut its records off the

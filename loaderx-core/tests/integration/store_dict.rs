@@ -89,6 +89,43 @@ fn a_dictionary_put_in_place_by_hand_is_kept_as_the_stores() {
     }
 }
 
+/// The thirty-seventh look's P2: a read-write open names only the dictionary the records were
+/// compressed with (their frames say which): a foreign `dict.zr` in a store whose header names
+/// none (as builds before the thirty-sixth look left hand-placed ones) is not named, and putting
+/// the right file back makes the store whole.
+#[test]
+fn a_foreign_dictionary_is_not_named_for_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let ours = sample_store(dir.path(), Codec::ZstdDict, Format::V2);
+    let good = std::fs::read(ours.join("dict.zr")).unwrap();
+    let foreign = dir.path().join("other");
+    let store = Store::create(&foreign, opts(Format::V2)).unwrap();
+    let samples: Vec<Vec<u8>> = (0..3000u32)
+        .map(|i| format!("<row n='{i}'><val>{}</val></row>", i * 31 % 977).into_bytes())
+        .collect();
+    assert!(store.train_dictionary(&samples).unwrap());
+    drop(store);
+    // The header naming no dictionary, the other store's dict.zr in place.
+    let index = ours.join("index.zr");
+    let mut bytes = std::fs::read(&index).unwrap();
+    let mut h = loaderx_core::format::v2::Header::parse(&bytes[..64], true).unwrap();
+    h.dict_id = 0;
+    bytes[..64].copy_from_slice(&h.encode());
+    std::fs::write(&index, &bytes).unwrap();
+    std::fs::copy(foreign.join("dict.zr"), ours.join("dict.zr")).unwrap();
+    drop(Store::open_rw(&ours, opts(Format::V2)).unwrap());
+    let h = loaderx_core::format::v2::Header::parse(&std::fs::read(&index).unwrap()[..64], true).unwrap();
+    assert_eq!(h.dict_id, 0, "the foreign dictionary is not named");
+    std::fs::write(ours.join("dict.zr"), good).unwrap();
+    drop(Store::open_rw(&ours, opts(Format::V2)).unwrap());
+    let store = Store::open(&ours).unwrap();
+    for i in 0..200u64 {
+        assert_eq!(store.get(i).unwrap().to_vec(), record(i), "record {i}");
+    }
+    let h = loaderx_core::format::v2::Header::parse(&std::fs::read(&index).unwrap()[..64], true).unwrap();
+    assert_ne!(h.dict_id, 0, "the right dictionary is named once a writer loads it");
+}
+
 #[test]
 fn damaged_dictionary_file_is_refused_on_open() {
     for format in FORMATS {
