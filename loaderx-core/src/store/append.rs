@@ -180,6 +180,8 @@ impl Store {
             adding: n - placed as u64,
             limit: first + placed as u64,
         };
+        // The tail chunk appended to must still be the file its name leads to.
+        self.refuse_tail_replaced(tail_chunk, tail_offset)?;
         let mut place = Placement::new(tail_chunk, tail_offset, self.chunk_capacity()?, self.index.limits());
         let mut entries = Vec::with_capacity(records.len());
         for (i, r) in records.iter().enumerate() {

@@ -57,6 +57,19 @@ impl Chunks {
         Ok(Arc::clone(&files[id as usize]))
     }
 
+    /// Whether the handle this store holds for chunk `id` (if any) is still the file its path
+    /// names: a chunk replaced or removed from outside leaves writes through the handle in a
+    /// file with no name.
+    pub(crate) fn is_current(&self, id: u32) -> Result<bool> {
+        let held = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
+        match held {
+            None => Ok(true),
+            Some(f) => {
+                crate::sys::same_file(&f, &self.path(id)).map_err(|e| Error::io("stat", self.path(id), e))
+            }
+        }
+    }
+
     /// A read-only mapping of chunk `id` covering at least `end` bytes, mapping (again) when the
     /// cached one is shorter: the tail chunk grows while the store is open. `None` when the file
     /// itself is shorter than `end` (a truncated chunk).

@@ -34,6 +34,10 @@ impl Store {
     pub(super) fn committed_for_writing(&self) -> Result<(u64, (u32, u64))> {
         let remembered =
             self.writer.as_ref().and_then(|w| *w.frontier.lock().unwrap_or_else(|e| e.into_inner()));
+        // The header checked below is the one of the file this handle holds: it must still be
+        // the store's (a copy renamed over it, a restore, would take every later write to a
+        // file with no name, acknowledged and lost).
+        self.refuse_replaced(&self.index_file, &self.index_path)?;
         match self.index.checked_state() {
             Some(found) if remembered.is_none_or(|r| r == found) => Ok(found),
             found => Err(Error::Corrupt {
@@ -60,6 +64,44 @@ impl Store {
     /// As [`Store::committed_for_writing`].
     pub(super) fn frontier_for_writing(&self) -> Result<(u32, u64)> {
         self.committed_for_writing().map(|(_, f)| f)
+    }
+
+    /// Refuses, and stops this handle, when `path` no longer names `held` (replaced or removed
+    /// from outside under this writer): nothing is written.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming `path`; [`Error::Io`] when it cannot be examined.
+    pub(super) fn refuse_replaced(&self, held: &std::fs::File, path: &std::path::Path) -> Result<()> {
+        if crate::sys::same_file(held, path).map_err(|e| Error::io("stat", path, e))? {
+            return Ok(());
+        }
+        Err(self.replaced(path))
+    }
+
+    /// [`Store::refuse_replaced`] for the tail chunk `chunk`, written from byte `offset`: the
+    /// handle held for it, or (none held yet) a file holding at least the committed bytes.
+    pub(super) fn refuse_tail_replaced(&self, chunk: u32, offset: u64) -> Result<()> {
+        let path = self.chunks.path(chunk);
+        let short = || std::fs::metadata(&path).map_or(true, |m| m.len() < offset);
+        if self.chunks.is_current(chunk)? && (offset == 0 || !short()) {
+            return Ok(());
+        }
+        Err(self.replaced(&path))
+    }
+
+    /// The error of a file replaced, removed or cut under this writer, the handle stopped.
+    pub(super) fn replaced(&self, path: &std::path::Path) -> Error {
+        let why = format!("{} was replaced or removed under this writer", path.display());
+        self.halt_handle(why.clone());
+        Error::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            reason: format!(
+                "replaced, removed or cut under this writer (its name leads to another file now): \
+                 nothing written, and this handle stops; open the store again ({why})"
+            ),
+            source: None,
+        }
     }
 
     /// Records `count` and `frontier` as the ones this handle published last.

@@ -290,7 +290,17 @@ impl Store {
     /// operation that needs it ("compacting it"), for the error of a store others have open.
     pub(super) fn exclusive(&self, doing: &str) -> Result<Exclusive<'_>> {
         match within_grace(|| self.index_file.try_lock()) {
-            Ok(()) => Ok(Exclusive(&self.index_file)),
+            // Alone on the file this handle holds: also the one readers now open by its name.
+            Ok(()) => match same_file(&self.index_file, &self.index_path) {
+                Ok(true) => Ok(Exclusive(&self.index_file)),
+                here => {
+                    let _ = self.index_file.lock_shared();
+                    Err(match here {
+                        Err(e) => Error::io("stat", &self.index_path, e),
+                        Ok(_) => self.replaced(&self.index_path),
+                    })
+                }
+            },
             Err(e) => {
                 // A failed conversion may have dropped the shared lock: take it back.
                 let _ = self.index_file.lock_shared();

@@ -37,6 +37,11 @@ use crate::sys::tuning::{
 /// (a block's failure, a few hundred bytes) whatever the number damaged.
 const VERIFY_WINDOW: u64 = 1 << 12;
 
+/// How many times a reader searches the open block again while a writer keeps changing its
+/// sum (each change an append) before it reports a mismatch: far more appends than land in
+/// one search.
+const OPEN_BLOCK_TRIES: usize = 16;
+
 /// The checksum of records `range` (absolute indices; `first` is the index of `records[0]`),
 /// extending `acc`: a long record's own checksum combined in, a short one hashed (`crcs` may be
 /// empty when every record is shorter than [`COMBINE_FROM`]: none of them is read then).
@@ -131,44 +136,45 @@ impl Store {
     fn check_block(&self, view: &FixedView, b: u64, len: u64, asked: u64) -> Result<()> {
         let stride = &view.stride;
         let records = stride.block_records(b, len);
-        let Some(mut sum) = self.block_sum(stride, records.clone())? else {
+        let Some(committed) = self.block_sum(stride, records.clone())? else {
             return Err(self.block_error(
                 stride,
                 asked,
                 "truncated or missing chunk: the block's bytes are not there",
             ));
         };
-        let committed = sum;
-        if sum == view.blocks.block_crc(b) {
-            return Ok(());
-        }
         // The open block: the writer may have summed records past the count this batch took.
-        // Each longer run of records the chunk already holds is tried; a match proves the
-        // records below the count are the ones summed. Those records are not committed: a
-        // failed append may cut them off the chunk at any moment, so they are read into a
-        // buffer, never through the chunk's mapping (a page past the cut would fault).
+        // Each longer run of records the chunk holds is tried; a match proves the records below
+        // the count are the ones summed. The writer writes records before it extends the sum,
+        // so the bytes read after a sum is read hold every record it covers. They are not
+        // committed: a failed append may cut them off the chunk at any moment (and put the sum
+        // back), so they are read into a buffer, never through the chunk's mapping (a page past
+        // the cut would fault), and the search starts again while the sum keeps changing.
         let full = stride.block_records(b, u64::MAX);
-        if records.end == len
-            && records.end < full.end
-            && let Some((chunk, at)) = stride.locate(records.end)
-            && let Some(more) = self.chunks.read_uncommitted(
+        let tail = (records.end == len && records.end < full.end).then(|| stride.locate(records.end)).flatten();
+        let unit = usize::try_from(stride.record_size).unwrap_or(usize::MAX);
+        for _ in 0..OPEN_BLOCK_TRIES {
+            let want = view.blocks.block_crc(b);
+            if committed == want {
+                return Ok(());
+            }
+            let Some((chunk, at)) = tail else { break };
+            let more = self.chunks.read_uncommitted(
                 chunk,
                 at,
                 (full.end - records.end) * stride.record_size,
                 stride.record_size,
-            )?
-        {
-            for record in more.chunks_exact(usize::try_from(stride.record_size).unwrap_or(usize::MAX)) {
+            )?;
+            let mut sum = committed;
+            for record in more.as_deref().unwrap_or_default().chunks_exact(unit) {
                 sum = crc32c::crc32c_append(sum, record);
-                if sum == view.blocks.block_crc(b) {
+                if sum == want {
                     return Ok(());
                 }
             }
-        }
-        // An append that failed put the open block's sum back (then cut its records off the
-        // chunk) while the runs above were tried: read once more.
-        if committed == view.blocks.block_crc(b) {
-            return Ok(());
+            if view.blocks.block_crc(b) == want {
+                break;
+            }
         }
         Err(self.block_error(
             stride,

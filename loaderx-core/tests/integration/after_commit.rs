@@ -441,3 +441,64 @@ fn an_older_header_with_the_same_frontier_is_not_written_from() {
         }
     }
 }
+
+/// Replaces `path` by a copy of itself (the same bytes, another file), as a restore or
+/// `cp --remove-destination` does.
+fn swap_for_a_copy(path: &Path) {
+    let copy = path.with_extension("copy");
+    fs::copy(path, &copy).unwrap();
+    fs::rename(&copy, path).unwrap();
+}
+
+/// The thirty-eighth look's Q1 and Q2: the index (`index.zr`, `meta.zr`) or the tail chunk
+/// replaced by an identical copy under a live writer: its writes would go to files with no name,
+/// acknowledged and lost. The first write after it is refused with nothing written and the
+/// handle stops; reopened, the store holds every record it acknowledged.
+#[cfg(unix)]
+#[test]
+fn a_file_replaced_under_a_writer_is_never_written_through() {
+    let cases = [
+        ("index.zr", StoreOptions::new()),
+        ("index.zr", StoreOptions::new().fixed_stride(16)),
+        ("meta.zr", StoreOptions::new().format(loaderx_core::Format::V1)),
+        ("0.zr", StoreOptions::new()),
+        ("0.zr", StoreOptions::new().compact_entries(true)),
+        ("0.zr", StoreOptions::new().format(loaderx_core::Format::V1)),
+    ];
+    for (name, opts) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        let mut store = Store::create(&path, opts).unwrap();
+        store.append(&records(0..10), Codec::Raw).unwrap();
+        swap_for_a_copy(&path.join(name));
+        let e = store.append(&records(10..20), Codec::Raw).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt { path, reason, .. } if path.ends_with(name) && reason.contains("replaced")),
+            "{name}: {e}"
+        );
+        assert!(matches!(store.delete(&[0u64]), Err(Error::Locked { .. } | Error::Corrupt { .. })), "{name}");
+        assert!(store.append(&records(20..21), Codec::Raw).is_err(), "{name}: the handle stopped");
+        drop(store);
+        reopens_clean(&path, &records(0..10));
+    }
+}
+
+/// Q1b: with the index replaced, a writer's delete (or compaction) would take the lock of a file
+/// no reader holds any more, and move records under a reader of the new one.
+#[cfg(unix)]
+#[test]
+fn no_delete_under_readers_of_a_replaced_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = Store::create(&path, StoreOptions::new()).unwrap();
+    store.append(&records(0..50), Codec::Raw).unwrap();
+    swap_for_a_copy(&path.join("index.zr"));
+    let reader = Store::open(&path).unwrap();
+    assert_eq!(contents(&reader), records(0..50));
+    let e = store.delete(&[0u64, 1, 2]).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { .. } | Error::Locked { .. }), "{e}");
+    assert!(store.compact().is_err());
+    assert_eq!(contents(&reader), records(0..50), "the reader's records unmoved");
+    drop((store, reader));
+    reopens_clean(&path, &records(0..50));
+}
