@@ -43,7 +43,7 @@ pub enum Layer {
     /// JPEGs, or `--image-dir`).
     Images,
     /// Token files: random windows against the memcpy of the same windows, and the first
-    /// batch of a 10-billion-token file and of Megatron samples over 5 million documents.
+    /// batch of 1- and 10-billion-token files and of Megatron samples over 1, 5 and 10 million documents.
     Tokens,
     /// Sampler, store and loader.
     #[default]

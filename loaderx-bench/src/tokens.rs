@@ -1,9 +1,10 @@
 //! Token layer (issue 45): random windows of 1,025 `u16` tokens, 64 a batch, gathered from a
 //! token file by loaderx's `windows` sampler against the ceiling (a memcpy of the same windows
 //! from the same mapping into a page-aligned buffer), interleaved; then the first batch of a
-//! freshly opened file, by its size: windows of a 10-billion-token headerless file (sparse: its
-//! bytes read as zeros) and Megatron's GPT samples over 1 billion tokens in 5 million documents
-//! (the `.idx` real, the `.bin` sparse), each timed from the open to the first batch in hand.
+//! freshly opened file, by its size: windows of 1- and 10-billion-token headerless files (sparse:
+//! their bytes read as zeros) and Megatron's GPT samples over 1 billion tokens in 1, 5 and 10
+//! million documents (the `.idx` real, the `.bin` sparse), each timed from the open to the first
+//! batch in hand.
 
 use std::hint::black_box;
 use std::io::Write;

@@ -67,7 +67,7 @@ def main() -> int:
 
             # 2. megatron-core writes, loaderx reads.
             prefix = os.path.join(work, f"theirs-{dtype.name}")
-            builder = IndexedDatasetBuilder(prefix + ".bin", dtype=dtype)
+            builder = IndexedDatasetBuilder(prefix + ".bin", dtype=dtype.type)  # a NumPy scalar type, as Megatron takes it
             for d in docs:
                 builder.add_document(d, [len(d)])
             builder.finalize(prefix + ".idx")

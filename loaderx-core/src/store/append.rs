@@ -149,8 +149,12 @@ impl Store {
         // Only past the count and frontier this writer published, which the header still holds
         // (checksum and all) before and after: a header changed from outside says nothing of
         // where the committed bytes end, and an append it refused wrote nothing to cut back.
+        // Not on a stopped handle either (a file replaced or removed under it): nothing of it is
+        // touched again.
+        let stopped = || self.writer.as_ref().is_some_and(|w| w.halted.get().is_some());
         if committed.is_err()
             && !records.is_empty()
+            && !stopped()
             && let Some((_, frontier)) = before.filter(|b| self.committed_for_writing().ok() == Some(*b))
             && let Err(e) = self.drop_chunks_past(frontier)
         {

@@ -266,7 +266,19 @@ impl Store {
     pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64)) -> Result<()> {
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
-        let f = super::open_or_create(&tail)?;
+        // Only ever shortened: a tail chunk missing or shorter than the committed bytes is
+        // damage to report (at the next open), not a file to make or fill with zeros.
+        let f = crate::sys::open_regular(std::fs::OpenOptions::new().write(true), &tail)
+            .map_err(|e| Error::io("open chunk", &tail, e))?;
+        let size = f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len();
+        if size < off {
+            return Err(Error::Corrupt {
+                path: tail,
+                offset: size,
+                reason: format!("shorter ({size} bytes) than the committed {off}: not extended"),
+                source: None,
+            });
+        }
         f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
         super::files::remove_chunks_after(&self.dir, chunk)?;

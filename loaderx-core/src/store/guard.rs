@@ -38,6 +38,13 @@ impl Store {
         // the store's (a copy renamed over it, a restore, would take every later write to a
         // file with no name, acknowledged and lost).
         self.refuse_replaced(&self.index_file, &self.index_path)?;
+        // And the write lock must still be the one at its name: removed (a "stale lock" clean-up)
+        // or replaced, it would let a second writer in beside this one.
+        if let Some(w) = &self.writer
+            && !w.lock.still_here()
+        {
+            return Err(self.replaced(w.lock.path()));
+        }
         match self.index.checked_state() {
             Some(found) if remembered.is_none_or(|r| r == found) => Ok(found),
             found => Err(Error::Corrupt {

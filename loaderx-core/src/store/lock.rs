@@ -166,6 +166,11 @@ impl WriteLock {
         self.file.as_ref().is_some_and(|f| same_file(f, &self.path).unwrap_or(false))
     }
 
+    /// The lock file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The lock file was moved with its directory (a staging directory renamed into place
     /// while locked): it is now `dir/name`, removed from there on release.
     pub(crate) fn moved_to(&mut self, dir: &Path) {
@@ -292,7 +297,13 @@ impl Store {
         match within_grace(|| self.index_file.try_lock()) {
             // Alone on the file this handle holds: also the one readers now open by its name.
             Ok(()) => match same_file(&self.index_file, &self.index_path) {
-                Ok(true) => Ok(Exclusive(&self.index_file)),
+                Ok(true) => {
+                    // Alone from here: the chunks are opened again by name, so that moves read
+                    // and write the files the store's names lead to now (one replaced under a
+                    // cached handle would take them into a file with no name).
+                    self.chunks.reset();
+                    Ok(Exclusive(&self.index_file))
+                }
                 here => {
                     let _ = self.index_file.lock_shared();
                     Err(match here {

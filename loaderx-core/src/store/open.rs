@@ -59,7 +59,7 @@ use crate::{Error, Result};
 
 pub(super) struct Writer {
     // Held for the store's life: one writer process at a time.
-    _lock: WriteLock,
+    pub(super) lock: WriteLock,
     // Serialises appends (and dictionary training) between threads of this process; holds the
     // v2 manifest as of the last commit (`None` for v1, and while `manifest.zr` is removed: a
     // delete or compaction whose chunks' checksums are not yet computed again).
@@ -340,7 +340,7 @@ impl Store {
             }
             if index_here && (lock.is_some() || !writable) {
                 let writer = lock.map(|l| Writer {
-                    _lock: l,
+                    lock: l,
                     append: Mutex::new(None),
                     unsynced: Mutex::new(None),
                     halted: std::sync::OnceLock::new(),

@@ -151,7 +151,8 @@ impl Store {
         // back), so they are read into a buffer, never through the chunk's mapping (a page past
         // the cut would fault), and the search starts again while the sum keeps changing.
         let full = stride.block_records(b, u64::MAX);
-        let tail = (records.end == len && records.end < full.end).then(|| stride.locate(records.end)).flatten();
+        let tail =
+            (records.end == len && records.end < full.end).then(|| stride.locate(records.end)).flatten();
         let unit = usize::try_from(stride.record_size).unwrap_or(usize::MAX);
         for _ in 0..OPEN_BLOCK_TRIES {
             let want = view.blocks.block_crc(b);

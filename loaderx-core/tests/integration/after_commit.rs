@@ -502,3 +502,69 @@ fn no_delete_under_readers_of_a_replaced_index() {
     drop((store, reader));
     reopens_clean(&path, &records(0..50));
 }
+
+/// The thirty-ninth look's S1: the tail chunk removed or cut under a live writer: the refused
+/// append's clean-up made it again (or extended it) with zeros, which v1 then verified clean.
+/// Now nothing is written, and the next open names the missing or cut chunk.
+#[cfg(unix)]
+#[test]
+fn a_removed_or_cut_tail_chunk_is_not_made_again() {
+    for opts in [StoreOptions::new(), StoreOptions::new().format(loaderx_core::Format::V1)] {
+        for cut in [false, true] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            let store = Store::create(&path, opts.clone()).unwrap();
+            store.append(&records(0..10), Codec::Raw).unwrap();
+            let chunk = path.join("0.zr");
+            if cut {
+                fs::OpenOptions::new().write(true).open(&chunk).unwrap().set_len(48).unwrap();
+            } else {
+                fs::remove_file(&chunk).unwrap();
+            }
+            assert!(store.append(&records(10..15), Codec::Raw).is_err(), "cut {cut}");
+            drop(store);
+            match fs::metadata(&chunk) {
+                Ok(m) => assert_eq!(m.len(), 48, "cut {cut}: not extended"),
+                Err(_) => assert!(!cut, "removed: not made again"),
+            }
+            assert!(Store::open_rw(&path, StoreOptions::new()).is_err(), "cut {cut}: the damage is reported");
+        }
+    }
+}
+
+/// S2: a non-tail chunk replaced by a copy under a writer holding its handle, then compaction:
+/// the moves went into the file with no name. The exclusive operations open the chunks again by
+/// name, so they act on the store's files.
+#[cfg(unix)]
+#[test]
+fn compaction_moves_records_in_the_files_the_names_lead_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = Store::create(&path, StoreOptions::new().chunk_capacity(64)).unwrap();
+    store.append(&records(0..11), Codec::Raw).unwrap();
+    store.delete(&[0u64, 1]).unwrap();
+    let want = contents(&store);
+    swap_for_a_copy(&path.join("0.zr"));
+    store.compact().unwrap();
+    assert_eq!(contents(&store), want);
+    drop(store);
+    reopens_clean(&path, &want);
+}
+
+/// S3: `write.lock` removed under a live writer (a "stale lock" clean-up) lets a second writer
+/// open; the first refuses its next write instead of racing it.
+#[cfg(unix)]
+#[test]
+fn a_writer_whose_lock_was_removed_writes_no_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let first = Store::create(&path, StoreOptions::new()).unwrap();
+    first.append(&records(0..3), Codec::Raw).unwrap();
+    fs::remove_file(path.join("write.lock")).unwrap();
+    let second = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    let e = first.append(&records(3..4), Codec::Raw).unwrap_err();
+    assert!(matches!(&e, Error::Corrupt { path, .. } if path.ends_with("write.lock")), "{e}");
+    second.append(&records(3..6), Codec::Raw).unwrap();
+    drop((first, second));
+    reopens_clean(&path, &records(0..6));
+}
