@@ -267,9 +267,13 @@ impl Store {
         self.chunks.reset();
         let tail = chunk_path(&self.dir, chunk);
         // Only ever shortened: a tail chunk missing or shorter than the committed bytes is
-        // damage to report (at the next open), not a file to make or fill with zeros.
-        let f = crate::sys::open_regular(std::fs::OpenOptions::new().write(true), &tail)
-            .map_err(|e| Error::io("open chunk", &tail, e))?;
+        // damage to report (at the next open), not a file to make or fill with zeros. A tail
+        // chunk that holds nothing yet (a compaction's frontier at the start of the next chunk)
+        // is made, empty.
+        let f = match crate::sys::open_regular(std::fs::OpenOptions::new().write(true), &tail) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && off == 0 => super::open_or_create(&tail)?,
+            opened => opened.map_err(|e| Error::io("open chunk", &tail, e))?,
+        };
         let size = f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len();
         if size < off {
             return Err(Error::Corrupt {

@@ -568,3 +568,24 @@ fn a_writer_whose_lock_was_removed_writes_no_more() {
     drop((first, second));
     reopens_clean(&path, &records(0..6));
 }
+
+/// The fortieth look's T1: a v1 store compacted through a handle whose chunk capacity is smaller
+/// than the chunk its records lie in: packing rolls the new frontier to the start of a chunk no
+/// record made, which compaction makes (empty) rather than refuse after its commit.
+#[test]
+fn compaction_may_end_at_the_start_of_a_chunk_no_record_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let v1 = || StoreOptions::new().format(loaderx_core::Format::V1);
+    let store = Store::create(&path, v1().chunk_capacity(4096)).unwrap();
+    let big: Vec<Vec<u8>> = (0..3u32).map(|i| vec![i as u8; 500]).collect();
+    store.append(&big, Codec::Raw).unwrap();
+    drop(store);
+    let mut store = Store::open_rw(&path, v1().chunk_capacity(1000)).unwrap();
+    store.compact().unwrap();
+    assert_eq!(contents(&store), big);
+    drop(store);
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert_eq!(contents(&store), big);
+    assert!(store.verify().unwrap().is_ok());
+}

@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -364,10 +365,24 @@ def _is_dataset_file(name: str) -> bool:
 
 
 def _remove(path: str) -> None:
-    if os.path.islink(path) or os.path.isfile(path):
-        os.remove(path)
-    elif os.path.isdir(path):
-        shutil.rmtree(path)
+    """Removes a part a failed write left; a file a task still finishing removes meanwhile (its
+    lock file, as its writer closes) is gone already, which is what was wanted."""
+
+    def gone(_function: Any, _path: str, error: Any) -> None:
+        exc = error if isinstance(error, BaseException) else error[1]
+        if not isinstance(exc, FileNotFoundError):
+            raise exc
+
+    try:
+        if os.path.islink(path) or os.path.isfile(path):
+            os.remove(path)
+        elif os.path.isdir(path):
+            if sys.version_info >= (3, 12):
+                shutil.rmtree(path, onexc=gone)
+            else:
+                shutil.rmtree(path, onerror=gone)
+    except FileNotFoundError:
+        pass
 
 
 def write_loaderx(
