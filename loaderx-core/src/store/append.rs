@@ -144,8 +144,8 @@ impl Store {
         manifest: &mut Option<Manifest>,
         records: &[Stored<'_>],
     ) -> Result<Range<u64>> {
-        let before = self.committed_for_writing().ok();
-        let committed = self.commit_placed(manifest, records);
+        let before = self.committed_for_writing()?;
+        let committed = self.commit_placed(manifest, records, before);
         // Only past the count and frontier this writer published, which the header still holds
         // (checksum and all) before and after: a header changed from outside says nothing of
         // where the committed bytes end, and an append it refused wrote nothing to cut back.
@@ -155,8 +155,8 @@ impl Store {
         if committed.is_err()
             && !records.is_empty()
             && !stopped()
-            && let Some((_, frontier)) = before.filter(|b| self.committed_for_writing().ok() == Some(*b))
-            && let Err(e) = self.drop_chunks_past(frontier)
+            && self.committed_for_writing().ok() == Some(before)
+            && let Err(e) = self.drop_chunks_past(before.1)
         {
             self.halt_handle(format!(
                 "an append failed, and removing what it wrote past the committed end failed too ({})",
@@ -169,11 +169,16 @@ impl Store {
     /// Places, writes and commits records already encoded, under the append lock (whose
     /// `manifest` it updates): record bytes durable, then entries, then the count, then (v2) the
     /// manifest.
-    fn commit_placed(&self, manifest: &mut Option<Manifest>, records: &[Stored<'_>]) -> Result<Range<u64>> {
+    /// `published` is the count and frontier [`Store::committed_for_writing`] vouched for.
+    fn commit_placed(
+        &self,
+        manifest: &mut Option<Manifest>,
+        records: &[Stored<'_>],
+        published: (u64, (u32, u64)),
+    ) -> Result<Range<u64>> {
         self.check_room(records.len())?;
         let v2 = self.format() == Format::V2;
-        // The count and frontier this writer published, which the header must still say.
-        let (first, (tail_chunk, tail_offset)) = self.committed_for_writing()?;
+        let (first, (tail_chunk, tail_offset)) = published;
         let n = records.len() as u64;
         let crcs = self.record_crcs(records);
 
