@@ -242,6 +242,8 @@ impl Store {
             .collect::<Result<_>>()?;
         if durable {
             self.sync_chunks(tail_chunk..=frontier.0, frontier.0 != tail_chunk)?;
+            // Made durable where the names still lead, or not committed at all.
+            self.refuse_chunks_replaced(tail_chunk..=frontier.0)?;
         } else if frontier.0 != tail_chunk {
             // The header is about to name the frontier's chunk: it exists (not yet synced)
             // before it does, as every chunk up to the tail must for an open to succeed.
@@ -384,6 +386,15 @@ impl Store {
         let Some((chunk, entry)) = *unsynced else { return Ok(()) };
         let (count, frontier) = self.committed_for_writing()?;
         self.sync_chunks(chunk..=frontier.0, true)?;
+        // A chunk replaced since its records were written: the fsync reached a file no name
+        // leads to, and the records (committed) are not durable where the store reads them.
+        self.refuse_chunks_replaced(chunk..=frontier.0).map_err(|e| Error::Committed {
+            path: self.dir.clone(),
+            what: format!("records {entry}..{count}"),
+            remedy: "they were not made durable: a chunk was replaced under this writer; open the store \
+                     again and verify it",
+            source: Box::new(e),
+        })?;
         self.index.flush_entries(entry, count - entry, &self.index_path)?;
         self.publish(count, frontier, true)?;
         if let Some(manifest) = manifest.as_ref() {

@@ -1,36 +1,58 @@
 //! The chunk files `0.zr`, `1.zr`, ...: densely packed record bytes, read through mappings and
 //! written positionally; and [`Placement`], the rule that decides where each record goes.
 
-use std::fs::{File, OpenOptions};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
-use super::files::chunk_path;
+use super::files::chunk_name;
 use super::index::Limits;
-use crate::sys::{MappedFile, read_exact_at, write_all_at};
+use crate::sys::{Access, Dir, MappedFile, read_exact_at, write_all_at};
 use crate::{Error, Result};
 
 /// Open handles to a store's chunk files, opened lazily: a reader in another process may see a
-/// chunk the writer created after the reader opened the store.
+/// chunk the writer created after the reader opened the store. Each is opened relative to the
+/// store's directory as it was opened ([`Dir`]), never by a path: a directory renamed away (and
+/// another store made at its name) or a working directory changed leaves a handle on its own
+/// chunks.
 pub(crate) struct Chunks {
-    dir: PathBuf,
+    dir: Dir,
     writable: bool,
     files: RwLock<Vec<Arc<File>>>,
     maps: RwLock<Vec<Option<Arc<MappedFile>>>>,
 }
 
 impl Chunks {
-    pub(crate) fn new(dir: &Path, writable: bool) -> Chunks {
-        Chunks {
-            dir: dir.to_path_buf(),
-            writable,
-            files: RwLock::new(Vec::new()),
-            maps: RwLock::new(Vec::new()),
+    pub(crate) fn new(dir: Dir, writable: bool) -> Chunks {
+        Chunks { dir, writable, files: RwLock::new(Vec::new()), maps: RwLock::new(Vec::new()) }
+    }
+
+    /// The path of chunk `id` (for messages: files are opened through [`Chunks::dir`]).
+    pub(crate) fn path(&self, id: u32) -> PathBuf {
+        self.dir.join(&chunk_name(id))
+    }
+
+    /// The store's directory, held open.
+    pub(crate) fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
+    /// Opens chunk `id` for reading (a regular file only); `None` when it is missing.
+    fn open_read(&self, id: u32) -> Result<Option<File>> {
+        match self.dir.open_file(&chunk_name(id), Access::Read) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("open chunk", self.path(id), e)),
         }
     }
 
-    pub(crate) fn path(&self, id: u32) -> PathBuf {
-        chunk_path(&self.dir, id)
+    /// The length of chunk `id`'s file now; `None` when it is missing.
+    pub(crate) fn file_len(&self, id: u32) -> Result<Option<u64>> {
+        match self.dir.metadata(&chunk_name(id)) {
+            Ok(m) => Ok(Some(m.len())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("stat", self.path(id), e)),
+        }
     }
 
     /// The handle of chunk `id`, opening (the writer: creating) it on first use.
@@ -41,17 +63,14 @@ impl Chunks {
         let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
         while files.len() <= id as usize {
             let next = u32::try_from(files.len()).expect("chunk ids are u32");
-            let path = self.path(next);
-            let mut opts = OpenOptions::new();
-            opts.read(true).write(self.writable).create(self.writable).truncate(false);
             // A reader takes regular files only (a FIFO would block its open); the writer's
             // open never blocks either, and writes where its chunk files lead.
             let file = if self.writable {
-                crate::sys::non_blocking(&mut opts).open(&path)
+                self.dir.open_any(&chunk_name(next), Access::Create)
             } else {
-                crate::sys::open_regular(&mut opts, &path)
+                self.dir.open_file(&chunk_name(next), Access::Read)
             }
-            .map_err(|e| Error::io("open chunk", &path, e))?;
+            .map_err(|e| Error::io("open chunk", self.path(next), e))?;
             files.push(Arc::new(file));
         }
         Ok(Arc::clone(&files[id as usize]))
@@ -64,9 +83,7 @@ impl Chunks {
         let held = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
         match held {
             None => Ok(true),
-            Some(f) => {
-                crate::sys::same_file(&f, &self.path(id)).map_err(|e| Error::io("stat", self.path(id), e))
-            }
+            Some(f) => self.dir.names(&f, &chunk_name(id)).map_err(|e| Error::io("stat", self.path(id), e)),
         }
     }
 
@@ -87,10 +104,9 @@ impl Chunks {
         let cached = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
         let file = match cached {
             Some(f) => f,
-            None => match crate::sys::open_regular(OpenOptions::new().read(true), &self.path(id)) {
-                Ok(f) => Arc::new(f),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(Error::io("open chunk", self.path(id), e)),
+            None => match self.open_read(id)? {
+                Some(f) => Arc::new(f),
+                None => return Ok(None),
             },
         };
         let path = self.path(id);
@@ -144,11 +160,7 @@ impl Chunks {
         unit: u64,
     ) -> Result<Option<Vec<u8>>> {
         let path = self.path(id);
-        let file = match crate::sys::open_regular(OpenOptions::new().read(true), &path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("open chunk", path, e)),
-        };
+        let Some(file) = self.open_read(id)? else { return Ok(None) };
         let size = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
         let n = size.saturating_sub(offset).min(max);
         let n = usize::try_from(n - n % unit.max(1)).unwrap_or(0);

@@ -256,12 +256,26 @@ pub(crate) fn written_sectors(bytes: &[u8]) -> usize {
 /// # Errors
 /// [`Error::Corrupt`] for a file over `cap`; [`Error::Io`] naming `path`.
 pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Option<Vec<u8>>> {
-    use std::io::Read;
     let file = match crate::sys::open_regular(File::options().read(true), path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io("open", path, e)),
     };
+    read_capped_file(file, path, cap).map(Some)
+}
+
+/// [`read_capped`] of `name` in the store directory `dir` held open.
+pub(crate) fn read_capped_in(dir: &crate::sys::Dir, name: &str, cap: u64) -> Result<Option<Vec<u8>>> {
+    match dir.open_file(name, crate::sys::Access::Read) {
+        Ok(f) => read_capped_file(f, &dir.join(name), cap).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("open", dir.join(name), e)),
+    }
+}
+
+/// The bytes of `file` (named `path`), refused past `cap`.
+fn read_capped_file(file: File, path: &Path, cap: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
     let too_long = |len: u64| Error::Corrupt {
         path: path.to_path_buf(),
         offset: 0,
@@ -278,7 +292,7 @@ pub(crate) fn read_capped(path: &Path, cap: u64) -> Result<Option<Vec<u8>>> {
     if bytes.len() as u64 > cap {
         return Err(too_long(bytes.len() as u64));
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// Makes a directory entry change (create, rename, remove) durable.

@@ -89,11 +89,22 @@ impl Store {
     /// handle held for it, or (none held yet) a file holding at least the committed bytes.
     pub(super) fn refuse_tail_replaced(&self, chunk: u32, offset: u64) -> Result<()> {
         let path = self.chunks.path(chunk);
-        let short = || std::fs::metadata(&path).map_or(true, |m| m.len() < offset);
+        let short = || self.chunks.file_len(chunk).map_or(true, |len| len.is_none_or(|l| l < offset));
         if self.chunks.is_current(chunk)? && (offset == 0 || !short()) {
             return Ok(());
         }
         Err(self.replaced(&path))
+    }
+
+    /// Refuses when a chunk of `ids` this handle holds open no longer has its name: what was
+    /// just written or synced through the handle is in a file no name leads to.
+    pub(super) fn refuse_chunks_replaced(&self, ids: std::ops::RangeInclusive<u32>) -> Result<()> {
+        for id in ids {
+            if !self.chunks.is_current(id)? {
+                return Err(self.replaced(&self.chunks.path(id)));
+            }
+        }
+        Ok(())
     }
 
     /// The error of a file replaced, removed or cut under this writer, the handle stopped.

@@ -10,14 +10,14 @@ use super::codec::Dictionary;
 use super::cold::Residency;
 use super::files::{
     DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, create_chunk_zero, holds_a_store,
-    read_capped, refuse_strays, remove_store_files, write_atomic, write_atomic_with,
+    read_capped_in, refuse_strays, remove_store_files, write_atomic, write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
 use super::lock::{WriteLock, lock_out_readers};
 use super::options::StoreOptions;
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
-use crate::sys::{IndexMap, MetaMap, open_regular, read_exact_at, write_all_at};
+use crate::sys::{Access, Dir, IndexMap, MetaMap, open_regular, read_exact_at, write_all_at};
 
 impl StoreOptions {
     /// The header of a new v2 store with these options: the entry layout, the compact one (its
@@ -230,14 +230,30 @@ impl Store {
                 dir.display()
             )));
         }
-        let (format, index_path, index_file, writer) = Store::open_and_lock(dir, writable, lock)?;
+        // Held open, its files opened relative to it: a handle stays on this store's files when
+        // the directory is renamed away or the working directory changes (`sys::Dir`).
+        let handle = match Dir::open(dir) {
+            Ok(h) => h,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::NotAStore { path: dir.to_path_buf(), reason: "it does not exist".into() });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+                return Err(Error::NotAStore {
+                    path: dir.to_path_buf(),
+                    reason: "it is not a directory".into(),
+                });
+            }
+            Err(e) => return Err(Error::io("open directory", dir, e)),
+        };
+        let dir = handle.path().to_path_buf();
+        let (format, index_path, index_file, writer) = Store::open_and_lock(&handle, writable, lock)?;
         let index = map_index(&index_file, &index_path, format, writable)?;
         let store = Store {
-            dir: dir.to_path_buf(),
+            dir: dir.clone(),
             index_path,
             index_file,
             index,
-            chunks: Chunks::new(dir, writable),
+            chunks: Chunks::new(handle, writable),
             dict: OnceLock::new(),
             writer,
             opts,
@@ -297,24 +313,25 @@ impl Store {
     /// [`Error::NotAStore`]; [`Error::Locked`] (another writer, a delete, compaction or migration,
     /// or a store replaced again at every attempt); [`Error::Io`] naming the file.
     fn open_and_lock(
-        dir: &Path,
+        handle: &Dir,
         writable: bool,
         mut lock: Option<WriteLock>,
     ) -> Result<(Format, PathBuf, File, Option<Writer>)> {
         const ATTEMPTS: usize = 8;
+        let dir = handle.path();
         for _ in 0..ATTEMPTS {
             // A v2 index wins over a v1 table: a migration to v2 commits by renaming index.zr into
             // place and only then removes meta.zr (and one back to v1 removes index.zr last).
-            let format = if dir.join(INDEX_FILE).exists() { Format::V2 } else { Format::V1 };
-            let index_path = dir.join(if format == Format::V2 { INDEX_FILE } else { META_FILE });
-            let index_file = match open_regular(OpenOptions::new().read(true).write(writable), &index_path) {
+            let v2 =
+                !matches!(handle.metadata(INDEX_FILE), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+            let format = if v2 { Format::V2 } else { Format::V1 };
+            let index_name = if format == Format::V2 { INDEX_FILE } else { META_FILE };
+            let index_path = handle.join(index_name);
+            let access = if writable { Access::ReadWrite } else { Access::Read };
+            let index_file = match handle.open_file(index_name, access) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let reason = if dir.exists() {
-                        "it has no meta.zr (v1) or index.zr (v2)".to_string()
-                    } else {
-                        "it does not exist".to_string()
-                    };
+                    let reason = "it has no meta.zr (v1) or index.zr (v2)".to_string();
                     return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
                 }
                 Err(e) => return Err(Error::io("open", &index_path, e)),
@@ -333,8 +350,11 @@ impl Store {
                 }
                 Err(TryLockError::Error(e)) => return Err(Error::io("lock", &index_path, e)),
             }
-            let index_here = crate::sys::same_file(&index_file, &index_path)
-                .map_err(|e| Error::io("stat", &index_path, e))?;
+            // The index still has its name, in a directory the store's path still names (the
+            // writer lock was taken by that path).
+            let index_here =
+                handle.names(&index_file, index_name).map_err(|e| Error::io("stat", &index_path, e))?
+                    && handle.still_named().map_err(|e| Error::io("stat", dir, e))?;
             if lock.as_ref().is_some_and(|l| !l.still_here()) {
                 lock = None;
             }
@@ -355,7 +375,7 @@ impl Store {
 
     pub(super) fn load_dictionary(&self) -> Result<()> {
         let path = self.dir.join(DICT_FILE);
-        let Some(bytes) = read_capped(&path, dict::MAX_LEN)? else { return Ok(()) };
+        let Some(bytes) = read_capped_in(self.chunks.dir(), DICT_FILE, dict::MAX_LEN)? else { return Ok(()) };
         let raw = dict::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
             path: path.clone(),
             offset,
@@ -397,7 +417,9 @@ impl Store {
         self.chunks.view(id, end)
     }
 
-    /// The store's directory.
+    /// The store's directory, made absolute when the store was opened (a relative path against
+    /// the working directory of that moment). The handle reads its own files even if the
+    /// directory is renamed afterwards.
     pub fn path(&self) -> &Path {
         &self.dir
     }

@@ -137,8 +137,8 @@ impl Store {
         let (tail_chunk, tail_offset) = self.index.frontier();
         let mut chunk_bytes = tail_offset;
         for id in 0..tail_chunk {
-            let p = chunk_path(&self.dir, id);
-            chunk_bytes += fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
+            let missing = || Error::io("stat", self.chunks.path(id), std::io::ErrorKind::NotFound.into());
+            chunk_bytes += self.chunks.file_len(id)?.ok_or_else(missing)?;
         }
         Ok((chunk_bytes, self.dict.get().map_or(0, |d| d.raw.len() as u64)))
     }

@@ -11,6 +11,7 @@
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
 //! | `crc` | a copy that sums its bytes (crc32c) in the same pass: verified reads |
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
+//! | `dir` | [`Dir`]: a store's directory held open, its files opened relative to it (`openat`) |
 //! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction (Linux) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
 //! | `tuning` | every tuning constant, each with why in one line (the runs: docs/benchmarks/tuning.md) |
@@ -29,6 +30,7 @@
 mod cpu;
 mod crc;
 mod dest;
+mod dir;
 mod env;
 mod index_map;
 mod io;
@@ -42,12 +44,12 @@ pub(crate) mod tuning;
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
+pub(crate) use dir::{Access, Dir};
 pub use env::cache_dir;
 pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::{
-    create_own_temporary, file_key, first_hole, link_count, no_follow, no_follow_non_blocking, non_blocking,
-    open_regular, read_exact_at, rename_no_replace, same_file, start_writeback, write_all_at,
-    write_records_at,
+    create_own_temporary, file_key, first_hole, link_count, no_follow, no_follow_non_blocking, open_regular,
+    read_exact_at, rename_no_replace, same_file, start_writeback, write_all_at, write_records_at,
 };
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;

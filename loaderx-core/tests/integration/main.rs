@@ -21,6 +21,7 @@ mod images;
 mod layering;
 mod loader;
 mod mixtures;
+mod moved;
 mod packing;
 #[cfg(feature = "parquet")]
 mod parquet;

@@ -1,0 +1,202 @@
+//! A store's directory, held open: its files are opened by name relative to the directory
+//! itself (`openat`), so a store stays on its own files when its directory is renamed away (and
+//! another store made at the old name), and when the process changes its working directory after
+//! opening it by a relative path.
+//!
+//! On Unix the directory's descriptor is held. Elsewhere the absolute path is used: Windows
+//! refuses to rename a directory while a file in it is open, and an open store holds its index.
+#![cfg_attr(unix, expect(unsafe_code, reason = "openat is a foreign function"))]
+
+use std::fs::{File, Metadata};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// How [`Dir::open`] opens a file: for reading, for reading and writing, or (`Create`) read-write
+/// and made when missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    ReadWrite,
+    Create,
+}
+
+/// An open directory and its absolute path (for messages, and where the platform has no
+/// `openat`).
+#[derive(Debug)]
+pub(crate) struct Dir {
+    path: PathBuf,
+    #[cfg(unix)]
+    handle: File,
+}
+
+impl Dir {
+    /// Opens the directory `path` names now, made absolute against the working directory of
+    /// this moment.
+    ///
+    /// # Errors
+    /// The open's error (`NotFound` for a missing directory, `NotADirectory` for a file).
+    pub(crate) fn open(path: &Path) -> io::Result<Dir> {
+        let path = std::path::absolute(path)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            let handle = File::options().read(true).custom_flags(libc::O_DIRECTORY).open(&path)?;
+            Ok(Dir { path, handle })
+        }
+        #[cfg(not(unix))]
+        {
+            if !std::fs::metadata(&path)?.is_dir() {
+                return Err(io::Error::from(io::ErrorKind::NotADirectory));
+            }
+            Ok(Dir { path })
+        }
+    }
+
+    /// The directory's absolute path, as it was named when opened.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path of `name` in this directory (for messages).
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Whether the path this directory was opened by still names it.
+    pub(crate) fn still_named(&self) -> io::Result<bool> {
+        #[cfg(unix)]
+        {
+            super::same_file(&self.handle, &self.path)
+        }
+        #[cfg(not(unix))]
+        {
+            self.path.try_exists()
+        }
+    }
+
+    /// Opens `name` (a plain file name) in this directory, following a link as `open(2)` does,
+    /// never waiting in the open (`O_NONBLOCK`: a FIFO planted under the name would block it).
+    /// Anything but a regular file is refused (`InvalidInput`), as is a name with a separator.
+    pub(crate) fn open_file(&self, name: &str, access: Access) -> io::Result<File> {
+        let file = self.open_any(name, access)?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        Ok(file)
+    }
+
+    /// What `name` in this directory is now (a link followed).
+    pub(crate) fn metadata(&self, name: &str) -> io::Result<Metadata> {
+        self.open_any(name, Access::Read)?.metadata()
+    }
+
+    /// Whether `name` in this directory is the file `held` (the same device and inode); `false`
+    /// when nothing has the name.
+    pub(crate) fn names(&self, held: &File, name: &str) -> io::Result<bool> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            let held = held.metadata()?;
+            match self.metadata(name) {
+                Ok(now) => Ok(held.dev() == now.dev() && held.ino() == now.ino()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            super::same_file(held, &self.join(name))
+        }
+    }
+
+    /// [`Dir::open_file`] of whatever the name leads to (a device too: the writer writes where
+    /// its chunk files lead).
+    #[cfg(unix)]
+    pub(crate) fn open_any(&self, name: &str, access: Access) -> io::Result<File> {
+        use std::ffi::CString;
+        use std::os::fd::{AsRawFd, FromRawFd};
+        plain(name)?;
+        let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+        let mode = match access {
+            Access::Read => libc::O_RDONLY,
+            Access::ReadWrite => libc::O_RDWR,
+            Access::Create => libc::O_RDWR | libc::O_CREAT,
+        };
+        let flags = mode | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        loop {
+            // SAFETY: `c` is a NUL-terminated string that outlives the call; `self.handle` is an
+            // open directory this value owns; the mode argument (read only with O_CREAT) is a
+            // `c_uint`, what a variadic `mode_t` is promoted to.
+            let fd =
+                unsafe { libc::openat(self.handle.as_raw_fd(), c.as_ptr(), flags, 0o666 as libc::c_uint) };
+            if fd >= 0 {
+                // SAFETY: `fd` was just returned by openat and nothing else owns it.
+                return Ok(unsafe { File::from_raw_fd(fd) });
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// See the Unix version.
+    #[cfg(not(unix))]
+    pub(crate) fn open_any(&self, name: &str, access: Access) -> io::Result<File> {
+        plain(name)?;
+        let mut opts = File::options();
+        opts.read(true).write(access != Access::Read).create(access == Access::Create).truncate(false);
+        super::io::non_blocking(&mut opts).open(self.join(name))
+    }
+}
+
+/// Refuses a name that is not one plain file name of the directory.
+fn plain(name: &str) -> io::Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\']) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain file name"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renamed_directory_keeps_leading_to_its_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::write(a.join("f"), b"first").unwrap();
+        let dir = Dir::open(&a).unwrap();
+        assert!(dir.still_named().unwrap());
+        std::fs::rename(&a, &b).unwrap();
+        std::fs::create_dir(&a).unwrap();
+        std::fs::write(a.join("f"), b"other").unwrap();
+        assert!(!dir.still_named().unwrap());
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut dir.open_file("f", Access::Read).unwrap(), &mut s).unwrap();
+        assert_eq!(s, "first", "the file of the directory opened, not the one at its old name");
+        let made = dir.open_file("g", Access::Create).unwrap();
+        assert!(b.join("g").exists() && !a.join("g").exists());
+        assert!(dir.names(&made, "g").unwrap() && !dir.names(&made, "f").unwrap());
+        assert_eq!(dir.path(), a.as_path());
+    }
+
+    #[test]
+    fn names_are_plain_and_files_regular() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        let dir = Dir::open(tmp.path()).unwrap();
+        for bad in ["", ".", "..", "sub/x", "../x", "a\\b"] {
+            assert_eq!(
+                dir.open_file(bad, Access::Read).unwrap_err().kind(),
+                io::ErrorKind::InvalidInput,
+                "{bad}"
+            );
+        }
+        assert_eq!(dir.open_file("sub", Access::Read).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(dir.open_file("missing", Access::Read).unwrap_err().kind(), io::ErrorKind::NotFound);
+        assert!(Dir::open(&tmp.path().join("missing")).is_err_and(|e| e.kind() == io::ErrorKind::NotFound));
+    }
+}

@@ -1,0 +1,158 @@
+//! A store's files moved under its open handles (issue 40, the fortieth look's T2-T4): a
+//! directory renamed away and another store made at its name, the working directory changed
+//! after a store was opened by a relative path, a chunk replaced before a deferred `sync`.
+
+use std::fs;
+use std::path::Path;
+
+use loaderx_core::{Codec, Error, Store, StoreOptions};
+
+/// A 16-byte record: `tag`, then `i`.
+fn record(tag: u8, i: u32) -> Vec<u8> {
+    let mut r = vec![tag; 16];
+    r[..4].copy_from_slice(&i.to_le_bytes());
+    r
+}
+
+fn records(tag: u8, range: std::ops::Range<u32>) -> Vec<Vec<u8>> {
+    range.map(|i| record(tag, i)).collect()
+}
+
+/// Every layout, with chunks of 64 bytes: 40 records lie in ten chunks, opened one by one as a
+/// reader reaches them.
+fn layouts() -> [(&'static str, StoreOptions); 4] {
+    let small = || StoreOptions::new().chunk_capacity(64);
+    [
+        ("entries", small()),
+        ("compact", small().compact_entries(true)),
+        ("fixed", small().fixed_stride(16)),
+        ("v1", small().format(loaderx_core::Format::V1)),
+    ]
+}
+
+fn make(dir: &Path, opts: StoreOptions, tag: u8) {
+    let s = Store::create(dir, opts).unwrap();
+    s.append(&records(tag, 0..40), Codec::Raw).unwrap();
+}
+
+/// T4: `mv s old`, then another store made at `s`: a reader opened before keeps reading its own
+/// records (checked and unchecked), from chunks it had not opened yet, never the new store's.
+#[test]
+fn a_reader_whose_directory_was_renamed_away_reads_its_own_records() {
+    for (name, opts) in layouts() {
+        for verify in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (s, old) = (tmp.path().join("s"), tmp.path().join("old"));
+            make(&s, opts.clone(), 0xAA);
+            let reader = Store::open_with(&s, opts.clone().verify_reads(verify)).unwrap();
+            assert_eq!(reader.get(0).unwrap().to_vec(), record(0xAA, 0), "{name}: chunk 0 opened");
+            fs::rename(&s, &old).unwrap();
+            make(&s, opts.clone(), 0xBB);
+            let all: Vec<u64> = (0..40).collect();
+            assert_eq!(reader.gather(&all).unwrap(), records(0xAA, 0..40), "{name} verify={verify}");
+            assert_eq!(Store::open(&s).unwrap().get(39).unwrap().to_vec(), record(0xBB, 39));
+        }
+    }
+}
+
+/// T4 for a writer: its directory renamed away and another store made at the name. The writer
+/// never writes into the other store; it is refused (its index's name leads elsewhere now), and
+/// both stores reopen clean with their own records.
+#[test]
+fn a_writer_whose_directory_was_renamed_away_never_writes_into_the_new_store() {
+    for (name, opts) in layouts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (s, old) = (tmp.path().join("s"), tmp.path().join("old"));
+        let writer = Store::create(&s, opts.clone()).unwrap();
+        writer.append(&records(0xAA, 0..40), Codec::Raw).unwrap();
+        fs::rename(&s, &old).unwrap();
+        make(&s, opts.clone(), 0xBB);
+        // Records that roll into chunks neither store has yet.
+        assert!(writer.append(&records(0xAA, 40..80), Codec::Raw).is_err(), "{name}");
+        drop(writer);
+        for (dir, tag) in [(&old, 0xAA), (&s, 0xBB)] {
+            let store = Store::open_rw(dir, StoreOptions::new()).unwrap();
+            assert_eq!(store.len(), 40, "{name}: {}", dir.display());
+            let all: Vec<u64> = (0..40).collect();
+            assert_eq!(store.gather(&all).unwrap(), records(tag, 0..40), "{name}");
+            let report = store.verify().unwrap();
+            assert!(report.is_ok(), "{name}: {:?} {:?}", report.bad, report.files);
+        }
+    }
+}
+
+/// T2: a store opened by a relative path keeps working after the process changes its working
+/// directory: a reader's lazily opened chunks and a writer's next appends. Run in a child
+/// process (the working directory is the whole process's).
+#[test]
+fn a_relative_store_path_survives_a_change_of_working_directory() {
+    const CHILD: &str = "LOADERX_TEST_CWD_CHILD";
+    if let Ok(base) = std::env::var(CHILD) {
+        for (name, opts) in layouts() {
+            let dir = Path::new(&base).join(name);
+            fs::create_dir(&dir).unwrap();
+            std::env::set_current_dir(&dir).unwrap();
+            make(Path::new("s"), opts.clone(), 0xAA);
+            let reader = Store::open_with("s", opts.clone().verify_reads(true)).unwrap();
+            let writer = Store::open_rw("s", opts.clone()).unwrap();
+            std::env::set_current_dir(&base).unwrap();
+            let all: Vec<u64> = (0..40).collect();
+            assert_eq!(reader.gather(&all).unwrap(), records(0xAA, 0..40), "{name}");
+            writer.append(&records(0xAA, 40..60), Codec::Raw).unwrap();
+            drop(writer);
+            let store = Store::open(dir.join("s")).unwrap();
+            let all: Vec<u64> = (0..60).collect();
+            assert_eq!(store.gather(&all).unwrap(), records(0xAA, 0..60), "{name}");
+            assert!(store.verify().unwrap().is_ok(), "{name}");
+        }
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "moved::a_relative_store_path_survives_a_change_of_working_directory",
+            "--nocapture",
+        ])
+        .env(CHILD, tmp.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("1 passed"), "{text}");
+}
+
+/// T3: with deferred sync, the tail chunk replaced by a copy after an append: `sync` would
+/// fsync the orphan and say the records are durable. It says they stand but were not made
+/// durable ([`Error::Committed`], the replaced chunk named), and the handle stops.
+#[cfg(unix)]
+#[test]
+fn a_sync_after_the_tail_chunk_was_replaced_says_nothing_was_made_durable() {
+    for (name, opts) in layouts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = tmp.path().join("s");
+        let store = Store::create(&s, opts.clone().chunk_capacity(1 << 20).deferred_sync(true)).unwrap();
+        store.append(&records(0xAA, 0..10), Codec::Raw).unwrap();
+        let copy = s.join("0.copy");
+        fs::copy(s.join("0.zr"), &copy).unwrap();
+        fs::rename(&copy, s.join("0.zr")).unwrap();
+        let e = store.sync().unwrap_err();
+        assert!(
+            matches!(&e, Error::Committed { what, source, .. }
+                if what == "records 0..10"
+                    && matches!(&**source, Error::Corrupt { path, .. } if path.ends_with("0.zr"))),
+            "{name}: {e}"
+        );
+        assert!(store.append(&records(0xAA, 10..11), Codec::Raw).is_err(), "{name}: the handle stopped");
+    }
+}
+
+/// A path that names nothing, or a file, is no store (the directory is opened first).
+#[test]
+fn a_missing_directory_or_a_file_is_not_a_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = Store::open(tmp.path().join("missing")).unwrap_err();
+    assert!(matches!(&e, Error::NotAStore { reason, .. } if reason.contains("does not exist")), "{e}");
+    fs::write(tmp.path().join("file"), b"x").unwrap();
+    let e = Store::open(tmp.path().join("file")).unwrap_err();
+    assert!(matches!(&e, Error::NotAStore { reason, .. } if reason.contains("not a directory")), "{e}");
+}
