@@ -222,7 +222,8 @@ fn first_batches(cfg: &Config, dir: &Path, report: &mut Report) -> anyhow::Resul
         "Median of {rounds} fresh opens, page cache warm for the index. The .bin files are sparse \
          (their tokens read as zeros), so the times are the open's and the sampler's, not the \
          disk's. Megatron's samples check every sequence and document of the index and order \
-         the documents by the seed (12 bytes a document) before the first batch."
+         the documents by the seed (4.5 bytes a document where the index holds one sequence a \
+         document) before the first batch."
     ));
     report.sections.push(s);
     Ok(())

@@ -27,6 +27,9 @@ pub(crate) const KEEP_WARM_MAX: Duration = Duration::from_millis(1);
 
 /// Records a variable-length gather hints the CPU to fetch ahead of the one it copies.
 pub(crate) const PREFETCH_AHEAD: usize = 4;
+/// Places of a shuffled document order whose lengths are fetched ahead of their use, when the
+/// Megatron sampler sums them (docs/benchmarks/tokens.md, run C).
+pub(crate) const ORDER_PREFETCH_AHEAD: usize = 32;
 /// Records per stage of the fixed-size gather's pipeline: entries hinted two blocks ahead of the
 /// copy, read and checked (their records hinted) one block ahead.
 pub(crate) const FIXED_BLOCK: usize = 16;

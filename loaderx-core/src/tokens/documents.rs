@@ -4,32 +4,89 @@
 //! Megatron's GPTDataset writes its order to index files before the first step (a shuffled
 //! document index, a sample index, a shuffle index). Here the order is a pure function of the
 //! seed (the cyclic sampler's permutation of the documents), computed at build in O(documents)
-//! time and 12 bytes a document: the permutation (`u32`) and the running token count of the
-//! documents in its order (`u64`). A sample's place is one binary search.
+//! time and about 4.5 bytes a document: the permutation (`u32`) and the running token count at
+//! every [`BLOCK`]-th place of it (`u64`). The documents' lengths are read from the index where
+//! it holds them one to a document (the common layout), kept (8 more bytes a document)
+//! otherwise. A sample's place is one binary search and a walk of at most `BLOCK` documents.
 
 use rayon::prelude::*;
 
+use super::check::{Lengths, PIECE, lengths};
 use super::file::TokenFile;
 use crate::format::tokens::MegatronHeader;
+use crate::sys::tuning::ORDER_PREFETCH_AHEAD;
 use crate::{Error, Result};
 
-/// The documents that hold tokens, in sampling order: `order[j]` is the document at place `j`,
-/// whose tokens start at `starts[j]` of the concatenation (`starts[len]` is the total). Empty
-/// documents add nothing to a concatenation and are left out.
+/// The documents that hold tokens, in sampling order: `order[j]` is the place `j` of the
+/// documents kept ([`Kept`]), `blocks[b]` the tokens before place `b * BLOCK` of the
+/// concatenation (its last entry the total). Empty documents add nothing to a concatenation and
+/// are left out.
 #[derive(Debug)]
 pub(crate) struct Documents {
     order: Vec<u32>,
-    starts: Vec<u64>,
+    blocks: Vec<u64>,
+    kept: Kept,
     /// For each document of more than [`CHECKPOINT`] sequences: the tokens before each of its
     /// `CHECKPOINT`-th sequences, so that a sample's read walks at most `CHECKPOINT` of them
     /// whatever its place in the document (8 bytes a `CHECKPOINT` sequences; review P1).
     checkpoints: std::collections::HashMap<u32, Vec<u64>>,
 }
 
-/// Sequences between two checkpoints of a long document.
-const CHECKPOINT: usize = 256;
+/// The documents kept and their token counts.
+#[derive(Debug)]
+pub(super) enum Kept {
+    /// Every document is one sequence holding tokens: kept document `k` is document and
+    /// sequence `k`, its length the index's (nothing held per document).
+    Index,
+    /// Otherwise: the token counts of the documents kept, and their numbers where one was left
+    /// out (`None`: kept document `k` is document `k`).
+    Listed { lens: Vec<u32>, ids: Option<Vec<u32>> },
+}
 
-fn bad(file: &TokenFile, field: &str, reason: String) -> Error {
+impl Kept {
+    /// The tokens of kept document `k` (`idx`: the index's bytes).
+    #[inline]
+    fn len(&self, h: &MegatronHeader, idx: &[u8], k: u32) -> u32 {
+        match self {
+            // Checked (`lengths`): not negative, so its bits are the count.
+            Kept::Index => {
+                let at = h.lengths_at() + 4 * k as usize;
+                u32::from_le_bytes(idx[at..at + 4].try_into().expect("4 bytes"))
+            }
+            Kept::Listed { lens, .. } => lens[k as usize],
+        }
+    }
+
+    /// Where kept document `k`'s length lies, to fetch it ahead of its use.
+    #[inline]
+    fn len_bytes<'a>(&'a self, h: &MegatronHeader, idx: &'a [u8], k: u32) -> &'a [u8] {
+        match self {
+            Kept::Index => {
+                let at = h.lengths_at() + 4 * k as usize;
+                &idx[at..at + 4]
+            }
+            Kept::Listed { lens, .. } => bytemuck::bytes_of(&lens[k as usize]),
+        }
+    }
+
+    /// The document number of kept document `k`.
+    #[inline]
+    fn document(&self, k: u32) -> u32 {
+        match self {
+            Kept::Listed { ids: Some(ids), .. } => ids[k as usize],
+            _ => k,
+        }
+    }
+}
+
+/// Places of the order between two running token counts: a sample's place walks at most this
+/// many documents' lengths; the counts cost 8 bytes every `BLOCK` documents.
+const BLOCK: usize = 16;
+
+/// Sequences between two checkpoints of a long document.
+pub(super) const CHECKPOINT: usize = 256;
+
+pub(super) fn bad(file: &TokenFile, field: &str, reason: String) -> Error {
     let path = match &file.format {
         super::TokenFormat::Megatron { index } => index.clone(),
         _ => file.path.clone(),
@@ -38,7 +95,7 @@ fn bad(file: &TokenFile, field: &str, reason: String) -> Error {
 }
 
 /// The checked span of sequence `i`: its first token and its token count.
-fn sequence(file: &TokenFile, h: &MegatronHeader, idx: &[u8], i: usize) -> Result<(u64, u64)> {
+pub(super) fn sequence(file: &TokenFile, h: &MegatronHeader, idx: &[u8], i: usize) -> Result<(u64, u64)> {
     let (len, at) = h.sequence(idx, i).expect("in the checked arrays");
     let size = file.token.size() as u64;
     let len = u64::try_from(len)
@@ -92,129 +149,6 @@ pub(crate) fn for_each_sequence(
     Ok(())
 }
 
-/// What the checks give back: the (document, tokens) pairs kept, and the checkpoints of the long
-/// documents among them.
-type Lengths = (Vec<(u32, u32)>, std::collections::HashMap<u32, Vec<u64>>);
-
-/// What a piece of the checks gives back: the (document, tokens) pairs it kept, and the tokens
-/// of all its documents.
-type Piece = (Vec<(u32, u32)>, u64, Vec<(u32, Vec<u64>)>);
-
-/// Documents a parallel piece of the checks covers: enough that a piece's hand-off to the pool
-/// costs little beside it.
-const PIECE: usize = 1 << 16;
-
-/// The documents that hold tokens, as (document, tokens) pairs in file order (`keep`; none kept
-/// when only checking), each of every document's sequences checked (inside the `.bin`, a token
-/// count that is not negative) and the document index checked (from 0 to the sequence count,
-/// never decreasing): one pass over the index in file order, in pieces over the pool. What is
-/// kept is bounded by the documents that hold tokens, never by the index's entries alone (a
-/// sparse `.idx` of empty documents sizes nothing).
-fn lengths(file: &TokenFile, keep: bool) -> Result<Lengths> {
-    let ix = file.index.as_ref().expect("a Megatron dataset");
-    let (h, idx) = (&ix.header, ix.map.bytes());
-    let entry = |k: usize| h.document_entry(idx, k).expect("in the checked arrays");
-    let first = entry(0);
-    if first != 0 {
-        return Err(bad(file, "document_indices", format!("entry 0 is {first}, not 0")));
-    }
-    let last = entry(h.document_entries - 1);
-    if last as u64 != h.sequences as u64 {
-        return Err(bad(
-            file,
-            "document_indices",
-            format!("the last entry is {last}, not the sequence count {}", h.sequences),
-        ));
-    }
-    let docs = h.document_entries - 1;
-    if u32::try_from(docs).is_err() {
-        return Err(Error::InvalidArgument(format!(
-            "{} lists {docs} documents; a document is numbered by a u32 (at most 2^32 - 1)",
-            file.path.display()
-        )));
-    }
-    let pieces: Vec<Result<Piece>> = (0..docs.div_ceil(PIECE))
-        .into_par_iter()
-        .map(|p| {
-            let range = p * PIECE..((p + 1) * PIECE).min(docs);
-            let mut out = Vec::new();
-            let mut piece_tokens = 0u64;
-            let mut marks = Vec::new();
-            for d in range {
-                let (a, b) = (entry(d), entry(d + 1));
-                if b < a || b as u64 > h.sequences as u64 {
-                    return Err(bad(
-                        file,
-                        "document_indices",
-                        format!(
-                            "entry {} is {b} (after {a}); entries run from 0 to the {} sequences, never back",
-                            d + 1,
-                            h.sequences
-                        ),
-                    ));
-                }
-                let (mut tokens, mut empty, mut full) = (0u32, 0u64, 0u64);
-                let long = keep && (b - a) as usize > CHECKPOINT;
-                let mut doc_marks = Vec::new();
-                for s in a as usize..b as usize {
-                    if long && (s - a as usize).is_multiple_of(CHECKPOINT) {
-                        doc_marks.push(u64::from(tokens));
-                    }
-                    let (_, len) = sequence(file, h, idx, s)?;
-                    tokens =
-                        u32::try_from(len).ok().and_then(|l| tokens.checked_add(l)).ok_or_else(|| {
-                            bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
-                        })?;
-                    if len == 0 {
-                        empty += 1;
-                    } else {
-                        full += 1;
-                    }
-                }
-                // Empty sequences hold nothing, but every read of the document walks them: at
-                // most one more than the sequences that hold tokens (review N1).
-                if empty > full + 1 {
-                    return Err(bad(
-                        file,
-                        "sequence_lengths",
-                        format!("document {d} lists {empty} empty sequences beside {full} with tokens"),
-                    ));
-                }
-                piece_tokens += u64::from(tokens);
-                if keep && tokens > 0 {
-                    out.push((d as u32, tokens));
-                    if long {
-                        marks.push((d as u32, doc_marks));
-                    }
-                }
-            }
-            Ok((out, piece_tokens, marks))
-        })
-        .collect();
-    let mut all = Vec::new();
-    let mut total = 0u64;
-    let mut checkpoints = std::collections::HashMap::new();
-    for p in pieces {
-        let (kept, tokens, marks) = p?;
-        all.extend(kept);
-        total += tokens;
-        checkpoints.extend(marks);
-    }
-    if total > file.tokens {
-        // Sequences that overlap (the same tokens listed again and again) would make the
-        // documents, and all that is sized by them, larger than the .bin (reviews M2, N2, N3).
-        return Err(bad(
-            file,
-            "sequence_pointers",
-            format!(
-                "the documents hold {total} tokens, more than the .bin's {}: sequences overlap",
-                file.tokens
-            ),
-        ));
-    }
-    Ok((all, checkpoints))
-}
-
 impl Documents {
     /// Checks every sequence (inside the `.bin`) and the document index (from 0 to the sequence
     /// count, never decreasing) of `file`'s Megatron index.
@@ -233,34 +167,43 @@ impl Documents {
     /// # Errors
     /// As [`Documents::check`]; [`Error::InvalidArgument`] for more than 2^32 - 1 documents.
     pub(crate) fn new(file: &TokenFile, seed: Option<u64>) -> Result<Documents> {
-        let (kept, checkpoints) = lengths(file, true)?;
-        let (ids, lens): (Vec<u32>, Vec<u32>) = kept.into_iter().unzip();
+        let Lengths { kept, checkpoints } = lengths(file, true)?;
+        let ix = file.index.as_ref().expect("a Megatron dataset");
+        let (h, idx) = (&ix.header, ix.map.bytes());
+        let n = match &kept {
+            Kept::Index => h.sequences,
+            Kept::Listed { lens, .. } => lens.len(),
+        };
         // At most as many as the u32 document numbers (checked in `lengths`).
-        let n = ids.len() as u32;
-        let mut perm: Vec<u32> = vec![0; ids.len()];
+        let mut order: Vec<u32> = vec![0; n];
         match seed {
             Some(seed) if n > 0 => {
-                let sampler = crate::Sampler::builder(n)
-                    .batch_size(n)
+                let sampler = crate::Sampler::builder(n as u32)
+                    .batch_size(n as u32)
                     .mode(crate::SamplerMode::Cyclic)
                     .seed(seed)
                     .build()?;
-                sampler.fill(0, &mut perm)?;
+                sampler.fill(0, &mut order)?;
             }
-            _ => perm.iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
+            _ => order.par_iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
         }
-        // The running count in the documents' order, in pieces over the pool: each piece's
-        // counts from 0 (its reads of `lens`, in the shuffled order, are the cost), then each
-        // piece moved up by the total of the pieces before it.
-        let mut starts = vec![0u64; lens.len() + 1];
-        let sums: Vec<u64> = starts[..lens.len()]
-            .par_chunks_mut(PIECE)
-            .zip(perm.par_chunks(PIECE))
-            .map(|(s, o)| {
+        // The running count at every `BLOCK`-th place, in pieces over the pool: each piece's
+        // counts from 0 (its reads of the lengths, in the shuffled order, are the cost: each
+        // fetched ahead of its use), then each piece moved up by the total of the pieces before.
+        let mut blocks = vec![0u64; n.div_ceil(BLOCK) + 1];
+        let sums: Vec<u64> = blocks[..n.div_ceil(BLOCK)]
+            .par_chunks_mut(PIECE / BLOCK)
+            .zip(order.par_chunks(PIECE))
+            .map(|(b, o)| {
                 let mut total = 0u64;
-                for (start, &d) in s.iter_mut().zip(o) {
-                    *start = total;
-                    total += u64::from(lens[d as usize]);
+                for (j, &k) in o.iter().enumerate() {
+                    if let Some(&ahead) = o.get(j + ORDER_PREFETCH_AHEAD) {
+                        crate::sys::prefetch(kept.len_bytes(h, idx, ahead));
+                    }
+                    if j % BLOCK == 0 {
+                        b[j / BLOCK] = total;
+                    }
+                    total += u64::from(kept.len(h, idx, k));
                 }
                 total
             })
@@ -272,19 +215,34 @@ impl Documents {
             // At most 2^32 documents of under 2^32 tokens each: below 2^64.
             total += t;
         }
-        starts[..lens.len()]
-            .par_chunks_mut(PIECE)
+        let last = blocks.len() - 1;
+        blocks[..last]
+            .par_chunks_mut(PIECE / BLOCK)
             .zip(offsets)
-            .for_each(|(s, o)| s.iter_mut().for_each(|x| *x += o));
-        starts[lens.len()] = total;
-        // The order as document numbers, the permutation's places replaced in place.
-        perm.par_iter_mut().for_each(|p| *p = ids[*p as usize]);
-        Ok(Documents { order: perm, starts, checkpoints })
+            .for_each(|(b, o)| b.iter_mut().for_each(|x| *x += o));
+        blocks[last] = total;
+        Ok(Documents { order, blocks, kept, checkpoints })
+    }
+
+    /// The place in the order of the document holding token `pos` of the concatenation
+    /// (`pos` below the total), and the tokens before it.
+    fn locate(&self, h: &MegatronHeader, idx: &[u8], pos: u64) -> (usize, u64) {
+        let b = self.blocks.partition_point(|&s| s <= pos) - 1;
+        let mut start = self.blocks[b];
+        let mut j = b * BLOCK;
+        loop {
+            let len = u64::from(self.kept.len(h, idx, self.order[j]));
+            if start + len > pos {
+                return (j, start);
+            }
+            start += len;
+            j += 1;
+        }
     }
 
     /// Tokens in all documents.
     pub(crate) fn total(&self) -> u64 {
-        *self.starts.last().expect("starts holds the total")
+        *self.blocks.last().expect("blocks holds the total")
     }
 
     /// Copies tokens `pos..pos + n` of the documents in their order into `out` (calling it with
@@ -298,11 +256,13 @@ impl Documents {
     ) -> Result<()> {
         let ix = file.index.as_ref().expect("a Megatron dataset");
         let (h, idx) = (&ix.header, ix.map.bytes());
-        let mut j = self.starts.partition_point(|&s| s <= pos) - 1;
+        let (mut j, mut start) = self.locate(h, idx, pos);
         while n > 0 {
-            let mut skip = pos - self.starts[j];
-            let mut seqs = document_sequences(h, idx, self.order[j] as usize);
-            if let Some(marks) = self.checkpoints.get(&self.order[j]) {
+            let mut skip = pos - start;
+            let doc = self.kept.document(self.order[j]);
+            start += u64::from(self.kept.len(h, idx, self.order[j]));
+            let mut seqs = document_sequences(h, idx, doc as usize);
+            if let Some(marks) = self.checkpoints.get(&doc) {
                 // Start at the last checkpoint at or before the sample's first token.
                 let c = marks.partition_point(|&t| t <= skip) - 1;
                 seqs.start += c * CHECKPOINT;
@@ -324,5 +284,95 @@ impl Documents {
             j += 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Megatron dataset of `u16` tokens whose document `d` has the sequences `docs[d]` (their
+    /// token counts), contiguous in the `.bin`; opened.
+    fn dataset(dir: &std::path::Path, docs: &[Vec<i32>]) -> TokenFile {
+        let lens: Vec<i32> = docs.concat();
+        let mut idx = b"MMIDIDX\x00\x00".to_vec();
+        idx.extend(1u64.to_le_bytes());
+        idx.push(8);
+        idx.extend((lens.len() as u64).to_le_bytes());
+        idx.extend((docs.len() as u64 + 1).to_le_bytes());
+        lens.iter().for_each(|l| idx.extend(l.to_le_bytes()));
+        let mut at = 0i64;
+        for &l in &lens {
+            idx.extend((at * 2).to_le_bytes());
+            at += i64::from(l);
+        }
+        let mut entry = 0i64;
+        idx.extend(entry.to_le_bytes());
+        for d in docs {
+            entry += d.len() as i64;
+            idx.extend(entry.to_le_bytes());
+        }
+        std::fs::write(dir.join("c.idx"), idx).unwrap();
+        std::fs::write(dir.join("c.bin"), vec![0u8; at as usize * 2]).unwrap();
+        TokenFile::open(dir.join("c")).unwrap()
+    }
+
+    /// The order and running counts `Documents` holds, against the plain computation: the
+    /// documents with tokens in file order, permuted by the cyclic sampler.
+    fn matches_the_plain_computation(docs: &[Vec<i32>], seed: Option<u64>, index: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dataset(dir.path(), docs);
+        let got = Documents::new(&file, seed).unwrap();
+        assert_eq!(matches!(got.kept, Kept::Index), index, "the lengths are read from the index");
+        let kept: Vec<(u32, u64)> = docs
+            .iter()
+            .enumerate()
+            .map(|(d, s)| (d as u32, s.iter().map(|&l| l as u64).sum::<u64>()))
+            .filter(|&(_, t)| t > 0)
+            .collect();
+        let mut perm: Vec<u32> = (0..kept.len() as u32).collect();
+        if let Some(seed) = seed {
+            let n = kept.len() as u32;
+            let sampler = crate::Sampler::builder(n)
+                .batch_size(n)
+                .mode(crate::SamplerMode::Cyclic)
+                .seed(seed)
+                .build()
+                .unwrap();
+            sampler.fill(0, &mut perm).unwrap();
+        }
+        let ix = file.index.as_ref().unwrap();
+        let (h, idx) = (&ix.header, ix.map.bytes());
+        let mut start = 0u64;
+        for (j, &p) in perm.iter().enumerate() {
+            let (doc, tokens) = kept[p as usize];
+            assert_eq!(got.kept.document(got.order[j]), doc, "place {j}");
+            assert_eq!(got.locate(h, idx, start), (j, start), "place {j}");
+            assert_eq!(got.locate(h, idx, start + tokens - 1), (j, start), "place {j}'s last token");
+            start += tokens;
+        }
+        assert_eq!(got.total(), start);
+    }
+
+    #[test]
+    fn the_order_and_counts_are_the_plain_ones_across_pieces() {
+        let n = 2 * PIECE + 1000;
+        // Every document one sequence with tokens: nothing held per document.
+        let one: Vec<Vec<i32>> = (0..n).map(|d| vec![1 + (d % 5) as i32]).collect();
+        // Empty documents in the second piece only (numbers kept), and one of three sequences
+        // in the third (lengths kept).
+        let mut mixed = one.clone();
+        for d in (PIECE + 10..PIECE + 400).step_by(7) {
+            mixed[d] = vec![0];
+        }
+        mixed[2 * PIECE + 5] = vec![2, 0, 3];
+        // A document of several sequences, none left out: lengths kept, numbers not.
+        let mut long = one.clone();
+        long[3] = vec![1, 2, 3];
+        for seed in [None, Some(3)] {
+            matches_the_plain_computation(&one, seed, true);
+            matches_the_plain_computation(&mixed, seed, false);
+            matches_the_plain_computation(&long, seed, false);
+        }
     }
 }

@@ -9,12 +9,14 @@
 //! | file | what |
 //! | --- | --- |
 //! | `file` | [`TokenFile`]: the layouts found, mapped and checked; `verify` |
-//! | `documents` | a Megatron index's documents, checked, in a seeded order; a sample's place |
+//! | `check` | a Megatron index's documents checked in one pass; their lengths, where kept |
+//! | `documents` | a Megatron index's documents in a seeded order; a sample's place |
 //! | `views` | the samples as a dense source (one `Backing` for both samplers) |
 //! | `write` | [`MegatronWriter`], [`write_llmc`] |
 //!
 //! Token files are little endian; a big-endian host is refused at the open.
 
+mod check;
 mod documents;
 mod file;
 mod views;

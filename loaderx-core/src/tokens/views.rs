@@ -294,7 +294,8 @@ impl TokenFile {
     /// order for `None`), concatenated, cut into samples of `n` tokens that overlap by one (sample
     /// `i` is tokens `i * (n - 1) .. i * (n - 1) + n`: `n - 1` inputs and their targets), so a
     /// document's tokens run on into the next one's. The order is computed at the call, in
-    /// O(documents) time and 12 bytes a document, with no index file written. A file without
+    /// O(documents) time and about 4.5 bytes a document (12.5 where a document spans several
+    /// sequences or some are empty), with no index file written. A file without
     /// documents (llm.c, headerless) is one document.
     ///
     /// The documents are shuffled once; the loader's sampler shuffles the samples each epoch

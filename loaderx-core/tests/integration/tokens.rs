@@ -437,3 +437,25 @@ fn token_files_convert_into_datasets_and_export_back_to_megatron() {
     ));
     assert!(!dir.path().join("x.bin").exists());
 }
+
+/// More documents than one piece of the checks (65,536), with empty ones in the second piece
+/// only: the lengths and numbers of the documents kept are put together across pieces that
+/// left none out and pieces that did, in the file's order (the seeded order: the unit tests of
+/// `tokens::documents`).
+#[test]
+fn megatron_samples_span_pieces_that_leave_out_empty_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs: Vec<Vec<u16>> = (0..140_000usize)
+        .map(|k| if (70_000..70_100).contains(&k) && k % 3 == 0 { vec![] } else { vec![k as u16; 1 + k % 3] })
+        .collect();
+    let prefix = write_megatron(dir.path(), &docs);
+    let f = TokenFile::open(&prefix).unwrap();
+    let all = docs.concat();
+    let n = 9;
+    let plain = f.sequences(n, None).unwrap();
+    assert_eq!(plain.len(), (all.len() - 1) / (n - 1));
+    let idx: Vec<u32> = (0..plain.len() as u32).collect();
+    for (i, row) in rows(&plain, &idx).iter().enumerate() {
+        assert_eq!(row, &all[i * (n - 1)..i * (n - 1) + n], "sample {i}");
+    }
+}
