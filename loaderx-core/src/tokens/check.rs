@@ -64,64 +64,7 @@ pub(super) fn lengths(file: &TokenFile, keep: bool) -> Result<Lengths> {
     }
     let pieces: Vec<Result<Piece>> = (0..docs.div_ceil(PIECE))
         .into_par_iter()
-        .map(|p| {
-            let range = p * PIECE..((p + 1) * PIECE).min(docs);
-            let mut piece = Piece { lens: None, ids: None, tokens: 0, marks: Vec::new() };
-            if let Some(tokens) = simple_piece(file, h, idx, range.clone()) {
-                piece.tokens = tokens;
-                return Ok(piece);
-            }
-            let mut a = entry(range.start);
-            for d in range.clone() {
-                let b = entry(d + 1);
-                if b < a || b as u64 > h.sequences as u64 {
-                    return Err(bad(
-                        file,
-                        "document_indices",
-                        format!(
-                            "entry {} is {b} (after {a}); entries run from 0 to the {} sequences, never back",
-                            d + 1,
-                            h.sequences
-                        ),
-                    ));
-                }
-                let single = b == a + 1;
-                let tokens = if single {
-                    // One sequence (the common layout): its tokens are the document's.
-                    let (_, len) = sequence(file, h, idx, a as usize)?;
-                    u32::try_from(len).map_err(|_| {
-                        bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
-                    })?
-                } else {
-                    let (tokens, marks) = long_document(file, h, idx, d, a as usize..b as usize, keep)?;
-                    if let Some(marks) = marks {
-                        piece.marks.push((d as u32, marks));
-                    }
-                    tokens
-                };
-                a = b;
-                piece.tokens += u64::from(tokens);
-                if !keep {
-                    continue;
-                }
-                if piece.lens.is_none() && (!single || tokens == 0) {
-                    // The first document the index does not hold the length of as it is kept.
-                    piece.lens = Some((range.start..d).map(one).collect());
-                }
-                if tokens == 0 {
-                    // The first document left out: the ones kept before it are numbered.
-                    piece.ids.get_or_insert_with(|| (range.start as u32..d as u32).collect());
-                } else {
-                    if let Some(lens) = &mut piece.lens {
-                        lens.push(tokens);
-                    }
-                    if let Some(ids) = &mut piece.ids {
-                        ids.push(d as u32);
-                    }
-                }
-            }
-            Ok(piece)
-        })
+        .map(|p| check_piece(file, p * PIECE..((p + 1) * PIECE).min(docs), keep))
         .collect();
     let mut pieces: Vec<Piece> = pieces.into_iter().collect::<Result<_>>()?;
     let total: u64 = pieces.iter().map(|p| p.tokens).sum();
@@ -166,6 +109,69 @@ pub(super) fn lengths(file: &TokenFile, keep: bool) -> Result<Lengths> {
         }
     }
     Ok(Lengths { kept: Kept::Listed { lens, ids }, checkpoints })
+}
+
+/// The checks of [`lengths`] over documents `range`, and what they keep.
+fn check_piece(file: &TokenFile, range: std::ops::Range<usize>, keep: bool) -> Result<Piece> {
+    let ix = file.index.as_ref().expect("a Megatron dataset");
+    let (h, idx) = (&ix.header, ix.map.bytes());
+    let entry = |k: usize| h.document_entry(idx, k).expect("in the checked arrays");
+    let one = |d: usize| h.sequence(idx, entry(d) as usize).expect("in the checked arrays").0 as u32;
+    let mut piece = Piece { lens: None, ids: None, tokens: 0, marks: Vec::new() };
+    if let Some(tokens) = simple_piece(file, h, idx, range.clone()) {
+        piece.tokens = tokens;
+        return Ok(piece);
+    }
+    let mut a = entry(range.start);
+    for d in range.clone() {
+        let b = entry(d + 1);
+        if b < a || b as u64 > h.sequences as u64 {
+            return Err(bad(
+                file,
+                "document_indices",
+                format!(
+                    "entry {} is {b} (after {a}); entries run from 0 to the {} sequences, never back",
+                    d + 1,
+                    h.sequences
+                ),
+            ));
+        }
+        let single = b == a + 1;
+        let tokens = if single {
+            // One sequence (the common layout): its tokens are the document's.
+            let (_, len) = sequence(file, h, idx, a as usize)?;
+            u32::try_from(len).map_err(|_| {
+                bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
+            })?
+        } else {
+            let (tokens, marks) = long_document(file, h, idx, d, a as usize..b as usize, keep)?;
+            if let Some(marks) = marks {
+                piece.marks.push((d as u32, marks));
+            }
+            tokens
+        };
+        a = b;
+        piece.tokens += u64::from(tokens);
+        if !keep {
+            continue;
+        }
+        if piece.lens.is_none() && (!single || tokens == 0) {
+            // The first document the index does not hold the length of as it is kept.
+            piece.lens = Some((range.start..d).map(one).collect());
+        }
+        if tokens == 0 {
+            // The first document left out: the ones kept before it are numbered.
+            piece.ids.get_or_insert_with(|| (range.start as u32..d as u32).collect());
+        } else {
+            if let Some(lens) = &mut piece.lens {
+                lens.push(tokens);
+            }
+            if let Some(ids) = &mut piece.ids {
+                ids.push(d as u32);
+            }
+        }
+    }
+    Ok(piece)
 }
 
 /// The tokens of documents `range` when each is sequence `d` (one sequence) holding tokens, every
