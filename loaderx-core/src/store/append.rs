@@ -409,7 +409,7 @@ impl Store {
         let touched: Vec<u32> = ids.collect();
         touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
         if new_files {
-            sync_dir(&self.dir)?;
+            sync_dir(self.here()?)?;
         }
         Ok(())
     }
@@ -456,7 +456,7 @@ impl Store {
         // The header is written again whole below: only over a frontier it still vouches for,
         // checked before anything is written.
         self.frontier_for_writing()?;
-        write_atomic(&self.dir, DICT_FILE, &dict::encode(&raw))?;
+        write_atomic(self.here()?, DICT_FILE, &dict::encode(&raw))?;
         // v2 names the dictionary in its header: a dict.zr swapped under the store is refused.
         self.index.set_dict_id(dict::id(&raw), &self.index_path)?;
         // A dictionary zstd itself just trained always loads; refused, it is an internal error.

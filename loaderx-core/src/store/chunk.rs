@@ -38,12 +38,23 @@ impl Chunks {
     }
 
     /// Opens chunk `id` for reading (a regular file only); `None` when it is missing.
-    fn open_read(&self, id: u32) -> Result<Option<File>> {
+    pub(crate) fn open_read(&self, id: u32) -> Result<Option<File>> {
         match self.dir.open_file(&chunk_name(id), Access::Read) {
             Ok(f) => Ok(Some(f)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("open chunk", self.path(id), e)),
         }
+    }
+
+    /// Opens chunk `id` for writing, wherever its name leads (made when `create` and missing),
+    /// never through the handle cached for it.
+    pub(crate) fn open_write(&self, id: u32, create: bool) -> std::io::Result<File> {
+        self.dir.open_any(&chunk_name(id), if create { Access::Create } else { Access::ReadWrite })
+    }
+
+    /// What chunk `id`'s name leads to now.
+    pub(crate) fn metadata(&self, id: u32) -> std::io::Result<std::fs::Metadata> {
+        self.dir.metadata(&chunk_name(id))
     }
 
     /// The length of chunk `id`'s file now; `None` when it is missing.

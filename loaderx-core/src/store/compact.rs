@@ -2,7 +2,6 @@
 //! journal (`maintain.rs`), and the chunk bytes past the new end dropped.
 
 use std::collections::BTreeMap;
-use std::fs;
 
 use super::Store;
 use super::chunk::Placement;
@@ -202,8 +201,8 @@ impl Store {
             ends.insert(e.chunk, (idx, e));
         }
         for (chunk, (idx, e)) in ends {
-            let path = chunk_path(&self.dir, chunk);
-            let held = fs::metadata(&path).map_err(|err| Error::io("stat", &path, err))?.len();
+            let missing = || Error::io("stat", self.chunks.path(chunk), std::io::ErrorKind::NotFound.into());
+            let held = self.chunks.file_len(chunk)?.ok_or_else(missing)?;
             if held < e.end() {
                 return Err(self.truncated_under(idx, e, Some(held)));
             }
@@ -265,15 +264,22 @@ impl Store {
     /// removed (whatever gaps a removal interrupted earlier left), the directory synced.
     pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64)) -> Result<()> {
         self.chunks.reset();
-        let tail = chunk_path(&self.dir, chunk);
+        let tail = self.chunks.path(chunk);
         // Only ever shortened: a tail chunk missing or shorter than the committed bytes is
         // damage to report (at the next open), not a file to make or fill with zeros. A tail
         // chunk that holds nothing yet (a compaction's frontier at the start of the next chunk)
-        // is made, empty.
-        let f = match crate::sys::open_regular(std::fs::OpenOptions::new().write(true), &tail) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && off == 0 => super::open_or_create(&tail)?,
-            opened => opened.map_err(|e| Error::io("open chunk", &tail, e))?,
-        };
+        // is made, empty. Opened in the directory this handle holds, checked to be the store's.
+        self.here()?;
+        let f = match self.chunks.open_write(chunk, false) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && off == 0 => {
+                self.chunks.open_write(chunk, true)
+            }
+            opened => opened,
+        }
+        .map_err(|e| Error::io("open chunk", &tail, e))?;
+        if !f.metadata().map_err(|e| Error::io("stat", &tail, e))?.is_file() {
+            return Err(Error::io("open chunk", &tail, std::io::ErrorKind::InvalidInput.into()));
+        }
         let size = f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len();
         if size < off {
             return Err(Error::Corrupt {
@@ -285,11 +291,11 @@ impl Store {
         }
         f.set_len(off).map_err(|e| Error::io("truncate", &tail, e))?;
         f.sync_all().map_err(|e| Error::io("sync", &tail, e))?;
-        super::files::remove_chunks_after(&self.dir, chunk)?;
+        super::files::remove_chunks_after(self.chunks.dir(), chunk)?;
         // And after: a mapping a reader made in between covers bytes now cut, or a file now
         // removed that a later append would make anew.
         self.chunks.reset();
-        sync_dir(&self.dir)
+        sync_dir(self.here()?)
     }
 
     /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2

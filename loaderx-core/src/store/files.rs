@@ -33,21 +33,9 @@ pub const SCHEMA_FILE: &str = "schema.msgpack";
 /// Suffix of the temporary file [`write_atomic`] renames into place.
 pub(crate) const TMP_SUFFIX: &str = ".tmp";
 
-/// Opens `path` for writing, created when missing, its bytes kept (a lock file, a chunk to trim).
-///
-/// # Errors
-/// [`Error::Io`] naming `path`.
-pub(crate) fn open_or_create(path: &Path) -> Result<File> {
-    File::options()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))
-}
-
-/// [`open_or_create`] refusing a symbolic link at `path` (a lock file: one planted as a link
-/// would have the locker write its process id through it).
+/// Opens `path` for writing, created when missing, its bytes kept, refusing a symbolic link at
+/// `path` (a lock file: one planted as a link would have the locker write its process id through
+/// it).
 ///
 /// # Errors
 /// [`Error::Io`] naming `path`.
@@ -107,19 +95,18 @@ pub(crate) fn chunk_path(dir: &Path, id: u32) -> PathBuf {
     dir.join(chunk_name(id))
 }
 
-/// Removes every chunk file of `dir` numbered past `tail`, highest first, whatever gaps there are
+/// Removes every chunk file of the store directory `dir` numbered past `tail`, highest first, whatever gaps there are
 /// among them: a removal killed part way (of a trim, or of a compaction's or delete's chunks past
 /// its new frontier) leaves files past a gap, which a walk up from `tail + 1` would stop before
 /// and a later append would then write into over their old bytes.
 ///
 /// # Errors
 /// [`Error::Io`] naming `dir` when it cannot be listed, or a file that cannot be removed.
-pub(crate) fn remove_chunks_after(dir: &Path, tail: u32) -> Result<()> {
+pub(crate) fn remove_chunks_after(dir: &crate::sys::Dir, tail: u32) -> Result<()> {
     let mut past = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
-        if let Some(id) = entry
-            .file_name()
+    let names = dir.names_listed().map_err(|e| Error::io("read directory", dir.path(), e))?;
+    for name in names {
+        if let Some(id) = name
             .to_str()
             .and_then(|n| n.strip_suffix(".zr"))
             .filter(|n| is_chunk_id(n))
@@ -130,12 +117,12 @@ pub(crate) fn remove_chunks_after(dir: &Path, tail: u32) -> Result<()> {
         }
     }
     past.sort_unstable_by(|a, b| b.cmp(a));
+    // Removed from the directory held open, whatever its path leads to now.
     for id in past {
-        let p = chunk_path(dir, id);
-        match std::fs::remove_file(&p) {
+        match dir.remove(&chunk_name(id)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", &p, e)),
+            Err(e) => return Err(Error::io("remove", chunk_path(dir.path(), id), e)),
         }
     }
     Ok(())
@@ -356,21 +343,25 @@ pub(crate) fn refuse_strays(dir: &Path) -> Result<()> {
 /// The bytes of `dir`'s `manifest.zr` (`None` when there is none), refused before it is read
 /// when it is longer than a manifest of a row per chunk file present: every chunk an honest
 /// manifest lists exists (a compaction's, written before its last header, too), and a header's
-/// tail may be the damage being looked at.
+/// tail may be the damage being looked at. Only when the directory was renamed away (its files
+/// cannot be listed by a path) are the `known` chunks (the index's) the bound.
 ///
 /// # Errors
 /// [`Error::Corrupt`] for a longer file; [`Error::Io`] naming the file or the directory.
-pub(crate) fn read_manifest(dir: &Path) -> Result<Option<Vec<u8>>> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))?;
-    let mut files = 0u64;
-    for entry in entries {
-        let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
-        let name = entry.file_name();
-        if name.to_str().and_then(|n| n.strip_suffix(".zr")).is_some_and(is_chunk_id) {
-            files += 1;
+pub(crate) fn read_manifest(dir: &crate::sys::Dir, known: u64) -> Result<Option<Vec<u8>>> {
+    let files = match dir.names_listed() {
+        Ok(names) => names
+            .iter()
+            .filter(|name| name.to_str().and_then(|n| n.strip_suffix(".zr")).is_some_and(is_chunk_id))
+            .count() as u64,
+        // The directory renamed away: its chunks cannot be listed by a path, so the manifest
+        // may list the `known` chunks (the index's); it is still read from this directory.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir.still_named().is_ok_and(|named| !named) => {
+            known
         }
-    }
-    read_capped(&dir.join(MANIFEST_FILE), crate::format::v2::manifest_len(files.max(1)))
+        Err(e) => return Err(Error::io("read directory", dir.path(), e)),
+    };
+    read_capped_in(dir, MANIFEST_FILE, crate::format::v2::manifest_len(files.max(1)))
 }
 
 /// Whether `dir` holds a store to replace: an `index.zr` or `meta.zr` that is a regular file

@@ -107,6 +107,26 @@ impl Store {
         Ok(())
     }
 
+    /// The store's directory, for a file operation by path: checked first to still name the
+    /// directory this handle holds open (`sys::Dir`). A directory renamed away, another made at
+    /// its name, would otherwise take the operation into another store. (The window between
+    /// the check and the operation stays: R1's class, docs/reliability.md.)
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming the directory (a writer's handle stops), or the stat's error.
+    pub(super) fn here(&self) -> Result<&std::path::Path> {
+        match self.chunks.dir().still_named() {
+            Ok(true) => Ok(&self.dir),
+            Ok(false) => Err(self.replaced(&self.dir)),
+            Err(e) => Err(Error::io("stat", &self.dir, e)),
+        }
+    }
+
+    /// The chunks the index's frontier names (a bound for reading the manifest).
+    pub(super) fn known_chunks(&self) -> u64 {
+        u64::from(self.index.frontier().0) + 1
+    }
+
     /// The error of a file replaced, removed or cut under this writer, the handle stopped.
     pub(super) fn replaced(&self, path: &std::path::Path) -> Error {
         let why = format!("{} was replaced or removed under this writer", path.display());

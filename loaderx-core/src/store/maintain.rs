@@ -6,7 +6,7 @@ use std::fs;
 
 use super::Store;
 use super::compact::MOVE_BATCH_BYTES;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_capped, sync_dir, write_atomic};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, sync_dir, write_atomic};
 use super::gather::RecordIndex;
 use super::table::committed;
 use crate::format::v2::Entry;
@@ -98,7 +98,7 @@ impl Store {
             && let Some(m) = w.append.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
         {
             m.count = n;
-            let _ = write_atomic(&self.dir, MANIFEST_FILE, &m.encode());
+            let _ = self.here().and_then(|dir| write_atomic(dir, MANIFEST_FILE, &m.encode()));
         }
         Ok(())
     }
@@ -127,7 +127,7 @@ impl Store {
                 source: None,
             });
         }
-        let written = write_atomic(&self.dir, JOURNAL_FILE, &j.encode(self.format()));
+        let written = write_atomic(self.here()?, JOURNAL_FILE, &j.encode(self.format()));
         if let Err(e) = written {
             if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
                 return Err(self.halt(what, JOURNAL_REMEDY, e));
@@ -136,8 +136,9 @@ impl Store {
             return Err(e);
         }
         let finished = self.apply(&j).and_then(|()| {
+            self.here()?;
             fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-            sync_dir(&self.dir)
+            sync_dir(self.here()?)
         });
         finished.map_err(|e| self.halt(what, JOURNAL_REMEDY, e))
     }
@@ -181,10 +182,7 @@ impl Store {
             Format::V2 => crate::format::v2::MAX_RECORD_SIZE,
         } as u64;
         let tail = self.index.frontier().0;
-        let chunk = (0..=tail)
-            .map_while(|id| fs::metadata(chunk_path(&self.dir, id)).ok().map(|m| m.len()))
-            .max()
-            .unwrap_or(0);
+        let chunk = (0..=tail).map_while(|id| self.chunks.file_len(id).ok().flatten()).max().unwrap_or(0);
         Ok(largest.min(limit).min(chunk))
     }
 
@@ -213,7 +211,7 @@ impl Store {
         })?;
         self.apply(&j)?;
         fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-        sync_dir(&self.dir)
+        sync_dir(self.here()?)
     }
 
     fn apply(&self, j: &Journal) -> Result<()> {
@@ -332,7 +330,7 @@ impl Store {
         for e in past {
             let held = match reach {
                 Some((c, r)) if c == e.chunk => r,
-                _ => fs::metadata(chunk_path(&self.dir, e.chunk)).map_or(0, |m| m.len()),
+                _ => self.chunks.file_len(e.chunk).ok().flatten().unwrap_or(0),
             };
             if e.offset > held {
                 return Err(Error::Corrupt {
@@ -365,8 +363,7 @@ impl Store {
         if e.chunk >= frontier.0 {
             return Ok(());
         }
-        let file = chunk_path(&self.dir, e.chunk);
-        let held = fs::metadata(&file).map_or(0, |m| m.len());
+        let held = self.chunks.file_len(e.chunk).ok().flatten().unwrap_or(0);
         // A record larger than the capacity has a chunk to itself: at offset 0, of any length.
         if e.offset != 0 && e.end() > capacity.max(held) {
             return Err(format!(
@@ -384,7 +381,7 @@ impl Store {
         *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let path = self.dir.join(MANIFEST_FILE);
         match fs::remove_file(&path) {
-            Ok(()) => sync_dir(&self.dir),
+            Ok(()) => sync_dir(self.here()?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", &path, e)),
         }

@@ -203,7 +203,7 @@ impl Store {
             count: len,
             layout,
         };
-        let landed = write_atomic_landing(&self.dir, INDEX_FILE, |file, tmp| {
+        let landed = write_atomic_landing(self.here()?, INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             let mut at = v2::HEADER_SIZE as u64;
@@ -352,7 +352,10 @@ impl Store {
         self.manifest_from_v1(len, frontier)?;
         let frontier = stride.frontier(len).unwrap_or(frontier);
         // A frontier that rolled over starts a chunk: its file exists before the index names it.
-        super::open_or_create(&super::files::chunk_path(&self.dir, frontier.0))?;
+        self.here()?;
+        self.chunks
+            .open_write(frontier.0, true)
+            .map_err(|e| Error::io("open", self.chunks.path(frontier.0), e))?;
         let header = v2::Header {
             chunk_capacity: capacity,
             dict_id: 0,
@@ -366,7 +369,7 @@ impl Store {
             },
         };
         let bytes: Vec<u8> = sums.iter().flat_map(|c| c.to_le_bytes()).collect();
-        let landed = write_atomic_landing(&self.dir, INDEX_FILE, |file, tmp| {
+        let landed = write_atomic_landing(self.here()?, INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             write_all_at(file, &bytes, v2::HEADER_SIZE as u64).map_err(io)
@@ -385,7 +388,7 @@ impl Store {
             .into_par_iter()
             .map(|id| self.summarise_chunk(id, (id == frontier.0).then_some(frontier.1)))
             .collect::<Result<_>>()?;
-        write_atomic(&self.dir, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())
+        write_atomic(self.here()?, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())
     }
 
     /// v2 → v1: every entry checked against v1's fields first, then `meta.zr` renamed into
@@ -453,7 +456,7 @@ impl Store {
             first = end;
         }
         let header = Header { tail_chunk, tail_offset, length: len as u32, ..Header::empty() };
-        write_atomic_with(&self.dir, META_FILE, |file, tmp| {
+        write_atomic_with(self.here()?, META_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             file.set_len(META_SIZE).map_err(|e| Error::io("size", tmp, e))?;
             write_all_at(file, bytemuck::bytes_of(&header), 0).map_err(io)?;
@@ -465,12 +468,12 @@ impl Store {
             Ok(())
         })?;
         // Removing `index.zr` is the commit: a failure from there on leaves a v1 store.
-        let index = self.dir.join(INDEX_FILE);
+        let index = self.here()?.join(INDEX_FILE);
         fs::remove_file(&index).map_err(|e| Error::io("remove", &index, e))?;
         let manifest = self.dir.join(MANIFEST_FILE);
         fs::remove_file(&manifest)
             .map_err(|e| Error::io("remove", &manifest, e))
-            .and_then(|()| sync_dir(&self.dir))
+            .and_then(|()| sync_dir(self.here()?))
             .map_err(|e| migrated(&self.dir, e))
     }
 
@@ -482,8 +485,10 @@ impl Store {
         match landed {
             Err((e, false)) => Err(e),
             Err((e, true)) => Err(migrated(&self.dir, e)),
-            Ok(()) => remove_if_present(&self.dir.join(META_FILE))
-                .and_then(|()| sync_dir(&self.dir))
+            Ok(()) => self
+                .here()
+                .and_then(|dir| remove_if_present(&dir.join(META_FILE)))
+                .and_then(|()| sync_dir(self.here()?))
                 .map_err(|e| migrated(&self.dir, e)),
         }
     }

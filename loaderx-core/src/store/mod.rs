@@ -64,8 +64,7 @@ pub(crate) use files::{
     DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, chunk_name, open_or_create_no_follow,
 };
 pub(crate) use files::{
-    LOCK_FILE, is_store_file, open_or_create, read_capped, remove_store_files, sync_dir, write_atomic,
-    write_atomic_with,
+    LOCK_FILE, is_store_file, read_capped, remove_store_files, sync_dir, write_atomic, write_atomic_with,
 };
 pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;

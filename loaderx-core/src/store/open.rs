@@ -126,7 +126,13 @@ impl Store {
     /// [`Error::AlreadyExists`] when `dir` already holds a store and `opts` does not allow
     /// overwriting it; [`Error::Io`] naming the path for any failing file operation.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
-        let dir = dir.as_ref();
+        // Absolute before anything is made or locked: the lock's path must lead to it after the
+        // working directory changes (the open makes it absolute too).
+        if dir.as_ref().to_str().is_some_and(|d| d.starts_with("s3://")) {
+            // Refused as `open` refuses it, before a local directory of that name is made.
+            return Store::open_locked(dir.as_ref(), opts, true, None);
+        }
+        let dir = &std::path::absolute(dir.as_ref()).map_err(|e| Error::io("resolve", dir.as_ref(), e))?;
         if opts.format == Format::V1 && opts.layout != v2::Layout::Entries {
             return Err(Error::InvalidArgument(format!(
                 "{}: the fixed-stride and compact layouts are v2 layouts; v1 stores keep a 16-byte entry per record",
@@ -350,11 +356,18 @@ impl Store {
                 }
                 Err(TryLockError::Error(e)) => return Err(Error::io("lock", &index_path, e)),
             }
-            // The index still has its name, in a directory the store's path still names (the
-            // writer lock was taken by that path).
+            // The directory opened is still the one the store's path names (the writer lock was
+            // taken by that path): a directory renamed or replaced while it was opened is not
+            // tried again through the old handle.
+            if !handle.still_named().map_err(|e| Error::io("stat", dir, e))? {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                    reason: "its directory was renamed or replaced while it was being opened; open it again"
+                        .into(),
+                });
+            }
             let index_here =
-                handle.names(&index_file, index_name).map_err(|e| Error::io("stat", &index_path, e))?
-                    && handle.still_named().map_err(|e| Error::io("stat", dir, e))?;
+                handle.names(&index_file, index_name).map_err(|e| Error::io("stat", &index_path, e))?;
             if lock.as_ref().is_some_and(|l| !l.still_here()) {
                 lock = None;
             }

@@ -3,8 +3,6 @@
 //! to the tail, the bytes a killed append left past the frontier, and `manifest.zr` (kept when it
 //! describes the chunks, computed again when missing, refused when damaged).
 
-use std::fs;
-
 use super::Store;
 use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_manifest, write_atomic};
 use super::index::{Index, v2_header_error};
@@ -43,11 +41,7 @@ impl Store {
         for id in 0..=tail {
             let need = if id == tail { offset } else { whole };
             let path = chunk_path(&self.dir, id);
-            let have = match fs::metadata(&path) {
-                Ok(m) => m.len(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-                Err(e) => return Err(Error::io("stat", &path, e)),
-            };
+            let have = self.chunks.file_len(id)?.unwrap_or(0);
             if have < need {
                 return Err(Error::Corrupt {
                     path,
@@ -136,8 +130,10 @@ impl Store {
                 // past the furthest record: a rollover to a fresh chunk, a record larger than the
                 // capacity, bytes a delete left (and a compaction writes its manifest before its
                 // last header). Taken when it is further; the chunks must hold it all the same.
-                let manifest =
-                    read_manifest(&self.dir).ok().flatten().and_then(|b| Manifest::decode(&b).ok());
+                let manifest = read_manifest(self.chunks.dir(), self.known_chunks())
+                    .ok()
+                    .flatten()
+                    .and_then(|b| Manifest::decode(&b).ok());
                 if let Some(m) = manifest.filter(|m| m.count == len)
                     && let Some(last) = m.chunks.last()
                     && let Ok(tail) = u32::try_from(m.chunks.len() - 1)
@@ -165,7 +161,10 @@ impl Store {
         if self.dir.join(JOURNAL_FILE).exists() {
             return Ok(());
         }
-        let manifest = read_manifest(&self.dir).ok().flatten().and_then(|b| Manifest::decode(&b).ok());
+        let manifest = read_manifest(self.chunks.dir(), self.known_chunks())
+            .ok()
+            .flatten()
+            .and_then(|b| Manifest::decode(&b).ok());
         // A v2 store has a manifest from its creation on (create and migration write it before
         // the index); the deletes and compactions that drop one publish their counts under a
         // journal, or (a compaction's last header) with the new manifest written first. So with
@@ -211,7 +210,7 @@ impl Store {
     fn check_chunks_for(&self, (tail_chunk, tail_offset): (u32, u64), whole: bool) -> Result<()> {
         for id in 0..=tail_chunk {
             let path = chunk_path(&self.dir, id);
-            let len = match fs::metadata(&path) {
+            let len = match self.chunks.metadata(id) {
                 Ok(m) if !m.is_file() => {
                     return Err(Error::Corrupt {
                         path,
@@ -261,7 +260,7 @@ impl Store {
     /// # Errors
     /// [`Error::Corrupt`] naming the index.
     pub(super) fn refuse_manifest_ahead(&self) -> Result<()> {
-        let Some(bytes) = read_manifest(&self.dir)? else { return Ok(()) };
+        let Some(bytes) = read_manifest(self.chunks.dir(), self.known_chunks())? else { return Ok(()) };
         let m = match Manifest::decode(&bytes) {
             Ok(m) => m,
             Err((offset, reason)) => return self.refuse_undecodable_manifest(&bytes, offset, reason),
@@ -340,11 +339,12 @@ impl Store {
     pub(super) fn trim_uncommitted(&self) -> Result<()> {
         let (tail_chunk, tail_offset) = self.index.frontier();
         let tail = chunk_path(&self.dir, tail_chunk);
-        let f = super::open_or_create(&tail)?;
+        self.here()?;
+        let f = self.chunks.open_write(tail_chunk, true).map_err(|e| Error::io("open", &tail, e))?;
         if f.metadata().map_err(|e| Error::io("stat", &tail, e))?.len() > tail_offset {
             f.set_len(tail_offset).map_err(|e| Error::io("truncate", &tail, e))?;
         }
-        super::files::remove_chunks_after(&self.dir, tail_chunk)
+        super::files::remove_chunks_after(self.chunks.dir(), tail_chunk)
     }
 
     /// The writer reads `manifest.zr`, and rewrites it when a crash left it behind the header
@@ -356,7 +356,7 @@ impl Store {
         // and empty, or cut off by zeros, what a power loss leaves of one replaced unsynced (an
         // append's): computed again. One that does not decode otherwise is damage (it is only ever replaced
         // whole), never rebuilt over: that would certify whatever the chunks hold now.
-        let read = match read_manifest(&self.dir)? {
+        let read = match read_manifest(self.chunks.dir(), self.known_chunks())? {
             Some(bytes) if Manifest::decode(&bytes).is_err() && super::files::torn_unsynced(&bytes) => None,
             Some(bytes) => Some(Manifest::decode(&bytes).map_err(|(offset, reason)| Error::Corrupt {
                 path: path.clone(),
@@ -412,7 +412,7 @@ impl Store {
         sealed: Vec<ChunkSummary>,
     ) -> Result<()> {
         let m = self.manifest_for(count, frontier, sealed)?;
-        write_atomic(&self.dir, MANIFEST_FILE, &m.encode())?;
+        write_atomic(self.here()?, MANIFEST_FILE, &m.encode())?;
         *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
         Ok(())
     }
@@ -436,8 +436,8 @@ impl Store {
     /// The summary of chunk `id`: its length (or `len`) and the crc32c of those bytes.
     pub(super) fn summarise_chunk(&self, id: u32, len: Option<u64>) -> Result<ChunkSummary> {
         let path = chunk_path(&self.dir, id);
-        let file = crate::sys::open_regular(std::fs::OpenOptions::new().read(true), &path)
-            .map_err(|e| Error::io("open", &path, e))?;
+        let missing = || Error::io("open", &path, std::io::ErrorKind::NotFound.into());
+        let file = self.chunks.open_read(id)?.ok_or_else(missing)?;
         let len = match len {
             Some(l) => l,
             None => file.metadata().map_err(|e| Error::io("stat", &path, e))?.len(),

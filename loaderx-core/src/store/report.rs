@@ -1,7 +1,5 @@
 //! What a store holds and whether it is intact: [`Store::stats`] and [`Store::verify`].
 
-use std::fs;
-
 use rayon::prelude::*;
 
 use super::Store;
@@ -155,7 +153,9 @@ impl Store {
             chunk_bytes,
             chunks: u64::from(self.index.frontier().0) + 1,
             dict_bytes,
-            index_bytes: fs::metadata(&self.index_path)
+            index_bytes: self
+                .index_file
+                .metadata()
                 .map_err(|e| Error::io("stat", &self.index_path, e))?
                 .len(),
         })
@@ -339,7 +339,7 @@ impl Store {
         let path = self.dir.join(MANIFEST_FILE);
         let corrupt =
             |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
-        let manifest = match super::files::read_manifest(&self.dir) {
+        let manifest = match super::files::read_manifest(self.chunks.dir(), self.known_chunks()) {
             Ok(Some(bytes)) if Manifest::decode(&bytes).is_err() && super::files::torn_unsynced(&bytes) => {
                 problems.push(corrupt(
                     0,

@@ -5,7 +5,7 @@
 //!
 //! On Unix the directory's descriptor is held. Elsewhere the absolute path is used: Windows
 //! refuses to rename a directory while a file in it is open, and an open store holds its index.
-#![cfg_attr(unix, expect(unsafe_code, reason = "openat is a foreign function"))]
+#![cfg_attr(unix, expect(unsafe_code, reason = "openat and unlinkat are foreign functions"))]
 
 use std::fs::{File, Metadata};
 use std::io;
@@ -109,6 +109,41 @@ impl Dir {
         }
     }
 
+    /// The names in this directory: listed by its path, then checked to be this directory's
+    /// (`NotFound` when the path leads elsewhere now).
+    pub(crate) fn names_listed(&self) -> io::Result<Vec<std::ffi::OsString>> {
+        let names =
+            std::fs::read_dir(&self.path)?.map(|e| e.map(|e| e.file_name())).collect::<io::Result<_>>()?;
+        if !self.still_named()? {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "the directory was moved: its path leads elsewhere",
+            ));
+        }
+        Ok(names)
+    }
+
+    /// Removes `name` from this directory (a link itself, never what it points to).
+    pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
+        plain(name)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let c = std::ffi::CString::new(name)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+            // SAFETY: `c` is a NUL-terminated string that outlives the call; `self.handle` is an
+            // open directory this value owns.
+            if unsafe { libc::unlinkat(self.handle.as_raw_fd(), c.as_ptr(), 0) } == 0 {
+                return Ok(());
+            }
+            Err(io::Error::last_os_error())
+        }
+        #[cfg(not(unix))]
+        {
+            std::fs::remove_file(self.join(name))
+        }
+    }
+
     /// [`Dir::open_file`] of whatever the name leads to (a device too: the writer writes where
     /// its chunk files lead).
     #[cfg(unix)]
@@ -181,6 +216,13 @@ mod tests {
         assert!(b.join("g").exists() && !a.join("g").exists());
         assert!(dir.names(&made, "g").unwrap() && !dir.names(&made, "f").unwrap());
         assert_eq!(dir.path(), a.as_path());
+        assert!(
+            dir.names_listed().is_err_and(|e| e.kind() == io::ErrorKind::NotFound),
+            "listed by a path now elsewhere"
+        );
+        dir.remove("g").unwrap();
+        assert!(!b.join("g").exists());
+        assert_eq!(dir.remove("g").unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

@@ -55,6 +55,81 @@ fn a_reader_whose_directory_was_renamed_away_reads_its_own_records() {
     }
 }
 
+/// The forty-first look's U1: `verify` on a reader whose directory was renamed away, another
+/// store at its name: it checks the manifest of the store it holds (it read the other one's:
+/// false damage, or damage of its own hidden).
+#[test]
+fn verify_of_a_moved_reader_checks_its_own_manifest() {
+    for (name, opts) in layouts().into_iter().filter(|(n, _)| *n != "v1") {
+        for damaged in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (s, old) = (tmp.path().join("s"), tmp.path().join("old"));
+            make(&s, opts.clone(), 0xAA);
+            let reader = Store::open_with(&s, opts.clone()).unwrap();
+            fs::rename(&s, &old).unwrap();
+            if damaged {
+                fs::write(old.join("manifest.zr"), b"not a manifest").unwrap();
+                make(&s, opts.clone(), 0xBB);
+            } else {
+                let other = Store::create(&s, opts.clone()).unwrap();
+                other.append(&records(0xBB, 0..20), Codec::Raw).unwrap();
+            }
+            let report = reader.verify().unwrap();
+            assert_eq!(report.is_ok(), !damaged, "{name}: {:?} {:?}", report.bad, report.files);
+        }
+    }
+}
+
+/// The forty-first look's U3: a compaction whose directory is renamed away while it runs, and
+/// another store (with more chunks) renamed to its name. Whatever the compaction returns, it never
+/// touches the other store (it removed that store's chunks past its own new tail, or misread
+/// their sizes), and both reopen clean with their records. The rename lands at points spread
+/// over the time one such compaction takes here.
+#[test]
+fn a_compaction_whose_directory_is_renamed_away_leaves_the_new_store_alone() {
+    const N: u32 = 6000;
+    let opts = StoreOptions::new().chunk_capacity(4096);
+    let prepare = |s: &Path| {
+        let mut w = Store::create(s, opts.clone()).unwrap();
+        w.append(&records(0xAA, 0..N), Codec::Raw).unwrap();
+        w.delete(&(0..u64::from(N)).step_by(2).collect::<Vec<u64>>()).unwrap();
+        let want = w.gather(&(0..w.len()).collect::<Vec<u64>>()).unwrap();
+        (w, want)
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut w, _) = prepare(&tmp.path().join("timed"));
+    let started = std::time::Instant::now();
+    w.compact().unwrap();
+    let took = started.elapsed();
+    for percent in [0u32, 10, 30, 50, 70, 90, 97] {
+        let delay = took * percent / 100;
+        let tmp = tempfile::tempdir().unwrap();
+        let (s, old, next) = (tmp.path().join("s"), tmp.path().join("old"), tmp.path().join("next"));
+        let (mut w, want) = prepare(&s);
+        Store::create(&next, opts.clone()).unwrap().append(&records(0xBB, 0..N), Codec::Raw).unwrap();
+        let mover = {
+            let (s, old, next) = (s.clone(), old.clone(), next.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                fs::rename(&s, &old).unwrap();
+                fs::rename(&next, &s).unwrap();
+            })
+        };
+        let compacted = w.compact();
+        mover.join().unwrap();
+        drop(w);
+        let at = format!("rename at {percent}% of {took:?}: {compacted:?}");
+        let other = Store::open_rw(&s, opts.clone()).unwrap();
+        let all: Vec<u64> = (0..u64::from(N)).collect();
+        assert_eq!(other.gather(&all).unwrap(), records(0xBB, 0..N), "{at}");
+        assert!(other.verify().unwrap().is_ok(), "{at}");
+        let mine = Store::open_rw(&old, opts.clone()).unwrap();
+        let all: Vec<u64> = (0..mine.len()).collect();
+        assert!(mine.gather(&all).unwrap() == want, "{at}");
+        assert!(mine.verify().unwrap().is_ok(), "{at}");
+    }
+}
+
 /// T4 for a writer: its directory renamed away and another store made at the name. The writer
 /// never writes into the other store; it is refused (its index's name leads elsewhere now), and
 /// both stores reopen clean with their own records.
@@ -93,6 +168,9 @@ fn a_relative_store_path_survives_a_change_of_working_directory() {
             fs::create_dir(&dir).unwrap();
             std::env::set_current_dir(&dir).unwrap();
             make(Path::new("s"), opts.clone(), 0xAA);
+            // U2: a writer made by a relative path, too.
+            let made = Store::create("made", opts.clone().deferred_sync(true)).unwrap();
+            made.append(&records(0xCC, 0..10), Codec::Raw).unwrap();
             let reader = Store::open_with("s", opts.clone().verify_reads(true)).unwrap();
             let writer = Store::open_rw("s", opts.clone()).unwrap();
             std::env::set_current_dir(&base).unwrap();
@@ -100,6 +178,12 @@ fn a_relative_store_path_survives_a_change_of_working_directory() {
             assert_eq!(reader.gather(&all).unwrap(), records(0xAA, 0..40), "{name}");
             writer.append(&records(0xAA, 40..60), Codec::Raw).unwrap();
             drop(writer);
+            made.append(&records(0xCC, 10..20), Codec::Raw).unwrap();
+            made.sync().unwrap();
+            drop(made);
+            assert!(!dir.join("made/write.lock").exists(), "{name}: the lock released");
+            let all: Vec<u64> = (0..20).collect();
+            assert_eq!(Store::open(dir.join("made")).unwrap().gather(&all).unwrap(), records(0xCC, 0..20));
             let store = Store::open(dir.join("s")).unwrap();
             let all: Vec<u64> = (0..60).collect();
             assert_eq!(store.gather(&all).unwrap(), records(0xAA, 0..60), "{name}");
