@@ -123,6 +123,15 @@ fn check_piece(file: &TokenFile, range: std::ops::Range<usize>, keep: bool) -> R
         return Ok(piece);
     }
     let mut a = entry(range.start);
+    // Checked here too, not only as the piece before's last entry: pieces run in parallel, and a
+    // negative start would name a sequence before the first (review W1).
+    if a < 0 || a as u64 > h.sequences as u64 {
+        return Err(bad(
+            file,
+            "document_indices",
+            format!("entry {} is {a}; entries run from 0 to the {} sequences", range.start, h.sequences),
+        ));
+    }
     for d in range.clone() {
         let b = entry(d + 1);
         if b < a || b as u64 > h.sequences as u64 {

@@ -197,7 +197,7 @@ fn patch(path: &Path, at: usize, bytes: &[u8]) {
     std::fs::write(path, b).unwrap();
 }
 
-fn refused(r: loaderx_core::Result<impl std::fmt::Debug>) -> (PathBuf, String) {
+pub(crate) fn refused(r: loaderx_core::Result<impl std::fmt::Debug>) -> (PathBuf, String) {
     match r {
         Err(Error::BadInput { path, reason, .. }) => (path, reason),
         other => panic!("expected BadInput, got {other:?}"),

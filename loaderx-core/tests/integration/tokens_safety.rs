@@ -5,7 +5,7 @@
 use loaderx_core::Error;
 use loaderx_core::tokens::{MegatronWriter, TokenFile, TokenType, write_llmc};
 
-use crate::tokens::{documents, rows, suffixed, write_megatron};
+use crate::tokens::{documents, refused, rows, suffixed, write_megatron};
 
 /// Twelfth look, L1-L3 and L8: the token writers write only files of their own. A user's
 /// `X.partial` is never removed; a second writer of one prefix is `Locked`; without overwrite, a
@@ -281,4 +281,37 @@ fn long_documents_and_the_vocabulary_in_read() {
         "{r:?}"
     );
     assert_eq!(f.read(0, 100).unwrap().len(), 100);
+}
+
+/// A review of the Megatron checks, W1: a piece whose first document-index entry is -1 (the
+/// last entry of the piece before), then 0: a typed error naming the field, never a panic of
+/// the piece that starts there (the pieces of 65,536 documents are checked in parallel).
+#[test]
+fn a_negative_entry_at_a_piece_boundary_is_refused_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("w1");
+    const P: usize = 1 << 16;
+    let docs = 2 * P + 1;
+    let mut idx = b"MMIDIDX\x00\x00".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(8);
+    idx.extend((docs as u64).to_le_bytes());
+    idx.extend((docs as u64 + 1).to_le_bytes());
+    (0..docs).for_each(|_| idx.extend(1i32.to_le_bytes()));
+    (0..docs as i64).for_each(|s| idx.extend((2 * s).to_le_bytes()));
+    for e in 0..=docs as i64 {
+        let e = match e as usize {
+            P => -1,
+            x if x == P + 1 => 0,
+            _ => e,
+        };
+        idx.extend(e.to_le_bytes());
+    }
+    std::fs::write(suffixed(&prefix, ".idx"), idx).unwrap();
+    std::fs::write(suffixed(&prefix, ".bin"), vec![0u8; 2 * docs]).unwrap();
+    let f = TokenFile::open(&prefix).unwrap();
+    let (path, why) = refused(f.verify());
+    assert!(path.ends_with("w1.idx") && why.contains("document_indices"), "{why}");
+    let (_, why) = refused(f.sequences(9, Some(1)));
+    assert!(why.contains("document_indices"), "{why}");
 }
