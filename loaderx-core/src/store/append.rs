@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use super::Store;
 use super::chunk::Placement;
 use super::codec::{self, Dictionary, Encoded, Encoder};
-use super::files::{DICT_FILE, MANIFEST_FILE, replace_unsynced, sync_dir, write_atomic};
+use super::files::{DICT_FILE, MANIFEST_FILE, replace_unsynced, write_atomic};
 use super::stride::COMBINE_FROM;
 use crate::format::v2::{ChunkSummary, Entry, Layout, Manifest};
 use crate::format::{Codec, Format, dict};
@@ -286,7 +286,7 @@ impl Store {
             // failed write leaves the old file, behind the count, and this handle's copy right:
             // the records stand, so the call does not fail.
             if durable && after_commit.is_none() {
-                let _ = replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode());
+                let _ = self.here().and_then(|dir| replace_unsynced(dir, MANIFEST_FILE, &manifest.encode()));
             }
         }
         match after_commit {
@@ -362,56 +362,6 @@ impl Store {
         let bytes: Vec<&[u8]> = records.iter().map(|r| r.bytes).collect();
         let (from, sums) = self.block_crcs_after(&stride, first, &bytes, crcs)?;
         self.index.set_block_crcs(from, &sums)
-    }
-
-    /// Makes every record appended so far durable, in the order a commit does: record bytes,
-    /// then entries, then the count. Only a store opened with [`StoreOptions::deferred_sync`]
-    /// has anything to do here; on any other it returns at once.
-    ///
-    /// [`StoreOptions::deferred_sync`]: crate::StoreOptions::deferred_sync
-    ///
-    /// # Errors
-    /// [`Error::ReadOnly`]; [`Error::Io`] naming the file that failed to sync.
-    pub fn sync(&self) -> Result<()> {
-        self.sync_impl()
-    }
-
-    fn sync_impl(&self) -> Result<()> {
-        // Also on a handle stopped after a failure ([`Store::halt_handle`]): what it committed
-        // before is made durable all the same (a delete or compaction syncs before it starts, so
-        // a stopped one has nothing left to sync).
-        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
-        let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
-        let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((chunk, entry)) = *unsynced else { return Ok(()) };
-        let (count, frontier) = self.committed_for_writing()?;
-        self.sync_chunks(chunk..=frontier.0, true)?;
-        // A chunk replaced since its records were written: the fsync reached a file no name
-        // leads to, and the records (committed) are not durable where the store reads them.
-        self.refuse_chunks_replaced(chunk..=frontier.0).map_err(|e| Error::Committed {
-            path: self.dir.clone(),
-            what: format!("records {entry}..{count}"),
-            remedy: "they were not made durable: a chunk was replaced under this writer; open the store \
-                     again and verify it",
-            source: Box::new(e),
-        })?;
-        self.index.flush_entries(entry, count - entry, &self.index_path)?;
-        self.publish(count, frontier, true)?;
-        if let Some(manifest) = manifest.as_ref() {
-            replace_unsynced(&self.dir, MANIFEST_FILE, &manifest.encode())?;
-        }
-        *unsynced = None;
-        Ok(())
-    }
-
-    /// Syncs chunks `ids` in parallel, then (`new_files`) the directory that names them.
-    fn sync_chunks(&self, ids: std::ops::RangeInclusive<u32>, new_files: bool) -> Result<()> {
-        let touched: Vec<u32> = ids.collect();
-        touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
-        if new_files {
-            sync_dir(self.here()?)?;
-        }
-        Ok(())
     }
 
     /// Compresses `records` under `codec` (not raw: raw records are stored as they are).

@@ -53,14 +53,14 @@ impl Chunks {
     }
 
     /// What chunk `id`'s name leads to now.
-    pub(crate) fn metadata(&self, id: u32) -> std::io::Result<std::fs::Metadata> {
-        self.dir.metadata(&chunk_name(id))
+    pub(crate) fn stat(&self, id: u32) -> std::io::Result<crate::sys::Stat> {
+        self.dir.stat(&chunk_name(id))
     }
 
     /// The length of chunk `id`'s file now; `None` when it is missing.
     pub(crate) fn file_len(&self, id: u32) -> Result<Option<u64>> {
-        match self.dir.metadata(&chunk_name(id)) {
-            Ok(m) => Ok(Some(m.len())),
+        match self.dir.stat(&chunk_name(id)) {
+            Ok(m) => Ok(Some(m.len)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("stat", self.path(id), e)),
         }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Store;
 use super::chunk::Placement;
-use super::files::{chunk_path, sync_dir};
+use super::files::chunk_path;
 use super::table::committed;
 use crate::format::v2::Entry;
 use crate::format::{Format, Journal};
@@ -295,7 +295,7 @@ impl Store {
         // And after: a mapping a reader made in between covers bytes now cut, or a file now
         // removed that a later append would make anew.
         self.chunks.reset();
-        sync_dir(self.here()?)
+        self.sync_held_dir()
     }
 
     /// A compaction stopped early ([`Store::compact_limited`]) leaves a consistent store; a v2

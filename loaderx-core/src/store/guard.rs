@@ -122,6 +122,12 @@ impl Store {
         }
     }
 
+    /// Makes the entries of the directory this handle holds durable (its descriptor synced,
+    /// whatever its path leads to now).
+    pub(super) fn sync_held_dir(&self) -> Result<()> {
+        self.chunks.dir().sync().map_err(|e| Error::io("sync directory", &self.dir, e))
+    }
+
     /// The chunks the index's frontier names (a bound for reading the manifest).
     pub(super) fn known_chunks(&self) -> u64 {
         u64::from(self.index.frontier().0) + 1

@@ -6,7 +6,7 @@ use std::fs;
 
 use super::Store;
 use super::compact::MOVE_BATCH_BYTES;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, sync_dir, write_atomic};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, write_atomic};
 use super::gather::RecordIndex;
 use super::table::committed;
 use crate::format::v2::Entry;
@@ -138,7 +138,7 @@ impl Store {
         let finished = self.apply(&j).and_then(|()| {
             self.here()?;
             fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-            sync_dir(self.here()?)
+            self.sync_held_dir()
         });
         finished.map_err(|e| self.halt(what, JOURNAL_REMEDY, e))
     }
@@ -211,7 +211,7 @@ impl Store {
         })?;
         self.apply(&j)?;
         fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-        sync_dir(self.here()?)
+        self.sync_held_dir()
     }
 
     fn apply(&self, j: &Journal) -> Result<()> {
@@ -379,9 +379,10 @@ impl Store {
     pub(super) fn drop_manifest(&self) -> Result<()> {
         // This handle's copy goes first: its checksums stop describing the chunks below.
         *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        // Removed from the directory this handle holds (never from another store's at its name).
         let path = self.dir.join(MANIFEST_FILE);
-        match fs::remove_file(&path) {
-            Ok(()) => sync_dir(self.here()?),
+        match self.chunks.dir().remove(MANIFEST_FILE) {
+            Ok(()) => self.sync_held_dir(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("remove", &path, e)),
         }

@@ -17,8 +17,7 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::files::{
-    INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, sync_dir, write_atomic, write_atomic_landing,
-    write_atomic_with,
+    INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, write_atomic, write_atomic_landing, write_atomic_with,
 };
 use super::gather::{Located, stored_range};
 use super::table::committed;
@@ -473,7 +472,7 @@ impl Store {
         let manifest = self.dir.join(MANIFEST_FILE);
         fs::remove_file(&manifest)
             .map_err(|e| Error::io("remove", &manifest, e))
-            .and_then(|()| sync_dir(self.here()?))
+            .and_then(|()| self.sync_held_dir())
             .map_err(|e| migrated(&self.dir, e))
     }
 
@@ -488,7 +487,7 @@ impl Store {
             Ok(()) => self
                 .here()
                 .and_then(|dir| remove_if_present(&dir.join(META_FILE)))
-                .and_then(|()| sync_dir(self.here()?))
+                .and_then(|()| self.sync_held_dir())
                 .map_err(|e| migrated(&self.dir, e)),
         }
     }

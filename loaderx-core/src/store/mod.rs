@@ -8,6 +8,7 @@
 //! | `recover` | what an open checks and a writer's open repairs: the frontier (a torn commit's or damage), the chunks, the bytes past the frontier, the manifest |
 //! | `options` | [`StoreOptions`] |
 //! | `append` | append: compress, place, flush, commit |
+//! | `sync` | `sync`: a deferred store's commits made durable; a durable append's chunk syncs |
 //! | `gather` | gather and `map_records`: the batched reads, one shard plan |
 //! | `cold` | cold batches: residency probed, a batch's pages asked for together |
 //! | `gather_fixed` | the fixed-size gather, entries and records pipelined in one pass |
@@ -48,6 +49,7 @@ mod recover;
 mod report;
 mod stride;
 mod stride_delete;
+mod sync;
 mod table;
 
 pub(crate) use backing::{Backing, VarFill};

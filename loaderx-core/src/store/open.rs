@@ -328,8 +328,7 @@ impl Store {
         for _ in 0..ATTEMPTS {
             // A v2 index wins over a v1 table: a migration to v2 commits by renaming index.zr into
             // place and only then removes meta.zr (and one back to v1 removes index.zr last).
-            let v2 =
-                !matches!(handle.metadata(INDEX_FILE), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+            let v2 = !matches!(handle.stat(INDEX_FILE), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
             let format = if v2 { Format::V2 } else { Format::V1 };
             let index_name = if format == Format::V2 { INDEX_FILE } else { META_FILE };
             let index_path = handle.join(index_name);

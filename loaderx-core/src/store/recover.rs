@@ -210,8 +210,8 @@ impl Store {
     fn check_chunks_for(&self, (tail_chunk, tail_offset): (u32, u64), whole: bool) -> Result<()> {
         for id in 0..=tail_chunk {
             let path = chunk_path(&self.dir, id);
-            let len = match self.chunks.metadata(id) {
-                Ok(m) if !m.is_file() => {
+            let len = match self.chunks.stat(id) {
+                Ok(m) if !m.file => {
                     return Err(Error::Corrupt {
                         path,
                         offset: 0,
@@ -219,7 +219,7 @@ impl Store {
                         source: None,
                     });
                 }
-                Ok(m) => m.len(),
+                Ok(m) => m.len,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     return Err(Error::Corrupt {
                         path,

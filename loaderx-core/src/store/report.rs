@@ -282,6 +282,9 @@ impl Store {
             let bad: Vec<Vec<(u64, Error)>> =
                 ids.par_chunks(1024).map(|ids| self.verify_records(ids)).collect();
             for (idx, e) in bad.into_iter().flatten() {
+                if readers_failure(&e) {
+                    return Err(e);
+                }
                 f(idx, e);
             }
             first = end;
@@ -387,6 +390,7 @@ impl Store {
         for (id, sum) in sums {
             let sum = match sum {
                 Ok(s) => s,
+                Err(e) if readers_failure(&e) => return Err(e),
                 Err(e) => {
                     problems.push(e);
                     continue;
@@ -407,6 +411,19 @@ impl Store {
             }
         }
         Ok(problems)
+    }
+}
+
+/// Whether `e` is a failure of the reader (out of descriptors or memory, no permission), not
+/// damage of what it reads: a scan for damage stops on it rather than list it (review V3).
+pub(super) fn readers_failure(e: &Error) -> bool {
+    match e {
+        Error::Io { source, .. } => crate::sys::is_a_readers_failure(source),
+        Error::CorruptRecord { source: Some(s), .. } | Error::Corrupt { source: Some(s), .. } => {
+            s.downcast_ref::<std::io::Error>().is_some_and(crate::sys::is_a_readers_failure)
+                || s.downcast_ref::<Error>().is_some_and(readers_failure)
+        }
+        _ => false,
     }
 }
 

@@ -238,6 +238,9 @@ impl Store {
                 })
                 .collect();
             for (records, e) in bad {
+                if super::report::readers_failure(&e) {
+                    return Err(e);
+                }
                 let reason = match &e {
                     Error::CorruptRecord { reason, .. } => reason.clone(),
                     other => crate::error_chain(other),

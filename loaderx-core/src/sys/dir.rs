@@ -5,11 +5,20 @@
 //!
 //! On Unix the directory's descriptor is held. Elsewhere the absolute path is used: Windows
 //! refuses to rename a directory while a file in it is open, and an open store holds its index.
-#![cfg_attr(unix, expect(unsafe_code, reason = "openat and unlinkat are foreign functions"))]
+#![cfg_attr(unix, expect(unsafe_code, reason = "openat, fstatat and unlinkat are foreign functions"))]
 
-use std::fs::{File, Metadata};
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// What [`Dir::stat`] says of a name: its length, whether it is a regular file, and (on Unix)
+/// its device and inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stat {
+    pub(crate) len: u64,
+    pub(crate) file: bool,
+    pub(crate) key: Option<(u64, u64)>,
+}
 
 /// How [`Dir::open`] opens a file: for reading, for reading and writing, or (`Create`) read-write
 /// and made when missing.
@@ -85,9 +94,39 @@ impl Dir {
         Ok(file)
     }
 
-    /// What `name` in this directory is now (a link followed).
-    pub(crate) fn metadata(&self, name: &str) -> io::Result<Metadata> {
-        self.open_any(name, Access::Read)?.metadata()
+    /// What `name` in this directory is now (a link followed), without opening it (a socket
+    /// cannot be opened; a device should not be).
+    pub(crate) fn stat(&self, name: &str) -> io::Result<Stat> {
+        plain(name)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let c = std::ffi::CString::new(name)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+            let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+            // SAFETY: `c` is a NUL-terminated string that outlives the call; `self.handle` is an
+            // open directory this value owns; `st` is writable memory of a `stat`, which the call
+            // fills when it returns 0.
+            if unsafe { libc::fstatat(self.handle.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), 0) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: fstatat returned 0: it filled `st`.
+            let st = unsafe { st.assume_init() };
+            #[allow(
+                clippy::unnecessary_cast,
+                reason = "dev_t and ino_t are narrower or signed elsewhere (macOS)"
+            )]
+            Ok(Stat {
+                len: st.st_size as u64,
+                file: st.st_mode & libc::S_IFMT == libc::S_IFREG,
+                key: Some((st.st_dev as u64, st.st_ino as u64)),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let m = std::fs::metadata(self.join(name))?;
+            Ok(Stat { len: m.len(), file: m.is_file(), key: None })
+        }
     }
 
     /// Whether `name` in this directory is the file `held` (the same device and inode); `false`
@@ -97,8 +136,8 @@ impl Dir {
         {
             use std::os::unix::fs::MetadataExt;
             let held = held.metadata()?;
-            match self.metadata(name) {
-                Ok(now) => Ok(held.dev() == now.dev() && held.ino() == now.ino()),
+            match self.stat(name) {
+                Ok(now) => Ok(now.key == Some((held.dev(), held.ino()))),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
                 Err(e) => Err(e),
             }
@@ -106,6 +145,19 @@ impl Dir {
         #[cfg(not(unix))]
         {
             super::same_file(held, &self.join(name))
+        }
+    }
+
+    /// Makes this directory's entries durable (its names: a file made, renamed or removed).
+    /// Windows cannot open a directory to sync it, and its renames are durable once they return.
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        #[cfg(unix)]
+        {
+            self.handle.sync_all()
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(())
         }
     }
 

@@ -360,6 +360,19 @@ pub(crate) fn create_own_temporary(
     Err(io::Error::from(io::ErrorKind::AlreadyExists))
 }
 
+/// Whether `e` says the process ran out of something (descriptors, memory) or may not read a
+/// file: a failure of the reader, not damage of what it reads. A scan for damage stops on it.
+pub(crate) fn is_a_readers_failure(e: &io::Error) -> bool {
+    // EMFILE and ENFILE (Unix), ERROR_TOO_MANY_OPEN_FILES (Windows): no std kind names them.
+    #[cfg(unix)]
+    let out_of_files = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+    #[cfg(windows)]
+    let out_of_files = e.raw_os_error() == Some(4);
+    #[cfg(not(any(unix, windows)))]
+    let out_of_files = false;
+    out_of_files || matches!(e.kind(), io::ErrorKind::OutOfMemory | io::ErrorKind::PermissionDenied)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

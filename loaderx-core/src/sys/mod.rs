@@ -44,12 +44,13 @@ pub(crate) mod tuning;
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
-pub(crate) use dir::{Access, Dir};
+pub(crate) use dir::{Access, Dir, Stat};
 pub use env::cache_dir;
 pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::{
-    create_own_temporary, file_key, first_hole, link_count, no_follow, no_follow_non_blocking, open_regular,
-    read_exact_at, rename_no_replace, same_file, start_writeback, write_all_at, write_records_at,
+    create_own_temporary, file_key, first_hole, is_a_readers_failure, link_count, no_follow,
+    no_follow_non_blocking, open_regular, read_exact_at, rename_no_replace, same_file, start_writeback,
+    write_all_at, write_records_at,
 };
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;

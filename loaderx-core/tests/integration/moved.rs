@@ -80,53 +80,66 @@ fn verify_of_a_moved_reader_checks_its_own_manifest() {
     }
 }
 
-/// The forty-first look's U3: a compaction whose directory is renamed away while it runs, and
-/// another store (with more chunks) renamed to its name. Whatever the compaction returns, it never
-/// touches the other store (it removed that store's chunks past its own new tail, or misread
-/// their sizes), and both reopen clean with their records. The rename lands at points spread
-/// over the time one such compaction takes here.
+/// The forty-first look's U3 and the forty-second's V2: a compaction, or a fixed-stride delete,
+/// whose directory is renamed away while it runs, and another store (with more chunks) renamed
+/// to its name. Whatever the operation returns, it never touches the other store (it removed
+/// that store's chunks past its own new tail, or its manifest, or misread its files' sizes), and
+/// both reopen clean: the other with its records, this one with its records before or after the
+/// operation. The rename lands at points spread over the time one such operation takes here.
 #[test]
-fn a_compaction_whose_directory_is_renamed_away_leaves_the_new_store_alone() {
+fn an_operation_whose_directory_is_renamed_away_leaves_the_new_store_alone() {
     const N: u32 = 6000;
-    let opts = StoreOptions::new().chunk_capacity(4096);
-    let prepare = |s: &Path| {
-        let mut w = Store::create(s, opts.clone()).unwrap();
-        w.append(&records(0xAA, 0..N), Codec::Raw).unwrap();
-        w.delete(&(0..u64::from(N)).step_by(2).collect::<Vec<u64>>()).unwrap();
-        let want = w.gather(&(0..w.len()).collect::<Vec<u64>>()).unwrap();
-        (w, want)
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let (mut w, _) = prepare(&tmp.path().join("timed"));
-    let started = std::time::Instant::now();
-    w.compact().unwrap();
-    let took = started.elapsed();
-    for percent in [0u32, 10, 30, 50, 70, 90, 97] {
-        let delay = took * percent / 100;
-        let tmp = tempfile::tempdir().unwrap();
-        let (s, old, next) = (tmp.path().join("s"), tmp.path().join("old"), tmp.path().join("next"));
-        let (mut w, want) = prepare(&s);
-        Store::create(&next, opts.clone()).unwrap().append(&records(0xBB, 0..N), Codec::Raw).unwrap();
-        let mover = {
-            let (s, old, next) = (s.clone(), old.clone(), next.clone());
-            std::thread::spawn(move || {
-                std::thread::sleep(delay);
-                fs::rename(&s, &old).unwrap();
-                fs::rename(&next, &s).unwrap();
-            })
+    let compact = StoreOptions::new().chunk_capacity(4096);
+    let fixed = StoreOptions::new().chunk_capacity(4096).fixed_stride(16);
+    let every_seventh: Vec<u64> = (0..u64::from(N)).step_by(7).collect();
+    let contents = |w: &Store| w.gather(&(0..w.len()).collect::<Vec<u64>>()).unwrap();
+    for (what, opts) in [("compact", compact), ("fixed-stride delete", fixed)] {
+        let prepare = |s: &Path| {
+            let mut w = Store::create(s, opts.clone()).unwrap();
+            w.append(&records(0xAA, 0..N), Codec::Raw).unwrap();
+            if what == "compact" {
+                w.delete(&(0..u64::from(N)).step_by(2).collect::<Vec<u64>>()).unwrap();
+            }
+            let before = contents(&w);
+            (w, before)
         };
-        let compacted = w.compact();
-        mover.join().unwrap();
-        drop(w);
-        let at = format!("rename at {percent}% of {took:?}: {compacted:?}");
-        let other = Store::open_rw(&s, opts.clone()).unwrap();
-        let all: Vec<u64> = (0..u64::from(N)).collect();
-        assert_eq!(other.gather(&all).unwrap(), records(0xBB, 0..N), "{at}");
-        assert!(other.verify().unwrap().is_ok(), "{at}");
-        let mine = Store::open_rw(&old, opts.clone()).unwrap();
-        let all: Vec<u64> = (0..mine.len()).collect();
-        assert!(mine.gather(&all).unwrap() == want, "{at}");
-        assert!(mine.verify().unwrap().is_ok(), "{at}");
+        let run =
+            |w: &mut Store| if what == "compact" { w.compact().map(drop) } else { w.delete(&every_seventh) };
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut w, _) = prepare(&tmp.path().join("timed"));
+        let started = std::time::Instant::now();
+        run(&mut w).unwrap();
+        let took = started.elapsed();
+        let after = contents(&w);
+        for percent in [0u32, 5, 10, 20, 30, 50, 70, 90, 97] {
+            let delay = took * percent / 100;
+            let tmp = tempfile::tempdir().unwrap();
+            let (s, old, next) = (tmp.path().join("s"), tmp.path().join("old"), tmp.path().join("next"));
+            let (mut w, before) = prepare(&s);
+            Store::create(&next, opts.clone()).unwrap().append(&records(0xBB, 0..N), Codec::Raw).unwrap();
+            let mover = {
+                let (s, old, next) = (s.clone(), old.clone(), next.clone());
+                std::thread::spawn(move || {
+                    std::thread::sleep(delay);
+                    fs::rename(&s, &old).unwrap();
+                    fs::rename(&next, &s).unwrap();
+                })
+            };
+            let result = run(&mut w);
+            mover.join().unwrap();
+            drop(w);
+            let at = format!("{what}, rename at {percent}% of {took:?}: {result:?}");
+            // Read-only first: a read-write open would write a removed manifest again (V2).
+            let report = Store::open(&s).unwrap().verify().unwrap();
+            assert!(report.is_ok(), "{at}: {:?}", report.files);
+            let other = Store::open_rw(&s, opts.clone()).unwrap();
+            let all: Vec<u64> = (0..u64::from(N)).collect();
+            assert_eq!(other.gather(&all).unwrap(), records(0xBB, 0..N), "{at}");
+            let mine = Store::open_rw(&old, opts.clone()).unwrap();
+            let now = contents(&mine);
+            assert!(now == before || now == after, "{at}");
+            assert!(mine.verify().unwrap().is_ok(), "{at}");
+        }
     }
 }
 
@@ -239,4 +252,73 @@ fn a_missing_directory_or_a_file_is_not_a_store() {
     fs::write(tmp.path().join("file"), b"x").unwrap();
     let e = Store::open(tmp.path().join("file")).unwrap_err();
     assert!(matches!(&e, Error::NotAStore { reason, .. } if reason.contains("not a directory")), "{e}");
+}
+
+/// The forty-second look's V1: a deferred-sync writer's directory renamed (nothing at the old
+/// name), then `sync`: the records its appends acknowledged stand, so the error says they were
+/// committed ([`Error::Committed`], naming them), never that nothing was written (a caller would
+/// append them again).
+#[test]
+fn a_failing_sync_says_the_acknowledged_records_stand() {
+    for (name, opts) in layouts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (s, moved) = (tmp.path().join("s"), tmp.path().join("moved"));
+        let w = Store::create(&s, opts.clone().deferred_sync(true)).unwrap();
+        w.append(&records(0xAA, 0..40), Codec::Raw).unwrap();
+        w.sync().unwrap();
+        w.append(&records(0xAA, 40..80), Codec::Raw).unwrap();
+        fs::rename(&s, &moved).unwrap();
+        let e = w.sync().unwrap_err();
+        assert!(matches!(&e, Error::Committed { what, .. } if what == "records 40..80"), "{name}: {e}");
+        drop(w);
+        let store = Store::open_rw(&moved, StoreOptions::new()).unwrap();
+        let all: Vec<u64> = (0..80).collect();
+        assert_eq!(store.gather(&all).unwrap(), records(0xAA, 0..80), "{name}");
+    }
+}
+
+/// The forty-second look's V3: a reader out of file descriptors is not a damaged store. `verify`
+/// with almost none left stops with the error (naming the path) instead of listing intact records
+/// or chunks as damaged. Run in a child process with a low descriptor limit.
+#[cfg(unix)]
+#[test]
+fn verify_out_of_descriptors_is_an_error_not_damage() {
+    const CHILD: &str = "LOADERX_TEST_FD_CHILD";
+    if let Ok(base) = std::env::var(CHILD) {
+        for (name, _) in layouts() {
+            let s = Path::new(&base).join(name);
+            let store = Store::open(&s).unwrap();
+            // Every descriptor but `spare` taken.
+            for spare in [0usize, 1, 2] {
+                let mut held = Vec::new();
+                while let Ok(f) = fs::File::open("/dev/null") {
+                    held.push(f);
+                }
+                held.truncate(held.len().saturating_sub(spare));
+                match store.verify() {
+                    Ok(report) => {
+                        assert!(report.is_ok(), "{name}, {spare} spare: {:?} {:?}", report.bad, report.files)
+                    }
+                    Err(e) => assert!(e.to_string().contains(&*s.to_string_lossy()), "{name}: {e}"),
+                }
+                drop(held);
+            }
+        }
+        println!("CHILD DONE");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, opts) in layouts() {
+        make(&tmp.path().join(name), opts, 0xAA);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new("sh")
+        .args(["-c", "ulimit -n 64 && exec \"$0\" --exact \"$1\" --nocapture"])
+        .arg(&exe)
+        .arg("moved::verify_out_of_descriptors_is_an_error_not_damage")
+        .env(CHILD, tmp.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("CHILD DONE"), "{text}");
 }

@@ -510,6 +510,18 @@ fn a_chunk_that_is_not_a_file_is_named_as_such() {
             "{e}"
         );
     }
+    // A socket (which cannot be opened, only looked at: the forty-second look's V4).
+    #[cfg(unix)]
+    {
+        std::fs::remove_dir(s.join("0.zr")).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(s.join("0.zr")).unwrap();
+        for e in [Store::open_rw(&s, StoreOptions::new()).unwrap_err(), Store::open(&s).unwrap_err()] {
+            assert!(
+                matches!(&e, Error::Corrupt { path, reason, .. } if path.ends_with("0.zr") && reason.contains("not a regular file")),
+                "{e}"
+            );
+        }
+    }
 }
 
 /// The twenty-fourth look's Y1: a header torn after a commit whose frontier lies past the

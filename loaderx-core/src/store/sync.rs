@@ -1,0 +1,71 @@
+//! [`Store::sync`]: what a deferred-sync store's appends committed, made durable (chunks, the
+//! directory held, entries, the count, the manifest), and the chunk syncs a durable append runs.
+
+use rayon::prelude::*;
+
+use super::Store;
+use super::files::{MANIFEST_FILE, replace_unsynced};
+use crate::{Error, Result};
+
+impl Store {
+    /// Makes every record appended so far durable, in the order a commit does: record bytes,
+    /// then entries, then the count. Only a store opened with [`StoreOptions::deferred_sync`]
+    /// has anything to do here; on any other it returns at once.
+    ///
+    /// [`StoreOptions::deferred_sync`]: crate::StoreOptions::deferred_sync
+    ///
+    /// # Errors
+    /// [`Error::ReadOnly`]; [`Error::Io`] naming the file that failed to sync.
+    pub fn sync(&self) -> Result<()> {
+        self.sync_impl()
+    }
+
+    pub(super) fn sync_impl(&self) -> Result<()> {
+        // Also on a handle stopped after a failure ([`Store::halt_handle`]): what it committed
+        // before is made durable all the same (a delete or compaction syncs before it starts, so
+        // a stopped one has nothing left to sync).
+        let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
+        let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
+        let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((chunk, entry)) = *unsynced else { return Ok(()) };
+        let synced = (|| -> Result<u64> {
+            let (count, frontier) = self.committed_for_writing()?;
+            self.sync_chunks(chunk..=frontier.0, true)?;
+            // A chunk replaced since its records were written: the fsync reached a file no name
+            // leads to, and the records are not durable where the store reads them.
+            self.refuse_chunks_replaced(chunk..=frontier.0)?;
+            self.index.flush_entries(entry, count - entry, &self.index_path)?;
+            self.publish(count, frontier, true)?;
+            if let Some(manifest) = manifest.as_ref() {
+                replace_unsynced(self.here()?, MANIFEST_FILE, &manifest.encode())?;
+            }
+            Ok(count)
+        })();
+        match synced {
+            Ok(_) => {
+                *unsynced = None;
+                Ok(())
+            }
+            // The records the appends acknowledged stand whatever failed here: never an error
+            // that says nothing was written (a caller would append them again).
+            Err(e) => Err(Error::Committed {
+                path: self.dir.clone(),
+                what: format!("records {entry}..{}", self.len().max(entry)),
+                remedy: "they are in the store but may not be durable: call sync() again, or (the handle \
+                         stopped) open the store again and verify it",
+                source: Box::new(e),
+            }),
+        }
+    }
+
+    /// Syncs chunks `ids` in parallel, then (`new_files`) the directory that names them (the one
+    /// this handle holds).
+    pub(super) fn sync_chunks(&self, ids: std::ops::RangeInclusive<u32>, new_files: bool) -> Result<()> {
+        let touched: Vec<u32> = ids.collect();
+        touched.par_iter().try_for_each(|&id| self.chunks.sync(id))?;
+        if new_files {
+            self.sync_held_dir()?;
+        }
+        Ok(())
+    }
+}
