@@ -130,10 +130,7 @@ impl Store {
                 // past the furthest record: a rollover to a fresh chunk, a record larger than the
                 // capacity, bytes a delete left (and a compaction writes its manifest before its
                 // last header). Taken when it is further; the chunks must hold it all the same.
-                let manifest = read_manifest(self.chunks.dir(), self.known_chunks())
-                    .ok()
-                    .flatten()
-                    .and_then(|b| Manifest::decode(&b).ok());
+                let manifest = self.manifest_if_sound()?;
                 if let Some(m) = manifest.filter(|m| m.count == len)
                     && let Some(last) = m.chunks.last()
                     && let Ok(tail) = u32::try_from(m.chunks.len() - 1)
@@ -155,16 +152,23 @@ impl Store {
     /// manifest does not hold is damage: a lower one would trim committed records, a higher one
     /// bring deleted entries back (the index is never shrunk in place).
     ///
+    /// The manifest, when there is one that reads and decodes (a damaged one is no manifest to
+    /// repair from); a reader's failure (out of descriptors or memory) is the error, not taken for
+    /// a missing manifest (the forty-second look's S2).
+    fn manifest_if_sound(&self) -> Result<Option<Manifest>> {
+        match read_manifest(self.chunks.dir(), self.known_chunks()) {
+            Err(e) if super::report::readers_failure(&e) => Err(e),
+            read => Ok(read.ok().flatten().and_then(|b| Manifest::decode(&b).ok())),
+        }
+    }
+
     /// # Errors
     /// [`Error::Corrupt`] naming the count's field, with nothing changed.
     fn torn_header_or_damage(&self) -> Result<()> {
         if self.dir.join(JOURNAL_FILE).exists() {
             return Ok(());
         }
-        let manifest = read_manifest(self.chunks.dir(), self.known_chunks())
-            .ok()
-            .flatten()
-            .and_then(|b| Manifest::decode(&b).ok());
+        let manifest = self.manifest_if_sound()?;
         // A v2 store has a manifest from its creation on (create and migration write it before
         // the index); the deletes and compactions that drop one publish their counts under a
         // journal, or (a compaction's last header) with the new manifest written first. So with
