@@ -156,7 +156,8 @@ fn a_writer_whose_directory_was_renamed_away_never_writes_into_the_new_store() {
         fs::rename(&s, &old).unwrap();
         make(&s, opts.clone(), 0xBB);
         // Records that roll into chunks neither store has yet.
-        assert!(writer.append(&records(0xAA, 40..80), Codec::Raw).is_err(), "{name}");
+        let e = writer.append(&records(0xAA, 40..80), Codec::Raw).unwrap_err();
+        assert!(matches!(&e, Error::Corrupt { reason, .. } if reason.contains("replaced")), "{name}: {e}");
         drop(writer);
         for (dir, tag) in [(&old, 0xAA), (&s, 0xBB)] {
             let store = Store::open_rw(dir, StoreOptions::new()).unwrap();
@@ -239,7 +240,11 @@ fn a_sync_after_the_tail_chunk_was_replaced_says_nothing_was_made_durable() {
                     && matches!(&**source, Error::Corrupt { path, .. } if path.ends_with("0.zr"))),
             "{name}: {e}"
         );
-        assert!(store.append(&records(0xAA, 10..11), Codec::Raw).is_err(), "{name}: the handle stopped");
+        let e = store.append(&records(0xAA, 10..11), Codec::Raw).unwrap_err();
+        assert!(
+            matches!(&e, Error::Locked { reason, .. } if reason.contains("writes no more")),
+            "{name}: {e}"
+        );
     }
 }
 
