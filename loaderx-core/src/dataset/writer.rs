@@ -450,7 +450,7 @@ impl DatasetWriter {
     /// The store's write errors; [`Error::Io`] naming the path of a failed rename.
     pub fn finish(mut self) -> Result<u64> {
         self.flush()?;
-        self.store.as_ref().expect("store lives until finish").sync()?;
+        self.store.as_ref().expect("store lives until finish").sync_before()?;
         self.schema.write(&self.staging)?;
         drop(self.store.take());
         // The index as long as what it holds (the writer grew it by doubling).

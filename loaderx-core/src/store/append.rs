@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use super::Store;
 use super::chunk::Placement;
 use super::codec::{self, Dictionary, Encoded, Encoder};
-use super::files::{DICT_FILE, MANIFEST_FILE, replace_unsynced, write_atomic};
+use super::files::{DICT_FILE, MANIFEST_FILE, replace_unsynced_in, write_atomic_bytes_in};
 use super::stride::COMBINE_FROM;
 use crate::format::v2::{ChunkSummary, Entry, Layout, Manifest};
 use crate::format::{Codec, Format, dict};
@@ -241,6 +241,9 @@ impl Store {
             })
             .collect::<Result<_>>()?;
         if durable {
+            // The frontier's chunk exists before the header names it (a rollover to a chunk no
+            // record is in yet makes it here, empty); a sync never makes one.
+            self.chunks.get(frontier.0)?;
             self.sync_chunks(tail_chunk..=frontier.0, frontier.0 != tail_chunk)?;
             // Made durable where the names still lead, or not committed at all.
             self.refuse_chunks_replaced(tail_chunk..=frontier.0)?;
@@ -286,7 +289,7 @@ impl Store {
             // failed write leaves the old file, behind the count, and this handle's copy right:
             // the records stand, so the call does not fail.
             if durable && after_commit.is_none() {
-                let _ = self.here().and_then(|dir| replace_unsynced(dir, MANIFEST_FILE, &manifest.encode()));
+                let _ = replace_unsynced_in(self.chunks.dir(), MANIFEST_FILE, &manifest.encode());
             }
         }
         match after_commit {
@@ -406,7 +409,7 @@ impl Store {
         // The header is written again whole below: only over a frontier it still vouches for,
         // checked before anything is written.
         self.frontier_for_writing()?;
-        write_atomic(self.here()?, DICT_FILE, &dict::encode(&raw))?;
+        write_atomic_bytes_in(self.chunks.dir(), DICT_FILE, &dict::encode(&raw))?;
         // v2 names the dictionary in its header: a dict.zr swapped under the store is refused.
         self.index.set_dict_id(dict::id(&raw), &self.index_path)?;
         // A dictionary zstd itself just trained always loads; refused, it is an internal error.

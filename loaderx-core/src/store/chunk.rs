@@ -159,6 +159,14 @@ impl Chunks {
         self.files.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
+    /// Forgets every mapping, and the handles of the chunks past `tail` (removed, or to be made
+    /// anew); the handles up to the tail stay: they hold the records a deferred store has yet to
+    /// sync, and tell a file replaced under them from their own (review X4).
+    pub(crate) fn reset_past(&self, tail: u32) {
+        self.maps.write().unwrap_or_else(|e| e.into_inner()).clear();
+        self.files.write().unwrap_or_else(|e| e.into_inner()).truncate(tail as usize + 1);
+    }
+
     /// Bytes of chunk `id` from `offset`, at most `max`, whole `unit`s: what the file holds
     /// there now, read into a buffer (never through a mapping, whose pages past a cut would
     /// fault). For bytes that are not committed, which a failed append may cut off at any
@@ -222,7 +230,16 @@ impl Chunks {
 
     /// Makes chunk `id`'s data durable.
     pub(crate) fn sync(&self, id: u32) -> Result<()> {
-        self.get(id)?.sync_data().map_err(|e| Error::io("sync", self.path(id), e))
+        // The handle the records were written through; without one, the file at the name (never
+        // made here: a chunk missing is not one to make empty and call synced, review X4).
+        let held = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
+        let file = match held {
+            Some(f) => f,
+            None => {
+                Arc::new(self.open_write(id, false).map_err(|e| Error::io("open chunk", self.path(id), e))?)
+            }
+        };
+        file.sync_data().map_err(|e| Error::io("sync", self.path(id), e))
     }
 }
 

@@ -57,7 +57,7 @@ impl Store {
         // No batch is larger than a reopening writer takes of a journal (`recover`).
         let batch_bytes = batch_bytes.min(MOVE_BATCH_BYTES);
         self.writer()?;
-        self.sync()?;
+        self.sync_before()?;
         let _x = self.exclusive("compacting it")?;
         let before = self.stats()?;
         if self.index.stride().is_some() {
@@ -263,7 +263,7 @@ impl Store {
     /// (created when the frontier rolled into a chunk that held no record), every chunk after it
     /// removed (whatever gaps a removal interrupted earlier left), the directory synced.
     pub(super) fn drop_chunks_past(&self, (chunk, off): (u32, u64)) -> Result<()> {
-        self.chunks.reset();
+        self.chunks.reset_past(chunk);
         let tail = self.chunks.path(chunk);
         // Only ever shortened: a tail chunk missing or shorter than the committed bytes is
         // damage to report (at the next open), not a file to make or fill with zeros. A tail
@@ -294,7 +294,7 @@ impl Store {
         super::files::remove_chunks_after(self.chunks.dir(), chunk)?;
         // And after: a mapping a reader made in between covers bytes now cut, or a file now
         // removed that a later append would make anew.
-        self.chunks.reset();
+        self.chunks.reset_past(chunk);
         self.sync_held_dir()
     }
 

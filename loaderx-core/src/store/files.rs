@@ -181,6 +181,73 @@ pub(crate) fn write_atomic_landing(
     sync_dir(dir).map_err(|e| (e, true))
 }
 
+/// [`write_atomic_landing`] in the store directory `dir` held open: the temporary made, renamed
+/// and the directory synced there, whatever its path leads to now.
+pub(crate) fn write_atomic_in(
+    dir: &crate::sys::Dir,
+    name: &str,
+    fill: impl FnOnce(&File, &Path) -> Result<()>,
+) -> std::result::Result<(), (Error, bool)> {
+    let tmp_name = format!("{name}{TMP_SUFFIX}");
+    let tmp = dir.join(&tmp_name);
+    let file = fresh_in(dir, &tmp_name).map_err(|e| (e, false))?;
+    let written = fill(&file, &tmp).and_then(|()| file.sync_all().map_err(|e| Error::io("sync", &tmp, e)));
+    drop(file);
+    if let Err(e) = written {
+        let _ = dir.remove(&tmp_name);
+        return Err((e, false));
+    }
+    rename_or_remove_in(dir, &tmp_name, name).map_err(|e| (e, false))?;
+    dir.sync().map_err(|e| (Error::io("sync directory", dir.path(), e), true))
+}
+
+/// [`write_atomic`] in the store directory `dir` held open.
+pub(crate) fn write_atomic_bytes_in(dir: &crate::sys::Dir, name: &str, bytes: &[u8]) -> Result<()> {
+    write_atomic_in(dir, name, |file, tmp| {
+        crate::sys::write_all_at(file, bytes, 0).map_err(|e| Error::io("write", tmp, e))
+    })
+    .map_err(|(e, _)| e)
+}
+
+/// Replaces `name` in the store directory `dir` held open with `bytes` atomically but without waiting for the disk: a temporary
+/// file renamed over `name`, neither synced. For a file that is derived from the durable ones and
+/// rebuilt from them when it is missing, damaged or behind (v2's `manifest.zr`): a crash leaves
+/// the old file, the new one, or (after a power loss) an empty or stale one, never a mix that
+/// decodes.
+///
+/// # Errors
+/// [`Error::Io`] naming the file that failed.
+pub(crate) fn replace_unsynced_in(dir: &crate::sys::Dir, name: &str, bytes: &[u8]) -> Result<()> {
+    let tmp_name = format!("{name}{TMP_SUFFIX}");
+    let file = fresh_in(dir, &tmp_name)?;
+    let written =
+        crate::sys::write_all_at(&file, bytes, 0).map_err(|e| Error::io("write", dir.join(&tmp_name), e));
+    drop(file);
+    if let Err(e) = written {
+        let _ = dir.remove(&tmp_name);
+        return Err(e);
+    }
+    rename_or_remove_in(dir, &tmp_name, name)
+}
+
+/// [`create_fresh`] in `dir` held open.
+fn fresh_in(dir: &crate::sys::Dir, name: &str) -> Result<File> {
+    match dir.remove(name) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("remove", dir.join(name), e)),
+    }
+    dir.create_new(name).map_err(|e| Error::io("create", dir.join(name), e))
+}
+
+/// [`rename_or_remove`] in `dir` held open.
+fn rename_or_remove_in(dir: &crate::sys::Dir, tmp: &str, name: &str) -> Result<()> {
+    dir.rename(tmp, name).map_err(|e| {
+        let _ = dir.remove(tmp);
+        Error::io("rename a temporary file over", dir.join(name), e)
+    })
+}
+
 /// Renames the temporary `tmp` to `path`; when that fails, removes `tmp` (the caller's own,
 /// just made) and names `path`, the file that could not be replaced.
 fn rename_or_remove(tmp: &Path, path: &Path) -> Result<()> {
@@ -200,28 +267,7 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     })
 }
 
-/// Replaces `dir/name` with `bytes` atomically but without waiting for the disk: a temporary
-/// file renamed over `name`, neither synced. For a file that is derived from the durable ones and
-/// rebuilt from them when it is missing, damaged or behind (v2's `manifest.zr`): a crash leaves
-/// the old file, the new one, or (after a power loss) an empty or stale one, never a mix that
-/// decodes.
-///
-/// # Errors
-/// [`Error::Io`] naming the file that failed.
-pub(crate) fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
-    let path = dir.join(name);
-    let tmp = dir.join(format!("{name}{TMP_SUFFIX}"));
-    let file = create_fresh(&tmp)?;
-    let written = crate::sys::write_all_at(&file, bytes, 0).map_err(|e| Error::io("write", &tmp, e));
-    drop(file);
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    rename_or_remove(&tmp, &path)
-}
-
-/// Whether `bytes`, a file replaced with [`replace_unsynced`] that does not decode, are what a
+/// Whether `bytes`, a file replaced with [`replace_unsynced_in`] that does not decode, are what a
 /// power loss leaves of one: nothing, or its first sectors and then zeros to its end (a file
 /// system that made the new length durable before all of its data). Sectors of 512 bytes, the
 /// smallest unit a disk writes.
@@ -434,10 +480,11 @@ mod tests {
         std::fs::create_dir(&target).unwrap();
         std::fs::write(target.join("inside"), b"x").unwrap();
         for synced in [true, false] {
+            let held = crate::sys::Dir::open(dir.path()).unwrap();
             let err = if synced {
-                write_atomic(dir.path(), "d", b"bytes").unwrap_err()
+                write_atomic_bytes_in(&held, "d", b"bytes").unwrap_err()
             } else {
-                replace_unsynced(dir.path(), "d", b"bytes").unwrap_err()
+                replace_unsynced_in(&held, "d", b"bytes").unwrap_err()
             };
             assert!(matches!(&err, Error::Io { path, .. } if *path == target), "{err}");
             let mut names: Vec<_> =
@@ -460,8 +507,9 @@ mod tests {
         for name in ["manifest.zr", "journal.zr"] {
             std::os::unix::fs::symlink(&victim, store.join(format!("{name}.tmp"))).unwrap();
         }
-        write_atomic(&store, "journal.zr", b"new").unwrap();
-        replace_unsynced(&store, "manifest.zr", b"new").unwrap();
+        let held = crate::sys::Dir::open(&store).unwrap();
+        write_atomic_bytes_in(&held, "journal.zr", b"new").unwrap();
+        replace_unsynced_in(&held, "manifest.zr", b"new").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
         assert_eq!(std::fs::read(store.join("journal.zr")).unwrap(), b"new");
         assert!(!std::fs::symlink_metadata(store.join("manifest.zr")).unwrap().file_type().is_symlink());

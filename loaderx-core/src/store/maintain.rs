@@ -6,7 +6,7 @@ use std::fs;
 
 use super::Store;
 use super::compact::MOVE_BATCH_BYTES;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, write_atomic};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, write_atomic_bytes_in};
 use super::gather::RecordIndex;
 use super::table::committed;
 use crate::format::v2::Entry;
@@ -26,7 +26,7 @@ impl Store {
     pub fn delete<I: RecordIndex>(&mut self, indices: &[I]) -> Result<()> {
         self.writer()?;
         // Its journal and durable commits stand on durable appends (a deferred-sync store's first).
-        self.sync()?;
+        self.sync_before()?;
         // The count this writer published: a header changed from outside (an older one put back
         // with the same frontier) must not choose which records are dropped.
         let (len, _) = self.committed_for_writing()?;
@@ -98,7 +98,7 @@ impl Store {
             && let Some(m) = w.append.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
         {
             m.count = n;
-            let _ = self.here().and_then(|dir| write_atomic(dir, MANIFEST_FILE, &m.encode()));
+            let _ = write_atomic_bytes_in(self.chunks.dir(), MANIFEST_FILE, &m.encode());
         }
         Ok(())
     }
@@ -127,17 +127,16 @@ impl Store {
                 source: None,
             });
         }
-        let written = write_atomic(self.here()?, JOURNAL_FILE, &j.encode(self.format()));
+        let written = write_atomic_bytes_in(self.chunks.dir(), JOURNAL_FILE, &j.encode(self.format()));
         if let Err(e) = written {
-            if fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            if self.chunks.dir().stat(JOURNAL_FILE).is_ok_and(|m| m.file) {
                 return Err(self.halt(what, JOURNAL_REMEDY, e));
             }
             // Failed before its rename landed (the temporary is removed): nothing happened.
             return Err(e);
         }
         let finished = self.apply(&j).and_then(|()| {
-            self.here()?;
-            fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+            self.chunks.dir().remove(JOURNAL_FILE).map_err(|e| Error::io("remove", &path, e))?;
             self.sync_held_dir()
         });
         finished.map_err(|e| self.halt(what, JOURNAL_REMEDY, e))

@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::files::{
-    INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, write_atomic, write_atomic_landing, write_atomic_with,
+    INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, write_atomic_bytes_in, write_atomic_in,
 };
 use super::gather::{Located, stored_range};
 use super::table::committed;
@@ -202,7 +202,7 @@ impl Store {
             count: len,
             layout,
         };
-        let landed = write_atomic_landing(self.here()?, INDEX_FILE, |file, tmp| {
+        let landed = write_atomic_in(self.chunks.dir(), INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             let mut at = v2::HEADER_SIZE as u64;
@@ -368,7 +368,7 @@ impl Store {
             },
         };
         let bytes: Vec<u8> = sums.iter().flat_map(|c| c.to_le_bytes()).collect();
-        let landed = write_atomic_landing(self.here()?, INDEX_FILE, |file, tmp| {
+        let landed = write_atomic_in(self.chunks.dir(), INDEX_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             write_all_at(file, &header.encode(), 0).map_err(io)?;
             write_all_at(file, &bytes, v2::HEADER_SIZE as u64).map_err(io)
@@ -387,7 +387,7 @@ impl Store {
             .into_par_iter()
             .map(|id| self.summarise_chunk(id, (id == frontier.0).then_some(frontier.1)))
             .collect::<Result<_>>()?;
-        write_atomic(self.here()?, MANIFEST_FILE, &Manifest { count: len, chunks }.encode())
+        write_atomic_bytes_in(self.chunks.dir(), MANIFEST_FILE, &Manifest { count: len, chunks }.encode())
     }
 
     /// v2 → v1: every entry checked against v1's fields first, then `meta.zr` renamed into
@@ -455,7 +455,7 @@ impl Store {
             first = end;
         }
         let header = Header { tail_chunk, tail_offset, length: len as u32, ..Header::empty() };
-        write_atomic_with(self.here()?, META_FILE, |file, tmp| {
+        write_atomic_in(self.chunks.dir(), META_FILE, |file, tmp| {
             let io = |e| Error::io("write", tmp, e);
             file.set_len(META_SIZE).map_err(|e| Error::io("size", tmp, e))?;
             write_all_at(file, bytemuck::bytes_of(&header), 0).map_err(io)?;
@@ -465,12 +465,15 @@ impl Store {
                 at += (piece.len() * ENTRY_SIZE) as u64;
             }
             Ok(())
-        })?;
+        })
+        .map_err(|(e, _)| e)?;
         // Removing `index.zr` is the commit: a failure from there on leaves a v1 store.
-        let index = self.here()?.join(INDEX_FILE);
-        fs::remove_file(&index).map_err(|e| Error::io("remove", &index, e))?;
+        let index = self.dir.join(INDEX_FILE);
+        self.chunks.dir().remove(INDEX_FILE).map_err(|e| Error::io("remove", &index, e))?;
         let manifest = self.dir.join(MANIFEST_FILE);
-        fs::remove_file(&manifest)
+        self.chunks
+            .dir()
+            .remove(MANIFEST_FILE)
             .map_err(|e| Error::io("remove", &manifest, e))
             .and_then(|()| self.sync_held_dir())
             .map_err(|e| migrated(&self.dir, e))

@@ -71,6 +71,9 @@ pub(super) struct Writer {
     // files (a journal half applied or not removed, bytes past a new end not removed). No
     // further read or write goes through it.
     pub(super) halted: std::sync::OnceLock<String>,
+    /// Set once a sync failed: a later sync is refused too (a second fsync after a failed one may
+    /// succeed without the pages the first could not write).
+    pub(super) sync_failed: std::sync::atomic::AtomicBool,
     // The count and frontier this handle last published, or found at its open: a write acts
     // only on a header that still says both (one changed from outside is never written from).
     pub(super) frontier: Mutex<Option<(u64, (u32, u64))>>,
@@ -376,6 +379,7 @@ impl Store {
                     append: Mutex::new(None),
                     unsynced: Mutex::new(None),
                     halted: std::sync::OnceLock::new(),
+                    sync_failed: std::sync::atomic::AtomicBool::new(false),
                     frontier: Mutex::new(None),
                 });
                 return Ok((format, index_path, index_file, writer));

@@ -4,7 +4,7 @@
 //! describes the chunks, computed again when missing, refused when damaged).
 
 use super::Store;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_manifest, write_atomic};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path, read_manifest, write_atomic_bytes_in};
 use super::index::{Index, v2_header_error};
 use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::sys::read_exact_at;
@@ -416,7 +416,7 @@ impl Store {
         sealed: Vec<ChunkSummary>,
     ) -> Result<()> {
         let m = self.manifest_for(count, frontier, sealed)?;
-        write_atomic(self.here()?, MANIFEST_FILE, &m.encode())?;
+        write_atomic_bytes_in(self.chunks.dir(), MANIFEST_FILE, &m.encode())?;
         *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
         Ok(())
     }

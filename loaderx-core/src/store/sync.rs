@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::Store;
-use super::files::{MANIFEST_FILE, replace_unsynced};
+use super::files::{MANIFEST_FILE, replace_unsynced_in};
 use crate::{Error, Result};
 
 impl Store {
@@ -15,9 +15,22 @@ impl Store {
     /// [`StoreOptions::deferred_sync`]: crate::StoreOptions::deferred_sync
     ///
     /// # Errors
-    /// [`Error::ReadOnly`]; [`Error::Io`] naming the file that failed to sync.
+    /// [`Error::ReadOnly`]; [`Error::Committed`] for any failure (the records the appends
+    /// acknowledged stand, but may not be durable), its cause the
+    /// [`source`](std::error::Error::source). The handle then stops: a failed fsync may have
+    /// dropped the pages it could not write, and a second one would report them written.
     pub fn sync(&self) -> Result<()> {
         self.sync_impl()
+    }
+
+    /// [`Store::sync`] before an operation that has not started yet (a delete, a compaction, a
+    /// dataset's finish): a failure is its cause, not [`Error::Committed`], which would say the
+    /// operation stands.
+    pub(crate) fn sync_before(&self) -> Result<()> {
+        self.sync_impl().map_err(|e| match e {
+            Error::Committed { source, .. } => *source,
+            e => e,
+        })
     }
 
     pub(super) fn sync_impl(&self) -> Result<()> {
@@ -28,6 +41,18 @@ impl Store {
         let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
         let Some((chunk, entry)) = *unsynced else { return Ok(()) };
+        if writer.sync_failed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::Committed {
+                path: self.dir.clone(),
+                what: format!("records {entry}..{}", self.len().max(entry)),
+                remedy: "a sync of this handle failed before, and a second one could report pages the first \
+                         could not write as durable: open the store again (read-write) and verify it",
+                source: Box::new(Error::Locked {
+                    path: self.dir.clone(),
+                    reason: "this handle's sync failed before".into(),
+                }),
+            });
+        }
         let synced = (|| -> Result<u64> {
             let (count, frontier) = self.committed_for_writing()?;
             self.sync_chunks(chunk..=frontier.0, true)?;
@@ -37,7 +62,7 @@ impl Store {
             self.index.flush_entries(entry, count - entry, &self.index_path)?;
             self.publish(count, frontier, true)?;
             if let Some(manifest) = manifest.as_ref() {
-                replace_unsynced(self.here()?, MANIFEST_FILE, &manifest.encode())?;
+                replace_unsynced_in(self.chunks.dir(), MANIFEST_FILE, &manifest.encode())?;
             }
             Ok(count)
         })();
@@ -47,14 +72,20 @@ impl Store {
                 Ok(())
             }
             // The records the appends acknowledged stand whatever failed here: never an error
-            // that says nothing was written (a caller would append them again).
-            Err(e) => Err(Error::Committed {
-                path: self.dir.clone(),
-                what: format!("records {entry}..{}", self.len().max(entry)),
-                remedy: "they are in the store but may not be durable: call sync() again, or (the handle \
-                         stopped) open the store again and verify it",
-                source: Box::new(e),
-            }),
+            // that says nothing was written (a caller would append them again). The handle
+            // stops: after a failed fsync the kernel may have dropped the pages it could not
+            // write, and a second fsync would succeed without them (review X3).
+            Err(e) => {
+                writer.sync_failed.store(true, std::sync::atomic::Ordering::Release);
+                self.halt_handle(format!("a sync failed ({})", crate::error_chain(&e)));
+                Err(Error::Committed {
+                    path: self.dir.clone(),
+                    what: format!("records {entry}..{}", self.len().max(entry)),
+                    remedy: "they are in the store but may not be durable: open the store again (read-write) \
+                             and verify it",
+                    source: Box::new(e),
+                })
+            }
         }
     }
 

@@ -5,7 +5,10 @@
 //!
 //! On Unix the directory's descriptor is held. Elsewhere the absolute path is used: Windows
 //! refuses to rename a directory while a file in it is open, and an open store holds its index.
-#![cfg_attr(unix, expect(unsafe_code, reason = "openat, fstatat and unlinkat are foreign functions"))]
+#![cfg_attr(
+    unix,
+    expect(unsafe_code, reason = "openat, fstatat, renameat and unlinkat are foreign functions")
+)]
 
 use std::fs::File;
 use std::io;
@@ -175,6 +178,46 @@ impl Dir {
         Ok(names)
     }
 
+    /// Creates `name` in this directory as a new file for writing, refusing anything already
+    /// there, a link included (`O_EXCL`, `O_NOFOLLOW`).
+    pub(crate) fn create_new(&self, name: &str) -> io::Result<File> {
+        plain(name)?;
+        #[cfg(unix)]
+        {
+            let c = std::ffi::CString::new(name)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+            self.openat(&c, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        }
+        #[cfg(not(unix))]
+        {
+            File::options().read(true).write(true).create_new(true).open(self.join(name))
+        }
+    }
+
+    /// Renames `from` over `to`, both in this directory.
+    pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        plain(from)?;
+        plain(to)?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte");
+            let (f, t) =
+                (std::ffi::CString::new(from).map_err(nul)?, std::ffi::CString::new(to).map_err(nul)?);
+            let fd = self.handle.as_raw_fd();
+            // SAFETY: both names are NUL-terminated strings that outlive the call; `fd` is the
+            // directory this value owns; the call writes no memory of ours.
+            if unsafe { libc::renameat(fd, f.as_ptr(), fd, t.as_ptr()) } == 0 {
+                return Ok(());
+            }
+            Err(io::Error::last_os_error())
+        }
+        #[cfg(not(unix))]
+        {
+            std::fs::rename(self.join(from), self.join(to))
+        }
+    }
+
     /// Removes `name` from this directory (a link itself, never what it points to).
     pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
         plain(name)?;
@@ -201,7 +244,6 @@ impl Dir {
     #[cfg(unix)]
     pub(crate) fn open_any(&self, name: &str, access: Access) -> io::Result<File> {
         use std::ffi::CString;
-        use std::os::fd::{AsRawFd, FromRawFd};
         plain(name)?;
         let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
         let mode = match access {
@@ -209,13 +251,20 @@ impl Dir {
             Access::ReadWrite => libc::O_RDWR,
             Access::Create => libc::O_RDWR | libc::O_CREAT,
         };
-        let flags = mode | libc::O_CLOEXEC | libc::O_NONBLOCK;
+        self.openat(&c, mode | libc::O_CLOEXEC | libc::O_NONBLOCK)
+    }
+
+    /// `openat(2)` of `name` in this directory with `flags` (the mode, read only with `O_CREAT`,
+    /// 0o666 as the process's umask allows), retried when interrupted.
+    #[cfg(unix)]
+    fn openat(&self, name: &std::ffi::CStr, flags: libc::c_int) -> io::Result<File> {
+        use std::os::fd::{AsRawFd, FromRawFd};
         loop {
-            // SAFETY: `c` is a NUL-terminated string that outlives the call; `self.handle` is an
-            // open directory this value owns; the mode argument (read only with O_CREAT) is a
-            // `c_uint`, what a variadic `mode_t` is promoted to.
+            // SAFETY: `name` is a NUL-terminated string that outlives the call; `self.handle` is
+            // an open directory this value owns; the mode argument is a `c_uint`, what a
+            // variadic `mode_t` is promoted to.
             let fd =
-                unsafe { libc::openat(self.handle.as_raw_fd(), c.as_ptr(), flags, 0o666 as libc::c_uint) };
+                unsafe { libc::openat(self.handle.as_raw_fd(), name.as_ptr(), flags, 0o666 as libc::c_uint) };
             if fd >= 0 {
                 // SAFETY: `fd` was just returned by openat and nothing else owns it.
                 return Ok(unsafe { File::from_raw_fd(fd) });
@@ -274,6 +323,13 @@ mod tests {
         );
         dir.remove("g").unwrap();
         assert!(!b.join("g").exists());
+        drop(dir.create_new("h").unwrap());
+        assert_eq!(dir.create_new("h").unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        dir.rename("h", "f").unwrap();
+        assert!(
+            b.join("f").exists() && !b.join("h").exists() && a.join("f").exists(),
+            "renamed in b, a untouched"
+        );
         assert_eq!(dir.remove("g").unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 

@@ -69,7 +69,7 @@ int fdatasync(int fd) { REAL(int, fdatasync, int); return fail("fsync") ? -1 : r
 "#;
 
 /// The shim, built once per test process.
-fn shim() -> &'static Path {
+pub(crate) fn shim() -> &'static Path {
     static SHIM_SO: OnceLock<PathBuf> = OnceLock::new();
     SHIM_SO.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("loaderx-faults-{}", std::process::id()));
@@ -95,7 +95,7 @@ fn in_child(child: &str, dir: &Path, layout: &str, at: u32) -> String {
 }
 
 /// [`in_child`], the `at`th call of `call` (msync, pwrite, fsync or ftruncate) failing.
-fn in_child_failing(child: &str, dir: &Path, layout: &str, call: &str, at: u32) -> String {
+pub(crate) fn in_child_failing(child: &str, dir: &Path, layout: &str, call: &str, at: u32) -> String {
     in_child_failing_then(child, dir, layout, (call, at), "")
 }
 
@@ -109,7 +109,13 @@ fn in_child_failing_then(
 ) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
         .env("FAULT_THEN", then)
-        .args([&format!("faults::{child}"), "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            &if child.contains("::") { child.to_string() } else { format!("faults::{child}") },
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("LD_PRELOAD", shim())
         .env("FAULT_CALL", call)
         .env("FAULT_AT", at.to_string())
@@ -135,7 +141,7 @@ fn id_of(r: &[u8]) -> Option<u32> {
 }
 
 /// A record naming its id, of a length that varies with it (8 to 67 bytes).
-fn varied(id: u32) -> Vec<u8> {
+pub(crate) fn varied(id: u32) -> Vec<u8> {
     let mut r = vec![(id % 251) as u8; 8 + (id as usize * 7919) % 60];
     r[..4].copy_from_slice(&id.to_le_bytes());
     r
@@ -169,7 +175,7 @@ fn ids_by(dir: &Path, id: fn(&[u8]) -> Option<u32>) -> Vec<u32> {
 }
 
 /// How a call ended, as the child prints it.
-fn outcome<T>(r: &loaderx_core::Result<T>) -> &'static str {
+pub(crate) fn outcome<T>(r: &loaderx_core::Result<T>) -> &'static str {
     match r {
         Ok(_) => "ok",
         Err(Error::Committed { .. }) => "committed",
@@ -177,7 +183,7 @@ fn outcome<T>(r: &loaderx_core::Result<T>) -> &'static str {
     }
 }
 
-fn child_store() -> Option<(PathBuf, String)> {
+pub(crate) fn child_store() -> Option<(PathBuf, String)> {
     Some((std::env::var_os("FAULT_STORE")?.into(), std::env::var("FAULT_LAYOUT").ok()?))
 }
 

@@ -327,3 +327,35 @@ fn verify_out_of_descriptors_is_an_error_not_damage() {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("CHILD DONE"), "{text}");
 }
+
+/// The forty-third look's X1 and X2: a delete, a compaction or a dataset's finish whose first
+/// step, a sync of the deferred appends, fails has not started: its error is the sync's cause,
+/// never [`Error::Committed`] (which says the operation stands: a caller would take the records
+/// for deleted, or the dataset for written).
+#[test]
+fn an_operation_whose_first_sync_fails_says_it_did_not_start() {
+    for op in ["delete", "compact"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (s, moved) = (tmp.path().join("s"), tmp.path().join("moved"));
+        let mut w = Store::create(&s, StoreOptions::new().deferred_sync(true)).unwrap();
+        w.append(&records(0xAA, 0..10), Codec::Raw).unwrap();
+        w.sync().unwrap();
+        w.append(&records(0xAA, 10..20), Codec::Raw).unwrap();
+        fs::rename(&s, &moved).unwrap();
+        let e = if op == "delete" { w.delete(&[0]).unwrap_err() } else { w.compact().unwrap_err() };
+        assert!(!matches!(e, Error::Committed { .. }), "{op}: {e}");
+        drop(w);
+        let store = Store::open_rw(&moved, StoreOptions::new()).unwrap();
+        assert_eq!(store.len(), 20, "{op}: nothing deleted");
+        assert_eq!(store.get(0).unwrap().to_vec(), record(0xAA, 0), "{op}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let mut w =
+        loaderx_core::DatasetWriter::dense::<u32>(&out, vec![], loaderx_core::WriteOptions::new()).unwrap();
+    w.append(&(0..1000u32).collect::<Vec<_>>()).unwrap();
+    fs::rename(tmp.path().join("out.partial"), tmp.path().join("elsewhere")).unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(!matches!(e, Error::Committed { .. }), "finish: {e}");
+    assert!(!out.exists(), "nothing placed");
+}
