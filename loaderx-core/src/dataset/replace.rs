@@ -14,7 +14,10 @@ impl DatasetWriter {
     /// into place, then removes the old dataset: checked again first (it may have changed while
     /// this writer wrote), and held under its writer lock, so a live writer's store is `Locked`,
     /// never moved.
-    pub(super) fn replace_out(&mut self) -> Result<()> {
+    ///
+    /// The old dataset is removed by the [`Replaced`] returned, once the caller has made the
+    /// new one's name durable: until then a crash leaves the old one beside it.
+    pub(super) fn replace_out(&mut self) -> Result<Replaced> {
         check_replaceable(&self.out)?;
         let mut held = Held::take(&self.out)?;
         let old = aside(&self.out);
@@ -22,7 +25,20 @@ impl DatasetWriter {
         held.moved_to(&old);
         std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
         self.lock.moved_to(&self.out);
-        held.remove(&old)
+        Ok(Replaced { held, old })
+    }
+}
+
+/// The old dataset an overwrite moved aside, held until it is removed.
+pub(super) struct Replaced {
+    held: Held,
+    old: PathBuf,
+}
+
+impl Replaced {
+    /// Removes the old dataset.
+    pub(super) fn remove(self) -> Result<()> {
+        self.held.remove(&self.old)
     }
 }
 

@@ -459,8 +459,9 @@ impl DatasetWriter {
         // rename moves exactly the data written here.
         // Without overwrite, whatever appeared at OUT since the start (another conversion's
         // output, a user's store) stays: refused, this writer's staging removed on drop.
+        let mut replaced = None;
         if std::fs::symlink_metadata(&self.out).is_ok() && self.opts.overwrite {
-            self.replace_out()?;
+            replaced = Some(self.replace_out()?);
         } else {
             if let Err(e) = crate::sys::rename_no_replace(&self.staging, &self.out) {
                 let _ = remove_dataset_dir(&self.staging);
@@ -476,8 +477,21 @@ impl DatasetWriter {
             }
             self.lock.moved_to(&self.out);
         }
+        // In place from here: a failure says so (a caller would convert again, or take the old
+        // dataset for the one standing; review Y1). Its name made durable before the old one
+        // is removed.
+        let placed = |source: Error| Error::Committed {
+            path: self.out.clone(),
+            what: format!("the dataset of {} records", self.count),
+            remedy: "it is in place; its name may not be durable yet, and an old dataset it replaced may be \
+                     left beside it (OUT.old, OUT.old1, ...)",
+            source: Box::new(source),
+        };
         if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent)?;
+            sync_dir(parent).map_err(placed)?;
+        }
+        if let Some(replaced) = replaced {
+            replaced.remove().map_err(placed)?;
         }
         Ok(self.count)
     }

@@ -61,14 +61,16 @@ impl Store {
             self.refuse_chunks_replaced(chunk..=frontier.0)?;
             self.index.flush_entries(entry, count - entry, &self.index_path)?;
             self.publish(count, frontier, true)?;
-            if let Some(manifest) = manifest.as_ref() {
-                replace_unsynced_in(self.chunks.dir(), MANIFEST_FILE, &manifest.encode())?;
-            }
             Ok(count)
         })();
         match synced {
             Ok(_) => {
                 *unsynced = None;
+                // Derived from the durable files and rebuilt from them when behind (as an
+                // append's): a failed write of it fails nothing (review Y2).
+                if let Some(manifest) = manifest.as_ref() {
+                    let _ = replace_unsynced_in(self.chunks.dir(), MANIFEST_FILE, &manifest.encode());
+                }
                 Ok(())
             }
             // The records the appends acknowledged stand whatever failed here: never an error
