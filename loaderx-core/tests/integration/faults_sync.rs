@@ -1,6 +1,7 @@
 //! A failing sync under the fault shim of `faults.rs` (the forty-third look's X3 and X4): the
 //! handle stops, and a sync never reports as durable a file that is not the one the records
-//! were written to.
+//! were written to. Linux only, as `faults.rs` (the shim is built with `cc` for Linux).
+#![cfg(target_os = "linux")]
 
 use loaderx_core::{Codec, Store, StoreOptions};
 
