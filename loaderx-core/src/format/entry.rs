@@ -175,6 +175,10 @@ impl RecordLoc {
             compressed if compressed != Codec::Raw && self.phys_length == 0 => {
                 Err("empty compressed frame".to_string())
             }
+            // An empty record is stored raw (review Z1).
+            compressed if compressed != Codec::Raw && self.logic_length == 0 => {
+                Err(format!("compressed record of {} stored bytes decodes to no bytes", self.phys_length))
+            }
             _ => Ok(codec),
         }
     }
@@ -183,6 +187,15 @@ impl RecordLoc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review Z1, in v1's entries: a compressed record of no bytes is a bad entry.
+    #[test]
+    fn a_compressed_entry_of_no_bytes_is_refused() {
+        let e = RecordLoc { offset: 0, phys_length: 41, logic_length: 0, chunk_id: 0, codec: 1, reserved: 0 };
+        assert!(e.validate_limits().is_err_and(|r| r.contains("decodes to no bytes")));
+        let raw = RecordLoc { phys_length: 0, codec: 0, ..e };
+        assert_eq!(raw.validate_limits(), Ok(Codec::Raw), "an empty raw record");
+    }
 
     #[test]
     fn codec_table_lists_every_codec_at_its_tag() {

@@ -105,8 +105,8 @@ impl Entry {
     }
 
     /// Checks the fields against each other and the format's limits: a known codec, a raw record
-    /// storing exactly its length, a compressed one storing something, and an end that does not
-    /// overflow.
+    /// storing exactly its length, a compressed one storing something of a record that is not
+    /// empty, and an end that does not overflow.
     ///
     /// # Errors
     /// A sentence saying which field is out of range.
@@ -123,6 +123,11 @@ impl Entry {
             compressed if compressed != Codec::Raw && self.stored == 0 => {
                 Err("empty compressed record".into())
             }
+            // The writer stores a record compressed only when its frame is smaller: an empty
+            // record is stored raw (review Z1: a frame "of no bytes" read as empty or as its frame).
+            compressed if compressed != Codec::Raw && self.logical == 0 => {
+                Err(format!("compressed record of {} stored bytes decodes to no bytes", self.stored))
+            }
             _ => Ok(codec),
         }
     }
@@ -137,6 +142,16 @@ impl Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Review Z1: a compressed record of no bytes (no writer makes one: an empty record is
+    /// stored raw) is a bad entry, whatever its checksum, not an empty record or its frame.
+    #[test]
+    fn a_compressed_entry_of_no_bytes_is_refused() {
+        let e = Entry { offset: 0, stored: 41, logical: 0, chunk: 0, codec: 1, crc: 0 };
+        assert!(e.validate().is_err_and(|r| r.contains("decodes to no bytes")), "{:?}", e.validate());
+        assert!(Entry::parse(&e.encode()).is_err());
+        assert_eq!(Entry { codec: 0, stored: 0, ..e }.validate(), Ok(Codec::Raw), "an empty raw record");
+    }
 
     #[test]
     fn an_entry_round_trips_and_any_flipped_bit_is_caught() {
