@@ -100,12 +100,10 @@ impl Dir {
     /// What `name` in this directory is now (a link followed), without opening it (a socket
     /// cannot be opened; a device should not be).
     pub(crate) fn stat(&self, name: &str) -> io::Result<Stat> {
-        plain(name)?;
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
-            let c = std::ffi::CString::new(name)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+            let c = c_name(name)?;
             let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
             // SAFETY: `c` is a NUL-terminated string that outlives the call; `self.handle` is an
             // open directory this value owns; `st` is writable memory of a `stat`, which the call
@@ -127,6 +125,7 @@ impl Dir {
         }
         #[cfg(not(unix))]
         {
+            plain(name)?;
             let m = std::fs::metadata(self.join(name))?;
             Ok(Stat { len: m.len(), file: m.is_file(), key: None })
         }
@@ -181,29 +180,24 @@ impl Dir {
     /// Creates `name` in this directory as a new file for writing, refusing anything already
     /// there, a link included (`O_EXCL`, `O_NOFOLLOW`).
     pub(crate) fn create_new(&self, name: &str) -> io::Result<File> {
-        plain(name)?;
         #[cfg(unix)]
         {
-            let c = std::ffi::CString::new(name)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+            let c = c_name(name)?;
             self.openat(&c, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         }
         #[cfg(not(unix))]
         {
+            plain(name)?;
             File::options().read(true).write(true).create_new(true).open(self.join(name))
         }
     }
 
     /// Renames `from` over `to`, both in this directory.
     pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<()> {
-        plain(from)?;
-        plain(to)?;
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
-            let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte");
-            let (f, t) =
-                (std::ffi::CString::new(from).map_err(nul)?, std::ffi::CString::new(to).map_err(nul)?);
+            let (f, t) = (c_name(from)?, c_name(to)?);
             let fd = self.handle.as_raw_fd();
             // SAFETY: both names are NUL-terminated strings that outlive the call; `fd` is the
             // directory this value owns; the call writes no memory of ours.
@@ -214,18 +208,18 @@ impl Dir {
         }
         #[cfg(not(unix))]
         {
+            plain(from)?;
+            plain(to)?;
             std::fs::rename(self.join(from), self.join(to))
         }
     }
 
     /// Removes `name` from this directory (a link itself, never what it points to).
     pub(crate) fn remove(&self, name: &str) -> io::Result<()> {
-        plain(name)?;
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
-            let c = std::ffi::CString::new(name)
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+            let c = c_name(name)?;
             // SAFETY: `c` is a NUL-terminated string that outlives the call; `self.handle` is an
             // open directory this value owns.
             if unsafe { libc::unlinkat(self.handle.as_raw_fd(), c.as_ptr(), 0) } == 0 {
@@ -235,6 +229,7 @@ impl Dir {
         }
         #[cfg(not(unix))]
         {
+            plain(name)?;
             std::fs::remove_file(self.join(name))
         }
     }
@@ -243,9 +238,7 @@ impl Dir {
     /// its chunk files lead).
     #[cfg(unix)]
     pub(crate) fn open_any(&self, name: &str, access: Access) -> io::Result<File> {
-        use std::ffi::CString;
-        plain(name)?;
-        let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))?;
+        let c = c_name(name)?;
         let mode = match access {
             Access::Read => libc::O_RDONLY,
             Access::ReadWrite => libc::O_RDWR,
@@ -284,6 +277,13 @@ impl Dir {
         opts.read(true).write(access != Access::Read).create(access == Access::Create).truncate(false);
         super::io::non_blocking(&mut opts).open(self.join(name))
     }
+}
+
+/// `name` checked by [`plain`], as the C string the `*at` calls take.
+#[cfg(unix)]
+fn c_name(name: &str) -> io::Result<std::ffi::CString> {
+    plain(name)?;
+    std::ffi::CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte"))
 }
 
 /// Refuses a name that is not one plain file name of the directory.
