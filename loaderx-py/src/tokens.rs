@@ -98,11 +98,11 @@ impl Tokens {
         Ok(Dense { source: self.file.windows(n, stride).py()?.keep_warm(keep_warm()) })
     }
 
-    /// Megatron's GPT samples of `n` tokens over the documents shuffled by `seed` (`None`: the
-    /// file's order), as a dense dataset.
-    #[pyo3(signature = (n, seed = None))]
-    fn sequences(&self, py: Python<'_>, n: usize, seed: Option<u64>) -> PyResult<Dense> {
-        let source = crate::fork::detach(py, || self.file.sequences(n, seed))?.py()?;
+    /// Megatron's GPT samples of `n` tokens over `epochs` epochs of the documents, shuffled by
+    /// `seed` anew each epoch (`None`: the file's order), as a dense dataset.
+    #[pyo3(signature = (n, seed = None, epochs = 1))]
+    fn sequences(&self, py: Python<'_>, n: usize, seed: Option<u64>, epochs: u32) -> PyResult<Dense> {
+        let source = crate::fork::detach(py, || self.file.sequences_epochs(n, seed, epochs))?.py()?;
         Ok(Dense { source: source.keep_warm(keep_warm()) })
     }
 

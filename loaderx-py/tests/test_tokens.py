@@ -62,6 +62,31 @@ def test_megatron_samples_overlap_by_one_and_pickle_by_path(megatron):
     assert pickle.loads(pickle.dumps(corpus)).documents == 50
 
 
+def test_megatron_samples_shuffle_the_documents_anew_each_epoch(megatron):
+    prefix, stream = megatron
+    corpus = TokenDataset(prefix)
+    one = corpus.sequences(33, seed=4)
+    three = corpus.sequences(33, seed=4, epochs=3)
+    s = len(one)
+    assert len(three) == 3 * s
+    rows = three[:]
+    np.testing.assert_array_equal(rows[:s], one[:])
+    firsts = [tuple(rows[e * s : (e + 1) * s, 0]) for e in range(3)]
+    assert len(set(firsts)) == 3, "a new document order each epoch"
+    for e in range(3):
+        epoch = rows[e * s : (e + 1) * s]
+        assert (epoch[1:, 0] == epoch[:-1, -1]).all(), "samples overlap by one token within an epoch"
+        # The stream the epoch's samples cut is whole documents, each once (the last one cut).
+        ids = np.concatenate([epoch[0], epoch[1:, 1:].ravel()]) // 1000
+        runs = ids[np.r_[True, ids[1:] != ids[:-1]]]
+        assert len(set(runs.tolist())) == len(runs) >= 40
+    again = pickle.loads(pickle.dumps(three))
+    np.testing.assert_array_equal(again[[2 * s + 1, 1]], rows[[2 * s + 1, 1]])
+    for bad in (0, 2**16 + 1):
+        with pytest.raises(ValueError, match="epochs"):
+            corpus.sequences(33, epochs=bad)
+
+
 def test_llmc_and_headerless_files(tmp_path):
     t16 = (np.arange(4000) * 7 % 50257).astype(np.uint16)
     t32 = (np.arange(3000) * 101 % 128256).astype(np.uint32)

@@ -1,13 +1,18 @@
-//! A Megatron index's documents, checked, in a shuffled order: what the Megatron-style sampler
-//! ([`TokenFile::sequences`](super::TokenFile::sequences)) cuts its samples from.
+//! A Megatron index's documents, checked, in a shuffled order each epoch: what the
+//! Megatron-style sampler ([`TokenFile::sequences`](super::TokenFile::sequences)) cuts its
+//! samples from.
 //!
 //! Megatron's GPTDataset writes its order to index files before the first step (a shuffled
-//! document index, a sample index, a shuffle index). Here the order is a pure function of the
-//! seed (the cyclic sampler's permutation of the documents), computed at build in O(documents)
-//! time and about 4.5 bytes a document: the permutation (`u32`) and the running token count at
-//! every [`BLOCK`]-th place of it (`u64`). The documents' lengths are read from the index where
-//! it holds them one to a document (the common layout), kept (8 more bytes a document)
-//! otherwise. A sample's place is one binary search and a walk of at most `BLOCK` documents.
+//! document index, a new order each epoch, a sample index, a shuffle index). Here an epoch's
+//! order is a pure function of the seed and the epoch (the cyclic sampler's permutation of the
+//! documents, its cycle `epoch`), computed when the epoch's first sample is read (the first
+//! epoch's at build) in O(documents) time and about 4.5 bytes a document: the permutation
+//! (`u32`) and the running token count at every [`BLOCK`]-th place of it (`u64`). The
+//! documents' lengths are read from the index where it holds them one to a document (the common
+//! layout), kept once for every epoch (8 more bytes a document) otherwise. A sample's place is
+//! one binary search and a walk of at most `BLOCK` documents.
+
+use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
@@ -17,20 +22,35 @@ use crate::format::tokens::MegatronHeader;
 use crate::sys::tuning::ORDER_PREFETCH_AHEAD;
 use crate::{Error, Result};
 
-/// The documents that hold tokens, in sampling order: `order[j]` is the place `j` of the
-/// documents kept ([`Kept`]), `blocks[b]` the tokens before place `b * BLOCK` of the
-/// concatenation (its last entry the total). Empty documents add nothing to a concatenation and
-/// are left out.
+/// The documents that hold tokens ([`Kept`]; empty documents add nothing to a concatenation and
+/// are left out), and their order in each epoch.
 #[derive(Debug)]
 pub(crate) struct Documents {
-    order: Vec<u32>,
-    blocks: Vec<u64>,
     kept: Kept,
     /// For each document of more than [`CHECKPOINT`] sequences: the tokens before each of its
     /// `CHECKPOINT`-th sequences, so that a sample's read walks at most `CHECKPOINT` of them
     /// whatever its place in the document (8 bytes a `CHECKPOINT` sequences; review P1).
     checkpoints: std::collections::HashMap<u32, Vec<u64>>,
+    /// The permutation of each epoch (its cycle `epoch`); `None`: the file's order, every epoch.
+    shuffle: Option<crate::Sampler>,
+    /// Epoch `e`'s order, made when first asked for (by [`Documents::with_epochs`]'s count).
+    epochs: Vec<OnceLock<Order>>,
+    /// Tokens in all documents (in any order).
+    total: u64,
 }
+
+/// One epoch's order: `order[j]` is the place `j` of the documents kept ([`Kept`]), `blocks[b]`
+/// the tokens before place `b * BLOCK` of the concatenation (its last entry the total).
+#[derive(Debug)]
+struct Order {
+    order: Vec<u32>,
+    blocks: Vec<u64>,
+}
+
+/// Epochs a Megatron-style sampler may run (each one's order, once made, is kept: about 4.5
+/// bytes a document): more than a training run reads a corpus, few enough that their slots
+/// (tens of bytes each) cost nothing to make.
+pub(crate) const MAX_EPOCHS: u32 = 1 << 16;
 
 /// The documents kept and their token counts.
 #[derive(Debug)]
@@ -161,53 +181,92 @@ impl Documents {
     }
 
     /// `file`'s documents that hold tokens, checked ([`Documents::check`]), in the order `seed`
-    /// shuffles them to (the file's order for `None`): the cyclic sampler's permutation of
-    /// them, its first cycle.
+    /// shuffles them to each epoch (the file's order for `None`): the cyclic sampler's
+    /// permutation of them, its cycle `epoch`. The first epoch's order is made here; one epoch
+    /// is held until [`Documents::with_epochs`] asks for more.
     ///
     /// # Errors
     /// As [`Documents::check`]; [`Error::InvalidArgument`] for more than 2^32 - 1 documents.
     pub(crate) fn new(file: &TokenFile, seed: Option<u64>) -> Result<Documents> {
         let Lengths { kept, checkpoints } = lengths(file, true)?;
-        let ix = file.index.as_ref().expect("a Megatron dataset");
-        let (h, idx) = (&ix.header, ix.map.bytes());
         let n = match &kept {
-            Kept::Index => h.sequences,
+            Kept::Index => file.index.as_ref().expect("a Megatron dataset").header.sequences,
             Kept::Listed { lens, .. } => lens.len(),
         };
-        // At most as many as the u32 document numbers (checked in `lengths`).
-        let mut order: Vec<u32> = vec![0; n];
-        match seed {
-            Some(seed) if n > 0 => {
-                let sampler = crate::Sampler::builder(n as u32)
+        let shuffle = match seed {
+            // At most as many as the u32 document numbers (checked in `lengths`).
+            Some(seed) if n > 0 => Some(
+                crate::Sampler::builder(n as u32)
                     .batch_size(n as u32)
                     .mode(crate::SamplerMode::Cyclic)
                     .seed(seed)
-                    .build()?;
-                sampler.fill(0, &mut order)?;
-            }
-            _ => order.par_iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
+                    .build()?,
+            ),
+            _ => None,
+        };
+        let mut docs = Documents { kept, checkpoints, shuffle, epochs: vec![OnceLock::new()], total: 0 };
+        docs.total = *docs.order(file, 0).blocks.last().expect("blocks holds the total");
+        Ok(docs)
+    }
+
+    /// These documents over `epochs` epochs (1 to [`MAX_EPOCHS`]), each epoch's order made when
+    /// its first sample is read.
+    pub(crate) fn with_epochs(mut self, epochs: u32) -> Documents {
+        debug_assert!((1..=MAX_EPOCHS).contains(&epochs), "checked by the caller");
+        self.epochs.resize_with(epochs as usize, OnceLock::new);
+        self
+    }
+
+    /// Epoch `e`'s order (`e` below the epochs asked for): the first epoch's for every epoch
+    /// without a shuffle; made on its first use, by the thread that asks (others asking wait).
+    fn order(&self, file: &TokenFile, e: usize) -> &Order {
+        let e = if self.shuffle.is_some() { e } else { 0 };
+        self.epochs[e].get_or_init(|| self.make_order(file, e as u64))
+    }
+
+    /// Epoch `e`'s permutation and running counts.
+    fn make_order(&self, file: &TokenFile, e: u64) -> Order {
+        let ix = file.index.as_ref().expect("a Megatron dataset");
+        let (h, idx) = (&ix.header, ix.map.bytes());
+        let kept = &self.kept;
+        let n = match kept {
+            Kept::Index => h.sequences,
+            Kept::Listed { lens, .. } => lens.len(),
+        };
+        // Inside a pool's thread (a user's gather on the pool) the work stays on this thread: a
+        // thread of the pool waiting for its pieces could take up another sample's read of this
+        // same epoch, which would wait on itself.
+        let pooled = rayon::current_thread_index().is_none();
+        let mut order: Vec<u32> = vec![0; n];
+        match &self.shuffle {
+            // `n` indices: the sampler's batch size, so the call cannot refuse them.
+            Some(sampler) => sampler.fill(e, &mut order).expect("a batch of every document"),
+            None if pooled => order.par_iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
+            None => order.iter_mut().enumerate().for_each(|(i, o)| *o = i as u32),
         }
         // The running count at every `BLOCK`-th place, in pieces over the pool: each piece's
         // counts from 0 (its reads of the lengths, in the shuffled order, are the cost: each
         // fetched ahead of its use), then each piece moved up by the total of the pieces before.
         let mut blocks = vec![0u64; n.div_ceil(BLOCK) + 1];
-        let sums: Vec<u64> = blocks[..n.div_ceil(BLOCK)]
-            .par_chunks_mut(PIECE / BLOCK)
-            .zip(order.par_chunks(PIECE))
-            .map(|(b, o)| {
-                let mut total = 0u64;
-                for (j, &k) in o.iter().enumerate() {
-                    if let Some(&ahead) = o.get(j + ORDER_PREFETCH_AHEAD) {
-                        crate::sys::prefetch(kept.len_bytes(h, idx, ahead));
-                    }
-                    if j % BLOCK == 0 {
-                        b[j / BLOCK] = total;
-                    }
-                    total += u64::from(kept.len(h, idx, k));
+        let piece = |(b, o): (&mut [u64], &[u32])| {
+            let mut total = 0u64;
+            for (j, &k) in o.iter().enumerate() {
+                if let Some(&ahead) = o.get(j + ORDER_PREFETCH_AHEAD) {
+                    crate::sys::prefetch(kept.len_bytes(h, idx, ahead));
                 }
-                total
-            })
-            .collect();
+                if j % BLOCK == 0 {
+                    b[j / BLOCK] = total;
+                }
+                total += u64::from(kept.len(h, idx, k));
+            }
+            total
+        };
+        let last = blocks.len() - 1;
+        let sums: Vec<u64> = if pooled {
+            blocks[..last].par_chunks_mut(PIECE / BLOCK).zip(order.par_chunks(PIECE)).map(piece).collect()
+        } else {
+            blocks[..last].chunks_mut(PIECE / BLOCK).zip(order.chunks(PIECE)).map(piece).collect()
+        };
         let mut offsets = Vec::with_capacity(sums.len());
         let mut total = 0u64;
         for t in sums {
@@ -215,23 +274,24 @@ impl Documents {
             // At most 2^32 documents of under 2^32 tokens each: below 2^64.
             total += t;
         }
-        let last = blocks.len() - 1;
-        blocks[..last]
-            .par_chunks_mut(PIECE / BLOCK)
-            .zip(offsets)
-            .for_each(|(b, o)| b.iter_mut().for_each(|x| *x += o));
+        let shift = |(b, o): (&mut [u64], u64)| b.iter_mut().for_each(|x| *x += o);
+        if pooled {
+            blocks[..last].par_chunks_mut(PIECE / BLOCK).zip(offsets).for_each(shift);
+        } else {
+            blocks[..last].chunks_mut(PIECE / BLOCK).zip(offsets).for_each(shift);
+        }
         blocks[last] = total;
-        Ok(Documents { order, blocks, kept, checkpoints })
+        Order { order, blocks }
     }
 
-    /// The place in the order of the document holding token `pos` of the concatenation
-    /// (`pos` below the total), and the tokens before it.
-    fn locate(&self, h: &MegatronHeader, idx: &[u8], pos: u64) -> (usize, u64) {
-        let b = self.blocks.partition_point(|&s| s <= pos) - 1;
-        let mut start = self.blocks[b];
+    /// The place in `order` of the document holding token `pos` of its concatenation (`pos`
+    /// below the total), and the tokens before it.
+    fn locate(&self, order: &Order, h: &MegatronHeader, idx: &[u8], pos: u64) -> (usize, u64) {
+        let b = order.blocks.partition_point(|&s| s <= pos) - 1;
+        let mut start = order.blocks[b];
         let mut j = b * BLOCK;
         loop {
-            let len = u64::from(self.kept.len(h, idx, self.order[j]));
+            let len = u64::from(self.kept.len(h, idx, order.order[j]));
             if start + len > pos {
                 return (j, start);
             }
@@ -242,25 +302,27 @@ impl Documents {
 
     /// Tokens in all documents.
     pub(crate) fn total(&self) -> u64 {
-        *self.blocks.last().expect("blocks holds the total")
+        self.total
     }
 
-    /// Copies tokens `pos..pos + n` of the documents in their order into `out` (calling it with
-    /// each contiguous run of bytes and the run's first token in the file).
+    /// Copies tokens `pos..pos + n` of the documents in epoch `epoch`'s order into `out`
+    /// (calling it with each contiguous run of bytes and the run's first token in the file).
     pub(crate) fn copy(
         &self,
         file: &TokenFile,
+        epoch: usize,
         mut pos: u64,
         mut n: u64,
         out: &mut dyn FnMut(&[u8], u64) -> Result<()>,
     ) -> Result<()> {
         let ix = file.index.as_ref().expect("a Megatron dataset");
         let (h, idx) = (&ix.header, ix.map.bytes());
-        let (mut j, mut start) = self.locate(h, idx, pos);
+        let order = self.order(file, epoch);
+        let (mut j, mut start) = self.locate(order, h, idx, pos);
         while n > 0 {
             let mut skip = pos - start;
-            let doc = self.kept.document(self.order[j]);
-            start += u64::from(self.kept.len(h, idx, self.order[j]));
+            let doc = self.kept.document(order.order[j]);
+            start += u64::from(self.kept.len(h, idx, order.order[j]));
             let mut seqs = document_sequences(h, idx, doc as usize);
             if let Some(marks) = self.checkpoints.get(&doc) {
                 // Start at the last checkpoint at or before the sample's first token.
@@ -317,12 +379,13 @@ mod tests {
         TokenFile::open(dir.join("c")).unwrap()
     }
 
-    /// The order and running counts `Documents` holds, against the plain computation: the
-    /// documents with tokens in file order, permuted by the cyclic sampler.
+    /// The order and running counts `Documents` holds in each of three epochs, against the
+    /// plain computation: the documents with tokens in file order, permuted by the cyclic
+    /// sampler's cycle `epoch`; made on this thread and on the pool's alike.
     fn matches_the_plain_computation(docs: &[Vec<i32>], seed: Option<u64>, index: bool) {
         let dir = tempfile::tempdir().unwrap();
         let file = dataset(dir.path(), docs);
-        let got = Documents::new(&file, seed).unwrap();
+        let got = Documents::new(&file, seed).unwrap().with_epochs(3);
         assert_eq!(matches!(got.kept, Kept::Index), index, "the lengths are read from the index");
         let kept: Vec<(u32, u64)> = docs
             .iter()
@@ -330,28 +393,45 @@ mod tests {
             .map(|(d, s)| (d as u32, s.iter().map(|&l| l as u64).sum::<u64>()))
             .filter(|&(_, t)| t > 0)
             .collect();
-        let mut perm: Vec<u32> = (0..kept.len() as u32).collect();
-        if let Some(seed) = seed {
-            let n = kept.len() as u32;
-            let sampler = crate::Sampler::builder(n)
-                .batch_size(n)
-                .mode(crate::SamplerMode::Cyclic)
-                .seed(seed)
-                .build()
-                .unwrap();
-            sampler.fill(0, &mut perm).unwrap();
-        }
         let ix = file.index.as_ref().unwrap();
         let (h, idx) = (&ix.header, ix.map.bytes());
-        let mut start = 0u64;
-        for (j, &p) in perm.iter().enumerate() {
-            let (doc, tokens) = kept[p as usize];
-            assert_eq!(got.kept.document(got.order[j]), doc, "place {j}");
-            assert_eq!(got.locate(h, idx, start), (j, start), "place {j}");
-            assert_eq!(got.locate(h, idx, start + tokens - 1), (j, start), "place {j}'s last token");
-            start += tokens;
+        let mut firsts = Vec::new();
+        for epoch in 0..3usize {
+            let mut perm: Vec<u32> = (0..kept.len() as u32).collect();
+            if let Some(seed) = seed {
+                let n = kept.len() as u32;
+                let sampler = crate::Sampler::builder(n)
+                    .batch_size(n)
+                    .mode(crate::SamplerMode::Cyclic)
+                    .seed(seed)
+                    .build()
+                    .unwrap();
+                sampler.fill(epoch as u64, &mut perm).unwrap();
+            }
+            // Epoch 2's made on the pool (where the work stays on its thread).
+            let order = if epoch == 2 {
+                rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| {
+                    assert!(rayon::current_thread_index().is_some());
+                    got.order(&file, epoch)
+                })
+            } else {
+                got.order(&file, epoch)
+            };
+            let mut start = 0u64;
+            for (j, &p) in perm.iter().enumerate() {
+                let (doc, tokens) = kept[p as usize];
+                assert_eq!(got.kept.document(order.order[j]), doc, "epoch {epoch}, place {j}");
+                assert_eq!(got.locate(order, h, idx, start), (j, start), "epoch {epoch}, place {j}");
+                let last = got.locate(order, h, idx, start + tokens - 1);
+                assert_eq!(last, (j, start), "epoch {epoch}, place {j}'s last token");
+                start += tokens;
+            }
+            assert_eq!(got.total(), start);
+            assert_eq!(*order.blocks.last().unwrap(), start);
+            firsts.push(order.order[..64].to_vec());
         }
-        assert_eq!(got.total(), start);
+        // A new order each epoch with a seed; the file's, every epoch, without.
+        assert_eq!(firsts[0] != firsts[1] && firsts[1] != firsts[2], seed.is_some());
     }
 
     #[test]

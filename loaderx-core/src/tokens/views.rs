@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::documents::Documents;
+use super::documents::{Documents, MAX_EPOCHS};
 use super::file::TokenFile;
 use crate::format::tokens::TokenType;
 use crate::store::{Backing, Parallelism, VarFill};
@@ -29,21 +29,22 @@ pub(crate) fn dtype_of(t: TokenType) -> DType {
     }
 }
 
-/// Where sample `i`'s tokens are.
+/// Where sample `k` of an epoch is (sample `i` is sample `i % per` of epoch `i / per`).
 #[derive(Debug)]
 enum Layout {
-    /// Tokens `i * stride .. i * stride + n` of the file.
+    /// Tokens `k * stride .. k * stride + n` of the file.
     Strided { stride: u64 },
-    /// Tokens `i * (n - 1) .. i * (n - 1) + n` of the documents in their order.
-    Documents(Documents),
+    /// Tokens `k * (n - 1) .. k * (n - 1) + n` of the documents in the epoch's order.
+    Documents(Box<Documents>),
 }
 
-/// Samples of `n` tokens of a token file: the records behind both views.
+/// Samples of `n` tokens of a token file: the records behind both views, `per` an epoch.
 #[derive(Debug)]
 struct Samples {
     file: TokenFile,
     n: u64,
     count: u64,
+    per: u64,
     layout: Layout,
 }
 
@@ -72,15 +73,19 @@ impl Samples {
                 let data = &self.file.data.bytes()[self.file.start..];
                 let (step, len) = (*stride as usize * self.file.token.size(), self.record_len());
                 for &i in indices {
-                    let at = i as usize * step;
+                    let k = u64::from(i) % self.per;
+                    let at = k as usize * step;
                     let bytes = &data[at..at + len];
-                    self.file.check_vocab(bytes, u64::from(i) * stride)?;
+                    self.file.check_vocab(bytes, k * stride)?;
                     dst.copy(bytes);
                 }
             }
             Layout::Documents(docs) => {
                 for &i in indices {
-                    docs.copy(&self.file, u64::from(i) * (self.n - 1), self.n, &mut |bytes, first| {
+                    let (epoch, k) = (u64::from(i) / self.per, u64::from(i) % self.per);
+                    // Below the epochs asked for: `i` is below `count`.
+                    let epoch = epoch as usize;
+                    docs.copy(&self.file, epoch, k * (self.n - 1), self.n, &mut |bytes, first| {
                         self.file.check_vocab(bytes, first)?;
                         dst.copy(bytes);
                         Ok(())
@@ -287,42 +292,64 @@ impl TokenFile {
                 self.path.display()
             )));
         }
-        Ok(Samples { file: self.clone(), n, count, layout: Layout::Strided { stride } }.source())
+        Ok(Samples { file: self.clone(), n, count, per: count, layout: Layout::Strided { stride } }.source())
     }
 
-    /// Megatron-LM's GPT samples: the documents in the order `seed` shuffles them to (the file's
-    /// order for `None`), concatenated, cut into samples of `n` tokens that overlap by one (sample
-    /// `i` is tokens `i * (n - 1) .. i * (n - 1) + n`: `n - 1` inputs and their targets), so a
-    /// document's tokens run on into the next one's. The order is computed at the call, in
-    /// O(documents) time and about 4.5 bytes a document (12.5 where a document spans several
-    /// sequences or some are empty), with no index file written. A file without
-    /// documents (llm.c, headerless) is one document.
+    /// Megatron-LM's GPT samples over one epoch: [`TokenFile::sequences_epochs`] with 1.
     ///
-    /// The documents are shuffled once; the loader's sampler shuffles the samples each epoch
-    /// (Megatron concatenates a new document order each epoch).
+    /// # Errors
+    /// As [`TokenFile::sequences_epochs`].
+    pub fn sequences(&self, n: usize, seed: Option<u64>) -> Result<DenseSource> {
+        self.sequences_epochs(n, seed, 1)
+    }
+
+    /// Megatron-LM's GPT samples over `epochs` epochs: each epoch, the documents in the order
+    /// `seed` shuffles them to for that epoch (the file's order for `None`), concatenated, cut
+    /// into samples of `n` tokens that overlap by one (sample `k` of an epoch is its tokens
+    /// `k * (n - 1) .. k * (n - 1) + n`: `n - 1` inputs and their targets), so a document's
+    /// tokens run on into the next one's. Record `i` is sample `i % s` of epoch `i / s`, `s`
+    /// the samples of an epoch; an epoch's last `(tokens - 1) % (n - 1)` tokens start no
+    /// sample (Megatron runs its concatenation on into the next epoch). A file without
+    /// documents (llm.c, headerless) is one document, the same samples every epoch.
+    ///
+    /// The first epoch's order is computed at the call, in O(documents) time and about 4.5
+    /// bytes a document (12.5 more, once, where a document spans several sequences or some are
+    /// empty), with no index file written; every other epoch's when its first sample is read,
+    /// then kept (4.5 bytes a document each). The loader's cyclic sampler visits every sample of
+    /// every epoch once a pass, mixed across epochs as Megatron's shuffle index mixes its epochs
+    /// (so a pass's first batches make most epochs' orders); its sequential sampler reads the
+    /// epochs one after the other.
     ///
     /// # Errors
     /// [`Error::BadInput`] naming the `.idx` and the array for an index whose sequences or
-    /// documents lie (every one is checked here); [`Error::InvalidArgument`] for `n` below 2 or
-    /// documents holding fewer than `n` tokens.
-    pub fn sequences(&self, n: usize, seed: Option<u64>) -> Result<DenseSource> {
+    /// documents lie (every one is checked here); [`Error::InvalidArgument`] for `n` below 2,
+    /// documents holding fewer than `n` tokens, `epochs` outside 1 to 65,536, or more than
+    /// 2^32 - 1 samples in all.
+    pub fn sequences_epochs(&self, n: usize, seed: Option<u64>, epochs: u32) -> Result<DenseSource> {
         let n = check_n(self, n, 2)?;
-        let (total, layout) = if self.index.is_some() {
+        if !(1..=MAX_EPOCHS).contains(&epochs) {
+            return Err(Error::InvalidArgument(format!("{epochs} epochs: from 1 to {MAX_EPOCHS}")));
+        }
+        let (total, docs) = if self.index.is_some() {
             let docs = Documents::new(self, seed)?;
-            (docs.total(), Layout::Documents(docs))
+            (docs.total(), Some(docs))
         } else {
-            (self.tokens, Layout::Strided { stride: n - 1 })
+            (self.tokens, None)
         };
         if total < n {
             return Err(too_short(self, n, total, " in its documents"));
         }
-        let count = (total - 1) / (n - 1);
-        if count > MAX_SAMPLES {
-            return Err(Error::InvalidArgument(format!(
-                "{count} samples of {n} tokens in {}: a loader indexes at most 2^32 - 1 records (longer samples)",
+        let per = (total - 1) / (n - 1);
+        let count = per.checked_mul(u64::from(epochs)).filter(|&c| c <= MAX_SAMPLES).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{per} samples of {n} tokens in {}, {epochs} epochs: a loader indexes at most 2^32 - 1 records (longer samples or fewer epochs)",
                 self.path.display()
-            )));
-        }
-        Ok(Samples { file: self.clone(), n, count, layout }.source())
+            ))
+        })?;
+        let layout = match docs {
+            Some(docs) => Layout::Documents(Box::new(docs.with_epochs(epochs))),
+            None => Layout::Strided { stride: n - 1 },
+        };
+        Ok(Samples { file: self.clone(), n, count, per, layout }.source())
     }
 }

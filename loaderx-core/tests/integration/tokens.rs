@@ -89,30 +89,83 @@ fn megatron_samples_cut_the_shuffled_documents_into_overlapping_windows() {
     for seed in [1u64, 2, 1] {
         let shuffled = f.sequences(n, Some(seed)).unwrap();
         assert_eq!(shuffled.len(), plain.len());
-        let samples = rows(&shuffled, &idx);
-        // The stream the samples cut: the first whole, then each without its overlap.
-        let mut stream = samples[0].clone();
-        for (s, prev) in samples[1..].iter().zip(&samples) {
-            assert_eq!(s[0], *prev.last().unwrap(), "samples overlap by one token");
-            stream.extend_from_slice(&s[1..]);
-        }
-        // It is whole documents in some order (the last one cut), each at most once.
-        let mut order = Vec::new();
-        let mut at = 0;
-        while at < stream.len() {
-            let k = stream[at] as usize / 1000;
-            let doc = &docs[k];
-            let take = doc.len().min(stream.len() - at);
-            assert_eq!(&stream[at..at + take], &doc[..take], "document {k} at {at}");
-            assert!(!order.contains(&k), "document {k} twice");
-            order.push(k);
-            at += take;
-        }
+        let order = document_order(&rows(&shuffled, &idx), &docs);
         orders.push(order);
     }
     assert_eq!(orders[0], orders[2], "the order is the seed's");
     assert_ne!(orders[0], orders[1]);
     assert_ne!(orders[0], (0..orders[0].len()).collect::<Vec<_>>());
+}
+
+/// The documents, in order, of the stream that consecutive Megatron samples cut: the first
+/// sample whole, then each without its overlap, whole documents (the last one cut), each once.
+fn document_order(samples: &[Vec<u16>], docs: &[Vec<u16>]) -> Vec<usize> {
+    let mut stream = samples[0].clone();
+    for (s, prev) in samples[1..].iter().zip(samples) {
+        assert_eq!(s[0], *prev.last().unwrap(), "samples overlap by one token");
+        stream.extend_from_slice(&s[1..]);
+    }
+    let mut order = Vec::new();
+    let mut at = 0;
+    while at < stream.len() {
+        let k = stream[at] as usize / 1000;
+        let doc = &docs[k];
+        let take = doc.len().min(stream.len() - at);
+        assert_eq!(&stream[at..at + take], &doc[..take], "document {k} at {at}");
+        assert!(!order.contains(&k), "document {k} twice");
+        order.push(k);
+        at += take;
+    }
+    order
+}
+
+/// Over several epochs the documents come in a new order each epoch (Megatron's per-epoch
+/// document index), record `i` sample `i % s` of epoch `i / s`; the first epoch is the one-epoch
+/// sampler's; an epoch's order is the same whichever sample reads it first; without a seed, or
+/// without documents, every epoch is the first.
+#[test]
+fn megatron_samples_shuffle_the_documents_anew_each_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = documents(60);
+    let prefix = write_megatron(dir.path(), &docs);
+    let f = TokenFile::open(&prefix).unwrap();
+    let n = 65;
+    let one = f.sequences(n, Some(5)).unwrap();
+    let per = one.len() as u32;
+    let three = f.sequences_epochs(n, Some(5), 3).unwrap();
+    assert_eq!(three.len(), 3 * one.len());
+    let epoch = |e: u32| (e * per..(e + 1) * per).collect::<Vec<u32>>();
+    let epochs: Vec<Vec<Vec<u16>>> = (0..3).map(|e| rows(&three, &epoch(e))).collect();
+    assert_eq!(epochs[0], rows(&one, &epoch(0)), "the first epoch is the one-epoch sampler's");
+    let orders: Vec<Vec<usize>> = epochs.iter().map(|s| document_order(s, &docs)).collect();
+    assert!(orders[0] != orders[1] && orders[1] != orders[2] && orders[0] != orders[2], "{orders:?}");
+    // Read last epoch first, on a new source, samples of all three mixed in one batch.
+    let again = f.sequences_epochs(n, Some(5), 3).unwrap();
+    let mixed: Vec<u32> = vec![2 * per + 7, 7, per + 7, 2 * per];
+    assert_eq!(
+        rows(&again, &mixed),
+        vec![epochs[2][7].clone(), epochs[0][7].clone(), epochs[1][7].clone(), epochs[2][0].clone()]
+    );
+    assert!(matches!(again.get_batch(&[3 * per]), Err(Error::IndexOutOfRange { .. })));
+    // No seed: the file's order every epoch.
+    let plain = f.sequences_epochs(n, None, 2).unwrap();
+    assert_eq!(rows(&plain, &epoch(1)), rows(&plain, &epoch(0)));
+    // No documents: the same samples every epoch.
+    let raw = dir.path().join("raw.bin");
+    std::fs::write(&raw, (0..70_000u32).flat_map(|t| (t as u16).to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    let r = TokenFile::open_raw(&raw, TokenType::U16).unwrap();
+    let two = r.sequences_epochs(9, Some(1), 2).unwrap();
+    let s = (70_000 - 1) / 8;
+    assert_eq!(two.len(), 2 * s);
+    assert_eq!(rows(&two, &[3, s as u32 + 3]), vec![rows(&two, &[3])[0].clone(); 2]);
+    // Epochs from 1 to 65,536, and at most 2^32 - 1 samples in all.
+    for bad in [0, 65_537] {
+        let e = f.sequences_epochs(n, Some(5), bad);
+        assert!(matches!(e, Err(Error::InvalidArgument(ref m)) if m.contains("epochs")), "{bad}: {e:?}");
+    }
+    let many = r.sequences_epochs(2, Some(1), 65_536);
+    assert!(matches!(many, Err(Error::InvalidArgument(ref m)) if m.contains("2^32 - 1")), "{many:?}");
+    assert_eq!(r.sequences_epochs(2, Some(1), 1_000).unwrap().len(), 69_999 * 1_000);
 }
 
 /// The loader takes a token sampler as any dense stream: `[B, n]` batches of the file's dtype,

@@ -36,7 +36,7 @@ class TokenSamples(DenseDataset):
     def __init__(self, recipe: tuple, remote: dict[str, Any] | None = None) -> None:
         path, dtype, vocab, kind, n, arg = recipe
         corpus = _native.TokenFile(path, dtype, vocab)
-        native = corpus.windows(n, arg) if kind == "windows" else corpus.sequences(n, arg)
+        native = corpus.windows(n, arg) if kind == "windows" else corpus.sequences(n, *arg)
         self._adopt(native, (recipe, None, ()))
 
     def __repr__(self) -> str:
@@ -113,14 +113,18 @@ class TokenDataset:
             stride = check_int("stride", stride, 1, 2**64)
         return TokenSamples((*self._recipe, "windows", n, stride))
 
-    def sequences(self, n: int, seed: int | None = 0) -> TokenSamples:
-        """Megatron's GPT samples: the documents in the order ``seed`` shuffles them to (the
-        file's order for ``None``), concatenated and cut into samples of ``n`` tokens that
-        overlap by one. A file without documents is one document."""
+    def sequences(self, n: int, seed: int | None = 0, epochs: int = 1) -> TokenSamples:
+        """Megatron's GPT samples over ``epochs`` epochs: each epoch, the documents in the order
+        ``seed`` shuffles them to for that epoch (the file's order for ``None``), concatenated
+        and cut into samples of ``n`` tokens that overlap by one. Record ``i`` is sample
+        ``i % s`` of epoch ``i // s`` (``s = len(samples) // epochs``). The first epoch's order
+        is computed here, each other epoch's when its first sample is read (about 4.5 bytes a
+        document each). A file without documents is one document, the same every epoch."""
         n = check_int("n", n, 2, 2**32)
         if seed is not None:
             seed = check_int("seed", seed, 0, 2**64)
-        return TokenSamples((*self._recipe, "sequences", n, seed))
+        epochs = check_int("epochs", epochs, 1, 2**16 + 1)
+        return TokenSamples((*self._recipe, "sequences", n, (seed, epochs)))
 
     def document_records(self) -> TokenDocuments:
         """The documents of a Megatron dataset, each a record, for the DataLoader to pack into
