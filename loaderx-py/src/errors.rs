@@ -4,7 +4,8 @@
 //! kind), a bad argument or configuration `ValueError`, an index past the end `IndexError`, and
 //! everything the engine itself reports a subclass of `loaderx.Error`: `CorruptError` for a
 //! damaged store (naming its file and record), `NotAStoreError` for a path that holds no store
-//! (nothing is damaged), `SchemaError`, `LockedError`, `CommittedError`, `RemoteError`,
+//! (nothing is damaged), `UnsupportedError` for a store this build does not read (a newer
+//! format version, another byte order: nothing is damaged either), `SchemaError`, `LockedError`, `CommittedError`, `RemoteError`,
 //! `LoaderStoppedError`. A transform's own exception is raised again as it was. The message is
 //! the error's whole chain, each part once, as the CLI prints it.
 
@@ -24,6 +25,12 @@ create_exception!(
     CorruptError,
     Error,
     "A store's bytes do not form what they should: the message names the file and the record."
+);
+create_exception!(
+    loaderx,
+    UnsupportedError,
+    Error,
+    "The store is of a format this build does not read (a newer version, another byte order): nothing is damaged."
 );
 create_exception!(loaderx, SchemaError, Error, "A dataset's schema does not fit what was asked of it.");
 create_exception!(
@@ -68,18 +75,20 @@ pub fn to_py(err: CoreError) -> PyErr {
             PyFileNotFoundError::new_err((libc_errno::ENOENT, msg, path.display().to_string()))
         }
         CoreError::IndexOutOfRange { .. } => PyIndexError::new_err(msg),
-        CoreError::InvalidArgument(_) | CoreError::Config { .. } | CoreError::RecordTooLarge { .. } => {
-            PyValueError::new_err(msg)
-        }
+        // A batch past the limit is a request too large, as a record is (review 46, finding 6).
+        CoreError::InvalidArgument(_)
+        | CoreError::Config { .. }
+        | CoreError::RecordTooLarge { .. }
+        | CoreError::BatchTooLarge { .. } => PyValueError::new_err(msg),
         CoreError::AlreadyExists { path } | CoreError::NotReplaceable { path, .. } => {
             PyFileExistsError::new_err((libc_errno::EEXIST, msg, path.display().to_string()))
         }
-        CoreError::Corrupt { .. }
-        | CoreError::CorruptRecord { .. }
-        | CoreError::Version { .. }
-        | CoreError::ByteOrder { .. }
-        | CoreError::MissingDictionary { .. }
-        | CoreError::BatchTooLarge { .. } => CorruptError::new_err(msg),
+        CoreError::Corrupt { .. } | CoreError::CorruptRecord { .. } | CoreError::MissingDictionary { .. } => {
+            CorruptError::new_err(msg)
+        }
+        // Not damage: a user must not discard a healthy store of a newer build (the C ABI's
+        // LX_ERR_UNSUPPORTED; review 46, finding 6).
+        CoreError::Version { .. } | CoreError::ByteOrder { .. } => UnsupportedError::new_err(msg),
         CoreError::Schema { .. } => SchemaError::new_err(msg),
         CoreError::NotAStore { .. } => NotAStoreError::new_err(msg),
         CoreError::Locked { .. } => LockedError::new_err(msg),
@@ -125,6 +134,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("Error", py.get_type::<Error>())?;
     m.add("CorruptError", py.get_type::<CorruptError>())?;
     m.add("NotAStoreError", py.get_type::<NotAStoreError>())?;
+    m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
     m.add("SchemaError", py.get_type::<SchemaError>())?;
     m.add("LockedError", py.get_type::<LockedError>())?;
     m.add("CommittedError", py.get_type::<CommittedError>())?;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::RwLock;
 
 use loaderx_core::{Codec, Format, OpenMode, Store as CoreStore, StoreOptions};
-use numpy::{PyArray1, PyReadonlyArray1, PyReadwriteArray1};
+use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -60,6 +60,9 @@ impl Store {
             .py()
     }
 }
+
+/// Records back to back and their offsets (`Store.gather_into`).
+type Packed<'py> = (Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>);
 
 /// What `verify` hands Python: records checked, damaged records counted, the first of them with
 /// their errors, file problems.
@@ -133,19 +136,70 @@ impl Store {
         Ok(PyArray1::from_vec(py, lens))
     }
 
-    /// The records at `indices` back to back in `out` (a writable contiguous `uint8` array of
-    /// exactly their total length).
-    fn gather_into(
+    /// The records at `indices` back to back, in `out` (a writable contiguous `uint8` array of
+    /// exactly their total length) or a new array, and their offsets (`len + 1`, from 0). Their
+    /// lengths and their bytes are read in one hold of the store: a delete on another thread
+    /// comes before both or after both (review 46, finding 2: lengths read in one call and bytes
+    /// in another gave torn records).
+    #[pyo3(signature = (indices, out = None))]
+    fn gather_into<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         indices: PyReadonlyArray1<'_, u64>,
-        mut out: PyReadwriteArray1<'_, u8>,
-    ) -> PyResult<()> {
+        out: Option<Bound<'py, PyArray1<u8>>>,
+    ) -> PyResult<Packed<'py>> {
         let indices = owned(&indices, "indices")?;
-        let dst = out
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
-        self.shared(py, |s| s.gather_into(&indices, dst))
+        let sum = |lens: &[u32]| lens.iter().map(|&l| u64::from(l)).sum::<u64>();
+        let (out, lens) = match out {
+            Some(arr) => {
+                let lens = {
+                    let mut rw =
+                        arr.try_readwrite().map_err(|_| PyValueError::new_err("out must be writable"))?;
+                    let dst = rw
+                        .as_slice_mut()
+                        .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;
+                    self.shared(py, |s| {
+                        let lens = s.record_lens(&indices)?;
+                        let total = sum(&lens);
+                        if total != dst.len() as u64 {
+                            return Err(loaderx_core::Error::InvalidArgument(format!(
+                                "out must be a uint8 array of shape ({total},), the records' total length (it holds {})",
+                                dst.len()
+                            )));
+                        }
+                        s.gather_into(&indices, dst)?;
+                        Ok(lens)
+                    })?
+                };
+                (arr, lens)
+            }
+            None => {
+                let (buf, lens) = self.shared(py, |s| {
+                    let lens = s.record_lens(&indices)?;
+                    let total = sum(&lens);
+                    let mut buf = Vec::new();
+                    // Sized by the index's lengths: refused, not aborted on, past what memory holds.
+                    let fits = usize::try_from(total).ok().filter(|&t| buf.try_reserve_exact(t).is_ok());
+                    let Some(total) = fits else {
+                        return Err(loaderx_core::Error::InvalidArgument(format!(
+                            "the records hold {total} bytes: more than memory can hold at once (gather fewer)"
+                        )));
+                    };
+                    buf.resize(total, 0);
+                    s.gather_into(&indices, &mut buf)?;
+                    Ok((buf, lens))
+                })?;
+                (PyArray1::from_vec(py, buf), lens)
+            }
+        };
+        let mut offsets = Vec::with_capacity(lens.len() + 1);
+        let mut at = 0i64;
+        offsets.push(at);
+        for l in lens {
+            at += i64::from(l);
+            offsets.push(at);
+        }
+        Ok((out, PyArray1::from_vec(py, offsets)))
     }
 
     /// Deletes the records at `indices` (the last record moves into each hole).

@@ -214,6 +214,89 @@ def test_a_rerun_replaces_the_sets_and_their_parts(tmp_path):
     check_sets(out, n)
 
 
+def small(n=20_000):
+    return ray.data.range(n, override_num_blocks=4).map_batches(rows, batch_size=2_500)
+
+
+def test_a_commit_that_cannot_remove_old_parts_stands_with_a_warning(tmp_path, monkeypatch):
+    # Review 46, finding 1: a failure after the renames had Ray call on_write_failed, which
+    # removed the parts the new sets name: neither the old data nor the new opened.
+    import loaderx.ray as lray
+
+    out = tmp_path / "train"
+    lray.write_loaderx(small(), out)
+    first = set_part_names(out, "image")
+    real = lray._remove
+
+    def busy(path):
+        if f"{os.sep}_parts{os.sep}" in path:
+            raise OSError(16, "Device or resource busy", path)
+        real(path)
+
+    monkeypatch.setattr(lray, "_remove", busy)
+    with pytest.warns(RuntimeWarning, match="could not remove"):
+        lray.write_loaderx(small(), out)
+    second = set_part_names(out, "image")
+    assert not set(first) & set(second)
+    check_sets(out, 20_000)
+    monkeypatch.setattr(lray, "_remove", real)
+    lray.write_loaderx(small(), out)
+    assert parts_on_disk(out, "image") == set_part_names(out, "image")
+    check_sets(out, 20_000)
+
+
+def test_a_rename_failing_mid_commit_leaves_every_old_set(tmp_path, monkeypatch):
+    import loaderx.ray as lray
+
+    out = tmp_path / "train"
+    lray.write_loaderx(small(), out)
+    before = {c: set_part_names(out, c) for c in ("image", "label", "tokens")}
+    real = lray._rename
+    failed = []
+
+    def fails_at_label(a, b):
+        # The new label set's rename into place fails, once (the undoing renames work).
+        if b == os.path.join(str(out), "label") and ".set-" in a and not failed:
+            failed.append(a)
+            raise OSError(5, "Input/output error", b)
+        real(a, b)
+
+    monkeypatch.setattr(lray, "_rename", fails_at_label)
+    with pytest.raises(Exception, match="Input/output error"):
+        lray.write_loaderx(small(), out)
+    # image was put in place first, then undone: every set is the first write's, and the failed
+    # write left nothing behind.
+    assert {c: set_part_names(out, c) for c in before} == before
+    assert {c: parts_on_disk(out, c) for c in before} == before
+    assert not [e for e in os.listdir(out) if e.startswith(".")]
+    check_sets(out, 20_000)
+    assert failed
+
+
+def test_a_rerun_with_fewer_columns_leaves_none_of_the_old_columns(tmp_path):
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    out = tmp_path / "train"
+    write_loaderx(small(), out)
+    from loaderx.converter import from_numpy
+
+    from_numpy(out / "mine", np.arange(20_000, dtype=np.int64))  # the user's: never touched
+    write_loaderx(small(), out, columns=["label"])
+    assert sorted(os.listdir(out)) == ["_parts", "label", "mine"]
+    assert sorted(os.listdir(out / "_parts")) == [".loaderx-write.lock", "label"]
+    got = read_loaderx(out, columns=["label"]).take(3)
+    assert [r["label"] for r in got] == [0, 1, 2]
+    assert sorted(read_loaderx(out).take(1)[0]) == ["label", "mine"]
+
+
+def test_a_column_named_twice_is_refused_before_anything_is_written(tmp_path):
+    from loaderx.ray import write_loaderx
+
+    with pytest.raises(ValueError, match="'label' twice"):
+        write_loaderx(small(), tmp_path / "t", columns=["label", "image", "label"])
+    assert not os.path.exists(tmp_path / "t")
+
+
 def test_a_block_of_another_shape_is_refused_naming_the_column_and_block(tmp_path):
     from loaderx.ray import write_loaderx
 

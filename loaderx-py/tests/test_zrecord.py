@@ -138,3 +138,67 @@ def test_a_failed_manifest_write_after_a_commit_does_not_fail_the_write(tmp_path
     (tmp_path / "z" / "manifest.zr.tmp").rmdir()
     z = Zrecord(tmp_path / "z")
     assert z.verify()["ok"] and z.gather([0, 1]) == [b"c", b"b"]
+
+
+def test_records_must_be_bytes_like_not_ints_or_one_bytes_value(tmp_path):
+    # Review 46, finding 3: append(b"hi") stored two records of 104 and 105 zero bytes, an int
+    # record that many zero bytes.
+    z = Zrecord(tmp_path / "z")
+    for bad, what in [(b"hi", "one bytes"), ([3], "record 0 is a int"), ([b"a", "s"], "record 1 is a str")]:
+        with pytest.raises(TypeError, match=what):
+            z.append(bad)
+    assert len(z) == 0
+    assert z.append([b"a", bytearray(b"bc"), memoryview(b"d"), np.arange(3, dtype=np.uint8)]) == range(4)
+    assert z.gather(range(4)) == [b"a", b"bc", b"d", b"\x00\x01\x02"]
+
+
+def test_gather_into_reads_lengths_and_bytes_together_while_another_thread_deletes(tmp_path):
+    # Review 46, finding 2: the lengths were read in one call, the bytes in another; a delete
+    # between them gave records no record ever held. Each record's bytes equal its length.
+    import threading
+
+    z = Zrecord(tmp_path / "z")
+    z.append([bytes([3]) * 3 if i % 4 in (0, 3) else bytes([5]) * 5 for i in range(8_000)], codec="raw")
+    torn, done = [], threading.Event()
+
+    def reader():
+        for _ in range(20_000):
+            if done.is_set():
+                break
+            buf, offsets = z.gather_into([0, 1])
+            for k in range(2):
+                r = bytes(buf[offsets[k] : offsets[k + 1]])
+                if not r or any(b != len(r) for b in r):
+                    torn.append((offsets.tolist(), buf.tolist()))
+
+    def deleter():
+        for _ in range(3_000):
+            z.delete([0, 1])
+        done.set()
+
+    threads = [threading.Thread(target=reader), threading.Thread(target=deleter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not torn, torn[:3]
+    n = 2 * int(z.lengths([0])[0])
+    with pytest.raises(ValueError, match=rf"shape \({n},\)"):
+        z.gather_into([0, 0], out=np.empty(n + 1, dtype=np.uint8))
+    buf, offsets = z.gather_into([0, 0], out=np.empty(n, dtype=np.uint8))
+    assert offsets.tolist() == [0, n // 2, n] and set(buf.tolist()) == {n // 2}
+
+
+def test_a_store_of_a_newer_format_is_unsupported_not_corrupt(tmp_path):
+    # Review 46, finding 6: CorruptError invited a user to discard a healthy store.
+    import struct
+
+    z = Zrecord(tmp_path / "z")
+    z.append([b"abc"] * 3)
+    del z
+    with open(tmp_path / "z" / "index.zr", "r+b") as f:
+        f.seek(4)
+        f.write(struct.pack("<H", 9))
+    with pytest.raises(loaderx.UnsupportedError, match="version 9") as e:
+        Zrecord(tmp_path / "z", mode="r")
+    assert not isinstance(e.value, loaderx.CorruptError)

@@ -130,11 +130,16 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
             .checked_add(n)
             .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
         let rel = relative(&resolved(p)?, &out_abs);
-        entries.push(SetPart {
-            path: rel.to_string_lossy().into_owned(),
-            records: n,
-            identity: Some(store.identity()?),
-        });
+        // The manifest holds UTF-8 paths: a lossy one would name another path, which the set
+        // then never opens (review 46, finding 4).
+        let Some(rel) = rel.to_str() else {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a set names its parts by UTF-8 paths, and the path from the set to this part is not UTF-8 ({})",
+                p.display(),
+                rel.display()
+            )));
+        };
+        entries.push(SetPart { path: rel.to_owned(), records: n, identity: Some(store.identity()?) });
     }
     if records > u64::from(u32::MAX) {
         return Err(Error::InvalidArgument(format!(

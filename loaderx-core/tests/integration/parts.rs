@@ -471,3 +471,25 @@ fn image_parts_are_ranges_of_the_files_and_stitch_with_the_classes() {
     convert::images_part(&root, dir.path().join("s0"), strict, WriteOptions::new(), Part::new(0, 2).unwrap())
         .unwrap();
 }
+
+/// A part whose path from the set is not UTF-8 is refused before anything is written: the set's
+/// manifest names its parts by UTF-8 paths, and a lossy one named another path, so the set
+/// stitched and then never opened (review 46, finding 4).
+#[cfg(unix)]
+#[test]
+fn a_part_whose_path_is_not_utf8_is_refused_before_the_set_is_written() {
+    use std::os::unix::ffi::OsStrExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("a.npy");
+    npy_file(&input, 2);
+    let good = dir.path().join("p1");
+    convert::npy(&input, &good, WriteOptions::new()).unwrap();
+    let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"q\xff"));
+    convert::npy(&input, &odd, WriteOptions::new()).unwrap();
+    let set = dir.path().join("set");
+    let e = stitch(&[good.clone(), odd], &set).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("UTF-8")), "{e}");
+    assert!(!set.exists(), "nothing written");
+    assert_eq!(stitch(&[good], &set).unwrap().records, 2);
+}

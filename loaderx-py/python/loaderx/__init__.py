@@ -13,7 +13,7 @@ Modules, as the loaderx 0.9.11 specification names them:
 - :mod:`loaderx.ray`: Ray Data written to store sets and read from them (Ray imported only there).
 
 Every engine error is a :class:`loaderx.Error` (``CorruptError``, ``NotAStoreError``,
-``SchemaError``, ``LockedError``, ``CommittedError``, ``RemoteError``, ``LoaderStoppedError``); a
+``UnsupportedError``, ``SchemaError``, ``LockedError``, ``CommittedError``, ``RemoteError``, ``LoaderStoppedError``); a
 missing path is a ``FileNotFoundError``, a bad argument a ``ValueError`` or ``TypeError``.
 """
 
@@ -26,6 +26,7 @@ from loaderx._native import (
     NotAStoreError,
     RemoteError,
     SchemaError,
+    UnsupportedError,
     __version__,
 )
 from loaderx import chunker, converter, dataloader, dataset, zrecord, zsampler
@@ -39,6 +40,7 @@ __all__ = [
     "NotAStoreError",
     "RemoteError",
     "SchemaError",
+    "UnsupportedError",
     "__version__",
     "chunker",
     "converter",

@@ -10,8 +10,14 @@ order of the write tasks, into a store set at ``OUT/<column>`` (the layout ``loa
 parquet`` writes: one dataset per column). The stitch is the commit point: the driver stitches
 only the parts named in the write tasks' results, so a failed or retried attempt's part never
 enters a set, and a write that fails leaves what ``OUT`` held before as it was. The parts stay
-in ``OUT/_parts/<column>/`` (the sets name them there); a rerun replaces the sets and removes
-the parts they no longer name.
+in ``OUT/_parts/<column>/`` (the sets name them there); a rerun replaces the sets (an earlier
+write's sets of columns it does not write go too: ``OUT`` holds one write's columns) and removes
+the parts they no longer name. The sets are put in place by renames, all of them or none: a
+rename that fails undoes the ones before it. What fails after them (an old part a reader still
+holds open on a network file system) is a warning, the write committed; the next write removes
+it. A driver killed during the renames themselves leaves some columns new and the others old, or
+one moved aside to ``OUT/.<column>.old-<run>``; the next write replaces them all and removes what
+such a write left.
 
 Columns become datasets as ``convert parquet`` maps Arrow types: numbers, fixed-size lists of
 them and fixed-shape tensors (Ray's tensor extension types) dense; lists of fixed-size values and
@@ -43,6 +49,7 @@ import shutil
 import sys
 import tempfile
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -157,12 +164,18 @@ class LoaderxDatasink(Datasink):
         self.columns = None if columns is None else list(columns)
         for c in self.columns or []:
             _check_column_name(c)
+        twice = sorted({c for c in self.columns or [] if self.columns.count(c) > 1})
+        if twice:
+            raise ValueError(f"columns names {twice[0]!r} twice: each column is one dataset")
         self.codec = codec
         self.format = format
         self.ragged = frozenset(ragged)
         # Names this write's parts, so that a failed write removes its own and no other's.
         self.run = uuid.uuid4().hex[:12]
         self.committed: dict[str, tuple[int, int]] = {}
+        # Set when sets in OUT may name this write's parts after a failure: a failed write then
+        # removes none of them.
+        self.keep_parts = False
 
     def get_name(self) -> str:
         return "Loaderx"
@@ -270,11 +283,15 @@ class LoaderxDatasink(Datasink):
         if self.url:
             self._commit_remote(results, first["columns"])
             return
-        for c in first["columns"]:
+        columns = first["columns"]
+        for c in columns:
             _check_replaceable(os.path.join(self.path, c))
+        # The sets an earlier write made of columns this one does not write: replaced too (by
+        # nothing), so that OUT holds this write's columns alone (review 46, finding 5).
+        stale = _stale_columns(self.path, columns)
         staged: list[tuple[str, str]] = []
         try:
-            for c in first["columns"]:
+            for c in columns:
                 tmp = os.path.join(self.path, f".{c}.set-{self.run}")
                 parts = [os.path.join(self.path, PARTS_DIR, c, r["name"]) for r in results]
                 self.committed[c] = _native.stitch(parts, tmp)
@@ -283,21 +300,77 @@ class LoaderxDatasink(Datasink):
             for _, tmp in staged:
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
-        for c, tmp in staged:
-            out = os.path.join(self.path, c)
-            old = os.path.join(self.path, f".{c}.old-{self.run}")
-            if os.path.lexists(out):
-                os.rename(out, old)
-            os.rename(tmp, out)
-            _remove(old)
+        self._swap(staged, stale)
+        # Committed: what follows only tidies. A file it cannot remove (a reader holding it open
+        # on a network file system) is left for the next write, with a warning; the write
+        # stands (review 46, finding 1: a raise here had Ray remove the committed parts).
         names = {r["name"] for r in results}
-        for c in first["columns"]:
+        leftovers: list[str] = []
+        for c in [*columns, *stale]:
+            _tidy(os.path.join(self.path, f".{c}.old-{self.run}"), leftovers)
             folder = os.path.join(self.path, PARTS_DIR, c)
-            for entry in os.listdir(folder):
+            for entry in os.listdir(folder) if os.path.isdir(folder) else []:
                 # Only an older write's part (the sink's name for one, a loaderx dataset): a
                 # user's file or directory in the parts folder is never removed.
                 if entry not in names and _is_old_part(os.path.join(folder, entry), entry):
-                    _remove(os.path.join(folder, entry))
+                    _tidy(os.path.join(folder, entry), leftovers)
+            if c in stale:
+                try:
+                    os.rmdir(folder)  # once empty: nothing of the column is left
+                except OSError:
+                    pass
+        # What a driver killed mid-commit left: its staged and moved-aside sets (the lock is
+        # held: no other write is running).
+        for entry in sorted(os.listdir(self.path)):
+            if _LEFT.fullmatch(entry):
+                try:
+                    _check_replaceable(os.path.join(self.path, entry))
+                except FileExistsError:
+                    continue
+                _tidy(os.path.join(self.path, entry), leftovers)
+        if leftovers:
+            warnings.warn(
+                f"write_loaderx committed {self.path}, but could not remove {len(leftovers)} old "
+                f"files ({leftovers[0]} first); the next write into it removes them",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def _swap(self, staged: list[tuple[str, str]], stale: list[str]) -> None:
+        """Puts every staged set in place, each old set moved aside to ``.<column>.old-<run>``,
+        and moves the stale sets aside: all or, when a rename fails, none (the renames done are
+        undone in reverse, then the error raised; the failed write's parts go, the sets in OUT
+        are the ones before). A rename that fails while undoing leaves OUT's sets naming this
+        write's parts: those are then kept (``_failed``), and the error says which sets."""
+        done: list[tuple[str, str]] = []  # (from, to) of each rename made
+        try:
+            for c, tmp in staged:
+                out, old = os.path.join(self.path, c), os.path.join(self.path, f".{c}.old-{self.run}")
+                if os.path.lexists(out):
+                    _rename(out, old)
+                    done.append((out, old))
+                _rename(tmp, out)
+                done.append((tmp, out))
+            for c in stale:
+                out, old = os.path.join(self.path, c), os.path.join(self.path, f".{c}.old-{self.run}")
+                _rename(out, old)
+                done.append((out, old))
+        except BaseException as error:
+            undone = 0
+            try:
+                for a, b in reversed(done):
+                    _rename(b, a)
+                    undone += 1
+            except OSError as again:
+                self.keep_parts = True
+                left = [b for _, b in reversed(done)][undone:]
+                raise RuntimeError(
+                    f"write_loaderx into {self.path}: a rename failed ({error}), and undoing the "
+                    f"renames failed too ({again}); these paths are as this write left them: {left}"
+                ) from error
+            for _, tmp in staged:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
     def _commit_remote(self, results: list[dict[str, Any]], columns: list[str]) -> None:
         """The commit on object storage: each column's set put over its pushed parts, then the
@@ -320,6 +393,8 @@ class LoaderxDatasink(Datasink):
             _unlock_out(self.run)
 
     def _failed(self) -> None:
+        if self.keep_parts:
+            return  # sets in OUT name this write's parts (`_swap`)
         if self.url:
             parts_url = f"{self.url}/{PARTS_DIR}"
             for c in _native.list_remote_dirs(parts_url, self.remote):
@@ -342,6 +417,8 @@ class LoaderxDatasink(Datasink):
 
 # The name the sink gives a part: `part-<run>-<task>-<nonce>` (see `write`), and the staging
 # directory of one a killed task left (`.partial`).
+# A set a commit staged or moved aside (`.<column>.set-<run>`, `.<column>.old-<run>`).
+_LEFT = re.compile(r"\..+\.(set|old)-[0-9a-f]{12}")
 _PART = re.compile(r"part-[0-9a-f]{12}-[0-9]{5,}-[0-9a-f]{8}(\.partial)?")
 
 
@@ -362,6 +439,39 @@ def _is_dataset_file(name: str) -> bool:
         return True
     stem = name[:-3] if name.endswith(".zr") else None
     return (stem is not None and stem.isdigit()) or name.endswith(".tmp")
+
+
+def _rename(a: str, b: str) -> None:
+    """``os.rename``: the commit's one way to move a set (a test fails it here)."""
+    os.rename(a, b)
+
+
+def _tidy(path: str, leftovers: list[str]) -> None:
+    """Removes what a committed write no longer needs; a path it cannot remove goes to
+    ``leftovers``."""
+    try:
+        _remove(path)
+    except OSError:
+        leftovers.append(path)
+
+
+def _stale_columns(out: str, columns: Sequence[str]) -> list[str]:
+    """The columns of OUT not among ``columns`` whose sets an earlier write made: a store set
+    (``_check_replaceable``) with its parts in ``OUT/_parts/<column>/``. A set of the user's
+    elsewhere (``convert parquet``'s, parts beside it) is left alone."""
+    stale = []
+    for entry in sorted(os.listdir(out)):
+        path = os.path.join(out, entry)
+        if entry in columns or entry.startswith(".") or entry == PARTS_DIR:
+            continue
+        if not os.path.isdir(os.path.join(out, PARTS_DIR, entry)) or not os.path.isdir(path):
+            continue
+        try:
+            _check_replaceable(path)
+        except FileExistsError:
+            continue
+        stale.append(entry)
+    return stale
 
 
 def _remove(path: str) -> None:
@@ -404,7 +514,8 @@ def write_loaderx(
     (Ray makes such a batch a fixed-shape tensor; a ragged part takes it after its first block
     anyway). ``concurrency`` and ``ray_remote_args`` go to ``Dataset.write_datasink``.
     ``path`` may be an ``s3://`` URL, ``remote`` its options (as ``DenseDataset``'s ``remote=``).
-    Rerunning it replaces the sets. Returns each column's ``(parts, records)``.
+    Rerunning it replaces the sets, and removes an earlier write's sets of columns it does not
+    write. Returns each column's ``(parts, records)``.
 
     A column whose blocks disagree (dtype, shape, kind) is a ``ValueError`` naming the column
     and the block; nothing is committed then.

@@ -48,14 +48,14 @@ class Zrecord:
     def append(self, records: Iterable[bytes], codec: str = "zstd") -> range:
         """Appends ``records`` (bytes-like) as one batch with ``codec`` (``raw``, ``zstd``,
         ``zstd_dict``, ``lz4``); returns their indices."""
-        batch = [bytes(r) for r in records]
+        batch = [_record(r, k) for k, r in enumerate(_records(records))]
         start = self._native.append(batch, codec)
         return range(start, start + len(batch))
 
     def train_dictionary(self, samples: Iterable[bytes]) -> bool:
         """Trains the store's zstd dictionary (``dict.zr``) on ``samples``, before any
         ``zstd_dict`` record is appended; False when they are too few to train on."""
-        return self._native.train_dictionary([bytes(s) for s in samples])
+        return self._native.train_dictionary([_record(r, k) for k, r in enumerate(_records(samples))])
 
     def gather(self, indices_: Any) -> list[bytes]:
         """The records at ``indices_``, as ``bytes``."""
@@ -72,18 +72,14 @@ class Zrecord:
         their total length, when given): ``(buffer, offsets)``, record ``k`` being
         ``buffer[offsets[k]:offsets[k + 1]]``."""
         idx, _ = indices(indices_, len(self), np.uint64)
-        lens = self._native.record_lens(idx)
-        offsets = np.zeros(idx.size + 1, dtype=np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        total = int(offsets[-1])
-        if out is None:
-            out = np.empty(total, dtype=np.uint8)
-        elif not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.shape != (total,):
-            raise ValueError(f"out must be a uint8 array of shape ({total},), the records' total length")
-        elif not out.flags.writeable or not out.flags.c_contiguous:
-            raise ValueError("out must be writable and C-contiguous")
-        self._native.gather_into(idx, out)
-        return out, offsets
+        if out is not None:
+            if not isinstance(out, np.ndarray) or out.dtype != np.uint8 or out.ndim != 1:
+                raise ValueError("out must be a one-dimensional uint8 array of the records' total length")
+            if not out.flags.writeable or not out.flags.c_contiguous:
+                raise ValueError("out must be writable and C-contiguous")
+        # Lengths and bytes in one native call, under one hold of the store: a delete on another
+        # thread cannot fall between them.
+        return self._native.gather_into(idx, out)
 
     def delete(self, indices_: Any) -> None:
         """Deletes the records at ``indices_`` (the last record moves into each hole)."""
@@ -117,3 +113,19 @@ class Zrecord:
     def sync(self) -> None:
         """Makes every committed record durable."""
         self._native.sync()
+
+
+def _records(records: Any) -> Any:
+    """``records`` as an iterable of records: one bytes-like value is refused, not read as a
+    list of its bytes (``append(b"hi")`` stored two records of 104 and 105 bytes; review 46)."""
+    if isinstance(records, (bytes, bytearray, memoryview, str)):
+        raise TypeError(f"records must be a list of bytes-like records, not one {type(records).__name__} (wrap it: [record])")
+    return records
+
+
+def _record(r: Any, k: int) -> bytes:
+    """Record ``k`` as bytes: a bytes-like value (bytes, bytearray, memoryview, a NumPy array's
+    bytes); an int, which ``bytes()`` turns into that many zero bytes, or a str is refused."""
+    if isinstance(r, (bytes, bytearray, memoryview, np.ndarray)):
+        return bytes(r) if not isinstance(r, np.ndarray) else r.tobytes()
+    raise TypeError(f"record {k} is a {type(r).__name__}, not bytes-like (bytes, bytearray, memoryview or a NumPy array)")
