@@ -565,6 +565,33 @@ def test_a_failed_write_to_s3_commits_nothing_and_leaves_none_of_its_parts(s3):
     remote_sets("s3://bucket/out", opts, n)
 
 
+def test_an_s3_commit_that_cannot_remove_old_parts_stands_with_a_warning(s3, monkeypatch):
+    # The remote twin of review 46's finding 1: a failure removing old parts after the sets were
+    # put had on_write_failed remove the parts the new sets name.
+    import loaderx
+    import loaderx.ray as lray
+
+    bucket, opts = s3
+    n = 20_000
+    lray.write_loaderx(small(n), "s3://bucket/busy", remote=opts)
+    first = {c: parts_in_bucket(bucket / "busy", c) for c in ("image", "label", "tokens")}
+    real = lray._native.remove_remote
+
+    def fails(url, remote=None):
+        raise loaderx.RemoteError(f"injected: {url}")
+
+    monkeypatch.setattr(lray._native, "remove_remote", fails)
+    with pytest.warns(RuntimeWarning, match="could not remove"):
+        lray.write_loaderx(small(n), "s3://bucket/busy", remote=opts)
+    remote_sets("s3://bucket/busy", opts, n)
+    monkeypatch.setattr(lray._native, "remove_remote", real)
+    lray.write_loaderx(small(n), "s3://bucket/busy", remote=opts)
+    for c, names in first.items():
+        now = set_part_names(bucket / "busy", c)
+        assert parts_in_bucket(bucket / "busy", c) == now and not set(now) & set(names)
+    remote_sets("s3://bucket/busy", opts, n)
+
+
 def test_a_directory_of_the_users_named_as_a_column_is_never_replaced(tmp_path):
     from loaderx.ray import write_loaderx
 

@@ -34,7 +34,9 @@ feature): then each write task writes its parts in a local temporary directory a
 finished part to ``OUT/_parts/<column>/`` (its index last, so a part cut off mid-upload is no
 store), and the driver puts each set's schema and manifest at ``OUT/<column>`` over the pushed
 parts (the manifest last: the commit). A set already there is replaced by that one put; the
-parts no set names, and on failure this write's own parts, are removed.
+parts no set names, and on failure this write's own parts, are removed (unless a set was put
+already: a failure between two columns' puts leaves the columns put so far new and the others
+old, and keeps the parts they name; the next write replaces them).
 
 One write at a time into an output: a local ``OUT`` is locked for the write (a second one is
 refused); an ``s3://`` output is not (object storage has no lock here), and two writes into one
@@ -374,16 +376,37 @@ class LoaderxDatasink(Datasink):
 
     def _commit_remote(self, results: list[dict[str, Any]], columns: list[str]) -> None:
         """The commit on object storage: each column's set put over its pushed parts, then the
-        parts no set names removed."""
+        parts no set names removed. Once one set is put it names this write's parts, which a
+        later failure then keeps (a put that fails for a later column leaves the columns put
+        so far new, the others old: object storage has no rename to undo them with); what
+        fails after the puts is a warning (review 46, finding 1's remote twin)."""
         parts_url = f"{self.url}/{PARTS_DIR}"
         for c in columns:
             parts = [f"{parts_url}/{c}/{r['name']}" for r in results]
-            self.committed[c] = _native.stitch_remote(parts, f"{self.url}/{c}", self.remote)
+            summary = _native.stitch_remote(parts, f"{self.url}/{c}", self.remote)
+            self.keep_parts = True
+            self.committed[c] = summary
         names = {r["name"] for r in results}
+        leftovers: list[str] = []
         for c in columns:
-            for entry in _native.list_remote_dirs(f"{parts_url}/{c}", self.remote):
+            try:
+                entries = _native.list_remote_dirs(f"{parts_url}/{c}", self.remote)
+            except _native.Error:
+                leftovers.append(f"{parts_url}/{c}/")
+                continue
+            for entry in entries:
                 if entry not in names and _PART.fullmatch(entry):
-                    _native.remove_remote(f"{parts_url}/{c}/{entry}", self.remote)
+                    try:
+                        _native.remove_remote(f"{parts_url}/{c}/{entry}", self.remote)
+                    except _native.Error:
+                        leftovers.append(f"{parts_url}/{c}/{entry}")
+        if leftovers:
+            warnings.warn(
+                f"write_loaderx committed {self.url}, but could not remove {len(leftovers)} old "
+                f"parts ({leftovers[0]} first); the next write into it removes them",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def on_write_failed(self, error: Exception) -> None:
         """Removes this write's parts; the sets in ``OUT`` stay as they were."""
