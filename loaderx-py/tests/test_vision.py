@@ -130,3 +130,29 @@ def test_the_guides_switch_from_torchvision_runs(store):
         assert images.shape == (8, 3, 16, 16) and images.dtype == torch.float32
         seen.extend(labels.tolist())
     assert sorted(seen) == [0] * 12 + [1] * 12
+
+
+def test_an_image_folder_reads_unconverted_as_its_converted_store(store, tmp_path):
+    # #43: a folder of images opens directly for a first run; its batches are the converted
+    # store's, byte for byte (the same records in the same order, the same augmentations).
+    import pickle
+
+    train = [V.RandomResizedCrop(16), V.HorizontalFlip(), V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD)]
+    folder = V.ImageFolder(tmp_path / "in", train)
+    assert len(folder) == 24 and folder.classes == ["cat", "dog"] and "ImageFolder(" in repr(folder)
+    assert folder.labels.dtype == DenseDataset(store / "labels").dtype
+    np.testing.assert_array_equal(folder.labels[:], DenseDataset(store / "labels")[:])
+    assert folder.images.item_shape == (3, 16, 16) and folder.images.dtype == np.float32
+    converted, _ = batches(store, train, 2, 4)
+    with DataLoader({"image": folder.images, "label": folder.labels}, batch_size=8, num_workers=2, seed=3) as loader:
+        direct = [next(loader) for _ in range(4)]
+    for a, b in zip(converted, direct):
+        np.testing.assert_array_equal(a["image"], b["image"])
+        np.testing.assert_array_equal(a["label"], b["label"])
+    # A pickle (a worker process's) reads the folder again; a view of the labels too.
+    images = pickle.loads(pickle.dumps(folder.images))
+    assert len(images) == 24 and images.item_shape == (3, 16, 16)
+    first, rest = folder.labels.split(0.25, seed=1)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(rest))[:], rest[:])
+    with pytest.raises(FileNotFoundError):
+        V.ImageFolder(tmp_path / "nowhere", train)

@@ -37,6 +37,7 @@ __all__ = [
     "MegatronWriter",
     "write_llmc",
     "pad_records",
+    "image_folder",
     "stitch",
     "set_parts",
     "push",
@@ -117,6 +118,15 @@ class Images:
     def __new__(
         cls,
         path: str,
+        crop: tuple[str, int, float, float, float, float],
+        flip: float,
+        normalize: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None,
+        jitter: tuple[float, float, float] = ...,
+        skip_bad: bool = False,
+    ) -> Images: ...
+    @staticmethod
+    def from_ragged(
+        ragged: Ragged,
         crop: tuple[str, int, float, float, float, float],
         flip: float,
         normalize: tuple[tuple[float, float, float], tuple[float, float, float]] | None = None,
@@ -205,7 +215,7 @@ class TokenFile:
     @property
     def documents(self) -> int | None: ...
     def windows(self, n: int, stride: int | None = None) -> Dense: ...
-    def sequences(self, n: int, seed: int | None = None) -> Dense: ...
+    def sequences(self, n: int, seed: int | None = None, epochs: int = 1) -> Dense: ...
     def documents_source(self) -> Ragged: ...
     def read(self, first: int, n: int) -> npt.NDArray[np.int64]: ...
     def verify(self) -> None: ...
@@ -216,6 +226,7 @@ class MegatronWriter:
     def add_document(self, tokens: npt.NDArray[np.uint8]) -> None: ...
     def finish(self) -> int: ...
 
+def image_folder(root: str) -> tuple[Ragged, Dense, list[str]]: ...
 def write_llmc(path: str | PathLike[str], tokens: npt.NDArray[np.uint8], dtype: str, overwrite: bool = False) -> None: ...
 def pad_records(
     values: npt.NDArray[np.uint8],

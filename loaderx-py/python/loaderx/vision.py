@@ -33,6 +33,7 @@ import numpy as np
 
 from . import _native
 from ._common import numpy_dtype
+from .dataset import DenseDataset
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -153,3 +154,105 @@ class ImageDataset:
 
     def __repr__(self) -> str:
         return f"ImageDataset({self.path!r}, len={len(self)}, dtype={self.dtype}, item_shape={self.item_shape})"
+
+
+class ImageFolder:
+    """A folder of images in torchvision's ``ImageFolder`` layout (``root/<class>/<image>``), read
+    into memory with no conversion, for a first run: ``images``, a stream of the images
+    transformed by ``transforms`` (as :class:`ImageDataset`'s); ``labels``, each image's class
+    index (``uint32``), a :class:`~loaderx.dataset.DenseDataset`; ``classes``, the class names
+    (the subdirectories, sorted) by index. Every file's bytes are read here and nothing is
+    decoded (an image that does not decode fails the step that draws it, or with
+    ``skip_bad=True`` is left out as zeros, marked in ``{name}_ok``). A folder of more than 4 GiB
+    of files is refused: convert it (``loaderx convert images ROOT OUT --encoded``) and read the
+    store, which also reads it once instead of at every run::
+
+        folder = V.ImageFolder("data/train", [V.RandomResizedCrop(224), V.HorizontalFlip()])
+        loader = DataLoader({"image": folder.images, "label": folder.labels}, batch_size=64)
+
+    A pickle of either dataset (a worker process's) reads the folder again."""
+
+    __slots__ = ("images", "labels", "classes", "root")
+
+    def __init__(self, root: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
+        root = os.fspath(root)
+        crop, flip, normalize, jitter = _pipeline(transforms)
+        ragged, labels, classes = _native.image_folder(root)
+        recipe = (root, tuple(transforms), bool(skip_bad))
+        images = _FolderImages.__new__(_FolderImages)
+        images._native = _native.Images.from_ragged(ragged, crop, flip, normalize, jitter, bool(skip_bad))
+        images._recipe = recipe
+        images.dtype = numpy_dtype(images._native.dtype)
+        images.item_shape = tuple(images._native.item_shape)
+        self.images: ImageDataset = images
+        self.labels: DenseDataset = _FolderLabels._of(labels, recipe)
+        self.classes: list[str] = list(classes)
+        self.root = root
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __repr__(self) -> str:
+        return f"ImageFolder({self.root!r}, len={len(self)}, classes={len(self.classes)})"
+
+
+def _folder_part(recipe: tuple, part: str) -> Any:
+    """A pickled part of an :class:`ImageFolder`: the folder read again."""
+    return getattr(ImageFolder(*recipe), part)
+
+
+def _folder_labels(recipe: tuple, views: tuple) -> Any:
+    """Pickled ``ImageFolder.labels`` (or a view of them): the folder read again, the views
+    taken again in order."""
+    ds = ImageFolder(*recipe).labels
+    for view in views:
+        if view[0] == "select":
+            ds = ds.select(view[1])
+        else:
+            _, fraction, seed, part = view
+            ds = ds.split(fraction, seed)[part]
+    return ds
+
+
+class _FolderImages(ImageDataset):
+    """``ImageFolder.images``: its pickle reads the folder again."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple:
+        return (_folder_part, (self._recipe, "images"))
+
+    @property
+    def path(self) -> str:
+        return self._recipe[0]
+
+    def __repr__(self) -> str:
+        return f"ImageFolder({self.path!r}).images(len={len(self)}, dtype={self.dtype}, item_shape={self.item_shape})"
+
+
+class _FolderLabels(DenseDataset):
+    """``ImageFolder.labels``: its pickle reads the folder again."""
+
+    __slots__ = ("_folder",)
+
+    @classmethod
+    def _of(cls, native: Any, recipe: tuple) -> "_FolderLabels":
+        labels = cls.__new__(cls)
+        labels._adopt(native, (recipe[0], None, ()))
+        labels._folder = recipe
+        return labels
+
+    def _wrap(self, native: Any, view: tuple) -> Any:
+        ds = super()._wrap(native, view)
+        ds._folder = self._folder
+        return ds
+
+    def __reduce__(self) -> tuple:
+        return (_folder_labels, (self._folder, self._recipe[2]))
+
+    @property
+    def path(self) -> str:
+        return self._recipe[0]
+
+    def __repr__(self) -> str:
+        return f"ImageFolder({self.path!r}).labels(len={self._len}, dtype={self.dtype})"
