@@ -174,21 +174,9 @@ impl Store {
                 (arr, lens)
             }
             None => {
-                let (buf, lens) = self.shared(py, |s| {
-                    let lens = s.record_lens(&indices)?;
-                    let total = sum(&lens);
-                    let mut buf = Vec::new();
-                    // Sized by the index's lengths: refused, not aborted on, past what memory holds.
-                    let fits = usize::try_from(total).ok().filter(|&t| buf.try_reserve_exact(t).is_ok());
-                    let Some(total) = fits else {
-                        return Err(loaderx_core::Error::InvalidArgument(format!(
-                            "the records hold {total} bytes: more than memory can hold at once (gather fewer)"
-                        )));
-                    };
-                    buf.resize(total, 0);
-                    s.gather_into(&indices, &mut buf)?;
-                    Ok((buf, lens))
-                })?;
+                // Written as read, never zero-filled first: a length a damaged entry claims
+                // touches no memory before the read refuses it (review 47, finding 4).
+                let (buf, lens) = self.shared(py, |s| s.gather_flat(&indices))?;
                 (PyArray1::from_vec(py, buf), lens)
             }
         };

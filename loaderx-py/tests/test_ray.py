@@ -245,6 +245,40 @@ def test_a_commit_that_cannot_remove_old_parts_stands_with_a_warning(tmp_path, m
     check_sets(out, 20_000)
 
 
+def test_whatever_fails_after_the_renames_never_removes_the_committed_parts(tmp_path, monkeypatch):
+    # Review 47, finding 1: a failure other than one removal (listing the parts folder, a
+    # warning turned into an error) still reached on_write_failed, which removed the parts the
+    # committed sets name.
+    import warnings
+
+    import loaderx.ray as lray
+
+    out = tmp_path / "train"
+    lray.write_loaderx(small(), out)
+
+    def unreadable(path, name):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(lray, "_is_old_part", unreadable)
+    with pytest.warns(RuntimeWarning, match="Permission denied"):
+        lray.write_loaderx(small(), out)
+    check_sets(out, 20_000)
+    real = lray._remove
+
+    def busy(path):
+        if f"{os.sep}_parts{os.sep}" in path:
+            raise OSError(16, "Device or resource busy", path)
+        real(path)
+
+    monkeypatch.undo()
+    monkeypatch.setattr(lray, "_remove", busy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(RuntimeWarning, match="could not remove"):
+            lray.write_loaderx(small(), out)
+    check_sets(out, 20_000)
+
+
 def test_a_rename_failing_mid_commit_leaves_every_old_set(tmp_path, monkeypatch):
     import loaderx.ray as lray
 
@@ -287,6 +321,13 @@ def test_a_rerun_with_fewer_columns_leaves_none_of_the_old_columns(tmp_path):
     got = read_loaderx(out, columns=["label"]).take(3)
     assert [r["label"] for r in got] == [0, 1, 2]
     assert sorted(read_loaderx(out).take(1)[0]) == ["label", "mine"]
+    # A set of the user's beside an (empty) parts folder of its name is left alone too (review
+    # 47, finding 5): its parts are not the sink's.
+    os.makedirs(out / "_parts" / "theirs")
+    _native.stitch([str(out / "mine")], str(out / "theirs"))
+    write_loaderx(small(), out, columns=["label"])
+    assert sorted(os.listdir(out)) == ["_parts", "label", "mine", "theirs"]
+    np.testing.assert_array_equal(DenseDataset(out / "theirs")[:3], [0, 1, 2])
 
 
 def test_a_column_named_twice_is_refused_before_anything_is_written(tmp_path):

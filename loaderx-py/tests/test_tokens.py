@@ -82,6 +82,9 @@ def test_megatron_samples_shuffle_the_documents_anew_each_epoch(megatron):
         assert len(set(runs.tolist())) == len(runs) >= 40
     again = pickle.loads(pickle.dumps(three))
     np.testing.assert_array_equal(again[[2 * s + 1, 1]], rows[[2 * s + 1, 1]])
+    # A recipe pickled before epochs held the seed alone (review 47, finding 7).
+    old = TokenSamples((*corpus._recipe, "sequences", 33, 4))
+    np.testing.assert_array_equal(old[:], one[:])
     for bad in (0, 2**16 + 1):
         with pytest.raises(ValueError, match="epochs"):
             corpus.sequences(33, epochs=bad)

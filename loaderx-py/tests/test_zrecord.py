@@ -147,6 +147,11 @@ def test_records_must_be_bytes_like_not_ints_or_one_bytes_value(tmp_path):
     for bad, what in [(b"hi", "one bytes"), ([3], "record 0 is a int"), ([b"a", "s"], "record 1 is a str")]:
         with pytest.raises(TypeError, match=what):
             z.append(bad)
+    # An array of Python objects: its bytes are pointers (review 47, finding 6).
+    with pytest.raises(TypeError, match="record 0 is an array of Python objects"):
+        z.append([np.array([b"ab", b"cd"], dtype=object)])
+    with pytest.raises(TypeError, match="record 1 is an array of Python objects"):
+        z.train_dictionary([b"x", np.array([1], dtype=object)])
     assert len(z) == 0
     assert z.append([b"a", bytearray(b"bc"), memoryview(b"d"), np.arange(3, dtype=np.uint8)]) == range(4)
     assert z.gather(range(4)) == [b"a", b"bc", b"d", b"\x00\x01\x02"]
@@ -185,6 +190,9 @@ def test_gather_into_reads_lengths_and_bytes_together_while_another_thread_delet
     n = 2 * int(z.lengths([0])[0])
     with pytest.raises(ValueError, match=rf"shape \({n},\)"):
         z.gather_into([0, 0], out=np.empty(n + 1, dtype=np.uint8))
+    idx = np.zeros(2, dtype=np.uint64)
+    with pytest.raises(ValueError, match="overlaps the indices"):
+        z.gather_into(idx, out=idx.view(np.uint8)[:n])
     buf, offsets = z.gather_into([0, 0], out=np.empty(n, dtype=np.uint8))
     assert offsets.tolist() == [0, n // 2, n] and set(buf.tolist()) == {n // 2}
 

@@ -271,6 +271,26 @@ impl Store {
     /// As [`Store::gather_into`], and [`Error::InvalidArgument`] for a batch larger than memory
     /// can address.
     pub fn gather<I: RecordIndex>(&self, indices: &[I]) -> Result<Vec<Vec<u8>>> {
+        let (flat, lens) = self.gather_flat(indices)?;
+        let mut out = Vec::with_capacity(lens.len());
+        let mut pos = 0;
+        for n in lens {
+            let n = n as usize;
+            out.push(flat[pos..pos + n].to_vec());
+            pos += n;
+        }
+        Ok(out)
+    }
+
+    /// The records at `indices` back to back in one new buffer, and each one's length: both
+    /// from one resolution of the indices (a delete between them cannot tear a record), the
+    /// buffer allocated without being written first (a size claimed by a damaged entry is an
+    /// error when the allocation fails or the record is read, never memory touched for it).
+    ///
+    /// # Errors
+    /// As [`Store::gather_into`]; [`Error::InvalidArgument`] when the records' total length
+    /// cannot be allocated.
+    pub fn gather_flat<I: RecordIndex>(&self, indices: &[I]) -> Result<(Vec<u8>, Vec<u32>)> {
         let (locs, heat) = self.resolve_reading(indices)?;
         let mut flat = Vec::new();
         let total = total(&locs);
@@ -279,14 +299,7 @@ impl Store {
         })?;
         fill_vec(&mut flat, total, |out| self.read_batch(&locs, out, Parallelism::Pool))?;
         self.residency.finish(heat, total);
-        let mut out = Vec::with_capacity(locs.len());
-        let mut pos = 0;
-        for l in &locs {
-            let n = l.entry.logical as usize;
-            out.push(flat[pos..pos + n].to_vec());
-            pos += n;
-        }
-        Ok(out)
+        Ok((flat, locs.iter().map(|l| l.entry.logical).collect()))
     }
 
     /// Reads one record.

@@ -12,7 +12,7 @@
 //! layout), kept once for every epoch (8 more bytes a document) otherwise. A sample's place is
 //! one binary search and a walk of at most `BLOCK` documents.
 
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 
 use rayon::prelude::*;
 
@@ -34,7 +34,7 @@ pub(crate) struct Documents {
     /// The permutation of each epoch (its cycle `epoch`); `None`: the file's order, every epoch.
     shuffle: Option<crate::Sampler>,
     /// Epoch `e`'s order, made when first asked for (by [`Documents::with_epochs`]'s count).
-    epochs: Vec<OnceLock<Order>>,
+    epochs: Vec<Epoch>,
     /// Tokens in all documents (in any order).
     total: u64,
 }
@@ -45,6 +45,29 @@ pub(crate) struct Documents {
 struct Order {
     order: Vec<u32>,
     blocks: Vec<u64>,
+}
+
+/// Where an epoch's order is made once: by the first thread to ask, its others waiting for it.
+/// The work is done outside every lock (held only to look and to mark), so a process forked
+/// while a thread made an order (a PyTorch worker) finds no lock held for good: an order
+/// marked as being made by another process is made again by the child (review 47, finding 3:
+/// a `OnceLock` caught mid-initialisation by `fork` hung the child).
+#[derive(Debug, Default)]
+struct Epoch {
+    done: OnceLock<Order>,
+    /// The process whose thread is making the order, while one is.
+    making: Mutex<Option<u32>>,
+    made: Condvar,
+}
+
+/// Clears an epoch's mark when its maker returns or unwinds, waking its waiters.
+struct Unmark<'a>(&'a Epoch);
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        *self.0.making.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.0.made.notify_all();
+    }
 }
 
 /// Epochs a Megatron-style sampler may run (each one's order, once made, is kept: about 4.5
@@ -204,7 +227,7 @@ impl Documents {
             ),
             _ => None,
         };
-        let mut docs = Documents { kept, checkpoints, shuffle, epochs: vec![OnceLock::new()], total: 0 };
+        let mut docs = Documents { kept, checkpoints, shuffle, epochs: vec![Epoch::default()], total: 0 };
         docs.total = *docs.order(file, 0).blocks.last().expect("blocks holds the total");
         Ok(docs)
     }
@@ -213,7 +236,7 @@ impl Documents {
     /// its first sample is read.
     pub(crate) fn with_epochs(mut self, epochs: u32) -> Documents {
         debug_assert!((1..=MAX_EPOCHS).contains(&epochs), "checked by the caller");
-        self.epochs.resize_with(epochs as usize, OnceLock::new);
+        self.epochs.resize_with(epochs as usize, Epoch::default);
         self
     }
 
@@ -221,7 +244,31 @@ impl Documents {
     /// without a shuffle; made on its first use, by the thread that asks (others asking wait).
     fn order(&self, file: &TokenFile, e: usize) -> &Order {
         let e = if self.shuffle.is_some() { e } else { 0 };
-        self.epochs[e].get_or_init(|| self.make_order(file, e as u64))
+        let slot = &self.epochs[e];
+        if let Some(order) = slot.done.get() {
+            return order;
+        }
+        let me = std::process::id();
+        let mut making = slot.making.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(order) = slot.done.get() {
+                return order;
+            }
+            match *making {
+                // A thread of this process is making it: wait for that one.
+                Some(pid) if pid == me => {
+                    making = slot.made.wait(making).unwrap_or_else(PoisonError::into_inner);
+                }
+                // Nobody, or a thread of the process this one was forked from (gone here).
+                _ => break,
+            }
+        }
+        *making = Some(me);
+        drop(making);
+        let _unmark = Unmark(slot);
+        // Set once: only this thread of this process makes it now.
+        let _ = slot.done.set(self.make_order(file, e as u64));
+        slot.done.get().expect("set just now")
     }
 
     /// Epoch `e`'s permutation and running counts.
@@ -432,6 +479,32 @@ mod tests {
         }
         // A new order each epoch with a seed; the file's, every epoch, without.
         assert_eq!(firsts[0] != firsts[1] && firsts[1] != firsts[2], seed.is_some());
+    }
+
+    /// An epoch marked as being made by another process (the parent of a fork, whose thread
+    /// the child does not have) is made by the asking thread, not waited for (review 47,
+    /// finding 3); one marked by this process is waited for, then read.
+    #[test]
+    fn an_order_being_made_by_another_process_is_made_here() {
+        let dir = tempfile::tempdir().unwrap();
+        let docs: Vec<Vec<i32>> = (0..5000).map(|d| vec![1 + d % 7]).collect();
+        let file = dataset(dir.path(), &docs);
+        let got = std::sync::Arc::new(Documents::new(&file, Some(2)).unwrap().with_epochs(3));
+        *got.epochs[1].making.lock().unwrap() = Some(std::process::id().wrapping_add(1));
+        *got.epochs[2].making.lock().unwrap() = Some(std::process::id());
+        let (tx, rx) = std::sync::mpsc::channel();
+        for e in [1, 2] {
+            let (got, file, tx) = (std::sync::Arc::clone(&got), file.clone(), tx.clone());
+            std::thread::spawn(move || tx.send((e, got.order(&file, e).order.len())).unwrap());
+        }
+        let wait = std::time::Duration::from_secs(20);
+        assert_eq!(rx.recv_timeout(wait).expect("made, not waited for"), (1, 5000));
+        // Epoch 2's maker (this process's) finishes: its waiter wakes to its order.
+        assert!(rx.recv_timeout(std::time::Duration::from_millis(200)).is_err(), "waits for its maker");
+        let order = got.make_order(&file, 2);
+        let _ = got.epochs[2].done.set(order);
+        drop(Unmark(&got.epochs[2]));
+        assert_eq!(rx.recv_timeout(wait).expect("woken"), (2, 5000));
     }
 
     #[test]

@@ -156,7 +156,11 @@ class RaggedDataset(_Dataset):
 
 def _reopen(cls: type, path: str, remote: dict[str, Any] | None, views: tuple) -> Any:
     """A pickled dataset: opened at ``path`` again, its views taken again in order."""
-    ds = cls(path, remote)
+    return _take_views(cls(path, remote), views)
+
+
+def _take_views(ds: Any, views: tuple) -> Any:
+    """``ds`` with ``views`` (a pickle's record of ``select`` and ``split``) taken in order."""
     for view in views:
         if view[0] == "select":
             ds = ds.select(view[1])

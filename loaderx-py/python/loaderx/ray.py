@@ -303,11 +303,29 @@ class LoaderxDatasink(Datasink):
                 shutil.rmtree(tmp, ignore_errors=True)
             raise
         self._swap(staged, stale)
-        # Committed: what follows only tidies. A file it cannot remove (a reader holding it open
-        # on a network file system) is left for the next write, with a warning; the write
-        # stands (review 46, finding 1: a raise here had Ray remove the committed parts).
-        names = {r["name"] for r in results}
+        # Committed: the sets name this write's parts, which nothing may remove now, whatever
+        # follows raises (review 47, finding 1). What follows only tidies: a path it cannot
+        # remove (a reader holding it open on a network file system), or any failure listing
+        # what to remove, is left for the next write, with a warning; the write stands (review
+        # 46, finding 1: a raise here had Ray remove the committed parts).
+        self.keep_parts = True
         leftovers: list[str] = []
+        try:
+            self._tidy_local(results, columns, stale, leftovers)
+        except Exception as error:
+            leftovers.append(f"{self.path} ({error})")
+        if leftovers:
+            warnings.warn(
+                f"write_loaderx committed {self.path}, but could not remove {len(leftovers)} old "
+                f"files ({leftovers[0]} first); the next write into it removes them",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def _tidy_local(self, results: list[dict[str, Any]], columns: list[str], stale: list[str], leftovers: list[str]) -> None:
+        """After a local commit: the sets moved aside, the parts no set names, what a killed
+        commit left; a path that cannot be removed goes to ``leftovers``."""
+        names = {r["name"] for r in results}
         for c in [*columns, *stale]:
             _tidy(os.path.join(self.path, f".{c}.old-{self.run}"), leftovers)
             folder = os.path.join(self.path, PARTS_DIR, c)
@@ -330,13 +348,6 @@ class LoaderxDatasink(Datasink):
                 except FileExistsError:
                     continue
                 _tidy(os.path.join(self.path, entry), leftovers)
-        if leftovers:
-            warnings.warn(
-                f"write_loaderx committed {self.path}, but could not remove {len(leftovers)} old "
-                f"files ({leftovers[0]} first); the next write into it removes them",
-                RuntimeWarning,
-                stacklevel=2,
-            )
 
     def _swap(self, staged: list[tuple[str, str]], stale: list[str]) -> None:
         """Puts every staged set in place, each old set moved aside to ``.<column>.old-<run>``,
@@ -480,8 +491,9 @@ def _tidy(path: str, leftovers: list[str]) -> None:
 
 def _stale_columns(out: str, columns: Sequence[str]) -> list[str]:
     """The columns of OUT not among ``columns`` whose sets an earlier write made: a store set
-    (``_check_replaceable``) with its parts in ``OUT/_parts/<column>/``. A set of the user's
-    elsewhere (``convert parquet``'s, parts beside it) is left alone."""
+    (``_check_replaceable``) every part of which is one of the sink's in ``OUT/_parts/<column>/``.
+    A set of the user's (``convert parquet``'s, ``stitch``'s, parts anywhere else) is left
+    alone, even beside a parts folder of its name (review 47, finding 5)."""
     stale = []
     for entry in sorted(os.listdir(out)):
         path = os.path.join(out, entry)
@@ -491,9 +503,15 @@ def _stale_columns(out: str, columns: Sequence[str]) -> list[str]:
             continue
         try:
             _check_replaceable(path)
-        except FileExistsError:
+            # Paths relative to the set's directory.
+            parts = [os.path.join(path, p) for p, _ in _native.set_parts(path) or []]
+        except (FileExistsError, _native.Error, OSError):
             continue
-        stale.append(entry)
+        folder = os.path.realpath(os.path.join(out, PARTS_DIR, entry))
+        if parts and all(
+            os.path.dirname(os.path.realpath(p)) == folder and _PART.fullmatch(os.path.basename(p)) for p in parts
+        ):
+            stale.append(entry)
     return stale
 
 

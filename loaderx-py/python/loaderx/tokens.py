@@ -36,6 +36,8 @@ class TokenSamples(DenseDataset):
     def __init__(self, recipe: tuple, remote: dict[str, Any] | None = None) -> None:
         path, dtype, vocab, kind, n, arg = recipe
         corpus = _native.TokenFile(path, dtype, vocab)
+        if kind == "sequences" and not isinstance(arg, tuple):
+            arg = (arg, 1)  # a recipe pickled before epochs: the seed alone (review 47)
         native = corpus.windows(n, arg) if kind == "windows" else corpus.sequences(n, *arg)
         self._adopt(native, (recipe, None, ()))
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _native
 from ._common import numpy_dtype
-from .dataset import DenseDataset
+from .dataset import DenseDataset, _take_views
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -204,14 +204,7 @@ def _folder_part(recipe: tuple, part: str) -> Any:
 def _folder_labels(recipe: tuple, views: tuple) -> Any:
     """Pickled ``ImageFolder.labels`` (or a view of them): the folder read again, the views
     taken again in order."""
-    ds = ImageFolder(*recipe).labels
-    for view in views:
-        if view[0] == "select":
-            ds = ds.select(view[1])
-        else:
-            _, fraction, seed, part = view
-            ds = ds.split(fraction, seed)[part]
-    return ds
+    return _take_views(ImageFolder(*recipe).labels, views)
 
 
 class _FolderImages(ImageDataset):

@@ -77,6 +77,8 @@ class Zrecord:
                 raise ValueError("out must be a one-dimensional uint8 array of the records' total length")
             if not out.flags.writeable or not out.flags.c_contiguous:
                 raise ValueError("out must be writable and C-contiguous")
+            if np.may_share_memory(idx, out):
+                raise ValueError("out overlaps the indices: gather into memory of its own")
         # Lengths and bytes in one native call, under one hold of the store: a delete on another
         # thread cannot fall between them.
         return self._native.gather_into(idx, out)
@@ -126,6 +128,9 @@ def _records(records: Any) -> Any:
 def _record(r: Any, k: int) -> bytes:
     """Record ``k`` as bytes: a bytes-like value (bytes, bytearray, memoryview, a NumPy array's
     bytes); an int, which ``bytes()`` turns into that many zero bytes, or a str is refused."""
+    if isinstance(r, np.ndarray) and r.dtype.hasobject:
+        # Its bytes are pointers to Python objects (review 47, finding 6).
+        raise TypeError(f"record {k} is an array of Python objects ({r.dtype}), not bytes-like")
     if isinstance(r, (bytes, bytearray, memoryview, np.ndarray)):
         return bytes(r) if not isinstance(r, np.ndarray) else r.tobytes()
     raise TypeError(f"record {k} is a {type(r).__name__}, not bytes-like (bytes, bytearray, memoryview or a NumPy array)")
