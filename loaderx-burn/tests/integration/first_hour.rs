@@ -93,8 +93,12 @@ fn burns_builder_names_build_a_loaderx_loader_over_mnist_converted_once() {
     let bad = DataLoaderBuilder::new(MnistBatcher)
         .batch_size(0)
         .build(MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap());
-    let first = bad.iter().next().unwrap();
-    assert!(first.is_err(), "a build error is the first item");
+    let Some(Err(first)) = bad.iter().next() else { panic!("a build error is the first item") };
+    let cause = std::error::Error::source(&first).and_then(|s| s.downcast_ref::<loaderx_burn::Error>());
+    assert!(
+        matches!(cause, Some(loaderx_burn::Error::InvalidArgument(m)) if m.contains("could not be built") && m.contains("batch")),
+        "{first}"
+    );
     // try_build refuses it when the loader is built, naming the setting.
     let refused = DataLoaderBuilder::new(MnistBatcher)
         .batch_size(0)

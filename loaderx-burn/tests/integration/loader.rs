@@ -169,7 +169,12 @@ fn a_slice_that_does_not_divide_the_batch_reports_an_error() {
     let whole = b.build().unwrap();
     let third = whole.slice(0, whole.num_items() / 3);
     let mut it = third.iter();
-    assert!(it.next().unwrap().is_err());
+    let Some(Err(e)) = it.next() else { panic!("an error first") };
+    let cause = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<loaderx_burn::Error>());
+    assert!(
+        matches!(cause, Some(loaderx_burn::Error::Core(loaderx_core::Error::Config { reason, .. })) if reason.contains("not divisible by world")),
+        "{e}"
+    );
     assert!(it.next().is_none());
 }
 

@@ -74,19 +74,38 @@ fn bad_images_and_settings_are_refused_without_a_panic() {
     // Truncated, not an image, a header claiming 2^31 - 1 rows.
     let mut tall = good.clone();
     tall[20..24].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
-    for bytes in [&good[..good.len() / 2], b"not an image at all".as_slice(), &tall, &[]] {
-        assert!(p.apply(bytes, &mut SampleRng::new(0), Out::U8(&mut out)).is_err());
+    // The IHDR chunk's CRC (IEEE, over its type and data) made right, so that the rows are what
+    // is refused, not the checksum.
+    let crc = !tall[12..29].iter().fold(!0u32, |c, &b| {
+        (0..8).fold(c ^ u32::from(b), |c, _| if c & 1 == 1 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 })
+    });
+    tall[29..33].copy_from_slice(&crc.to_be_bytes());
+    let cases: [(&[u8], &str); 4] = [
+        (&good[..good.len() / 2], "unexpected end of file"),
+        (b"not an image at all", "format could not be determined"),
+        (&tall, "Image size exceeds limit"),
+        (&[], "format could not be determined"),
+    ];
+    for (bytes, why) in cases {
+        let e = p.apply(bytes, &mut SampleRng::new(0), Out::U8(&mut out));
+        assert!(e.as_ref().is_err_and(|e| e.contains(why)), "{why}: {e:?}");
     }
     let bad = [
-        ImagePipeline::train(0),
-        ImagePipeline::train(8).flip(1.5),
-        ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.5, 0.1), ratio: (1.0, 1.0) }),
-        ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.1, 1.0), ratio: (0.0, 1.0) }),
-        ImagePipeline::eval(8).crop(Crop::Center { resize: 0 }),
-        ImagePipeline::eval(8).normalize([0.0; 3], [1.0, 0.0, 1.0]),
+        (ImagePipeline::train(0), "an output of 0x0"),
+        (ImagePipeline::train(8).flip(1.5), "a flip probability of 1.5"),
+        (
+            ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.5, 0.1), ratio: (1.0, 1.0) }),
+            "a crop scale of (0.5, 0.1)",
+        ),
+        (
+            ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.1, 1.0), ratio: (0.0, 1.0) }),
+            "a crop ratio of (0, 1)",
+        ),
+        (ImagePipeline::eval(8).crop(Crop::Center { resize: 0 }), "a resize to 0"),
+        (ImagePipeline::eval(8).normalize([0.0; 3], [1.0, 0.0, 1.0]), "a normalisation by [1.0, 0.0, 1.0]"),
     ];
-    for b in bad {
-        assert!(b.check().is_err(), "{b:?}");
+    for (b, why) in bad {
+        assert!(b.check().is_err_and(|e| e.contains(why)), "{b:?}: {:?}", b.check());
     }
     assert!(ImagePipeline::train(224).normalize(IMAGENET_MEAN, IMAGENET_STD).check().is_ok());
 }
