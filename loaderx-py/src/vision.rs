@@ -65,20 +65,21 @@ impl Images {
 
 /// The image folder `root` (one subdirectory per class, torchvision's ImageFolder layout) read
 /// into memory with no conversion: each file's bytes a record (class order, then file name
-/// order), its class index a `u32` label, and the class names by label. Nothing is decoded
+/// order), its class index a `u32` label, the class names by label and each record's file. Nothing is decoded
 /// here; a folder of more than 4 GiB of files is refused (convert it).
 #[pyfunction]
-pub fn image_folder(
-    py: Python<'_>,
-    root: String,
-) -> PyResult<(crate::dataset::Ragged, crate::dataset::Dense, Vec<String>)> {
+pub fn image_folder(py: Python<'_>, root: String) -> PyResult<Folder> {
     let folder = crate::fork::detach(py, || loaderx_core::convert::image_folder(&root))?.py()?;
     Ok((
         crate::dataset::Ragged { source: folder.images },
         crate::dataset::Dense { source: folder.labels },
         folder.classes,
+        folder.files,
     ))
 }
+
+/// What `image_folder` hands Python: the images, the labels, the class names, each record's file.
+type Folder = (crate::dataset::Ragged, crate::dataset::Dense, Vec<String>, Vec<std::path::PathBuf>);
 
 #[pymethods]
 impl Images {

@@ -1,5 +1,6 @@
 """loaderx.vision: encoded image datasets decoded and augmented on the loader's threads."""
 
+import os
 import struct
 import zlib
 
@@ -156,3 +157,13 @@ def test_an_image_folder_reads_unconverted_as_its_converted_store(store, tmp_pat
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(rest))[:], rest[:])
     with pytest.raises(FileNotFoundError):
         V.ImageFolder(tmp_path / "nowhere", train)
+    assert [os.path.relpath(f, tmp_path / "in") for f in folder.files[:2]] == ["cat/00.png", "cat/01.png"]
+    # Transforms given as a generator pickle (review 48, finding 5: spent by the checks).
+    gen = V.ImageFolder(tmp_path / "in", (t for t in train))
+    assert pickle.loads(pickle.dumps(gen.images)).item_shape == (3, 16, 16)
+    # A folder whose files changed since the pickle is refused, not paired with other labels
+    # (review 48, finding 2).
+    labels = pickle.dumps(folder.labels)
+    (tmp_path / "in" / "cat" / "00.png").unlink()
+    with pytest.raises(RuntimeError, match="changed since this dataset was pickled"):
+        pickle.loads(labels)

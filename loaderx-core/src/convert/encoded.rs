@@ -4,7 +4,7 @@
 //! step. The folder walk, the staging directory and the labels are [`super::images`]'.
 
 use std::io::Cursor;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 
@@ -180,6 +180,8 @@ pub struct ImageFolder {
     pub labels: crate::DenseSource,
     /// The class names (the subdirectories), by label.
     pub classes: Vec<String>,
+    /// Each record's file, in the same order (torchvision's `samples`, without the labels).
+    pub files: Vec<PathBuf>,
 }
 
 /// The most bytes [`image_folder`] reads into memory: a folder larger is converted instead.
@@ -199,15 +201,16 @@ pub const IMAGE_FOLDER_MAX_BYTES: u64 = 4 << 30;
 pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
     use std::io::Read;
     let dir = dir.as_ref();
-    let (classes, files) = super::images::list(dir)?;
+    let (classes, files) = super::folder::list(dir)?;
+    // The lengths first (nothing opened yet), so that the bytes go into one buffer allocated
+    // once: the folder held once in memory, not file by file and then copied (review 48).
+    let mut lens = Vec::with_capacity(files.len());
     let mut total = 0u64;
-    let mut records = Vec::with_capacity(files.len());
-    let mut labels = Vec::with_capacity(files.len());
-    for (path, label) in files {
-        let (file, len) = super::block::open_input(&path)?;
+    for (path, _) in &files {
+        let len = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?.len();
         if len > super::images::MAX_FILE_BYTES {
             return Err(Error::BadInput {
-                path,
+                path: path.clone(),
                 reason: format!(
                     "{len} bytes; image files of at most {} bytes are read",
                     super::images::MAX_FILE_BYTES
@@ -223,15 +226,26 @@ pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
                 dir.display()
             )));
         }
-        let mut bytes = Vec::with_capacity(len as usize);
-        // No more than the length measured: a file growing meanwhile reads as it was.
-        file.take(len).read_to_end(&mut bytes).map_err(|e| Error::io("read", &path, e))?;
-        records.push(bytes);
-        labels.push(label);
+        lens.push(len);
     }
+    let mut values: Vec<u8> = Vec::new();
+    // At most IMAGE_FOLDER_MAX_BYTES, checked above.
+    values.try_reserve_exact(total as usize).map_err(|_| {
+        Error::InvalidArgument(format!("{}: {total} bytes of files cannot be held in memory", dir.display()))
+    })?;
+    let mut offsets = Vec::with_capacity(files.len() + 1);
+    offsets.push(0);
+    for ((path, _), len) in files.iter().zip(lens) {
+        let (file, _) = super::block::open_input(path)?;
+        // No more than the length measured: a file growing meanwhile reads as it was.
+        file.take(len).read_to_end(&mut values).map_err(|e| Error::io("read", path, e))?;
+        offsets.push(values.len());
+    }
+    let schema = crate::Schema::ragged(crate::DType::U8, vec![]);
     Ok(ImageFolder {
-        images: crate::RaggedSource::from_records(vec![], &records)?,
-        labels: crate::DenseSource::from_vec(vec![], labels)?,
+        images: crate::RaggedSource::from_flat(schema, values, &offsets)?,
+        labels: crate::DenseSource::from_vec(vec![], files.iter().map(|(_, label)| *label).collect())?,
         classes,
+        files: files.into_iter().map(|(path, _)| path).collect(),
     })
 }

@@ -202,7 +202,7 @@ pub(super) fn convert_folder(
         // refused before a whole conversion is spent on replacing them.
         crate::dataset::check_free_dir_of(out, &DATASETS)?;
     }
-    let (classes, files) = list(dir)?;
+    let (classes, files) = super::folder::list(dir)?;
     let rows = part.rows(files.len() as u64);
     let files = &files[rows.start as usize..rows.end as usize];
     let staging = PathBuf::from(format!("{}.partial", out.display()));
@@ -254,53 +254,6 @@ fn discard(staging: &Path, made: &[&str], lock: crate::store::WriteLock) {
     }
     drop(lock);
     let _ = std::fs::remove_dir(staging);
-}
-
-/// Every `(file, label)` of a folder, in order.
-type Labelled = Vec<(PathBuf, u32)>;
-
-/// The class names and every `(file, label)`, in order.
-pub(super) fn list(dir: &Path) -> Result<(Vec<String>, Labelled)> {
-    let entries = |d: &Path| -> Result<Vec<(String, PathBuf, std::fs::FileType)>> {
-        let mut v = Vec::new();
-        for e in std::fs::read_dir(d).map_err(|e| Error::io("read directory", d, e))? {
-            let e = e.map_err(|e| Error::io("read directory", d, e))?;
-            let t = e.file_type().map_err(|err| Error::io("stat", e.path(), err))?;
-            v.push((e.file_name().to_string_lossy().into_owned(), e.path(), t));
-        }
-        v.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        Ok(v)
-    };
-    let mut classes = Vec::new();
-    let mut files = Vec::new();
-    for (name, path, t) in entries(dir)? {
-        if !t.is_dir() || name.starts_with('.') {
-            continue;
-        }
-        if name.contains('\n') {
-            return Err(Error::BadInput {
-                path,
-                reason: "a class name with a newline cannot be listed in classes.txt".into(),
-                source: None,
-            });
-        }
-        let label = u32::try_from(classes.len())
-            .map_err(|_| Error::InvalidArgument("more than 2^32 classes".into()))?;
-        classes.push(name);
-        for (fname, fpath, ft) in entries(&path)? {
-            if ft.is_file() && !fname.starts_with('.') {
-                files.push((fpath, label));
-            }
-        }
-    }
-    let bad = |reason: &str| Error::BadInput { path: dir.to_path_buf(), reason: reason.into(), source: None };
-    if classes.is_empty() {
-        return Err(bad("no class subdirectories: an image folder holds one directory of images per class"));
-    }
-    if files.is_empty() {
-        return Err(bad("the class directories hold no files"));
-    }
-    Ok((classes, files))
 }
 
 /// Reads and decodes the image file `path` within the budgets: its length and the bytes read,

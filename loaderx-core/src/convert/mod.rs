@@ -39,6 +39,8 @@ mod dir;
 #[cfg(feature = "images")]
 mod encoded;
 pub(crate) mod export;
+#[cfg(feature = "images")]
+mod folder;
 mod idx;
 #[cfg(feature = "images")]
 mod image_io;

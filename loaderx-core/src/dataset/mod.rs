@@ -18,7 +18,8 @@
 //! | `records` | `Records`: a source's one `Arc<dyn Backing>` (a store, a set, a remote store, memory, a concatenation) |
 //! | `selection` | [`Selection`] (a range, indices, a split by fraction and seed) and the views it makes |
 //! | `open` | opening by path: a store, a store set or an `s3://` URL, the kind checked once |
-//! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`], `stitch_remote` |
+//! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`] |
+//! | `set_remote` | store sets on object storage: `stitch_remote`, a remote set's parts |
 //! | `side` | the side files of a directory of datasets, compared a block at a time |
 //! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
 //! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
@@ -36,6 +37,8 @@ mod replace;
 mod schema;
 mod selection;
 mod set;
+#[cfg(feature = "remote")]
+mod set_remote;
 mod side;
 mod writer;
 
@@ -50,7 +53,7 @@ pub(crate) use replace::{check_free_dir_of, check_replaceable_dir_of, clear_stag
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 #[cfg(feature = "remote")]
-pub use set::stitch_remote;
+pub use set_remote::stitch_remote;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]

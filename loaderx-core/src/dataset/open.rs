@@ -65,7 +65,7 @@ pub(crate) fn open_remote_or_set<S>(
     match open_remote(url, options.clone(), kind) {
         Ok((opened, schema, path)) => Ok(single(opened, schema, path)),
         Err(Error::NotAStore { path, reason }) => {
-            let Some(parts) = super::set::remote_parts(url, &options)? else {
+            let Some(parts) = super::set_remote::remote_parts(url, &options)? else {
                 return Err(Error::NotAStore { path, reason });
             };
             let mut sources = Vec::with_capacity(parts.len());

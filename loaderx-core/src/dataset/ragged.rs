@@ -117,17 +117,21 @@ impl RaggedSource {
             values.extend_from_slice(r);
             offsets.push(values.len());
         }
-        if u32::try_from(records.len()).is_err() {
+        Self::from_flat(schema, values, &offsets)
+    }
+
+    /// An in-memory dataset of `values`, record `k` its elements `offsets[k]..offsets[k + 1]`
+    /// (checked by the caller: from 0, never decreasing, whole rows, ending at the length).
+    pub(crate) fn from_flat<T: Element>(
+        schema: Schema,
+        values: Vec<T>,
+        offsets: &[usize],
+    ) -> Result<RaggedSource> {
+        if u32::try_from(offsets.len() - 1).is_err() {
             return Err(Error::InvalidArgument("an in-memory dataset holds at most 2^32 - 1 records".into()));
         }
-        let memory = InMemory::ragged(Arc::new(T::wrap(values)), &offsets);
-        Ok(RaggedSource {
-            records: Records::other(Arc::new(memory)),
-            schema,
-            view: None,
-            path: PathBuf::from("<memory>"),
-            par: Parallelism::Pool,
-        })
+        let memory = InMemory::ragged(Arc::new(T::wrap(values)), offsets);
+        Ok(Self::wrap(Records::other(Arc::new(memory)), schema, PathBuf::from("<memory>")))
     }
 
     /// `parts` back to back as one source (what a weighted mixture reads through); see

@@ -28,7 +28,7 @@ fn read_manifest(dir: &Path) -> Result<Option<SetManifest>> {
 }
 
 /// The manifest in `bytes` (of `file`, for errors).
-fn decode(bytes: &[u8], file: &Path) -> Result<SetManifest> {
+pub(super) fn decode(bytes: &[u8], file: &Path) -> Result<SetManifest> {
     SetManifest::decode(bytes).map_err(|e| Error::Corrupt {
         path: file.to_path_buf(),
         offset: e.offset,
@@ -45,29 +45,6 @@ fn decode(bytes: &[u8], file: &Path) -> Result<SetManifest> {
 /// [`Error::Io`] or [`Error::Corrupt`] naming the manifest.
 pub fn set_parts(dir: impl AsRef<Path>) -> Result<Option<Vec<(String, u64)>>> {
     Ok(read_manifest(dir.as_ref())?.map(|m| m.parts.into_iter().map(|e| (e.path, e.records)).collect()))
-}
-
-/// The parts of the store set at `url` on object storage: each part's URL (its manifest path
-/// resolved against `url`) and record count, or `None` when there is no set manifest there.
-///
-/// # Errors
-/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest;
-/// [`Error::InvalidArgument`] for a part path that leaves the bucket or is absolute.
-#[cfg(feature = "remote")]
-pub(crate) fn remote_parts(
-    url: &str,
-    options: &crate::remote::RemoteOptions,
-) -> Result<Option<Vec<(String, u64)>>> {
-    let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
-        return Ok(None);
-    };
-    let file = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
-    decode(&bytes, &file)?
-        .parts
-        .into_iter()
-        .map(|e| Ok((crate::remote::join_url(url, &e.path)?, e.records)))
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
 }
 
 /// What [`stitch`] wrote.
@@ -151,69 +128,6 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
     schema.write(out)?;
     crate::store::write_atomic(out, SET_FILE, &bytes)?;
-    Ok(StitchSummary { parts: parts.len(), records })
-}
-
-/// Writes a store set at `out` (an `s3://` URL) over the stores already at `parts` (URLs in the
-/// same bucket), in order: each part's index and schema fetched, the schemas compared, then the
-/// set's schema and manifest put, the manifest last, so that a reader sees the set whole or not
-/// at all. A set already at `out` is replaced (object storage has no atomic create: the
-/// manifest's one put is the switch). The manifest names the parts relative to `out`, as
-/// [`stitch`] does, and carries no part identity (it would take reading records of every part);
-/// a reader of the set checks each part's record count.
-///
-/// # Errors
-/// [`Error::InvalidArgument`] for no parts, a part in another bucket or at `out` or above it,
-/// more than `u32::MAX` records in all (the loader's indices); [`Error::Schema`] naming the
-/// first part whose schema differs from the first's; the parts' open errors
-/// ([`RemoteStore::open`](crate::remote::RemoteStore::open)); [`Error::Remote`] naming the
-/// object for a failed put. Nothing is put on any error.
-#[cfg(feature = "remote")]
-pub fn stitch_remote(
-    parts: &[String],
-    out: &str,
-    options: crate::remote::RemoteOptions,
-) -> Result<StitchSummary> {
-    use super::schema::SCHEMA_FILE;
-    if parts.is_empty() {
-        return Err(Error::InvalidArgument("a store set needs at least one part".into()));
-    }
-    let mut first: Option<(Schema, Vec<u8>)> = None;
-    let mut entries = Vec::with_capacity(parts.len());
-    let mut records = 0u64;
-    for part in parts {
-        let path = crate::remote::part_path(out, part)?;
-        let store = crate::remote::RemoteStore::open(part, options.clone())?;
-        let bytes = store.get_file(SCHEMA_FILE)?;
-        let schema = Schema::decode(&bytes, &PathBuf::from(format!("{part}/{SCHEMA_FILE}")))?;
-        match &first {
-            None => first = Some((schema, bytes)),
-            Some((s, _)) if *s != schema => {
-                return Err(Error::Schema {
-                    path: part.into(),
-                    reason: format!("the part's schema ({schema}) differs from the first part's ({s})"),
-                });
-            }
-            Some(_) => {}
-        }
-        if entries.iter().any(|e: &SetPart| e.path == path) {
-            return Err(Error::InvalidArgument(format!(
-                "{part} is named twice: a set would read its records twice"
-            )));
-        }
-        records = records
-            .checked_add(store.len())
-            .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
-        entries.push(SetPart { path, records: store.len(), identity: None });
-    }
-    if records > u64::from(u32::MAX) {
-        return Err(Error::InvalidArgument(format!(
-            "a store set of {records} records: the loader indexes at most 2^32 - 1"
-        )));
-    }
-    let (_, schema) = first.unwrap_or_else(|| unreachable!("at least one part"));
-    crate::remote::put(out, SCHEMA_FILE, schema, &options)?;
-    crate::remote::put(out, SET_FILE, SetManifest::new(entries).encode(), &options)?;
     Ok(StitchSummary { parts: parts.len(), records })
 }
 

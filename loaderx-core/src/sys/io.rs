@@ -320,9 +320,17 @@ pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
         let f = CString::new(from.as_os_str().as_bytes()).map_err(nul)?;
         let t = CString::new(to.as_os_str().as_bytes()).map_err(nul)?;
         // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
-        // resolves relative paths as rename(2) does; the call writes no memory of ours.
+        // resolves relative paths as rename(2) does; the call writes no memory of ours. The
+        // system call itself, not libc's wrapper: musl before 1.2.5 has none (issue 46).
         let rc = unsafe {
-            libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE)
+            libc::syscall(
+                libc::SYS_renameat2,
+                libc::AT_FDCWD,
+                f.as_ptr(),
+                libc::AT_FDCWD,
+                t.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
         };
         if rc == 0 {
             return Ok(());

@@ -411,3 +411,63 @@ fn an_image_folder_opens_without_conversion() {
     let e = loaderx_core::convert::image_folder(dir.path().join("cat")).unwrap_err();
     assert!(matches!(e, Error::BadInput { .. }), "a folder of no class directories: {e}");
 }
+
+/// An image folder is listed as torchvision lists one (review 48, finding 1: a linked class,
+/// a linked image and a nested folder's images were dropped without a word, shifting the
+/// labels): links inside the root followed, subdirectories read, directories in the order of
+/// their paths and files by name; a directory reached twice read once; a link out of the root
+/// and a class name that is not UTF-8 are errors naming them; the same listing for `convert
+/// images` and `image_folder`.
+#[cfg(unix)]
+#[test]
+fn an_image_folder_is_listed_as_torchvision_lists_it() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::symlink;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (root, outside) = (dir.path().join("root"), dir.path().join("outside"));
+    for d in ["cat/sub", "dog", "stash/birds", ".hidden"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::create_dir_all(&outside).unwrap();
+    let png = |p: &Path, v: u8| {
+        RgbImage::from_pixel(4, 3, Rgb([v, 0, 0])).save_with_format(p, ImageFormat::Png).unwrap()
+    };
+    png(&root.join("cat/b.png"), 1);
+    png(&root.join("cat/sub/a.png"), 2);
+    png(&root.join("dog/a.png"), 3);
+    png(&root.join("stash/birds/z.png"), 4);
+    png(&root.join("cat/.x.png"), 9);
+    symlink(root.join("stash/birds"), root.join("bird")).unwrap(); // a class by a link inside
+    symlink(root.join("cat/b.png"), root.join("dog/c.png")).unwrap(); // an image by a link
+    symlink(root.join("cat"), root.join("cat/sub/loop")).unwrap(); // a directory reached twice
+    let folder = loaderx_core::convert::image_folder(&root).unwrap();
+    assert_eq!(folder.classes, ["bird", "cat", "dog", "stash"]);
+    let names: Vec<String> =
+        folder.files.iter().map(|f| f.strip_prefix(&root).unwrap().display().to_string()).collect();
+    assert_eq!(
+        names,
+        ["bird/z.png", "cat/b.png", "cat/sub/a.png", "dog/a.png", "dog/c.png", "stash/birds/z.png"]
+    );
+    let labels = folder.labels.get_batch(&[0, 1, 2, 3, 4, 5]).unwrap();
+    assert_eq!(labels.as_slice::<u32>().unwrap(), [0, 1, 1, 2, 2, 3]);
+    assert_eq!(folder.images.len(), 6);
+    // The converter lists the same files.
+    let out = dir.path().join("out");
+    encoded_images(&root, &out, EncodedOptions::default(), WriteOptions::new()).unwrap();
+    assert_eq!(records_of(&out.join("images")).len(), 6);
+
+    // A link out of the root is named, not followed and not dropped.
+    png(&outside.join("far.png"), 5);
+    symlink(outside.join("far.png"), root.join("dog/far.png")).unwrap();
+    let e = loaderx_core::convert::image_folder(&root).unwrap_err();
+    assert!(
+        matches!(&e, Error::BadInput { path, reason, .. } if path.ends_with("dog/far.png") && reason.contains("outside the image folder")),
+        "{e}"
+    );
+    std::fs::remove_file(root.join("dog/far.png")).unwrap();
+    // A class name that is not UTF-8 is named.
+    std::fs::create_dir(root.join(std::ffi::OsStr::from_bytes(b"a\xff"))).unwrap();
+    let e = loaderx_core::convert::image_folder(&root).unwrap_err();
+    assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("not UTF-8")), "{e}");
+}

@@ -472,3 +472,29 @@ fn the_loader_fetches_the_next_steps_ahead() {
     let e = loaderx_core::Store::open("s3://bucket/ahead").unwrap_err();
     assert!(e.to_string().contains("RemoteStore"), "{e}");
 }
+
+/// A remote stitch whose manifest cannot be put leaves the set's schema as it was (review 48,
+/// finding 6: the new schema was put first and stayed, beside the old manifest).
+#[test]
+fn a_failed_remote_stitch_leaves_the_old_sets_schema() {
+    use loaderx_core::stitch_remote;
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = pairs(&tmp.path().join("p0"), 0..100);
+    push(&p, "s3://bucket/out/_parts/x/p0", server.options(), |_| {}).unwrap();
+    stitch_remote(&["s3://bucket/out/_parts/x/p0".to_string()], "s3://bucket/out/x", server.options())
+        .unwrap();
+    let set = server.root.join("bucket/out/x");
+    let schema = std::fs::read(set.join("schema.msgpack")).unwrap();
+    let other = tmp.path().join("other");
+    let mut w = DatasetWriter::dense::<u32>(&other, vec![3], WriteOptions::new()).unwrap();
+    w.append(&[1u32, 2, 3]).unwrap();
+    w.finish().unwrap();
+    push(&other, "s3://bucket/out/_parts/x/q", server.options(), |_| {}).unwrap();
+    // The manifest's object made unwritable: a directory holding a file where it is stored.
+    std::fs::remove_file(set.join("storeset.msgpack")).unwrap();
+    std::fs::create_dir_all(set.join("storeset.msgpack/held")).unwrap();
+    let e = stitch_remote(&["s3://bucket/out/_parts/x/q".to_string()], "s3://bucket/out/x", server.options());
+    assert!(matches!(e, Err(Error::Remote { .. })), "{e:?}");
+    assert_eq!(std::fs::read(set.join("schema.msgpack")).unwrap(), schema, "the old schema put back");
+}

@@ -25,6 +25,7 @@ contrast, saturation)`` (either order: they commute), then ``Normalize(mean, std
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -135,9 +136,10 @@ class ImageDataset:
 
     def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
         path = os.fspath(path)
+        transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
         crop, flip, normalize, jitter = _pipeline(transforms)
         self._native = _native.Images(path, crop, flip, normalize, jitter, bool(skip_bad))
-        self._recipe = (path, tuple(transforms), bool(skip_bad))
+        self._recipe = (path, transforms, bool(skip_bad))
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
         self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
 
@@ -170,15 +172,30 @@ class ImageFolder:
         folder = V.ImageFolder("data/train", [V.RandomResizedCrop(224), V.HorizontalFlip()])
         loader = DataLoader({"image": folder.images, "label": folder.labels}, batch_size=64)
 
-    A pickle of either dataset (a worker process's) reads the folder again."""
+    The classes are the root's directories (links to directories inside it count), sorted; a
+    class's images every file under its directory, subdirectories and links inside the root
+    followed, as torchvision lists them (``files``: each image's path, in order); names starting
+    with ``.`` are left out, and a link out of the root is an error naming it. A pickle of either
+    dataset (a worker process's) reads the folder again, and refuses a folder whose files
+    changed since (a worker would pair images with other labels)."""
 
-    __slots__ = ("images", "labels", "classes", "root")
+    __slots__ = ("images", "labels", "classes", "files", "root", "_digest")
 
-    def __init__(self, root: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False, *, _digest: str | None = None
+    ) -> None:
         root = os.fspath(root)
+        transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
         crop, flip, normalize, jitter = _pipeline(transforms)
-        ragged, labels, classes = _native.image_folder(root)
-        recipe = (root, tuple(transforms), bool(skip_bad))
+        ragged, labels, classes, files = _native.image_folder(root)
+        self.files: list[str] = [os.fspath(f) for f in files]
+        self._digest = _listing_digest(self.files, ragged)
+        if _digest is not None and _digest != self._digest:
+            raise RuntimeError(
+                f"{root}: the image folder changed since this dataset was pickled ({len(self.files)} "
+                "files now, or other files or sizes): a worker would pair images with other labels"
+            )
+        recipe = (root, transforms, bool(skip_bad), self._digest)
         images = _FolderImages.__new__(_FolderImages)
         images._native = _native.Images.from_ragged(ragged, crop, flip, normalize, jitter, bool(skip_bad))
         images._recipe = recipe
@@ -196,15 +213,29 @@ class ImageFolder:
         return f"ImageFolder({self.root!r}, len={len(self)}, classes={len(self.classes)})"
 
 
+def _listing_digest(files: list[str], ragged: Any) -> str:
+    """What a pickle checks the folder against: its files, in order, and their sizes."""
+    sizes = ragged.record_rows(np.arange(len(files), dtype=np.uint32))
+    h = hashlib.sha256("\0".join(files).encode("utf-8", "surrogateescape"))
+    h.update(np.ascontiguousarray(sizes, dtype="<u8").tobytes())
+    return h.hexdigest()
+
+
+def _folder(recipe: tuple) -> "ImageFolder":
+    """The folder of a pickled part, read again and checked against the pickle's listing."""
+    root, transforms, skip_bad, digest = recipe
+    return ImageFolder(root, transforms, skip_bad, _digest=digest)
+
+
 def _folder_part(recipe: tuple, part: str) -> Any:
     """A pickled part of an :class:`ImageFolder`: the folder read again."""
-    return getattr(ImageFolder(*recipe), part)
+    return getattr(_folder(recipe), part)
 
 
 def _folder_labels(recipe: tuple, views: tuple) -> Any:
     """Pickled ``ImageFolder.labels`` (or a view of them): the folder read again, the views
     taken again in order."""
-    return _take_views(ImageFolder(*recipe).labels, views)
+    return _take_views(_folder(recipe).labels, views)
 
 
 class _FolderImages(ImageDataset):

@@ -1,0 +1,106 @@
+//! Store sets on object storage: a set's parts read from its manifest, and a set stitched over
+//! parts already pushed (what `loaderx.ray` writes to `s3://`).
+
+use std::path::PathBuf;
+
+use super::schema::{SCHEMA_FILE, Schema};
+use super::set::{SET_FILE, StitchSummary, decode};
+use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
+use crate::{Error, Result};
+
+/// The parts of the store set at `url` on object storage: each part's URL (its manifest path
+/// resolved against `url`) and record count, or `None` when there is no set manifest there.
+///
+/// # Errors
+/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest;
+/// [`Error::InvalidArgument`] for a part path that leaves the bucket or is absolute.
+pub(crate) fn remote_parts(
+    url: &str,
+    options: &crate::remote::RemoteOptions,
+) -> Result<Option<Vec<(String, u64)>>> {
+    let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
+        return Ok(None);
+    };
+    let file = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
+    decode(&bytes, &file)?
+        .parts
+        .into_iter()
+        .map(|e| Ok((crate::remote::join_url(url, &e.path)?, e.records)))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// Writes a store set at `out` (an `s3://` URL) over the stores already at `parts` (URLs in the
+/// same bucket), in order: each part's index and schema fetched, the schemas compared, then the
+/// set's schema and manifest put, the manifest last, so that a reader sees the set whole or not
+/// at all. A set already at `out` is replaced (object storage has no atomic create: the
+/// manifest's one put is the switch). The manifest names the parts relative to `out`, as
+/// [`stitch`] does, and carries no part identity (it would take reading records of every part);
+/// a reader of the set checks each part's record count.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no parts, a part in another bucket or at `out` or above it,
+/// more than `u32::MAX` records in all (the loader's indices); [`Error::Schema`] naming the
+/// first part whose schema differs from the first's; the parts' open errors
+/// ([`RemoteStore::open`](crate::remote::RemoteStore::open)); [`Error::Remote`] naming the
+/// object for a failed put. Nothing is put on any other error; when the manifest's put fails,
+/// the set's schema is as it was.
+pub fn stitch_remote(
+    parts: &[String],
+    out: &str,
+    options: crate::remote::RemoteOptions,
+) -> Result<StitchSummary> {
+    if parts.is_empty() {
+        return Err(Error::InvalidArgument("a store set needs at least one part".into()));
+    }
+    let mut first: Option<(Schema, Vec<u8>)> = None;
+    let mut entries = Vec::with_capacity(parts.len());
+    let mut records = 0u64;
+    for part in parts {
+        let path = crate::remote::part_path(out, part)?;
+        let store = crate::remote::RemoteStore::open(part, options.clone())?;
+        let bytes = store.get_file(SCHEMA_FILE)?;
+        let schema = Schema::decode(&bytes, &PathBuf::from(format!("{part}/{SCHEMA_FILE}")))?;
+        match &first {
+            None => first = Some((schema, bytes)),
+            Some((s, _)) if *s != schema => {
+                return Err(Error::Schema {
+                    path: part.into(),
+                    reason: format!("the part's schema ({schema}) differs from the first part's ({s})"),
+                });
+            }
+            Some(_) => {}
+        }
+        if entries.iter().any(|e: &SetPart| e.path == path) {
+            return Err(Error::InvalidArgument(format!(
+                "{part} is named twice: a set would read its records twice"
+            )));
+        }
+        records = records
+            .checked_add(store.len())
+            .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
+        entries.push(SetPart { path, records: store.len(), identity: None });
+    }
+    if records > u64::from(u32::MAX) {
+        return Err(Error::InvalidArgument(format!(
+            "a store set of {records} records: the loader indexes at most 2^32 - 1"
+        )));
+    }
+    let (_, schema) = first.unwrap_or_else(|| unreachable!("at least one part"));
+    // A set already there keeps its own schema until its manifest is replaced: the schema is
+    // put only when it changes, and put back when the manifest's put fails, so that a failed
+    // commit leaves the old set's two files agreeing (review 48, finding 6).
+    let old = crate::remote::get_optional(out, SCHEMA_FILE, &options, 64 << 10)?;
+    let changed = old.as_ref() != Some(&schema);
+    if changed {
+        crate::remote::put(out, SCHEMA_FILE, schema, &options)?;
+    }
+    if let Err(e) = crate::remote::put(out, SET_FILE, SetManifest::new(entries).encode(), &options) {
+        if let (true, Some(old)) = (changed, old) {
+            // Best effort: the manifest's error is the one reported.
+            let _ = crate::remote::put(out, SCHEMA_FILE, old, &options);
+        }
+        return Err(e);
+    }
+    Ok(StitchSummary { parts: parts.len(), records })
+}
