@@ -52,9 +52,9 @@ pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
 pub(crate) use replace::{check_free_dir_of, check_replaceable_dir_of, clear_staging_dir_of, place_dir_of};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
+pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 #[cfg(feature = "remote")]
 pub use set_remote::stitch_remote;
-pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};

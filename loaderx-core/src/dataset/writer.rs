@@ -513,6 +513,12 @@ impl Drop for DatasetWriter {
     fn drop(&mut self) {
         if self.store.take().is_some() {
             let _ = remove_dataset_dir(&self.staging);
+            // Windows keeps a directory that holds a file still open (the lock's, removed but
+            // held): once the lock is released its file is gone, and so can the directory be.
+            if self.staging.exists() {
+                self.lock.release();
+                let _ = std::fs::remove_dir(&self.staging);
+            }
         }
     }
 }

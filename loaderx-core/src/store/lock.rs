@@ -180,16 +180,23 @@ impl WriteLock {
     }
 }
 
-impl Drop for WriteLock {
-    fn drop(&mut self) {
-        // Remove while still holding the lock, then release it: a process that opened the old
-        // file meanwhile sees it is gone once it gets the lock, and starts over. Only the file
-        // this lock holds: a path that names another now (the directory renamed away, another
-        // writer's lock there) is left alone.
+impl WriteLock {
+    /// Releases the lock now (what dropping it does; nothing the second time). Its file is
+    /// removed while still held, then closed: a process that opened the old file meanwhile
+    /// sees it is gone once it gets the lock, and starts over. Only the file this lock holds:
+    /// a path that names another now (the directory renamed away, another writer's lock there)
+    /// is left alone.
+    pub(crate) fn release(&mut self) {
         if self.still_here() {
             let _ = std::fs::remove_file(&self.path);
         }
         drop(self.file.take());
+    }
+}
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
