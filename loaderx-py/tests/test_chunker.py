@@ -42,6 +42,13 @@ def test_empty_and_sparse_files(tmp_path):
     assert plan_file(one, 4).ranges == (Range(0, 0, 33, 33),)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="no /proc here")
+def test_a_file_reporting_no_size_but_holding_content_is_refused():
+    # Review 49: a /proc file (size 0, content) was planned as empty.
+    with pytest.raises(PlanningError, match="reports a size of 0 bytes but has content"):
+        plan_file("/proc/self/status", 2)
+
+
 def test_validation_as_the_reference(tmp_path, jsonl):
     with pytest.raises(TypeError, match="parts must be an int, got str"):
         plan_file(jsonl, "2")

@@ -164,6 +164,11 @@ def test_an_image_folder_reads_unconverted_as_its_converted_store(store, tmp_pat
     # A folder whose files changed since the pickle is refused, not paired with other labels
     # (review 48, finding 2).
     labels = pickle.dumps(folder.labels)
+    (tmp_path / "in" / "aardvark").mkdir()  # a class, empty: every label moves up (review 49)
+    with pytest.raises(RuntimeError, match="changed since this dataset was pickled"):
+        pickle.loads(labels)
+    (tmp_path / "in" / "aardvark").rmdir()
+    assert len(pickle.loads(labels)) == 24
     (tmp_path / "in" / "cat" / "00.png").unlink()
     with pytest.raises(RuntimeError, match="changed since this dataset was pickled"):
         pickle.loads(labels)

@@ -77,14 +77,14 @@ pub fn encoded_images_part(
     convert_folder(dir.as_ref(), out.as_ref(), Target::Encoded(options), opts, part)
 }
 
-/// Reads, checks and (when larger than asked) re-encodes the image file `path` within the
+/// Reads, checks and (when larger than asked) re-encodes the image file `image` within the
 /// budgets: the bytes read, and the record, or why not.
 pub(super) fn encode_file(
-    path: &Path,
+    image: &super::folder::Image,
     options: EncodedOptions,
     budgets: &Budgets,
 ) -> (u64, std::result::Result<Vec<u8>, Undecodable>) {
-    with_file(path, budgets, |bytes| encode(bytes, options, &budgets.pixels))
+    with_file(image, budgets, |bytes| encode(bytes, options, &budgets.pixels))
 }
 
 /// The size `(w, h)` is brought to so that its longer side is `side` (aspect kept, each side at
@@ -206,7 +206,7 @@ pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
     // once: the folder held once in memory, not file by file and then copied (review 48).
     let mut lens = Vec::with_capacity(files.len());
     let mut total = 0u64;
-    for (path, _) in &files {
+    for super::folder::Image { path, .. } in &files {
         let len = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?.len();
         if len > super::images::MAX_FILE_BYTES {
             return Err(Error::BadInput {
@@ -235,17 +235,26 @@ pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
     })?;
     let mut offsets = Vec::with_capacity(files.len() + 1);
     offsets.push(0);
-    for ((path, _), len) in files.iter().zip(lens) {
-        let (file, _) = super::block::open_input(path)?;
-        // No more than the length measured: a file growing meanwhile reads as it was.
-        file.take(len).read_to_end(&mut values).map_err(|e| Error::io("read", path, e))?;
+    for (image, len) in files.iter().zip(lens) {
+        // The file listed (one swapped in since is refused); no more than the length measured
+        // (a file growing meanwhile reads as it was), and no less (one cut short is refused).
+        let (file, _) = image.open()?;
+        let path = &image.path;
+        let got = file.take(len).read_to_end(&mut values).map_err(|e| Error::io("read", path, e))?;
+        if (got as u64) < len {
+            return Err(Error::BadInput {
+                path: path.clone(),
+                reason: format!("{got} of its {len} bytes read: the file was cut short while read"),
+                source: None,
+            });
+        }
         offsets.push(values.len());
     }
     let schema = crate::Schema::ragged(crate::DType::U8, vec![]);
     Ok(ImageFolder {
         images: crate::RaggedSource::from_flat(schema, values, &offsets)?,
-        labels: crate::DenseSource::from_vec(vec![], files.iter().map(|(_, label)| *label).collect())?,
+        labels: crate::DenseSource::from_vec(vec![], files.iter().map(|image| image.label).collect())?,
         classes,
-        files: files.into_iter().map(|(path, _)| path).collect(),
+        files: files.into_iter().map(|image| image.path).collect(),
     })
 }

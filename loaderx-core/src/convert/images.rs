@@ -9,7 +9,8 @@ use fast_image_resize as fir;
 use image::{ColorType, DynamicImage, ImageDecoder, ImageReader, Limits, RgbImage};
 use rayon::prelude::*;
 
-use super::block::{catch_decoder_panic, open_input, pipelined};
+use super::block::{catch_decoder_panic, pipelined};
+use super::folder::Image;
 use super::image_io::{Budget, Budgets, Undecodable, decode_cost};
 use super::part::Part;
 use super::summary::ConvertSummary;
@@ -256,24 +257,26 @@ fn discard(staging: &Path, made: &[&str], lock: crate::store::WriteLock) {
     let _ = std::fs::remove_dir(staging);
 }
 
-/// Reads and decodes the image file `path` within the budgets: its length and the bytes read,
+/// Reads and decodes the image file `image` within the budgets: its length and the bytes read,
 /// and the image brought to `options.size`, or why not.
 pub(super) fn decode_file(
-    path: &Path,
+    image: &Image,
     options: ImageOptions,
     budgets: &Budgets,
 ) -> (u64, std::result::Result<RgbImage, Undecodable>) {
-    with_file(path, budgets, |bytes| decode(bytes, options, &budgets.pixels))
+    with_file(image, budgets, |bytes| decode(bytes, options, &budgets.pixels))
 }
 
-/// Reads the image file `path` within the file budget and hands its bytes to `f` (a decoder's
-/// panic caught as why the file is refused): the bytes read, and `f`'s result or why not.
+/// Reads the image file `image` within the file budget and hands its bytes to `f` (a decoder's
+/// panic caught as why the file is refused): the bytes read, and `f`'s result or why not. The
+/// file read is the one listed ([`Image::open`]), and all of it: a file cut short while read is
+/// refused, not kept as part of an image.
 pub(super) fn with_file<T>(
-    path: &Path,
+    image: &Image,
     budgets: &Budgets,
     f: impl FnOnce(&[u8]) -> std::result::Result<T, Undecodable>,
 ) -> (u64, std::result::Result<T, Undecodable>) {
-    let (file, len) = match open_input(path) {
+    let (file, len) = match image.open() {
         Ok(f) => f,
         Err(Error::BadInput { reason, source: None, .. }) => return (0, Err(Undecodable::why(reason))),
         Err(e) => return (0, Err(Undecodable::caused(Some("cannot be read"), e))),
@@ -287,6 +290,10 @@ pub(super) fn with_file<T>(
     // No more than the length measured: a file growing meanwhile cannot outgrow its budget.
     if let Err(e) = file.take(len).read_to_end(&mut bytes) {
         return (0, Err(Undecodable::caused(Some("cannot be read"), e)));
+    }
+    if (bytes.len() as u64) < len {
+        let why = format!("{} of its {len} bytes read: the file was cut short while read", bytes.len());
+        return (bytes.len() as u64, Err(Undecodable::why(why)));
     }
     let done = catch_decoder_panic(|| f(&bytes))
         .unwrap_or_else(|panic| Err(Undecodable::why(format!("it broke the decoder: {panic}"))));
@@ -384,7 +391,7 @@ type Written = (ConvertSummary, Vec<(PathBuf, String)>);
 fn write(
     staging: &Path,
     classes: &[String],
-    files: &[(PathBuf, u32)],
+    files: &[Image],
     (target, whole): (Target, bool),
     opts: &WriteOptions,
     made: &mut Vec<&'static str>,
@@ -408,24 +415,24 @@ fn write(
     let (mut bytes_in, mut done) = (0u64, 0u64);
     let mut skipped = Vec::new();
     let budgets = Budgets::new();
-    let decode_window = |chunk: &[(PathBuf, u32)]| -> Vec<(u64, std::result::Result<Vec<u8>, Undecodable>)> {
+    let decode_window = |chunk: &[Image]| -> Vec<(u64, std::result::Result<Vec<u8>, Undecodable>)> {
         chunk
             .par_iter()
-            .map(|(path, _)| match target {
+            .map(|image| match target {
                 Target::Decoded(o) => {
-                    let (n, img) = decode_file(path, o, &budgets);
+                    let (n, img) = decode_file(image, o, &budgets);
                     (n, img.map(RgbImage::into_raw))
                 }
-                Target::Encoded(o) => super::encoded::encode_file(path, o, &budgets),
+                Target::Encoded(o) => super::encoded::encode_file(image, o, &budgets),
             })
             .collect()
     };
-    let windows: Vec<&[(PathBuf, u32)]> = files.chunks(window).collect();
+    let windows: Vec<&[Image]> = files.chunks(window).collect();
     // Each window is written on a writer thread while the next ones decode on the pool.
     let write = |k: usize, decoded: Vec<(u64, std::result::Result<Vec<u8>, Undecodable>)>| -> Result<()> {
         let mut pixels: Vec<Vec<u8>> = Vec::with_capacity(decoded.len());
         let mut ids: Vec<u32> = Vec::with_capacity(decoded.len());
-        for ((path, label), (n, img)) in windows[k].iter().zip(decoded) {
+        for (Image { path, label, .. }, (n, img)) in windows[k].iter().zip(decoded) {
             done += n;
             match img {
                 Ok(record) => {

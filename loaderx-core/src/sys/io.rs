@@ -308,6 +308,19 @@ pub(crate) fn file_key(_file: &File) -> io::Result<Option<(u64, u64)>> {
     Ok(None)
 }
 
+/// [`file_key`] of what `meta` describes (a path's metadata, links followed or not).
+#[cfg(all(unix, feature = "images"))]
+pub(crate) fn meta_key(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+/// See the Unix version.
+#[cfg(all(not(unix), feature = "images"))]
+pub(crate) fn meta_key(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
 /// Renames `from` to `to` unless something is at `to` (`AlreadyExists` then): atomically on
 /// Linux (`renameat2` with `RENAME_NOREPLACE`); elsewhere, or on a file system without the
 /// flag, `to` is looked at first and the rename follows (a window between the two remains).

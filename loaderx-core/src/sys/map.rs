@@ -27,17 +27,36 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    /// Opens and maps `path` read-only.
+    /// Opens and maps `path` read-only: a file (a link to one followed) whose size is its
+    /// content.
     ///
     /// # Errors
-    /// [`Error::Io`] naming `path` when it cannot be opened, is a directory, or cannot be
-    /// mapped.
+    /// [`Error::Io`] naming `path` when it cannot be opened (a FIFO's open never waits for a
+    /// writer) or mapped, is a directory (`IsADirectory`), or reports a size of 0 bytes but has
+    /// content (`InvalidData`: a `/proc` file, a pipe, a device), which a plan would find
+    /// empty (review 49). One that reads empty (`/dev/null`) is an empty file.
     pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io("open", path, e))?;
+        let mut opts = File::options();
+        let file =
+            super::io::non_blocking(opts.read(true)).open(path).map_err(|e| Error::io("open", path, e))?;
         let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
         if meta.is_dir() {
             return Err(Error::io("open", path, io::Error::from(io::ErrorKind::IsADirectory)));
+        }
+        if !meta.is_file() || meta.len() == 0 {
+            // No size to map by: empty when it reads empty (`/dev/null`, a FIFO no one writes
+            // to: as mmap-chunker plans them); one with content cannot be mapped.
+            let mut probe = [0u8; 1];
+            return match io::Read::read(&mut &file, &mut probe) {
+                Ok(0) => Ok(MappedFile { path: path.to_path_buf(), map: None }),
+                Ok(_) => {
+                    let why = "it reports a size of 0 bytes but has content (a /proc or /sys file, a \
+                               pipe, a device): save it to a file";
+                    Err(Error::io("open", path, io::Error::new(io::ErrorKind::InvalidData, why)))
+                }
+                Err(e) => Err(Error::io("read", path, e)),
+            };
         }
         MappedFile::map_prefix(&file, path, meta.len())
     }

@@ -47,6 +47,8 @@ pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
 pub(crate) use dir::{Access, Dir, Stat};
 pub use env::cache_dir;
 pub(crate) use index_map::{IndexMap, IndexView};
+#[cfg(feature = "images")]
+pub(crate) use io::meta_key;
 pub(crate) use io::{
     create_own_temporary, file_key, first_hole, is_a_readers_failure, link_count, no_follow,
     no_follow_non_blocking, open_regular, read_exact_at, rename_no_replace, same_file, start_writeback,

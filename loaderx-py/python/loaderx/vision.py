@@ -189,7 +189,8 @@ class ImageFolder:
         crop, flip, normalize, jitter = _pipeline(transforms)
         ragged, labels, classes, files = _native.image_folder(root)
         self.files: list[str] = [os.fspath(f) for f in files]
-        self._digest = _listing_digest(self.files, ragged)
+        self.classes: list[str] = list(classes)
+        self._digest = _listing_digest(self.classes, self.files, ragged)
         if _digest is not None and _digest != self._digest:
             raise RuntimeError(
                 f"{root}: the image folder changed since this dataset was pickled ({len(self.files)} "
@@ -203,7 +204,6 @@ class ImageFolder:
         images.item_shape = tuple(images._native.item_shape)
         self.images: ImageDataset = images
         self.labels: DenseDataset = _FolderLabels._of(labels, recipe)
-        self.classes: list[str] = list(classes)
         self.root = root
 
     def __len__(self) -> int:
@@ -213,10 +213,12 @@ class ImageFolder:
         return f"ImageFolder({self.root!r}, len={len(self)}, classes={len(self.classes)})"
 
 
-def _listing_digest(files: list[str], ragged: Any) -> str:
-    """What a pickle checks the folder against: its files, in order, and their sizes."""
+def _listing_digest(classes: list[str], files: list[str], ragged: Any) -> str:
+    """What a pickle checks the folder against: its classes (the labels' numbers: review 49),
+    its files, in order, and their sizes."""
     sizes = ragged.record_rows(np.arange(len(files), dtype=np.uint32))
-    h = hashlib.sha256("\0".join(files).encode("utf-8", "surrogateescape"))
+    h = hashlib.sha256("\0".join(classes).encode("utf-8") + b"\1")
+    h.update("\0".join(files).encode("utf-8", "surrogateescape"))
     h.update(np.ascontiguousarray(sizes, dtype="<u8").tobytes())
     return h.hexdigest()
 
