@@ -35,8 +35,8 @@ pub(crate) fn remote_parts(
 /// set's schema and manifest put, the manifest last, so that a reader sees the set whole or not
 /// at all. A set already at `out` is replaced (object storage has no atomic create: the
 /// manifest's one put is the switch). The manifest names the parts relative to `out`, as
-/// [`stitch`] does, and carries no part identity (it would take reading records of every part);
-/// a reader of the set checks each part's record count.
+/// [`stitch`](crate::stitch) does, and carries no part identity (it would take reading records
+/// of every part); a reader of the set checks each part's record count.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no parts, a part in another bucket or at `out` or above it,

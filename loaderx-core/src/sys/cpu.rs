@@ -1,5 +1,8 @@
 //! What depends on the CPU: code compiled for AVX2 where the CPU has it, and prefetch hints.
-#![expect(unsafe_code, reason = "calling AVX2-compiled code after the CPU check, and prefetch intrinsics")]
+#![cfg_attr(
+    target_arch = "x86_64",
+    expect(unsafe_code, reason = "calling AVX2-compiled code after the CPU check, and prefetch intrinsics")
+)]
 
 /// A computation [`with_avx2`] runs compiled for AVX2: its `run` must be `#[inline(always)]` over
 /// `#[inline(always)]` loops, so that its whole body lands in the AVX2 copy. (A closure would not
@@ -99,4 +102,5 @@ fn prefetch_lines<const HINT: i32>(ptr: *const u8, len: usize) {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 use super::tuning::PREFETCH_BYTES;

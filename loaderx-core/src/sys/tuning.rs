@@ -41,6 +41,7 @@ pub(crate) const PREFETCH_FROM_BYTES: usize = 64 << 20;
 /// Records this long or longer are not hinted: the hardware prefetcher follows the copy.
 pub(crate) const PREFETCH_BELOW_RECORD: usize = 8 << 10;
 /// Bytes of a record one hint covers at most, a hint per cache line.
+#[cfg(target_arch = "x86_64")]
 pub(crate) const PREFETCH_BYTES: usize = 1024;
 
 // ---- Copies and checksums (docs/benchmarks/tuning.md#copies)
