@@ -452,9 +452,9 @@ fn the_reference_clis_recorded_results_are_reproduced() {
     );
 }
 
-/// A file that reports 0 bytes but has content (`/proc`) is refused as not mappable, as
-/// mmap-chunker's header says, never planned as empty with success (review 49); a FIFO no one
-/// writes to reads empty, as `/dev/null` does, instead of waiting for a writer for good.
+/// A file that reports 0 bytes but has content (`/proc`) and a FIFO are refused as not
+/// mappable, as mmap-chunker's header says, never planned as empty with success (review 49),
+/// the FIFO without waiting for a writer and a pipe without a byte taken from it (review 50).
 #[cfg(target_os = "linux")]
 #[test]
 fn files_without_a_size_to_plan_by_are_refused_not_planned_empty() {
@@ -487,5 +487,11 @@ fn files_without_a_size_to_plan_by_are_refused_not_planned_empty() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    ok(&child.wait_with_output().unwrap(), "");
+    let fifo_error = format!("failed to open {}: failed to open or map file", s(&fifo));
+    fails(&child.wait_with_output().unwrap(), "partition", &fifo_error);
+    // A pipe: refused, and what the caller reads next is all still there.
+    let sh =
+        format!("printf 'abcdef' | ({} partition --parts 1 /dev/stdin; cat)", env!("CARGO_BIN_EXE_loaderx"));
+    let out = Command::new("sh").args(["-c", &sh]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "abcdef", "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -238,8 +238,19 @@ pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
     for (image, len) in files.iter().zip(lens) {
         // The file listed (one swapped in since is refused); no more than the length measured
         // (a file growing meanwhile reads as it was), and no less (one cut short is refused).
-        let (file, _) = image.open()?;
+        let (file, now) = image.open()?;
         let path = &image.path;
+        if now != len {
+            // Rewritten since its length was taken: neither length's bytes are known to be the
+            // file's (review 50: a file rewritten larger kept its first bytes).
+            return Err(Error::BadInput {
+                path: path.clone(),
+                reason: format!(
+                    "{now} bytes now, {len} when the folder was listed: the file changed while read"
+                ),
+                source: None,
+            });
+        }
         let got = file.take(len).read_to_end(&mut values).map_err(|e| Error::io("read", path, e))?;
         if (got as u64) < len {
             return Err(Error::BadInput {

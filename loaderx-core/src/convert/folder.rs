@@ -109,14 +109,15 @@ fn entries(d: &Path) -> Result<Vec<(OsString, PathBuf)>> {
     Ok(v)
 }
 
-/// `path` as a directory or a regular file, links followed (`None`: anything else, a FIFO or
-/// a dangling link, which is no image); a link out of `root` is an error naming it, and so is
-/// a path that cannot be resolved (review 49: it was left out without a word).
+/// `path` as a directory or a regular file, links followed (`None`: anything else, a FIFO, a
+/// broken link (dangling, a loop, through a file: review 50) or an entry gone since it was
+/// listed, none of which is an image); a link out of `root` is an error naming it, and so is
+/// any other entry that cannot be resolved (review 49: it was left out without a word).
 fn kind(root: &Path, path: &Path) -> Result<Option<Kind>> {
     let real = match std::fs::canonicalize(path) {
         Ok(real) => real,
-        // A dangling link: nothing to read.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && std::fs::symlink_metadata(path).is_ok() => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
             return Ok(None);
         }
         Err(e) => return Err(Error::io("resolve", path, e)),

@@ -43,8 +43,10 @@ pub(crate) fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::
     Ok(())
 }
 
+/// One positional read (`pread`): the file's cursor untouched, a pipe refused (`ESPIPE`) with
+/// nothing read from it.
 #[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     std::os::unix::fs::FileExt::read_at(file, buf, offset)
 }
 
@@ -56,7 +58,7 @@ fn write_at(file: &File, buf: &[u8], offset: u64) -> io::Result<usize> {
 // `seek_read` / `seek_write` move the handle's cursor as a side effect; nothing in the crate uses
 // a chunk or meta handle's cursor, so that is harmless.
 #[cfg(windows)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+pub(crate) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     std::os::windows::fs::FileExt::seek_read(file, buf, offset)
 }
 

@@ -31,10 +31,11 @@ impl MappedFile {
     /// content.
     ///
     /// # Errors
-    /// [`Error::Io`] naming `path` when it cannot be opened (a FIFO's open never waits for a
-    /// writer) or mapped, is a directory (`IsADirectory`), or reports a size of 0 bytes but has
-    /// content (`InvalidData`: a `/proc` file, a pipe, a device), which a plan would find
-    /// empty (review 49). One that reads empty (`/dev/null`) is an empty file.
+    /// [`Error::Io`] naming `path` when it cannot be opened or mapped, is a directory
+    /// (`IsADirectory`), a pipe or a FIFO (its open never waits for a writer; nothing is read
+    /// from it), or reports a size of 0 bytes but has content (`InvalidData`: a `/proc` file,
+    /// a device), which a plan would find empty (review 49). One that reads empty
+    /// (`/dev/null`) is an empty file.
     pub fn open(path: impl AsRef<Path>) -> Result<MappedFile> {
         let path = path.as_ref();
         let mut opts = File::options();
@@ -45,10 +46,11 @@ impl MappedFile {
             return Err(Error::io("open", path, io::Error::from(io::ErrorKind::IsADirectory)));
         }
         if !meta.is_file() || meta.len() == 0 {
-            // No size to map by: empty when it reads empty (`/dev/null`, a FIFO no one writes
-            // to: as mmap-chunker plans them); one with content cannot be mapped.
+            // No size to map by: empty when it reads empty (`/dev/null`, as mmap-chunker plans
+            // it); one with content cannot be mapped. A positional read, so a pipe or FIFO is
+            // refused (`ESPIPE`) with nothing taken from it (review 50: a byte was).
             let mut probe = [0u8; 1];
-            return match io::Read::read(&mut &file, &mut probe) {
+            return match super::io::read_at(&file, &mut probe, 0) {
                 Ok(0) => Ok(MappedFile { path: path.to_path_buf(), map: None }),
                 Ok(_) => {
                     let why = "it reports a size of 0 bytes but has content (a /proc or /sys file, a \

@@ -441,6 +441,10 @@ fn an_image_folder_is_listed_as_torchvision_lists_it() {
     symlink(root.join("stash/birds"), root.join("bird")).unwrap(); // a class by a link inside
     symlink(root.join("cat/b.png"), root.join("dog/c.png")).unwrap(); // an image by a link
     symlink(root.join("cat"), root.join("cat/sub/loop")).unwrap(); // a directory reached twice
+    // Broken links, skipped alike (review 50): dangling, a loop, through a file.
+    symlink(root.join("cat/nowhere.png"), root.join("cat/dangling.png")).unwrap();
+    symlink(root.join("cat/self.png"), root.join("cat/self.png")).unwrap();
+    symlink(root.join("cat/b.png/x"), root.join("cat/through.png")).unwrap();
     let folder = loaderx_core::convert::image_folder(&root).unwrap();
     assert_eq!(folder.classes, ["bird", "cat", "dog", "stash"]);
     let names: Vec<String> =
