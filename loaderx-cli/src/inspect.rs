@@ -186,7 +186,8 @@ fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         // A remote store: every record fetched and checked against its crc32c (the first
         // damaged one is the error).
         let url = dir.to_string_lossy();
-        let store = loaderx_core::remote::RemoteStore::open(&url, loaderx_core::remote::RemoteOptions::new())
+        let options = loaderx_core::remote::RemoteOptions::new().with_env_cache()?;
+        let store = loaderx_core::remote::RemoteStore::open(&url, options)
             .with_context(|| format!("verify {url}"))?;
         return Ok(match store.verify() {
             Ok(n) if store.format() == Format::V1 => {
@@ -355,8 +356,9 @@ fn verify_targets(dir: &Path) -> anyhow::Result<Targets> {
 /// `loaderx info s3://...`: what the remote index says (nothing else fetched but the schema).
 #[cfg(feature = "remote")]
 fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
-    let store = loaderx_core::remote::RemoteStore::open(url, loaderx_core::remote::RemoteOptions::new())
-        .with_context(|| format!("info {url}"))?;
+    let options = loaderx_core::remote::RemoteOptions::new().with_env_cache()?;
+    let store =
+        loaderx_core::remote::RemoteStore::open(url, options).with_context(|| format!("info {url}"))?;
     let s = store.summary();
     let schema = store
         .get_file(loaderx_core::SCHEMA_FILE)

@@ -34,7 +34,8 @@ pub(crate) fn remote_options(
     given: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<loaderx_core::remote::RemoteOptions> {
     let mut o = loaderx_core::remote::RemoteOptions::new();
-    let Some(given) = given else { return Ok(o) };
+    // The environment's cache applies where the dict names none (read here, at the face).
+    let Some(given) = given else { return o.with_env_cache().py() };
     let get = |k: &str| given.get_item(k);
     for key in given.keys() {
         let key: String = key.extract()?;
@@ -97,7 +98,7 @@ pub(crate) fn remote_options(
         (None, None) => {}
         _ => return Err(PyValueError::new_err("cache_dir and cache_bytes are given together")),
     }
-    Ok(o)
+    o.with_env_cache().py()
 }
 
 #[cfg(not(feature = "remote"))]

@@ -41,7 +41,7 @@ impl DenseSource {
         if crate::remote::is_remote(dir.as_ref()) {
             return DenseSource::open_remote(
                 &dir.as_ref().to_string_lossy(),
-                crate::remote::RemoteOptions::new(),
+                crate::remote::RemoteOptions::new().with_env_cache()?,
             );
         }
         let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Dense)?;

@@ -48,7 +48,7 @@ impl RaggedSource {
         if crate::remote::is_remote(dir.as_ref()) {
             return RaggedSource::open_remote(
                 &dir.as_ref().to_string_lossy(),
-                crate::remote::RemoteOptions::new(),
+                crate::remote::RemoteOptions::new().with_env_cache()?,
             );
         }
         let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Ragged)?;

@@ -142,7 +142,34 @@ impl RemoteOptions {
         scrub(text, self.endpoint.as_deref())
     }
 
-    /// The cache directory and limit, from the options or the environment.
+    /// These options with the page cache the environment names when none is set:
+    /// `LOADERX_REMOTE_CACHE=DIR` and `LOADERX_REMOTE_CACHE_BYTES` (default 8 GiB). The one
+    /// documented override of the remote engine, read where a face builds its options (the
+    /// CLI, Python, `DenseSource::open` of a URL), never by the engine below them (issue 41:
+    /// a policy is a parameter).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a `LOADERX_REMOTE_CACHE_BYTES` that is no byte count.
+    pub fn with_env_cache(self) -> Result<Self> {
+        self.with_cache_from(|k| std::env::var_os(k))
+    }
+
+    /// [`RemoteOptions::with_env_cache`] with the variables looked up by `var`.
+    pub(crate) fn with_cache_from(self, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Self> {
+        if self.cache.is_some() {
+            return Ok(self);
+        }
+        let Some(dir) = var("LOADERX_REMOTE_CACHE").filter(|d| !d.is_empty()) else { return Ok(self) };
+        let limit = match var("LOADERX_REMOTE_CACHE_BYTES") {
+            Some(v) => v.to_str().and_then(|v| v.trim().parse::<u64>().ok()).ok_or_else(|| {
+                Error::InvalidArgument(format!("LOADERX_REMOTE_CACHE_BYTES={v:?} is not a byte count"))
+            })?,
+            None => 8 << 30,
+        };
+        Ok(self.cache(PathBuf::from(dir), limit))
+    }
+
+    /// The cache directory, limit and page, from the options.
     pub(super) fn cache_config(&self) -> Result<Option<(PathBuf, u64, u64)>> {
         let page = self.page_size.unwrap_or(1 << 20);
         if page == 0 || !page.is_multiple_of(4096) {
@@ -150,23 +177,7 @@ impl RemoteOptions {
                 "a cache page of {page} bytes: use a multiple of 4096"
             )));
         }
-        let (dir, limit) = match &self.cache {
-            Some((d, l)) => (d.clone(), *l),
-            None => match std::env::var_os("LOADERX_REMOTE_CACHE") {
-                Some(d) if !d.is_empty() => {
-                    let limit = match std::env::var("LOADERX_REMOTE_CACHE_BYTES") {
-                        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
-                            Error::InvalidArgument(format!(
-                                "LOADERX_REMOTE_CACHE_BYTES={v:?} is not a byte count"
-                            ))
-                        })?,
-                        Err(_) => 8 << 30,
-                    };
-                    (PathBuf::from(d), limit)
-                }
-                _ => return Ok(None),
-            },
-        };
+        let Some((dir, limit)) = self.cache.clone() else { return Ok(None) };
         if limit < page {
             return Err(Error::InvalidArgument(format!(
                 "a cache limit of {limit} bytes holds no page of {page} bytes"
@@ -232,4 +243,45 @@ fn default_memory_limit() -> u64 {
         });
         total.map_or(8 << 30, |t| (t / 2).max(1 << 30))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+
+    /// The environment's cache is read by `with_env_cache` alone, where a face builds its
+    /// options: the options' own cache wins, a missing or empty directory sets none, the limit
+    /// defaults to 8 GiB and a limit that is no byte count is an error naming the variable.
+    #[test]
+    fn the_environments_cache_is_read_where_options_are_built() {
+        fn env(dir: Option<&'static str>, bytes: Option<&'static str>) -> impl Fn(&str) -> Option<OsString> {
+            move |k| match k {
+                "LOADERX_REMOTE_CACHE" => dir.map(OsString::from),
+                "LOADERX_REMOTE_CACHE_BYTES" => bytes.map(OsString::from),
+                _ => None,
+            }
+        }
+        let cache = |o: RemoteOptions| o.cache_config().unwrap().map(|(d, l, _)| (d, l));
+        assert_eq!(cache(RemoteOptions::new()), None, "no cache unless asked for");
+        let none = RemoteOptions::new().with_cache_from(env(None, Some("5"))).unwrap();
+        assert_eq!(cache(none), None);
+        let empty = RemoteOptions::new().with_cache_from(env(Some(""), None)).unwrap();
+        assert_eq!(cache(empty), None);
+        let dir = RemoteOptions::new().with_cache_from(env(Some("/c"), None)).unwrap();
+        assert_eq!(cache(dir), Some((PathBuf::from("/c"), 8 << 30)));
+        let sized = RemoteOptions::new().with_cache_from(env(Some("/c"), Some(" 16777216 "))).unwrap();
+        assert_eq!(cache(sized), Some((PathBuf::from("/c"), 16 << 20)));
+        let own = RemoteOptions::new()
+            .cache("/mine", 32 << 20)
+            .with_cache_from(env(Some("/c"), Some("x")))
+            .unwrap();
+        assert_eq!(cache(own), Some((PathBuf::from("/mine"), 32 << 20)));
+        let bad = RemoteOptions::new().with_cache_from(env(Some("/c"), Some("lots")));
+        assert!(
+            matches!(&bad, Err(Error::InvalidArgument(m)) if m.contains("LOADERX_REMOTE_CACHE_BYTES")),
+            "{bad:?}"
+        );
+    }
 }
