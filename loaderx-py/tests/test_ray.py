@@ -330,6 +330,21 @@ def test_a_rerun_with_fewer_columns_leaves_none_of_the_old_columns(tmp_path):
     np.testing.assert_array_equal(DenseDataset(out / "theirs")[:3], [0, 1, 2])
 
 
+def test_a_read_planned_before_a_rewrite_refuses_the_new_data(tmp_path):
+    # Review 51: read_loaderx's tasks opened each column again by path and read whatever was
+    # there: a rewrite between planning and reading gave the new rows under the old plan.
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    out = tmp_path / "t"
+    write_loaderx(ray.data.from_items([{"a": i, "b": i * 10} for i in range(100)]), out)
+    ds = read_loaderx(out, override_num_blocks=4)
+    assert ds.count() == 100
+    write_loaderx(ray.data.from_items([{"a": 1000 + i, "b": 7} for i in range(300)]), out)
+    with pytest.raises(Exception, match="changed since read_loaderx planned"):
+        ds.take_all()
+    assert sorted(r["a"] for r in read_loaderx(out).take_all()) == list(range(1000, 1300))
+
+
 def test_a_column_named_twice_is_refused_before_anything_is_written(tmp_path):
     from loaderx.ray import write_loaderx
 

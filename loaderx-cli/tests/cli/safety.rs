@@ -123,7 +123,7 @@ fn sets_refuse_a_store_twice_and_info_and_verify_take_them() {
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("record 13:") && !t.contains("record 3:"), "the set's numbering: {t}");
     // Record 3 of p1 is one the set's identity of the part samples: the set says so too.
-    assert!(t.contains("the set:") && t.contains("replaced after stitching"), "{t}");
+    assert!(t.contains("the set:") && t.contains("not the store the set was stitched with"), "{t}");
     let m = loaderx_core::format::storeset::SetManifest::new(vec![
         loaderx_core::format::storeset::SetPart { path: "../p0".into(), records: 1 << 63, identity: None },
         loaderx_core::format::storeset::SetPart {

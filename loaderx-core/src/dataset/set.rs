@@ -327,7 +327,12 @@ impl StoreSet {
             {
                 return Err(Error::Schema {
                     path: p,
-                    reason: "the part holds other records than the set was stitched with: it was replaced after stitching"
+                    // Its identity hashes how the index places the records (review 51): a part
+                    // migrated or compacted since holds the same records under another index,
+                    // so the message names every cause and the way out, never only "replaced".
+                    reason: "the part is not the store the set was stitched with (its index differs): replaced, \
+                             damaged, or rewritten by migrate or compact after stitching; verify the part, and \
+                             stitch the set again if its records are the ones wanted"
                         .into(),
                 });
             }

@@ -348,13 +348,16 @@ impl Store {
                 frontier.0, frontier.1
             )));
         }
-        self.manifest_from_v1(len, frontier)?;
         let frontier = stride.frontier(len).unwrap_or(frontier);
-        // A frontier that rolled over starts a chunk: its file exists before the index names it.
+        // A frontier that rolled over starts a chunk: its file exists before the index names it,
+        // and before the manifest, which lists the chunks up to the new frontier as the header
+        // will (review 51: it listed the old frontier's, and `verify` called the manifest
+        // corrupt).
         self.here()?;
         self.chunks
             .open_write(frontier.0, true)
             .map_err(|e| Error::io("open", self.chunks.path(frontier.0), e))?;
+        self.manifest_from_v1(len, frontier)?;
         let header = v2::Header {
             chunk_capacity: capacity,
             dict_id: 0,

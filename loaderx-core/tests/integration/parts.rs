@@ -493,3 +493,29 @@ fn a_part_whose_path_is_not_utf8_is_refused_before_the_set_is_written() {
     assert!(!set.exists(), "nothing written");
     assert_eq!(stitch(&[good], &set).unwrap().records, 2);
 }
+
+/// A part migrated to another layout after stitching holds the same records under another
+/// index: the set's refusal names that cause and the way out (review 51: it said the part was
+/// replaced, inviting a user to discard a good one); stitched again, the set reads the same.
+#[test]
+fn a_part_migrated_after_stitching_is_named_as_such_and_stitches_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("a.npy");
+    npy_file(&input, 6);
+    let (p0, p1) = (dir.path().join("p0"), dir.path().join("p1"));
+    for p in [&p0, &p1] {
+        convert::npy(&input, p, WriteOptions::new().codec(loaderx_core::Codec::Raw)).unwrap();
+    }
+    let set = dir.path().join("set");
+    stitch(&[&p0, &p1], &set).unwrap();
+    let before = records_of(&set);
+    loaderx_core::Store::migrate_layout(&p1, loaderx_core::Layout::Compact, &|_, _| {}).unwrap();
+    let e = DenseSource::open(&set).unwrap_err();
+    assert!(
+        matches!(&e, Error::Schema { reason, .. } if reason.contains("migrate or compact") && reason.contains("stitch the set again")),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&set).unwrap();
+    stitch(&[&p0, &p1], &set).unwrap();
+    assert_eq!(records_of(&set), before);
+}

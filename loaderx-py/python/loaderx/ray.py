@@ -574,6 +574,17 @@ class _Column:
     dtype: str
     shape: tuple[int, ...]
     records: int
+    # The local directory's (device, inode) when planned: a rewrite puts a new directory there
+    # (a writer renames its staging directory into place), which a read task must not read as
+    # the planned one (review 51). None for a URL.
+    key: tuple[int, int] | None = None
+
+
+def _dir_key(path: str) -> tuple[int, int] | None:
+    if "://" in path:
+        return None
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
 
 
 def _open(path: str, remote: dict[str, Any] | None) -> DenseDataset | RaggedDataset:
@@ -622,7 +633,7 @@ class LoaderxDatasource(Datasource):
             d = _open(p, remote)
             kind = "dense" if isinstance(d, DenseDataset) else "ragged"
             shape = d.item_shape if kind == "dense" else d.row_shape
-            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d)))
+            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _dir_key(p)))
         lengths = {c.name: c.records for c in self.columns}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"the datasets of {path} differ in length: {lengths}")
@@ -665,6 +676,13 @@ class _Reader:
 
     def __call__(self) -> Iterable[Block]:
         datasets = [(c, _open(c.path, self.remote)) for c in self.columns]
+        for c, d in datasets:
+            # Checked after the open: a replacement before it or during it shows here.
+            if len(d) != c.records or _dir_key(c.path) != c.key:
+                raise RuntimeError(
+                    f"{c.path}: the dataset changed since read_loaderx planned its read (rewritten or "
+                    f"replaced: {len(d)} records now, {c.records} then); read it again"
+                )
         row_bytes = max(
             1,
             sum(int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns),
