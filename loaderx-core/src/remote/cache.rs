@@ -21,7 +21,9 @@
 //!   every record is).
 //! - **Healed when damaged**: a record read from cached pages is checked before a byte of it is
 //!   handed out; on a mismatch its pages are dropped and fetched once from the store, so a page
-//!   file damaged on disk costs a request, not every later read.
+//!   file damaged on disk costs a request, not every later read. A v1 store's records carry no
+//!   checksum (read unchecked, as a v1 store is locally): its pages are neither checked when
+//!   filled nor healed, and a page damaged on disk is read as it is (review 52; migrate to v2).
 //! - **Byte limit, least recently used out**: before a fill would take the directory past the
 //!   limit, the filler takes `DIR/evict.lock`, lists every page of every store and removes the
 //!   least recently used (by modification time, which a use refreshes at most once a minute)

@@ -126,15 +126,32 @@ impl Store {
                     here
                 }
             };
-            if to == here {
-                report.skipped += 1;
-                continue;
-            }
+            // Every record's bytes are read and checked against its crc32c (v2), the ones that
+            // stay too: a length that lies (the compact layout keeps no entry checksum) would
+            // have the next record packed over the record's true bytes (review 52).
             let start = data.len();
             data.resize(start + len as usize, 0);
             let f = self.chunks.get(e.chunk)?;
             if !self.chunks.read_exact(&f, e.chunk, e.offset, &mut data[start..])? {
                 return Err(self.truncated_under(idx, e, None));
+            }
+            if self.format() == Format::V2 {
+                let got = crc32c::crc32c(&data[start..]);
+                if got != e.crc {
+                    return Err(self.record_error(
+                        idx,
+                        format!(
+                            "its bytes fail their checksum ({got:#010x}, the entry says {:#010x}): compaction stopped \
+                             before it (the records packed so far stay packed; it and the ones after it did not move)",
+                            e.crc
+                        ),
+                    ));
+                }
+            }
+            if to == here {
+                data.truncate(start);
+                report.skipped += 1;
+                continue;
             }
             batch.push((idx, Entry { chunk: to.0, offset: to.1, ..e }));
             report.moved += 1;
@@ -156,11 +173,15 @@ impl Store {
     /// # Errors
     /// [`Error::CorruptRecord`] naming a record whose entry is damaged or overlaps another's.
     fn live_in_physical_order(&self, len: u64, frontier: (u32, u64)) -> Result<Vec<(u64, Entry)>> {
-        let entries = self.index.entries(0, len)?;
-        let mut live: Vec<(u64, Entry)> = (0..len).zip(entries).collect();
-        for (idx, e) in &live {
-            self.index.check(e).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
-            committed(e, frontier).map_err(|r| self.record_error(*idx, format!("bad index entry: {r}")))?;
+        // Each entry with its own checksum where the layout keeps one (review 52: a damaged
+        // entry's length let the next record be packed over its bytes).
+        let entries = self.index.entries_checked(0, len)?;
+        let mut live: Vec<(u64, Entry)> = Vec::with_capacity(entries.len());
+        for (idx, e) in (0..len).zip(entries) {
+            let e = e.map_err(|r| self.record_error(idx, format!("bad index entry: {r}")))?;
+            self.index.check(&e).map_err(|r| self.record_error(idx, format!("bad index entry: {r}")))?;
+            committed(&e, frontier).map_err(|r| self.record_error(idx, format!("bad index entry: {r}")))?;
+            live.push((idx, e));
         }
         // A total order: physical position, then empty records before the real one that starts
         // where they do (an empty record sits at the frontier of its time, so it shares the next

@@ -182,3 +182,37 @@ fn a_lock_a_child_holds_a_moment_past_its_handle_is_waited_out() {
     let d = loaderx_core::DenseDataset::<f32>::open(&out).unwrap();
     assert_eq!(d.get_batch(&[0]).unwrap().as_slice::<f32>().unwrap(), &[2.0, 2.0]);
 }
+
+/// Conversions into one output at once, each allowed to overwrite: each either writes the
+/// whole dataset or is refused as locked, never a missing file (review 52: a loser whose
+/// staging directory the winner had just renamed into place failed opening its lock with
+/// "No such file or directory"); the output is one writer's dataset, whole.
+#[test]
+fn conversions_into_one_output_at_once_are_whole_or_locked() {
+    use loaderx_core::{DatasetWriter, DenseSource, Error, WriteOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    for round in 0..4 {
+        let results: Vec<Result<(), Error>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..6u64)
+                .map(|k| {
+                    let out = &out;
+                    s.spawn(move || {
+                        let mut w =
+                            DatasetWriter::dense::<u64>(out, vec![], WriteOptions::new().overwrite(true))?;
+                        w.append(&vec![k; 1000])?;
+                        w.finish().map(drop)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &results {
+            assert!(matches!(r, Ok(()) | Err(Error::Locked { .. })), "round {round}: {r:?}");
+        }
+        assert!(results.iter().any(Result::is_ok), "round {round}: one of them wrote");
+        let got = DenseSource::open(&out).unwrap().get_batch(&(0..1000).collect::<Vec<u32>>()).unwrap();
+        let v = got.as_slice::<u64>().unwrap();
+        assert!(v.iter().all(|&x| x == v[0]), "round {round}: one writer's records");
+    }
+}

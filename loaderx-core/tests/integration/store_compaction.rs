@@ -390,3 +390,56 @@ fn a_v1_compaction_journal_replays_under_a_smaller_capacity_option() {
     assert!(!path.join("journal.zr").exists());
     assert_eq!(store.gather(&[7u64, 8]).unwrap(), vec![vec![7u8; 150], vec![8u8; 150]]);
 }
+
+/// A damaged length in a v2 index, with its entry's checksum left as it was (entry layout) or
+/// in the compact layout, which keeps no entry checksum: compaction refuses the record, moves
+/// nothing over its bytes and cuts no chunk; with the length mended the record reads again
+/// (review 52: the next record was packed over its last bytes, or the tail chunk cut, and the
+/// loss became permanent).
+#[test]
+fn compaction_refuses_a_record_whose_length_lies_and_moves_nothing_over_it() {
+    for (layout, entry_size, length_at) in [("entries", 32u64, 8u64), ("compact", 16, 8)] {
+        for victim in [5u64, 19] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            let o = opts(Format::V2).compact_entries(layout == "compact");
+            let mut store = Store::create(&path, o.clone()).unwrap();
+            let records: Vec<Vec<u8>> = (0..20u8).map(|k| vec![k; 40 + usize::from(k)]).collect();
+            store.append(&records, Codec::Raw).unwrap();
+            store.delete(&[0u32]).unwrap(); // a hole at the front: every record moves
+            drop(store);
+            let want = Store::open(&path).unwrap().gather(&(0..19u64).collect::<Vec<_>>()).unwrap();
+            // Record `victim` of the store as it now is (after the delete, 19 records).
+            let victim = victim.min(18);
+            let at = 64 + entry_size * victim + length_at;
+            let index = path.join("index.zr");
+            let len = u32::from_le_bytes(
+                std::fs::read(&index).unwrap()[at as usize..at as usize + 4].try_into().unwrap(),
+            );
+            patch(&index, at, &(len - 1).to_le_bytes());
+            let chunks_before = std::fs::read(path.join("0.zr")).unwrap();
+            let mut store = Store::open_rw(&path, o.clone()).unwrap();
+            let e = store.compact().unwrap_err();
+            assert!(
+                matches!(&e, Error::CorruptRecord { index, .. } if *index == victim),
+                "{layout} {victim}: {e}"
+            );
+            drop(store);
+            let after = std::fs::read(path.join("0.zr")).unwrap();
+            let v = usize::try_from(victim).unwrap();
+            let place = |b: &[u8], r: &[u8]| b.windows(r.len()).position(|w| w == r);
+            assert!(
+                place(&after, &want[v]).is_some(),
+                "{layout} {victim}: the record's bytes are all still there"
+            );
+            assert_eq!(after, chunks_before, "{layout} {victim}: nothing moved, nothing cut");
+            patch(&index, at, &len.to_le_bytes());
+            let store = Store::open(&path).unwrap();
+            assert_eq!(
+                store.gather(&(0..19u64).collect::<Vec<_>>()).unwrap(),
+                want,
+                "{layout} {victim}: mended"
+            );
+        }
+    }
+}

@@ -289,7 +289,7 @@ fn a_part_rewritten_in_place_with_its_count_kept_is_refused() {
             panic!("fixed {fixed}, compact {compact}, {format:?}: a rewritten part is refused")
         };
         assert!(
-            matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("other records")),
+            matches!(&e, Error::Schema { path, reason } if path.ends_with("p1") && reason.contains("not the store the set was stitched with")),
             "{e}"
         );
     }
