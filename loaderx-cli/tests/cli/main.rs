@@ -3,6 +3,7 @@
 mod bad_inputs;
 mod bench;
 mod convert;
+mod guide;
 #[cfg(any(feature = "parquet", feature = "images"))]
 mod ingest;
 mod jsonl;
