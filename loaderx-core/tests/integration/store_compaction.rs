@@ -420,8 +420,11 @@ fn compaction_refuses_a_record_whose_length_lies_and_moves_nothing_over_it() {
             let chunks_before = std::fs::read(path.join("0.zr")).unwrap();
             let mut store = Store::open_rw(&path, o.clone()).unwrap();
             let e = store.compact().unwrap_err();
+            // Named as `verify` names it: the damaged entry (index.zr), or the bytes that fail
+            // their checksum (the chunk: review 53).
+            let file = if layout == "entries" { "index.zr" } else { "0.zr" };
             assert!(
-                matches!(&e, Error::CorruptRecord { index, .. } if *index == victim),
+                matches!(&e, Error::CorruptRecord { index, path, .. } if *index == victim && path.ends_with(file)),
                 "{layout} {victim}: {e}"
             );
             drop(store);
@@ -442,4 +445,32 @@ fn compaction_refuses_a_record_whose_length_lies_and_moves_nothing_over_it() {
             );
         }
     }
+}
+
+/// The same in v1, which keeps no checksums: a zstd record whose length was lowered by one
+/// byte no longer decodes, which `verify` and `migrate` report; compaction refuses it too, with
+/// nothing moved (review 53: it packed the next record over the frame's last byte).
+#[test]
+fn v1_compaction_refuses_a_compressed_record_that_does_not_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut store = create(dir.path(), Format::V1);
+    let records: Vec<Vec<u8>> =
+        (0..10u32).map(|k| (0..250u32).map(|i| ((i * 7 + k) % 13) as u8).collect()).collect();
+    store.append(&records, Codec::Zstd).unwrap();
+    store.delete(&[0u32]).unwrap();
+    drop(store);
+    let want = Store::open(&path).unwrap().gather(&(0..9u64).collect::<Vec<_>>()).unwrap();
+    let (file, at) = crate::common::entry_at(&path, 4);
+    let bytes = std::fs::read(&file).unwrap();
+    let stored = u32::from_ne_bytes(bytes[at as usize + 4..at as usize + 8].try_into().unwrap());
+    patch(&file, at + 4, &(stored - 1).to_ne_bytes());
+    let before = std::fs::read(path.join("0.zr")).unwrap();
+    let mut store = Store::open_rw(&path, opts(Format::V1)).unwrap();
+    let e = store.compact().unwrap_err();
+    assert!(matches!(&e, Error::CorruptRecord { index: 4, .. }), "{e}");
+    drop(store);
+    assert_eq!(std::fs::read(path.join("0.zr")).unwrap(), before, "nothing moved");
+    patch(&file, at + 4, &stored.to_ne_bytes());
+    assert_eq!(Store::open(&path).unwrap().gather(&(0..9u64).collect::<Vec<_>>()).unwrap(), want, "mended");
 }
