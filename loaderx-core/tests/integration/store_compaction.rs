@@ -399,7 +399,7 @@ fn a_v1_compaction_journal_replays_under_a_smaller_capacity_option() {
 #[test]
 fn compaction_refuses_a_record_whose_length_lies_and_moves_nothing_over_it() {
     for (layout, entry_size, length_at) in [("entries", 32u64, 8u64), ("compact", 16, 8)] {
-        for victim in [5u64, 19] {
+        for (victim, to) in [(5u64, Some(1u32)), (19, Some(1)), (5, None), (19, None)] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("s");
             let o = opts(Format::V2).compact_entries(layout == "compact");
@@ -416,7 +416,8 @@ fn compaction_refuses_a_record_whose_length_lies_and_moves_nothing_over_it() {
             let len = u32::from_le_bytes(
                 std::fs::read(&index).unwrap()[at as usize..at as usize + 4].try_into().unwrap(),
             );
-            patch(&index, at, &(len - 1).to_le_bytes());
+            // Lowered by one byte, or (`None`) to 0: an empty record (review 54).
+            patch(&index, at, &to.map_or(0, |d| len - d).to_le_bytes());
             let chunks_before = std::fs::read(path.join("0.zr")).unwrap();
             let mut store = Store::open_rw(&path, o.clone()).unwrap();
             let e = store.compact().unwrap_err();
