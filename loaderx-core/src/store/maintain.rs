@@ -55,8 +55,19 @@ impl Store {
             n -= 1;
         }
         let moves: Vec<(u64, u64)> = changed.into_iter().filter(|(i, _)| *i < n).collect();
-        let entries: Vec<(u64, Entry)> =
-            moves.iter().map(|&(i, from)| Ok((i, self.index.entry(from)?))).collect::<Result<_>>()?;
+        // Each moved entry with its own checksum: a damaged one written into a hole would be
+        // encoded with a fresh checksum over its damaged fields, its damage then blamed on the
+        // chunk or not seen at all (review 55). Refused with nothing changed.
+        let entries: Vec<(u64, Entry)> = moves
+            .iter()
+            .map(|&(i, from)| {
+                let e = self.index.entry_checked(from)?;
+                let e = e.map_err(|r| {
+                    self.record_error(from, format!("bad index entry: {r}; not moved by the delete"))
+                })?;
+                Ok((i, e))
+            })
+            .collect::<Result<_>>()?;
         if let Some(stride) = self.index.stride() {
             // The blocks summed again after the moves, and those the moved records come from,
             // are checked first: summing a damaged one would certify it. Refused with nothing
