@@ -535,10 +535,9 @@ pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
     if let Some(parent) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
     }
-    // Another conversion into `out` can finish (renaming the staging directory into place)
-    // between this one's making the directory and taking its lock: the lock's open then finds
-    // no directory, and the directory is made again (a few times: each try follows a whole
-    // conversion), never reported as a missing file (review 52).
+    // Another conversion can rename the staging directory into place between this one's making
+    // it and locking it: it is made again (a few tries, each after a whole conversion), never
+    // reported as a missing file (review 52).
     let mut tries = 0;
     loop {
         match take_staging(staging, out) {
