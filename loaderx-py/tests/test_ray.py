@@ -330,6 +330,28 @@ def test_a_rerun_with_fewer_columns_leaves_none_of_the_old_columns(tmp_path):
     np.testing.assert_array_equal(DenseDataset(out / "theirs")[:3], [0, 1, 2])
 
 
+def test_a_write_of_no_columns_is_refused_and_leaves_every_set(tmp_path):
+    # Look 56, R1: `columns=[]`, or rows with no columns, committed nothing and so replaced
+    # every set OUT held by nothing, and returned success.
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    out = tmp_path / "train"
+    write_loaderx(small(), out)
+    before = sorted(os.listdir(out))
+    with pytest.raises(ValueError, match="no column"):
+        write_loaderx(small(), out, columns=[])
+    no_columns = ray.data.from_items([{"x": i} for i in range(5)]).drop_columns(["x"])
+    with pytest.raises(Exception, match="no columns"):
+        write_loaderx(no_columns, out)
+    # A codec or format the stores have not is refused before any task runs.
+    for kwargs, why in [({"format": "v1", "codec": "lz4"}, "no lz4"), ({"codec": "gzip"}, "codec"), ({"format": "v3"}, "format")]:
+        with pytest.raises(ValueError, match=why):
+            write_loaderx(small(), out, **kwargs)
+    assert sorted(os.listdir(out)) == before
+    check_sets(out, 20_000)
+    assert len(read_loaderx(out).take(2)) == 2
+
+
 def test_a_read_planned_before_a_rewrite_refuses_the_new_data(tmp_path):
     # Review 51: read_loaderx's tasks opened each column again by path and read whatever was
     # there: a rewrite between planning and reading gave the new rows under the old plan.

@@ -155,6 +155,15 @@ def test_records_must_be_bytes_like_not_ints_or_one_bytes_value(tmp_path):
     assert len(z) == 0
     assert z.append([b"a", bytearray(b"bc"), memoryview(b"d"), np.arange(3, dtype=np.uint8)]) == range(4)
     assert z.gather(range(4)) == [b"a", b"bc", b"d", b"\x00\x01\x02"]
+    # Any buffer is bytes-like (look 56: array.array was refused); a bool is an int, refused.
+    import array
+
+    assert z.append([array.array("H", [1, 2]), memoryview(b"abcdef")[::2]]) == range(4, 6)
+    assert z.gather([4, 5]) == [array.array("H", [1, 2]).tobytes(), b"ace"]
+    for bad in ([True], [object()], [None]):
+        with pytest.raises(TypeError, match="record 0 is a"):
+            z.append(bad)
+    assert len(z) == 6
 
 
 def test_gather_into_reads_lengths_and_bytes_together_while_another_thread_deletes(tmp_path):

@@ -206,10 +206,8 @@ pub(crate) fn open_input(path: &Path) -> Result<(File, u64)> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     // Without O_NONBLOCK, opening a FIFO waits for a writer that may never come; on a regular
-    // file the flag changes nothing.
-    #[cfg(target_os = "linux")]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| Error::io("open", path, e))?;
+    // file the flag changes nothing. On every Unix, not Linux alone (look 56, M1).
+    let file = crate::sys::non_blocking(&mut options).open(path).map_err(|e| Error::io("open", path, e))?;
     let meta = file.metadata().map_err(|e| Error::io("stat", path, e))?;
     let bad = |reason: String| Error::BadInput { path: path.to_path_buf(), reason, source: None };
     if !meta.is_file() {

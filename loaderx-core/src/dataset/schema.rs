@@ -210,7 +210,9 @@ fn missing(dir: &Path) -> Error {
 /// What a file given where a dataset directory was expected is, and how to make it one.
 fn not_a_directory(file: &Path) -> String {
     let mut magic = [0u8; 6];
-    let npy = std::fs::File::open(file)
+    // A regular file's first bytes only: a FIFO under the name would block the open and the
+    // read until a writer came (look 56, H1).
+    let npy = crate::sys::open_regular(std::fs::OpenOptions::new().read(true), file)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
         .is_ok_and(|()| magic == *b"\x93NUMPY");
     let ext = file.extension().and_then(|e| e.to_str()).unwrap_or_default().to_ascii_lowercase();
@@ -222,14 +224,33 @@ fn not_a_directory(file: &Path) -> String {
         "it is a safetensors file, not a dataset directory: convert it once (`loaderx convert safetensors \
          FILE OUT`) and open OUT/<tensor name>"
             .into()
-    } else {
+    } else if std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
         "it is a file, not a dataset directory".into()
+    } else {
+        "it is not a directory (a device, socket or FIFO)".into()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Look 56, H1: a FIFO given as a dataset blocked its open for good, reading its first
+    /// bytes for a NumPy header.
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_given_as_a_dataset_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("data");
+        // std has no mkfifo: the coreutils command makes one.
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(Schema::read(&path).map(|_| ())));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the open returns");
+        let Err(Error::NotAStore { reason, .. }) = got else { panic!("{got:?}") };
+        assert!(reason.contains("not a directory"), "{reason}");
+    }
 
     #[test]
     fn a_staging_directory_never_reads_as_a_dataset() {

@@ -138,7 +138,8 @@ struct Group {
     files: Vec<String>,
 }
 
-/// The datasets and other regular files directly in `dir` (hidden names left out), sorted.
+/// The datasets and other regular files directly in `dir` (hidden names left out), sorted; a
+/// link counts as the regular file it leads to inside `dir`, and any other link is refused.
 fn group_of(dir: &Path) -> Result<Group> {
     let (mut datasets, mut files) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
@@ -150,7 +151,27 @@ fn group_of(dir: &Path) -> Result<Group> {
         let path = entry.path();
         if path.join(super::schema::SCHEMA_FILE).is_file() {
             datasets.push(name);
-        } else if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.is_file() {
+            files.push(name);
+        } else if meta.file_type().is_symlink() {
+            // A link was left out without a word (look 56, S1): one to a regular file inside
+            // the part is copied as that file; any other is refused, named.
+            let inside = match (std::fs::canonicalize(&path), std::fs::canonicalize(dir)) {
+                (Ok(target), Ok(root)) => target.starts_with(&root) && target.is_file(),
+                _ => false,
+            };
+            if !inside {
+                return Err(Error::BadInput {
+                    path,
+                    reason: "a link to no regular file of its part: stitch copies a part's own files; \
+                             put a copy of the file in its place"
+                        .into(),
+                    source: None,
+                });
+            }
             files.push(name);
         }
     }

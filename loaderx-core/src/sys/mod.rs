@@ -51,7 +51,7 @@ pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::meta_key;
 pub(crate) use io::{
     create_own_temporary, file_key, first_hole, is_a_readers_failure, link_count, no_follow,
-    no_follow_non_blocking, open_regular, read_exact_at, rename_no_replace, same_file, start_writeback,
+    no_follow_non_blocking, non_blocking, open_regular, read_exact_at, rename_no_replace, same_file, start_writeback,
     write_all_at, write_records_at,
 };
 pub use map::MappedFile;

@@ -291,6 +291,47 @@ fn empty_parts_stitch_and_part_directories_are_checked() {
     );
 }
 
+/// Look 56, S1: a part's `classes.txt` that was a link was left out of the set without a word.
+/// A link to a file inside the part is copied as that file; one leading out is refused, named.
+#[cfg(unix)]
+#[test]
+fn stitch_datasets_copies_a_link_inside_its_part_and_refuses_one_leading_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mk = |part: &str| {
+        let mut w = loaderx_core::DatasetWriter::dense::<u32>(
+            dir.path().join(part).join("labels"),
+            vec![],
+            WriteOptions::new(),
+        )
+        .unwrap();
+        w.append(&[1u32, 2]).unwrap();
+        w.finish().unwrap();
+        dir.path().join(part)
+    };
+    let (a, b) = (mk("a"), mk("b"));
+    for p in [&a, &b] {
+        std::fs::write(p.join("names.txt"), b"cat\ndog\n").unwrap();
+        std::os::unix::fs::symlink("names.txt", p.join("classes.txt")).unwrap();
+    }
+    let out = dir.path().join("out");
+    stitch_datasets(&[&a, &b], &out).unwrap();
+    assert_eq!(std::fs::read(out.join("classes.txt")).unwrap(), b"cat\ndog\n");
+    assert!(!std::fs::symlink_metadata(out.join("classes.txt")).unwrap().file_type().is_symlink());
+    // A link out of the part (a shared file beside the parts): refused, nothing written.
+    std::fs::write(dir.path().join("shared.txt"), b"cat\n").unwrap();
+    for p in [&a, &b] {
+        std::fs::remove_file(p.join("classes.txt")).unwrap();
+        std::os::unix::fs::symlink("../shared.txt", p.join("classes.txt")).unwrap();
+    }
+    let out2 = dir.path().join("out2");
+    let e = stitch_datasets(&[&a, &b], &out2).unwrap_err();
+    assert!(
+        matches!(&e, Error::BadInput { path, reason, .. } if *path == a.join("classes.txt") && reason.contains("link")),
+        "{e}"
+    );
+    assert!(!out2.exists());
+}
+
 /// Parts that are directories of datasets must hold the same datasets and the same other
 /// files; a refused stitch leaves nothing at its output.
 #[test]

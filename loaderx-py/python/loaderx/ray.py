@@ -164,11 +164,22 @@ class LoaderxDatasink(Datasink):
         self.remote = remote
         self.path = path if self.url else os.path.abspath(path)
         self.columns = None if columns is None else list(columns)
+        if self.columns == []:
+            # A write of no columns would replace every set in OUT by nothing (look 56, R1).
+            raise ValueError("write_loaderx: columns=[] names no column to write; a store set needs at least one")
         for c in self.columns or []:
             _check_column_name(c)
         twice = sorted({c for c in self.columns or [] if self.columns.count(c) > 1})
         if twice:
             raise ValueError(f"columns names {twice[0]!r} twice: each column is one dataset")
+        # Checked here, before any write task runs (look 56: a v1 lz4 write was refused in each
+        # task, after its work).
+        if format not in ("v1", "v2"):
+            raise ValueError(f"format={format!r}: \"v2\" or \"v1\"")
+        if codec not in ("raw", "zstd", "zstd_dict", "lz4"):
+            raise ValueError(f"codec={codec!r}: \"zstd\", \"raw\", \"lz4\" or \"zstd_dict\"")
+        if format == "v1" and codec == "lz4":
+            raise ValueError("v1 stores have no lz4 codec: write format=\"v2\"")
         self.codec = codec
         self.format = format
         self.ragged = frozenset(ragged)
@@ -210,6 +221,8 @@ class LoaderxDatasink(Datasink):
                     continue
                 if columns is None:
                     columns = list(table.column_names)
+                    if not columns:
+                        raise ValueError(f"block {b} of write task {task} has rows but no columns: nothing to write")
                     for c in columns:
                         _check_column_name(c)
                 missing = [c for c in columns if c not in table.column_names]
@@ -271,6 +284,9 @@ class LoaderxDatasink(Datasink):
         if not results:
             raise ValueError("write_loaderx: the dataset has no rows; a store set needs at least one record")
         first = results[0]
+        if not first["columns"]:
+            # Never commit nothing: it would remove every set OUT holds (look 56, R1).
+            raise ValueError("write_loaderx: the dataset has no columns; a store set needs at least one")
         for r in results[1:]:
             if r["columns"] != first["columns"]:
                 raise ValueError(f"write task {r['task']} holds the columns {r['columns']}; write task {first['task']} {first['columns']}")

@@ -176,8 +176,9 @@ class ImageFolder:
     class's images every file under its directory, subdirectories and links inside the root
     followed, as torchvision lists them (``files``: each image's path, in order); names starting
     with ``.`` are left out, and a link out of the root is an error naming it. A pickle of either
-    dataset (a worker process's) reads the folder again, and refuses a folder whose files
-    changed since (a worker would pair images with other labels)."""
+    dataset (a worker process's) lists the folder again, and refuses a listing that changed
+    since (other classes, paths or file sizes: a worker would pair images with other labels);
+    an image rewritten in place at the same size is read as it now is, with its own label."""
 
     __slots__ = ("images", "labels", "classes", "files", "root", "_digest")
 

@@ -131,6 +131,15 @@ def _record(r: Any, k: int) -> bytes:
     if isinstance(r, np.ndarray) and r.dtype.hasobject:
         # Its bytes are pointers to Python objects (review 47, finding 6).
         raise TypeError(f"record {k} is an array of Python objects ({r.dtype}), not bytes-like")
-    if isinstance(r, (bytes, bytearray, memoryview, np.ndarray)):
-        return bytes(r) if not isinstance(r, np.ndarray) else r.tobytes()
-    raise TypeError(f"record {k} is a {type(r).__name__}, not bytes-like (bytes, bytearray, memoryview or a NumPy array)")
+    if isinstance(r, np.ndarray):
+        return r.tobytes()
+    if isinstance(r, (str, int)):
+        raise TypeError(f"record {k} is a {type(r).__name__}, not bytes-like (bytes, bytearray, memoryview or a NumPy array)")
+    try:
+        # Anything with the buffer protocol (array.array, mmap, ...): its bytes (look 56).
+        with memoryview(r) as view:
+            return view.tobytes()
+    except TypeError:
+        raise TypeError(
+            f"record {k} is a {type(r).__name__}, not bytes-like (bytes, bytearray, memoryview or a NumPy array)"
+        ) from None
