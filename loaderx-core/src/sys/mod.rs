@@ -13,6 +13,7 @@
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
 //! | `dir` | [`Dir`]: a store's directory held open, its files opened relative to it (`openat`) |
 //! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction (Linux) |
+//! | `jpeg` | libjpeg-turbo: a JPEG's header, then only a crop's region, DCT-scaled (feature `turbojpeg`) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
 //! | `tuning` | every tuning constant, each with why in one line (the runs: docs/benchmarks/tuning.md) |
 //!
@@ -34,6 +35,8 @@ mod dir;
 mod env;
 mod index_map;
 mod io;
+#[cfg(feature = "turbojpeg")]
+mod jpeg;
 mod map;
 mod meta_map;
 mod pages;
@@ -51,9 +54,11 @@ pub(crate) use index_map::{IndexMap, IndexView};
 pub(crate) use io::meta_key;
 pub(crate) use io::{
     create_own_temporary, file_key, first_hole, is_a_readers_failure, link_count, no_follow,
-    no_follow_non_blocking, non_blocking, open_regular, read_exact_at, rename_no_replace, same_file, start_writeback,
-    write_all_at, write_records_at,
+    no_follow_non_blocking, non_blocking, open_regular, read_exact_at, rename_no_replace, same_file,
+    start_writeback, write_all_at, write_records_at,
 };
+#[cfg(feature = "turbojpeg")]
+pub(crate) use jpeg::{Decoded, Jpeg, JpegHeader, Region};
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;
 pub use pages::{PageCount, evict, resident_pages};

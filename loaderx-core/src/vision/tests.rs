@@ -1,3 +1,5 @@
+use std::io::Cursor;
+
 use image::{ImageFormat, Rgb, RgbImage};
 
 use super::*;
@@ -246,4 +248,97 @@ fn a_reused_scratch_gives_the_bytes_a_fresh_one_does() {
             assert_eq!(fresh, reused, "image {k}");
         }
     }
+}
+
+#[cfg(feature = "turbojpeg")]
+/// A 4:2:0 JPEG of a smooth picture with some texture, `w` x `h` (the `image` crate's encoder).
+fn photo_jpeg(w: u32, h: u32) -> Vec<u8> {
+    let img = RgbImage::from_fn(w, h, |x, y| {
+        let t = ((x * 7 + y * 13) % 23) as u8;
+        Rgb([(x * 255 / w) as u8 / 2 + t, (y * 255 / h) as u8 / 2 + t, ((x + y) % 256) as u8 / 3 + 40])
+    });
+    let mut out = Cursor::new(Vec::new());
+    img.write_to(&mut out, ImageFormat::Jpeg).unwrap();
+    out.into_inner()
+}
+
+/// Issue 43's partial decode: a JPEG decoded only where the crop lies gives the pixels a whole
+/// decode by the same decoder gives (the PNG of that decode through the whole-image path); a
+/// crop twice the output or more, decoded at 1/2, 1/4 or 1/8 in the DCT, comes close.
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn a_jpeg_decoded_only_under_its_crop_matches_its_whole_decode() {
+    use crate::sys::{Decoded, Jpeg, Region};
+    let (w, h) = (301, 203);
+    let jpeg_bytes = photo_jpeg(w, h);
+    let mut jpeg = Jpeg::new(64 << 20).unwrap();
+    let header = jpeg.header(&jpeg_bytes).unwrap().unwrap();
+    let mut whole = Vec::new();
+    let all = Region { x: 0, y: 0, width: w, height: h };
+    assert_eq!(jpeg.decode(&jpeg_bytes, &header, 8, all, &mut whole), Ok(Decoded::Clean));
+    let png_bytes = png(&RgbImage::from_raw(w, h, whole).unwrap());
+    let mut scratch = Scratch::default();
+    // Outputs of 150 and more: no crop is twice the output, so the decode is at full scale.
+    for (p, exact) in [
+        (ImagePipeline::train(150), true),
+        (ImagePipeline::eval(180), true),
+        (ImagePipeline::new(160, 150, Crop::RandomResized { scale: (0.5, 1.0), ratio: (0.5, 2.0) }), true),
+        (ImagePipeline::train(24), false),
+        (ImagePipeline::eval(40), false),
+    ] {
+        for seed in 0..40 {
+            let mut region = vec![0u8; p.item_elems()];
+            p.apply_with(&jpeg_bytes, &mut SampleRng::new(seed), Out::U8(&mut region), &mut scratch).unwrap();
+            let reference = run(&p, &png_bytes, seed);
+            let diffs: Vec<u8> = region.iter().zip(&reference).map(|(a, b)| a.abs_diff(*b)).collect();
+            let max = diffs.iter().copied().max().unwrap();
+            let mean = diffs.iter().map(|&d| f64::from(d)).sum::<f64>() / diffs.len() as f64;
+            if exact {
+                assert_eq!(max, 0, "{p:?} seed {seed}: off by up to {max}");
+            } else {
+                assert!(mean < 4.0 && max < 64, "{p:?} seed {seed}: off by {mean} on average, {max} at most");
+            }
+        }
+    }
+}
+
+/// A JPEG libjpeg-turbo stops at (damaged entropy-coded data) is decoded by `image`'s decoder
+/// as before, never half-decoded; a header it cannot read is left to `image`, which names it.
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn a_jpeg_libjpeg_turbo_warns_about_falls_back_to_the_whole_decode() {
+    let jpeg_bytes = photo_jpeg(96, 64);
+    let mut damaged = jpeg_bytes.clone();
+    let mid = damaged.len() * 3 / 4;
+    damaged[mid..mid + 6].copy_from_slice(&[0xFF, 0xD0, 0x12, 0x34, 0xFF, 0xD3]);
+    let p = ImagePipeline::eval(32);
+    let mut scratch = Scratch::default();
+    let mut out = vec![0u8; p.item_elems()];
+    let got = p.apply_with(&damaged, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch);
+    let whole = decode_into(&damaged, &mut Vec::new());
+    assert_eq!(got.is_ok(), whole.is_ok(), "{got:?} {whole:?}");
+    if got.is_ok() {
+        let mut zune = Scratch::default();
+        let mut want = vec![0u8; p.item_elems()];
+        let (w, h) = decode_into(&damaged, &mut zune.decoded).unwrap();
+        let crop = p.crop_box(w, h, &mut SampleRng::new(0));
+        let _ = zune.decode(&damaged, Source::Whole(w, h), crop, (32, 32)).unwrap();
+        let src = fir::images::ImageRef::new(w, h, &zune.decoded, fir::PixelType::U8x3).unwrap();
+        let mut dst = fir::images::Image::from_slice_u8(32, 32, &mut want, fir::PixelType::U8x3).unwrap();
+        let options = fir::ResizeOptions::new()
+            .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Bilinear))
+            .crop(crop.0, crop.1, crop.2, crop.3);
+        zune.resizer.resize(&src, &mut dst, &options).unwrap();
+        assert!(out == want, "the whole decode's pixels");
+    }
+    // A header libjpeg-turbo refuses (its frame's size zeroed): `image` names the error.
+    let mut no_size = jpeg_bytes.clone();
+    let sof = no_size.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
+    no_size[sof + 5..sof + 9].fill(0);
+    assert!(p.apply_with(&no_size, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).is_err());
+    // And the decoder carries on with the next good image as if nothing happened.
+    let reference = run(&p, &jpeg_bytes, 5);
+    let mut again = vec![0u8; p.item_elems()];
+    p.apply_with(&jpeg_bytes, &mut SampleRng::new(5), Out::U8(&mut again), &mut scratch).unwrap();
+    assert!(again == reference, "the next image decoded as by a fresh decoder");
 }

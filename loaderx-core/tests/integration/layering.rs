@@ -20,7 +20,7 @@ const RULE: &[(&str, &[&str])] = &[
     ("kernels", &["sys"]),
     ("dataset", &["store", "remote", "sampler", "format", "sys"]),
     ("tokens", &["dataset", "sampler", "store", "format", "sys"]),
-    ("vision", &["sampler", "dataset"]),
+    ("vision", &["sampler", "dataset", "sys"]),
     ("convert", &["dataset", "framing", "store", "tokens", "format", "sys", "vision"]),
     ("loader", &["dataset", "sampler", "store", "remote", "format", "vision"]),
 ];

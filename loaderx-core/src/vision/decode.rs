@@ -1,0 +1,221 @@
+//! Decoding one encoded image for [`ImagePipeline`](super::ImagePipeline): whole (`image`'s
+//! decoders), or a JPEG's region under its crop (libjpeg-turbo, feature `turbojpeg`), within the
+//! limits of one decode, into buffers reused from one image to the next.
+
+use std::io::Cursor;
+
+use fast_image_resize as fir;
+use image::{DynamicImage, ImageDecoder, ImageReader, Limits};
+
+use super::{MAX_ALLOC, MAX_SIDE};
+
+/// Buffers [`ImagePipeline::apply_with`] reuses from one image to the next.
+#[derive(Default)]
+pub struct Scratch {
+    pub(super) decoded: Vec<u8>,
+    pub(super) resized: Vec<u8>,
+    pub(super) jittered: Vec<f32>,
+    pub(super) resizer: fir::Resizer,
+    // libjpeg-turbo's decompressor, made at the first JPEG.
+    #[cfg(feature = "turbojpeg")]
+    jpeg: Option<crate::sys::Jpeg>,
+}
+
+/// An image opened by [`Scratch::open`]: decoded whole already, or a JPEG whose header alone
+/// was read, to be decoded in part.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Source {
+    Whole(u32, u32),
+    #[cfg(feature = "turbojpeg")]
+    Jpeg(crate::sys::JpegHeader),
+}
+
+impl Source {
+    pub(super) fn size(&self) -> (u32, u32) {
+        match *self {
+            Source::Whole(w, h) => (w, h),
+            #[cfg(feature = "turbojpeg")]
+            Source::Jpeg(header) => (header.width, header.height),
+        }
+    }
+}
+
+impl Scratch {
+    /// `bytes` decoded whole to RGB by the decoder the pipeline uses (libjpeg-turbo for a JPEG
+    /// with feature `turbojpeg`, `image`'s otherwise), within the same limits: its pixels, width
+    /// and height. What a full-decode ceiling decodes.
+    ///
+    /// # Errors
+    /// As [`ImagePipeline::apply`].
+    pub fn decode_whole(&mut self, bytes: &[u8]) -> Result<(&[u8], u32, u32), String> {
+        let source = self.open(bytes)?;
+        let (w, h) = source.size();
+        let (rw, rh, _) = self.decode(bytes, source, (0.0, 0.0, f64::from(w), f64::from(h)), (w, h))?;
+        Ok((&self.decoded, rw, rh))
+    }
+
+    /// `bytes` checked and opened: a JPEG libjpeg-turbo takes (8-bit, lossy, not CMYK) by its
+    /// header, its size checked against the limits; anything else decoded whole by `image`.
+    pub(super) fn open(&mut self, bytes: &[u8]) -> Result<Source, String> {
+        if !jpeg_complete(bytes) {
+            return Err("a JPEG with no end-of-image marker: truncated".into());
+        }
+        #[cfg(feature = "turbojpeg")]
+        if bytes.starts_with(&[0xFF, 0xD8]) {
+            let jpeg = match &mut self.jpeg {
+                Some(jpeg) => jpeg,
+                none => none.insert(crate::sys::Jpeg::new(MAX_ALLOC)?),
+            };
+            // A header libjpeg-turbo cannot read, or a JPEG it leaves to another decoder, goes to
+            // `image`'s, which names what is wrong with it or decodes it.
+            if let Ok(Some(header)) = jpeg.header(bytes) {
+                let (w, h) = (header.width, header.height);
+                within_limits(w, h)?;
+                return Ok(Source::Jpeg(header));
+            }
+        }
+        let (w, h) = decode_into(bytes, &mut self.decoded)?;
+        Ok(Source::Whole(w, h))
+    }
+
+    /// The pixels of `source` that the crop box `crop` needs, for an output of `out` pixels,
+    /// in `self.decoded`: the decoded region's width and height and the box within it.
+    #[allow(clippy::type_complexity)]
+    #[cfg_attr(not(feature = "turbojpeg"), allow(unused_variables))]
+    pub(super) fn decode(
+        &mut self,
+        bytes: &[u8],
+        source: Source,
+        crop: (f64, f64, f64, f64),
+        out: (u32, u32),
+    ) -> Result<(u32, u32, (f64, f64, f64, f64)), String> {
+        match source {
+            Source::Whole(w, h) => Ok((w, h, crop)),
+            #[cfg(feature = "turbojpeg")]
+            Source::Jpeg(header) => self.decode_jpeg(bytes, header, crop, out),
+        }
+    }
+
+    /// [`Self::decode`] of a JPEG: its region under the crop, its left edge moved down to an
+    /// iMCU, scaled by 1/2, 1/4 or 1/8 while the crop stays at least the output's size. A JPEG
+    /// libjpeg-turbo warns about (damaged data it would fill in) goes to `image`'s decoder whole,
+    /// as every JPEG did before: torchvision and PIL decode such files too.
+    #[cfg(feature = "turbojpeg")]
+    #[allow(clippy::type_complexity)]
+    fn decode_jpeg(
+        &mut self,
+        bytes: &[u8],
+        header: crate::sys::JpegHeader,
+        (left, top, cw, ch): (f64, f64, f64, f64),
+        (ow, oh): (u32, u32),
+    ) -> Result<(u32, u32, (f64, f64, f64, f64)), String> {
+        use crate::sys::{JpegHeader, Region};
+        // Halve the scale while the crop stays at least the output each way: the resize then
+        // still only shrinks, and libjpeg-turbo's 1/2, 1/4 and 1/8 are its SIMD scales.
+        let mut num = 8u32;
+        while num > 1
+            && cw * f64::from(num / 2) / 8.0 >= f64::from(ow)
+            && ch * f64::from(num / 2) / 8.0 >= f64::from(oh)
+        {
+            num /= 2;
+        }
+        let s = f64::from(num) / 8.0;
+        let (sw, sh) = (JpegHeader::scaled(header.width, num), JpegHeader::scaled(header.height, num));
+        let mcu = header.mcu_width(num);
+        // The box's pixels in the scaled image and a margin: the resize's filter reaches past
+        // the box by the shrink factor (so the pixels there are the whole image's), and a column
+        // more (libjpeg-turbo's chroma upsampling at a region's cut edge has no neighbour, so
+        // that column may differ from the whole image's); the left edge down to an iMCU.
+        let mx = (cw * s / f64::from(ow)).ceil() as u32 + 2;
+        let my = (ch * s / f64::from(oh)).ceil() as u32 + 1;
+        let x0 = ((left * s).floor() as u32).saturating_sub(mx).min(sw - 1) / mcu * mcu;
+        let y0 = ((top * s).floor() as u32).saturating_sub(my).min(sh - 1);
+        let x1 = (((left + cw) * s).ceil() as u32).saturating_add(mx).clamp(x0 + 1, sw);
+        let y1 = (((top + ch) * s).ceil() as u32).saturating_add(my).clamp(y0 + 1, sh);
+        let region = Region { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
+        let jpeg = self.jpeg.as_mut().ok_or("no JPEG decoder")?;
+        match jpeg.decode(bytes, &header, num, region, &mut self.decoded)? {
+            crate::sys::Decoded::Clean => {
+                let (bl, bt) = (left * s - f64::from(x0), top * s - f64::from(y0));
+                let (rw, rh) = (f64::from(region.width), f64::from(region.height));
+                let boxed = (bl, bt, (cw * s).min(rw - bl), (ch * s).min(rh - bt));
+                Ok((region.width, region.height, boxed))
+            }
+            crate::sys::Decoded::Warned(_) => {
+                let (w, h) = decode_into(bytes, &mut self.decoded)?;
+                if (w, h) != (header.width, header.height) {
+                    return Err(format!(
+                        "its decoders disagree on its size: {w}x{h} and {}x{}",
+                        header.width, header.height
+                    ));
+                }
+                Ok((w, h, (left, top, cw, ch)))
+            }
+        }
+    }
+}
+
+/// An image of `w` x `h` within the limits of one decode (each side, the RGB pixels' bytes).
+fn within_limits(w: u32, h: u32) -> Result<(), String> {
+    if w == 0 || h == 0 {
+        return Err(format!("an image of {w}x{h}"));
+    }
+    if w > MAX_SIDE || h > MAX_SIDE {
+        return Err(format!("an image of {w}x{h} is past the {MAX_SIDE}-pixel limit of a side"));
+    }
+    if u64::from(w) * u64::from(h) * 3 > MAX_ALLOC {
+        return Err(format!("an image of {w}x{h} is past the {MAX_ALLOC}-byte limit of one decode"));
+    }
+    Ok(())
+}
+
+impl std::fmt::Debug for Scratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scratch").field("decoded", &self.decoded.len()).finish_non_exhaustive()
+    }
+}
+
+/// `bytes` decoded to RGB into `buf` (its length set to the pixels'), within the limits, the
+/// header's size checked before anything is allocated; the image's width and height.
+pub(super) fn decode_into(bytes: &[u8], buf: &mut Vec<u8>) -> Result<(u32, u32), String> {
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(MAX_SIDE);
+    limits.max_image_height = Some(MAX_SIDE);
+    limits.max_alloc = Some(MAX_ALLOC);
+    let mut reader =
+        ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| format!("its format: {e}"))?;
+    reader.limits(limits);
+    let decoder = reader.into_decoder().map_err(|e| e.to_string())?;
+    let ((w, h), decoded) = (decoder.dimensions(), decoder.total_bytes());
+    // The decoded pixels and their RGB copy: what `ImageReader::decode` checks for the first.
+    if decoded > MAX_ALLOC {
+        return Err(format!("an image of {w}x{h} is past the {MAX_ALLOC}-byte limit of one decode"));
+    }
+    within_limits(w, h)?;
+    let rgb = (u64::from(w) * u64::from(h) * 3) as usize;
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if decoder.color_type() == image::ColorType::Rgb8 {
+            // Straight into the reused buffer: only what it grows by is zeroed first.
+            buf.resize(rgb, 0);
+            decoder.read_image(buf)
+        } else {
+            let img = DynamicImage::from_decoder(decoder)?.into_rgb8();
+            buf.clear();
+            buf.extend_from_slice(img.as_raw());
+            Ok(())
+        }
+    }));
+    decoded.map_err(|_| "it broke the decoder".to_string())?.map_err(|e| e.to_string())?;
+    Ok((w, h))
+}
+
+/// Whether `bytes`, when they are a JPEG (`FF D8` first), end with its end-of-image marker
+/// `FF D9` (trailing zero bytes allowed): the JPEG decoder fills a truncated file's missing
+/// part with grey instead of failing, so a cut file would decode to a silently damaged image.
+pub fn jpeg_complete(bytes: &[u8]) -> bool {
+    if !bytes.starts_with(&[0xFF, 0xD8]) {
+        return true;
+    }
+    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |k| k + 1);
+    bytes[..end].ends_with(&[0xFF, 0xD9])
+}
