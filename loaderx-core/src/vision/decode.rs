@@ -9,7 +9,8 @@ use image::{DynamicImage, ImageDecoder, ImageReader, Limits};
 
 use super::{MAX_ALLOC, MAX_SIDE};
 
-/// Buffers [`ImagePipeline::apply_with`] reuses from one image to the next.
+/// Buffers [`ImagePipeline::apply_with`](super::ImagePipeline::apply_with) reuses from one image
+/// to the next.
 #[derive(Default)]
 pub struct Scratch {
     pub(super) decoded: Vec<u8>,
@@ -46,7 +47,7 @@ impl Scratch {
     /// and height. What a full-decode ceiling decodes.
     ///
     /// # Errors
-    /// As [`ImagePipeline::apply`].
+    /// As [`ImagePipeline::apply`](super::ImagePipeline::apply).
     pub fn decode_whole(&mut self, bytes: &[u8]) -> Result<(&[u8], u32, u32), String> {
         let source = self.open(bytes)?;
         let (w, h) = source.size();
