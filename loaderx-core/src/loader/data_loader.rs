@@ -59,6 +59,16 @@ pub struct DataLoader<O> {
     fingerprint: u64,
     streams: Vec<(String, DType, Vec<usize>)>,
     pool: Arc<Pool>,
+    /// Set when the loader is dropped: a step's image decoding stops at its next image, so the
+    /// drop (which joins the prefetch threads) does not wait for steps no one will take.
+    dropped: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<O> Drop for DataLoader<O> {
+    fn drop(&mut self) {
+        // Before the prefetcher's own drop joins its threads (fields drop after this body).
+        self.dropped.store(true, Ordering::Relaxed);
+    }
 }
 
 impl<O> std::fmt::Debug for DataLoader<O> {
@@ -106,7 +116,9 @@ impl<O: Send + 'static> DataLoader<O> {
         } else {
             Parallelism::Pool
         };
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let producer = Producer {
+            dropped: Arc::clone(&dropped),
             streams,
             indexer: indexer.clone(),
             seed: config.seed,
@@ -121,7 +133,7 @@ impl<O: Send + 'static> DataLoader<O> {
         };
         let prefetcher =
             Prefetcher::spawn("loaderx-prefetch", threads, depth, step, move |s| producer.produce(s))?;
-        Ok(DataLoader { prefetcher, config, indexer, fingerprint, streams: meta, pool })
+        Ok(DataLoader { prefetcher, config, indexer, fingerprint, streams: meta, pool, dropped })
     }
 
     /// The next batch, in step order: `None` once a finite pass is over (never for an endless
@@ -256,6 +268,9 @@ struct Producer<O> {
     align: Option<usize>,
     /// How many steps ahead of the one it starts a thread asks for a cold store's pages.
     hint_ahead: u64,
+    /// The loader's [`DataLoader::dropped`]: long steps stop early once it is set.
+    #[cfg_attr(not(feature = "images"), allow(dead_code))]
+    dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<O> Producer<O> {
@@ -313,7 +328,8 @@ impl<O> Producer<O> {
             }
         };
         match &mut data {
-            crate::ArrayData::U8(v) => each_item(v, 0, total, item, |k, out| {
+            crate::ArrayData::U8(v) => each_item(v, total, item, |k, out| {
+                stop_if_dropped(&self.dropped)?;
                 let r = pipeline.apply_with(
                     files.record::<u8>(k)?,
                     &mut rng(k),
@@ -325,7 +341,8 @@ impl<O> Producer<O> {
                 }
                 Ok(())
             }),
-            crate::ArrayData::F32(v) => each_item(v, 0.0, total, item, |k, out| {
+            crate::ArrayData::F32(v) => each_item(v, total, item, |k, out| {
+                stop_if_dropped(&self.dropped)?;
                 let r = pipeline.apply_with(
                     files.record::<u8>(k)?,
                     &mut rng(k),
@@ -500,11 +517,20 @@ pub(super) fn batch_meta(
     meta
 }
 
-/// `v` made `total` elements of `zero`, then `f` called on each item of `item` elements, in order.
+/// An error once the loader is dropped: a step no one will take stops at its next image.
 #[cfg(feature = "images")]
-fn each_item<T: Clone>(
+fn stop_if_dropped(dropped: &std::sync::atomic::AtomicBool) -> Result<()> {
+    if dropped.load(Ordering::Relaxed) {
+        return Err(Error::LoaderStopped("the loader was dropped".into()));
+    }
+    Ok(())
+}
+
+/// `v` made `total` elements (zeros when it was another size), then `f` called on each item of
+/// `item` elements, in order.
+#[cfg(feature = "images")]
+fn each_item<T: bytemuck::Zeroable>(
     v: &mut Vec<T>,
-    zero: T,
     total: usize,
     item: usize,
     mut f: impl FnMut(usize, &mut [T]) -> Result<()>,
@@ -512,12 +538,12 @@ fn each_item<T: Clone>(
     // A buffer back from the pool at the batch's size is written over whole (every item, every
     // element): zeroing it first would cost a pass over the batch for nothing.
     if v.len() != total {
-        v.clear();
-        // A batch of large outputs fails as an error naming its size, never an abort.
-        v.try_reserve_exact(total).map_err(|_| {
+        // A fresh buffer comes zeroed from the allocator (`calloc`: a large one is fresh pages,
+        // zero already), not filled with zeros by a pass of its own over the batch. A batch of
+        // large outputs fails as an error naming its size, never an abort.
+        *v = bytemuck::allocation::try_zeroed_vec(total).map_err(|()| {
             Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
         })?;
-        v.resize(total, zero);
     }
     for (k, out) in v.chunks_exact_mut(item.max(1)).enumerate() {
         f(k, out)?;
