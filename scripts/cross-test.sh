@@ -4,7 +4,9 @@
 #   aarch64-unknown-linux-gnu   Debian's aarch64 gcc; run under qemu-user (qemu-aarch64-static)
 #   x86_64-unknown-linux-musl   musl-tools' musl-gcc; run natively (a static binary)
 # On each: the core's unit tests (`cargo test -p loaderx-core --lib`) and the CLI's round trip
-# (convert a .npy, info, verify, export, partition) with the target's own binary. Usage:
+# (convert a .npy, info, verify, export, partition) with the target's own binary, and the
+# fixtures alike: a store written on Linux x86-64 reads on the target and the reverse, the two
+# stores byte for byte the same, the partition plans equal. Usage:
 #   scripts/cross-test.sh [TARGET...]     (all three when none is named)
 # Debian packages it needs: gcc-mingw-w64-x86-64 wine64 gcc-aarch64-linux-gnu
 # libc6-dev-arm64-cross qemu-user-static musl-tools (installed when missing, with apt-get).
@@ -23,7 +25,10 @@ need() { # command package...
 
 # A target directory of its own: host and target artifacts never share a fingerprint.
 export CARGO_TARGET_DIR=target/cross CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
-# What a run prints first on each target: the platform the binary was built for.
+# This machine's own CLI (Linux x86-64), for the fixtures each target must read and write alike.
+cargo build --quiet -p loaderx-cli
+host_cli=target/cross/debug/loaderx
+host() { "$host_cli" "$@"; }
 for target in "${targets[@]}"; do
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     case "$target" in
@@ -87,6 +92,21 @@ PY
     # Four contiguous record-aligned ranges ending at the file's end.
     [ "$(run partition "$work/lines.txt" --parts 4 | tr -d '\r' | awk -F'\t' '{ n++; end = $3 } END { print n, end }')" \
         = "4 $(stat -c %s "$work/lines.txt")" ]
+    # Across platforms: a store written here reads there and the reverse, each the same bytes
+    # back; the two stores are the same files byte for byte; the partition plans are equal.
+    host convert npy "$work/x.npy" "$work/ds-host" >/dev/null
+    run verify "$work/ds-host" >/dev/null
+    run export "$work/ds-host" "$work/there.npy" >/dev/null
+    cmp <(tail -c 48000 "$work/x.npy") <(tail -c 48000 "$work/there.npy")
+    host verify "$work/ds" >/dev/null
+    host export "$work/ds" "$work/here.npy" >/dev/null
+    cmp <(tail -c 48000 "$work/x.npy") <(tail -c 48000 "$work/here.npy")
+    for f in "$work/ds-host"/*; do
+        [ -e "$work/ds/${f##*/}" ] || { echo "cross-test $target: its store lacks ${f##*/}" >&2; exit 1; }
+        cmp "$f" "$work/ds/${f##*/}"
+    done
+    diff <(run partition "$work/lines.txt" --parts 4 | tr -d '\r' | cut -f2-) \
+        <(host partition "$work/lines.txt" --parts 4 | cut -f2-)
     rm -rf "$work"
-    echo "cross-test $target: core unit tests and CLI round trip ok ($(( $(date +%s) - start )) s)"
+    echo "cross-test $target: core unit tests, CLI round trip and fixtures alike ok ($(( $(date +%s) - start )) s)"
 done
