@@ -49,7 +49,7 @@ def test_padding_truncates_only_when_asked_and_says_so_in_python_terms(data):
     with DataLoader({"t": t}, batch_size=10, num_workers=1, mode="sequential", pad={"t": 2}) as loader:
         with pytest.raises(ValueError, match="truncation was not asked for") as e:
             next(loader)
-        assert "Pad::" not in str(e.value)
+        assert "Pad::" not in str(e.value) and "pad_truncate=True" in str(e.value)
     with DataLoader({"t": t}, batch_size=10, num_workers=1, mode="sequential", pad={"t": 2}, pad_truncate=True) as loader:
         batch = next(loader)
     assert batch["t"].shape == (10, 2)
@@ -107,3 +107,63 @@ def test_out_overlapping_the_indices_is_refused_clearly(data):
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
         z.gather_into([0, 1], out=ro)
+
+
+def test_a_second_for_over_a_finished_pass_says_so_instead_of_doing_nothing(data):
+    # Issue 42's second trial: `for epoch in range(E): for b in loader:` with epochs=1 did the
+    # first epoch's work and then nothing, silently (torch's DataLoader restarts at each `for`).
+    x, _ = data
+    with DataLoader({"x": x}, batch_size=4, num_workers=1, epochs=1) as loader:
+        assert sum(1 for _ in loader) == 3
+        with pytest.raises(RuntimeError, match="make a DataLoader per epoch"):
+            for _ in loader:
+                pass
+    with DataLoader({"x": x}, batch_size=4, num_workers=1, epochs=2) as loader:
+        assert sum(1 for _ in loader) == 6
+
+
+def test_finite_pass_options_without_epochs_are_refused_not_ignored(data):
+    x, t = data
+    for kwargs in ({"shuffle": False}, {"drop_last": True}):
+        with pytest.raises(ValueError, match="epochs=n"):
+            DataLoader({"x": x}, **kwargs)
+    with pytest.raises(ValueError, match="pad="):
+        DataLoader({"t": t}, pad_truncate=True)
+    with DataLoader({"x": x}, batch_size=4, num_workers=1, epochs=1, shuffle=False) as ordered:
+        np.testing.assert_array_equal(next(ordered)["x"], x[:4])
+
+
+def test_vision_transforms_check_their_arguments_when_made():
+    from loaderx import vision as V
+
+    for make, what in [
+        (lambda: V.RandomResizedCrop(-3), r"RandomResizedCrop\(size=-3\)"),
+        (lambda: V.RandomResizedCrop(0), r"\[1, 16384\]"),
+        (lambda: V.RandomResizedCrop((32, 48)), "square"),
+        (lambda: V.RandomResizedCrop(8, scale=(0.5, 0.1)), "scale"),
+        (lambda: V.Resize(0), r"Resize\(size=0\)"),
+        (lambda: V.CenterCrop(2.5), "must be an int"),
+        (lambda: V.HorizontalFlip(p=2.0), r"\[0, 1\]"),
+        (lambda: V.Normalize([0.5] * 3, [0.0] * 3), "standard deviation of 0"),
+        (lambda: V.ColorJitter(brightness=-1), "brightness"),
+    ]:
+        with pytest.raises((ValueError, TypeError), match=what):
+            make()
+    with pytest.raises(NotImplementedError, match="hue"):
+        V.ColorJitter(hue=0.1)
+
+
+def test_a_directory_of_datasets_names_the_one_to_open(in_tmp):
+    # `convert images` writes OUT/images and OUT/labels; opening OUT named nothing to open.
+    from loaderx import vision as V
+
+    from_numpy("out/labels", np.arange(4, dtype=np.uint32))
+    from_numpy("out/images", np.arange(8, dtype=np.uint8).reshape(4, 2))
+    with pytest.raises(loaderx.NotAStoreError, match=r"open one of them, e\.g\. .*out/images"):
+        DenseDataset("out")
+    # A missing path is named before any transform list is looked at.
+    with pytest.raises(loaderx.NotAStoreError, match="does not exist"):
+        V.ImageDataset("nope", [V.Resize(32)])
+    # The store given to ImageFolder as if it were a folder of images.
+    with pytest.raises(loaderx.Error, match="converted store"):
+        V.ImageFolder("out", [V.RandomResizedCrop(8)])

@@ -80,11 +80,11 @@ def test_transforms_out_of_order_or_unsupported_are_refused(store):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.Normalize(V.IMAGENET_MEAN, V.IMAGENET_STD), V.HorizontalFlip()])
     with pytest.raises(NotImplementedError, match="hue"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.4, 0.4, 0.4, hue=0.1)])
-    with pytest.raises(ValueError, match="colour jitter"):
+    with pytest.raises(ValueError, match="ColorJitter"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(-0.4)])
     with pytest.raises(ValueError, match="out of place"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.1), V.ColorJitter(0.1)])
-    with pytest.raises(ValueError, match="crop scale"):
+    with pytest.raises(ValueError, match="scale"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8, scale=(0.9, 0.1))])
     from loaderx import SchemaError
 

@@ -69,6 +69,19 @@ pub(super) fn list(dir: &Path) -> Result<(Vec<String>, Vec<Image>)> {
                 source: None,
             });
         }
+        // A store `convert images` wrote, taken for a folder of images (issue 42's second trial:
+        // its datasets were listed as classes, its chunk files as images).
+        if path.join("schema.msgpack").is_file() {
+            return Err(Error::BadInput {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "a converted store (its {name:?} is a dataset), not a folder of images: open its images \
+                     dataset ({}/images) as an encoded image stream",
+                    dir.display()
+                ),
+                source: None,
+            });
+        }
         let label = u32::try_from(classes.len())
             .map_err(|_| Error::InvalidArgument("more than 2^32 classes".into()))?;
         classes.push(name);

@@ -83,6 +83,14 @@ class DataLoader:
         ):
             if value is not None:
                 check_int(arg, value, least, past)
+        if epochs is None and (not shuffle or drop_last):
+            # They shape a finite pass only; an endless loader would ignore them without a word.
+            raise ValueError(
+                "shuffle=False and drop_last=True shape a finite pass: pass epochs=n with them (an endless "
+                "loader always draws shuffled batches, every one full)"
+            )
+        if pad_truncate and not pad:
+            raise ValueError("pad_truncate=True truncates the streams pad= names: pass pad={name: rows} with it")
         if isinstance(shard, tuple) and len(shard) == 2:
             check_int("shard's rank", shard[0], 0, 2**32)
             check_int("shard's world", shard[1], 1, 2**32)
@@ -143,12 +151,29 @@ class DataLoader:
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
         self._finalizer = weakref.finalize(self, _close_at_collection, self._native)
         self.batch_size: int = self._native.batch_size()
+        self._ended = False
 
     def __iter__(self) -> "DataLoader":
+        if self._ended:
+            # torch's DataLoader starts a new epoch at every `for`; this one's `epochs=n` pass is
+            # one iteration, and a second `for` would silently do nothing (issue 42's trial).
+            raise RuntimeError(
+                "this DataLoader's pass is over: epochs=n runs all n epochs in one `for` loop (len(loader) // n "
+                "steps each); for a loop per epoch, make a DataLoader per epoch with a seed= of its own"
+            )
         return self
 
     def __next__(self) -> Any:
-        return self._native.next()
+        try:
+            return self._native.next()
+        except StopIteration:
+            self._ended = True
+            raise
+        except ValueError as e:
+            if "truncation was not asked for" in str(e):
+                # The engine's words name no Python argument (issue 42's trial).
+                raise ValueError(f"{e}: pass pad_truncate=True to cut longer records to pad's length") from None
+            raise
 
     def __len__(self) -> int:
         steps = self._native.steps()

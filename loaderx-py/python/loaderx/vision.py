@@ -20,12 +20,15 @@ resume, on any world size)::
 The transforms are torchvision's, in this order: one crop (``RandomResizedCrop(size)``, or
 ``Resize(n)`` then ``CenterCrop(size)``), then ``HorizontalFlip(p)`` and ``ColorJitter(brightness,
 contrast, saturation)`` (either order: they commute), then ``Normalize(mean, std)``; without
-``Normalize`` a batch is ``uint8`` ``(B, H, W, 3)``.
+``Normalize`` a batch is ``uint8`` ``(B, H, W, 3)``. The labels ``convert images`` writes are
+``uint32`` class indices: torch's losses take ``int64``, so cast them
+(``torch.from_numpy(batch["label"]).long()``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -40,28 +43,64 @@ IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
+_MAX_SIDE = 16384
+
+
+def _side(transform: str, value: Any, name: str = "size") -> None:
+    """``ValueError``/``TypeError`` naming the transform and argument unless ``value`` is an
+    output side (an int in 1..16384): checked when the transform is made, not at a first batch."""
+    if isinstance(value, (tuple, list)):
+        raise TypeError(f"{transform}({name}={value!r}): {name} is one int, a square output; (height, width) sizes are not supported")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{transform}({name}={value!r}): {name} must be an int")
+    if not 1 <= int(value) <= _MAX_SIDE:
+        raise ValueError(f"{transform}({name}={value!r}): {name} must be in [1, {_MAX_SIDE}]")
+
+
+def _range(transform: str, name: str, value: Any, upper: float | None) -> None:
+    lo, hi = (float(v) for v in value)
+    if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi and (upper is None or hi <= upper)):
+        bound = f" <= {upper:g}" if upper is not None else ""
+        raise ValueError(f"{transform}({name}={tuple(value)!r}): 0 < low <= high{bound}")
+
+
 @dataclass(frozen=True)
 class RandomResizedCrop:
     """A box of a random fraction ``scale`` of the area and a random aspect ratio ``ratio``
-    (log-uniform), resized to ``size`` x ``size`` (torchvision's, antialiased bilinear)."""
+    (log-uniform), resized to ``size`` x ``size`` (torchvision's, antialiased bilinear). A
+    transform list starts with it (training) or with ``Resize`` then ``CenterCrop``
+    (evaluation)."""
 
     size: int
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
 
+    def __post_init__(self) -> None:
+        _side("RandomResizedCrop", self.size)
+        _range("RandomResizedCrop", "scale", self.scale, 1.0)
+        _range("RandomResizedCrop", "ratio", self.ratio, None)
+
 
 @dataclass(frozen=True)
 class Resize:
-    """The shorter side resized to ``size`` (followed by ``CenterCrop``)."""
+    """The shorter side resized to ``size``; always followed by ``CenterCrop`` (the pair is the
+    evaluation transform: ``Resize`` alone is not supported)."""
 
     size: int
+
+    def __post_init__(self) -> None:
+        _side("Resize", self.size)
 
 
 @dataclass(frozen=True)
 class CenterCrop:
-    """The centre ``size`` x ``size`` (after ``Resize``)."""
+    """The centre ``size`` x ``size`` (after ``Resize``; a centre larger than the resized image
+    is cut from it at the resize's scale, not padded)."""
 
     size: int
+
+    def __post_init__(self) -> None:
+        _side("CenterCrop", self.size)
 
 
 @dataclass(frozen=True)
@@ -70,6 +109,10 @@ class HorizontalFlip:
 
     p: float = 0.5
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.p) <= 1.0:
+            raise ValueError(f"HorizontalFlip(p={self.p!r}): a probability in [0, 1]")
+
 
 @dataclass(frozen=True)
 class Normalize:
@@ -77,6 +120,13 @@ class Normalize:
 
     mean: Sequence[float]
     std: Sequence[float]
+
+    def __post_init__(self) -> None:
+        mean, std = tuple(map(float, self.mean)), tuple(map(float, self.std))
+        if len(mean) != 3 or len(std) != 3:
+            raise ValueError(f"Normalize takes 3 means and 3 standard deviations (one per RGB channel), got {mean} and {std}")
+        if not all(math.isfinite(v) for v in mean + std) or any(s == 0 for s in std):
+            raise ValueError(f"Normalize(mean={mean}, std={std}): finite values, no standard deviation of 0")
 
 
 @dataclass(frozen=True)
@@ -89,6 +139,14 @@ class ColorJitter:
     contrast: float = 0.0
     saturation: float = 0.0
     hue: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.hue != 0:
+            raise NotImplementedError("ColorJitter(hue=...): hue is not supported yet (brightness, contrast and saturation are)")
+        for name in ("brightness", "contrast", "saturation"):
+            v = float(getattr(self, name))
+            if not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"ColorJitter({name}={v!r}): a finite amount >= 0")
 
 
 def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None, tuple]:
@@ -130,13 +188,17 @@ class ImageDataset:
     batches hold each image transformed by ``transforms`` (see the module docs). With
     ``skip_bad=True`` an image that does not decode is left out instead of failing its step: its
     item is zeros and the batch holds ``{name}_ok`` (``uint8``, ``(B,)``, 0 for each one left
-    out), to mask and count."""
+    out), to mask and count. It is a stream, not a map: images are read through ``DataLoader`` or
+    ``IterableLoader`` (each random choice belongs to a step), not indexed."""
 
     __slots__ = ("_native", "_recipe", "dtype", "item_shape")
 
     def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
         path = os.fspath(path)
         transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
+        if not os.path.exists(path):
+            # The path's error first: a transform list's would hide it (issue 42's trial).
+            raise _native.NotAStoreError(f"{path}: it does not exist")
         crop, flip, normalize, jitter = _pipeline(transforms)
         self._native = _native.Images(path, crop, flip, normalize, jitter, bool(skip_bad))
         self._recipe = (path, transforms, bool(skip_bad))
