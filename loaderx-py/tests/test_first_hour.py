@@ -120,6 +120,12 @@ def test_a_second_for_over_a_finished_pass_says_so_instead_of_doing_nothing(data
                 pass
     with DataLoader({"x": x}, batch_size=4, num_workers=1, epochs=2) as loader:
         assert sum(1 for _ in loader) == 6
+        done = loader.state()
+    # Look 57: resumed from a finished pass, the first `for` yielded nothing, without a word.
+    with DataLoader({"x": x}, batch_size=4, num_workers=1, epochs=2, state=done) as again:
+        with pytest.raises(RuntimeError, match="pass is over"):
+            for _ in again:
+                pass
 
 
 def test_finite_pass_options_without_epochs_are_refused_not_ignored(data):

@@ -343,6 +343,9 @@ def test_a_write_of_no_columns_is_refused_and_leaves_every_set(tmp_path):
     no_columns = ray.data.from_items([{"x": i} for i in range(5)]).drop_columns(["x"])
     with pytest.raises(Exception, match="no columns"):
         write_loaderx(no_columns, out)
+    # A column name given as a string (list() would make one-letter columns): refused.
+    with pytest.raises(TypeError, match="a list of column names"):
+        write_loaderx(small(), out, columns="label")
     # A codec or format the stores have not is refused before any task runs.
     for kwargs, why in [({"format": "v1", "codec": "lz4"}, "no lz4"), ({"codec": "gzip"}, "codec"), ({"format": "v3"}, "format")]:
         with pytest.raises(ValueError, match=why):

@@ -139,7 +139,7 @@ struct Group {
 }
 
 /// The datasets and other regular files directly in `dir` (hidden names left out), sorted; a
-/// link counts as the regular file it leads to inside `dir`, and any other link is refused.
+/// link counts as the dataset or regular file it leads to inside `dir`, any other is refused.
 fn group_of(dir: &Path) -> Result<Group> {
     let (mut datasets, mut files) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
@@ -149,25 +149,29 @@ fn group_of(dir: &Path) -> Result<Group> {
             continue;
         }
         let path = entry.path();
-        if path.join(super::schema::SCHEMA_FILE).is_file() {
-            datasets.push(name);
-            continue;
-        }
         let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-        if meta.is_file() {
+        let dataset = path.join(super::schema::SCHEMA_FILE).is_file();
+        if dataset && !meta.file_type().is_symlink() {
+            datasets.push(name);
+        } else if meta.is_file() {
             files.push(name);
         } else if meta.file_type().is_symlink() {
-            // A link was left out without a word (look 56, S1): one to a regular file inside
-            // the part is copied as that file; any other is refused, named.
+            // A link was left out without a word (look 56, S1), or led to a dataset anywhere
+            // (look 57): one to a dataset or a regular file inside the part counts as that; any
+            // other is refused, named.
             let inside = match (std::fs::canonicalize(&path), std::fs::canonicalize(dir)) {
-                (Ok(target), Ok(root)) => target.starts_with(&root) && target.is_file(),
+                (Ok(target), Ok(root)) => target.starts_with(&root) && (dataset || target.is_file()),
                 _ => false,
             };
+            if inside && dataset {
+                datasets.push(name);
+                continue;
+            }
             if !inside {
                 return Err(Error::BadInput {
                     path,
-                    reason: "a link to no regular file of its part: stitch copies a part's own files; \
-                             put a copy of the file in its place"
+                    reason: "a link to no dataset or regular file of its part: stitch takes a part's own \
+                             datasets and files; put a copy in its place"
                         .into(),
                     source: None,
                 });

@@ -159,7 +159,8 @@ impl Jpeg {
     /// scaled by `num / 8` (`num` 1, 2, 4 or 8) into `out` as RGB rows of `region.width`
     /// pixels (its length set to the region's).
     ///
-    /// [`Decoded::Warned`] when libjpeg-turbo stopped at a warning.
+    /// [`Decoded::Warned`] when libjpeg-turbo met a warning: it stops there when
+    /// `stop_on_warning`, else it decodes on and the last warning is returned.
     ///
     /// # Errors
     /// A region that is not inside the scaled image or whose left edge is not on an iMCU, and
@@ -171,6 +172,7 @@ impl Jpeg {
         num: u32,
         region: Region,
         out: &mut Vec<u8>,
+        stop_on_warning: bool,
     ) -> Result<Decoded, String> {
         let (sw, sh) = (JpegHeader::scaled(header.width, num), JpegHeader::scaled(header.height, num));
         let inside = matches!(num, 1 | 2 | 4 | 8)
@@ -182,6 +184,7 @@ impl Jpeg {
         if !inside {
             return Err(format!("a region of {region:?} at scale {num}/8 in an image of {sw}x{sh}"));
         }
+        self.set(tj::TJPARAM_TJPARAM_STOPONWARNING, i32::from(stop_on_warning))?;
         let pitch = region.width as usize * 3;
         out.resize(pitch * region.height as usize, 0);
         // TurboJPEG knows its factors in lowest terms only (1/1, 1/2, 1/4, 1/8).
@@ -287,14 +290,17 @@ mod tests {
                 let (sw, sh) = (JpegHeader::scaled(w, num), JpegHeader::scaled(h, num));
                 let mut whole = Vec::new();
                 let full = Region { x: 0, y: 0, width: sw, height: sh };
-                assert_eq!(jpeg.decode(&bytes, &header, num, full, &mut whole), Ok(Decoded::Clean));
+                assert_eq!(jpeg.decode(&bytes, &header, num, full, &mut whole, true), Ok(Decoded::Clean));
                 assert_eq!(whole.len(), sw as usize * sh as usize * 3);
                 let mcu = header.mcu_width(num);
                 for (x, y) in [(mcu, 1), (0, sh / 3), (mcu * (sw / mcu / 2), sh / 2)] {
                     let region =
                         Region { x, y, width: (sw - x).min(sw / 2 + 1), height: (sh - y).min(sh / 3 + 1) };
                     let mut part = Vec::new();
-                    assert_eq!(jpeg.decode(&bytes, &header, num, region, &mut part), Ok(Decoded::Clean));
+                    assert_eq!(
+                        jpeg.decode(&bytes, &header, num, region, &mut part, true),
+                        Ok(Decoded::Clean)
+                    );
                     let row = region.width as usize * 3;
                     for (r, got) in part.chunks_exact(row).enumerate() {
                         let start = ((region.y as usize + r) * sw as usize + region.x as usize) * 3;
@@ -329,7 +335,7 @@ mod tests {
             (3, Region { x: 0, y: 0, width: 8, height: 8 }), // a scale with no SIMD path
             (4, Region { x: 0, y: 0, width: 33, height: 8 }), // past the half-size edge
         ] {
-            assert!(jpeg.decode(&bytes, &header, num, region, &mut out).is_err(), "{num} {region:?}");
+            assert!(jpeg.decode(&bytes, &header, num, region, &mut out, true).is_err(), "{num} {region:?}");
         }
         // A flipped byte inside the entropy-coded data: an error, never a grey image.
         let mut damaged = bytes.clone();
@@ -337,11 +343,11 @@ mod tests {
         damaged[mid..mid + 8].fill(0xFF);
         let header = jpeg.header(&damaged).unwrap().unwrap();
         let whole = Region { x: 0, y: 0, width: w, height: h };
-        assert!(!matches!(jpeg.decode(&damaged, &header, 8, whole, &mut out), Ok(Decoded::Clean)));
+        assert!(!matches!(jpeg.decode(&damaged, &header, 8, whole, &mut out, true), Ok(Decoded::Clean)));
         // Cut short: the decoder stops at the missing data instead of filling it with grey.
         let cut = &bytes[..bytes.len() * 2 / 3];
         let header = jpeg.header(cut).unwrap().unwrap();
-        assert!(matches!(jpeg.decode(cut, &header, 8, whole, &mut out), Ok(Decoded::Warned(_))));
+        assert!(matches!(jpeg.decode(cut, &header, 8, whole, &mut out, true), Ok(Decoded::Warned(_))));
         assert!(jpeg.header(b"not a jpeg").is_err());
         assert!(jpeg.header(&bytes[..20]).is_err());
     }

@@ -98,9 +98,9 @@ impl Scratch {
     }
 
     /// [`Self::decode`] of a JPEG: its region under the crop, its left edge moved down to an
-    /// iMCU, scaled by 1/2, 1/4 or 1/8 while the crop stays at least the output's size. A JPEG
-    /// libjpeg-turbo warns about (damaged data it would fill in) goes to `image`'s decoder whole,
-    /// as every JPEG did before: torchvision and PIL decode such files too.
+    /// iMCU, scaled by 1/2, 1/4 or 1/8 while the crop stays at least the output's size. Data
+    /// libjpeg-turbo warns about is an error naming its warning (a file cut short, corrupt
+    /// entropy-coded data), except junk before the end-of-image marker, decoded as the rest.
     #[cfg(feature = "turbojpeg")]
     #[allow(clippy::type_complexity)]
     fn decode_jpeg(
@@ -110,7 +110,7 @@ impl Scratch {
         (left, top, cw, ch): (f64, f64, f64, f64),
         (ow, oh): (u32, u32),
     ) -> Result<(u32, u32, (f64, f64, f64, f64)), String> {
-        use crate::sys::{JpegHeader, Region};
+        use crate::sys::{Decoded, JpegHeader, Region};
         // Halve the scale while the crop stays at least the output each way: the resize then
         // still only shrinks, and libjpeg-turbo's 1/2, 1/4 and 1/8 are its SIMD scales.
         let mut num = 8u32;
@@ -133,26 +133,33 @@ impl Scratch {
         let y0 = ((top * s).floor() as u32).saturating_sub(my).min(sh - 1);
         let x1 = (((left + cw) * s).ceil() as u32).saturating_add(mx).clamp(x0 + 1, sw);
         let y1 = (((top + ch) * s).ceil() as u32).saturating_add(my).clamp(y0 + 1, sh);
-        let region = Region { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
+        let mut region = Region { x: x0, y: y0, width: x1 - x0, height: y1 - y0 };
         let jpeg = self.jpeg.as_mut().ok_or("no JPEG decoder")?;
-        match jpeg.decode(bytes, &header, num, region, &mut self.decoded)? {
-            crate::sys::Decoded::Clean => {
-                let (bl, bt) = (left * s - f64::from(x0), top * s - f64::from(y0));
-                let (rw, rh) = (f64::from(region.width), f64::from(region.height));
-                let boxed = (bl, bt, (cw * s).min(rw - bl), (ch * s).min(rh - bt));
-                Ok((region.width, region.height, boxed))
-            }
-            crate::sys::Decoded::Warned(_) => {
-                let (w, h) = decode_into(bytes, &mut self.decoded)?;
-                if (w, h) != (header.width, header.height) {
-                    return Err(format!(
-                        "its decoders disagree on its size: {w}x{h} and {}x{}",
-                        header.width, header.height
-                    ));
-                }
-                Ok((w, h, (left, top, cw, ch)))
-            }
+        let mut decoded = jpeg.decode(bytes, &header, num, region, &mut self.decoded, true);
+        if decoded.is_err() && (region.x > 0 || region.width < sw) {
+            // A left edge on the iMCU of TurboJPEG's subsampling class that is not on the file's
+            // own (sampling factors it files under a standard class, e.g. every component 2x1:
+            // look 57, J1): the same rows at the full width, which any iMCU starts.
+            region = Region { x: 0, width: sw, ..region };
+            decoded = jpeg.decode(bytes, &header, num, region, &mut self.decoded, true);
         }
+        match decoded? {
+            Decoded::Clean => {}
+            // Junk between the last scan and the end-of-image marker, met after every pixel was
+            // decoded (a common writer's slip, which torchvision and PIL decode): again, with
+            // that warning let pass.
+            Decoded::Warned(why) if why.contains("extraneous bytes before marker 0xd9") => {
+                jpeg.decode(bytes, &header, num, region, &mut self.decoded, false)?;
+            }
+            // Data libjpeg-turbo would fill in (a file cut short with its end marker put back,
+            // corrupt entropy-coded data): refused, never decoded whole by a decoder that papers
+            // over it at any claimed size (look 57, J2 and J3).
+            Decoded::Warned(why) => return Err(format!("damaged JPEG data: {why}")),
+        }
+        let (bl, bt) = (left * s - f64::from(region.x), top * s - f64::from(region.y));
+        let (rw, rh) = (f64::from(region.width), f64::from(region.height));
+        let boxed = (bl, bt, (cw * s).min(rw - bl), (ch * s).min(rh - bt));
+        Ok((region.width, region.height, boxed))
     }
 }
 

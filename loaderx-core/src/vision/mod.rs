@@ -17,8 +17,9 @@
 //! With feature `turbojpeg`, a JPEG is decoded by libjpeg-turbo only where its crop lies (rows
 //! below the crop are never decoded, and columns and rows outside it skip the IDCT), with a
 //! margin that gives the resize the whole image's pixels, and at 1/2, 1/4 or 1/8 in the DCT when
-//! the crop is at least twice the output; JPEGs it leaves aside (CMYK, 12-bit, lossless, damaged
-//! data it would paper over) and every other format are decoded whole by `image`'s decoders. An
+//! the crop is at least twice the output; a JPEG whose data it finds damaged is an error (junk
+//! before the end marker aside), and JPEGs it leaves aside (CMYK, 12-bit, lossless, headers it
+//! cannot read) and every other format are decoded whole by `image`'s decoders. An
 //! image is untrusted: its header's size is checked against the limits below before anything is
 //! allocated for it.
 
@@ -410,8 +411,6 @@ pub enum Out<'a> {
 mod decode;
 
 pub use decode::{Scratch, jpeg_complete};
-#[cfg(all(test, feature = "turbojpeg"))]
-use decode::{Source, decode_into};
 
 #[cfg(test)]
 mod tests;

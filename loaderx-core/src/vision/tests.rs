@@ -275,7 +275,7 @@ fn a_jpeg_decoded_only_under_its_crop_matches_its_whole_decode() {
     let header = jpeg.header(&jpeg_bytes).unwrap().unwrap();
     let mut whole = Vec::new();
     let all = Region { x: 0, y: 0, width: w, height: h };
-    assert_eq!(jpeg.decode(&jpeg_bytes, &header, 8, all, &mut whole), Ok(Decoded::Clean));
+    assert_eq!(jpeg.decode(&jpeg_bytes, &header, 8, all, &mut whole, true), Ok(Decoded::Clean));
     let png_bytes = png(&RgbImage::from_raw(w, h, whole).unwrap());
     let mut scratch = Scratch::default();
     // Outputs of 150 and more: no crop is twice the output, so the decode is at full scale.
@@ -302,43 +302,74 @@ fn a_jpeg_decoded_only_under_its_crop_matches_its_whole_decode() {
     }
 }
 
-/// A JPEG libjpeg-turbo stops at (damaged entropy-coded data) is decoded by `image`'s decoder
-/// as before, never half-decoded; a header it cannot read is left to `image`, which names it.
+/// Look 57, J2 and J3: a JPEG libjpeg-turbo finds damaged (corrupt entropy-coded data, or a file
+/// cut short with its end marker put back) was handed to `image`'s decoder whole, which papered
+/// over the missing data at whatever size the header claimed (minutes and twice the memory limit
+/// for a 60 KB file claiming 16000x10000). It is an error naming the warning now; junk before
+/// the end marker, met once every pixel is decoded, is decoded as the clean file is.
 #[cfg(feature = "turbojpeg")]
 #[test]
-fn a_jpeg_libjpeg_turbo_warns_about_falls_back_to_the_whole_decode() {
+fn damaged_jpeg_data_is_an_error_and_junk_before_its_end_is_not() {
     let jpeg_bytes = photo_jpeg(96, 64);
-    let mut damaged = jpeg_bytes.clone();
-    let mid = damaged.len() * 3 / 4;
-    damaged[mid..mid + 6].copy_from_slice(&[0xFF, 0xD0, 0x12, 0x34, 0xFF, 0xD3]);
     let p = ImagePipeline::eval(32);
     let mut scratch = Scratch::default();
     let mut out = vec![0u8; p.item_elems()];
-    let got = p.apply_with(&damaged, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch);
-    let whole = decode_into(&damaged, &mut Vec::new());
-    assert_eq!(got.is_ok(), whole.is_ok(), "{got:?} {whole:?}");
-    if got.is_ok() {
-        let mut zune = Scratch::default();
-        let mut want = vec![0u8; p.item_elems()];
-        let (w, h) = decode_into(&damaged, &mut zune.decoded).unwrap();
-        let crop = p.crop_box(w, h, &mut SampleRng::new(0));
-        let _ = zune.decode(&damaged, Source::Whole(w, h), crop, (32, 32)).unwrap();
-        let src = fir::images::ImageRef::new(w, h, &zune.decoded, fir::PixelType::U8x3).unwrap();
-        let mut dst = fir::images::Image::from_slice_u8(32, 32, &mut want, fir::PixelType::U8x3).unwrap();
-        let options = fir::ResizeOptions::new()
-            .resize_alg(fir::ResizeAlg::Convolution(fir::FilterType::Bilinear))
-            .crop(crop.0, crop.1, crop.2, crop.3);
-        zune.resizer.resize(&src, &mut dst, &options).unwrap();
-        assert!(out == want, "the whole decode's pixels");
+    let mut damaged = jpeg_bytes.clone();
+    let mid = damaged.len() * 3 / 4;
+    damaged[mid..mid + 6].copy_from_slice(&[0xFF, 0xD0, 0x12, 0x34, 0xFF, 0xD3]);
+    let mut cut = jpeg_bytes[..jpeg_bytes.len() / 2].to_vec();
+    cut.extend_from_slice(&[0xFF, 0xD9]);
+    for bad in [&damaged, &cut] {
+        let e = p.apply_with(bad, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap_err();
+        assert!(e.contains("damaged JPEG data"), "{e}");
     }
+    let reference = run(&p, &jpeg_bytes, 0);
+    let mut junk = jpeg_bytes[..jpeg_bytes.len() - 2].to_vec();
+    junk.extend_from_slice(&[0x12, 0x34, 0x56, 0xFF, 0xD9]);
+    p.apply_with(&junk, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap();
+    assert!(out == reference, "junk before the end marker: the clean file's pixels");
     // A header libjpeg-turbo refuses (its frame's size zeroed): `image` names the error.
     let mut no_size = jpeg_bytes.clone();
     let sof = no_size.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
     no_size[sof + 5..sof + 9].fill(0);
     assert!(p.apply_with(&no_size, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).is_err());
-    // And the decoder carries on with the next good image as if nothing happened.
+    // And the decoder carries on with the next good image as a fresh one would.
     let reference = run(&p, &jpeg_bytes, 5);
     let mut again = vec![0u8; p.item_elems()];
     p.apply_with(&jpeg_bytes, &mut SampleRng::new(5), Out::U8(&mut again), &mut scratch).unwrap();
     assert!(again == reference, "the next image decoded as by a fresh decoder");
+}
+
+/// Look 57, J1: JPEGs whose sampling factors TurboJPEG files under a standard class with a
+/// narrower iMCU (every component 2x1; Y 4x1 with Cb and Cr 2x1) had random crops refused
+/// ("Unexplained mismatch ... cropping region left boundary"): with `skip_bad`, valid images left
+/// out at random. Every crop decodes now, and a whole-image crop gives the whole decode.
+#[cfg(feature = "turbojpeg")]
+#[test]
+fn a_jpeg_with_a_wider_imcu_than_its_class_crops_anywhere() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/jpeg");
+    for name in ["sampling-2x1-all.jpg", "sampling-4x1-2x1.jpg"] {
+        let bytes = std::fs::read(format!("{dir}/{name}")).unwrap();
+        let train = ImagePipeline::train(16)
+            .crop(Crop::RandomResized { scale: (0.05, 0.3), ratio: (0.75, 4.0 / 3.0) });
+        let mut scratch = Scratch::default();
+        let mut out = vec![0u8; train.item_elems()];
+        for seed in 0..60 {
+            let r = train.apply_with(&bytes, &mut SampleRng::new(seed), Out::U8(&mut out), &mut scratch);
+            assert!(r.is_ok(), "{name} seed {seed}: {r:?}");
+        }
+        // The whole image, shrunk less than twice (no DCT scaling), against its whole decode.
+        let (whole, w, h) = {
+            let (px, w, h) =
+                Scratch::default().decode_whole(&bytes).map(|(p, w, h)| (p.to_vec(), w, h)).unwrap();
+            (px, w, h)
+        };
+        let png_bytes = png(&RgbImage::from_raw(w, h, whole).unwrap());
+        let all = ImagePipeline::new(
+            120,
+            72,
+            Crop::RandomResized { scale: (1.0, 1.0), ratio: (5.0 / 3.0, 5.0 / 3.0) },
+        );
+        assert_eq!(run(&all, &bytes, 1), run(&all, &png_bytes, 1), "{name}");
+    }
 }

@@ -330,6 +330,21 @@ fn stitch_datasets_copies_a_link_inside_its_part_and_refuses_one_leading_out() {
         "{e}"
     );
     assert!(!out2.exists());
+    // Look 57: a link to a dataset outside the part was taken as the part's dataset.
+    for p in [&a, &b] {
+        std::fs::remove_file(p.join("classes.txt")).unwrap();
+        std::fs::write(p.join("classes.txt"), b"cat\n").unwrap();
+    }
+    std::os::unix::fs::symlink(a.join("labels"), b.join("extra")).unwrap();
+    std::os::unix::fs::symlink("labels", a.join("extra")).unwrap();
+    let e = stitch_datasets(&[&a, &b], &out2).unwrap_err();
+    assert!(matches!(&e, Error::BadInput { path, .. } if *path == b.join("extra")), "{e}");
+    assert!(!out2.exists());
+    // A link to a dataset inside its part is that dataset.
+    std::fs::remove_file(b.join("extra")).unwrap();
+    std::os::unix::fs::symlink("labels", b.join("extra")).unwrap();
+    let sets = stitch_datasets(&[&a, &b], &out2).unwrap();
+    assert_eq!(sets.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["extra", "labels"]);
 }
 
 /// Parts that are directories of datasets must hold the same datasets and the same other

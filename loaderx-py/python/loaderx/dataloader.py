@@ -151,7 +151,10 @@ class DataLoader:
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
         self._finalizer = weakref.finalize(self, _close_at_collection, self._native)
         self.batch_size: int = self._native.batch_size()
-        self._ended = False
+        # A loader resumed from the state of a finished pass is over before its first `for`
+        # (look 57, D1: that `for` yielded nothing, without a word).
+        steps = self._native.steps()
+        self._ended = steps is not None and self._native.step() >= steps
 
     def __iter__(self) -> "DataLoader":
         if self._ended:

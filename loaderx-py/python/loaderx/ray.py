@@ -163,6 +163,9 @@ class LoaderxDatasink(Datasink):
             self.url = path.rstrip("/")
         self.remote = remote
         self.path = path if self.url else os.path.abspath(path)
+        if isinstance(columns, (str, bytes)):
+            # list("image") would be five one-letter columns (look 57).
+            raise TypeError(f"columns={columns!r}: a list of column names, e.g. [{columns!r}]")
         self.columns = None if columns is None else list(columns)
         if self.columns == []:
             # A write of no columns would replace every set in OUT by nothing (look 56, R1).
