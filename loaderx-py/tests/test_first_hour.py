@@ -144,7 +144,7 @@ def test_vision_transforms_check_their_arguments_when_made():
 
     for make, what in [
         (lambda: V.RandomResizedCrop(-3), r"RandomResizedCrop\(size=-3\)"),
-        (lambda: V.RandomResizedCrop(0), r"\[1, 16384\]"),
+        (lambda: V.RandomResizedCrop(0), r"\[1, 16385\)"),
         (lambda: V.RandomResizedCrop((32, 48)), "square"),
         (lambda: V.RandomResizedCrop(8, scale=(0.5, 0.1)), "scale"),
         (lambda: V.Resize(0), r"Resize\(size=0\)"),

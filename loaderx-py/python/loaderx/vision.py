@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _native
-from ._common import numpy_dtype
+from ._common import check_int, numpy_dtype
 from .dataset import DenseDataset, _take_views
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -51,10 +51,7 @@ def _side(transform: str, value: Any, name: str = "size") -> None:
     output side (an int in 1..16384): checked when the transform is made, not at a first batch."""
     if isinstance(value, (tuple, list)):
         raise TypeError(f"{transform}({name}={value!r}): {name} is one int, a square output; (height, width) sizes are not supported")
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{transform}({name}={value!r}): {name} must be an int")
-    if not 1 <= int(value) <= _MAX_SIDE:
-        raise ValueError(f"{transform}({name}={value!r}): {name} must be in [1, {_MAX_SIDE}]")
+    check_int(f"{transform}({name}={value!r}): {name}", value, 1, _MAX_SIDE + 1)
 
 
 def _range(transform: str, name: str, value: Any, upper: float | None) -> None:
