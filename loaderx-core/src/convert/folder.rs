@@ -71,7 +71,7 @@ pub(super) fn list(dir: &Path) -> Result<(Vec<String>, Vec<Image>)> {
         }
         // A store `convert images` wrote, taken for a folder of images (issue 42's second trial:
         // its datasets were listed as classes, its chunk files as images).
-        if path.join("schema.msgpack").is_file() {
+        if path.join(crate::store::SCHEMA_FILE).is_file() {
             return Err(Error::BadInput {
                 path: dir.to_path_buf(),
                 reason: format!(
