@@ -116,6 +116,11 @@ def test_close_and_with_stop_every_thread(streams):
     base = threads_now()
     loader = DataLoader(streams, batch_size=8, num_workers=4, transform=lambda b: b)
     next(loader)
+    # A thread takes its name (what threads_now counts) once it runs: on two cores the last of
+    # the four may not have run yet when the first batch is back.
+    deadline = time.monotonic() + 30
+    while threads_now() < base + 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert threads_now() >= base + 4
     loader.close()
     loader.close()
