@@ -16,6 +16,9 @@ use crate::sampler::{Mixture, PassSampler, Sampler};
 use crate::store::Parallelism;
 use crate::{DType, DenseArray, Error, RaggedArray, Result};
 
+#[cfg(feature = "images")]
+mod images;
+
 /// The collate step a loader's prefetch threads run on each batch.
 pub(super) type Transform<O> = Arc<dyn Fn(Batch) -> std::result::Result<O, BoxError> + Send + Sync>;
 /// Any error a transform returns.
@@ -119,6 +122,8 @@ impl<O: Send + 'static> DataLoader<O> {
         let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let producer = Producer {
             dropped: Arc::clone(&dropped),
+            #[cfg(feature = "images")]
+            images: Default::default(),
             streams,
             indexer: indexer.clone(),
             seed: config.seed,
@@ -271,100 +276,12 @@ struct Producer<O> {
     /// The loader's [`DataLoader::dropped`]: long steps stop early once it is set.
     #[cfg_attr(not(feature = "images"), allow(dead_code))]
     dropped: Arc<std::sync::atomic::AtomicBool>,
+    /// The image streams' decode buffers, kept between steps, and the turn of the step decoding.
+    #[cfg(feature = "images")]
+    images: images::Shared,
 }
 
 impl<O> Producer<O> {
-    /// The images of `batch`'s records in `source`, decoded and transformed by `pipeline` into
-    /// one buffer (a recycled one of stream `name`), each with the random stream of its position
-    /// in the global batch.
-    #[cfg(feature = "images")]
-    fn decode_images(
-        &self,
-        source: &crate::RaggedSource,
-        pipeline: &crate::vision::ImagePipeline,
-        name: &str,
-        batch: &Batch,
-    ) -> Result<(crate::ArrayData, Option<Vec<u8>>)> {
-        use crate::vision::Out;
-        let mut files = RaggedArray::empty(DType::U8, Vec::new());
-        source.gather_into_with(&batch.indices, &mut files, self.par)?;
-        let item = pipeline.item_elems();
-        let n = batch.indices.len();
-        let total =
-            n.checked_mul(item).ok_or_else(|| Error::InvalidArgument("an image batch past memory".into()))?;
-        // The pool keeps the stream's own buffers, all of the pipeline's dtype.
-        let mut data = self.pool.get(name, pipeline.dtype());
-        let refused = |k: usize, why: String| Error::BadInput {
-            path: source.path().to_path_buf(),
-            reason: format!(
-                "record {} (stream {name:?}, step {}): not a decodable image: {why}",
-                source.path_record(batch.indices[k]),
-                batch.step()
-            ),
-            source: None,
-        };
-        // The decoded and resized pixels' buffers, sized by the first image and reused.
-        let mut scratch = crate::vision::Scratch::default();
-        // Which images decoded, when the pipeline leaves the others out ([`ImagePipeline::skip_bad`]).
-        let mut ok = pipeline.skips_bad().then(|| vec![1u8; n]);
-        // Sample `k`'s own random stream.
-        let rng = |k: usize| {
-            crate::SampleRng::new(crate::sample_seed(
-                self.seed,
-                batch.step(),
-                self.stripe.wrapping_add(k as u32),
-            ))
-        };
-        // What sample `k`'s failure leaves: an error naming it, or (left out) `true`: its item is
-        // zeroed, whatever the pipeline wrote of it.
-        let mut left_out = |k: usize, r: std::result::Result<(), String>| -> Result<bool> {
-            match (r, ok.as_mut()) {
-                (Ok(()), _) => Ok(false),
-                (Err(_), Some(ok)) => {
-                    ok[k] = 0;
-                    Ok(true)
-                }
-                (Err(why), None) => Err(refused(k, why)),
-            }
-        };
-        match &mut data {
-            crate::ArrayData::U8(v) => each_item(v, total, item, |k, out| {
-                stop_if_dropped(&self.dropped)?;
-                let r = pipeline.apply_with(
-                    files.record::<u8>(k)?,
-                    &mut rng(k),
-                    Out::U8(&mut *out),
-                    &mut scratch,
-                );
-                if left_out(k, r)? {
-                    out.fill(0);
-                }
-                Ok(())
-            }),
-            crate::ArrayData::F32(v) => each_item(v, total, item, |k, out| {
-                stop_if_dropped(&self.dropped)?;
-                let r = pipeline.apply_with(
-                    files.record::<u8>(k)?,
-                    &mut rng(k),
-                    Out::F32(&mut *out),
-                    &mut scratch,
-                );
-                if left_out(k, r)? {
-                    out.fill(0.0);
-                }
-                Ok(())
-            }),
-            other => return Err(Error::InvalidArgument(format!("an image stream of {}", other.dtype()))),
-        }
-        .map_err(|e| match e {
-            Error::InvalidArgument(m) => {
-                Error::InvalidArgument(format!("stream {name:?} ({}): {m}", source.path().display()))
-            }
-            other => other,
-        })?;
-        Ok((data, ok))
-    }
-
     /// Asks for the pages of step `step + hint_ahead` when a stream's store is cold (not known
     /// to be resident), so that they are read while the steps before it are gathered. A hint:
     /// its failures are left for that step's gather to report.
@@ -515,38 +432,4 @@ pub(super) fn batch_meta(
         }
     }
     meta
-}
-
-/// An error once the loader is dropped: a step no one will take stops at its next image.
-#[cfg(feature = "images")]
-fn stop_if_dropped(dropped: &std::sync::atomic::AtomicBool) -> Result<()> {
-    if dropped.load(Ordering::Relaxed) {
-        return Err(Error::LoaderStopped("the loader was dropped".into()));
-    }
-    Ok(())
-}
-
-/// `v` made `total` elements (zeros when it was another size), then `f` called on each item of
-/// `item` elements, in order.
-#[cfg(feature = "images")]
-fn each_item<T: bytemuck::Zeroable>(
-    v: &mut Vec<T>,
-    total: usize,
-    item: usize,
-    mut f: impl FnMut(usize, &mut [T]) -> Result<()>,
-) -> Result<()> {
-    // A buffer back from the pool at the batch's size is written over whole (every item, every
-    // element): zeroing it first would cost a pass over the batch for nothing.
-    if v.len() != total {
-        // A fresh buffer comes zeroed from the allocator (`calloc`: a large one is fresh pages,
-        // zero already), not filled with zeros by a pass of its own over the batch. A batch of
-        // large outputs fails as an error naming its size, never an abort.
-        *v = bytemuck::allocation::try_zeroed_vec(total).map_err(|()| {
-            Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
-        })?;
-    }
-    for (k, out) in v.chunks_exact_mut(item.max(1)).enumerate() {
-        f(k, out)?;
-    }
-    Ok(())
 }

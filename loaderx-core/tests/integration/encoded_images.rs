@@ -475,3 +475,73 @@ fn an_image_folder_is_listed_as_torchvision_lists_it() {
     let e = loaderx_core::convert::image_folder(&root).unwrap_err();
     assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("not UTF-8")), "{e}");
 }
+
+/// A batch of many images is decoded in pieces over the threads that are free: each row is
+/// still the pipeline's output for its record with its own position's random stream, flags of
+/// images left out mark the right rows, and of two bad images the step names the first.
+#[test]
+fn a_batch_split_over_threads_is_the_batch_one_thread_makes() {
+    use loaderx_core::vision::{IMAGENET_MEAN, IMAGENET_STD, ImagePipeline, Out};
+    use loaderx_core::{DataLoader, DenseSource, SampleRng, SamplerMode, sample_seed};
+    let dir = tempfile::tempdir().unwrap();
+    let good = image_dataset(&dir.path().join("good"), 21, false);
+    let all = good.get_batch(&(0..21).collect::<Vec<u32>>()).unwrap();
+    let files: Vec<Vec<u8>> = (0..21).map(|k| all.record::<u8>(k).unwrap().to_vec()).collect();
+    // Records 3 and 4 of the same files made unreadable: the first and second pieces' (a
+    // helper taking the second meets record 4 before the thread with the first reaches 3).
+    let mut w = loaderx_core::DatasetWriter::with_schema(
+        dir.path().join("bad"),
+        Schema::image(),
+        WriteOptions::new(),
+    )
+    .unwrap();
+    let bad_files: Vec<Vec<u8>> =
+        (0..21).map(|k| if k == 3 || k == 4 { b"not an image".to_vec() } else { files[k].clone() }).collect();
+    w.append_bytes(&bad_files).unwrap();
+    w.finish().unwrap();
+    let bad = loaderx_core::RaggedSource::open(dir.path().join("bad")).unwrap();
+    let pipeline = ImagePipeline::train(16).normalize(IMAGENET_MEAN, IMAGENET_STD);
+    let labels = DenseSource::from_vec(vec![], (0..21u32).collect::<Vec<_>>()).unwrap();
+    let build = |source: &loaderx_core::RaggedSource, skip: bool, threads: usize| {
+        DataLoader::builder()
+            .image_stream("image", source.clone(), pipeline.clone().skip_bad(skip))
+            .stream("label", labels.clone())
+            .batch_size(21)
+            .mode(SamplerMode::Sequential)
+            .seed(9)
+            .threads(threads)
+            .build()
+            .unwrap()
+    };
+    let item = pipeline.item_elems();
+    for threads in [1, 2] {
+        let mut l = build(&good, false, threads);
+        for step in 0..2u64 {
+            let b = l.next_batch().unwrap().unwrap();
+            let x = b.get("image").unwrap().as_slice::<f32>().unwrap();
+            for (k, record) in b.get("label").unwrap().as_slice::<u32>().unwrap().iter().enumerate() {
+                let mut want = vec![0f32; item];
+                let mut rng = SampleRng::new(sample_seed(9, step, k as u32));
+                pipeline.apply(&files[*record as usize], &mut rng, Out::F32(&mut want)).unwrap();
+                assert_eq!(
+                    &x[k * item..(k + 1) * item],
+                    &want[..],
+                    "step {step}, row {k}, {threads} threads"
+                );
+            }
+        }
+        let mut l = build(&bad, true, threads);
+        let b = l.next_batch().unwrap().unwrap();
+        let ok = b.get("image_ok").unwrap().as_slice::<u8>().unwrap();
+        let x = b.get("image").unwrap().as_slice::<f32>().unwrap();
+        for (k, &flag) in ok.iter().enumerate() {
+            assert_eq!(flag, u8::from(k != 3 && k != 4), "row {k}");
+            assert_eq!(x[k * item..(k + 1) * item].iter().all(|&v| v == 0.0), flag == 0, "row {k}");
+        }
+        // Without skip_bad: always the first bad record, however the pieces were shared.
+        for _ in 0..10 {
+            let e = build(&bad, false, threads).next_batch().unwrap_err();
+            assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("record 3 ")), "{e}");
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! An image stream's step: its records' files decoded and transformed into one batch buffer, in
+//! pieces of a few images taken by the step's prefetch thread and by the other threads of the
+//! rayon pool. One step decodes at a time, the earliest waiting first, on every core: the first
+//! batch takes the time of its share of the images, not of all of them on one thread, and no
+//! more threads decode at once than the pool has (two steps decoding at once, each with helpers,
+//! would put twice as many threads on the cores for no more work done).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use super::Producer;
+use crate::loader::batch::Batch;
+use crate::vision::{ImagePipeline, Out, Scratch};
+use crate::{ArrayData, DType, Error, RaggedArray, RaggedSource, Result};
+
+/// Images a thread takes at a time: an image costs about a millisecond to decode and transform
+/// (docs/benchmarks/images.md, run E), so a piece is milliseconds of work against microseconds
+/// of hand-off, and a batch of 256 is 64 pieces for whoever is free.
+const IMAGES_PER_PIECE: usize = 4;
+
+/// What a loader's image steps share: the decoders' buffers and libjpeg-turbo decompressors,
+/// kept from one step to the next (one per thread that decodes at a time, so a step allocates
+/// and faults in no decode buffer), and the turn of the one step that decodes.
+#[derive(Default)]
+pub(super) struct Shared {
+    scratches: Mutex<Vec<Scratch>>,
+    /// Whether a step is decoding, and the steps waiting for their turn.
+    turn: Mutex<(bool, BTreeSet<u64>)>,
+    /// Signalled when a step's turn ends.
+    ended: Condvar,
+}
+
+impl Shared {
+    fn take(&self) -> Scratch {
+        self.scratches.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default()
+    }
+
+    fn give(&self, scratch: Scratch) {
+        self.scratches.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
+    }
+
+    /// Waits until no step decodes and `step` is the earliest waiting, then holds the turn until
+    /// the returned guard drops. A step waits at most for the steps before it, each of which
+    /// ends (or, once the loader is dropped, stops at its next image).
+    fn turn(&self, step: u64) -> Turn<'_> {
+        let mut t = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+        t.1.insert(step);
+        while t.0 || t.1.first() != Some(&step) {
+            t = self.ended.wait(t).unwrap_or_else(|p| p.into_inner());
+        }
+        t.1.remove(&step);
+        t.0 = true;
+        Turn(self)
+    }
+}
+
+/// A step's turn to decode ([`Shared::turn`]), given up when dropped (a panic included).
+struct Turn<'a>(&'a Shared);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.turn.lock().unwrap_or_else(|p| p.into_inner()).0 = false;
+        self.0.ended.notify_all();
+    }
+}
+
+/// One piece of a step: the batch position of its first image, its items' elements and, when
+/// bad images are left out, their `_ok` flags.
+type Piece<'a, T> = (usize, &'a mut [T], Option<&'a mut [u8]>);
+
+impl<O> Producer<O> {
+    /// The images of `batch`'s records in `source`, decoded and transformed by `pipeline` into
+    /// one buffer (a recycled one of stream `name`), each with the random stream of its position
+    /// in the global batch: the same bytes whichever thread takes which image.
+    pub(super) fn decode_images(
+        &self,
+        source: &RaggedSource,
+        pipeline: &ImagePipeline,
+        name: &str,
+        batch: &Batch,
+    ) -> Result<(ArrayData, Option<Vec<u8>>)> {
+        let mut files = RaggedArray::empty(DType::U8, Vec::new());
+        source.gather_into_with(&batch.indices, &mut files, self.par)?;
+        let item = pipeline.item_elems();
+        let n = batch.indices.len();
+        let total =
+            n.checked_mul(item).ok_or_else(|| Error::InvalidArgument("an image batch past memory".into()))?;
+        // The pool keeps the stream's own buffers, all of the pipeline's dtype.
+        let mut data = self.pool.get(name, pipeline.dtype());
+        let _turn = self.images.turn(batch.step());
+        let refused = |k: usize, why: String| Error::BadInput {
+            path: source.path().to_path_buf(),
+            reason: format!(
+                "record {} (stream {name:?}, step {}): not a decodable image: {why}",
+                source.path_record(batch.indices[k]),
+                batch.step()
+            ),
+            source: None,
+        };
+        // Which images decoded, when the pipeline leaves the others out ([`ImagePipeline::skip_bad`]).
+        let mut ok = pipeline.skips_bad().then(|| vec![1u8; n]);
+        // Image `k` into `out`: an error naming it, or, left out, its item zeroed and its flag 0
+        // (whatever the pipeline wrote of it).
+        let one = |k: usize, out: Out<'_>, scratch: &mut Scratch, ok: Option<&mut u8>| -> Result<bool> {
+            stop_if_dropped(&self.dropped)?;
+            let mut rng = crate::SampleRng::new(crate::sample_seed(
+                self.seed,
+                batch.step(),
+                self.stripe.wrapping_add(k as u32),
+            ));
+            match (pipeline.apply_with(files.record::<u8>(k)?, &mut rng, out, scratch), ok) {
+                (Ok(()), _) => Ok(false),
+                (Err(_), Some(ok)) => {
+                    *ok = 0;
+                    Ok(true)
+                }
+                (Err(why), None) => Err(refused(k, why)),
+            }
+        };
+        match &mut data {
+            ArrayData::U8(v) => self.each_image(v, total, item, ok.as_deref_mut(), |k, out, s, ok| {
+                if one(k, Out::U8(&mut *out), s, ok)? {
+                    out.fill(0);
+                }
+                Ok(())
+            }),
+            ArrayData::F32(v) => self.each_image(v, total, item, ok.as_deref_mut(), |k, out, s, ok| {
+                if one(k, Out::F32(&mut *out), s, ok)? {
+                    out.fill(0.0);
+                }
+                Ok(())
+            }),
+            other => return Err(Error::InvalidArgument(format!("an image stream of {}", other.dtype()))),
+        }
+        .map_err(|e| match e {
+            Error::InvalidArgument(m) => {
+                Error::InvalidArgument(format!("stream {name:?} ({}): {m}", source.path().display()))
+            }
+            other => other,
+        })?;
+        Ok((data, ok))
+    }
+
+    /// `v` made `total` elements (zeros when it was another size), then `f(k, item, scratch,
+    /// ok)` called on each item `k` of `item` elements (`ok`: its flag in `oks`), in pieces of
+    /// [`IMAGES_PER_PIECE`] taken in order by this thread and by the other threads of the rayon
+    /// pool (as many threads as the pool has, this one included).
+    /// The error returned is that of the lowest `k` that failed, as one thread going in order
+    /// would meet it first.
+    fn each_image<T: bytemuck::Zeroable + Send>(
+        &self,
+        v: &mut Vec<T>,
+        total: usize,
+        item: usize,
+        oks: Option<&mut [u8]>,
+        f: impl Fn(usize, &mut [T], &mut Scratch, Option<&mut u8>) -> Result<()> + Sync,
+    ) -> Result<()> {
+        // A buffer back from the pool at the batch's size is written over whole (every item,
+        // every element): zeroing it first would cost a pass over the batch for nothing.
+        if v.len() != total {
+            // A fresh buffer comes zeroed from the allocator (`calloc`: a large one is fresh
+            // pages, zero already), not filled with zeros by a pass of its own over the batch. A
+            // batch of large outputs fails as an error naming its size, never an abort.
+            *v = bytemuck::allocation::try_zeroed_vec(total).map_err(|()| {
+                Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
+            })?;
+        }
+        let item = item.max(1);
+        let mut ok_pieces = oks.map(|o| o.chunks_mut(IMAGES_PER_PIECE));
+        let pieces: Vec<Piece<'_, T>> = v
+            .chunks_mut(IMAGES_PER_PIECE * item)
+            .enumerate()
+            .map(|(p, out)| (p * IMAGES_PER_PIECE, out, ok_pieces.as_mut().and_then(Iterator::next)))
+            .collect();
+        let helpers = rayon::current_num_threads().saturating_sub(1).min(pieces.len().saturating_sub(1));
+        let pieces = Mutex::new(pieces.into_iter());
+        // The failure of the lowest image so far: pieces past it are not started.
+        let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+        let stopped_before = |k: usize| {
+            failed.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|(at, _)| *at < k)
+        };
+        let work = || {
+            let mut scratch = self.images.take();
+            loop {
+                let next = pieces.lock().unwrap_or_else(|p| p.into_inner()).next();
+                let Some((first, out, mut ok)) = next else { break };
+                if stopped_before(first) {
+                    continue;
+                }
+                for (j, out) in out.chunks_exact_mut(item).enumerate() {
+                    let flag = ok.as_deref_mut().and_then(|o| o.get_mut(j));
+                    if let Err(e) = f(first + j, out, &mut scratch, flag) {
+                        let mut failed = failed.lock().unwrap_or_else(|p| p.into_inner());
+                        if failed.as_ref().is_none_or(|(at, _)| first + j < *at) {
+                            *failed = Some((first + j, e));
+                        }
+                        break;
+                    }
+                }
+            }
+            self.images.give(scratch);
+        };
+        let work = &work;
+        rayon::in_place_scope(|scope| {
+            for _ in 0..helpers {
+                scope.spawn(move |_| work());
+            }
+            work();
+        });
+        failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), |(_, e)| Err(e))
+    }
+}
+
+/// An error once the loader is dropped: a step no one will take stops at its next image.
+fn stop_if_dropped(dropped: &AtomicBool) -> Result<()> {
+    if dropped.load(Ordering::Relaxed) {
+        return Err(Error::LoaderStopped("the loader was dropped".into()));
+    }
+    Ok(())
+}
