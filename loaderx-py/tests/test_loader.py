@@ -321,6 +321,27 @@ def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(strea
         assert defaults.batch_size == 256
 
 
+def test_a_state_moves_onto_the_shard_given_beside_it(streams):
+    # shard= beside state= was dropped for the state's own: a resumed rank read rank 0's rows.
+    with DataLoader(streams, batch_size=32, seed=11, shard=(0, 2)) as r0:
+        next(r0)
+        saved = r0.state()
+    with DataLoader(streams, state=saved, shard=(1, 2)) as moved, \
+            DataLoader(streams, batch_size=32, seed=11, shard=(1, 2), start_step=1) as fresh:
+        np.testing.assert_array_equal(next(moved)["y"], next(fresh)["y"])
+    # A state of one process resumed on two ranks: together they read its next global batch.
+    with DataLoader(streams, batch_size=32, seed=11) as one:
+        next(one)
+        single = one.state()
+        whole = next(one)["y"]
+    halves = []
+    for rank in (0, 1):
+        with DataLoader(streams, state=single, shard=(rank, 2)) as part:
+            halves.append(next(part)["y"])
+    assert sorted(np.concatenate(halves).tolist()) == sorted(whole.tolist())
+    assert not set(halves[0].tolist()) & set(halves[1].tolist())
+
+
 @pytest.mark.parametrize("use", ["step", "closed", "state", "close", "next"])
 def test_a_transform_using_its_own_loader_is_refused_not_a_deadlock(tmp_path, use):
     # It used to wait for the lock the waiting next() holds, from the thread next() waits for:

@@ -113,7 +113,12 @@ impl Schema {
                 self.dtype, self.shape
             ));
         }
-        let elems = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        // A zero anywhere makes no elements, however large the dimensions before it.
+        let elems = if self.shape.contains(&0) {
+            Some(0)
+        } else {
+            self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+        };
         // A ragged record is its rows' bytes: rows of no bytes would lose its row count.
         if self.kind == Kind::Ragged && elems == Some(0) {
             return Some(format!(
@@ -334,6 +339,8 @@ mod tests {
             (Schema::ragged(DType::F32, vec![1 << 30]), false),
             (Schema::dense(DType::U8, vec![usize::MAX, 2]), false),
             (Schema::dense(DType::F32, vec![0, usize::MAX]), true),
+            // A zero after dimensions whose product overflows: still no bytes.
+            (Schema::dense(DType::F64, vec![1 << 62, 4, 0]), true),
             (Schema::ragged(DType::U16, vec![]), true),
             // Ragged rows of no bytes: a record's row count would be lost.
             (Schema::ragged(DType::F32, vec![0]), false),

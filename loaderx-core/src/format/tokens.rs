@@ -25,6 +25,10 @@ pub const LLMC_HEADER_LEN: usize = 1024;
 pub const LLMC_MAGIC_U16: i32 = 20_240_520;
 /// llm.c's magic for `u32` (Llama-3) tokens.
 pub const LLMC_MAGIC_U32: i32 = 20_240_801;
+/// The version llm.c writes with [`LLMC_MAGIC_U16`] (`dev/data/data_common.py`, "gpt-2").
+pub const LLMC_VERSION_U16: i32 = 1;
+/// The version llm.c writes with [`LLMC_MAGIC_U32`] (`dev/data/data_common.py`, "llama-3").
+pub const LLMC_VERSION_U32: i32 = 7;
 
 /// An integer token type of the files' (the dtype codes Megatron gives its integers, and the
 /// two llm.c writes).
@@ -310,11 +314,17 @@ pub fn llmc_header(head: &[u8], file_len: u64) -> Result<LlmcHeader, HeaderError
         return Err(refuse("header", format!("{file_len} bytes, an llm.c header is {LLMC_HEADER_LEN}")));
     }
     let int = |k: usize| i32::from_le_bytes(head[4 * k..4 * k + 4].try_into().expect("4 bytes"));
-    let token = match int(0) {
-        LLMC_MAGIC_U16 => TokenType::U16,
-        LLMC_MAGIC_U32 => TokenType::U32,
+    let (token, version) = match int(0) {
+        LLMC_MAGIC_U16 => (TokenType::U16, LLMC_VERSION_U16),
+        LLMC_MAGIC_U32 => (TokenType::U32, LLMC_VERSION_U32),
         m => return Err(refuse("header[0] (magic)", format!("{m}, not 20240520 or 20240801"))),
     };
+    if int(1) != version {
+        return Err(refuse(
+            "header[1] (version)",
+            format!("{}, the version llm.c writes with magic {} is {version}", int(1), int(0)),
+        ));
+    }
     let count = int(2);
     let tokens = u64::try_from(count).map_err(|_| refuse("header[2] (token count)", format!("{count}")))?;
     let have = (file_len - LLMC_HEADER_LEN as u64) / token.size() as u64;
@@ -351,8 +361,8 @@ pub fn encode_megatron_header(
 /// count over `i32::MAX`).
 pub fn encode_llmc_header(token: TokenType, tokens: u64) -> Option<[u8; LLMC_HEADER_LEN]> {
     let (magic, version) = match token {
-        TokenType::U16 => (LLMC_MAGIC_U16, 1),
-        TokenType::U32 => (LLMC_MAGIC_U32, 7),
+        TokenType::U16 => (LLMC_MAGIC_U16, LLMC_VERSION_U16),
+        TokenType::U32 => (LLMC_MAGIC_U32, LLMC_VERSION_U32),
         _ => return None,
     };
     let count = i32::try_from(tokens).ok()?;
@@ -428,6 +438,12 @@ mod tests {
             assert_eq!(llmc_header(&h, len).unwrap().tokens, n);
             assert_eq!(llmc_header(&h, len + 1).unwrap_err().field, "header[2] (token count)");
             assert_eq!(llmc_header(&h, len - t.size() as u64).unwrap_err().field, "header[2] (token count)");
+            // Each magic with its own version only (the other's, or any other, is refused).
+            for v in [0, 2, 1 + 7 - (if t == TokenType::U16 { 1 } else { 7 }), i32::MAX] {
+                let mut h = h;
+                h[4..8].copy_from_slice(&v.to_le_bytes());
+                assert_eq!(llmc_header(&h, len).unwrap_err().field, "header[1] (version)", "{t:?} {v}");
+            }
         }
         let mut h = encode_llmc_header(TokenType::U16, 0).unwrap();
         h[8..12].copy_from_slice(&(-1i32).to_le_bytes());

@@ -138,15 +138,21 @@ impl LoaderBuilder {
                 return Err(Error::Config { what: "state", reason: "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
                         .into(), });
             }
-            Some(state) => state.clone(),
+            Some(state) => {
+                state.check_consistent()?;
+                match self.shard {
+                    Some((rank, world)) => state.resharded(rank, world)?,
+                    None => state.clone(),
+                }
+            }
             None => LoaderState {
                 sampler: SamplerConfig {
                     len,
                     batch_size: self.batch_size,
                     mode: self.mode,
                     seed: self.seed,
-                    rank: self.rank,
-                    world: self.world,
+                    rank: self.shard.map_or(0, |(r, _)| r),
+                    world: self.shard.map_or(1, |(_, w)| w),
                 },
                 step: self.start_step,
                 fingerprint,
@@ -157,8 +163,20 @@ impl LoaderBuilder {
         // also numbers its rows from row 0 in one (`Mixture::last_step`).
         let mut last = u64::MAX - 1;
         match &state.order {
-            Order::Packed(_) => {
+            Order::Packed(p) => {
                 let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
+                // A rank's sample `k` is the stream's position `k * world + rank`: a cursor leaving
+                // half the positions a u64 counts (centuries of reading) never overflows them.
+                let most = u64::MAX / 2 / u64::from(w.max(1));
+                if p.cursor.sample > most {
+                    return Err(Error::Config {
+                        what: "state",
+                        reason: format!(
+                            "a packed cursor at sample {} is past any stream a loader reads (at most {most} on a world of {w})",
+                            p.cursor.sample
+                        ),
+                    });
+                }
                 if self.streams.len() != 1 {
                     return Err(Error::Config { what: "pack", reason: PACKED_ALONE.into() });
                 }
@@ -177,7 +195,7 @@ impl LoaderBuilder {
             Order::Mixture(m) => last = last.min(m.build(&state.sampler)?.last_step()),
             // A pass has no sampler of its own; its config is checked instead (a batch larger
             // than the data is fine in a pass: one partial batch).
-            Order::Pass(p) => drop(p.build()?),
+            Order::Pass(p) => last = last.min(p.build()?.last_step()),
             Order::Endless | Order::Bucketed(_) => drop(state.sampler.build()?),
         }
         if state.step > last {
@@ -201,8 +219,8 @@ impl LoaderBuilder {
                 epoch: f.epoch,
                 epochs: f.epochs,
                 drop_last: f.drop_last,
-                rank: self.rank,
-                world: self.world,
+                rank: self.shard.map_or(0, |(r, _)| r),
+                world: self.shard.map_or(1, |(_, w)| w),
             }),
             Chosen::Mixture { weights, lens } => {
                 Order::Mixture(MixtureConfig { weights: weights.clone(), lens: lens.clone() })

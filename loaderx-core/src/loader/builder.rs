@@ -25,8 +25,9 @@ pub struct LoaderBuilder {
     pub(super) batch_size: u32,
     pub(super) mode: SamplerMode,
     pub(super) seed: u64,
-    pub(super) rank: u32,
-    pub(super) world: u32,
+    /// This process's (rank, world) when [`shard`](Self::shard) was called: a restored state
+    /// is moved onto it; otherwise (0, 1), or the state's own.
+    pub(super) shard: Option<(u32, u32)>,
     pub(super) start_step: u64,
     pub(super) state: Option<LoaderState>,
     pub(super) threads: usize,
@@ -52,8 +53,7 @@ impl std::fmt::Debug for LoaderBuilder {
             .field("batch_size", &self.batch_size)
             .field("mode", &self.mode)
             .field("seed", &self.seed)
-            .field("rank", &self.rank)
-            .field("world", &self.world)
+            .field("shard", &self.shard)
             .field("start_step", &self.start_step)
             .field("threads", &self.threads)
             .field("prefetch", &self.prefetch)
@@ -72,8 +72,7 @@ impl Default for LoaderBuilder {
             batch_size: 32,
             mode: SamplerMode::Cyclic,
             seed: 0,
-            rank: 0,
-            world: 1,
+            shard: None,
             start_step: 0,
             state: None,
             threads: cores.clamp(1, 8),
@@ -381,10 +380,11 @@ impl LoaderBuilder {
         self
     }
 
-    /// This process's rank and the number of ranks sharing each global batch.
+    /// This process's rank and the number of ranks sharing each global batch. With a restored
+    /// [`state`](Self::state), the state is moved onto this shard: the global batches stay the
+    /// same, each rank reading its stripe of them ([`LoaderState::resharded`]).
     pub fn shard(mut self, rank: u32, world: u32) -> Self {
-        self.rank = rank;
-        self.world = world;
+        self.shard = Some((rank, world));
         self
     }
 

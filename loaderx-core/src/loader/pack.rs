@@ -27,6 +27,9 @@ use crate::sampler::{PassConfig, PassSampler, mix64};
 use crate::{ArrayData, DType, DenseArray, Error, RaggedArray, Result};
 
 const DOMAIN_PACK: u64 = 0x7061_636B_2073_6571;
+/// Why a packed stream of nothing but empty records cannot make a step.
+const EVERY_RECORD_EMPTY: &str = "every record of the packed stream is empty: nothing to pack";
+
 /// Steps whose start the planner remembers (the prefetch window is far smaller).
 const KEEP: usize = 4096;
 /// Records per block of the planner's length cache: what one sequential read of the index fills.
@@ -263,6 +266,29 @@ impl Packer {
         Ok((records, lens))
     }
 
+    /// The run of samples in a row that gave no token, one more: past the stream's length, an
+    /// error when this rank will never get a token (every record is empty, or, the stream in
+    /// order, every record of the rank's stripe, which a run that long has gone all round), else
+    /// the run starts again (a shuffled stream brings the records with tokens round).
+    fn after_empty(&self, run: u64) -> Result<u64> {
+        let run = run + 1;
+        let len = self.source.len();
+        if run <= len as u64 {
+            return Ok(run);
+        }
+        let all: Vec<u32> = (0..u32::try_from(len).unwrap_or(u32::MAX)).collect();
+        if self.lengths.rows(&self.source, &all)?.iter().all(|&n| n == 0) {
+            return Err(Error::InvalidArgument(EVERY_RECORD_EMPTY.into()));
+        }
+        if !self.order.config().shuffle {
+            return Err(Error::InvalidArgument(format!(
+                "every record rank {} of {} packs is empty: the stream is in order, so the rank's records never change",
+                self.rank, self.world
+            )));
+        }
+        Ok(0)
+    }
+
     /// Packs one step from `cursor`: its pieces and the next step's cursor.
     fn simulate(&self, cursor: PackCursor, collect: bool) -> Result<(Vec<Piece>, PackCursor)> {
         if self.pack.split {
@@ -291,12 +317,7 @@ impl Packer {
             let j = (cursor.sample - first) as usize;
             let (record, tokens) = (records[j], lens[j].min(l));
             if tokens == 0 {
-                empty_run += 1;
-                if empty_run > self.source.len() as u64 {
-                    return Err(Error::InvalidArgument(
-                        "every record of the packed stream is empty: nothing to pack".into(),
-                    ));
-                }
+                empty_run = self.after_empty(empty_run)?;
                 cursor.sample += 1;
                 continue;
             }
@@ -326,6 +347,9 @@ impl Packer {
         // The upcoming samples' records and lengths, fetched a chunk at a time from the index.
         let chunk = (u64::from(self.rows) * 8).clamp(16, 4096);
         let (mut first, mut records, mut lens) = (cursor.sample, Vec::new(), Vec::new());
+        // Samples in a row that gave no token: a stream of nothing but those would never fill a
+        // row, as in the first-fit plan.
+        let mut empty_run = 0u64;
         for row in 0..self.rows {
             let (mut at, mut segment) = (0u64, 0u32);
             while at < l {
@@ -338,6 +362,11 @@ impl Packer {
                 let left = len.saturating_sub(cursor.offset);
                 let space = l - at;
                 let (tokens, done) = if left <= space { (left, true) } else { (space, false) };
+                if tokens == 0 {
+                    empty_run = self.after_empty(empty_run)?;
+                } else {
+                    empty_run = 0;
+                }
                 if tokens > 0 {
                     segment += 1;
                     if collect {

@@ -130,7 +130,12 @@ impl LoaderState {
                 )));
             }
             let (cycle, f) = (self.step / spc_old, (self.step % spc_old) * b);
-            Ok(cycle * spc_new + f / b2)
+            cycle.checked_mul(spc_new).and_then(|s| s.checked_add(f / b2)).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "step {} at a global batch of {batch_size} is past the last step a loader counts",
+                    self.step
+                ))
+            })
         };
         let mut out = self.clone();
         out.sampler.batch_size = batch_size;
@@ -154,6 +159,64 @@ impl LoaderState {
             (Order::Endless | Order::Mixture(_) | Order::Bucketed(_), _) => self.step.saturating_mul(b) / b2,
         };
         Ok(out)
+    }
+
+    /// The same state on rank `rank` of `world` ranks: the global batch (and so each step's
+    /// global rows) is the same, each rank reading its stripe of it, so a run stopped on one
+    /// world size resumes on another with nothing seen twice or skipped.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a rank not below the world, a global batch the world does not
+    /// divide, or a packed stream on another shard (its cursor is where its own rank's packing
+    /// stands: another rank's rows cannot be known from it).
+    pub fn resharded(&self, rank: u32, world: u32) -> Result<LoaderState> {
+        let s = &self.sampler;
+        if (rank, world) == (s.rank, s.world) {
+            return Ok(self.clone());
+        }
+        let refuse = |reason: String| Error::Config { what: "shard", reason };
+        if world == 0 || rank >= world || !s.batch_size.is_multiple_of(world) {
+            return Err(refuse(format!(
+                "rank {rank} of {world}: the rank must be below the world, and the world must divide the state's global batch of {}",
+                s.batch_size
+            )));
+        }
+        if let Order::Packed(_) = self.order {
+            return Err(refuse(format!(
+                "the state was saved on rank {} of {}: a packed stream's cursor is its own rank's, so it resumes on that shard only",
+                s.rank, s.world
+            )));
+        }
+        let mut out = self.clone();
+        (out.sampler.rank, out.sampler.world) = (rank, world);
+        if let Order::Pass(p) = &mut out.order {
+            (p.rank, p.world) = (rank, world);
+        }
+        Ok(out)
+    }
+
+    /// [`Error::Config`] when the state's parts disagree: a pass's length, global batch, seed,
+    /// rank or world other than its sampler's (a loader never saves such a state; an edited
+    /// one would run on the pass's and report the sampler's).
+    pub(crate) fn check_consistent(&self) -> Result<()> {
+        let Order::Pass(p) = &self.order else { return Ok(()) };
+        let s = &self.sampler;
+        let fields = [
+            ("len", u64::from(p.len), u64::from(s.len)),
+            ("batch_size", u64::from(p.batch_size), u64::from(s.batch_size)),
+            ("seed", p.seed, s.seed),
+            ("rank", u64::from(p.rank), u64::from(s.rank)),
+            ("world", u64::from(p.world), u64::from(s.world)),
+        ];
+        match fields.iter().find(|(_, a, b)| a != b) {
+            None => Ok(()),
+            Some((field, pass, sampler)) => Err(Error::Config {
+                what: "state",
+                reason: format!(
+                    "the saved loader state contradicts itself: its pass's {field} is {pass}, its sampler's {sampler}"
+                ),
+            }),
+        }
     }
 }
 

@@ -83,6 +83,14 @@ impl PassConfig {
                 self.batch_size, self.world
             ));
         }
+        if let Some(e) = self.epochs
+            && self.epoch.checked_add(e.saturating_sub(1)).is_none()
+        {
+            return invalid(format!(
+                "{e} epochs from epoch {} run past the last epoch a pass counts (2^64 - 1)",
+                self.epoch
+            ));
+        }
         let pass = PassSampler { config: self.clone(), orders: Arc::new(Mutex::new(Vec::new())) };
         pass.order(self.epoch);
         Ok(pass)
@@ -138,9 +146,20 @@ impl PassSampler {
         self.config.epochs.map(|e| e.saturating_mul(self.steps()))
     }
 
-    /// The epoch global step `step` belongs to.
+    /// The epoch global step `step` belongs to (the last epoch counted, `u64::MAX`, for steps
+    /// past [`Self::last_step`]).
     pub fn epoch_of(&self, step: u64) -> u64 {
-        self.config.epoch + step / self.steps().max(1)
+        self.config.epoch.saturating_add(step / self.steps().max(1))
+    }
+
+    /// The last step whose epoch can be counted: `u64::MAX` unless passes without end start
+    /// within reach of epoch 2^64 - 1.
+    pub fn last_step(&self) -> u64 {
+        let steps = self.steps().max(1);
+        (u64::MAX - self.config.epoch)
+            .checked_mul(steps)
+            .and_then(|s| s.checked_add(steps - 1))
+            .unwrap_or(u64::MAX)
     }
 
     /// Indices this rank sees in one pass.
@@ -217,7 +236,7 @@ impl PassSampler {
             return;
         }
         while count > 0 {
-            let (epoch, pos) = (self.config.epoch + first / n, first % n);
+            let (epoch, pos) = (self.config.epoch.saturating_add(first / n), first % n);
             let take = count.min(n - pos);
             let order = self.order(epoch);
             let (pos, end) = (pos as usize, (pos + take) as usize);

@@ -286,6 +286,9 @@ impl TokenFile {
             None => (span / MAX_SAMPLES + 1).max(1),
         };
         let count = span / stride + 1;
+        // A stride past the span leaves one window, at 0: the same as a stride of the span + 1,
+        // whose byte offsets fit (a larger one's product with the token size need not).
+        let stride = stride.min(span + 1);
         if count > MAX_SAMPLES {
             return Err(Error::InvalidArgument(format!(
                 "{count} windows of {} at stride {stride}: a loader indexes at most 2^32 - 1 records (a larger stride)",

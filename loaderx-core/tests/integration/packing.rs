@@ -256,8 +256,32 @@ fn bad_packings_are_typed_errors() {
     assert!(e.to_string().contains("other data"), "a state of another packing: {e}");
     // Nothing but empty samples: an error, not a step that never ends.
     let empty = DataLoader::builder().ragged_stream("t", tokens(20, |_| 0)).pack("t", Pack::new(8));
-    let e = empty.batch_size(2).build().unwrap().next_batch().unwrap_err();
+    let e = empty.clone().batch_size(2).build().unwrap().next_batch().unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
+    // The same when samples are cut at the rows' ends (it hung: no sample ever filled a row).
+    let split =
+        DataLoader::builder().ragged_stream("t", tokens(20, |_| 0)).pack("t", Pack::new(8).split(true));
+    let e = split.batch_size(2).build().unwrap().next_batch().unwrap_err();
+    assert!(e.to_string().contains("every record of the packed stream is empty"), "{e}");
+    // In order over two ranks, rank 0 reads only the even records: all empty, its steps could
+    // never be made, though rank 1's can.
+    for split in [false, true] {
+        let half = DataLoader::builder()
+            .ragged_stream("t", tokens(20, |i| if i % 2 == 0 { 0 } else { 3 }))
+            .pack("t", Pack::new(8).split(split))
+            .mode(SamplerMode::Sequential)
+            .batch_size(2);
+        let e = half.clone().shard(0, 2).build().unwrap().next_batch().unwrap_err();
+        assert!(e.to_string().contains("every record rank 0 of 2 packs is empty"), "split {split}: {e}");
+        assert!(half.shard(1, 2).build().unwrap().next_batch().is_ok(), "split {split}");
+    }
+    // Shuffled, a stream with one record of tokens in many empty ones packs it.
+    let one = DataLoader::builder()
+        .ragged_stream("t", tokens(50, |i| u32::from(i == 17) * 3))
+        .pack("t", Pack::new(4).split(true))
+        .batch_size(2);
+    let b = one.shard(1, 2).build().unwrap().next_batch().unwrap().unwrap();
+    assert!(b.get("t_segments").unwrap().as_slice::<i32>().unwrap().iter().any(|&s| s > 0));
 }
 
 /// Length bucketing: a window's batches hold exactly the records of the sampler's batches of

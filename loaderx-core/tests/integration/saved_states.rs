@@ -199,3 +199,74 @@ fn a_state_saved_to_a_file_resumes_exactly() {
     let e = loaderx_core::LoaderState::load(dir.path().join("missing")).unwrap_err();
     assert!(matches!(e, loaderx_core::Error::Io { .. }), "{e}");
 }
+
+/// The `y` rows of the next batch of `b`.
+fn rows(b: LoaderBuilder) -> Vec<u32> {
+    let batch = b.build().unwrap().next_batch().unwrap().unwrap();
+    batch.get("y").unwrap().as_slice::<u32>().unwrap().to_vec()
+}
+
+/// A state restored beside [`LoaderBuilder::shard`] moves onto that shard (it was dropped for
+/// the state's own: a resumed rank read another rank's rows); a state whose pass contradicts its
+/// sampler, or whose counters are past what a loader counts, is refused at build.
+#[test]
+fn a_restored_state_takes_the_shard_given_and_edited_states_are_refused() {
+    for pass in [None, Some(Pass::shuffled().epochs(Some(3)))] {
+        let base = |rank: u32, world: u32| {
+            let b = dense(40).batch_size(8).seed(3).shard(rank, world);
+            match pass {
+                Some(p) => b.pass(p),
+                None => b,
+            }
+        };
+        let mut rank0 = base(0, 2).build().unwrap();
+        rank0.next_batch().unwrap().unwrap();
+        let saved = rank0.state();
+        // Rank 1 of the same world, and ranks 0 and 1 of a world of 4, from rank 0's state.
+        assert_eq!(rows(base(1, 2).state(saved.clone())), rows(base(1, 2).start_step(1)), "{pass:?}");
+        let moved = base(3, 4).state(saved.clone()).build().unwrap();
+        assert_eq!((moved.state().sampler.rank, moved.state().sampler.world), (3, 4));
+        assert_eq!(rows(base(3, 4).state(saved.clone())), rows(base(3, 4).start_step(1)), "{pass:?}");
+        // Without a shard, the state's own.
+        assert_eq!(rows(dense(40).state(saved.clone())), rows(base(0, 2).start_step(1)), "{pass:?}");
+        // A world that does not divide the global batch.
+        let e = base(0, 3).state(saved.clone()).build().err().unwrap();
+        assert!(matches!(&e, loaderx_core::Error::Config { what: "shard", .. }), "{e}");
+        if pass.is_some() {
+            // A pass edited apart from its sampler.
+            let mut edited = saved.clone();
+            if let loaderx_core::Order::Pass(p) = &mut edited.order {
+                p.batch_size = 12;
+            }
+            let e = dense(40).state(edited).build().err().unwrap();
+            assert!(e.to_string().contains("its pass's batch_size is 12, its sampler's 8"), "{e}");
+        }
+    }
+    // A packed stream's cursor is its rank's: it resumes on its own shard only.
+    let packed =
+        DataLoader::builder().ragged_stream("t", tokens(30, 0)).pack("t", Pack::new(16)).batch_size(4);
+    let mut l = packed.clone().shard(0, 2).build().unwrap();
+    l.next_batch().unwrap().unwrap();
+    let mut saved = l.state();
+    assert!(packed.clone().shard(0, 2).state(saved.clone()).build().is_ok());
+    let e = packed.clone().shard(1, 2).state(saved.clone()).build().err().unwrap();
+    assert!(e.to_string().contains("resumes on that shard only"), "{e}");
+    // A cursor at the top of a u64 (its positions would overflow).
+    if let loaderx_core::Order::Packed(p) = &mut saved.order {
+        p.cursor.sample = u64::MAX;
+    }
+    let e = packed.state(saved).build().err().unwrap();
+    assert!(e.to_string().contains("past any stream a loader reads"), "{e}");
+    // Passes without end from the last epoch a u64 counts: the steps past its first pass are
+    // refused, not overflowed; a run of passes past that epoch is refused at build.
+    let last = dense(40).batch_size(8).pass(Pass::shuffled().epoch(u64::MAX).epochs(None));
+    assert!(last.clone().start_step(4).build().unwrap().next_batch().unwrap().is_some());
+    let e = last.start_step(5).build().err().unwrap();
+    assert!(e.to_string().contains("past the last step"), "{e}");
+    let e = dense(40).pass(Pass::shuffled().epoch(u64::MAX - 1).epochs(Some(3))).build().err().unwrap();
+    assert!(e.to_string().contains("past the last epoch"), "{e}");
+    // Rebatching a state near the last step: an error, not an overflow.
+    let mut far = dense(40).batch_size(8).build().unwrap().state();
+    far.step = u64::MAX - 2;
+    assert!(far.rebatched(4).is_err());
+}

@@ -65,6 +65,12 @@ fn a_megatron_dataset_opens_by_prefix_bin_or_idx_and_its_windows_are_its_tokens(
     let strided = f.windows(65, Some(64)).unwrap();
     assert_eq!(strided.len(), (all.len() - 65) / 64 + 1);
     assert_eq!(rows(&strided, &[3])[0], &all[192..257]);
+    // A stride past the file leaves the one window at 0 (its byte offset overflowed).
+    for stride in [all.len() as u64, 1 << 63, u64::MAX] {
+        let one = f.windows(65, Some(stride)).unwrap();
+        assert_eq!(one.len(), 1, "{stride}");
+        assert_eq!(rows(&one, &[0])[0], &all[..65], "{stride}");
+    }
     assert_eq!(f.read(5, 3).unwrap(), all[5..8].iter().map(|&t| i64::from(t)).collect::<Vec<_>>());
 }
 

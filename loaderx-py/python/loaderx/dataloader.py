@@ -37,7 +37,9 @@ class DataLoader:
     :meth:`state`) or ``start_step=`` resume. ``batch_size``, ``mode`` and ``seed`` default to
     256, ``"cyclic"`` and 42; beside ``state=`` an argument left out is the state's, and one
     given that the state contradicts is a ``ValueError`` naming it (it used to be dropped
-    silently). ``datasets`` as a list of ``(weight, {name:
+    silently); ``shard=`` beside ``state=`` moves the state onto that shard (the same global
+    batches, so a run resumes on another world size; a packed stream resumes on its own shard
+    only). ``datasets`` as a list of ``(weight, {name:
     dataset})`` pairs is a weighted mixture (each batch drawn from the sources in proportion,
     every source with the same stream names); ``pack={name: length}`` packs a ragged token
     stream into rows of ``length`` tokens (adding ``name_segments`` and ``name_positions``;
