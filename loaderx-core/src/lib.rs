@@ -64,7 +64,7 @@ pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
     Batch, BoxError, BucketConfig, DataLoader, Launch, LoaderBuilder, LoaderState, Order, Pack, PackConfig,
-    PackCursor, Pass, Prefetcher,
+    PackCursor, Pass, Prefetcher, Stopper,
 };
 pub use sampler::{
     MIXTURE_SLOTS, Mixture, MixtureConfig, PassConfig, PassSampler, SampleRng, Sampler, SamplerBuilder,

@@ -2,7 +2,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState};
+use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Stopper};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -25,6 +25,13 @@ impl Inner {
             Inner::Mapped(l) => l.state(),
         }
     }
+
+    fn stopper(&self) -> Stopper {
+        match self {
+            Inner::Plain(l) => l.stopper(),
+            Inner::Mapped(l) => l.stopper(),
+        }
+    }
 }
 
 /// What one `next` brought back across the released GIL.
@@ -43,6 +50,9 @@ enum Out {
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Loader {
     inner: Mutex<Option<Inner>>,
+    /// Stops the loader's long steps without its lock, which a `next` in progress holds until
+    /// its batch comes: `close` then ends that wait within an image, not a step.
+    stopper: Stopper,
     /// The process whose threads these are: in a forked child (another process id) they do not
     /// exist, so the loader refuses to wait for them and is never joined there.
     pid: u32,
@@ -134,6 +144,7 @@ impl Loader {
             // Nothing to stop here, and the lock may have been held by a thread of the parent.
             return Ok(());
         }
+        self.stopper.stop();
         py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
         Ok(())
     }
@@ -163,7 +174,7 @@ impl Loader {
                 Inner::Mapped(loader)
             }
         };
-        Ok(Loader { inner: Mutex::new(Some(inner)), pid: std::process::id(), id })
+        Ok(Loader { stopper: inner.stopper(), inner: Mutex::new(Some(inner)), pid: std::process::id(), id })
     }
 }
 

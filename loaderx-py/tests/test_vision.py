@@ -172,3 +172,59 @@ def test_an_image_folder_reads_unconverted_as_its_converted_store(store, tmp_pat
     (tmp_path / "in" / "cat" / "00.png").unlink()
     with pytest.raises(RuntimeError, match="changed since this dataset was pickled"):
         pickle.loads(labels)
+
+
+def test_an_image_loader_in_a_forked_child_after_a_read_in_the_parent(store):
+    # A read in the parent starts the engine's pool, whose threads a forked child does not
+    # have: the child's image steps once queued their pieces there and waited for good.
+    from conftest import run_isolated
+
+    out = run_isolated(f"""
+import os, signal
+import numpy as np
+from loaderx import vision as V
+from loaderx.dataloader import DataLoader
+images = V.ImageDataset({str(store / "images")!r}, [V.RandomResizedCrop(16)])
+with DataLoader({{"image": images}}, batch_size=16, num_workers=1, seed=3) as dl:
+    want = next(dl)["image"]
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)
+    for workers in (0, 1, 2):
+        with DataLoader({{"image": images}}, batch_size=16, num_workers=workers, seed=3) as dl:
+            if not np.array_equal(next(dl)["image"], want):
+                os._exit(3)
+    os._exit(0)
+print("child status", os.waitpid(pid, 0)[1])
+""", timeout=120)
+    assert "child status 0" in out, out
+
+
+def test_close_stops_a_next_in_progress_on_another_thread(tmp_path):
+    # close() waited for the lock a next() in progress holds, so for whole steps of images.
+    import threading
+
+    import loaderx
+
+    rng = np.random.default_rng(1)
+    for i in range(16):
+        (tmp_path / "in" / "c").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "in" / "c" / f"{i}.png").write_bytes(png(rng.integers(0, 256, (300, 300, 3), dtype=np.uint8)))
+    folder = V.ImageFolder(tmp_path / "in", [V.RandomResizedCrop(64)])
+    # Steps of 4,096 draws of 300x300 PNGs: seconds each, far past the close below.
+    loader = DataLoader({"image": folder.images}, batch_size=4096, mode="iid", num_workers=1)
+    raised = []
+
+    def consume():
+        try:
+            next(loader)
+        except (loaderx.LoaderStoppedError, RuntimeError) as e:  # stopped, or closed already
+            raised.append(str(e))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    t.join(timeout=0.3)
+    loader.close()
+    t.join(timeout=60)
+    assert not t.is_alive() and raised and ("stopped" in raised[0] or "closed" in raised[0]), raised
+    assert loader.closed

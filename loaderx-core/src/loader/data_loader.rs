@@ -67,6 +67,21 @@ pub struct DataLoader<O> {
     dropped: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// Stops a [`DataLoader`]'s long steps from another thread ([`DataLoader::stopper`]): a step
+/// decoding images stops at its next image, and steps waiting for their turn to decode stop
+/// waiting, each failing with [`Error::LoaderStopped`]. For a face whose close may come while
+/// another thread waits in `next_batch` (Python's `close`): that wait ends within an image's
+/// time, not a whole step's. The loader is to be dropped after; dropping it stops it too.
+#[derive(Debug, Clone)]
+pub struct Stopper(Arc<std::sync::atomic::AtomicBool>);
+
+impl Stopper {
+    /// Stops the loader's long steps (see [`Stopper`]).
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 impl<O> Drop for DataLoader<O> {
     fn drop(&mut self) {
         // Before the prefetcher's own drop joins its threads (fields drop after this body).
@@ -123,7 +138,7 @@ impl<O: Send + 'static> DataLoader<O> {
         let producer = Producer {
             dropped: Arc::clone(&dropped),
             #[cfg(feature = "images")]
-            images: Default::default(),
+            images: images::Shared::new(step, rayon::current_num_threads().saturating_sub(1)),
             streams,
             indexer: indexer.clone(),
             seed: config.seed,
@@ -156,6 +171,11 @@ impl<O: Send + 'static> DataLoader<O> {
             return Ok(None);
         }
         self.prefetcher.next().map(Some)
+    }
+
+    /// A handle that stops this loader's long steps from another thread ([`Stopper`]).
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.dropped))
     }
 
     /// Steps of all the finite passes ([`LoaderBuilder::pass`]), `None` for an endless loader
@@ -276,7 +296,7 @@ struct Producer<O> {
     /// The loader's [`DataLoader::dropped`]: long steps stop early once it is set.
     #[cfg_attr(not(feature = "images"), allow(dead_code))]
     dropped: Arc<std::sync::atomic::AtomicBool>,
-    /// The image streams' decode buffers, kept between steps, and the turn of the step decoding.
+    /// The image streams' decode buffers, kept between steps, and whose turn it is to decode.
     #[cfg(feature = "images")]
     images: images::Shared,
 }
@@ -319,6 +339,12 @@ impl<O> Producer<O> {
             batch.streams.extend(arrays);
             return self.finish(transform, step, batch);
         }
+        // Steps with images decode one at a time, in order, on every core (`images`).
+        #[cfg(feature = "images")]
+        let turn = match self.streams.iter().any(|(_, s)| matches!(s, StreamData::Image(..))) {
+            true => Some(self.images.turn(step, &self.dropped)?),
+            false => None,
+        };
         self.hint(step);
         let mut indices = Vec::new();
         self.indexer.fill(step, &mut indices)?;
@@ -365,6 +391,9 @@ impl<O> Producer<O> {
                 }
             }
         }
+        // The next step decodes while this one's transform runs.
+        #[cfg(feature = "images")]
+        drop(turn);
         self.finish(transform, step, batch)
     }
 

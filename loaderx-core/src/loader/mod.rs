@@ -50,7 +50,7 @@ mod window;
 pub use batch::Batch;
 pub use bucket::BucketConfig;
 pub use builder::LoaderBuilder;
-pub use data_loader::{BoxError, DataLoader};
+pub use data_loader::{BoxError, DataLoader, Stopper};
 pub use launch::Launch;
 pub use order::{Indexer, Order};
 pub use pack::{Pack, PackConfig, PackCursor};

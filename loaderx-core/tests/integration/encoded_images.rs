@@ -545,3 +545,26 @@ fn a_batch_split_over_threads_is_the_batch_one_thread_makes() {
         }
     }
 }
+
+/// A loader's [`Stopper`](loaderx_core::Stopper) stops its image steps from another thread:
+/// within the steps already made, `next_batch` fails with `LoaderStopped` instead of waiting
+/// for the steps claimed after.
+#[test]
+fn a_stopper_stops_image_steps_from_another_thread() {
+    use loaderx_core::vision::ImagePipeline;
+    let dir = tempfile::tempdir().unwrap();
+    let images = image_dataset(&dir.path().join("images"), 12, false);
+    let mut l = loaderx_core::DataLoader::builder()
+        .image_stream("image", images, ImagePipeline::train(8))
+        .batch_size(4)
+        .threads(1)
+        .prefetch(1)
+        .build()
+        .unwrap();
+    l.next_batch().unwrap().unwrap();
+    let stopper = l.stopper();
+    std::thread::spawn(move || stopper.stop()).join().unwrap();
+    // At most threads x (prefetch + 1) steps were made before the stop.
+    let stopped = (0..3).map(|_| l.next_batch()).find_map(Result::err);
+    assert!(matches!(stopped, Some(Error::LoaderStopped(_))), "{stopped:?}");
+}

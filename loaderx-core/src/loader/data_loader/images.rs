@@ -1,13 +1,14 @@
 //! An image stream's step: its records' files decoded and transformed into one batch buffer, in
 //! pieces of a few images taken by the step's prefetch thread and by the other threads of the
-//! rayon pool. One step decodes at a time, the earliest waiting first, on every core: the first
-//! batch takes the time of its share of the images, not of all of them on one thread, and no
-//! more threads decode at once than the pool has (two steps decoding at once, each with helpers,
-//! would put twice as many threads on the cores for no more work done).
+//! rayon pool. Steps decode one at a time and in order, each on every core: the first batch
+//! takes the time of its share of the images, not of all of them on one thread, the step the
+//! consumer waits for is never behind a later one, and no more threads decode at once than the
+//! pool has (two steps decoding at once, each with helpers, would put twice as many threads on
+//! the cores for no more work done).
 
-use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use super::Producer;
 use crate::loader::batch::Batch;
@@ -21,17 +22,29 @@ const IMAGES_PER_PIECE: usize = 4;
 
 /// What a loader's image steps share: the decoders' buffers and libjpeg-turbo decompressors,
 /// kept from one step to the next (one per thread that decodes at a time, so a step allocates
-/// and faults in no decode buffer), and the turn of the one step that decodes.
-#[derive(Default)]
+/// and faults in no decode buffer), and whose turn it is to decode.
 pub(super) struct Shared {
     scratches: Mutex<Vec<Scratch>>,
-    /// Whether a step is decoding, and the steps waiting for their turn.
-    turn: Mutex<(bool, BTreeSet<u64>)>,
+    /// The step whose turn it is: every step the prefetch threads claim takes its turn (the
+    /// claimed steps are consecutive, each produced), so the turns go in step order.
+    next: Mutex<u64>,
     /// Signalled when a step's turn ends.
     ended: Condvar,
+    /// How many other pool threads help a step: the pool's threads but one, as the loader's
+    /// builder saw the pool (a forked Python child builds in a one-thread pool of its own, and
+    /// must never queue work on the global pool, whose threads it does not have).
+    helpers: usize,
 }
 
+/// How often a step waiting for its turn looks at whether the loader was dropped.
+const TURN_POLL: Duration = Duration::from_millis(20);
+
 impl Shared {
+    /// Turns from step `start` on, each step helped by `helpers` pool threads.
+    pub(super) fn new(start: u64, helpers: usize) -> Shared {
+        Shared { scratches: Mutex::default(), next: Mutex::new(start), ended: Condvar::new(), helpers }
+    }
+
     fn take(&self) -> Scratch {
         self.scratches.lock().unwrap_or_else(|p| p.into_inner()).pop().unwrap_or_default()
     }
@@ -40,28 +53,33 @@ impl Shared {
         self.scratches.lock().unwrap_or_else(|p| p.into_inner()).push(scratch);
     }
 
-    /// Waits until no step decodes and `step` is the earliest waiting, then holds the turn until
-    /// the returned guard drops. A step waits at most for the steps before it, each of which
-    /// ends (or, once the loader is dropped, stops at its next image).
-    fn turn(&self, step: u64) -> Turn<'_> {
-        let mut t = self.turn.lock().unwrap_or_else(|p| p.into_inner());
-        t.1.insert(step);
-        while t.0 || t.1.first() != Some(&step) {
-            t = self.ended.wait(t).unwrap_or_else(|p| p.into_inner());
+    /// Waits for `step`'s turn (every step before it has had its own), then holds it until the
+    /// returned guard drops.
+    ///
+    /// # Errors
+    /// [`Error::LoaderStopped`] once the loader is dropped while the step waits.
+    pub(super) fn turn(&self, step: u64, dropped: &AtomicBool) -> Result<Turn<'_>> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        while *next < step {
+            stop_if_dropped(dropped)?;
+            next = self.ended.wait_timeout(next, TURN_POLL).unwrap_or_else(|p| p.into_inner()).0;
         }
-        t.1.remove(&step);
-        t.0 = true;
-        Turn(self)
+        Ok(Turn { shared: self, step })
     }
 }
 
-/// A step's turn to decode ([`Shared::turn`]), given up when dropped (a panic included).
-struct Turn<'a>(&'a Shared);
+/// A step's turn ([`Shared::turn`]), passed to the next step when dropped (a panic included).
+pub(super) struct Turn<'a> {
+    shared: &'a Shared,
+    step: u64,
+}
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.0.turn.lock().unwrap_or_else(|p| p.into_inner()).0 = false;
-        self.0.ended.notify_all();
+        let mut next = self.shared.next.lock().unwrap_or_else(|p| p.into_inner());
+        *next = (*next).max(self.step.saturating_add(1));
+        drop(next);
+        self.shared.ended.notify_all();
     }
 }
 
@@ -88,7 +106,6 @@ impl<O> Producer<O> {
             n.checked_mul(item).ok_or_else(|| Error::InvalidArgument("an image batch past memory".into()))?;
         // The pool keeps the stream's own buffers, all of the pipeline's dtype.
         let mut data = self.pool.get(name, pipeline.dtype());
-        let _turn = self.images.turn(batch.step());
         let refused = |k: usize, why: String| Error::BadInput {
             path: source.path().to_path_buf(),
             reason: format!(
@@ -144,8 +161,7 @@ impl<O> Producer<O> {
 
     /// `v` made `total` elements (zeros when it was another size), then `f(k, item, scratch,
     /// ok)` called on each item `k` of `item` elements (`ok`: its flag in `oks`), in pieces of
-    /// [`IMAGES_PER_PIECE`] taken in order by this thread and by the other threads of the rayon
-    /// pool (as many threads as the pool has, this one included).
+    /// [`IMAGES_PER_PIECE`] taken in order by this thread and by [`Shared`]'s helpers.
     /// The error returned is that of the lowest `k` that failed, as one thread going in order
     /// would meet it first.
     fn each_image<T: bytemuck::Zeroable + Send>(
@@ -173,7 +189,7 @@ impl<O> Producer<O> {
             .enumerate()
             .map(|(p, out)| (p * IMAGES_PER_PIECE, out, ok_pieces.as_mut().and_then(Iterator::next)))
             .collect();
-        let helpers = rayon::current_num_threads().saturating_sub(1).min(pieces.len().saturating_sub(1));
+        let helpers = self.images.helpers.min(pieces.len().saturating_sub(1));
         let pieces = Mutex::new(pieces.into_iter());
         // The failure of the lowest image so far: pieces past it are not started.
         let failed: Mutex<Option<(usize, Error)>> = Mutex::new(None);
@@ -201,13 +217,17 @@ impl<O> Producer<O> {
             }
             self.images.give(scratch);
         };
-        let work = &work;
-        rayon::in_place_scope(|scope| {
-            for _ in 0..helpers {
-                scope.spawn(move |_| work());
-            }
+        if helpers == 0 {
             work();
-        });
+        } else {
+            let work = &work;
+            rayon::in_place_scope(|scope| {
+                for _ in 0..helpers {
+                    scope.spawn(move |_| work());
+                }
+                work();
+            });
+        }
         failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), |(_, e)| Err(e))
     }
 }
@@ -215,7 +235,44 @@ impl<O> Producer<O> {
 /// An error once the loader is dropped: a step no one will take stops at its next image.
 fn stop_if_dropped(dropped: &AtomicBool) -> Result<()> {
     if dropped.load(Ordering::Relaxed) {
-        return Err(Error::LoaderStopped("the loader was dropped".into()));
+        return Err(Error::LoaderStopped("the loader was stopped (closed or dropped)".into()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// A later step that asks first still waits for the earlier one (the turn once went to the
+    /// earliest step already waiting: a first batch could wait for the second to decode).
+    #[test]
+    fn turns_go_in_step_order_and_a_stop_ends_the_wait() {
+        let shared = Arc::new(Shared::new(0, 0));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let later = {
+            let (shared, dropped, order) = (Arc::clone(&shared), Arc::clone(&dropped), Arc::clone(&order));
+            std::thread::spawn(move || {
+                let _turn = shared.turn(1, &dropped).unwrap();
+                order.lock().unwrap().push(1);
+            })
+        };
+        // Give step 1 time to ask first.
+        std::thread::sleep(Duration::from_millis(100));
+        {
+            let _turn = shared.turn(0, &dropped).unwrap();
+            order.lock().unwrap().push(0);
+        }
+        later.join().unwrap();
+        assert_eq!(*order.lock().unwrap(), [0, 1]);
+        // Step 5 waits for 2, 3 and 4, which never come: a stop ends its wait with an error.
+        let waiting = {
+            let (shared, dropped) = (Arc::clone(&shared), Arc::clone(&dropped));
+            std::thread::spawn(move || shared.turn(5, &dropped).map(drop))
+        };
+        dropped.store(true, Ordering::Relaxed);
+        assert!(matches!(waiting.join().unwrap(), Err(Error::LoaderStopped(_))));
+    }
 }
