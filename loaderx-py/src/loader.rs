@@ -158,19 +158,20 @@ impl Loader {
             None => Inner::Plain(crate::fork::detach(py, || b.build())?.py()?),
             Some(f) => {
                 let f = Arc::new(f);
-                let loader = py
-                    .detach(|| {
-                        b.build_with(move |batch: Batch| {
-                            Python::attach(|py| {
-                                let dict = batch_dict(py, batch)?;
-                                let outer = IN_TRANSFORM_OF.with(|c| c.replace(id));
-                                let out = f.call1(py, (dict,));
-                                IN_TRANSFORM_OF.with(|c| c.set(outer));
-                                out
-                            })
+                // Built as the plain loader is (`fork::detach`): in a forked child the builder
+                // must see the child's own pool, never the parent's, whose threads it lacks.
+                let loader = crate::fork::detach(py, || {
+                    b.build_with(move |batch: Batch| {
+                        Python::attach(|py| {
+                            let dict = batch_dict(py, batch)?;
+                            let outer = IN_TRANSFORM_OF.with(|c| c.replace(id));
+                            let out = f.call1(py, (dict,));
+                            IN_TRANSFORM_OF.with(|c| c.set(outer));
+                            out
                         })
                     })
-                    .py()?;
+                })?
+                .py()?;
                 Inner::Mapped(loader)
             }
         };

@@ -190,8 +190,9 @@ with DataLoader({{"image": images}}, batch_size=16, num_workers=1, seed=3) as dl
 pid = os.fork()
 if pid == 0:
     signal.alarm(60)
-    for workers in (0, 1, 2):
-        with DataLoader({{"image": images}}, batch_size=16, num_workers=workers, seed=3) as dl:
+    # With a transform too: that loader was built outside the child's own pool.
+    for workers, transform in ((0, None), (1, None), (2, None), (1, lambda b: b)):
+        with DataLoader({{"image": images}}, batch_size=16, num_workers=workers, seed=3, transform=transform) as dl:
             if not np.array_equal(next(dl)["image"], want):
                 os._exit(3)
     os._exit(0)

@@ -105,6 +105,33 @@ def test_create_under_a_live_writer_is_refused(tmp_path):
     assert len(Zrecord(tmp_path / "z", "r")) == 1
 
 
+def test_a_writer_carried_into_a_forked_child_cannot_write_there(tmp_path):
+    # A forked child shares the parent's write lock: both appending at once overwrote each
+    # other's acknowledged records. Its writes are refused, and its exit leaves the lock file.
+    import gc
+    import os
+
+    z = Zrecord(tmp_path / "z", "w")
+    z.append([b"parent"])
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            z.append([b"child"])
+            code = 3
+        except loaderx.LockedError as e:
+            code = 0 if "fork" in str(e) else 4
+        if z.gather([0]) != [b"parent"]:  # reads still work in the child
+            code = 5
+        del z
+        gc.collect()
+        os._exit(code)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert (tmp_path / "z" / "write.lock").exists()
+    z.append([b"after"])
+    assert z.gather([0, 1]) == [b"parent", b"after"]
+
+
 def test_create_never_writes_through_a_chunk_file_it_did_not_make(tmp_path):
     # A link named 0.zr in a directory holding no store (found through this face: the record
     # went into the file outside the directory), and a user's own 0.zr: refused, nothing touched.

@@ -125,10 +125,28 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     }
     let schema = schema.unwrap_or_else(|| unreachable!("at least one part"));
     let bytes = SetManifest::new(entries).encode();
-    std::fs::create_dir_all(out).map_err(|e| Error::io("create directory", out, e))?;
+    create_new(out)?;
     schema.write(out)?;
     crate::store::write_atomic(out, SET_FILE, &bytes)?;
     Ok(StitchSummary { parts: parts.len(), records })
+}
+
+/// Makes the directory `out` (and its parents), new: of two stitches racing onto one `out`,
+/// both of which found nothing there, the second fails here instead of writing its set over
+/// the first's.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `out` exists; [`Error::Io`] naming what could not be made.
+fn create_new(out: &Path) -> Result<()> {
+    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    }
+    std::fs::create_dir(out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            Error::InvalidArgument(format!("{} exists; a store set is written new", out.display()))
+        }
+        _ => Error::io("create directory", out, e),
+    })
 }
 
 /// The parts of [`stitch_datasets`]: each a directory of datasets by name (what `convert
@@ -231,11 +249,8 @@ pub fn stitch_datasets<P: AsRef<Path>>(
             }
         }
     }
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
-    }
     // Created here, exclusively: on error this call removes only what it made.
-    std::fs::create_dir(out).map_err(|e| Error::io("create directory", out, e))?;
+    create_new(out)?;
     let written = stitch_each(parts, out, &want.datasets, copies);
     if written.is_err() {
         let _ = std::fs::remove_dir_all(out);

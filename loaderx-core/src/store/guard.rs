@@ -32,6 +32,21 @@ impl Store {
     /// # Errors
     /// [`Error::Corrupt`] naming the index.
     pub(super) fn committed_for_writing(&self) -> Result<(u64, (u32, u64))> {
+        // A handle carried into a forked child shares its parent's write lock: both appending
+        // at once would overwrite each other's acknowledged records.
+        if let Some(w) = &self.writer
+            && !w.lock.held_here()
+        {
+            return Err(Error::Locked {
+                path: self.dir.clone(),
+                reason: format!(
+                    "this handle was opened for writing by process {}, of which process {} is a fork: \
+                     open the store in this process to write to it",
+                    w.lock.holder(),
+                    std::process::id()
+                ),
+            });
+        }
         let remembered =
             self.writer.as_ref().and_then(|w| *w.frontier.lock().unwrap_or_else(|e| e.into_inner()));
         // The header checked below is the one of the file this handle holds: it must still be

@@ -92,6 +92,9 @@ pub(crate) fn within_grace(
 pub(crate) struct WriteLock {
     file: Option<File>,
     path: PathBuf,
+    /// The process that took it: a child forked from that process shares the lock (it is the
+    /// open file description's) but is not its holder.
+    pid: u32,
 }
 
 impl WriteLock {
@@ -152,7 +155,7 @@ impl WriteLock {
                 let id = std::process::id().to_string();
                 // Best effort: the lock itself is the flock, the id only names its holder.
                 let _ = file.set_len(0).and_then(|()| crate::sys::write_all_at(&file, id.as_bytes(), 0));
-                return Ok(WriteLock { file: Some(file), path });
+                return Ok(WriteLock { file: Some(file), path, pid: std::process::id() });
             }
             // The holder removed it between our open and our lock: the lock we got guards
             // nothing. Try again on whatever the path names now.
@@ -164,6 +167,18 @@ impl WriteLock {
     /// away after the lock was taken takes the lock with it: then it guards another path).
     pub(crate) fn still_here(&self) -> bool {
         self.file.as_ref().is_some_and(|f| same_file(f, &self.path).unwrap_or(false))
+    }
+
+    /// Whether this process took the lock: a child forked from the holder shares the open
+    /// file description, so the lock covers it too, but writing from both at once would put
+    /// two writers on one store.
+    pub(crate) fn held_here(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// The process that took the lock.
+    pub(crate) fn holder(&self) -> u32 {
+        self.pid
     }
 
     /// The lock file's path.
@@ -187,7 +202,8 @@ impl WriteLock {
     /// a path that names another now (the directory renamed away, another writer's lock there)
     /// is left alone.
     pub(crate) fn release(&mut self) {
-        if self.still_here() {
+        // A forked copy closes its descriptor and leaves the holder's file where it is.
+        if self.held_here() && self.still_here() {
             let _ = std::fs::remove_file(&self.path);
         }
         drop(self.file.take());
