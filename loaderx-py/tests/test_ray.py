@@ -149,6 +149,38 @@ def test_read_tasks_cover_disjoint_ranges_of_records(written):
     np.testing.assert_array_equal(labels, expected(np.arange(N))[1])
 
 
+def test_an_interrupted_write_leaves_its_output_unlocked(tmp_path, monkeypatch):
+    # Ray calls on_write_failed for an Exception only: a Ctrl-C during the write kept OUT's
+    # lock held, and every later write into it in this process was refused.
+    from loaderx.ray import write_loaderx
+
+    def interrupted(self, sink, **kw):
+        sink.on_write_start()
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(ray.data.Dataset, "write_datasink", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write_loaderx(ray.data.range(10), tmp_path / "out")
+    assert write_loaderx(ray.data.range(10), tmp_path / "out")["id"][1] == 10
+
+
+def test_ragged_read_blocks_are_cut_at_their_bytes(tmp_path):
+    # Ragged records were read 65,536 at a time whatever their size: 2,000 records of 256 KiB
+    # made one block of 500 MiB.
+    from loaderx.converter import from_iterator
+    from loaderx.ray import _READ_BLOCK_BYTES, LoaderxDatasource
+
+    big = 256 << 10
+    from_iterator(tmp_path / "blobs", (np.full(big if i % 3 else 10, i % 251, np.uint8) for i in range(400)), codec="lz4")
+    (task,) = LoaderxDatasource(tmp_path / "blobs").get_read_tasks(1)
+    blocks = list(task())
+    assert sum(b.num_rows for b in blocks) == 400 and len(blocks) > 1
+    assert all(b.nbytes <= _READ_BLOCK_BYTES + 2 * big for b in blocks), [b.nbytes for b in blocks]
+    values = pc.list_flatten(pa.concat_tables(blocks).column(0).combine_chunks()).to_numpy()
+    assert values.size == sum(big if i % 3 else 10 for i in range(400))
+
+
 def test_a_write_task_killed_mid_write_is_retried_with_nothing_lost_or_doubled(tmp_path):
     from loaderx.ray import write_loaderx
 

@@ -208,3 +208,58 @@ def test_a_headerless_dataset_pickles_with_its_dtype(tmp_path):
         again = pickle.loads(pickle.dumps(ds))
         assert (again.dtype, len(again)) == (np.dtype(dt), 16)
         np.testing.assert_array_equal(again.read(0, 16), values.astype(np.int64))
+
+
+def test_writers_carried_into_a_forked_child_leave_the_parents_output(tmp_path):
+    # A child forked while a writer runs has a copy of it: its writes went into the parent's
+    # files (the published .bin too), and its exit removed the parent's temporary or staging
+    # directory. Now the copy refuses to write and leaves everything to the parent.
+    from conftest import run_isolated
+
+    out = run_isolated(f"""
+import os
+import numpy as np
+from loaderx.converter import from_iterator
+from loaderx.dataset import RaggedDataset
+from loaderx.tokens import TokenDataset, write_megatron
+
+parent, children = os.getpid(), []
+
+def forking(make, n):
+    for i in range(n):
+        if i == 2:
+            pid = os.fork()
+            if pid == 0:
+                yield make(99)  # the child's one record, then its writer finishes
+                return
+            children.append(pid)
+        yield make(i)
+
+def run(write):
+    try:
+        result = write()
+    except Exception as e:
+        if os.getpid() != parent:
+            os._exit(0 if "fork" in str(e) else 3)
+        raise
+    if os.getpid() != parent:
+        os._exit(4)  # the child's copy must not succeed
+    return result
+
+prefix = {str(tmp_path / "m")!r}
+n = run(lambda: write_megatron(prefix, forking(lambda i: np.arange(1, 4 + i % 50, dtype=np.uint16), 5)))
+for pid in children:
+    assert os.waitpid(pid, 0)[1] == 0
+d = TokenDataset(prefix)
+assert d.read(0, n).tolist() == [t for i in range(5) for t in range(1, 4 + i)], d.read(0, n)
+
+children.clear()
+out = {str(tmp_path / "r")!r}
+run(lambda: from_iterator(out, forking(lambda i: np.full(3, i, np.uint8), 6)))
+for pid in children:
+    assert os.waitpid(pid, 0)[1] == 0
+r = RaggedDataset(out)
+assert [r[i].tolist() for i in range(len(r))] == [[i] * 3 for i in range(6)]
+print("both ok")
+""", timeout=120)
+    assert "both ok" in out, out

@@ -246,3 +246,42 @@ def test_a_store_of_a_newer_format_is_unsupported_not_corrupt(tmp_path):
     with pytest.raises(loaderx.UnsupportedError, match="version 9") as e:
         Zrecord(tmp_path / "z", mode="r")
     assert not isinstance(e.value, loaderx.CorruptError)
+
+
+def test_a_fork_while_another_thread_appends_is_refused_at_once(tmp_path):
+    # The fork check came after the handle's append lock, which the appending thread of the
+    # parent may hold at the fork: the child's copy of it is held for good, and its append hung.
+    from conftest import run_isolated
+
+    out = run_isolated(f"""
+import os, signal, threading
+import loaderx
+from loaderx.zrecord import Zrecord
+z = Zrecord({str(tmp_path / "z")!r}, "w")
+stop = threading.Event()
+def appending():
+    while not stop.is_set():
+        z.append([bytes(1 << 20)] * 16, "zstd")
+t = threading.Thread(target=appending)
+t.start()
+statuses = []
+for _ in range(6):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        try:
+            z.append([b"x"])
+            os._exit(3)
+        except loaderx.LockedError:
+            pass
+        try:
+            z.sync()
+            os._exit(4)
+        except loaderx.LockedError:
+            os._exit(0)
+    statuses.append(os.waitpid(pid, 0)[1])
+stop.set()
+t.join()
+print("statuses", statuses)
+""", timeout=180)
+    assert "statuses [0, 0, 0, 0, 0, 0]" in out, out

@@ -511,12 +511,12 @@ fn append_batch<R: AsRef<[u8]> + Sync>(store: &Store, records: &[R], codec: Code
 
 impl Drop for DatasetWriter {
     fn drop(&mut self) {
-        if self.store.take().is_some() {
+        // A fork's copy leaves the writer's staging directory to the process that made it.
+        if self.store.take().is_some() && self.lock.held_here() {
             let _ = remove_dataset_dir(&self.staging);
-            // Windows keeps a directory that holds a file still open (the lock's, removed but
-            // held): once the lock is released its file is gone, and so can the directory be.
-            // Windows only: elsewhere the directory is gone already, and a second removal could
-            // take another writer's staging directory made since (review 50).
+            // Windows keeps a directory holding a file still open (the lock's, removed but held):
+            // once the lock is released, so can the directory be. Windows only: elsewhere it is
+            // gone already, and a second removal could take another writer's made since (review 50).
             if cfg!(windows) && self.staging.exists() {
                 self.lock.release();
                 let _ = std::fs::remove_dir(&self.staging);

@@ -527,7 +527,10 @@ impl Drop for Store {
         let unsynced = self
             .writer
             .as_ref()
-            .is_some_and(|w| w.unsynced.lock().unwrap_or_else(|e| e.into_inner()).is_some());
+            // Not in a fork: its copy of the lock may be held for good, and its writes are not its own.
+            .is_some_and(|w| {
+                w.lock.held_here() && w.unsynced.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+            });
         if unsynced {
             let _ = self.sync_impl();
         }

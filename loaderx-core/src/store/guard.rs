@@ -23,6 +23,27 @@ impl Store {
         }
     }
 
+    /// [`Error::Locked`] when this handle's write lock was taken by another process (this one
+    /// is a fork of it).
+    pub(super) fn refuse_forked(&self) -> Result<()> {
+        // A handle carried into a forked child shares its parent's write lock: both appending
+        // at once would overwrite each other's acknowledged records. Checked before any of the
+        // handle's own locks, which a thread of the parent may have held when the fork came
+        // (the child's copy of such a lock is held for good).
+        match &self.writer {
+            Some(w) if !w.lock.held_here() => Err(Error::Locked {
+                path: self.dir.clone(),
+                reason: format!(
+                    "this handle was opened for writing by process {}, of which process {} is a fork: \
+                     open the store in this process to write to it",
+                    w.lock.holder(),
+                    std::process::id()
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The count and frontier a write places, trims or publishes from: refused when the header
     /// no longer vouches for them (its checksum failing under this writer) or says other than
     /// this writer published (changed from outside: an older header put back, the same frontier
@@ -32,21 +53,7 @@ impl Store {
     /// # Errors
     /// [`Error::Corrupt`] naming the index.
     pub(super) fn committed_for_writing(&self) -> Result<(u64, (u32, u64))> {
-        // A handle carried into a forked child shares its parent's write lock: both appending
-        // at once would overwrite each other's acknowledged records.
-        if let Some(w) = &self.writer
-            && !w.lock.held_here()
-        {
-            return Err(Error::Locked {
-                path: self.dir.clone(),
-                reason: format!(
-                    "this handle was opened for writing by process {}, of which process {} is a fork: \
-                     open the store in this process to write to it",
-                    w.lock.holder(),
-                    std::process::id()
-                ),
-            });
-        }
+        self.refuse_forked()?;
         let remembered =
             self.writer.as_ref().and_then(|w| *w.frontier.lock().unwrap_or_else(|e| e.into_inner()));
         // The header checked below is the one of the file this handle holds: it must still be

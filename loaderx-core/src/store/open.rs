@@ -484,6 +484,7 @@ impl Store {
 
     pub(super) fn writer(&self) -> Result<&Writer> {
         let w = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
+        self.refuse_forked()?;
         match w.halted.get() {
             None => Ok(w),
             Some(why) => Err(Error::Locked {

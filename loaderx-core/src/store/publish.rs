@@ -18,6 +18,9 @@ pub(crate) struct Temporary {
     w: Option<BufWriter<File>>,
     /// Renamed into place: nothing of this writer's is left to remove.
     placed: bool,
+    /// The process that made it: a fork of it shares the open file (and, once placed, the
+    /// published file), so it neither writes, places nor removes anything.
+    pid: u32,
 }
 
 impl Temporary {
@@ -29,17 +32,39 @@ impl Temporary {
             .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", beside.display())))?;
         let (path, f) = crate::sys::create_own_temporary(dir, name, "partial")
             .map_err(|e| Error::io("create a temporary beside", beside, e))?;
-        Ok(Temporary { path, w: Some(BufWriter::with_capacity(1 << 20, f)), placed: false })
+        Ok(Temporary {
+            path,
+            w: Some(BufWriter::with_capacity(1 << 20, f)),
+            placed: false,
+            pid: std::process::id(),
+        })
+    }
+
+    /// [`Error::Locked`] in a fork of the process that made it.
+    fn refuse_forked(&self) -> Result<()> {
+        if self.pid == std::process::id() {
+            return Ok(());
+        }
+        Err(Error::Locked {
+            path: self.path.clone(),
+            reason: format!(
+                "this writer was made by process {}, of which process {} is a fork: make a writer in this process",
+                self.pid,
+                std::process::id()
+            ),
+        })
     }
 
     /// Appends `bytes`.
     pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.refuse_forked()?;
         let w = self.w.as_mut().expect("open until synced");
         w.write_all(bytes).map_err(|e| Error::io("write", &self.path, e))
     }
 
     /// Flushes and syncs the file: its bytes are durable before any rename.
     pub(crate) fn sync(&mut self) -> Result<()> {
+        self.refuse_forked()?;
         let w = self.w.take().expect("synced once");
         let f = w.into_inner().map_err(|e| Error::io("write", &self.path, e.into_error()))?;
         f.sync_all().map_err(|e| Error::io("sync", &self.path, e))
@@ -48,6 +73,7 @@ impl Temporary {
     /// Renames the (synced) file to `to`: over what is there when `overwrite`, else only where
     /// nothing is (`AlreadyExists`, atomically where the platform can).
     pub(crate) fn place(&mut self, to: &Path, overwrite: bool) -> Result<()> {
+        self.refuse_forked()?;
         let placed = if overwrite {
             std::fs::rename(&self.path, to)
         } else {
@@ -70,6 +96,12 @@ impl std::fmt::Debug for Temporary {
 
 impl Drop for Temporary {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // A fork's copy: its buffered bytes dropped unwritten (`into_parts` does not flush),
+            // the file left to the process that made it.
+            drop(self.w.take().map(BufWriter::into_parts));
+            return;
+        }
         // Ours, by its name and its exclusive create: removed unless it was put in place.
         if !self.placed {
             let _ = std::fs::remove_file(&self.path);

@@ -38,6 +38,7 @@ impl Store {
         // before is made durable all the same (a delete or compaction syncs before it starts, so
         // a stopped one has nothing left to sync).
         let writer = self.writer.as_ref().ok_or_else(|| Error::ReadOnly { path: self.dir.clone() })?;
+        self.refuse_forked()?;
         let manifest = writer.append.lock().unwrap_or_else(|e| e.into_inner());
         let mut unsynced = writer.unsynced.lock().unwrap_or_else(|e| e.into_inner());
         let Some((chunk, entry)) = *unsynced else { return Ok(()) };

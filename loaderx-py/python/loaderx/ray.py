@@ -581,7 +581,12 @@ def write_loaderx(
     and the block; nothing is committed then.
     """
     sink = LoaderxDatasink(path, columns, codec, format, ragged, remote)
-    ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args)
+    try:
+        ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args)
+    finally:
+        # On any exit: Ray calls on_write_failed for an Exception only, so a Ctrl-C kept OUT
+        # locked for the rest of the driver's life (its parts go with the next write's clean-up).
+        _unlock_out(sink.run)
     return dict(sink.committed)
 
 
@@ -702,16 +707,25 @@ class _Reader:
                     f"{c.path}: the dataset changed since read_loaderx planned its read (rewritten or "
                     f"replaced: {len(d)} records now, {c.records} then); read it again"
                 )
-        row_bytes = max(
-            1,
-            sum(int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns),
-        )
-        step = max(1, _READ_BLOCK_BYTES // row_bytes)
-        if any(c.kind == "ragged" for c in self.columns):
+        unit = {c.name: int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns}
+        # A dense column's record is its item; a ragged one's is its rows, counted per record below.
+        fixed = sum(unit[c.name] for c in self.columns if c.kind != "ragged")
+        ragged = [(c, d) for c, d in datasets if c.kind == "ragged"]
+        step = max(1, _READ_BLOCK_BYTES // max(1, fixed))
+        if ragged:
             step = min(step, 65536)
-        for a in range(self.start, self.stop, step):
+        a = self.start
+        while a < self.stop:
             idx = np.arange(a, min(a + step, self.stop), dtype=np.uint32)
+            if ragged:
+                # Ragged records cut at the block's bytes (at least one record), from their
+                # lengths in the index, before any is read.
+                size = np.full(len(idx), fixed, dtype=np.int64)
+                for c, d in ragged:
+                    size += d.lengths(idx).astype(np.int64) * unit[c.name]
+                idx = idx[: max(1, int(np.searchsorted(np.cumsum(size), _READ_BLOCK_BYTES, side="right")))]
             yield pa.table({c.name: _column(c, d, idx) for c, d in datasets})
+            a += len(idx)
 
 
 def _column(c: _Column, d: DenseDataset | RaggedDataset, idx: np.ndarray) -> pa.Array:
