@@ -25,7 +25,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{Context, bail};
 use loaderx_core::framing::MappedFile;
-use loaderx_core::{Codec, Store, StoreOptions};
+use loaderx_core::{Codec, NearCopy, Store, StoreOptions};
 use rayon::ThreadPool;
 use zstd::dict::DecoderDictionary;
 
@@ -184,6 +184,8 @@ fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, Store,
 
 const RAW: &str = "loaderx raw → page-aligned buffer";
 const FIXED: &str = "loaderx fixed stride → page-aligned buffer";
+const FIXED_MEMCPY: &str = "loaderx fixed stride, near copies by memcpy";
+const FIXED_BLOCKS: &str = "loaderx fixed stride, near copies by blocks";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
 
@@ -196,6 +198,7 @@ pub(crate) fn run(
     report: &mut Report,
     sizes: &[usize],
     python: Option<&Path>,
+    near_copy_ab: bool,
 ) -> anyhow::Result<()> {
     let cores = rayon::current_num_threads();
     let pools = Pools::new()?;
@@ -217,6 +220,13 @@ pub(crate) fn run(
         let n = u32::try_from((bytes / rec).max(4 * BATCHES[2])).unwrap_or(u32::MAX);
         let (flat_path, store, fixed) = write_data(dir.path(), n, rec)?;
         let flat = MappedFile::open(&flat_path)?;
+        // The A/B of the near copy: the same fixed-stride store, once with each copy outright.
+        let ab = if near_copy_ab {
+            let open = |how| Store::open_with(dir.path().join("fixed"), StoreOptions::new().near_copy(how));
+            Some((open(NearCopy::Memcpy)?, open(NearCopy::Blocks)?))
+        } else {
+            None
+        };
         let mut numpy = match start_numpy(python, dir.path(), (&flat_path, n, rec)) {
             Ok(np) => Some(np),
             Err(why) => {
@@ -242,8 +252,16 @@ pub(crate) fn run(
                 "vs NumPy take",
             ],
         );
-        let data =
-            Data { dir: dir.path(), n, rec, flat: flat.bytes(), store: &store, fixed: &fixed, pools: &pools };
+        let data = Data {
+            dir: dir.path(),
+            n,
+            rec,
+            flat: flat.bytes(),
+            store: &store,
+            fixed: &fixed,
+            ab: ab.as_ref().map(|(m, b)| (m, b)),
+            pools: &pools,
+        };
         for b in BATCHES {
             batch_rows(cfg, report, &mut s, &data, b, numpy.as_mut())?;
         }
@@ -259,6 +277,12 @@ pub(crate) fn run(
              \"fixed stride\" the same records in the fixed-stride layout (no entry: the record's \
              place is its index times its size)."
         ));
+        if near_copy_ab {
+            s.notes.push(
+                "The \"near copies\" rows gather from the same fixed-stride store with                  `StoreOptions::near_copy` set to `memcpy` or to 256-byte blocks at every distance                  below 64 bytes; the plain fixed-stride row follows this CPU's measurement (the                  machine table's \"near copies\" line)."
+                    .into(),
+            );
+        }
         if let Some(note) = &numpy_note {
             s.notes.push(note.clone());
         }
@@ -292,6 +316,8 @@ struct Data<'a> {
     store: &'a Store,
     /// The same records in the fixed-stride layout.
     fixed: &'a Store,
+    /// The fixed-stride store opened with each near copy outright (`memcpy`, blocks).
+    ab: Option<(&'a Store, &'a Store)>,
     pools: &'a [(usize, &'a ThreadPool)],
 }
 
@@ -335,6 +361,18 @@ fn batch_rows(
             &batches,
             rec,
         ));
+        if let Some((by_memcpy, by_blocks)) = data.ab {
+            for (what, store) in [(FIXED_MEMCPY, by_memcpy), (FIXED_BLOCKS, by_blocks)] {
+                contenders.push(store_contender_into(
+                    name(what, threads),
+                    pool,
+                    Dst::Page,
+                    store,
+                    &batches,
+                    rec,
+                ));
+            }
+        }
     }
     let numpy_cell = numpy.map(std::cell::RefCell::new);
     if let Some(np) = &numpy_cell {
@@ -357,7 +395,12 @@ fn batch_rows(
             (VEC, true, false),
             (RAW, false, true),
             (FIXED, false, true),
+            (FIXED_MEMCPY, false, true),
+            (FIXED_BLOCKS, false, true),
         ] {
+            if data.ab.is_none() && (what == FIXED_MEMCPY || what == FIXED_BLOCKS) {
+                continue;
+            }
             s.rows.push(table.row(report, threads, what, &name(what, threads), ceiling, vs_np));
         }
     }

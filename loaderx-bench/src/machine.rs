@@ -50,6 +50,23 @@ fn rustc() -> String {
     )
 }
 
+/// What `NearCopy::Measure` chose on this CPU: the distance classes copied by blocks, and the
+/// measured ratio of the two copies at each.
+fn near_copy() -> String {
+    let cal = loaderx_core::NearCopy::measured();
+    let per_class: Vec<String> = (0..cal.memcpy_ns.len())
+        .map(|k| {
+            let how = if (cal.blocks_mask >> k) & 1 == 1 { "blocks" } else { "memcpy" };
+            let d = loaderx_core::near_copy_class_distance(k);
+            format!("{d}: {how} {:.2}", cal.memcpy_ns[k] / cal.blocks_ns[k])
+        })
+        .collect();
+    format!(
+        "measured (memcpy time / blocks time, 12 KiB in L2, by distance in bytes, each for its class of 8): {}",
+        per_class.join(", ")
+    )
+}
+
 /// The machine table.
 pub(crate) fn section() -> Section {
     let mut s = Section::new("Machine", &["machine", "value"]);
@@ -64,6 +81,7 @@ pub(crate) fn section() -> Section {
     add("memory", mem);
     add("OS", os());
     add("rustc", rustc());
+    add("near copies", near_copy());
     add(
         "build",
         if cfg!(debug_assertions) { "debug (figures not representative)".into() } else { "release".into() },

@@ -89,6 +89,9 @@ pub struct Options {
     pub image_dir: Option<PathBuf>,
     /// Threads of the images layer's loaders and of its ceiling's pool [default: all].
     pub threads: Option<usize>,
+    /// The gather layer also runs the fixed-stride store with each of the two near copies
+    /// (`memcpy`, 256-byte blocks) chosen outright, beside the measured choice.
+    pub near_copy_ab: bool,
 }
 
 /// The sizes a run uses, resolved from the options.
@@ -160,7 +163,7 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
             sizes.iter().all(|&b| (1..=1 << 20).contains(&b)),
             "--record-bytes must be between 1 and 1048576 (the store's record limit is 1 MiB)"
         );
-        gather::run(&cfg, &mut report, &sizes, args.python.as_deref())?;
+        gather::run(&cfg, &mut report, &sizes, args.python.as_deref(), args.near_copy_ab)?;
     }
     if args.layer == Layer::Cold {
         let sizes = args.record_bytes.clone().unwrap_or_else(|| cold::RECORD_SIZES.to_vec());

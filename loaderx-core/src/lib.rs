@@ -74,8 +74,11 @@ pub use store::{
     CodecCounts, CompactReport, MigrateReport, OpenMode, RecordIndex, Store, StoreOptions, StoreStats,
     StoreSummary, VerifyReport,
 };
+/// The distance (bytes, modulo 4 KiB) [`NearCopy::measured`] times for a distance class.
+pub use sys::class_distance as near_copy_class_distance;
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;
+pub use sys::{NearCopy, NearCopyCalibration};
 
 // Short paths inside the crate for names public in their own modules.
 pub(crate) use framing::{partition, partition_files};

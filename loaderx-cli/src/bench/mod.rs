@@ -64,6 +64,11 @@ pub(crate) struct BenchArgs {
     /// Threads of the images layer's loaders and of its ceiling [default: all].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// The gather layer also measures the fixed-stride store with each near copy chosen outright
+    /// (`memcpy`, 256-byte blocks), beside the one this CPU's measurement picks: the A/B of
+    /// `StoreOptions::near_copy`.
+    #[arg(long)]
+    near_copy_ab: bool,
     /// Measure this dataset instead (a store, a store set, or an `s3://` URL with the `remote`
     /// feature): batches in cyclic, IID and block-cyclic order, with requests per batch for a
     /// remote store.
@@ -101,6 +106,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> 
         cold_max_gib: args.cold_max_gib,
         image_dir: args.image_dir.clone(),
         threads: args.threads,
+        near_copy_ab: args.near_copy_ab,
     };
     loaderx_bench::run(&options, out)
 }

@@ -330,6 +330,7 @@ impl Store {
     /// ([`decode_record`]: a raw record summed, then copied: its lengths vary, so a fused sum's
     /// per-length plan would cost more than it saves).
     pub(super) fn read_shard(&self, locs: &[Located], mut dst: Destination<'_>, verify: bool) -> Result<()> {
+        dst.near_copy(self.opts.near_copy);
         self.ensure_dictionary(locs)?;
         let mut decoder = Decoder::new(self.dict.get().map(|d| &**d));
         self.walk_stored(locs, |_, l, bytes| {

@@ -176,6 +176,7 @@ impl Store {
         record_len: usize,
         mut dst: Destination<'_>,
     ) -> Result<()> {
+        dst.near_copy(self.opts.near_copy);
         let block = |b: usize| indices.get(b * BLOCK..((b + 1) * BLOCK).min(indices.len()));
         let prefetch_entries = |ix: &[I]| {
             for &i in ix {

@@ -2,6 +2,7 @@
 
 use crate::format::v2;
 use crate::format::{Format, MAX_CHUNK_SIZE};
+use crate::sys::NearCopy;
 
 /// Options for creating or opening a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub struct StoreOptions {
     pub(super) cold_reads: bool,
     /// The index layout [`Store::create`](crate::Store::create) writes (v2 only).
     pub(super) layout: v2::Layout,
+    /// How gathers copy records that land just past their source.
+    pub(super) near_copy: NearCopy,
 }
 
 /// How a binding (Python's `Zrecord`, C's `lx_store_open`) opens a store by path: the modes
@@ -57,6 +60,7 @@ impl Default for StoreOptions {
             deferred_sync: false,
             cold_reads: true,
             layout: v2::Layout::Entries,
+            near_copy: NearCopy::Measure,
         }
     }
 }
@@ -164,6 +168,16 @@ impl StoreOptions {
             (false, v2::Layout::Compact) => self.layout(v2::Layout::Entries),
             (false, _) => self,
         }
+    }
+
+    /// How this handle's gathers copy a record whose destination starts less than 64 bytes past
+    /// its source, modulo 4 KiB, where some CPUs' `memcpy` runs several times slower: by default
+    /// ([`NearCopy::Measure`]) whichever of `memcpy` and 256-byte blocks this CPU measured faster
+    /// at that distance, once per process; [`NearCopy::Memcpy`] or [`NearCopy::Blocks`] to
+    /// choose one (`loaderx bench gather --near-copy-ab` measures both). The bytes are the same.
+    pub fn near_copy(mut self, how: NearCopy) -> Self {
+        self.near_copy = how;
+        self
     }
 
     /// Lowers the number of records this handle lets the store grow to below the format's limit

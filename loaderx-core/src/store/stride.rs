@@ -311,6 +311,7 @@ impl Store {
         indices: &[I],
         mut dst: Destination<'_>,
     ) -> Result<()> {
+        dst.near_copy(self.opts.near_copy);
         let r = stride.record_size;
         let per_chunk = stride.per_chunk;
         // Every index checked in one pass: the copy loops below have no error path of their own.

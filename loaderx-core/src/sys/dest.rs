@@ -14,6 +14,7 @@ use zstd::bulk::Decompressor;
 use zstd::zstd_safe::WriteBuf;
 
 use super::crc::Summer;
+use super::near_copy::{NearCopy, copy_bytes};
 use crate::Result;
 
 /// The destination of a gather, or one shard of it: bytes that may be uninitialised, written
@@ -28,6 +29,9 @@ pub(crate) struct Destination<'a> {
     buf: &'a mut [MaybeUninit<u8>],
     filled: usize,
     written: &'a AtomicUsize,
+    /// The distance classes copied by blocks ([`NearCopy`]): the measured ones unless a store
+    /// says otherwise.
+    near: u16,
 }
 
 impl<'a> Destination<'a> {
@@ -45,7 +49,12 @@ impl<'a> Destination<'a> {
         assert_eq!(self.filled, 0, "shards are split off before anything is written");
         let (head, tail) = std::mem::take(&mut self.buf).split_at_mut(n);
         self.buf = tail;
-        Destination { buf: head, filled: 0, written: self.written }
+        Destination { buf: head, filled: 0, written: self.written, near: self.near }
+    }
+
+    /// Copies records that land just past their source as `how` says ([`NearCopy`]).
+    pub(crate) fn near_copy(&mut self, how: NearCopy) {
+        self.near = how.mask();
     }
 
     /// Writes `src` at the cursor.
@@ -54,7 +63,7 @@ impl<'a> Destination<'a> {
     /// When `src` is longer than [`Destination::remaining`].
     #[inline]
     pub(crate) fn copy(&mut self, src: &[u8]) {
-        copy_bytes(&mut self.buf[self.filled..self.filled + src.len()], src);
+        copy_bytes(&mut self.buf[self.filled..self.filled + src.len()], src, self.near);
         self.filled += src.len();
     }
 
@@ -157,7 +166,7 @@ pub(crate) fn fill_slice<R>(buf: &mut [u8], f: impl FnOnce(Destination<'_>) -> R
     // maybe-uninitialised is unsound only if uninitialised bytes are then written through the
     // view, and `Out` writes nothing but initialised bytes (copies of slices and zstd output).
     let raw = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<MaybeUninit<u8>>(), len) };
-    f(Destination { buf: raw, filled: 0, written: &written })
+    f(Destination { buf: raw, filled: 0, written: &written, near: NearCopy::Measure.mask() })
 }
 
 /// [`fill_vec`] with the elements starting at an address that is a multiple of `align` bytes:
@@ -206,7 +215,8 @@ pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
     // requirement, so the same `bytes` bytes viewed as `[MaybeUninit<u8>]` are valid.
     let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
     let written = AtomicUsize::new(0);
-    if let Err(e) = f(Destination { buf: raw, filled: 0, written: &written }) {
+    if let Err(e) = f(Destination { buf: raw, filled: 0, written: &written, near: NearCopy::Measure.mask() })
+    {
         v.clear();
         return Err(e);
     }
@@ -238,63 +248,11 @@ pub(crate) fn fill_vec<T: bytemuck::Pod>(
     fill_vec_aligned(v, elems, align_of::<T>(), f).map(drop)
 }
 
-/// Copies `src` into `dst` (same length), around a `memcpy` hazard.
-///
-/// glibc copies large blocks with `rep movsb`, which some CPUs (AMD Zen 3 among them) run several
-/// times slower when the destination starts just past the source modulo 4 KiB. That is the common case
-/// of a gather: glibc's large allocations start 16 bytes into a page and raw records of
-/// page-multiple size sit at page boundaries of the chunk file. There, the bytes are moved in
-/// 256-byte blocks, each loaded whole before it is stored (plain vector moves, as fast as the
-/// best `memcpy` alignments); everywhere else, and on CPUs without the hazard, `memcpy` runs.
-#[inline]
-fn copy_bytes(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-    let distance = (dst.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize) % 4096;
-    if src.len() < SHORT_DISTANCE_MIN_LEN || distance >= SHORT_DISTANCE || !short_distance_hazard() {
-        dst.write_copy_of_slice(src);
-    } else {
-        copy_in_blocks(dst, src);
-    }
-}
-
-/// The copy [`copy_bytes`] uses for the hazard: 256-byte blocks, each loaded whole before it is stored.
-fn copy_in_blocks(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-    const BLOCK: usize = 256;
-    let mut d = dst.chunks_exact_mut(BLOCK);
-    let mut s = src.chunks_exact(BLOCK);
-    for (d, s) in (&mut d).zip(&mut s) {
-        let block: [u8; BLOCK] = s.try_into().expect("chunks_exact yields BLOCK bytes");
-        d.write_copy_of_slice(&block);
-    }
-    d.into_remainder().write_copy_of_slice(s.remainder());
-}
-
-/// Whether this CPU has the hazard [`copy_bytes`] works around: AMD's; other CPUs keep `memcpy`
-/// whatever the distance (the runs: docs/benchmarks/tuning.md#copies).
-fn short_distance_hazard() -> bool {
-    static HAZARD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAZARD.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let id = std::arch::x86_64::__cpuid(0);
-            let mut vendor = [0u8; 12];
-            vendor[..4].copy_from_slice(&id.ebx.to_le_bytes());
-            vendor[4..8].copy_from_slice(&id.edx.to_le_bytes());
-            vendor[8..].copy_from_slice(&id.ecx.to_le_bytes());
-            &vendor == b"AuthenticAMD"
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    })
-}
-
-use super::tuning::{SHORT_DISTANCE, SHORT_DISTANCE_MIN_LEN};
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Error;
+    use crate::sys::near_copy::copy_in_blocks;
 
     #[test]
     fn copies_are_exact_at_every_relative_alignment() {
@@ -305,7 +263,10 @@ mod tests {
             for src_off in [0, 1, 4096] {
                 for dst_off in [0, 1, 8, 16, 63, 64, 100] {
                     // Both copies, whichever one the addresses of this run would pick.
-                    for copy in [copy_bytes, copy_in_blocks] {
+                    let by_mask = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_bytes(d, s, u16::MAX);
+                    let by_memcpy = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_bytes(d, s, 0);
+                    let blocks = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_in_blocks(d, s);
+                    for copy in [&by_mask as &dyn Fn(&mut [MaybeUninit<u8>], &[u8]), &by_memcpy, &blocks] {
                         let mut buf = vec![MaybeUninit::new(0xAAu8); 20_000];
                         let s = &src[src_off..src_off + len];
                         copy(&mut buf[dst_off..dst_off + len], s);

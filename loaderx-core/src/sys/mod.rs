@@ -7,6 +7,7 @@
 //! | `meta_map` | [`MetaMap`]: the v1 `meta.zr` table, mapped and used in place |
 //! | `index_map` | [`IndexMap`]: the v2 `index.zr`, a mapped array that grows |
 //! | `dest` | [`Destination`]: gather destinations in possibly uninitialised memory |
+//! | `near_copy` | [`NearCopy`]: `memcpy` or 256-byte blocks where a record lands just past its source, as measured |
 //! | `env` | where caches go (`LOADERX_CACHE_DIR`, XDG, home) |
 //! | `cpu` | AVX2 dispatch for portable loops, prefetch hints |
 //! | `crc` | a copy that sums its bytes (crc32c) in the same pass: verified reads |
@@ -39,6 +40,7 @@ mod io;
 mod jpeg;
 mod map;
 mod meta_map;
+mod near_copy;
 mod pages;
 #[cfg(feature = "cuda")]
 mod pinned;
@@ -61,6 +63,7 @@ pub(crate) use io::{
 pub(crate) use jpeg::{Decoded, Jpeg, JpegHeader, Region};
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;
+pub use near_copy::{NearCopy, NearCopyCalibration, class_distance};
 pub use pages::{PageCount, evict, resident_pages};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;

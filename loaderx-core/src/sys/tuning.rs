@@ -52,9 +52,12 @@ pub(crate) const COMBINE_FROM: usize = 4096;
 /// Records shorter than this are copied, then summed: two passes over a few cache lines cost
 /// less than building the fused copy's operators.
 pub(crate) const FUSED_MIN_LEN: usize = 1 << 10;
-/// Destination-minus-source distances (modulo 4 KiB) below which the copy avoids `memcpy` on
-/// CPUs with AMD's `rep movsb` hazard.
+/// Destination-minus-source distances (modulo 4 KiB) below which the copy may avoid `memcpy`,
+/// where `rep movsb` runs slow on some CPUs ([`super::NearCopy`] measures which).
 pub(crate) const SHORT_DISTANCE: usize = 64;
+/// How much slower `memcpy` must measure at a distance for blocks to be used there: a clear
+/// win, past the calibration's own run-to-run spread.
+pub(crate) const NEAR_COPY_WIN: f64 = 1.15;
 /// Copies shorter than this never reach glibc's `rep movsb` path.
 pub(crate) const SHORT_DISTANCE_MIN_LEN: usize = 1024;
 
