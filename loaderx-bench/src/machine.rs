@@ -81,7 +81,14 @@ pub(crate) fn section() -> Section {
     add("memory", mem);
     add("OS", os());
     add("rustc", rustc());
+    if let Some((vendor, family, model)) = loaderx_core::cpu_signature() {
+        add("cpuid", format!("{vendor}, family {family}, model {model}"));
+    }
     add("near copies", near_copy());
+    add(
+        "fixed-stride hints",
+        format!("records below {} KiB (this CPU's table)", loaderx_core::hint_records_below() >> 10),
+    );
     add(
         "build",
         if cfg!(debug_assertions) { "debug (figures not representative)".into() } else { "release".into() },

@@ -78,7 +78,7 @@ pub use store::{
 pub use sys::class_distance as near_copy_class_distance;
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;
-pub use sys::{NearCopy, NearCopyCalibration};
+pub use sys::{NearCopy, NearCopyCalibration, cpu_signature, hint_records_below};
 
 // Short paths inside the crate for names public in their own modules.
 pub(crate) use framing::{partition, partition_files};

@@ -29,8 +29,7 @@ use crate::{Error, Result};
 
 pub(super) use crate::sys::tuning::COMBINE_FROM;
 use crate::sys::tuning::{
-    FIXED_SHARD_MIN_BYTES as SHARD_MIN_BYTES, PREFETCH_AHEAD_BYTES, PREFETCH_BELOW_RECORD,
-    PREFETCH_FROM_BYTES,
+    FIXED_SHARD_MIN_BYTES as SHARD_MIN_BYTES, PREFETCH_AHEAD_BYTES, PREFETCH_FROM_BYTES,
 };
 
 /// Blocks `verify` checks (in parallel) before handing their failures over: bounds what it holds
@@ -304,6 +303,11 @@ impl Store {
         super::pool::run_shards(parts, par, |(ix, d)| self.gather_stride_shard(&view.stride, len, ix, d))
     }
 
+    /// Records shorter than this are hinted ahead ([`StoreOptions::hint_records_below`](super::StoreOptions::hint_records_below)).
+    fn hint_below(&self) -> usize {
+        self.opts.hint_below.unwrap_or_else(crate::sys::hint_records_below)
+    }
+
     fn gather_stride_shard<I: RecordIndex>(
         &self,
         stride: &Stride,
@@ -322,12 +326,12 @@ impl Store {
             && let Some(map) = self.chunk_view(0, len * r)?
         {
             let far = map.bytes().len() >= PREFETCH_FROM_BYTES;
-            copy_one_chunk(map.bytes(), r as usize, indices, far, &mut dst);
+            copy_one_chunk(map.bytes(), r as usize, indices, (far, self.hint_below()), &mut dst);
             return Ok(());
         }
         // The mapping of the chunk last read: a batch of a one-chunk store maps once.
         let mut cur: Option<(u64, std::sync::Arc<MappedFile>)> = None;
-        let ahead_by = (r < PREFETCH_BELOW_RECORD as u64).then(|| prefetch_ahead(r as usize));
+        let ahead_by = (r < self.hint_below() as u64).then(|| prefetch_ahead(r as usize));
         let mut k = 0;
         while k < indices.len() {
             let idx = indices[k].to_u64().unwrap_or_default();
@@ -387,18 +391,18 @@ fn prefetch_ahead(r: usize) -> usize {
 
 /// The gather of a store whose records all lie in one chunk (`bytes`, holding every index):
 /// record `i` is `bytes[i × r..]`, records adjacent in the batch and on disk copied as one run,
-/// and (records shorter than [`PREFETCH_BELOW_RECORD`]) the record [`prefetch_ahead`] places on
+/// and (records shorter than `below`, [`StoreOptions::hint_records_below`](crate::StoreOptions::hint_records_below)) the record [`prefetch_ahead`] places on
 /// hinted to the CPU as each is copied, into the outer caches when the chunk is `far` (past the
 /// caches: [`PREFETCH_FROM_BYTES`]), else into the L1.
 fn copy_one_chunk<I: RecordIndex>(
     bytes: &[u8],
     r: usize,
     indices: &[I],
-    far: bool,
+    (far, below): (bool, usize),
     dst: &mut Destination<'_>,
 ) {
     // One loop per kind of hint, so that the loop itself holds no test of which.
-    match (r < PREFETCH_BELOW_RECORD, far) {
+    match (r < below, far) {
         (false, _) => copy_hinted::<I, HINT_NONE>(bytes, r, indices, dst),
         (true, true) => copy_hinted::<I, HINT_FAR>(bytes, r, indices, dst),
         (true, false) => copy_hinted::<I, HINT_NEAR>(bytes, r, indices, dst),

@@ -104,3 +104,62 @@ fn prefetch_lines<const HINT: i32>(ptr: *const u8, len: usize) {
 
 #[cfg(target_arch = "x86_64")]
 use super::tuning::PREFETCH_BYTES;
+
+/// The CPU as `cpuid` names it: vendor string, family and model (the extended fields added as
+/// the vendors' manuals say), or `None` off x86_64.
+pub fn cpu_signature() -> Option<(String, u32, u32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = std::arch::x86_64::__cpuid(0);
+        let mut vendor = [0u8; 12];
+        vendor[..4].copy_from_slice(&id.ebx.to_le_bytes());
+        vendor[4..8].copy_from_slice(&id.edx.to_le_bytes());
+        vendor[8..].copy_from_slice(&id.ecx.to_le_bytes());
+        let eax = std::arch::x86_64::__cpuid(1).eax;
+        let base_family = (eax >> 8) & 0xF;
+        let family = if base_family == 0xF { base_family + ((eax >> 20) & 0xFF) } else { base_family };
+        let base_model = (eax >> 4) & 0xF;
+        let model = if base_family == 0xF || base_family == 6 {
+            base_model | (((eax >> 16) & 0xF) << 4)
+        } else {
+            base_model
+        };
+        Some((String::from_utf8_lossy(&vendor).into_owned(), family, model))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// Records shorter than this are hinted ahead by a fixed-stride gather, on this CPU: the
+/// per-CPU table of docs/benchmarks/tuning.md#prefetching (AMD family 25 hints 12 KiB records,
+/// which the Intel Xeon measured did better without), read once.
+pub fn hint_records_below() -> usize {
+    static BELOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BELOW.get_or_init(|| match cpu_signature() {
+        Some((vendor, 25, _)) if vendor == "AuthenticAMD" => PREFETCH_BELOW_RECORD_AMD_25,
+        _ => PREFETCH_BELOW_RECORD,
+    })
+}
+
+use super::tuning::{PREFETCH_BELOW_RECORD, PREFETCH_BELOW_RECORD_AMD_25};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_read_and_the_table_follows_it() {
+        let sig = cpu_signature();
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (vendor, family, _) = sig.clone().expect("x86_64 has cpuid");
+            assert_eq!(vendor.len(), 12);
+            assert!(family >= 5, "family {family}");
+        }
+        let amd25 = matches!(&sig, Some((v, 25, _)) if v == "AuthenticAMD");
+        let want = if amd25 { PREFETCH_BELOW_RECORD_AMD_25 } else { PREFETCH_BELOW_RECORD };
+        assert_eq!(hint_records_below(), want);
+    }
+}

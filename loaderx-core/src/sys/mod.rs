@@ -47,6 +47,7 @@ mod pinned;
 pub(crate) mod tuning;
 
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
+pub use cpu::{cpu_signature, hint_records_below};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
 pub(crate) use dir::{Access, Dir, Stat};

@@ -40,6 +40,9 @@ pub(crate) const PREFETCH_AHEAD_BYTES: usize = 4 << 10;
 pub(crate) const PREFETCH_FROM_BYTES: usize = 64 << 20;
 /// Records this long or longer are not hinted: the hardware prefetcher follows the copy.
 pub(crate) const PREFETCH_BELOW_RECORD: usize = 8 << 10;
+/// The same on AMD family 25 (the EPYC of gather.md run H): 12 KiB records hinted gather 1.17x
+/// the page-aligned memcpy past the caches, 1.00x unhinted.
+pub(crate) const PREFETCH_BELOW_RECORD_AMD_25: usize = 16 << 10;
 /// Bytes of a record one hint covers at most, a hint per cache line.
 #[cfg(target_arch = "x86_64")]
 pub(crate) const PREFETCH_BYTES: usize = 1024;

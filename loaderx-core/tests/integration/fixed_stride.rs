@@ -467,3 +467,36 @@ fn the_layout_is_one_typed_option() {
     let v1 = StoreOptions::new().format(Format::V1).layout(Layout::Compact);
     assert!(matches!(Store::create(dir.path().join("d"), v1), Err(Error::InvalidArgument(_))));
 }
+
+/// Every copy and hint a gather can be told to use gathers the same bytes, at record sizes past
+/// the block copy's minimum and at destination offsets inside and past the near-copy window, in
+/// one chunk (the hinted loop) and over many (the run loop).
+#[test]
+fn near_copies_and_hints_chosen_outright_gather_the_same_bytes() {
+    use loaderx_core::NearCopy;
+    let dir = tempfile::tempdir().unwrap();
+    for (size, capacity) in [(1100usize, 1 << 30), (12_288, 1 << 30), (12_288, 5 * 12_288)] {
+        let path = dir.path().join(format!("s{size}-{capacity}"));
+        let opts = StoreOptions::new().chunk_capacity(capacity).fixed_stride(size as u32);
+        let store = Store::create(&path, opts).unwrap();
+        let recs: Vec<Vec<u8>> =
+            (0..40u32).map(|i| (0..size).map(|j| (i as usize * 131 + j * 7) as u8).collect()).collect();
+        store.append(&recs, Codec::Raw).unwrap();
+        drop(store);
+        let idx: Vec<u64> = (0..40u64).rev().chain([3, 4, 5, 17]).collect();
+        let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+        for near in [NearCopy::Measure, NearCopy::Memcpy, NearCopy::Blocks] {
+            for below in [0, 1 << 10, 64 << 10] {
+                let store =
+                    Store::open_with(&path, StoreOptions::new().near_copy(near).hint_records_below(below))
+                        .unwrap();
+                // Destinations 0, 4, 16 and 100 bytes past an 8-byte boundary.
+                for off in [0usize, 4, 16, 100] {
+                    let mut buf = vec![0u8; want.len() + off];
+                    store.gather_fixed(&idx, size, &mut buf[off..]).unwrap();
+                    assert!(buf[off..] == want[..], "{size} B, {near:?}, hints below {below}, offset {off}");
+                }
+            }
+        }
+    }
+}
