@@ -184,8 +184,9 @@ fn write_data(dir: &Path, n: u32, rec: usize) -> anyhow::Result<(PathBuf, Store,
 
 const RAW: &str = "loaderx raw → page-aligned buffer";
 const FIXED: &str = "loaderx fixed stride → page-aligned buffer";
-const FIXED_MEMCPY: &str = "loaderx fixed stride, near copies by memcpy";
-const FIXED_BLOCKS: &str = "loaderx fixed stride, near copies by blocks";
+const FIXED_VEC: &str = "loaderx fixed stride → Vec";
+const FIXED_MEMCPY: &str = "loaderx fixed stride → Vec, near copies by memcpy";
+const FIXED_BLOCKS: &str = "loaderx fixed stride → Vec, near copies by pieces";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
 
@@ -279,7 +280,10 @@ pub(crate) fn run(
         ));
         if near_copy_ab {
             s.notes.push(
-                "The \"near copies\" rows gather from the same fixed-stride store with                  `StoreOptions::near_copy` set to `memcpy` or to 256-byte blocks at every distance                  below 64 bytes; the plain fixed-stride row follows this CPU's measurement (the                  machine table's \"near copies\" line)."
+                "The \"→ Vec\" rows gather from the fixed-stride store into a `Vec` as allocated \
+                 (16 bytes past a page: a short distance for these records), following this \
+                 CPU's measurement (the machine table's \"near copies\" line) or with \
+                 `StoreOptions::near_copy` set to `memcpy` or to 256-byte pieces outright."
                     .into(),
             );
         }
@@ -362,11 +366,14 @@ fn batch_rows(
             rec,
         ));
         if let Some((by_memcpy, by_blocks)) = data.ab {
-            for (what, store) in [(FIXED_MEMCPY, by_memcpy), (FIXED_BLOCKS, by_blocks)] {
+            // Into a `Vec`, 16 bytes past a page: a short distance for page-multiple records.
+            for (what, store) in
+                [(FIXED_VEC, data.fixed), (FIXED_MEMCPY, by_memcpy), (FIXED_BLOCKS, by_blocks)]
+            {
                 contenders.push(store_contender_into(
                     name(what, threads),
                     pool,
-                    Dst::Page,
+                    Dst::Vec,
                     store,
                     &batches,
                     rec,
@@ -395,10 +402,11 @@ fn batch_rows(
             (VEC, true, false),
             (RAW, false, true),
             (FIXED, false, true),
+            (FIXED_VEC, false, true),
             (FIXED_MEMCPY, false, true),
             (FIXED_BLOCKS, false, true),
         ] {
-            if data.ab.is_none() && (what == FIXED_MEMCPY || what == FIXED_BLOCKS) {
+            if data.ab.is_none() && [FIXED_VEC, FIXED_MEMCPY, FIXED_BLOCKS].contains(&what) {
                 continue;
             }
             s.rows.push(table.row(report, threads, what, &name(what, threads), ceiling, vs_np));

@@ -50,19 +50,24 @@ fn rustc() -> String {
     )
 }
 
-/// What `NearCopy::Measure` chose on this CPU: the distance classes copied by blocks, and the
-/// measured ratio of the two copies at each.
+/// What `NearCopy::Measure` chose on this CPU: per distance timed, the copy taken and the
+/// measured ratio of the two copies' times.
 fn near_copy() -> String {
-    let cal = loaderx_core::NearCopy::measured();
-    let per_class: Vec<String> = (0..cal.memcpy_ns.len())
+    let Some(m) = loaderx_core::NearCopy::measured() else {
+        return "being measured by another thread".into();
+    };
+    if !cfg!(target_arch = "x86_64") {
+        return "memcpy everywhere (not measured off x86_64)".into();
+    }
+    let per_class: Vec<String> = (0..m.distances.len())
         .map(|k| {
-            let how = if (cal.blocks_mask >> k) & 1 == 1 { "blocks" } else { "memcpy" };
-            let d = loaderx_core::near_copy_class_distance(k);
-            format!("{d}: {how} {:.2}", cal.memcpy_ns[k] / cal.blocks_ns[k])
+            let how = if (m.blocks_mask >> k) & 1 == 1 { "pieces" } else { "memcpy" };
+            format!("{}: {how} {:.2}", m.distances[k], m.memcpy_ns[k] / m.blocks_ns[k])
         })
         .collect();
     format!(
-        "measured (memcpy time / blocks time, 12 KiB in L2, by distance in bytes, each for its class of 8): {}",
+        "measured (memcpy time / 256-byte pieces' time, 12 KiB in L2, by distance in bytes: 0, 16, \
+         32, 48 each alone, 8 for 1-15, 24 for 17-31, ...): {}",
         per_class.join(", ")
     )
 }
@@ -81,13 +86,16 @@ pub(crate) fn section() -> Section {
     add("memory", mem);
     add("OS", os());
     add("rustc", rustc());
-    if let Some((vendor, family, model)) = loaderx_core::cpu_signature() {
+    if let Some((vendor, family, model)) = loaderx_core::cpu::signature() {
         add("cpuid", format!("{vendor}, family {family}, model {model}"));
     }
     add("near copies", near_copy());
     add(
         "fixed-stride hints",
-        format!("records below {} KiB (this CPU's table)", loaderx_core::hint_records_below() >> 10),
+        format!(
+            "records below {} KiB (this CPU's table)",
+            loaderx_core::cpu::fixed_stride_hint_below() >> 10
+        ),
     );
     add(
         "build",

@@ -89,8 +89,8 @@ pub struct Options {
     pub image_dir: Option<PathBuf>,
     /// Threads of the images layer's loaders and of its ceiling's pool [default: all].
     pub threads: Option<usize>,
-    /// The gather layer also runs the fixed-stride store with each of the two near copies
-    /// (`memcpy`, 256-byte blocks) chosen outright, beside the measured choice.
+    /// The gather layer also gathers from the fixed-stride store into a `Vec` (a short distance),
+    /// as measured and with each near copy (`memcpy`, 256-byte pieces) chosen outright.
     pub near_copy_ab: bool,
 }
 

@@ -74,11 +74,9 @@ pub use store::{
     CodecCounts, CompactReport, MigrateReport, OpenMode, RecordIndex, Store, StoreOptions, StoreStats,
     StoreSummary, VerifyReport,
 };
-/// The distance (bytes, modulo 4 KiB) [`NearCopy::measured`] times for a distance class.
-pub use sys::class_distance as near_copy_class_distance;
+pub use sys::NearCopy;
 #[cfg(feature = "cuda")]
 pub use sys::pinned_zeroed;
-pub use sys::{NearCopy, NearCopyCalibration, cpu_signature, hint_records_below};
 
 // Short paths inside the crate for names public in their own modules.
 pub(crate) use framing::{partition, partition_files};
@@ -110,6 +108,12 @@ pub mod adapter {
         batch_streams, checked, data_fingerprint, plan, prefetch_depth, resolve, thread_count,
     };
     pub use crate::loader::{Indexer, StreamData};
+}
+
+/// What the engine found of the CPU it runs on: the choices a store follows unless its options
+/// name others, for a bench's or a log's machine report.
+pub mod cpu {
+    pub use crate::sys::{NearCopyCalibration, cpu_signature as signature, fixed_stride_hint_below};
 }
 
 /// The page cache, for benchmarks and tests of cold reads: a file's or a store's pages evicted

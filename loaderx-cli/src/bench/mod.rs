@@ -64,9 +64,9 @@ pub(crate) struct BenchArgs {
     /// Threads of the images layer's loaders and of its ceiling [default: all].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// The gather layer also measures the fixed-stride store with each near copy chosen outright
-    /// (`memcpy`, 256-byte blocks), beside the one this CPU's measurement picks: the A/B of
-    /// `StoreOptions::near_copy`.
+    /// The gather layer also gathers from the fixed-stride store into a `Vec` (16 bytes past a
+    /// page: a short distance), as this CPU's measurement picks and with each near copy chosen
+    /// outright (`memcpy`, 256-byte pieces): the A/B of `StoreOptions::near_copy`.
     #[arg(long)]
     near_copy_ab: bool,
     /// Measure this dataset instead (a store, a store set, or an `s3://` URL with the `remote`

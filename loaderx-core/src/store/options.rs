@@ -175,9 +175,9 @@ impl StoreOptions {
 
     /// How this handle's gathers copy a record whose destination starts less than 64 bytes past
     /// its source, modulo 4 KiB, where some CPUs' `memcpy` runs several times slower: by default
-    /// ([`NearCopy::Measure`]) whichever of `memcpy` and 256-byte blocks this CPU measured faster
-    /// at that distance, once per process; [`NearCopy::Memcpy`] or [`NearCopy::Blocks`] to
-    /// choose one (`loaderx bench gather --near-copy-ab` measures both). The bytes are the same.
+    /// ([`NearCopy::Measure`]) the copy this CPU's measurement picks for that distance (taken once per
+    /// process, [`NearCopy::measured`]); [`NearCopy::Memcpy`] or [`NearCopy::Blocks`] to choose
+    /// one (`loaderx bench gather --near-copy-ab` measures both). The bytes are the same.
     pub fn near_copy(mut self, how: NearCopy) -> Self {
         self.near_copy = how;
         self
@@ -185,10 +185,11 @@ impl StoreOptions {
 
     /// A fixed-stride gather hints the CPU to fetch the records a few places ahead of the one it
     /// copies when they are shorter than `bytes` (longer ones the hardware prefetcher follows by
-    /// itself). By default the table for this CPU ([`hint_records_below`](crate::hint_records_below):
-    /// 8 KiB, 16 KiB on AMD family 25); 0 hints nothing. The bytes gathered are the same.
-    pub fn hint_records_below(mut self, bytes: usize) -> Self {
-        self.hint_below = Some(bytes);
+    /// itself); `Some(0)` hints nothing. `None` (the default) takes this CPU's row of the table
+    /// ([`cpu::fixed_stride_hint_below`](crate::cpu::fixed_stride_hint_below)). The bytes
+    /// gathered are the same.
+    pub fn hint_records_below(mut self, bytes: Option<usize>) -> Self {
+        self.hint_below = bytes;
         self
     }
 

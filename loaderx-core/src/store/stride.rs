@@ -305,7 +305,7 @@ impl Store {
 
     /// Records shorter than this are hinted ahead ([`StoreOptions::hint_records_below`](super::StoreOptions::hint_records_below)).
     fn hint_below(&self) -> usize {
-        self.opts.hint_below.unwrap_or_else(crate::sys::hint_records_below)
+        self.opts.hint_below.unwrap_or_else(crate::sys::fixed_stride_hint_below)
     }
 
     fn gather_stride_shard<I: RecordIndex>(

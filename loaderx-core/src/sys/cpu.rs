@@ -132,13 +132,14 @@ pub fn cpu_signature() -> Option<(String, u32, u32)> {
     }
 }
 
-/// Records shorter than this are hinted ahead by a fixed-stride gather, on this CPU: the
-/// per-CPU table of docs/benchmarks/tuning.md#prefetching (AMD family 25 hints 12 KiB records,
-/// which the Intel Xeon measured did better without), read once.
-pub fn hint_records_below() -> usize {
+/// Records shorter than this are hinted ahead by a fixed-stride gather on this CPU: the per-CPU
+/// table of docs/benchmarks/tuning.md#prefetching (AMD family 25, models 0x10-0x1F, hints 12 KiB
+/// records, which the Intel Xeon measured did better without; a CPU not in the table keeps the
+/// default), read once.
+pub fn fixed_stride_hint_below() -> usize {
     static BELOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BELOW.get_or_init(|| match cpu_signature() {
-        Some((vendor, 25, _)) if vendor == "AuthenticAMD" => PREFETCH_BELOW_RECORD_AMD_25,
+        Some((vendor, 25, 0x10..=0x1F)) if vendor == "AuthenticAMD" => PREFETCH_BELOW_RECORD_AMD_25,
         _ => PREFETCH_BELOW_RECORD,
     })
 }
@@ -158,8 +159,8 @@ mod tests {
             assert_eq!(vendor.len(), 12);
             assert!(family >= 5, "family {family}");
         }
-        let amd25 = matches!(&sig, Some((v, 25, _)) if v == "AuthenticAMD");
-        let want = if amd25 { PREFETCH_BELOW_RECORD_AMD_25 } else { PREFETCH_BELOW_RECORD };
-        assert_eq!(hint_records_below(), want);
+        let zen4 = matches!(&sig, Some((v, 25, 0x10..=0x1F)) if v == "AuthenticAMD");
+        let want = if zen4 { PREFETCH_BELOW_RECORD_AMD_25 } else { PREFETCH_BELOW_RECORD };
+        assert_eq!(fixed_stride_hint_below(), want);
     }
 }

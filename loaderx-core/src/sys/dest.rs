@@ -29,9 +29,8 @@ pub(crate) struct Destination<'a> {
     buf: &'a mut [MaybeUninit<u8>],
     filled: usize,
     written: &'a AtomicUsize,
-    /// The distance classes copied by blocks ([`NearCopy`]): the measured ones unless a store
-    /// says otherwise.
-    near: u16,
+    /// How records landing just past their source are copied ([`NearCopy`]).
+    near: NearCopy,
 }
 
 impl<'a> Destination<'a> {
@@ -54,7 +53,7 @@ impl<'a> Destination<'a> {
 
     /// Copies records that land just past their source as `how` says ([`NearCopy`]).
     pub(crate) fn near_copy(&mut self, how: NearCopy) {
-        self.near = how.mask();
+        self.near = how;
     }
 
     /// Writes `src` at the cursor.
@@ -166,7 +165,7 @@ pub(crate) fn fill_slice<R>(buf: &mut [u8], f: impl FnOnce(Destination<'_>) -> R
     // maybe-uninitialised is unsound only if uninitialised bytes are then written through the
     // view, and `Out` writes nothing but initialised bytes (copies of slices and zstd output).
     let raw = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<MaybeUninit<u8>>(), len) };
-    f(Destination { buf: raw, filled: 0, written: &written, near: NearCopy::Measure.mask() })
+    f(Destination { buf: raw, filled: 0, written: &written, near: NearCopy::Measure })
 }
 
 /// [`fill_vec`] with the elements starting at an address that is a multiple of `align` bytes:
@@ -215,8 +214,7 @@ pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
     // requirement, so the same `bytes` bytes viewed as `[MaybeUninit<u8>]` are valid.
     let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<MaybeUninit<u8>>(), bytes) };
     let written = AtomicUsize::new(0);
-    if let Err(e) = f(Destination { buf: raw, filled: 0, written: &written, near: NearCopy::Measure.mask() })
-    {
+    if let Err(e) = f(Destination { buf: raw, filled: 0, written: &written, near: NearCopy::Measure }) {
         v.clear();
         return Err(e);
     }
@@ -263,8 +261,8 @@ mod tests {
             for src_off in [0, 1, 4096] {
                 for dst_off in [0, 1, 8, 16, 63, 64, 100] {
                     // Both copies, whichever one the addresses of this run would pick.
-                    let by_mask = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_bytes(d, s, u16::MAX);
-                    let by_memcpy = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_bytes(d, s, 0);
+                    let by_mask = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_bytes(d, s, NearCopy::Blocks);
+                    let by_memcpy = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_bytes(d, s, NearCopy::Memcpy);
                     let blocks = |d: &mut [MaybeUninit<u8>], s: &[u8]| copy_in_blocks(d, s);
                     for copy in [&by_mask as &dyn Fn(&mut [MaybeUninit<u8>], &[u8]), &by_memcpy, &blocks] {
                         let mut buf = vec![MaybeUninit::new(0xAAu8); 20_000];

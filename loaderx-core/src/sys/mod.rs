@@ -47,7 +47,7 @@ mod pinned;
 pub(crate) mod tuning;
 
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
-pub use cpu::{cpu_signature, hint_records_below};
+pub use cpu::{cpu_signature, fixed_stride_hint_below};
 pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
 pub(crate) use dir::{Access, Dir, Stat};
@@ -64,7 +64,7 @@ pub(crate) use io::{
 pub(crate) use jpeg::{Decoded, Jpeg, JpegHeader, Region};
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;
-pub use near_copy::{NearCopy, NearCopyCalibration, class_distance};
+pub use near_copy::{NearCopy, NearCopyCalibration};
 pub use pages::{PageCount, evict, resident_pages};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;

@@ -40,8 +40,8 @@ pub(crate) const PREFETCH_AHEAD_BYTES: usize = 4 << 10;
 pub(crate) const PREFETCH_FROM_BYTES: usize = 64 << 20;
 /// Records this long or longer are not hinted: the hardware prefetcher follows the copy.
 pub(crate) const PREFETCH_BELOW_RECORD: usize = 8 << 10;
-/// The same on AMD family 25 (the EPYC of gather.md run H): 12 KiB records hinted gather 1.17x
-/// the page-aligned memcpy past the caches, 1.00x unhinted.
+/// The same on AMD family 25, models 0x10-0x1F (Zen 4 EPYC): 12 KiB records gain from the hint
+/// past the caches there (gather.md, run H).
 pub(crate) const PREFETCH_BELOW_RECORD_AMD_25: usize = 16 << 10;
 /// Bytes of a record one hint covers at most, a hint per cache line.
 #[cfg(target_arch = "x86_64")]
@@ -58,11 +58,11 @@ pub(crate) const FUSED_MIN_LEN: usize = 1 << 10;
 /// Destination-minus-source distances (modulo 4 KiB) below which the copy may avoid `memcpy`,
 /// where `rep movsb` runs slow on some CPUs ([`super::NearCopy`] measures which).
 pub(crate) const SHORT_DISTANCE: usize = 64;
-/// How much slower `memcpy` must measure at a distance for blocks to be used there: a clear
-/// win, past the calibration's own run-to-run spread.
+/// How much faster one copy must measure than the other to move a class of distances off its
+/// default: past the measurement's own spread from process to process.
 pub(crate) const NEAR_COPY_WIN: f64 = 1.15;
-/// Copies shorter than this never reach glibc's `rep movsb` path.
-pub(crate) const SHORT_DISTANCE_MIN_LEN: usize = 1024;
+/// Copies shorter than this never reach glibc's `rep movsb` path (its smallest threshold).
+pub(crate) const SHORT_DISTANCE_MIN_LEN: usize = 2048;
 
 // ---- Writing (docs/benchmarks/tuning.md#writing)
 

@@ -486,7 +486,7 @@ fn near_copies_and_hints_chosen_outright_gather_the_same_bytes() {
         let idx: Vec<u64> = (0..40u64).rev().chain([3, 4, 5, 17]).collect();
         let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
         for near in [NearCopy::Measure, NearCopy::Memcpy, NearCopy::Blocks] {
-            for below in [0, 1 << 10, 64 << 10] {
+            for below in [None, Some(0), Some(1 << 10), Some(64 << 10)] {
                 let store =
                     Store::open_with(&path, StoreOptions::new().near_copy(near).hint_records_below(below))
                         .unwrap();
@@ -494,7 +494,10 @@ fn near_copies_and_hints_chosen_outright_gather_the_same_bytes() {
                 for off in [0usize, 4, 16, 100] {
                     let mut buf = vec![0u8; want.len() + off];
                     store.gather_fixed(&idx, size, &mut buf[off..]).unwrap();
-                    assert!(buf[off..] == want[..], "{size} B, {near:?}, hints below {below}, offset {off}");
+                    assert!(
+                        buf[off..] == want[..],
+                        "{size} B, {near:?}, hints below {below:?}, offset {off}"
+                    );
                 }
             }
         }
