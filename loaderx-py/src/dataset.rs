@@ -367,6 +367,7 @@ impl Ragged {
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Writer {
     inner: Mutex<Option<DatasetWriter>>,
+    made_in: crate::fork::MadeIn,
 }
 
 impl Writer {
@@ -376,11 +377,14 @@ impl Writer {
         f: impl FnOnce(&mut DatasetWriter) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
         crate::fork::detach(py, || {
-            let mut guard = self.inner.lock().map_err(|_| "poisoned")?;
-            let writer = guard.as_mut().ok_or("finished")?;
-            Ok::<_, &'static str>(f(writer))
+            let mut guard = self.made_in.lock(&self.inner).map_err(Some)?;
+            let writer = guard.as_mut().ok_or(None)?;
+            Ok::<_, Option<crate::fork::Held>>(f(writer))
         })?
-        .map_err(|what| PyRuntimeError::new_err(format!("the writer is {what}")))?
+        .map_err(|held| match held {
+            Some(held) => held.err("writer"),
+            None => PyRuntimeError::new_err("the writer is finished"),
+        })?
         .py()
     }
 }
@@ -418,7 +422,7 @@ impl Writer {
             .dict_cap(dict_size)
             .overwrite(overwrite);
         let writer = crate::fork::detach(py, || DatasetWriter::with_schema(&path, schema, opts))?.py()?;
-        Ok(Writer { inner: Mutex::new(Some(writer)) })
+        Ok(Writer { inner: Mutex::new(Some(writer)), made_in: crate::fork::MadeIn::here() })
     }
 
     /// Dense: appends the whole items in `items` (a contiguous `uint8` view of them).
@@ -480,15 +484,17 @@ impl Writer {
     /// Publishes the dataset at its path; returns the number of records.
     fn finish(&self, py: Python<'_>) -> PyResult<u64> {
         crate::fork::detach(py, || {
-            let writer = self.inner.lock().ok().and_then(|mut g| g.take());
-            writer.map(DatasetWriter::finish)
+            let writer = self.made_in.lock(&self.inner)?.take();
+            Ok(writer.map(DatasetWriter::finish))
         })?
+        .map_err(|held: crate::fork::Held| held.err("writer"))?
         .ok_or_else(|| PyRuntimeError::new_err("the writer is finished"))?
         .py()
     }
 
     /// Drops what was written: nothing is published and the staging directory is removed.
     fn abort(&self, py: Python<'_>) {
-        py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
+        // In a fork whose parent held the lock, there is nothing of this process's to drop.
+        py.detach(|| drop(self.made_in.lock(&self.inner).ok().and_then(|mut g| g.take())));
     }
 }

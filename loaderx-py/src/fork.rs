@@ -15,7 +15,9 @@
 //! starting helpers of its own on the global pool, and a child never reaches `keep_warm` through
 //! this module (work inside a pool is not a caller outside it).
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{
+    Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
+};
 
 use pyo3::prelude::*;
 
@@ -64,4 +66,69 @@ where
     T: Send,
 {
     py.detach(|| if forked() { child_pool().map(|pool| pool.install(f)) } else { Ok(f()) })
+}
+
+/// The process a handle was made in. Its locks are taken as usual there; in a forked child they
+/// are only tried, because a thread of the parent may have held one when the fork came, and the
+/// child's copy of it is then held for good: the call is refused instead of waiting forever.
+#[derive(Debug, Clone, Copy)]
+pub struct MadeIn(u32);
+
+/// Why a handle's lock was not taken ([`MadeIn`]).
+#[derive(Debug)]
+pub enum Held {
+    /// A panic broke it.
+    Poisoned,
+    /// Held in this forked child: by a thread of the parent at the fork, or by another thread
+    /// of the child.
+    AtFork,
+}
+
+impl MadeIn {
+    /// This process.
+    pub fn here() -> MadeIn {
+        MadeIn(std::process::id())
+    }
+
+    fn forked(self) -> bool {
+        self.0 != std::process::id()
+    }
+
+    /// `lock` shared.
+    pub fn read<T>(self, lock: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>, Held> {
+        if self.forked() { tried(lock.try_read()) } else { lock.read().map_err(|_| Held::Poisoned) }
+    }
+
+    /// `lock` alone.
+    pub fn write<T>(self, lock: &RwLock<T>) -> Result<RwLockWriteGuard<'_, T>, Held> {
+        if self.forked() { tried(lock.try_write()) } else { lock.write().map_err(|_| Held::Poisoned) }
+    }
+
+    /// `lock` taken.
+    pub fn lock<T>(self, lock: &Mutex<T>) -> Result<MutexGuard<'_, T>, Held> {
+        if self.forked() { tried(lock.try_lock()) } else { lock.lock().map_err(|_| Held::Poisoned) }
+    }
+}
+
+fn tried<G>(r: Result<G, TryLockError<G>>) -> Result<G, Held> {
+    r.map_err(|e| match e {
+        TryLockError::Poisoned(_) => Held::Poisoned,
+        TryLockError::WouldBlock => Held::AtFork,
+    })
+}
+
+impl Held {
+    /// The Python error for a lock of `what` (a store, a writer) not taken.
+    pub fn err(self, what: &str) -> PyErr {
+        match self {
+            Held::Poisoned => pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "the {what}'s lock was poisoned by a panic"
+            )),
+            Held::AtFork => crate::errors::LockedError::new_err(format!(
+                "this {what} was in use by another thread when process {} was forked from the one \
+                 that opened it: open it again in this process",
+                std::process::id()
+            )),
+        }
+    }
 }

@@ -5,12 +5,13 @@ use std::sync::RwLock;
 
 use loaderx_core::{Codec, Format, OpenMode, Store as CoreStore, StoreOptions};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use crate::arrays::owned;
 use crate::errors::IntoPy;
+use crate::fork::MadeIn;
 
 /// A Zrecord store of byte records.
 ///
@@ -24,6 +25,7 @@ use crate::errors::IntoPy;
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Store {
     inner: RwLock<CoreStore>,
+    made_in: MadeIn,
 }
 
 /// A codec by name (raw, zstd, zstd_dict, lz4).
@@ -44,8 +46,8 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        crate::fork::detach(py, || self.inner.read().map(|s| f(&s)).map_err(|_| ()))?
-            .map_err(|()| poisoned())?
+        crate::fork::detach(py, || self.made_in.read(&self.inner).map(|s| f(&s)))?
+            .map_err(|held| held.err("store"))?
             .py()
     }
 
@@ -55,8 +57,8 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&mut CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        crate::fork::detach(py, || self.inner.write().map(|mut s| f(&mut s)).map_err(|_| ()))?
-            .map_err(|()| poisoned())?
+        crate::fork::detach(py, || self.made_in.write(&self.inner).map(|mut s| f(&mut s)))?
+            .map_err(|held| held.err("store"))?
             .py()
     }
 }
@@ -68,10 +70,6 @@ type Packed<'py> = (Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>);
 /// their errors, file problems.
 type Verified = (u64, u64, Vec<(u64, String)>, Vec<String>);
 
-fn poisoned() -> PyErr {
-    PyRuntimeError::new_err("the store's lock was poisoned by a panic")
-}
-
 #[pymethods]
 impl Store {
     /// Opens (`"r"` read-only, `"a"` read-write, created when `path` does not exist) or creates
@@ -82,7 +80,7 @@ impl Store {
         let opts = StoreOptions::new().format(format(format_name)?);
         let mode: OpenMode = mode.parse().map_err(PyValueError::new_err)?;
         let store = crate::fork::detach(py, || CoreStore::open_mode(&path, mode, opts))?.py()?;
-        Ok(Store { inner: RwLock::new(store) })
+        Ok(Store { inner: RwLock::new(store), made_in: MadeIn::here() })
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {

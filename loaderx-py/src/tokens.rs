@@ -133,6 +133,7 @@ impl Tokens {
 #[pyclass(module = "loaderx._native", name = "MegatronWriter", frozen)]
 pub struct Writer {
     inner: Mutex<Option<MegatronWriter>>,
+    made_in: crate::fork::MadeIn,
 }
 
 impl Writer {
@@ -143,7 +144,7 @@ impl Writer {
         f: impl FnOnce(&mut Option<MegatronWriter>) -> PyResult<R> + Send,
     ) -> PyResult<R> {
         py.detach(|| {
-            let mut guard = self.inner.lock().map_err(|_| PyRuntimeError::new_err("the writer broke"))?;
+            let mut guard = self.made_in.lock(&self.inner).map_err(|held| held.err("writer"))?;
             f(&mut guard)
         })
     }
@@ -155,7 +156,7 @@ impl Writer {
     #[pyo3(signature = (prefix, dtype, overwrite = false))]
     fn new(prefix: PathBuf, dtype: &str, overwrite: bool) -> PyResult<Self> {
         let w = MegatronWriter::create(prefix, token_type(dtype)?, overwrite).py()?;
-        Ok(Writer { inner: Mutex::new(Some(w)) })
+        Ok(Writer { inner: Mutex::new(Some(w)), made_in: crate::fork::MadeIn::here() })
     }
 
     /// Appends a document: its tokens' little-endian bytes.

@@ -375,9 +375,9 @@ impl DatasetWriter {
     /// [`Error::InvalidArgument`] naming the record (its number in the dataset) whose size does
     /// not fit the schema; [`Error::RecordTooLarge`]; the store's write errors.
     pub fn append_bytes<R: AsRef<[u8]> + Sync>(&mut self, records: &[R]) -> Result<()> {
-        let unit = self.schema.unit_bytes();
-        let base = self.count();
-        let mut bytes = 0usize;
+        // In a fork even a batch only buffered is refused: nothing of it could ever be written.
+        self.store.as_ref().map_or(Ok(()), |s| s.refuse_forked())?;
+        let (unit, base, mut bytes) = (self.schema.unit_bytes(), self.count(), 0usize);
         for (k, r) in records.iter().enumerate() {
             let r = r.as_ref();
             let n = base + k as u64;

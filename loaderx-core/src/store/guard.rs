@@ -25,7 +25,7 @@ impl Store {
 
     /// [`Error::Locked`] when this handle's write lock was taken by another process (this one
     /// is a fork of it).
-    pub(super) fn refuse_forked(&self) -> Result<()> {
+    pub(crate) fn refuse_forked(&self) -> Result<()> {
         // A handle carried into a forked child shares its parent's write lock: both appending
         // at once would overwrite each other's acknowledged records. Checked before any of the
         // handle's own locks, which a thread of the parent may have held when the fork came
