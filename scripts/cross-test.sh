@@ -35,23 +35,10 @@ for target in "${targets[@]}"; do
         x86_64-pc-windows-gnu)
             need x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64
             need wine wine64
-            export WINEDEBUG=-all WINEPREFIX="$PWD/target/cross/wine"
             export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=wine
-            # Rust's standard library draws random bytes with ProcessPrng from
-            # bcryptprimitives.dll, which Wine before 9.0 (Debian 12 ships 8.0) lacks: a
-            # stand-in of one function, over advapi32's RtlGenRandom, in the prefix.
-            dll="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
-            if [ ! -f "$dll" ]; then
-                wineboot --init >/dev/null 2>&1 || true
-                mkdir -p "$(dirname "$dll")"
-                printf '%s\n' '#include <windows.h>' \
-                    'BOOLEAN WINAPI SystemFunction036(PVOID, ULONG);' \
-                    '__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T len) {' \
-                    '    while (len) { ULONG n = len > 0x10000000 ? 0x10000000 : (ULONG)len;' \
-                    '        if (!SystemFunction036(data, n)) return FALSE; data += n; len -= n; }' \
-                    '    return TRUE; }' > target/cross/prng.c
-                x86_64-w64-mingw32-gcc -shared -O2 -o "$dll" target/cross/prng.c -ladvapi32
-            fi
+            # The prefix, with the stand-in Wine 8.0 lacks (scripts/lib/wine-prefix.sh).
+            . scripts/lib/wine-prefix.sh
+            wine_prefix "$PWD/target/cross/wine"
             exe=.exe ;;
         aarch64-unknown-linux-gnu)
             need aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu libc6-dev-arm64-cross

@@ -127,7 +127,12 @@ for target in "${targets[@]}"; do
             # abi3 on Windows links python3.dll: pyo3 writes its import library itself.
             wheel_args=(--features pyo3/generate-import-lib)
             export CC_x86_64_pc_windows_gnu=x86_64-w64-mingw32-gcc
-            command -v wine >/dev/null && runner=wine ;;
+            if command -v wine >/dev/null; then
+                # The prefix, with the stand-in Wine 8.0 lacks (scripts/lib/wine-prefix.sh).
+                . scripts/lib/wine-prefix.sh
+                wine_prefix "$PWD/target/dist/wine"
+                runner=wine
+            fi ;;
     esac
     case "$target" in
         aarch64-unknown-linux-gnu) command -v qemu-aarch64-static >/dev/null \
