@@ -225,7 +225,12 @@ mod tests {
             let k = class_of(d);
             assert_eq!(NearCopy::Measure.pieces_at(d), (m.blocks_mask >> k) & 1 == 1, "distance {d}: {m:?}");
         }
-        assert_eq!(m.blocks_mask, decide(&m.memcpy_ns, &m.blocks_ns));
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(m.blocks_mask, decide(&m.memcpy_ns, &m.blocks_ns));
+        } else {
+            // Nothing timed off x86_64: memcpy everywhere.
+            assert_eq!(m.blocks_mask, 0);
+        }
         // Distance 0 needs a clear win for the pieces; the others a clear loss to leave them.
         let even = [100.0; NEAR_CLASSES];
         assert_eq!(decide(&even, &even), 0b1111_1110);
