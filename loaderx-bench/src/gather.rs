@@ -19,11 +19,10 @@
 //! pipe between rounds), single-threaded as `np.take` is.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use loaderx_core::framing::MappedFile;
 use loaderx_core::{Codec, NearCopy, Store, StoreOptions};
 use rayon::ThreadPool;
@@ -33,6 +32,7 @@ use crate::ceiling::{
     HALF, PAGE, Pools, VEC, copy_rows, decompress, memcpy_contenders, memcpy_names, name, pooled,
     store_contender, store_contender_into,
 };
+use crate::gather_numpy::Numpy;
 use crate::report::{self, Report, Section};
 use crate::run::Config;
 use crate::timing::{self, Contender, Timings};
@@ -50,82 +50,6 @@ const INDEX_BYTES: usize = 256 << 20;
 /// Bytes generated and written per block.
 pub(crate) const BLOCK_BYTES: usize = 64 << 20;
 const MIB: f64 = (1 << 20) as f64;
-/// The NumPy worker, written next to the data when the run starts.
-const WORKER: &str = include_str!("../python/gather_worker.py");
-
-/// The NumPy worker process.
-struct Numpy {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Numpy {
-    /// Starts `python` on the worker script over `flat`, `n` records of `rec` bytes back to back;
-    /// `None` (with the reason) when Python or NumPy is not there.
-    fn start(python: &Path, dir: &Path, (flat, n, rec): (&Path, u32, usize)) -> Result<Numpy, String> {
-        let script = dir.join("gather_worker.py");
-        std::fs::write(&script, WORKER).map_err(|e| format!("writing {}: {e}", script.display()))?;
-        let probe = Command::new(python).args(["-c", "import numpy"]).output();
-        match probe {
-            Ok(o) if o.status.success() => {}
-            Ok(_) => return Err(format!("{} has no NumPy", python.display())),
-            Err(e) => return Err(format!("{} does not run: {e}", python.display())),
-        }
-        let mut child = Command::new(python)
-            .arg("-u")
-            .arg(&script)
-            .arg(flat)
-            .arg(n.to_string())
-            .arg(rec.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting {}: {e}", python.display()))?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        Ok(Numpy { child, stdin, stdout })
-    }
-
-    fn ask(&mut self, line: &str) -> anyhow::Result<String> {
-        writeln!(self.stdin, "{line}").context("writing to the NumPy worker")?;
-        self.stdin.flush()?;
-        let mut answer = String::new();
-        self.stdout.read_line(&mut answer).context("reading from the NumPy worker")?;
-        if answer.is_empty() || answer.starts_with("error") {
-            bail!("the NumPy worker answered {answer:?} to {line:?}");
-        }
-        Ok(answer.trim().to_string())
-    }
-
-    /// Loads the index batches (written to `path`, `b` per batch).
-    fn load(&mut self, path: &Path, b: usize) -> anyhow::Result<()> {
-        self.ask(&format!("load {} {b}", path.display())).map(drop)
-    }
-
-    /// Seconds of `n` gathers by `how` (`take` or `fancy`), timed by the worker.
-    fn time(&mut self, how: &str, n: u32) -> f64 {
-        let answer = self.ask(&format!("{how} {n}")).expect("the NumPy worker answers");
-        let ns: f64 = answer.strip_prefix("ns ").and_then(|v| v.parse().ok()).expect("a time in ns");
-        ns * 1e-9
-    }
-
-    /// Batch `k` as NumPy gathers it.
-    fn dump(&mut self, k: usize, dir: &Path) -> anyhow::Result<Vec<u8>> {
-        let out = dir.join("numpy-batch.bin");
-        self.ask(&format!("dump {k} {}", out.display()))?;
-        std::fs::read(&out).with_context(|| format!("reading {}", out.display()))
-    }
-}
-
-impl Drop for Numpy {
-    fn drop(&mut self) {
-        let _ = writeln!(self.stdin, "quit");
-        let _ = self.stdin.flush();
-        let _ = self.child.wait();
-    }
-}
-
 /// Random, unsorted index batches of `b` over `n` records of `rec` bytes: as many as it takes to
 /// cover [`INDEX_BYTES`] (at least 8), used in turn.
 pub(crate) fn index_batches(n: u32, b: usize, rec: usize, seed: u64) -> Vec<Vec<u32>> {

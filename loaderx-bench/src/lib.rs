@@ -22,6 +22,7 @@ mod ceiling;
 mod cold;
 mod format;
 mod gather;
+mod gather_numpy;
 #[cfg(feature = "images")]
 mod images;
 #[cfg(any(feature = "parquet", feature = "images"))]

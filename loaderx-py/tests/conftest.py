@@ -54,6 +54,40 @@ def threads_now():
     return count
 
 
+# Helpers for `run_isolated` code that forks while a thread works: `children(calls, n)` forks
+# `n` children, each making the `(refused, call)` calls in turn (a `LockedError` passes; a call
+# marked refused that returns exits 3; one stuck is killed by its alarm) and returns their
+# statuses; `busy(work)` runs `work` in a loop on a thread until the returned event is set.
+FORK_HELPERS = """
+import os, signal, threading
+import loaderx
+def children(calls, n):
+    statuses = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)
+            for refused, call in calls:
+                try:
+                    call()
+                    if refused:
+                        os._exit(3)
+                except loaderx.LockedError:
+                    pass
+            os._exit(0)
+        statuses.append(os.waitpid(pid, 0)[1])
+    return statuses
+def busy(work):
+    stop = threading.Event()
+    def loop():
+        while not stop.is_set():
+            work()
+    t = threading.Thread(target=loop)
+    t.start()
+    return stop, t
+"""
+
+
 def run_isolated(code, timeout=120):
     """Runs `code` in a fresh interpreter and returns its stdout; a hang (past `timeout`
     seconds, far beyond what the code needs) or a failure fails the calling test instead of

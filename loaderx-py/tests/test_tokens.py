@@ -269,54 +269,28 @@ def test_writers_in_a_child_forked_while_a_thread_writes_refuse_never_wait(tmp_p
     # The writers' locks were taken before the engine's fork check: a child forked while a
     # thread of the parent appended waited forever in every call (abort too, so `from_numpy`'s
     # cleanup hung); and a small append in a child was acknowledged, though never writable.
-    from conftest import run_isolated
+    from conftest import FORK_HELPERS, run_isolated
 
-    out = run_isolated(f"""
-import os, signal, threading
+    out = run_isolated(FORK_HELPERS + f"""
 import numpy as np
-import loaderx
 from loaderx import _native
-def children(calls):
-    statuses = []
-    for _ in range(4):
-        pid = os.fork()
-        if pid == 0:
-            signal.alarm(20)
-            for refused, call in calls:
-                try:
-                    call()
-                    if refused:
-                        os._exit(3)
-                except loaderx.LockedError:
-                    pass
-            os._exit(0)
-        statuses.append(os.waitpid(pid, 0)[1])
-    return statuses
-def busy(work):
-    stop = threading.Event()
-    def loop():
-        while not stop.is_set():
-            work()
-    t = threading.Thread(target=loop)
-    t.start()
-    return stop, t
 w = _native.Writer({str(tmp_path / "d")!r}, "dense", "u8", [4096], "zstd", "v2", None, False)
 block = np.arange(4096 * 64, dtype=np.uint8)
 # A first call from this thread before any fork: rust-numpy sets up NumPy's C API once per
 # process, and a child forked while another thread does that waits for it forever.
 w.append_items(block)
 stop, t = busy(lambda: w.append_items(block))
-print("writer", children([(True, lambda: w.append_items(block[:4096])), (False, w.count), (True, w.finish), (False, w.abort)]))
+print("writer", children([(True, lambda: w.append_items(block[:4096])), (False, w.count), (True, w.finish), (False, w.abort)], 4))
 stop.set(); t.join()
 small = np.arange(400, dtype=np.uint8)
 w2 = _native.Writer({str(tmp_path / "small")!r}, "dense", "u8", [4], "raw", "v2", None, False)
-print("small", children([(True, lambda: w2.append_items(small))]))
+print("small", children([(True, lambda: w2.append_items(small))], 4))
 w2.append_items(small)
 print("parent", w2.finish())
 m = _native.MegatronWriter({str(tmp_path / "m")!r}, "u16", False)
 doc = np.arange(200000, dtype="<u2").view(np.uint8)
 stop, t = busy(lambda: m.add_document(doc))
-print("megatron", children([(True, lambda: m.add_document(doc[:20])), (True, m.finish)]))
+print("megatron", children([(True, lambda: m.add_document(doc[:20])), (True, m.finish)], 4))
 stop.set(); t.join()
 w.abort()
 """, timeout=240)

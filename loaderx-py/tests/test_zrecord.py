@@ -291,44 +291,18 @@ def test_a_fork_while_another_thread_holds_the_handle_is_refused_never_waits(tmp
     # The binding's own lock over the engine's store was taken before the engine's fork check:
     # a child forked while a thread of the parent gathered (or deleted) waited forever for the
     # child's copy of that lock, in delete, compact, len and gather.
-    from conftest import run_isolated
+    from conftest import FORK_HELPERS, run_isolated
 
-    out = run_isolated(f"""
-import os, signal, threading
-import loaderx
+    out = run_isolated(FORK_HELPERS + f"""
 from loaderx.zrecord import Zrecord
 z = Zrecord({str(tmp_path / "z")!r}, "w")
 z.append([bytes([i % 251]) * 4096 for i in range(4000)])
-def children(calls, reads_may_pass):
-    statuses = []
-    for _ in range(6):
-        pid = os.fork()
-        if pid == 0:
-            signal.alarm(20)
-            for call in calls:
-                try:
-                    call()
-                    if not reads_may_pass:
-                        os._exit(3)
-                except loaderx.LockedError:
-                    pass
-            os._exit(0)
-        statuses.append(os.waitpid(pid, 0)[1])
-    return statuses
-def busy(work):
-    stop = threading.Event()
-    def loop():
-        while not stop.is_set():
-            work()
-    t = threading.Thread(target=loop)
-    t.start()
-    return stop, t
 stop, t = busy(lambda: z.gather(list(range(4000))))
-print("writes", children([lambda: z.delete([0]), z.compact, lambda: z.append([b"x"])], False))
+print("writes", children([(True, lambda: z.delete([0])), (True, z.compact), (True, lambda: z.append([b"x"]))], 6))
 stop.set(); t.join()
 n = len(z)
 stop, t = busy(lambda: (z.delete([len(z) - 1]), z.compact()))
-print("reads", children([lambda: len(z), lambda: z.gather([0, 1])], True))
+print("reads", children([(False, lambda: len(z)), (False, lambda: z.gather([0, 1]))], 6))
 stop.set(); t.join()
 print("deleted", n - len(z) > 0)
 """, timeout=240)

@@ -40,6 +40,7 @@ mod safety_files;
 mod safety_locks;
 mod saved_states;
 mod staged;
+mod stitch_races;
 mod store;
 mod store_compaction;
 mod store_corruption;
