@@ -28,8 +28,13 @@
  * at a time (the store's write.lock; another is LX_ERR_LOCKED); readers in other processes see
  * each committed append. A sampler is immutable: share it freely.
  *
- * Platforms: built and tested on Linux (x86-64); the same sources build for macOS and Windows,
- * not built or tested here.
+ * fork(): a child may go on reading through the parent's handles (its calls run on threads of
+ * its own); a call that meets a handle another thread of the parent was using when the fork came
+ * is LX_ERR_LOCKED at once (that thread is not in the child), as is every write from a fork.
+ *
+ * Platforms: built and tested on Linux x86-64; scripts/dist.sh builds the library for Linux
+ * arm64, Windows x86-64 (GNU ABI) and macOS, and runs a C program against it on arm64 (qemu)
+ * and Windows (Wine); macOS builds are not run (the guide's reliability chapter has the table).
  */
 #ifndef LOADERX_H
 #define LOADERX_H

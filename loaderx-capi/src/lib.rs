@@ -28,6 +28,7 @@
 mod chunker;
 mod error;
 mod ffi;
+mod fork;
 mod sampler;
 mod schema;
 mod store;

@@ -1,8 +1,9 @@
 //! The store behind `lx_store`: a `loaderx_core::Store` behind a lock.
 //!
 //! Gathers, appends, stats and verify share the store (any number at once, from any thread);
-//! delete and compact take it alone, as the engine requires. Everything here is safe code over
-//! slices: `ffi` has checked and made them.
+//! delete and compact take it alone, as the engine requires. In a forked child every call runs on
+//! a pool of the child's own and the lock is only tried ([`crate::fork`]). Everything here is safe
+//! code over slices: `ffi` has checked and made them.
 
 use std::path::Path;
 use std::sync::RwLock;
@@ -10,6 +11,7 @@ use std::sync::RwLock;
 use loaderx_core::{Codec, Format, OpenMode, Store, StoreOptions};
 
 use crate::error::{self, Failure, Outcome};
+use crate::fork::{self, MadeIn};
 
 /// `LX_OPEN_READ`: an existing store, read-only.
 const OPEN_READ: i32 = 0;
@@ -21,6 +23,7 @@ const OPEN_CREATE: i32 = 2;
 /// What an `lx_store` handle points at.
 pub(crate) struct LxStore {
     inner: RwLock<Store>,
+    made_in: MadeIn,
 }
 
 /// `lx_compact_report`.
@@ -112,18 +115,16 @@ impl LxStore {
                 )));
             }
         };
-        let store = Store::open_mode(path, mode, opts)?;
-        Ok(LxStore { inner: RwLock::new(store) })
+        let store = fork::on_own_pool(|| Ok(Store::open_mode(path, mode, opts)?))?;
+        Ok(LxStore { inner: RwLock::new(store), made_in: MadeIn::here() })
     }
 
-    fn shared<R>(&self, f: impl FnOnce(&Store) -> loaderx_core::Result<R>) -> Outcome<R> {
-        let store = self.inner.read().map_err(|_| Failure::poisoned())?;
-        Ok(f(&store)?)
+    fn shared<R: Send>(&self, f: impl FnOnce(&Store) -> loaderx_core::Result<R> + Send) -> Outcome<R> {
+        fork::on_own_pool(|| Ok(f(&*self.made_in.read(&self.inner)?)?))
     }
 
-    fn exclusive<R>(&self, f: impl FnOnce(&mut Store) -> loaderx_core::Result<R>) -> Outcome<R> {
-        let mut store = self.inner.write().map_err(|_| Failure::poisoned())?;
-        Ok(f(&mut store)?)
+    fn exclusive<R: Send>(&self, f: impl FnOnce(&mut Store) -> loaderx_core::Result<R> + Send) -> Outcome<R> {
+        fork::on_own_pool(|| Ok(f(&mut *self.made_in.write(&self.inner)?)?))
     }
 
     /// Records in the store.

@@ -110,6 +110,12 @@ pub mod adapter {
     pub use crate::loader::{Indexer, StreamData};
 }
 
+/// For the faces whose callers fork (Python's workers, a C program's children): the pool a forked
+/// child's engine calls run on.
+pub mod fork {
+    pub use crate::store::forked_child_pool as child_pool;
+}
+
 /// What the engine found of the CPU it runs on: the choices a store follows unless its options
 /// name others, for a bench's or a log's machine report.
 pub mod cpu {

@@ -15,17 +15,12 @@
 //! starting helpers of its own on the global pool, and a child never reaches `keep_warm` through
 //! this module (work inside a pool is not a caller outside it).
 
-use std::sync::{
-    Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError,
-};
+use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 
 use pyo3::prelude::*;
 
 /// The process that loaded the module (set by [`loaded`]).
 static LOADED_IN: OnceLock<u32> = OnceLock::new();
-
-/// A forked child's own pool, with the process it belongs to (a child of a child makes its own).
-static CHILD_POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
 
 /// Records the process that loaded the module: its work uses rayon's global pool.
 pub fn loaded() {
@@ -37,25 +32,6 @@ pub fn forked() -> bool {
     LOADED_IN.get().is_some_and(|&pid| pid != std::process::id())
 }
 
-/// The calling child's pool, started on first use.
-fn child_pool() -> PyResult<Arc<rayon::ThreadPool>> {
-    let pid = std::process::id();
-    let mut slot = CHILD_POOL.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((owner, pool)) = slot.as_ref()
-        && *owner == pid
-    {
-        return Ok(Arc::clone(pool));
-    }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .thread_name(|_| "loaderx-forked".into())
-        .build()
-        .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(format!("cannot start a thread: {e}")))?;
-    let pool = Arc::new(pool);
-    *slot = Some((pid, Arc::clone(&pool)));
-    Ok(pool)
-}
-
 /// Runs the engine call `f` without the GIL, on this process's pool (see the module docs).
 ///
 /// # Errors
@@ -65,7 +41,14 @@ where
     F: FnOnce() -> T + Send,
     T: Send,
 {
-    py.detach(|| if forked() { child_pool().map(|pool| pool.install(f)) } else { Ok(f()) })
+    py.detach(|| {
+        if !forked() {
+            return Ok(f());
+        }
+        let pool = loaderx_core::fork::child_pool()
+            .map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+        Ok(pool.install(f))
+    })
 }
 
 /// The process a handle was made in. Its locks are taken as usual there; in a forked child they

@@ -15,6 +15,10 @@
  *   guards thread-exit              calls from a pthread key's destructor (the thread's Rust
  *                                   locals already gone) return their codes, never abort;
  *                                   a misaligned out_chunk is named as misaligned
+ *   guards fork DIR                 a child forked after the parent's gathers started the
+ *                                   thread pool gathers (the pool's threads are not in it), and
+ *                                   children forked while a thread of the parent compacts read
+ *                                   or are LX_ERR_LOCKED, never wait for good (alarm: 20 s)
  *
  * tests/c.rs writes the lying stores (through loaderx-core, then patching index.zr). The
  * store's guards run with their address space capped at 4 GiB and their CPU time at 60 s, so
@@ -27,7 +31,10 @@
 #include <string.h>
 #include <pthread.h>
 #include <unistd.h>
+#include <signal.h>
+#include <time.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "mmap_chunker.h"
 
@@ -295,6 +302,112 @@ static void handle_alias(const char *dir) {
     unlink(path);
 }
 
+/* The fork test's store: FORK_RECORDS records of FORK_LEN bytes, byte j of record i being
+ * i + 7j; a batch of FORK_BATCH is 4 MiB, enough for a gather to split over the pool. */
+enum { FORK_RECORDS = 2048, FORK_LEN = 4096, FORK_BATCH = 1024 };
+
+static uint8_t fork_byte(uint64_t i, size_t j) { return (uint8_t)(i + 7 * j); }
+
+/* Gathers a batch and checks its bytes: LX_OK, the call's error, or -1000 for wrong bytes. */
+static int fork_gather(const lx_store *s) {
+    uint64_t indices[FORK_BATCH];
+    for (size_t k = 0; k < FORK_BATCH; k++) indices[k] = (k * 7919) % FORK_RECORDS;
+    uint8_t *out = malloc((size_t)FORK_BATCH * FORK_LEN);
+    if (out == NULL) return -1000;
+    int code = lx_store_gather_fixed(s, indices, FORK_BATCH, FORK_LEN, out, (size_t)FORK_BATCH * FORK_LEN);
+    for (size_t k = 0; code == LX_OK && k < FORK_BATCH; k++)
+        for (size_t j = 0; j < FORK_LEN; j++)
+            if (out[k * FORK_LEN + j] != fork_byte(indices[k], j)) { code = -1000; break; }
+    free(out);
+    return code;
+}
+
+/* A refusal names the fork. */
+static int refused_for_fork(int code) {
+    const char *e = lx_last_error();
+    return code == LX_ERR_LOCKED && e != NULL && strstr(e, "fork") != NULL;
+}
+
+/* A forked child's calls: 0 when it read everything, 3 when a call was refused for the fork,
+ * 1 on anything else; SIGALRM after 20 s when a call waits for good. */
+static int fork_child(lx_store *s) {
+    alarm(20);
+    uint64_t n = 0;
+    int code = lx_store_len(s, &n);
+    if (code != LX_OK) return refused_for_fork(code) ? 3 : 1;
+    if (n != FORK_RECORDS) return 1;
+    code = fork_gather(s);
+    if (code != LX_OK) return refused_for_fork(code) ? 3 : 1;
+    /* A write from a fork is never taken: its lock and its files are the parent's. */
+    uint8_t rec[FORK_LEN] = {0};
+    uint64_t offsets[2] = {0, FORK_LEN};
+    code = lx_store_append(s, rec, offsets, 1, LX_CODEC_RAW, NULL);
+    return refused_for_fork(code) ? 0 : 1;
+}
+
+/* Forks a child running fork_child: its exit status, or 100 + the signal that ended it. */
+static int fork_run(lx_store *s) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) _exit(fork_child(s));
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return 99;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+static volatile int compacting;
+
+static void *compact_loop(void *arg) {
+    lx_store *s = arg;
+    while (__atomic_load_n(&compacting, __ATOMIC_ACQUIRE)) {
+        if (lx_store_compact(s, NULL) != LX_OK) return (void *)1;
+    }
+    return NULL;
+}
+
+static void forks(const char *dir) {
+    /* Four pool threads whatever the machine's cores, so that the gathers split. */
+    setenv("RAYON_NUM_THREADS", "4", 1);
+    lx_store *s = NULL;
+    CHECK(lx_store_open(dir, LX_OPEN_CREATE, LX_FORMAT_V2, &s) == LX_OK);
+    if (s == NULL) return;
+    uint8_t *data = malloc((size_t)256 * FORK_LEN);
+    uint64_t offsets[257];
+    for (uint64_t first = 0; data != NULL && first < FORK_RECORDS; first += 256) {
+        for (size_t k = 0; k < 256; k++) {
+            offsets[k] = k * FORK_LEN;
+            for (size_t j = 0; j < FORK_LEN; j++) data[k * FORK_LEN + j] = fork_byte(first + k, j);
+        }
+        offsets[256] = 256 * FORK_LEN;
+        CHECK(lx_store_append(s, data, offsets, 256, LX_CODEC_RAW, NULL) == LX_OK);
+    }
+    free(data);
+    CHECK(fork_gather(s) == LX_OK); /* starts the pool in this process */
+    int alone = fork_run(s);
+    printf("fork: a child of a process whose pool ran: %d\n", alone);
+    CHECK(alone == 0);
+
+    pthread_t t;
+    __atomic_store_n(&compacting, 1, __ATOMIC_RELEASE);
+    CHECK(pthread_create(&t, NULL, compact_loop, s) == 0);
+    int read = 0, refused = 0;
+    for (int k = 0; k < 8; k++) {
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000000}, NULL);
+        int status = fork_run(s);
+        if (status == 0) read++;
+        else if (status == 3) refused++;
+        else fprintf(stderr, "fork: child %d ended with %d (114: waited for good)\n", k, status);
+    }
+    __atomic_store_n(&compacting, 0, __ATOMIC_RELEASE);
+    void *compacted = NULL;
+    CHECK(pthread_join(t, &compacted) == 0 && compacted == NULL);
+    printf("fork: children forked while a thread compacts: %d read, %d refused\n", read, refused);
+    CHECK(read + refused == 8);
+    CHECK(fork_gather(s) == LX_OK); /* the parent reads on */
+    lx_store_close(s);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "create-under-writer") == 0 && argc == 3) {
@@ -310,8 +423,10 @@ int main(int argc, char **argv) {
         handle_alias(argv[2]);
     } else if (strcmp(cmd, "thread-exit") == 0) {
         thread_exit();
+    } else if (strcmp(cmd, "fork") == 0 && argc == 3) {
+        forks(argv[2]);
     } else {
-        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | huge-plan FILE | handle-alias DIR | thread-exit\n");
+        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | huge-plan FILE | handle-alias DIR | thread-exit | fork DIR\n");
         return 2;
     }
     printf("guards: %d checks, %d failed\n", checks, failures);

@@ -110,3 +110,14 @@ fn a_stride_header_claiming_u32_max_records_a_block_is_corrupt_from_c() {
     std::fs::write(&index, bytes).unwrap();
     run_guards(&[Path::new("huge-blocks"), &store_dir]);
 }
+
+/// Sixty-second look's remainder (the C ABI's handles): a child forked after the parent's
+/// gathers started rayon's pool waited for good on the pool's threads, which a fork does not
+/// copy; a child forked while a thread of the parent compacted waited for good on the handle's
+/// lock, held by that thread at the fork. Now a fork's calls run on a pool of its own, and the
+/// handle's lock is only tried there (`LX_ERR_LOCKED`, naming the fork).
+#[test]
+fn forked_children_read_or_are_refused_never_wait() {
+    let dir = scratch("guards-fork");
+    run_guards(&[Path::new("fork"), &dir.join("store")]);
+}

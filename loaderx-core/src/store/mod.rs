@@ -79,5 +79,6 @@ pub use open::Store;
 pub(crate) use open::trim_index;
 pub use options::{OpenMode, StoreOptions};
 pub(crate) use pool::Parallelism;
+pub use pool::forked_child_pool;
 pub(crate) use publish::{Temporary, check_target};
 pub use report::{CodecCounts, StoreStats, StoreSummary, VerifyReport};

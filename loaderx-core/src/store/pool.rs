@@ -94,6 +94,38 @@ pub(super) fn run_shards<S: Send>(
     failed.into_inner().unwrap_or_else(|p| p.into_inner()).map_or(Ok(()), Err)
 }
 
+/// A one-thread pool of the calling process's own, for the work of a child made by `fork` from a
+/// process whose rayon pool ran: the child inherits the pool's bookkeeping but none of its
+/// threads, so work queued there waits for good. Started on the first call in each process and
+/// kept for its later calls (a child of a child starts its own); one thread, because a forked
+/// worker is one of several processes that share the cores. For the faces whose callers fork
+/// (Python's workers, a C program's): they run a forked child's engine calls inside it.
+///
+/// # Errors
+/// When the pool's thread cannot be started.
+pub fn forked_child_pool() -> std::io::Result<std::sync::Arc<rayon::ThreadPool>> {
+    static POOLS: Mutex<Option<(u32, std::sync::Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+    let pid = std::process::id();
+    // Tried, not waited for: a thread of the process this one was forked from may have held it
+    // (a child that forks again); a pool started without the cache is as good, only slower.
+    let mut slot = POOLS.try_lock().ok();
+    if let Some((owner, pool)) = slot.as_deref().and_then(Option::as_ref)
+        && *owner == pid
+    {
+        return Ok(std::sync::Arc::clone(pool));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .thread_name(|_| "loaderx-forked".into())
+        .build()
+        .map(std::sync::Arc::new)
+        .map_err(|e| std::io::Error::other(format!("cannot start a thread in forked process {pid}: {e}")))?;
+    if let Some(slot) = slot.as_deref_mut() {
+        *slot = Some((pid, std::sync::Arc::clone(&pool)));
+    }
+    Ok(pool)
+}
+
 /// Until when the helpers [`keep_warm`] started stay awake, in nanoseconds since [`now`]'s epoch.
 static WARM_UNTIL: AtomicU64 = AtomicU64::new(0);
 /// How many of those helpers are running.
