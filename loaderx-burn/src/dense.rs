@@ -144,9 +144,10 @@ impl DenseBatch {
             return Err(Error::Stream {
                 name: name.to_string(),
                 reason: format!(
-                    "holds {:?} values, which int() would truncate: use int_from_float to ask for the cast, \
+                    "holds {} values, which int() would truncate: use int_from_float to ask for the cast, \
                      or store the stream as integers",
-                    data.dtype()
+                    // burn's dtype spelt as loaderx's (`f32`, not `F32`), as the typed batches' errors do.
+                    format!("{:?}", data.dtype()).to_lowercase()
                 ),
             });
         }

@@ -92,6 +92,7 @@ impl<O> StepLoader<O> {
         recipe: Arc<dyn Recipe<O>>,
         state: LoaderState,
         steps_per_epoch: Option<u64>,
+        checkpoint: Option<usize>,
         device: Option<Device>,
     ) -> Result<Self> {
         let steps_per_epoch = match &state.order {
@@ -114,6 +115,26 @@ impl<O> StepLoader<O> {
                 reason: "an epoch needs at least one step".into(),
             }));
         }
+        let step = match checkpoint {
+            None => state.step,
+            Some(epoch) if state.step != 0 => {
+                return Err(Error::Core(loaderx_core::Error::Config {
+                    what: "checkpoint",
+                    reason: format!(
+                        "checkpoint({epoch}) beside a restored state or a start step (step {}): give one of them",
+                        state.step
+                    ),
+                }));
+            }
+            Some(epoch) => {
+                u64::try_from(epoch).ok().and_then(|e| e.checked_mul(steps_per_epoch)).ok_or_else(|| {
+                    Error::Core(loaderx_core::Error::Config {
+                        what: "checkpoint",
+                        reason: format!("epoch {epoch} of {steps_per_epoch} steps is past a u64 step"),
+                    })
+                })?
+            }
+        };
         Ok(StepLoader {
             recipe,
             config: state.sampler,
@@ -121,7 +142,7 @@ impl<O> StepLoader<O> {
             fingerprint: state.fingerprint,
             steps_per_epoch,
             device,
-            next_step: Arc::new(AtomicU64::new(state.step)),
+            next_step: Arc::new(AtomicU64::new(step)),
             running: Mutex::new(None),
         })
     }

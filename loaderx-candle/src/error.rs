@@ -15,7 +15,9 @@ pub enum Error {
     /// The array's dtype has no candle counterpart and the caller asked for no widening
     /// ([`Widen::Never`](crate::Widen::Never)).
     #[error(
-        "candle has no {dtype} tensors; choose a widening (Widen::Exact or Widen::To(..)) to convert them"
+        "candle has no {dtype} tensors; choose a widening to convert them: Widen::Exact (the \
+         smallest candle dtype holding every value), or Widen::To(DType::U32) for class labels \
+         (candle's gather and cross-entropy take u8, u32 and i64 indices)"
     )]
     UnsupportedDType {
         /// The loaderx dtype.
@@ -58,17 +60,21 @@ pub enum Error {
         /// Elements in the buffer.
         len: usize,
     },
-    /// A stream the converter cannot make a tensor of, found when the loader is built.
-    #[error("stream {name:?}: {source}")]
+    /// A stream the converter cannot make a tensor of, found when the loader is built. Its
+    /// text is the stream's and the cause's together (the cause is no `source()` as well, so a
+    /// printer of error chains shows it once).
+    #[error("stream {name:?}: {cause}")]
     Stream {
         /// The stream's name.
         name: String,
         /// Why ([`Error::UnsupportedDType`] or [`Error::UnsupportedTarget`]).
-        #[source]
-        source: Box<Error>,
+        cause: Box<Error>,
     },
     /// A stream asked of a [`TensorBatch`](crate::TensorBatch) is not in it.
-    #[error("the batch has no stream {name:?} (it has {available:?})")]
+    #[error(
+        "stream {name:?}: no such stream in the batch; it has {}",
+        if available.is_empty() { "no streams".to_string() } else { available.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ") }
+    )]
     MissingStream {
         /// The name asked for.
         name: String,

@@ -52,7 +52,7 @@ impl CandleLoader<TensorBatch> {
         for (name, dtype, _) in loader.streams() {
             widen
                 .target(*dtype)
-                .map_err(|e| crate::Error::Stream { name: name.clone(), source: Box::new(e) })?;
+                .map_err(|e| crate::Error::Stream { name: name.clone(), cause: Box::new(e) })?;
         }
         Ok(loader)
     }

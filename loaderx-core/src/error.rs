@@ -13,8 +13,9 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An operating-system I/O call failed.
-    #[error("{op} {}", path.display())]
+    /// An operating-system I/O call failed. Its text ends with the cause (a burn or candle program
+    /// printing `{err}` sees why); [`error_chain`] does not repeat it.
+    #[error("{op} {}: {source}", path.display())]
     Io {
         /// What was being done, e.g. "open", "read", "write", "sync".
         op: &'static str,

@@ -195,15 +195,21 @@ impl Builder {
         if let Some(saved) = &self.state {
             contradictions(saved, g)?;
         }
-        let mut b = self
-            .inner
-            .clone()
-            .batch_size(g.batch_size.unwrap_or(DEFAULT_BATCH_SIZE))
-            .mode(g.mode.unwrap_or(SamplerMode::Cyclic))
-            .seed(g.seed.unwrap_or(DEFAULT_SEED))
-            // JAX's CPU client adopts a NumPy buffer only when it is 64-byte aligned (it copies
-            // any other): every dense batch starts there, for a few bytes of slack a batch.
-            .batch_alignment(64);
+        // JAX's CPU client adopts a NumPy buffer only when it is 64-byte aligned (it copies
+        // any other): every dense batch starts there, for a few bytes of slack a batch.
+        let mut b = self.inner.clone().batch_alignment(64);
+        // A restored state brings its own sampler: only the settings given are named beside it
+        // (and agree with it, as checked above).
+        let defaults = self.state.is_none();
+        if let Some(n) = g.batch_size.or(defaults.then_some(DEFAULT_BATCH_SIZE)) {
+            b = b.batch_size(n);
+        }
+        if let Some(mode) = g.mode.or(defaults.then_some(SamplerMode::Cyclic)) {
+            b = b.mode(mode);
+        }
+        if let Some(seed) = g.seed.or(defaults.then_some(DEFAULT_SEED)) {
+            b = b.seed(seed);
+        }
         if let Some(saved) = &self.state {
             b = b.state(saved.clone());
         }

@@ -182,9 +182,7 @@ fn selected<S: Source>(source: &S, indices: &PyReadonlyArray1<'_, u32>) -> PyRes
 /// A seeded split `(first, rest)`: `first` holds `round(len * fraction)` records chosen by a
 /// permutation keyed by `seed` (the engine's `Selection::split`), each part in record order.
 fn split<S: Source>(source: &S, fraction: f64, seed: u64) -> PyResult<(S, S)> {
-    let len = u32::try_from(source.records())
-        .map_err(|_| PyValueError::new_err("a split needs at most u32::MAX records"))?;
-    let (a, b) = loaderx_core::Selection::split(len, fraction, seed).py()?;
+    let (a, b) = loaderx_core::Selection::split(source.records(), fraction, seed).py()?;
     Ok((source.view(&a).py()?, source.view(&b).py()?))
 }
 

@@ -31,6 +31,8 @@ pub struct StepLoaderBuilder {
     // state checks live in one place.
     core: LoaderBuilder,
     steps_per_epoch: Option<u64>,
+    /// The epoch burn's learner resumes from ([`checkpoint`](Self::checkpoint)).
+    checkpoint: Option<usize>,
     device: Option<Device>,
 }
 
@@ -189,6 +191,20 @@ impl StepLoaderBuilder {
         self.map_core(|b| b.start_step(step))
     }
 
+    /// The epoch training resumes from, as burn's learner takes it
+    /// (`SupervisedTraining::checkpoint(epoch)`, which goes on with epoch `epoch + 1`): the loader
+    /// starts after `epoch` epochs, at step `epoch * steps_per_epoch`, so the same number given
+    /// to both resumes the model and the data together, with no file of the loader's own. The
+    /// batches are those the first run would have read from there on.
+    ///
+    /// # Errors
+    /// A build reports [`loaderx_core::Error::Config`] when a [`state`](Self::state) or a
+    /// [`start_step`](Self::start_step) past 0 is also given (they name the step themselves).
+    pub fn checkpoint(mut self, epoch: usize) -> Self {
+        self.checkpoint = Some(epoch);
+        self
+    }
+
     /// Restores a saved [`StepLoader::state`]: sampler config and step. It must come from the
     /// same data (checked by fingerprint at build).
     pub fn state(self, state: LoaderState) -> Self {
@@ -259,7 +275,7 @@ impl StepLoaderBuilder {
         let state = adapter::resolve(&core)?;
         let transform: Transform<O> = Arc::new(move |b, d| transform(b, d).map_err(Into::into));
         let recipe = Arc::new(CoreRecipe { builder: core, fingerprint: state.fingerprint, transform });
-        StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
+        StepLoader::new(recipe, state, self.steps_per_epoch, self.checkpoint, self.device)
     }
 
     /// [`build_with`](Self::build_with) for a transform whose error is any boxed error: `?` works
@@ -330,6 +346,6 @@ impl StepLoaderBuilder {
             threads: adapter::thread_count(&core),
             prefetch: adapter::prefetch_depth(&core),
         });
-        StepLoader::new(recipe, state, self.steps_per_epoch, self.device)
+        StepLoader::new(recipe, state, self.steps_per_epoch, self.checkpoint, self.device)
     }
 }

@@ -68,8 +68,12 @@ fn a_saved_state_resumes_at_the_next_step_with_the_same_batches() {
     let rest: Vec<_> = (0..9).map(|_| values(&first.next_batch().unwrap().unwrap())).collect();
     drop(first);
 
-    // A fresh loader from the saved state, configured differently where the state overrides it.
-    let resumed_builder = builder(dir.path()).seed(999).threads(1).state(saved);
+    // A seed beside the state that contradicts it is refused, not dropped without a word.
+    let err =
+        CandleLoader::new(builder(dir.path()).seed(999).state(saved.clone()), conv.clone()).unwrap_err();
+    assert!(err.to_string().contains("seed 999 (the state's is"), "{err}");
+    // A fresh loader from the saved state, on another number of threads.
+    let resumed_builder = builder(dir.path()).threads(1).state(saved);
     let mut resumed = CandleLoader::new(resumed_builder, conv).unwrap();
     assert_eq!(resumed.step(), 7);
     let again: Vec<_> = (0..9).map(|_| values(&resumed.next_batch().unwrap().unwrap())).collect();
@@ -85,11 +89,14 @@ fn a_failed_conversion_names_its_step_and_the_loader_goes_on() {
     // any batch is made.
     let err = CandleLoader::new(builder(dir.path()).threads(2), Converter::new(&Device::Cpu)).unwrap_err();
     assert!(
-        matches!(&err, Error::Stream { name, source } if name == "y"
-            && matches!(**source, Error::UnsupportedDType { dtype: loaderx_core::DType::Bool })),
+        matches!(&err, Error::Stream { name, cause } if name == "y"
+            && matches!(**cause, Error::UnsupportedDType { dtype: loaderx_core::DType::Bool })),
         "{err}"
     );
     assert!(err.to_string().contains("stream \"y\"") && err.to_string().contains("Widen"), "{err}");
+    // The cause is in the text once: a printer of error chains does not repeat it.
+    assert!(std::error::Error::source(&err).is_none(), "{err}");
+    assert!(err.to_string().contains("Widen::To(DType::U32) for class labels"), "{err}");
     // A transform converting every stream itself fails at each step, each with its own step.
     let mut loader =
         CandleLoader::build_with(builder(dir.path()).threads(2), Converter::new(&Device::Cpu), |b, c| {

@@ -71,6 +71,8 @@ fn tensor_batch_names_the_missing_stream() {
     let mut batch = loader.next_batch().unwrap().unwrap();
     let err = batch.get("y").unwrap_err();
     assert!(matches!(&err, Error::MissingStream { name, available } if name == "y" && available == &["x"]));
+    // Worded as burn's batches word it.
+    assert_eq!(err.to_string(), r#"stream "y": no such stream in the batch; it has "x""#);
     let x: Tensor = batch.take("x").unwrap();
     assert_eq!(x.dims(), &[2]);
     assert!(matches!(batch.take("x"), Err(Error::MissingStream { name, .. }) if name == "x"), "taken once");

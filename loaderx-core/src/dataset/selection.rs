@@ -44,14 +44,23 @@ impl Selection {
     /// keyed by `seed`, the others in the second part; each part in record order (reads stay in
     /// storage order). The same `(len, fraction, seed)` gives the same split on every machine.
     ///
+    /// `len` is a `usize`, as batch sizes and burn's and candle's lengths are.
+    ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `fraction` is not within `0.0..=1.0`.
-    pub fn split(len: u32, fraction: f64, seed: u64) -> Result<(Selection, Selection)> {
+    /// [`Error::InvalidArgument`] when `fraction` is not within `0.0..=1.0`, or `len` is past
+    /// the sampler's `u32` record indices.
+    pub fn split(len: usize, fraction: f64, seed: u64) -> Result<(Selection, Selection)> {
         if !(0.0..=1.0).contains(&fraction) {
             return Err(Error::InvalidArgument(format!(
                 "a split fraction must be within 0..=1, got {fraction}"
             )));
         }
+        let len = u32::try_from(len).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "a split of {len} records is past the sampler's {} record indices",
+                u32::MAX
+            ))
+        })?;
         let first = ((f64::from(len) * fraction).round() as u32).min(len);
         let order = shuffle_positions(len, mix64(seed ^ DOMAIN_SPLIT));
         let mut a: Vec<u32> = order[..first as usize].to_vec();
@@ -165,15 +174,19 @@ mod tests {
     #[test]
     fn a_split_is_a_partition_fixed_by_its_seed() {
         for (len, f) in [(1000u32, 0.8), (7, 0.5), (1, 1.0), (10, 0.0), (65_537, 0.1)] {
-            let (a, b) = Selection::split(len, f, 9).unwrap();
+            let (a, b) = Selection::split(len as usize, f, 9).unwrap();
             assert_eq!(a.len() as u32, (f64::from(len) * f).round() as u32);
             let mut all: Vec<u32> = (0..a.len() as u32).map(|k| a.get(k).unwrap()).collect();
             all.extend((0..b.len() as u32).map(|k| b.get(k).unwrap()));
             all.sort_unstable();
             assert_eq!(all, (0..len).collect::<Vec<_>>(), "every record once");
-            assert_eq!(Selection::split(len, f, 9).unwrap(), (a.clone(), b), "deterministic");
+            assert_eq!(Selection::split(len as usize, f, 9).unwrap(), (a.clone(), b), "deterministic");
             if len > 100 && f > 0.0 && f < 1.0 {
-                assert_ne!(Selection::split(len, f, 10).unwrap().0, a, "another seed, another split");
+                assert_ne!(
+                    Selection::split(len as usize, f, 10).unwrap().0,
+                    a,
+                    "another seed, another split"
+                );
             }
         }
         let refused = |f: f64| {
@@ -182,6 +195,11 @@ mod tests {
         };
         assert!(refused(1.5));
         assert!(refused(f64::NAN));
+        #[cfg(target_pointer_width = "64")]
+        assert!(matches!(
+            Selection::split(1 << 32, 0.5, 0),
+            Err(Error::InvalidArgument(m)) if m.contains("a split of 4294967296 records is past")
+        ));
     }
 
     #[test]

@@ -114,6 +114,63 @@ impl LoaderBuilder {
         Ok(streams)
     }
 
+    /// How a restored state's data differ from these streams' (`len` records with `fingerprint`)
+    /// and the builder's order; `None` when they are its own. A restored state's order is its own
+    /// (a pass is not compared with the builder's `finite`); a mixture, packing or bucketing must
+    /// be the builder's.
+    fn other_data(&self, state: &LoaderState, len: u32, fingerprint: u64) -> Option<String> {
+        let saved_len = match state.order.pass() {
+            Some(p) if state.sampler.len == len => p.len,
+            _ => state.sampler.len,
+        };
+        if saved_len != len {
+            Some(format!("it was saved over {saved_len} records, and these streams hold {len}"))
+        } else if state.fingerprint != fingerprint {
+            Some("the streams' names, dtypes or shapes are not those it was saved from".into())
+        } else if state.order.mixture().map(|m| &m.lens) != self.order.mixture_lens() {
+            Some("its mixture's sources are not the builder's".into())
+        } else if state.order.pack().map(|p| p.pack) != self.order.pack() {
+            Some("its packing is not the builder's".into())
+        } else if state.order.bucket() != self.order.bucket() {
+            Some("its bucketing is not the builder's".into())
+        } else {
+            None
+        }
+    }
+
+    /// [`Error::Config`] naming each setting the caller gave beside a restored state that the
+    /// state contradicts: the state's sampler and step are the loader's, so such a setting
+    /// would otherwise be dropped without a word.
+    fn agrees_with(&self, state: &LoaderState) -> Result<()> {
+        let (s, named) = (&state.sampler, self.named);
+        let mut clash = Vec::new();
+        if named.batch_size && self.batch_size != s.batch_size {
+            clash.push(format!(
+                "batch_size {} (the state's is {}; LoaderState::rebatched changes it)",
+                self.batch_size, s.batch_size
+            ));
+        }
+        if named.mode && self.mode != s.mode {
+            clash.push(format!("mode {} (the state's is {})", self.mode, s.mode));
+        }
+        if named.seed && self.seed != s.seed {
+            clash.push(format!("seed {} (the state's is {})", self.seed, s.seed));
+        }
+        if named.start_step && self.start_step != state.step {
+            clash.push(format!("start_step {} (the state's step is {})", self.start_step, state.step));
+        }
+        if clash.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Config {
+            what: "state",
+            reason: format!(
+                "the saved loader state contradicts {}: leave these settings out to resume with the state's",
+                clash.join(", ")
+            ),
+        })
+    }
+
     /// Where a loader over `len` records of data with `fingerprint` starts: the restored
     /// [`state`](Self::state) when there is one, else the builder's sampler settings at its
     /// [`start_step`](Self::start_step). Adapters that feed the loader's sampler from their own
@@ -121,24 +178,19 @@ impl LoaderBuilder {
     ///
     /// # Errors
     /// [`Error::Config`] when a restored state belongs to other data (another
-    /// fingerprint or length) or the sampler parameters are invalid.
+    /// fingerprint or length) or contradicts a setting named beside it, or the sampler
+    /// parameters are invalid.
     pub(crate) fn plan(&self, len: u32, fingerprint: u64) -> Result<LoaderState> {
         self.refusal()?;
         let state = match &self.state {
-            // A restored state's order is its own (a pass is not compared with the builder's
-            // `finite`); a mixture, packing or bucketing must be the builder's.
-            Some(state)
-                if state.fingerprint != fingerprint
-                    || state.sampler.len != len
-                    || state.order.pass().is_some_and(|p| p.len != len)
-                    || state.order.mixture().map(|m| &m.lens) != self.order.mixture_lens()
-                    || state.order.pack().map(|p| p.pack) != self.order.pack()
-                    || state.order.bucket() != self.order.bucket() =>
-            {
-                return Err(Error::Config { what: "state", reason: "the saved loader state belongs to other data (names, dtypes, shapes or length differ)"
-                        .into(), });
-            }
             Some(state) => {
+                if let Some(why) = self.other_data(state, len, fingerprint) {
+                    return Err(Error::Config {
+                        what: "state",
+                        reason: format!("the saved loader state belongs to other data: {why}"),
+                    });
+                }
+                self.agrees_with(state)?;
                 state.check_consistent()?;
                 match self.shard {
                     Some((rank, world)) => state.resharded(rank, world)?,

@@ -29,6 +29,10 @@ pub struct LoaderBuilder {
     /// is moved onto it; otherwise (0, 1), or the state's own.
     pub(super) shard: Option<(u32, u32)>,
     pub(super) start_step: u64,
+    /// Which of the sampler's settings and the start step the caller named: a restored
+    /// [`state`](Self::state) must agree with each ([`build`](Self::build) refuses one that
+    /// does not, rather than dropping it without a word).
+    pub(super) named: Named,
     pub(super) state: Option<LoaderState>,
     pub(super) threads: usize,
     pub(super) prefetch: usize,
@@ -62,6 +66,15 @@ impl std::fmt::Debug for LoaderBuilder {
     }
 }
 
+/// The settings a caller named on a [`LoaderBuilder`] (a restored state must agree with them).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Named {
+    pub(super) batch_size: bool,
+    pub(super) mode: bool,
+    pub(super) seed: bool,
+    pub(super) start_step: bool,
+}
+
 impl Default for LoaderBuilder {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -74,6 +87,7 @@ impl Default for LoaderBuilder {
             seed: 0,
             shard: None,
             start_step: 0,
+            named: Named::default(),
             state: None,
             threads: cores.clamp(1, 8),
             prefetch: 2,
@@ -359,6 +373,7 @@ impl LoaderBuilder {
         match u32::try_from(n) {
             Ok(n) => {
                 self.batch_size = n;
+                self.named.batch_size = true;
                 self
             }
             Err(_) => self.refuse(Error::Config {
@@ -371,12 +386,14 @@ impl LoaderBuilder {
     /// Sampling mode (default cyclic: shuffled without replacement).
     pub fn mode(mut self, mode: SamplerMode) -> Self {
         self.mode = mode;
+        self.named.mode = true;
         self
     }
 
     /// Seed of the sampler and of the per-row RNGs.
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self.named.seed = true;
         self
     }
 
@@ -422,11 +439,18 @@ impl LoaderBuilder {
     /// The first step delivered (resume).
     pub fn start_step(mut self, step: u64) -> Self {
         self.start_step = step;
+        self.named.start_step = true;
         self
     }
 
     /// Restores a saved state: sampler config and step. The streams must be the ones it was
     /// saved from (checked by fingerprint at `build`).
+    ///
+    /// # Errors
+    /// `build` reports [`Error::Config`] when a [`batch_size`](Self::batch_size),
+    /// [`mode`](Self::mode), [`seed`](Self::seed) or [`start_step`](Self::start_step) also set
+    /// on the builder differs from the state's: leave them out to resume with the state's values
+    /// (a resumed run with another batch size is [`LoaderState::rebatched`]).
     pub fn state(mut self, state: LoaderState) -> Self {
         self.state = Some(state);
         self

@@ -90,8 +90,9 @@ impl LoaderState {
         let path = path.as_ref();
         // A state is a few hundred bytes (a mixture's lengths: 4 bytes a source); 16 MiB bounds
         // what a file of something else can make this allocate.
-        let bytes = crate::store::read_capped(path, 16 << 20)?
-            .ok_or_else(|| Error::io("read", path, std::io::ErrorKind::NotFound.into()))?;
+        let bytes = crate::store::read_capped(path, 16 << 20)?.ok_or_else(|| {
+            Error::io("read", path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"))
+        })?;
         LoaderState::from_bytes(&bytes)
     }
 

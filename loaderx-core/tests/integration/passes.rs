@@ -209,6 +209,45 @@ fn a_changed_global_batch_resumes_from_the_samples_consumed() {
     );
 }
 
+/// A restored state beside a setting named on the builder that contradicts it (the third
+/// first-hour trial: `batch_size(32).state(saved at 64)` read batches of 64 without a word):
+/// `build` names each contradiction; the same values, or none, resume where the state stopped;
+/// a state of another length names both lengths.
+#[test]
+fn a_state_beside_a_contradicting_setting_is_refused_naming_it() {
+    let mut first = DataLoader::builder().stream("id", ids(5000)).batch_size(64).seed(3).build().unwrap();
+    first.next_batch().unwrap().unwrap();
+    let saved = first.state();
+    let next = rows(&first.next_batch().unwrap().unwrap());
+    let resumed = || DataLoader::builder().stream("id", ids(5000));
+    let refused = |b: LoaderBuilder, wanted: &[&str]| {
+        let Err(e) = b.build() else { panic!("a contradicting setting is refused: {wanted:?}") };
+        let text = e.to_string();
+        assert!(matches!(e, Error::Config { what: "state", .. }), "{text}");
+        for w in wanted {
+            assert!(text.contains(w), "{w:?} in {text}");
+        }
+    };
+    refused(
+        resumed().batch_size(32).state(saved.clone()),
+        &["batch_size 32 (the state's is 64", "rebatched"],
+    );
+    refused(resumed().state(saved.clone()).seed(999), &["seed 999 (the state's is 3)"]);
+    refused(
+        resumed().state(saved.clone()).start_step(0).mode(SamplerMode::Iid),
+        &["start_step 0 (the state's step is 1)", "mode iid"],
+    );
+    for agreeing in
+        [resumed().batch_size(64).seed(3).start_step(1).state(saved.clone()), resumed().state(saved.clone())]
+    {
+        assert_eq!(rows(&agreeing.build().unwrap().next_batch().unwrap().unwrap()), next);
+    }
+    refused(
+        DataLoader::builder().stream("id", ids(4000)).state(saved),
+        &["belongs to other data", "saved over 5000 records, and these streams hold 4000"],
+    );
+}
+
 /// A loader has one order: a second setter of another kind is refused at `build`, naming both
 /// setters, whichever came first; the same setter called again replaces the first call.
 #[test]

@@ -198,6 +198,10 @@ fn a_state_saved_to_a_file_resumes_exactly() {
     assert!(matches!(e, loaderx_core::Error::Config { what: "state", .. }), "{e}");
     let e = loaderx_core::LoaderState::load(dir.path().join("missing")).unwrap_err();
     assert!(matches!(e, loaderx_core::Error::Io { .. }), "{e}");
+    // The text says why (a burn or candle program prints only `{e}`), and the chain says it once.
+    let text = e.to_string();
+    assert_eq!(text, format!("read {}: no such file", dir.path().join("missing").display()));
+    assert_eq!(loaderx_core::error_chain(&e), text);
 }
 
 /// The `y` rows of the next batch of `b`.
