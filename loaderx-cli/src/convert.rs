@@ -197,7 +197,10 @@ impl PartArgs {
 /// How the output is written.
 #[derive(Debug, Args)]
 pub struct CodecArgs {
-    /// How records are compressed: raw, zstd, zstd_dict or lz4 (v2 only).
+    /// How records are compressed: zstd (each record alone), zstd_dict (against a dictionary
+    /// trained on the data), lz4 (v2 only) or raw. Data that does not compress (float features:
+    /// a ratio near 1.00x) is best raw: a fixed-size record store then has no per-record index
+    /// and is gathered at the speed of a plain copy.
     #[arg(long, default_value = "zstd")]
     codec: Codec,
     /// The store format: v2 (no record-count or record-size walls, every record checksummed) or
