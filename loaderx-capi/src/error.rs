@@ -76,14 +76,6 @@ impl Failure {
     pub(crate) fn argument(message: impl Into<String>) -> Failure {
         Failure { code: INVALID_ARGUMENT, message: message.into() }
     }
-
-    /// A lock poisoned by a panic in another call.
-    pub(crate) fn poisoned() -> Failure {
-        Failure {
-            code: INTERNAL,
-            message: "the handle's lock was poisoned by a panic in an earlier call".into(),
-        }
-    }
 }
 
 impl From<Error> for Failure {
@@ -109,6 +101,7 @@ fn code_of(err: &Error) -> i32 {
         Error::Schema { .. } => SCHEMA,
         Error::Version { .. } | Error::ByteOrder { .. } => UNSUPPORTED,
         Error::Committed { .. } => COMMITTED,
+        Error::Poisoned { .. } => INTERNAL,
         _ => OTHER,
     }
 }

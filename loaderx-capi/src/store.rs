@@ -1,17 +1,16 @@
 //! The store behind `lx_store`: a `loaderx_core::Store` behind a lock.
 //!
-//! Gathers, appends, stats and verify share the store (any number at once, from any thread);
-//! delete and compact take it alone, as the engine requires. In a forked child every call runs on
-//! a pool of the child's own and the lock is only tried ([`crate::fork`]). Everything here is safe
-//! code over slices: `ffi` has checked and made them.
+//! The handle is the engine's [`SharedStore`]: gathers, appends, stats and verify share the store
+//! (any number at once, from any thread); delete and compact take it alone, as the engine
+//! requires, and a forked child only tries its lock. A forked child's calls run on a pool of its
+//! own ([`crate::fork`]). Everything here is safe code over slices: `ffi` has checked and made
+//! them.
 
+use loaderx_core::{Codec, Format, OpenMode, SharedStore, Store, StoreOptions};
 use std::path::Path;
-use std::sync::RwLock;
-
-use loaderx_core::{Codec, Format, OpenMode, Store, StoreOptions};
 
 use crate::error::{self, Failure, Outcome};
-use crate::fork::{self, MadeIn};
+use crate::fork;
 
 /// `LX_OPEN_READ`: an existing store, read-only.
 const OPEN_READ: i32 = 0;
@@ -22,8 +21,7 @@ const OPEN_CREATE: i32 = 2;
 
 /// What an `lx_store` handle points at.
 pub(crate) struct LxStore {
-    inner: RwLock<Store>,
-    made_in: MadeIn,
+    inner: SharedStore,
 }
 
 /// `lx_compact_report`.
@@ -115,16 +113,16 @@ impl LxStore {
                 )));
             }
         };
-        let store = fork::on_own_pool(|| Ok(Store::open_mode(path, mode, opts)?))?;
-        Ok(LxStore { inner: RwLock::new(store), made_in: MadeIn::here() })
+        let inner = fork::on_own_pool(|| Ok(SharedStore::open(path, mode, opts)?))?;
+        Ok(LxStore { inner })
     }
 
     fn shared<R: Send>(&self, f: impl FnOnce(&Store) -> loaderx_core::Result<R> + Send) -> Outcome<R> {
-        fork::on_own_pool(|| Ok(f(&*self.made_in.read(&self.inner)?)?))
+        fork::on_own_pool(|| Ok(self.inner.read(f)?))
     }
 
     fn exclusive<R: Send>(&self, f: impl FnOnce(&mut Store) -> loaderx_core::Result<R> + Send) -> Outcome<R> {
-        fork::on_own_pool(|| Ok(f(&mut *self.made_in.write(&self.inner)?)?))
+        fork::on_own_pool(|| Ok(self.inner.write(f)?))
     }
 
     /// Records in the store.

@@ -150,6 +150,13 @@ pub enum Error {
         /// Which lock and why it is needed.
         reason: String,
     },
+    /// A [`SharedStore`](crate::SharedStore) a panic inside an earlier call left unusable: its
+    /// files are as the engine's last commit left them.
+    #[error("{}: a panic inside an earlier call on this handle left it unusable: open the store again", path.display())]
+    Poisoned {
+        /// The store.
+        path: PathBuf,
+    },
     /// The operation needs a store opened read-write.
     #[error("{} is open read-only", path.display())]
     ReadOnly {

@@ -71,8 +71,8 @@ pub use sampler::{
     SamplerConfig, SamplerMode, sample_seed,
 };
 pub use store::{
-    CodecCounts, CompactReport, MigrateReport, OpenMode, RecordIndex, Store, StoreOptions, StoreStats,
-    StoreSummary, VerifyReport,
+    CodecCounts, CompactReport, MigrateReport, OpenMode, RecordIndex, SharedStore, Store, StoreOptions,
+    StoreStats, StoreSummary, VerifyReport,
 };
 pub use sys::NearCopy;
 #[cfg(feature = "cuda")]

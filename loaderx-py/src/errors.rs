@@ -95,6 +95,8 @@ pub fn to_py(err: CoreError) -> PyErr {
         CoreError::Committed { .. } => CommittedError::new_err(msg),
         CoreError::Remote { .. } | CoreError::Changed { .. } => RemoteError::new_err(msg),
         CoreError::LoaderStopped(_) => LoaderStoppedError::new_err(msg),
+        // A bug's aftermath (a panic inside an earlier call), as Python's own are.
+        CoreError::Poisoned { .. } => pyo3::exceptions::PyRuntimeError::new_err(msg),
         CoreError::PassEnded { .. } => PyStopIteration::new_err(msg),
         _ => Error::new_err(msg),
     }

@@ -15,7 +15,7 @@
 //! starting helpers of its own on the global pool, and a child never reaches `keep_warm` through
 //! this module (work inside a pool is not a caller outside it).
 
-use std::sync::{Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 
 use pyo3::prelude::*;
 
@@ -51,9 +51,10 @@ where
     })
 }
 
-/// The process a handle was made in. Its locks are taken as usual there; in a forked child they
-/// are only tried, because a thread of the parent may have held one when the fork came, and the
-/// child's copy of it is then held for good: the call is refused instead of waiting forever.
+/// The process a handle was made in. Its lock is taken as usual there; in a forked child it is
+/// only tried, because a thread of the parent may have held it when the fork came, and the
+/// child's copy of it is then held for good: the call is refused instead of waiting forever. The
+/// writers' handles use it; a store's is the engine's `SharedStore`, which does the same.
 #[derive(Debug, Clone, Copy)]
 pub struct MadeIn(u32);
 
@@ -75,16 +76,6 @@ impl MadeIn {
 
     fn forked(self) -> bool {
         self.0 != std::process::id()
-    }
-
-    /// `lock` shared.
-    pub fn read<T>(self, lock: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>, Held> {
-        if self.forked() { tried(lock.try_read()) } else { lock.read().map_err(|_| Held::Poisoned) }
-    }
-
-    /// `lock` alone.
-    pub fn write<T>(self, lock: &RwLock<T>) -> Result<RwLockWriteGuard<'_, T>, Held> {
-        if self.forked() { tried(lock.try_write()) } else { lock.write().map_err(|_| Held::Poisoned) }
     }
 
     /// `lock` taken.

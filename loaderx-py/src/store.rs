@@ -1,9 +1,8 @@
 //! Zrecord: the store of raw byte records.
 
 use std::path::PathBuf;
-use std::sync::RwLock;
 
-use loaderx_core::{Codec, Format, OpenMode, Store as CoreStore, StoreOptions};
+use loaderx_core::{Codec, Format, OpenMode, SharedStore, Store as CoreStore, StoreOptions};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -11,21 +10,19 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::arrays::owned;
 use crate::errors::IntoPy;
-use crate::fork::MadeIn;
 
 /// A Zrecord store of byte records.
 ///
 /// Gathers and appends share the store (any number at once, from any thread); `delete` and
 /// `compact` take it alone, as the engine requires.
 ///
-/// Threads (free-threaded audit): the engine's store is behind a read-write lock taken only with
-/// the GIL released; shared calls (gathers, appends, which the engine serialises itself) run at
-/// once on any threads, `delete` and `compact` wait for them and run alone. No Python object is
-/// held across the lock.
+/// Threads (free-threaded audit): the engine's shared store ([`SharedStore`]: a read-write lock,
+/// only tried in a forked child) is entered only with the GIL released; shared calls (gathers,
+/// appends, which the engine serialises itself) run at once on any threads, `delete` and
+/// `compact` wait for them and run alone. No Python object is held across the lock.
 #[pyclass(module = "loaderx._native", frozen)]
 pub struct Store {
-    inner: RwLock<CoreStore>,
-    made_in: MadeIn,
+    inner: SharedStore,
 }
 
 /// A codec by name (raw, zstd, zstd_dict, lz4).
@@ -46,9 +43,7 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        crate::fork::detach(py, || self.made_in.read(&self.inner).map(|s| f(&s)))?
-            .map_err(|held| held.err("store"))?
-            .py()
+        crate::fork::detach(py, || self.inner.read(f))?.py()
     }
 
     /// [`Store::shared`] with the store alone (delete, compact).
@@ -57,9 +52,7 @@ impl Store {
         py: Python<'_>,
         f: impl FnOnce(&mut CoreStore) -> loaderx_core::Result<R> + Send,
     ) -> PyResult<R> {
-        crate::fork::detach(py, || self.made_in.write(&self.inner).map(|mut s| f(&mut s)))?
-            .map_err(|held| held.err("store"))?
-            .py()
+        crate::fork::detach(py, || self.inner.write(f))?.py()
     }
 }
 
@@ -79,8 +72,8 @@ impl Store {
     fn new(py: Python<'_>, path: PathBuf, mode: &str, format_name: &str) -> PyResult<Self> {
         let opts = StoreOptions::new().format(format(format_name)?);
         let mode: OpenMode = mode.parse().map_err(PyValueError::new_err)?;
-        let store = crate::fork::detach(py, || CoreStore::open_mode(&path, mode, opts))?.py()?;
-        Ok(Store { inner: RwLock::new(store), made_in: MadeIn::here() })
+        let inner = crate::fork::detach(py, || SharedStore::open(&path, mode, opts))?.py()?;
+        Ok(Store { inner })
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
