@@ -211,7 +211,9 @@ for target in "${targets[@]}"; do
                 cc=(aarch64-linux-gnu-gcc) static=("$lib/libloaderx_capi.a" -lpthread -ldl -lm) dynamic=(-L"$lib" -lloaderx_capi) ;;
             *linux-musl)
                 cc=("$venv/bin/python" -m ziglang cc -target "${target%%-*}-linux-musl")
-                static=("$lib/libloaderx_capi.a") dynamic=() ;;
+                # Rust's musl static library leaves the unwinder to the program that links it
+                # (the _Unwind_* symbols of its panic machinery): libunwind, which zig provides.
+                static=("$lib/libloaderx_capi.a" -lunwind) dynamic=() ;;
             x86_64-pc-windows-gnu)
                 cc=(x86_64-w64-mingw32-gcc) static=("$lib/libloaderx_capi.a" -lkernel32 -ladvapi32 -lntdll -luserenv -lws2_32 -lbcrypt -ldbghelp)
                 dynamic=("$lib/libloaderx_capi.dll.a") ;;

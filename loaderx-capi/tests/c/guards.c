@@ -16,9 +16,11 @@
  *                                   locals already gone) return their codes, never abort;
  *                                   a misaligned out_chunk is named as misaligned
  *   guards fork DIR                 a child forked after the parent's gathers started the
- *                                   thread pool gathers (the pool's threads are not in it), and
- *                                   children forked while a thread of the parent compacts read
- *                                   or are LX_ERR_LOCKED, never wait for good (alarm: 20 s)
+ *                                   thread pool gathers (the pool's threads are not in it);
+ *                                   children forked while a thread of the parent compacts, or
+ *                                   while four gather through a read handle of a growing store
+ *                                   (the engine's chunk and index caches held), read or are
+ *                                   LX_ERR_LOCKED, never wait for good (alarm: 20 s)
  *
  * tests/c.rs writes the lying stores (through loaderx-core, then patching index.zr). The
  * store's guards run with their address space capped at 4 GiB and their CPU time at 60 s, so
@@ -358,6 +360,61 @@ static int fork_run(lx_store *s) {
 
 static volatile int compacting;
 
+/* Gathers record 0 through the read handle `arg` until `compacting` is cleared. */
+static void *gather_loop(void *arg) {
+    const lx_store *r = arg;
+    uint64_t first = 0;
+    uint8_t rec[FORK_LEN];
+    while (__atomic_load_n(&compacting, __ATOMIC_ACQUIRE)) {
+        if (lx_store_gather_fixed(r, &first, 1, FORK_LEN, rec, FORK_LEN) != LX_OK) return (void *)1;
+    }
+    return NULL;
+}
+
+/* Look 63, L63-1: children forked while four threads gather through a read handle `r` of the
+ * store the writer `w` grows, each child gathering the newest record through `r` (a chunk and
+ * an index mapped anew, whose caches' locks the parent's threads held at the fork). */
+static void forks_while_gathering(lx_store *w, const char *dir) {
+    lx_store *r = NULL;
+    CHECK(lx_store_open(dir, LX_OPEN_READ, LX_FORMAT_V2, &r) == LX_OK);
+    if (r == NULL) return;
+    pthread_t threads[4];
+    __atomic_store_n(&compacting, 1, __ATOMIC_RELEASE);
+    for (int t = 0; t < 4; t++) CHECK(pthread_create(&threads[t], NULL, gather_loop, r) == 0);
+    int read = 0, refused = 0;
+    uint8_t rec[FORK_LEN];
+    for (int k = 0; k < 24; k++) {
+        uint64_t n = 0, offsets[2] = {0, FORK_LEN};
+        CHECK(lx_store_len(w, &n) == LX_OK);
+        for (size_t j = 0; j < FORK_LEN; j++) rec[j] = fork_byte(n, j);
+        CHECK(lx_store_append(w, rec, offsets, 1, LX_CODEC_RAW, NULL) == LX_OK);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(20);
+            uint8_t got[FORK_LEN];
+            int code = lx_store_gather_fixed(r, &n, 1, FORK_LEN, got, FORK_LEN);
+            if (code != LX_OK) _exit(refused_for_fork(code) ? 3 : 1);
+            _exit(memcmp(got, rec, FORK_LEN) == 0 ? 0 : 1);
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 100 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        if (code == 0) read++;
+        else if (code == 3) refused++;
+        else fprintf(stderr, "fork: gathering child %d ended with %d (114: waited for good)\n", k, code);
+    }
+    __atomic_store_n(&compacting, 0, __ATOMIC_RELEASE);
+    for (int t = 0; t < 4; t++) {
+        void *failed = NULL;
+        CHECK(pthread_join(threads[t], &failed) == 0 && failed == NULL);
+    }
+    printf("fork: children forked while threads gather: %d read, %d refused\n", read, refused);
+    CHECK(read + refused == 24);
+    lx_store_close(r);
+}
+
 static void *compact_loop(void *arg) {
     lx_store *s = arg;
     while (__atomic_load_n(&compacting, __ATOMIC_ACQUIRE)) {
@@ -405,6 +462,7 @@ static void forks(const char *dir) {
     printf("fork: children forked while a thread compacts: %d read, %d refused\n", read, refused);
     CHECK(read + refused == 8);
     CHECK(fork_gather(s) == LX_OK); /* the parent reads on */
+    forks_while_gathering(s, dir);
     lx_store_close(s);
 }
 

@@ -159,6 +159,26 @@ impl LoaderBuilder {
         if named.start_step && self.start_step != state.step {
             clash.push(format!("start_step {} (the state's step is {})", self.start_step, state.step));
         }
+        // A pass named beside the state: the state's order must be that pass (look 63, L63-2: an
+        // endless state kept reading endlessly beside `pass(..)`, a state's epochs beside others).
+        if let Chosen::Pass(p) = &self.order {
+            // Its kind and length, not its first epoch: a state's epoch is where it stands.
+            let asked = |shuffle: bool, drop_last: bool, epochs: Option<u64>| {
+                let epochs = epochs.map_or("without end".to_string(), |n| n.to_string());
+                format!("shuffle {shuffle}, drop_last {drop_last}, epochs {epochs}")
+            };
+            let wanted = asked(p.shuffle, p.drop_last, p.epochs);
+            match state.order.pass() {
+                None => clash.push(format!("pass ({wanted}; the state's order is not a pass)")),
+                Some(s) if (s.shuffle, s.drop_last, s.epochs) != (p.shuffle, p.drop_last, p.epochs) => {
+                    clash.push(format!(
+                        "pass ({wanted}; the state's is {})",
+                        asked(s.shuffle, s.drop_last, s.epochs)
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         if clash.is_empty() {
             return Ok(());
         }

@@ -35,7 +35,7 @@ impl std::fmt::Debug for RemoteOptions {
     // Never the keys: only whether they are set.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RemoteOptions")
-            .field("endpoint", &self.endpoint.as_deref().map(|e| scrub(e, Some(e))))
+            .field("endpoint", &self.endpoint.as_deref().map(|e| scrub(e, Some(e), &[])))
             .field("region", &self.region)
             .field("access_key_id", &self.access_key_id.as_ref().map(|_| "<set>"))
             .field("secret_access_key", &self.secret_access_key.as_ref().map(|_| "<set>"))
@@ -137,9 +137,15 @@ impl RemoteOptions {
         self.memory_limit.unwrap_or_else(default_memory_limit)
     }
 
-    /// `text` with every credential these options (or the environment) know replaced.
+    /// `text` with every credential these options (or the environment) know replaced, cut to a
+    /// few KiB.
     pub(super) fn scrub(&self, text: &str) -> String {
-        scrub(text, self.endpoint.as_deref())
+        let known: Vec<&str> = [&self.access_key_id, &self.secret_access_key]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        scrub(text, self.endpoint.as_deref(), &known)
     }
 
     /// These options with the page cache the environment names when none is set:

@@ -5,11 +5,17 @@
 /// What replaces a credential.
 const REDACTED: &str = "<redacted>";
 
+/// The most bytes of a reason kept: a server's error body quoted in an error can be any size
+/// (look 63, L63-3: a 50 MB body made a 50 MB message and a quarter of a GB of copies).
+const MAX_REASON: usize = 4096;
+
 /// `text` with every credential it may hold replaced by `<redacted>`: the userinfo of every URL
 /// in it (`http://user:password@host` becomes `http://<redacted>@host`), the userinfo of
 /// `endpoint` and of every `AWS_*` variable holding a URL wherever it appears (as given or
-/// percent-decoded: an error may quote either), and the AWS keys of the environment.
-pub(crate) fn scrub(text: &str, endpoint: Option<&str>) -> String {
+/// percent-decoded: an error may quote either), the AWS keys of the environment and the
+/// credentials in `known` (the options' own); at most [`MAX_REASON`] bytes of it, a longer text
+/// cut with its length said.
+pub(crate) fn scrub(text: &str, endpoint: Option<&str>, known: &[&str]) -> String {
     let mut secrets: Vec<String> = Vec::new();
     let mut add = |s: &str| {
         // Shorter ones would match ordinary words; the URLs' own userinfo is removed above
@@ -18,6 +24,9 @@ pub(crate) fn scrub(text: &str, endpoint: Option<&str>) -> String {
             secrets.push(s.to_string());
         }
     };
+    for k in known {
+        add(k);
+    }
     for k in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"] {
         if let Ok(v) = std::env::var(k) {
             add(&v);
@@ -37,13 +46,30 @@ pub(crate) fn scrub(text: &str, endpoint: Option<&str>) -> String {
             }
         }
     }
-    let mut out = strip_userinfo(text);
     // The longest first, so that a password inside a longer secret does not split it.
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    // Scrubbed past the cut by the longest secret and a URL's authority, so that nothing the
+    // cut keeps is half a credential.
+    let longest = secrets.first().map_or(0, String::len);
+    let window = char_floor(text, MAX_REASON + longest + 1024);
+    let mut out = strip_userinfo(&text[..window]);
     for s in &secrets {
         out = out.replace(s.as_str(), REDACTED);
     }
+    if window < text.len() || out.len() > MAX_REASON {
+        out.truncate(char_floor(&out, MAX_REASON));
+        out.push_str(&format!(" ... (cut: {} bytes in all)", text.len()));
+    }
     out
+}
+
+/// The largest char boundary of `text` at or below `at`.
+fn char_floor(text: &str, at: usize) -> usize {
+    let mut i = at.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// The userinfo of a URL given as an endpoint: what lies between `://` and the last `@` before
@@ -112,11 +138,11 @@ mod tests {
     fn userinfo_of_every_url_is_removed() {
         let e = "Error performing GET http://user:hunter2@127.0.0.1:9/b/k in 1ms - error sending \
                  request for url (http://user:hunter2@127.0.0.1:9/b/k)";
-        let s = scrub(e, None);
+        let s = scrub(e, None, &[]);
         assert!(!s.contains("hunter2") && !s.contains("user:"), "{s}");
         assert!(s.contains("http://<redacted>@127.0.0.1:9/b/k"), "{s}");
         assert_eq!(
-            scrub("s3://bucket/a/b and http://127.0.0.1:9000/x", None),
+            scrub("s3://bucket/a/b and http://127.0.0.1:9000/x", None, &[]),
             "s3://bucket/a/b and http://127.0.0.1:9000/x"
         );
     }
@@ -125,11 +151,26 @@ mod tests {
     fn the_endpoints_password_is_removed_in_every_form() {
         let endpoint = "http://alice:pa/ss%40word@10.0.0.1:9000";
         for text in ["pa/ss%40word", "pa/ss@word", "alice:pa/ss%40word", "key=pa/ss@word;"] {
-            let s = scrub(text, Some(endpoint));
+            let s = scrub(text, Some(endpoint), &[]);
             assert!(!s.contains("pa/ss"), "{text} -> {s}");
         }
         assert_eq!(userinfo("http://a:b@h:1/x"), Some("a:b"));
         assert_eq!(userinfo("http://h:1/x"), None);
         assert_eq!(percent_decode("a%2Fb%zz%4"), "a/b%zz%4");
+    }
+
+    /// Look 63: the options' own key id was not removed (a server echoing it, as S3's
+    /// `InvalidAccessKeyId` does), and a body of any size became the message.
+    #[test]
+    fn known_keys_are_removed_and_a_long_reason_is_cut() {
+        let s =
+            scrub("InvalidAccessKeyId: AKIAEXAMPLEKEY does not exist", None, &["AKIAEXAMPLEKEY", "s3cr3t"]);
+        assert_eq!(s, "InvalidAccessKeyId: <redacted> does not exist");
+        let body = format!("{}AKIAEXAMPLEKEY{}", "é".repeat(MAX_REASON / 2 - 3), "x".repeat(50 << 20));
+        let s = scrub(&body, None, &["AKIAEXAMPLEKEY"]);
+        assert!(s.len() < MAX_REASON + 64, "{}", s.len());
+        assert!(!s.contains("AKIAEX"), "no half of a key at the cut");
+        assert!(s.ends_with(&format!("(cut: {} bytes in all)", body.len())), "{}", &s[s.len() - 60..]);
+        assert_eq!(scrub("short", None, &[]), "short");
     }
 }

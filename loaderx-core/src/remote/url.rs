@@ -53,7 +53,7 @@ pub(super) fn parse_url(url: &str) -> Result<(String, String)> {
         return Err(Error::InvalidArgument(format!(
             "{:?}: an s3:// URL holds no credentials (give them in AWS_ACCESS_KEY_ID and \
              AWS_SECRET_ACCESS_KEY)",
-            scrub(url, None)
+            scrub(url, None, &[])
         )));
     }
     if bucket.is_empty() || prefix.split('/').any(|p| p == "..") {

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use super::files::chunk_name;
 use super::index::Limits;
-use crate::sys::{Access, Dir, MappedFile, read_exact_at, write_all_at};
+use crate::sys::{Access, Dir, MadeIn, MappedFile, read_exact_at, write_all_at};
 use crate::{Error, Result};
 
 /// Open handles to a store's chunk files, opened lazily: a reader in another process may see a
@@ -15,16 +15,32 @@ use crate::{Error, Result};
 /// store's directory as it was opened ([`Dir`]), never by a path: a directory renamed away (and
 /// another store made at its name) or a working directory changed leaves a handle on its own
 /// chunks.
+///
+/// In a process forked from the one that made them, the caches' locks are only tried
+/// ([`MadeIn`]): one a thread of the parent held at the fork is held there for good, and a read
+/// then does without the cache (a handle opened, a chunk mapped for the one call).
 pub(crate) struct Chunks {
     dir: Dir,
     writable: bool,
     files: RwLock<Vec<Arc<File>>>,
     maps: RwLock<Vec<Option<Arc<MappedFile>>>>,
+    made_in: MadeIn,
 }
 
 impl Chunks {
     pub(crate) fn new(dir: Dir, writable: bool) -> Chunks {
-        Chunks { dir, writable, files: RwLock::new(Vec::new()), maps: RwLock::new(Vec::new()) }
+        Chunks {
+            dir,
+            writable,
+            files: RwLock::new(Vec::new()),
+            maps: RwLock::new(Vec::new()),
+            made_in: MadeIn::here(),
+        }
+    }
+
+    /// The cached handle of chunk `id`, if any; `None` too in a fork whose parent held the cache.
+    fn cached_file(&self, id: u32) -> Option<Arc<File>> {
+        self.made_in.read(&self.files).ok()?.get(id as usize).cloned()
     }
 
     /// The path of chunk `id` (for messages: files are opened through [`Chunks::dir`]).
@@ -68,10 +84,23 @@ impl Chunks {
 
     /// The handle of chunk `id`, opening (the writer: creating) it on first use.
     pub(crate) fn get(&self, id: u32) -> Result<Arc<File>> {
-        if let Some(f) = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize) {
-            return Ok(Arc::clone(f));
+        if let Some(f) = self.cached_file(id) {
+            return Ok(f);
         }
-        let mut files = self.files.write().unwrap_or_else(|e| e.into_inner());
+        let mut files = match self.made_in.write(&self.files) {
+            Ok(files) => files,
+            // A fork's reader opens the chunk for this call; a writer never writes from a fork.
+            Err(held) if self.writable => {
+                return Err(Error::Locked {
+                    path: self.path(id),
+                    reason: held.reason("the chunk files' cache"),
+                });
+            }
+            Err(_) => {
+                let file = self.dir.open_file(&chunk_name(id), Access::Read);
+                return file.map(Arc::new).map_err(|e| Error::io("open chunk", self.path(id), e));
+            }
+        };
         while files.len() <= id as usize {
             let next = u32::try_from(files.len()).expect("chunk ids are u32");
             // A reader takes regular files only (a FIFO would block its open); the writer's
@@ -91,7 +120,15 @@ impl Chunks {
     /// names: a chunk replaced or removed from outside leaves writes through the handle in a
     /// file with no name.
     pub(crate) fn is_current(&self, id: u32) -> Result<bool> {
-        let held = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
+        let held = match self.made_in.read(&self.files) {
+            Ok(files) => files.get(id as usize).cloned(),
+            Err(held) => {
+                return Err(Error::Locked {
+                    path: self.path(id),
+                    reason: held.reason("the chunk files' cache"),
+                });
+            }
+        };
         match held {
             None => Ok(true),
             Some(f) => self.dir.names(&f, &chunk_name(id)).map_err(|e| Error::io("stat", self.path(id), e)),
@@ -102,18 +139,15 @@ impl Chunks {
     /// cached one is shorter: the tail chunk grows while the store is open. `None` when the file
     /// itself is shorter than `end` (a truncated chunk).
     pub(crate) fn view(&self, id: u32, end: u64) -> Result<Option<Arc<MappedFile>>> {
+        if let Ok(maps) = self.made_in.read(&self.maps)
+            && let Some(Some(m)) = maps.get(id as usize)
+            && m.len() >= end
         {
-            let maps = self.maps.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(Some(m)) = maps.get(id as usize)
-                && m.len() >= end
-            {
-                return Ok(Some(Arc::clone(m)));
-            }
+            return Ok(Some(Arc::clone(m)));
         }
         // A read never creates a chunk (a damaged entry may name any id): a missing one reads
         // as too short, which the caller reports naming the record.
-        let cached = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
-        let file = match cached {
+        let file = match self.cached_file(id) {
             Some(f) => f,
             None => match self.open_read(id)? {
                 Some(f) => Arc::new(f),
@@ -126,16 +160,19 @@ impl Chunks {
         if len < end {
             return Ok(None);
         }
-        let mut maps = self.maps.write().unwrap_or_else(|e| e.into_inner());
-        // Sized by an id the store checked against its tail chunk (`Store::chunk_view`), of a
-        // file that holds the bytes asked for.
-        if maps.len() <= id as usize {
-            maps.resize(id as usize + 1, None);
-        }
-        if let Some(m) = &maps[id as usize]
-            && m.len() >= end
-        {
-            return Ok(Some(Arc::clone(m)));
+        // `None` in a fork whose parent held the cache: the mapping serves this call alone.
+        let mut maps = self.made_in.write(&self.maps).ok();
+        if let Some(maps) = maps.as_mut() {
+            // Sized by an id the store checked against its tail chunk (`Store::chunk_view`), of
+            // a file that holds the bytes asked for.
+            if maps.len() <= id as usize {
+                maps.resize(id as usize + 1, None);
+            }
+            if let Some(m) = &maps[id as usize]
+                && m.len() >= end
+            {
+                return Ok(Some(Arc::clone(m)));
+            }
         }
         // The committed bytes of a chunk are never truncated while the store is open (see
         // `MappedFile::map_prefix`), and only committed bytes are read through a view. Bytes past
@@ -149,7 +186,9 @@ impl Chunks {
             },
         };
         let map = Arc::new(map);
-        maps[id as usize] = Some(Arc::clone(&map));
+        if let Some(maps) = maps.as_mut() {
+            maps[id as usize] = Some(Arc::clone(&map));
+        }
         Ok(Some(map))
     }
 
@@ -232,7 +271,7 @@ impl Chunks {
     pub(crate) fn sync(&self, id: u32) -> Result<()> {
         // The handle the records were written through; without one, the file at the name (never
         // made here: a chunk missing is not one to make empty and call synced, review X4).
-        let held = self.files.read().unwrap_or_else(|e| e.into_inner()).get(id as usize).cloned();
+        let held = self.cached_file(id);
         let file = match held {
             Some(f) => f,
             None => {

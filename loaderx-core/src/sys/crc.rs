@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 
 use super::cpu::{Kernel, with_avx2};
 
@@ -65,17 +65,26 @@ struct Plan {
 fn plan(len: usize) -> Arc<Plan> {
     static PLANS: OnceLock<Mutex<HashMap<usize, Arc<Plan>>>> = OnceLock::new();
     let plans = PLANS.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut map = plans.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = map.get(&len) {
-        return Arc::clone(p);
-    }
-    if map.len() >= CACHED_LENGTHS {
-        map.clear();
+    // Tried, not waited for: a child forked while a thread of its parent held the cache holds it
+    // for good, and a plan made without the cache is the same plan (made in microseconds). The
+    // lock is held for a lookup or an insert, never while a plan is made.
+    let tried = || match plans.try_lock() {
+        Ok(map) => Some(map),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    };
+    if let Some(p) = tried().and_then(|m| m.get(&len).cloned()) {
+        return p;
     }
     let lane = len / 3 / 8 * 8;
     let last = len - 2 * lane;
     let p = Arc::new(Plan { lane, by_two: Shift::new(lane + last), by_last: Shift::new(last) });
-    map.insert(len, Arc::clone(&p));
+    if let Some(mut map) = tried() {
+        if map.len() >= CACHED_LENGTHS {
+            map.clear();
+        }
+        map.insert(len, Arc::clone(&p));
+    }
     p
 }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, RwLock};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use super::MadeIn;
 use crate::format::v2::{COMPACT_ENTRY_SIZE, COUNT_OFFSET, ENTRY_SIZE, HEADER_SIZE};
 
 /// The size of a block checksum, the fixed-stride layout's element.
@@ -42,6 +43,12 @@ pub(crate) struct IndexMap {
     writable: bool,
     elem: usize,
     map: RwLock<Arc<Mapping>>,
+    /// The mapping made at open, never replaced: the header (and the count in it) is the same
+    /// bytes in every mapping of the file, so it is read here without the lock.
+    first: Arc<Mapping>,
+    /// Where `map`'s lock was made: a fork whose parent held it maps the file for the one call
+    /// ([`MadeIn`]).
+    made_in: MadeIn,
 }
 
 /// A snapshot of the index covering at least the entries it was asked for: what a batched read
@@ -61,8 +68,16 @@ impl IndexMap {
             elem == ENTRY_SIZE || elem == COMPACT_ENTRY_SIZE || elem == BLOCK_CRC_SIZE,
             "index elements are entries or block checksums"
         );
-        let mapping = Self::map_file(&file, path, writable, elem)?;
-        Ok(IndexMap { file, path: path.to_path_buf(), writable, elem, map: RwLock::new(Arc::new(mapping)) })
+        let first = Arc::new(Self::map_file(&file, path, writable, elem)?);
+        Ok(IndexMap {
+            file,
+            path: path.to_path_buf(),
+            writable,
+            elem,
+            map: RwLock::new(Arc::clone(&first)),
+            first,
+            made_in: MadeIn::here(),
+        })
     }
 
     fn map_file(file: &File, path: &Path, writable: bool, elem: usize) -> Result<Mapping> {
@@ -87,8 +102,8 @@ impl IndexMap {
 
     /// The header's 64 bytes (the count among them read atomically).
     pub(crate) fn header(&self) -> [u8; HEADER_SIZE] {
-        let m = self.current();
-        let count = count_atomic(&m).load(Ordering::Acquire);
+        let m = &self.first;
+        let count = count_atomic(m).load(Ordering::Acquire);
         // SAFETY: the mapping holds at least HEADER_SIZE bytes (checked when it was made); only
         // the single writer writes the header, and a torn read of its dynamic fields is caught by
         // their checksum where it matters (the writer's own open). The count is overwritten with
@@ -100,7 +115,7 @@ impl IndexMap {
 
     /// The published record count (acquire).
     pub(crate) fn count(&self) -> u64 {
-        count_atomic(&self.current()).load(Ordering::Acquire)
+        count_atomic(&self.first).load(Ordering::Acquire)
     }
 
     /// A view covering at least `entries` entries, remapping when the file has grown past the
@@ -110,28 +125,40 @@ impl IndexMap {
     /// [`Error::Corrupt`] when the file holds fewer entries than asked (a count past the file's
     /// end); [`Error::Io`] naming the path.
     pub(crate) fn view(&self, entries: u64) -> Result<IndexView> {
-        let m = self.current();
+        let Ok(m) = self.made_in.read(&self.map).map(|m| Arc::clone(&m)) else {
+            return self.view_uncached(entries);
+        };
         if m.entries >= entries {
             return Ok(IndexView { map: m });
         }
-        let mut slot = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let Ok(mut slot) = self.made_in.write(&self.map) else {
+            return self.view_uncached(entries);
+        };
         if slot.entries < entries {
-            let fresh = Self::map_file(&self.file, &self.path, self.writable, self.elem)?;
-            if fresh.entries < entries {
-                let what = if self.elem == BLOCK_CRC_SIZE { "block checksums" } else { "entries" };
-                return Err(Error::Corrupt {
-                    path: self.path.clone(),
-                    offset: HEADER_SIZE as u64 + fresh.entries * self.elem as u64,
-                    reason: format!(
-                        "the index holds {} {what}; the header publishes {entries}",
-                        fresh.entries
-                    ),
-                    source: None,
-                });
-            }
-            *slot = Arc::new(fresh);
+            *slot = Arc::new(self.remap(entries)?);
         }
         Ok(IndexView { map: Arc::clone(&slot) })
+    }
+
+    /// The file mapped anew, covering at least `entries` elements.
+    fn remap(&self, entries: u64) -> Result<Mapping> {
+        let fresh = Self::map_file(&self.file, &self.path, self.writable, self.elem)?;
+        if fresh.entries < entries {
+            let what = if self.elem == BLOCK_CRC_SIZE { "block checksums" } else { "entries" };
+            return Err(Error::Corrupt {
+                path: self.path.clone(),
+                offset: HEADER_SIZE as u64 + fresh.entries * self.elem as u64,
+                reason: format!("the index holds {} {what}; the header publishes {entries}", fresh.entries),
+                source: None,
+            });
+        }
+        Ok(fresh)
+    }
+
+    /// [`IndexMap::view`] in a fork whose parent held the mapping's lock: the file mapped for
+    /// this view alone.
+    fn view_uncached(&self, entries: u64) -> Result<IndexView> {
+        Ok(IndexView { map: Arc::new(self.remap(entries)?) })
     }
 
     /// The writer makes room for `entries` entries: the file grows (in steps) and is remapped.

@@ -243,9 +243,30 @@ fn a_state_beside_a_contradicting_setting_is_refused_naming_it() {
         assert_eq!(rows(&agreeing.build().unwrap().next_batch().unwrap().unwrap()), next);
     }
     refused(
-        DataLoader::builder().stream("id", ids(4000)).state(saved),
+        DataLoader::builder().stream("id", ids(4000)).state(saved.clone()),
         &["belongs to other data", "saved over 5000 records, and these streams hold 4000"],
     );
+    // A pass named beside a state (look 63, L63-2): an endless state is not a pass, and a pass
+    // state's kind and length must be the one named; leaving the pass out takes the state's.
+    refused(
+        resumed().state(saved).pass(Pass::ordered()),
+        &["pass (shuffle false, drop_last false, epochs 1; the state's order is not a pass)"],
+    );
+    let mut passes = resumed().batch_size(64).pass(Pass::shuffled().epochs(Some(2))).build().unwrap();
+    passes.next_batch().unwrap().unwrap();
+    let in_pass = passes.state();
+    let next = rows(&passes.next_batch().unwrap().unwrap());
+    refused(
+        resumed().state(in_pass.clone()).pass(Pass::shuffled().epochs(Some(5)).drop_last(true)),
+        &[
+            "pass (shuffle true, drop_last true, epochs 5; the state's is shuffle true, drop_last false, epochs 2)",
+        ],
+    );
+    for agreeing in
+        [resumed().state(in_pass.clone()).pass(Pass::shuffled().epochs(Some(2))), resumed().state(in_pass)]
+    {
+        assert_eq!(rows(&agreeing.build().unwrap().next_batch().unwrap().unwrap()), next);
+    }
 }
 
 /// A loader has one order: a second setter of another kind is refused at `build`, naming both
