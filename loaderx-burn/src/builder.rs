@@ -48,6 +48,7 @@ pub struct DataLoaderBuilder<I, O> {
     shuffle: Option<u64>,
     num_workers: Option<usize>,
     device: Option<Device>,
+    checkpoint: Option<usize>,
 }
 
 /// A shared batcher as a batcher (burn's builder takes one by value).
@@ -75,6 +76,7 @@ where
             shuffle: None,
             num_workers: None,
             device: None,
+            checkpoint: None,
         }
     }
 
@@ -87,6 +89,14 @@ where
     /// Shuffle with this seed, a new order every epoch.
     pub fn shuffle(mut self, seed: u64) -> Self {
         self.shuffle = Some(seed);
+        self
+    }
+
+    /// The epoch training resumes from, the number burn's `SupervisedTraining::checkpoint` takes
+    /// (not a method of burn's builder): the loader starts after `epoch` epochs, with the
+    /// batches the first run read from there ([`StepLoaderBuilder::checkpoint`]).
+    pub fn checkpoint(mut self, epoch: usize) -> Self {
+        self.checkpoint = Some(epoch);
         self
     }
 
@@ -131,6 +141,9 @@ where
             .threads(self.num_workers.unwrap_or(1).max(1));
         if let Some(d) = self.device {
             b = b.set_device(d);
+        }
+        if let Some(epoch) = self.checkpoint {
+            b = b.checkpoint(epoch);
         }
         Ok(Arc::new(b.build_batcher(dataset, Shared(self.batcher))?))
     }

@@ -47,6 +47,16 @@ impl CandleLoader<TensorBatch> {
     /// [`Error::Stream`](crate::Error::Stream) naming a stream of a dtype candle lacks that the
     /// converter does not widen (its source says which [`Widen`](crate::Widen) would).
     pub fn new(builder: LoaderBuilder, converter: Converter) -> Result<CandleLoader<TensorBatch>> {
+        if let Some(name) = loaderx_core::adapter::unpadded_ragged(&builder).first() {
+            return Err(crate::Error::Core(loaderx_core::Error::Config {
+                what: "stream",
+                reason: format!(
+                    "stream {name:?} is ragged (records of different lengths), which no tensor holds: \
+                     pad it, builder.pad({name:?}, Pad::longest()), or convert it in a transform of your \
+                     own (CandleLoader::build_with)"
+                ),
+            }));
+        }
         let loader = CandleLoader::build_with(builder, converter, |batch, conv| conv.batch(batch))?;
         let widen = loader.converter.widening();
         for (name, dtype, _) in loader.streams() {

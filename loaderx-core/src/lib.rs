@@ -106,6 +106,7 @@ pub mod staging {
 pub mod adapter {
     pub use crate::loader::adapter::{
         batch_streams, checked, data_fingerprint, plan, prefetch_depth, resolve, thread_count,
+        unpadded_ragged,
     };
     pub use crate::loader::{Indexer, StreamData};
 }

@@ -124,6 +124,18 @@ impl StepLoaderBuilder {
         self.map_core(|b| b.open_stream(name, dir))
     }
 
+    /// [`open_stream`](Self::open_stream) with the dataset's stores opened with `opts`:
+    /// `StoreOptions::new().verify_reads(true)` makes a damaged record an error naming it
+    /// rather than bytes handed to the model ([`LoaderBuilder::open_stream_with`]).
+    pub fn open_stream_with(
+        self,
+        name: impl Into<String>,
+        dir: impl AsRef<Path>,
+        opts: &loaderx_core::StoreOptions,
+    ) -> Self {
+        self.map_core(|b| b.open_stream_with(name, dir, opts))
+    }
+
     /// Adds a named ragged stream; [`pad`](Self::pad) makes its batches dense tensors.
     pub fn ragged_stream(self, name: impl Into<String>, source: RaggedSource) -> Self {
         self.map_core(|b| b.ragged_stream(name, source))
@@ -302,7 +314,18 @@ impl StepLoaderBuilder {
     /// as [`build_with`](Self::build_with).
     pub fn build_typed<T: crate::TypedBatch>(self) -> Result<StepLoader<T>> {
         let core = adapter::checked(self.core.clone())?;
-        crate::typed::check::<T>(&adapter::batch_streams(&core)?)?;
+        let ragged = adapter::unpadded_ragged(&core);
+        crate::typed::check::<T>(&adapter::batch_streams(&core)?).map_err(|e| match e {
+            // Missing from the batch because it is ragged: say so, and how to pad it.
+            Error::Stream { name, .. } if ragged.contains(&name) => Error::Stream {
+                reason: format!(
+                    "is ragged (records of different lengths), which no tensor holds: pad it, \
+                     .pad({name:?}, Pad::longest()), or make the field in a build_map of your own"
+                ),
+                name,
+            },
+            e => e,
+        })?;
         self.build_with(|batch: Batch, device: &Device| {
             let mut dense = DenseBatch::from_batch(batch, device)?;
             T::from_batch(&mut dense)

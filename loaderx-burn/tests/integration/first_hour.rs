@@ -112,6 +112,25 @@ fn burns_builder_names_build_a_loaderx_loader_over_mnist_converted_once() {
         MnistDataset::cached_in(cache.path(), MnistSplit::Train, cache.path()).is_err(),
         "no IDX files there"
     );
+    // The fourth first-hour trial: burn's builder resumes the data with burn's checkpoint number.
+    let shuffled = |checkpoint: Option<usize>| {
+        let b = DataLoaderBuilder::new(MnistBatcher).batch_size(500).shuffle(7);
+        let b = match checkpoint {
+            Some(epoch) => b.checkpoint(epoch),
+            None => b,
+        };
+        b.build(MnistDataset::cached_in(mnist_dir(), MnistSplit::Test, cache.path()).unwrap())
+    };
+    let epoch = |loader: &std::sync::Arc<dyn DataLoader<loaderx_burn::MnistBatch>>| -> Vec<i64> {
+        loader
+            .iter()
+            .flat_map(|b| b.unwrap().targets.into_data().convert::<i64>().try_to_vec::<i64>().unwrap())
+            .collect()
+    };
+    let first = shuffled(None);
+    let epochs: Vec<_> = (0..3).map(|_| epoch(&first)).collect();
+    assert_ne!(epochs[1], epochs[2], "a new order every epoch");
+    assert_eq!(epoch(&shuffled(Some(2))), epochs[2], "epoch 3, as the first run read it");
 }
 
 #[test]

@@ -119,3 +119,22 @@ fn an_image_stream_is_a_rank_4_float_tensor() {
     let x: Vec<f32> = batch.images.into_data().try_to_vec::<f32>().unwrap();
     assert!(x.iter().all(|v| v.is_finite() && v.abs() < 3.0), "normalised bytes");
 }
+
+loaderx_burn::typed_batch! {
+    struct Tokens { t: int<2> = "t" }
+}
+
+/// The fourth first-hour trial: a field over a ragged stream left unpadded was "no such stream";
+/// now it is named ragged, with the pad that makes a tensor of it (and padded, it builds).
+#[test]
+fn a_field_over_an_unpadded_ragged_stream_says_to_pad_it() {
+    let records: Vec<Vec<i32>> = (0..20).map(|i| vec![i; (i % 5 + 1) as usize]).collect();
+    let tokens = loaderx_core::RaggedSource::from_records(vec![], &records).unwrap();
+    let builder = StepLoaderBuilder::new().ragged_stream("t", tokens).batch_size(4).set_device(device());
+    let Err(e) = builder.clone().build_typed::<Tokens>() else { panic!("an unpadded ragged stream") };
+    assert!(
+        matches!(&e, Error::Stream { name, reason } if name == "t" && reason.contains("is ragged") && reason.contains(".pad(\"t\", Pad::longest())")),
+        "{e}"
+    );
+    assert!(builder.pad("t", loaderx_core::Pad::longest()).build_typed::<Tokens>().is_ok());
+}

@@ -208,3 +208,19 @@ fn an_image_stream_is_a_rank_4_f32_tensor() {
     assert!(x.iter().all(|v| v.is_finite() && v.abs() < 3.0), "normalised bytes");
     assert_eq!(run(), x);
 }
+
+/// The fourth first-hour trial: an unpadded ragged stream was accepted by `new` and then "no such
+/// stream" at `get`; now `new` names it ragged and says how to pad it (padded, it builds).
+#[test]
+fn an_unpadded_ragged_stream_is_refused_by_new_saying_to_pad_it() {
+    let records: Vec<Vec<i32>> = (0..20).map(|i| vec![i; (i % 5 + 1) as usize]).collect();
+    let tokens = loaderx_core::RaggedSource::from_records(vec![], &records).unwrap();
+    let builder = DataLoader::builder().ragged_stream("t", tokens).batch_size(4);
+    let err = CandleLoader::new(builder.clone(), Converter::new(&Device::Cpu)).unwrap_err();
+    assert!(
+        err.to_string().contains("stream \"t\" is ragged") && err.to_string().contains("builder.pad(\"t\""),
+        "{err}"
+    );
+    let padded = builder.pad("t", loaderx_core::Pad::longest());
+    assert!(CandleLoader::new(padded, Converter::new(&Device::Cpu)).is_ok());
+}

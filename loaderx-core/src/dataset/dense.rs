@@ -44,7 +44,22 @@ impl DenseSource {
                 crate::remote::RemoteOptions::new().with_env_cache()?,
             );
         }
-        let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Dense)?;
+        DenseSource::open_with(dir, &crate::StoreOptions::new())
+    }
+
+    /// [`DenseSource::open`] with its stores opened with `opts` (read-only whatever they say):
+    /// [`StoreOptions::verify_reads`](crate::StoreOptions::verify_reads), say, to check every
+    /// record's checksum on every read, raw records included. A URL opens as with `open`
+    /// (remote reads check every record's checksum already).
+    ///
+    /// # Errors
+    /// As [`DenseSource::open`].
+    pub fn open_with(dir: impl AsRef<Path>, opts: &crate::StoreOptions) -> Result<DenseSource> {
+        #[cfg(feature = "remote")]
+        if crate::remote::is_remote(dir.as_ref()) {
+            return DenseSource::open(dir);
+        }
+        let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Dense, opts)?;
         Ok(DenseSource::wrap(opened, schema, path))
     }
 

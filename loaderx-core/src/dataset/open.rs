@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::records::Records;
 use super::schema::{Kind, Schema};
 use super::set::{StoreSet, is_set};
-use crate::{Error, Result, Store};
+use crate::{Error, Result, Store, StoreOptions};
 
 /// [`Error::Schema`] naming `path` unless `schema` is of `kind`.
 /// A ragged reader reads encoded images too, as their files' bytes.
@@ -27,8 +27,12 @@ pub(crate) fn check_kind(schema: &Schema, kind: Kind, path: &Path) -> Result<()>
 }
 
 /// Opens the local `dir` as a dataset of `kind`: a store set when it holds one, else a store
-/// (URLs go through [`open_remote_or_set`]).
-pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Records, Schema, PathBuf)> {
+/// (URLs go through [`open_remote_or_set`]), each store opened with `opts`.
+pub(crate) fn open_dataset(
+    dir: &Path,
+    kind: Kind,
+    opts: &StoreOptions,
+) -> Result<(Records, Schema, PathBuf)> {
     // The schema is read before the store is opened: a dataset replaced in between (a rename
     // over `dir`) would pair the old schema with the new records. Read again once the store is
     // open and locked, it must be the same, or the open starts over.
@@ -36,9 +40,9 @@ pub(crate) fn open_dataset(dir: &Path, kind: Kind) -> Result<(Records, Schema, P
         let schema = Schema::read(dir)?;
         check_kind(&schema, kind, dir)?;
         let records = if is_set(dir) {
-            Records::set(StoreSet::open(dir, &schema)?)
+            Records::set(StoreSet::open(dir, &schema, opts)?)
         } else {
-            Records::store(Arc::new(Store::open(dir)?))
+            Records::store(Arc::new(Store::open_with(dir, opts.clone())?))
         };
         if Schema::read(dir)? == schema {
             return Ok((records, schema, dir.to_path_buf()));

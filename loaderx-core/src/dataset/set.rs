@@ -10,7 +10,7 @@ use super::schema::Schema;
 use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
 use crate::store::{Backing, Parallelism, Resolved, VarFill};
 use crate::sys::Destination;
-use crate::{Error, Result, Store};
+use crate::{Error, Result, Store, StoreOptions};
 
 pub use crate::format::storeset::SET_FILE;
 
@@ -321,7 +321,7 @@ impl StoreSet {
     /// [`Error::Corrupt`] naming the manifest when it does not decode or is too large;
     /// [`Error::Schema`] naming a part whose schema or record count changed since the set was
     /// written; the parts' open errors.
-    pub(crate) fn open(dir: &Path, schema: &Schema) -> Result<StoreSet> {
+    pub(crate) fn open(dir: &Path, schema: &Schema, opts: &StoreOptions) -> Result<StoreSet> {
         let file = dir.join(SET_FILE);
         let m = read_manifest(dir)?
             .ok_or_else(|| Error::io("read", &file, std::io::ErrorKind::NotFound.into()))?;
@@ -339,7 +339,7 @@ impl StoreSet {
                     ),
                 });
             }
-            let store = Store::open(&p)?;
+            let store = Store::open_with(&p, opts.clone())?;
             if let Some(first) = seen.insert(&store, &p)? {
                 return Err(Error::Corrupt {
                     path: file,

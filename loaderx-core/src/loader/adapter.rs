@@ -56,6 +56,24 @@ pub fn batch_streams(builder: &LoaderBuilder) -> Result<Vec<(String, crate::DTyp
     Ok(super::data_loader::batch_meta(&streams, &indexer))
 }
 
+/// The ragged streams of `builder` that reach a batch unpadded (no [`pad`](LoaderBuilder::pad),
+/// not the packed stream): records of different lengths, which no tensor holds, so an adapter
+/// that makes tensors of every stream names them instead of saying they are missing.
+pub fn unpadded_ragged(builder: &LoaderBuilder) -> Vec<String> {
+    let packed = match &builder.order {
+        super::chosen::Chosen::Pack(name, _) => Some(name.as_str()),
+        _ => None,
+    };
+    builder
+        .streams
+        .iter()
+        .filter(|(name, data)| {
+            matches!(data, super::stream::StreamData::Ragged(_, None)) && Some(name.as_str()) != packed
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
 /// The number of prefetch threads a loader built from `builder` runs.
 pub fn thread_count(builder: &LoaderBuilder) -> usize {
     builder.threads

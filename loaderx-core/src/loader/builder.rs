@@ -171,7 +171,25 @@ impl LoaderBuilder {
     /// `build` reports what [`DenseSource::open`] / [`RaggedSource::open`] do (the stream is
     /// not added).
     pub fn open_stream(self, name: impl Into<String>, dir: impl AsRef<Path>) -> Self {
-        match self.opened(dir.as_ref()) {
+        self.open_stream_with(name, dir, &crate::StoreOptions::new())
+    }
+
+    /// [`open_stream`](Self::open_stream) with the dataset's stores opened with `opts`:
+    /// `StoreOptions::new().verify_reads(true)` checks every record's checksum on every read,
+    /// raw records included, so that a damaged record is an error naming it rather than bytes
+    /// handed to a model (by default only compressed records are checked as they are read:
+    /// [`StoreOptions::verify_reads`](crate::StoreOptions::verify_reads)). A URL ignores
+    /// `opts`: remote reads check every record already.
+    ///
+    /// # Errors
+    /// As [`open_stream`](Self::open_stream).
+    pub fn open_stream_with(
+        self,
+        name: impl Into<String>,
+        dir: impl AsRef<Path>,
+        opts: &crate::StoreOptions,
+    ) -> Self {
+        match self.opened(dir.as_ref(), opts) {
             Ok(StreamData::Dense(d)) => self.stream(name, d),
             Ok(StreamData::Ragged(r, _)) => self.ragged_stream(name, r),
             #[cfg(feature = "images")]
@@ -181,7 +199,7 @@ impl LoaderBuilder {
     }
 
     /// The dataset in `dir` (or at an `s3://` URL), dense or ragged.
-    fn opened(&self, dir: &Path) -> Result<StreamData> {
+    fn opened(&self, dir: &Path, opts: &crate::StoreOptions) -> Result<StreamData> {
         #[cfg(feature = "remote")]
         if crate::remote::is_remote(dir) {
             let url = dir.to_string_lossy();
@@ -196,8 +214,8 @@ impl LoaderBuilder {
             };
         }
         Ok(match Schema::read(dir)?.kind {
-            Kind::Dense => StreamData::Dense(DenseSource::open(dir)?),
-            Kind::Ragged | Kind::Image => StreamData::Ragged(RaggedSource::open(dir)?, None),
+            Kind::Dense => StreamData::Dense(DenseSource::open_with(dir, opts)?),
+            Kind::Ragged | Kind::Image => StreamData::Ragged(RaggedSource::open_with(dir, opts)?, None),
         })
     }
 

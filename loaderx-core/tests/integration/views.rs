@@ -294,3 +294,34 @@ fn a_part_rewritten_in_place_with_its_count_kept_is_refused() {
         );
     }
 }
+
+/// The fourth first-hour trial: a damaged raw record reached the model unchecked, and
+/// `verify_reads` was out of a loader's reach. `open_stream_with` opens the dataset's stores with
+/// options: with `verify_reads` the damaged record's batch is an error naming the record.
+#[test]
+fn open_stream_with_verify_reads_refuses_a_damaged_raw_record() {
+    use loaderx_core::{Codec, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let x = dir.path().join("x");
+    let mut w = DatasetWriter::dense::<u32>(&x, vec![2], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..100u32).flat_map(|i| [i, i * 10]).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let chunk = x.join("0.zr");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&chunk, &bytes).unwrap();
+    let rows = |b: loaderx_core::LoaderBuilder| -> Result<Vec<u32>, Error> {
+        let mut all = Vec::new();
+        for batch in b.batch_size(10).pass(Pass::ordered()).build()? {
+            all.extend(batch?.take("x").unwrap().into_vec::<u32>().unwrap());
+        }
+        Ok(all)
+    };
+    let unchecked = rows(DataLoader::builder().open_stream("x", &x)).unwrap();
+    let want: Vec<u32> = (0..100u32).flat_map(|i| [i, i * 10]).collect();
+    assert_eq!(unchecked.iter().zip(&want).filter(|(a, b)| a != b).count(), 1, "one damaged value read as data");
+    let checked = StoreOptions::new().verify_reads(true);
+    let e = rows(DataLoader::builder().open_stream_with("x", &x, &checked)).unwrap_err();
+    assert!(matches!(e, Error::CorruptRecord { .. } | Error::Corrupt { .. }), "{e}");
+}
