@@ -320,7 +320,11 @@ fn open_stream_with_verify_reads_refuses_a_damaged_raw_record() {
     };
     let unchecked = rows(DataLoader::builder().open_stream("x", &x)).unwrap();
     let want: Vec<u32> = (0..100u32).flat_map(|i| [i, i * 10]).collect();
-    assert_eq!(unchecked.iter().zip(&want).filter(|(a, b)| a != b).count(), 1, "one damaged value read as data");
+    assert_eq!(
+        unchecked.iter().zip(&want).filter(|(a, b)| a != b).count(),
+        1,
+        "one damaged value read as data"
+    );
     let checked = StoreOptions::new().verify_reads(true);
     let e = rows(DataLoader::builder().open_stream_with("x", &x, &checked)).unwrap_err();
     assert!(matches!(e, Error::CorruptRecord { .. } | Error::Corrupt { .. }), "{e}");
