@@ -188,7 +188,9 @@ impl StepLoaderBuilder {
         self.map_core(|b| b.mode(mode))
     }
 
-    /// Seed of the sampler and of the per-row RNGs.
+    /// Seed of the sampler and of the per-row RNGs (burn's `shuffle(seed)`: the order is
+    /// shuffled by default, [`mode`](Self::mode) and [`pass`](Self::pass) say how).
+    #[doc(alias = "shuffle")]
     pub fn seed(self, seed: u64) -> Self {
         self.map_core(|b| b.seed(seed))
     }
@@ -223,7 +225,8 @@ impl StepLoaderBuilder {
         self.map_core(|b| b.state(state))
     }
 
-    /// Prefetch threads (default: the number of cores, at most 8).
+    /// Prefetch threads (default: the number of cores, at most 8): burn's `num_workers`.
+    #[doc(alias = "num_workers")]
     pub fn threads(self, n: usize) -> Self {
         self.map_core(|b| b.threads(n))
     }

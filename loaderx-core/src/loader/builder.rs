@@ -408,7 +408,8 @@ impl LoaderBuilder {
         self
     }
 
-    /// Seed of the sampler and of the per-row RNGs.
+    /// Seed of the sampler and of the per-row RNGs (what a `shuffle(seed)` names elsewhere).
+    #[doc(alias = "shuffle")]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self.named.seed = true;
@@ -474,10 +475,12 @@ impl LoaderBuilder {
         self
     }
 
-    /// Prefetch threads (default: the number of cores, at most 8).
+    /// Prefetch threads (default: the number of cores, at most 8): burn's and torch's
+    /// `num_workers`.
     ///
     /// # Errors
     /// `build` reports [`Error::Config`] for more than 1,024 threads.
+    #[doc(alias = "num_workers")]
     pub fn threads(mut self, n: usize) -> Self {
         if let Err(e) = check_threads(n) {
             return self.refuse(e);
