@@ -119,7 +119,13 @@ impl<O> Window<O> {
                 return Ok(out);
             }
             if st.live == 0 {
-                return Err(Error::LoaderStopped("no prefetch thread is running".into()));
+                // Every step a u64 counts was delivered (a state restored near its end, look 63).
+                let why = if st.deliver == u64::MAX {
+                    format!("step {} was the last a loader counts (its steps are a u64)", u64::MAX - 1)
+                } else {
+                    "no prefetch thread is running".to_string()
+                };
+                return Err(Error::LoaderStopped(why));
             }
             st.consumer_waiting = true;
             st = self.ready.wait(st).unwrap_or_else(PoisonError::into_inner);

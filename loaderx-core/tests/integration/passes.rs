@@ -294,3 +294,14 @@ fn a_second_order_of_another_kind_is_refused_at_build() {
     assert_eq!(twice.steps(), Some(10));
     assert!(b.pack("t", loaderx_core::Pack::new(8)).pack("t", loaderx_core::Pack::new(16)).build().is_ok());
 }
+
+/// Look 63, L63-5: an endless loader restored at its last step delivered it, then said "no
+/// prefetch thread is running"; now it says the step counter is at its end.
+#[test]
+fn the_last_step_a_loader_counts_is_named_after_it() {
+    let mut l =
+        DataLoader::builder().stream("id", ids(100)).batch_size(10).start_step(u64::MAX - 1).build().unwrap();
+    assert_eq!(l.next_batch().unwrap().unwrap().step(), u64::MAX - 1);
+    let e = l.next_batch().unwrap_err();
+    assert!(matches!(&e, Error::LoaderStopped(why) if why.contains("was the last a loader counts")), "{e}");
+}
