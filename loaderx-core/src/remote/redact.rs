@@ -57,7 +57,11 @@ pub(crate) fn scrub(text: &str, endpoint: Option<&str>, known: &[&str]) -> Strin
         out = out.replace(s.as_str(), REDACTED);
     }
     if window < text.len() || out.len() > MAX_REASON {
-        out.truncate(char_floor(&out, MAX_REASON));
+        // The scrubbed window's last `longest + 1024` bytes may hold the start of a credential
+        // the window cut through (unmatched there): never kept, even when replacements
+        // shortened the text below the cut.
+        let unsure = if window < text.len() { out.len().saturating_sub(longest + 1024) } else { out.len() };
+        out.truncate(char_floor(&out, MAX_REASON.min(unsure)));
         out.push_str(&format!(" ... (cut: {} bytes in all)", text.len()));
     }
     out
@@ -172,5 +176,11 @@ mod tests {
         assert!(!s.contains("AKIAEX"), "no half of a key at the cut");
         assert!(s.ends_with(&format!("(cut: {} bytes in all)", body.len())), "{}", &s[s.len() - 60..]);
         assert_eq!(scrub("short", None, &[]), "short");
+        // A long key echoed three times: the first two replaced shorten the window below the cut,
+        // and the third, cut through by the window's end, must not survive in part.
+        let key = "K".repeat(1000);
+        let echoed = format!("{key}{key}{}{key}{}", "y".repeat(3500), "z".repeat(10_000));
+        let s = scrub(&echoed, None, &[key.as_str()]);
+        assert!(!s.contains("KKKK"), "{}", &s[..s.len().min(300)]);
     }
 }

@@ -19,6 +19,8 @@ use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 
+use super::MadeIn;
+
 use super::cpu::{Kernel, with_avx2};
 
 pub(crate) use super::tuning::FUSED_MIN_LEN;
@@ -63,14 +65,19 @@ struct Plan {
 }
 
 fn plan(len: usize) -> Arc<Plan> {
-    static PLANS: OnceLock<Mutex<HashMap<usize, Arc<Plan>>>> = OnceLock::new();
-    let plans = PLANS.get_or_init(|| Mutex::new(HashMap::new()));
-    // Tried, not waited for: a child forked while a thread of its parent held the cache holds it
-    // for good, and a plan made without the cache is the same plan (made in microseconds). The
-    // lock is held for a lookup or an insert, never while a plan is made.
+    /// The plans cache, with the process that made it.
+    type Plans = (MadeIn, Mutex<HashMap<usize, Arc<Plan>>>);
+    static PLANS: OnceLock<Plans> = OnceLock::new();
+    let (made_in, plans) = PLANS.get_or_init(|| (MadeIn::here(), Mutex::new(HashMap::new())));
+    // Waited for in the process that made the cache; in a child forked while a thread of its
+    // parent held it (held there for good) a plan is made without it: the same plan, made in
+    // microseconds. The lock is held for a lookup or an insert, never while a plan is made.
     let tried = || match plans.try_lock() {
         Ok(map) => Some(map),
         Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) if made_in.is_here() => {
+            Some(plans.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        }
         Err(TryLockError::WouldBlock) => None,
     };
     if let Some(p) = tried().and_then(|m| m.get(&len).cloned()) {

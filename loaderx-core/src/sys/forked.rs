@@ -57,16 +57,24 @@ impl MadeIn {
         self.pid == std::process::id()
     }
 
-    /// `lock` shared (a poisoned lock's data as it is: every cache here stays consistent).
+    /// `lock` shared (a poisoned lock's data as it is: every cache here stays consistent). A
+    /// free lock is taken at once; only a held one asks which process this is (`getpid`, a
+    /// system call: never on a gather's uncontended path).
     pub(crate) fn read<'a, T>(&self, lock: &'a RwLock<T>) -> Result<RwLockReadGuard<'a, T>, HeldAtFork> {
+        if let Some(guard) = tried(lock.try_read()) {
+            return Ok(guard);
+        }
         if self.is_here() {
             return Ok(lock.read().unwrap_or_else(PoisonError::into_inner));
         }
         self.patiently(|| tried(lock.try_read()))
     }
 
-    /// `lock` alone.
+    /// `lock` alone (asking which process this is only when it is held, as [`MadeIn::read`]).
     pub(crate) fn write<'a, T>(&self, lock: &'a RwLock<T>) -> Result<RwLockWriteGuard<'a, T>, HeldAtFork> {
+        if let Some(guard) = tried(lock.try_write()) {
+            return Ok(guard);
+        }
         if self.is_here() {
             return Ok(lock.write().unwrap_or_else(PoisonError::into_inner));
         }
