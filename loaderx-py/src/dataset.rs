@@ -424,7 +424,10 @@ impl Writer {
     }
 
     /// Dense: appends the whole items in `items` (a contiguous `uint8` view of them).
-    fn append_items(&self, py: Python<'_>, items: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+    fn append_items(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<()> {
+        // Refused in a fork before the array is borrowed (`MadeIn::refuse_write_in_fork`).
+        self.made_in.refuse_write_in_fork()?;
+        let items: PyReadonlyArray1<'_, u8> = items.extract()?;
         let bytes = owned(&items, "items")?;
         self.with(py, |w| {
             let unit = w.schema().unit_bytes().max(1);

@@ -78,6 +78,22 @@ impl MadeIn {
         self.0 != std::process::id()
     }
 
+    /// A writer's write refused in a fork (the engine refuses it too), before its array is
+    /// borrowed: rust-numpy's borrow flags are one process-wide lock, which a thread of the
+    /// parent may have held at the fork on a free-threaded CPython (no GIL orders it), and the
+    /// child's borrow then waits for good.
+    pub fn refuse_write_in_fork(self) -> PyResult<()> {
+        if self.forked() {
+            return Err(crate::errors::LockedError::new_err(format!(
+                "this writer was made by process {}, of which process {} is a fork: make a writer in this \
+                 process",
+                self.0,
+                std::process::id()
+            )));
+        }
+        Ok(())
+    }
+
     /// `lock` taken.
     pub fn lock<T>(self, lock: &Mutex<T>) -> Result<MutexGuard<'_, T>, Held> {
         if self.forked() { tried(lock.try_lock()) } else { lock.lock().map_err(|_| Held::Poisoned) }

@@ -160,7 +160,10 @@ impl Writer {
     }
 
     /// Appends a document: its tokens' little-endian bytes.
-    fn add_document(&self, py: Python<'_>, tokens: PyReadonlyArray1<'_, u8>) -> PyResult<()> {
+    fn add_document(&self, py: Python<'_>, tokens: &Bound<'_, PyAny>) -> PyResult<()> {
+        // Refused in a fork before the array is borrowed (`MadeIn::refuse_write_in_fork`).
+        self.made_in.refuse_write_in_fork()?;
+        let tokens: PyReadonlyArray1<'_, u8> = tokens.extract()?;
         // A copy taken while attached: another thread may write the array once the GIL (or,
         // free-threaded, this thread's attachment) is let go, and the document must be the bytes
         // given (crate::arrays::owned).
