@@ -37,27 +37,21 @@ impl DenseSource {
     /// [`Error::Schema`] when it is ragged or has no schema; [`Error::NotAStore`] when `dir` does
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<DenseSource> {
-        #[cfg(feature = "remote")]
-        if crate::remote::is_remote(dir.as_ref()) {
-            return DenseSource::open_remote(
-                &dir.as_ref().to_string_lossy(),
-                crate::remote::RemoteOptions::new().with_env_cache()?,
-            );
-        }
         DenseSource::open_with(dir, &crate::StoreOptions::new())
     }
 
     /// [`DenseSource::open`] with its stores opened with `opts` (read-only whatever they say):
     /// [`StoreOptions::verify_reads`](crate::StoreOptions::verify_reads), say, to check every
-    /// record's checksum on every read, raw records included. A URL opens as with `open`
-    /// (remote reads check every record's checksum already).
+    /// record's checksum on every read, raw records included. A URL ignores `opts` (remote
+    /// reads check every record's checksum already).
     ///
     /// # Errors
     /// As [`DenseSource::open`].
     pub fn open_with(dir: impl AsRef<Path>, opts: &crate::StoreOptions) -> Result<DenseSource> {
         #[cfg(feature = "remote")]
         if crate::remote::is_remote(dir.as_ref()) {
-            return DenseSource::open(dir);
+            let options = crate::remote::RemoteOptions::new().with_env_cache()?;
+            return DenseSource::open_remote(&dir.as_ref().to_string_lossy(), options);
         }
         let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Dense, opts)?;
         Ok(DenseSource::wrap(opened, schema, path))

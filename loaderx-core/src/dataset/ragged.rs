@@ -44,27 +44,16 @@ impl RaggedSource {
     /// [`Error::Schema`] when it is dense or has no schema; [`Error::NotAStore`] when `dir` does
     /// not exist or is not a dataset; the store's open errors.
     pub fn open(dir: impl AsRef<Path>) -> Result<RaggedSource> {
-        #[cfg(feature = "remote")]
-        if crate::remote::is_remote(dir.as_ref()) {
-            return RaggedSource::open_remote(
-                &dir.as_ref().to_string_lossy(),
-                crate::remote::RemoteOptions::new().with_env_cache()?,
-            );
-        }
         RaggedSource::open_with(dir, &crate::StoreOptions::new())
     }
 
-    /// [`RaggedSource::open`] with its stores opened with `opts` (read-only whatever they say):
-    /// [`StoreOptions::verify_reads`](crate::StoreOptions::verify_reads), say, to check every
-    /// record's checksum on every read, raw records included. A URL opens as with `open`
-    /// (remote reads check every record's checksum already).
-    ///
-    /// # Errors
-    /// As [`RaggedSource::open`].
+    /// [`RaggedSource::open`] with its stores opened with `opts`, as
+    /// [`DenseSource::open_with`](crate::DenseSource::open_with) does; errors as `open`'s.
     pub fn open_with(dir: impl AsRef<Path>, opts: &crate::StoreOptions) -> Result<RaggedSource> {
         #[cfg(feature = "remote")]
         if crate::remote::is_remote(dir.as_ref()) {
-            return RaggedSource::open(dir);
+            let options = crate::remote::RemoteOptions::new().with_env_cache()?;
+            return RaggedSource::open_remote(&dir.as_ref().to_string_lossy(), options);
         }
         let (opened, schema, path) = open_dataset(dir.as_ref(), Kind::Ragged, opts)?;
         Ok(RaggedSource::wrap(opened, schema, path))
