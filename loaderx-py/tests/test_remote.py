@@ -2,6 +2,7 @@
 `s3_test_server`, started and stopped by each test). Required where LOADERX_REQUIRE_S3 is set."""
 
 import os
+import signal
 import shutil
 import subprocess
 
@@ -92,3 +93,45 @@ def test_remote_options_are_checked():
         DenseDataset("s3://bucket/x", remote={"endpiont": "http://127.0.0.1:1"})
     with pytest.raises(ValueError, match="together"):
         DenseDataset("s3://bucket/x", remote={"access_key_id": "k"})
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_a_remote_dataset_read_in_forked_children_and_theirs(tmp_path, s3, cached):
+    # A child forked after the parent's first read (torch's fork workers) used the parent's
+    # runtime as the fork left it, without its worker threads: every child's first read waited
+    # for good (3 of 3). Each process now reaches the store through a client of its own; the
+    # parent's is never dropped in a child (its runtime would wait for threads not there).
+    bucket, opts = s3
+    a = np.arange(500 * 6, dtype=np.float32).reshape(500, 6)
+    from_numpy(tmp_path / "d", a, codec="zstd")
+    shutil.copytree(tmp_path / "d", bucket / "d")
+    if cached:
+        opts = dict(opts, cache_dir=str(tmp_path / "cache"), cache_bytes=1 << 26)
+    ds = DenseDataset("s3://bucket/d", remote=opts)
+    np.testing.assert_array_equal(ds[[1, 2]], a[[1, 2]])
+    statuses = []
+    for k in range(3):
+        pid = os.fork()
+        if pid == 0:
+            # Never back into pytest from a child, whatever happens here.
+            try:
+                signal.alarm(30)
+                ok = np.array_equal(ds[[499, 0, 250 + k]], a[[499, 0, 250 + k]])
+                # A child of the child: its own client again, then the dataset dropped in both.
+                grandchild = os.fork()
+                if grandchild == 0:
+                    try:
+                        signal.alarm(30)
+                        good = np.array_equal(ds[[7, 8]], a[[7, 8]])
+                        del ds
+                        os._exit(0 if good else 3)
+                    finally:
+                        os._exit(4)
+                ok = ok and os.waitpid(grandchild, 0)[1] == 0 and np.array_equal(ds[[9]], a[[9]])
+                del ds
+                os._exit(0 if ok else 3)
+            finally:
+                os._exit(4)
+        statuses.append(os.waitpid(pid, 0)[1])
+    assert statuses == [0, 0, 0]
+    np.testing.assert_array_equal(ds[[3, 4]], a[[3, 4]])

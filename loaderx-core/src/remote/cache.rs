@@ -40,12 +40,12 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::RwLock;
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 
-use crate::sys::MappedFile;
+use crate::sys::{MadeIn, MappedFile};
 use crate::{Error, Result};
 
 /// Lock stripes per store.
@@ -91,8 +91,11 @@ pub(super) struct PageCache {
     limit: u64,
     page: u64,
     /// Bytes in the directory as last listed, plus this process's fills since.
-    used: Mutex<Option<u64>>,
-    open: Mutex<OpenPages>,
+    used: RwLock<Option<u64>>,
+    open: RwLock<OpenPages>,
+    /// The process `used` and `open` were made in: a child forked while a thread held one goes
+    /// on without it (a page neither kept open nor written; fetched all the same).
+    made_in: MadeIn,
 }
 
 impl std::fmt::Debug for PageCache {
@@ -136,8 +139,9 @@ impl PageCache {
             store,
             limit,
             page,
-            used: Mutex::new(None),
-            open: Mutex::new(OpenPages::default()),
+            used: RwLock::new(None),
+            open: RwLock::new(OpenPages::default()),
+            made_in: MadeIn::here(),
         })
     }
 
@@ -154,7 +158,7 @@ impl PageCache {
 
     /// A page this process has open.
     pub(super) fn get_open(&self, key: PageKey) -> Option<Bytes> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = self.made_in.write(&self.open).ok()?;
         open.tick += 1;
         let tick = open.tick;
         let page = open.pages.get_mut(&key)?;
@@ -185,14 +189,18 @@ impl PageCache {
     /// record's checksum). Readers that have it mapped keep their mapping; the next fill renames
     /// a new file into place.
     pub(super) fn discard(&self, key: PageKey, path: &Path) {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner).pages.remove(&key);
+        if let Ok(mut open) = self.made_in.write(&self.open) {
+            open.pages.remove(&key);
+        }
         // Best effort: a file already gone is what was wanted.
         let _ = std::fs::remove_file(path);
     }
 
     /// Keeps `bytes` open as page `key`, the least recently used open page closed when full.
     pub(super) fn keep(&self, key: PageKey, path: &Path, bytes: Bytes) {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let Ok(mut open) = self.made_in.write(&self.open) else {
+            return;
+        };
         open.tick += 1;
         let used = open.tick;
         if open.pages.len() >= OPEN_PAGES
@@ -264,7 +272,10 @@ impl PageCache {
                 self.limit
             )));
         }
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut used = self
+            .made_in
+            .write(&self.used)
+            .map_err(|held| std::io::Error::other(held.reason("the cache's count of its bytes")))?;
         let now = match *used {
             Some(u) => u,
             None => self.list()?.iter().map(|p| p.1).sum(),

@@ -2,10 +2,11 @@
 //! records coalesced into concurrent range requests (or read through the page cache, pages
 //! checked before they are kept), each chunk object's ETag held and compared.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -15,10 +16,12 @@ use object_store::{GetOptions, GetRange, ObjectMeta};
 use super::RemoteStore;
 use super::body::{self, BodyError, Expect};
 use super::cache::{PageCache, PageKey};
+use super::link::Link;
 use super::options::RemoteOptions;
 use super::url::parse_url;
 use crate::format::v2::Entry;
 use crate::store::chunk_name;
+use crate::sys::HeldAtFork;
 use crate::{Error, Result};
 
 /// What a failed whole-object read says, its credentials removed.
@@ -102,15 +105,38 @@ fn has_etag(meta: &ObjectMeta) -> bool {
 pub(super) type Fetched = (Vec<Bytes>, Vec<(usize, usize, usize)>);
 
 impl RemoteStore {
+    /// This process's client and runtime (a forked child's made at its first request).
+    pub(super) fn link(&self) -> Result<Arc<Link>> {
+        self.links.get(|| {
+            let (bucket, _) = parse_url(&self.url)?;
+            Link::new(&self.url, self.options.build(&bucket)?)
+        })
+    }
+
+    /// The chunk objects' tokens, shared; in a child forked while a thread held them,
+    /// [`Error::Locked`] (the tokens are what tells a replaced object: never done without).
+    fn objects_read(&self) -> Result<RwLockReadGuard<'_, HashMap<u32, ChunkObject>>> {
+        self.made_in.read(&self.objects).map_err(|held| self.objects_held(held))
+    }
+
+    fn objects_write(&self) -> Result<RwLockWriteGuard<'_, HashMap<u32, ChunkObject>>> {
+        self.made_in.write(&self.objects).map_err(|held| self.objects_held(held))
+    }
+
+    fn objects_held(&self, held: HeldAtFork) -> Error {
+        Error::Locked { path: self.url.clone().into(), reason: held.reason("the chunk objects' tokens") }
+    }
+
     /// Bytes `range` of the store's file `name`, exactly (the body read with that cap).
     pub(super) fn get_range(&self, name: &str, range: Range<u64>) -> Result<Bytes> {
         add(&self.counters.requests, 1);
         let options = GetOptions { range: Some(GetRange::Bounded(range.clone())), ..GetOptions::default() };
         let len = range.end - range.start;
-        self.runtime
+        let link = self.link()?;
+        link.runtime
             .block_on(async {
                 let response =
-                    self.store.get_opts(&self.key(name), options).await.map_err(BodyError::Store)?;
+                    link.store.get_opts(&self.key(name), options).await.map_err(BodyError::Store)?;
                 body::read(response, Expect::Exactly(len)).await
             })
             .map_err(|e| self.body_err(name, Some(range), e))
@@ -144,7 +170,7 @@ impl RemoteStore {
 
     pub(super) fn exists(&self, name: &str) -> bool {
         add(&self.counters.requests, 1);
-        self.runtime.block_on(self.store.head(&self.key(name))).is_ok()
+        self.link().is_ok_and(|link| link.runtime.block_on(link.store.head(&self.key(name))).is_ok())
     }
 
     /// The store's file `name` whole, at most `max` bytes (the response's declared length
@@ -154,9 +180,10 @@ impl RemoteStore {
         let key = self.key(name);
         add(&self.counters.requests, 1);
         let options = GetOptions { if_match, ..GetOptions::default() };
-        self.runtime
+        let link = self.link()?;
+        link.runtime
             .block_on(async {
-                let response = self.store.get_opts(&key, options).await.map_err(BodyError::Store)?;
+                let response = link.store.get_opts(&key, options).await.map_err(BodyError::Store)?;
                 body::read(response, Expect::AtMost(max)).await
             })
             .map_err(|e| self.body_err(name, None, e))
@@ -197,17 +224,18 @@ impl RemoteStore {
     /// response's token compared: an object replaced under the reader is [`Error::Changed`].
     pub(super) fn get_ranges(&self, requests: &[(u32, Range<u64>)]) -> Result<Vec<Bytes>> {
         let tags: Vec<Option<String>> = {
-            let objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+            let objects = self.objects_read()?;
             // Only a real ETag goes out as If-Match (the stand-in token is checked here alone).
             requests.iter().map(|(c, _)| objects.get(c).filter(|o| o.etag).map(|o| o.tag.clone())).collect()
         };
         let concurrency = self.options.in_flight();
         add(&self.counters.requests, requests.len() as u64);
         type Got = std::result::Result<(Bytes, (String, bool)), BodyError>;
-        let fetched: Vec<(usize, Got)> = self.runtime.block_on(
+        let link = self.link()?;
+        let fetched: Vec<(usize, Got)> = link.runtime.block_on(
             futures::stream::iter(requests.iter().enumerate().map(|(n, (c, r))| {
                 let key = self.key(&chunk_name(*c));
-                let store = Arc::clone(&self.store);
+                let store = Arc::clone(&link.store);
                 let options = GetOptions {
                     range: Some(GetRange::Bounded(r.clone())),
                     if_match: tags[n].clone(),
@@ -259,7 +287,7 @@ impl RemoteStore {
         (tag, etag): &(String, bool),
         size: Option<u64>,
     ) -> Result<ChunkObject> {
-        let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut objects = self.objects_write()?;
         let o = objects.entry(c).or_insert_with(|| ChunkObject { tag: tag.clone(), etag: *etag, size: None });
         if o.tag != *tag {
             return Err(self.changed(c, &o.tag, tag));
@@ -272,15 +300,16 @@ impl RemoteStore {
 
     /// Chunk `c`'s token and size (a HEAD the first time the size is needed).
     pub(super) fn chunk_object(&self, c: u32) -> Result<(String, u64)> {
-        let known = self.objects.lock().unwrap_or_else(PoisonError::into_inner).get(&c).cloned();
+        let known = self.objects_read()?.get(&c).cloned();
         if let Some(ChunkObject { tag, size: Some(size), .. }) = known {
             return Ok((tag, size));
         }
         let name = chunk_name(c);
         add(&self.counters.requests, 1);
-        let meta = self
+        let link = self.link()?;
+        let meta = link
             .runtime
-            .block_on(self.store.head(&self.key(&name)))
+            .block_on(link.store.head(&self.key(&name)))
             .map_err(|e| self.remote_err(&name, None, &e))?;
         let o = self.learn(c, &(token(&meta), has_etag(&meta)), Some(meta.size))?;
         Ok((o.tag, meta.size))

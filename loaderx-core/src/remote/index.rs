@@ -161,9 +161,10 @@ impl RemoteStore {
     pub(super) fn cached_index(&self) -> Result<Bytes> {
         let key = self.key(INDEX_FILE);
         add(&self.counters.requests, 1);
-        let meta = self
+        let link = self.link()?;
+        let meta = link
             .runtime
-            .block_on(self.store.head(&key))
+            .block_on(link.store.head(&key))
             .map_err(|e| self.remote_err(INDEX_FILE, None, &e))?;
         let token = meta.e_tag.clone().unwrap_or_default();
         // Checked before the cached copy is read or the object fetched: an index larger than

@@ -25,6 +25,7 @@
 //! | `url` | `s3://` URLs: [`is_remote`], bucket and prefix, part paths inside the bucket |
 //! | `index` | the index (v2 `index.zr`, v1 `meta.zr`) and the dictionary, the index's local cache |
 //! | `fetch` | range requests, coalescing, the page cache's use, each chunk object's ETag |
+//! | `link` | each process's client and runtime (a forked child's its own) |
 //! | `store` | [`RemoteStore`]: a batch checked and decoded into its destination |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
@@ -36,6 +37,7 @@ mod body;
 pub mod cache;
 mod fetch;
 mod index;
+mod link;
 mod options;
 mod push;
 mod redact;

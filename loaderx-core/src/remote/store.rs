@@ -4,21 +4,21 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use bytes::Bytes;
-use object_store::ObjectStore;
 
 use super::cache::PageCache;
 use super::fetch::{ChunkObject, Counters, Fetched};
 use super::index::MAX_SMALL_FILE;
+use super::link::{Link, Links};
 use super::options::RemoteOptions;
 use super::url::parse_url;
 use crate::format::v2::Entry;
 use crate::store::{
     Backing, DecodeError, META_FILE, Parallelism, RecordError, Stored, VarFill, decode_record,
 };
-use crate::sys::Destination;
+use crate::sys::{Destination, MadeIn};
 use crate::{Codec, Error, Result};
 
 /// `verify` reads in blocks of at most this many records and (unless one record is larger)
@@ -60,16 +60,18 @@ pub struct RemoteStats {
 /// A read-only v2 store on S3-compatible object storage; see the [module documentation](crate::remote).
 pub struct RemoteStore {
     pub(super) url: String,
-    pub(super) store: Arc<dyn ObjectStore>,
     pub(super) prefix: String,
-    pub(super) runtime: tokio::runtime::Runtime,
+    /// The client and runtime of this process (a forked child makes its own).
+    pub(super) links: Links,
     pub(super) entries: Vec<Entry>,
     pub(super) dict: Option<Arc<crate::store::Dictionary>>,
     pub(super) options: RemoteOptions,
     pub(super) cache: Option<PageCache>,
     /// Each chunk object's token, from its first response: a later one with another token is
     /// [`Error::Changed`].
-    pub(super) objects: Mutex<HashMap<u32, ChunkObject>>,
+    pub(super) objects: RwLock<HashMap<u32, ChunkObject>>,
+    /// The process `objects` was made in: a child forked while a thread held it refuses.
+    pub(super) made_in: MadeIn,
     /// Entry numbers sorted by (chunk, offset), for checking filled pages (built at the first).
     pub(super) by_place: OnceLock<Vec<u64>>,
     pub(super) counters: Counters,
@@ -95,21 +97,16 @@ impl RemoteStore {
     /// [`Error::InvalidArgument`] for a bad URL or cache option.
     pub fn open(url: &str, options: RemoteOptions) -> Result<RemoteStore> {
         let (bucket, prefix) = parse_url(url)?;
-        let store = options.build(&bucket)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| Error::io("start the runtime of", url, e))?;
+        let links = Links::new(Link::new(url, options.build(&bucket)?)?);
         let mut r = RemoteStore {
             url: url.to_string(),
-            store,
             prefix,
-            runtime,
+            links,
             entries: Vec::new(),
             dict: None,
             cache: None,
-            objects: Mutex::new(HashMap::new()),
+            objects: RwLock::new(HashMap::new()),
+            made_in: MadeIn::here(),
             by_place: OnceLock::new(),
             counters: Counters::default(),
             checksums: true,
