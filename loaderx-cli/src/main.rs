@@ -157,7 +157,9 @@ fn main() -> ExitCode {
         // A closed reader (`| head`) is a normal way for a consumer to stop: exit quietly.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", one_line(&err));
+            // The whole line: a context above the engine's error may quote a path that is a URL
+            // with credentials written into it (look 64, L64-3).
+            eprintln!("error: {}", loaderx_core::redact_urls(&one_line(&err)));
             ExitCode::FAILURE
         }
     }

@@ -321,3 +321,61 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What replaces a credential in a message.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+/// `text` as a message may show it: the userinfo of every URL in it (credentials written into
+/// it, `s3://key:secret@bucket/x`, `http://user:password@host/x`) replaced by `<redacted>`. The
+/// authority runs to the first `/`, `?`, `#`, white space, quote or bracket, and an `@` in it
+/// ends the userinfo; a secret may hold those characters itself (AWS secret keys hold `/`), so
+/// where the authority has no `@` but the URL's text up to the next white space or quote has one
+/// with a `:` before it, everything from `://` to the last such `@` is the userinfo.
+pub fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let ends = |delimiters: &[char]| {
+            tail.find(|c: char| delimiters.contains(&c) || c.is_whitespace()).unwrap_or(tail.len())
+        };
+        let end = ends(&['/', '?', '#', '"', '\'', '(', ')', '<', '>', '[', ']', '`']);
+        let word = &tail[..ends(&['"', '\'', '<', '>', '`'])];
+        let info = match tail[..end].rfind('@') {
+            Some(k) => Some(k),
+            None => word.rfind('@').filter(|&k| word[..k].contains(':')),
+        };
+        match info {
+            Some(k) => {
+                out.push_str(REDACTED);
+                rest = &tail[k..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Look 64 (L64-2): a secret holding `/` or `(` ended the authority before its `@`, and the
+    /// whole URL, secret and all, was kept.
+    #[test]
+    fn credentials_in_a_url_are_removed_whatever_they_hold() {
+        for (url, shown) in [
+            ("s3://AKIA:wJalr/K7MDENG/bPxRfiCY@mybucket/data", "s3://<redacted>@mybucket/data"),
+            ("s3://user:pa(ss@b/x", "s3://<redacted>@b/x"),
+            ("s3://TOKEN@bucket/x", "s3://<redacted>@bucket/x"),
+            ("http://u:p@127.0.0.1:9/b/k", "http://<redacted>@127.0.0.1:9/b/k"),
+        ] {
+            let text = format!("\"{url}\": refused (at {url}) and more");
+            assert_eq!(redact_urls(&text), format!("\"{shown}\": refused (at {shown}) and more"));
+        }
+        for kept in ["s3://bucket/a/b and http://127.0.0.1:9000/x", "s3://bucket/key@v2/x", "no URL: a@b"] {
+            assert_eq!(redact_urls(kept), kept);
+        }
+    }
+}

@@ -58,7 +58,7 @@ pub use dataset::{
     RaggedSource, SCHEMA_FILE, SET_FILE, Schema, Selection, StitchSummary, WriteOptions, pad, set_parts,
     stitch,
 };
-pub use error::{Error, Result, error_chain};
+pub use error::{Error, Result, error_chain, redact_urls};
 pub use format::v2::Layout;
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use kernels::scale_bytes_to_f32;

@@ -180,3 +180,21 @@ fn verify_checks_records_against_the_schema() {
         );
     }
 }
+
+/// Look 64 (L64-3): a store path that is an `s3://` URL with credentials written into it was
+/// shown whole, twice (the engine's message and the command's prefix).
+#[test]
+fn a_url_with_credentials_is_never_shown_with_them() {
+    for url in [
+        "s3://AKIAEXAMPLE:wJalrXUtnFEMI/K7MDENG@mybucket/data",
+        "s3://AKIAEXAMPLE:wJalrK7MDENG@mybucket/data",
+    ] {
+        for cmd in ["info", "verify", "stats"] {
+            let out = loaderx(&[&cmd, &url]);
+            let said = text(&out);
+            assert!(!out.status.success(), "{cmd} {url}: {said}");
+            assert!(!said.contains("wJalr") && !said.contains("AKIAEXAMPLE"), "{cmd}: {said}");
+            assert!(said.contains("<redacted>@mybucket"), "{cmd}: {said}");
+        }
+    }
+}

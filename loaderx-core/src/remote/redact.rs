@@ -2,8 +2,7 @@
 //! and each reason (ours and `object_store`'s, whose errors quote the request's URL, endpoint and
 //! all) before it reaches an [`Error`](crate::Error) or a `Debug` string.
 
-/// What replaces a credential.
-const REDACTED: &str = "<redacted>";
+use crate::error::REDACTED;
 
 /// The most bytes of a reason kept: a server's error body quoted in an error can be any size
 /// (look 63, L63-3: a 50 MB body made a 50 MB message and a quarter of a GB of copies).
@@ -52,7 +51,7 @@ pub(crate) fn scrub(text: &str, endpoint: Option<&str>, known: &[&str]) -> Strin
     // cut keeps is half a credential.
     let longest = secrets.first().map_or(0, String::len);
     let window = char_floor(text, MAX_REASON + longest + 1024);
-    let mut out = strip_userinfo(&text[..window]);
+    let mut out = crate::redact_urls(&text[..window]);
     for s in &secrets {
         out = out.replace(s.as_str(), REDACTED);
     }
@@ -83,34 +82,6 @@ fn userinfo(url: &str) -> Option<&str> {
     let rest = &url[url.find("://")? + 3..];
     let at = rest.rfind('@')?;
     Some(&rest[..at]).filter(|s| !s.is_empty())
-}
-
-/// `text` with the userinfo of every `scheme://user:password@host` in it removed: the
-/// authority of a URL runs to the first `/`, `?`, `#`, white space, quote or bracket.
-fn strip_userinfo(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("://") {
-        let (head, tail) = rest.split_at(at + 3);
-        out.push_str(head);
-        let end = tail
-            .find(|c: char| {
-                matches!(c, '/' | '?' | '#' | '"' | '\'' | '(' | ')' | '<' | '>' | '[' | ']' | '`')
-                    || c.is_whitespace()
-            })
-            .unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rfind('@') {
-            Some(k) => {
-                out.push_str(REDACTED);
-                out.push_str(&authority[k..]);
-            }
-            None => out.push_str(authority),
-        }
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
 }
 
 /// `%XX` escapes decoded (invalid ones kept as they are; bytes that do not form UTF-8 replaced).

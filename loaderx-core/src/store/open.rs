@@ -236,7 +236,7 @@ impl Store {
             return Err(Error::InvalidArgument(format!(
                 "{} is on object storage: open it with remote::RemoteStore::open (feature `remote`), \
                  or as a dataset (DenseSource::open, RaggedSource::open, open_stream)",
-                dir.display()
+                crate::redact_urls(&dir.display().to_string())
             )));
         }
         // Held open, its files opened relative to it: a handle stays on this store's files when
