@@ -30,7 +30,10 @@
  *
  * fork(): a child may go on reading through the parent's handles (its calls run on threads of
  * its own); a call that meets a handle another thread of the parent was using when the fork came
- * is LX_ERR_LOCKED at once (that thread is not in the child), as is every write from a fork.
+ * is LX_ERR_LOCKED at once (that thread is not in the child), as is every write from a fork. A
+ * child reads a read-write handle through a read-only handle of its own, opened at its first
+ * call: the store as it is then, and the parent's delete and compaction LX_ERR_LOCKED while the
+ * child lives, as for any other reader.
  *
  * Platforms: built and tested on Linux x86-64; scripts/dist.sh builds the library for Linux
  * arm64, Windows x86-64 (GNU ABI) and macOS, and runs a C program against it on arm64 (qemu)

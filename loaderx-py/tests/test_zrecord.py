@@ -336,3 +336,59 @@ for stop, t in threads:
     stop.set(); t.join()
 """, timeout=240)
     assert "children {0}" in out, out
+
+
+def test_children_reading_through_the_writer_while_the_parent_rewrites(tmp_path):
+    # Look 64, L64-1: a child reading through the parent's read-write handle while a thread of
+    # the parent deleted and compacted got other records' bytes back as success (1,303 of
+    # 114,232) and CorruptError for intact ones: the parent's lock was the child's too, so the
+    # parent found the store alone. A child now reads through a handle of its own.
+    from conftest import FORK_HELPERS, run_isolated
+
+    out = run_isolated(FORK_HELPERS + f"""
+import random, struct, time
+import numpy as np
+from loaderx.zrecord import Zrecord
+L = 2048
+def rec(i):
+    return struct.pack("<Q", i) + bytes((i * 31 + j) % 256 for j in range(8, L))
+w = Zrecord({str(tmp_path / "w")!r}, "w")
+w.append([rec(i) for i in range(256)], "zstd")
+stop = threading.Event()
+def rewrite():
+    i = 1 << 20
+    while not stop.is_set():
+        try:
+            w.append([rec(i)], "zstd"); i += 1
+            w.delete([random.randrange(len(w))])
+            w.compact()
+        except loaderx.LockedError:
+            pass
+        time.sleep(0.002)
+t = threading.Thread(target=rewrite); t.start()
+totals = [0, 0, 0]
+for k in range(8):
+    time.sleep(0.02)
+    r, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(20)
+        c = [0, 0, 0]
+        for _ in range(200):
+            try:
+                n = len(w)
+                for b in w.gather(np.random.randint(0, n, 8).astype(np.uint64)):
+                    c[0] += 1
+                    c[1] += b != rec(struct.unpack("<Q", b[:8])[0])
+            except loaderx.LockedError as e:
+                c[2] += "fork" not in str(e)
+            except Exception:
+                c[2] += 1
+        os.write(wfd, repr(c).encode()); os._exit(0)
+    os.close(wfd)
+    got = eval(os.read(r, 4096).decode()); os.close(r); os.waitpid(pid, 0)
+    totals = [a + b for a, b in zip(totals, got)]
+stop.set(); t.join()
+print("read", totals[0] > 0, "wrong", totals[1], "failed", totals[2], "intact", w.verify()["ok"])
+""", timeout=240)
+    assert "read True wrong 0 failed 0 intact True" in out, out

@@ -415,12 +415,115 @@ static void forks_while_gathering(lx_store *w, const char *dir) {
     lx_store_close(r);
 }
 
+/* Compacts `arg` until `compacting` is cleared; refused (LX_ERR_LOCKED) while a child reads
+ * through a handle of its own. */
 static void *compact_loop(void *arg) {
     lx_store *s = arg;
     while (__atomic_load_n(&compacting, __ATOMIC_ACQUIRE)) {
-        if (lx_store_compact(s, NULL) != LX_OK) return (void *)1;
+        int code = lx_store_compact(s, NULL);
+        if (code != LX_OK && code != LX_ERR_LOCKED) return (void *)1;
     }
     return NULL;
+}
+
+/* Records that describe themselves: an 8-byte id, then byte j is fork_byte(id, j). */
+static void rewrite_fill(uint8_t *p, uint64_t id) {
+    memcpy(p, &id, 8);
+    for (size_t j = 8; j < FORK_LEN; j++) p[j] = fork_byte(id, j);
+}
+
+/* Deletes and compacts the read-write handle `arg` until `compacting` is cleared, appending
+ * as many records as it deletes (LX_ERR_LOCKED while a child reads is expected). */
+static void *rewrite_loop(void *arg) {
+    lx_store *s = arg;
+    uint8_t rec[FORK_LEN];
+    uint64_t offsets[2] = {0, FORK_LEN}, id = 1u << 20, n = 0;
+    unsigned seed = 7;
+    while (__atomic_load_n(&compacting, __ATOMIC_ACQUIRE)) {
+        rewrite_fill(rec, id++);
+        if (lx_store_append(s, rec, offsets, 1, LX_CODEC_ZSTD, NULL) != LX_OK) return (void *)1;
+        if (lx_store_len(s, &n) != LX_OK) return (void *)1;
+        uint64_t victim = (uint64_t)rand_r(&seed) % n;
+        int code = lx_store_delete(s, &victim, 1);
+        if (code == LX_OK) code = lx_store_compact(s, NULL);
+        if (code != LX_OK && code != LX_ERR_LOCKED) return (void *)1;
+        /* Free between rewrites, so that most forks find the handle idle. */
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 2000000}, NULL);
+    }
+    return NULL;
+}
+
+/* Look 64, L64-1: children reading through the parent's read-write handle while the parent's
+ * thread deleted and compacted got other records' bytes back as LX_OK, and LX_ERR_CORRUPT for
+ * intact records: the parent's lock was theirs too, so the parent found the store alone. */
+static void forks_while_rewriting(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s-rewritten", dir);
+    lx_store *s = NULL;
+    CHECK(lx_store_open(path, LX_OPEN_CREATE, LX_FORMAT_V2, &s) == LX_OK);
+    if (s == NULL) return;
+    uint8_t *data = malloc((size_t)256 * FORK_LEN);
+    uint64_t offsets[257];
+    for (size_t k = 0; data != NULL && k < 256; k++) {
+        rewrite_fill(data + k * FORK_LEN, k);
+        offsets[k] = k * FORK_LEN;
+    }
+    offsets[256] = 256 * FORK_LEN;
+    CHECK(data != NULL && lx_store_append(s, data, offsets, 256, LX_CODEC_ZSTD, NULL) == LX_OK);
+    free(data);
+    pthread_t t;
+    __atomic_store_n(&compacting, 1, __ATOMIC_RELEASE);
+    CHECK(pthread_create(&t, NULL, rewrite_loop, s) == 0);
+    long counts[3] = {0}; /* records read, wrong bytes as LX_OK, calls failed */
+    for (int k = 0; k < 12; k++) {
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 20000000}, NULL);
+        int pipes[2];
+        CHECK(pipe(pipes) == 0);
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            alarm(20);
+            long c[3] = {0};
+            unsigned seed = (unsigned)getpid();
+            uint8_t out[8 * FORK_LEN];
+            for (int round = 0; round < 400; round++) {
+                uint64_t n = 0, indices[8];
+                int code = lx_store_len(s, &n);
+                for (int i = 0; code == LX_OK && i < 8; i++) indices[i] = (uint64_t)rand_r(&seed) % n;
+                if (code == LX_OK) code = lx_store_gather_fixed(s, indices, 8, FORK_LEN, out, sizeof out);
+                if (code != LX_OK) {
+                    /* Refused while the parent rewrites (named): not a failure; anything else is. */
+                    if (!refused_for_fork(code)) c[2]++;
+                    continue;
+                }
+                for (int i = 0; i < 8; i++) {
+                    uint64_t id;
+                    memcpy(&id, out + i * FORK_LEN, 8);
+                    c[0]++;
+                    for (size_t j = 8; j < FORK_LEN; j++)
+                        if (out[i * FORK_LEN + j] != fork_byte(id, j)) { c[1]++; break; }
+                }
+            }
+            _exit(write(pipes[1], c, sizeof c) == (ssize_t)sizeof c ? 0 : 1);
+        }
+        close(pipes[1]);
+        long c[3] = {0};
+        ssize_t got = read(pipes[0], c, sizeof c);
+        close(pipes[0]);
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && got == (ssize_t)sizeof c);
+        for (int i = 0; i < 3; i++) counts[i] += c[i];
+    }
+    __atomic_store_n(&compacting, 0, __ATOMIC_RELEASE);
+    void *failed = NULL;
+    CHECK(pthread_join(t, &failed) == 0 && failed == NULL);
+    printf("fork: children read %ld records while the parent rewrote: %ld wrong, %ld calls failed\n",
+           counts[0], counts[1], counts[2]);
+    CHECK(counts[0] > 0 && counts[1] == 0 && counts[2] == 0);
+    lx_verify_report report;
+    CHECK(lx_store_verify(s, &report) == LX_OK && report.bad_records == 0);
+    lx_store_close(s);
 }
 
 static void forks(const char *dir) {
@@ -464,6 +567,7 @@ static void forks(const char *dir) {
     CHECK(fork_gather(s) == LX_OK); /* the parent reads on */
     forks_while_gathering(s, dir);
     lx_store_close(s);
+    forks_while_rewriting(dir);
 }
 
 int main(int argc, char **argv) {

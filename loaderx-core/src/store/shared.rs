@@ -2,9 +2,10 @@
 //! store out.
 
 use std::path::{Path, PathBuf};
-use std::sync::{RwLock, TryLockError};
+use std::sync::{Arc, PoisonError, RwLock, TryLockError};
 
 use super::{OpenMode, Store, StoreOptions};
+use crate::sys::MadeIn;
 use crate::{Error, Result};
 
 /// A [`Store`] shared by threads: [`read`](Self::read) calls (gathers, appends, stats, verify,
@@ -15,8 +16,16 @@ use crate::{Error, Result};
 /// call's lock for good (the thread is not in the child). In any process but the one that made
 /// the handle the lock is therefore only tried, and one held is [`Error::Locked`] naming the
 /// fork instead of a wait that never ends; the engine refuses a fork's writes on its own. A
-/// panic inside a call leaves the handle refusing later calls ([`Error::Poisoned`]); the store's
-/// files are as the engine's last commit left them.
+/// panic inside a `write` call (delete, compaction: they hold the lock alone) leaves the handle
+/// refusing later calls ([`Error::Poisoned`]); the store's files are as the engine's last commit
+/// left them.
+///
+/// A forked child reads a read-write handle through a read-only handle of its own, opened at its
+/// first call (look 64, L64-1): the parent's shared lock on the index is the child's too (one
+/// open file description), so the parent's delete and compaction found it alone and rewrote the
+/// records under the child's reads, which came back with other bytes as success. The child's
+/// own handle holds a lock of its own, which keeps the parent's rewrites out while it lives, and
+/// sees the store as it is when the child opens it. Writes from a fork stay refused.
 ///
 /// What a face adds is its own: Python releases the GIL around the calls, and both run a forked
 /// child's calls on a pool of its own ([`crate::fork::child_pool`]).
@@ -27,12 +36,28 @@ pub struct SharedStore {
     path: PathBuf,
     /// The process that made the handle.
     made_in: u32,
+    /// Whether the handle writes: a forked child then reads through `forked`.
+    writable: bool,
+    opts: StoreOptions,
+    /// A forked child's own read-only handle, and that child.
+    forked: RwLock<Option<(u32, Arc<Store>)>>,
+    /// The process `forked` was made in (its lock held at a fork is only tried).
+    forked_made_in: MadeIn,
 }
 
 impl From<Store> for SharedStore {
     fn from(store: Store) -> SharedStore {
         let path = store.path().to_path_buf();
-        SharedStore { store: RwLock::new(store), path, made_in: std::process::id() }
+        let (writable, opts) = (store.is_writable(), store.opts.clone());
+        SharedStore {
+            store: RwLock::new(store),
+            path,
+            made_in: std::process::id(),
+            writable,
+            opts,
+            forked: RwLock::new(None),
+            forked_made_in: MadeIn::here(),
+        }
     }
 }
 
@@ -53,15 +78,65 @@ impl SharedStore {
     /// Runs `f` on the store beside other `read` calls.
     ///
     /// # Errors
-    /// [`Error::Locked`] in a forked child whose parent had a `write` call running at the fork;
-    /// [`Error::Poisoned`] after a panic inside a call; what `f` returns.
+    /// [`Error::Locked`] in a forked child whose parent had a `write` call running at the fork,
+    /// or (a read-write handle) while the parent rewrites the store, and for a write from a
+    /// fork; [`Error::Poisoned`] after a panic inside a call; what `f` returns.
     pub fn read<R>(&self, f: impl FnOnce(&Store) -> Result<R>) -> Result<R> {
         let store = if self.made_in == std::process::id() {
             self.store.read().map_err(|_| self.poisoned())?
+        } else if self.writable {
+            // A write through the child's read-only handle is a write from a fork: refused.
+            return f(&*self.own_reader()?).map_err(|e| match e {
+                Error::ReadOnly { .. } => self.in_a_fork("writes from a fork are refused"),
+                e => e,
+            });
         } else {
             self.tried(self.store.try_read())?
         };
         f(&store)
+    }
+
+    /// A forked child's own read-only handle of the store (opened at its first call; one made
+    /// for the call alone where the slot was held at a fork of the child's own).
+    fn own_reader(&self) -> Result<Arc<Store>> {
+        let pid = std::process::id();
+        let open = || {
+            Store::open_mode(&self.path, OpenMode::Read, self.opts.clone()).map(Arc::new).map_err(|e| match e
+            {
+                // The parent rewriting it now (delete, compaction): the child's reads wait for none.
+                Error::Locked { reason, .. } => {
+                    self.in_a_fork(&format!("no handle of its own opened ({reason})"))
+                }
+                e => e,
+            })
+        };
+        let Ok(mut forked) = self.forked_made_in.write(&self.forked) else {
+            return open();
+        };
+        if let Some((made_by, store)) = forked.as_ref()
+            && *made_by == pid
+        {
+            return Ok(Arc::clone(store));
+        }
+        let store = open()?;
+        // One of the process this one was forked from stays undropped: its lock is that
+        // process's too.
+        if let Some(theirs) = forked.replace((pid, Arc::clone(&store))) {
+            std::mem::forget(theirs);
+        }
+        Ok(store)
+    }
+
+    fn in_a_fork(&self, what: &str) -> Error {
+        Error::Locked {
+            path: self.path.clone(),
+            reason: format!(
+                "{what}: process {} was forked from process {}, which opened this handle; open \
+                 the store again in this process",
+                std::process::id(),
+                self.made_in
+            ),
+        }
     }
 
     /// Runs `f` on the store alone.
@@ -95,6 +170,17 @@ impl SharedStore {
                 ),
             },
         })
+    }
+}
+
+impl Drop for SharedStore {
+    fn drop(&mut self) {
+        let forked = self.forked.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some((made_by, store)) = forked
+            && made_by != std::process::id()
+        {
+            std::mem::forget(store);
+        }
     }
 }
 

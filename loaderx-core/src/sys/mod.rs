@@ -53,7 +53,9 @@ pub(crate) use crc::{Summer, prefetch_lanes};
 pub(crate) use dest::{Destination, fill_slice, fill_vec, fill_vec_aligned};
 pub(crate) use dir::{Access, Dir, Stat};
 pub use env::cache_dir;
-pub(crate) use forked::{HeldAtFork, MadeIn};
+#[cfg(feature = "remote")]
+pub(crate) use forked::HeldAtFork;
+pub(crate) use forked::MadeIn;
 pub(crate) use index_map::{IndexMap, IndexView};
 #[cfg(feature = "images")]
 pub(crate) use io::meta_key;
