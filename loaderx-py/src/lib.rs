@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 mod arrays;
+mod arrow;
 mod builder;
 mod chunker;
 mod dataset;
@@ -55,6 +56,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tokens::Writer>()?;
     m.add_function(wrap_pyfunction!(tokens::write_llmc, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::pad_records, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_records, m)?)?;
     m.add_function(wrap_pyfunction!(vision::image_folder, m)?)?;
     m.add_function(wrap_pyfunction!(set::stitch, m)?)?;
     m.add_function(wrap_pyfunction!(set::set_parts, m)?)?;

@@ -18,6 +18,7 @@
 //! | [`jsonl`] | JSONL / newline-delimited files, one record per line | ragged `u8` |
 //! | [`tokens`](fn@tokens) | a token file ([`TokenFile`](crate::tokens::TokenFile)) | ragged, a record a document (or `chunk` tokens) |
 //! | `parquet` (feature `parquet`) | Parquet files, one dataset per column | dense, ragged or `u8` |
+//! | `arrow` (feature `arrow`) | Arrow IPC streams (the Python face's Ray sink), per column | dense, ragged or `u8` |
 //! | `images` (feature `images`) | an image folder, one subdirectory per class | dense `u8` images + labels |
 //! | `encoded_images` (feature `images`) | the same, each file kept encoded | `image` records + labels |
 //! | `image_folder` (feature `images`) | the same, read into memory unconverted (a first run) | an in-memory source + labels |
@@ -34,6 +35,8 @@
 //! The reverse direction for `.npy` is [`crate::export::npy`], for token files
 //! [`crate::export::megatron`].
 
+#[cfg(feature = "arrow")]
+pub mod arrow;
 mod block;
 mod dir;
 #[cfg(feature = "images")]

@@ -37,6 +37,7 @@ __all__ = [
     "MegatronWriter",
     "write_llmc",
     "pad_records",
+    "arrow_records",
     "image_folder",
     "stitch",
     "set_parts",
@@ -236,6 +237,9 @@ def pad_records(
     value: float = 0.0,
     length: int | None = None,
 ) -> np.ndarray: ...
+def arrow_records(
+    ipc: bytes, what: str
+) -> list[tuple[str, str, str, list[int], npt.NDArray[np.uint8], npt.NDArray[np.uint64]]]: ...
 def stitch(parts: Sequence[str | PathLike[str]], out: str | PathLike[str]) -> tuple[int, int]: ...
 def set_parts(dir: str | PathLike[str]) -> list[tuple[str, int]] | None: ...
 # Built with the `remote` feature only (REMOTE is True).

@@ -9,8 +9,8 @@ use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
-use super::records::{At, Chunk, Layout, layout_of, records};
 use crate::convert::Part;
+use crate::convert::arrow::{At, Chunk, Layout, Nulls, layout_of, records};
 use crate::convert::block::{catch_decoder_panic, open_input, pipelined};
 use crate::convert::safetensors::{STAGING_SUFFIX, valid_name};
 use crate::convert::summary::{ConvertSummary, finish};
@@ -19,17 +19,6 @@ use crate::{DatasetWriter, Error, Result, WriteOptions};
 
 /// Rows per decoded Arrow batch (a row group is read in batches of this many rows).
 const BATCH_ROWS: usize = 8192;
-
-/// What to do with a null value.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum Nulls {
-    /// A null is an error naming the file, the column and the row.
-    #[default]
-    Error,
-    /// A null number becomes this value (cast to the column's type), a null list, string or
-    /// binary value an empty record.
-    Fill(f64),
-}
 
 /// One column to convert: the Parquet column's name and the dataset (directory under `out`) it
 /// becomes.

@@ -18,7 +18,7 @@ use crate::{DType, Error, Result, Schema};
 
 /// How a column's values become records.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Layout {
+pub(crate) enum Layout {
     /// Fixed-size values: numbers, fixed-size lists of them, fixed-size binary.
     Dense(DType, Vec<usize>),
     /// Variable-length lists of fixed-size values: rows of the shape.
@@ -28,7 +28,7 @@ pub(super) enum Layout {
 }
 
 /// The layout of an Arrow type, or why it has none.
-pub(super) fn layout_of(t: &DataType) -> std::result::Result<Layout, String> {
+pub(crate) fn layout_of(t: &DataType) -> std::result::Result<Layout, String> {
     let scalar = |d| Ok(Layout::Dense(d, Vec::new()));
     match t {
         DataType::Boolean => scalar(DType::Bool),
@@ -76,7 +76,7 @@ fn fixed_size(n: i32) -> std::result::Result<usize, String> {
 }
 
 impl Layout {
-    pub(super) fn schema(&self) -> Schema {
+    pub(crate) fn schema(&self) -> Schema {
         match self {
             Layout::Dense(d, s) => Schema::dense(*d, s.clone()),
             Layout::Ragged(d, s) => Schema::ragged(*d, s.clone()),
@@ -86,15 +86,15 @@ impl Layout {
 }
 
 /// Where an error happened: the file, the column and the file's first row of the batch.
-pub(super) struct At<'a> {
-    pub(super) path: &'a Path,
-    pub(super) column: &'a str,
-    pub(super) row: u64,
-    pub(super) nulls: Nulls,
+pub(crate) struct At<'a> {
+    pub(crate) path: &'a Path,
+    pub(crate) column: &'a str,
+    pub(crate) row: u64,
+    pub(crate) nulls: Nulls,
 }
 
 impl At<'_> {
-    pub(super) fn null(&self, i: usize) -> Error {
+    pub(crate) fn null(&self, i: usize) -> Error {
         Error::BadInput {
             path: self.path.to_path_buf(),
             reason: format!(
@@ -109,18 +109,18 @@ impl At<'_> {
 
 /// A batch of one column's records: bytes back to back and where each record ends.
 #[derive(Default)]
-pub(super) struct Chunk {
-    pub(super) bytes: Vec<u8>,
-    pub(super) ends: Vec<usize>,
+pub(crate) struct Chunk {
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) ends: Vec<usize>,
 }
 
 impl Chunk {
-    pub(super) fn push(&mut self, record: &[u8]) {
+    pub(crate) fn push(&mut self, record: &[u8]) {
         self.bytes.extend_from_slice(record);
         self.ends.push(self.bytes.len());
     }
 
-    pub(super) fn records(&self) -> Vec<&[u8]> {
+    pub(crate) fn records(&self) -> Vec<&[u8]> {
         let mut start = 0;
         self.ends
             .iter()
@@ -249,7 +249,7 @@ fn fill_bytes(t: &DataType, v: f64) -> Vec<u8> {
 }
 
 /// One batch of column values `a` as records.
-pub(super) fn records(a: &ArrayRef, layout: &Layout, at: &At<'_>) -> Result<Chunk> {
+pub(crate) fn records(a: &ArrayRef, layout: &Layout, at: &At<'_>) -> Result<Chunk> {
     let mut chunk = Chunk::default();
     match layout {
         Layout::Dense(..) => {

@@ -1,0 +1,180 @@
+//! Apache Arrow arrays as records (feature `arrow`): how a column's type becomes a dataset's
+//! layout and a decoded batch of it its records. Parquet files ([`super::parquet`]) and the
+//! Python face's Ray sink (its blocks handed over as an Arrow IPC stream, [`ipc_columns`]) share
+//! it, so a column becomes the same records whichever way it comes.
+//!
+//! | type | records |
+//! | --- | --- |
+//! | numbers, booleans, fixed-size binary, fixed-size lists of them | dense items |
+//! | lists (and large lists) of those | ragged records of rows |
+//! | strings, binaries (plain, large, views), a struct's binary `bytes` field | `u8` records |
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `records` | the layout of a type, a batch's records, nulls filled or refused |
+
+mod records;
+
+use std::path::Path;
+
+// `Chunk` and `Layout` by name only in `parquet`.
+#[cfg_attr(not(feature = "parquet"), allow(unused_imports))]
+pub(crate) use records::{At, Chunk, Layout, layout_of, records};
+
+use crate::{Error, Result, Schema};
+
+/// What to do with a null value.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Nulls {
+    /// A null is an error naming the file, the column and the row.
+    #[default]
+    Error,
+    /// A null number becomes this value (cast to the column's type), a null list, string or
+    /// binary value an empty record.
+    Fill(f64),
+}
+
+/// One column of an Arrow IPC stream as records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrowColumn {
+    /// The column's name in the stream's schema.
+    pub name: String,
+    /// Its records' kind, element type and shape (dense items, ragged rows, or `u8` bytes).
+    pub schema: Schema,
+    /// Every record's bytes, back to back, in row order.
+    pub bytes: Vec<u8>,
+    /// Where each record ends in `bytes`: one per row, ascending.
+    pub ends: Vec<usize>,
+}
+
+/// The records of every column of the Arrow IPC stream `ipc`, all its batches in order. `what`
+/// names the stream in errors. A null, a type without a layout (dates, decimals, maps...) or a
+/// stream that does not decode is [`Error::BadInput`] naming `what` (and the column and row).
+///
+/// # Errors
+/// As above.
+pub fn ipc_columns(ipc: &[u8], what: &Path) -> Result<Vec<ArrowColumn>> {
+    let bad = |reason: String| Error::BadInput { path: what.to_path_buf(), reason, source: None };
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)
+        .map_err(|e| bad(format!("not an Arrow IPC stream: {e}")))?;
+    let fields = reader.schema().fields().clone();
+    let mut columns = Vec::with_capacity(fields.len());
+    for f in &fields {
+        let layout = layout_of(f.data_type()).map_err(|why| {
+            bad(format!("column {:?} is of Arrow type {why}, which has no loaderx layout", f.name()))
+        })?;
+        columns.push((
+            ArrowColumn {
+                name: f.name().clone(),
+                schema: layout.schema(),
+                bytes: Vec::new(),
+                ends: Vec::new(),
+            },
+            layout,
+        ));
+    }
+    let mut row = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(format!("a batch that does not decode: {e}")))?;
+        for ((column, layout), array) in columns.iter_mut().zip(batch.columns()) {
+            let at = At { path: what, column: &column.name, row, nulls: Nulls::Error };
+            let chunk = records(array, layout, &at)?;
+            let base = column.bytes.len();
+            column.ends.extend(chunk.ends.iter().map(|e| base + e));
+            column.bytes.extend_from_slice(&chunk.bytes);
+        }
+        row += batch.num_rows() as u64;
+    }
+    Ok(columns.into_iter().map(|(c, _)| c).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{FixedSizeListBuilder, Float32Builder, ListBuilder, StringBuilder};
+    use arrow_array::{ArrayRef, Int64Array, RecordBatch};
+
+    use super::*;
+    use crate::DType;
+    use crate::Kind;
+
+    fn ipc(batches: &[RecordBatch]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &batches[0].schema()).unwrap();
+        for b in batches {
+            w.write(b).unwrap();
+        }
+        w.finish().unwrap();
+        drop(w);
+        out
+    }
+
+    /// Numbers, fixed-size lists, lists and strings, over two batches: each column's records in
+    /// row order with the layout its type gives.
+    #[test]
+    fn every_column_of_a_stream_becomes_its_records() {
+        let batch = |first: i64| {
+            let mut image = FixedSizeListBuilder::new(Float32Builder::new(), 2);
+            let mut tokens = ListBuilder::new(Float32Builder::new());
+            let mut text = StringBuilder::new();
+            for i in 0..3 {
+                let v = (first + i) as f32;
+                image.values().append_slice(&[v, -v]);
+                image.append(true);
+                tokens.values().append_slice(&vec![v; i as usize]);
+                tokens.append(true);
+                text.append_value("ab".repeat(i as usize));
+            }
+            let columns: Vec<(&str, ArrayRef)> = vec![
+                ("label", Arc::new(Int64Array::from_iter_values(first..first + 3))),
+                ("image", Arc::new(image.finish())),
+                ("tokens", Arc::new(tokens.finish())),
+                ("text", Arc::new(text.finish())),
+            ];
+            RecordBatch::try_from_iter(columns).unwrap()
+        };
+        let cols = ipc_columns(&ipc(&[batch(0), batch(10)]), Path::new("block")).unwrap();
+        let names: Vec<_> = cols.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["label", "image", "tokens", "text"]);
+        assert_eq!(cols[0].schema, Schema { kind: Kind::Dense, dtype: DType::I64, shape: vec![] });
+        assert_eq!(
+            cols[0].bytes,
+            [0i64, 1, 2, 10, 11, 12].iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<_>>()
+        );
+        assert_eq!(cols[1].schema, Schema { kind: Kind::Dense, dtype: DType::F32, shape: vec![2] });
+        assert_eq!(cols[1].ends, [8, 16, 24, 32, 40, 48]);
+        assert_eq!(cols[2].schema, Schema { kind: Kind::Ragged, dtype: DType::F32, shape: vec![] });
+        assert_eq!(cols[2].ends, [0, 4, 12, 12, 16, 24]);
+        assert_eq!(cols[3].schema, Schema { kind: Kind::Ragged, dtype: DType::U8, shape: vec![] });
+        assert_eq!(cols[3].bytes, b"ababab".repeat(2));
+        assert_eq!(cols[3].ends, [0, 2, 6, 6, 8, 12]);
+    }
+
+    /// A null, a type without a layout and bytes that are no stream: errors naming the stream
+    /// (and the column and row), never a panic.
+    #[test]
+    fn nulls_unknown_types_and_damage_are_errors() {
+        let with_null =
+            RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![Some(1), None])) as ArrayRef)])
+                .unwrap();
+        let e = ipc_columns(&ipc(&[with_null]), Path::new("block 3")).unwrap_err().to_string();
+        assert!(e.contains("block 3") && e.contains("\"x\", row 1: a null"), "{e}");
+        let date = RecordBatch::try_from_iter([(
+            "d",
+            Arc::new(arrow_array::Date32Array::from(vec![1])) as ArrayRef,
+        )])
+        .unwrap();
+        let e = ipc_columns(&ipc(&[date]), Path::new("b")).unwrap_err().to_string();
+        assert!(e.contains("column \"d\" is of Arrow type Date32"), "{e}");
+        let good =
+            ipc(&[RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)])
+                .unwrap()]);
+        for cut in [0, 8, good.len() / 2, good.len() - 9] {
+            assert!(
+                matches!(ipc_columns(&good[..cut], Path::new("b")), Err(Error::BadInput { .. })),
+                "{cut}"
+            );
+        }
+    }
+}
