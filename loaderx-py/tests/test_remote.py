@@ -5,6 +5,7 @@ import os
 import signal
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -152,3 +153,49 @@ def test_a_remote_dataset_read_in_forked_children_and_theirs(tmp_path, s3, cache
         statuses.append(os.waitpid(pid, 0)[1])
     assert statuses == [0, 0, 0]
     np.testing.assert_array_equal(ds[[3, 4]], a[[3, 4]])
+
+
+def test_children_forked_while_parent_threads_fill_the_page_cache(tmp_path, s3):
+    # Look 65, L65-2: the page cache's stripe locks are flocks, which a child forked while a
+    # parent thread held one shares; released by closing only, the lock lived on in the child's
+    # copy and the child's own request for it waited for good (4 of 48 children). Now the lock
+    # is released explicitly, for every copy.
+    import threading
+
+    bucket, opts = s3
+    a = np.arange(4000 * 64, dtype=np.int32).reshape(4000, 64)
+    from_numpy(tmp_path / "d", a, codec="zstd")
+    shutil.copytree(tmp_path / "d", bucket / "d")
+    opts = dict(opts, cache_dir=str(tmp_path / "cache"), cache_bytes=1 << 20)
+    ds = DenseDataset("s3://bucket/d", remote=opts)
+    stop, bad = threading.Event(), []
+
+    def reader(seed):
+        r = np.random.default_rng(seed)
+        while not stop.is_set():
+            i = r.integers(0, 4000, 32)
+            if not (ds[i] == a[i]).all():
+                bad.append(i)
+
+    threads = [threading.Thread(target=reader, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    statuses = []
+    try:
+        for k in range(12):
+            time.sleep(0.05)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    signal.alarm(30)
+                    r = np.random.default_rng(100 + k)
+                    ok = all((ds[i] == a[i]).all() for i in (r.integers(0, 4000, 64) for _ in range(20)))
+                    os._exit(0 if ok else 3)
+                finally:
+                    os._exit(4)
+            statuses.append(os.waitpid(pid, 0)[1])
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert statuses == [0] * 12 and not bad, statuses

@@ -392,3 +392,38 @@ stop.set(); t.join()
 print("read", totals[0] > 0, "wrong", totals[1], "failed", totals[2], "intact", w.verify()["ok"])
 """, timeout=240)
     assert "read True wrong 0 failed 0 intact True" in out, out
+
+
+def test_a_child_never_reads_another_store_through_the_writers_path(tmp_path):
+    # Look 65, L65-1: a forked child's own handle of a read-write Zrecord was opened by the
+    # handle's path; with the path repointed (a link) or the directory renamed and another store
+    # made there, the child read the other store's records as success.
+    from conftest import FORK_HELPERS, run_isolated
+
+    out = run_isolated(FORK_HELPERS + f"""
+import shutil
+import numpy as np
+from loaderx.zrecord import Zrecord
+root = {str(tmp_path)!r}
+for name in ("v1", "v2"):
+    z = Zrecord(os.path.join(root, name), "w")
+    z.append([f"{{name}}-{{i}}".encode() for i in range(8)])
+    z.sync()
+    del z
+os.symlink("v1", os.path.join(root, "current"))
+w = Zrecord(os.path.join(root, "current"), "a")
+os.replace(os.path.join(root, "current"), os.path.join(root, "old-link"))
+os.symlink("v2", os.path.join(root, "current"))
+def read():
+    assert w.gather([3]) == [b"v1-3"], w.gather([3])
+print("relinked", children([(True, read)], 2), w.gather([3]))
+w2 = Zrecord(os.path.join(root, "v2"), "a")
+os.rename(os.path.join(root, "v2"), os.path.join(root, "v2-old"))
+shutil.copytree(os.path.join(root, "v1"), os.path.join(root, "v2"))
+def read2():
+    assert w2.gather([3]) == [b"v2-3"], w2.gather([3])
+print("renamed", children([(True, read2)], 2), w2.gather([3]))
+""", timeout=120)
+    # A child's read is refused (LockedError, naming the fork: status 0), never another store's.
+    assert "relinked [0, 0] [b'v1-3']" in out, out
+    assert "renamed [0, 0] [b'v2-3']" in out, out

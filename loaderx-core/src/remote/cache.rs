@@ -108,6 +108,22 @@ impl std::fmt::Debug for PageCache {
     }
 }
 
+/// Lock files held (a page's stripes, the eviction lock), unlocked when dropped: explicitly, not
+/// by closing them. A `flock` belongs to the open file, which a process forked while a thread
+/// held it shares: closed only, the lock lived on in the child's copy, and the child's own
+/// request for it waited for good (look 65, L65-2: 4 of 48 children), the parent's too while
+/// that child lived. Unlocked, it is free for every copy.
+pub(super) struct Held(Vec<File>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        for f in &self.0 {
+            // Best effort: a lock that cannot be released is released when its last copy closes.
+            let _ = f.unlock();
+        }
+    }
+}
+
 impl PageCache {
     /// The cache of the store at `url` in `dir`, pages of `page` bytes, at most `limit` bytes.
     ///
@@ -216,7 +232,7 @@ impl PageCache {
     ///
     /// # Errors
     /// [`Error::Io`] naming a lock file that cannot be opened or locked.
-    pub(super) fn lock(&self, keys: impl Iterator<Item = PageKey>) -> Result<Vec<File>> {
+    pub(super) fn lock(&self, keys: impl Iterator<Item = PageKey>) -> Result<Held> {
         let mut stripes: Vec<u64> = keys
             .map(|k| {
                 crate::format::hash64(&[k.chunk.to_le_bytes(), (k.page as u32).to_le_bytes()].concat())
@@ -234,7 +250,8 @@ impl PageCache {
                 file.lock().map_err(|e| Error::io("lock", &path, e))?;
                 Ok(file)
             })
-            .collect()
+            .collect::<Result<_>>()
+            .map(Held)
     }
 
     /// Writes a filled page (temporary file, then rename), room made first. Returns the pages
@@ -287,6 +304,7 @@ impl PageCache {
         let lock = crate::store::open_or_create_no_follow(&self.dir.join("evict.lock"))
             .map_err(std::io::Error::other)?;
         lock.lock()?;
+        let _held = Held(vec![lock]);
         let mut pages = self.list()?;
         let mut total: u64 = pages.iter().map(|p| p.1).sum();
         let target = self.limit.saturating_sub(self.limit / 8).saturating_sub(need);

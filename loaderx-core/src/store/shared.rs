@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, TryLockError};
 
+use super::lock::StoreKey;
 use super::{OpenMode, Store, StoreOptions};
 use crate::sys::MadeIn;
 use crate::{Error, Result};
@@ -39,6 +40,9 @@ pub struct SharedStore {
     /// Whether the handle writes: a forked child then reads through `forked`.
     writable: bool,
     opts: StoreOptions,
+    /// The store's identity (its index file's), which a child's own handle must have: the path
+    /// may lead elsewhere by then (a link repointed, the directory renamed and another made).
+    key: Option<StoreKey>,
     /// A forked child's own read-only handle, and that child.
     forked: RwLock<Option<(u32, Arc<Store>)>>,
     /// The process `forked` was made in (its lock held at a fork is only tried).
@@ -49,12 +53,14 @@ impl From<Store> for SharedStore {
     fn from(store: Store) -> SharedStore {
         let path = store.path().to_path_buf();
         let (writable, opts) = (store.is_writable(), store.opts.clone());
+        let key = if writable { store.key().ok() } else { None };
         SharedStore {
             store: RwLock::new(store),
             path,
             made_in: std::process::id(),
             writable,
             opts,
+            key,
             forked: RwLock::new(None),
             forked_made_in: MadeIn::here(),
         }
@@ -100,31 +106,42 @@ impl SharedStore {
     /// for the call alone where the slot was held at a fork of the child's own).
     fn own_reader(&self) -> Result<Arc<Store>> {
         let pid = std::process::id();
-        let open = || {
-            Store::open_mode(&self.path, OpenMode::Read, self.opts.clone()).map(Arc::new).map_err(|e| match e
-            {
-                // The parent rewriting it now (delete, compaction): the child's reads wait for none.
-                Error::Locked { reason, .. } => {
-                    self.in_a_fork(&format!("no handle of its own opened ({reason})"))
-                }
-                e => e,
-            })
-        };
         let Ok(mut forked) = self.forked_made_in.write(&self.forked) else {
-            return open();
+            return self.open_own();
         };
         if let Some((made_by, store)) = forked.as_ref()
             && *made_by == pid
         {
             return Ok(Arc::clone(store));
         }
-        let store = open()?;
+        let store = self.open_own()?;
         // One of the process this one was forked from stays undropped: its lock is that
         // process's too.
         if let Some(theirs) = forked.replace((pid, Arc::clone(&store))) {
             std::mem::forget(theirs);
         }
         Ok(store)
+    }
+
+    /// A read-only handle of the store this handle opened, in this (forked) process.
+    fn open_own(&self) -> Result<Arc<Store>> {
+        let store = Store::open_mode(&self.path, OpenMode::Read, self.opts.clone()).map_err(|e| match e {
+            // The parent rewriting it now (delete, compaction): the child's reads wait for none.
+            Error::Locked { reason, .. } => {
+                self.in_a_fork(&format!("no handle of its own opened ({reason})"))
+            }
+            e => e,
+        })?;
+        // The store this handle opened, not whatever its path leads to now (look 65, L65-1: a
+        // child read another store's records as success); a handle whose identity could not be
+        // taken refuses.
+        if self.key.is_none() || store.key().ok() != self.key {
+            return Err(self.in_a_fork(&format!(
+                "{} is no longer the store this handle opened (renamed, replaced or relinked since)",
+                self.path.display()
+            )));
+        }
+        Ok(Arc::new(store))
     }
 
     fn in_a_fork(&self, what: &str) -> Error {
