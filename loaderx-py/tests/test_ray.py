@@ -743,3 +743,37 @@ def test_two_writes_into_one_output_at_once_are_refused_not_mixed(tmp_path):
     a.on_write_failed(RuntimeError("done"))
     b.on_write_start()  # free once the first write ended
     b.on_write_failed(RuntimeError("done"))
+
+
+def test_extension_types_map_by_their_own_rules_or_are_refused():
+    # Look 66: since the sink maps through the engine, an extension array went over as its
+    # storage: Arrow's own fixed-shape tensors (Ray's ARROW_NATIVE format) lost their shape (and
+    # a permuted one its order), Ray's pickled objects were written as pickle bytes, and a
+    # struct's non-binary `bytes` field was unwrapped where `convert parquet` refuses it.
+    from loaderx._ray_records import _records
+
+    x = np.arange(48, dtype=np.int32).reshape(8, 3, 2).transpose(0, 2, 1)
+    tensors = pa.FixedShapeTensorArray.from_numpy_ndarray(x)
+    for arr, want in [(tensors, x), (tensors.slice(2, 3), x[2:5])]:
+        r = _records(arr, "column 'x'")
+        assert (r.layout.kind, r.layout.shape) == ("dense", (2, 3)), r.layout
+        np.testing.assert_array_equal(r.dense, want)
+
+    class Pickled(pa.ExtensionType):
+        def __init__(self):
+            super().__init__(pa.large_binary(), "ray.data.arrow_pickled_object")
+
+        def __arrow_ext_serialize__(self):
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type, serialized):
+            return cls()
+
+    pickled = pa.ExtensionArray.from_storage(Pickled(), pa.array([b"\x80\x05"], pa.large_binary()))
+    with pytest.raises(TypeError, match="extension type \"ray.data.arrow_pickled_object\""):
+        _records(pickled, "column 'p'")
+    for not_binary in (pa.array([{"bytes": 1}]), pa.array([{"bytes": [1, 2]}])):
+        with pytest.raises(TypeError, match="without a binary `bytes` field"):
+            _records(not_binary, "column 's'")
+    assert _records(pa.array([{"bytes": b"ab", "path": "p"}]), "image").values.tobytes() == b"ab"

@@ -117,8 +117,14 @@ def _standard(arr: pa.Array, where: str) -> pa.Array:
         rows = np.zeros(len(arr) + 1, dtype=np.int64)
         np.cumsum(shapes[:, 0], out=rows[1:])
         return pa.LargeListArray.from_arrays(pa.array(rows), _nested(pc.list_flatten(data), row_shape))
-    if pa.types.is_struct(t) and t.get_field_index("bytes") >= 0:
-        return _standard(arr.field("bytes"), f"{where} (its bytes field)")
+    if isinstance(t, pa.FixedShapeTensorType):
+        # Arrow's own fixed-shape tensors (Ray's ARROW_NATIVE format; look 66, L66-1: written
+        # as flat items of the shape's product before): their logical C-order values, whatever
+        # the permutation the storage keeps them in.
+        tensors = np.ascontiguousarray(arr.to_numpy_ndarray())
+        return _nested(pa.array(tensors.reshape(-1)), tuple(int(d) for d in tensors.shape[1:]))
+    # Every other array as it is: the engine maps it, or refuses it by name (any other extension
+    # type, a struct whose `bytes` field is not binary).
     return arr
 
 

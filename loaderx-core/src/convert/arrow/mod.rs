@@ -60,6 +60,15 @@ pub fn ipc_columns(ipc: &[u8], what: &Path) -> Result<Vec<ArrowColumn>> {
     let fields = reader.schema().fields().clone();
     let mut columns = Vec::with_capacity(fields.len());
     for f in &fields {
+        // An extension type's values are its storage's only by the extension's own rules (Ray's
+        // pickled objects are binary, a tensor's shape is in its metadata): refused by name
+        // rather than written as the storage (look 66).
+        if let Some(name) = f.metadata().get("ARROW:extension:name") {
+            return Err(bad(format!(
+                "column {:?} is of the Arrow extension type {name:?}, which has no loaderx layout",
+                f.name()
+            )));
+        }
         let layout = layout_of(f.data_type()).map_err(|why| {
             bad(format!("column {:?} is of Arrow type {why}, which has no loaderx layout", f.name()))
         })?;
@@ -167,6 +176,16 @@ mod tests {
         .unwrap();
         let e = ipc_columns(&ipc(&[date]), Path::new("b")).unwrap_err().to_string();
         assert!(e.contains("column \"d\" is of Arrow type Date32"), "{e}");
+        let ext = arrow_schema::Field::new("p", arrow_schema::DataType::LargeBinary, false).with_metadata(
+            [("ARROW:extension:name".to_string(), "ray.data.arrow_pickled_object".to_string())].into(),
+        );
+        let pickled = RecordBatch::try_new(
+            Arc::new(arrow_schema::Schema::new(vec![ext])),
+            vec![Arc::new(arrow_array::LargeBinaryArray::from_vec(vec![b"\x80\x05".as_slice()]))],
+        )
+        .unwrap();
+        let e = ipc_columns(&ipc(&[pickled]), Path::new("b")).unwrap_err().to_string();
+        assert!(e.contains("extension type \"ray.data.arrow_pickled_object\""), "{e}");
         let good =
             ipc(&[RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![1, 2])) as ArrayRef)])
                 .unwrap()]);
