@@ -42,6 +42,12 @@ fn check_ptr<T>(p: *const T, len: usize, what: &str) -> Outcome<()> {
     if len.checked_mul(size_of::<T>()).is_none_or(|bytes| bytes > isize::MAX as usize) {
         return Err(Failure::argument(format!("{what}: {len} elements are more than an object can hold")));
     }
+    // No object runs past the end of the address space (look 67: such a pointer was zeroed).
+    if p.addr().checked_add(len * size_of::<T>()).is_none() {
+        return Err(Failure::argument(format!(
+            "{what}: {len} elements from there run past the end of memory"
+        )));
+    }
     Ok(())
 }
 
@@ -51,6 +57,8 @@ struct Span<'n> {
     what: &'n str,
     start: usize,
     end: usize,
+    /// Whether the buffer would run past the end of the address space (no object does).
+    wraps: bool,
 }
 
 impl<'n> Span<'n> {
@@ -59,7 +67,7 @@ impl<'n> Span<'n> {
     fn of<T>(p: *const T, len: usize, what: &'n str) -> Span<'n> {
         let start = p.addr();
         let bytes = if p.is_null() { 0 } else { len.saturating_mul(size_of::<T>()) };
-        Span { what, start, end: start.saturating_add(bytes) }
+        Span { what, start, end: start.saturating_add(bytes), wraps: start.checked_add(bytes).is_none() }
     }
 
     /// A NUL-terminated string, its NUL included.
@@ -91,6 +99,10 @@ impl<'n> Span<'n> {
 /// wrong bytes, not an error. Checked before any output is touched (zeroed or written), so a
 /// refused call leaves every buffer as it was.
 fn disjoint(outputs: &[Span<'_>], inputs: &[Span<'_>]) -> Outcome<()> {
+    // Said as such, not as an overlap with everything after it (look 67).
+    if let Some(s) = outputs.iter().chain(inputs).find(|s| s.wraps) {
+        return Err(Failure::argument(format!("{}: the buffer runs past the end of memory", s.what)));
+    }
     for (k, out) in outputs.iter().enumerate() {
         if let Some(other) = outputs[k + 1..].iter().chain(inputs).find(|other| out.overlaps(other)) {
             return Err(Failure::argument(format!(
@@ -276,6 +288,23 @@ mod tests {
 
     fn span(start: usize, len: usize, what: &str) -> Span<'_> {
         Span::of(std::ptr::without_provenance::<u8>(start), len, what)
+    }
+
+    /// Look 67: a buffer whose range wraps the address space was zeroed (SIGSEGV), or said to
+    /// overlap another; both are refused as running past the end of memory.
+    #[test]
+    fn a_buffer_past_the_end_of_memory_is_refused_as_such() {
+        let near_end = std::ptr::without_provenance::<u8>(usize::MAX - 10);
+        let err = check_ptr(near_end, 100, "out").unwrap_err();
+        assert!(
+            err.code == error::INVALID_ARGUMENT && err.message.contains("past the end of memory"),
+            "{}",
+            err.message
+        );
+        assert!(check_ptr(near_end, 10, "out").is_ok());
+        let err =
+            disjoint(&[span(usize::MAX / 2, usize::MAX - 1, "out")], &[span(64, 8, "indices")]).unwrap_err();
+        assert!(err.message.starts_with("out: the buffer runs past the end of memory"), "{}", err.message);
     }
 
     #[test]

@@ -55,6 +55,47 @@ pub struct ArrowColumn {
 /// As above.
 pub fn ipc_columns(ipc: &[u8], what: &Path) -> Result<Vec<ArrowColumn>> {
     let bad = |reason: String| Error::BadInput { path: what.to_path_buf(), reason, source: None };
+    frames_fit(ipc).map_err(|why| bad(format!("not an Arrow IPC stream: {why}")))?;
+    // Arrow's reader checks a batch's buffers against its fields, but some damage panics inside
+    // it (look 67: a buffer sliced past its end): an error like any other bad input.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decode(ipc, what)))
+        .unwrap_or_else(|_| Err(bad("an Arrow IPC stream its reader could not decode".to_string())))
+}
+
+/// Every message frame of `ipc` (a continuation marker, a metadata length, the metadata, a body)
+/// lies within it, each length checked against the bytes left before anything is read: Arrow's
+/// reader sizes a zeroed buffer by the length a message claims (look 67: 2^40 bytes asked for a
+/// 264-byte stream, the process aborted).
+fn frames_fit(ipc: &[u8]) -> std::result::Result<(), String> {
+    let word = |at: usize| ipc.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    let mut at = 0;
+    // A stream may end at a message boundary without its end-of-stream marker.
+    while let Some(mut len) = word(at) {
+        at += 4;
+        if len == u32::MAX {
+            len = word(at).ok_or("a message cut short after its continuation marker")?;
+            at += 4;
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let meta_len = usize::try_from(len).ok().filter(|&n| n <= ipc.len() - at && len <= i32::MAX as u32);
+        let meta_len =
+            meta_len.ok_or_else(|| format!("{len} bytes of metadata where {} remain", ipc.len() - at))?;
+        let message = arrow_ipc::root_as_message(&ipc[at..at + meta_len])
+            .map_err(|e| format!("a message whose metadata does not parse ({e})"))?;
+        at += meta_len;
+        let body = message.bodyLength();
+        let fits = usize::try_from(body).ok().filter(|&n| n <= ipc.len() - at);
+        at +=
+            fits.ok_or_else(|| format!("a message body of {body} bytes where {} remain", ipc.len() - at))?;
+    }
+    Ok(())
+}
+
+/// [`ipc_columns`] of a stream whose frames fit.
+fn decode(ipc: &[u8], what: &Path) -> Result<Vec<ArrowColumn>> {
+    let bad = |reason: String| Error::BadInput { path: what.to_path_buf(), reason, source: None };
     let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(ipc), None)
         .map_err(|e| bad(format!("not an Arrow IPC stream: {e}")))?;
     let fields = reader.schema().fields().clone();
@@ -158,6 +199,47 @@ mod tests {
         assert_eq!(cols[3].schema, Schema { kind: Kind::Ragged, dtype: DType::U8, shape: vec![] });
         assert_eq!(cols[3].bytes, b"ababab".repeat(2));
         assert_eq!(cols[3].ends, [0, 2, 6, 6, 8, 12]);
+    }
+
+    /// Look 67: lengths inside a stream sized allocations before anything checked them (2^40
+    /// bytes for a 264-byte stream: the process aborted), and other damage panicked inside
+    /// Arrow's reader. Every i64 of the batch's metadata set to 2^40 and to -1, a metadata
+    /// length of 2^31 - 1, and 2,000 single-byte changes: each an `Ok` or an error, the test
+    /// process alive.
+    #[test]
+    fn lengths_a_stream_claims_are_checked_before_they_size_anything() {
+        let batch = RecordBatch::try_from_iter([
+            ("x", Arc::new(Int64Array::from(vec![1, 2, 3])) as ArrayRef),
+            ("s", Arc::new(arrow_array::StringArray::from(vec!["a", "bc", ""])) as ArrayRef),
+        ])
+        .unwrap();
+        let good = ipc(&[batch]);
+        assert_eq!(ipc_columns(&good, Path::new("b")).unwrap().len(), 2);
+        // The second message (the batch): after the schema message's frame.
+        let schema_len = u32::from_le_bytes(good[4..8].try_into().unwrap()) as usize;
+        let schema_body = 8 + schema_len;
+        let meta = schema_body + 8;
+        let meta_len = u32::from_le_bytes(good[schema_body + 4..meta].try_into().unwrap()) as usize;
+        for at in (meta..meta + meta_len - 8).step_by(4) {
+            for v in [1i64 << 40, -1] {
+                let mut bad = good.clone();
+                bad[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                let _ = ipc_columns(&bad, Path::new("b"));
+            }
+        }
+        let mut long = good.clone();
+        long[schema_body + 4..meta].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+        let e = ipc_columns(&long, Path::new("b")).unwrap_err().to_string();
+        assert!(e.contains("2147483647 bytes of metadata"), "{e}");
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut bad = good.clone();
+            bad[(x % good.len() as u64) as usize] ^= (x >> 32) as u8 | 1;
+            let _ = ipc_columns(&bad, Path::new("b"));
+        }
     }
 
     /// A null, a type without a layout and bytes that are no stream: errors naming the stream
