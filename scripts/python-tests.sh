@@ -8,7 +8,7 @@
 # LOADERX_PY_TORCH=1 (CI sets it) torch from PyPI goes into the first environment and the torch
 # tests must run there (measured 2026-12-02: 85 s to install, 5.6 GiB with its CUDA packages).
 # Ray Data from PyPI always goes into the first environment, where the Ray tests
-# (tests/test_ray.py, the guide's Ray example) must run (LOADERX_REQUIRE_RAY; measured
+# (tests/test_ray.py, test_ray_arrow.py, the guide's Ray example) must run (LOADERX_REQUIRE_RAY; measured
 # 2026-12-02: `pip install "ray[data]" pyarrow` 39 s into a fresh venv, 657 MiB with numpy and
 # pytest; the Ray tests, the guide's included, about a minute on 2 cores); the wheel's
 # environments skip them. jax[cpu] goes there too, where tests/test_jax.py must run

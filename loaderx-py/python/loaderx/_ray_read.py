@@ -1,0 +1,194 @@
+"""Ray Data out of loaderx datasets: :class:`LoaderxDatasource` and :func:`read_loaderx` (see
+:mod:`loaderx.ray`, which exports them)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+from ray.data import Dataset, read_datasource
+from ray.data.block import Block, BlockMetadata
+from ray.data.datasource import Datasource, ReadTask
+from ray.data.extensions import ArrowTensorArray
+
+from loaderx import _native
+from loaderx._common import numpy_dtype
+from loaderx.dataset import DenseDataset, RaggedDataset
+
+# Where the parts of OUT's sets live, beside them (the sets' manifests name them relatively).
+PARTS_DIR = "_parts"
+# Records gathered per block a read task yields: large enough that a call's cost vanishes,
+# small enough that a block stays well under Ray's target block size.
+_READ_BLOCK_BYTES = 32 << 20
+
+
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    path: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    records: int
+    # The local directory's (device, inode) when planned: a rewrite puts a new directory there
+    # (a writer renames its staging directory into place), which a read task must not read as
+    # the planned one (review 51). None for a URL.
+    key: tuple[int, int] | None = None
+
+
+def _dir_key(path: str) -> tuple[int, int] | None:
+    if "://" in path:
+        return None
+    st = os.stat(path)
+    return (st.st_dev, st.st_ino)
+
+
+def _open(path: str, remote: dict[str, Any] | None) -> DenseDataset | RaggedDataset:
+    try:
+        return DenseDataset(path, remote)
+    except _native.SchemaError:
+        return RaggedDataset(path, remote)
+
+
+def _is_dataset(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "schema.msgpack"))
+
+
+class LoaderxDatasource(Datasource):
+    """The Ray ``Datasource`` behind :func:`read_loaderx`: one read task per range of records."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        columns: Sequence[str] | None = None,
+        remote: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__()
+        path = os.fspath(path)
+        self.remote = remote
+        if "://" in path or _is_dataset(path):
+            names = [(columns[0] if columns else os.path.basename(path.rstrip("/")) or "data", path)]
+            if columns is not None and len(columns) != 1:
+                raise ValueError(f"{path} is one dataset; columns names its one column, got {list(columns)}")
+        else:
+            if not os.path.isdir(path):
+                raise FileNotFoundError(f"{path}: no dataset or directory of datasets there")
+            found = sorted(
+                e for e in os.listdir(path)
+                if not e.startswith(".") and e != PARTS_DIR and _is_dataset(os.path.join(path, e))
+            )
+            wanted = found if columns is None else list(columns)
+            for c in wanted:
+                if c not in found:
+                    raise FileNotFoundError(f"{os.path.join(path, c)}: no dataset there (datasets in {path}: {found})")
+            if not wanted:
+                raise FileNotFoundError(f"{path}: neither a dataset nor a directory of datasets")
+            names = [(c, os.path.join(path, c)) for c in wanted]
+        self.columns: list[_Column] = []
+        for name, p in names:
+            d = _open(p, remote)
+            kind = "dense" if isinstance(d, DenseDataset) else "ragged"
+            shape = d.item_shape if kind == "dense" else d.row_shape
+            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _dir_key(p)))
+        lengths = {c.name: c.records for c in self.columns}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f"the datasets of {path} differ in length: {lengths}")
+        self.records = self.columns[0].records
+
+    def get_name(self) -> str:
+        return "Loaderx"
+
+    def _row_bytes(self) -> int | None:
+        if any(c.kind == "ragged" for c in self.columns):
+            return None
+        return sum(int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns)
+
+    def estimate_inmemory_data_size(self) -> int | None:
+        per_row = self._row_bytes()
+        return None if per_row is None else per_row * self.records
+
+    def get_read_tasks(self, parallelism: int, per_task_row_limit: int | None = None, data_context: Any = None) -> list[ReadTask]:
+        n = self.records
+        tasks = max(1, min(int(parallelism), n))
+        bounds = [n * k // tasks for k in range(tasks + 1)]
+        per_row = self._row_bytes()
+        out = []
+        for start, stop in zip(bounds, bounds[1:]):
+            meta = BlockMetadata(
+                num_rows=stop - start,
+                size_bytes=None if per_row is None else per_row * (stop - start),
+                exec_stats=None,
+                input_files=[c.path for c in self.columns],
+            )
+            out.append(ReadTask(_Reader(self.columns, self.remote, start, stop), meta, per_task_row_limit=per_task_row_limit))
+        return out
+
+
+class _Reader:
+    """A read task's function: records ``start..stop`` of every column, in blocks."""
+
+    def __init__(self, columns: list[_Column], remote: dict[str, Any] | None, start: int, stop: int) -> None:
+        self.columns, self.remote, self.start, self.stop = columns, remote, start, stop
+
+    def __call__(self) -> Iterable[Block]:
+        datasets = [(c, _open(c.path, self.remote)) for c in self.columns]
+        for c, d in datasets:
+            # Checked after the open: a replacement before it or during it shows here.
+            if len(d) != c.records or _dir_key(c.path) != c.key:
+                raise RuntimeError(
+                    f"{c.path}: the dataset changed since read_loaderx planned its read (rewritten or "
+                    f"replaced: {len(d)} records now, {c.records} then); read it again"
+                )
+        unit = {c.name: int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns}
+        # A dense column's record is its item; a ragged one's is its rows, counted per record below.
+        fixed = sum(unit[c.name] for c in self.columns if c.kind != "ragged")
+        ragged = [(c, d) for c, d in datasets if c.kind == "ragged"]
+        step = max(1, _READ_BLOCK_BYTES // max(1, fixed))
+        if ragged:
+            step = min(step, 65536)
+        a = self.start
+        while a < self.stop:
+            idx = np.arange(a, min(a + step, self.stop), dtype=np.uint32)
+            if ragged:
+                # Ragged records cut at the block's bytes (at least one record), from their
+                # lengths in the index, before any is read.
+                size = np.full(len(idx), fixed, dtype=np.int64)
+                for c, d in ragged:
+                    size += d.lengths(idx).astype(np.int64) * unit[c.name]
+                idx = idx[: max(1, int(np.searchsorted(np.cumsum(size), _READ_BLOCK_BYTES, side="right")))]
+            yield pa.table({c.name: _column(c, d, idx) for c, d in datasets})
+            a += len(idx)
+
+
+def _column(c: _Column, d: DenseDataset | RaggedDataset, idx: np.ndarray) -> pa.Array:
+    """The records ``idx`` of one dataset as an Arrow array: a tensor column for dense items of
+    a shape, a plain column for scalars, a list column (of fixed-size lists for rows of a
+    shape) for ragged records."""
+    if c.kind == "dense":
+        items = d.gather(idx)
+        return pa.array(items) if items.ndim == 1 else ArrowTensorArray.from_numpy(items)
+    values, offsets = d._native.gather(idx)
+    values = values.view(numpy_dtype(c.dtype)) if values.dtype != numpy_dtype(c.dtype) else values
+    flat: pa.Array = pa.array(values)
+    for size in reversed(c.shape):
+        flat = pa.FixedSizeListArray.from_arrays(flat, size)
+    return pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), flat)
+
+
+def read_loaderx(
+    path: str | os.PathLike[str],
+    columns: Sequence[str] | None = None,
+    *,
+    remote: dict[str, Any] | None = None,
+    override_num_blocks: int | None = None,
+) -> Dataset:
+    """The loaderx dataset (a store or a store set, dense or ragged) at ``path``, or the datasets
+    of the directory ``path`` (what :func:`write_loaderx` and ``convert parquet`` write; one
+    column each, all of one length), as a Ray dataset read by one task per range of records.
+    A single dataset's column is named by ``columns`` or else after its directory; ``s3://``
+    URLs name a single dataset (``remote`` as :class:`~loaderx.dataset.DenseDataset` takes it).
+    Dense items of a shape become tensor columns, ragged records list columns."""
+    return read_datasource(LoaderxDatasource(path, columns, remote), override_num_blocks=override_num_blocks)
