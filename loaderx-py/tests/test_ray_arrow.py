@@ -4,10 +4,14 @@ on a local Ray cluster when Ray is installed (required where LOADERX_REQUIRE_RAY
 
 import numpy as np
 import pytest
-import pyarrow as pa
 
+# First: where Ray is not installed (and not required), the whole module is skipped here,
+# before pyarrow (which comes with Ray) is imported.
 from ray_common import cluster, ray  # noqa: F401
-from loaderx.dataset import RaggedDataset
+
+import pyarrow as pa  # noqa: E402
+
+from loaderx.dataset import RaggedDataset  # noqa: E402
 
 
 def test_nulls_inside_lists_are_refused_not_turned_into_floats(tmp_path):
