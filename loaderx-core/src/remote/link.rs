@@ -8,11 +8,11 @@
 //! parent's link is never dropped in a child: a runtime dropped there would wait for worker
 //! threads that are not there.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use object_store::ObjectStore;
 
-use crate::sys::MadeIn;
+use crate::sys::{MadeIn, PerProcess};
 use crate::{Error, Result};
 
 /// An S3 client and the runtime its requests run on.
@@ -38,13 +38,13 @@ pub(super) struct Links {
     made_in: MadeIn,
     /// The opening process's link (an `Option` only so that a child can leave it undropped).
     home: Option<Arc<Link>>,
-    /// A forked process's own link, and that process.
-    forked: RwLock<Option<(u32, Arc<Link>)>>,
+    /// A forked process's own link.
+    forked: PerProcess<Link>,
 }
 
 impl Links {
     pub(super) fn new(home: Link) -> Links {
-        Links { made_in: MadeIn::here(), home: Some(Arc::new(home)), forked: RwLock::new(None) }
+        Links { made_in: MadeIn::here(), home: Some(Arc::new(home)), forked: PerProcess::new() }
     }
 
     /// This process's link: in a forked child, made by `make` at its first request. Where the
@@ -55,21 +55,7 @@ impl Links {
         {
             return Ok(Arc::clone(home));
         }
-        let pid = std::process::id();
-        let Ok(mut forked) = self.made_in.write(&self.forked) else {
-            return Ok(Arc::new(make()?));
-        };
-        if let Some((made_by, link)) = forked.as_ref()
-            && *made_by == pid
-        {
-            return Ok(Arc::clone(link));
-        }
-        let link = Arc::new(make()?);
-        // A link of the process this one was forked from stays undropped, as the home link.
-        if let Some(theirs) = forked.replace((pid, Arc::clone(&link))) {
-            std::mem::forget(theirs);
-        }
-        Ok(link)
+        self.forked.get(make)
     }
 }
 
@@ -77,12 +63,6 @@ impl Drop for Links {
     fn drop(&mut self) {
         if !self.made_in.is_here() {
             std::mem::forget(self.home.take());
-        }
-        let forked = self.forked.get_mut().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some((made_by, link)) = forked
-            && made_by != std::process::id()
-        {
-            std::mem::forget(link);
         }
     }
 }

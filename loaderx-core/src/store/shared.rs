@@ -2,11 +2,11 @@
 //! store out.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock, TryLockError};
+use std::sync::{Arc, RwLock, TryLockError};
 
 use super::lock::StoreKey;
 use super::{OpenMode, Store, StoreOptions};
-use crate::sys::MadeIn;
+use crate::sys::PerProcess;
 use crate::{Error, Result};
 
 /// A [`Store`] shared by threads: [`read`](Self::read) calls (gathers, appends, stats, verify,
@@ -43,10 +43,8 @@ pub struct SharedStore {
     /// The store's identity (its index file's), which a child's own handle must have: the path
     /// may lead elsewhere by then (a link repointed, the directory renamed and another made).
     key: Option<StoreKey>,
-    /// A forked child's own read-only handle, and that child.
-    forked: RwLock<Option<(u32, Arc<Store>)>>,
-    /// The process `forked` was made in (its lock held at a fork is only tried).
-    forked_made_in: MadeIn,
+    /// A forked child's own read-only handle.
+    forked: PerProcess<Store>,
 }
 
 impl From<Store> for SharedStore {
@@ -61,8 +59,7 @@ impl From<Store> for SharedStore {
             writable,
             opts,
             key,
-            forked: RwLock::new(None),
-            forked_made_in: MadeIn::here(),
+            forked: PerProcess::new(),
         }
     }
 }
@@ -103,28 +100,14 @@ impl SharedStore {
     }
 
     /// A forked child's own read-only handle of the store (opened at its first call; one made
-    /// for the call alone where the slot was held at a fork of the child's own).
+    /// for the call alone where the slot was held at a fork of the child's own). One of the
+    /// process this one was forked from stays undropped: its lock is that process's too.
     fn own_reader(&self) -> Result<Arc<Store>> {
-        let pid = std::process::id();
-        let Ok(mut forked) = self.forked_made_in.write(&self.forked) else {
-            return self.open_own();
-        };
-        if let Some((made_by, store)) = forked.as_ref()
-            && *made_by == pid
-        {
-            return Ok(Arc::clone(store));
-        }
-        let store = self.open_own()?;
-        // One of the process this one was forked from stays undropped: its lock is that
-        // process's too.
-        if let Some(theirs) = forked.replace((pid, Arc::clone(&store))) {
-            std::mem::forget(theirs);
-        }
-        Ok(store)
+        self.forked.get(|| self.open_own())
     }
 
     /// A read-only handle of the store this handle opened, in this (forked) process.
-    fn open_own(&self) -> Result<Arc<Store>> {
+    fn open_own(&self) -> Result<Store> {
         let store = Store::open_mode(&self.path, OpenMode::Read, self.opts.clone()).map_err(|e| match e {
             // The parent rewriting it now (delete, compaction): the child's reads wait for none.
             Error::Locked { reason, .. } => {
@@ -141,7 +124,7 @@ impl SharedStore {
                 self.path.display()
             )));
         }
-        Ok(Arc::new(store))
+        Ok(store)
     }
 
     fn in_a_fork(&self, what: &str) -> Error {
@@ -187,17 +170,6 @@ impl SharedStore {
                 ),
             },
         })
-    }
-}
-
-impl Drop for SharedStore {
-    fn drop(&mut self) {
-        let forked = self.forked.get_mut().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some((made_by, store)) = forked
-            && made_by != std::process::id()
-        {
-            std::mem::forget(store);
-        }
     }
 }
 

@@ -10,9 +10,13 @@
 //! for the caller to refuse with [`crate::Error::Locked`] or to do without its cache. The first
 //! such report is remembered for the process: its later calls go without the cache at once
 //! instead of waiting out the patience again.
+//!
+//! A value that cannot be shared with a forked child at all (a runtime whose worker threads the
+//! child lacks, a store handle whose lock is the parent's) is kept [`PerProcess`]: each process
+//! forked from the one that made it makes its own at its first call.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// How long a forked child waits for a lock made before the fork: a holder among its own
@@ -97,6 +101,71 @@ impl MadeIn {
     }
 }
 
+/// A value of each process forked from the one that made this: made at the process's first
+/// [`get`](Self::get) and kept for its later ones. The value of the process this one was forked
+/// from (copied into it by the fork) is never dropped here: dropping a runtime would wait for
+/// worker threads that are not in this process, and a store handle's locks are that process's.
+pub(crate) struct PerProcess<T> {
+    made_in: MadeIn,
+    /// The value and the process that made it.
+    slot: RwLock<Option<(u32, Arc<T>)>>,
+}
+
+impl<T> PerProcess<T> {
+    /// Empty, made in this process.
+    pub(crate) fn new() -> PerProcess<T> {
+        PerProcess { made_in: MadeIn::here(), slot: RwLock::new(None) }
+    }
+
+    /// This process's value, made by `make` at its first call (under the slot's lock: threads of
+    /// the process calling at once make one). Where the slot was held at a fork of this
+    /// process's own, a value is made for the call alone.
+    pub(crate) fn get<E>(&self, make: impl FnOnce() -> Result<T, E>) -> Result<Arc<T>, E> {
+        let pid = std::process::id();
+        match self.made_in.read(&self.slot) {
+            Ok(slot) => {
+                if let Some((made_by, value)) = slot.as_ref()
+                    && *made_by == pid
+                {
+                    return Ok(Arc::clone(value));
+                }
+            }
+            Err(HeldAtFork { .. }) => return make().map(Arc::new),
+        }
+        let Ok(mut slot) = self.made_in.write(&self.slot) else {
+            return make().map(Arc::new);
+        };
+        // Another thread of this process may have made it between the two locks.
+        if let Some((made_by, value)) = slot.as_ref()
+            && *made_by == pid
+        {
+            return Ok(Arc::clone(value));
+        }
+        let value = Arc::new(make()?);
+        if let Some(theirs) = slot.replace((pid, Arc::clone(&value))) {
+            std::mem::forget(theirs);
+        }
+        Ok(value)
+    }
+}
+
+impl<T> Drop for PerProcess<T> {
+    fn drop(&mut self) {
+        let slot = self.slot.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some((made_by, value)) = slot
+            && made_by != std::process::id()
+        {
+            std::mem::forget(value);
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for PerProcess<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerProcess").field("made_in", &self.made_in.pid).finish_non_exhaustive()
+    }
+}
+
 fn tried<G>(r: Result<G, TryLockError<G>>) -> Option<G> {
     match r {
         Ok(g) => Some(g),
@@ -138,5 +207,44 @@ mod tests {
             assert_eq!(*elsewhere.write(&lock).unwrap(), 1, "released within the patience");
         });
         assert_eq!(*MadeIn::here().write(&lock).unwrap(), 1);
+    }
+
+    struct Counted(Arc<AtomicU32>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// In a process forked from the one that made it: the value copied from the process before
+    /// is left undropped and this process's own made once and kept; a slot held at a fork gives
+    /// a value for the call alone; the process's own value is dropped with it.
+    #[test]
+    fn each_process_makes_its_own_value_once() {
+        let drops = Arc::new(AtomicU32::new(0));
+        let count = || Ok::<_, ()>(Counted(Arc::clone(&drops)));
+        let before = std::process::id().wrapping_add(1);
+        let theirs = Arc::new(Counted(Arc::clone(&drops)));
+        let per = PerProcess {
+            made_in: MadeIn { pid: before, held_in: AtomicU32::new(0) },
+            slot: RwLock::new(Some((before, Arc::clone(&theirs)))),
+        };
+        std::mem::forget(theirs);
+        let mine = per.get(count).unwrap();
+        assert_eq!(drops.load(Ordering::Relaxed), 0, "the value of the process before is not dropped");
+        let again = per.get(|| -> Result<Counted, ()> { panic!("made twice") }).unwrap();
+        assert!(Arc::ptr_eq(&mine, &again));
+        let made: Result<Arc<Counted>, &str> = PerProcess::new().get(|| Err("refused"));
+        assert_eq!(made.err(), Some("refused"));
+        {
+            let _held_at_fork = per.slot.write().unwrap();
+            let alone = per.get(count).unwrap();
+            assert!(!Arc::ptr_eq(&alone, &mine));
+        }
+        assert_eq!(drops.load(Ordering::Relaxed), 1, "the call's own value is dropped after it");
+        drop((mine, again));
+        drop(per);
+        assert_eq!(drops.load(Ordering::Relaxed), 2, "this process's value is dropped with the slot");
     }
 }

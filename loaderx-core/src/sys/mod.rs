@@ -56,6 +56,7 @@ pub use env::cache_dir;
 #[cfg(feature = "remote")]
 pub(crate) use forked::HeldAtFork;
 pub(crate) use forked::MadeIn;
+pub(crate) use forked::PerProcess;
 pub(crate) use index_map::{IndexMap, IndexView};
 #[cfg(feature = "images")]
 pub(crate) use io::meta_key;
