@@ -1,11 +1,33 @@
 //! Helpers shared by the integration tests.
 
+use std::ffi::OsString;
 use std::path::Path;
+use std::process::Command;
 
 use loaderx_core::{Format, StoreOptions};
 
 /// Both on-disk formats: the tests of what they share run on each.
 pub const FORMATS: [Format; 2] = [Format::V1, Format::V2];
+
+/// The words that run this test binary again in a child process: the binary itself, after
+/// `LOADERX_TEST_RUNNER`'s words where it is set (a cross-built suite under an emulator:
+/// `scripts/cross-test.sh` sets it to its qemu command, since this machine has no binfmt entry
+/// to run a foreign binary by itself). Tests only: nothing in the engine reads it.
+pub fn this_binary_argv() -> Vec<OsString> {
+    let mut argv: Vec<OsString> = std::env::var("LOADERX_TEST_RUNNER")
+        .map(|r| r.split_whitespace().map(OsString::from).collect())
+        .unwrap_or_default();
+    argv.push(std::env::current_exe().unwrap().into_os_string());
+    argv
+}
+
+/// A command running this test binary again ([`this_binary_argv`]).
+pub fn this_binary() -> Command {
+    let argv = this_binary_argv();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    cmd
+}
 
 /// Store options for a new store of `format`.
 pub fn opts(format: Format) -> StoreOptions {

@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -227,8 +227,7 @@ fn run_and_kill(mode: &str, first_id: u64, path: &Path, run: Duration) -> Result
 
 /// Runs `crash_child` in `mode` as a child process; its stdout lines arrive on the channel.
 pub(crate) fn spawn_child(mode: &str, first_id: u64, path: &Path) -> (Child, mpsc::Receiver<String>) {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
+    let mut child = crate::common::this_binary()
         .args(["--ignored", "--exact", "crash::crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{mode}:{first_id}:{}", path.display()))
         .stdout(Stdio::piped())

@@ -76,7 +76,9 @@ pub(crate) fn shim() -> &'static Path {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("shim.c"), SHIM).unwrap();
         let so = dir.join("shim.so");
-        let status = Command::new("cc")
+        // The target's compiler where the suite was cross-built (`LOADERX_TEST_CC`).
+        let cc = std::env::var("LOADERX_TEST_CC").unwrap_or_else(|_| "cc".into());
+        let status = Command::new(cc)
             .args(["-shared", "-fPIC", "-O1", "-o"])
             .arg(&so)
             .arg(dir.join("shim.c"))
@@ -107,7 +109,7 @@ fn in_child_failing_then(
     (call, at): (&str, u32),
     then: &str,
 ) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = crate::common::this_binary()
         .env("FAULT_THEN", then)
         .args([
             &if child.contains("::") { child.to_string() } else { format!("faults::{child}") },
@@ -564,7 +566,7 @@ fn child_reader_while_appends_fail() {
 fn a_reader_survives_failed_appends_cutting_its_block() {
     for run in 0..3 {
         let tmp = tempfile::tempdir().unwrap();
-        let out = Command::new(std::env::current_exe().unwrap())
+        let out = crate::common::this_binary()
             .args([
                 "faults::child_reader_while_appends_fail",
                 "--exact",

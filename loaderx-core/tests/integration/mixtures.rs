@@ -182,7 +182,7 @@ fn a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequenc
     let name = "mixtures::a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequence";
     let children: Vec<_> = (0..2)
         .map(|rank| {
-            std::process::Command::new(std::env::current_exe().unwrap())
+            crate::common::this_binary()
                 .args(["--exact", name, "--test-threads", "1"])
                 .env("LOADERX_TEST_RANK", rank.to_string())
                 .env("LOADERX_TEST_OUT", dir.path().join(format!("rank{rank}")))

@@ -206,7 +206,7 @@ fn a_relative_store_path_survives_a_change_of_working_directory() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    let out = crate::common::this_binary()
         .args([
             "--exact",
             "moved::a_relative_store_path_survives_a_change_of_working_directory",
@@ -316,11 +316,10 @@ fn verify_out_of_descriptors_is_an_error_not_damage() {
     for (name, opts) in layouts() {
         make(&tmp.path().join(name), opts, 0xAA);
     }
-    let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("sh")
-        .args(["-c", "ulimit -n 64 && exec \"$0\" --exact \"$1\" --nocapture"])
-        .arg(&exe)
-        .arg("moved::verify_out_of_descriptors_is_an_error_not_damage")
+        .args(["-c", "ulimit -n 64 && exec \"$@\" --exact moved::verify_out_of_descriptors_is_an_error_not_damage --nocapture"])
+        .arg("sh")
+        .args(crate::common::this_binary_argv())
         .env(CHILD, tmp.path())
         .output()
         .unwrap();

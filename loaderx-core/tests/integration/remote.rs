@@ -462,7 +462,7 @@ fn two_processes_share_one_cache_and_fetch_each_page_once() {
     let name = "remote::two_processes_share_one_cache_and_fetch_each_page_once";
     let children: Vec<_> = (0..2)
         .map(|_| {
-            std::process::Command::new(std::env::current_exe().unwrap())
+            crate::common::this_binary()
                 .args(["--exact", name, "--test-threads", "1", "--nocapture"])
                 .env("LOADERX_TEST_CACHE_CHILD", format!("{}|{}", server.endpoint, cache.display()))
                 .stdout(std::process::Stdio::piped())
