@@ -28,6 +28,10 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
     check_target(out, overwrite)?;
     refuse_inside(dataset, out)?;
     let src = DenseSource::open(dataset)?;
+    if let Some(store) = src.store() {
+        // The whole store: its length from a header that passes its checksum.
+        store.check_header()?;
+    }
     if src.schema().unit_bytes() == 0
         && let Some(store) = src.store()
         && store.stats()?.logical_bytes > 0

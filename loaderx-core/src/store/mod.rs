@@ -43,6 +43,7 @@ mod maintain;
 mod migrate;
 mod open;
 mod options;
+mod overlaps;
 mod pool;
 mod publish;
 mod recover;

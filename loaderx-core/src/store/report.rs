@@ -6,6 +6,7 @@ use super::Store;
 use super::files::{MANIFEST_FILE, chunk_path};
 use super::gather::Located;
 use super::index::{Index, v2_header_error};
+use super::overlaps::Damaged;
 use super::table::committed;
 use crate::format::Codec;
 use crate::format::v2::{self, Manifest};
@@ -14,6 +15,10 @@ use crate::{Error, Result};
 
 /// Entries read at a time by the scans (stats, verify): memory stays bounded on a big store.
 const SCAN_BLOCK: u64 = 1 << 16;
+
+/// Reads of the header and the manifest `verify` makes while a writer's commits keep changing
+/// the header between them.
+const HEADER_TRIES: u32 = 16;
 
 /// Records stored under each codec, indexed by [`Codec`] (`counts[Codec::Lz4]`), in the order of
 /// [`Codec::ALL`]: [`Store::stats`] and, with the `remote` feature, `RemoteSummary`.
@@ -262,8 +267,8 @@ impl Store {
     }
 
     /// The records part of [`Store::verify`], handing each damaged record to `f`, in index
-    /// order, as the scan finds it (records are checked in parallel, a block at a time), and
-    /// returning the number of records checked. Memory stays bounded however many records are
+    /// order, as the scan finds it (records are checked in parallel, a block at a time), then
+    /// each record whose bytes overlap another's, and returning the number of records checked. Memory stays bounded however many records are
     /// damaged.
     ///
     /// # Errors
@@ -276,6 +281,7 @@ impl Store {
             return Ok(len);
         }
         let mut first = 0u64;
+        let mut damaged = Damaged::default();
         while first < len {
             let end = (first + SCAN_BLOCK).min(len);
             let ids: Vec<u64> = (first..end).collect();
@@ -285,10 +291,14 @@ impl Store {
                 if readers_failure(&e) {
                     return Err(e);
                 }
+                damaged.insert(idx, len);
                 f(idx, e);
             }
             first = end;
         }
+        // Entries each sound but sharing bytes (look 68, L68-1: an entry copied over another's
+        // verified intact and was carried into a migrated index).
+        self.verify_overlaps(&damaged, &mut f)?;
         Ok(len)
     }
 
@@ -318,11 +328,33 @@ impl Store {
         bad
     }
 
+    /// Checks a v2 header's checksum, which readers leave unchecked (a live writer's commit can
+    /// be read torn): what a whole-store read such as an export checks first (look 68, L68-3:
+    /// a header whose count was lowered exported the records below it as the whole store). Read
+    /// again while a writer's commits change it.
+    ///
+    /// # Errors
+    /// [`Error::Corrupt`] naming `index.zr` where the header fails its checksum every time.
+    pub(crate) fn check_header(&self) -> Result<()> {
+        let (Index::V2(map) | Index::Fixed(map, _) | Index::Compact(map)) = &self.index else {
+            return Ok(());
+        };
+        let mut tries = 0;
+        loop {
+            match v2::Header::parse(&map.header(), true) {
+                Ok(_) => return Ok(()),
+                Err(e) if tries >= HEADER_TRIES => return Err(v2_header_error(&self.index_path, e)),
+                Err(_) => tries += 1,
+            }
+            std::thread::yield_now();
+        }
+    }
+
     /// Checks the store's files as a whole, beyond its records: a v2 header's fields that
     /// readers do not check (the frontier's checksum, the reserved bytes), and `manifest.zr`
     /// against the chunks (each chunk's length and crc32c) and the header's count. A v1 store
-    /// has nothing more to check. Run it on a store no writer is appending to: a commit under
-    /// way changes what it compares.
+    /// has nothing more to check. Beside a writer appending in another handle or process, the
+    /// header and the manifest are read at one moment (again while commits change the header).
     ///
     /// # Errors
     /// Only for failures that stop the check (an unreadable file); what is wrong is returned.
@@ -331,7 +363,21 @@ impl Store {
         let (Index::V2(map) | Index::Fixed(map, _) | Index::Compact(map)) = &self.index else {
             return Ok(problems);
         };
-        let header = map.header();
+        // The header and the manifest of one moment: a writer in another process commits the
+        // header, then writes the manifest, so one read between the two reads of an unchanged
+        // header is the header's or one behind it (look 68, L68-2: a manifest read after a
+        // commit was compared with the header read before it, and an intact store reported
+        // damaged). Tried a few times while commits keep coming, then compared as read.
+        let mut header = map.header();
+        let mut read = super::files::read_manifest(self.chunks.dir(), self.known_chunks());
+        for _ in 0..HEADER_TRIES {
+            let again = map.header();
+            if again == header {
+                break;
+            }
+            header = again;
+            read = super::files::read_manifest(self.chunks.dir(), self.known_chunks());
+        }
         let h = match v2::Header::parse(&header, true) {
             Ok(h) => h,
             Err(e) => {
@@ -342,7 +388,7 @@ impl Store {
         let path = self.dir.join(MANIFEST_FILE);
         let corrupt =
             |offset: u64, reason: String| Error::Corrupt { path: path.clone(), offset, reason, source: None };
-        let manifest = match super::files::read_manifest(self.chunks.dir(), self.known_chunks()) {
+        let manifest = match read {
             Ok(Some(bytes)) if Manifest::decode(&bytes).is_err() && super::files::torn_unsynced(&bytes) => {
                 problems.push(corrupt(
                     0,

@@ -68,3 +68,9 @@ pub(crate) const SHORT_DISTANCE_MIN_LEN: usize = 2048;
 
 /// Write pieces are at most this large, so a big append is written by several threads at once.
 pub(crate) const WRITE_PIECE: usize = 8 << 20;
+
+// ---- Verifying
+
+/// Records whose places `verify`'s overlap check sorts at once (24 bytes each: 48 MiB), so
+/// that its memory is bounded on a store of any size; a bound, not a measured optimum.
+pub(crate) const OVERLAP_PASS_RECORDS: u64 = 1 << 21;

@@ -159,6 +159,35 @@ fn export_refuses_zero_byte_items_over_bytes_and_bools_that_are_not_0_or_1() {
     }
 }
 
+/// A header whose count was lowered without its checksum (look 68, L68-3): `export` wrote the
+/// records below it as the whole dataset; now it refuses, naming `index.zr`, in each v2 layout.
+#[test]
+fn export_refuses_a_header_that_fails_its_checksum() {
+    use loaderx_core::{Codec, DType, Error, Schema, Store, StoreOptions};
+    let dir = tempfile::tempdir().unwrap();
+    for (name, o) in [
+        ("entries", StoreOptions::new()),
+        ("compact", StoreOptions::new().compact_entries(true)),
+        ("fixed", StoreOptions::new().fixed_stride(4)),
+    ] {
+        let path = dir.path().join(name);
+        let store = Store::create(&path, o).unwrap();
+        store.append(&vec![vec![1u8, 2, 3, 4]; 25], Codec::Raw).unwrap();
+        drop(store);
+        Schema::dense(DType::U8, vec![4]).write(&path).unwrap();
+        // The count: bytes 40..48 of the header.
+        crate::common::patch(&path.join("index.zr"), 40, &2u64.to_le_bytes());
+        let out = dir.path().join(format!("{name}.npy"));
+        match loaderx_core::export::npy(&path, &out, false) {
+            Err(Error::Corrupt { path: p, reason, .. }) => {
+                assert!(p.ends_with("index.zr") && reason.contains("checksum"), "{name}: {reason}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert!(!out.exists(), "{name}: nothing exported");
+    }
+}
+
 /// Twentieth look, U1-U3: `export --force` into the dataset it reads replaced the dataset's own
 /// chunk or index (records lost, success reported); `export` removed a user's `OUT.tmp`; a failed
 /// rename left a complete temporary behind.

@@ -211,3 +211,51 @@ fn disk_full_commits_nothing() {
         assert_eq!(store.get(1).unwrap(), b"second!!");
     }
 }
+
+/// An entry copied over another's (look 68, L68-1): each entry sound in itself and each
+/// record's checksum right, record 5 reading record 0's bytes. `verify` said "intact" and a
+/// migration carried the alias into a new index with fresh checksums; now `verify` names record
+/// 5 and every migration refuses, nothing changed. In each layout that keeps entries: v1, v2's
+/// 32-byte entries and its 16-byte compact ones.
+#[test]
+fn an_entry_copied_over_another_is_damage_verify_reports_and_migration_refuses() {
+    use loaderx_core::{Layout, StoreOptions};
+    let none = |_: u64, _: u64| {};
+    let layouts = [
+        ("v1", opts(Format::V1), 16u64, 16),
+        ("entries", opts(Format::V2), 64, 32),
+        ("compact", StoreOptions::new().compact_entries(true), 64, 16),
+    ];
+    for (name, o, base, size) in layouts {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        let store = Store::create(&path, o).unwrap();
+        store.append(&(0..10u64).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        drop(store);
+        let file = path.join(if name == "v1" { "meta.zr" } else { "index.zr" });
+        let bytes = std::fs::read(&file).unwrap();
+        let first = &bytes[base as usize..(base + size) as usize];
+        patch(&file, base + 5 * size, first);
+        let report = Store::open(&path).unwrap().verify().unwrap();
+        assert_eq!(report.bad.len(), 1, "{name}: {:?}", report.bad);
+        match &report.bad[0] {
+            (5, Error::CorruptRecord { index: 5, reason, .. }) => {
+                assert!(reason.contains("overlap record 0's"), "{name}: {reason}")
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        let to = if name == "v1" { Format::V2 } else { Format::V1 };
+        let e = Store::migrate(&path, to, &none).unwrap_err();
+        assert!(matches!(&e, Error::CorruptRecord { index: 5, .. }), "{name}: {e}");
+        if name != "v1" {
+            let other = if name == "compact" { Layout::Entries } else { Layout::Compact };
+            let e = Store::migrate_layout(&path, other, &none).unwrap_err();
+            assert!(matches!(&e, Error::CorruptRecord { index: 5, .. }), "{name}: {e}");
+        }
+        assert_eq!(
+            std::fs::read(&file).unwrap()[(base + 5 * size) as usize..][..size as usize],
+            *first,
+            "{name}"
+        );
+    }
+}
