@@ -127,11 +127,13 @@ size_t mmap_engine_scan_fixed(CEngineHandle *handle, size_t chunk_size_bytes);
 
 /*
  * Plans at most `requested_partitions` contiguous ranges covering the file, each but the last
- * ending just after a `delimiter`, for N workers. Cut i (i = 1 .. N-1) is placed just after the
- * first delimiter at or after floor(file_len * i / N); a cut that falls at or before the
- * previous one is dropped, so giant records (or a file without the delimiter: one range) give
- * fewer ranges than asked; asking for more than file_len is asking for file_len. The plan only
- * probes forward from each target; it never reads the whole file.
+ * ending just after a `delimiter`, for N workers. Target i (i = 1 .. N-1) is
+ * floor(file_len * i / N); a target at or before the previous cut is skipped, and a cut is
+ * placed just after the first delimiter at or after each other target, so giant records (or a
+ * file without the delimiter: one range) give fewer ranges than asked (a 10-byte file of ten
+ * delimiters, N = 10: cuts at 2, 4, 6 and 8, five ranges); asking for more than file_len is
+ * asking for file_len. The plan only probes forward from each target; it never reads the
+ * whole file.
  * Returns the number of ranges; 0 for an empty file (no error), 0 and the error
  * "requested_partitions must be > 0" (the previous plan kept) for N = 0 on a non-empty file,
  * and 0 with an error, the previous plan kept, for a plan larger than memory holds.

@@ -214,6 +214,17 @@ static void modes(const char *dir) {
     CHECK(mmap_engine_partition_records(h, 8, '|') == 1); /* no delimiter: the whole file */
     CHECK(chunk_len(h, 0) == 16);
     mmap_engine_free(h);
+
+    /* The header's example (look 68, L68-4): ten delimiters, N = 10: targets 1 .. 9, each
+     * even one at the previous cut and skipped; cuts at 2, 4, 6, 8: five ranges of 2. */
+    char *all = join(dir, "delimiters.txt");
+    write_file(all, (const uint8_t *)"aaaaaaaaaa", 10);
+    h = mmap_engine_open(all);
+    CHECK(h != NULL);
+    CHECK(mmap_engine_partition_records(h, 10, 'a') == 5);
+    for (size_t i = 0; i < 5; i++) CHECK(chunk_len(h, i) == 2);
+    mmap_engine_free(h);
+    free(all);
     free(path);
 
     path = join(dir, "commas.txt");
