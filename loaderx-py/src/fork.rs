@@ -115,8 +115,9 @@ impl Held {
                 "the {what}'s lock was poisoned by a panic"
             )),
             Held::AtFork => crate::errors::LockedError::new_err(format!(
-                "this {what} was in use by another thread when process {} was forked from the one \
-                 that opened it: open it again in this process",
+                "this {what} was in use by another thread when process {} was forked (from the \
+                 one that opened it, or from a process forked from that one): open it again in \
+                 this process",
                 std::process::id()
             )),
         }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use loaderx_core::{Codec, Format, OpenMode, SharedStore, Store as CoreStore, StoreOptions};
 use numpy::{PyArray1, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -72,6 +72,15 @@ impl Store {
     fn new(py: Python<'_>, path: PathBuf, mode: &str, format_name: &str) -> PyResult<Self> {
         let opts = StoreOptions::new().format(format(format_name)?);
         let mode: OpenMode = mode.parse().map_err(PyValueError::new_err)?;
+        // The engine's refusal names its Rust types; a Python user reads such a URL as a dataset.
+        if path.to_str().is_some_and(|p| p.starts_with("s3://")) {
+            return Err(PyValueError::new_err(format!(
+                "{} is on object storage, which is read as a dataset, not opened as a Zrecord: \
+                 loaderx.dataset.DenseDataset(url) or RaggedDataset(url) (a build with remote \
+                 stores; `remote` takes the endpoint and credentials)",
+                loaderx_core::redact_urls(&path.display().to_string())
+            )));
+        }
         let inner = crate::fork::detach(py, || SharedStore::open(&path, mode, opts))?.py()?;
         Ok(Store { inner })
     }
@@ -137,15 +146,24 @@ impl Store {
         &self,
         py: Python<'py>,
         indices: PyReadonlyArray1<'_, u64>,
-        out: Option<Bound<'py, PyArray1<u8>>>,
+        out: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Packed<'py>> {
         let indices = owned(&indices, "indices")?;
+        let out = out
+            .map(|o| {
+                o.cast_into::<PyArray1<u8>>()
+                    .map_err(|_| PyTypeError::new_err("out must be a one-dimensional uint8 numpy array"))
+            })
+            .transpose()?;
         let sum = |lens: &[u32]| lens.iter().map(|&l| u64::from(l)).sum::<u64>();
         let (out, lens) = match out {
             Some(arr) => {
                 let lens = {
-                    let mut rw =
-                        arr.try_readwrite().map_err(|_| PyValueError::new_err("out must be writable"))?;
+                    let mut rw = arr.try_readwrite().map_err(|e| {
+                        PyValueError::new_err(format!(
+                            "out must be writable and share no memory with indices ({e})"
+                        ))
+                    })?;
                     let dst = rw
                         .as_slice_mut()
                         .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint8 array"))?;

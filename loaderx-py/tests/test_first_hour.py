@@ -109,6 +109,27 @@ def test_out_overlapping_the_indices_is_refused_clearly(data):
         z.gather_into([0, 1], out=ro)
 
 
+def test_the_native_gather_into_names_what_is_wrong_with_out(tmp_path):
+    # Look 69, L69-3: an out sharing memory with the indices was "out must be writable", and
+    # one of another dtype a TypeError naming no dtype.
+    z = loaderx.zrecord.Zrecord(tmp_path / "z")
+    z.append([b"abcdefgh", b"c"])
+    buf = np.zeros(9, dtype=np.uint8)
+    idx = buf[:8].view(np.uint64)
+    idx[:] = 0
+    with pytest.raises(ValueError, match="share no memory with indices"):
+        z._native.gather_into(idx, buf)
+    with pytest.raises(TypeError, match="uint8"):
+        z._native.gather_into(np.zeros(1, dtype=np.uint64), np.zeros(8, dtype=np.int8))
+
+
+def test_a_zrecord_of_an_s3_url_points_at_the_datasets(tmp_path):
+    # Look 69, L69-4: the refusal named the engine's Rust types.
+    with pytest.raises(ValueError, match=r"DenseDataset\(url\) or RaggedDataset") as e:
+        loaderx.zrecord.Zrecord("s3://KEY:SE/CRET@bucket/x", "r")
+    assert "SE/CRET" not in str(e.value) and "RemoteStore" not in str(e.value)
+
+
 def test_a_second_for_over_a_finished_pass_says_so_instead_of_doing_nothing(data):
     # Issue 42's second trial: `for epoch in range(E): for b in loader:` with epochs=1 did the
     # first epoch's work and then nothing, silently (torch's DataLoader restarts at each `for`).

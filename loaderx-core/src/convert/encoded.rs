@@ -262,10 +262,13 @@ pub fn image_folder(dir: impl AsRef<Path>) -> Result<ImageFolder> {
         offsets.push(values.len());
     }
     let schema = crate::Schema::ragged(crate::DType::U8, vec![]);
+    let labels = crate::DenseSource::from_vec(vec![], files.iter().map(|image| image.label).collect())?;
+    let files: Vec<PathBuf> = files.into_iter().map(|image| image.path).collect();
     Ok(ImageFolder {
-        images: crate::RaggedSource::from_flat(schema, values, &offsets)?,
-        labels: crate::DenseSource::from_vec(vec![], files.iter().map(|image| image.label).collect())?,
+        // Each record's file, for the errors of an image that does not decode.
+        images: crate::RaggedSource::from_files(schema, values, &offsets, Some(files.clone().into()))?,
+        labels,
         classes,
-        files: files.into_iter().map(|image| image.path).collect(),
+        files,
     })
 }

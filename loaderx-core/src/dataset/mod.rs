@@ -32,6 +32,7 @@ mod open;
 mod pad;
 mod parts;
 mod ragged;
+mod ragged_array;
 mod records;
 mod replace;
 mod schema;
@@ -47,7 +48,8 @@ pub use pad::{Pad, Padded, pad};
 #[cfg(feature = "remote")]
 pub use parts::remote_part_urls;
 pub use parts::{PART_PREFIX, part_dirs, part_name};
-pub use ragged::{RaggedArray, RaggedDataset, RaggedSource};
+pub use ragged::{RaggedDataset, RaggedSource};
+pub use ragged_array::RaggedArray;
 #[cfg(feature = "images")]
 pub(crate) use replace::{check_free_dir_of, check_replaceable_dir_of, clear_staging_dir_of, place_dir_of};
 pub use schema::{Kind, SCHEMA_FILE, Schema};

@@ -3,7 +3,7 @@
 //! [`pad`] for records as vectors.
 
 use super::dtype::{ArrayData, DType, DenseArray, Element};
-use super::ragged::RaggedArray;
+use super::ragged_array::RaggedArray;
 use crate::{Error, Result};
 
 /// How [`RaggedArray::pad`] makes a ragged batch dense.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::dense::{concat_plan, select_view};
 use super::dtype::{ArrayData, DType, DenseArray, Element};
 use super::open::{check_kind, open_dataset};
+use super::ragged_array::RaggedArray;
 use super::records::{InMemory, Part, Records};
 use super::schema::{Kind, Schema};
 use super::selection::{Selection, map_view};
@@ -26,15 +27,6 @@ pub struct RaggedSource {
     path: PathBuf,
     /// How this source's own gathers split over the pool ([`RaggedSource::keep_warm`]).
     par: Parallelism,
-}
-
-/// One batch of a ragged stream: the records' values back to back and where each starts, in
-/// rows. Record `k` is rows `offsets[k]..offsets[k + 1]` of `values`, each row of `row_shape`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RaggedArray {
-    row_shape: Vec<usize>,
-    offsets: Vec<usize>,
-    values: ArrayData,
 }
 
 impl RaggedSource {
@@ -131,10 +123,24 @@ impl RaggedSource {
         values: Vec<T>,
         offsets: &[usize],
     ) -> Result<RaggedSource> {
+        Self::from_files(schema, values, offsets, None)
+    }
+
+    /// [`RaggedSource::from_flat`], record `k` read from `files[k]` where given (an image folder
+    /// read unconverted: an error about a record names its file, [`RaggedSource::record_file`]).
+    pub(crate) fn from_files<T: Element>(
+        schema: Schema,
+        values: Vec<T>,
+        offsets: &[usize],
+        files: Option<Arc<[PathBuf]>>,
+    ) -> Result<RaggedSource> {
         if u32::try_from(offsets.len() - 1).is_err() {
             return Err(Error::InvalidArgument("an in-memory dataset holds at most 2^32 - 1 records".into()));
         }
-        let memory = InMemory::ragged(Arc::new(T::wrap(values)), offsets);
+        let mut memory = InMemory::ragged(Arc::new(T::wrap(values)), offsets);
+        if let Some(files) = files {
+            memory = memory.with_files(files)?;
+        }
         Ok(Self::wrap(Records::other(Arc::new(memory)), schema, PathBuf::from("<memory>")))
     }
 
@@ -215,6 +221,13 @@ impl RaggedSource {
     /// The store's directory, or `<memory>`.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The file record `i` (of the view, when this is one) was read from, where each record has
+    /// one (an image folder read unconverted): what an error about it names instead of
+    /// [`RaggedSource::path`].
+    pub fn record_file(&self, i: u32) -> Option<PathBuf> {
+        self.records.source.record_file(self.path_record(i))
     }
 
     /// Gathers the records at `indices` as one [`RaggedArray`].
@@ -375,106 +388,6 @@ fn fill_values(
         ArrayData::BF16(v) => typed!(v, BF16),
         ArrayData::F32(v) => typed!(v, F32),
         ArrayData::F64(v) => typed!(v, F64),
-    }
-}
-
-impl RaggedArray {
-    /// An empty batch of `dtype` rows of `row_shape`.
-    pub fn empty(dtype: DType, row_shape: Vec<usize>) -> RaggedArray {
-        RaggedArray { row_shape, offsets: vec![0], values: ArrayData::zeros(dtype, 0) }
-    }
-
-    /// A batch from its parts (what [`RaggedArray::into_parts`] gives): `offsets` in rows,
-    /// starting at 0 and never decreasing, the last one `values`' rows of `row_shape`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] saying which part does not fit the others.
-    ///
-    /// # Examples
-    /// ```
-    /// # use loaderx_core as loaderx;
-    /// use loaderx::{ArrayData, Pad, RaggedArray};
-    /// let batch = RaggedArray::from_parts(vec![], vec![0, 3, 4], ArrayData::I32(vec![1, 2, 3, 4]))?;
-    /// assert_eq!(batch.pad(Pad::longest())?.values.as_slice::<i32>()?, &[1, 2, 3, 4, 0, 0]);
-    /// # Ok::<(), loaderx::Error>(())
-    /// ```
-    pub fn from_parts(row_shape: Vec<usize>, offsets: Vec<usize>, values: ArrayData) -> Result<RaggedArray> {
-        let row = row_shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        let bad = |why: String| Err(Error::InvalidArgument(format!("a ragged batch's {why}")));
-        if offsets.first() != Some(&0) {
-            return bad("offsets start at 0".into());
-        }
-        if let Some(k) = offsets.windows(2).position(|w| w[1] < w[0]) {
-            return bad(format!("offset {} is below offset {k}", k + 1));
-        }
-        if row == Some(0) {
-            return bad(format!("rows of shape {row_shape:?} hold no values"));
-        }
-        let rows = *offsets.last().unwrap_or(&0);
-        if row.and_then(|r| rows.checked_mul(r)) != Some(values.len()) {
-            return bad(format!(
-                "offsets end at row {rows}, but its {} values are not that many rows of {row_shape:?}",
-                values.len()
-            ));
-        }
-        Ok(RaggedArray { row_shape, offsets, values })
-    }
-
-    /// Number of records.
-    pub fn len(&self) -> usize {
-        self.offsets.len() - 1
-    }
-
-    /// True for a batch of no records.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.values.dtype()
-    }
-
-    /// Shape of one row.
-    pub fn row_shape(&self) -> &[usize] {
-        &self.row_shape
-    }
-
-    /// `B + 1` offsets, in rows: record `k` is rows `offsets[k]..offsets[k + 1]`.
-    pub fn offsets(&self) -> &[usize] {
-        &self.offsets
-    }
-
-    /// Every record's values back to back.
-    pub fn values(&self) -> &ArrayData {
-        &self.values
-    }
-
-    /// The offsets (in rows) and the values, moved out: what a binding hands to its own arrays
-    /// without a copy.
-    pub fn into_parts(self) -> (Vec<usize>, ArrayData) {
-        (self.offsets, self.values)
-    }
-
-    /// Rows of record `k`.
-    pub fn rows(&self, k: usize) -> usize {
-        self.offsets[k + 1] - self.offsets[k]
-    }
-
-    /// The values of record `k`, flat row-major.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] when `T` is not the dtype.
-    pub fn record<T: Element>(&self, k: usize) -> Result<&[T]> {
-        let row = self.row_elems();
-        let all = T::view(&self.values).ok_or_else(|| {
-            Error::InvalidArgument(format!("the ragged stream holds {}, not {}", self.dtype(), T::DTYPE))
-        })?;
-        Ok(&all[self.offsets[k] * row..self.offsets[k + 1] * row])
-    }
-
-    fn row_elems(&self) -> usize {
-        self.row_shape.iter().product::<usize>().max(1)
     }
 }
 

@@ -96,6 +96,8 @@ pub(crate) struct InMemory {
     bounds: Bounds,
     /// For errors: `<memory>`.
     path: PathBuf,
+    /// Each record's file, where it was read from one ([`InMemory::with_files`]).
+    files: Option<Arc<[PathBuf]>>,
 }
 
 /// Where each record of an [`InMemory`] lies in its bytes.
@@ -110,14 +112,34 @@ enum Bounds {
 impl InMemory {
     /// Items of `stride` bytes back to back: `values` holds `len` of them.
     pub(crate) fn fixed(values: Arc<ArrayData>, stride: usize, len: usize) -> InMemory {
-        InMemory { values, bounds: Bounds::Stride { stride, len }, path: PathBuf::from("<memory>") }
+        InMemory {
+            values,
+            bounds: Bounds::Stride { stride, len },
+            path: PathBuf::from("<memory>"),
+            files: None,
+        }
     }
 
     /// Records back to back, record `i` elements `offsets[i] .. offsets[i + 1]` of `values`.
     pub(crate) fn ragged(values: Arc<ArrayData>, offsets: &[usize]) -> InMemory {
         let elem = values.dtype().size();
         let bounds = Bounds::Offsets(offsets.iter().map(|o| o * elem).collect());
-        InMemory { values, bounds, path: PathBuf::from("<memory>") }
+        InMemory { values, bounds, path: PathBuf::from("<memory>"), files: None }
+    }
+
+    /// The same records, record `i` read from `files[i]` (as errors about it say).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] where `files` is not one per record.
+    pub(crate) fn with_files(self, files: Arc<[PathBuf]>) -> Result<InMemory> {
+        if files.len() as u64 != Backing::len(&self) {
+            return Err(Error::InvalidArgument(format!(
+                "{} files for {} records",
+                files.len(),
+                Backing::len(&self)
+            )));
+        }
+        Ok(InMemory { files: Some(files), ..self })
     }
 
     /// Record `i`'s bytes in `values`.
@@ -135,6 +157,10 @@ impl InMemory {
 }
 
 impl Backing for InMemory {
+    fn record_file(&self, i: u32) -> Option<PathBuf> {
+        self.files.as_ref()?.get(i as usize).cloned()
+    }
+
     fn len(&self) -> u64 {
         match &self.bounds {
             Bounds::Stride { len, .. } => *len as u64,

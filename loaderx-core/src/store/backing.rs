@@ -62,6 +62,13 @@ pub(crate) trait Backing: Send + Sync + std::fmt::Debug {
         let _ = indices;
         Ok(())
     }
+
+    /// The file record `i` was read from, where each record has one (an image folder read
+    /// unconverted): what an error about the record names. None by default.
+    fn record_file(&self, i: u32) -> Option<std::path::PathBuf> {
+        let _ = i;
+        None
+    }
 }
 
 impl Backing for Store {

@@ -26,7 +26,10 @@ use crate::{Error, Result};
 /// open file description), so the parent's delete and compaction found it alone and rewrote the
 /// records under the child's reads, which came back with other bytes as success. The child's
 /// own handle holds a lock of its own, which keeps the parent's rewrites out while it lives, and
-/// sees the store as it is when the child opens it. Writes from a fork stay refused.
+/// sees the store as it is when the child opens it. Writes from a fork stay refused. A process
+/// forked from that child carries the child's handle, never closed there (its lock is the
+/// child's too), and makes its own: the parent's rewrites wait for the child and every process
+/// forked from it after its first read to end, whether or not they read (look 69, L69-5).
 ///
 /// What a face adds is its own: Python releases the GIL around the calls, and both run a forked
 /// child's calls on a pool of its own ([`crate::fork::child_pool`]).
@@ -131,8 +134,8 @@ impl SharedStore {
         Error::Locked {
             path: self.path.clone(),
             reason: format!(
-                "{what}: process {} was forked from process {}, which opened this handle; open \
-                 the store again in this process",
+                "{what}: process {} was forked from process {}, which opened this handle, or \
+                 from a process forked from that one; open the store again in this process",
                 std::process::id(),
                 self.made_in
             ),
@@ -163,8 +166,9 @@ impl SharedStore {
             TryLockError::WouldBlock => Error::Locked {
                 path: self.path.clone(),
                 reason: format!(
-                    "this handle was in use by another thread when process {} was forked from \
-                     process {}, which opened it: open the store again in this process",
+                    "this handle was in use by another thread when process {} was forked (from \
+                     process {}, which opened it, or from a process forked from that one): open \
+                     the store again in this process",
                     std::process::id(),
                     self.made_in
                 ),

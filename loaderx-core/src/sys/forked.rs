@@ -42,10 +42,11 @@ impl HeldAtFork {
     /// Why a call is refused, for [`crate::Error::Locked`]'s reason.
     pub(crate) fn reason(self, what: &str) -> String {
         format!(
-            "{what} was in use by a thread of process {} when process {} was forked from it: \
-             open the store again in this process",
-            self.made_in,
-            std::process::id()
+            "{what} was in use by a thread when process {} was forked (from process {}, where \
+             the store was opened, or from a process forked from that one): open the store \
+             again in this process",
+            std::process::id(),
+            self.made_in
         )
     }
 }
@@ -189,7 +190,7 @@ mod tests {
         let start = Instant::now();
         let e = elsewhere.read(&lock).unwrap_err();
         assert!(start.elapsed() >= PATIENCE);
-        assert!(e.reason("the chunk cache").contains("when process"));
+        assert!(e.reason("the chunk cache").contains("was forked (from process"));
         let again = Instant::now();
         assert!(elsewhere.read(&lock).is_err());
         assert!(again.elapsed() < PATIENCE, "no second wait in this process");

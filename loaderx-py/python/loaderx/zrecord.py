@@ -4,6 +4,12 @@ Records are independent byte strings in a dense index space ``0..len``; every re
 is a batch. Deleting swaps the last record into each hole, so an index is stable only until
 something is deleted. ``gather`` and ``append`` may run from many threads at once; ``delete``
 and ``compact`` take the store alone.
+
+In a process forked from the one that opened it (torch's fork workers, ``multiprocessing``), a
+handle reads and refuses writes (``LockedError``); a read-write handle reads there through a
+read-only handle of the child's own, opened at its first read, which holds the store's shared
+lock: the parent's ``delete`` and ``compact`` are ``LockedError`` until that child, and every
+process forked from it since, has ended.
 """
 
 from __future__ import annotations

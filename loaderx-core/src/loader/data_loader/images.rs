@@ -107,7 +107,7 @@ impl<O> Producer<O> {
         // The pool keeps the stream's own buffers, all of the pipeline's dtype.
         let mut data = self.pool.get(name, pipeline.dtype());
         let refused = |k: usize, why: String| Error::BadInput {
-            path: source.path().to_path_buf(),
+            path: source.record_file(batch.indices[k]).unwrap_or_else(|| source.path().to_path_buf()),
             reason: format!(
                 "record {} (stream {name:?}, step {}): not a decodable image: {why}",
                 source.path_record(batch.indices[k]),
