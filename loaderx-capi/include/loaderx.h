@@ -140,7 +140,7 @@ typedef struct {
     uint64_t checked;         /* records read back */
     uint64_t bad_records;     /* of which damaged (every one counted) */
     uint64_t file_problems;   /* problems with the store's own files (header, manifest) */
-    uint64_t first_bad_index; /* the first damaged record, or UINT64_MAX */
+    uint64_t first_bad_index; /* the lowest damaged record's index, or UINT64_MAX */
 } lx_verify_report;
 
 typedef struct {
@@ -203,6 +203,10 @@ int32_t lx_store_record_lens(const lx_store *store, const uint64_t *indices, siz
 int32_t lx_store_gather_size(const lx_store *store, const uint64_t *indices, size_t count, uint64_t *out_total);
 
 /*
+ * Gathers read as the engine's readers do: a compressed record is checked by its decoder, a raw
+ * one is copied without its checksum (the copy runs at memory speed), so a raw record damaged
+ * on disk comes back as it now is. lx_store_verify checks every record's checksum.
+ *
  * Records that are each exactly `record_len` bytes (a dense dataset's items), back to back in
  * `out`, whose length `out_len` must be count * record_len. A record of another size is
  * LX_ERR_CORRUPT naming it.

@@ -243,7 +243,8 @@ impl LxStore {
             let files = s.verify_files()?;
             report.checked = s.verify_each(|index, err| {
                 report.bad_records += 1;
-                if first_bad.is_none() {
+                // The lowest index: records overlapping another's come after the scan's.
+                if index < report.first_bad_index {
                     report.first_bad_index = index;
                     first_bad = Some(err);
                 }

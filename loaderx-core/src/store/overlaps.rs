@@ -2,14 +2,15 @@
 //! (compaction refuses a store that has them), so an index claiming it is damaged, though each
 //! entry and each record's checksum may be right (an entry copied over another's, look 68,
 //! L68-1). [`Store::verify_overlaps`] finds them for `verify`, and so for the damage check of
-//! every migration, in memory bounded by [`OVERLAP_PASS_RECORDS`] whatever the store's size.
+//! every migration, in memory bounded by [`OVERLAP_PASS_RECORDS`] or a fixed fraction of the
+//! index, whatever the store's size.
 
 use std::collections::BTreeMap;
 
 use super::Store;
 use super::table::committed;
 use crate::format::v2::Entry;
-use crate::sys::tuning::OVERLAP_PASS_RECORDS;
+use crate::sys::tuning::{OVERLAP_PASS_RECORDS, OVERLAP_PASSES};
 use crate::{Error, Result};
 
 /// Entries read at a time.
@@ -54,24 +55,36 @@ impl Damaged {
     }
 }
 
+/// The records of one chunk starting at offsets `lo..hi`: what a pass sorts, a chunk whole or,
+/// one of more records than a pass takes, a stretch of it.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    chunk: u32,
+    lo: u64,
+    hi: u64,
+}
+
 impl Store {
-    /// Hands `f` each record whose bytes overlap those of a record before it in its chunk (in
-    /// the order of their place in the chunk), naming that record. Empty records take no bytes
-    /// and are never compared; a record the record scan found `damaged` (its entry or its bytes)
-    /// is reported there and left out here. A fixed-stride store places records by their index
-    /// and has none.
+    /// Hands `f` each record whose bytes overlap another's in its chunk, naming the other: both
+    /// records of a pair, since the index alone cannot say which one reads the other's bytes
+    /// (look 70, L70-1). Empty records take no bytes and are never compared; a record the record
+    /// scan found `damaged` (its entry or its bytes) is reported there and left out here. A
+    /// fixed-stride store places records by their index and has none.
     ///
-    /// The chunks are taken a group at a time, each group's records no more than
-    /// [`OVERLAP_PASS_RECORDS`] (a chunk with more is a group of its own: its records are at
-    /// most its bytes), the index read once to count and once per group.
+    /// The records are sorted by place a window at a time: whole chunks, or stretches of a chunk
+    /// holding more than a pass takes, each pass at most [`OVERLAP_PASS_RECORDS`] records or a
+    /// [`OVERLAP_PASSES`]th of the store (so that the index is read a bounded number of times);
+    /// the record reaching furthest is carried from one stretch of a chunk to the next. The
+    /// index is read once to count and once per pass.
     ///
     /// # Errors
     /// Only for failures that stop the scan (the index unreadable).
     pub(super) fn verify_overlaps(&self, damaged: &Damaged, f: &mut impl FnMut(u64, Error)) -> Result<()> {
-        self.overlaps_in_passes(OVERLAP_PASS_RECORDS, damaged, f)
+        let budget = OVERLAP_PASS_RECORDS.max(self.len().div_ceil(OVERLAP_PASSES));
+        self.overlaps_in_passes(budget, damaged, f)
     }
 
-    /// [`Store::verify_overlaps`], `budget` records sorted at a time.
+    /// [`Store::verify_overlaps`], about `budget` records sorted at a time.
     fn overlaps_in_passes(
         &self,
         budget: u64,
@@ -81,42 +94,62 @@ impl Store {
         if self.index.stride().is_some() {
             return Ok(());
         }
-        let mut per_chunk: BTreeMap<u32, u64> = BTreeMap::new();
-        self.each_extent(damaged, |e| *per_chunk.entry(e.chunk).or_default() += 1)?;
-        let mut groups: Vec<(u32, u32, u64)> = Vec::new();
-        for (&chunk, &n) in &per_chunk {
-            match groups.last_mut() {
-                Some((_, last, total)) if *total + n <= budget => (*last, *total) = (chunk, *total + n),
-                _ => groups.push((chunk, chunk, n)),
+        // Each chunk's records, the first offset and one past the last.
+        let mut per_chunk: BTreeMap<u32, (u64, u64, u64)> = BTreeMap::new();
+        self.each_extent(damaged, |e| {
+            let c = per_chunk.entry(e.chunk).or_insert((0, u64::MAX, 0));
+            *c = (c.0 + 1, c.1.min(e.offset), c.2.max(e.offset.saturating_add(1)));
+        })?;
+        let budget = budget.max(1);
+        let mut passes: Vec<(Vec<Window>, u64)> = Vec::new();
+        for (&chunk, &(n, lo, hi)) in &per_chunk {
+            // A chunk of more records than a pass takes: as many stretches of equal width.
+            let cuts = n.div_ceil(budget);
+            let width = (hi - lo).div_ceil(cuts).max(1);
+            let mut at = lo;
+            while at < hi {
+                let w = Window { chunk, lo: at, hi: at.saturating_add(width).min(hi) };
+                at = w.hi;
+                let expect = n.div_ceil(cuts);
+                match passes.last_mut() {
+                    Some((ws, total)) if *total + expect <= budget => {
+                        ws.push(w);
+                        *total += expect;
+                    }
+                    _ => passes.push((vec![w], expect)),
+                }
             }
         }
-        for (first, last, total) in groups {
-            let mut extents = Vec::with_capacity(total as usize);
+        let mut named = Damaged::default();
+        let mut name = |e: &Extent, other: u64| {
+            if !named.contains(e.index) {
+                named.insert(e.index, self.len());
+                let reason = format!(
+                    "bad index entry: its bytes {}..{} of chunk {} overlap record {other}'s",
+                    e.offset,
+                    e.end(),
+                    e.chunk
+                );
+                f(e.index, self.record_error(e.index, reason));
+            }
+        };
+        // The record reaching furthest so far in its chunk (carried from one stretch to the
+        // next): an overlap with any earlier record is one with it.
+        let mut reach: Option<Extent> = None;
+        for (windows, total) in passes {
+            let mut extents = Vec::with_capacity(total.min(budget) as usize);
             self.each_extent(damaged, |e| {
-                if (first..=last).contains(&e.chunk) {
+                let k = windows.partition_point(|w| (w.chunk, w.lo) <= (e.chunk, e.offset));
+                if k > 0 && windows[k - 1].chunk == e.chunk && e.offset < windows[k - 1].hi {
                     extents.push(e);
                 }
             })?;
             extents.sort_unstable();
-            // The record reaching furthest so far in the chunk: an overlap with any earlier
-            // record is one with it.
-            let mut reach: Option<Extent> = None;
             for e in extents {
                 match reach {
                     Some(r) if r.chunk == e.chunk && r.end() > e.offset => {
-                        f(
-                            e.index,
-                            self.record_error(
-                                e.index,
-                                format!(
-                                    "bad index entry: its bytes {}..{} of chunk {} overlap record {}'s",
-                                    e.offset,
-                                    e.end(),
-                                    e.chunk,
-                                    r.index
-                                ),
-                            ),
-                        );
+                        name(&e, r.index);
+                        name(&r, e.index);
                         if e.end() > r.end() {
                             reach = Some(e);
                         }
@@ -156,9 +189,10 @@ mod tests {
     use super::Damaged;
     use crate::{Codec, Store, StoreOptions};
 
-    /// Overlaps within a chunk and across records far apart in the index are found alike
-    /// whether the chunks are sorted all at once or one pass per chunk; records that only meet
-    /// (one ends where the next starts) and empty records are not overlaps.
+    /// Overlaps within a chunk, between records far apart in the index and across the stretches
+    /// of a chunk cut into several are found alike whether everything is sorted at once or one
+    /// record's worth at a time, both records of each pair named; records that only meet (one
+    /// ends where the next starts) and empty records are not overlaps.
     #[test]
     fn overlaps_are_found_in_one_pass_or_many() {
         let dir = tempfile::tempdir().unwrap();
@@ -168,31 +202,31 @@ mod tests {
         let records: Vec<Vec<u8>> = (0..12u8).map(|i| vec![i; if i == 3 { 0 } else { 20 }]).collect();
         store.append(&records, Codec::Raw).unwrap();
         drop(store);
-        // Entry 9 copied over entry 10 (a record of another chunk); entry 1 over entry 2 (one chunk).
+        // Entry 9 copied over entry 10 (a record of another chunk); entry 1 over entry 2 (one
+        // chunk); entry 4 (at the start of its chunk) made 45 bytes long, over 5 and into 6.
         let index = path.join("index.zr");
         let mut bytes = std::fs::read(&index).unwrap();
         let entry = |i: usize| 64 + 16 * i;
         bytes.copy_within(entry(9)..entry(10), entry(10));
         bytes.copy_within(entry(1)..entry(2), entry(2));
+        bytes[entry(4) + 8..entry(4) + 12].copy_from_slice(&45u32.to_le_bytes());
         std::fs::write(&index, bytes).unwrap();
         let store = Store::open(&path).unwrap();
-        for budget in [1, 3, 1 << 20] {
+        for budget in [1, 2, 3, 1 << 20] {
             let mut found = Vec::new();
             let none = Damaged::default();
             store.overlaps_in_passes(budget, &none, &mut |i, e| found.push((i, e.to_string()))).unwrap();
             found.sort();
-            assert_eq!(
-                found.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
-                [2, 10],
-                "budget {budget}: {found:?}"
-            );
-            assert!(found[0].1.contains("overlap record 1's") && found[1].1.contains("overlap record 9's"));
+            let named: Vec<u64> = found.iter().map(|(i, _)| *i).collect();
+            assert_eq!(named, [1, 2, 4, 5, 6, 9, 10], "budget {budget}: {found:?}");
+            assert!(found[0].1.contains("overlap record 2's") && found[1].1.contains("overlap record 1's"));
         }
         // A record the record scan found damaged is reported there, not here.
         let mut damaged = Damaged::default();
-        damaged.insert(2, store.len());
+        damaged.insert(4, store.len());
         let mut found = Vec::new();
         store.overlaps_in_passes(1 << 20, &damaged, &mut |i, _| found.push(i)).unwrap();
-        assert_eq!(found, [10]);
+        found.sort();
+        assert_eq!(found, [1, 2, 9, 10]);
     }
 }

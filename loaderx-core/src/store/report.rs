@@ -252,7 +252,8 @@ impl Store {
     /// Checks every record and the store's files as a whole ([`Store::verify_files`]): each
     /// index entry against the format's limits and the committed tail (and, v2, its own
     /// checksum), each record's stored bytes against their checksum (v2), each record decoded and
-    /// its length against the index. Nothing is changed.
+    /// its length against the index, and the records' places against each other (no two share
+    /// bytes). Nothing is changed.
     ///
     /// Every damaged record is listed; on a badly damaged store that is a long list, which
     /// [`Store::verify_each`] streams instead.
@@ -268,8 +269,9 @@ impl Store {
 
     /// The records part of [`Store::verify`], handing each damaged record to `f`, in index
     /// order, as the scan finds it (records are checked in parallel, a block at a time), then
-    /// each record whose bytes overlap another's, and returning the number of records checked. Memory stays bounded however many records are
-    /// damaged.
+    /// each record whose bytes overlap another's ([`Store::verify_overlaps`]: not in index
+    /// order), and returning the number of records checked. Memory stays bounded however many
+    /// records are damaged.
     ///
     /// # Errors
     /// Only for failures that stop the scan as a whole.

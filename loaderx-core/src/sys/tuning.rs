@@ -71,6 +71,9 @@ pub(crate) const WRITE_PIECE: usize = 8 << 20;
 
 // ---- Verifying
 
-/// Records whose places `verify`'s overlap check sorts at once (24 bytes each: 48 MiB), so
-/// that its memory is bounded on a store of any size; a bound, not a measured optimum.
+/// Records whose places `verify`'s overlap check sorts at once (24 bytes each: 48 MiB), or
+/// the store's [`OVERLAP_PASSES`]th part where that is more; a bound, not a measured optimum.
 pub(crate) const OVERLAP_PASS_RECORDS: u64 = 1 << 21;
+/// The most passes over the index the overlap check makes beyond its count (each sorting a
+/// 16th of the records at most: 1.5 bytes a record, a tenth of the smallest index entry).
+pub(crate) const OVERLAP_PASSES: u64 = 16;

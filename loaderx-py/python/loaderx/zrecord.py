@@ -106,9 +106,10 @@ class Zrecord:
         """Reads back every record: ``{"checked", "damaged", "bad": [(index, message)],
         "files": [...], "ok"}``.
 
-        ``damaged`` counts every damaged record; ``bad`` lists the first ``limit`` of them in
-        index order (all of them with ``limit=None``, which on a badly damaged store costs
-        memory in proportion). The scan streams, as the CLI's ``loaderx verify`` does, so its
+        ``damaged`` counts every damaged record; ``bad`` lists the first ``limit`` of them:
+        those the record scan finds, in index order, then those whose bytes overlap another
+        record's, found after it (all of them with ``limit=None``, which on a badly damaged
+        store costs memory in proportion). The scan streams, as the CLI's ``loaderx verify`` does, so its
         memory stays flat however many records are damaged. Before ``limit`` existed ``bad``
         listed every damaged record; it still does whenever there are at most ``limit``.
         """
