@@ -125,28 +125,67 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     }
     let schema = schema.unwrap_or_else(|| unreachable!("at least one part"));
     let bytes = SetManifest::new(entries).encode();
-    create_new(out)?;
-    schema.write(out)?;
-    crate::store::write_atomic(out, SET_FILE, &bytes)?;
+    // Written whole beside `out` and renamed into place (a sibling: the parts' relative paths
+    // are the same from it).
+    let staging = staging_for(out)?;
+    let written =
+        schema.write(&staging).and_then(|()| crate::store::write_atomic(&staging, SET_FILE, &bytes));
+    place(written, &staging, out)?;
     Ok(StitchSummary { parts: parts.len(), records })
 }
 
-/// Makes the directory `out` (and its parents), new: of two stitches racing onto one `out`,
-/// both of which found nothing there, the second fails here instead of writing its set over
-/// the first's.
+/// A staging directory of this process's own for the set or sets at `out`, made exclusively
+/// beside it (`.NAME.stitch.PID.N`), renamed to `out` once complete ([`place`]): a stitch
+/// killed part way left `out` holding some of its datasets, or a schema and no manifest, which
+/// is not a set and refused every retry as existing (look 71, L71-1); now it leaves only this
+/// hidden directory.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when `out` exists; [`Error::Io`] naming what could not be made.
-fn create_new(out: &Path) -> Result<()> {
-    if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+fn staging_for(out: &Path) -> Result<PathBuf> {
+    if std::fs::symlink_metadata(out).is_ok() {
+        return Err(Error::InvalidArgument(format!("{} exists; a store set is written new", out.display())));
     }
-    std::fs::create_dir(out).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => {
-            Error::InvalidArgument(format!("{} exists; a store set is written new", out.display()))
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    let name = out.file_name().ok_or_else(|| {
+        Error::InvalidArgument(format!("{}: a store set is written to a named directory", out.display()))
+    })?;
+    for n in 0u32..64 {
+        let mut tmp = std::ffi::OsString::from(".");
+        tmp.push(name);
+        tmp.push(format!(".stitch.{}.{n}", std::process::id()));
+        let tmp = parent.join(tmp);
+        match std::fs::create_dir(&tmp) {
+            Ok(()) => return Ok(tmp),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io("create directory", &tmp, e)),
         }
-        _ => Error::io("create directory", out, e),
-    })
+    }
+    Err(Error::InvalidArgument(format!("{}: no free staging name beside it", out.display())))
+}
+
+/// Moves the staging directory `staging`, `written` into, to `out`, unless `out` appeared
+/// meanwhile (of two stitches racing onto one `out`, the second fails instead of replacing the
+/// first's); on any failure the staging directory is removed.
+///
+/// # Errors
+/// What `written` holds; [`Error::InvalidArgument`] when `out` exists; [`Error::Io`].
+fn place(written: Result<()>, staging: &Path, out: &Path) -> Result<()> {
+    let placed = written.and_then(|()| crate::store::sync_dir(staging)).and_then(|()| {
+        crate::sys::rename_no_replace(staging, out).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty => {
+                Error::InvalidArgument(format!("{} exists; a store set is written new", out.display()))
+            }
+            _ => Error::io("rename into", out, e),
+        })
+    });
+    if placed.is_err() {
+        let _ = std::fs::remove_dir_all(staging);
+        return placed;
+    }
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    crate::store::sync_dir(parent)
 }
 
 /// The parts of [`stitch_datasets`]: each a directory of datasets by name (what `convert
@@ -249,13 +288,12 @@ pub fn stitch_datasets<P: AsRef<Path>>(
             }
         }
     }
-    // Created here, exclusively: on error this call removes only what it made.
-    create_new(out)?;
-    let written = stitch_each(parts, out, &want.datasets, copies);
-    if written.is_err() {
-        let _ = std::fs::remove_dir_all(out);
-    }
-    written
+    // Written whole in a staging directory of this call's own, then renamed into place.
+    let staging = staging_for(out)?;
+    let mut done = Vec::new();
+    let written = stitch_each(parts, &staging, &want.datasets, copies).map(|d| done = d);
+    place(written, &staging, out)?;
+    Ok(done)
 }
 
 /// Stitches `out/<name>` for every name and copies the files into `out`.

@@ -18,6 +18,7 @@ const DOMAIN_BUCKET: u64 = 0x6275_636B_6574_2073;
 /// Length bucketing in a [`LoaderState`](crate::LoaderState): the stream whose lengths sort
 /// the window, and the window in steps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BucketConfig {
     /// The ragged stream whose records' lengths are sorted.
     pub stream: String,

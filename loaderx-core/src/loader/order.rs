@@ -73,6 +73,7 @@ impl Order {
 /// of its own. A state saved before passes, mixtures, packing or bucketing existed lacks those
 /// fields; they default to absent (the endless sampler).
 #[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct SavedState {
     sampler: SamplerConfig,
     step: u64,
@@ -357,5 +358,35 @@ mod tests {
         let bytes = rmp_serde::to_vec_named(&two).unwrap();
         let e = rmp_serde::from_slice::<LoaderState>(&bytes).unwrap_err();
         assert!(e.to_string().contains("at most one of"), "{e}");
+    }
+
+    /// A key changed in a saved state (look 71, L71-2: `pass` read as `paSs` restored a finite
+    /// pass as the endless sampler, `epochs` as `epOchs` one epoch instead of two, silently):
+    /// an unknown key is refused, at the top and inside each order's config.
+    #[test]
+    fn a_saved_state_with_a_key_it_does_not_know_is_refused() {
+        let pass = PassConfig {
+            len: 100,
+            batch_size: 10,
+            shuffle: false,
+            seed: 3,
+            epoch: 0,
+            epochs: Some(2),
+            drop_last: false,
+            rank: 0,
+            world: 1,
+        };
+        let state = LoaderState { sampler: sampler(), step: 5, fingerprint: 9, order: Order::Pass(pass) };
+        let bytes = state.to_bytes();
+        assert_eq!(LoaderState::from_bytes(&bytes).unwrap(), state);
+        for (from, to) in
+            [(&b"pass"[..], &b"paSs"[..]), (b"epochs", b"epOchs"), (b"seed", b"sEed"), (b"step", b"stEp")]
+        {
+            let at = bytes.windows(from.len()).position(|w| w == from).unwrap();
+            let mut changed = bytes.clone();
+            changed[at..at + from.len()].copy_from_slice(to);
+            let e = LoaderState::from_bytes(&changed).unwrap_err();
+            assert!(e.to_string().contains("unknown field"), "{}: {e}", String::from_utf8_lossy(to));
+        }
     }
 }

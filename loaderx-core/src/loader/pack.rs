@@ -92,6 +92,7 @@ impl Lengths {
 
 /// How a ragged stream is packed (see [`LoaderBuilder::pack`](crate::LoaderBuilder::pack)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Pack {
     /// Tokens per row, `L`.
     pub length: u32,
@@ -130,6 +131,7 @@ impl Pack {
 
 /// Where a rank's packing stands at the state's step: plain data, two numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 pub struct PackCursor {
     /// The rank's next sample (its `k`-th: global position `k * world + rank`).
     pub sample: u64,
@@ -140,6 +142,7 @@ pub struct PackCursor {
 /// A packed stream in a [`LoaderState`](crate::LoaderState): the packing and its cursor at the
 /// state's step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PackConfig {
     /// How rows are packed.
     pub pack: Pack,

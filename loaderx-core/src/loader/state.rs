@@ -10,6 +10,10 @@ use crate::{Error, Result};
 ///
 /// Serialised in the shape of earlier versions (the order's config under its own optional field:
 /// `pass`, `mixture`, `pack` or `bucket`), so states saved by them restore and theirs read ours.
+/// A key this version does not know is refused (a damaged key read as absent turned a pass into
+/// the endless sampler: look 71, L71-2). The state carries no checksum: it is plain data made to
+/// be edited, and a value changed by damage restores as an edit would; keep checkpoints where
+/// their storage checks them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "SavedState", into = "SavedState")]
 pub struct LoaderState {

@@ -106,6 +106,7 @@ impl std::str::FromStr for SamplerMode {
 /// # Ok::<(), loaderx::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SamplerConfig {
     /// Size `N` of the index space `[0, N)`.
     pub len: u32,

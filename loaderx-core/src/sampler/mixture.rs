@@ -38,6 +38,7 @@ const DOMAIN_MIX_BATCH: u64 = 0x6D69_7820_6261_7463;
 /// state and resuming at step `s` starts a new schedule from `s`: each source's draws are then
 /// those the new weights deal from row 0, not a continuation of the old ones.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MixtureConfig {
     /// Relative weights (any non-negative finite numbers, not all zero).
     pub weights: Vec<f64>,

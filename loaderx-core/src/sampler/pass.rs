@@ -35,6 +35,7 @@ use crate::{Error, Result};
 /// # Ok::<(), loaderx::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PassConfig {
     /// Size `N` of the index space.
     pub len: u32,

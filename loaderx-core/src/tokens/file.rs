@@ -289,6 +289,37 @@ impl TokenFile {
         Ok((0..n as usize).map(|i| self.token.read(bytes, i).expect("in range")).collect())
     }
 
+    /// Checks that the index's sequences lie back to back from the `.bin`'s first token to its
+    /// last, as Megatron's writer (and this crate's) lays them: sequence `i + 1` starts where
+    /// `i` ends. The reads check only that each lies inside the `.bin`; a length lowered or a
+    /// pointer moved in the `.idx` (no checksums in the format) read other tokens and passed
+    /// `verify` (look 71, L71-3).
+    fn check_tiling(&self, h: &crate::format::tokens::MegatronHeader, idx: &[u8]) -> Result<()> {
+        let mut next = 0u64;
+        for i in 0..h.sequences {
+            let (first, len) = super::documents::sequence(self, h, idx, i)?;
+            if first != next {
+                return Err(super::documents::bad(
+                    self,
+                    "sequence_pointers",
+                    format!(
+                        "sequence {i} starts at token {first}, where the sequences before it end at token \
+                         {next}: Megatron writes them back to back"
+                    ),
+                ));
+            }
+            next = first + len;
+        }
+        if next != self.tokens {
+            return Err(super::documents::bad(
+                self,
+                "sequence_lengths",
+                format!("the sequences end at token {next}; the .bin holds {} tokens", self.tokens),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks `bytes` (tokens from token `first`) against the vocabulary, when one is set.
     pub(crate) fn check_vocab(&self, bytes: &[u8], first: u64) -> Result<()> {
         let Some(v) = self.vocab else { return Ok(()) };
@@ -308,8 +339,9 @@ impl TokenFile {
     /// # Errors
     /// The first problem, as [`Error::BadInput`] naming the file and field.
     pub fn verify(&self) -> Result<()> {
-        if self.index.is_some() {
+        if let Some(ix) = &self.index {
             super::documents::Documents::check(self)?;
+            self.check_tiling(&ix.header, ix.map.bytes())?;
         }
         // In pieces of 1 Mi tokens, so that the error names the first bad token's position.
         const PIECE: u64 = 1 << 20;

@@ -315,3 +315,45 @@ fn a_negative_entry_at_a_piece_boundary_is_refused_not_a_panic() {
     let (_, why) = refused(f.sequences(9, Some(1)));
     assert!(why.contains("document_indices"), "{why}");
 }
+
+/// Look 71, L71-3: a sequence length lowered or a pointer moved in the `.idx` (each still inside
+/// the `.bin`) read other tokens and passed `verify`, which promises lying offsets are found;
+/// now `verify` checks the sequences lie back to back from the `.bin`'s start, as Megatron writes
+/// them (the open checks the last ends the file), and names the array. The dataset as written
+/// verifies.
+#[test]
+fn verify_finds_sequences_that_do_not_tile_the_bin() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = write_megatron(dir.path(), &documents(40));
+    TokenFile::open(&prefix).unwrap().verify().unwrap();
+    let idx = suffixed(&prefix, ".idx");
+    let good = std::fs::read(&idx).unwrap();
+    // The header: 9 magic bytes, a u64 version, a dtype byte, then the sequence and document
+    // counts (u64 each); the lengths (i32 each), then the pointers (i64 each).
+    let sequences = u64::from_le_bytes(good[18..26].try_into().unwrap()) as usize;
+    let (lengths, pointers) = (34, 34 + 4 * sequences);
+    let len_of =
+        |i: usize| i32::from_le_bytes(good[lengths + 4 * i..lengths + 4 * i + 4].try_into().unwrap());
+    let ptr_of =
+        |i: usize| i64::from_le_bytes(good[pointers + 8 * i..pointers + 8 * i + 8].try_into().unwrap());
+    let k = (1..sequences).find(|&i| len_of(i) > 8).unwrap();
+    let cases: [(usize, Vec<u8>, &str); 3] = [
+        (lengths + 4 * k, (len_of(k) - 8).to_le_bytes().to_vec(), "sequence_pointers"),
+        (pointers + 8 * k, (ptr_of(k) + 32).to_le_bytes().to_vec(), "sequence_pointers"),
+        (pointers, 2i64.to_le_bytes().to_vec(), "sequence_pointers"),
+    ];
+    for (at, bytes, field) in cases {
+        let mut damaged = good.clone();
+        damaged[at..at + bytes.len()].copy_from_slice(&bytes);
+        std::fs::write(&idx, &damaged).unwrap();
+        match TokenFile::open(&prefix).unwrap().verify() {
+            Err(Error::BadInput { path, reason, .. }) => {
+                assert_eq!(path, idx);
+                assert!(reason.starts_with(field), "{field}: {reason}");
+            }
+            other => panic!("{field} at byte {at}: {other:?}"),
+        }
+    }
+    std::fs::write(&idx, &good).unwrap();
+    TokenFile::open(&prefix).unwrap().verify().unwrap();
+}
