@@ -389,3 +389,36 @@ fn a_forced_conversion_leaves_datasets_open_elsewhere_alone() {
     images(dir.path().join("in"), &out, ImageOptions::new(4, 4), force).unwrap();
     assert_eq!(DenseDataset::<u8>::open(out.join("images")).unwrap().source().item_shape(), &[4, 4, 3]);
 }
+
+/// An image of a folder read unconverted that does not decode is an error naming its file, not
+/// `<memory>` (look 69, L69-2), through a view too.
+#[test]
+fn an_undecodable_image_of_a_folder_names_its_file() {
+    use loaderx_core::vision::ImagePipeline;
+    use loaderx_core::{DataLoader, Selection};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("cat")).unwrap();
+    for i in 0..3u32 {
+        RgbImage::from_pixel(8, 8, Rgb([1, 2, 3]))
+            .save(dir.path().join("cat").join(format!("{i}.png")))
+            .unwrap();
+    }
+    std::fs::write(dir.path().join("cat/1.png"), b"not an image").unwrap();
+    let folder = loaderx_core::convert::image_folder(dir.path()).unwrap();
+    let view = folder.images.select(&Selection::indices(vec![2u32, 1])).unwrap();
+    assert_eq!(view.record_file(1), Some(dir.path().join("cat/1.png")));
+    for (images, batch) in [(folder.images, 3), (view, 2)] {
+        let mut loader = DataLoader::builder()
+            .image_stream("image", images, ImagePipeline::eval(4))
+            .batch_size(batch)
+            .build()
+            .unwrap();
+        match loader.next_batch() {
+            Err(Error::BadInput { path, reason, .. }) => {
+                assert_eq!(path, dir.path().join("cat/1.png"), "{reason}");
+                assert!(reason.contains("not a decodable image"), "{reason}");
+            }
+            other => panic!("{:?}", other.map(|b| b.is_some())),
+        }
+    }
+}
