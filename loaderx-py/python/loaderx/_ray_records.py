@@ -128,18 +128,20 @@ def _standard(arr: pa.Array, where: str) -> pa.Array:
     return arr
 
 
-def _records(arr: pa.Array, where: str) -> _Records:
-    """The records of one Arrow array (a chunk of a block's column), through the engine's
-    mapping of Arrow types (the one Parquet files take: ``loaderx_core::convert::arrow``)."""
+def _records(arr: pa.Array, column: str, block: str) -> _Records:
+    """The records of one Arrow array (a chunk of the block ``block``'s column ``column``),
+    through the engine's mapping of Arrow types (the one Parquet files take:
+    ``loaderx_core::convert::arrow``), whose errors name the column and the row."""
+    where = f"column {column!r}, {block}"
     if arr.null_count:
         raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot be null")
     arr = _standard(arr, where)
-    batch = pa.record_batch([arr], names=["values"])
+    batch = pa.record_batch([arr], names=[column])
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as w:
         w.write_batch(batch)
     try:
-        [(_, kind, dtype, shape, values, offsets)] = _native.arrow_records(sink.getvalue().to_pybytes(), where)
+        [(_, kind, dtype, shape, values, offsets)] = _native.arrow_records(sink.getvalue().to_pybytes(), block)
     except _native.Error as e:
         # A type without a layout, a null deeper in (named by column and row): the caller's kind.
         raise (TypeError if "has no loaderx layout" in str(e) else ValueError)(str(e)) from None

@@ -73,7 +73,12 @@ class DenseDataset(_Dataset):
     stores, reached as the AWS environment variables and the ``remote`` dict say: ``endpoint``,
     ``region``, ``access_key_id``/``secret_access_key``, ``anonymous``, ``allow_http``,
     ``concurrency``, ``retries``, ``timeout``, ``memory_limit``, ``cache_dir``/``cache_bytes``):
-    ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``."""
+    ``ds[[0, 5, 2]]`` is an array of shape ``(3, *item_shape)``.
+
+    A local store is read beside its writer's appends; its ``delete``, ``compact`` and
+    migrations take it alone: opening it while one runs is ``LockedError`` at once, not a wait
+    (a worker that opens it then retries, or opens it before), and a dataset open keeps them out
+    (``LockedError`` to the writer) while it lives. ``RaggedDataset`` alike."""
 
     __slots__ = ("item_shape",)
     _NATIVE = _native.Dense

@@ -228,7 +228,7 @@ class LoaderxDatasink(Datasink):
                     for chunk in table.column(c).chunks:
                         if len(chunk) == 0:
                             continue
-                        r = _records(chunk, where)
+                        r = _records(chunk, c, f"block {b} of write task {task}")
                         if c in self.ragged:
                             r = _as_ragged(r)
                         part = parts.get(c)
