@@ -269,9 +269,9 @@ impl Store {
 
     /// The records part of [`Store::verify`], handing each damaged record to `f`, in index
     /// order, as the scan finds it (records are checked in parallel, a block at a time), then
-    /// each record whose bytes overlap another's ([`Store::verify_overlaps`]: not in index
-    /// order), and returning the number of records checked. Memory stays bounded however many
-    /// records are damaged.
+    /// each record whose bytes overlap another's (both of each pair, found after the scan: not
+    /// in index order), and returning the number of records checked. Memory stays bounded
+    /// however many records are damaged.
     ///
     /// # Errors
     /// Only for failures that stop the scan as a whole.
