@@ -16,6 +16,10 @@ use crate::{Error, Result};
 /// Entries read at a time.
 const BLOCK: u64 = 1 << 16;
 
+/// Stretches a chunk of more records than a pass takes is counted in, to cut it into windows of
+/// about a pass each (32 KiB of counts a chunk).
+const HISTOGRAM: usize = 4096;
+
 /// Where a record's bytes are: what the check sorts (24 bytes a record).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Extent {
@@ -72,10 +76,12 @@ impl Store {
     /// fixed-stride store places records by their index and has none.
     ///
     /// The records are sorted by place a window at a time: whole chunks, or stretches of a chunk
-    /// holding more than a pass takes, each pass at most [`OVERLAP_PASS_RECORDS`] records or a
-    /// [`OVERLAP_PASSES`]th of the store (so that the index is read a bounded number of times);
-    /// the record reaching furthest is carried from one stretch of a chunk to the next. The
-    /// index is read once to count and once per pass.
+    /// holding more than a pass takes (cut where a count of its records by place says), each
+    /// pass at most [`OVERLAP_PASS_RECORDS`] records or a [`OVERLAP_PASSES`]th of the store, so
+    /// that the index is read a bounded number of times (passes packed greedily: at most about
+    /// twice that many); the record reaching furthest is carried from one window of a chunk to
+    /// the next. The index is read once to count, once more to count a large chunk's records by
+    /// place, and once per pass.
     ///
     /// # Errors
     /// Only for failures that stop the scan (the index unreadable).
@@ -101,24 +107,52 @@ impl Store {
             *c = (c.0 + 1, c.1.min(e.offset), c.2.max(e.offset.saturating_add(1)));
         })?;
         let budget = budget.max(1);
-        let mut passes: Vec<(Vec<Window>, u64)> = Vec::new();
-        for (&chunk, &(n, lo, hi)) in &per_chunk {
-            // A chunk of more records than a pass takes: as many stretches of equal width.
-            let cuts = n.div_ceil(budget);
-            let width = (hi - lo).div_ceil(cuts).max(1);
-            let mut at = lo;
-            while at < hi {
-                let w = Window { chunk, lo: at, hi: at.saturating_add(width).min(hi) };
-                at = w.hi;
-                let expect = n.div_ceil(cuts);
-                match passes.last_mut() {
-                    Some((ws, total)) if *total + expect <= budget => {
-                        ws.push(w);
-                        *total += expect;
-                    }
-                    _ => passes.push((vec![w], expect)),
+        // A chunk of more records than a pass takes: its records counted by place, in
+        // HISTOGRAM stretches of equal width (look 72, L72-1: windows of equal width assumed
+        // records spread evenly, and a chunk of millions of small records beside one large one
+        // was sorted nearly whole).
+        let stretch = |off: u64, lo: u64, hi: u64| {
+            ((u128::from(off - lo) * HISTOGRAM as u128) / u128::from(hi - lo)) as usize
+        };
+        let mut histograms: BTreeMap<u32, Vec<u64>> = per_chunk
+            .iter()
+            .filter(|(_, c)| c.0 > budget)
+            .map(|(&chunk, _)| (chunk, vec![0; HISTOGRAM]))
+            .collect();
+        if !histograms.is_empty() {
+            self.each_extent(damaged, |e| {
+                if let Some(h) = histograms.get_mut(&e.chunk) {
+                    let (_, lo, hi) = per_chunk[&e.chunk];
+                    h[stretch(e.offset, lo, hi)] += 1;
                 }
+            })?;
+        }
+        // Windows of at most `budget` records where the stretches allow (one stretch of more is a
+        // window of its own), packed into passes of at most `budget` records.
+        let mut passes: Vec<(Vec<Window>, u64)> = Vec::new();
+        let mut add = |w: Window, n: u64| match passes.last_mut() {
+            Some((ws, total)) if *total + n <= budget => {
+                ws.push(w);
+                *total += n;
             }
+            _ => passes.push((vec![w], n)),
+        };
+        for (&chunk, &(n, lo, hi)) in &per_chunk {
+            let Some(h) = histograms.get(&chunk) else {
+                add(Window { chunk, lo, hi }, n);
+                continue;
+            };
+            // Where stretch `k` starts: the least offset `stretch` puts in it.
+            let start = |k: usize| lo + (u128::from(hi - lo) * k as u128).div_ceil(HISTOGRAM as u128) as u64;
+            let (mut from, mut count) = (0usize, 0u64);
+            for (k, &c) in h.iter().enumerate() {
+                if count > 0 && count + c > budget {
+                    add(Window { chunk, lo: start(from), hi: start(k) }, count);
+                    (from, count) = (k, 0);
+                }
+                count += c;
+            }
+            add(Window { chunk, lo: start(from), hi }, count);
         }
         let mut named = Damaged::default();
         let mut name = |e: &Extent, other: u64| {

@@ -16,9 +16,29 @@ use crate::{Error, Result};
 /// Entries read at a time by the scans (stats, verify): memory stays bounded on a big store.
 const SCAN_BLOCK: u64 = 1 << 16;
 
-/// Reads of the header and the manifest `verify` makes while a writer's commits keep changing
-/// the header between them.
-const HEADER_TRIES: u32 = 16;
+/// Reads of a v2 header (with what goes with it) made while a writer's commit keeps it torn or
+/// changing, [`HEADER_WAIT`] apart: about 20 ms before a header is taken as it reads (a writer
+/// descheduled in the middle of writing it, under load, leaves it torn that long).
+const HEADER_TRIES: u32 = 200;
+const HEADER_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
+
+/// The header of one moment and what `read` read within it: a header that passes its checksum,
+/// read the same before and after `read` (look 68, L68-2: a manifest read after a commit was
+/// compared with the header read before it; a header read in the middle of a commit fails its
+/// checksum). After [`HEADER_TRIES`] the last read is taken as it is: damage, or a writer that
+/// never stopped committing.
+fn header_moment<T>(map: &crate::sys::IndexMap, mut read: impl FnMut() -> T) -> ([u8; v2::HEADER_SIZE], T) {
+    let mut tries = 0;
+    loop {
+        let header = map.header();
+        let got = read();
+        tries += 1;
+        if tries >= HEADER_TRIES || (v2::Header::parse(&header, true).is_ok() && map.header() == header) {
+            return (header, got);
+        }
+        std::thread::sleep(HEADER_WAIT);
+    }
+}
 
 /// Records stored under each codec, indexed by [`Codec`] (`counts[Codec::Lz4]`), in the order of
 /// [`Codec::ALL`]: [`Store::stats`] and, with the `remote` feature, `RemoteSummary`.
@@ -341,15 +361,8 @@ impl Store {
         let (Index::V2(map) | Index::Fixed(map, _) | Index::Compact(map)) = &self.index else {
             return Ok(());
         };
-        let mut tries = 0;
-        loop {
-            match v2::Header::parse(&map.header(), true) {
-                Ok(_) => return Ok(()),
-                Err(e) if tries >= HEADER_TRIES => return Err(v2_header_error(&self.index_path, e)),
-                Err(_) => tries += 1,
-            }
-            std::thread::yield_now();
-        }
+        let (header, ()) = header_moment(map, || ());
+        v2::Header::parse(&header, true).map(drop).map_err(|e| v2_header_error(&self.index_path, e))
     }
 
     /// Checks the store's files as a whole, beyond its records: a v2 header's fields that
@@ -370,16 +383,8 @@ impl Store {
         // header is the header's or one behind it (look 68, L68-2: a manifest read after a
         // commit was compared with the header read before it, and an intact store reported
         // damaged). Tried a few times while commits keep coming, then compared as read.
-        let mut header = map.header();
-        let mut read = super::files::read_manifest(self.chunks.dir(), self.known_chunks());
-        for _ in 0..HEADER_TRIES {
-            let again = map.header();
-            if again == header {
-                break;
-            }
-            header = again;
-            read = super::files::read_manifest(self.chunks.dir(), self.known_chunks());
-        }
+        let (header, read) =
+            header_moment(map, || super::files::read_manifest(self.chunks.dir(), self.known_chunks()));
         let h = match v2::Header::parse(&header, true) {
             Ok(h) => h,
             Err(e) => {
