@@ -178,35 +178,41 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     verify_store(args)
 }
 
+/// `verify` of a remote store: every record fetched and checked against its crc32c (the first
+/// damaged one is the error).
+#[cfg(feature = "remote")]
+fn verify_remote(dir: &Path) -> anyhow::Result<ExitCode> {
+    let url = dir.to_string_lossy();
+    let options = loaderx_core::remote::RemoteOptions::new().with_env_cache()?;
+    let store =
+        loaderx_core::remote::RemoteStore::open(&url, options).with_context(|| format!("verify {url}"))?;
+    Ok(match store.verify() {
+        Ok(n) if store.format() == Format::V1 => {
+            crate::print(&format!("{url}: {n} records, all readable (v1 records carry no checksum)\n"))?;
+            ExitCode::SUCCESS
+        }
+        Ok(n) => {
+            crate::print(&format!("{url}: {n} records, all intact\n"))?;
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            crate::print(&format!("{url}: damaged: {e}\n"))?;
+            ExitCode::FAILURE
+        }
+    })
+}
+
 /// `verify` of a store, a store set or a remote store.
 fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.store;
     #[cfg(feature = "remote")]
     if loaderx_core::remote::is_remote(dir) {
-        // A remote store: every record fetched and checked against its crc32c (the first
-        // damaged one is the error).
-        let url = dir.to_string_lossy();
-        let options = loaderx_core::remote::RemoteOptions::new().with_env_cache()?;
-        let store = loaderx_core::remote::RemoteStore::open(&url, options)
-            .with_context(|| format!("verify {url}"))?;
-        return Ok(match store.verify() {
-            Ok(n) if store.format() == Format::V1 => {
-                crate::print(&format!("{url}: {n} records, all readable (v1 records carry no checksum)\n"))?;
-                ExitCode::SUCCESS
-            }
-            Ok(n) => {
-                crate::print(&format!("{url}: {n} records, all intact\n"))?;
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                crate::print(&format!("{url}: damaged: {e}\n"))?;
-                ExitCode::FAILURE
-            }
-        });
+        return verify_remote(dir);
     }
     let limit = if args.all { u64::MAX } else { VERIFY_LISTED };
     let mut listed = Vec::new();
     let mut damaged = 0u64;
+    let mut listed_records = 0u64;
     let mut files = Vec::new();
     let mut format = Format::V2;
     let mut checked = 0u64;
@@ -224,8 +230,15 @@ fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
                     format = Format::V1;
                 }
                 files.extend(s.verify_files()?.iter().map(ToString::to_string));
+                let mut seen = Seen::new(s.len());
                 let mut report = |index: u64, err: String| {
-                    damaged += 1;
+                    if seen.first(index) {
+                        damaged += 1;
+                        if damaged <= limit {
+                            listed_records += 1;
+                        }
+                    }
+                    // While the list is whole, a second reason joins the record's first.
                     if damaged <= limit {
                         listed.push((first + index, err));
                     }
@@ -280,12 +293,42 @@ fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     for (index, err) in &listed {
         t.push_str(&format!("  record {index}: {err}\n"));
     }
-    let unlisted = damaged - listed.len() as u64;
+    let unlisted = damaged - listed_records;
     if unlisted > 0 {
         t.push_str(&format!("  ... and {unlisted} more (--all lists every one)\n"));
     }
     crate::print(&t)?;
     Ok(code)
+}
+
+/// The records of a store reported so far: one reported for two reasons (its bytes overlap
+/// another's and its length is not the schema's) is one damaged record, listed with both (look
+/// 74, L74-1: counted twice). One bit a record, made at the first report.
+struct Seen {
+    len: u64,
+    bits: Vec<u64>,
+}
+
+impl Seen {
+    fn new(len: u64) -> Seen {
+        Seen { len, bits: Vec::new() }
+    }
+
+    /// Whether this is record `index`'s first report.
+    fn first(&mut self, index: u64) -> bool {
+        if self.bits.is_empty() {
+            self.bits = vec![0; self.len.div_ceil(64) as usize];
+        }
+        let (word, bit) = ((index / 64) as usize, 1u64 << (index % 64));
+        match self.bits.get_mut(word) {
+            Some(w) if *w & bit != 0 => false,
+            Some(w) => {
+                *w |= bit;
+                true
+            }
+            None => true,
+        }
+    }
 }
 
 /// Hands `report` each record of `store` whose length does not hold what `schema` says (one

@@ -354,3 +354,54 @@ fn convert_prints_each_part_of_the_error_chain_once() {
         }
     }
 }
+
+/// A record damaged two ways at once (look 74, L74-1: a dense item lengthened over its
+/// neighbour, its checksum recomputed: its bytes overlap record 1's and its length is not the
+/// schema's) counts once, listed with both reasons; its neighbour is named too.
+#[test]
+fn verify_counts_a_record_damaged_two_ways_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let npy = dir.path().join("x.npy");
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = "{'descr': '|u1', 'fortran_order': False, 'shape': (4, 1), }".to_string();
+    header.push_str(&" ".repeat(63 - (10 + header.len()) % 64));
+    header.push('\n');
+    bytes.extend((header.len() as u16).to_le_bytes());
+    bytes.extend(header.as_bytes());
+    bytes.extend([7u8, 8, 9, 10]);
+    std::fs::write(&npy, bytes).unwrap();
+    let s = dir.path().join("s");
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_loaderx")).args(args).output().unwrap();
+    assert!(
+        run(&["convert", "npy", "--codec", "raw", npy.to_str().unwrap(), s.to_str().unwrap()])
+            .status
+            .success()
+    );
+    assert!(run(&["migrate", "--to", "compact", s.to_str().unwrap()]).status.success());
+    // Entry 0 (16 bytes at 64): its stored length (bytes 8..12) 2, its crc32c (12..16) of the
+    // two bytes it now covers.
+    let index = s.join("index.zr");
+    let mut idx = std::fs::read(&index).unwrap();
+    idx[64 + 8..64 + 12].copy_from_slice(&2u32.to_le_bytes());
+    idx[64 + 12..64 + 16].copy_from_slice(&crc32c(&[7, 8]).to_le_bytes());
+    std::fs::write(&index, idx).unwrap();
+    let o = run(&["verify", "--json", "--all", s.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["damaged"], 2, "{json}");
+    let mut listed: Vec<u64> =
+        json["records"].as_array().unwrap().iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    listed.sort();
+    assert_eq!(listed, [0, 0, 1], "{json}");
+}
+
+/// CRC-32C (Castagnoli), bit by bit: the record checksum v2 keeps.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
