@@ -333,19 +333,24 @@ mod tests {
         assert_eq!(state, LoaderState { sampler: sampler(), step: 7, fingerprint: 9, order: Order::Endless });
     }
 
-    #[test]
-    fn a_saved_state_with_two_orders_is_refused_when_read() {
-        let pass = PassConfig {
+    /// A pass of 100 records in batches of 10, `epochs` of them.
+    fn pass(epochs: u64) -> PassConfig {
+        PassConfig {
             len: 100,
             batch_size: 10,
             shuffle: false,
             seed: 3,
             epoch: 0,
-            epochs: Some(1),
+            epochs: Some(epochs),
             drop_last: false,
             rank: 0,
             world: 1,
-        };
+        }
+    }
+
+    #[test]
+    fn a_saved_state_with_two_orders_is_refused_when_read() {
+        let pass = pass(1);
         let two = SavedState {
             sampler: sampler(),
             step: 0,
@@ -365,17 +370,7 @@ mod tests {
     /// an unknown key is refused, at the top and inside each order's config.
     #[test]
     fn a_saved_state_with_a_key_it_does_not_know_is_refused() {
-        let pass = PassConfig {
-            len: 100,
-            batch_size: 10,
-            shuffle: false,
-            seed: 3,
-            epoch: 0,
-            epochs: Some(2),
-            drop_last: false,
-            rank: 0,
-            world: 1,
-        };
+        let pass = pass(2);
         let state = LoaderState { sampler: sampler(), step: 5, fingerprint: 9, order: Order::Pass(pass) };
         let bytes = state.to_bytes();
         assert_eq!(LoaderState::from_bytes(&bytes).unwrap(), state);
