@@ -63,8 +63,8 @@ pub use format::v2::Layout;
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};
 pub use kernels::scale_bytes_to_f32;
 pub use loader::{
-    Batch, BoxError, BucketConfig, DataLoader, Launch, LoaderBuilder, LoaderState, Order, Pack, PackConfig,
-    PackCursor, Pass, Prefetcher, Stopper,
+    Batch, BoxError, BucketConfig, DataLoader, Launch, LentArray, LoaderBuilder, LoaderState, Order, Pack,
+    PackConfig, PackCursor, Pass, Prefetcher, Stopper,
 };
 pub use sampler::{
     MIXTURE_SLOTS, Mixture, MixtureConfig, PassConfig, PassSampler, SampleRng, Sampler, SamplerBuilder,

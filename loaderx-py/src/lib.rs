@@ -2,11 +2,12 @@
 //!
 //! Each class wraps one engine type of loaderx-core and each hot call is one call into Rust with
 //! the GIL released: a gather writes straight into the NumPy array it returns (or the caller's),
-//! a batch's arrays are the loader's own buffers handed to NumPy without a copy. The Python
-//! package (`python/loaderx`) gives them the seeds' names and argument checking; nothing here
-//! implements what loaderx-core already does.
+//! a batch's arrays are the loader's own buffers lent to NumPy without a copy (back to the
+//! loader's pool when NumPy lets them go). The Python package (`python/loaderx`) gives them the
+//! seeds' names and argument checking; nothing here implements what loaderx-core already does.
 
-#![forbid(unsafe_code)]
+// `unsafe` only in `lent` (a NumPy array over a buffer its base object owns).
+#![deny(unsafe_code)]
 
 mod arrays;
 mod arrow;
@@ -15,6 +16,7 @@ mod chunker;
 mod dataset;
 mod errors;
 mod fork;
+mod lent;
 mod loader;
 mod sampler;
 mod set;

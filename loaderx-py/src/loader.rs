@@ -7,8 +7,8 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
-use crate::arrays;
 use crate::errors::IntoPy;
+use crate::{arrays, lent};
 
 /// The loader, by whether a Python transform runs on its threads.
 enum Inner {
@@ -70,8 +70,9 @@ std::thread_local! {
 /// Loaders' numbers, from 1.
 static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// `batch` as `{name: array}`: a dense stream's array owns the loader's buffer (no copy); an
-/// unpadded ragged stream is a list of arrays, views of one buffer.
+/// `batch` as `{name: array}`: a dense stream's array views the loader's buffer (no copy), lent
+/// until NumPy drops it ([`lent`]); an unpadded ragged stream is a list of arrays, views of one
+/// buffer.
 fn batch_dict(py: Python<'_>, mut batch: Batch) -> PyResult<Bound<'_, PyDict>> {
     let dict = PyDict::new(py);
     let ragged: Vec<String> = batch.ragged_names().map(str::to_owned).collect();
@@ -87,8 +88,11 @@ fn batch_dict(py: Python<'_>, mut batch: Batch) -> PyResult<Bound<'_, PyDict>> {
         }
         dict.set_item(name, list)?;
     }
-    for (name, array) in batch.into_streams() {
-        dict.set_item(name, arrays::dense(py, array)?)?;
+    let names: Vec<String> = batch.names().map(str::to_owned).collect();
+    for name in names {
+        if let Some(lent) = batch.lend(&name) {
+            dict.set_item(name, lent::array(py, lent)?)?;
+        }
     }
     Ok(dict)
 }
@@ -210,6 +214,17 @@ impl Loader {
             Ok(match inner {
                 Inner::Plain(l) => l.steps(),
                 Inner::Mapped(l) => l.steps(),
+            })
+        })
+    }
+
+    /// Batch buffers allocated so far; the others were recycled from batches NumPy let go.
+    #[pyo3(name = "_buffers_allocated")]
+    fn buffers_allocated(&self, py: Python<'_>) -> PyResult<usize> {
+        self.locked(py, |inner| {
+            Ok(match inner {
+                Inner::Plain(l) => l.buffers_allocated(),
+                Inner::Mapped(l) => l.buffers_allocated(),
             })
         })
     }

@@ -30,11 +30,11 @@ def test_batches_are_handed_over_without_a_copy(tmp_path):
     from_numpy(tmp_path / "x", np.zeros((100, 8), np.float32))
     with DataLoader({"x": DenseDataset(tmp_path / "x")}, batch_size=10) as loader:
         x = next(loader)["x"]
-    # NumPy does not own the batch's memory: it is the engine's buffer, adopted.
+    # NumPy does not own the batch's memory: it is the engine's buffer, lent.
     base = x
     while isinstance(base.base, np.ndarray):
         base = base.base
-    assert not x.flags.owndata and type(base.base).__name__ == "PySliceContainer"
+    assert not x.flags.owndata and type(base.base).__name__ == "Lent"
     x[:] = 1  # writable, and ours
     torch = pytest.importorskip("torch")
     t = torch.from_numpy(x)

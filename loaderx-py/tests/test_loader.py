@@ -28,6 +28,34 @@ def test_batches_line_up_across_streams(streams):
             np.testing.assert_array_equal(b["x"][:, 0, 0], b["y"] * 6)
 
 
+def test_batch_arrays_lend_the_loaders_buffers_until_numpy_lets_them_go(streams):
+    # A batch's arrays view the loader's own buffers: let go, they are written over by later
+    # batches (no fresh pages each batch); held, viewed or written to, they are never touched.
+    with DataLoader(streams, batch_size=64, num_workers=2, seed=7) as loader:
+        for _ in range(100):
+            b = next(loader)
+            np.testing.assert_array_equal(b["x"][:, 0, 0], b["y"] * 6)
+            del b
+        # 200 arrays delivered; without the loans every one would be a fresh buffer.
+        assert loader._native._buffers_allocated() <= 2 * 16
+        kept = [next(loader) for _ in range(10)]
+        column = kept[1]["x"][:, 1, 2]
+        kept[0]["x"][...] = -1
+        y0 = kept[0]["y"].copy()
+        for _ in range(50):
+            next(loader)
+        assert (kept[0]["x"] == -1).all()
+        np.testing.assert_array_equal(kept[0]["y"], y0)
+        for b in kept[1:]:
+            np.testing.assert_array_equal(b["x"][:, 0, 0], b["y"] * 6)
+        # A view outlives its batch: the buffer stays lent to it.
+        want = kept[1]["y"] * 6 + 5
+        del kept
+        for _ in range(50):
+            next(loader)
+        np.testing.assert_array_equal(column, want)
+
+
 def test_cyclic_covers_every_record_once_per_cycle(streams):
     with DataLoader(streams, batch_size=100, mode="cyclic", seed=3) as loader:
         seen = np.concatenate([next(loader)["y"] for _ in range(10)])

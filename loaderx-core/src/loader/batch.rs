@@ -49,6 +49,17 @@ impl Batch {
         self.streams.remove(name)
     }
 
+    /// Takes the stream `name` out on loan: its buffer goes back to the loader's pool when the
+    /// [`LentArray`] drops, so that a later batch of the stream is written over the same pages
+    /// instead of faulting in fresh ones (a batch of 256 normalised 224x224 images is 154 MB: the
+    /// kernel zeroes and maps every page of a fresh buffer on its first write). For a consumer
+    /// that reads or copies the batch and lets it go: a NumPy array viewing it, a copy to a
+    /// device. [`LentArray::into_array`] keeps the buffer instead.
+    pub fn lend(&mut self, name: &str) -> Option<LentArray> {
+        let array = self.streams.remove(name)?;
+        Some(LentArray { name: name.to_string(), array: Some(array), pool: self.pool.clone() })
+    }
+
     /// Puts a stream in (a transform's output, say).
     pub fn insert(&mut self, name: impl Into<String>, array: DenseArray) {
         self.streams.insert(name.into(), array);
@@ -93,6 +104,41 @@ impl Drop for Batch {
             for (name, array) in std::mem::take(&mut self.streams) {
                 pool.put(&name, array.into_raw_parts().1);
             }
+        }
+    }
+}
+
+/// A stream taken out of a batch on loan ([`Batch::lend`]): its buffer returns to the loader's
+/// pool when this drops (the loader may be gone by then: the pool lives as long as a loan).
+#[derive(Debug)]
+pub struct LentArray {
+    name: String,
+    /// `None` only once [`LentArray::into_array`] took it.
+    array: Option<DenseArray>,
+    pool: Option<Arc<Pool>>,
+}
+
+impl LentArray {
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The array, shaped `(B, *item_shape)`.
+    pub fn array(&self) -> &DenseArray {
+        self.array.as_ref().expect("a LentArray holds its array until into_array")
+    }
+
+    /// The array kept: its buffer no longer goes back to the pool.
+    pub fn into_array(mut self) -> DenseArray {
+        self.array.take().expect("a LentArray holds its array until into_array")
+    }
+}
+
+impl Drop for LentArray {
+    fn drop(&mut self) {
+        if let (Some(pool), Some(array)) = (&self.pool, self.array.take()) {
+            pool.put(&self.name, array.into_raw_parts().1);
         }
     }
 }

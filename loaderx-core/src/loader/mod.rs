@@ -47,7 +47,7 @@ mod state;
 mod stream;
 mod window;
 
-pub use batch::Batch;
+pub use batch::{Batch, LentArray};
 pub use bucket::BucketConfig;
 pub use builder::LoaderBuilder;
 pub use data_loader::{BoxError, DataLoader, Stopper};

@@ -269,6 +269,35 @@ fn steady_state_recycles_batch_buffers() {
     assert!(loader.buffers_allocated() <= 2 * 2 * 4, "{} buffers allocated", loader.buffers_allocated());
 }
 
+/// A stream lent out of its batch comes back to the pool when the loan drops (even after the
+/// loader is gone); one kept with `into_array` or `take` does not.
+#[test]
+fn lent_streams_return_to_the_pool_and_kept_ones_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut loader = streams(dir.path(), 1000).batch_size(50).threads(2).prefetch(2).build().unwrap();
+    let mut kept = Vec::new();
+    for k in 0..200 {
+        let mut batch = loader.next_batch().unwrap().unwrap();
+        let want = rows(&batch);
+        let x = batch.lend("x").unwrap();
+        assert_eq!((x.name(), x.array().shape()), ("x", &[50, 2][..]));
+        assert_eq!(x.array().as_slice::<f32>().unwrap()[0], want[0] as f32, "batch {k}");
+        if k < 20 {
+            kept.push(x.into_array());
+        }
+    }
+    // Twenty kept buffers were replaced by fresh ones; the others circulated (two streams, at
+    // most threads * (prefetch + 2) each).
+    let allocated = loader.buffers_allocated();
+    assert!((20..=20 + 2 * 2 * 4).contains(&allocated), "{allocated} buffers allocated");
+    let mut batch = loader.next_batch().unwrap().unwrap();
+    let late = batch.lend("x").unwrap();
+    drop((batch, loader));
+    assert_eq!(late.array().len(), 100, "a loan outlives its loader");
+    drop(late);
+    assert!(kept.iter().all(|a| a.len() == 100));
+}
+
 /// A loader started at the last step it can deliver gives that step, then an error, promptly
 /// (its prefetch threads used to wait for room forever, and the loader hung).
 #[test]
