@@ -230,6 +230,13 @@ impl ImagePipeline {
         out: Out<'_>,
         scratch: &mut Scratch,
     ) -> Result<(), String> {
+        let len = match &out {
+            Out::U8(o) => o.len(),
+            Out::F32(o) => o.len(),
+        };
+        if len != self.item_elems() {
+            return Err(format!("an output of {len} values for an item of {}", self.item_elems()));
+        }
         let source = scratch.open(bytes)?;
         let (iw, ih) = source.size();
         let (left, top, cw, ch) = self.crop_box(iw, ih, rng);
@@ -263,14 +270,15 @@ impl ImagePipeline {
                 self.normalize.map(|(mean, std)| move |c: usize, v: f32| (v / 255.0 - mean[c]) / std[c]);
             return write_out(px, w, h, flip, out, |v| v.round() as u8, norm);
         }
-        // Each channel's 256 values normalised once: a lookup a pixel, the same values.
-        let lut = self.normalize.map(|(mean, std)| {
-            let channel =
-                |c: usize| std::array::from_fn::<f32, 256, _>(|v| (v as f32 / 255.0 - mean[c]) / std[c]);
-            [channel(0), channel(1), channel(2)]
-        });
-        let norm = lut.as_ref().map(|lut| |c: usize, v: u8| lut[c][usize::from(v)]);
-        write_out(resized, w, h, flip, out, |v| v, norm)
+        match (out, self.normalize) {
+            (Out::F32(out), Some((mean, std))) => {
+                let scale = std.map(|s| 1.0 / (255.0 * s));
+                let offset = std::array::from_fn(|c| -mean[c] / std[c]);
+                planes::normalised_planes(resized, (w, h), flip, out, (scale, offset));
+                Ok(())
+            }
+            (out, _) => write_out(resized, w, h, flip, out, |v| v, None::<fn(usize, u8) -> f32>),
+        }
     }
 
     /// The crop box `(left, top, width, height)` in an image of `iw` x `ih`.
@@ -409,6 +417,7 @@ pub enum Out<'a> {
 }
 
 mod decode;
+mod planes;
 
 pub use decode::{Scratch, jpeg_complete};
 

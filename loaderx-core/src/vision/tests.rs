@@ -33,6 +33,19 @@ fn a_solid_image_stays_solid_and_normalises_per_channel() {
     }
 }
 
+/// An output that is not one item's size is an error, not a partial write.
+#[test]
+fn an_output_of_another_size_is_refused() {
+    let bytes = png(&RgbImage::from_pixel(20, 20, Rgb([1, 2, 3])));
+    let p = ImagePipeline::eval(8);
+    let mut short = vec![0u8; p.item_elems() - 1];
+    let e = p.apply(&bytes, &mut SampleRng::new(1), Out::U8(&mut short)).unwrap_err();
+    assert!(e.contains("191 values for an item of 192"), "{e}");
+    let p = p.normalize(IMAGENET_MEAN, IMAGENET_STD);
+    let mut long = vec![0f32; p.item_elems() + 1];
+    assert!(p.apply(&bytes, &mut SampleRng::new(1), Out::F32(&mut long)).is_err());
+}
+
 #[test]
 fn a_flip_mirrors_the_same_crop() {
     // Left half red, right half blue, a whole-image crop (area 1, the image's own ratio).
