@@ -109,6 +109,10 @@ def test_endless_has_no_length_but_a_pass_has(streams):
         batches = list(finite)
     assert [len(b["y"]) for b in batches] == [300, 300, 300, 100]
     assert np.concatenate([b["y"] for b in batches]).tolist() == list(range(1000))
+    # More steps than len() can return (look 75: Python's unnamed "cannot fit 'int'").
+    with DataLoader(streams, batch_size=10, epochs=2**64 - 1) as huge:
+        with pytest.raises(OverflowError, match="more than len"):
+            len(huge)
 
 
 def test_an_exception_in_the_transform_surfaces_from_next(streams):

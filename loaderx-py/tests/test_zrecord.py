@@ -46,6 +46,23 @@ def test_read_only_and_modes(tmp_path):
         Zrecord(tmp_path / "nothing", mode="r")
 
 
+def test_a_store_set_is_not_opened_to_append_or_create(tmp_path):
+    # Look 75's L75-1: Zrecord(set, "a") made a store inside the set's directory, whose appends
+    # no reader of the set saw. Refused; the set reads as before.
+    from loaderx import _native
+    from loaderx.converter import from_numpy
+    from loaderx.dataset import DenseDataset
+
+    for p in range(2):
+        from_numpy(tmp_path / f"p{p}", np.arange(3, dtype=np.int64) + 10 * p)
+    _native.stitch([str(tmp_path / "p0"), str(tmp_path / "p1")], str(tmp_path / "set"))
+    for mode in ("a", "w"):
+        with pytest.raises(FileExistsError, match="is a store set"):
+            Zrecord(tmp_path / "set", mode=mode)
+    assert not (tmp_path / "set" / "index.zr").exists()
+    np.testing.assert_array_equal(DenseDataset(tmp_path / "set")[:], [0, 1, 2, 10, 11, 12])
+
+
 def test_verify_names_bad_records(tmp_path):
     z = Zrecord(tmp_path / "z")
     # LZ4 records' checksums are checked on every read (zstd frames check themselves).

@@ -570,11 +570,29 @@ static void forks(const char *dir) {
     forks_while_rewriting(dir);
 }
 
+/* Look 75, L75-1: a store set's directory opened to append or create made a store inside it,
+ * whose appends no reader of the set saw. Refused, nothing made. */
+static void store_set(const char *set) {
+    int32_t modes[2] = {LX_OPEN_APPEND, LX_OPEN_CREATE};
+    for (int k = 0; k < 2; k++) {
+        lx_store *s = NULL;
+        CHECK(lx_store_open(set, modes[k], LX_FORMAT_V2, &s) == LX_ERR_ALREADY_EXISTS);
+        CHECK(s == NULL);
+        CHECK(lx_last_error() != NULL && strstr(lx_last_error(), "is a store set") != NULL);
+        lx_store_close(s);
+    }
+    char index[4096];
+    snprintf(index, sizeof index, "%s/index.zr", set);
+    CHECK(access(index, F_OK) != 0);
+}
+
 int main(int argc, char **argv) {
     const char *cmd = argc > 1 ? argv[1] : "";
     if (strcmp(cmd, "create-under-writer") == 0 && argc == 3) {
         create_under_writer(argv[2], LX_OPEN_APPEND);
         create_under_writer(argv[2], LX_OPEN_CREATE);
+    } else if (strcmp(cmd, "store-set") == 0 && argc == 3) {
+        store_set(argv[2]);
     } else if (strcmp(cmd, "far-chunk") == 0 && argc == 3) {
         far_chunk(argv[2]);
     } else if (strcmp(cmd, "huge-blocks") == 0 && argc == 3) {
@@ -588,7 +606,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(cmd, "fork") == 0 && argc == 3) {
         forks(argv[2]);
     } else {
-        fprintf(stderr, "usage: guards create-under-writer DIR | far-chunk STORE | huge-blocks STORE | huge-plan FILE | handle-alias DIR | thread-exit | fork DIR\n");
+        fprintf(stderr, "usage: guards create-under-writer DIR | store-set SET | far-chunk STORE | huge-blocks STORE | huge-plan FILE | handle-alias DIR | thread-exit | fork DIR\n");
         return 2;
     }
     printf("guards: %d checks, %d failed\n", checks, failures);

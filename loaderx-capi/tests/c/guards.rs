@@ -22,6 +22,25 @@ fn creating_over_a_live_writer_is_locked_and_keeps_its_records() {
     run_guards(&[Path::new("create-under-writer"), &dir]);
 }
 
+/// Look 75, L75-1: `LX_OPEN_APPEND` (or `LX_OPEN_CREATE`) on a store set's directory made a
+/// store inside it whose appends no reader of the set saw: `LX_ERR_ALREADY_EXISTS` now.
+#[test]
+fn a_store_set_is_not_opened_to_append_or_create_from_c() {
+    let dir = scratch("guards-store-set");
+    let parts: Vec<_> = (0..2u64)
+        .map(|p| {
+            let part = dir.join(format!("p{p}"));
+            let mut w = loaderx_core::DatasetWriter::dense::<u64>(&part, vec![], Default::default()).unwrap();
+            w.append(&[p, p + 10]).unwrap();
+            w.finish().unwrap();
+            part
+        })
+        .collect();
+    let set = dir.join("set");
+    loaderx_core::stitch(&parts, &set).unwrap();
+    run_guards(&[Path::new("store-set"), &set]);
+}
+
 /// Twentieth look, U4: an output pointing into a store or sampler handle (`lx_store_len(s,
 /// (uint64_t *)s)`) was written over the handle's lock, and the next compact waited forever.
 /// Now every call refuses an output that shares a byte with its handle, and the handle works on.

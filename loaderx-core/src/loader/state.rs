@@ -202,9 +202,16 @@ impl LoaderState {
 
     /// [`Error::Config`] when the state's parts disagree: a pass's length, global batch, seed,
     /// rank or world other than its sampler's (a loader never saves such a state; an edited
-    /// one would run on the pass's and report the sampler's).
+    /// one would run on the pass's and report the sampler's), or a pass of 0 epochs.
     pub(crate) fn check_consistent(&self) -> Result<()> {
         let Order::Pass(p) = &self.order else { return Ok(()) };
+        if p.epochs == Some(0) {
+            // No loader saves one (a pass runs one epoch or more): an edit, which would end at once.
+            return Err(Error::Config {
+                what: "state",
+                reason: "the saved loader state's pass runs 0 epochs (1 or more, or none for no end)".into(),
+            });
+        }
         let s = &self.sampler;
         let fields = [
             ("len", u64::from(p.len), u64::from(s.len)),

@@ -342,6 +342,26 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     }
 }
 
+/// Refuses `dir` when it is a store set (it holds `storeset.msgpack`): every reader opens the
+/// set's manifest first, so a store made beside it would take appends no reader ever sees.
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming the set's manifest.
+pub(crate) fn refuse_set(dir: &Path) -> Result<()> {
+    let set = dir.join(crate::format::storeset::SET_FILE);
+    if std::fs::symlink_metadata(&set).is_ok() {
+        return Err(Error::NotReplaceable {
+            path: set,
+            reason: format!(
+                "{} is a store set (its records live in its parts): no store is made in it; append to a \
+                 part, or write the set again",
+                dir.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Removes the files of a store (and nothing else) from `dir`.
 ///
 /// # Errors

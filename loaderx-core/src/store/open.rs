@@ -10,7 +10,7 @@ use super::codec::Dictionary;
 use super::cold::Residency;
 use super::files::{
     DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, create_chunk_zero, holds_a_store,
-    read_capped_in, refuse_strays, remove_store_files, write_atomic, write_atomic_with,
+    read_capped_in, refuse_set, refuse_strays, remove_store_files, write_atomic, write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
 use super::lock::{WriteLock, lock_out_readers};
@@ -157,6 +157,7 @@ impl Store {
             let _readers_gone = lock_out_readers(dir)?;
             remove_store_files(dir)?;
         } else {
+            refuse_set(dir)?;
             refuse_strays(dir)?;
         }
         // Chunk 0 first: a store whose index exists has every chunk up to its tail.

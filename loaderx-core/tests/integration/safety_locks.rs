@@ -106,3 +106,35 @@ fn a_fifo_planted_as_a_lock_file_is_refused_not_waited_on() {
     assert!(matches!(&err, Error::NotReplaceable { .. }), "{err}");
     assert!(staging.join("convert.lock").exists());
 }
+
+/// The seventy-fifth look's L75-1: a store set's directory opened to append (C `LX_OPEN_APPEND`,
+/// Python `Zrecord(set, "a")`) or to create made a store inside it, whose appends no reader of
+/// the set ever saw (they open the set's manifest first). Refused, nothing written.
+#[test]
+fn a_store_set_is_never_taken_for_a_directory_to_make_a_store_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let parts: Vec<_> = (0..2u32)
+        .map(|p| {
+            let part = dir.path().join(format!("p{p}"));
+            let mut w = DatasetWriter::dense::<u32>(&part, vec![1], WriteOptions::new()).unwrap();
+            w.append(&[p, p + 10]).unwrap();
+            w.finish().unwrap();
+            part
+        })
+        .collect();
+    let set = dir.path().join("set");
+    loaderx_core::stitch(&parts, &set).unwrap();
+    let before = snapshot(&set);
+    for mode in [loaderx_core::OpenMode::Append, loaderx_core::OpenMode::Create] {
+        let err = Store::open_mode(&set, mode, StoreOptions::new()).unwrap_err();
+        assert!(
+            matches!(&err, Error::NotReplaceable { path, .. } if path.ends_with("storeset.msgpack")),
+            "{mode:?}: {err}"
+        );
+        assert!(err.to_string().contains("is a store set"), "{err}");
+        let mut after = snapshot(&set);
+        after.remove("write.lock");
+        assert_eq!(after, before, "{mode:?}");
+    }
+    assert_eq!(loaderx_core::DenseSource::open(&set).unwrap().len(), 4);
+}

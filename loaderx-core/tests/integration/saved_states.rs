@@ -244,6 +244,13 @@ fn a_restored_state_takes_the_shard_given_and_edited_states_are_refused() {
             }
             let e = dense(40).state(edited).build().err().unwrap();
             assert!(e.to_string().contains("its pass's batch_size is 12, its sampler's 8"), "{e}");
+            // A pass of 0 epochs (look 75: accepted, and it ended at once).
+            let mut edited = saved.clone();
+            if let loaderx_core::Order::Pass(p) = &mut edited.order {
+                p.epochs = Some(0);
+            }
+            let e = dense(40).state(edited).build().err().unwrap();
+            assert!(e.to_string().contains("pass runs 0 epochs"), "{e}");
         }
     }
     // A packed stream's cursor is its rank's: it resumes on its own shard only.

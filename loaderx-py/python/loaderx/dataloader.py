@@ -10,6 +10,8 @@ for a finite pass.
 
 from __future__ import annotations
 
+import sys
+
 import weakref
 from typing import Any, Callable, Mapping, Sequence
 
@@ -187,6 +189,8 @@ class DataLoader:
                 "an endless DataLoader has no length: pass epochs=n for a finite pass of n epochs "
                 "(len() then counts its steps), or count the steps you take"
             )
+        if steps > sys.maxsize:
+            raise OverflowError(f"the pass has {steps} steps, more than len() can return: count the steps you take")
         return steps
 
     def __bool__(self) -> bool:
