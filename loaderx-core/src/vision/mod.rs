@@ -227,7 +227,7 @@ impl ImagePipeline {
         &self,
         bytes: &[u8],
         rng: &mut SampleRng,
-        out: Out<'_>,
+        mut out: Out<'_>,
         scratch: &mut Scratch,
     ) -> Result<(), String> {
         let len = match &out {
@@ -260,24 +260,34 @@ impl ImagePipeline {
             .crop(left, top, cw, ch);
         scratch.resizer.resize(&src, &mut dst, &options).map_err(|e| e.to_string())?;
         let (w, h) = (w as usize, h as usize);
-        let resized = &scratch.resized[..];
+        // `(v / 255 - mean) / std` as `v * scale + offset`.
+        let normalize = self
+            .normalize
+            .map(|(mean, std)| (std.map(|s| 1.0 / (255.0 * s)), std::array::from_fn(|c| -mean[c] / std[c])));
         if self.jitter != [0.0; 3] {
             let px = &mut scratch.jittered;
             px.clear();
-            px.extend(resized.iter().map(|&v| f32::from(v)));
+            px.extend(scratch.resized.iter().map(|&v| f32::from(v)));
             jitter(px, self.jitter, rng);
-            let norm =
-                self.normalize.map(|(mean, std)| move |c: usize, v: f32| (v / 255.0 - mean[c]) / std[c]);
-            return write_out(px, w, h, flip, out, |v| v.round() as u8, norm);
+            if let (Out::F32(out), Some(n)) = (&mut out, normalize) {
+                planes::normalised_planes(px, (w, h), flip, out, n);
+                return Ok(());
+            }
+            // Bytes again, rounded, for a u8 output.
+            for (b, v) in scratch.resized.iter_mut().zip(px.iter()) {
+                *b = v.round() as u8;
+            }
         }
-        match (out, self.normalize) {
-            (Out::F32(out), Some((mean, std))) => {
-                let scale = std.map(|s| 1.0 / (255.0 * s));
-                let offset = std::array::from_fn(|c| -mean[c] / std[c]);
-                planes::normalised_planes(resized, (w, h), flip, out, (scale, offset));
+        match (out, normalize) {
+            (Out::F32(out), Some(n)) => {
+                planes::normalised_planes(&scratch.resized, (w, h), flip, out, n);
                 Ok(())
             }
-            (out, _) => write_out(resized, w, h, flip, out, |v| v, None::<fn(usize, u8) -> f32>),
+            (Out::U8(out), _) => {
+                planes::pixels(&scratch.resized, (w, h), flip, out);
+                Ok(())
+            }
+            (Out::F32(_), None) => Err("an f32 output without a normalisation".into()),
         }
     }
 
@@ -324,52 +334,8 @@ impl ImagePipeline {
     }
 }
 
-/// Writes the resized pixels `px` (`[h, w, 3]`, flipped left-right when `flip`) into `out`: as
-/// bytes (`to_u8`), or normalised channels-first (`norm(c, v)`: `(v / 255 - mean) / std` of
-/// channel `c`). Row by row, over slices, so that the hot loop has no bounds checks to make.
-#[allow(clippy::too_many_arguments)]
-fn write_out<T: Copy>(
-    px: &[T],
-    w: usize,
-    h: usize,
-    flip: bool,
-    out: Out<'_>,
-    to_u8: impl Fn(T) -> u8,
-    norm: Option<impl Fn(usize, T) -> f32>,
-) -> Result<(), String> {
-    let rows = px.chunks_exact(w * 3).take(h);
-    match (out, norm) {
-        (Out::U8(out), _) => {
-            for (src, dst) in rows.zip(out.chunks_exact_mut(w * 3)) {
-                for (x, p) in src.chunks_exact(3).enumerate() {
-                    let x = if flip { w - 1 - x } else { x };
-                    let o = &mut dst[x * 3..x * 3 + 3];
-                    o[0] = to_u8(p[0]);
-                    o[1] = to_u8(p[1]);
-                    o[2] = to_u8(p[2]);
-                }
-            }
-        }
-        (Out::F32(out), Some(norm)) => {
-            let plane = w * h;
-            let (r, rest) = out.split_at_mut(plane);
-            let (g, b) = rest.split_at_mut(plane);
-            let planes = r.chunks_exact_mut(w).zip(g.chunks_exact_mut(w)).zip(b.chunks_exact_mut(w));
-            for (src, ((r, g), b)) in rows.zip(planes) {
-                for (x, p) in src.chunks_exact(3).enumerate() {
-                    let x = if flip { w - 1 - x } else { x };
-                    r[x] = norm(0, p[0]);
-                    g[x] = norm(1, p[1]);
-                    b[x] = norm(2, p[2]);
-                }
-            }
-        }
-        (Out::F32(_), None) => return Err("an f32 output without a normalisation".into()),
-    }
-    Ok(())
-}
-
 /// torchvision's grey of an RGB pixel (ITU-R 601).
+#[inline(always)]
 fn grey(p: &[f32]) -> f32 {
     0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]
 }
@@ -383,24 +349,42 @@ fn jitter(px: &mut [f32], amount: [f32; 3], rng: &mut SampleRng) {
     });
     // The six orders of three operations.
     const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
-    let clamp = |v: f32| v.clamp(0.0, 255.0);
-    for op in ORDERS[rng.below(6) as usize] {
-        let f = factors[op];
-        if amount[op] == 0.0 {
-            continue;
-        }
-        match op {
-            0 => px.iter_mut().for_each(|v| *v = clamp(*v * f)),
-            1 => {
-                let pixels = (px.len() / 3).max(1) as f32;
-                let mean =
-                    (px.chunks_exact(3).map(|p| f64::from(grey(p))).sum::<f64>() / f64::from(pixels)) as f32;
-                px.iter_mut().for_each(|v| *v = clamp(f * *v + (1.0 - f) * mean));
+    let order = ORDERS[rng.below(6) as usize];
+    crate::sys::with_avx2(Jitter { px, amount, factors, order });
+}
+
+/// The arithmetic of [`jitter`], compiled for AVX2 where the CPU has it (the same bits).
+struct Jitter<'a> {
+    px: &'a mut [f32],
+    amount: [f32; 3],
+    factors: [f32; 3],
+    order: [usize; 3],
+}
+
+impl crate::sys::Kernel for Jitter<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn run(self) {
+        let Jitter { px, amount, factors, order } = self;
+        for op in order {
+            let f = factors[op];
+            if amount[op] == 0.0 {
+                continue;
             }
-            _ => {
-                for p in px.chunks_exact_mut(3) {
-                    let g = grey(p);
-                    p.iter_mut().for_each(|v| *v = clamp(f * *v + (1.0 - f) * g));
+            match op {
+                0 => px.iter_mut().for_each(|v| *v = (*v * f).clamp(0.0, 255.0)),
+                1 => {
+                    let pixels = (px.len() / 3).max(1) as f32;
+                    let sum: f64 = px.chunks_exact(3).map(|p| f64::from(grey(p))).sum();
+                    let mean = (sum / f64::from(pixels)) as f32;
+                    px.iter_mut().for_each(|v| *v = (f * *v + (1.0 - f) * mean).clamp(0.0, 255.0));
+                }
+                _ => {
+                    for p in px.chunks_exact_mut(3) {
+                        let g = grey(p);
+                        p.iter_mut().for_each(|v| *v = (f * *v + (1.0 - f) * g).clamp(0.0, 255.0));
+                    }
                 }
             }
         }

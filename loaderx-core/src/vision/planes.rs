@@ -1,5 +1,5 @@
-//! Resized pixels into the batch as normalised `f32` planes: the last pass over every output
-//! value, compiled for AVX2 where the CPU has it.
+//! Resized pixels into the batch: as normalised `f32` planes (compiled for AVX2 where the CPU
+//! has it), or as bytes, row by row. The last pass over every output value.
 
 use crate::sys::{Kernel, with_avx2};
 
@@ -8,12 +8,13 @@ use crate::sys::{Kernel, with_avx2};
 /// into vector instructions (eight values an instruction with AVX2).
 const PIECE: usize = 256;
 
-/// Writes `px` (`[h, w, 3]` bytes, mirrored left-right when `flip`) into `out` (`[3, h, w]`) as
+/// Writes `px` (`[h, w, 3]` values on the 0..=255 scale, bytes or the floats of a colour jitter,
+/// mirrored left-right when `flip`) into `out` (`[3, h, w]`) as
 /// `f32::from(v) * scale[c] + offset[c]`: a multiply then an add, each rounded (never fused),
 /// so every CPU gives the same bits. Normalising `(v / 255 - mean) / std` is `scale = 1 / (255 *
 /// std)`, `offset = -mean / std`. Extra rows or values of `px` and `out` are left alone.
-pub(super) fn normalised_planes(
-    px: &[u8],
+pub(super) fn normalised_planes<T: Copy + Default + Into<f32>>(
+    px: &[T],
     (w, h): (usize, usize),
     flip: bool,
     out: &mut [f32],
@@ -22,9 +23,26 @@ pub(super) fn normalised_planes(
     with_avx2(Planes { px, w, h, flip, out, scale, offset });
 }
 
+/// Copies `px` (`[h, w, 3]` bytes) into `out` as they are, each row mirrored left-right when
+/// `flip`: whole rows copied, or pixels in reverse order. Extra rows of either are left alone.
+pub(super) fn pixels(px: &[u8], (w, h): (usize, usize), flip: bool, out: &mut [u8]) {
+    if w == 0 {
+        return;
+    }
+    for (src, dst) in px.chunks_exact(w * 3).zip(out.chunks_exact_mut(w * 3)).take(h) {
+        if flip {
+            for (d, s) in dst.chunks_exact_mut(3).zip(src.chunks_exact(3).rev()) {
+                d.copy_from_slice(s);
+            }
+        } else {
+            dst.copy_from_slice(src);
+        }
+    }
+}
+
 /// [`normalised_planes`] as a [`Kernel`].
-struct Planes<'a> {
-    px: &'a [u8],
+struct Planes<'a, T> {
+    px: &'a [T],
     w: usize,
     h: usize,
     flip: bool,
@@ -33,7 +51,7 @@ struct Planes<'a> {
     offset: [f32; 3],
 }
 
-impl Kernel for Planes<'_> {
+impl<T: Copy + Default + Into<f32>> Kernel for Planes<'_, T> {
     type Output = ();
 
     #[inline(always)]
@@ -46,7 +64,7 @@ impl Kernel for Planes<'_> {
         let (r, rest) = out.split_at_mut(plane.min(out.len()));
         let (g, b) = rest.split_at_mut(plane.min(rest.len()));
         let planes = r.chunks_exact_mut(w).zip(g.chunks_exact_mut(w)).zip(b.chunks_exact_mut(w));
-        let mut split = [[0u8; PIECE]; 3];
+        let mut split = [[T::default(); PIECE]; 3];
         for (src, ((r, g), b)) in px.chunks_exact(w * 3).zip(planes).take(h) {
             let mut dst = [r, g, b];
             for (p, src) in src.chunks(PIECE * 3).enumerate() {
@@ -67,7 +85,7 @@ impl Kernel for Planes<'_> {
                     }
                     let (s, o) = (scale[c], offset[c]);
                     for (d, &v) in dst[start..start + n].iter_mut().zip(vals.iter()) {
-                        *d = f32::from(v) * s + o;
+                        *d = v.into() * s + o;
                     }
                 }
             }
@@ -80,7 +98,7 @@ mod tests {
     use super::*;
 
     /// Every value, flipped or not, at widths below, at and across a piece, against the formula
-    /// applied pixel by pixel.
+    /// applied pixel by pixel; the bytes likewise.
     #[test]
     fn planes_hold_each_channel_scaled_and_mirrored_when_flipped() {
         let (scale, offset) = ([0.5, 0.25, 2.0], [-1.0, 3.0, 0.5]);
@@ -104,6 +122,16 @@ mod tests {
                     }
                 }
                 assert!(out[w * h * 3].is_nan(), "a value past the planes was written");
+                let mut bytes = vec![7u8; w * h * 3 + 1];
+                pixels(&px, (w, h), flip, &mut bytes);
+                for y in 0..h {
+                    for x in 0..w {
+                        let sx = if flip { w - 1 - x } else { x };
+                        let (at, from) = ((y * w + x) * 3, (y * w + sx) * 3);
+                        assert_eq!(bytes[at..at + 3], px[from..from + 3], "{w}x{h} {flip}");
+                    }
+                }
+                assert_eq!(bytes[w * h * 3], 7, "a byte past the rows was written");
             }
         }
     }
