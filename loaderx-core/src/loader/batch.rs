@@ -50,7 +50,7 @@ impl Batch {
     }
 
     /// Takes the stream `name` out on loan: its buffer goes back to the loader's pool when the
-    /// [`LentArray`] drops, so that a later batch of the stream is written over the same pages
+    /// [`LentArray`] drops (in the loader's process), so that a later batch of the stream is written over the same pages
     /// instead of faulting in fresh ones (a batch of 256 normalised 224x224 images is 154 MB: the
     /// kernel zeroes and maps every page of a fresh buffer on its first write). For a consumer
     /// that reads or copies the batch and lets it go: a NumPy array viewing it, a copy to a
@@ -149,6 +149,8 @@ pub(super) struct Pool {
     free: Mutex<BTreeMap<String, Vec<ArrayData>>>,
     cap: usize,
     pub(super) fresh: AtomicUsize,
+    /// The process the pool was made in ([`Pool::put`]).
+    pid: u32,
 }
 
 impl Pool {
@@ -158,6 +160,7 @@ impl Pool {
             free: Mutex::new(names.map(|n| (n.to_string(), Vec::new())).collect()),
             cap,
             fresh: AtomicUsize::new(0),
+            pid: std::process::id(),
         }
     }
 
@@ -169,12 +172,51 @@ impl Pool {
         })
     }
 
+    /// Keeps `data` for a later batch of stream `name` (at most `cap` of them). In a process
+    /// forked from the pool's, the buffer is freed and the lock left alone: a thread of the
+    /// parent may have held it at the fork, and no thread of the child would ever release it (a
+    /// batch's NumPy array freed in a torch worker, say); the child has no prefetch threads to
+    /// take a buffer back anyway.
     pub(super) fn put(&self, name: &str, data: ArrayData) {
+        if std::process::id() != self.pid {
+            return;
+        }
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(list) = free.get_mut(name)
             && list.len() < self.cap
         {
             list.push(data);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A batch's buffer dropped in a process forked from the loader's (a torch worker freeing a
+    /// NumPy array it inherited) never waits for the pool's lock, which a thread of the parent
+    /// may have held at the fork (look 76): here the lock is held, and the pool says it was
+    /// made in another process.
+    #[test]
+    fn a_buffer_dropped_in_a_forked_child_never_waits_for_the_pool() {
+        let pool =
+            Arc::new(Pool { pid: std::process::id().wrapping_add(1), ..Pool::new(["x"].into_iter(), 4) });
+        let held = pool.free.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = Arc::clone(&pool);
+        std::thread::spawn(move || {
+            p.put("x", ArrayData::zeros(DType::U8, 8));
+            let _ = tx.send(());
+        });
+        let returned = rx.recv_timeout(Duration::from_secs(5)).is_ok();
+        drop(held);
+        assert!(returned, "the buffer's return waited for the pool's lock");
+        assert!(pool.free.lock().unwrap()["x"].is_empty(), "a child's buffer went into the pool");
+        // In the pool's own process, it is kept.
+        let own = Pool::new(["x"].into_iter(), 4);
+        own.put("x", ArrayData::zeros(DType::U8, 8));
+        assert_eq!(own.free.lock().unwrap()["x"].len(), 1);
     }
 }
