@@ -85,6 +85,10 @@ fn push_then_info_verify_export_and_bench_on_the_url() {
     assert!(info.contains("300"), "{info}");
     let verify = ok(&loaderx(&endpoint, &cache, &["verify", url]));
     assert!(verify.contains("300"), "{verify}");
+    // --json on a URL (look 77: it printed text).
+    let json = ok(&loaderx(&endpoint, &cache, &["verify", "--json", url]));
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!((v["checked"].as_u64(), v["damaged"].as_u64()), (Some(300), Some(0)), "{json}");
     // export from the URL equals the input, byte for byte past the header.
     let back = tmp.path().join("back.npy");
     ok(&loaderx(&endpoint, &cache, &["export", url, back.to_str().unwrap()]));

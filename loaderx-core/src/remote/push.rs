@@ -212,6 +212,8 @@ fn push_dir(
         }
     };
     let mut sent = 0u64;
+    // Whether the remote manifest may still vouch for a chunk object this push replaces.
+    let mut vouching = remote_manifest.is_some();
     for (name, path, len) in files {
         let k = key(&name);
         let there = runtime.block_on(store.head(&k)).ok().map(|m| m.size);
@@ -221,6 +223,11 @@ fn push_dir(
                 range: None,
                 reason: options.scrub(&e.to_string()),
             };
+            // The remote manifest goes before the first chunk object is replaced ([`unvouch`]).
+            if vouching && is_chunk(&name) {
+                unvouch(&runtime, store.as_ref(), &key(MANIFEST_FILE), url, options)?;
+                vouching = false;
+            }
             if name == META_FILE
                 && let Some(n) = v1_prefix
             {
@@ -266,4 +273,29 @@ fn v1_committed(path: &Path) -> Result<u64> {
     crate::sys::read_exact_at(&f, &mut head, 0).map_err(|e| Error::io("read", path, e))?;
     let header = Header::parse(&head).map_err(|e| crate::store::v1_header_error(path, e))?;
     Ok(ENTRY_SIZE as u64 * (1 + u64::from(header.length)))
+}
+
+/// Removes the remote manifest at `key` (there or not) before a push replaces a chunk object: it
+/// describes the chunks an earlier push finished with, and a push stopped after replacing one
+/// (with another store's chunk of the same length, say) would leave it vouching for bytes it does
+/// not describe, which a later push would skip as already there (look 77). Readers never read
+/// it; the push writes the new one after its chunks.
+///
+/// # Errors
+/// [`Error::Remote`] naming the manifest's URL.
+fn unvouch(
+    runtime: &tokio::runtime::Runtime,
+    store: &dyn ObjectStore,
+    key: &ObjectPath,
+    url: &str,
+    options: &RemoteOptions,
+) -> Result<()> {
+    match runtime.block_on(store.delete(key)) {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(Error::Remote {
+            url: format!("{}/{MANIFEST_FILE}", url.trim_end_matches('/')),
+            range: None,
+            reason: options.scrub(&e.to_string()),
+        }),
+    }
 }

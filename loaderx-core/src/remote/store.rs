@@ -386,10 +386,27 @@ impl RemoteStore {
                 bytes += b;
                 end += 1;
             }
-            self.gather_flat(&(start..end).collect::<Vec<_>>())?;
+            self.gather_flat(&(start..end).collect::<Vec<_>>()).map_err(|e| self.block_error(e))?;
             start = end;
         }
         Ok(self.len())
+    }
+
+    /// `e` of a fixed-stride store's entry (a block) as an error of its records: the first named,
+    /// the block's records said (an entry's index is not a record's; look 77). Else `e`.
+    fn block_error(&self, e: Error) -> Error {
+        match (e, self.stride) {
+            (Error::CorruptRecord { path, index, reason, source }, Some((stride, count))) => {
+                let records = stride.block_records(index, count);
+                Error::CorruptRecord {
+                    path,
+                    index: records.start,
+                    reason: format!("its block (records {records:?}): {reason}"),
+                    source,
+                }
+            }
+            (e, _) => e,
+        }
     }
 
     /// What the index says of the store, nothing else fetched: records, logical bytes, stored

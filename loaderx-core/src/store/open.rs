@@ -148,6 +148,7 @@ impl Store {
         // The writer lock before anything is looked at or touched: a live writer's store (or
         // another creator's) is `Locked`, with or without overwrite, never removed under it.
         let lock = WriteLock::acquire(dir)?;
+        refuse_set(dir)?;
         if holds_a_store(dir) {
             if !opts.overwrite {
                 return Err(Error::AlreadyExists { path: dir.to_path_buf() });
@@ -157,7 +158,6 @@ impl Store {
             let _readers_gone = lock_out_readers(dir)?;
             remove_store_files(dir)?;
         } else {
-            refuse_set(dir)?;
             refuse_strays(dir)?;
         }
         // Chunk 0 first: a store whose index exists has every chunk up to its tail.
@@ -197,8 +197,8 @@ impl Store {
         Store::open_impl(dir.as_ref(), opts, false)
     }
 
-    /// Opens the store at `dir` as `mode` says ([`OpenMode`](super::OpenMode)): read-only, read-write (created
-    /// when `dir` holds no store), or created over a store that is there.
+    /// Opens the store at `dir` as `mode` says ([`OpenMode`](super::OpenMode)): read-only,
+    /// read-write (created when `dir` holds no store), or created over a store that is there.
     ///
     /// # Errors
     /// As [`Store::open`], [`Store::open_rw`] and [`Store::create`].
@@ -240,6 +240,7 @@ impl Store {
                 crate::redact_urls(&dir.display().to_string())
             )));
         }
+        writable.then(|| refuse_set(dir)).transpose()?;
         // Held open, its files opened relative to it: a handle stays on this store's files when
         // the directory is renamed away or the working directory changes (`sys::Dir`).
         let handle = match Dir::open(dir) {

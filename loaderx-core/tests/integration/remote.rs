@@ -417,6 +417,15 @@ fn the_cache_keeps_its_byte_limit_and_evicts_the_least_recently_used() {
     // A fixed-stride store checks blocks: the error names the record asked for in the block.
     assert!(matches!(&e, Error::CorruptRecord { index: 2001, .. }), "{e}");
     assert_eq!((c.stats().pages_filled, pages(&cache).len()), (0, cached), "the damaged page is not cached");
+    // verify names the damaged block's first record and its records (look 77: it named the
+    // block's index, 7, as if it were a record's).
+    match c.verify().unwrap_err() {
+        Error::CorruptRecord { index, reason, .. } => {
+            assert!(index <= 2000 && 2000 - index < 4096 / 16, "{index}: {reason}");
+            assert!(reason.contains(&format!("its block (records {index}..")), "{reason}");
+        }
+        e => panic!("{e}"),
+    }
     // Bad options.
     let e = RemoteStore::open("s3://bucket/lru", server.options().cache(&cache, 1 << 20).page_size(1000))
         .unwrap_err();

@@ -498,3 +498,34 @@ fn a_failed_remote_stitch_leaves_the_old_sets_schema() {
     assert!(matches!(e, Err(Error::Remote { .. })), "{e:?}");
     assert_eq!(std::fs::read(set.join("schema.msgpack")).unwrap(), schema, "the old schema put back");
 }
+
+/// Look 77's P1: a push of another store to the same URL, stopped after it replaced chunk 0 with
+/// one of the same length, left the first store's manifest vouching for that chunk; pushing the
+/// first store again skipped it, said it had pushed, and its records failed their checksums. The
+/// remote manifest now goes before the first chunk object is replaced.
+#[test]
+fn a_push_stopped_mid_way_leaves_no_chunk_a_later_push_skips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    // Two stores of one shape and other bytes: their chunk 0 is of one length.
+    for (dir, byte) in [(&a, 1u8), (&b, 2u8)] {
+        let s = loaderx_core::Store::create(dir, loaderx_core::StoreOptions::new()).unwrap();
+        let records: Vec<Vec<u8>> = (0..50u8).map(|i| vec![byte.wrapping_add(i); 100]).collect();
+        s.append(&records.iter().map(Vec::as_slice).collect::<Vec<_>>(), Codec::Raw).unwrap();
+    }
+    let url = "s3://bucket/same";
+    push(&a, url, server.options(), |_| {}).unwrap();
+    // B's push stops after its first object, chunk 0, as a kill would stop it.
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        push(&b, url, server.options(), |_| panic!("stopped after the first object"))
+    }));
+    assert!(stopped.is_err());
+    push(&a, url, server.options(), |_| {}).unwrap();
+    let remote = RemoteStore::open(url, server.options()).unwrap();
+    assert_eq!(remote.verify().unwrap(), 50);
+    assert_eq!(
+        std::fs::read(server.root.join("bucket/same/0.zr")).unwrap(),
+        std::fs::read(a.join("0.zr")).unwrap()
+    );
+}

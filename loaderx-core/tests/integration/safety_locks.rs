@@ -137,4 +137,20 @@ fn a_store_set_is_never_taken_for_a_directory_to_make_a_store_in() {
         assert_eq!(after, before, "{mode:?}");
     }
     assert_eq!(loaderx_core::DenseSource::open(&set).unwrap().len(), 4);
+    // Look 77's P2: a store already inside the set (made before sets were refused) is not opened
+    // to write either.
+    let stray = dir.path().join("stray");
+    Store::create(&stray, StoreOptions::new()).unwrap().append(&[b"x"], Codec::Raw).unwrap();
+    for f in ["index.zr", "manifest.zr", "0.zr"] {
+        std::fs::copy(stray.join(f), set.join(f)).unwrap();
+    }
+    let before = snapshot(&set);
+    for mode in [loaderx_core::OpenMode::Append, loaderx_core::OpenMode::Create] {
+        let err = Store::open_mode(&set, mode, StoreOptions::new()).unwrap_err();
+        assert!(err.to_string().contains("is a store set"), "{mode:?}: {err}");
+    }
+    assert!(Store::open_rw(&set, StoreOptions::new()).unwrap_err().to_string().contains("is a store set"));
+    let mut after = snapshot(&set);
+    after.remove("write.lock");
+    assert_eq!(after, before);
 }
