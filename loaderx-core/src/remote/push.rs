@@ -191,8 +191,8 @@ fn push_dir(
     };
     // A chunk file is skipped only when the remote manifest (what an earlier push of this store
     // finished with) and the local one give it the same committed length and crc32c, and the
-    // object there has that length: a restarted push resumes, another store under the same URL
-    // is uploaded whole.
+    // object there has that length: a store pushed again after appends sends what changed,
+    // another store under the same URL is uploaded whole.
     let manifest = |bytes: &[u8]| crate::format::v2::Manifest::decode(bytes).ok();
     let local_manifest = std::fs::read(dir.join(MANIFEST_FILE)).ok().and_then(|b| manifest(&b));
     // What the server sends is read with a cap (a lying length would size an allocation);
