@@ -87,6 +87,7 @@ pub fn stitch_remote(
         )));
     }
     let (_, schema) = first.unwrap_or_else(|| unreachable!("at least one part"));
+    crate::remote::refuse_store_at(out, &options)?;
     // A set already there keeps its own schema until its manifest is replaced: the schema is
     // put only when it changes, and put back when the manifest's put fails, so that a failed
     // commit leaves the old set's two files agreeing (review 48, finding 6).

@@ -211,7 +211,15 @@ impl Indexer {
     pub fn fill(&self, step: u64, out: &mut Vec<u32>) -> Result<()> {
         match &self.kind {
             Kind::Endless(s) => {
-                out.resize(s.local_batch_size() as usize, 0);
+                // Fallibly: a batch size past memory (an edited state's, say) is an error, not an
+                // abort of the process (look 78).
+                let rows = s.local_batch_size() as usize;
+                out.clear();
+                out.try_reserve_exact(rows).map_err(|_| Error::Config {
+                    what: "batch_size",
+                    reason: format!("a batch of {rows} rows a rank: its indices alone do not fit in memory"),
+                })?;
+                out.resize(rows, 0);
                 s.fill(step, out)
             }
             Kind::Pass(p) => {

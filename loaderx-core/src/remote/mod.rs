@@ -53,4 +53,4 @@ pub use store::{RemoteStats, RemoteStore, RemoteSummary};
 pub use url::is_remote;
 pub(crate) use url::join_url;
 pub use write::{list_dirs, remove_prefix};
-pub(crate) use write::{part_path, put};
+pub(crate) use write::{part_path, put, refuse_store_at};

@@ -38,11 +38,15 @@ fn is_store(dir: &Path) -> bool {
 
 /// Uploads the local store (or dataset) directory `dir` to `url`: the store's own files (see
 /// `STORE_FILES`: nothing else in the directory), a chunk file skipped when it is already
-/// there with the same length and (by the store's manifests) the same crc32c, so an interrupted
-/// push restarts where it stopped, the index last (a reader opening the store during a push
-/// sees the old index or none). `progress` is called with the bytes sent so far. Of a v1
-/// store's `meta.zr` (a fixed 256 MiB table) only the committed prefix goes up; v1 stores have
-/// no manifest, so a restarted push of one sends every file again.
+/// there with the same length and (by the store's manifests, the remote one removed before a
+/// chunk is replaced) the same crc32c, so a store pushed again after appends sends what
+/// changed, the index last. A reader opening the store during a push sees the old index or
+/// the new one, over chunk objects of either: a v2 record's crc32c (and every request's ETag)
+/// refuses bytes of the other store, a v1 record carries no checksum and is read as it is (look
+/// 78: do not push over a v1 store that is being read). `progress` is called with the bytes sent
+/// so far. Of a v1 store's `meta.zr` (a fixed 256 MiB table) only the committed prefix goes up;
+/// v1 stores have no manifest, so a repeated push of one sends every file again. A store set is
+/// refused at a URL holding a store (readers would open the store).
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all). Every part must be a
@@ -77,7 +81,8 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         }
         return push_dir(dir, url, &options, &progress, false);
     };
-    // Every part checked before anything goes up.
+    // Every part checked before anything goes up, and the URL: a store there would hide the set.
+    super::refuse_store_at(url, &options)?;
     let mut resolved = Vec::with_capacity(parts.len());
     for part in &parts {
         resolved.push((part_dir(dir, &part.path)?, super::join_url(url, &part.path)?));

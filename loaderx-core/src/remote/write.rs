@@ -55,6 +55,42 @@ pub(crate) fn put(url: &str, name: &str, bytes: Vec<u8>, options: &RemoteOptions
     Ok(())
 }
 
+/// Refuses to put a store set at the `s3://` URL `url` when a store is there: readers open a
+/// store's index before a set's manifest, so the set would say it was written and never be read
+/// (look 78).
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming the store's index; [`Error::Remote`] for a failed request.
+pub(crate) fn refuse_store_at(url: &str, options: &RemoteOptions) -> Result<()> {
+    let (bucket, prefix) = parse_url(url)?;
+    let store = options.build(&bucket)?;
+    let runtime = runtime(url)?;
+    for name in [crate::store::INDEX_FILE, crate::store::META_FILE] {
+        let object = format!("{}/{name}", url.trim_end_matches('/'));
+        match runtime.block_on(store.head(&key(&prefix, name))) {
+            Ok(_) => {
+                return Err(Error::NotReplaceable {
+                    path: object.into(),
+                    reason: format!(
+                        "{} holds a store, which readers open before a store set: put the set at \
+                         another URL, or remove the store first",
+                        crate::redact_urls(url)
+                    ),
+                });
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => {
+                return Err(Error::Remote {
+                    url: object,
+                    range: None,
+                    reason: options.scrub(&e.to_string()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The path of the store at the URL `part` relative to the set at the URL `out`, as a set's
 /// manifest names it.
 ///

@@ -12,6 +12,9 @@ use super::shuffle::{SHUFFLE_MAX_LEN, ShuffleCache, shuffle};
 use crate::sys::with_avx2;
 use crate::{Error, Result};
 
+/// The most rows one rank's batch may hold: 2^26, 256 MiB of indices before any record is read.
+pub(crate) const MAX_LOCAL_BATCH: u32 = 1 << 26;
+
 /// How a [`Sampler`] turns a step into indices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum SamplerMode {
@@ -255,6 +258,14 @@ impl Sampler {
         }
         if b % world != 0 {
             return invalid(format!("the global batch_size {b} is not divisible by world {world}"));
+        }
+        if b / world > MAX_LOCAL_BATCH {
+            // Its indices alone would be gigabytes before any record is read (look 78: an edited
+            // state's batch size aborted the process on that allocation).
+            return invalid(format!(
+                "a batch of {} rows a rank (batch_size {b}, world {world}): at most {MAX_LOCAL_BATCH}",
+                b / world
+            ));
         }
         if mode == SamplerMode::Cyclic && b > n {
             return invalid(format!("a cyclic batch_size {b} exceeds the {n} indices of a cycle"));

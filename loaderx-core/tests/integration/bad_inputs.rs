@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use loaderx_core::{
     Codec, DType, DataLoader, DenseDataset, Error, Format, MAX_RECORD_SIZE, MAX_RECORDS, RaggedDataset,
-    Sampler, Store, StoreOptions, WriteOptions, convert, convert::NpyHeader,
+    Sampler, SamplerMode, Store, StoreOptions, WriteOptions, convert, convert::NpyHeader,
 };
 
 use crate::common::{entry_at, entry_fields, opts, patch, record};
@@ -469,6 +469,13 @@ fn cases() -> Vec<Case> {
             |d| d.to_path_buf(),
             |_| Sampler::builder(10).batch_size(0).build().map(drop),
             |e, _| matches!(e, Error::Config { what: "sampler", .. }),
+        ),
+        (
+            // Look 78: an iid batch of 2^31 rows (an edited state's) aborted on its indices.
+            "a batch past what a rank may hold",
+            |d| d.to_path_buf(),
+            |_| Sampler::builder(10).batch_size(1 << 31).mode(SamplerMode::Iid).build().map(drop),
+            |e, _| matches!(e, Error::Config { what: "sampler", reason } if reason.contains("at most 67108864")),
         ),
         (
             "malformed npy",

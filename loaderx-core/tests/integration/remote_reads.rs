@@ -529,3 +529,36 @@ fn a_push_stopped_mid_way_leaves_no_chunk_a_later_push_skips() {
         std::fs::read(a.join("0.zr")).unwrap()
     );
 }
+
+/// Look 78's F1: a store set pushed or stitched to a URL holding a store said it was written,
+/// and every reader went on reading the store (they open a store's index first). Refused now,
+/// nothing put; the store reads as before.
+#[test]
+fn a_store_set_is_never_put_where_a_store_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let parts: Vec<_> = (0..2u32)
+        .map(|p| {
+            let part = tmp.path().join(format!("set/p{p}"));
+            let mut w = DatasetWriter::dense::<u32>(&part, vec![], WriteOptions::new()).unwrap();
+            w.append(&[p, p + 10]).unwrap();
+            w.finish().unwrap();
+            part
+        })
+        .collect();
+    loaderx_core::stitch(&parts, tmp.path().join("set/all")).unwrap();
+    let store = tmp.path().join("store");
+    let mut w = DatasetWriter::dense::<u32>(&store, vec![], WriteOptions::new()).unwrap();
+    w.append(&[7u32, 8, 9]).unwrap();
+    w.finish().unwrap();
+    let url = "s3://bucket/u";
+    push(&store, url, server.options(), |_| {}).unwrap();
+    let e = push(&tmp.path().join("set/all"), url, server.options(), |_| {}).unwrap_err();
+    assert!(matches!(&e, Error::NotReplaceable { .. }) && e.to_string().contains("holds a store"), "{e}");
+    push(&parts[0], "s3://bucket/p0", server.options(), |_| {}).unwrap();
+    let e = loaderx_core::stitch_remote(&["s3://bucket/p0".to_string()], url, server.options()).unwrap_err();
+    assert!(e.to_string().contains("holds a store"), "{e}");
+    assert!(!server.root.join("bucket/u/storeset.msgpack").exists());
+    let back = DenseSource::open_remote(url, server.options()).unwrap();
+    assert_eq!(back.get_batch(&[0, 1, 2]).unwrap().as_slice::<u32>().unwrap(), [7, 8, 9]);
+}
