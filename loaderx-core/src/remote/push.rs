@@ -83,9 +83,21 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     };
     // Every part checked before anything goes up, and the URL: a store there would hide the set.
     super::refuse_store_at(url, &options)?;
-    let mut resolved = Vec::with_capacity(parts.len());
+    let mut resolved: Vec<(PathBuf, String)> = Vec::with_capacity(parts.len());
     for part in &parts {
-        resolved.push((part_dir(dir, &part.path)?, super::join_url(url, &part.path)?));
+        let part_url = super::join_url(url, &part.path)?;
+        // Object storage resolves a part's path by its own rules (a backslash is a separator
+        // there, not here): two parts, or a part and the set, must not meet at one URL (look 79).
+        let at = |u: &str| u.trim_end_matches('/').to_string();
+        if at(&part_url) == at(url) || resolved.iter().any(|(_, u)| at(u) == at(&part_url)) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the part {:?} would go up to {}, where the set or another part goes",
+                dir.display(),
+                part.path,
+                crate::redact_urls(&part_url)
+            )));
+        }
+        resolved.push((part_dir(dir, &part.path)?, part_url));
     }
     let mut base = 0u64;
     for (part, part_url) in resolved {

@@ -86,6 +86,14 @@ impl MixtureConfig {
                 sampler.rank
             ));
         }
+        if b > super::config::MAX_LOCAL_BATCH {
+            // Each step draws the whole global batch before taking this rank's stripe (look 79:
+            // a batch of 2^31 aborted the process on its 32 GiB of draws).
+            return bad(format!(
+                "a global batch of {b}: a mixture draws the whole batch at every step, at most {}",
+                super::config::MAX_LOCAL_BATCH
+            ));
+        }
         let quotas = quotas(&self.weights, sum);
         let pattern = pattern(&quotas);
         let mut starts = Vec::with_capacity(k + 1);

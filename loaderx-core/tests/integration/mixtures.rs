@@ -219,3 +219,14 @@ fn a_two_process_run_resumed_on_other_world_sizes_yields_the_same_global_sequenc
         }
     }
 }
+
+/// Look 79: a mixture draws the whole global batch at every step; a batch of 2^31 (or of 2^26 + 2,
+/// past a rank's cap) was built, and its first step aborted the process on 32 GiB of draws.
+#[test]
+fn a_mixture_batch_past_the_cap_is_refused_at_build() {
+    for (batch, world) in [(1usize << 31, 1u32), ((1 << 26) + 2, 2), (1 << 31, 64)] {
+        let e = mix(&[0.5, 0.5], &[100, 100]).batch_size(batch).shard(0, world).build().err().unwrap();
+        assert!(e.to_string().contains("a mixture draws the whole batch"), "{batch} {world}: {e}");
+    }
+    assert!(mix(&[0.5, 0.5], &[100, 100]).batch_size(64).shard(0, 2).build().is_ok());
+}
