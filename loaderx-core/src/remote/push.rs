@@ -85,6 +85,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     super::refuse_store_at(url, &options)?;
     let mut resolved: Vec<(PathBuf, String)> = Vec::with_capacity(parts.len());
     for part in &parts {
+        let local = part_dir(dir, &part.path)?;
         let part_url = super::join_url(url, &part.path)?;
         // Object storage resolves a part's path by its own rules (a backslash is a separator
         // there, not here): two parts, or a part and the set, must not meet at one URL (look 79).
@@ -97,7 +98,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
                 crate::redact_urls(&part_url)
             )));
         }
-        resolved.push((part_dir(dir, &part.path)?, part_url));
+        resolved.push((local, part_url));
     }
     let mut base = 0u64;
     for (part, part_url) in resolved {
