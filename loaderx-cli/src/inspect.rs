@@ -41,10 +41,11 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
     }
     #[cfg(feature = "remote")]
     if loaderx_core::remote::is_remote(dir) {
-        return remote_info(&dir.to_string_lossy(), args.json);
+        return crate::remote_inspect::info(&dir.to_string_lossy(), args.json);
     }
     if let Some(parts) = loaderx_core::set_parts(dir).with_context(|| format!("info {}", dir.display()))? {
-        return set_info(dir, &parts, args.json);
+        let schema = Schema::read(dir).with_context(|| format!("info {}", dir.display()))?;
+        return set_info(&dir.display().to_string(), &schema, &parts, args.json);
     }
     let store = Store::open(dir).with_context(|| format!("info {}", dir.display()))?;
     let sum = store.summary().with_context(|| format!("info {}", dir.display()))?;
@@ -92,18 +93,19 @@ pub fn info(args: &InfoArgs) -> anyhow::Result<()> {
 
 /// `info` of a store set: its schema and parts as its manifest lists them (the parts are not
 /// opened: `verify` and the datasets check them).
-fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<()> {
-    let schema = Schema::read(dir).with_context(|| format!("info {}", dir.display()))?;
+pub(crate) fn set_info(
+    name: &str,
+    schema: &Schema,
+    parts: &[(String, u64)],
+    json: bool,
+) -> anyhow::Result<()> {
     let kind = kind_name(schema.kind);
     let length = parts.iter().try_fold(0u64, |sum, (_, n)| sum.checked_add(*n)).with_context(|| {
-        format!(
-            "info {}: its parts claim more than 2^64 - 1 records: the set's manifest is damaged",
-            dir.display()
-        )
+        format!("info {name}: its parts claim more than 2^64 - 1 records: the set's manifest is damaged")
     })?;
     if json {
         let v = serde_json::json!({
-            "path": dir.display().to_string(),
+            "path": name,
             "kind": kind,
             "set": true,
             "dtype": schema.dtype.name(),
@@ -114,10 +116,9 @@ fn set_info(dir: &Path, parts: &[(String, u64)], json: bool) -> anyhow::Result<(
         return crate::print(&format!("{v}\n"));
     }
     let mut t = format!(
-        "path:    {}\nkind:    {kind} (a store set of {} parts)\n{}length:  {length}\n",
-        dir.display(),
+        "path:    {name}\nkind:    {kind} (a store set of {} parts)\n{}length:  {length}\n",
         parts.len(),
-        shape_text(&schema)
+        shape_text(schema)
     );
     for (p, n) in parts {
         t.push_str(&format!("part:    {p} ({n} records)\n"));
@@ -178,63 +179,12 @@ pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     verify_store(args)
 }
 
-/// `verify` of a remote store: every record fetched and checked against its crc32c; the first
-/// damaged one ends it (a remote verify reads no further), named in the text or in `--json` (the
-/// keys of a local verify, `damaged` 1 and `checked` null: the records after it are not checked).
-#[cfg(feature = "remote")]
-fn verify_remote(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
-    let url = dir.to_string_lossy();
-    let options = loaderx_core::remote::RemoteOptions::new().with_env_cache()?;
-    let store =
-        loaderx_core::remote::RemoteStore::open(&url, options).with_context(|| format!("verify {url}"))?;
-    let v1 = store.format() == Format::V1;
-    let result = store.verify();
-    if json {
-        let (checked, records) = match &result {
-            Ok(n) => (serde_json::json!(n), vec![]),
-            Err(e) => {
-                let index = match e {
-                    loaderx_core::Error::CorruptRecord { index, .. } => serde_json::json!(index),
-                    _ => serde_json::Value::Null,
-                };
-                (serde_json::Value::Null, vec![serde_json::json!({ "index": index, "error": e.to_string() })])
-            }
-        };
-        let v = serde_json::json!({
-            "path": url,
-            "checked": checked,
-            "damaged": records.len(),
-            "listed": records.len(),
-            "records": records,
-            "files": Vec::<String>::new(),
-            "format": store.format().to_string(),
-            "checksums": !v1,
-        });
-        crate::print(&format!("{v}\n"))?;
-        return Ok(if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE });
-    }
-    Ok(match result {
-        Ok(n) if v1 => {
-            crate::print(&format!("{url}: {n} records, all readable (v1 records carry no checksum)\n"))?;
-            ExitCode::SUCCESS
-        }
-        Ok(n) => {
-            crate::print(&format!("{url}: {n} records, all intact\n"))?;
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            crate::print(&format!("{url}: damaged: {e}\n"))?;
-            ExitCode::FAILURE
-        }
-    })
-}
-
 /// `verify` of a store, a store set or a remote store.
 fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.store;
     #[cfg(feature = "remote")]
     if loaderx_core::remote::is_remote(dir) {
-        return verify_remote(dir, args.json);
+        return crate::remote_inspect::verify(&dir.to_string_lossy(), args.json);
     }
     let limit = if args.all { u64::MAX } else { VERIFY_LISTED };
     let mut listed = Vec::new();
@@ -423,46 +373,6 @@ fn verify_targets(dir: &Path) -> anyhow::Result<Targets> {
     Ok((targets, whole.err().map(|e| format!("the set: {}", loaderx_core::error_chain(&e)))))
 }
 
-/// `loaderx info s3://...`: what the remote index says (nothing else fetched but the schema).
-#[cfg(feature = "remote")]
-fn remote_info(url: &str, json: bool) -> anyhow::Result<()> {
-    let options = loaderx_core::remote::RemoteOptions::new().with_env_cache()?;
-    let store =
-        loaderx_core::remote::RemoteStore::open(url, options).with_context(|| format!("info {url}"))?;
-    let s = store.summary();
-    let schema = store
-        .get_file(loaderx_core::SCHEMA_FILE)
-        .ok()
-        .and_then(|b| loaderx_core::Schema::decode(&b, std::path::Path::new(loaderx_core::SCHEMA_FILE)).ok());
-    let ratio = if s.stored_bytes == 0 { 1.0 } else { s.logical_bytes as f64 / s.stored_bytes as f64 };
-    if json {
-        let v = serde_json::json!({
-            "path": url,
-            "format": store.format().to_string(),
-            "kind": schema.as_ref().map_or("raw", |s| kind_name(s.kind)),
-            "dtype": schema.as_ref().map(|s| s.dtype.name()),
-            "shape": schema.as_ref().map(|s| s.shape.clone()),
-            "length": s.records,
-            "codecs": s.codecs.iter().map(|(c, n)| (c.name().to_string(), n.into())).collect::<serde_json::Map<_, _>>(),
-            "logical_bytes": s.logical_bytes,
-            "stored_bytes": s.stored_bytes,
-            "ratio": ratio,
-        });
-        return crate::print(&format!("{v}\n"));
-    }
-    let what = schema
-        .map_or_else(|| "raw".to_string(), |sc| format!("{:?} {} {:?}", sc.kind, sc.dtype.name(), sc.shape));
-    let codecs: Vec<String> = s.codecs.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    crate::print(&format!(
-        "{url}\n  format {}, {what}\n  {} records, {} logical, {} stored (ratio {ratio:.2}x)\n  codecs: {}\n",
-        store.format(),
-        s.records,
-        crate::convert::human(s.logical_bytes),
-        crate::convert::human(s.stored_bytes),
-        codecs.join(", ")
-    ))
-}
-
 /// A layout as `info` and `migrate` print it.
 pub(crate) fn layout_text(layout: loaderx_core::Layout) -> String {
     match layout {
@@ -475,7 +385,7 @@ pub(crate) fn layout_text(layout: loaderx_core::Layout) -> String {
 }
 
 /// The kind as `info` names it: `dense`, `ragged` or `image`.
-fn kind_name(kind: loaderx_core::Kind) -> &'static str {
+pub(crate) fn kind_name(kind: loaderx_core::Kind) -> &'static str {
     match kind {
         loaderx_core::Kind::Dense => "dense",
         loaderx_core::Kind::Ragged => "ragged",
@@ -484,7 +394,7 @@ fn kind_name(kind: loaderx_core::Kind) -> &'static str {
 }
 
 /// `info`'s dtype and shape lines of `schema` (an encoded image dataset: what its records are).
-fn shape_text(schema: &Schema) -> String {
+pub(crate) fn shape_text(schema: &Schema) -> String {
     match schema.kind {
         loaderx_core::Kind::Image => {
             "records: encoded images (one JPEG, PNG or WebP file a record)\n".to_string()

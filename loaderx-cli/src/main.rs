@@ -22,6 +22,8 @@ mod convert;
 mod inspect;
 mod maintain;
 mod partition;
+#[cfg(feature = "remote")]
+mod remote_inspect;
 mod sets;
 mod tokens;
 

@@ -64,42 +64,34 @@ pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
         bar.set_length(total);
         bar.set_position(done);
     };
-    // What the store is before and after: a v1 store's layout reads as `entries` too, so the
-    // format is compared with it.
-    let shape = |s: Store| (s.format(), s.layout());
-    let before = Store::open(dir).map(shape).ok();
     let report = match to {
         MigrateTo::Format(f) => Store::migrate(dir, f, &step),
         MigrateTo::Layout(l) => Store::migrate_layout(dir, l, &step),
     }
     .with_context(|| format!("migrate {} to {to}", dir.display()))?;
     pb.finish_and_clear();
-    if let MigrateTo::Layout(_) = to {
-        let after = Store::open(dir).map(shape).with_context(|| format!("open {}", dir.display()))?;
-        if before == Some(after) {
-            return crate::print(&format!("{}: already {to}\n", dir.display()));
-        }
-        let was = |(format, layout): (Format, loaderx_core::Layout)| match format {
-            Format::V1 => "v1",
-            Format::V2 => layout.name(),
-        };
+    if !report.written {
+        // A no-op is no check (look 75: "already" read as a clean bill on a damaged store).
         return crate::print(&format!(
-            "{}: {} → {}, {} records, {} checksummed\n",
-            dir.display(),
-            before.map_or("?", was),
-            layout_text(after.1),
-            report.records,
-            human(report.bytes_checked)
+            "{}: already {to}, nothing written (its records were not read: `loaderx verify` checks them)\n",
+            dir.display()
         ));
     }
-    if report.from == report.to {
-        return crate::print(&format!("{}: already {to}\n", dir.display()));
-    }
+    let (from, to) = match to {
+        MigrateTo::Layout(_) => {
+            // A v1 store's layout reads as `entries` too: its format says what it was.
+            let from = match report.from {
+                Format::V1 => "v1".to_string(),
+                Format::V2 => report.from_layout.name().to_string(),
+            };
+            let after = Store::open(dir).with_context(|| format!("open {}", dir.display()))?;
+            (from, layout_text(after.layout()))
+        }
+        MigrateTo::Format(_) => (report.from.to_string(), report.to.to_string()),
+    };
     crate::print(&format!(
-        "{}: {} → {}, {} records, {} checksummed\n",
+        "{}: {from} → {to}, {} records, {} checksummed\n",
         dir.display(),
-        report.from,
-        report.to,
         report.records,
         human(report.bytes_checked)
     ))

@@ -51,13 +51,13 @@ pub mod tokens;
 pub mod vision;
 
 pub use dataset::dtype::{ArrayData, DType, DenseArray, Element};
-#[cfg(feature = "remote")]
-pub use dataset::stitch_remote;
 pub use dataset::{
     DatasetWriter, DenseDataset, DenseSource, Kind, Pad, Padded, ProgressFn, RaggedArray, RaggedDataset,
     RaggedSource, SCHEMA_FILE, SET_FILE, Schema, Selection, StitchSummary, WriteOptions, pad, set_parts,
     stitch,
 };
+#[cfg(feature = "remote")]
+pub use dataset::{RemotePart, RemoteSet, remote_set, stitch_remote};
 pub use error::{Error, Result, error_chain, redact_urls};
 pub use format::v2::Layout;
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};

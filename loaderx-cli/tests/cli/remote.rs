@@ -153,3 +153,53 @@ fn stitch_makes_a_set_of_parts_pushed_under_a_url_prefix() {
     let mixed = run(&["stitch", tmp.path().join("p0").to_str().unwrap(), "s3://bucket/mixed"]);
     assert!(String::from_utf8_lossy(&mixed.stderr).contains("all local paths or all s3:// URLs"));
 }
+
+/// `info` and `verify` of a store set on object storage (look 77, P77-5: "not a loaderx store"):
+/// the manifest's parts and length; every part's records checked, numbered as the set numbers
+/// them; a part replaced since stitching named.
+#[test]
+fn info_and_verify_read_a_store_set_by_its_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_runtime, endpoint) = server(&tmp.path().join("s3"));
+    let npy = tmp.path().join("x.npy");
+    write_npy(&npy, "<i4", "(301, 3)", (0..903i32).flat_map(|v| v.to_le_bytes()));
+    let cache = tmp.path().join("cache");
+    let run = |args: &[&str]| loaderx(&endpoint, &cache, args);
+    for k in 0..3 {
+        let part = tmp.path().join(format!("p{k}"));
+        let (p, k) = (part.to_str().unwrap(), k.to_string());
+        ok(&run(&["convert", "npy", npy.to_str().unwrap(), p, "--part", &k, "--parts", "3"]));
+        ok(&run(&["push", p, &format!("s3://bucket/parts/part-0000{k}")]));
+    }
+    ok(&run(&["stitch", "s3://bucket/parts", "s3://bucket/set", "--parts", "3"]));
+    let info = ok(&run(&["info", "s3://bucket/set"]));
+    assert!(info.contains("a store set of 3 parts") && info.contains("length:  301"), "{info}");
+    assert!(info.contains("part:    s3://bucket/parts/part-00002 (101 records)"), "{info}");
+    let json = ok(&run(&["info", "--json", "s3://bucket/set"]));
+    let v: serde_json::Value = serde_json::from_str(json.trim()).unwrap_or_else(|e| panic!("{e}: {json}"));
+    assert_eq!((v["set"].as_bool(), v["length"].as_u64()), (Some(true), Some(301)), "{json}");
+    let verify = ok(&run(&["verify", "s3://bucket/set"]));
+    assert!(verify.contains("301 records, all intact"), "{verify}");
+    // One byte of the last part flipped on the server: its first record (a fixed-stride block's)
+    // is named by the set's numbering, 200, and the exit status says damaged.
+    let chunk = tmp.path().join("s3/bucket/parts/part-00002/0.zr");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[40] ^= 1;
+    std::fs::write(&chunk, &bytes).unwrap();
+    let fresh = |args: &[&str]| loaderx(&endpoint, &tmp.path().join("cache2"), args);
+    let damaged = fresh(&["verify", "--json", "s3://bucket/set"]);
+    assert!(!damaged.status.success());
+    let text = String::from_utf8_lossy(&damaged.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!((v["damaged"].as_u64(), v["records"][0]["index"].as_u64()), (Some(1), Some(200)), "{text}");
+    // The last part replaced by the first (100 records, not 101): named, with both counts.
+    ok(&run(&["push", tmp.path().join("p0").to_str().unwrap(), "s3://bucket/parts/part-00002"]));
+    let changed = fresh(&["verify", "s3://bucket/set"]);
+    assert!(!changed.status.success());
+    let text = String::from_utf8_lossy(&changed.stdout);
+    assert!(
+        text.contains("part s3://bucket/parts/part-00002: ")
+            && text.contains("the part holds 100 records, the set was stitched with 101"),
+        "{text}"
+    );
+}

@@ -67,14 +67,9 @@ impl DenseSource {
     /// URL when the dataset is ragged or its schema does not decode.
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<DenseSource> {
-        super::open::open_remote_or_set(
-            url,
-            options,
-            Kind::Dense,
-            DenseSource::wrap,
-            DenseSource::len,
-            |parts| DenseSource::concat_at(parts, PathBuf::from(url)),
-        )
+        super::open::open_remote_or_set(url, options, Kind::Dense, DenseSource::wrap, |parts| {
+            DenseSource::concat_at(parts, PathBuf::from(url))
+        })
     }
 
     /// A dense view of an open store.

@@ -18,8 +18,9 @@
 //! | `records` | `Records`: a source's one `Arc<dyn Backing>` (a store, a set, a remote store, memory, a concatenation) |
 //! | `selection` | [`Selection`] (a range, indices, a split by fraction and seed) and the views it makes |
 //! | `open` | opening by path: a store, a store set or an `s3://` URL, the kind checked once |
-//! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, `StoreSet`, [`set_parts`] |
-//! | `set_remote` | store sets on object storage: `stitch_remote`, a remote set's parts |
+//! | `set` | store sets: [`stitch`] (one store never named twice), `stitch_datasets`, [`set_parts`] |
+//! | `set_open` | a set opened: `StoreSet` (its parts checked: `check_part`, for remote sets too), one index space |
+//! | `set_remote` | store sets on object storage: `stitch_remote`, `remote_set` (a set's schema and parts) |
 //! | `side` | the side files of a directory of datasets, compared a block at a time |
 //! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
 //! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
@@ -38,6 +39,7 @@ mod replace;
 mod schema;
 mod selection;
 mod set;
+mod set_open;
 #[cfg(feature = "remote")]
 mod set_remote;
 mod side;
@@ -56,7 +58,7 @@ pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 #[cfg(feature = "remote")]
-pub use set_remote::stitch_remote;
+pub use set_remote::{RemotePart, RemoteSet, remote_set, stitch_remote};
 pub(crate) use writer::remove_dataset_dir;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::records::Records;
 use super::schema::{Kind, Schema};
-use super::set::{StoreSet, is_set};
+use super::set_open::{StoreSet, is_set};
 use crate::{Error, Result, Store, StoreOptions};
 
 /// [`Error::Schema`] naming `path` unless `schema` is of `kind`.
@@ -53,17 +53,17 @@ pub(crate) fn open_dataset(
 
 /// The dataset at `url` on object storage, or the store set there (its parts opened and
 /// concatenated): `single` wraps one opened store, `concat` joins the parts (each checked to
-/// hold the records the set was stitched with).
+/// hold the records the set was stitched with: [`RemotePart::check`](super::RemotePart::check)).
 ///
 /// # Errors
-/// As [`open_remote`]; [`Error::Schema`] naming a part whose record count changed.
+/// As [`open_remote`]; [`Error::Schema`] naming a part whose record count or identity changed;
+/// [`Error::Corrupt`] for a manifest naming one part twice.
 #[cfg(feature = "remote")]
 pub(crate) fn open_remote_or_set<S>(
     url: &str,
     options: crate::remote::RemoteOptions,
     kind: Kind,
     single: impl Fn(Records, Schema, PathBuf) -> S,
-    len: impl Fn(&S) -> usize,
     concat: impl FnOnce(Vec<S>) -> Result<S>,
 ) -> Result<S> {
     match open_remote(url, options.clone(), kind) {
@@ -73,19 +73,11 @@ pub(crate) fn open_remote_or_set<S>(
                 return Err(Error::NotAStore { path, reason });
             };
             let mut sources = Vec::with_capacity(parts.len());
-            for (part, records) in parts {
-                let (opened, schema, path) = open_remote(&part, options.clone(), kind)?;
-                let s = single(opened, schema, path);
-                if len(&s) as u64 != records {
-                    return Err(Error::Schema {
-                        path: PathBuf::from(part),
-                        reason: format!(
-                            "the part holds {} records, the set was stitched with {records}: it changed after stitching",
-                            len(&s)
-                        ),
-                    });
-                }
-                sources.push(s);
+            for part in parts {
+                let store = crate::remote::RemoteStore::open(&part.url, options.clone())?;
+                part.check(&store)?;
+                let (opened, schema, path) = remote_dataset(store, &part.url, kind)?;
+                sources.push(single(opened, schema, path));
             }
             concat(sources)
         }
@@ -100,7 +92,16 @@ pub(crate) fn open_remote(
     options: crate::remote::RemoteOptions,
     kind: Kind,
 ) -> Result<(Records, Schema, PathBuf)> {
-    let store = crate::remote::RemoteStore::open(url, options)?;
+    remote_dataset(crate::remote::RemoteStore::open(url, options)?, url, kind)
+}
+
+/// The dataset of `kind` that `store` (opened at `url`) holds: its schema fetched and checked.
+#[cfg(feature = "remote")]
+fn remote_dataset(
+    store: crate::remote::RemoteStore,
+    url: &str,
+    kind: Kind,
+) -> Result<(Records, Schema, PathBuf)> {
     let path = PathBuf::from(url);
     let schema = Schema::decode(&store.get_file(super::SCHEMA_FILE)?, &path.join(super::SCHEMA_FILE))?;
     check_kind(&schema, kind, &path)?;

@@ -58,14 +58,9 @@ impl RaggedSource {
     /// As [`DenseSource::open_remote`](crate::DenseSource::open_remote), for a dense dataset.
     #[cfg(feature = "remote")]
     pub fn open_remote(url: &str, options: crate::remote::RemoteOptions) -> Result<RaggedSource> {
-        super::open::open_remote_or_set(
-            url,
-            options,
-            Kind::Ragged,
-            RaggedSource::wrap,
-            RaggedSource::len,
-            |parts| RaggedSource::concat_at(parts, PathBuf::from(url)),
-        )
+        super::open::open_remote_or_set(url, options, Kind::Ragged, RaggedSource::wrap, |parts| {
+            RaggedSource::concat_at(parts, PathBuf::from(url))
+        })
     }
 
     /// A ragged view of an open store.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::dtype::ArrayData;
 use super::selection::{Selection, map_view};
-use super::set::StoreSet;
+use super::set_open::StoreSet;
 use crate::store::{Backing, Parallelism, VarFill};
 use crate::sys::Destination;
 use crate::{Error, Result, Store};

@@ -8,26 +8,95 @@ use super::set::{SET_FILE, StitchSummary, decode};
 use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
 use crate::{Error, Result};
 
-/// The parts of the store set at `url` on object storage: each part's URL (its manifest path
-/// resolved against `url`) and record count, or `None` when there is no set manifest there.
+/// A part of a store set on object storage, as the set's manifest names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemotePart {
+    /// Its URL: the manifest's path resolved against the set's URL.
+    pub url: String,
+    /// The records it held when stitched.
+    pub records: u64,
+    /// Its identity when stitched (a set stitched locally, then pushed, keeps one per part; a
+    /// set stitched on object storage keeps none: see [`stitch_remote`]).
+    pub identity: Option<u64>,
+}
+
+impl RemotePart {
+    /// Checks that `store` (opened at this part's URL) holds what the set was stitched with: its
+    /// record count, and its identity where the manifest keeps one (a part replaced by another
+    /// store of the same length is refused, as a local set's is; look 80).
+    ///
+    /// # Errors
+    /// [`Error::Schema`] naming the part; the errors of reading its sampled records.
+    pub fn check(&self, store: &crate::remote::RemoteStore) -> Result<()> {
+        super::set_open::check_part(
+            PathBuf::from(&self.url),
+            store.len(),
+            self.records,
+            self.identity,
+            || store.identity(),
+        )
+    }
+}
+
+/// The parts of the store set at `url` on object storage (each part's manifest path resolved
+/// against `url`), or `None` when there is no set manifest there.
 ///
 /// # Errors
-/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest;
-/// [`Error::InvalidArgument`] for a part path that leaves the bucket or is absolute.
+/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest, also for two
+/// parts at one URL (their records would be read twice; look 80); [`Error::InvalidArgument`] for
+/// a part path that leaves the bucket or is absolute.
 pub(crate) fn remote_parts(
     url: &str,
     options: &crate::remote::RemoteOptions,
-) -> Result<Option<Vec<(String, u64)>>> {
+) -> Result<Option<Vec<RemotePart>>> {
     let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
         return Ok(None);
     };
     let file = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
-    decode(&bytes, &file)?
-        .parts
-        .into_iter()
-        .map(|e| Ok((crate::remote::join_url(url, &e.path)?, e.records)))
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
+    let mut parts: Vec<RemotePart> = Vec::new();
+    let mut seen = std::collections::HashMap::new();
+    for (i, e) in decode(&bytes, &file)?.parts.into_iter().enumerate() {
+        let part_url = crate::remote::join_url(url, &e.path)?;
+        if let Some(first) = seen.insert(part_url.clone(), i) {
+            return Err(Error::Corrupt {
+                path: file,
+                offset: 0,
+                reason: format!(
+                    "parts {first} and {i} are both {}: the set would read its records twice",
+                    crate::redact_urls(&part_url)
+                ),
+                source: None,
+            });
+        }
+        parts.push(RemotePart { url: part_url, records: e.records, identity: e.identity });
+    }
+    Ok(Some(parts))
+}
+
+/// A store set on object storage as its own files say: the set's schema and its parts. Nothing
+/// of a part is fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteSet {
+    /// The set's schema (`schema.msgpack` at its URL).
+    pub schema: Schema,
+    /// Its parts, in order.
+    pub parts: Vec<RemotePart>,
+}
+
+/// The store set at `url` on object storage (its manifest and schema), or `None` when no set
+/// manifest is there: what `loaderx info` and `verify` read before they look at the parts.
+///
+/// # Errors
+/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest, also for two
+/// parts at one URL; [`Error::InvalidArgument`] for a part path that leaves the bucket or is
+/// absolute; [`Error::Schema`] naming the set's schema when it is missing or damaged.
+pub fn remote_set(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<RemoteSet>> {
+    let Some(parts) = remote_parts(url, options)? else { return Ok(None) };
+    let path = PathBuf::from(format!("{}/{SCHEMA_FILE}", url.trim_end_matches('/')));
+    let Some(bytes) = crate::remote::get_optional(url, SCHEMA_FILE, options, 64 << 10)? else {
+        return Err(Error::Schema { path, reason: "the store set has no schema".into() });
+    };
+    Ok(Some(RemoteSet { schema: Schema::decode(&bytes, &path)?, parts }))
 }
 
 /// Writes a store set at `out` (an `s3://` URL) over the stores already at `parts` (URLs in the

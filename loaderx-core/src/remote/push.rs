@@ -50,15 +50,18 @@ fn is_store(dir: &Path) -> bool {
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all). Every part must be a
-/// store (not a set, not any other directory), named by a relative path that is not empty and
-/// does not resolve to the set's directory or one above it.
+/// store (not a set, not any other directory), named by a relative path that is not empty,
+/// does not resolve to the set's directory or one above it, and (but on Windows) holds no
+/// backslash, a separator on object storage: no two parts, nor a part and the set, go up to one
+/// URL.
 ///
 /// # Errors
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
 /// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse, or naming the set's
 /// manifest and the part for a part path that is empty, absolute or names the set itself or a
 /// directory above it; [`Error::NotAStore`] for a `dir`, or a part, that holds no store;
-/// [`Error::InvalidArgument`] for a part whose URL leaves the bucket.
+/// [`Error::InvalidArgument`] for a part whose URL leaves the bucket, meets the set's or another
+/// part's, or whose name holds a backslash (but on Windows).
 pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64)) -> Result<u64> {
     let manifest = if std::fs::symlink_metadata(dir.join(SET_FILE)).is_ok_and(|m| m.is_file()) {
         let file = dir.join(SET_FILE);
@@ -86,9 +89,19 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     let mut resolved: Vec<(PathBuf, String)> = Vec::with_capacity(parts.len());
     for part in &parts {
         let local = part_dir(dir, &part.path)?;
+        // Object storage takes a backslash for a separator (as Windows does): where this
+        // platform takes it for a character of a name, the part would go up elsewhere than it
+        // lies here, above the set or over another dataset (look 80).
+        if part.path.contains('\\') && std::path::MAIN_SEPARATOR != '\\' {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the part {:?} has a backslash in its name, a separator on object storage: it \
+                 would go up to another place than it lies here; rename it and stitch again",
+                dir.display(),
+                part.path
+            )));
+        }
         let part_url = super::join_url(url, &part.path)?;
-        // Object storage resolves a part's path by its own rules (a backslash is a separator
-        // there, not here): two parts, or a part and the set, must not meet at one URL (look 79).
+        // Two parts, or a part and the set, must not meet at one URL (look 79).
         let at = |u: &str| u.trim_end_matches('/').to_string();
         if at(&part_url) == at(url) || resolved.iter().any(|(_, u)| at(u) == at(&part_url)) {
             return Err(Error::InvalidArgument(format!(

@@ -409,6 +409,32 @@ impl RemoteStore {
         }
     }
 
+    /// The store's identity, as [`Store::identity`](crate::Store) computes a local store's (its
+    /// count, 16 records sampled, every checksum of its index; a v1 store's entries): what a store
+    /// set pushed with its parts keeps of each, checked when the set is read (look 80).
+    ///
+    /// # Errors
+    /// As [`RemoteStore::gather`].
+    pub(crate) fn identity(&self) -> Result<u64> {
+        let mut id = crate::store::Identity::new(self.len());
+        let samples = id.samples();
+        let records = match self.gather(&samples) {
+            // Records too large to fetch at once: one at a time.
+            Err(Error::BatchTooLarge { .. }) => {
+                samples.iter().map(|&i| Ok(self.gather(&[i])?.remove(0))).collect::<Result<Vec<_>>>()?
+            }
+            other => other?,
+        };
+        for rec in &records {
+            id.record(rec);
+        }
+        // A fixed-stride store's entries are its blocks, each with the block's checksum.
+        for e in &self.entries {
+            if self.checksums { id.checksum(e.crc) } else { id.v1_entry(e) }
+        }
+        Ok(id.finish())
+    }
+
     /// What the index says of the store, nothing else fetched: records, logical bytes, stored
     /// bytes, and records per codec.
     pub fn summary(&self) -> RemoteSummary {

@@ -36,12 +36,17 @@ const BLOCK: u64 = 1 << 16;
 pub struct MigrateReport {
     /// The format the store had.
     pub from: Format,
+    /// The layout it had (a v1 store's reads as [`Layout::Entries`]).
+    pub from_layout: Layout,
     /// The format it has now.
     pub to: Format,
     /// Records carried over.
     pub records: u64,
     /// Record bytes read to compute their checksums (to v2) or 0.
     pub bytes_checked: u64,
+    /// Whether a new index was written: false for a store already in the form asked for (left
+    /// alone, and not checked: [`Store::verify_each`] is the check).
+    pub written: bool,
 }
 
 impl Store {
@@ -66,11 +71,20 @@ impl Store {
     ) -> Result<MigrateReport> {
         Store::migrating(dir.as_ref(), |store| {
             let from = store.format();
-            let mut report = MigrateReport { from, to, records: store.len(), bytes_checked: 0 };
+            let from_layout = store.index.layout();
+            let mut report = MigrateReport {
+                from,
+                from_layout,
+                to,
+                records: store.len(),
+                bytes_checked: 0,
+                written: false,
+            };
             if from == to {
                 return Ok(report);
             }
             store.refuse_damage("the migration")?;
+            report.written = true;
             match to {
                 Format::V2 => report.bytes_checked = store.write_v2_index(Layout::Entries, progress)?,
                 Format::V1 => store.write_v1_index()?,
@@ -239,7 +253,9 @@ impl Store {
     /// [`Store::migrate_layout`] of this store, held exclusively.
     fn relayout(&self, to: Layout, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<MigrateReport> {
         let (store, from, records) = (self, self.format(), self.len());
-        let mut report = MigrateReport { from, to: Format::V2, records, bytes_checked: 0 };
+        let from_layout = store.index.layout();
+        let mut report =
+            MigrateReport { from, from_layout, to: Format::V2, records, bytes_checked: 0, written: false };
         let unchanged = match (store.index.layout(), to) {
             (Layout::Entries, Layout::Entries) => from == Format::V2,
             (Layout::Compact, Layout::Compact) => true,
@@ -252,6 +268,7 @@ impl Store {
             return Ok(report);
         }
         store.refuse_damage("the migration")?;
+        report.written = true;
         match (store.index.layout(), to) {
             (_, Layout::Entries | Layout::Compact) => {
                 report.bytes_checked = store.write_v2_index(to, progress)?;

@@ -37,6 +37,7 @@ mod files;
 mod gather;
 mod gather_fixed;
 mod guard;
+mod identity;
 mod index;
 mod lock;
 mod maintain;
@@ -72,6 +73,8 @@ pub(crate) use files::{
 };
 pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;
+#[cfg(feature = "remote")]
+pub(crate) use identity::Identity;
 #[cfg(feature = "remote")]
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;

@@ -14,7 +14,7 @@ use crate::sys::fill_vec;
 use crate::{Error, Result};
 
 /// Entries read at a time by the scans (stats, verify): memory stays bounded on a big store.
-const SCAN_BLOCK: u64 = 1 << 16;
+pub(super) const SCAN_BLOCK: u64 = 1 << 16;
 
 /// Reads of a v2 header (with what goes with it) made while a writer's commit keeps it torn or
 /// changing, [`HEADER_WAIT`] apart: about 20 ms before a header is taken as it reads (a writer
@@ -184,66 +184,6 @@ impl Store {
                 .map_err(|e| Error::io("stat", &self.index_path, e))?
                 .len(),
         })
-    }
-
-    /// A fingerprint of what the store holds: its count, the first 4 KiB of up to 16 records
-    /// sampled evenly (as decoded), and every checksum its index keeps in index order (a v2
-    /// entry's, or a fixed-stride block's: one record changed anywhere changes it, a delete and
-    /// an append that keep the count included). What a store set keeps of each part, so that a
-    /// part replaced or rewritten after stitching is noticed on open. Compaction and migration
-    /// between entries and compact keep it (neither changes a record's bytes); migration to or
-    /// from the fixed stride, or from v1, changes it: stitch again. v1 keeps no checksums: every
-    /// entry's chunk, offset and lengths stand in (a compaction changes them too, and bytes
-    /// edited in place by hand outside the sampled prefixes go unnoticed).
-    /// Reads the index once (a v2 store's 32 or 16 bytes a record).
-    ///
-    /// # Errors
-    /// The errors of reading those records and the index.
-    pub(crate) fn identity(&self) -> Result<u64> {
-        const SAMPLES: u64 = 16;
-        const PREFIX: usize = 4096;
-        let n = self.len();
-        let mut crc = crc32c::crc32c(&n.to_le_bytes());
-        let k = n.min(SAMPLES);
-        for s in 0..k {
-            let idx = if k < 2 { 0 } else { s * (n - 1) / (k - 1) };
-            let rec = self.get(idx)?;
-            crc = crc32c::crc32c_append(crc, &(rec.len() as u64).to_le_bytes());
-            crc = crc32c::crc32c_append(crc, &rec[..rec.len().min(PREFIX)]);
-        }
-        match self.index.view(n)? {
-            super::index::View::V1(_) => {
-                // No checksums: where each record lies and how long it is, which a delete, an
-                // append or a compaction changes (bytes edited in place keep them).
-                let mut first = 0;
-                while first < n {
-                    let end = (first + SCAN_BLOCK).min(n);
-                    for e in self.index.entries(first, end)? {
-                        for field in [u64::from(e.chunk), e.offset, u64::from(e.stored), u64::from(e.logical)]
-                        {
-                            crc = crc32c::crc32c_append(crc, &field.to_le_bytes());
-                        }
-                    }
-                    first = end;
-                }
-            }
-            super::index::View::Fixed(f) => {
-                for b in 0..f.stride.blocks(n) {
-                    crc = crc32c::crc32c_append(crc, &f.blocks.block_crc(b).to_le_bytes());
-                }
-            }
-            _ => {
-                let mut first = 0;
-                while first < n {
-                    let end = (first + SCAN_BLOCK).min(n);
-                    for e in self.index.entries(first, end)? {
-                        crc = crc32c::crc32c_append(crc, &e.crc.to_le_bytes());
-                    }
-                    first = end;
-                }
-            }
-        }
-        Ok(u64::from(crc) | (n << 32))
     }
 
     /// Length, live and chunk bytes, and records per codec.

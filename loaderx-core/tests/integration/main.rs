@@ -35,6 +35,8 @@ mod remote;
 mod remote_hostile;
 #[cfg(feature = "remote")]
 mod remote_reads;
+#[cfg(feature = "remote")]
+mod remote_sets;
 mod safety;
 mod safety_files;
 mod safety_locks;

@@ -562,28 +562,3 @@ fn a_store_set_is_never_put_where_a_store_is() {
     let back = DenseSource::open_remote(url, server.options()).unwrap();
     assert_eq!(back.get_batch(&[0, 1, 2]).unwrap().as_slice::<u32>().unwrap(), [7, 8, 9]);
 }
-
-/// Look 79: a part named with backslashes (`../S\p\..`, one name here, a path on object storage)
-/// went up to the set's own URL, and the set read back as that part. Parts that meet the set or
-/// each other at one URL are refused before anything goes up.
-#[test]
-fn parts_that_meet_at_one_url_are_refused_before_anything_goes_up() {
-    let tmp = tempfile::tempdir().unwrap();
-    let server = Server::start(&tmp.path().join("s3"));
-    let dense_part = |name: &str| {
-        let part = tmp.path().join(name);
-        let mut w = DatasetWriter::dense::<u32>(&part, vec![], WriteOptions::new()).unwrap();
-        w.append(&[1u32, 2]).unwrap();
-        w.finish().unwrap();
-        part
-    };
-    let (odd, q) = (dense_part("S\\p\\.."), dense_part("q"));
-    loaderx_core::stitch(&[&odd, &q], tmp.path().join("S")).unwrap();
-    let e = push(&tmp.path().join("S"), "s3://bucket/a/S", server.options(), |_| {}).unwrap_err();
-    assert!(e.to_string().contains("where the set or another part goes"), "{e}");
-    assert!(!server.root.join("bucket/a").exists(), "nothing went up");
-    let twin = dense_part("x\\..\\q");
-    loaderx_core::stitch(&[&q, &twin], tmp.path().join("T")).unwrap();
-    let e = push(&tmp.path().join("T"), "s3://bucket/b/T", server.options(), |_| {}).unwrap_err();
-    assert!(e.to_string().contains("where the set or another part goes"), "{e}");
-}

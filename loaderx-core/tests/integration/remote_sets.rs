@@ -1,0 +1,136 @@
+//! Store sets pushed to object storage and read there: a part replaced on the server, a manifest
+//! naming one part twice, and part names that object storage resolves elsewhere than the local
+//! file system does (looks 79 and 80).
+
+use std::path::{Path, PathBuf};
+
+use loaderx_core::format::storeset::{SetManifest, SetPart};
+use loaderx_core::remote::push;
+use loaderx_core::{Codec, DatasetWriter, DenseSource, Format, RaggedSource, Store, WriteOptions};
+
+use crate::remote::Server;
+
+/// A dense part of `rows` rows of 4 u32, each row's values from `base`.
+fn dense_part(dir: &Path, name: &str, base: u32, codec: Codec) -> PathBuf {
+    let part = dir.join(name);
+    let mut w = DatasetWriter::dense::<u32>(&part, vec![4], WriteOptions::new().codec(codec)).unwrap();
+    w.append(&(0..400u32).map(|v| base + v).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    part
+}
+
+/// Look 80 (F80-1): a pushed set's part replaced on the server by another store of the same
+/// length read as the set, silently (the remote open checked the count alone). Every part's
+/// identity, kept by a locally stitched set, is now checked where the set is read, computed from
+/// the remote index as a local store computes it: an intact set of every layout opens, the
+/// swapped part is refused by name.
+#[test]
+fn a_pushed_sets_parts_are_checked_by_identity_where_it_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    // Fixed stride (raw), entries (zstd), v1 (migrated), compact (a ragged raw dataset).
+    let fixed = dense_part(tmp.path(), "fixed", 0, Codec::Raw);
+    let zstd = dense_part(tmp.path(), "zstd", 1000, Codec::Zstd);
+    let v1 = dense_part(tmp.path(), "v1", 2000, Codec::Zstd);
+    Store::migrate(&v1, Format::V1, &|_, _| {}).unwrap();
+    for (i, parts) in [[&fixed, &zstd], [&zstd, &v1]].iter().enumerate() {
+        let set = tmp.path().join(format!("set{i}"));
+        loaderx_core::stitch(parts, &set).unwrap();
+        let url = format!("s3://bucket/sets/set{i}");
+        push(&set, &url, server.options(), |_| {}).unwrap();
+        let got = DenseSource::open_remote(&url, server.options()).unwrap();
+        let want = DenseSource::open(&set).unwrap();
+        assert_eq!(got.get_batch(&[0, 99, 100, 199]).unwrap(), want.get_batch(&[0, 99, 100, 199]).unwrap());
+    }
+    let ragged: Vec<PathBuf> = (0..2)
+        .map(|k| {
+            let p = tmp.path().join(format!("r{k}"));
+            let mut w =
+                DatasetWriter::ragged::<u8>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+            for i in 0..50u8 {
+                w.append_record(&vec![i + k; usize::from(i % 7)]).unwrap();
+            }
+            w.finish().unwrap();
+            p
+        })
+        .collect();
+    loaderx_core::stitch(&ragged, tmp.path().join("rset")).unwrap();
+    push(&tmp.path().join("rset"), "s3://bucket/sets/rset", server.options(), |_| {}).unwrap();
+    assert_eq!(RaggedSource::open_remote("s3://bucket/sets/rset", server.options()).unwrap().len(), 100);
+    // The first part of set0 replaced on the server by another store of its length and schema.
+    let other = dense_part(tmp.path(), "other", 5000, Codec::Raw);
+    push(&other, "s3://bucket/sets/fixed", server.options(), |_| {}).unwrap();
+    let e = DenseSource::open_remote("s3://bucket/sets/set0", server.options()).unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("s3://bucket/sets/fixed") && text.contains("not the store the set was stitched with"),
+        "{text}"
+    );
+}
+
+/// Look 80 (F80-2): a set manifest on the server naming one part twice read its records twice.
+#[test]
+fn a_remote_manifest_naming_one_part_twice_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Zstd);
+    push(&p, "s3://bucket/d/p", server.options(), |_| {}).unwrap();
+    let set = tmp.path().join("set");
+    loaderx_core::stitch(&[&p], &set).unwrap();
+    push(&set, "s3://bucket/d/set", server.options(), |_| {}).unwrap();
+    let part = |path: &str| SetPart { path: path.into(), records: 100, identity: None };
+    let m = SetManifest::new(vec![part("../p"), part("../p/./")]);
+    std::fs::write(server.root.join("bucket/d/set/storeset.msgpack"), m.encode()).unwrap();
+    let e = DenseSource::open_remote("s3://bucket/d/set", server.options()).unwrap_err();
+    assert!(e.to_string().contains("parts 0 and 1 are both s3://bucket/d/p"), "{e}");
+}
+
+/// Looks 79 and 80: a part named with backslashes (one name here, a path on object storage)
+/// went up to the set's own URL (`S\p\..`), over another part (`x\..\q`), or above the set over
+/// another dataset (`a\..\..`). Such names are refused before anything goes up, and parts that
+/// meet at one URL still are.
+#[test]
+fn parts_that_meet_at_one_url_are_refused_before_anything_goes_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let victim = dense_part(tmp.path(), "victim", 7, Codec::Raw);
+    push(&victim, "s3://bucket/v", server.options(), |_| {}).unwrap();
+    let q = dense_part(tmp.path(), "q", 0, Codec::Raw);
+    for (i, odd) in ["S\\p\\..", "x\\..\\q"].iter().enumerate() {
+        let odd = dense_part(tmp.path(), odd, 1, Codec::Raw);
+        let set = tmp.path().join(format!("set{i}"));
+        loaderx_core::stitch(&[&odd, &q], &set).unwrap();
+        let e = push(&set, &format!("s3://bucket/a{i}/S"), server.options(), |_| {}).unwrap_err();
+        assert!(e.to_string().contains("backslash"), "{e}");
+        assert!(!server.root.join(format!("bucket/a{i}")).exists(), "nothing went up");
+    }
+    // A set holding its part under a name that climbs above it on object storage.
+    let set = tmp.path().join("cs/S");
+    std::fs::create_dir_all(&set).unwrap();
+    let climber = dense_part(&set, "a\\..\\..", 100, Codec::Raw);
+    let rel = climber.file_name().unwrap().to_str().unwrap().to_string();
+    let schema = std::fs::read(climber.join(loaderx_core::SCHEMA_FILE)).unwrap();
+    std::fs::write(set.join(loaderx_core::SCHEMA_FILE), schema).unwrap();
+    let m = SetManifest::new(vec![SetPart { path: rel, records: 100, identity: None }]);
+    std::fs::write(set.join(loaderx_core::SET_FILE), m.encode()).unwrap();
+    let e = push(&set, "s3://bucket/v/S", server.options(), |_| {}).unwrap_err();
+    assert!(e.to_string().contains("backslash"), "{e}");
+    let back = DenseSource::open_remote("s3://bucket/v", server.options()).unwrap();
+    assert_eq!(
+        back.get_batch(&[0]).unwrap().as_slice::<u32>().unwrap(),
+        [7, 8, 9, 10],
+        "the victim unharmed"
+    );
+    // Two spellings of one part, hand-written: refused as meeting at one URL.
+    let set = tmp.path().join("twin");
+    loaderx_core::stitch(&[&q], &set).unwrap();
+    let part = |path: &str| SetPart { path: path.into(), records: 100, identity: None };
+    std::fs::write(
+        set.join(loaderx_core::SET_FILE),
+        SetManifest::new(vec![part("../q"), part("../q/.")]).encode(),
+    )
+    .unwrap();
+    let e = push(&set, "s3://bucket/b/T", server.options(), |_| {}).unwrap_err();
+    assert!(e.to_string().contains("where the set or another part goes"), "{e}");
+    assert!(!server.root.join("bucket/b").exists(), "nothing went up");
+}
