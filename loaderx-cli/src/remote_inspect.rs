@@ -149,6 +149,9 @@ fn verify_one(store: &RemoteStore, first: u64) -> Found {
     }
 }
 
+/// Parts of a set that fail to open (or hold other than the set says) before its check stops.
+const MAX_PART_PROBLEMS: usize = 16;
+
 /// A set's check: each part opened, compared with what the manifest and the set's schema say,
 /// and verified; the first damaged record of the set named (a part's checks go on past it).
 fn verify_set(set: &RemoteSet, options: &RemoteOptions) -> Found {
@@ -162,6 +165,15 @@ fn verify_set(set: &RemoteSet, options: &RemoteOptions) -> Found {
     }
     let mut first = 0u64;
     for part in &set.parts {
+        // A manifest listing parts that are not there costs a request or two each: the check
+        // stops after so many (look 81: 2,000 absent parts took a minute, at 31 ms each).
+        if found.problems.len() >= MAX_PART_PROBLEMS {
+            found.problems.push(format!(
+                "stopped after {MAX_PART_PROBLEMS} parts that could not be checked: the later parts were not checked"
+            ));
+            found.checked = None;
+            break;
+        }
         let part_found = match part_store(part, &set.schema, options) {
             Ok(store) => verify_one(&store, first),
             Err(e) => Found { checked: None, damaged: None, problems: vec![e], format: Format::V2 },

@@ -202,4 +202,14 @@ fn info_and_verify_read_a_store_set_by_its_url() {
             && text.contains("the part holds 100 records, the set was stitched with 101"),
         "{text}"
     );
+    // A manifest listing 20 parts that are not there: the check stops after 16 (look 81: each
+    // absent part costs requests, and a lying manifest may list millions).
+    use loaderx_core::format::storeset::{SetManifest, SetPart};
+    let absent = (0..20).map(|i| SetPart { path: format!("q{i}"), records: 1, identity: None }).collect();
+    std::fs::write(tmp.path().join("s3/bucket/set/storeset.msgpack"), SetManifest::new(absent).encode())
+        .unwrap();
+    let lying = fresh(&["verify", "s3://bucket/set"]);
+    let text = String::from_utf8_lossy(&lying.stdout);
+    assert!(!lying.status.success() && text.contains("stopped after 16 parts"), "{text}");
+    assert_eq!(text.matches("part s3://bucket/set/q").count(), 16, "{text}");
 }

@@ -56,7 +56,8 @@ pub(crate) fn open_dataset(
 /// hold the records the set was stitched with: [`RemotePart::check`](super::RemotePart::check)).
 ///
 /// # Errors
-/// As [`open_remote`]; [`Error::Schema`] naming a part whose record count or identity changed;
+/// As [`open_remote`]; [`Error::Schema`] naming a part whose record count, identity or schema
+/// changed, or the set's schema when it is missing, damaged or of another kind;
 /// [`Error::Corrupt`] for a manifest naming one part twice.
 #[cfg(feature = "remote")]
 pub(crate) fn open_remote_or_set<S>(
@@ -69,14 +70,26 @@ pub(crate) fn open_remote_or_set<S>(
     match open_remote(url, options.clone(), kind) {
         Ok((opened, schema, path)) => Ok(single(opened, schema, path)),
         Err(Error::NotAStore { path, reason }) => {
-            let Some(parts) = super::set_remote::remote_parts(url, &options)? else {
+            let Some(set) = super::set_remote::remote_set(url, &options)? else {
                 return Err(Error::NotAStore { path, reason });
             };
-            let mut sources = Vec::with_capacity(parts.len());
-            for part in parts {
+            // The set's own schema, as a local set's: of the kind asked, each part's the same
+            // (look 81: a missing or other schema went unseen).
+            check_kind(&set.schema, kind, &path)?;
+            let mut sources = Vec::with_capacity(set.parts.len());
+            for part in set.parts {
                 let store = crate::remote::RemoteStore::open(&part.url, options.clone())?;
                 part.check(&store)?;
                 let (opened, schema, path) = remote_dataset(store, &part.url, kind)?;
+                if schema != set.schema {
+                    return Err(Error::Schema {
+                        path,
+                        reason: format!(
+                            "the part's schema ({schema}) is not the set's ({}): it changed after stitching",
+                            set.schema
+                        ),
+                    });
+                }
                 sources.push(single(opened, schema, path));
             }
             concat(sources)

@@ -45,10 +45,7 @@ impl RemotePart {
 /// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest, also for two
 /// parts at one URL (their records would be read twice; look 80); [`Error::InvalidArgument`] for
 /// a part path that leaves the bucket or is absolute.
-pub(crate) fn remote_parts(
-    url: &str,
-    options: &crate::remote::RemoteOptions,
-) -> Result<Option<Vec<RemotePart>>> {
+fn remote_parts(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<Vec<RemotePart>>> {
     let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
         return Ok(None);
     };

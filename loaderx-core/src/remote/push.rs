@@ -192,31 +192,7 @@ fn push_dir(
         .map_err(|e| Error::io("start the runtime of", url, e))?;
     // The multipart writer spawns its part uploads on the current runtime.
     let _entered = runtime.enter();
-    let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let wanted = if set {
-            name == SET_FILE || name == SCHEMA_FILE
-        } else {
-            STORE_FILES.contains(&name.as_str()) || is_chunk(&name)
-        };
-        if !wanted {
-            continue;
-        }
-        // Not followed: a store's file that is a link (to a key, say) is refused, not sent.
-        let meta = std::fs::symlink_metadata(e.path()).map_err(|err| Error::io("stat", e.path(), err))?;
-        if !meta.file_type().is_file() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a store's file that is not a regular file (a link, a directory) is not pushed",
-                e.path().display()
-            )));
-        }
-        let len = if name == META_FILE { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
-        files.push((name, e.path(), len));
-    }
-    // The index goes last: its count publishes the records.
-    files.sort_by_key(|(n, _, _)| (n == INDEX_FILE || n == META_FILE || n == SET_FILE, n.clone()));
+    let files = files_to_push(dir, set, v1_prefix)?;
     let key = |name: &str| {
         if prefix.is_empty() { ObjectPath::from(name) } else { ObjectPath::from(format!("{prefix}/{name}")) }
     };
@@ -242,6 +218,12 @@ fn push_dir(
             _ => false,
         }
     };
+    // A v2 index there (another store, or this one before a migration to v1) would hide the v1
+    // store's `meta.zr` from every reader, who open `index.zr` first: removed before anything
+    // goes up (look 81: a v1 push said "pushed" and readers read the old v2 store).
+    if v1_prefix.is_some() {
+        remove_object(&runtime, store.as_ref(), &key(INDEX_FILE), url, INDEX_FILE, options)?;
+    }
     let mut sent = 0u64;
     // Whether the remote manifest may still vouch for a chunk object this push replaces.
     let mut vouching = remote_manifest.is_some();
@@ -254,9 +236,10 @@ fn push_dir(
                 range: None,
                 reason: options.scrub(&e.to_string()),
             };
-            // The remote manifest goes before the first chunk object is replaced ([`unvouch`]).
+            // The remote manifest goes before the first chunk object is replaced (look 77: it
+            // would vouch for bytes it does not describe, which a later push would skip).
             if vouching && is_chunk(&name) {
-                unvouch(&runtime, store.as_ref(), &key(MANIFEST_FILE), url, options)?;
+                remove_object(&runtime, store.as_ref(), &key(MANIFEST_FILE), url, MANIFEST_FILE, options)?;
                 vouching = false;
             }
             if name == META_FILE
@@ -296,6 +279,37 @@ fn push_dir(
     Ok(sent)
 }
 
+/// The files of the store (or, `set`, of the set's own files) in `dir` that go up, in the order
+/// they go: (name, path, bytes to send), the index last. A v1 `meta.zr` sends `v1_prefix` bytes.
+fn files_to_push(dir: &Path, set: bool, v1_prefix: Option<u64>) -> Result<Vec<(String, PathBuf, u64)>> {
+    let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        let wanted = if set {
+            name == SET_FILE || name == SCHEMA_FILE
+        } else {
+            STORE_FILES.contains(&name.as_str()) || is_chunk(&name)
+        };
+        if !wanted {
+            continue;
+        }
+        // Not followed: a store's file that is a link (to a key, say) is refused, not sent.
+        let meta = std::fs::symlink_metadata(e.path()).map_err(|err| Error::io("stat", e.path(), err))?;
+        if !meta.file_type().is_file() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a store's file that is not a regular file (a link, a directory) is not pushed",
+                e.path().display()
+            )));
+        }
+        let len = if name == META_FILE { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
+        files.push((name, e.path(), len));
+    }
+    // The index goes last: its count publishes the records.
+    files.sort_by_key(|(n, _, _)| (n == INDEX_FILE || n == META_FILE || n == SET_FILE, n.clone()));
+    Ok(files)
+}
+
 /// The committed prefix of a v1 `meta.zr`: its header and `length` entries, in bytes.
 fn v1_committed(path: &Path) -> Result<u64> {
     use crate::format::{ENTRY_SIZE, Header};
@@ -306,25 +320,26 @@ fn v1_committed(path: &Path) -> Result<u64> {
     Ok(ENTRY_SIZE as u64 * (1 + u64::from(header.length)))
 }
 
-/// Removes the remote manifest at `key` (there or not) before a push replaces a chunk object: it
-/// describes the chunks an earlier push finished with, and a push stopped after replacing one
-/// (with another store's chunk of the same length, say) would leave it vouching for bytes it does
-/// not describe, which a later push would skip as already there (look 77). Readers never read
-/// it; the push writes the new one after its chunks.
+/// Removes the object `name` at `key` of the store at `url` (there or not). The remote manifest
+/// goes before a push replaces a chunk object: it describes the chunks an earlier push finished
+/// with, and a push stopped after replacing one (with another store's chunk of the same length,
+/// say) would leave it vouching for bytes it does not describe, which a later push would skip as
+/// already there (look 77). Readers never read it; the push writes the new one after its chunks.
 ///
 /// # Errors
-/// [`Error::Remote`] naming the manifest's URL.
-fn unvouch(
+/// [`Error::Remote`] naming the object's URL.
+fn remove_object(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
     key: &ObjectPath,
     url: &str,
+    name: &str,
     options: &RemoteOptions,
 ) -> Result<()> {
     match runtime.block_on(store.delete(key)) {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(Error::Remote {
-            url: format!("{}/{MANIFEST_FILE}", url.trim_end_matches('/')),
+            url: format!("{}/{name}", url.trim_end_matches('/')),
             range: None,
             reason: options.scrub(&e.to_string()),
         }),

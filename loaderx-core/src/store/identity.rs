@@ -61,8 +61,9 @@ impl Store {
     /// part replaced or rewritten after stitching is noticed on open. Compaction and migration
     /// between entries and compact keep it (neither changes a record's bytes); migration to or
     /// from the fixed stride, or from v1, changes it: stitch again. v1 keeps no checksums: every
-    /// entry's chunk, offset and lengths stand in (a compaction changes them too, and bytes
-    /// edited in place by hand outside the sampled prefixes go unnoticed).
+    /// entry's chunk, offset and lengths stand in (a compaction changes them too), which do not
+    /// depend on the records' bytes: bytes edited in place outside the sampled prefixes, or a
+    /// whole other store of the same shape whose sampled prefixes match (look 81), go unnoticed.
     /// Reads the index once (a v2 store's 32 or 16 bytes a record).
     ///
     /// # Errors

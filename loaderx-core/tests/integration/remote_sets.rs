@@ -1,6 +1,6 @@
 //! Store sets pushed to object storage and read there: a part replaced on the server, a manifest
-//! naming one part twice, and part names that object storage resolves elsewhere than the local
-//! file system does (looks 79 and 80).
+//! naming one part twice, a set's own schema, part names that object storage resolves elsewhere
+//! than the local file system does; a v1 store pushed over a v2 one (looks 79 to 81).
 
 use std::path::{Path, PathBuf};
 
@@ -133,4 +133,64 @@ fn parts_that_meet_at_one_url_are_refused_before_anything_goes_up() {
     let e = push(&set, "s3://bucket/b/T", server.options(), |_| {}).unwrap_err();
     assert!(e.to_string().contains("where the set or another part goes"), "{e}");
     assert!(!server.root.join("bucket/b").exists(), "nothing went up");
+}
+
+/// Look 81 (F81-2): a store migrated to v1 and pushed again over its v2 self left the v2
+/// `index.zr` on the server, which readers open first: "pushed", and every reader read the old
+/// store. A v1 push removes an index there before anything goes up.
+#[test]
+fn a_v1_store_pushed_over_a_v2_one_is_what_readers_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Zstd);
+    push(&p, "s3://bucket/m/p", server.options(), |_| {}).unwrap();
+    Store::migrate(&p, Format::V1, &|_, _| {}).unwrap();
+    let store = Store::open_rw(&p, loaderx_core::StoreOptions::new()).unwrap();
+    let rows: Vec<Vec<u8>> =
+        (0..20u32).map(|r| (0..4).flat_map(|c| (9000 + 4 * r + c).to_le_bytes()).collect()).collect();
+    store.append(&rows, Codec::Zstd).unwrap();
+    drop(store);
+    push(&p, "s3://bucket/m/p", server.options(), |_| {}).unwrap();
+    assert!(!server.root.join("bucket/m/p/index.zr").exists());
+    let got = DenseSource::open_remote("s3://bucket/m/p", server.options()).unwrap();
+    assert_eq!(got.len(), 120);
+    let want = DenseSource::open(&p).unwrap();
+    assert_eq!(got.get_batch(&[0, 99, 100, 119]).unwrap(), want.get_batch(&[0, 99, 100, 119]).unwrap());
+}
+
+/// Look 81 (F81-3): a set on object storage was read by its parts' schema, its own missing, of
+/// another kind or shape. It is checked as a local set's is.
+#[test]
+fn a_remote_sets_own_schema_is_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Zstd);
+    let set = tmp.path().join("set");
+    loaderx_core::stitch(&[&p], &set).unwrap();
+    push(&set, "s3://bucket/k/set", server.options(), |_| {}).unwrap();
+    assert_eq!(DenseSource::open_remote("s3://bucket/k/set", server.options()).unwrap().len(), 100);
+    let schema = server.root.join("bucket/k/set").join(loaderx_core::SCHEMA_FILE);
+    let other = |name: &str, shape: Vec<usize>, ragged: bool| {
+        let d = tmp.path().join(name);
+        if ragged {
+            let mut w = DatasetWriter::ragged::<u32>(&d, shape, WriteOptions::new()).unwrap();
+            w.append_record(&[1u32]).unwrap();
+            w.finish().unwrap();
+        } else {
+            let mut w = DatasetWriter::dense::<u32>(&d, shape, WriteOptions::new()).unwrap();
+            w.append(&[1u32, 2]).unwrap();
+            w.finish().unwrap();
+        }
+        std::fs::read(d.join(loaderx_core::SCHEMA_FILE)).unwrap()
+    };
+    let cases =
+        [(other("ragged", vec![], true), "ragged"), (other("shape", vec![2], false), "is not the set's")];
+    for (bytes, says) in cases {
+        std::fs::write(&schema, bytes).unwrap();
+        let e = DenseSource::open_remote("s3://bucket/k/set", server.options()).unwrap_err();
+        assert!(e.to_string().contains(says), "{says}: {e}");
+    }
+    std::fs::remove_file(&schema).unwrap();
+    let e = DenseSource::open_remote("s3://bucket/k/set", server.options()).unwrap_err();
+    assert!(e.to_string().contains("has no schema"), "{e}");
 }
