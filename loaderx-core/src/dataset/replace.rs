@@ -82,8 +82,10 @@ impl Held {
         }
         remove_dataset_files(dir, &[SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE])?;
         drop(self.lock.take());
-        let _ = std::fs::remove_dir(dir);
+        // The index is removed already (no reader opens it now); closed before the directory
+        // goes, which Windows keeps while a file in it is open (issue 46: `OUT.old` stayed).
         drop(self.readers.take());
+        let _ = std::fs::remove_dir(dir);
         Ok(())
     }
 }

@@ -317,6 +317,10 @@ impl Store {
     /// Takes the store exclusively across processes for the guard's life; `doing` names the
     /// operation that needs it ("compacting it"), for the error of a store others have open.
     pub(super) fn exclusive(&self, doing: &str) -> Result<Exclusive<'_>> {
+        // The shared lock released first: std converts a lock in place on no platform (flock
+        // replaces it, not atomically either; Windows refuses an exclusive lock over the same
+        // handle's shared one, issue 46).
+        let _ = self.index_file.unlock();
         match within_grace(|| self.index_file.try_lock()) {
             // Alone on the file this handle holds: also the one readers now open by its name.
             Ok(()) => match same_file(&self.index_file, &self.index_path) {
@@ -328,7 +332,7 @@ impl Store {
                     Ok(Exclusive(&self.index_file))
                 }
                 here => {
-                    let _ = self.index_file.lock_shared();
+                    back_to_shared(&self.index_file);
                     Err(match here {
                         Err(e) => Error::io("stat", &self.index_path, e),
                         Ok(_) => self.replaced(&self.index_path),
@@ -336,7 +340,7 @@ impl Store {
                 }
             },
             Err(e) => {
-                // A failed conversion may have dropped the shared lock: take it back.
+                // The shared lock, released above: taken back.
                 let _ = self.index_file.lock_shared();
                 match e {
                     TryLockError::WouldBlock => Err(Error::Locked {
@@ -390,6 +394,13 @@ pub(super) struct Exclusive<'a>(&'a File);
 
 impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
-        let _ = self.0.lock_shared();
+        back_to_shared(self.0);
     }
+}
+
+/// `file`'s exclusive lock made shared again: released, then taken shared (Windows would stack
+/// the shared lock on the exclusive one, which then stays).
+fn back_to_shared(file: &File) {
+    let _ = file.unlock();
+    let _ = file.lock_shared();
 }

@@ -1,10 +1,11 @@
 //! Positional file I/O and file identity: the only platform-specific code of the crate, with a
 //! Unix and a Windows implementation of each function (the Windows ones are written against
-//! `std::os::windows` and not built on a Windows machine here).
+//! `std::os::windows` and `windows-sys`, cross-built here and run under Wine, never on Windows).
 #![cfg_attr(
     target_os = "linux",
     expect(unsafe_code, reason = "pwritev, sync_file_range and lseek are foreign functions")
 )]
+#![cfg_attr(windows, expect(unsafe_code, reason = "GetFileInformationByHandle is a foreign function"))]
 
 use std::fs::File;
 use std::io;
@@ -287,9 +288,29 @@ pub(crate) fn same_file(file: &File, path: &Path) -> io::Result<bool> {
     }
 }
 
-/// Whether `path` names the file `file` has open. Windows does not remove a file that another
-/// handle holds open until that handle closes, so a path that still exists is the file we hold.
-#[cfg(not(unix))]
+/// Whether `path` names the file `file` has open: the same volume and file index (a path that
+/// merely exists is not enough: std opens files sharing deletion, so a held file's name can be
+/// removed and made again; issue 46).
+#[cfg(windows)]
+pub(crate) fn same_file(file: &File, path: &Path) -> io::Result<bool> {
+    use std::os::windows::fs::OpenOptionsExt;
+    // No access asked (a directory opens too, with backup semantics); std shares everything.
+    const FILE_FLAG_BACKUP_SEMANTICS: u32 = 0x0200_0000;
+    let now = match std::fs::OpenOptions::new()
+        .access_mode(0)
+        .custom_flags(FILE_FLAG_BACKUP_SEMANTICS)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    Ok(file_key(file)? == file_key(&now)?)
+}
+
+/// Whether `path` names the file `file` has open: where no file identity is known, whether the
+/// path still exists.
+#[cfg(not(any(unix, windows)))]
 pub(crate) fn same_file(_file: &File, path: &Path) -> io::Result<bool> {
     path.try_exists()
 }
@@ -304,8 +325,23 @@ pub(crate) fn file_key(file: &File) -> io::Result<Option<(u64, u64)>> {
     Ok(Some((m.dev(), m.ino())))
 }
 
+/// See the Unix version: on Windows the volume's serial number and the file's index.
+#[cfg(windows)]
+pub(crate) fn file_key(file: &File) -> io::Result<Option<(u64, u64)>> {
+    use std::os::windows::io::AsRawHandle;
+    use windows_sys::Win32::Storage::FileSystem::{BY_HANDLE_FILE_INFORMATION, GetFileInformationByHandle};
+    // SAFETY: the struct is integers only, for which all zeroes is a value.
+    let mut info: BY_HANDLE_FILE_INFORMATION = unsafe { std::mem::zeroed() };
+    // SAFETY: the handle is `file`'s, open for the call; `info` is the struct the call fills.
+    if unsafe { GetFileInformationByHandle(file.as_raw_handle(), &raw mut info) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let index = (u64::from(info.nFileIndexHigh) << 32) | u64::from(info.nFileIndexLow);
+    Ok(Some((u64::from(info.dwVolumeSerialNumber), index)))
+}
+
 /// See the Unix version.
-#[cfg(not(unix))]
+#[cfg(not(any(unix, windows)))]
 pub(crate) fn file_key(_file: &File) -> io::Result<Option<(u64, u64)>> {
     Ok(None)
 }
@@ -358,7 +394,15 @@ pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     if std::fs::symlink_metadata(to).is_ok() {
         return Err(io::Error::from(io::ErrorKind::AlreadyExists));
     }
-    std::fs::rename(from, to)
+    // Another rename may land between the look and this one: where the platform refuses to
+    // rename a directory over another (Windows: "access denied"), that is what it says.
+    std::fs::rename(from, to).map_err(|e| {
+        if from.is_dir() && std::fs::symlink_metadata(to).is_ok() {
+            io::Error::from(io::ErrorKind::AlreadyExists)
+        } else {
+            e
+        }
+    })
 }
 
 /// Creates a temporary file of this process's own in `dir`, `.NAME.PID.N.SUFFIX` (the first `N`
@@ -439,6 +483,20 @@ mod tests {
         read_exact_at(&f, &mut back, 100).unwrap();
         assert_eq!(back, expect);
         assert_eq!(f.metadata().unwrap().len(), 100 + expect.len() as u64);
+    }
+
+    /// Another file at a path is not the file held (on Windows the check was once "the path
+    /// exists": issue 46), nor is a path with nothing there.
+    #[test]
+    fn another_file_is_not_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let held = File::create(&a).unwrap();
+        File::create(&b).unwrap();
+        assert!(same_file(&held, &a).unwrap());
+        assert!(!same_file(&held, &b).unwrap());
+        assert!(!same_file(&held, &dir.path().join("c")).unwrap());
+        assert_ne!(file_key(&held).unwrap(), file_key(&File::open(&b).unwrap()).unwrap());
     }
 
     #[cfg(unix)]

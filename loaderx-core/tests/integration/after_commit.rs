@@ -444,6 +444,7 @@ fn an_older_header_with_the_same_frontier_is_not_written_from() {
 
 /// Replaces `path` by a copy of itself (the same bytes, another file), as a restore or
 /// `cp --remove-destination` does.
+#[cfg(unix)]
 fn swap_for_a_copy(path: &Path) {
     let copy = path.with_extension("copy");
     fs::copy(path, &copy).unwrap();

@@ -173,18 +173,26 @@ fn dir_records_follow_byte_wise_name_order() {
     for name in ["b", "a", "B", "10", "9", ".hidden"] {
         std::fs::write(input.join(name), format!("file {name}")).unwrap();
     }
+    // A file system that folds case (Windows') holds one file for `b` and `B`, named `b`, with
+    // the text written last.
+    let folds = std::fs::read_dir(&input).unwrap().count() == 5;
     std::fs::create_dir(input.join("sub")).unwrap();
     std::fs::write(input.join("sub").join("x"), b"not a record").unwrap();
     let s = convert::dir(&input, dir.path().join("d"), WriteOptions::new().codec(Codec::Zstd)).unwrap();
-    assert_eq!(s.records, 6);
+    let want: &[&str] = if folds {
+        &["file .hidden", "file 10", "file 9", "file a", "file B"]
+    } else {
+        &["file .hidden", "file 10", "file 9", "file B", "file a", "file b"]
+    };
+    assert_eq!(s.records, want.len() as u64);
     let rs = RaggedDataset::<u8>::open(dir.path().join("d")).unwrap();
     let got: Vec<String> = rs
-        .get_batch(&[0, 1, 2, 3, 4, 5])
+        .get_batch(&(0..want.len() as u32).collect::<Vec<_>>())
         .unwrap()
         .into_iter()
         .map(|r| String::from_utf8(r).unwrap())
         .collect();
-    assert_eq!(got, ["file .hidden", "file 10", "file 9", "file B", "file a", "file b"]);
+    assert_eq!(got, want);
 }
 
 #[test]

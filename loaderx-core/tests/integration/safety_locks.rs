@@ -2,7 +2,9 @@
 //! runs, and files of the user's under the names loaderx gives its locks and staging
 //! directories. Nothing of the user's is replaced, removed or waited on forever.
 
+#[cfg(unix)]
 use std::path::Path;
+#[cfg(unix)]
 use std::time::Duration;
 
 use loaderx_core::{Codec, DatasetWriter, Error, Store, StoreOptions, WriteOptions};
@@ -10,6 +12,7 @@ use loaderx_core::{Codec, DatasetWriter, Error, Store, StoreOptions, WriteOption
 use crate::common::snapshot;
 
 /// Runs `f` on a thread, failing the test (not hanging it) when it takes more than 20 s.
+#[cfg(unix)]
 fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
