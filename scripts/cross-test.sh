@@ -3,8 +3,9 @@
 #   x86_64-pc-windows-gnu       mingw-w64's linker; run under Wine (wine64)
 #   aarch64-unknown-linux-gnu   Debian's aarch64 gcc; run under qemu-user (qemu-aarch64-static)
 #   x86_64-unknown-linux-musl   musl-tools' musl-gcc; run natively (a static binary)
-# On each: the core's unit tests (`cargo test -p loaderx-core --lib`) and the CLI's round trip
-# (convert a .npy, info, verify, export, partition) with the target's own binary, and the
+# On each: the core's unit tests (`cargo test -p loaderx-core --lib`), the CLI's round trip
+# (convert a .npy, info, verify, export, partition) with the target's own binary, the C ABI's
+# self-tests (tests/c/store.c and chunker.c against the target's static library), and the
 # fixtures alike: a store written on Linux x86-64 reads on the target and the reverse, the two
 # stores byte for byte the same, the partition plans equal. Usage:
 #   scripts/cross-test.sh [TARGET...]     (all three when none is named)
@@ -47,6 +48,8 @@ for target in "${targets[@]}"; do
             wine_prefix "$PWD/target/cross/wine"
             # A Windows process starts the suite's children itself (Wine runs them): no runner.
             child_runner=
+            ccmd=(x86_64-w64-mingw32-gcc -static)
+            clibs=(-lpthread -lkernel32 -ladvapi32 -lntdll -luserenv -lws2_32 -lbcrypt -ldbghelp)
             # Limits on Windows (README's platform table; docs/guide/src/reliability.md): a
             # store's files are opened by path, there being no `openat` (a directory renamed
             # under a handle leads it to the files now at its old path); an index open and
@@ -74,6 +77,7 @@ for target in "${targets[@]}"; do
             export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
             export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64-static -L /usr/aarch64-linux-gnu"
             export LOADERX_TEST_CC=aarch64-linux-gnu-gcc
+            ccmd=(aarch64-linux-gnu-gcc) clibs=(-pthread -ldl -lm)
             # qemu-user 7.2 takes madvise as a no-op (the cold tests count the pages a batch
             # reads: readahead is never turned off) and maps no more than about 16 GiB at once
             # (a 32 GiB file mapping is ENOMEM under it, natively not; two tests map sparse
@@ -87,6 +91,9 @@ for target in "${targets[@]}"; do
             need musl-gcc musl-tools
             export CC_x86_64_unknown_linux_musl=musl-gcc
             export LOADERX_TEST_CC=musl-gcc
+            # Not the C self-tests: Rust's static library leaves the unwinder to the program,
+            # and musl-gcc's is the host's glibc one (scripts/dist.sh links C with zig's).
+            ccmd=() clibs=()
             # A static binary has no dynamic loader: the fault tests' shim, preloaded
             # (LD_PRELOAD) to fail msync, pwrite, fsync and ftruncate, cannot reach it.
             skip=(faults:: faults_sync::)
@@ -143,6 +150,20 @@ PY
     done
     diff <(run partition "$work/lines.txt" --parts 4 | tr -d '\r' | cut -f2-) \
         <(host partition "$work/lines.txt" --parts 4 | cut -f2-)
+    # The C ABI's self-tests (tests/c/store.c and chunker.c, which `cargo test -p loaderx-capi`
+    # runs on Linux x86-64), built by the target's C compiler against its static library.
+    [ ${#ccmd[@]} -gt 0 ] && cargo build --quiet --target "$target" -p loaderx-capi
+    for prog in $([ ${#ccmd[@]} -gt 0 ] && echo store chunker); do
+        "${ccmd[@]}" -Wall -Wextra -Werror -std=c11 -D_POSIX_C_SOURCE=200809L -I loaderx-capi/include \
+            "loaderx-capi/tests/c/$prog.c" -o "$work/$prog$exe" "target/cross/$target/debug/libloaderx_capi.a" \
+            "${clibs[@]}"
+        mkdir "$work/c-$prog"
+        said=$(cd "$work" && $runner "./$prog$exe" selftest "c-$prog" | tr -d '\r' | tail -1)
+        case "$said" in
+            *" 0 failed") ;;
+            *) echo "cross-test $target: tests/c/$prog.c: $said" >&2; exit 1 ;;
+        esac
+    done
     rm -rf "$work"
-    echo "cross-test $target: core unit tests, CLI round trip and fixtures alike ok ($(( $(date +%s) - start )) s)"
+    echo "cross-test $target: core unit tests, CLI round trip,$([ ${#ccmd[@]} -gt 0 ] && echo " C self-tests,") fixtures alike ok ($(( $(date +%s) - start )) s)"
 done

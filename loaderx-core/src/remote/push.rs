@@ -36,8 +36,10 @@ fn is_store(dir: &Path) -> bool {
         .any(|n| std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.file_type().is_file()))
 }
 
-/// Uploads the local store (or dataset) directory `dir` to `url`: the store's own files (see
-/// `STORE_FILES`: nothing else in the directory), a chunk file skipped when it is already
+/// Uploads the local store (or dataset) directory `dir` to `url`, held still meanwhile (its
+/// writer lock taken: no append, delete, compaction or migration runs during the push; on a
+/// directory this process may not write, a reader's lock on its index): the store's own files
+/// (see `STORE_FILES`: nothing else in the directory), a chunk file skipped when it is already
 /// there with the same length and (by the store's manifests, the remote one removed before a
 /// chunk is replaced) the same crc32c, so a store pushed again after appends sends what
 /// changed, the index last. A reader opening the store during a push sees the old index or
@@ -56,6 +58,7 @@ fn is_store(dir: &Path) -> bool {
 /// URL.
 ///
 /// # Errors
+/// [`Error::Locked`] for a store a writer (or a delete, compaction or migration) has open;
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
 /// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse, or naming the set's
 /// manifest and the part for a part path that is empty, absolute or names the set itself or a
@@ -181,6 +184,7 @@ fn push_dir(
     set: bool,
 ) -> Result<u64> {
     let (bucket, prefix) = parse_url(url)?;
+    let _still = if set { None } else { Some(hold_still(dir)?) };
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
     // and `length` entries) goes up, all a reader fetches.
     let meta = dir.join(META_FILE);
@@ -277,6 +281,46 @@ fn push_dir(
         progress(sent);
     }
     Ok(sent)
+}
+
+/// Holds the store in `dir` still while it goes up (look 82: a compaction, delete or append
+/// during a push said "pushed" over a remote copy that was wrong or unreadable): its writer lock
+/// taken, so no append, delete, compaction or migration runs meanwhile (a store a writer has
+/// open is [`Error::Locked`]). Where this process may not write the directory (a read-only
+/// mount), a reader's shared lock on its index holds it instead: that keeps deletes,
+/// compactions and migrations out, not appends by a writer with other rights. The store is not
+/// opened: a damaged one goes up as it is, for `verify` to name.
+fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<std::fs::File>)> {
+    match crate::store::WriteLock::acquire(dir) {
+        Ok(lock) => Ok((Some(lock), None)),
+        Err(Error::Io { source, .. })
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            for name in [INDEX_FILE, META_FILE] {
+                let path = dir.join(name);
+                let Ok(file) = crate::sys::open_regular(std::fs::OpenOptions::new().read(true), &path) else {
+                    continue;
+                };
+                return match crate::store::within_grace(|| file.try_lock_shared()) {
+                    Ok(()) => Ok((None, Some(file))),
+                    Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                        path: dir.to_path_buf(),
+                        reason: "a delete, compaction or migration has it; a push needs it unchanged".into(),
+                    }),
+                    Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
+                };
+            }
+            Ok((None, None))
+        }
+        Err(Error::Locked { path, reason }) => Err(Error::Locked {
+            path,
+            reason: format!("{reason}; a push needs it unchanged while it goes up"),
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 /// The files of the store (or, `set`, of the set's own files) in `dir` that go up, in the order

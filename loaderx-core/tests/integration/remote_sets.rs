@@ -194,3 +194,27 @@ fn a_remote_sets_own_schema_is_checked() {
     let e = DenseSource::open_remote("s3://bucket/k/set", server.options()).unwrap_err();
     assert!(e.to_string().contains("has no schema"), "{e}");
 }
+
+/// Look 82: a compaction, delete or append during a push said "pushed" over a remote copy that
+/// was wrong (v1) or unreadable (v2). A push holds the store still: a store a writer has open is
+/// refused, nothing put; readers beside it are no hindrance.
+#[test]
+fn a_store_is_held_still_while_it_goes_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Zstd);
+    let writer = Store::open_rw(&p, loaderx_core::StoreOptions::new()).unwrap();
+    let e = push(&p, "s3://bucket/h/p", server.options(), |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, loaderx_core::Error::Locked { reason, .. } if reason.contains("a push needs it unchanged")),
+        "{e}"
+    );
+    assert!(!server.root.join("bucket/h").exists(), "nothing went up");
+    drop(writer);
+    let reader = Store::open(&p).unwrap();
+    push(&p, "s3://bucket/h/p", server.options(), |_| {}).unwrap();
+    assert_eq!(DenseSource::open_remote("s3://bucket/h/p", server.options()).unwrap().len(), 100);
+    // The push let go of the store: a writer opens it again.
+    drop(reader);
+    Store::open_rw(&p, loaderx_core::StoreOptions::new()).unwrap();
+}
