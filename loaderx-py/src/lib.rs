@@ -39,6 +39,15 @@ use pyo3::prelude::*;
 #[pymodule(gil_used = false)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fork::loaded();
+    // NumPy's C API and rust-numpy's borrow flags are set up at their first use, behind
+    // once-cells that a thread fills while it imports NumPy with the GIL let go: a child forked
+    // in that window waited for them for good (its first `delete` hung, 1 run in 11 with a
+    // thread's first gather racing the fork). Filled here, at import, before any other thread
+    // can use them. NumPy is a dependency of the package; without it the first array says so.
+    if m.py().import("numpy").is_ok() {
+        let probe = numpy::PyArray1::<u8>::zeros(m.py(), 1, false);
+        drop(numpy::PyArrayMethods::readonly(&probe));
+    }
     errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("REMOTE", cfg!(feature = "remote"))?;

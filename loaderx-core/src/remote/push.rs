@@ -286,11 +286,12 @@ fn push_dir(
 /// Holds the store in `dir` still while it goes up (look 82: a compaction, delete or append
 /// during a push said "pushed" over a remote copy that was wrong or unreadable): its writer lock
 /// taken, so no append, delete, compaction or migration runs meanwhile (a store a writer has
-/// open is [`Error::Locked`]). Where this process may not write the directory (a read-only
-/// mount), a reader's shared lock on its index holds it instead: that keeps deletes,
-/// compactions and migrations out, not appends by a writer with other rights. The store is not
-/// opened: a damaged one goes up as it is, for `verify` to name.
-fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<std::fs::File>)> {
+/// open is [`Error::Locked`]); a damaged store goes up as it is, for `verify` to name. Where
+/// this process may not write the directory (a read-only mount), the store is opened as a
+/// reader instead, whose shared lock on the index it opens (checked to be the file the store's
+/// name leads to, look 83) keeps deletes, compactions and migrations out, not appends by a
+/// writer with other rights; a store that does not open so is not pushed.
+fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<crate::Store>)> {
     match crate::store::WriteLock::acquire(dir) {
         Ok(lock) => Ok((Some(lock), None)),
         Err(Error::Io { source, .. })
@@ -299,21 +300,7 @@ fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<std
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
             ) =>
         {
-            for name in [INDEX_FILE, META_FILE] {
-                let path = dir.join(name);
-                let Ok(file) = crate::sys::open_regular(std::fs::OpenOptions::new().read(true), &path) else {
-                    continue;
-                };
-                return match crate::store::within_grace(|| file.try_lock_shared()) {
-                    Ok(()) => Ok((None, Some(file))),
-                    Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
-                        path: dir.to_path_buf(),
-                        reason: "a delete, compaction or migration has it; a push needs it unchanged".into(),
-                    }),
-                    Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
-                };
-            }
-            Ok((None, None))
+            Ok((None, Some(crate::Store::open(dir)?)))
         }
         Err(Error::Locked { path, reason }) => Err(Error::Locked {
             path,

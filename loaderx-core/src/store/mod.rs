@@ -78,8 +78,6 @@ pub(crate) use identity::Identity;
 #[cfg(feature = "remote")]
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
-#[cfg(feature = "remote")]
-pub(crate) use lock::within_grace;
 pub(crate) use lock::{StoreKey, is_loaderx_lock_file, lock_out_readers};
 pub use migrate::MigrateReport;
 pub use open::Store;
