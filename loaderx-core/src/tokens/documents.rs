@@ -193,14 +193,16 @@ pub(crate) fn for_each_sequence(
 }
 
 impl Documents {
-    /// Checks every sequence (inside the `.bin`) and the document index (from 0 to the sequence
-    /// count, never decreasing) of `file`'s Megatron index.
+    /// Checks every sequence (inside the `.bin`, and back to back from its first token to its
+    /// last: [`TokenFile::check_tiling`]) and the document index (from 0 to the sequence count,
+    /// never decreasing) of `file`'s Megatron index.
     ///
     /// # Errors
     /// [`Error::BadInput`] naming the `.idx` and the array.
     pub(crate) fn check(file: &TokenFile) -> Result<()> {
         // (Refuses more than 2^32 - 1 documents before reading one, as `new` does.)
-        lengths(file, false).map(drop)
+        lengths(file, false)?;
+        file.check_tiling()
     }
 
     /// `file`'s documents that hold tokens, checked ([`Documents::check`]), in the order `seed`
@@ -212,6 +214,7 @@ impl Documents {
     /// As [`Documents::check`]; [`Error::InvalidArgument`] for more than 2^32 - 1 documents.
     pub(crate) fn new(file: &TokenFile, seed: Option<u64>) -> Result<Documents> {
         let Lengths { kept, checkpoints } = lengths(file, true)?;
+        file.check_tiling()?;
         let n = match &kept {
             Kept::Index => file.index.as_ref().expect("a Megatron dataset").header.sequences,
             Kept::Listed { lens, .. } => lens.len(),

@@ -127,8 +127,9 @@ impl TokenFile {
     /// Opens the headerless token file at `path`: tokens of `token` back to back, nothing else.
     ///
     /// # Errors
-    /// [`Error::BadInput`] for a file that is not a whole number of tokens, or that is an llm.c
-    /// token file (a valid header: [`TokenFile::open`] reads it); [`Error::Io`].
+    /// [`Error::BadInput`] for a file that is not a whole number of tokens, that is an llm.c
+    /// token file (a valid header: [`TokenFile::open`] reads it), or a `.bin` with a `.idx`
+    /// beside it (a Megatron dataset: the same); [`Error::Io`].
     pub fn open_raw(path: impl AsRef<Path>, token: TokenType) -> Result<TokenFile> {
         super::little_endian_host()?;
         let path = path.as_ref();
@@ -139,6 +140,19 @@ impl TokenFile {
             return Err(bad(
                 path,
                 "it is an llm.c token file (its header's magic and count agree): open it without a token type",
+            ));
+        }
+        // A Megatron dataset's `.bin` opened as headerless would drop its index, whose checks
+        // and documents then go unseen, and read it as whatever type was given (look 84).
+        let idx = path.with_extension("idx");
+        if path.extension().is_some_and(|e| e == "bin") && std::fs::symlink_metadata(&idx).is_ok() {
+            return Err(bad(
+                path,
+                format!(
+                    "it is a Megatron dataset's tokens ({} is beside it): open it without a token type, \
+                     which reads the index and its type",
+                    idx.display()
+                ),
             ));
         }
         let size = token.size() as u64;
@@ -293,8 +307,12 @@ impl TokenFile {
     /// last, as Megatron's writer (and this crate's) lays them: sequence `i + 1` starts where
     /// `i` ends. The reads check only that each lies inside the `.bin`; a length lowered or a
     /// pointer moved in the `.idx` (no checksums in the format) read other tokens and passed
-    /// `verify` (look 71, L71-3).
-    fn check_tiling(&self, h: &crate::format::tokens::MegatronHeader, idx: &[u8]) -> Result<()> {
+    /// `verify` (look 71, L71-3); checked by every reader of the index too
+    /// ([`Documents::check`](super::documents::Documents), look 84: overlapping or out-of-order
+    /// sequences read some tokens twice and others never). Nothing to check without an index.
+    pub(crate) fn check_tiling(&self) -> Result<()> {
+        let Some(ix) = &self.index else { return Ok(()) };
+        let (h, idx) = (&ix.header, ix.map.bytes());
         let mut next = 0u64;
         for i in 0..h.sequences {
             let (first, len) = super::documents::sequence(self, h, idx, i)?;
@@ -339,9 +357,9 @@ impl TokenFile {
     /// # Errors
     /// The first problem, as [`Error::BadInput`] naming the file and field.
     pub fn verify(&self) -> Result<()> {
-        if let Some(ix) = &self.index {
+        if self.index.is_some() {
+            // The sequences' bounds, the documents, and the sequences back to back.
             super::documents::Documents::check(self)?;
-            self.check_tiling(&ix.header, ix.map.bytes())?;
         }
         // In pieces of 1 Mi tokens, so that the error names the first bad token's position.
         const PIECE: u64 = 1 << 20;

@@ -319,8 +319,8 @@ fn a_negative_entry_at_a_piece_boundary_is_refused_not_a_panic() {
 /// Look 71, L71-3: a sequence length lowered or a pointer moved in the `.idx` (each still inside
 /// the `.bin`) read other tokens and passed `verify`, which promises lying offsets are found;
 /// now `verify` checks the sequences lie back to back from the `.bin`'s start, as Megatron writes
-/// them (the open checks the last ends the file), and names the array. The dataset as written
-/// verifies.
+/// them (the open checks the last ends the file), and names the array; so does every reader of
+/// the index (look 84). The dataset as written verifies; its `.bin` is not opened headerless.
 #[test]
 fn verify_finds_sequences_that_do_not_tile_the_bin() {
     let dir = tempfile::tempdir().unwrap();
@@ -353,7 +353,30 @@ fn verify_finds_sequences_that_do_not_tile_the_bin() {
             }
             other => panic!("{field} at byte {at}: {other:?}"),
         }
+        // Every reader of the index checks it too (look 84, F84-1: sequences and documents
+        // read overlapping sequences, some tokens twice and others never).
+        let f = TokenFile::open(&prefix).unwrap();
+        let reads = [
+            ("sequences", f.sequences(2, None).map(drop)),
+            ("shuffled", f.sequences_epochs(2, Some(1), 2).map(drop)),
+            ("documents", f.documents_source().map(drop)),
+        ];
+        for (what, got) in reads {
+            assert!(
+                matches!(&got, Err(Error::BadInput { reason, .. }) if reason.starts_with(field)),
+                "{what}, {field}: {got:?}"
+            );
+        }
     }
     std::fs::write(&idx, &good).unwrap();
     TokenFile::open(&prefix).unwrap().verify().unwrap();
+    // Its `.bin` opened as headerless tokens would drop the index and its checks (look 84,
+    // F84-2: a damaged index "intact", the tokens read as any type given).
+    let bin = suffixed(&prefix, ".bin");
+    match TokenFile::open_raw(&bin, TokenType::U32) {
+        Err(Error::BadInput { path, reason, .. }) => {
+            assert!(path == bin && reason.contains("Megatron"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
