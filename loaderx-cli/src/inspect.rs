@@ -156,8 +156,8 @@ pub struct VerifyArgs {
     /// The token type of a headerless token file (u16, u32...).
     #[arg(long)]
     dtype: Option<String>,
-    /// A token file's vocabulary size: every id must be below it.
-    #[arg(long)]
+    /// A token file's vocabulary size: every id must be below it (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     vocab_size: Option<u64>,
     /// List every damaged record, not only the first 20.
     #[arg(long)]
@@ -174,7 +174,7 @@ pub struct VerifyArgs {
 pub fn verify(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let dir = &args.store;
     if args.dtype.is_some() || args.vocab_size.is_some() || crate::tokens::is_token_path(dir) {
-        return crate::tokens::verify(dir, args.dtype.as_deref(), args.vocab_size);
+        return crate::tokens::verify(dir, args.dtype.as_deref(), args.vocab_size, args.json);
     }
     verify_store(args)
 }

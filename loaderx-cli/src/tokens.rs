@@ -8,12 +8,16 @@ use std::process::ExitCode;
 use anyhow::Context;
 use loaderx_core::tokens::{TokenFile, TokenFormat, TokenType};
 
-/// Whether `path` names a token file rather than a store: a regular file, or the prefix of a
-/// Megatron dataset (`PATH.idx` beside it).
+/// Whether `path` names a token file rather than a store (a directory): anything else that is
+/// there, or the prefix of a Megatron dataset (`PATH.idx` beside it). A FIFO or a device is
+/// taken as a token file too, so that the token reader refuses it by name as no regular file.
 pub fn is_token_path(path: &Path) -> bool {
     let mut idx = path.as_os_str().to_owned();
     idx.push(".idx");
-    path.is_file() || (!path.exists() && PathBuf::from(idx).is_file())
+    match path.metadata() {
+        Ok(m) => !m.is_dir(),
+        Err(_) => PathBuf::from(idx).metadata().is_ok(),
+    }
 }
 
 /// The token type named `name` (`u16` or NumPy's `uint16`).
@@ -46,10 +50,10 @@ pub fn open(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::Res
 /// `loaderx info TOKENS [--dtype T] [--json]`.
 pub fn info(path: &Path, dtype: Option<&str>, json: bool) -> anyhow::Result<()> {
     let f = open(path, dtype, None)?;
-    let (format, index) = match f.format() {
-        TokenFormat::Megatron { index } => ("megatron", Some(index.display().to_string())),
-        TokenFormat::Llmc { .. } => ("llmc", None),
-        TokenFormat::Raw => ("raw", None),
+    let format = format_name(f.format());
+    let index = match f.format() {
+        TokenFormat::Megatron { index } => Some(index.display().to_string()),
+        TokenFormat::Llmc { .. } | TokenFormat::Raw => None,
     };
     if json {
         let v = serde_json::json!({
@@ -78,11 +82,27 @@ pub fn info(path: &Path, dtype: Option<&str>, json: bool) -> anyhow::Result<()> 
     crate::print(&t)
 }
 
-/// `loaderx verify TOKENS [--dtype T] [--vocab-size N]`: exit 0 only if every token (and
-/// index entry) is what a reader relies on.
-pub fn verify(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::Result<ExitCode> {
+/// `loaderx verify TOKENS [--dtype T] [--vocab-size N] [--json]`: exit 0 only if every token
+/// (and index entry) is what a reader relies on. A token file's check stops at its first
+/// problem, which it names (the JSON's `error`; `null` when intact).
+pub fn verify(path: &Path, dtype: Option<&str>, vocab: Option<u64>, json: bool) -> anyhow::Result<ExitCode> {
     let f = open(path, dtype, vocab)?;
-    Ok(match f.verify() {
+    let result = f.verify();
+    let code = if result.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+    if json {
+        let v = serde_json::json!({
+            "path": f.path().display().to_string(),
+            "format": format_name(f.format()),
+            "dtype": f.token_type().name(),
+            "tokens": f.len(),
+            "vocab_size": vocab,
+            "intact": result.is_ok(),
+            "error": result.as_ref().err().map(|e| loaderx_core::error_chain(e)),
+        });
+        crate::print(&format!("{v}\n"))?;
+        return Ok(code);
+    }
+    match result {
         Ok(()) => {
             let vocab = vocab.map_or(String::new(), |v| format!(", every id below {v}"));
             crate::print(&format!(
@@ -90,11 +110,19 @@ pub fn verify(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::R
                 f.path().display(),
                 f.len()
             ))?;
-            ExitCode::SUCCESS
         }
         Err(e) => {
             crate::print(&format!("{}: damaged: {}\n", path.display(), loaderx_core::error_chain(&e)))?;
-            ExitCode::FAILURE
         }
-    })
+    }
+    Ok(code)
+}
+
+/// The name `info` and `verify` give a token file's layout.
+fn format_name(format: &TokenFormat) -> &'static str {
+    match format {
+        TokenFormat::Megatron { .. } => "megatron",
+        TokenFormat::Llmc { .. } => "llmc",
+        TokenFormat::Raw => "raw",
+    }
 }

@@ -72,6 +72,46 @@ fn info_and_verify_read_token_files() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
 }
 
+/// `verify --json` of a token file is one JSON object, its first problem named; a vocabulary of
+/// no ids is refused before anything is read.
+#[test]
+fn verify_json_of_token_files_and_an_empty_vocabulary() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("corpus");
+    megatron(&prefix);
+    let o = loaderx(&[&"verify", &prefix, &"--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["format"].as_str(), v["intact"].as_bool()), (Some("megatron"), Some(true)));
+    assert!(v["error"].is_null() && v["vocab_size"].is_null(), "{v}");
+    let o = loaderx(&[&"verify", &prefix, &"--json", &"--vocab-size", &"1000"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["intact"].as_bool(), v["vocab_size"].as_u64()), (Some(false), Some(1000)));
+    assert!(v["error"].as_str().unwrap().contains("token 545 is 1000"), "{v}");
+    let o = loaderx(&[&"verify", &prefix, &"--vocab-size", &"0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("'0' for '--vocab-size"), "{}", text(&o));
+}
+
+/// A prefix whose `.idx` is a FIFO, or a FIFO named itself, is refused by name as no regular
+/// file, never opened (which would wait for a writer) nor called "not a loaderx store".
+#[test]
+fn a_fifo_for_a_token_file_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("corpus.idx");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        assert!(std::env::var_os("LOADERX_REQUIRE_C").is_none(), "mkfifo failed");
+        return;
+    }
+    for path in [dir.path().join("corpus"), fifo] {
+        let o = loaderx(&[&"info", &path]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("corpus.idx") && text(&o).contains("not a regular file"), "{}", text(&o));
+    }
+}
+
 /// `convert tokens` into a dataset and `export --megatron` back: the same files, byte for byte.
 #[test]
 fn convert_tokens_and_export_megatron_round_trip() {
