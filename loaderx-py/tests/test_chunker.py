@@ -56,6 +56,10 @@ def test_validation_as_the_reference(tmp_path, jsonl):
         plan_file(jsonl, True)
     with pytest.raises(ValueError, match="parts must be >= 1, got 0"):
         plan_file(jsonl, 0)
+    # Look 84, F84-5: past the planner's size_t, a bare OverflowError from the binding.
+    with pytest.raises(ValueError, match=r"parts must be at most \d+ \(SIZE_MAX\), got 18446744073709551616"):
+        plan_file(jsonl, 2**64)
+    assert plan_file(jsonl, 2**64 - 1).actual_partitions >= 1
     with pytest.raises(ValueError, match="exactly one byte"):
         plan_file(jsonl, 2, delimiter=b"\r\n")
     with pytest.raises(ValueError, match="byte value 0..255, got 256"):

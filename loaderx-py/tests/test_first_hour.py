@@ -147,6 +147,12 @@ def test_a_second_for_over_a_finished_pass_says_so_instead_of_doing_nothing(data
         with pytest.raises(RuntimeError, match="pass is over"):
             for _ in again:
                 pass
+    # Look 84, F84-6: a pass of no steps said it was over, as if it had run.
+    with DataLoader({"x": x}, batch_size=64, num_workers=1, epochs=1, drop_last=True) as none:
+        assert len(none) == 0
+        with pytest.raises(RuntimeError, match="has no steps.*drop_last=False keeps it"):
+            for _ in none:
+                pass
 
 
 def test_finite_pass_options_without_epochs_are_refused_not_ignored(data):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
@@ -87,11 +88,17 @@ def _path(path: PathLike) -> str:
     return str(Path(raw).resolve())
 
 
+_MAX_PARTS = 2 * sys.maxsize + 1
+
+
 def _parts(parts: int) -> int:
     if isinstance(parts, bool) or not isinstance(parts, int):
         raise TypeError(f"parts must be an int, got {type(parts).__name__}")
     if parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
+    if parts > _MAX_PARTS:
+        # The planner counts parts in a size_t (look 84, F84-5: a bare OverflowError before).
+        raise ValueError(f"parts must be at most {_MAX_PARTS} (SIZE_MAX), got {parts}")
     return parts
 
 

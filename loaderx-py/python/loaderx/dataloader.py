@@ -159,8 +159,19 @@ class DataLoader:
         # (look 57, D1: that `for` yielded nothing, without a word).
         steps = self._native.steps()
         self._ended = steps is not None and self._native.step() >= steps
+        # A pass of no steps is over before it starts, for another reason than a finished one
+        # (look 84, F84-6): its data fill no batch.
+        self._empty = steps == 0
+        self._drop_last = drop_last
 
     def __iter__(self) -> "DataLoader":
+        if self._empty:
+            why = (
+                ", drop_last=True drops its one short batch (drop_last=False keeps it)"
+                if self._drop_last
+                else ": the datasets (or this rank's share) hold no records"
+            )
+            raise RuntimeError(f"this DataLoader's pass has no steps: its data fill no batch of {self.batch_size}{why}")
         if self._ended:
             # torch's DataLoader starts a new epoch at every `for`; this one's `epochs=n` pass is
             # one iteration, and a second `for` would silently do nothing (issue 42's trial).
