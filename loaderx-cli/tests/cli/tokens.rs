@@ -135,3 +135,29 @@ fn convert_tokens_and_export_megatron_round_trip() {
     let o = loaderx(&[&"export", &ds, &back, &"--megatron"]);
     assert!(!o.status.success() && text(&o).contains("exists"), "{}", text(&o));
 }
+
+/// Look 85, F85-1: a Megatron document of 2^32 tokens or more (three sequences of 2^31 - 1,
+/// legal in the format) is past a limit of the reader: `verify` says "not checked", never
+/// "damaged", and its JSON's `intact` is null.
+#[test]
+fn a_document_past_the_readers_limit_is_not_called_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = i32::MAX;
+    let mut idx = b"MMIDIDX\x00\x00".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(1); // u8 tokens
+    idx.extend(3u64.to_le_bytes());
+    idx.extend(2u64.to_le_bytes());
+    (0..3).for_each(|_| idx.extend(m.to_le_bytes()));
+    (0..3i64).for_each(|s| idx.extend((s * i64::from(m)).to_le_bytes()));
+    [0i64, 3].iter().for_each(|d| idx.extend(d.to_le_bytes()));
+    std::fs::write(dir.path().join("big.idx"), idx).unwrap();
+    std::fs::File::create(dir.path().join("big.bin")).unwrap().set_len(3 * m as u64).unwrap();
+    let prefix = dir.path().join("big");
+    let o = loaderx(&[&"verify", &prefix]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("not checked") && !text(&o).contains("damaged"), "{}", text(&o));
+    let o = loaderx(&[&"verify", &prefix, &"--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["intact"].is_null() && v["error"].as_str().unwrap().contains("limit of this reader"), "{v}");
+}

@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::documents::{CHECKPOINT, Kept, bad, sequence};
+use super::documents::{CHECKPOINT, Kept, bad, index_path, sequence};
 use super::file::TokenFile;
 use crate::format::tokens::MegatronHeader;
 use crate::{Error, Result};
@@ -238,8 +238,14 @@ fn long_document(
             marks.push(u64::from(tokens));
         }
         let (_, len) = sequence(file, h, idx, s)?;
+        // Megatron's format allows it (a document of several sequences); this reader counts a
+        // document's tokens in a u32: a limit of the reader, not damage (look 85, F85-1).
         tokens = u32::try_from(len).ok().and_then(|l| tokens.checked_add(l)).ok_or_else(|| {
-            bad(file, "sequence_lengths", format!("document {d} holds 2^32 tokens or more"))
+            Error::InvalidArgument(format!(
+                "{}: document {d} holds 2^32 tokens or more, over the 2^32 - 1 loaderx reads in a \
+                 document (a limit of this reader, not damage to the file)",
+                index_path(file).display()
+            ))
         })?;
         if len == 0 {
             empty += 1;

@@ -130,11 +130,19 @@ const BLOCK: usize = 16;
 pub(super) const CHECKPOINT: usize = 256;
 
 pub(super) fn bad(file: &TokenFile, field: &str, reason: String) -> Error {
-    let path = match &file.format {
-        super::TokenFormat::Megatron { index } => index.clone(),
-        _ => file.path.clone(),
-    };
-    Error::BadInput { path, reason: format!("{field}: {reason}"), source: None }
+    Error::BadInput {
+        path: index_path(file).to_path_buf(),
+        reason: format!("{field}: {reason}"),
+        source: None,
+    }
+}
+
+/// The file that holds `file`'s index: a Megatron dataset's `.idx`, otherwise the file itself.
+pub(super) fn index_path(file: &TokenFile) -> &std::path::Path {
+    match &file.format {
+        super::TokenFormat::Megatron { index } => index,
+        _ => &file.path,
+    }
 }
 
 /// The checked span of sequence `i`: its first token and its token count.

@@ -355,7 +355,9 @@ impl TokenFile {
     /// boundaries in order, ids inside the vocabulary when one is set.
     ///
     /// # Errors
-    /// The first problem, as [`Error::BadInput`] naming the file and field.
+    /// The first problem, as [`Error::BadInput`] naming the file and field;
+    /// [`Error::InvalidArgument`] for a file past a limit of this reader rather than damaged (more
+    /// than 2^32 - 1 documents, a document of 2^32 tokens or more).
     pub fn verify(&self) -> Result<()> {
         if self.index.is_some() {
             // The sequences' bounds, the documents, and the sequences back to back.

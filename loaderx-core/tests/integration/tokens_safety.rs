@@ -95,6 +95,37 @@ fn empty_documents_size_nothing() {
     assert!(matches!(f.documents_source(), Err(Error::InvalidArgument(_))));
 }
 
+/// Look 85, F85-1: a document of three sequences of 2^31 - 1 tokens (legal in Megatron's
+/// format, over the u32 this reader counts a document's tokens in) is refused as a limit of the
+/// reader, naming the index, never as damage (`BadInput`, which `verify` calls "damaged").
+#[test]
+fn a_document_past_the_readers_u32_is_a_limit_not_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("big");
+    let m = i32::MAX;
+    let mut idx = b"MMIDIDX\x00\x00".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(1); // u8 tokens
+    idx.extend(3u64.to_le_bytes());
+    idx.extend(2u64.to_le_bytes());
+    (0..3).for_each(|_| idx.extend(m.to_le_bytes()));
+    (0..3i64).for_each(|s| idx.extend((s * i64::from(m)).to_le_bytes()));
+    [0i64, 3].iter().for_each(|d| idx.extend(d.to_le_bytes()));
+    std::fs::write(suffixed(&prefix, ".idx"), idx).unwrap();
+    // Sparse: 6 GiB of address space, no blocks written.
+    std::fs::File::create(suffixed(&prefix, ".bin")).unwrap().set_len(3 * m as u64).unwrap();
+    let f = TokenFile::open(&prefix).unwrap();
+    assert_eq!((f.len(), f.documents()), (3 * m as u64, Some(1)));
+    for err in
+        [f.verify().unwrap_err(), f.sequences(129, Some(1)).unwrap_err(), f.documents_source().unwrap_err()]
+    {
+        assert!(
+            matches!(&err, Error::InvalidArgument(m) if m.contains("big.idx") && m.contains("not damage")),
+            "{err}"
+        );
+    }
+}
+
 /// Thirteenth look, M2-M7: an index whose sequences overlap cannot make its documents larger
 /// than the `.bin` (a converted dataset or a sampler sized by them); a chunk past a record's
 /// limit is an error; a user's `PREFIX.lock` is not the writer's; a Megatron writer and an llm.c
