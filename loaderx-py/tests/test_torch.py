@@ -182,3 +182,35 @@ def test_datasets_pickle_by_path_with_their_views(tmp_path):
     again = pickle.loads(pickle.dumps(it))  # goes on where `it` stands
     assert not torch.equal(next(iter(again))["d"], first)
     it.close()
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_iterable_loader_passes_under_torch_workers_never_skip_or_repeat_steps(tmp_path, context):
+    # Look 86, F86-1: a persistent worker's second pass went on from where its loader had run
+    # ahead, split by a count restarted at 0: steps skipped and repeated, no error.
+    from conftest import run_isolated
+
+    out = run_isolated(_torch_workers_script(tmp_path, context, """
+import itertools
+with LxLoader(streams, batch_size=16, seed=3, num_workers=2) as ref:
+    want = [next(ref)["y"] for _ in range(6)]
+def one_pass(dl):
+    return [b["y"] for b in itertools.islice(dl, 6)]
+def same(got):
+    return len(got) == 6 and all(torch.equal(g, torch.from_numpy(w)) for g, w in zip(got, want))
+for workers in (1, 2):
+    it = IterableLoader(streams, batch_size=16, seed=3, num_workers=1)
+    dl = torch.utils.data.DataLoader(it, batch_size=None, num_workers=workers, persistent_workers=True,
+                                     multiprocessing_context=context)
+    assert same(one_pass(dl)), workers
+    try:
+        one_pass(dl)
+        raise AssertionError("a second pass over persistent workers was not refused")
+    except RuntimeError as e:
+        assert "persistent_workers=False" in str(e), e
+    # Fresh workers each pass: each starts where the IterableLoader stands (documented).
+    dl = torch.utils.data.DataLoader(it, batch_size=None, num_workers=workers, multiprocessing_context=context)
+    assert same(one_pass(dl)) and same(one_pass(dl)), workers
+print("passes ok")
+"""), timeout=180)
+    assert "passes ok" in out

@@ -94,6 +94,15 @@ class IterableLoader(torch.utils.data.IterableDataset):
     the workers were forked or pickled (``spawn``: the datasets travel by path). The
     checkpoint of a run with workers is the parent's count of batches taken, as with any
     torch ``IterableDataset``; :meth:`state_dict` sees the parent's own loader only.
+
+    Passes (each ``for`` over torch's ``DataLoader``): with ``num_workers=0`` a pass goes on
+    from where the last one stopped (one loader in this process). Workers cannot know how many
+    of their batches the last pass took (torch runs them ahead and drops what was not taken),
+    so with workers every pass starts where this object stands, as torch starts every pass
+    over an ``IterableDataset`` afresh: the same batches again unless the object is moved
+    (``load_state_dict``, or a new ``IterableLoader(..., start_step=steps_taken)``). With
+    ``persistent_workers=True`` a second pass is refused (``RuntimeError``): its workers would
+    replay the first pass, stale, beyond the reach of a move in the parent (look 86).
     """
 
     def __repr__(self) -> str:
@@ -107,6 +116,8 @@ class IterableLoader(torch.utils.data.IterableDataset):
         self._state: bytes | None = kwargs.pop("state", None)
         self._loader: DataLoader | None = None
         self._pid = os.getpid()
+        # The torch worker process that has run a pass over this object, if any.
+        self._worker_pass: int | None = None
         _LIVE.add(self)
 
     def _open(self, **extra: Any) -> DataLoader:
@@ -124,14 +135,30 @@ class IterableLoader(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Any:
         info = torch.utils.data.get_worker_info()
-        if info is None or info.num_workers == 1:
+        if info is None:
             for batch in self._open():
+                yield to_torch(batch)
+            return
+        # A torch worker: one pass per process. A persistent worker's second pass would go on
+        # from where its loader had run ahead, the steps it had made and torch dropped skipped,
+        # and the split below off by as many (look 86, F86-1: steps skipped and repeated).
+        if self._worker_pass == os.getpid():
+            raise RuntimeError(
+                "IterableLoader under torch's persistent_workers=True: a second pass would replay "
+                "the first from stale workers (they cannot know how many batches it took); pass "
+                "persistent_workers=False and move the IterableLoader between passes "
+                "(load_state_dict, or a new IterableLoader(..., start_step=steps_taken)), or take "
+                "every step in one pass (the loader is endless)"
+            )
+        self._worker_pass = os.getpid()
+        loader = self._open(transform=None) if info.num_workers > 1 else self._open()
+        if info.num_workers == 1:
+            for batch in loader:
                 yield to_torch(batch)
             return
         # Worker k of n keeps the steps k, k + n, ... of the whole sequence; the transform runs
         # on the kept steps only (here, not on the loader's threads).
         transform = self._kwargs.get("transform")
-        loader = self._open(transform=None)
         k, n = info.id, info.num_workers
         for i, batch in enumerate(loader):
             if i % n == k:
@@ -146,7 +173,7 @@ class IterableLoader(torch.utils.data.IterableDataset):
     def __setstate__(self, d: dict[str, Any]) -> None:
         torch.utils.data.IterableDataset.__init__(self)
         self._datasets, self._kwargs, self._state = d["datasets"], d["kwargs"], d["state"]
-        self._loader, self._pid = None, os.getpid()
+        self._loader, self._pid, self._worker_pass = None, os.getpid(), None
         _LIVE.add(self)
 
     def state_dict(self) -> dict[str, Any]:
