@@ -214,3 +214,79 @@ for workers in (1, 2):
 print("passes ok")
 """), timeout=180)
     assert "passes ok" in out
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_a_steps_exception_under_iterable_loader_skips_that_step_only(tmp_path, context, monkeypatch):
+    # Look 87, F87-1: the exception ended the pass's generator: the pass stopped (0 or 1
+    # workers), or under n workers every n-th step from then on was lost without an error.
+    from conftest import run_isolated
+
+    monkeypatch.chdir(tmp_path)
+    out = run_isolated(_torch_workers_script(tmp_path, context, """
+import sys, pathlib
+pathlib.Path(context + "_boom.py").write_text(
+    "def boom(b):\\n    if int(b['y'][0]) in (32, 96):\\n        raise ValueError('boom')\\n    return b\\n")
+sys.path.insert(0, ".")
+boom = __import__(context + "_boom").boom
+kw = dict(batch_size=16, mode="sequential", epochs=1, shuffle=False, num_workers=1)
+def firsts(dl):
+    got, errors, it = [], 0, iter(dl)
+    while True:
+        try:
+            b = next(it)
+        except StopIteration:
+            return got, errors
+        except ValueError:
+            errors += 1
+            continue
+        got.append(int(b["y"][0]))
+want = ([k for k in range(0, n, 16) if k not in (32, 96)], 2)
+assert firsts(LxLoader(streams, transform=boom, **kw)) == want
+for workers in (0, 1, 2, 3):
+    it = IterableLoader(streams, transform=boom, **kw)
+    dl = torch.utils.data.DataLoader(it, batch_size=None, num_workers=workers,
+                                     multiprocessing_context=context if workers else None)
+    assert firsts(dl) == want, (workers, firsts(dl))
+print("steps ok")
+"""), timeout=180)
+    assert "steps ok" in out
+
+
+def test_iterable_loader_takes_a_mixture_and_close_keeps_its_position_across_forks(tmp_path, streams):
+    from loaderx.dataloader import DataLoader as LxLoader
+    from loaderx.torch import IterableLoader
+
+    # Look 87, F87-2: a mixture's pairs went through dict(): equal weights merged into one
+    # source, refused late in a worker as a stream named 0.5.
+    from_numpy(tmp_path / "z", -np.arange(300, dtype=np.int64))
+    mixture = [(0.5, {"y": streams["y"]}), (0.5, {"y": DenseDataset(tmp_path / "z")})]
+    it = IterableLoader(mixture, batch_size=8, seed=1, num_workers=1)
+    assert "mixture of 2 sources" in repr(it)
+    with LxLoader(mixture, batch_size=8, seed=1, num_workers=1) as ref:
+        want = [next(ref)["y"] for _ in range(4)]
+    got = [b["y"] for _, b in zip(range(4), torch.utils.data.DataLoader(it, batch_size=None))]
+    assert len(got) == 4 and all(torch.equal(g, torch.from_numpy(w)) for g, w in zip(got, want))
+    with pytest.raises(TypeError, match=r"mixture source 1 must be a \(weight"):
+        IterableLoader([(0.5, {"y": streams["y"]}), 0.5])
+    it.close()
+
+    # Look 87, F87-3: a fork wrote where the loader stood over the object's position, so a
+    # pass after close() started there in a process that had forked, at 0 in one that had not.
+    if not hasattr(os, "fork"):
+        return
+    it = IterableLoader(streams, batch_size=16, seed=3, num_workers=1)
+    dl = torch.utils.data.DataLoader(it, batch_size=None)
+    first = [b["y"] for _, b in zip(range(3), dl)]
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    more = [b["y"] for _, b in zip(range(4), dl)]
+    it.close()
+    after = [b["y"] for _, b in zip(range(2), dl)]
+    with LxLoader(streams, batch_size=16, seed=3, num_workers=1) as ref:
+        want = [torch.from_numpy(next(ref)["y"]) for _ in range(9)]
+    assert len(first + more + after) == 9
+    assert all(torch.equal(g, w) for g, w in zip(first + more + after, want))
+    it.close()

@@ -103,21 +103,48 @@ class IterableLoader(torch.utils.data.IterableDataset):
     (``load_state_dict``, or a new ``IterableLoader(..., start_step=steps_taken)``). With
     ``persistent_workers=True`` a second pass is refused (``RuntimeError``): its workers would
     replay the first pass, stale, beyond the reach of a move in the parent (look 86).
+    :meth:`close` stops the threads and keeps the position: a later pass goes on from it.
+
+    A step's exception (a transform's, a read's) is raised from that step's ``next()`` and the
+    pass goes on with the next step, as :class:`DataLoader`'s own ``next()`` does; under
+    workers, by the worker the step belongs to. ``datasets`` is a dict of streams or, as for
+    :class:`DataLoader`, a mixture: a list of ``(weight, {name: dataset})`` pairs.
     """
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self._kwargs.items())
-        return f"IterableLoader(streams={list(self._datasets)}{', ' if args else ''}{args})"
+        if isinstance(self._datasets, dict):
+            streams = f"streams={list(self._datasets)}"
+        else:
+            streams = f"mixture of {len(self._datasets)} sources"
+        return f"IterableLoader({streams}{', ' if args else ''}{args})"
 
-    def __init__(self, datasets: Mapping[str, Any], **kwargs: Any) -> None:
+    def __init__(self, datasets: Mapping[str, Any] | Sequence[tuple[float, Mapping[str, Any]]], **kwargs: Any) -> None:
         super().__init__()
-        self._datasets = dict(datasets)
+        # A dict of streams, or a mixture as DataLoader takes it: (weight, {name: dataset})
+        # pairs, kept as pairs (look 87, F87-2: dict() of them merged equal weights).
+        self._datasets: dict[str, Any] | list[tuple[float, dict[str, Any]]]
+        if isinstance(datasets, Mapping):
+            self._datasets = dict(datasets)
+        else:
+            pairs = list(datasets) if isinstance(datasets, Sequence) and not isinstance(datasets, (str, bytes)) else []
+            for j, source in enumerate(pairs):
+                if not (isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping)):
+                    raise TypeError(f"mixture source {j} must be a (weight, {{name: dataset}}) pair")
+            if not pairs:
+                raise TypeError(
+                    "datasets must be a dict of {name: dataset}, or a list of (weight, dict) pairs for a mixture"
+                )
+            self._datasets = [(weight, dict(streams)) for weight, streams in pairs]
         self._kwargs = kwargs
         self._state: bytes | None = kwargs.pop("state", None)
         self._loader: DataLoader | None = None
         self._pid = os.getpid()
         # The torch worker process that has run a pass over this object, if any.
         self._worker_pass: int | None = None
+        # Where the loader stood at the last fork, for a forked child only (look 87, F87-3:
+        # written over _state, a fork moved where the parent's own next pass started).
+        self._fork_state: bytes | None = None
         _LIVE.add(self)
 
     def _open(self, **extra: Any) -> DataLoader:
@@ -125,6 +152,8 @@ class IterableLoader(torch.utils.data.IterableDataset):
             # A forked copy: the parent's loader has no threads here (the snapshot taken
             # before the fork, in _snapshot_before_fork, says where it stood).
             self._loader, self._pid = None, os.getpid()
+            if self._fork_state is not None:
+                self._state, self._fork_state = self._fork_state, None
             _LIVE.add(self)
         if self._loader is None:
             kwargs = {**self._kwargs, **extra}
@@ -133,36 +162,12 @@ class IterableLoader(torch.utils.data.IterableDataset):
             self._loader = DataLoader(self._datasets, state=self._state, **kwargs)
         return self._loader
 
-    def __iter__(self) -> Any:
-        info = torch.utils.data.get_worker_info()
-        if info is None:
-            for batch in self._open():
-                yield to_torch(batch)
-            return
-        # A torch worker: one pass per process. A persistent worker's second pass would go on
-        # from where its loader had run ahead, the steps it had made and torch dropped skipped,
-        # and the split below off by as many (look 86, F86-1: steps skipped and repeated).
-        if self._worker_pass == os.getpid():
-            raise RuntimeError(
-                "IterableLoader under torch's persistent_workers=True: a second pass would replay "
-                "the first from stale workers (they cannot know how many batches it took); pass "
-                "persistent_workers=False and move the IterableLoader between passes "
-                "(load_state_dict, or a new IterableLoader(..., start_step=steps_taken)), or take "
-                "every step in one pass (the loader is endless)"
-            )
-        self._worker_pass = os.getpid()
-        loader = self._open(transform=None) if info.num_workers > 1 else self._open()
-        if info.num_workers == 1:
-            for batch in loader:
-                yield to_torch(batch)
-            return
-        # Worker k of n keeps the steps k, k + n, ... of the whole sequence; the transform runs
-        # on the kept steps only (here, not on the loader's threads).
-        transform = self._kwargs.get("transform")
-        k, n = info.id, info.num_workers
-        for i, batch in enumerate(loader):
-            if i % n == k:
-                yield to_torch(batch if transform is None else transform(batch))
+    def __iter__(self) -> "_Pass":
+        # An iterator object, not a generator: a step's exception (a transform's, a read's) is
+        # raised from that step's next() and the pass goes on, as DataLoader's own next() does;
+        # a generator ends at its first exception (look 87, F87-1: later steps lost, and under
+        # n workers every n-th step from then on, without an error).
+        return _Pass(self)
 
     def __getstate__(self) -> dict[str, Any]:
         # By value, the datasets by path: a spawned worker opens them and starts a loader of its
@@ -173,7 +178,7 @@ class IterableLoader(torch.utils.data.IterableDataset):
     def __setstate__(self, d: dict[str, Any]) -> None:
         torch.utils.data.IterableDataset.__init__(self)
         self._datasets, self._kwargs, self._state = d["datasets"], d["kwargs"], d["state"]
-        self._loader, self._pid, self._worker_pass = None, os.getpid(), None
+        self._loader, self._pid, self._worker_pass, self._fork_state = None, os.getpid(), None, None
         _LIVE.add(self)
 
     def state_dict(self) -> dict[str, Any]:
@@ -187,11 +192,76 @@ class IterableLoader(torch.utils.data.IterableDataset):
         self._state = state["loaderx_state"]
 
     def close(self) -> None:
-        """Stops the loader's threads."""
+        """Stops the loader's threads; a later pass in this process starts where it stood."""
         if self._loader is not None:
             if self._pid == os.getpid():
+                try:
+                    self._state = self._loader.state()
+                except Exception:  # a loader that failed keeps the position it was given
+                    pass
                 self._loader.close()
             self._loader = None
+
+
+class _Pass:
+    """One pass over an :class:`IterableLoader`: in this process, its loader from where it
+    stands; in torch worker ``k`` of ``n``, the steps ``k``, ``k + n``, ... of a loader of its
+    own. Opened at the first ``next()``, as a generator's body would run."""
+
+    def __init__(self, it: IterableLoader) -> None:
+        self._it = it
+        self._loader: DataLoader | None = None
+        self._share: tuple[int, int] | None = None  # (k, n) in worker k of n > 1
+        self._transform: Any = None
+        self._step = 0  # steps of the loader passed in this pass
+
+    def __iter__(self) -> "_Pass":
+        return self
+
+    def _start(self) -> DataLoader:
+        it = self._it
+        info = torch.utils.data.get_worker_info()
+        if info is None:
+            return it._open()
+        # A torch worker: one pass per process. A persistent worker's second pass would go on
+        # from where its loader had run ahead, the steps it had made and torch dropped skipped,
+        # and the split off by as many (look 86, F86-1: steps skipped and repeated).
+        if it._worker_pass == os.getpid():
+            raise RuntimeError(
+                "IterableLoader under torch's persistent_workers=True: a second pass would replay "
+                "the first from stale workers (they cannot know how many batches it took); pass "
+                "persistent_workers=False and move the IterableLoader between passes "
+                "(load_state_dict, or a new IterableLoader(..., start_step=steps_taken)), or take "
+                "every step in one pass (the loader is endless)"
+            )
+        it._worker_pass = os.getpid()
+        if info.num_workers == 1:
+            return it._open()
+        # The transform runs on the kept steps only (here, not on the loader's threads).
+        self._share, self._transform = (info.id, info.num_workers), it._kwargs.get("transform")
+        return it._open(transform=None)
+
+    def __next__(self) -> Any:
+        if self._loader is None:
+            self._loader = self._start()
+        if self._share is None:
+            return to_torch(next(self._loader))
+        k, n = self._share
+        while True:
+            mine = self._step % n == k
+            self._step += 1
+            try:
+                batch = next(self._loader)
+            except StopIteration:
+                raise
+            except Exception:
+                # A step that failed is raised by the worker it belongs to, once; the loader
+                # has moved past it, and so has every worker.
+                if mine:
+                    raise
+                continue
+            if mine:
+                return to_torch(batch if self._transform is None else self._transform(batch))
 
 
 # The IterableLoaders of this process: before a fork each one running a loader records where it
@@ -201,10 +271,11 @@ _LIVE: "weakref.WeakSet[IterableLoader]" = weakref.WeakSet()
 
 def _snapshot_before_fork() -> None:
     for it in list(_LIVE):
+        it._fork_state = None
         if it._loader is not None and it._pid == os.getpid():
             try:
-                it._state = it._loader.state()
-            except Exception:  # a closed loader keeps the state it had
+                it._fork_state = it._loader.state()
+            except Exception:  # a closed loader: the child starts from the state it was given
                 pass
 
 
