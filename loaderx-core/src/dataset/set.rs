@@ -92,7 +92,7 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
             }
             Some(_) => {}
         }
-        let store = Store::open(p)?;
+        let store = Store::open(p).map_err(|e| nested_set(e, is_set(p), &p.display()))?;
         if let Some(first) = seen.insert(&store, p)? {
             return Err(Error::InvalidArgument(format!(
                 "{} is the same store as the part {}: a set would read its records twice",
@@ -237,6 +237,17 @@ fn group_of(dir: &Path) -> Result<Group> {
     datasets.sort();
     files.sort();
     Ok(Group { datasets, files })
+}
+
+/// `err`, the open error of the part `part`, or, where the part is a store set (`is_set`), a
+/// refusal that says so: sets do not nest (look 87, F87-4: "not a loaderx store").
+pub(crate) fn nested_set(err: Error, is_set: bool, part: &dyn std::fmt::Display) -> Error {
+    if is_set && matches!(err, Error::NotAStore { .. }) {
+        return Error::InvalidArgument(format!(
+            "{part} is a store set: sets do not nest; stitch the set's parts instead"
+        ));
+    }
+    err
 }
 
 /// Writes one store set per dataset of `parts`, each part a directory of datasets by name (the

@@ -124,7 +124,12 @@ pub fn stitch_remote(
     let mut records = 0u64;
     for part in parts {
         let path = crate::remote::part_path(out, part)?;
-        let store = crate::remote::RemoteStore::open(part, options.clone())?;
+        let store = crate::remote::RemoteStore::open(part, options.clone()).map_err(|e| {
+            let is_set = matches!(e, Error::NotAStore { .. })
+                && crate::remote::get_optional(part, SET_FILE, &options, MAX_SET_MANIFEST)
+                    .is_ok_and(|m| m.is_some());
+            super::set::nested_set(e, is_set, part)
+        })?;
         let bytes = store.get_file(SCHEMA_FILE)?;
         let schema = Schema::decode(&bytes, &PathBuf::from(format!("{part}/{SCHEMA_FILE}")))?;
         match &first {

@@ -218,3 +218,23 @@ fn a_store_is_held_still_while_it_goes_up() {
     drop(reader);
     Store::open_rw(&p, loaderx_core::StoreOptions::new()).unwrap();
 }
+
+/// Look 87 (F87-4): a store set given as a part of a set, locally or by URL, was refused as
+/// "not a loaderx store"; the refusal now says it is a set, and that sets do not nest.
+#[test]
+fn a_set_given_as_a_part_is_refused_as_a_set() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Raw);
+    let q = dense_part(tmp.path(), "q", 500, Codec::Raw);
+    let inner = tmp.path().join("inner");
+    loaderx_core::stitch(&[&q], &inner).unwrap();
+    let e = loaderx_core::stitch(&[&p, &inner], tmp.path().join("outer")).unwrap_err();
+    assert!(e.to_string().contains("is a store set: sets do not nest"), "{e}");
+    assert!(!tmp.path().join("outer").exists());
+    push(&p, "s3://bucket/n/p", server.options(), |_| {}).unwrap();
+    push(&inner, "s3://bucket/n/inner", server.options(), |_| {}).unwrap();
+    let parts = ["s3://bucket/n/p".to_owned(), "s3://bucket/n/inner".to_owned()];
+    let e = loaderx_core::stitch_remote(&parts, "s3://bucket/n/outer", server.options()).unwrap_err();
+    assert!(e.to_string().contains("s3://bucket/n/inner is a store set: sets do not nest"), "{e}");
+}
