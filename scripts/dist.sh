@@ -14,7 +14,8 @@
 # machine can run the target (natively, qemu-user for arm64 Linux, Wine for Windows), the CLI
 # taken out of its archive converts and verifies a store, and tests/c/readme.c, compiled against
 # the extracted C archive and linked statically (and dynamically where the target has a shared
-# library), runs. macOS builds link with zig, without an SDK, and cannot run here.
+# library), runs. macOS builds link with zig, without an SDK, and cannot run here; without the
+# SDK's frameworks the macOS CLI has no `remote` or `parquet`, and there is no macOS wheel.
 #
 # Usage: scripts/dist.sh [TARGET...]   (every target below when none is named)
 #   x86_64-unknown-linux-gnu  aarch64-unknown-linux-gnu   (glibc 2.17, with zig)
@@ -118,8 +119,17 @@ unpack() { # archive dir
 for target in "${targets[@]}"; do
     start=$(date +%s)
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
-    exe='' runner='' cargo_cmd=(cargo zigbuild) zig_target=$target wheel_args=(--zig)
+    exe='' runner='' cargo_cmd=(cargo zigbuild) zig_target=$target wheel_args=(--zig) cli_features=$features build_wheel=1
     case "$target" in
+        *apple*)
+            # `remote` (rustls-native-certs reads the keychain: Security) and `parquet` (chrono's
+            # time zones, through arrow: CoreFoundation) link Apple frameworks, which only the
+            # macOS SDK holds (zig carries libSystem alone): the macOS CLI is built without
+            # them, and no wheel is (the extension reads Arrow IPC, so arrow and CoreFoundation
+            # are always in it). Measured 2026-12-06: the link fails with "unable to find
+            # system framework" for each.
+            cli_features=${DIST_CLI_FEATURES_APPLE:-images}
+            build_wheel= ;;
         *linux-gnu) zig_target="$target.2.17"; wheel_args+=(--compatibility manylinux2014) ;;
         *linux-musl) wheel_args+=(--compatibility musllinux_1_2) ;;
         x86_64-pc-windows-gnu)
@@ -140,7 +150,7 @@ for target in "${targets[@]}"; do
         aarch64-unknown-linux-musl) command -v qemu-aarch64-static >/dev/null && runner=qemu-aarch64-static ;;
         x86_64-unknown-linux-*) runner=env ;;
     esac
-    "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-cli --features "$features"
+    "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-cli --features "$cli_features"
     "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-capi
     built=target/dist/$target/release
     work=target/dist/stage/$target
@@ -166,28 +176,33 @@ for target in "${targets[@]}"; do
 
     # The wheel (maturin names it by its platform tag).
     rm -rf "$work/wheel"
-    # A target directory of its own: maturin's zig wrapper is another linker path than
-    # cargo-zigbuild's, and one directory would rebuild every crate at each switch.
-    CARGO_TARGET_DIR=target/dist/wheels maturin build --release --quiet --target "$target" "${wheel_args[@]}" \
-        -m loaderx-py/Cargo.toml -o "$work/wheel"
-    wheel=$(ls "$work/wheel"/*.whl)
-    cp "$wheel" "$out/" && (cd "$out" && sha256sum "$(basename "$wheel")" > "$(basename "$wheel").sha256")
+    wheel=
+    if [ -n "$build_wheel" ]; then
+        # A target directory of its own: maturin's zig wrapper is another linker path than
+        # cargo-zigbuild's, and one directory would rebuild every crate at each switch.
+        CARGO_TARGET_DIR=target/dist/wheels maturin build --release --quiet --target "$target" "${wheel_args[@]}" \
+            -m loaderx-py/Cargo.toml -o "$work/wheel"
+        wheel=$(ls "$work/wheel"/*.whl)
+        cp "$wheel" "$out/" && (cd "$out" && sha256sum "$(basename "$wheel")" > "$(basename "$wheel").sha256")
+    fi
 
     # Checks, on what was packed: everything unpacked afresh.
     check="$work/check"
     rm -rf "$check"
     unpack "$cli_archive" "$check/cli"
     unpack "$capi_archive" "$check/capi"
-    mkdir -p "$check/wheel" && (cd "$check/wheel" && unzip -q "$OLDPWD/$wheel")
     check_binaries "$check/cli"
     check_binaries "$check/capi"
-    check_binaries "$check/wheel"
-    mods=$(find "$check/wheel" -type f \( -name '_native*.so' -o -name '_native*.pyd' -o -name '_native*.dylib' \))
-    [ "$(echo "$mods" | wc -l)" = 1 ] || fail "the wheel holds $(echo "$mods" | wc -l) extension modules"
-    case "$target" in
-        *windows*) [[ $mods == *.pyd ]] || fail "the wheel's module $mods is not a .pyd" ;;
-        *) [[ $mods == *.abi3.so ]] || fail "the wheel's module $mods is not an abi3 .so" ;;
-    esac
+    if [ -n "$wheel" ]; then
+        mkdir -p "$check/wheel" && (cd "$check/wheel" && unzip -q "$OLDPWD/$wheel")
+        check_binaries "$check/wheel"
+        mods=$(find "$check/wheel" -type f \( -name '_native*.so' -o -name '_native*.pyd' -o -name '_native*.dylib' \))
+        [ "$(echo "$mods" | wc -l)" = 1 ] || fail "the wheel holds $(echo "$mods" | wc -l) extension modules"
+        case "$target" in
+            *windows*) [[ $mods == *.pyd ]] || fail "the wheel's module $mods is not a .pyd" ;;
+            *) [[ $mods == *.abi3.so ]] || fail "the wheel's module $mods is not an abi3 .so" ;;
+        esac
+    fi
     if [[ $target == *linux-gnu ]]; then
         check_glibc "$check/cli/loaderx-$version-$target/loaderx"
         check_glibc "$check/capi/loaderx-capi-$version-$target/lib/libloaderx_capi.so"
@@ -243,5 +258,9 @@ z = Zrecord(sys.argv[1], 'r'); assert len(z) == 4 and z.gather([0])[0].startswit
     rm -rf "$work"
     echo "dist $target: $ran ($(( $(date +%s) - start )) s)"
     ls -l "$out" | grep -F -- "$target" | awk '{ print "  " $5 "\t" $9 }'
-    ls -l "$out" | grep -F -- "$(basename "$wheel")" | grep -v sha256 | awk '{ print "  " $5 "\t" $9 }'
+    if [ -n "$wheel" ]; then
+        ls -l "$out" | grep -F -- "$(basename "$wheel")" | grep -v sha256 | awk '{ print "  " $5 "\t" $9 }'
+    else
+        echo "  no wheel for $target (see above)"
+    fi
 done
