@@ -21,6 +21,7 @@
 #   x86_64-unknown-linux-gnu  aarch64-unknown-linux-gnu   (glibc 2.17, with zig)
 #   x86_64-unknown-linux-musl aarch64-unknown-linux-musl  (with zig; static CLI, no .so)
 #   x86_64-pc-windows-gnu                                 (mingw-w64; MSVC cannot be built here)
+#   aarch64-pc-windows-gnullvm                            (with zig; nothing here runs it)
 #   x86_64-apple-darwin       aarch64-apple-darwin        (with zig)
 # Needs: ziglang, cargo-zigbuild and maturin from PyPI (into $ZIG_VENV, default
 # target/dist/venv), cmake and nasm (libjpeg-turbo), and for Windows gcc-mingw-w64-x86-64 and
@@ -30,7 +31,7 @@ cd "$(dirname "$0")/.."
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu
     x86_64-unknown-linux-musl aarch64-unknown-linux-musl x86_64-pc-windows-gnu
-    x86_64-apple-darwin aarch64-apple-darwin)
+    aarch64-pc-windows-gnullvm x86_64-apple-darwin aarch64-apple-darwin)
 features=${DIST_CLI_FEATURES:-images,parquet,remote}
 version=$(awk -F'"' '/^version = /{ print $2; exit }' Cargo.toml)
 out=dist
@@ -49,6 +50,7 @@ kind_of() {
         x86_64-unknown-linux-*) echo 'ELF 64-bit.*x86-64' ;;
         aarch64-unknown-linux-*) echo 'ELF 64-bit.*ARM aarch64' ;;
         x86_64-pc-windows-*) echo 'PE32\+.*x86-64' ;;
+        aarch64-pc-windows-*) echo 'PE32\+.*Aarch64' ;;
         x86_64-apple-darwin) echo 'Mach-O 64-bit.*x86_64' ;;
         aarch64-apple-darwin) echo 'Mach-O 64-bit.*arm64' ;;
     esac
@@ -57,7 +59,8 @@ kind_of() {
 # What file(1) says of the objects in the target's static libraries.
 object_kind_of() {
     case "$1" in
-        *windows*) echo 'x86-64 COFF|amd64 COFF' ;;
+        x86_64-pc-windows-*) echo 'x86-64 COFF|amd64 COFF' ;;
+        aarch64-pc-windows-*) echo 'Aarch64 COFF|ARM64 COFF|COFF.*ARM64' ;;
         *) kind_of "$1" ;;
     esac
 }
@@ -79,8 +82,19 @@ check_binaries() { # dir
                 (cd "$objs" && ar x "$abs" 2>/dev/null) || fail "$f: not a readable archive"
                 # (No pipe into head: under pipefail a writer cut short fails the script.)
                 local o; o=$(find "$objs" -type f \( -name '*.o' -o -name '*.obj' \) -print -quit)
-                [ -n "$o" ] && grep -Eq "$(object_kind_of "$target")" <<< "$(file -b "$o")" \
-                    || fail "$f: members are $(file -b "$o"), not $(object_kind_of "$target")"
+                if [ -z "$o" ] && [[ $target == *windows* ]]; then
+                    # An LLVM import library: short import members (no .o), whose header holds
+                    # the machine (bytes 6-7, little endian: 8664 x86-64, aa64 arm64).
+                    o=$(find "$objs" -type f -print -quit)
+                    local machine; machine=$(od -A n -t x1 -j 6 -N 2 "$o" | tr -d ' \n')
+                    case "$target:$machine" in
+                        x86_64*:6486|aarch64*:64aa) ;;
+                        *) fail "$f: import members for machine $machine, not $target's" ;;
+                    esac
+                else
+                    [ -n "$o" ] && grep -Eq "$(object_kind_of "$target")" <<< "$(file -b "$o")" \
+                        || fail "$f: members are $(file -b "$o"), not $(object_kind_of "$target")"
+                fi
                 rm -rf "$objs" ;;
             *) grep -Eq "$(kind_of "$target")" <<< "$desc" || fail "$f is $desc, not $(kind_of "$target")" ;;
         esac
@@ -132,6 +146,10 @@ for target in "${targets[@]}"; do
             build_wheel= ;;
         *linux-gnu) zig_target="$target.2.17"; wheel_args+=(--compatibility manylinux2014) ;;
         *linux-musl) wheel_args+=(--compatibility musllinux_1_2) ;;
+        aarch64-pc-windows-gnullvm)
+            # No wheel: maturin 1.16 exports `PyInit_loaderx._native` (the dotted module name)
+            # where zig's lld-link wants a symbol, and the link fails (2026-12-06).
+            exe=.exe build_wheel= ;;
         x86_64-pc-windows-gnu)
             cargo_cmd=(cargo build) exe=.exe
             # abi3 on Windows links python3.dll: pyo3 writes its import library itself.

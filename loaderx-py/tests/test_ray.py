@@ -109,6 +109,21 @@ def test_an_interrupted_write_leaves_its_output_unlocked(tmp_path, monkeypatch):
     assert write_loaderx(ray.data.range(10), tmp_path / "out")["id"][1] == 10
 
 
+def test_a_write_that_may_drop_failed_blocks_is_refused(tmp_path):
+    # Look 88 (read): with max_errored_blocks above 0, Ray leaves a failed block's rows out and
+    # calls the write a success, so the sets would read as whole without them.
+    from loaderx.ray import write_loaderx
+
+    ctx = ray.data.DataContext.get_current()
+    old, ctx.max_errored_blocks = ctx.max_errored_blocks, 1
+    try:
+        with pytest.raises(ValueError, match="max_errored_blocks is 1"):
+            write_loaderx(ray.data.range(10), tmp_path / "out")
+    finally:
+        ctx.max_errored_blocks = old
+    assert not (tmp_path / "out").exists()
+
+
 def test_ragged_read_blocks_are_cut_at_their_bytes(tmp_path):
     # Ragged records were read 65,536 at a time whatever their size: 2,000 records of 256 KiB
     # made one block of 500 MiB.

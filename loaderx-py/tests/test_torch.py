@@ -290,3 +290,29 @@ def test_iterable_loader_takes_a_mixture_and_close_keeps_its_position_across_for
     assert len(first + more + after) == 9
     assert all(torch.equal(g, w) for g, w in zip(first + more + after, want))
     it.close()
+
+
+def test_a_loader_that_fails_to_open_is_raised_once_per_worker_then_the_pass_ends(tmp_path):
+    # Look 88, F88-1: a worker whose loader failed to open blamed persistent_workers at its
+    # next next() (off here); and a pass of a loader that cannot open never ended.
+    from conftest import run_isolated
+
+    out = run_isolated(_torch_workers_script(tmp_path, "fork", """
+it = IterableLoader(streams, batch_size=10, epochs=1, shard=(3, 2), num_workers=1)
+for workers in (0, 2):
+    errors = []
+    dl = iter(torch.utils.data.DataLoader(it, batch_size=None, num_workers=workers,
+                                          multiprocessing_context=context if workers else None))
+    for _ in range(10):
+        try:
+            next(dl)
+            raise AssertionError("a batch from a loader that cannot open")
+        except StopIteration:
+            break
+        except ValueError as e:
+            errors.append(str(e))
+    assert len(errors) == max(workers, 1), (workers, errors)
+    assert all("rank 3 is not below world 2" in e for e in errors), errors
+print("open ok")
+"""), timeout=120)
+    assert "open ok" in out

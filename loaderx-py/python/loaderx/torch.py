@@ -214,6 +214,7 @@ class _Pass:
         self._share: tuple[int, int] | None = None  # (k, n) in worker k of n > 1
         self._transform: Any = None
         self._step = 0  # steps of the loader passed in this pass
+        self._failed = False  # the loader failed to open: the pass is over
 
     def __iter__(self) -> "_Pass":
         return self
@@ -234,16 +235,28 @@ class _Pass:
                 "(load_state_dict, or a new IterableLoader(..., start_step=steps_taken)), or take "
                 "every step in one pass (the loader is endless)"
             )
-        it._worker_pass = os.getpid()
         if info.num_workers == 1:
-            return it._open()
-        # The transform runs on the kept steps only (here, not on the loader's threads).
-        self._share, self._transform = (info.id, info.num_workers), it._kwargs.get("transform")
-        return it._open(transform=None)
+            loader = it._open()
+        else:
+            # The transform runs on the kept steps only (here, not on the loader's threads).
+            self._share, self._transform = (info.id, info.num_workers), it._kwargs.get("transform")
+            loader = it._open(transform=None)
+        # Marked once open: a loader that failed to open is no pass (look 88, F88-1: the next
+        # next() blamed persistent_workers).
+        it._worker_pass = os.getpid()
+        return loader
 
     def __next__(self) -> Any:
         if self._loader is None:
-            self._loader = self._start()
+            if self._failed:
+                raise StopIteration
+            try:
+                self._loader = self._start()
+            except Exception:
+                # Raised once (by each worker), then the pass is over: a caller going on past
+                # errors, as the guide allows, is not held in a loop of the same refusal.
+                self._failed = True
+                raise
         if self._share is None:
             return to_torch(next(self._loader))
         k, n = self._share
