@@ -271,6 +271,15 @@ def test_iterable_loader_takes_a_mixture_and_close_keeps_its_position_across_for
         IterableLoader([(0.5, {"y": streams["y"]}), 0.5])
     it.close()
 
+    # A second pass over a finished finite pass is refused, as a DataLoader's second `for` is
+    # (look 57), not an empty pass (so it was, briefly, once a pass became an iterator object).
+    once = IterableLoader({"y": streams["y"]}, batch_size=100, epochs=1, num_workers=1)
+    dl = torch.utils.data.DataLoader(once, batch_size=None)
+    assert len(list(dl)) == 5
+    with pytest.raises(RuntimeError, match="pass is over"):
+        list(dl)
+    once.close()
+
     # Look 87, F87-3: a fork wrote where the loader stood over the object's position, so a
     # pass after close() started there in a process that had forked, at 0 in one that had not.
     if not hasattr(os, "fork"):

@@ -223,7 +223,8 @@ class _Pass:
         it = self._it
         info = torch.utils.data.get_worker_info()
         if info is None:
-            return it._open()
+            # iter(): DataLoader's own refusal of a pass that is over (look 57) or has no steps.
+            return iter(it._open())
         # A torch worker: one pass per process. A persistent worker's second pass would go on
         # from where its loader had run ahead, the steps it had made and torch dropped skipped,
         # and the split off by as many (look 86, F86-1: steps skipped and repeated).
@@ -236,11 +237,11 @@ class _Pass:
                 "every step in one pass (the loader is endless)"
             )
         if info.num_workers == 1:
-            loader = it._open()
+            loader = iter(it._open())
         else:
             # The transform runs on the kept steps only (here, not on the loader's threads).
             self._share, self._transform = (info.id, info.num_workers), it._kwargs.get("transform")
-            loader = it._open(transform=None)
+            loader = iter(it._open(transform=None))
         # Marked once open: a loader that failed to open is no pass (look 88, F88-1: the next
         # next() blamed persistent_workers).
         it._worker_pass = os.getpid()
