@@ -198,8 +198,15 @@ fn verify_store(args: &VerifyArgs) -> anyhow::Result<ExitCode> {
     let (targets, set_problem) = verify_targets(dir).with_context(|| format!("verify {}", dir.display()))?;
     files.extend(set_problem);
     // A dataset's records hold its schema's items (rows): each record's length is checked too.
-    let schema = dir.join(loaderx_core::SCHEMA_FILE).exists().then(|| Schema::read(dir)).transpose();
-    let schema = schema.with_context(|| format!("verify {}", dir.display()))?;
+    // A damaged schema is damage to report, as a damaged manifest is; the records are still
+    // checked, their lengths against no schema.
+    let schema = match dir.join(loaderx_core::SCHEMA_FILE).exists().then(|| Schema::read(dir)).transpose() {
+        Err(e @ loaderx_core::Error::Corrupt { .. }) => {
+            files.push(e.to_string());
+            None
+        }
+        schema => schema.with_context(|| format!("verify {}", dir.display()))?,
+    };
     for (part, first) in targets {
         let n = Store::open(&part)
             .and_then(|s| {

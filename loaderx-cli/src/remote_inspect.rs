@@ -90,7 +90,15 @@ struct Found {
 pub fn verify(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     let options = RemoteOptions::new().with_env_cache()?;
     let found = match open(url, &options).with_context(|| format!("verify {url}"))? {
-        Opened::Store(store) => verify_one(&store, 0),
+        Opened::Store(store) => {
+            let mut found = verify_one(&store, 0);
+            // A dataset's schema (a raw store has none to fetch), checked against its checksum.
+            if let Ok(bytes) = store.get_file(SCHEMA_FILE) {
+                let decoded = Schema::decode(&bytes, std::path::Path::new(SCHEMA_FILE));
+                found.problems.extend(decoded.err().map(|e| loaderx_core::error_chain(&e)));
+            }
+            found
+        }
         Opened::Set(set) => verify_set(&set, &options),
     };
     let intact = found.damaged.is_none() && found.problems.is_empty();

@@ -107,6 +107,17 @@ fn push_then_info_verify_export_and_bench_on_the_url() {
     let local =
         ok(&loaderx(&endpoint, &cache, &["bench", "--store", store.to_str().unwrap(), "--steps", "1"]));
     assert!(local.lines().any(|l| l.starts_with("| cyclic |") && l.ends_with("| - | - |")), "{local}");
+    // A dtype swapped for another of its width in the pushed schema (look 90, F90-1: "all
+    // intact", every record then read as the other type): damage, named.
+    let schema = tmp.path().join("s3/bucket/data/x/schema.msgpack");
+    let mut b = std::fs::read(&schema).unwrap();
+    let at = b.windows(3).position(|w| w == b"f32").unwrap();
+    b[at] = b'u';
+    std::fs::write(&schema, b).unwrap();
+    let damaged = loaderx(&endpoint, &cache, &["verify", url]);
+    let said = String::from_utf8_lossy(&damaged.stdout);
+    assert_eq!(damaged.status.code(), Some(1), "{said}");
+    assert!(said.contains("schema.msgpack") && said.contains("checksum does not match"), "{said}");
     // A URL with no store there: an error naming it.
     let missing = loaderx(&endpoint, &cache, &["info", "s3://bucket/none"]);
     assert!(!missing.status.success());

@@ -181,6 +181,33 @@ fn verify_checks_records_against_the_schema() {
     }
 }
 
+/// Look 90 (F90-1): one byte of `schema.msgpack` turning `u32` into `f32` (or `u16` into
+/// `i16`: any two element types of one width) passed `verify` as "all intact", and every reader
+/// then read the records as the other type. The schema carries its checksum: `verify` names the
+/// damage and exits 1, and the records are still checked.
+#[test]
+fn verify_finds_a_schema_whose_element_type_was_changed_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dataset(&dir.path().join("d"), 10, Codec::Raw);
+    loaderx_core::Schema::dense(loaderx_core::DType::U32, vec![16]).write(&s).unwrap();
+    assert!(loaderx(&[&"verify", &s]).status.success());
+    let path = s.join("schema.msgpack");
+    let mut b = std::fs::read(&path).unwrap();
+    let at = b.windows(3).position(|w| w == b"u32").unwrap();
+    b[at] = b'f';
+    std::fs::write(&path, b).unwrap();
+    let o = loaderx(&[&"verify", &s]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("0 of 10 records damaged") && t.contains("checksum does not match"), "{t}");
+    let o = loaderx(&[&"verify", &"--json", &s]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["checked"].as_u64(), Some(10));
+    assert!(v["files"][0].as_str().is_some_and(|f| f.contains("schema.msgpack")), "{v}");
+    let o = loaderx(&[&"export", &s, &dir.path().join("out.npy")]);
+    assert!(!o.status.success() && text(&o).contains("checksum does not match"), "{}", text(&o));
+}
+
 /// Look 64 (L64-3): a store path that is an `s3://` URL with credentials written into it was
 /// shown whole, twice (the engine's message and the command's prefix).
 #[test]

@@ -41,6 +41,26 @@ pub struct Schema {
     pub shape: Vec<usize>,
 }
 
+/// A schema as [`Schema::encode`] writes it: its fields and their checksum.
+#[derive(Serialize)]
+struct Sealed<'a> {
+    kind: Kind,
+    dtype: DType,
+    shape: &'a [usize],
+    crc32c: u32,
+}
+
+/// A schema as [`Schema::decode`] reads it: the checksum is absent from schemas written before
+/// they carried one.
+#[derive(Deserialize)]
+struct Opened {
+    kind: Kind,
+    dtype: DType,
+    shape: Vec<usize>,
+    #[serde(default)]
+    crc32c: Option<u32>,
+}
+
 /// `dense` or `ragged`, as `schema.msgpack` spells it.
 impl std::fmt::Display for Kind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -132,9 +152,17 @@ impl Schema {
         }
     }
 
-    /// Encodes as MessagePack.
+    /// Encodes as MessagePack: a map of `kind`, `dtype`, `shape` and `crc32c`, the CRC-32C of
+    /// the same map without it, which [`Schema::decode`] checks.
     pub fn encode(&self) -> Vec<u8> {
-        rmp_serde::to_vec_named(self).expect("a schema always serialises")
+        let sealed = Sealed { kind: self.kind, dtype: self.dtype, shape: &self.shape, crc32c: self.crc32c() };
+        rmp_serde::to_vec_named(&sealed).expect("a schema always serialises")
+    }
+
+    /// The CRC-32C of the schema's MessagePack map of `kind`, `dtype` and `shape` (named fields,
+    /// the encoder's smallest forms: one schema has one encoding).
+    fn crc32c(&self) -> u32 {
+        crc32c::crc32c(&rmp_serde::to_vec_named(self).expect("a schema always serialises"))
     }
 
     /// Decodes the MessagePack bytes of the file `path`; never panics on any input.
@@ -145,11 +173,36 @@ impl Schema {
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Schema> {
         let corrupt =
             |reason: String, source| Error::Corrupt { path: path.to_path_buf(), offset: 0, reason, source };
-        let s: Schema =
+        // Damage is one of two things: bytes that are no schema, or a schema whose checksum
+        // (or, written without one, whose own encoding) is not what the bytes hold.
+        let opened: Opened =
             rmp_serde::from_slice(bytes).map_err(|e| corrupt("not a schema".into(), Some(e.into())))?;
-        match s.oversize() {
-            None => Ok(s),
-            Some(reason) => Err(corrupt(reason, None)),
+        let s = Schema { kind: opened.kind, dtype: opened.dtype, shape: opened.shape };
+        if let Some(reason) = s.oversize() {
+            return Err(corrupt(reason, None));
+        }
+        match opened.crc32c {
+            // One flipped byte can swap an element type for another of its width (`u32` and
+            // `f32`), which no length shows: every record would be read as the other type.
+            Some(stored) if stored != s.crc32c() => Err(corrupt(
+                format!(
+                    "it reads as {s}, but its checksum does not match (crc32c {stored:#010x} stored, \
+                     {:#010x} computed): the file is damaged",
+                    s.crc32c()
+                ),
+                None,
+            )),
+            Some(_) => Ok(s),
+            // A schema written before schemas carried their checksum reads as it always did, when
+            // its bytes are what loaderx wrote for it: a change that hid a checksum (an array's
+            // length that swallows the field) leaves bytes no writer made.
+            None if rmp_serde::to_vec_named(&s).is_ok_and(|plain| plain == bytes) => Ok(s),
+            None => Err(corrupt(
+                format!(
+                    "it reads as {s} without a checksum, but not in the bytes loaderx writes: the file is damaged"
+                ),
+                None,
+            )),
         }
     }
 
@@ -326,6 +379,53 @@ mod tests {
             Err(Error::Corrupt { path, offset: 0, reason, .. })
                 if path == at && reason.contains("larger than a record can be")
         ));
+    }
+
+    #[test]
+    fn no_one_byte_change_reads_as_another_schema() {
+        let at = Path::new(SCHEMA_FILE);
+        for s in [
+            Schema::dense(DType::U32, vec![4]),
+            Schema::ragged(DType::U16, vec![]),
+            Schema::dense(DType::F64, vec![3, 300, 70_000]),
+            Schema::image(),
+        ] {
+            let bytes = s.encode();
+            let mut damaged = 0;
+            for at_byte in 0..bytes.len() {
+                for value in 0..=u8::MAX {
+                    let mut b = bytes.clone();
+                    if b[at_byte] == value {
+                        continue;
+                    }
+                    b[at_byte] = value;
+                    // A change in a field's name drops the checksum and leaves the schema whole;
+                    // every other change is refused.
+                    match Schema::decode(&b, at) {
+                        Ok(read) => assert_eq!(read, s, "byte {at_byte} = {value:#04x} of {s}"),
+                        Err(e) => {
+                            assert!(matches!(e, Error::Corrupt { ref path, .. } if path == at), "{e}");
+                            damaged += 1;
+                        }
+                    }
+                }
+            }
+            assert!(damaged > 0);
+        }
+        // u32 read as f32: the one-byte change that no record's length shows.
+        let s = Schema::dense(DType::U32, vec![4]);
+        let mut b = s.encode();
+        let i = b.windows(3).position(|w| w == b"u32").unwrap();
+        b[i] = b'f';
+        let e = Schema::decode(&b, at).unwrap_err();
+        assert!(e.to_string().contains("checksum does not match"), "{e}");
+    }
+
+    #[test]
+    fn a_schema_written_without_a_checksum_still_reads() {
+        let s = Schema::ragged(DType::I64, vec![2, 3]);
+        let unsealed = rmp_serde::to_vec_named(&s).unwrap();
+        assert_eq!(Schema::decode(&unsealed, Path::new(SCHEMA_FILE)).unwrap(), s);
     }
 
     #[test]
