@@ -78,6 +78,34 @@ def test_iterable_loader_state_dict_resumes(streams):
     again.close()
 
 
+def test_close_or_load_state_dict_in_a_pass_ends_it_once_and_keeps_the_position(streams):
+    from loaderx.torch import IterableLoader
+
+    # Look 89, F89-1: the pass went on calling the closed loader, each next() raising "the
+    # loader is closed" for ever.
+    it = IterableLoader(streams, batch_size=2, epochs=1, shuffle=False, num_workers=1)
+    for end in ("close", "load"):
+        stream = iter(torch.utils.data.DataLoader(it, batch_size=None))
+        taken = [next(stream)["y"].tolist() for _ in range(3)]
+        saved = it.state_dict()
+        if end == "close":
+            it.close()
+        else:
+            it.load_state_dict({"loaderx_state": None})
+        with pytest.raises(RuntimeError, match="this pass ended"):
+            next(stream)
+        with pytest.raises(StopIteration):
+            next(stream)
+        again = iter(torch.utils.data.DataLoader(it, batch_size=None))
+        if end == "close":
+            assert taken == [[0, 1], [2, 3], [4, 5]]
+            assert next(again)["y"].tolist() == [6, 7]
+        else:
+            assert next(again)["y"].tolist() == [0, 1]
+        it.load_state_dict(saved)
+    it.close()
+
+
 def _torch_workers_script(tmp_path, context, body):
     """A child interpreter's script: datasets x (rows of 1,024 float32: gathers large enough
     that the engine splits them over its pool) and y, a read in the parent first, then

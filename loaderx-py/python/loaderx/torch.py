@@ -187,12 +187,15 @@ class IterableLoader(torch.utils.data.IterableDataset):
         return {"loaderx_state": state}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resumes from :meth:`state_dict` (the loader restarts at that step)."""
+        """Resumes from :meth:`state_dict` (the loader restarts at that step). A pass in
+        progress in this process ends: its next ``next()`` raises ``RuntimeError`` once."""
         self.close()
         self._state = state["loaderx_state"]
 
     def close(self) -> None:
-        """Stops the loader's threads; a later pass in this process starts where it stood."""
+        """Stops the loader's threads; a later pass in this process starts where it stood. A
+        pass in progress in this process ends: its next ``next()`` raises ``RuntimeError``
+        once."""
         if self._loader is not None:
             if self._pid == os.getpid():
                 try:
@@ -214,7 +217,8 @@ class _Pass:
         self._share: tuple[int, int] | None = None  # (k, n) in worker k of n > 1
         self._transform: Any = None
         self._step = 0  # steps of the loader passed in this pass
-        self._failed = False  # the loader failed to open: the pass is over
+        self._failed = False  # the loader failed to open, or was closed: the pass is over
+        self._owner: DataLoader | None = None  # the IterableLoader's loader this pass reads
 
     def __iter__(self) -> "_Pass":
         return self
@@ -258,6 +262,15 @@ class _Pass:
                 # errors, as the guide allows, is not held in a loop of the same refusal.
                 self._failed = True
                 raise
+            self._owner = self._it._loader
+        if self._it._loader is not self._owner:
+            # close() or load_state_dict() in this process ended the loader this pass read
+            # (look 89, F89-1: each later next() raised "the loader is closed", for ever).
+            self._loader, self._failed = None, True
+            raise RuntimeError(
+                "this pass ended: close() or load_state_dict() closed its loader; the position "
+                "is kept, and a new pass (iter() again) goes on from it"
+            )
         if self._share is None:
             return to_torch(next(self._loader))
         k, n = self._share
