@@ -134,6 +134,7 @@ for target in "${targets[@]}"; do
     start=$(date +%s)
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     exe='' runner='' cargo_cmd=(cargo zigbuild) zig_target=$target wheel_args=(--zig) cli_features=$features build_wheel=1
+    wheel_cargo=
     case "$target" in
         *apple*)
             # `remote` (rustls-native-certs reads the keychain: Security) and `parquet` (chrono's
@@ -147,9 +148,12 @@ for target in "${targets[@]}"; do
         *linux-gnu) zig_target="$target.2.17"; wheel_args+=(--compatibility manylinux2014) ;;
         *linux-musl) wheel_args+=(--compatibility musllinux_1_2) ;;
         aarch64-pc-windows-gnullvm)
-            # No wheel: maturin 1.16 exports `PyInit_loaderx._native` (the dotted module name)
-            # where zig's lld-link wants a symbol, and the link fails (2026-12-06).
-            exe=.exe build_wheel= ;;
+            # maturin's own `--zig` exports `PyInit_loaderx._native` (the dotted module name,
+            # not the symbol pyo3 defines) through a .def file of its making, and lld-link fails
+            # (maturin 1.16, src/compile.rs, configure_platform_linker_args). So maturin runs
+            # without it, and its `cargo rustc` goes through cargo-zigbuild (a `cargo` first in
+            # PATH), which links with zig and leaves the exports to rustc.
+            exe=.exe wheel_args=(--features pyo3/generate-import-lib) wheel_cargo=zigbuild ;;
         x86_64-pc-windows-gnu)
             cargo_cmd=(cargo build) exe=.exe
             # abi3 on Windows links python3.dll: pyo3 writes its import library itself.
@@ -198,8 +202,18 @@ for target in "${targets[@]}"; do
     if [ -n "$build_wheel" ]; then
         # A target directory of its own: maturin's zig wrapper is another linker path than
         # cargo-zigbuild's, and one directory would rebuild every crate at each switch.
-        CARGO_TARGET_DIR=target/dist/wheels maturin build --release --quiet --target "$target" "${wheel_args[@]}" \
-            -m loaderx-py/Cargo.toml -o "$work/wheel"
+        wheel_path=$PATH
+        if [ "$wheel_cargo" = zigbuild ]; then
+            shim=$PWD/target/dist/cargo-zigbuild-shim
+            mkdir -p "$shim"
+            # cargo-zigbuild runs $CARGO (not this `cargo` again).
+            printf '#!/bin/sh\nexport CARGO=%s\n[ "$1" = rustc ] && shift && exec cargo-zigbuild rustc "$@"\nexec "$CARGO" "$@"\n' \
+                "$(command -v cargo)" > "$shim/cargo"
+            chmod +x "$shim/cargo"
+            wheel_path=$shim:$PATH
+        fi
+        PATH=$wheel_path CARGO_TARGET_DIR=target/dist/wheels maturin build --release --quiet --target "$target" \
+            "${wheel_args[@]}" -m loaderx-py/Cargo.toml -o "$work/wheel"
         wheel=$(ls "$work/wheel"/*.whl)
         cp "$wheel" "$out/" && (cd "$out" && sha256sum "$(basename "$wheel")" > "$(basename "$wheel").sha256")
     fi
