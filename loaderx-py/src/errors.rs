@@ -108,6 +108,9 @@ fn os_error(source: &io::Error, msg: String, path: String) -> PyErr {
     match source.kind() {
         io::ErrorKind::NotFound => PyFileNotFoundError::new_err((libc_errno::ENOENT, msg, path)),
         io::ErrorKind::PermissionDenied => PyPermissionError::new_err((errno, msg, path)),
+        // A path no file can have (a NUL byte): Python's own open() says ValueError (look 92,
+        // F5: an OSError of errno 0).
+        io::ErrorKind::InvalidInput if source.raw_os_error().is_none() => PyValueError::new_err(msg),
         _ => PyOSError::new_err((errno, msg, path)),
     }
 }

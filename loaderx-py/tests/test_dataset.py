@@ -54,6 +54,14 @@ def test_indexing_follows_numpy(tmp_path):
         ds[np.array([40], dtype=np.uint32)]
     with pytest.raises(TypeError, match="integers"):
         ds[[0.5]]
+    # Look 92, F2: negative indices of a narrow type (-1 + 4096 overflowed int8), and the
+    # float64 NumPy makes of a sequence with an integer past int64, named as such.
+    from_numpy(tmp_path / "long", np.arange(40_000, dtype=np.int32))
+    long = DenseDataset(tmp_path / "long")
+    for dt in (np.int8, np.int16):
+        assert long[np.array([-1, 2, -3], dtype=dt)].tolist() == [39_999, 2, 39_997]
+    with pytest.raises(TypeError, match="within int64"):
+        long[[-1, 2**63]]
 
 
 def test_gather_into_a_callers_buffer(tmp_path):
@@ -70,6 +78,9 @@ def test_gather_into_a_callers_buffer(tmp_path):
         ds.gather([0, 1], out=np.zeros((1, 3), dtype=np.int16))
     with pytest.raises(ValueError, match="contiguous"):
         ds.gather([0, 1], out=np.zeros((3, 2), dtype=np.int16).T)
+    # Look 92, F3: a matrix (2-D however flattened) is named, not rust-numpy's words.
+    with pytest.raises(TypeError, match="numpy.matrix"):
+        ds.gather([0, 1], out=np.zeros((2, 3), dtype=np.int16).view(np.matrix))
 
 
 def test_select_is_a_view(tmp_path):
@@ -91,6 +102,9 @@ def test_split_is_seeded_and_disjoint(tmp_path):
     assert not np.array_equal(other[:], train[:])
     with pytest.raises(ValueError, match="fraction"):
         DenseDataset(tmp_path / "d").split(1.5)
+    for odd in ("0.5", True):  # look 92, F5: float() took them
+        with pytest.raises(TypeError, match="fraction must be a number"):
+            DenseDataset(tmp_path / "d").split(odd)
 
 
 def test_ragged_rows_and_lengths(tmp_path):
@@ -247,7 +261,14 @@ def _hammered(indices, read, rounds=300):
             try:
                 read()
                 outcomes.add("read")
-            except IndexError:
+            except IndexError as e:
+                # Ours, naming a value the array held (look 92, F4: NumPy's "index 0 is out of
+                # bounds for axis 0 with size 0", or an index in range, from a second read).
+                said = str(e)
+                if "dataset of length" in said:
+                    assert int(said.split()[1]) in (int(bad[0]), -int(bad[0])) or "record" in said, said
+                else:
+                    assert "axis 0" not in said, said
                 outcomes.add("IndexError")
     finally:
         stop.set()

@@ -78,6 +78,20 @@ def test_verify_names_bad_records(tmp_path):
 def test_dictionary_codec(tmp_path):
     z = Zrecord(tmp_path / "z")
     samples = [(b"header-%d-" % i) + b"payload" * 20 for i in range(500)]
+    # Before training: the caller's order of calls, not a corrupt store (look 92, F1).
+    with pytest.raises(ValueError, match="train") as e:
+        z.append(samples[:2], codec="zstd_dict")
+    assert not isinstance(e.value, loaderx.CorruptError) and len(z) == 0
+    # Look 92, F5: verify's limit takes NumPy integers as every integer argument does, and a
+    # path that no file can have is a ValueError, as open()'s (an OSError of errno 0).
+    assert z.verify(limit=np.int64(2))["ok"]
+    for bad in ("", "a\0b", b"a\0b"):
+        with pytest.raises(ValueError, match="NUL"):
+            Zrecord(bad)
+    from loaderx.dataset import DenseDataset
+
+    with pytest.raises(ValueError, match="NUL"):
+        DenseDataset("a\0b")
     assert z.train_dictionary(samples)
     z.append(samples, codec="zstd_dict")
     assert z.gather([499]) == [samples[499]] and z.stats()["codecs"]["zstd_dict"] == 500

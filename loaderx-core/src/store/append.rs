@@ -42,8 +42,8 @@ impl Store {
     /// crash leaves a prefix of what was appended.
     ///
     /// # Errors
-    /// [`Error::ReadOnly`]; [`Error::MissingDictionary`] for `ZstdDict` on a store without a
-    /// dictionary; [`Error::InvalidArgument`] for LZ4 on a v1 store; [`Error::RecordTooLarge`]
+    /// [`Error::ReadOnly`]; [`Error::InvalidArgument`] for `ZstdDict` on a store without a
+    /// dictionary (train one first), and for LZ4 on a v1 store; [`Error::RecordTooLarge`]
     /// naming the batch position of a record over the format's limit (1 MiB in v1, 4 GiB - 1 in
     /// v2); [`Error::StoreFull`]; [`Error::DiskFull`] or [`Error::Io`] naming the file. Nothing of
     /// a failed batch is visible.
@@ -72,7 +72,13 @@ impl Store {
         if codec == Codec::ZstdDict && self.dict.get().is_none() {
             self.load_dictionary()?;
             if self.dict.get().is_none() {
-                return Err(Error::MissingDictionary { path: self.dir.clone() });
+                // The caller's order of calls, not damage: `MissingDictionary` is a store that
+                // lost its dictionary, which the faces report as corrupt (look 92, F1).
+                return Err(Error::InvalidArgument(format!(
+                    "{}: codec zstd_dict needs the store's dictionary, and it has none yet: train \
+                     one first (train_dictionary), or append with zstd",
+                    self.dir.display()
+                )));
             }
             self.adopt_dictionary_id()?;
         }

@@ -86,8 +86,13 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
     arr = key if isinstance(key, np.ndarray) else np.asarray(key)
     if arr.dtype == dtype and arr.ndim == 1 and arr.flags.c_contiguous:
         if arr.size and int(arr.max()) >= length:
-            bad = int(arr[arr >= length][0])
-            raise IndexError(f"index {bad} is out of bounds for a dataset of length {length}")
+            # Read once more, as a copy: another thread may be changing the array (free-threaded
+            # Python), and the index named must be one the array held (look 92, F4).
+            snap = arr.copy()
+            over = snap[snap >= length]
+            if over.size:
+                raise IndexError(f"index {int(over[0])} is out of bounds for a dataset of length {length}")
+            return snap, snap.shape
         return arr, arr.shape
     if arr.dtype == np.bool_:
         if arr.shape != (length,):
@@ -97,13 +102,17 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
     if arr.size == 0:
         return np.empty(0, dtype=dtype), arr.shape
     if arr.dtype.kind not in "iu":
-        raise TypeError(f"indices must be integers, not {arr.dtype}")
+        # NumPy makes floats of a sequence with an integer past int64's range: say so.
+        made = " (NumPy's reading of the sequence given: are its integers within int64?)"
+        raise TypeError(f"indices must be integers, not {arr.dtype}" + ("" if key is arr else made))
     flat = arr.reshape(-1)
     lo, hi = int(flat.min()), int(flat.max())
     if lo < -length or hi >= length:
         bad = lo if lo < -length else hi
         raise IndexError(f"index {bad} is out of bounds for a dataset of length {length}")
     if lo < 0:
+        # In int64, not the array's own type: -1 + 4096 overflows an int8 (look 92, F2).
+        flat = flat.astype(np.int64)
         flat = np.where(flat < 0, flat + length, flat)
     return np.ascontiguousarray(flat, dtype=dtype), arr.shape
 

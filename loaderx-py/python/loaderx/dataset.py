@@ -64,6 +64,8 @@ class _Dataset:
     def split(self, fraction: float, seed: int = 0) -> tuple[Any, Any]:
         """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
         ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
+        if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating)):
+            raise TypeError(f"fraction must be a number in [0, 1], not {type(fraction).__name__}")
         a, b = self._native.split(float(fraction), check_int("seed", seed, 0, 2**64))
         return self._wrap(a, ("split", float(fraction), seed, 0)), self._wrap(b, ("split", float(fraction), seed, 1))
 
@@ -211,8 +213,9 @@ def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None
 
 
 def _check_out(out: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy.ndarray, not {type(out).__name__}")
+    if not isinstance(out, np.ndarray) or isinstance(out, np.matrix):
+        # A matrix is an ndarray that stays 2-D when flattened (look 92, F3).
+        raise TypeError(f"out must be a numpy.ndarray, not {type(out).__module__}.{type(out).__name__}")
     if out.dtype != dtype:
         raise TypeError(f"out has dtype {out.dtype}; the dataset's is {dtype}")
     if out.shape != shape:

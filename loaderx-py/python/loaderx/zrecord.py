@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import indices
+from loaderx._common import check_int, indices
 
 __all__ = ["Zrecord"]
 
@@ -33,7 +33,11 @@ class Zrecord:
     __slots__ = ("_native",)
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "a", format: str = "v2") -> None:
-        self._native = _native.Store(os.fspath(path), mode, format)
+        where = os.fspath(path)
+        if not where or (isinstance(where, str) and "\x00" in where) or (isinstance(where, bytes) and b"\x00" in where):
+            # As open() does (look 92, F5: an OSError of errno 0).
+            raise ValueError(f"a store's path must be non-empty and hold no NUL byte, not {where!r}")
+        self._native = _native.Store(where, mode, format)
 
     @property
     def path(self) -> str:
@@ -113,8 +117,8 @@ class Zrecord:
         memory stays flat however many records are damaged. Before ``limit`` existed ``bad``
         listed every damaged record; it still does whenever there are at most ``limit``.
         """
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit < 2**64):
-            raise ValueError(f"limit must be an int in [0, 2**64) or None, not {limit!r}")
+        if limit is not None:
+            limit = check_int("limit", limit, 0, 2**64)
         checked, damaged, bad, files = self._native.verify(limit)
         return {"checked": checked, "damaged": damaged, "bad": bad, "files": files,
                 "ok": not damaged and not files}
