@@ -169,9 +169,10 @@ pub enum Error {
         /// The path.
         path: PathBuf,
     },
-    /// Something that is not a loaderx store or dataset is where one was to be written: it is
-    /// never replaced, even with overwrite, and nothing there is moved.
-    #[error("{} is not a loaderx dataset ({reason}); refusing to replace it: remove it or write elsewhere", path.display())]
+    /// Something that is not a loaderx store or dataset (or, for a file written whole, not a
+    /// regular file) is where one was to be written: it is never replaced, even with overwrite,
+    /// and nothing there is moved.
+    #[error("{} is not replaced ({reason}): remove it or write elsewhere", path.display())]
     NotReplaceable {
         /// The path.
         path: PathBuf,

@@ -206,6 +206,12 @@ fn verify_finds_a_schema_whose_element_type_was_changed_in_place() {
     assert!(v["files"][0].as_str().is_some_and(|f| f.contains("schema.msgpack")), "{v}");
     let o = loaderx(&[&"export", &s, &dir.path().join("out.npy")]);
     assert!(!o.status.success() && text(&o).contains("checksum does not match"), "{}", text(&o));
+    // Look 91 (N3): an output that is no regular file was called "not a loaderx dataset".
+    let good = dataset(&dir.path().join("good"), 2, Codec::Raw);
+    let o = loaderx(&[&"export", &good, &"/dev/null", &"--force"]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("/dev/null is not replaced (not a regular file)"), "{t}");
+    assert!(!t.contains("dataset"), "{t}");
 }
 
 /// Look 64 (L64-3): a store path that is an `s3://` URL with credentials written into it was

@@ -62,10 +62,16 @@ pub(super) fn list(dir: &Path) -> Result<(Vec<String>, Vec<Image>)> {
                 source: None,
             });
         };
-        if name.contains('\n') {
+        // Every line break a reader of classes.txt may split at (Python's `splitlines()`: a
+        // `cat\r` read back as two names, or as `cat`, look 91, N3).
+        if name.contains([
+            '\n', '\r', '\u{b}', '\u{c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}', '\u{2029}',
+        ]) {
             return Err(Error::BadInput {
                 path,
-                reason: "a class name with a newline cannot be listed in classes.txt".into(),
+                reason: format!(
+                    "the class name {name:?} holds a line break, so classes.txt (a name a line) cannot list it (rename it)"
+                ),
                 source: None,
             });
         }

@@ -113,7 +113,7 @@ fn aside(out: &Path) -> PathBuf {
 pub(crate) fn check_replaceable(out: &Path) -> Result<()> {
     let meta = std::fs::metadata(out).map_err(|e| Error::io("stat", out, e))?;
     if !meta.is_dir() {
-        return Err(Error::NotReplaceable { path: out.to_path_buf(), reason: "it is a file".into() });
+        return Err(not_a_dataset(out, "it is a file".into()));
     }
     // Chunk-like names (`2024.zr`) are a store's only beside its index or a set's manifest.
     let marked =
@@ -128,7 +128,7 @@ pub(crate) fn check_replaceable(out: &Path) -> Result<()> {
 /// [`Error::NotReplaceable`] naming `dir` and the first other entry; [`Error::Io`].
 pub(super) fn only_loaderx_files(dir: &Path, marked: bool) -> Result<()> {
     let out = dir;
-    let refuse = |reason: String| Error::NotReplaceable { path: out.to_path_buf(), reason };
+    let refuse = |reason: String| not_a_dataset(out, reason);
     let entries = std::fs::read_dir(out).map_err(|e| Error::io("read directory", out, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| Error::io("read directory", out, e))?;
@@ -164,7 +164,7 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
     if meta.file_type().is_symlink() {
         return Ok(());
     }
-    let refuse = |reason: String| Error::NotReplaceable { path: out.to_path_buf(), reason };
+    let refuse = |reason: String| not_a_dataset(out, reason);
     if !meta.is_dir() {
         return Err(refuse("it is a file".into()));
     }
@@ -330,7 +330,7 @@ pub(crate) fn clear_staging_dir_of(
     files: &[&str],
     crashed: bool,
 ) -> Result<()> {
-    let refuse = |reason: String| Error::NotReplaceable { path: staging.to_path_buf(), reason };
+    let refuse = |reason: String| not_a_dataset(staging, reason);
     let mut found = Vec::new();
     for entry in std::fs::read_dir(staging).map_err(|e| Error::io("read directory", staging, e))? {
         let entry = entry.map_err(|e| Error::io("read directory", staging, e))?;
@@ -371,4 +371,9 @@ fn remove_if_there(path: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("remove", path, e)),
     }
+}
+
+/// What is at `path` is not a loaderx dataset (`reason` says what it is), so it is not replaced.
+fn not_a_dataset(path: &Path, reason: String) -> Error {
+    Error::NotReplaceable { path: path.to_path_buf(), reason: format!("not a loaderx dataset: {reason}") }
 }

@@ -104,7 +104,17 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
         records = records
             .checked_add(n)
             .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
-        let rel = relative(&resolved(p)?, &out_abs);
+        let part_abs = resolved(p)?;
+        // A set inside one of its parts names that part `..` and goes up inside it, which
+        // `push` refuses (look 91, N2): a set lies beside its parts, or above them.
+        if out_abs.starts_with(&part_abs) {
+            return Err(Error::InvalidArgument(format!(
+                "{} lies inside the part {}: a store set is written beside its parts or above them",
+                out.display(),
+                p.display()
+            )));
+        }
+        let rel = relative(&part_abs, &out_abs);
         // The manifest holds UTF-8 paths: a lossy one would name another path, which the set
         // then never opens (review 46, finding 4).
         let Some(rel) = rel.to_str() else {

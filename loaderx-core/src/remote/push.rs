@@ -22,7 +22,15 @@ const PART: u64 = 16 << 20;
 /// schema and class list): the index, v1 metadata, manifest and dictionary; chunks are
 /// [`is_chunk`]. The writer's lock, a pending journal and temporary files stay local (a reader
 /// of object storage uses none of them), and so does anything else in the directory.
-const STORE_FILES: [&str; 6] = [INDEX_FILE, META_FILE, MANIFEST_FILE, DICT_FILE, SCHEMA_FILE, "classes.txt"];
+const STORE_FILES: [&str; 6] = [INDEX_FILE, META_FILE, MANIFEST_FILE, DICT_FILE, SCHEMA_FILE, CLASSES_FILE];
+
+/// The class names beside an image folder's labels.
+const CLASSES_FILE: &str = "classes.txt";
+
+/// What says how a store's records read, beside its index: put after the index (removed first
+/// when the URL holds other bytes under the name), so that no reader meets one store's index
+/// with another's.
+const DESCRIBING: [&str; 2] = [SCHEMA_FILE, CLASSES_FILE];
 
 /// Whether `name` is a chunk file's: `<id>.zr`, the id a `u32` written as the writer writes it.
 fn is_chunk(name: &str) -> bool {
@@ -48,7 +56,11 @@ fn is_store(dir: &Path) -> bool {
 /// 78: do not push over a v1 store that is being read). `progress` is called with the bytes sent
 /// so far. Of a v1 store's `meta.zr` (a fixed 256 MiB table) only the committed prefix goes up;
 /// v1 stores have no manifest, so a repeated push of one sends every file again. A store set is
-/// refused at a URL holding a store (readers would open the store).
+/// refused at a URL holding a store (readers would open the store). A store pushed where another
+/// store, dataset or set was reads as itself: the files it lacks (a schema, class names, a
+/// dictionary, a set's manifest, the other format's index or manifest) are removed before
+/// anything goes up, and its own schema and class names go up after its index, the URL's other
+/// ones removed first, so that no reader meets one store's index with another's schema.
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all). Every part must be a
@@ -228,6 +240,10 @@ fn push_dir(
     if v1_prefix.is_some() {
         remove_object(&runtime, store.as_ref(), &key(INDEX_FILE), url, INDEX_FILE, options)?;
     }
+    if !set {
+        let local: Vec<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
+        remove_stale(&runtime, store.as_ref(), &key, dir, &local, url, options)?;
+    }
     let mut sent = 0u64;
     // Whether the remote manifest may still vouch for a chunk object this push replaces.
     let mut vouching = remote_manifest.is_some();
@@ -283,6 +299,40 @@ fn push_dir(
     Ok(sent)
 }
 
+/// Removes from the URL the files of what it held before that the store in `dir` (its files
+/// `local`) lacks, which readers would take for its own (look 91, N1: a raw store pushed over a
+/// dataset read as the dataset's type, and verified "intact"); and its schema and class names
+/// where the URL holds other bytes under their names (they go up after the index).
+fn remove_stale(
+    runtime: &tokio::runtime::Runtime,
+    store: &dyn ObjectStore,
+    key: &dyn Fn(&str) -> ObjectPath,
+    dir: &Path,
+    local: &[&str],
+    url: &str,
+    options: &RemoteOptions,
+) -> Result<()> {
+    for name in [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE] {
+        let stale = if !local.contains(&name) {
+            true
+        } else if DESCRIBING.contains(&name) {
+            let mine = std::fs::read(dir.join(name)).map_err(|e| Error::io("read", dir.join(name), e))?;
+            let there = runtime.block_on(async {
+                let response = store.get(&key(name)).await.map_err(super::body::BodyError::Store)?;
+                super::body::read(response, super::body::Expect::AtMost(mine.len() as u64 + 1)).await
+            });
+            // Anything but the same bytes (a failed read too) is removed: never two at once.
+            !there.is_ok_and(|b| b[..] == mine[..])
+        } else {
+            false
+        };
+        if stale {
+            remove_object(runtime, store, &key(name), url, name, options)?;
+        }
+    }
+    Ok(())
+}
+
 /// Holds the store in `dir` still while it goes up (look 82: a compaction, delete or append
 /// during a push said "pushed" over a remote copy that was wrong or unreadable): its writer lock
 /// taken, so no append, delete, compaction or migration runs meanwhile (a store a writer has
@@ -336,8 +386,18 @@ fn files_to_push(dir: &Path, set: bool, v1_prefix: Option<u64>) -> Result<Vec<(S
         let len = if name == META_FILE { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
         files.push((name, e.path(), len));
     }
-    // The index goes last: its count publishes the records.
-    files.sort_by_key(|(n, _, _)| (n == INDEX_FILE || n == META_FILE || n == SET_FILE, n.clone()));
+    // The index goes last, its count publishing the records, but for a store's schema and class
+    // names, which describe the records it publishes (a set's manifest is last of all).
+    files.sort_by_key(|(n, _, _)| {
+        let rank = if n == INDEX_FILE || n == META_FILE || n == SET_FILE {
+            1
+        } else if !set && DESCRIBING.contains(&n.as_str()) {
+            2
+        } else {
+            0
+        };
+        (rank, n.clone())
+    });
     Ok(files)
 }
 

@@ -71,6 +71,28 @@ fn an_image_folder_becomes_images_labels_and_classes() {
     assert_eq!(std::fs::read(project.join("train.py")).unwrap(), b"mine");
 }
 
+/// Look 91 (N3): class names with a line break other than `\n` were listed in classes.txt,
+/// which then read back with other names (`cat\r` as `cat`, `u\u{2028}v` as two names). Each
+/// is refused, naming the class; nothing is written.
+#[test]
+fn a_class_name_holding_a_line_break_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (i, class) in ["cat\r", "x\u{b}y", "u\u{2028}v", "a\nb"].iter().enumerate() {
+        let root = dir.path().join(format!("in{i}"));
+        for c in ["dog", class] {
+            std::fs::create_dir_all(root.join(c)).unwrap();
+            save(&root.join(c).join("a.png"), 8, 8, [1, 2, 3], ImageFormat::Png);
+        }
+        let out = dir.path().join(format!("out{i}"));
+        let e = images(&root, &out, ImageOptions::new(8, 8), WriteOptions::new()).unwrap_err();
+        assert!(
+            matches!(&e, Error::BadInput { path, reason, .. } if path.ends_with(class) && reason.contains("line break")),
+            "{e}"
+        );
+        assert!(!out.exists());
+    }
+}
+
 #[test]
 fn pad_keeps_the_aspect_on_black_and_stretch_fills() {
     let dir = tempfile::tempdir().unwrap();

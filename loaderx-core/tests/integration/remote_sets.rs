@@ -238,3 +238,48 @@ fn a_set_given_as_a_part_is_refused_as_a_set() {
     let e = loaderx_core::stitch_remote(&parts, "s3://bucket/n/outer", server.options()).unwrap_err();
     assert!(e.to_string().contains("s3://bucket/n/inner is a store set: sets do not nest"), "{e}");
 }
+
+/// Look 91 (N1): a store pushed over a URL holding a dataset, or a set, kept the files the new
+/// store lacks: a raw store read as the old dataset's type (`verify` "intact", `export` of its
+/// bytes as the other dtype). What the pushed store lacks is removed; its own schema replaces
+/// another; the URL reads as exactly what was pushed.
+#[test]
+fn a_store_pushed_over_another_dataset_or_set_reads_as_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let objects = tmp.path().join("s3/bucket/u");
+    let dataset = dense_part(tmp.path(), "dataset", 0, Codec::Zstd);
+    std::fs::write(dataset.join("classes.txt"), "cat\ndog\n").unwrap();
+    let raw = tmp.path().join("raw");
+    let store = Store::create(&raw, loaderx_core::StoreOptions::new()).unwrap();
+    store.append(&[[1u8; 16], [2u8; 16]], Codec::Raw).unwrap();
+    drop(store);
+    let url = "s3://bucket/u";
+    push(&dataset, url, server.options(), |_| {}).unwrap();
+    assert!(objects.join("schema.msgpack").exists() && objects.join("classes.txt").exists());
+    push(&raw, url, server.options(), |_| {}).unwrap();
+    for gone in ["schema.msgpack", "classes.txt"] {
+        assert!(!objects.join(gone).exists(), "{gone} is left of the dataset");
+    }
+    let e = DenseSource::open_remote(url, server.options()).unwrap_err();
+    assert!(e.to_string().contains("schema"), "{e}");
+    let back = loaderx_core::remote::RemoteStore::open(url, server.options()).unwrap();
+    assert_eq!((back.len(), back.gather(&[1]).unwrap()), (2, vec![vec![2u8; 16]]));
+    // Another dataset's schema is replaced by this one's.
+    let other = tmp.path().join("other");
+    let mut w = DatasetWriter::dense::<u8>(&other, vec![16], WriteOptions::new()).unwrap();
+    w.append(&[5u8; 48]).unwrap();
+    w.finish().unwrap();
+    push(&dataset, url, server.options(), |_| {}).unwrap();
+    push(&other, url, server.options(), |_| {}).unwrap();
+    let got = DenseSource::open_remote(url, server.options()).unwrap();
+    assert_eq!((got.len(), got.get_batch(&[2]).unwrap().as_slice::<u8>().unwrap()), (3, &[5u8; 16][..]));
+    assert!(!objects.join("classes.txt").exists());
+    // A store pushed over a set: the set's manifest and schema go.
+    let set = tmp.path().join("set");
+    loaderx_core::stitch(&[&dataset], &set).unwrap();
+    push(&set, "s3://bucket/s", server.options(), |_| {}).unwrap();
+    push(&raw, "s3://bucket/s", server.options(), |_| {}).unwrap();
+    let s = tmp.path().join("s3/bucket/s");
+    assert!(!s.join("storeset.msgpack").exists() && !s.join("schema.msgpack").exists());
+}

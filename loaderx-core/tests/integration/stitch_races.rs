@@ -1,5 +1,5 @@
 //! `stitch` from several threads at once onto one new output: one writes the set, the others are
-//! refused (the parts from `parts.rs`'s converter helpers).
+//! refused (the parts from `parts.rs`'s converter helpers); a set is never written inside a part.
 
 use loaderx_core::{Error, WriteOptions, convert, stitch};
 
@@ -80,4 +80,22 @@ fn a_directory_of_sets_appears_whole_or_not_at_all() {
         .filter(|n| n.contains("stitch"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Look 91 (N2): a set written inside one of its parts named that part `..`, which `push` then
+/// refused as a corrupt manifest. Refused where it is made, naming the part; beside or above the
+/// parts, a set is written.
+#[test]
+fn a_set_is_never_written_inside_one_of_its_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, a, b) = (dir.path().join("a.npy"), dir.path().join("a"), dir.path().join("b"));
+    npy_file(&input, 2);
+    convert::npy(&input, &a, WriteOptions::new()).unwrap();
+    convert::npy(&input, &b, WriteOptions::new()).unwrap();
+    for inside in [a.join("sub"), a.join("x/y"), b.join("set")] {
+        let e = stitch(&[&a, &b], &inside).unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("lies inside the part")), "{e}");
+        assert!(!inside.exists());
+    }
+    assert_eq!(stitch(&[&a, &b], dir.path().join("set")).unwrap().records, 4);
 }
