@@ -38,10 +38,15 @@ pub fn info(url: &str, json: bool) -> anyhow::Result<()> {
         }
     };
     let s = store.summary();
-    let schema = store
-        .get_file(SCHEMA_FILE)
-        .ok()
-        .and_then(|b| Schema::decode(&b, std::path::Path::new(SCHEMA_FILE)).ok());
+    // A raw store has no schema to fetch; a damaged one is an error, as locally (look 93, F3:
+    // shown as a raw store).
+    let schema = match store.get_file(SCHEMA_FILE) {
+        Ok(b) => Some(
+            Schema::decode(&b, std::path::Path::new(&format!("{url}/{SCHEMA_FILE}")))
+                .with_context(|| format!("info {url}"))?,
+        ),
+        Err(_) => None,
+    };
     let ratio = if s.stored_bytes == 0 { 1.0 } else { s.logical_bytes as f64 / s.stored_bytes as f64 };
     if json {
         let v = serde_json::json!({

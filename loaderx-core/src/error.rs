@@ -172,7 +172,7 @@ pub enum Error {
     /// Something that is not a loaderx store or dataset (or, for a file written whole, not a
     /// regular file) is where one was to be written: it is never replaced, even with overwrite,
     /// and nothing there is moved.
-    #[error("{} is not replaced ({reason}): remove it or write elsewhere", path.display())]
+    #[error("{} is not replaced: {reason}", path.display())]
     NotReplaceable {
         /// The path.
         path: PathBuf,

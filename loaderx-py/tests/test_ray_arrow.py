@@ -154,3 +154,23 @@ def test_extension_types_map_by_their_own_rules_or_are_refused():
         with pytest.raises(TypeError, match="without a binary `bytes` field"):
             _records(not_binary, "s", "a test block")
     assert _records(pa.array([{"bytes": b"ab", "path": "p"}]), "image", "a test block").values.tobytes() == b"ab"
+
+
+def test_a_sets_replaced_part_is_named_not_called_dense(tmp_path):
+    # Look 94, M1: every schema error of the dense open was retried as ragged, so a set whose
+    # part was replaced since stitching was reported as "the dataset is dense".
+    from loaderx import _native
+    from loaderx._ray_read import _open
+    from loaderx.converter import from_numpy
+    from loaderx.dataset import DenseDataset
+
+    from_numpy(tmp_path / "p0", np.arange(6, dtype=np.int32))
+    from_numpy(tmp_path / "p1", np.arange(4, dtype=np.int32))
+    _native.stitch([str(tmp_path / "p0"), str(tmp_path / "p1")], str(tmp_path / "set"))
+    assert isinstance(_open(str(tmp_path / "set"), None), DenseDataset)
+    from_numpy(tmp_path / "p1", np.arange(10, 14, dtype=np.int32))
+    with pytest.raises(_native.SchemaError) as e:
+        _open(str(tmp_path / "set"), None)
+    assert "the dataset is dense" not in str(e.value) and "stitch" in str(e.value), str(e.value)
+    from_numpy(tmp_path / "r", np.arange(3, dtype=np.int32))
+    assert isinstance(_open(str(tmp_path / "r"), None), DenseDataset)

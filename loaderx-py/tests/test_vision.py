@@ -86,6 +86,20 @@ def test_transforms_out_of_order_or_unsupported_are_refused(store):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8), V.ColorJitter(0.1), V.ColorJitter(0.1)])
     with pytest.raises(ValueError, match="scale"):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8, scale=(0.9, 0.1))])
+    # Look 94, L2: parameters fine in float64 but past float32, where the engine computes.
+    for make in (lambda: V.Normalize((1e39, 0, 0), (1, 1, 1)), lambda: V.Normalize((0, 0, 0), (1e-40, 1, 1)),
+                 lambda: V.ColorJitter(contrast=1e38), lambda: V.ColorJitter(saturation=1e37)):
+        with pytest.raises(ValueError, match="float32"):
+            make()
+    # Look 94, L3: a generator is read once (the checks spent it), odd arguments named.
+    crop = V.RandomResizedCrop(8, scale=(v for v in (0.5, 1.0)))
+    assert crop.scale == (0.5, 1.0)
+    norm = V.Normalize((v for v in V.IMAGENET_MEAN), (v for v in V.IMAGENET_STD))
+    assert norm.mean == V.IMAGENET_MEAN and len(norm.std) == 3
+    with pytest.raises(ValueError, match=r"scale=\(0.1, 0.5, 1.0\)\): 2 numbers"):
+        V.RandomResizedCrop(8, scale=(0.1, 0.5, 1))
+    with pytest.raises(TypeError, match="hue='0'"):
+        V.ColorJitter(hue="0")
     from loaderx import SchemaError
 
     with pytest.raises(SchemaError, match="labels: the dataset is dense"):

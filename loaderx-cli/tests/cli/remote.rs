@@ -118,6 +118,10 @@ fn push_then_info_verify_export_and_bench_on_the_url() {
     let said = String::from_utf8_lossy(&damaged.stdout);
     assert_eq!(damaged.status.code(), Some(1), "{said}");
     assert!(said.contains("schema.msgpack") && said.contains("checksum does not match"), "{said}");
+    // And `info` says so, not "raw" (look 93, F3).
+    let info = loaderx(&endpoint, &cache, &["info", url]);
+    let said = String::from_utf8_lossy(&info.stderr);
+    assert!(!info.status.success() && said.contains("checksum does not match"), "{said}");
     // A URL with no store there: an error naming it.
     let missing = loaderx(&endpoint, &cache, &["info", "s3://bucket/none"]);
     assert!(!missing.status.success());

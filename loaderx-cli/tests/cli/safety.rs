@@ -206,11 +206,25 @@ fn verify_finds_a_schema_whose_element_type_was_changed_in_place() {
     assert!(v["files"][0].as_str().is_some_and(|f| f.contains("schema.msgpack")), "{v}");
     let o = loaderx(&[&"export", &s, &dir.path().join("out.npy")]);
     assert!(!o.status.success() && text(&o).contains("checksum does not match"), "{}", text(&o));
+    // Look 93 (F4): a set's own schema damaged is damage reported once, its parts checked.
+    let set = dir.path().join("set");
+    let part = dataset(&dir.path().join("p0"), 3, Codec::Raw);
+    assert!(loaderx(&[&"stitch", &part, &set]).status.success());
+    let path = set.join("schema.msgpack");
+    let mut b = std::fs::read(&path).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&path, b).unwrap();
+    let o = loaderx(&[&"verify", &"--json", &set]);
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert_eq!((o.status.code(), v["checked"].as_u64()), (Some(1), Some(3)), "{v}");
+    assert_eq!(v["files"].as_array().map(Vec::len), Some(1), "{v}");
     // Look 91 (N3): an output that is no regular file was called "not a loaderx dataset".
     let good = dataset(&dir.path().join("good"), 2, Codec::Raw);
     let o = loaderx(&[&"export", &good, &"/dev/null", &"--force"]);
     let t = text(&o);
-    assert!(!o.status.success() && t.contains("/dev/null is not replaced (not a regular file)"), "{t}");
+    assert!(!o.status.success() && t.contains("/dev/null is not replaced: it is not a regular file"), "{t}");
     assert!(!t.contains("dataset"), "{t}");
 }
 

@@ -375,5 +375,8 @@ fn remove_if_there(path: &Path) -> Result<()> {
 
 /// What is at `path` is not a loaderx dataset (`reason` says what it is), so it is not replaced.
 fn not_a_dataset(path: &Path, reason: String) -> Error {
-    Error::NotReplaceable { path: path.to_path_buf(), reason: format!("not a loaderx dataset: {reason}") }
+    Error::NotReplaceable {
+        path: path.to_path_buf(),
+        reason: format!("it is not a loaderx dataset ({reason}): remove it or write elsewhere"),
+    }
 }

@@ -27,9 +27,8 @@ const STORE_FILES: [&str; 6] = [INDEX_FILE, META_FILE, MANIFEST_FILE, DICT_FILE,
 /// The class names beside an image folder's labels.
 const CLASSES_FILE: &str = "classes.txt";
 
-/// What says how a store's records read, beside its index: put after the index (removed first
-/// when the URL holds other bytes under the name), so that no reader meets one store's index
-/// with another's.
+/// What says how a store's records read, beside its index: when a push changes it, the URL's
+/// index is removed first (`remove_stale`).
 const DESCRIBING: [&str; 2] = [SCHEMA_FILE, CLASSES_FILE];
 
 /// Whether `name` is a chunk file's: `<id>.zr`, the id a `u32` written as the writer writes it.
@@ -59,8 +58,9 @@ fn is_store(dir: &Path) -> bool {
 /// refused at a URL holding a store (readers would open the store). A store pushed where another
 /// store, dataset or set was reads as itself: the files it lacks (a schema, class names, a
 /// dictionary, a set's manifest, the other format's index or manifest) are removed before
-/// anything goes up, and its own schema and class names go up after its index, the URL's other
-/// ones removed first, so that no reader meets one store's index with another's schema.
+/// anything goes up; and where its schema or class names differ from the URL's, the URL's index
+/// is removed first, so that until the new index is up the URL is no store (readers get an
+/// error, never one store's index read with another's schema; a push cut short leaves no store).
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all). Every part must be a
@@ -299,10 +299,15 @@ fn push_dir(
     Ok(sent)
 }
 
-/// Removes from the URL the files of what it held before that the store in `dir` (its files
-/// `local`) lacks, which readers would take for its own (look 91, N1: a raw store pushed over a
-/// dataset read as the dataset's type, and verified "intact"); and its schema and class names
-/// where the URL holds other bytes under their names (they go up after the index).
+/// Removes from the URL what it held before that would be read with the store in `dir` (its
+/// files `local`) as if it were its own (look 91, N1: a raw store pushed over a dataset read as
+/// the dataset's type, and verified "intact"). When what describes the records changes (the
+/// schema, as a schema: an older encoding of the same one is the same; the class names; either
+/// present or not), the URL's index goes first, so that until this store's index is up the URL
+/// is no store (an error to a reader), never one store's index read with another's schema, and
+/// a push cut short leaves no store that verifies (look 93, F1 and F2). Then the files this
+/// store lacks: schema, class names, dictionary, a set's manifest, the other format's index
+/// metadata and manifest.
 fn remove_stale(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
@@ -312,25 +317,58 @@ fn remove_stale(
     url: &str,
     options: &RemoteOptions,
 ) -> Result<()> {
-    for name in [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE] {
-        let stale = if !local.contains(&name) {
-            true
-        } else if DESCRIBING.contains(&name) {
-            let mine = std::fs::read(dir.join(name)).map_err(|e| Error::io("read", dir.join(name), e))?;
-            let there = runtime.block_on(async {
-                let response = store.get(&key(name)).await.map_err(super::body::BodyError::Store)?;
-                super::body::read(response, super::body::Expect::AtMost(mine.len() as u64 + 1)).await
-            });
-            // Anything but the same bytes (a failed read too) is removed: never two at once.
-            !there.is_ok_and(|b| b[..] == mine[..])
+    let mut changes = false;
+    for name in DESCRIBING {
+        let mine = if local.contains(&name) {
+            Some(std::fs::read(dir.join(name)).map_err(|e| Error::io("read", dir.join(name), e))?)
         } else {
-            false
+            None
         };
-        if stale {
+        // What the URL holds under the name, read up to one byte past this store's (or, where
+        // this store has none, only whether it is there); a failed request counts as a change.
+        let there = runtime.block_on(async {
+            let response = store.get(&key(name)).await?;
+            let cap = mine.as_ref().map_or(0, Vec::len) as u64 + 1;
+            Ok::<_, object_store::Error>(
+                super::body::read(response, super::body::Expect::AtMost(cap)).await.ok(),
+            )
+        });
+        let same = match (&mine, there) {
+            (None, Err(object_store::Error::NotFound { .. })) => true,
+            (Some(mine), Ok(Some(there))) => {
+                there[..] == mine[..] || name == SCHEMA_FILE && same_schema(mine, &there)
+            }
+            _ => false,
+        };
+        changes |= !same;
+    }
+    if changes {
+        for name in [INDEX_FILE, META_FILE] {
+            remove_object(runtime, store, &key(name), url, name, options)?;
+        }
+    }
+    for name in [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE] {
+        if !local.contains(&name) {
             remove_object(runtime, store, &key(name), url, name, options)?;
         }
     }
     Ok(())
+}
+
+/// Whether two `schema.msgpack` files say the same kind, element type and shape (one written
+/// before schemas carried their checksum, say). Read here as MessagePack fields, not as the
+/// dataset layer's schema (a layer above this one): either failing to read is a change.
+fn same_schema(a: &[u8], b: &[u8]) -> bool {
+    #[derive(serde::Deserialize, PartialEq)]
+    struct Says {
+        kind: String,
+        dtype: String,
+        shape: Vec<u64>,
+    }
+    match (rmp_serde::from_slice::<Says>(a), rmp_serde::from_slice::<Says>(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Holds the store in `dir` still while it goes up (look 82: a compaction, delete or append
@@ -386,18 +424,8 @@ fn files_to_push(dir: &Path, set: bool, v1_prefix: Option<u64>) -> Result<Vec<(S
         let len = if name == META_FILE { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
         files.push((name, e.path(), len));
     }
-    // The index goes last, its count publishing the records, but for a store's schema and class
-    // names, which describe the records it publishes (a set's manifest is last of all).
-    files.sort_by_key(|(n, _, _)| {
-        let rank = if n == INDEX_FILE || n == META_FILE || n == SET_FILE {
-            1
-        } else if !set && DESCRIBING.contains(&n.as_str()) {
-            2
-        } else {
-            0
-        };
-        (rank, n.clone())
-    });
+    // The index goes last: its count publishes the records.
+    files.sort_by_key(|(n, _, _)| (n == INDEX_FILE || n == META_FILE || n == SET_FILE, n.clone()));
     Ok(files)
 }
 

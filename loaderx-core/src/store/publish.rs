@@ -116,6 +116,10 @@ pub(crate) fn check_target(path: &Path, overwrite: bool) -> Result<()> {
         Err(_) => Ok(()),
         Ok(_) if !overwrite => Err(Error::AlreadyExists { path: path.to_path_buf() }),
         Ok(m) if m.is_file() => Ok(()),
-        Ok(_) => Err(Error::NotReplaceable { path: path.to_path_buf(), reason: "not a regular file".into() }),
+        Ok(_) => Err(Error::NotReplaceable {
+            path: path.to_path_buf(),
+            reason: "it is not a regular file (a device, a FIFO, a directory or a link): write to a file"
+                .into(),
+        }),
     }
 }

@@ -44,7 +44,8 @@ pub enum Crop {
         ratio: (f32, f32),
     },
     /// torchvision's `Resize(resize)` (the shorter side to `resize`) then `CenterCrop(size)`:
-    /// the evaluation transform, with no randomness.
+    /// the evaluation transform, with no randomness. A centre larger than the resized image is
+    /// the largest centre of the output's proportions (torchvision pads it with zeros instead).
     Center {
         /// The shorter side before the centre is cut out.
         resize: u32,
@@ -299,8 +300,12 @@ impl ImagePipeline {
                 // The shorter side scaled to `resize`, the output cut from its centre: in the
                 // source's pixels, a box of the output's size over the scale.
                 let scale = f64::from(resize) / iw.min(ih);
-                let (cw, ch) =
-                    ((f64::from(self.width) / scale).min(iw), (f64::from(self.height) / scale).min(ih));
+                let (cw, ch) = (f64::from(self.width) / scale, f64::from(self.height) / scale);
+                // A centre larger than the image: both sides shrunk by one factor, so that the
+                // output keeps the image's proportions (look 94, L1: each side clamped on its
+                // own stretched the image, 0.3 across and 0.6 down).
+                let fit = (iw / cw).min(ih / ch).min(1.0);
+                let (cw, ch) = (cw * fit, ch * fit);
                 ((iw - cw) / 2.0, (ih - ch) / 2.0, cw, ch)
             }
             Crop::RandomResized { scale: (lo, hi), ratio: (rlo, rhi) } => {

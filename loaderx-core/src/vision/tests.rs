@@ -81,6 +81,26 @@ fn random_crops_lie_in_the_image_and_follow_the_seed() {
     assert_ne!(run(&p, &bytes, 11), run(&p, &bytes, 12), "another crop for another seed");
 }
 
+/// Look 94 (L1): `Resize(10)` then `CenterCrop(30)` of a 100 x 50 image clamped each side of the
+/// crop on its own, stretching the image (0.3 across, 0.6 down). The box keeps the output's
+/// proportions, centred, inside the image.
+#[test]
+fn a_centre_larger_than_the_resized_image_is_never_stretched() {
+    for (iw, ih, resize, size) in
+        [(100, 50, 10, 30), (50, 100, 10, 30), (40, 40, 8, 64), (640, 480, 256, 224)]
+    {
+        let p = ImagePipeline::eval(size).crop(Crop::Center { resize });
+        let (l, t, w, h) = p.crop_box(iw, ih, &mut SampleRng::new(0));
+        assert!((w - h).abs() < 1e-9, "{iw}x{ih}: a square output from a {w} x {h} box");
+        assert!(l >= 0.0 && t >= 0.0 && l + w <= f64::from(iw) + 1e-9 && t + h <= f64::from(ih) + 1e-9);
+        assert!((l - (f64::from(iw) - w) / 2.0).abs() < 1e-9 && (t - (f64::from(ih) - h) / 2.0).abs() < 1e-9);
+    }
+    // Within the image, the box is the output over the resize's scale, as before.
+    let p = ImagePipeline::eval(224).crop(Crop::Center { resize: 256 });
+    let (_, _, w, h) = p.crop_box(640, 480, &mut SampleRng::new(0));
+    assert!((w - 224.0 * 480.0 / 256.0).abs() < 1e-9 && (h - w).abs() < 1e-9);
+}
+
 #[test]
 fn bad_images_and_settings_are_refused_without_a_panic() {
     let p = ImagePipeline::eval(8);

@@ -265,13 +265,23 @@ fn a_store_pushed_over_another_dataset_or_set_reads_as_itself() {
     assert!(e.to_string().contains("schema"), "{e}");
     let back = loaderx_core::remote::RemoteStore::open(url, server.options()).unwrap();
     assert_eq!((back.len(), back.gather(&[1]).unwrap()), (2, vec![vec![2u8; 16]]));
-    // Another dataset's schema is replaced by this one's.
+    // Another dataset's schema is replaced by this one's. Look 93 (F1): the URL's index goes
+    // first, so that from the first file sent until the new index is up the URL is no store (a
+    // push cut short there leaves none, not this index with the old schema, or without one).
     let other = tmp.path().join("other");
     let mut w = DatasetWriter::dense::<u8>(&other, vec![16], WriteOptions::new()).unwrap();
     w.append(&[5u8; 48]).unwrap();
     w.finish().unwrap();
     push(&dataset, url, server.options(), |_| {}).unwrap();
-    push(&other, url, server.options(), |_| {}).unwrap();
+    let sent_with_no_index = std::cell::Cell::new(0);
+    push(&other, url, server.options(), |_| {
+        let opened = loaderx_core::remote::RemoteStore::open(url, server.options());
+        if opened.is_err() && !objects.join("index.zr").exists() {
+            sent_with_no_index.set(sent_with_no_index.get() + 1);
+        }
+    })
+    .unwrap();
+    assert!(sent_with_no_index.get() >= 2, "{}", sent_with_no_index.get());
     let got = DenseSource::open_remote(url, server.options()).unwrap();
     assert_eq!((got.len(), got.get_batch(&[2]).unwrap().as_slice::<u8>().unwrap()), (3, &[5u8; 16][..]));
     assert!(!objects.join("classes.txt").exists());
@@ -282,4 +292,35 @@ fn a_store_pushed_over_another_dataset_or_set_reads_as_itself() {
     push(&raw, "s3://bucket/s", server.options(), |_| {}).unwrap();
     let s = tmp.path().join("s3/bucket/s");
     assert!(!s.join("storeset.msgpack").exists() && !s.join("schema.msgpack").exists());
+}
+
+/// Look 93 (F2): a dataset pushed again after appends, its schema written since in another
+/// encoding of the same schema (before schemas carried a checksum), was removed first and put
+/// back last: the URL read as a raw store for the whole push. The same schema is no change: the
+/// URL stays the dataset at every file sent.
+#[test]
+fn a_dataset_pushed_again_stays_readable_throughout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let d = dense_part(tmp.path(), "d", 0, Codec::Zstd);
+    // dense u32 [4], as rmp-serde wrote schemas before they carried their checksum.
+    let mut legacy = vec![0x83, 0xa4];
+    legacy.extend(b"kind\xa5dense\xa5dtype\xa3u32\xa5shape\x91\x04");
+    std::fs::write(d.join("schema.msgpack"), &legacy).unwrap();
+    let url = "s3://bucket/d";
+    push(&d, url, server.options(), |_| {}).unwrap();
+    assert_eq!(DenseSource::open_remote(url, server.options()).unwrap().len(), 100);
+    loaderx_core::Schema::dense(loaderx_core::DType::U32, vec![4]).write(&d).unwrap();
+    let store = Store::open_rw(&d, loaderx_core::StoreOptions::new()).unwrap();
+    store.append(&[[7u8; 16]], Codec::Raw).unwrap();
+    drop(store);
+    let calls = std::cell::Cell::new(0);
+    push(&d, url, server.options(), |_| {
+        let n = DenseSource::open_remote(url, server.options()).map(|s| s.len());
+        assert!(matches!(n, Ok(100 | 101)), "{n:?}");
+        calls.set(calls.get() + 1);
+    })
+    .unwrap();
+    assert!(calls.get() >= 2);
+    assert_eq!(DenseSource::open_remote(url, server.options()).unwrap().len(), 101);
 }

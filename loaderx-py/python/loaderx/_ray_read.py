@@ -49,7 +49,12 @@ def _dir_key(path: str) -> tuple[int, int] | None:
 def _open(path: str, remote: dict[str, Any] | None) -> DenseDataset | RaggedDataset:
     try:
         return DenseDataset(path, remote)
-    except _native.SchemaError:
+    except _native.SchemaError as e:
+        # Only a ragged dataset is opened as one: any other schema error (a set's part replaced
+        # since it was stitched, say) is the dense open's own (look 94, M1: it was reported as
+        # "the dataset is dense").
+        if "open it with RaggedDataset" not in str(e):
+            raise
         return RaggedDataset(path, remote)
 
 

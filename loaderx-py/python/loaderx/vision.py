@@ -54,11 +54,29 @@ def _side(transform: str, value: Any, name: str = "size") -> None:
     check_int(f"{transform}({name}={value!r}): {name}", value, 1, _MAX_SIDE + 1)
 
 
-def _range(transform: str, name: str, value: Any, upper: float | None) -> None:
-    lo, hi = (float(v) for v in value)
+# The largest float32: the engine computes in float32, so a parameter is checked as it will be
+# there (look 94, L2: values fine in float64 made inf and NaN channels).
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _numbers(transform: str, name: str, value: Any, n: int) -> tuple[float, ...]:
+    """``value`` as ``n`` floats, read once (a generator would be spent by a second reading,
+    look 94, L3), or ``TypeError``/``ValueError`` naming the transform and argument."""
+    try:
+        numbers = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{transform}({name}={value!r}): {n} numbers") from None
+    if len(numbers) != n:
+        raise ValueError(f"{transform}({name}={numbers!r}): {n} numbers, not {len(numbers)}")
+    return numbers
+
+
+def _range(transform: str, name: str, value: Any, upper: float | None) -> tuple[float, float]:
+    lo, hi = _numbers(transform, name, value, 2)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo <= hi and (upper is None or hi <= upper)):
         bound = f" <= {upper:g}" if upper is not None else ""
-        raise ValueError(f"{transform}({name}={tuple(value)!r}): 0 < low <= high{bound}")
+        raise ValueError(f"{transform}({name}={(lo, hi)!r}): 0 < low <= high{bound}")
+    return lo, hi
 
 
 @dataclass(frozen=True)
@@ -74,8 +92,8 @@ class RandomResizedCrop:
 
     def __post_init__(self) -> None:
         _side("RandomResizedCrop", self.size)
-        _range("RandomResizedCrop", "scale", self.scale, 1.0)
-        _range("RandomResizedCrop", "ratio", self.ratio, None)
+        object.__setattr__(self, "scale", _range("RandomResizedCrop", "scale", self.scale, 1.0))
+        object.__setattr__(self, "ratio", _range("RandomResizedCrop", "ratio", self.ratio, None))
 
 
 @dataclass(frozen=True)
@@ -92,7 +110,8 @@ class Resize:
 @dataclass(frozen=True)
 class CenterCrop:
     """The centre ``size`` x ``size`` (after ``Resize``; a centre larger than the resized image
-    is cut from it at the resize's scale, not padded)."""
+    is the largest square centre of the image, scaled to ``size``: never stretched, not
+    padded)."""
 
     size: int
 
@@ -119,11 +138,21 @@ class Normalize:
     std: Sequence[float]
 
     def __post_init__(self) -> None:
-        mean, std = tuple(map(float, self.mean)), tuple(map(float, self.std))
-        if len(mean) != 3 or len(std) != 3:
-            raise ValueError(f"Normalize takes 3 means and 3 standard deviations (one per RGB channel), got {mean} and {std}")
-        if not all(math.isfinite(v) for v in mean + std) or any(s == 0 for s in std):
-            raise ValueError(f"Normalize(mean={mean}, std={std}): finite values, no standard deviation of 0")
+        mean = _numbers("Normalize", "mean", self.mean, 3)
+        std = _numbers("Normalize", "std", self.std, 3)
+        object.__setattr__(self, "mean", mean)
+        object.__setattr__(self, "std", std)
+        # As float32, where the engine computes: a mean past its range, or a deviation whose
+        # reciprocal (times 255) is past it or rounds to 0, would make a channel inf or NaN.
+        fits = all(abs(m) <= _F32_MAX for m in mean) and all(
+            s != 0 and abs(s) >= 1 / _F32_MAX and abs(1 / (255 * s)) <= _F32_MAX and float(np.float32(s)) != 0
+            for s in std
+        )
+        if not all(math.isfinite(v) for v in mean + std) or not fits:
+            raise ValueError(
+                f"Normalize(mean={mean}, std={std}): finite values within float32, no standard deviation of 0 "
+                "or so small that its reciprocal is past float32"
+            )
 
 
 @dataclass(frozen=True)
@@ -138,12 +167,18 @@ class ColorJitter:
     hue: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("brightness", "contrast", "saturation", "hue"):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise TypeError(f"ColorJitter({name}={value!r}): a number")
         if self.hue != 0:
             raise NotImplementedError("ColorJitter(hue=...): hue is not supported yet (brightness, contrast and saturation are)")
         for name in ("brightness", "contrast", "saturation"):
             v = float(getattr(self, name))
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"ColorJitter({name}={v!r}): a finite amount >= 0")
+            # A factor up to 1 + v scales 0-255 values in float32: past its range they are inf,
+            # and then NaN (look 94, L2).
+            if not (math.isfinite(v) and v >= 0 and 255 * (1 + v) <= _F32_MAX):
+                raise ValueError(f"ColorJitter({name}={v!r}): a finite amount >= 0 (255 * (1 + it) within float32)")
 
 
 def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None, tuple]:
