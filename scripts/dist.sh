@@ -14,8 +14,8 @@
 # machine can run the target (natively, qemu-user for arm64 Linux, Wine for Windows), the CLI
 # taken out of its archive converts and verifies a store, and tests/c/readme.c, compiled against
 # the extracted C archive and linked statically (and dynamically where the target has a shared
-# library), runs. macOS builds link with zig, without an SDK, and cannot run here; without the
-# SDK's frameworks the macOS CLI has no `remote` or `parquet`, and there is no macOS wheel.
+# library), runs. macOS builds link with zig, without an SDK (the frameworks they use as text
+# stubs, scripts/lib/apple-sdk-stub.sh), and cannot run here.
 #
 # Usage: scripts/dist.sh [TARGET...]   (every target below when none is named)
 #   x86_64-unknown-linux-gnu  aarch64-unknown-linux-gnu   (glibc 2.17, with zig)
@@ -24,8 +24,9 @@
 #   aarch64-pc-windows-gnullvm                            (with zig; nothing here runs it)
 #   x86_64-apple-darwin       aarch64-apple-darwin        (with zig)
 # Needs: ziglang, cargo-zigbuild and maturin from PyPI (into $ZIG_VENV, default
-# target/dist/venv), cmake and nasm (libjpeg-turbo), and for Windows gcc-mingw-w64-x86-64 and
-# wine64, for arm64 runs qemu-user-static and gcc-aarch64-linux-gnu (Debian packages).
+# target/dist/venv), cmake and nasm (libjpeg-turbo), llvm (llvm-objdump reads Mach-O), and for
+# Windows gcc-mingw-w64-x86-64 and wine64, for arm64 runs qemu-user-static and
+# gcc-aarch64-linux-gnu (Debian packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=("$@")
@@ -96,7 +97,21 @@ check_binaries() { # dir
                         || fail "$f: members are $(file -b "$o"), not $(object_kind_of "$target")"
                 fi
                 rm -rf "$objs" ;;
-            *) grep -Eq "$(kind_of "$target")" <<< "$desc" || fail "$f is $desc, not $(kind_of "$target")" ;;
+            *) grep -Eq "$(kind_of "$target")" <<< "$desc" || fail "$f is $desc, not $(kind_of "$target")"
+               if [[ $desc == *Mach-O* ]]; then
+                   # Every library it loads is the system's (never a path of this machine's,
+                   # such as the stub SDK's): libSystem and the frameworks, by install name;
+                   # and its own name, for a shared library, is @rpath's (listed first).
+                   local libs; libs=$(llvm-objdump --macho --dylibs-used "$f" | tail -n +2 | awk '{ print $1 }')
+                   [ -n "$libs" ] || fail "$f: no libraries listed (llvm-objdump)"
+                   local lib
+                   for lib in $libs; do
+                       case "$lib" in
+                           /usr/lib/*|/System/Library/Frameworks/*|@rpath/*) ;;
+                           *) fail "$f loads $lib, not a system library" ;;
+                       esac
+                   done
+               fi ;;
         esac
     done < <(find "$1" -type f -print0)
     [ "$n" -gt 0 ] || fail "no binary in $1"
@@ -134,17 +149,21 @@ for target in "${targets[@]}"; do
     start=$(date +%s)
     rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     exe='' runner='' cargo_cmd=(cargo zigbuild) zig_target=$target wheel_args=(--zig) cli_features=$features build_wheel=1
-    wheel_cargo=
+    wheel_cargo= target_env=()
     case "$target" in
         *apple*)
-            # `remote` (rustls-native-certs reads the keychain: Security) and `parquet` (chrono's
-            # time zones, through arrow: CoreFoundation) link Apple frameworks, which only the
-            # macOS SDK holds (zig carries libSystem alone): the macOS CLI is built without
-            # them, and no wheel is (the extension reads Arrow IPC, so arrow and CoreFoundation
-            # are always in it). Measured 2026-12-06: the link fails with "unable to find
-            # system framework" for each.
-            cli_features=${DIST_CLI_FEATURES_APPLE:-images}
-            build_wheel= ;;
+            # `remote` (rustls-native-certs reads the keychain: Security) and arrow (chrono's
+            # time zones: CoreFoundation; every wheel and `parquet`) link Apple frameworks,
+            # which only the macOS SDK holds (zig carries libSystem alone; without them the link
+            # fails with "unable to find system framework"): an SDK of the two frameworks' text
+            # stubs stands in for it (scripts/lib/apple-sdk-stub.sh), unless SDKROOT names one.
+            sdk=${SDKROOT:-}
+            if [ -z "$sdk" ]; then
+                . scripts/lib/apple-sdk-stub.sh
+                sdk=$PWD/target/dist/apple-sdk-stub
+                apple_sdk_stub "$sdk"
+            fi
+            target_env=(SDKROOT="$sdk") ;;
         *linux-gnu) zig_target="$target.2.17"; wheel_args+=(--compatibility manylinux2014) ;;
         *linux-musl) wheel_args+=(--compatibility musllinux_1_2) ;;
         aarch64-pc-windows-gnullvm)
@@ -172,8 +191,8 @@ for target in "${targets[@]}"; do
         aarch64-unknown-linux-musl) command -v qemu-aarch64-static >/dev/null && runner=qemu-aarch64-static ;;
         x86_64-unknown-linux-*) runner=env ;;
     esac
-    "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-cli --features "$cli_features"
-    "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-capi
+    env "${target_env[@]}" "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-cli --features "$cli_features"
+    env "${target_env[@]}" "${cargo_cmd[@]}" --release --quiet --target "$zig_target" -p loaderx-capi
     built=target/dist/$target/release
     work=target/dist/stage/$target
     rm -rf "$work" && mkdir -p "$work"
@@ -212,7 +231,7 @@ for target in "${targets[@]}"; do
             chmod +x "$shim/cargo"
             wheel_path=$shim:$PATH
         fi
-        PATH=$wheel_path CARGO_TARGET_DIR=target/dist/wheels maturin build --release --quiet --target "$target" \
+        env "${target_env[@]}" PATH="$wheel_path" CARGO_TARGET_DIR=target/dist/wheels maturin build --release --quiet --target "$target" \
             "${wheel_args[@]}" -m loaderx-py/Cargo.toml -o "$work/wheel"
         wheel=$(ls "$work/wheel"/*.whl)
         cp "$wheel" "$out/" && (cd "$out" && sha256sum "$(basename "$wheel")" > "$(basename "$wheel").sha256")
