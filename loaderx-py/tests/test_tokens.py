@@ -271,7 +271,7 @@ def test_writers_in_a_child_forked_while_a_thread_writes_refuse_never_wait(tmp_p
     # cleanup hung); and a small append in a child was acknowledged, though never writable.
     from conftest import FORK_HELPERS, run_isolated
 
-    out = run_isolated(FORK_HELPERS + f"""
+    script = FORK_HELPERS + f"""
 import numpy as np
 from loaderx import _native
 w = _native.Writer({str(tmp_path / "d")!r}, "dense", "u8", [4096], "zstd", "v2", None, False)
@@ -293,7 +293,15 @@ stop, t = busy(lambda: m.add_document(doc))
 print("megatron", children([(True, lambda: m.add_document(doc[:20])), (True, m.finish)], 4))
 stop.set(); t.join()
 w.abort()
-""", timeout=240)
+"""
+    # Up to three runs: the defect this guards made every child wait in every call, each run; a
+    # child of a parent whose other thread is appending has also been seen to hang, rarely, in
+    # a run (2026-12-06: 1 child in 4 in one CI run on CPython 3.12, 0 in 25 runs after it; 2 in
+    # 15 under qemu-user), open in docs/reliability.md ("A forked child that hangs, rarely").
+    for _ in range(3):
+        out = run_isolated(script, timeout=240)
+        if "writer [0, 0, 0, 0]" in out and "megatron [0, 0, 0, 0]" in out:
+            break
     assert "writer [0, 0, 0, 0]" in out, out
     assert "small [0, 0, 0, 0]" in out, out
     assert "parent 100" in out, out
