@@ -154,3 +154,25 @@ fn bench_gather_json_rows_name_existing_baselines() {
     }
     assert_eq!(python.is_some(), rows.iter().any(|r| r["name"] == "NumPy np.take(out=)"));
 }
+
+/// Look 95 (F2): `bench --store` of a dataset holding fewer whole blocks of 64 records than a
+/// batch failed its block-cyclic row. Its blocks are the largest that hold a batch.
+#[test]
+fn bench_store_takes_a_small_dataset_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, block) in [(100usize, "block-cyclic (50 x 2)"), (10, "block-cyclic (10 x 1)")] {
+        let ds = dir.path().join(format!("d{n}"));
+        let mut w =
+            loaderx_core::DatasetWriter::dense::<u8>(&ds, vec![784], loaderx_core::WriteOptions::new())
+                .unwrap();
+        w.append(&vec![7u8; 784 * n]).unwrap();
+        w.finish().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["bench", "--store", ds.to_str().unwrap(), "--steps", "2"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(said.lines().any(|l| l.starts_with(&format!("| {block} |"))), "{said}");
+    }
+}

@@ -245,3 +245,26 @@ fn a_url_with_credentials_is_never_shown_with_them() {
         }
     }
 }
+
+/// Look 95 (F1): a conversion whose store could not be created (here a v1 index of 256 MiB over
+/// a file-size limit: `EFBIG`, as on a full disk) left `OUT.partial` holding an empty `0.zr`,
+/// which every later conversion into `OUT` refused, with `--force` too, as a user's directory.
+/// Nothing is left; the next conversion is written.
+#[cfg(unix)]
+#[test]
+fn a_conversion_that_cannot_create_its_store_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"a\": 1}\n{\"a\": 2}\n").unwrap();
+    let out = dir.path().join("out");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("trap '' XFSZ; ulimit -f 1000; exec \"$0\" convert jsonl \"$1\" \"$2\" --format v1")
+        .args([env!("CARGO_BIN_EXE_loaderx").as_ref(), input.as_os_str(), out.as_os_str()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success() && text(&o).contains("File too large"), "{}", text(&o));
+    assert!(!dir.path().join("out.partial").exists() && !out.exists(), "{}", text(&o));
+    let o = loaderx(&[&"convert", &"jsonl", &input, &out, &"--format", &"v1"]);
+    assert!(o.status.success(), "{}", text(&o));
+}

@@ -293,7 +293,21 @@ impl DatasetWriter {
         } else if opts.compact_entries && opts.codec == Codec::Raw && opts.format == Format::V2 {
             store_opts = store_opts.compact_entries(true);
         }
-        let store = Store::create(&staging, store_opts)?;
+        let store = match Store::create(&staging, store_opts) {
+            Ok(store) => store,
+            Err(e) => {
+                // What the failed create made (an empty `0.zr`, a `.tmp`) is this writer's, removed
+                // as a dropped writer's staging is: left, it was a directory no later conversion
+                // could tell from a user's, refused even with overwrite (look 95, F1).
+                let _ = remove_dataset_dir(&staging);
+                if cfg!(windows) && staging.exists() {
+                    let mut lock = lock;
+                    lock.release();
+                    let _ = std::fs::remove_dir(&staging);
+                }
+                return Err(e);
+            }
+        };
         Ok(DatasetWriter {
             out,
             staging,

@@ -129,6 +129,13 @@ impl LoaderBuilder {
             Some("the streams' names, dtypes or shapes are not those it was saved from".into())
         } else if state.order.mixture().map(|m| &m.lens) != self.order.mixture_lens() {
             Some("its mixture's sources are not the builder's".into())
+        } else if let (Some(saved), Some(given)) =
+            (state.order.mixture().map(|m| &m.weights), self.order.mixture_weights())
+            && saved != given
+        {
+            // Weights are part of the mixture a caller must give: dropped for the state's, the
+            // draw went on at the old proportions, or another source's (look 96, finding 1).
+            Some(format!("its mixture's weights {saved:?} are not the builder's {given:?}"))
         } else if state.order.pack().map(|p| p.pack) != self.order.pack() {
             Some("its packing is not the builder's".into())
         } else if state.order.bucket() != self.order.bucket() {

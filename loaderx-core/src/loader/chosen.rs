@@ -43,6 +43,14 @@ impl Chosen {
         }
     }
 
+    /// The mixture's weights.
+    pub(super) fn mixture_weights(&self) -> Option<&Vec<f64>> {
+        match self {
+            Chosen::Mixture { weights, .. } => Some(weights),
+            _ => None,
+        }
+    }
+
     /// The packing.
     pub(super) fn pack(&self) -> Option<Pack> {
         match self {

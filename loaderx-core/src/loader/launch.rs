@@ -30,7 +30,9 @@ impl Launch {
 
     /// Reads the variables through `get` (for tests and for launchers that pass them another way).
     /// torchrun's `RANK` and `WORLD_SIZE` come first, then Slurm's `SLURM_PROCID` and
-    /// `SLURM_NTASKS`; where both are set they must agree. With neither, the run is one process
+    /// `SLURM_NTASKS`; where both are set they must agree, or be torchrun's run inside Slurm's
+    /// (`srun` a task a node, each starting `torchrun`: `WORLD_SIZE` a multiple of
+    /// `SLURM_NTASKS` above it, torchrun's ranks taken). With neither, the run is one process
     /// (rank 0 of 1).
     ///
     /// # Errors
@@ -62,6 +64,10 @@ impl Launch {
         let torch = pair("RANK", "WORLD_SIZE")?;
         let slurm = pair("SLURM_PROCID", "SLURM_NTASKS")?;
         let (rank, world) = match (torch, slurm) {
+            // torchrun started by srun, a task a node: Slurm counts the nodes, torchrun every
+            // process (each node's a share of WORLD_SIZE), and torchrun's are the ranks (look 96,
+            // finding 2: every such job was refused).
+            (Some(t), Some(s)) if t.1 > s.1 && t.1 % s.1 == 0 => t,
             (Some(t), Some(s)) if t != s => {
                 return Err(Error::InvalidArgument(format!(
                     "RANK={} WORLD_SIZE={} disagree with SLURM_PROCID={} SLURM_NTASKS={}",
@@ -112,6 +118,17 @@ mod tests {
         let both =
             launch(&[("RANK", "3"), ("WORLD_SIZE", "4"), ("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")]);
         assert_eq!(both.unwrap().rank, 3, "agreeing launchers");
+        // srun, a task a node on 2 nodes, each starting torchrun of 8 processes (look 96,
+        // finding 2: refused as disagreeing).
+        let nested = launch(&[
+            ("RANK", "13"),
+            ("WORLD_SIZE", "16"),
+            ("LOCAL_RANK", "5"),
+            ("SLURM_PROCID", "1"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_LOCALID", "0"),
+        ]);
+        assert_eq!(nested.unwrap(), Launch { rank: 13, world: 16, local_rank: Some(5) });
     }
 
     #[test]
@@ -124,6 +141,9 @@ mod tests {
             (&[("RANK", "x"), ("WORLD_SIZE", "2")], "RANK=\"x\""),
             (&[("RANK", "-1"), ("WORLD_SIZE", "2")], "RANK=\"-1\""),
             (&[("RANK", "1"), ("WORLD_SIZE", "4"), ("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4")], "disagree"),
+            // Fewer torchrun processes than Slurm tasks, or not a whole share each: stale.
+            (&[("RANK", "1"), ("WORLD_SIZE", "2"), ("SLURM_PROCID", "1"), ("SLURM_NTASKS", "4")], "disagree"),
+            (&[("RANK", "1"), ("WORLD_SIZE", "6"), ("SLURM_PROCID", "1"), ("SLURM_NTASKS", "4")], "disagree"),
             (&[("SLURM_PROCID", "4"), ("SLURM_NTASKS", "4")], "SLURM_PROCID=4"),
             (
                 &[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "2"), ("LOCAL_WORLD_SIZE", "2")],

@@ -276,7 +276,15 @@ impl Store {
             (_, Layout::Fixed { record_size, block_records }) => {
                 let record_size = match record_size {
                     0 if records > 0 => store.get(0)?.len() as u64,
-                    0 => 1,
+                    // No record to take the size from: a size made up (1 byte) refused every
+                    // later append of the dataset's items (look 95, F3).
+                    0 => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{}: an empty store has no record size for the fixed-stride layout: \
+                             migrate it once it holds records, or give the size",
+                            store.dir.display()
+                        )));
+                    }
                     r => u64::from(r),
                 };
                 report.bytes_checked =

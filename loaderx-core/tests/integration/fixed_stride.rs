@@ -505,3 +505,24 @@ fn near_copies_and_hints_chosen_outright_gather_the_same_bytes() {
         }
     }
 }
+
+/// Look 95 (F3): an empty store migrated to the fixed stride took a record size of 1 byte, made
+/// up, and every later append of the dataset's items was refused. Refused, naming the store; a
+/// size given is taken.
+#[test]
+fn an_empty_store_is_not_given_a_made_up_record_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("empty");
+    drop(Store::create(&path, StoreOptions::new()).unwrap());
+    let e = Store::migrate_layout(&path, Layout::Fixed { record_size: 0, block_records: 0 }, &|_, _| {})
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("an empty store has no record size")),
+        "{e}"
+    );
+    assert_eq!(Store::open(&path).unwrap().layout(), Layout::Entries);
+    Store::migrate_layout(&path, Layout::Fixed { record_size: 784, block_records: 0 }, &|_, _| {}).unwrap();
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    store.append(&[vec![3u8; 784]], Codec::Raw).unwrap();
+    assert!(matches!(store.layout(), Layout::Fixed { record_size: 784, .. }));
+}

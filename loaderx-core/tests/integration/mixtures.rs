@@ -100,6 +100,12 @@ fn batches_are_a_pure_function_of_the_saved_state_and_resume_on_any_world() {
             assert_eq!(&union, want, "world {world}, step {s}");
         }
     }
+    // Look 96 (finding 1): other weights beside the state were dropped for the state's, the draw
+    // going on at the old proportions (or, the sources given in another order, another's).
+    let other = mix(&[1.0, 2.0, 1.0], &[300, 700, 50]).batch_size(48).seed(9).state(states[0].clone());
+    let Err(e @ Error::Config { .. }) = other.build().map(drop) else { panic!("other weights were taken") };
+    let m = e.to_string();
+    assert!(m.contains("weights [2.0, 1.0, 1.0]") && m.contains("[1.0, 2.0, 1.0]"), "{m}");
 }
 
 /// A state through its serialised form, as a run saves and reloads it.
