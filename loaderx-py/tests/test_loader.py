@@ -260,6 +260,9 @@ def test_packing_and_bucketing_ragged_tokens(tmp_path):
     assert b["t"].shape[0] == 8 and b["t_lengths"].max() == b["t"].shape[1]
     with pytest.raises(TypeError, match="one stream"):
         DataLoader({"t": tokens}, pack={"t": 32, "u": 1})
+    # Look 96: taken and ignored without pack=, where pad_truncate without pad= is refused.
+    with pytest.raises(ValueError, match="pack_split=True splits"):
+        DataLoader({"t": tokens}, batch_size=8, pack_split=True)
 
 
 @pytest.mark.parametrize("call", ["close", "closed"])

@@ -45,7 +45,9 @@ class DataLoader:
     dataset})`` pairs is a weighted mixture (each batch drawn from the sources in proportion,
     every source with the same stream names); ``pack={name: length}`` packs a ragged token
     stream into rows of ``length`` tokens (adding ``name_segments`` and ``name_positions``;
-    ``pack_split`` cuts samples at row ends); ``bucket={name: window}`` groups records of
+    ``pack_split`` cuts samples at row ends and carries the rest into the next row; without it a
+    sample longer than ``length`` is cut to ``length`` and its rest dropped); ``bucket={name:
+    window}`` groups records of
     similar length within windows of ``window`` batches.
     """
 
@@ -95,6 +97,9 @@ class DataLoader:
             )
         if pad_truncate and not pad:
             raise ValueError("pad_truncate=True truncates the streams pad= names: pass pad={name: rows} with it")
+        if pack_split and not pack:
+            # Look 96: taken and ignored, where pad_truncate without pad is refused.
+            raise ValueError("pack_split=True splits the samples pack= packs: pass pack={name: length} with it")
         if isinstance(shard, tuple) and len(shard) == 2:
             check_int("shard's rank", shard[0], 0, 2**32)
             check_int("shard's world", shard[1], 1, 2**32)
