@@ -307,6 +307,18 @@ pub fn stitch_datasets<P: AsRef<Path>>(
             }
         }
     }
+    // Checked here, naming `out`: within, each dataset's set is made in a staging directory,
+    // whose path the part's refusal would name (look 93, F93-5).
+    let out_abs = resolved(out)?;
+    for p in parts {
+        if out_abs.starts_with(resolved(p.as_ref())?) {
+            return Err(Error::InvalidArgument(format!(
+                "{} lies inside the part {}: a store set is written beside its parts or above them",
+                out.display(),
+                p.as_ref().display()
+            )));
+        }
+    }
     // Written whole in a staging directory of this call's own, then renamed into place.
     let staging = staging_for(out)?;
     let mut done = Vec::new();

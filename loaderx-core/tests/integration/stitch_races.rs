@@ -98,4 +98,23 @@ fn a_set_is_never_written_inside_one_of_its_parts() {
         assert!(!inside.exists());
     }
     assert_eq!(stitch(&[&a, &b], dir.path().join("set")).unwrap().records, 4);
+    // Directories of datasets: the refusal names the output given (look 93, F93-5: it named
+    // the staging directory inside it).
+    let (ga, gb) = (dir.path().join("ga"), dir.path().join("gb"));
+    for g in [&ga, &gb] {
+        convert::npy(&input, g.join("x"), WriteOptions::new()).unwrap();
+    }
+    let inside = ga.join("x/out");
+    let e = loaderx_core::convert::stitch_datasets(&[&ga, &gb], &inside).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.starts_with(&format!("{} lies inside", inside.display()))),
+        "{e}"
+    );
+    assert!(
+        !ga.join("x").read_dir().unwrap().any(|e| e
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("stitch"))
+    );
 }
