@@ -257,7 +257,8 @@ impl Store {
                 return Err(self.record_error(
                     idx,
                     format!(
-                        "record is {} bytes; the dataset's records are {record_len} bytes",
+                        "record is {} bytes, not the {record_len} bytes each record of this gather \
+                         holds (a dataset's item size, or the record_len asked)",
                         l.entry.logical
                     ),
                 ));
