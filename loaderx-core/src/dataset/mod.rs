@@ -25,6 +25,7 @@
 //! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
 //! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
 //! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place |
+//! | `staging` | `OUT.partial` taken and locked by one writer; a dataset directory's files removed |
 //! | `replace` | what overwriting may replace (a loaderx dataset, never the user's files) and the replacing |
 
 mod dense;
@@ -43,6 +44,7 @@ mod set_open;
 #[cfg(feature = "remote")]
 mod set_remote;
 mod side;
+mod staging;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
@@ -59,9 +61,11 @@ pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 #[cfg(feature = "remote")]
 pub use set_remote::{RemotePart, RemoteSet, remote_set, stitch_remote};
-pub(crate) use writer::remove_dataset_dir;
+#[cfg(feature = "images")]
+pub(crate) use staging::lock_staging;
+pub(crate) use staging::remove_dataset_dir;
+#[cfg(feature = "images")]
+pub(crate) use writer::STAGING_LOCK;
 #[cfg(feature = "parquet")]
 pub(crate) use writer::{DIRECT_BYTES, DIRECT_RECORDS};
 pub use writer::{DatasetWriter, ProgressFn, WriteOptions};
-#[cfg(feature = "images")]
-pub(crate) use writer::{STAGING_LOCK, lock_staging};

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::schema::SCHEMA_FILE;
-use super::writer::{DatasetWriter, STAGING_LOCK, remove_dataset_dir, remove_dataset_files};
+use super::staging::{remove_dataset_dir, remove_dataset_files};
+use super::writer::{DatasetWriter, STAGING_LOCK};
 use crate::store::{LOCK_FILE, WriteLock, is_loaderx_lock_file, is_store_file};
 use crate::{Error, Result};
 

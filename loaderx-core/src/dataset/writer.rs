@@ -6,7 +6,8 @@ use super::dtype::{DType, Element};
 use super::replace::{check_replaceable, only_loaderx_files};
 use super::schema::SCHEMA_FILE;
 use super::schema::{Kind, Schema};
-use crate::store::{WriteLock, remove_store_files, sync_dir};
+use super::staging::{lock_staging, remove_dataset_dir, remove_dataset_files};
+use crate::store::{WriteLock, sync_dir};
 use crate::{Codec, Error, Format, Result, Store, StoreOptions};
 
 /// The lock a [`DatasetWriter`] holds in its staging directory from creation until the dataset is
@@ -537,78 +538,4 @@ impl Drop for DatasetWriter {
             }
         }
     }
-}
-
-/// Takes the staging directory `staging` of output `out`: created when missing (a symbolic link
-/// or a file there is refused, never followed), then locked.
-///
-/// # Errors
-/// [`Error::Locked`] naming the writer already converting into `out`; [`Error::BadInput`] for a
-/// staging path that is a link or not a directory; [`Error::Io`].
-pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
-    if let Some(parent) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
-    }
-    // Another conversion can rename the staging directory into place between this one's making
-    // it and locking it: it is made again (a few tries, each after a whole conversion), never
-    // reported as a missing file (review 52).
-    let mut tries = 0;
-    loop {
-        match take_staging(staging, out) {
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound && tries < 8 => {
-                tries += 1
-            }
-            other => return other,
-        }
-    }
-}
-
-/// One try of [`lock_staging`].
-fn take_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
-    match std::fs::create_dir(staging) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::io("create directory", staging, e)),
-    }
-    // `create_dir` does not follow a link at the last component, but an existing entry can be
-    // anything: only a real directory is written into.
-    let meta = std::fs::symlink_metadata(staging).map_err(|e| Error::io("stat", staging, e))?;
-    if !meta.is_dir() {
-        return Err(Error::BadInput {
-            path: staging.to_path_buf(),
-            reason: format!(
-                "the staging path of {} is {}, not a directory; refusing to write through it",
-                out.display(),
-                if meta.file_type().is_symlink() { "a symbolic link" } else { "a file" }
-            ),
-            source: None,
-        });
-    }
-    WriteLock::acquire_named(staging, STAGING_LOCK, &format!("converting into {}", out.display()))
-}
-
-/// Removes a store's files and `also` from `dir`, keeping anything else.
-pub(super) fn remove_dataset_files(dir: &Path, also: &[&str]) -> Result<()> {
-    remove_store_files(dir)?;
-    for name in also {
-        let f = dir.join(name);
-        match std::fs::remove_file(&f) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove", &f, e)),
-        }
-    }
-    Ok(())
-}
-
-/// Removes a dataset directory: the store's files, the schema, then the directory itself if that
-/// leaves it empty (anything else in it is kept). A symbolic link is removed itself: nothing is
-/// deleted through it.
-pub(crate) fn remove_dataset_dir(dir: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
-        return std::fs::remove_file(dir).map_err(|e| Error::io("remove", dir, e));
-    }
-    remove_dataset_files(dir, &[SCHEMA_FILE, STAGING_LOCK])?;
-    let _ = std::fs::remove_dir(dir);
-    Ok(())
 }

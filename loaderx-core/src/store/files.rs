@@ -46,10 +46,7 @@ pub(crate) fn open_or_create_no_follow(path: &Path) -> Result<File> {
     let file =
         crate::sys::no_follow_non_blocking(&mut opts).open(path).map_err(|e| Error::io("open", path, e))?;
     if !file.metadata().map_err(|e| Error::io("stat", path, e))?.is_file() {
-        return Err(Error::NotReplaceable {
-            path: path.to_path_buf(),
-            reason: "it is not a regular file".into(),
-        });
+        return Err(Error::NotReplaceable { path: path.to_path_buf(), reason: "not a regular file".into() });
     }
     Ok(file)
 }
