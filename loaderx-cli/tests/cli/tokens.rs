@@ -134,6 +134,45 @@ fn convert_tokens_and_export_megatron_round_trip() {
     }
     let o = loaderx(&[&"export", &ds, &back, &"--megatron"]);
     assert!(!o.status.success() && text(&o).contains("exists"), "{}", text(&o));
+    // Look 97, F97-3: `export` to .npy of the ragged token dataset names the flag that exports
+    // it, not a library type, and writes nothing.
+    let npy = dir.path().join("tokens.npy");
+    let o = loaderx(&[&"export", &ds, &npy]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("ragged") && text(&o).contains("--megatron"), "{}", text(&o));
+    assert!(!npy.exists());
+}
+
+/// Look 97, F97-2: a command that takes one store, given a store set or a directory of
+/// datasets, says which it is and what to open instead of only "it has no index".
+#[test]
+fn store_commands_given_a_set_or_a_directory_of_datasets_say_what_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("corpus");
+    megatron(&prefix);
+    let (p0, p1, set, outer) =
+        (dir.path().join("p0"), dir.path().join("p1"), dir.path().join("set"), dir.path().join("outer"));
+    for p in [&p0, &p1] {
+        let o = loaderx(&[&"convert", &"tokens", &prefix, p]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    assert!(loaderx(&[&"stitch", &p0, &p1, &set]).status.success());
+    std::fs::create_dir(&outer).unwrap();
+    std::fs::rename(&p1, outer.join("tokens")).unwrap();
+    for cmd in ["stats", "compact"] {
+        let o = loaderx(&[&cmd, &set]);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {}", text(&o));
+        assert!(text(&o).contains("store set"), "{cmd}: {}", text(&o));
+    }
+    for cmd in ["stats", "info", "verify", "compact"] {
+        let o = loaderx(&[&cmd, &outer]);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {}", text(&o));
+        let want = format!(
+            "a directory of datasets (tokens), not one: open one of them, e.g. {}",
+            outer.join("tokens").display()
+        );
+        assert!(text(&o).contains(&want), "{cmd}: {}", text(&o));
+    }
 }
 
 /// Look 85, F85-1: a Megatron document of 2^32 tokens or more (three sequences of 2^31 - 1,

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::block::{records_per_block, to_native};
 use super::npy::NpyHeader;
+use crate::dataset::Kind;
 use crate::store::{Temporary, check_target};
 use crate::{DType, DenseSource, Error, Result};
 
@@ -27,7 +28,7 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
     let (dataset, out) = (dataset.as_ref(), out.as_ref());
     check_target(out, overwrite)?;
     refuse_inside(dataset, out)?;
-    let src = DenseSource::open(dataset)?;
+    let src = DenseSource::open(dataset).map_err(|e| not_dense(dataset, e))?;
     if let Some(store) = src.store() {
         // The whole store: its length from a header that passes its checksum.
         store.check_header()?;
@@ -55,6 +56,25 @@ pub fn npy(dataset: impl AsRef<Path>, out: impl AsRef<Path>, overwrite: bool) ->
     let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     crate::store::sync_dir(dir)?;
     Ok(src.len() as u64)
+}
+
+/// `e`, the dense open's error, saying what exports a dataset of another kind (look 97, F97-3:
+/// a ragged dataset's refusal named `RaggedDataset`, a library type, and not `--megatron`).
+fn not_dense(dataset: &Path, e: Error) -> Error {
+    let Error::Schema { path, .. } = &e else { return e };
+    let reason = match crate::dataset::Schema::read(dataset).map(|s| s.kind) {
+        Ok(Kind::Ragged) => {
+            "the dataset is ragged (records of different lengths) and a .npy file holds one dense array: a \
+             dataset of integer token records exports as a Megatron-LM indexed dataset (`loaderx export \
+             --megatron`, `export::megatron`); read other ragged records with RaggedDataset"
+        }
+        Ok(Kind::Image) => {
+            "the dataset holds encoded images (one JPEG, PNG or WebP file a record) and a .npy file holds one \
+             dense array: decode them with ImageDataset, or convert the folder without --encoded"
+        }
+        _ => return e,
+    };
+    Error::Schema { path: path.clone(), reason: reason.into() }
 }
 
 /// Refuses an `out` inside the dataset directory `dataset` or, for a store set, inside any of

@@ -257,7 +257,7 @@ fn missing(dir: &Path) -> Error {
             path,
             reason: "a raw Zrecord store without schema.msgpack: open it with Store".into(),
         }
-    } else if let Some(inside) = datasets_in(dir) {
+    } else if let Some(inside) = crate::store::datasets_in(dir) {
         // What `convert images`, `parquet` and `safetensors` write: a directory of datasets.
         Error::NotAStore {
             reason: format!(
@@ -273,21 +273,6 @@ fn missing(dir: &Path) -> Error {
             reason: "it holds no schema.msgpack and no store (index.zr or meta.zr)".into(),
         }
     }
-}
-
-/// The names of the datasets directly inside `dir` (sorted, at most 8), if it holds any.
-fn datasets_in(dir: &Path) -> Option<Vec<String>> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        // An error path: a look at the first entries only, however large the directory.
-        .take(4096)
-        .filter(|e| e.path().join(SCHEMA_FILE).is_file())
-        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-        .collect();
-    names.sort();
-    names.truncate(8);
-    (!names.is_empty()).then_some(names)
 }
 
 /// What a file given where a dataset directory was expected is, and how to make it one.

@@ -24,6 +24,7 @@
 //! | `codec` | per-record zstd contexts and dictionary training |
 //! | `decode` | one record into a gather's destination: checked as the codec table says, copied or decoded |
 //! | `files` | file names, atomic replacement, directory sync |
+//! | `not_a_store` | what a directory without an index is instead (a store set, a directory of datasets), for the refusal |
 //! | `lock` | the writer's lock file, and the index's lock: shared by every handle, exclusive for delete, compaction, migration and replacement ([`StoreKey`](lock::StoreKey): a store's identity) |
 
 mod append;
@@ -42,6 +43,7 @@ mod index;
 mod lock;
 mod maintain;
 mod migrate;
+mod not_a_store;
 mod open;
 mod options;
 mod overlaps;
@@ -80,6 +82,7 @@ pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
 pub(crate) use lock::{StoreKey, is_loaderx_lock_file, lock_out_readers};
 pub use migrate::MigrateReport;
+pub(crate) use not_a_store::datasets_in;
 pub use open::Store;
 pub(crate) use open::trim_index;
 pub use options::{OpenMode, StoreOptions};

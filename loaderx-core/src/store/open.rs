@@ -341,7 +341,7 @@ impl Store {
             let index_file = match handle.open_file(index_name, access) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    let reason = "it has no meta.zr (v1) or index.zr (v2)".to_string();
+                    let reason = super::not_a_store::not_a_store_reason(dir);
                     return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
                 }
                 Err(e) => return Err(Error::io("open", &index_path, e)),

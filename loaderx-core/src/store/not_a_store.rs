@@ -1,0 +1,40 @@
+//! What a directory that is not a store is instead (a store set, a directory of datasets), so
+//! that every face's "not a loaderx store" says what to open.
+
+use std::path::Path;
+
+use super::files::SCHEMA_FILE;
+
+/// The names of the datasets directly inside `dir` (sorted, at most 8), if it holds any.
+pub(crate) fn datasets_in(dir: &Path) -> Option<Vec<String>> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        // An error path: a look at the first entries only, however large the directory.
+        .take(4096)
+        .filter(|e| e.path().join(SCHEMA_FILE).is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names.truncate(8);
+    (!names.is_empty()).then_some(names)
+}
+
+/// Why `dir`, a directory without `meta.zr` or `index.zr`, is not a store: what it is instead
+/// (a store set, a directory of datasets) and what to open, where that can be told (look 97,
+/// F97-2: `stats` of a set or of `convert images`' output said only that no index was there).
+pub(crate) fn not_a_store_reason(dir: &Path) -> String {
+    if std::fs::symlink_metadata(dir.join(crate::format::storeset::SET_FILE)).is_ok() {
+        "it is a store set (its records live in its parts): open it as a dataset, or one of its parts as \
+         a store"
+            .into()
+    } else if let Some(inside) = datasets_in(dir) {
+        format!(
+            "it is a directory of datasets ({}), not one: open one of them, e.g. {}",
+            inside.join(", "),
+            dir.join(&inside[0]).display()
+        )
+    } else {
+        "it has no meta.zr (v1) or index.zr (v2)".into()
+    }
+}
