@@ -333,8 +333,18 @@ for step in [2**64, -1, 1.5]:
         print("refused", step)
 with DataLoader(mixture, batch_size=8, num_workers=1, start_step=last) as loader:
     print("last", loader.step == last, next(loader)["v"].shape)
+# A finite pass (13 steps of 8 over 100 records) ends: its end resumes as over, a step past it
+# is refused at construction, by name (look 96); NumPy's integers count as ints (look 99).
+with DataLoader({{"v": a}}, batch_size=8, epochs=1, start_step=np.uint64(13)) as over:
+    print("over", over.step)
+for step in [14, np.int64(27)]:
+    try:
+        DataLoader({{"v": a}}, batch_size=8, epochs=1, start_step=step)
+    except ValueError as e:
+        assert "start_step" in str(e) and "past the end of this finite pass, step 13" in str(e), e
+        print("refused", step)
 """, timeout=60)
-    assert out.count("refused") == 6 and "last True (8,)" in out, out
+    assert out.count("refused") == 8 and "last True (8,)" in out and "over 13" in out, out
 
 
 def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(streams):
@@ -347,6 +357,11 @@ def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(strea
             DataLoader(streams, state=saved, **given)
     with pytest.raises(ValueError, match="batch_size=16.*seed=12"):
         DataLoader(streams, batch_size=16, seed=12, state=saved)
+    # The method, not its bytes: the argument named, and what to do (look 99, L99-2).
+    with pytest.raises(TypeError, match=r"state must be the bytes .*method: call it, loader\.state\(\)"):
+        DataLoader(streams, state=a.state)
+    with pytest.raises(TypeError, match="state must be the bytes .*not str$"):
+        DataLoader(streams, state="abc")
     # Arguments that agree with the state, or are left out, are the state's.
     with DataLoader(streams, batch_size=32, seed=11, mode=2, start_step=1, state=saved) as same, \
             DataLoader(streams, state=saved) as bare:

@@ -274,7 +274,25 @@ impl LoaderBuilder {
             Order::Mixture(m) => last = last.min(m.build(&state.sampler)?.last_step()),
             // A pass has no sampler of its own; its config is checked instead (a batch larger
             // than the data is fine in a pass: one partial batch).
-            Order::Pass(p) => last = last.min(p.build()?.last_step()),
+            Order::Pass(p) => {
+                let pass = p.build()?;
+                last = last.min(pass.last_step());
+                // A finite pass ends: its end is a step to resume at (a finished pass's state), a
+                // step past it names no batch (look 96: accepted, then "the pass is over").
+                if let Some(total) = pass.total_steps()
+                    && state.step > total
+                {
+                    return Err(Error::Config {
+                        what: if self.state.is_some() { "state" } else { "start_step" },
+                        reason: format!(
+                            "step {} is past the end of this finite pass, step {total} ({} x {} steps)",
+                            state.step,
+                            p.epochs.unwrap_or(1),
+                            pass.steps()
+                        ),
+                    });
+                }
+            }
             Order::Endless | Order::Bucketed(_) => drop(state.sampler.build()?),
         }
         if state.step > last {

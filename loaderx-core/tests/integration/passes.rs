@@ -85,13 +85,28 @@ fn a_pass_resumes_from_its_state_and_ends_cleanly() {
         .batch_size(16)
         .state(rmp_serde::from_slice(&saved).unwrap()));
     assert_eq!([first, rest].concat(), whole);
-    let mut done = builder.build().unwrap();
+    let mut done = builder.clone().build().unwrap();
     for _ in 0..7 {
         done.next_batch().unwrap().unwrap();
     }
     assert!(matches!(done.next_batch(), Ok(None)), "a pass over is Ok(None), not an error");
     assert!(matches!(done.next_batch(), Ok(None)), "and stays over");
     assert!(done.next().is_none());
+    // Resumed at its end (a finished pass's state) it is over at once; past its end (7 steps
+    // of 16 over 100 records) no batch is named, and the builder says so (look 96).
+    let mut at_end = builder.clone().start_step(7).build().unwrap();
+    assert!(matches!(at_end.next_batch(), Ok(None)));
+    for (epochs, step) in [(1, 8), (3, 22), (1, u64::MAX - 1)] {
+        match builder.clone().pass(Pass::shuffled().epochs(Some(epochs))).start_step(step).build() {
+            Err(Error::Config { what: "start_step", reason }) => {
+                assert!(
+                    reason.contains(&format!("past the end of this finite pass, step {}", 7 * epochs)),
+                    "{reason}"
+                );
+            }
+            other => panic!("{epochs} epochs from step {step}: {:?}", other.map(|_| ())),
+        }
+    }
 }
 
 #[test]

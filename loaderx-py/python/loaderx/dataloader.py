@@ -74,10 +74,10 @@ class DataLoader:
         pack_split: bool = False,
         bucket: Mapping[str, int] | None = None,
     ) -> None:
-        if start_step is not None and not (
-            isinstance(start_step, int) and not isinstance(start_step, bool) and 0 <= start_step < 2**64
-        ):
-            raise ValueError(f"start_step must be an int in [0, 2**64), not {start_step!r}")
+        if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            # The binding's own words name its parameter, not this one (look 99, L99-2).
+            hint = ": call it, loader.state()" if callable(state) else ""
+            raise TypeError(f"state must be the bytes a DataLoader's state() returns, not {type(state).__name__}{hint}")
         if transform is not None and not callable(transform):
             raise TypeError("transform must be callable")
         for arg, value, least, past in (
@@ -86,6 +86,8 @@ class DataLoader:
             ("prefetch_size", prefetch_size, 1, 2**32),
             ("epochs", epochs, 1, 2**64),
             ("seed", seed, 0, 2**64),
+            # NumPy's integers too, as every other count here (look 99, L99-1).
+            ("start_step", start_step, 0, 2**64),
         ):
             if value is not None:
                 check_int(arg, value, least, past)
@@ -153,9 +155,9 @@ class DataLoader:
         if bucket is not None:
             b.bucket(*_one("bucket", bucket))
         if state is not None:
-            b.state(state)
+            b.state(bytes(state))
         if start_step is not None:
-            b.start_step(start_step)
+            b.start_step(int(start_step))
         self._native = b.build(transform)
         # Threads stop when the loader is collected or the interpreter exits, closed or not.
         self._finalizer = weakref.finalize(self, _close_at_collection, self._native)
