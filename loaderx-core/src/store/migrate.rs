@@ -304,15 +304,19 @@ impl Store {
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<u64> {
         let (len, frontier) = self.committed_for_writing()?;
-        // A v1 store does not record the capacity it was written with: a tail past chunk 0
-        // tells it (chunk 0 holds K records of the record size), else the default is kept.
-        let capacity = match self.format() {
-            Format::V1 if frontier.0 > 0 && len > 0 => {
-                let per_chunk =
-                    (0..len).take_while(|&i| self.index.entry(i).is_ok_and(|e| e.chunk == 0)).count();
-                per_chunk as u64 * record_size
+        // The records tell the capacity they were written with when the tail is past chunk 0
+        // (chunk 0 holds K records of the record size); the stride below is then checked against
+        // every record. A v1 store records no capacity, and one migrated from v1 holds v1's 4 GiB,
+        // not the capacity its chunks were filled to (look 98, L98-1: v2 → v1 → v2 → fixed was
+        // refused, blaming a delete). Else the index's own is kept.
+        let capacity = if frontier.0 > 0 && len > 0 {
+            match (0..len).take_while(|&i| self.index.entry(i).is_ok_and(|e| e.chunk == 0)).count() {
+                // No record in chunk 0: nothing to tell, and the stride's check refuses them.
+                0 => self.chunk_capacity()?,
+                per_chunk => per_chunk as u64 * record_size,
             }
-            _ => self.chunk_capacity()?,
+        } else {
+            self.chunk_capacity()?
         };
         let bad = |reason: String| Error::InvalidArgument(format!("{}: {reason}", self.dir.display()));
         // FORMAT.md's rule: an index with any other block size does not open.

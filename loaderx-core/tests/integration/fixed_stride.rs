@@ -303,6 +303,34 @@ fn a_delete_replayed_after_a_crash_refuses_damage_that_arrived_in_between() {
     }
 }
 
+/// Look 98, L98-1: v2 → v1 → v2 left the v1 handle's 4 GiB as the index's chunk capacity, and
+/// a fixed stride of that capacity put record `K` (the first of chunk 1) in chunk 0: the
+/// migration to the fixed stride was refused, blaming a delete that never happened. The
+/// capacity is told by the records now, and checked against every one of them.
+#[test]
+fn a_round_trip_through_v1_migrates_to_the_fixed_stride_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::create(&path, StoreOptions::new().chunk_capacity(CAPACITY)).unwrap();
+    append_ids(&store, 0..260);
+    drop(store);
+    let fixed = Layout::Fixed { record_size: 0, block_records: 0 };
+    Store::migrate_layout(&path, fixed, &|_, _| {}).unwrap();
+    Store::migrate(&path, Format::V1, &|_, _| {}).unwrap();
+    Store::migrate(&path, Format::V2, &|_, _| {}).unwrap();
+    let r = Store::migrate_layout(&path, fixed, &|_, _| {}).unwrap();
+    assert!(r.written);
+    let store = Store::open_rw(&path, StoreOptions::new()).unwrap();
+    assert!(matches!(store.layout(), Layout::Fixed { record_size: 40, .. }));
+    // Appends go on where the stride puts them, every chunk as full as before.
+    append_ids(&store, 260..300);
+    assert_eq!(all_ids(&store), (0..300).collect::<Vec<_>>());
+    assert!(store.verify().unwrap().is_ok());
+    drop(store);
+    let chunk0 = std::fs::metadata(path.join("0.zr")).unwrap().len();
+    assert_eq!(chunk0, (CAPACITY / SIZE as u64) * SIZE as u64);
+}
+
 #[test]
 fn migration_between_layouts_keeps_every_record_and_refuses_what_does_not_fit() {
     let dir = tempfile::tempdir().unwrap();
