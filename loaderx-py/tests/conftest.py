@@ -59,7 +59,7 @@ def threads_now():
 # marked refused that returns exits 3; one stuck is killed by its alarm) and returns their
 # statuses; `busy(work)` runs `work` in a loop on a thread until the returned event is set.
 FORK_HELPERS = """
-import os, signal, threading
+import faulthandler, os, signal, threading
 import loaderx
 def children(calls, n):
     statuses = []
@@ -67,7 +67,11 @@ def children(calls, n):
         pid = os.fork()
         if pid == 0:
             signal.alarm(20)
-            for refused, call in calls:
+            # A child that hangs says where before its alarm kills it: the call it started (on
+            # stderr) and its Python stack ("A forked child that hangs, rarely", reliability.md).
+            faulthandler.dump_traceback_later(15, exit=False)
+            for k, (refused, call) in enumerate(calls):
+                os.write(2, f"child {os.getpid()}: call {k} of {len(calls)}\\n".encode())
                 try:
                     call()
                     if refused:
@@ -88,10 +92,10 @@ def busy(work):
 """
 
 
-def run_isolated(code, timeout=120):
-    """Runs `code` in a fresh interpreter and returns its stdout; a hang (past `timeout`
-    seconds, far beyond what the code needs) or a failure fails the calling test instead of
-    hanging the suite."""
+def run_isolated(code, timeout=120, stderr=False):
+    """Runs `code` in a fresh interpreter and returns its stdout (and its stderr, when asked);
+    a hang (past `timeout` seconds, far beyond what the code needs) or a failure fails the
+    calling test instead of hanging the suite."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout
@@ -99,4 +103,4 @@ def run_isolated(code, timeout=120):
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"the child hung (killed after {timeout} s); its output:\n{e.stdout}\n{e.stderr}")
     assert done.returncode == 0, f"the child failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    return (done.stdout, done.stderr) if stderr else done.stdout
