@@ -121,6 +121,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A write past `ulimit -f` is an error each command cleans up after, not a kill that leaves
+    // a temporary behind.
+    loaderx_core::process::file_size_limit_as_error();
     let argv: Vec<OsString> = std::env::args_os().collect();
     // `partition` and `partition-files` keep mmap-chunker's own argument grammar and errors,
     // which clap's cannot express (`--` and `--parts=2` are errors there): they are parsed and

@@ -130,6 +130,12 @@ pub mod pagecache {
     pub use crate::sys::{PageCount, evict, resident_pages};
 }
 
+/// What a program built on the engine may set for its own process, at its edge (the engine
+/// changes nothing of the process it runs in).
+pub mod process {
+    pub use crate::sys::file_size_limit_as_error;
+}
+
 /// Datasets written back out in other formats.
 pub mod export {
     pub use crate::convert::export::npy;

@@ -268,3 +268,49 @@ fn a_conversion_that_cannot_create_its_store_leaves_nothing() {
     let o = loaderx(&[&"convert", &"jsonl", &input, &out, &"--format", &"v1"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// Look 91, N3-2: a write past `ulimit -f` killed the CLI with `SIGXFSZ`, leaving its temporary
+/// (`.NAME.PID.0.partial`, or `OUT.partial` of a conversion) beside the output. It is now an
+/// error each command cleans up after: exit 1 naming the file, nothing left, the output absent.
+#[cfg(unix)]
+#[test]
+fn a_write_past_the_file_size_limit_is_an_error_that_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(&dir.path().join("d"), 4096, Codec::Raw);
+    let npy = dir.path().join("a.npy");
+    std::fs::write(dir.path().join("big.npy"), {
+        let mut b =
+            b"\x93NUMPY\x01\x00\x76\x00{'descr': '|u1', 'fortran_order': False, 'shape': (4096, 64), }"
+                .to_vec();
+        b.resize(10 + 0x76, b' ');
+        *b.last_mut().unwrap() = b'\n';
+        b.extend((0..4096 * 64).map(|i| (i / 64) as u8));
+        b
+    })
+    .unwrap();
+    let converted = dir.path().join("c");
+    // 64 KiB at most a file (bash counts blocks of 1,024 bytes), less than either output.
+    let limited = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        Command::new("bash")
+            .arg("-c")
+            .arg("ulimit -f 64 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_loaderx"))
+            .args(args.iter().map(|a| a.as_ref()))
+            .output()
+            .unwrap()
+    };
+    for (o, out) in [
+        (limited(&[&"export", &ds, &npy]), &npy),
+        (limited(&[&"convert", &"npy", &dir.path().join("big.npy"), &converted]), &converted),
+    ] {
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("too large"), "{}", text(&o));
+        assert!(!out.exists(), "{}", out.display());
+    }
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["big.npy", "d"], "temporaries left behind");
+}

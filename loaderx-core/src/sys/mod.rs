@@ -16,6 +16,7 @@
 //! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction (Linux) |
 //! | `jpeg` | libjpeg-turbo: a JPEG's header, then only a crop's region, DCT-scaled (feature `turbojpeg`) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
+//! | `signals` | what a program may set at its edge: a write past `ulimit -f` an error, not `SIGXFSZ` |
 //! | `tuning` | every tuning constant, each with why in one line (the runs: docs/benchmarks/tuning.md) |
 //!
 //! What a mapping may assume, and what it may not:
@@ -45,6 +46,7 @@ mod near_copy;
 mod pages;
 #[cfg(feature = "cuda")]
 mod pinned;
+mod signals;
 pub(crate) mod tuning;
 
 pub(crate) use cpu::{HINT_FAR, HINT_NEAR, HINT_NONE, Kernel, prefetch, prefetch_span, with_avx2};
@@ -73,3 +75,4 @@ pub use near_copy::{NearCopy, NearCopyCalibration};
 pub use pages::{PageCount, evict, resident_pages};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;
+pub use signals::file_size_limit_as_error;
