@@ -73,7 +73,7 @@ pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
     if !report.written {
         // A no-op is no check (look 75: "already" read as a clean bill on a damaged store).
         return crate::print(&format!(
-            "{}: already {to}, nothing written (its records were not read: `loaderx verify` checks them)\n",
+            "{}: already {to}, no new index written (its records were not read: `loaderx verify` checks them)\n",
             dir.display()
         ));
     }

@@ -159,7 +159,10 @@ fn v2_verify_catches_a_flipped_bit_in_a_raw_record_and_migrate_round_trips() {
     // A migration to the form the damaged store has already is no check, and says so (look 75).
     let o = loaderx(&[&"migrate", &store, &"--to", &"v2"]);
     let t = text(&o);
-    assert!(t.contains("already v2, nothing written") && t.contains("`loaderx verify` checks them"), "{t}");
+    assert!(
+        t.contains("already v2, no new index written") && t.contains("`loaderx verify` checks them"),
+        "{t}"
+    );
     let o = loaderx(&[&"migrate", &store, &"--to", &"v3"]);
     assert_eq!(o.status.code(), Some(1), "a bad format is a usage error");
     assert!(text(&o).contains("v3"), "{}", text(&o));
