@@ -94,8 +94,25 @@ struct Found {
 /// the records and the schema the set was stitched with.
 pub fn verify(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     let options = RemoteOptions::new().with_env_cache()?;
-    let found = match open(url, &options).with_context(|| format!("verify {url}"))? {
-        Opened::Store(store) => {
+    let opened = match open(url, &options) {
+        // A set's own schema damaged is damage to report, its parts checked all the same, as
+        // locally (look 93, kept: the check stopped there).
+        Err(e) if matches!(&e, Error::Corrupt { path, .. } if path.ends_with(SCHEMA_FILE)) => {
+            match loaderx_core::remote_set_parts(url, &options) {
+                Ok(Some(parts)) => {
+                    let mut found = verify_set(&parts, None, &options);
+                    found.problems.insert(0, format!("the set: {}", loaderx_core::error_chain(&e)));
+                    Err(found)
+                }
+                _ => return Err(anyhow::Error::new(e).context(format!("verify {url}"))),
+            }
+        }
+        opened => Ok(opened.with_context(|| format!("verify {url}"))?),
+    };
+    let found = match opened {
+        Err(found) => found,
+        Ok(Opened::Set(set)) => verify_set(&set.parts, Some(&set.schema), &options),
+        Ok(Opened::Store(store)) => {
             let mut found = verify_one(&store, 0);
             // A dataset's schema (a raw store has none to fetch), checked against its checksum.
             if let Ok(bytes) = store.get_file(SCHEMA_FILE) {
@@ -104,7 +121,6 @@ pub fn verify(url: &str, json: bool) -> anyhow::Result<ExitCode> {
             }
             found
         }
-        Opened::Set(set) => verify_set(&set, &options),
     };
     let intact = found.damaged.is_none() && found.problems.is_empty();
     let code = if intact { ExitCode::SUCCESS } else { ExitCode::FAILURE };
@@ -165,11 +181,13 @@ fn verify_one(store: &RemoteStore, first: u64) -> Found {
 /// Parts of a set that fail to open (or hold other than the set says) before its check stops.
 const MAX_PART_PROBLEMS: usize = 16;
 
-/// A set's check: each part opened, compared with what the manifest and the set's schema say,
-/// and verified; the first damaged record of the set named (a part's checks go on past it).
-fn verify_set(set: &RemoteSet, options: &RemoteOptions) -> Found {
+/// A set's check: each part opened, compared with what the manifest and the set's schema say
+/// (without one, the set's being damaged, with the first part's), and verified; the first
+/// damaged record of the set named (a part's checks go on past it).
+fn verify_set(parts: &[RemotePart], schema: Option<&Schema>, options: &RemoteOptions) -> Found {
     let mut found = Found { checked: Some(0), damaged: None, problems: vec![], format: Format::V2 };
-    if set.parts.iter().try_fold(0u64, |sum, p| sum.checked_add(p.records)).is_none() {
+    let mut schema = schema.cloned();
+    if parts.iter().try_fold(0u64, |sum, p| sum.checked_add(p.records)).is_none() {
         found.checked = None;
         found
             .problems
@@ -177,7 +195,7 @@ fn verify_set(set: &RemoteSet, options: &RemoteOptions) -> Found {
         return found;
     }
     let mut first = 0u64;
-    for part in &set.parts {
+    for part in parts {
         // A manifest listing parts that are not there costs a request or two each: the check
         // stops after so many (look 81: 2,000 absent parts took a minute, at 31 ms each).
         if found.problems.len() >= MAX_PART_PROBLEMS {
@@ -187,7 +205,7 @@ fn verify_set(set: &RemoteSet, options: &RemoteOptions) -> Found {
             found.checked = None;
             break;
         }
-        let part_found = match part_store(part, &set.schema, options) {
+        let part_found = match part_store(part, &mut schema, options) {
             Ok(store) => verify_one(&store, first),
             Err(e) => Found { checked: None, damaged: None, problems: vec![e], format: Format::V2 },
         };
@@ -205,15 +223,22 @@ fn verify_set(set: &RemoteSet, options: &RemoteOptions) -> Found {
 }
 
 /// The part `part`, opened and checked to hold what the set was stitched with (its count, and
-/// its identity where the manifest keeps one) and the set's schema.
-fn part_store(part: &RemotePart, schema: &Schema, options: &RemoteOptions) -> Result<RemoteStore, String> {
+/// its identity where the manifest keeps one) and the set's schema (none known: this part's
+/// becomes the one the later parts are held to).
+fn part_store(
+    part: &RemotePart,
+    schema: &mut Option<Schema>,
+    options: &RemoteOptions,
+) -> Result<RemoteStore, String> {
     let chain = |e: Error| loaderx_core::error_chain(&e);
     let store = RemoteStore::open(&part.url, options.clone()).map_err(chain)?;
     part.check(&store).map_err(chain)?;
     let own = store.get_file(SCHEMA_FILE).and_then(|b| Schema::decode(&b, std::path::Path::new(SCHEMA_FILE)));
     let own = own.map_err(chain)?;
-    if own != *schema {
-        return Err(format!("its schema ({own}) differs from the set's ({schema})"));
+    match schema {
+        Some(s) if own != *s => return Err(format!("its schema ({own}) differs from the set's ({s})")),
+        Some(_) => {}
+        None => *schema = Some(own),
     }
     Ok(store)
 }

@@ -169,6 +169,20 @@ fn stitch_makes_a_set_of_parts_pushed_under_a_url_prefix() {
     assert!(String::from_utf8_lossy(&mixed.stderr).contains("all local paths or all s3:// URLs"));
 }
 
+/// `rows` rows of 3 `i32` (row `r` holds `3r..3r + 3`) converted in `parts` parts under `dir`
+/// (`p0`, `p1`...), each pushed to `s3://bucket/parts/part-0000K`, stitched at `s3://bucket/set`.
+fn remote_set_of_parts(dir: &Path, run: &dyn Fn(&[&str]) -> Output, rows: usize, parts: usize) {
+    let npy = dir.join("x.npy");
+    write_npy(&npy, "<i4", &format!("({rows}, 3)"), (0..3 * rows as i32).flat_map(|v| v.to_le_bytes()));
+    for k in 0..parts {
+        let part = dir.join(format!("p{k}"));
+        let (p, k, n) = (part.to_str().unwrap(), k.to_string(), parts.to_string());
+        ok(&run(&["convert", "npy", npy.to_str().unwrap(), p, "--part", &k, "--parts", &n]));
+        ok(&run(&["push", p, &format!("s3://bucket/parts/part-0000{k}")]));
+    }
+    ok(&run(&["stitch", "s3://bucket/parts", "s3://bucket/set", "--parts", &parts.to_string()]));
+}
+
 /// `info` and `verify` of a store set on object storage (look 77, P77-5: "not a loaderx store"):
 /// the manifest's parts and length; every part's records checked, numbered as the set numbers
 /// them; a part replaced since stitching named.
@@ -176,17 +190,9 @@ fn stitch_makes_a_set_of_parts_pushed_under_a_url_prefix() {
 fn info_and_verify_read_a_store_set_by_its_url() {
     let tmp = tempfile::tempdir().unwrap();
     let (_runtime, endpoint) = server(&tmp.path().join("s3"));
-    let npy = tmp.path().join("x.npy");
-    write_npy(&npy, "<i4", "(301, 3)", (0..903i32).flat_map(|v| v.to_le_bytes()));
     let cache = tmp.path().join("cache");
     let run = |args: &[&str]| loaderx(&endpoint, &cache, args);
-    for k in 0..3 {
-        let part = tmp.path().join(format!("p{k}"));
-        let (p, k) = (part.to_str().unwrap(), k.to_string());
-        ok(&run(&["convert", "npy", npy.to_str().unwrap(), p, "--part", &k, "--parts", "3"]));
-        ok(&run(&["push", p, &format!("s3://bucket/parts/part-0000{k}")]));
-    }
-    ok(&run(&["stitch", "s3://bucket/parts", "s3://bucket/set", "--parts", "3"]));
+    remote_set_of_parts(tmp.path(), &run, 301, 3);
     let info = ok(&run(&["info", "s3://bucket/set"]));
     assert!(info.contains("a store set of 3 parts") && info.contains("length:  301"), "{info}");
     assert!(info.contains("part:    s3://bucket/parts/part-00002 (101 records)"), "{info}");
@@ -227,4 +233,34 @@ fn info_and_verify_read_a_store_set_by_its_url() {
     let text = String::from_utf8_lossy(&lying.stdout);
     assert!(!lying.status.success() && text.contains("stopped after 16 parts"), "{text}");
     assert_eq!(text.matches("part s3://bucket/set/q").count(), 16, "{text}");
+}
+
+/// Look 93, kept until now: `verify` of a store set on object storage whose own schema is
+/// damaged stopped with that error, its parts unchecked; locally the schema is listed as damage
+/// and every part checked. Now the same on a URL.
+#[test]
+fn verify_of_a_remote_set_with_a_damaged_schema_still_checks_its_parts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_runtime, endpoint) = server(&tmp.path().join("s3"));
+    let cache = tmp.path().join("cache");
+    let run = |args: &[&str]| loaderx(&endpoint, &cache, args);
+    remote_set_of_parts(tmp.path(), &run, 20, 2);
+    let flip = |path: &Path, at: usize| {
+        let mut b = std::fs::read(path).unwrap();
+        b[at] ^= 1;
+        std::fs::write(path, b).unwrap();
+    };
+    flip(&tmp.path().join("s3/bucket/set/schema.msgpack"), 3);
+    // And a record of the second part: found, numbered as the set numbers it.
+    flip(&tmp.path().join("s3/bucket/parts/part-00001/0.zr"), 0);
+    let o = run(&["verify", "--json", "s3://bucket/set"]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!((v["damaged"].as_u64(), v["records"][0]["index"].as_u64()), (Some(1), Some(10)), "{text}");
+    let files = v["files"].to_string();
+    assert!(files.contains("the set: ") && files.contains("schema.msgpack"), "{text}");
+    let o = run(&["verify", "s3://bucket/set"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!o.status.success() && text.contains("the set: ") && text.contains("record 10"), "{text}");
 }

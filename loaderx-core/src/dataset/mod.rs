@@ -60,7 +60,7 @@ pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 #[cfg(feature = "remote")]
-pub use set_remote::{RemotePart, RemoteSet, remote_set, stitch_remote};
+pub use set_remote::{RemotePart, RemoteSet, remote_set, remote_set_parts, stitch_remote};
 #[cfg(feature = "images")]
 pub(crate) use staging::lock_staging;
 pub(crate) use staging::remove_dataset_dir;

@@ -39,13 +39,17 @@ impl RemotePart {
 }
 
 /// The parts of the store set at `url` on object storage (each part's manifest path resolved
-/// against `url`), or `None` when there is no set manifest there.
+/// against `url`), or `None` when there is no set manifest there: what [`remote_set`] reads
+/// besides the set's schema, and what `verify` checks when that schema is damaged.
 ///
 /// # Errors
 /// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the manifest, also for two
 /// parts at one URL (their records would be read twice; look 80); [`Error::InvalidArgument`] for
 /// a part path that leaves the bucket or is absolute.
-fn remote_parts(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<Vec<RemotePart>>> {
+pub fn remote_set_parts(
+    url: &str,
+    options: &crate::remote::RemoteOptions,
+) -> Result<Option<Vec<RemotePart>>> {
     let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
         return Ok(None);
     };
@@ -88,7 +92,7 @@ pub struct RemoteSet {
 /// parts at one URL; [`Error::InvalidArgument`] for a part path that leaves the bucket or is
 /// absolute; [`Error::Schema`] naming the set's schema when it is missing or damaged.
 pub fn remote_set(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<RemoteSet>> {
-    let Some(parts) = remote_parts(url, options)? else { return Ok(None) };
+    let Some(parts) = remote_set_parts(url, options)? else { return Ok(None) };
     let path = PathBuf::from(format!("{}/{SCHEMA_FILE}", url.trim_end_matches('/')));
     let Some(bytes) = crate::remote::get_optional(url, SCHEMA_FILE, options, 64 << 10)? else {
         return Err(Error::Schema { path, reason: "the store set has no schema".into() });
