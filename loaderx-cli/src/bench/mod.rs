@@ -74,11 +74,11 @@ pub(crate) struct BenchArgs {
     /// remote store.
     #[arg(long, value_name = "PATH|URL")]
     store: Option<PathBuf>,
-    /// Batch size for --store.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    /// Batch size for --store (at least 1; at most the dataset's records are taken).
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     batch: u32,
-    /// Batches per order for --store.
-    #[arg(long, value_name = "N", default_value_t = 16)]
+    /// Batches per order for --store (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..))]
     steps: u64,
 }
 
@@ -88,7 +88,7 @@ pub(crate) struct BenchArgs {
 /// Writing the data or the output; an invalid size.
 pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> {
     if let Some(path) = &args.store {
-        return store::run(path, args.batch, args.steps.max(1), out);
+        return store::run(path, args.batch, args.steps, out);
     }
     let options = loaderx_bench::Options {
         layer: args.layer,

@@ -175,4 +175,14 @@ fn bench_store_takes_a_small_dataset_whole() {
         assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
         assert!(said.lines().any(|l| l.starts_with(&format!("| {block} |"))), "{said}");
     }
+    // No batch of no records, no order of no batches: usage errors, not taken as 1 (look 95).
+    for flag in ["--batch", "--steps"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["bench", "--store", dir.path().join("d10").to_str().unwrap(), flag, "0"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {said}");
+        assert!(said.contains(flag) && said.contains("0 is not in 1.."), "{flag}: {said}");
+    }
 }
