@@ -65,7 +65,9 @@ impl Store {
         let _x = self.exclusive("compacting it")?;
         let before = self.stats()?;
         if self.index.stride().is_some() {
-            // Dense by construction: every record lies where its index says, with no gap.
+            // Dense by construction: every record lies where its index says, with no gap. Only
+            // the blocks' checksums past the count deletes left go.
+            self.index.shrink(self.committed_for_writing()?.0)?;
             return Ok(CompactReport {
                 moved: 0,
                 skipped: before.length,
@@ -151,6 +153,9 @@ impl Store {
             return self.compaction_stopped(report);
         }
         self.publish_packed(len, place)?;
+        // The entries past the count that deletes left go too (look 97, F97-1: 200,000 records
+        // deleted down to 1,000 kept a 6.4 MB index), while the store is still held alone.
+        self.index.shrink(len)?;
         report.bytes_after = self.stats()?.chunk_bytes;
         Ok(report)
     }

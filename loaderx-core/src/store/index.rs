@@ -258,6 +258,19 @@ impl Index {
         }
     }
 
+    /// The writer, holding the store alone, drops the room past records `0..records` that deletes
+    /// left (a v1 table keeps its fixed size).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the index.
+    pub(crate) fn shrink(&self, records: u64) -> Result<()> {
+        match self {
+            Index::V1(_) => Ok(()),
+            Index::V2(x) | Index::Compact(x) => x.shrink(records),
+            Index::Fixed(x, s) => x.shrink(s.blocks(records)),
+        }
+    }
+
     /// The writer writes the checksums of blocks `first..` of a fixed-stride index (reserved).
     ///
     /// # Errors

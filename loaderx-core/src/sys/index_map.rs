@@ -2,9 +2,11 @@
 //! store, read in place: an entry per record (32 bytes, or 16 in the compact layout), or (the
 //! fixed-stride layout) a crc32c per block of records, elements of the size the header names.
 //!
-//! The file only grows while the store is open (the writer extends it before it writes entries
-//! past its end, and never shrinks it), so a mapping made at some length stays backed by the file
-//! for its whole life. A reader maps what the file holds when it needs more entries than its
+//! The file only grows while other handles may have it mapped (the writer extends it before it
+//! writes entries past its end), so a mapping made at some length stays backed by the file for
+//! its whole life. It shrinks only under compaction, which holds the store alone: no other
+//! handle has it open, this handle's own mapping is made again at once, and a forked child maps
+//! the file anew for each view ([`MadeIn`]), sized by the file as it is then. A reader maps what the file holds when it needs more entries than its
 //! mapping covers; entries below the published count never change while readers exist (delete
 //! and compaction take the store exclusively), so reading them races no write.
 #![expect(unsafe_code, reason = "the v2 index is read and written in place through a shared mapping")]
@@ -179,6 +181,27 @@ impl IndexMap {
         self.file.set_len(bytes).map_err(|e| Error::io("grow", &self.path, e))?;
         *slot = Arc::new(Self::map_file(&self.file, &self.path, true, self.elem)?);
         Ok(())
+    }
+
+    /// The writer, holding the store alone (compaction: no other handle has the file open), cuts
+    /// the file down to `entries` elements when it holds more (what deletes left past the count),
+    /// and maps it anew. The header mapping ([`Self::header`]) is never past the cut.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the path.
+    pub(crate) fn shrink(&self, entries: u64) -> Result<()> {
+        assert!(self.writable, "shrink on a read-only index");
+        let mut slot = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let bytes = (HEADER_SIZE as u64).saturating_add(entries.saturating_mul(self.elem as u64));
+        let len = self.file.metadata().map_err(|e| Error::io("stat", &self.path, e))?.len();
+        if len <= bytes {
+            return Ok(());
+        }
+        self.file.set_len(bytes).map_err(|e| Error::io("truncate", &self.path, e))?;
+        // The old mapping reaches past the end now: replaced before anything reads through it
+        // (no view of it is held: the writer holds the store alone).
+        *slot = Arc::new(Self::map_file(&self.file, &self.path, true, self.elem)?);
+        self.file.sync_all().map_err(|e| Error::io("sync", &self.path, e))
     }
 
     /// The writer writes entries `first..` (already [`reserve`](Self::reserve)d), which no reader
