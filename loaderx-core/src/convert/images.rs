@@ -194,6 +194,8 @@ pub(super) fn convert_folder(
             reason: "it is not a directory of class folders".into(),
         });
     }
+    let (out, staging) = crate::dataset::out_and_staging(out);
+    let out = out.as_path();
     if std::fs::symlink_metadata(out).is_ok() {
         if !opts.overwrites() {
             return Err(Error::AlreadyExists { path: out.to_path_buf() });
@@ -206,7 +208,6 @@ pub(super) fn convert_folder(
     let (classes, files) = super::folder::list(dir)?;
     let rows = part.rows(files.len() as u64);
     let files = &files[rows.start as usize..rows.end as usize];
-    let staging = PathBuf::from(format!("{}.partial", out.display()));
     // Locked for the whole conversion, through the rename: a second conversion into `out` fails
     // naming this one instead of removing its files (and a link planted there is refused).
     // A crashed conversion leaves its lock: only beside one that was there before this one's is

@@ -61,9 +61,9 @@ pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 #[cfg(feature = "remote")]
 pub use set_remote::{RemotePart, RemoteSet, remote_set, remote_set_parts, stitch_remote};
-#[cfg(feature = "images")]
-pub(crate) use staging::lock_staging;
 pub(crate) use staging::remove_dataset_dir;
+#[cfg(feature = "images")]
+pub(crate) use staging::{lock_staging, out_and_staging};
 #[cfg(feature = "images")]
 pub(crate) use writer::STAGING_LOCK;
 #[cfg(feature = "parquet")]

@@ -2,12 +2,23 @@
 //! dataset directory's files removed (the staging of a writer that did not finish, or a dataset
 //! being replaced).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::schema::SCHEMA_FILE;
 use super::writer::STAGING_LOCK;
 use crate::store::{WriteLock, remove_store_files};
 use crate::{Error, Result};
+
+/// `out` without trailing separators (`out/`, as a shell completes a directory, names `out`),
+/// and `out` + `.partial`, its staging directory: made beside `out`, never inside it (look 101,
+/// L101-1: `out/.partial` was staged in the output, and a dataset replaced through `ds/` kept
+/// the staging inside it, refusing every later replacement).
+pub(crate) fn out_and_staging(out: &Path) -> (PathBuf, PathBuf) {
+    let out: PathBuf = out.components().collect();
+    let mut staging = out.clone().into_os_string();
+    staging.push(".partial");
+    (out, PathBuf::from(staging))
+}
 
 /// Takes the staging directory `staging` of output `out`: created when missing (a symbolic link
 /// or a file there is refused, never followed), then locked.

@@ -240,7 +240,7 @@ impl DatasetWriter {
     /// As [`DatasetWriter::dense`], and [`Error::InvalidArgument`] for a dense item larger than
     /// the format's records (1 MiB in v1, 4 GiB - 1 in v2), or for LZ4 in v1.
     pub fn with_schema(out: impl AsRef<Path>, schema: Schema, opts: WriteOptions) -> Result<Self> {
-        let out = out.as_ref().to_path_buf();
+        let (out, staging) = super::staging::out_and_staging(out.as_ref());
         if schema.kind == Kind::Dense && schema.unit_bytes() > opts.max_record_size() {
             return Err(Error::InvalidArgument(format!(
                 "an item of shape {:?} {} is {} bytes; a {} record holds at most {} bytes",
@@ -269,9 +269,6 @@ impl DatasetWriter {
                 drop(crate::store::lock_out_readers(&out)?);
             }
         }
-        let mut staging = out.clone().into_os_string();
-        staging.push(".partial");
-        let staging = PathBuf::from(staging);
         // What a crashed writer left is this writer's to remove; a directory of the user's that
         // happens to bear the staging name is not. Chunk-like names (`2024.zr`) are a crashed
         // writer's only beside its lock or its store's index, there before this writer's lock.

@@ -444,3 +444,42 @@ fn an_undecodable_image_of_a_folder_names_its_file() {
         }
     }
 }
+
+/// Look 101, L101-1: an output named with a trailing separator (`out/`, as a shell completes a
+/// directory) was staged inside itself (`out/.partial`): a fresh path failed as "already
+/// exists", and a dataset replaced through `ds/` kept the staging inside it, refusing every later
+/// replacement. The output is the directory the name names, staged beside it, for a dataset
+/// writer and for an image folder's directory of datasets alike.
+#[test]
+fn an_output_named_with_a_trailing_slash_is_staged_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let slash = |p: &Path| format!("{}/", p.display());
+    let ds = dir.path().join("ds");
+    for overwrite in [false, true, true] {
+        let opts = WriteOptions::new().overwrite(overwrite);
+        let mut w = loaderx_core::DatasetWriter::dense::<u32>(slash(&ds), vec![2], opts).unwrap();
+        w.append(&[1u32, 2, 3, 4]).unwrap();
+        w.finish().unwrap();
+        assert_eq!(DenseDataset::<u32>::open(&ds).unwrap().len(), 2);
+        let mut names: Vec<_> = std::fs::read_dir(&ds).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert!(!names.iter().any(|n| n.to_string_lossy().contains("partial")), "{names:?}");
+    }
+    // And without the slash after: nothing inside refuses the replacement.
+    let mut w =
+        loaderx_core::DatasetWriter::dense::<u32>(&ds, vec![2], WriteOptions::new().overwrite(true)).unwrap();
+    w.append(&[5u32, 6]).unwrap();
+    w.finish().unwrap();
+    folder(&dir.path().join("in"), false);
+    let out = dir.path().join("out");
+    for overwrite in [false, true] {
+        let opts = WriteOptions::new().overwrite(overwrite);
+        images(dir.path().join("in"), slash(&out), ImageOptions::new(8, 8), opts).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["classes.txt", "images", "labels"], "{overwrite}");
+    }
+    let mut beside: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    beside.sort();
+    assert_eq!(beside, ["ds", "in", "out"]);
+}
