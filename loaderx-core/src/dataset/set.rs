@@ -203,19 +203,22 @@ struct Group {
     files: Vec<String>,
 }
 
-/// The datasets and other regular files directly in `dir` (hidden names left out), sorted; a
-/// link counts as the dataset or regular file it leads to inside `dir`, any other is refused.
+/// The datasets and other regular files directly in `dir` (hidden names left out, but for
+/// datasets), sorted; a link counts as the dataset or regular file it leads to inside `dir`,
+/// any other is refused.
 fn group_of(dir: &Path) -> Result<Group> {
     let (mut datasets, mut files) = (Vec::new(), Vec::new());
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
         let entry = entry.map_err(|e| Error::io("read directory", dir, e))?;
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
-        if name.starts_with('.') {
+        let path = entry.path();
+        let dataset = path.join(super::schema::SCHEMA_FILE).is_file();
+        // A hidden file (`.DS_Store`) is no part of the data; a dataset is, whatever its name
+        // (look 100, L100-1: a tensor or column named `.hidden` was left out of the set).
+        if name.starts_with('.') && !dataset {
             continue;
         }
-        let path = entry.path();
         let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
-        let dataset = path.join(super::schema::SCHEMA_FILE).is_file();
         if dataset && !meta.file_type().is_symlink() {
             datasets.push(name);
         } else if meta.is_file() {

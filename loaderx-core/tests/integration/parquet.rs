@@ -370,6 +370,41 @@ fn a_column_named_as_another_columns_staging_directory_is_refused() {
     assert_eq!(b.get_batch(&[9]).unwrap().as_slice::<i64>().unwrap(), &[109]);
 }
 
+/// Look 100, L100-1: a column named `.col` became the dataset `OUT/.col` in every part, and
+/// `stitch_datasets` left it out of the set without a word. A hidden name is skipped only when it
+/// is no dataset.
+#[test]
+fn a_dataset_with_a_hidden_name_is_stitched_with_the_others() {
+    use loaderx_core::convert::{Part, parquet_part, stitch_datasets};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.parquet");
+    let batch = RecordBatch::try_from_iter(vec![
+        (".col", Arc::new(Int64Array::from_iter_values(0..10)) as ArrayRef),
+        ("y", Arc::new(Int64Array::from_iter_values(100..110)) as ArrayRef),
+    ])
+    .unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let none: [ParquetColumn; 0] = [];
+    let parts: Vec<PathBuf> = (0..2).map(|k| dir.path().join(format!("p{k}"))).collect();
+    for (k, p) in parts.iter().enumerate() {
+        parquet_part(&[&file], p, &none, Nulls::Error, WriteOptions::new(), Part::new(k, 2).unwrap())
+            .unwrap();
+        // A hidden file beside them is still no part of the set.
+        std::fs::write(p.join(".DS_Store"), b"x").unwrap();
+    }
+    let set = dir.path().join("set");
+    let made = stitch_datasets(&parts, &set).unwrap();
+    assert_eq!(made.len(), 2, "{made:?}");
+    let col = DenseDataset::<i64>::open(set.join(".col")).unwrap();
+    assert_eq!(
+        col.get_batch(&(0..10).collect::<Vec<u32>>()).unwrap().as_slice::<i64>().unwrap(),
+        &(0..10).collect::<Vec<i64>>()[..]
+    );
+    assert!(!set.join(".DS_Store").exists());
+}
+
 /// A pipe or a device is not a Parquet file that happens to be empty (issue 27, 3.13): refused
 /// naming the path, and a FIFO without a writer does not make the open wait.
 #[cfg(target_os = "linux")]
