@@ -59,7 +59,8 @@ pub struct ParquetArgs {
     #[arg(long = "column", value_name = "NAME[=DATASET]")]
     columns: Vec<String>,
     /// Replace null values by this number (a null list, string or binary value by an empty
-    /// record) instead of failing on the first.
+    /// record) instead of failing on the first. It must be a value of every numeric column's
+    /// type: an integer column's exactly, a bool's 0 or 1.
     #[arg(long, value_name = "VALUE")]
     fill_nulls: Option<f64>,
     #[command(flatten)]

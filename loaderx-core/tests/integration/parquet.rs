@@ -159,6 +159,72 @@ fn nulls_are_an_error_naming_the_row_or_filled() {
     assert_eq!(ids.get_batch(&[4, 5, 6, 102]).unwrap().as_slice::<i64>().unwrap(), &[12, -1, 18, -1]);
 }
 
+/// Look 100: a fill a column cannot hold was cast without a word (L100-2: 300 became 255 in a
+/// `u8` column, -1 became 0, 1.5 became 1), and a null inside a list was reported at its
+/// value's index as a row (L100-3: "row 6" of a table of 4 rows).
+#[test]
+fn a_fill_is_a_value_of_its_column_and_a_null_in_a_list_names_its_row() {
+    use arrow_array::types::{Int32Type, UInt8Type};
+    use arrow_array::{ListArray, PrimitiveArray};
+    let dir = tempfile::tempdir().unwrap();
+    let table = |name: &str, cols: Vec<(&str, ArrayRef)>| {
+        let file = dir.path().join(name);
+        let batch = RecordBatch::try_from_iter(cols).unwrap();
+        let mut w =
+            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        file
+    };
+    let u8s = table(
+        "u8.parquet",
+        vec![("c", Arc::new(PrimitiveArray::<UInt8Type>::from(vec![Some(7), None])) as ArrayRef)],
+    );
+    let none: [ParquetColumn; 0] = [];
+    for bad in [300.0, -1.0, 1.5, f64::NAN] {
+        let out = dir.path().join("o");
+        match parquet(&[&u8s], &out, &none, Nulls::Fill(bad), WriteOptions::new()) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("column \"c\" holds u8"), "{m}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+        assert!(!out.exists(), "{bad}: nothing written");
+    }
+    parquet(&[&u8s], dir.path().join("ok"), &none, Nulls::Fill(255.0), WriteOptions::new()).unwrap();
+    let c = DenseDataset::<u8>::open(dir.path().join("ok/c")).unwrap();
+    assert_eq!(c.get_batch(&[0, 1]).unwrap().as_slice::<u8>().unwrap(), &[7, 255]);
+    // Nulls inside lists: the table's row, and the element.
+    let fixed = FixedSizeListArray::from_iter_primitive::<Int32Type, _, _>(
+        vec![Some(vec![Some(1), Some(2)]), Some(vec![Some(3), Some(4)]), Some(vec![Some(5), None]), None],
+        2,
+    );
+    let ragged = ListArray::from_iter_primitive::<Int32Type, _, _>(vec![
+        Some(vec![Some(1), Some(2), Some(3)]),
+        Some(vec![Some(4), Some(5)]),
+        Some(vec![Some(6), None]),
+    ]);
+    let null_row = FixedSizeListArray::from_iter_primitive::<Int32Type, _, _>(
+        vec![Some(vec![Some(1), Some(2)]), None, Some(vec![Some(3), None])],
+        2,
+    );
+    for (name, col, says) in [
+        ("fl.parquet", Arc::new(fixed) as ArrayRef, "row 2, element 1 of its list"),
+        ("l.parquet", Arc::new(ragged) as ArrayRef, "row 2, element 1 of its list"),
+        ("row.parquet", Arc::new(null_row) as ArrayRef, "row 1: a null value"),
+    ] {
+        let file = table(name, vec![("v", col)]);
+        match parquet(
+            &[&file],
+            dir.path().join(name).with_extension("out"),
+            &none,
+            Nulls::Error,
+            WriteOptions::new(),
+        ) {
+            Err(Error::BadInput { reason, .. }) => assert!(reason.contains(says), "{name}: {reason}"),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn bad_inputs_are_typed_errors_and_leave_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -19,7 +19,7 @@ use std::path::Path;
 
 // `Chunk` and `Layout` by name only in `parquet`.
 #[cfg_attr(not(feature = "parquet"), allow(unused_imports))]
-pub(crate) use records::{At, Chunk, Layout, layout_of, records};
+pub(crate) use records::{At, Chunk, Layout, fill_fits, layout_of, records};
 
 use crate::{Error, Result, Schema};
 
@@ -29,7 +29,8 @@ pub enum Nulls {
     /// A null is an error naming the file, the column and the row.
     #[default]
     Error,
-    /// A null number becomes this value (cast to the column's type), a null list, string or
+    /// A null number becomes this value, which must be one of the column's type (an integer
+    /// type's exactly, a bool's 0 or 1, a float type's rounded to it), a null list, string or
     /// binary value an empty record.
     Fill(f64),
 }
@@ -127,7 +128,7 @@ fn decode(ipc: &[u8], what: &Path) -> Result<Vec<ArrowColumn>> {
     for batch in reader {
         let batch = batch.map_err(|e| bad(format!("a batch that does not decode: {e}")))?;
         for ((column, layout), array) in columns.iter_mut().zip(batch.columns()) {
-            let at = At { path: what, column: &column.name, row, nulls: Nulls::Error };
+            let at = At::new(what, &column.name, row, Nulls::Error);
             let chunk = records(array, layout, &at)?;
             let base = column.bytes.len();
             column.ends.extend(chunk.ends.iter().map(|e| base + e));

@@ -85,25 +85,69 @@ impl Layout {
     }
 }
 
-/// Where an error happened: the file, the column and the file's first row of the batch.
+/// Where an error happened: the file, the column and the file's first row of the batch, and
+/// (inside a list) which row and element of the batch a value's index is.
+#[derive(Clone, Copy)]
 pub(crate) struct At<'a> {
     pub(crate) path: &'a Path,
     pub(crate) column: &'a str,
     pub(crate) row: u64,
     pub(crate) nulls: Nulls,
+    /// Value `i` of the array at hand as (row of the batch, element of that row's list): the
+    /// identity at the column's top; a list's values are numbered past its rows (look 100,
+    /// L100-3: a null in a list was reported at the value's index as a row).
+    locate: &'a dyn Fn(usize) -> (usize, Option<usize>),
 }
 
-impl At<'_> {
+/// [`At::locate`] at a column's top: value `i` is row `i`.
+const TOP: &dyn Fn(usize) -> (usize, Option<usize>) = &|i| (i, None);
+
+impl<'a> At<'a> {
+    pub(crate) fn new(path: &'a Path, column: &'a str, row: u64, nulls: Nulls) -> At<'a> {
+        At { path, column, row, nulls, locate: TOP }
+    }
+
+    /// This place inside the values of a list, `locate` naming each value's row and element.
+    fn within(&self, locate: &'a dyn Fn(usize) -> (usize, Option<usize>)) -> At<'a> {
+        At { locate, ..*self }
+    }
+
     pub(crate) fn null(&self, i: usize) -> Error {
+        let (row, element) = (self.locate)(i);
+        let element = element.map_or(String::new(), |e| format!(", element {e} of its list"));
         Error::BadInput {
             path: self.path.to_path_buf(),
             reason: format!(
-                "column {:?}, row {}: a null value (fill nulls with a value to convert it)",
+                "column {:?}, row {}{element}: a null value (fill nulls with a value to convert it)",
                 self.column,
-                self.row + i as u64
+                self.row + row as u64,
             ),
             source: None,
         }
+    }
+}
+
+/// Whether `v`, a null's fill, is a value of `d`: an integer type's exactly (no fraction, in its
+/// range), a bool's 0 or 1, a float type's any number within its finite range (rounded to it),
+/// infinities and NaN (look 100, L100-2: 300 became 255 in a `u8` column, -1 became 0, 1.5 became
+/// 1, each beside real values it then equalled).
+pub(crate) fn fill_fits(d: DType, v: f64) -> bool {
+    let int = |lo: f64, past: f64| v.fract() == 0.0 && v >= lo && v < past;
+    let float = |max: f64| !v.is_finite() || v.abs() <= max;
+    match d {
+        DType::U8 => int(0.0, 256.0),
+        DType::I8 => int(-128.0, 128.0),
+        DType::U16 => int(0.0, 65536.0),
+        DType::I16 => int(-32768.0, 32768.0),
+        DType::U32 => int(0.0, 4294967296.0),
+        DType::I32 => int(-2147483648.0, 2147483648.0),
+        DType::U64 => int(0.0, 18446744073709551616.0),
+        DType::I64 => int(-9223372036854775808.0, 9223372036854775808.0),
+        DType::F16 => float(f64::from(half::f16::MAX)),
+        DType::BF16 => float(f64::from(half::bf16::MAX)),
+        DType::F32 => float(f64::from(f32::MAX)),
+        DType::F64 => true,
+        DType::Bool => v == 0.0 || v == 1.0,
     }
 }
 
@@ -201,7 +245,21 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
             let start = out.len();
             // The child values of this list's elements only (a sliced list starts inside them).
             let child = l.values().slice(l.offset() * n, l.len() * n);
-            leaf_bytes(child.as_ref(), at, out)?;
+            // Value `j` of the child is element `j % n` of this array's value `j / n`.
+            let locate = |j: usize| {
+                let (row, element) = (at.locate)(j / n);
+                (row, Some(element.map_or(j % n, |e| e * n + j % n)))
+            };
+            let first_null = (at.nulls == Nulls::Error && l.null_count() > 0)
+                .then(|| (0..l.len()).find(|&i| l.is_null(i)))
+                .flatten();
+            if let Some(i) = first_null {
+                // A null element, named as itself after any null inside the elements before it
+                // (the values under a null element are anything, nulls often).
+                leaf_bytes(child.slice(0, i * n).as_ref(), &at.within(&locate), out)?;
+                return Err(at.null(i));
+            }
+            leaf_bytes(child.as_ref(), &at.within(&locate), out)?;
             if l.null_count() > 0 {
                 let per = (out.len() - start) / l.len().max(1);
                 for i in (0..l.len()).filter(|&i| l.is_null(i)) {
@@ -272,8 +330,22 @@ fn list_records<O: OffsetSizeTrait>(a: &ArrayRef, at: &At<'_>, chunk: &mut Chunk
     let l = a.as_list::<O>();
     let offsets = l.value_offsets();
     let (first, last) = (offsets[0].as_usize(), offsets[l.len()].as_usize());
+    if at.nulls == Nulls::Error
+        && let Some(i) = (0..l.len()).find(|&i| l.is_null(i))
+    {
+        // A null row, named as itself after any null value in the rows before it.
+        let end = offsets[i].as_usize();
+        let mut ignored = Vec::new();
+        leaf_bytes(
+            l.values().slice(first, end - first).as_ref(),
+            &at.within(&|j| list_place(offsets, first, j)),
+            &mut ignored,
+        )?;
+        return Err(at.null(i));
+    }
     let mut values = Vec::new();
-    leaf_bytes(l.values().slice(first, last - first).as_ref(), at, &mut values)?;
+    let locate = |j: usize| list_place(offsets, first, j);
+    leaf_bytes(l.values().slice(first, last - first).as_ref(), &at.within(&locate), &mut values)?;
     let per = if last > first { values.len() / (last - first) } else { 0 };
     if l.null_count() == 0 {
         // The values are the records back to back: kept as they are, cut at the offsets.
@@ -293,6 +365,14 @@ fn list_records<O: OffsetSizeTrait>(a: &ArrayRef, at: &At<'_>, chunk: &mut Chunk
         chunk.push(&values[s * per..e * per]);
     }
     Ok(())
+}
+
+/// Value `j` of a list's values (from the value at offset `first`) as (row, element of the row).
+fn list_place<O: OffsetSizeTrait>(offsets: &[O], first: usize, j: usize) -> (usize, Option<usize>) {
+    let at = first + j;
+    // The last row starting at or before the value: rows of no values start where the next does.
+    let row = offsets.partition_point(|o| o.as_usize() <= at).saturating_sub(1);
+    (row, Some(at - offsets[row].as_usize()))
 }
 
 fn bytes_records(a: &dyn Array, at: &At<'_>, chunk: &mut Chunk) -> Result<()> {

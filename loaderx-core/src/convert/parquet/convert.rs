@@ -10,7 +10,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use rayon::prelude::*;
 
 use crate::convert::Part;
-use crate::convert::arrow::{At, Chunk, Layout, Nulls, layout_of, records};
+use crate::convert::arrow::{At, Chunk, Layout, Nulls, fill_fits, layout_of, records};
 use crate::convert::block::{catch_decoder_panic, open_input, pipelined};
 use crate::convert::safetensors::{STAGING_SUFFIX, valid_name};
 use crate::convert::summary::{ConvertSummary, finish};
@@ -134,6 +134,7 @@ pub fn parquet_part<P: AsRef<Path>>(
     }
     // The plan: every file's schema checked, before anything is written.
     let (columns, layouts, sources) = plan(inputs, columns)?;
+    check_fill(nulls, &columns, &layouts)?;
     for c in &columns {
         let out = out_dir.join(&c.stream);
         if out.exists() && !opts.overwrites() {
@@ -365,7 +366,7 @@ fn decode_group(
                 reason: format!("row group {g} has no column {:?}", c.column),
                 source: None,
             })?;
-            out.push(records(a, layout, &At { path: &src.path, column: &c.column, row, nulls })?);
+            out.push(records(a, layout, &At::new(&src.path, &c.column, row, nulls))?);
         }
         row += batch.num_rows() as u64;
     }
@@ -391,4 +392,20 @@ fn group_columns(chunks: Vec<Chunk>, n: usize) -> Vec<Vec<Chunk>> {
         by[i % n].push(c);
     }
     by
+}
+
+/// Refuses a null fill that some numeric column of the plan cannot hold (see [`fill_fits`]).
+fn check_fill(nulls: Nulls, columns: &[ParquetColumn], layouts: &[Layout]) -> Result<()> {
+    let Nulls::Fill(v) = nulls else { return Ok(()) };
+    for (c, l) in columns.iter().zip(layouts) {
+        if let Layout::Dense(d, _) | Layout::Ragged(d, _) = l
+            && !fill_fits(*d, v)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "nulls filled with {v}: column {:?} holds {d}, which has no such value (fill with one it holds)",
+                c.column
+            )));
+        }
+    }
+    Ok(())
 }
