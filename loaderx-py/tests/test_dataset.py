@@ -62,6 +62,14 @@ def test_indexing_follows_numpy(tmp_path):
         assert long[np.array([-1, 2, -3], dtype=dt)].tolist() == [39_999, 2, 39_997]
     with pytest.raises(TypeError, match="within int64"):
         long[[-1, 2**63]]
+    # Look 101, L101-3: NumPy reads a[1, 2] as one index an axis; records 1 and 2 were given.
+    from_iterator(tmp_path / "rag", [np.arange(3), np.arange(2), np.arange(5)])
+    rag = RaggedDataset(tmp_path / "rag")
+    for key in [(1, 2), (0, slice(None)), (slice(None),)]:
+        for d in (ds, rag):
+            with pytest.raises(IndexError, match="indexes its records only"):
+                d[key]
+    assert ds[[1, 2]].shape == (2, 4) and ds[1][2] == a[1, 2] and len(rag[[1, 2]]) == 2
 
 
 def test_gather_into_a_callers_buffer(tmp_path):

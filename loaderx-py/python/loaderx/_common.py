@@ -69,6 +69,18 @@ def engine_dtype(dtype: Any) -> str:
     return name
 
 
+def record_key(key: Any) -> Any:
+    """``key`` of ``dataset[key]``, refused when it is a tuple: NumPy reads ``a[1, 2]`` as one
+    index an axis, so taking it as the records 1 and 2 would answer another question without a
+    word (look 101, L101-3)."""
+    if isinstance(key, tuple):
+        raise IndexError(
+            f"dataset[{', '.join(map(repr, key))}]: a dataset indexes its records only (one axis); "
+            "index the records first, then the array (dataset[i][j]), or pass a list of records (dataset[[i, j]])"
+        )
+    return key
+
+
 def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray, tuple[int, ...] | None]:
     """``key`` (an int, a slice, a sequence or array of ints, or a boolean mask) as a flat,
     contiguous array of non-negative indices, with the shape the result takes (None for a

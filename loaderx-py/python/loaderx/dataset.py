@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, engine_dtype, indices, numpy_dtype, pad_float
+from loaderx._common import check_int, engine_dtype, indices, numpy_dtype, pad_float, record_key
 
 __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
@@ -98,7 +98,7 @@ class DenseDataset(_Dataset):
         return f"DenseDataset({self.path!r}, len={self._len}, dtype={self.dtype}, item_shape={self.item_shape})"
 
     def __getitem__(self, key: Any) -> np.ndarray:
-        idx, shape = indices(key, self._len)
+        idx, shape = indices(record_key(key), self._len)
         out = np.empty((idx.size, *self.item_shape), dtype=self.dtype)
         self._native.gather_into(idx, out.reshape(-1).view(np.uint8))
         if shape is None:
@@ -141,7 +141,7 @@ class RaggedDataset(_Dataset):
         return f"RaggedDataset({self.path!r}, len={self._len}, dtype={self.dtype}, row_shape={self.row_shape})"
 
     def __getitem__(self, key: Any) -> np.ndarray | list[np.ndarray]:
-        idx, shape = indices(key, self._len)
+        idx, shape = indices(record_key(key), self._len)
         records = self.gather(idx)
         return records[0] if shape is None else records
 
