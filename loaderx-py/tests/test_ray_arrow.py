@@ -93,6 +93,30 @@ def test_a_ragged_column_takes_blocks_whose_records_have_one_length(tmp_path):
         write_loaderx(ds, tmp_path / "b")
 
 
+def test_a_block_of_empty_tensors_is_records_of_no_rows(tmp_path):
+    # Look 101, L101-2: a block whose tensors all hold no values (Ray: a fixed-shape tensor of
+    # shape (0,) or (0, 2)) failed the write task with pyarrow's "list_size needs to be a strict
+    # positive integer", naming nothing; as records they are rows of none.
+    from loaderx.ray import write_loaderx
+
+    cases = {
+        "first": [np.arange(i % 4, dtype=np.int16) for i in range(7)],
+        "all": [np.zeros(0, np.int16) for _ in range(3)],
+        "rows": [np.zeros((i % 2, 2), np.float32) for i in range(4)],
+    }
+    for name, records in cases.items():
+        for blocks in (1, len(records)):
+            ds = ray.data.from_items([{"r": r} for r in records], override_num_blocks=blocks)
+            out = tmp_path / f"{name}-{blocks}"
+            write_loaderx(ds, out, ragged=["r"])
+            got = RaggedDataset(out / "r")[:]
+            assert [g.shape for g in got] == [r.shape for r in records], (name, blocks)
+    # Not named ragged: items of no bytes are refused by column, as a dense column's.
+    ds = ray.data.from_items([{"r": np.zeros(0, np.int16)} for _ in range(3)], override_num_blocks=1)
+    with pytest.raises(ValueError, match=r"column 'r'.*shape \(0,\), which hold no bytes.*`ragged`"):
+        write_loaderx(ds, tmp_path / "dense")
+
+
 def test_variable_shaped_tensors_become_ragged_records_of_rows(tmp_path):
     from loaderx.ray import read_loaderx, write_loaderx
 

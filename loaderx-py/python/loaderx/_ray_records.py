@@ -128,6 +128,34 @@ def _standard(arr: pa.Array, where: str) -> pa.Array:
     return arr
 
 
+def _no_values(arr: pa.Array, where: str) -> _Records | None:
+    """The records of a fixed-shape tensor array whose tensors hold no values (a shape with a 0,
+    as Ray stores a block of empty arrays): items of no bytes, which a ragged column takes as
+    records of no rows. Arrow has no fixed-size list of 0 values to map them through (look 101,
+    L101-2: pyarrow's "list_size needs to be a strict positive integer", naming nothing)."""
+    t = arr.type
+    if isinstance(t, (ArrowTensorType, ArrowTensorTypeV2)):
+        shape, values = tuple(int(d) for d in t.shape), t.storage_type.value_type
+    elif isinstance(t, pa.FixedShapeTensorType):
+        shape, values = tuple(int(d) for d in t.shape), t.value_type
+    else:
+        return None
+    if 0 not in shape:
+        return None
+    dtype = _dtype(np.dtype(values.to_pandas_dtype()), where)
+    return _Records(Layout("dense", dtype, shape), dense=np.empty((len(arr), *shape), dtype=numpy_dtype(dtype)))
+
+
+def _no_bytes(r: _Records, where: str) -> None:
+    """Refuses dense items of no bytes as the first records of a column (a ragged column's were
+    made records of no rows before)."""
+    if r.dense is not None and len(r.dense) and 0 in r.layout.shape:
+        raise ValueError(
+            f"{where} holds items of shape {r.layout.shape}, which hold no bytes (name it in write_loaderx's "
+            "`ragged` if its records are rows)"
+        )
+
+
 def _records(arr: pa.Array, column: str, block: str) -> _Records:
     """The records of one Arrow array (a chunk of the block ``block``'s column ``column``),
     through the engine's mapping of Arrow types (the one Parquet files take:
@@ -135,6 +163,9 @@ def _records(arr: pa.Array, column: str, block: str) -> _Records:
     where = f"column {column!r}, {block}"
     if arr.null_count:
         raise ValueError(f"{where} holds {arr.null_count} nulls; loaderx records cannot be null")
+    empty = _no_values(arr, where)
+    if empty is not None:
+        return empty
     arr = _standard(arr, where)
     batch = pa.record_batch([arr], names=[column])
     sink = pa.BufferOutputStream()

@@ -107,7 +107,7 @@ def _check_replaceable(out: str) -> None:
     raise FileExistsError(f"{out} exists and is not a loaderx store set: refusing to replace it (remove it or write elsewhere)")
 # The reading side, exported here (`_READ_BLOCK_BYTES` for the tests).
 from loaderx._ray_read import _READ_BLOCK_BYTES, PARTS_DIR, LoaderxDatasource, read_loaderx  # noqa: F401
-from loaderx._ray_records import Layout, _advice, _as_ragged, _fits, _records, _Records
+from loaderx._ray_records import Layout, _advice, _as_ragged, _fits, _no_bytes, _records, _Records
 
 __all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
 
@@ -233,6 +233,7 @@ class LoaderxDatasink(Datasink):
                             r = _as_ragged(r)
                         part = parts.get(c)
                         if part is None:
+                            _no_bytes(r, where)
                             folder = os.path.join(root, PARTS_DIR, c)
                             os.makedirs(folder, exist_ok=True)
                             part = parts[c] = _Part(os.path.join(folder, name), r.layout, self.codec, self.format)
