@@ -168,15 +168,27 @@ class _Reader:
             a += len(idx)
 
 
+def _bf16_as_f32(a: np.ndarray) -> np.ndarray:
+    """bfloat16 values (``ml_dtypes.bfloat16``, or their ``uint16`` bits) as the ``float32``
+    values they are, exactly: a bfloat16 is a float32's top 16 bits. Arrow has no bfloat16 (look
+    101, L101-4: every read task of a bf16 dataset failed inside Ray, naming no column)."""
+    bits = np.ascontiguousarray(a).view(np.uint16)
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
 def _column(c: _Column, d: DenseDataset | RaggedDataset, idx: np.ndarray) -> pa.Array:
     """The records ``idx`` of one dataset as an Arrow array: a tensor column for dense items of
     a shape, a plain column for scalars, a list column (of fixed-size lists for rows of a
-    shape) for ragged records."""
+    shape) for ragged records. bfloat16 values come as ``float32``, exactly."""
     if c.kind == "dense":
         items = d.gather(idx)
+        if c.dtype == "bf16":
+            items = _bf16_as_f32(items)
         return pa.array(items) if items.ndim == 1 else ArrowTensorArray.from_numpy(items)
     values, offsets = d._native.gather(idx)
     values = values.view(numpy_dtype(c.dtype)) if values.dtype != numpy_dtype(c.dtype) else values
+    if c.dtype == "bf16":
+        values = _bf16_as_f32(values)
     flat: pa.Array = pa.array(values)
     for size in reversed(c.shape):
         flat = pa.FixedSizeListArray.from_arrays(flat, size)
@@ -195,5 +207,6 @@ def read_loaderx(
     column each, all of one length), as a Ray dataset read by one task per range of records.
     A single dataset's column is named by ``columns`` or else after its directory; ``s3://``
     URLs name a single dataset (``remote`` as :class:`~loaderx.dataset.DenseDataset` takes it).
-    Dense items of a shape become tensor columns, ragged records list columns."""
+    Dense items of a shape become tensor columns, ragged records list columns; ``bfloat16``
+    values become ``float32`` (exactly: Arrow has no bfloat16)."""
     return read_datasource(LoaderxDatasource(path, columns, remote), override_num_blocks=override_num_blocks)
