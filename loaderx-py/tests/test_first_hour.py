@@ -200,3 +200,22 @@ def test_a_directory_of_datasets_names_the_one_to_open(in_tmp):
     # The store given to ImageFolder as if it were a folder of images.
     with pytest.raises(loaderx.Error, match="converted store"):
         V.ImageFolder("out", [V.RandomResizedCrop(8)])
+
+
+def test_paths_given_as_bytes_are_taken_as_os_fsdecode_reads_them(tmp_path):
+    # Look 101, L101-5: a bytes path met the binding's "'bytes' object is not an instance of
+    # 'str'" in Zrecord, from_numpy and the datasets (Zrecord even checked bytes for NUL).
+    import os
+
+    from loaderx.zrecord import Zrecord
+
+    base = os.fsencode(tmp_path)
+    from_numpy(base + b"/d", np.arange(6, dtype=np.int32).reshape(3, 2))
+    assert DenseDataset(base + b"/d")[2].tolist() == [4, 5]
+    from_iterator(base + b"/r", [np.arange(2), np.arange(3)])
+    assert len(RaggedDataset(base + b"/r")[1]) == 3
+    z = Zrecord(base + b"/z", "w")
+    z.append([b"abc"])
+    assert Zrecord(os.fsdecode(base + b"/z"), "r").gather([0]) == [b"abc"]
+    with pytest.raises(ValueError, match="NUL"):
+        Zrecord(base + b"/\x00z")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+import os
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,13 @@ def engine_dtype(dtype: Any) -> str:
             "float16, bfloat16, float32 or float64)"
         )
     return name
+
+
+def fs_path(path: Any) -> str:
+    """``path`` (a ``str``, ``bytes`` or ``os.PathLike`` of either) as the ``str`` the engine
+    takes, bytes decoded as ``os.fsdecode`` does (look 101, L101-5: a bytes path met the
+    binding's "'bytes' object is not an instance of 'str'")."""
+    return os.fsdecode(os.fspath(path))
 
 
 def record_key(key: Any) -> Any:

@@ -15,7 +15,7 @@ from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray
 
 from loaderx import _native
-from loaderx._common import numpy_dtype
+from loaderx._common import fs_path, numpy_dtype
 from loaderx.dataset import DenseDataset, RaggedDataset
 
 # Where the parts of OUT's sets live, beside them (the sets' manifests name them relatively).
@@ -72,7 +72,7 @@ class LoaderxDatasource(Datasource):
         remote: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        path = os.fspath(path)
+        path = fs_path(path)
         self.remote = remote
         if "://" in path or _is_dataset(path):
             names = [(columns[0] if columns else os.path.basename(path.rstrip("/")) or "data", path)]

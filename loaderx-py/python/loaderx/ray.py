@@ -61,6 +61,7 @@ from ray.data.datasource import Datasink
 from ray.data.datasource.datasink import WriteResult
 
 from loaderx import _native
+from loaderx._common import fs_path
 
 try:
     import fcntl
@@ -144,7 +145,7 @@ class LoaderxDatasink(Datasink):
         ragged: Sequence[str] = (),
         remote: dict[str, Any] | None = None,
     ) -> None:
-        path = os.fspath(path)
+        path = fs_path(path)
         # Where the sets go: a local directory (`path`) or an s3:// URL (`url`), never both.
         self.url: str | None = None
         if "://" in path:

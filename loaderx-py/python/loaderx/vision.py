@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _native
-from ._common import check_int, numpy_dtype
+from ._common import check_int, fs_path, numpy_dtype
 from .dataset import DenseDataset, _take_views
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -226,7 +226,7 @@ class ImageDataset:
     __slots__ = ("_native", "_recipe", "dtype", "item_shape")
 
     def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
-        path = os.fspath(path)
+        path = fs_path(path)
         transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
         if not os.path.exists(path):
             # The path's error first: a transform list's would hide it (issue 42's trial).
@@ -279,11 +279,11 @@ class ImageFolder:
     def __init__(
         self, root: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False, *, _digest: str | None = None
     ) -> None:
-        root = os.fspath(root)
+        root = fs_path(root)
         transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
         crop, flip, normalize, jitter = _pipeline(transforms)
         ragged, labels, classes, files = _native.image_folder(root)
-        self.files: list[str] = [os.fspath(f) for f in files]
+        self.files: list[str] = [fs_path(f) for f in files]
         self.classes: list[str] = list(classes)
         self._digest = _listing_digest(self.classes, self.files, ragged)
         if _digest is not None and _digest != self._digest:

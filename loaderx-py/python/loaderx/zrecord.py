@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, indices
+from loaderx._common import check_int, fs_path, indices
 
 __all__ = ["Zrecord"]
 
@@ -33,7 +33,7 @@ class Zrecord:
     __slots__ = ("_native",)
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "a", format: str = "v2") -> None:
-        where = os.fspath(path)
+        where = fs_path(path)
         if not where or (isinstance(where, str) and "\x00" in where) or (isinstance(where, bytes) and b"\x00" in where):
             # As open() does (look 92, F5: an OSError of errno 0).
             raise ValueError(f"a store's path must be non-empty and hold no NUL byte, not {where!r}")
