@@ -78,6 +78,26 @@ def test_iterable_loader_state_dict_resumes(streams):
     again.close()
 
 
+def test_a_finite_iterable_loader_has_the_length_of_its_pass(streams):
+    # Look 101, L101-6: len() of a finite IterableLoader was a TypeError (no __len__), so
+    # torch's DataLoader over it had none either (progress bars lose their total).
+    from loaderx.torch import IterableLoader
+
+    it = IterableLoader(streams, batch_size=16, num_workers=1, epochs=2)
+    dl = torch.utils.data.DataLoader(it, batch_size=None)
+    assert len(it) == len(dl) == 2 * 32  # 500 records: 32 steps an epoch, the last short
+    stream = iter(dl)
+    for _ in range(5):
+        next(stream)
+    assert len(it) == 59, "the batches a pass from here yields"
+    assert len(list(stream)) == 59 and len(it) == 0
+    it.close()
+    endless = IterableLoader(streams, batch_size=16, num_workers=1)
+    with pytest.raises(TypeError, match="endless"):
+        len(endless)
+    endless.close()
+
+
 def test_close_or_load_state_dict_in_a_pass_ends_it_once_and_keeps_the_position(streams):
     from loaderx.torch import IterableLoader
 

@@ -169,6 +169,14 @@ class IterableLoader(torch.utils.data.IterableDataset):
         # n workers every n-th step from then on, without an error).
         return _Pass(self)
 
+    def __len__(self) -> int:
+        """The batches a pass yields from where this object stands: a finite pass's
+        (``epochs=n``) steps not yet taken, as torch's ``len(DataLoader(self, batch_size=None))``
+        and progress bars ask (look 101, L101-6); ``TypeError`` for an endless loader, as
+        :class:`DataLoader`'s ``len()``."""
+        loader = self._open()
+        return len(loader) - min(loader.step, len(loader))
+
     def __getstate__(self) -> dict[str, Any]:
         # By value, the datasets by path: a spawned worker opens them and starts a loader of its
         # own where this one stands.
