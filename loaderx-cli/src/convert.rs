@@ -208,7 +208,8 @@ pub struct CodecArgs {
     /// v1 (the specification's format).
     #[arg(long, default_value = "v2")]
     format: loaderx_core::Format,
-    /// Upper bound on the zstd_dict dictionary size in bytes (default: adapts to the data).
+    /// Upper bound on the zstd_dict dictionary size in bytes, 256 to 64 MiB, with --codec
+    /// zstd_dict only (default: adapts to the data).
     #[arg(long, value_name = "BYTES")]
     dict_size: Option<usize>,
     /// Replace OUT if it exists (only once the new dataset is complete).

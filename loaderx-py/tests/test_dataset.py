@@ -178,6 +178,16 @@ def test_errors_name_the_path(tmp_path):
         from_numpy(tmp_path / "empty-items", np.zeros((4, 0), np.float32))
     with pytest.raises(ValueError, match="codec"):
         from_numpy(tmp_path / "z", np.zeros(3), codec="snappy")
+    # Look 101, L101-7: a dictionary size ignored (another codec) or bent (0 taken as 256).
+    with pytest.raises(ValueError, match="for the zstd_dict codec: zstd trains no dictionary"):
+        from_numpy(tmp_path / "z", np.zeros(3), codec="zstd", dict_size=100_000)
+    for size in (0, 255, (64 << 20) + 1):
+        with pytest.raises(ValueError, match="its size is 256 to 67108864 bytes"):
+            from_numpy(tmp_path / "z", np.zeros(3), codec="zstd_dict", dict_size=size)
+    with pytest.raises(TypeError, match="dict_size"):
+        from_numpy(tmp_path / "z", np.zeros(3), codec="zstd_dict", dict_size=4096.5)
+    assert not (tmp_path / "z").exists()
+    assert from_numpy(tmp_path / "zd", np.zeros((3, 4)), codec="zstd_dict", dict_size=4096) == 3
     from_numpy(tmp_path / "d", np.zeros((3, 2)))
     with pytest.raises(FileExistsError):
         from_numpy(tmp_path / "d", np.zeros((3, 2)), overwrite=False)

@@ -209,6 +209,25 @@ pub struct DatasetWriter {
     count: u64,
 }
 
+/// Refuses a dictionary size that would be ignored (a codec that trains none) or bent (below
+/// what zstd builds, above what `dict.zr` holds): look 101, L101-7, both without a word.
+fn check_dict_cap(opts: &WriteOptions) -> Result<()> {
+    let Some(cap) = opts.dict_cap else { return Ok(()) };
+    let most = crate::format::dict::MAX_LEN as usize;
+    if opts.codec != Codec::ZstdDict {
+        return Err(Error::InvalidArgument(format!(
+            "a dictionary size ({cap} bytes) is for the zstd_dict codec: {} trains no dictionary",
+            opts.codec
+        )));
+    }
+    if !(256..=most).contains(&cap) {
+        return Err(Error::InvalidArgument(format!(
+            "a zstd_dict dictionary of at most {cap} bytes: its size is 256 to {most} bytes"
+        )));
+    }
+    Ok(())
+}
+
 impl DatasetWriter {
     /// A writer of a dense dataset of `T` items of `item_shape`.
     ///
@@ -257,6 +276,7 @@ impl DatasetWriter {
                 opts.format, opts.codec
             )));
         }
+        check_dict_cap(&opts)?;
         if std::fs::symlink_metadata(&out).is_ok() {
             if !opts.overwrite {
                 return Err(Error::AlreadyExists { path: out });

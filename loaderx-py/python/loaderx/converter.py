@@ -14,13 +14,19 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import engine_dtype, fs_path
+from loaderx._common import check_int, engine_dtype, fs_path
 
 __all__ = ["from_numpy", "from_iterator"]
 
 # Input bytes handed to the engine per call: large enough that a call's cost vanishes, small
 # enough that memory stays flat whatever the array's size.
 _BLOCK_BYTES = 32 << 20
+
+
+def _check_dict_size(dict_size: Any) -> None:
+    # An int, named (the engine says which sizes and codecs take one).
+    if dict_size is not None:
+        check_int("dict_size", dict_size, 0, 2**64)
 
 
 def from_numpy(
@@ -40,6 +46,7 @@ def from_numpy(
     stores, ``"lz4"``. ``overwrite=False`` refuses an existing ``dir``
     (``FileExistsError``).
     """
+    _check_dict_size(dict_size)
     arr = array if isinstance(array, np.ndarray) else np.asarray(array)
     if arr.ndim == 0:
         raise ValueError("from_numpy needs an array of at least one dimension (its records along axis 0)")
@@ -73,6 +80,7 @@ def from_iterator(
     """Writes each array of ``seqs`` as one record of a ragged dataset at ``dir``: the first
     fixes the dtype and the row shape (``shape[1:]``), every other must match it. Returns the
     number of records."""
+    _check_dict_size(dict_size)
     it = iter(seqs)
     try:
         first = np.asarray(next(it))

@@ -17,9 +17,11 @@ mod records;
 
 use std::path::Path;
 
+#[cfg(feature = "parquet")]
+pub(crate) use records::fill_fits;
 // `Chunk` and `Layout` by name only in `parquet`.
 #[cfg_attr(not(feature = "parquet"), allow(unused_imports))]
-pub(crate) use records::{At, Chunk, Layout, fill_fits, layout_of, records};
+pub(crate) use records::{At, Chunk, Layout, layout_of, records};
 
 use crate::{Error, Result, Schema};
 

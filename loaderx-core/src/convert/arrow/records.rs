@@ -131,6 +131,7 @@ impl<'a> At<'a> {
 /// range), a bool's 0 or 1, a float type's any number within its finite range (rounded to it),
 /// infinities and NaN (look 100, L100-2: 300 became 255 in a `u8` column, -1 became 0, 1.5 became
 /// 1, each beside real values it then equalled).
+#[cfg(feature = "parquet")]
 pub(crate) fn fill_fits(d: DType, v: f64) -> bool {
     let int = |lo: f64, past: f64| v.fract() == 0.0 && v >= lo && v < past;
     let float = |max: f64| !v.is_finite() || v.abs() <= max;
