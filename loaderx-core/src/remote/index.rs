@@ -207,7 +207,8 @@ impl RemoteStore {
             std::io::Read::read_to_end(&mut std::io::Read::take(&f, meta.size + 1), &mut bytes).ok()?;
             (bytes.len() as u64 == meta.size).then_some(bytes)
         };
-        if !token.is_empty()
+        let caching = !token.is_empty() && !self.options.is_uncached();
+        if caching
             && own_dir()
             && let Some(bytes) = cached_index()
         {
@@ -225,7 +226,7 @@ impl RemoteStore {
                 ),
             });
         }
-        if !token.is_empty() && std::fs::create_dir_all(&dir).is_ok() && own_dir() {
+        if caching && std::fs::create_dir_all(&dir).is_ok() && own_dir() {
             let _ = crate::store::write_atomic(&dir, INDEX_FILE, &bytes)
                 .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
         }

@@ -27,6 +27,7 @@
 //! | `fetch` | range requests, coalescing, the page cache's use, each chunk object's ETag |
 //! | `link` | each process's client and runtime (a forked child's its own) |
 //! | `store` | [`RemoteStore`]: a batch checked and decoded into its destination |
+//! | `manifest` | what `verify` checks of `manifest.zr`: its count, chunks and lengths against the index and the objects |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
 //! | `write` | a set's files put over pushed parts; [`list_dirs`], [`remove_prefix`] |
@@ -38,6 +39,7 @@ pub mod cache;
 mod fetch;
 mod index;
 mod link;
+mod manifest;
 mod options;
 mod push;
 mod redact;

@@ -29,6 +29,8 @@ pub struct RemoteOptions {
     page_size: Option<u64>,
     memory_limit: Option<u64>,
     anonymous: bool,
+    /// Every object read from the server, no local copy (see [`RemoteOptions::uncached`]).
+    uncached: bool,
 }
 
 impl std::fmt::Debug for RemoteOptions {
@@ -47,6 +49,7 @@ impl std::fmt::Debug for RemoteOptions {
             .field("page_size", &self.page_size)
             .field("memory_limit", &self.memory_limit)
             .field("anonymous", &self.anonymous)
+            .field("uncached", &self.uncached)
             .finish()
     }
 }
@@ -73,6 +76,20 @@ impl RemoteOptions {
         self.secret_access_key = Some(secret.into());
         self
     }
+    /// Reads every object from the server: no cached index, no page cache (what `verify` asks:
+    /// the objects as the server holds them, not a copy kept here under an ETag the server
+    /// keeps after its bytes changed; look 100).
+    pub fn uncached(mut self) -> Self {
+        self.uncached = true;
+        self.cache = None;
+        self
+    }
+
+    /// Whether [`RemoteOptions::uncached`] was asked.
+    pub(crate) fn is_uncached(&self) -> bool {
+        self.uncached
+    }
+
     /// Unsigned requests, for a public bucket (no credentials looked for, none sent).
     pub fn anonymous(mut self, yes: bool) -> Self {
         self.anonymous = yes;
@@ -162,7 +179,7 @@ impl RemoteOptions {
 
     /// [`RemoteOptions::with_env_cache`] with the variables looked up by `var`.
     pub(crate) fn with_cache_from(self, var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<Self> {
-        if self.cache.is_some() {
+        if self.cache.is_some() || self.uncached {
             return Ok(self);
         }
         let Some(dir) = var("LOADERX_REMOTE_CACHE").filter(|d| !d.is_empty()) else { return Ok(self) };
@@ -183,7 +200,7 @@ impl RemoteOptions {
                 "a cache page of {page} bytes: use a multiple of 4096"
             )));
         }
-        let Some((dir, limit)) = self.cache.clone() else { return Ok(None) };
+        let Some((dir, limit)) = self.cache.clone().filter(|_| !self.uncached) else { return Ok(None) };
         if limit < page {
             return Err(Error::InvalidArgument(format!(
                 "a cache limit of {limit} bytes holds no page of {page} bytes"

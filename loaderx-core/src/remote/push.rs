@@ -11,9 +11,7 @@ use crate::format::storeset::{MAX_SET_MANIFEST, SET_FILE, SetManifest};
 use crate::store::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, SCHEMA_FILE};
 use crate::{Error, Result};
 
-/// The most a remote `manifest.zr` is read: 16 bytes a chunk, and a store of 2^20 chunks is
-/// past any real one.
-const MAX_MANIFEST: u64 = 64 << 20;
+use super::manifest::MAX_MANIFEST;
 /// Files larger than this go up as multipart uploads, in parts of [`PART`] bytes.
 const MULTIPART_OVER: u64 = 32 << 20;
 const PART: u64 = 16 << 20;
