@@ -299,6 +299,11 @@ impl DictParser<'_> {
                     dims.push(self.int()?);
                     if !self.eat(b',') {
                         self.expect(b')')?;
+                        // Python reads `(2)` as the number 2, which NumPy refuses as a shape (look
+                        // 100: taken as `(2,)`).
+                        if dims.len() == 1 {
+                            return Err(self.err("(n) is a number, not a tuple: a shape of one axis is (n,)"));
+                        }
                         return Ok(Value::Tuple(dims));
                     }
                 }
@@ -311,7 +316,9 @@ impl DictParser<'_> {
                 self.pos += 5;
                 Ok(Value::Bool(false))
             }
-            Some(b'[') => Err(self.err("structured dtypes are not supported")),
+            Some(b'[') => Err(self.err(
+                "a list: a structured dtype (not supported), or a shape not written as a tuple (NumPy writes (n, ...))",
+            )),
             _ => Err(self.err("expected a string, a tuple, True or False")),
         }
     }
@@ -504,8 +511,11 @@ mod tests {
             ("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", "unsupported dtype descr '<c8'"),
             (
                 "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
-                "byte 20: structured dtypes are not supported",
+                "byte 20: a list: a structured dtype (not supported)",
             ),
+            // Look 100: a shape as a list, and `(2)` (the number 2 to Python, refused by NumPy).
+            ("{'descr': '<f4', 'fortran_order': False, 'shape': [2], }", "a shape not written as a tuple"),
+            ("{'descr': '<f4', 'fortran_order': False, 'shape': (2), }", "a shape of one axis is (n,)"),
             ("{'descr': '<f4', 'shape': (1,), }", "the header has no 'fortran_order'"),
             (
                 "{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }",
