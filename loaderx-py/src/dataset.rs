@@ -110,7 +110,7 @@ fn no_remote(path: &str, _remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> Py
 
 /// What the two dataset classes share: a source opened from a directory or a URL, and views.
 trait Source: Sized + Send + Sync {
-    fn open_local(path: &str) -> loaderx_core::Result<Self>;
+    fn open_local(path: &std::path::Path) -> loaderx_core::Result<Self>;
     #[cfg(feature = "remote")]
     fn open_url(url: &str, options: loaderx_core::remote::RemoteOptions) -> loaderx_core::Result<Self>;
     fn view(&self, selection: &loaderx_core::Selection) -> loaderx_core::Result<Self>;
@@ -130,7 +130,7 @@ pub(crate) fn keep_warm() -> bool {
 macro_rules! source {
     ($t:ty) => {
         impl Source for $t {
-            fn open_local(path: &str) -> loaderx_core::Result<Self> {
+            fn open_local(path: &std::path::Path) -> loaderx_core::Result<Self> {
                 <$t>::open(path)
             }
             #[cfg(feature = "remote")]
@@ -155,20 +155,22 @@ macro_rules! source {
 source!(DenseSource);
 source!(RaggedSource);
 
-/// The source at `path`: a directory, or an `s3://` URL reached as `remote` says.
+/// The source at `path`: a directory (any name the OS takes: Python hands over `str` with
+/// surrogates or `bytes` as the OS path, look 103, L103-1), or an `s3://` URL reached as
+/// `remote` says.
 fn open<S: Source>(
     py: Python<'_>,
-    path: &str,
+    path: &std::path::Path,
     remote: Option<&Bound<'_, pyo3::types::PyDict>>,
 ) -> PyResult<S> {
-    if is_url(path) {
+    if let Some(url) = path.to_str().filter(|p| is_url(p)) {
         #[cfg(feature = "remote")]
         {
             let options = remote_options(remote)?;
-            return Ok(crate::fork::detach(py, || S::open_url(path, options))?.py()?.warm(keep_warm()));
+            return Ok(crate::fork::detach(py, || S::open_url(url, options))?.py()?.warm(keep_warm()));
         }
         #[cfg(not(feature = "remote"))]
-        return Err(no_remote(path, remote));
+        return Err(no_remote(url, remote));
     }
     Ok(crate::fork::detach(py, || S::open_local(path))?.py()?.warm(keep_warm()))
 }
@@ -199,7 +201,11 @@ pub struct Dense {
 impl Dense {
     #[new]
     #[pyo3(signature = (path, remote = None))]
-    fn new(py: Python<'_>, path: String, remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        remote: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Self> {
         Ok(Dense { source: open(py, &path, remote)? })
     }
 
@@ -294,7 +300,11 @@ pub struct Ragged {
 impl Ragged {
     #[new]
     #[pyo3(signature = (path, remote = None))]
-    fn new(py: Python<'_>, path: String, remote: Option<&Bound<'_, pyo3::types::PyDict>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        remote: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<Self> {
         Ok(Ragged { source: open(py, &path, remote)? })
     }
 

@@ -68,7 +68,7 @@ impl Images {
 /// order), its class index a `u32` label, the class names by label and each record's file. Nothing is decoded
 /// here; a folder of more than 4 GiB of files is refused (convert it).
 #[pyfunction]
-pub fn image_folder(py: Python<'_>, root: String) -> PyResult<Folder> {
+pub fn image_folder(py: Python<'_>, root: std::path::PathBuf) -> PyResult<Folder> {
     let folder = crate::fork::detach(py, || loaderx_core::convert::image_folder(&root))?.py()?;
     Ok((
         crate::dataset::Ragged { source: folder.images },
@@ -91,7 +91,7 @@ impl Images {
     #[pyo3(signature = (path, crop, flip, normalize = None, jitter = (0.0, 0.0, 0.0), skip_bad = false))]
     fn new(
         py: Python<'_>,
-        path: String,
+        path: std::path::PathBuf,
         crop: CropArgs,
         flip: f32,
         normalize: Option<([f32; 3], [f32; 3])>,

@@ -219,3 +219,11 @@ def test_paths_given_as_bytes_are_taken_as_os_fsdecode_reads_them(tmp_path):
     assert Zrecord(os.fsdecode(base + b"/z"), "r").gather([0]) == [b"abc"]
     with pytest.raises(ValueError, match="NUL"):
         Zrecord(base + b"/\x00z")
+    # Look 103, L103-1: a name that is not UTF-8 was written, then refused by every reader with
+    # a UnicodeEncodeError naming no path. As bytes, and as the str os.fsdecode makes of them.
+    for name in (base + b"/\xff-d", os.fsdecode(base + b"/\xfe-d")):
+        from_numpy(name, np.arange(6, dtype=np.int32).reshape(3, 2))
+        assert DenseDataset(name)[1].tolist() == [2, 3]
+        rag = name + (b"-r" if isinstance(name, bytes) else "-r")
+        from_iterator(rag, [np.arange(2), np.arange(3)])
+        assert len(RaggedDataset(rag)[1]) == 3
