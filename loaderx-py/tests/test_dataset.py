@@ -70,6 +70,30 @@ def test_indexing_follows_numpy(tmp_path):
             with pytest.raises(IndexError, match="indexes its records only"):
                 d[key]
     assert ds[[1, 2]].shape == (2, 4) and ds[1][2] == a[1, 2] and len(rag[[1, 2]]) == 2
+    # Look 103: a ragged dataset answers in the key's shape (L103-2: a 0-d key gave a list of
+    # one, a 2-d key a flat list), ints by __index__ are ints (L103-4), np.matrix is an array
+    # (L103-6), an empty float array and other things no index are refused (L103-4, L103-7).
+    class Two:
+        def __index__(self):
+            return 2
+
+    assert rag[np.array(2)].tolist() == [0, 1, 2, 3, 4] and rag[Two()].tolist() == [0, 1, 2, 3, 4]
+    assert [[len(r) for r in row] for row in rag[[[0, 1], [2, 0]]]] == [[3, 2], [5, 3]]
+    np.testing.assert_array_equal(ds[Two()], a[2])
+    np.testing.assert_array_equal(ds[np.matrix([[1, 2]])], a[np.matrix([[1, 2]])])
+    assert [len(r) for r in rag[np.matrix([[1, 2]])][0]] == [2, 5]
+    with pytest.raises(TypeError, match="not float64$"):
+        ds[np.array([], dtype=float)]
+    for key in (Ellipsis, None, {1}):
+        with pytest.raises(TypeError, match=f"not {type(key).__name__}$"):
+            ds[key]
+    with pytest.raises(IndexError, match=r"dataset\[\(1,\)\]"):
+        ds[(1,)]
+    # The path first: the other way round is named (L103-7).
+    with pytest.raises(TypeError, match=r"from_numpy\(dir, ...\) takes the dataset's path first, not ndarray"):
+        from_numpy(a, tmp_path / "swapped")
+    with pytest.raises(TypeError, match="from_iterator.*not list"):
+        from_iterator([np.arange(2)], tmp_path / "swapped")
 
 
 def test_gather_into_a_callers_buffer(tmp_path):

@@ -95,7 +95,21 @@ def test_a_finite_iterable_loader_has_the_length_of_its_pass(streams):
     endless = IterableLoader(streams, batch_size=16, num_workers=1)
     with pytest.raises(TypeError, match="endless"):
         len(endless)
+    # Look 103, L103-3: a state beside a start_step that contradicts it won without a word;
+    # refused, as DataLoader refuses it. One that agrees is taken.
+    for _ in range(3):
+        next(iter(torch.utils.data.DataLoader(endless, batch_size=None)))
+    saved = endless.state_dict()["loaderx_state"]
     endless.close()
+    with pytest.raises(ValueError, match="start_step=6"):
+        IterableLoader(streams, batch_size=16, state=saved, start_step=6)
+    def first(it):
+        batch = next(iter(torch.utils.data.DataLoader(it, batch_size=None)))
+        it.close()
+        return batch["y"].tolist()
+
+    agreed = IterableLoader(streams, batch_size=16, num_workers=1, state=saved, start_step=3)
+    assert first(agreed) == first(IterableLoader(streams, batch_size=16, num_workers=1, state=saved))
 
 
 def test_close_or_load_state_dict_in_a_pass_ends_it_once_and_keeps_the_position(streams):

@@ -83,7 +83,7 @@ def record_key(key: Any) -> Any:
     word (look 101, L101-3)."""
     if isinstance(key, tuple):
         raise IndexError(
-            f"dataset[{', '.join(map(repr, key))}]: a dataset indexes its records only (one axis); "
+            f"dataset[{key!r}]: a dataset indexes its records only (one axis); "
             "index the records first, then the array (dataset[i][j]), or pass a list of records (dataset[[i, j]])"
         )
     return key
@@ -96,14 +96,21 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
     if isinstance(key, slice):
         picked = np.arange(*key.indices(length), dtype=dtype)
         return picked, picked.shape
-    if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-        i = operator.index(key)
-        if i < 0:
-            i += length
+    # An int, or any object that is one (`__index__`, as NumPy takes it: a 0-d torch tensor);
+    # not a bool, and not an array (a 0-d array keeps its shape below).
+    single = None
+    if not isinstance(key, (bool, np.bool_, np.ndarray)) and hasattr(type(key), "__index__"):
+        try:
+            single = operator.index(key)
+        except TypeError:
+            pass  # a tensor of several elements: an array below
+    if single is not None:
+        i = single + length if single < 0 else single
         if not 0 <= i < length:
-            raise IndexError(f"index {operator.index(key)} is out of bounds for a dataset of length {length}")
+            raise IndexError(f"index {single} is out of bounds for a dataset of length {length}")
         return np.array([i], dtype=dtype), None
-    arr = key if isinstance(key, np.ndarray) else np.asarray(key)
+    # A subclass (np.matrix stays 2-D through reshape) as a plain array (look 103, L103-6).
+    arr = key if type(key) is np.ndarray else np.asarray(key)
     if arr.dtype == dtype and arr.ndim == 1 and arr.flags.c_contiguous:
         if arr.size and int(arr.max()) >= length:
             # Read once more, as a copy: another thread may be changing the array (free-threaded
@@ -119,12 +126,21 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
             raise IndexError(f"a boolean index of shape {arr.shape} for a dataset of length {length}")
         picked = np.flatnonzero(arr).astype(dtype)
         return picked, picked.shape
-    if arr.size == 0:
+    # An empty sequence is no index of any type; an empty array of floats is refused, as NumPy
+    # refuses it (look 103, L103-7).
+    if arr.size == 0 and (arr.dtype.kind in "iu" or not isinstance(key, np.ndarray)):
         return np.empty(0, dtype=dtype), arr.shape
+    if arr.dtype == object and arr.ndim == 0:
+        raise TypeError(
+            f"a dataset's index is an int, a slice, a sequence or array of ints, or a boolean mask, not "
+            f"{type(key).__name__}"
+        )
     if arr.dtype.kind not in "iu":
-        # NumPy makes floats of a sequence with an integer past int64's range: say so.
+        # NumPy makes floats of a sequence with an integer past int64's range: say so, of a
+        # sequence only (look 103, L103-4).
         made = " (NumPy's reading of the sequence given: are its integers within int64?)"
-        raise TypeError(f"indices must be integers, not {arr.dtype}" + ("" if key is arr else made))
+        sequence = isinstance(key, (list, tuple)) and arr.dtype.kind == "f"
+        raise TypeError(f"indices must be integers, not {arr.dtype}" + (made if sequence else ""))
     flat = arr.reshape(-1)
     lo, hi = int(flat.min()), int(flat.max())
     if lo < -length or hi >= length:

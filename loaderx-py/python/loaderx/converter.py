@@ -23,6 +23,13 @@ __all__ = ["from_numpy", "from_iterator"]
 _BLOCK_BYTES = 32 << 20
 
 
+def _check_dir(dir: Any, what: str) -> None:
+    # A path first: the arguments given the other way round met a refusal of the array as one
+    # (look 103, L103-7).
+    if not isinstance(dir, (str, bytes, os.PathLike)):
+        raise TypeError(f"{what}(dir, ...) takes the dataset's path first, not {type(dir).__name__}")
+
+
 def _check_dict_size(dict_size: Any) -> None:
     # An int, named (the engine says which sizes and codecs take one).
     if dict_size is not None:
@@ -46,6 +53,7 @@ def from_numpy(
     stores, ``"lz4"``. ``overwrite=False`` refuses an existing ``dir``
     (``FileExistsError``).
     """
+    _check_dir(dir, "from_numpy")
     _check_dict_size(dict_size)
     arr = array if isinstance(array, np.ndarray) else np.asarray(array)
     if arr.ndim == 0:
@@ -80,6 +88,7 @@ def from_iterator(
     """Writes each array of ``seqs`` as one record of a ragged dataset at ``dir``: the first
     fixes the dtype and the row shape (``shape[1:]``), every other must match it. Returns the
     number of records."""
+    _check_dir(dir, "from_iterator")
     _check_dict_size(dict_size)
     it = iter(seqs)
     try:

@@ -143,7 +143,13 @@ class RaggedDataset(_Dataset):
     def __getitem__(self, key: Any) -> np.ndarray | list[np.ndarray]:
         idx, shape = indices(record_key(key), self._len)
         records = self.gather(idx)
-        return records[0] if shape is None else records
+        # The key's shape, as NumPy gives an object array's: a record for a 0-d key, nested
+        # lists for a key of several axes (look 103, L103-2: a list of one, or flat).
+        if shape is None or shape == ():
+            return records[0]
+        for d in reversed(shape[1:]):
+            records = [records[i : i + d] for i in range(0, len(records), d)]
+        return records
 
     def gather(self, indices_: Any) -> list[np.ndarray]:
         """The records at ``indices_``, in one gather."""

@@ -138,6 +138,11 @@ class IterableLoader(torch.utils.data.IterableDataset):
             self._datasets = [(weight, dict(streams)) for weight, streams in pairs]
         self._kwargs = kwargs
         self._state: bytes | None = kwargs.pop("state", None)
+        if self._state is not None and kwargs.get("start_step") is not None:
+            # Both given: refused when they contradict, as DataLoader refuses them (look 103,
+            # L103-3: the state won without a word); checked by a loader built and closed here.
+            DataLoader(self._datasets, state=self._state, **{**kwargs, "num_workers": 0}).close()
+            kwargs.pop("start_step")
         self._loader: DataLoader | None = None
         self._pid = os.getpid()
         # The torch worker process that has run a pass over this object, if any.
