@@ -314,3 +314,35 @@ fn a_write_past_the_file_size_limit_is_an_error_that_leaves_nothing() {
     left.sort();
     assert_eq!(left, ["big.npy", "d"], "temporaries left behind");
 }
+
+/// Look 102, L102-2: `convert ... . --force` run inside a dataset staged in `..partial`, inside
+/// the dataset itself, then refused, leaving it there: every later replacement was refused. `.`
+/// names the directory it is, staged beside it.
+#[test]
+fn a_dataset_replaced_from_inside_by_its_dot_is_staged_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(&dir.path().join("ds"), 8, Codec::Raw);
+    let npy = dir.path().join("a.npy");
+    let o = loaderx(&[&"export", &ds, &npy]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["convert", "npy", "../a.npy", ".", "--force"])
+        .current_dir(&ds)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let mut inside: Vec<String> = std::fs::read_dir(&ds)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    inside.sort();
+    assert!(inside.iter().all(|n| !n.contains("partial")), "{inside:?}");
+    let mut beside: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, ["a.npy", "ds"]);
+    let o = loaderx(&[&"convert", &"npy", &npy, &ds, &"--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+}

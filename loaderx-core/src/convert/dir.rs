@@ -87,5 +87,5 @@ pub fn dir_part(
         bytes_in += len;
         opts.report(bytes_in);
     }
-    finish(w, out, bytes_in)
+    finish(w, bytes_in)
 }

@@ -174,7 +174,7 @@ pub fn idx_part(
             return Err(bad(format!("trailing bytes after the {expected}-byte data section")));
         }
     }
-    finish(w, out, count as u64 * item_bytes as u64)
+    finish(w, count as u64 * item_bytes as u64)
 }
 
 /// Reads and drops the `n` bytes at `at` of the data section (of `expected` bytes) of `input`.

@@ -51,7 +51,7 @@ pub fn from_arrays(
         bytes_in += a.as_bytes().len() as u64;
         opts.report(bytes_in);
     }
-    finish(w, out, bytes_in)
+    finish(w, bytes_in)
 }
 
 /// Writes a ragged dataset of `T` at `out`: one record per item, each a whole number of rows of
@@ -76,7 +76,7 @@ pub fn from_ragged<T: Element, R: AsRef<[T]>>(
         bytes_in += bytes.len() as u64;
         opts.report(bytes_in);
     }
-    finish(w, out, bytes_in)
+    finish(w, bytes_in)
 }
 
 /// Writes a ragged `u8` dataset of byte records at `out` (pre-encoded images, serialized

@@ -110,7 +110,7 @@ fn convert_spans(
             opts.report(done);
         }
     }
-    finish(w, out, logical)
+    finish(w, logical)
 }
 
 /// The lines of `range` (which starts at byte `start` of `file` and ends after a `\n` or at EOF).

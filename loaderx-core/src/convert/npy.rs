@@ -457,7 +457,7 @@ pub fn npy_part(
     stream_records(&mut r, &mut w, (h.dtype, h.little_endian), (count, item_bytes), &data, |read| {
         opts.report(h.data_offset + skip + read)
     })?;
-    finish(w, out, count as u64 * item_bytes as u64)
+    finish(w, count as u64 * item_bytes as u64)
 }
 
 #[cfg(test)]

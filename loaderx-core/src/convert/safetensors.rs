@@ -196,7 +196,7 @@ fn write_tensor(
         opts.report(*done_bytes + (done * item_bytes) as u64);
     }
     *done_bytes += data.len() as u64;
-    finish(w, out, data.len() as u64)
+    finish(w, data.len() as u64)
 }
 
 #[cfg(test)]

@@ -1,7 +1,5 @@
 //! What a conversion did: [`ConvertSummary`].
 
-use std::path::Path;
-
 use crate::{DatasetWriter, Result, Store};
 
 /// What a converter wrote.
@@ -22,9 +20,10 @@ impl ConvertSummary {
     }
 }
 
-/// Finishes `writer` at `out` and measures the result.
-pub(crate) fn finish(writer: DatasetWriter, out: &Path, bytes_in: u64) -> Result<ConvertSummary> {
+/// Finishes `writer` and measures the result at its directory (as the writer resolved it).
+pub(crate) fn finish(writer: DatasetWriter, bytes_in: u64) -> Result<ConvertSummary> {
+    let out = writer.out().to_path_buf();
     let records = writer.finish()?;
-    let (chunk_bytes, dict_bytes) = Store::open(out)?.footprint()?;
+    let (chunk_bytes, dict_bytes) = Store::open(&out)?.footprint()?;
     Ok(ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes })
 }

@@ -106,7 +106,7 @@ pub fn tokens(
             opts.report(bytes_in);
         }
     }
-    super::summary::finish(w, out.as_ref(), bytes_in)
+    super::summary::finish(w, bytes_in)
 }
 
 /// Writes the dataset `dataset` (ragged rows of one integer, or dense records of integers) as

@@ -24,7 +24,13 @@ impl DatasetWriter {
         let old = aside(&self.out);
         std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
         held.moved_to(&old);
-        std::fs::rename(&self.staging, &self.out).map_err(|e| Error::io("rename", &self.staging, e))?;
+        if let Err(e) = std::fs::rename(&self.staging, &self.out) {
+            // The old dataset back under its name: a failure takes nothing off it (look 102).
+            if std::fs::rename(&old, &self.out).is_ok() {
+                held.moved_to(&self.out);
+            }
+            return Err(Error::io("rename", &self.staging, e));
+        }
         self.lock.moved_to(&self.out);
         Ok(Replaced { held, old })
     }
@@ -245,12 +251,25 @@ pub(crate) fn place_dir_of<'a>(
     datasets: &[&'a str],
     files: &'a [&'a str],
 ) -> Result<Option<Aside<'a>>> {
-    let aside = if overwrite && std::fs::symlink_metadata(out).is_ok() {
+    let mut aside = if overwrite && std::fs::symlink_metadata(out).is_ok() {
         Some(set_aside(out, datasets, files)?)
     } else {
         None
     };
     if let Err(e) = crate::sys::rename_no_replace(staging, out) {
+        // The old directory back under its name, its datasets' locks with it: a failure takes
+        // nothing off it (look 102).
+        if let Some(a) = aside.as_mut()
+            && let Some(old) = a.old.take()
+        {
+            if std::fs::rename(&old, out).is_ok() {
+                for (name, h) in &mut a.held {
+                    h.moved_to(&out.join(name));
+                }
+            } else {
+                a.old = Some(old);
+            }
+        }
         let exists =
             matches!(e.kind(), std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty);
         return Err(if exists {

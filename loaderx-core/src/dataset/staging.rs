@@ -13,8 +13,26 @@ use crate::{Error, Result};
 /// and `out` + `.partial`, its staging directory: made beside `out`, never inside it (look 101,
 /// L101-1: `out/.partial` was staged in the output, and a dataset replaced through `ds/` kept
 /// the staging inside it, refusing every later replacement).
+///
+/// A name through `..` or ending in `.` is resolved first, through the directories it names
+/// (look 102: `sub/ds/../ds` lost its way once `sub/ds` was moved aside, and `.` was staged in
+/// `..partial`, inside itself): `.` and `..` at its end name the directory they lead to, a `..`
+/// before its last component the parent it leads to.
 pub(crate) fn out_and_staging(out: &Path) -> (PathBuf, PathBuf) {
-    let out: PathBuf = out.components().collect();
+    use std::path::Component;
+    let mut out: PathBuf = out.components().collect();
+    let dots = |p: &Path| p.components().any(|c| matches!(c, Component::ParentDir));
+    if !matches!(out.components().next_back(), Some(Component::Normal(_))) {
+        // `.`, `..`, `a/..`: the directory named (an error of the writer's later if none).
+        if let Ok(real) = out.canonicalize() {
+            out = real;
+        }
+    } else if let (Some(parent), Some(name)) = (out.parent(), out.file_name())
+        && dots(parent)
+        && let Ok(real) = parent.canonicalize()
+    {
+        out = real.join(name);
+    }
     let mut staging = out.clone().into_os_string();
     staging.push(".partial");
     (out, PathBuf::from(staging))

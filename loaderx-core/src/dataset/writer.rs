@@ -339,6 +339,13 @@ impl DatasetWriter {
         })
     }
 
+    /// The dataset's directory as this writer names it: `out` without trailing separators, a
+    /// `.` or `..` in it resolved (what `finish` places; a caller measuring the result reads it
+    /// here, since `.` may have been moved aside).
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+
     /// The schema being written.
     pub fn schema(&self) -> &Schema {
         &self.schema
@@ -485,15 +492,22 @@ impl DatasetWriter {
         self.store.as_ref().expect("store lives until finish").sync_before()?;
         self.schema.write(&self.staging)?;
         drop(self.store.take());
+        // From here a failure removes the staging directory itself: the drop no longer does (it
+        // removes one whose store is still open; look 102: `..partial` was left in the output).
+        let unstaged = |_: &Error| {
+            let _ = remove_dataset_dir(&self.staging);
+        };
         // The index as long as what it holds (the writer grew it by doubling).
-        crate::store::trim_index(&self.staging)?;
+        crate::store::trim_index(&self.staging).inspect_err(unstaged)?;
         // Still this writer's staging directory (its lock is held on the file in it): the
         // rename moves exactly the data written here.
         // Without overwrite, whatever appeared at OUT since the start (another conversion's
-        // output, a user's store) stays: refused, this writer's staging removed on drop.
+        // output, a user's store) stays: refused, this writer's staging removed.
         let mut replaced = None;
         if std::fs::symlink_metadata(&self.out).is_ok() && self.opts.overwrite {
-            replaced = Some(self.replace_out()?);
+            replaced = Some(self.replace_out().inspect_err(|_| {
+                let _ = remove_dataset_dir(&self.staging);
+            })?);
         } else {
             if let Err(e) = crate::sys::rename_no_replace(&self.staging, &self.out) {
                 let _ = remove_dataset_dir(&self.staging);

@@ -23,7 +23,7 @@ const SHIM: &str = r#"
 #include <sys/uio.h>
 #include <unistd.h>
 static int calls = 0, fired = 0;
-/* FAULT_CALL (msync, pwrite, fsync or ftruncate; msync when unset) fails with EIO at its
+/* FAULT_CALL (msync, pwrite, fsync, ftruncate or rename; msync when unset) fails with EIO at its
    FAULT_AT'th call; then, when FAULT_THEN names a call, the next call of that kind fails too.
    FAULT_FLAG_CALL fails at every call once the file FAULT_FLAG exists. */
 static int fail(const char *name) {
@@ -66,6 +66,7 @@ int fsync(int fd) { REAL(int, fsync, int); return fail("fsync") ? -1 : real(fd);
 int ftruncate(int fd, off_t l) { REAL(int, ftruncate, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
 int ftruncate64(int fd, off_t l) { REAL(int, ftruncate64, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
 int fdatasync(int fd) { REAL(int, fdatasync, int); return fail("fsync") ? -1 : real(fd); }
+int rename(const char *a, const char *b) { REAL(int, rename, const char *, const char *); return fail("rename") ? -1 : real(a, b); }
 "#;
 
 /// The shim, built once per test process.

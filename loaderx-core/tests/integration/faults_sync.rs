@@ -181,14 +181,7 @@ fn a_finish_that_placed_its_dataset_never_says_it_failed() {
             let tmp = tempfile::tempdir().unwrap();
             let out = tmp.path().join("out");
             if layout == "overwrite" {
-                let mut old = loaderx_core::DatasetWriter::dense::<u32>(
-                    &out,
-                    vec![],
-                    loaderx_core::WriteOptions::new(),
-                )
-                .unwrap();
-                old.append(&(0..10u32).collect::<Vec<_>>()).unwrap();
-                old.finish().unwrap();
+                ten_records_at(&out);
             }
             let printed = in_child_failing("faults_sync::child_finish", &out, layout, "fsync", at);
             let holds_new = loaderx_core::DenseSource::open(&out).is_ok_and(|d| d.len() == 20);
@@ -201,4 +194,40 @@ fn a_finish_that_placed_its_dataset_never_says_it_failed() {
         }
     }
     assert!(placed_then_failed > 0, "a failure after the rename was reached");
+}
+
+/// Look 102, L102-1: a replacement whose second rename (the new dataset into place) failed left
+/// the old dataset moved aside (`OUT.old`) and the new one staged (`OUT.partial`): nothing at
+/// `OUT`. Now the old dataset goes back under its name and the staging directory is removed:
+/// whichever rename fails, `OUT` holds the old dataset or the new one, and a failure leaves
+/// nothing beside it.
+#[test]
+fn a_replacement_whose_rename_fails_leaves_the_old_dataset_in_place() {
+    shim();
+    let mut refused_with_the_old_in_place = 0;
+    for at in 1..=8 {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        ten_records_at(&out);
+        let printed = in_child_failing("faults_sync::child_finish", &out, "overwrite", "rename", at);
+        let len = loaderx_core::DenseSource::open(&out).map(|d| d.len());
+        assert!(matches!(len, Ok(10 | 20)), "rename {at}: {len:?} at OUT; {printed}");
+        if printed.contains("finish failed") {
+            assert_eq!(len.ok(), Some(10), "rename {at}: failed, so the old dataset: {printed}");
+            let mut names: Vec<_> =
+                std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+            names.sort();
+            assert_eq!(names, ["out"], "rename {at}: left beside it");
+            refused_with_the_old_in_place += 1;
+        }
+    }
+    assert!(refused_with_the_old_in_place > 1, "the renames failed were reached");
+}
+
+/// A dense dataset of the `u32`s 0..10 at `out`: the old one a replacement replaces.
+fn ten_records_at(out: &std::path::Path) {
+    let mut old =
+        loaderx_core::DatasetWriter::dense::<u32>(out, vec![], loaderx_core::WriteOptions::new()).unwrap();
+    old.append(&(0..10u32).collect::<Vec<_>>()).unwrap();
+    old.finish().unwrap();
 }

@@ -465,11 +465,17 @@ fn an_output_named_with_a_trailing_slash_is_staged_beside_it() {
         names.sort();
         assert!(!names.iter().any(|n| n.to_string_lossy().contains("partial")), "{names:?}");
     }
-    // And without the slash after: nothing inside refuses the replacement.
-    let mut w =
-        loaderx_core::DatasetWriter::dense::<u32>(&ds, vec![2], WriteOptions::new().overwrite(true)).unwrap();
-    w.append(&[5u32, 6]).unwrap();
-    w.finish().unwrap();
+    // And without the slash after: nothing inside refuses the replacement. Then through the
+    // dataset's own `..` (look 102, L102-1: `ds/../ds` lost its way once `ds` was moved aside,
+    // and the dataset was left off its name).
+    for name in [ds.clone(), ds.join("..").join("ds")] {
+        let mut w =
+            loaderx_core::DatasetWriter::dense::<u32>(&name, vec![2], WriteOptions::new().overwrite(true))
+                .unwrap();
+        w.append(&[5u32, 6]).unwrap();
+        w.finish().unwrap();
+        assert_eq!(DenseDataset::<u32>::open(&ds).unwrap().len(), 1, "{}", name.display());
+    }
     folder(&dir.path().join("in"), false);
     let out = dir.path().join("out");
     for overwrite in [false, true] {

@@ -206,7 +206,7 @@ pub fn parquet_part<P: AsRef<Path>>(
         .into_par_iter()
         .map(|(c, w, bytes)| {
             let out = out_dir.join(&c.stream);
-            let s = finish(w, &out, bytes);
+            let s = finish(w, bytes);
             (out, s)
         })
         .collect();
