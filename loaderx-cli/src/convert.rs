@@ -61,8 +61,8 @@ pub struct ParquetArgs {
     /// Replace null values by this number (a null list, string or binary value by an empty
     /// record) instead of failing on the first. It must be a value of every numeric column's
     /// type: an integer column's exactly, a bool's 0 or 1.
-    #[arg(long, value_name = "VALUE")]
-    fill_nulls: Option<f64>,
+    #[arg(long, value_name = "VALUE", allow_negative_numbers = true, value_parser = convert::Nulls::parse_fill)]
+    fill_nulls: Option<convert::Nulls>,
     #[command(flatten)]
     part: PartArgs,
     #[command(flatten)]
@@ -360,7 +360,7 @@ fn convert_one(
                 .iter()
                 .map(|c| convert::ParquetColumn::parse(c))
                 .collect::<loaderx_core::Result<Vec<_>>>()?;
-            let nulls = a.fill_nulls.map_or(convert::Nulls::Error, convert::Nulls::Fill);
+            let nulls = a.fill_nulls.unwrap_or(convert::Nulls::Error);
             per_dataset(&shown, "columns", &convert::parquet_part(inputs, out, &columns, nulls, opts, whole)?)
         }
         #[cfg(feature = "images")]

@@ -192,6 +192,48 @@ fn a_fill_is_a_value_of_its_column_and_a_null_in_a_list_names_its_row() {
     parquet(&[&u8s], dir.path().join("ok"), &none, Nulls::Fill(255.0), WriteOptions::new()).unwrap();
     let c = DenseDataset::<u8>::open(dir.path().join("ok/c")).unwrap();
     assert_eq!(c.get_batch(&[0, 1]).unwrap().as_slice::<u8>().unwrap(), &[7, 255]);
+    // Look 102, L102-3: integers past 2^53 went through an f64 (2^53 + 1 filled 2^53; i64::MAX
+    // and u64::MAX refused). Given as integers, they are taken exactly, or refused by range.
+    use arrow_array::types::{Int64Type, UInt64Type};
+    let i64s = table(
+        "i64.parquet",
+        vec![("c", Arc::new(PrimitiveArray::<Int64Type>::from(vec![Some(1), None])) as ArrayRef)],
+    );
+    let u64s = table(
+        "u64.parquet",
+        vec![("c", Arc::new(PrimitiveArray::<UInt64Type>::from(vec![Some(1), None])) as ArrayRef)],
+    );
+    for (k, (file, fill, want)) in [
+        (&i64s, "9007199254740993", 9007199254740993u64),
+        (&i64s, "9223372036854775807", i64::MAX as u64),
+        (&i64s, "-9223372036854775808", i64::MIN as u64),
+        (&u64s, "18446744073709551615", u64::MAX),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = dir.path().join(format!("big{k}"));
+        parquet(&[file], &out, &none, Nulls::parse_fill(fill).unwrap(), WriteOptions::new()).unwrap();
+        // The bits of an i64 or a u64 alike.
+        let c = loaderx_core::DenseSource::open(out.join("c")).unwrap();
+        let want: Vec<u8> = [1u64, want].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        assert_eq!(c.get_batch(&[0, 1]).unwrap().as_bytes(), &want[..], "{fill}");
+    }
+    for (file, fill) in [(&i64s, "9223372036854775808"), (&u64s, "-1"), (&u64s, "18446744073709551616")] {
+        match parquet(
+            &[file],
+            dir.path().join("no"),
+            &none,
+            Nulls::parse_fill(fill).unwrap(),
+            WriteOptions::new(),
+        ) {
+            Err(Error::InvalidArgument(m)) => {
+                assert!(m.contains(&format!("nulls filled with {fill}:")), "{m}")
+            }
+            other => panic!("{fill}: {other:?}"),
+        }
+    }
+    assert!(Nulls::parse_fill("1e400x").is_err());
     // Nulls inside lists: the table's row, and the element.
     let fixed = FixedSizeListArray::from_iter_primitive::<Int32Type, _, _>(
         vec![Some(vec![Some(1), Some(2)]), Some(vec![Some(3), Some(4)]), Some(vec![Some(5), None]), None],

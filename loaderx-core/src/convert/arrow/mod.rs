@@ -35,6 +35,34 @@ pub enum Nulls {
     /// type's exactly, a bool's 0 or 1, a float type's rounded to it), a null list, string or
     /// binary value an empty record.
     Fill(f64),
+    /// As [`Nulls::Fill`], an integer given exactly (past 2^53 an `f64` holds it no more: an
+    /// integer column takes it as it is, a float column rounded).
+    FillInt(i128),
+}
+
+impl Nulls {
+    /// The fill `text` says: an integer exactly ([`Nulls::FillInt`]), else a number
+    /// ([`Nulls::Fill`]: `1.5`, `-inf`, `nan`).
+    ///
+    /// # Errors
+    /// What is not a number, named.
+    pub fn parse_fill(text: &str) -> std::result::Result<Nulls, String> {
+        let t = text.trim();
+        t.parse::<i128>()
+            .map(Nulls::FillInt)
+            .or_else(|_| t.parse::<f64>().map(Nulls::Fill))
+            .map_err(|_| format!("{text:?} is not a number"))
+    }
+}
+
+impl std::fmt::Display for Nulls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Nulls::Error => f.write_str("an error"),
+            Nulls::Fill(v) => write!(f, "{v}"),
+            Nulls::FillInt(i) => write!(f, "{i}"),
+        }
+    }
 }
 
 /// One column of an Arrow IPC stream as records.

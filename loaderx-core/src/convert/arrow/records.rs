@@ -127,28 +127,38 @@ impl<'a> At<'a> {
     }
 }
 
-/// Whether `v`, a null's fill, is a value of `d`: an integer type's exactly (no fraction, in its
-/// range), a bool's 0 or 1, a float type's any number within its finite range (rounded to it),
-/// infinities and NaN (look 100, L100-2: 300 became 255 in a `u8` column, -1 became 0, 1.5 became
-/// 1, each beside real values it then equalled).
+/// Whether the fill `n` is a value of `d`: an integer type's exactly (no fraction, in its range;
+/// an integer fill as given, however large), a bool's 0 or 1, a float type's any number within
+/// its finite range (rounded to it), infinities and NaN (look 100, L100-2: 300 became 255 in a
+/// `u8` column, -1 became 0, 1.5 became 1; look 102, L102-3: 2^53 + 1 became 2^53).
 #[cfg(feature = "parquet")]
-pub(crate) fn fill_fits(d: DType, v: f64) -> bool {
-    let int = |lo: f64, past: f64| v.fract() == 0.0 && v >= lo && v < past;
-    let float = |max: f64| !v.is_finite() || v.abs() <= max;
-    match d {
-        DType::U8 => int(0.0, 256.0),
-        DType::I8 => int(-128.0, 128.0),
-        DType::U16 => int(0.0, 65536.0),
-        DType::I16 => int(-32768.0, 32768.0),
-        DType::U32 => int(0.0, 4294967296.0),
-        DType::I32 => int(-2147483648.0, 2147483648.0),
-        DType::U64 => int(0.0, 18446744073709551616.0),
-        DType::I64 => int(-9223372036854775808.0, 9223372036854775808.0),
-        DType::F16 => float(f64::from(half::f16::MAX)),
-        DType::BF16 => float(f64::from(half::bf16::MAX)),
-        DType::F32 => float(f64::from(f32::MAX)),
-        DType::F64 => true,
-        DType::Bool => v == 0.0 || v == 1.0,
+pub(crate) fn fill_fits(d: DType, n: Nulls) -> bool {
+    let (lo, past): (i128, i128) = match d {
+        DType::U8 => (0, 1 << 8),
+        DType::I8 => (-(1 << 7), 1 << 7),
+        DType::U16 => (0, 1 << 16),
+        DType::I16 => (-(1 << 15), 1 << 15),
+        DType::U32 => (0, 1 << 32),
+        DType::I32 => (-(1 << 31), 1 << 31),
+        DType::U64 => (0, 1 << 64),
+        DType::I64 => (-(1 << 63), 1 << 63),
+        DType::Bool => (0, 2),
+        DType::F16 | DType::BF16 | DType::F32 | DType::F64 => {
+            let max = match d {
+                DType::F16 => f64::from(half::f16::MAX),
+                DType::BF16 => f64::from(half::bf16::MAX),
+                DType::F32 => f64::from(f32::MAX),
+                _ => f64::MAX,
+            };
+            let v = float(n);
+            return !v.is_finite() || v.abs() <= max;
+        }
+    };
+    match n {
+        Nulls::FillInt(i) => (lo..past).contains(&i),
+        // Below 2^64 and integral, an f64 is an i128 exactly.
+        Nulls::Fill(v) => v.fract() == 0.0 && v >= lo as f64 && v < past as f64,
+        Nulls::Error => true,
     }
 }
 
@@ -191,8 +201,8 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
                     let i = (0..p.len()).find(|&i| p.is_null(i)).unwrap_or(0);
                     return Err(at.null(i));
                 }
-                (_, Nulls::Fill(v)) => {
-                    let fill = $conv(v);
+                (_, n) => {
+                    let fill = $conv(n);
                     for i in 0..p.len() {
                         let x = if p.is_null(i) { fill } else { p.value(i) };
                         out.extend_from_slice(bytemuck::bytes_of(&x));
@@ -202,24 +212,24 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
         }};
     }
     match a.data_type() {
-        DataType::Int8 => prim!(Int8Type, |v: f64| v as i8),
-        DataType::Int16 => prim!(Int16Type, |v: f64| v as i16),
-        DataType::Int32 => prim!(Int32Type, |v: f64| v as i32),
-        DataType::Int64 => prim!(Int64Type, |v: f64| v as i64),
-        DataType::UInt8 => prim!(UInt8Type, |v: f64| v as u8),
-        DataType::UInt16 => prim!(UInt16Type, |v: f64| v as u16),
-        DataType::UInt32 => prim!(UInt32Type, |v: f64| v as u32),
-        DataType::UInt64 => prim!(UInt64Type, |v: f64| v as u64),
-        DataType::Float16 => prim!(Float16Type, half::f16::from_f64),
-        DataType::Float32 => prim!(Float32Type, |v: f64| v as f32),
-        DataType::Float64 => prim!(Float64Type, |v: f64| v),
+        DataType::Int8 => prim!(Int8Type, int::<i8>),
+        DataType::Int16 => prim!(Int16Type, int::<i16>),
+        DataType::Int32 => prim!(Int32Type, int::<i32>),
+        DataType::Int64 => prim!(Int64Type, int::<i64>),
+        DataType::UInt8 => prim!(UInt8Type, int::<u8>),
+        DataType::UInt16 => prim!(UInt16Type, int::<u16>),
+        DataType::UInt32 => prim!(UInt32Type, int::<u32>),
+        DataType::UInt64 => prim!(UInt64Type, int::<u64>),
+        DataType::Float16 => prim!(Float16Type, |n| half::f16::from_f64(float(n))),
+        DataType::Float32 => prim!(Float32Type, |n| float(n) as f32),
+        DataType::Float64 => prim!(Float64Type, float),
         DataType::Boolean => {
             let b = a.as_boolean();
             for i in 0..b.len() {
                 let v = if b.is_null(i) {
                     match at.nulls {
                         Nulls::Error => return Err(at.null(i)),
-                        Nulls::Fill(v) => v != 0.0,
+                        n => float(n) != 0.0,
                     }
                 } else {
                     b.value(i)
@@ -233,7 +243,7 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
                 if f.is_null(i) {
                     match at.nulls {
                         Nulls::Error => return Err(at.null(i)),
-                        Nulls::Fill(v) => out.extend(std::iter::repeat_n(v as u8, *n as usize)),
+                        fill => out.extend(std::iter::repeat_n(int::<u8>(fill), *n as usize)),
                     }
                 } else {
                     out.extend_from_slice(f.value(i));
@@ -266,8 +276,8 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
                 for i in (0..l.len()).filter(|&i| l.is_null(i)) {
                     match at.nulls {
                         Nulls::Error => return Err(at.null(i)),
-                        Nulls::Fill(v) => {
-                            let fill = fill_bytes(a.data_type(), v);
+                        n => {
+                            let fill = fill_bytes(a.data_type(), n);
                             let cell = &mut out[start + i * per..start + (i + 1) * per];
                             for (k, b) in cell.iter_mut().enumerate() {
                                 *b = fill[k % fill.len()];
@@ -288,23 +298,44 @@ fn leaf_bytes(a: &dyn Array, at: &At<'_>, out: &mut Vec<u8>) -> Result<()> {
     Ok(())
 }
 
-/// The bytes of one leaf value `v` of the innermost type of `t`.
-fn fill_bytes(t: &DataType, v: f64) -> Vec<u8> {
+/// The bytes of one leaf value, the fill `n`, of the innermost type of `t`.
+fn fill_bytes(t: &DataType, n: Nulls) -> Vec<u8> {
     match t {
-        DataType::FixedSizeList(f, _) => fill_bytes(f.data_type(), v),
-        DataType::Int8 => (v as i8).to_ne_bytes().to_vec(),
-        DataType::Int16 => (v as i16).to_ne_bytes().to_vec(),
-        DataType::Int32 => (v as i32).to_ne_bytes().to_vec(),
-        DataType::Int64 => (v as i64).to_ne_bytes().to_vec(),
-        DataType::UInt16 => (v as u16).to_ne_bytes().to_vec(),
-        DataType::UInt32 => (v as u32).to_ne_bytes().to_vec(),
-        DataType::UInt64 => (v as u64).to_ne_bytes().to_vec(),
-        DataType::Float16 => half::f16::from_f64(v).to_ne_bytes().to_vec(),
-        DataType::Float32 => (v as f32).to_ne_bytes().to_vec(),
-        DataType::Float64 => v.to_ne_bytes().to_vec(),
-        DataType::Boolean => vec![u8::from(v != 0.0)],
-        _ => vec![v as u8],
+        DataType::FixedSizeList(f, _) => fill_bytes(f.data_type(), n),
+        DataType::Int8 => int::<i8>(n).to_ne_bytes().to_vec(),
+        DataType::Int16 => int::<i16>(n).to_ne_bytes().to_vec(),
+        DataType::Int32 => int::<i32>(n).to_ne_bytes().to_vec(),
+        DataType::Int64 => int::<i64>(n).to_ne_bytes().to_vec(),
+        DataType::UInt16 => int::<u16>(n).to_ne_bytes().to_vec(),
+        DataType::UInt32 => int::<u32>(n).to_ne_bytes().to_vec(),
+        DataType::UInt64 => int::<u64>(n).to_ne_bytes().to_vec(),
+        DataType::Float16 => half::f16::from_f64(float(n)).to_ne_bytes().to_vec(),
+        DataType::Float32 => (float(n) as f32).to_ne_bytes().to_vec(),
+        DataType::Float64 => float(n).to_ne_bytes().to_vec(),
+        DataType::Boolean => vec![u8::from(float(n) != 0.0)],
+        _ => vec![int::<u8>(n)],
     }
+}
+
+/// The fill `n` as a float (an integer fill rounded to the nearest).
+fn float(n: Nulls) -> f64 {
+    match n {
+        Nulls::FillInt(i) => i as f64,
+        Nulls::Fill(v) => v,
+        Nulls::Error => 0.0,
+    }
+}
+
+/// The fill `n` as an integer of `T`, exactly ([`fill_fits`] checked it first: a value out of
+/// range, never reached, is 0).
+fn int<T: TryFrom<i128> + Default>(n: Nulls) -> T {
+    let i = match n {
+        Nulls::FillInt(i) => Some(i),
+        // Integral and within i64 or u64 (checked), so within i128 exactly.
+        Nulls::Fill(v) => (v.fract() == 0.0 && v.abs() < 3.5e38).then_some(v as i128),
+        Nulls::Error => None,
+    };
+    i.and_then(|i| T::try_from(i).ok()).unwrap_or_default()
 }
 
 /// One batch of column values `a` as records.
@@ -358,7 +389,7 @@ fn list_records<O: OffsetSizeTrait>(a: &ArrayRef, at: &At<'_>, chunk: &mut Chunk
         if l.is_null(i) {
             match at.nulls {
                 Nulls::Error => return Err(at.null(i)),
-                Nulls::Fill(_) => chunk.push(&[]),
+                _ => chunk.push(&[]),
             }
             continue;
         }
@@ -435,8 +466,8 @@ fn bytes_records(a: &dyn Array, at: &At<'_>, chunk: &mut Chunk) -> Result<()> {
     for i in 0..a.len() {
         match (value(i), at.nulls) {
             (Some(v), _) => chunk.push(v),
-            (None, Nulls::Fill(_)) => chunk.push(&[]),
             (None, Nulls::Error) => return Err(at.null(i)),
+            (None, _) => chunk.push(&[]),
         }
     }
     Ok(())

@@ -396,13 +396,15 @@ fn group_columns(chunks: Vec<Chunk>, n: usize) -> Vec<Vec<Chunk>> {
 
 /// Refuses a null fill that some numeric column of the plan cannot hold (see [`fill_fits`]).
 fn check_fill(nulls: Nulls, columns: &[ParquetColumn], layouts: &[Layout]) -> Result<()> {
-    let Nulls::Fill(v) = nulls else { return Ok(()) };
+    if nulls == Nulls::Error {
+        return Ok(());
+    }
     for (c, l) in columns.iter().zip(layouts) {
         if let Layout::Dense(d, _) | Layout::Ragged(d, _) = l
-            && !fill_fits(*d, v)
+            && !fill_fits(*d, nulls)
         {
             return Err(Error::InvalidArgument(format!(
-                "nulls filled with {v}: column {:?} holds {d}, which has no such value (fill with one it holds)",
+                "nulls filled with {nulls}: column {:?} holds {d}, which has no such value (fill with one it holds)",
                 c.column
             )));
         }
