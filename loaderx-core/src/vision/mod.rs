@@ -297,9 +297,22 @@ impl ImagePipeline {
         let (iw, ih) = (f64::from(iw), f64::from(ih));
         match self.crop {
             Crop::Center { resize } => {
+                // torchvision's Resize(n) then CenterCrop: the shorter side n, the longer
+                // int(n * long / short); the crop at integer offsets of that image (Python's
+                // round, half to even), mapped back through each side's own scale (look 105,
+                // L105-4: a centre half a pixel off blended every pixel with its neighbour).
+                let r = f64::from(resize);
+                let (rw, rh) = if iw <= ih { (r, (r * ih / iw).floor()) } else { ((r * iw / ih).floor(), r) };
+                let (ow, oh) = (f64::from(self.width), f64::from(self.height));
+                if ow <= rw && oh <= rh {
+                    let (left, top) =
+                        (((rw - ow) / 2.0).round_ties_even(), ((rh - oh) / 2.0).round_ties_even());
+                    let (sx, sy) = (iw / rw, ih / rh);
+                    return (left * sx, top * sy, ow * sx, oh * sy);
+                }
                 // The shorter side scaled to `resize`, the output cut from its centre: in the
                 // source's pixels, a box of the output's size over the scale.
-                let scale = f64::from(resize) / iw.min(ih);
+                let scale = r / iw.min(ih);
                 let (cw, ch) = (f64::from(self.width) / scale, f64::from(self.height) / scale);
                 // A centre larger than the image: both sides shrunk by one factor, so that the
                 // output keeps the image's proportions (look 94, L1: each side clamped on its

@@ -86,19 +86,39 @@ fn random_crops_lie_in_the_image_and_follow_the_seed() {
 /// proportions, centred, inside the image.
 #[test]
 fn a_centre_larger_than_the_resized_image_is_never_stretched() {
-    for (iw, ih, resize, size) in
-        [(100, 50, 10, 30), (50, 100, 10, 30), (40, 40, 8, 64), (640, 480, 256, 224)]
-    {
+    for (iw, ih, resize, size) in [(100, 50, 10, 30), (50, 100, 10, 30), (40, 40, 8, 64)] {
         let p = ImagePipeline::eval(size).crop(Crop::Center { resize });
         let (l, t, w, h) = p.crop_box(iw, ih, &mut SampleRng::new(0));
         assert!((w - h).abs() < 1e-9, "{iw}x{ih}: a square output from a {w} x {h} box");
         assert!(l >= 0.0 && t >= 0.0 && l + w <= f64::from(iw) + 1e-9 && t + h <= f64::from(ih) + 1e-9);
         assert!((l - (f64::from(iw) - w) / 2.0).abs() < 1e-9 && (t - (f64::from(ih) - h) / 2.0).abs() < 1e-9);
     }
-    // Within the image, the box is the output over the resize's scale, as before.
+    // Within the image, torchvision's box: 640 x 480 resized to 341 x 256 (the longer side
+    // truncated), cut at (58, 16) (58.5 rounded half to even), each side over its own scale.
     let p = ImagePipeline::eval(224).crop(Crop::Center { resize: 256 });
-    let (_, _, w, h) = p.crop_box(640, 480, &mut SampleRng::new(0));
-    assert!((w - 224.0 * 480.0 / 256.0).abs() < 1e-9 && (h - w).abs() < 1e-9);
+    let (l, t, w, h) = p.crop_box(640, 480, &mut SampleRng::new(0));
+    let (sx, sy) = (640.0 / 341.0, 480.0 / 256.0);
+    for (got, want) in [(l, 58.0 * sx), (t, 16.0 * sy), (w, 224.0 * sx), (h, 224.0 * sy)] {
+        assert!((got - want).abs() < 1e-9, "{got} != {want}");
+    }
+}
+
+/// Look 105, L105-4: Resize(256) + CenterCrop(224) of a 341 x 256 image (no scaling) cut at
+/// 58.5 pixels: every output pixel the mean of two, where torchvision copies the pixels at
+/// offset 58. The engine copies them too.
+#[test]
+fn a_centre_crop_at_scale_one_copies_torchvisions_pixels() {
+    let img = RgbImage::from_fn(341, 256, |x, y| {
+        let v = (x.wrapping_mul(2_654_435_761) ^ y.wrapping_mul(40_503)).to_le_bytes();
+        Rgb([v[0], v[1], v[2]])
+    });
+    let p = ImagePipeline::eval(224).crop(Crop::Center { resize: 256 });
+    let got = run(&p, &png(&img), 0);
+    let img = &img;
+    let want: Vec<u8> = (16..240).flat_map(|y| (58..282).flat_map(move |x| img.get_pixel(x, y).0)).collect();
+    assert_eq!(got.len(), want.len());
+    let off = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+    assert_eq!(off, 0, "{off} bytes differ from torchvision's crop");
 }
 
 #[test]
