@@ -243,6 +243,19 @@ impl LoaderBuilder {
         let mut last = u64::MAX - 1;
         match &state.order {
             Order::Packed(p) => {
+                if self.state.is_none() && state.step > 0 {
+                    // Step k's samples follow from where packing stood after step k - 1, which
+                    // only a state records (look 105, L105-1: a cursor at sample 0 delivered step
+                    // 0's samples as step k's, without a word).
+                    return Err(Error::Config {
+                        what: "start_step",
+                        reason: format!(
+                            "a packed loader resumes from its state, not a step: where step {} starts in \
+                             the stream is known only to the state saved then (state=)",
+                            state.step
+                        ),
+                    });
+                }
                 let (b, w, r) = (state.sampler.batch_size, state.sampler.world, state.sampler.rank);
                 // A rank's sample `k` is the stream's position `k * world + rank`: a cursor leaving
                 // half the positions a u64 counts (centuries of reading) never overflows them.

@@ -153,6 +153,19 @@ fn a_saved_state_resumes_to_the_same_batches() {
                 );
             }
         }
+        // Look 105, L105-1: a step without its state delivered step 0's samples as its own; it
+        // is refused, naming start_step and state=. Step 0 is where a fresh loader starts.
+        match b.clone().start_step(19).build() {
+            Err(Error::Config { what: "start_step", reason }) => {
+                assert!(reason.contains("state="), "{reason}")
+            }
+            other => panic!("split {split}: {:?}", other.map(|_| ())),
+        }
+        let mut at_zero = b.clone().start_step(0).build().unwrap();
+        assert_eq!(
+            at_zero.next_batch().unwrap().unwrap().get("t").unwrap().as_slice::<i32>().unwrap(),
+            &all[0][..]
+        );
     }
 }
 
