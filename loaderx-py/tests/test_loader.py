@@ -347,6 +347,25 @@ for step in [14, np.int64(27)]:
     assert out.count("refused") == 8 and "last True (8,)" in out and "over 13" in out, out
 
 
+def test_settings_nothing_reads_are_refused(streams):
+    # Look 105: mode= beside epochs= or a mixture was ignored (sequential gave a shuffled pass,
+    # L105-2); pad_value= without pad= used nowhere (L105-3); pad_truncate="no" was true (L105-5).
+    for mode, shuffle in (("sequential", True), ("iid", True), ("iid", False), ("cyclic", False)):
+        with pytest.raises(ValueError, match=f"mode='{mode}' beside epochs=.*shuffle={shuffle} here"):
+            DataLoader(streams, batch_size=8, mode=mode, epochs=1, shuffle=shuffle)
+    with pytest.raises(ValueError, match="a mixture's are ordered by its weights"):
+        DataLoader([(1.0, streams), (1.0, streams)], batch_size=8, mode="iid")
+    with DataLoader(streams, batch_size=8, mode="sequential", epochs=1, shuffle=False) as agreed:
+        assert next(agreed)["y"].tolist() == list(range(8))
+    with pytest.raises(ValueError, match="pad_value pads the streams pad= names"):
+        DataLoader(streams, batch_size=8, pad_value=-100)
+    for flag in ("pad_truncate", "shuffle", "drop_last", "pack_split"):
+        with pytest.raises(TypeError, match=f"{flag} must be True or False, not 'no'"):
+            DataLoader(streams, batch_size=8, epochs=1, **{flag: "no"})
+    with DataLoader(streams, batch_size=8, epochs=1, shuffle=False) as ordered:
+        assert next(ordered)["y"].tolist() == list(range(8))
+
+
 def test_a_state_contradicted_by_explicit_arguments_is_refused_naming_them(streams):
     with DataLoader(streams, batch_size=32, seed=11, mode="cyclic") as a:
         next(a)

@@ -11,9 +11,10 @@ for a finite pass.
 from __future__ import annotations
 
 import sys
-
 import weakref
 from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from loaderx import _native
 from loaderx._common import check_int, pad_float
@@ -97,8 +98,32 @@ class DataLoader:
                 "shuffle=False and drop_last=True shape a finite pass: pass epochs=n with them (an endless "
                 "loader always draws shuffled batches, every one full)"
             )
+        for flag, value in (("pad_truncate", pad_truncate), ("shuffle", shuffle), ("drop_last", drop_last),
+                            ("pack_split", pack_split)):
+            # A bool, not anything truthy: "no" and "false" cut records (look 105, L105-5).
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{flag} must be True or False, not {value!r}")
         if pad_truncate and not pad:
             raise ValueError("pad_truncate=True truncates the streams pad= names: pass pad={name: rows} with it")
+        if pad_value != 0.0 and not pad:
+            # Look 105, L105-3: taken and used nowhere (packed rows are padded with 0, their loss
+            # mask saying which), where an ignore index was meant.
+            raise ValueError(
+                "pad_value pads the streams pad= names: pass pad={name: rows} with it (a packed stream's rows "
+                "are padded with 0, and its _loss_mask says which tokens are padding)"
+            )
+        # Look 105, L105-2: mode="sequential" beside epochs= gave a shuffled pass, and a mixture
+        # took any mode, without a word. A pass is ordered by shuffle=; a mode that says otherwise
+        # is refused (sequential is shuffle=False, cyclic shuffle=True, iid no pass at all).
+        if mode is not None and not isinstance(datasets, Mapping):
+            raise ValueError("mode= orders an endless loader's batches; a mixture's are ordered by its weights")
+        if mode is not None and epochs is not None:
+            agrees = {"sequential": not shuffle, "cyclic": bool(shuffle)}.get(mode_name(mode), False)
+            if not agrees:
+                raise ValueError(
+                    f"mode={mode!r} beside epochs=: a finite pass draws every record once, ordered by shuffle= "
+                    f"(shuffle={bool(shuffle)} here; shuffle=False is record order)"
+                )
         if pack_split and not pack:
             # Look 96: taken and ignored, where pad_truncate without pad is refused.
             raise ValueError("pack_split=True splits the samples pack= packs: pass pack={name: length} with it")

@@ -181,6 +181,13 @@ class ColorJitter:
                 raise ValueError(f"ColorJitter({name}={v!r}): a finite amount >= 0 (255 * (1 + it) within float32)")
 
 
+def _skip_bad(value: Any) -> bool:
+    # A bool, not anything truthy: "no" skipped bad images (look 105, L105-5).
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"skip_bad must be True or False, not {value!r}")
+    return bool(value)
+
+
 def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None, tuple]:
     """The engine's (crop, flip, normalize, jitter) of a transform list, or ``ValueError`` naming
     what is out of order or missing."""
@@ -232,8 +239,8 @@ class ImageDataset:
             # The path's error first: a transform list's would hide it (issue 42's trial).
             raise _native.NotAStoreError(f"{path}: it does not exist")
         crop, flip, normalize, jitter = _pipeline(transforms)
-        self._native = _native.Images(path, crop, flip, normalize, jitter, bool(skip_bad))
-        self._recipe = (path, transforms, bool(skip_bad))
+        self._native = _native.Images(path, crop, flip, normalize, jitter, _skip_bad(skip_bad))
+        self._recipe = (path, transforms, _skip_bad(skip_bad))
         self.dtype: np.dtype = numpy_dtype(self._native.dtype)
         self.item_shape: tuple[int, ...] = tuple(self._native.item_shape)
 
@@ -291,9 +298,9 @@ class ImageFolder:
                 f"{root}: the image folder changed since this dataset was pickled ({len(self.files)} "
                 "files now, or other files or sizes): a worker would pair images with other labels"
             )
-        recipe = (root, transforms, bool(skip_bad), self._digest)
+        recipe = (root, transforms, _skip_bad(skip_bad), self._digest)
         images = _FolderImages.__new__(_FolderImages)
-        images._native = _native.Images.from_ragged(ragged, crop, flip, normalize, jitter, bool(skip_bad))
+        images._native = _native.Images.from_ragged(ragged, crop, flip, normalize, jitter, _skip_bad(skip_bad))
         images._recipe = recipe
         images.dtype = numpy_dtype(images._native.dtype)
         images.item_shape = tuple(images._native.item_shape)
