@@ -559,3 +559,61 @@ fn fixed_sizes_that_overflow_an_item_are_refused_naming_the_file() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+#[ignore = "a child of a_forced_conversion_that_fails_leaves_every_column_old_or_new: runs under its shim"]
+fn child_forced_parquet() {
+    let Some((out, input)) = crate::faults::child_store() else { return };
+    let none: [ParquetColumn; 0] = [];
+    let r = parquet(&[&input], &out, &none, Nulls::Error, WriteOptions::new().overwrite(true));
+    println!("parquet {}", crate::faults::outcome(&r));
+}
+
+/// Look 104, L104-1: a forced conversion whose last column failed to be placed removed the
+/// columns placed before it, which had replaced their old datasets: neither old nor new was
+/// left. Under a `rename` failing at every point of the placing, each column holds its old
+/// dataset or its new one, never nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_forced_conversion_that_fails_leaves_every_column_old_or_new() {
+    crate::faults::shim();
+    let dir = tempfile::tempdir().unwrap();
+    let table = |name: &str, base: i64| {
+        let file = dir.path().join(name);
+        let col = |k: i64| {
+            Arc::new(Int64Array::from_iter_values(base + k * 1000..base + k * 1000 + 10)) as ArrayRef
+        };
+        let batch = RecordBatch::try_from_iter(vec![("a", col(0)), ("b", col(1)), ("c", col(2))]).unwrap();
+        let mut w =
+            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        file
+    };
+    let (old, new) = (table("old.parquet", 0), table("new.parquet", 100));
+    let none: [ParquetColumn; 0] = [];
+    let mut failed = 0;
+    for at in 1..=12 {
+        let out = dir.path().join(format!("o{at}"));
+        parquet(&[&old], &out, &none, Nulls::Error, WriteOptions::new()).unwrap();
+        let printed = crate::faults::in_child_failing(
+            "parquet::child_forced_parquet",
+            &out,
+            new.to_str().unwrap(),
+            "rename",
+            at,
+        );
+        failed += usize::from(printed.contains("parquet failed"));
+        for (k, col) in ["a", "b", "c"].into_iter().enumerate() {
+            let d = DenseDataset::<i64>::open(out.join(col))
+                .unwrap_or_else(|e| panic!("rename {at}: {col} is gone ({e}); {printed}"));
+            let first = d.get_batch(&[0]).unwrap().as_slice::<i64>().unwrap()[0];
+            assert!(
+                first == k as i64 * 1000 || first == 100 + k as i64 * 1000,
+                "rename {at}: {col} holds {first}"
+            );
+            assert_eq!(d.len(), 10);
+        }
+    }
+    assert!(failed > 0, "a rename failed");
+}

@@ -89,7 +89,9 @@ fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
 /// Read row group by row group (memory bounded by a window of row groups), the row groups of a
 /// window decoded in parallel and appended in order; progress is reported in compressed bytes
 /// of row groups done. Each dataset is written to `<dir>.partial` and renamed into place when
-/// complete; on error none of this call's datasets is left.
+/// complete; on error the datasets this call created are removed, and one it replaced before
+/// the error holds its new, complete records (the old ones are gone: removing the new one too
+/// would leave neither; look 104, L104-1). Every other dataset is as it was.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no inputs, a column not in the files, or two columns to one
@@ -143,6 +145,8 @@ pub fn parquet_part<P: AsRef<Path>>(
     }
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
 
+    // What was there before: a dataset this call replaces is never removed on an error.
+    let existed: Vec<bool> = columns.iter().map(|c| out_dir.join(&c.stream).exists()).collect();
     let mut writers: Vec<DatasetWriter> = Vec::with_capacity(columns.len());
     for (c, l) in columns.iter().zip(&layouts) {
         writers.push(DatasetWriter::with_schema(out_dir.join(&c.stream), l.schema(), opts.clone())?);
@@ -211,21 +215,23 @@ pub fn parquet_part<P: AsRef<Path>>(
         })
         .collect();
     let (mut finished, mut failed) = (Vec::with_capacity(done.len()), None);
-    for (c, (dir, s)) in columns.iter().zip(done) {
+    for ((c, (dir, s)), existed) in columns.iter().zip(done).zip(existed) {
         match s {
-            Ok(s) => finished.push((dir, (c.stream.clone(), s))),
+            Ok(s) => finished.push((dir, existed, (c.stream.clone(), s))),
             Err(e) => {
                 failed.get_or_insert(e);
             }
         }
     }
     if let Some(e) = failed {
-        for (dir, _) in finished {
-            let _ = remove_dataset_dir(&dir);
+        for (dir, existed, _) in finished {
+            if !existed {
+                let _ = remove_dataset_dir(&dir);
+            }
         }
         return Err(e);
     }
-    Ok(finished.into_iter().map(|(_, r)| r).collect())
+    Ok(finished.into_iter().map(|(_, _, r)| r).collect())
 }
 
 /// The plan of a conversion: the columns (all of the first file's, when `columns` is empty),
