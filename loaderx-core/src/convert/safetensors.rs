@@ -138,6 +138,7 @@ pub fn safetensors_part(
         }
         plan.push((name.clone(), view, schema, records, out));
     }
+    crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
 
     let mut created: Vec<PathBuf> = Vec::new();

@@ -159,6 +159,31 @@ pub(super) fn only_loaderx_files(dir: &Path, marked: bool) -> Result<()> {
     Ok(())
 }
 
+/// Refuses `out_dir`, where a converter writes one dataset a name (`OUT/<name>`), when it is
+/// itself a dataset, a store or a store set: the datasets would be written inside it, and it
+/// could then no longer be replaced as one (look 104, L104-5).
+///
+/// # Errors
+/// [`Error::NotReplaceable`] naming what `out_dir` is.
+pub(crate) fn refuse_dataset_as_dir_of(out_dir: &Path) -> Result<()> {
+    let what = if out_dir.join(crate::dataset::SET_FILE).exists() {
+        "a store set"
+    } else if out_dir.join(SCHEMA_FILE).exists() {
+        "a dataset"
+    } else if out_dir.join("index.zr").exists() || out_dir.join("meta.zr").exists() {
+        "a store"
+    } else {
+        return Ok(());
+    };
+    Err(Error::NotReplaceable {
+        path: out_dir.to_path_buf(),
+        reason: format!(
+            "it is {what}, and this conversion writes a directory of datasets (one a name, OUT/<name>): \
+             give a directory that is none"
+        ),
+    })
+}
+
 /// Checks that `out`, a directory of datasets a converter writes (`datasets`, each a dataset, and
 /// `files` beside them), may be replaced: anything else there (a directory or file of the
 /// user's) refuses it; a link is replaced itself.

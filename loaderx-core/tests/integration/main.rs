@@ -26,6 +26,8 @@ mod moved;
 mod packing;
 #[cfg(feature = "parquet")]
 mod parquet;
+#[cfg(feature = "parquet")]
+mod parquet_outputs;
 mod parts;
 mod passes;
 mod ragged_loader;

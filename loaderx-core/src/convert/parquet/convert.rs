@@ -143,6 +143,7 @@ pub fn parquet_part<P: AsRef<Path>>(
             return Err(Error::AlreadyExists { path: out });
         }
     }
+    crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
 
     // What was there before: a dataset this call replaces is never removed on an error.
