@@ -178,6 +178,23 @@ impl Target {
     }
 }
 
+/// Refuses an `out` inside the image folder `dir`: its output, staging and old copy would be
+/// listed as a class of it on the next run (look 104, L104-4: a class `out` of chunk files).
+fn refuse_inside(dir: &Path, out: &Path) -> Result<()> {
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if let (Ok(dir), Ok(parent)) = (dir.canonicalize(), parent.canonicalize())
+        && parent.starts_with(&dir)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{} lies inside the image folder {}: the next conversion would take it for a class; write it \
+             elsewhere",
+            out.display(),
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// [`images_part`] and [`super::encoded_images_part`]: the folder listed, the part's files
 /// converted into a staging directory, placed at `out` when complete.
 pub(super) fn convert_folder(
@@ -196,6 +213,7 @@ pub(super) fn convert_folder(
     }
     let (out, staging) = crate::dataset::out_and_staging(out);
     let out = out.as_path();
+    refuse_inside(dir, out)?;
     if std::fs::symlink_metadata(out).is_ok() {
         if !opts.overwrites() {
             return Err(Error::AlreadyExists { path: out.to_path_buf() });

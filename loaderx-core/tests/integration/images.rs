@@ -489,3 +489,25 @@ fn an_output_named_with_a_trailing_slash_is_staged_beside_it() {
     beside.sort();
     assert_eq!(beside, ["ds", "in", "out"]);
 }
+
+/// Look 104, L104-4: an output inside the image folder was taken for a class on the next run
+/// (its chunk files as images, `classes.txt` gaining a class). Refused, naming both.
+#[test]
+fn an_output_inside_the_image_folder_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    folder(&input, false);
+    std::fs::create_dir(dir.path().join("x")).unwrap();
+    for out in [
+        input.join("out"),
+        input.join("cat").join("out"),
+        dir.path().join("x").join("..").join("in").join("o"),
+    ] {
+        match images(&input, &out, ImageOptions::new(8, 8), WriteOptions::new()) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("lies inside the image folder"), "{m}"),
+            other => panic!("{}: {other:?}", out.display()),
+        }
+        assert!(!out.exists());
+    }
+    images(&input, dir.path().join("beside"), ImageOptions::new(8, 8), WriteOptions::new()).unwrap();
+}
