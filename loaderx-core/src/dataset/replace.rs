@@ -21,6 +21,16 @@ impl DatasetWriter {
     pub(super) fn replace_out(&mut self) -> Result<Replaced> {
         check_replaceable(&self.out)?;
         let mut held = Held::take(&self.out)?;
+        // In one step where the platform can: the old dataset under the staging name, the new
+        // under OUT; a crash from here leaves OUT whole (its old copy in OUT.partial, which the
+        // next writer removes as a crashed one's staging).
+        if crate::sys::rename_exchange(&self.staging, &self.out)
+            .map_err(|e| Error::io("exchange", &self.out, e))?
+        {
+            held.moved_to(&self.staging);
+            self.lock.moved_to(&self.out);
+            return Ok(Replaced { held, old: self.staging.clone() });
+        }
         let old = aside(&self.out);
         std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
         held.moved_to(&old);

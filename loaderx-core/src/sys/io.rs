@@ -359,6 +359,43 @@ pub(crate) fn meta_key(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
+/// Swaps the names `a` and `b` (both there) in one step: `Ok(true)` on Linux (`renameat2` with
+/// `RENAME_EXCHANGE`), `Ok(false)` where the platform or the file system has no such call (the
+/// caller renames twice then). A dataset replaced this way is never without its name, not even
+/// for a crash between two renames (look 104, L104-3).
+pub(crate) fn rename_exchange(a: &Path, b: &Path) -> io::Result<bool> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::unix::ffi::OsStrExt;
+        let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte");
+        let x = CString::new(a.as_os_str().as_bytes()).map_err(nul)?;
+        let y = CString::new(b.as_os_str().as_bytes()).map_err(nul)?;
+        // SAFETY: as in `rename_no_replace`: two NUL-terminated strings that outlive the call,
+        // AT_FDCWD for relative paths, nothing of ours written; the system call itself.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                libc::AT_FDCWD,
+                x.as_ptr(),
+                libc::AT_FDCWD,
+                y.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
+            return Err(e);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (a, b);
+    Ok(false)
+}
+
 /// Renames `from` to `to` unless something is at `to` (`AlreadyExists` then): atomically on
 /// Linux (`renameat2` with `RENAME_NOREPLACE`); elsewhere, or on a file system without the
 /// flag, `to` is looked at first and the rename follows (a window between the two remains).

@@ -66,7 +66,12 @@ int fsync(int fd) { REAL(int, fsync, int); return fail("fsync") ? -1 : real(fd);
 int ftruncate(int fd, off_t l) { REAL(int, ftruncate, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
 int ftruncate64(int fd, off_t l) { REAL(int, ftruncate64, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
 int fdatasync(int fd) { REAL(int, fdatasync, int); return fail("fsync") ? -1 : real(fd); }
-int rename(const char *a, const char *b) { REAL(int, rename, const char *, const char *); return fail("rename") ? -1 : real(a, b); }
+int rename(const char *a, const char *b) {
+    REAL(int, rename, const char *, const char *);
+    /* FAULT_SLOW_PARTIAL: a staging directory's rename waits first, widening any window it ends. */
+    if (getenv("FAULT_SLOW_PARTIAL") && strstr(a, ".partial") && !strstr(a, ".partial/")) usleep(300000);
+    return fail("rename") ? -1 : real(a, b);
+}
 "#;
 
 /// The shim, built once per test process.
