@@ -359,41 +359,40 @@ pub(crate) fn meta_key(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
+/// `renameat2(2)` of `from` to `to` with `flags`: `Ok(true)` done, `Ok(false)` where the kernel
+/// or the file system has no such call or flag (EINVAL, ENOSYS), else its error.
+#[cfg(target_os = "linux")]
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte");
+    let f = CString::new(from.as_os_str().as_bytes()).map_err(nul)?;
+    let t = CString::new(to.as_os_str().as_bytes()).map_err(nul)?;
+    // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
+    // resolves relative paths as rename(2) does; the call writes no memory of ours. The
+    // system call itself, not libc's wrapper: musl before 1.2.5 has none (issue 46).
+    let rc = unsafe {
+        libc::syscall(libc::SYS_renameat2, libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), flags)
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) { Ok(false) } else { Err(e) }
+}
+
 /// Swaps the names `a` and `b` (both there) in one step: `Ok(true)` on Linux (`renameat2` with
 /// `RENAME_EXCHANGE`), `Ok(false)` where the platform or the file system has no such call (the
 /// caller renames twice then). A dataset replaced this way is never without its name, not even
 /// for a crash between two renames (look 104, L104-3).
 pub(crate) fn rename_exchange(a: &Path, b: &Path) -> io::Result<bool> {
     #[cfg(target_os = "linux")]
-    {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte");
-        let x = CString::new(a.as_os_str().as_bytes()).map_err(nul)?;
-        let y = CString::new(b.as_os_str().as_bytes()).map_err(nul)?;
-        // SAFETY: as in `rename_no_replace`: two NUL-terminated strings that outlive the call,
-        // AT_FDCWD for relative paths, nothing of ours written; the system call itself.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                libc::AT_FDCWD,
-                x.as_ptr(),
-                libc::AT_FDCWD,
-                y.as_ptr(),
-                libc::RENAME_EXCHANGE,
-            )
-        };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
-            return Err(e);
-        }
-    }
+    return renameat2(a, b, libc::RENAME_EXCHANGE);
     #[cfg(not(target_os = "linux"))]
-    let _ = (a, b);
-    Ok(false)
+    {
+        let _ = (a, b);
+        Ok(false)
+    }
 }
 
 /// Renames `from` to `to` unless something is at `to` (`AlreadyExists` then): atomically on
@@ -401,32 +400,8 @@ pub(crate) fn rename_exchange(a: &Path, b: &Path) -> io::Result<bool> {
 /// flag, `to` is looked at first and the rename follows (a window between the two remains).
 pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     #[cfg(target_os = "linux")]
-    {
-        use std::ffi::CString;
-        use std::os::unix::ffi::OsStrExt;
-        let nul = |_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte");
-        let f = CString::new(from.as_os_str().as_bytes()).map_err(nul)?;
-        let t = CString::new(to.as_os_str().as_bytes()).map_err(nul)?;
-        // SAFETY: both pointers are NUL-terminated strings that outlive the call; AT_FDCWD
-        // resolves relative paths as rename(2) does; the call writes no memory of ours. The
-        // system call itself, not libc's wrapper: musl before 1.2.5 has none (issue 46).
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                libc::AT_FDCWD,
-                f.as_ptr(),
-                libc::AT_FDCWD,
-                t.as_ptr(),
-                libc::RENAME_NOREPLACE,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if !matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) {
-            return Err(e);
-        }
+    if renameat2(from, to, libc::RENAME_NOREPLACE)? {
+        return Ok(());
     }
     if std::fs::symlink_metadata(to).is_ok() {
         return Err(io::Error::from(io::ErrorKind::AlreadyExists));
