@@ -138,6 +138,14 @@ pub fn safetensors_part(
         }
         plan.push((name.clone(), view, schema, records, out));
     }
+    // Every dataset this call replaces, free to be replaced before the first is written: one
+    // found locked (a reader has it open) after another was replaced left OUT a mix (look 104,
+    // L104-2). One opened later is still refused at its turn, the others as they were placed.
+    for (.., out) in &plan {
+        if out.exists() {
+            crate::dataset::check_free_to_replace(out)?;
+        }
+    }
     crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
 

@@ -169,6 +169,22 @@ pub(super) fn only_loaderx_files(dir: &Path, marked: bool) -> Result<()> {
     Ok(())
 }
 
+/// Checks that the dataset at `out` may be replaced now: what is there is one (or a link, an
+/// empty directory), and no writer or readers have it open. What a writer asks before writing
+/// (and asks again at the rename); a converter writing several asks it of each first (look 104,
+/// L104-2: a tensor was replaced before the next one was found locked).
+///
+/// # Errors
+/// [`Error::NotReplaceable`]; [`Error::Locked`]; [`Error::Io`].
+pub(crate) fn check_free_to_replace(out: &Path) -> Result<()> {
+    check_replaceable(out)?;
+    if !std::fs::symlink_metadata(out).is_ok_and(|m| m.file_type().is_symlink()) {
+        drop(WriteLock::acquire(out)?);
+        drop(crate::store::lock_out_readers(out)?);
+    }
+    Ok(())
+}
+
 /// Refuses `out_dir`, where a converter writes one dataset a name (`OUT/<name>`), when it is
 /// itself a dataset, a store or a store set: the datasets would be written inside it, and it
 /// could then no longer be replaced as one (look 104, L104-5).

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::dtype::{DType, Element};
-use super::replace::{check_replaceable, only_loaderx_files};
+use super::replace::{check_free_to_replace, only_loaderx_files};
 use super::schema::SCHEMA_FILE;
 use super::schema::{Kind, Schema};
 use super::staging::{lock_staging, remove_dataset_dir, remove_dataset_files};
@@ -281,13 +281,9 @@ impl DatasetWriter {
             if !opts.overwrite {
                 return Err(Error::AlreadyExists { path: out });
             }
-            check_replaceable(&out)?;
             // Asked now as well as at the rename: a dataset a writer or readers have open is
             // refused before a whole conversion is spent on replacing it.
-            if !std::fs::symlink_metadata(&out).is_ok_and(|m| m.file_type().is_symlink()) {
-                drop(WriteLock::acquire(&out)?);
-                drop(crate::store::lock_out_readers(&out)?);
-            }
+            check_free_to_replace(&out)?;
         }
         // What a crashed writer left is this writer's to remove; a directory of the user's that
         // happens to bear the staging name is not. Chunk-like names (`2024.zr`) are a crashed

@@ -242,3 +242,34 @@ fn concurrent_first_uses_of_the_mnist_cache_all_get_whole_stores() {
     assert_eq!(mnist_stores(&dir, MnistSplit::Test, cache.path()).unwrap(), got[0]);
     assert_eq!(std::fs::metadata(&got[0].0).unwrap().modified().unwrap(), modified, "reused");
 }
+
+/// Look 104, L104-2: a forced conversion replaced tensor `a`, then found `b` open in a reader and
+/// stopped: OUT held `a` new and `b` old. Every dataset it replaces is asked first; nothing is
+/// replaced when one is locked.
+#[test]
+fn a_forced_safetensors_conversion_asks_every_tensor_before_the_first() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, base: i64| {
+        let a: Vec<u8> = (base..base + 4).flat_map(|v| v.to_le_bytes()).collect();
+        let b: Vec<u8> = (base + 10..base + 14).flat_map(|v| v.to_le_bytes()).collect();
+        let tensors = vec![
+            ("a", TensorView::new(Dtype::I64, vec![4], &a).unwrap()),
+            ("b", TensorView::new(Dtype::I64, vec![4], &b).unwrap()),
+        ];
+        let path = dir.path().join(name);
+        std::fs::write(&path, safetensors::serialize(tensors, None).unwrap()).unwrap();
+        path
+    };
+    let (old, new) = (file("old.st", 0), file("new.st", 100));
+    let out = dir.path().join("out");
+    convert::safetensors(&old, &out, WriteOptions::new()).unwrap();
+    let reader = DenseDataset::<i64>::open(out.join("b")).unwrap();
+    let e = convert::safetensors(&new, &out, WriteOptions::new().overwrite(true)).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    let a = DenseDataset::<i64>::open(out.join("a")).unwrap();
+    assert_eq!(a.get_vec(&[0]).unwrap(), vec![0], "a replaced before b was found locked");
+    drop((reader, a));
+    convert::safetensors(&new, &out, WriteOptions::new().overwrite(true)).unwrap();
+    assert_eq!(DenseDataset::<i64>::open(out.join("b")).unwrap().get_vec(&[0]).unwrap(), vec![110]);
+}
