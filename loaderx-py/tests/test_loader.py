@@ -357,6 +357,12 @@ def test_settings_nothing_reads_are_refused(streams):
         DataLoader([(1.0, streams), (1.0, streams)], batch_size=8, mode="iid")
     with DataLoader(streams, batch_size=8, mode="sequential", epochs=1, shuffle=False) as agreed:
         assert next(agreed)["y"].tolist() == list(range(8))
+    # NumPy's integers as mode codes, as for every count; weights numbers, not True or "2".
+    with DataLoader(streams, batch_size=8, mode=np.int64(0)) as seq:
+        assert next(seq)["y"].tolist() == list(range(8))
+    for weight in (True, "2"):
+        with pytest.raises(TypeError, match="weight must be a number"):
+            DataLoader([(weight, streams), (1.0, streams)], batch_size=8)
     with pytest.raises(ValueError, match="pad_value pads the streams pad= names"):
         DataLoader(streams, batch_size=8, pad_value=-100)
     for flag in ("pad_truncate", "shuffle", "drop_last", "pack_split"):

@@ -153,7 +153,11 @@ class DataLoader:
             for j, source in enumerate(datasets):
                 if not (isinstance(source, tuple) and len(source) == 2 and isinstance(source[1], Mapping)):
                     raise TypeError(f"mixture source {j} must be a (weight, {{name: dataset}}) pair")
-                sources.append((float(source[0]), streams(source[1])))
+                weight = source[0]
+                if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, (int, float, np.integer, np.floating)):
+                    # float() took True as 1.0 and "2" as 2.0 (look 105).
+                    raise TypeError(f"mixture source {j}'s weight must be a number, not {weight!r}")
+                sources.append((float(weight), streams(source[1])))
             b = _native.LoaderBuilder.mixture(sources)
         else:
             raise TypeError(

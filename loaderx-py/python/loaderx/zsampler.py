@@ -20,9 +20,11 @@ MODES = _native.SAMPLER_MODES
 
 def mode_name(mode: str | int) -> str:
     """A mode given by name or by the seed's integer code (0 sequential, 1 iid, 2 cyclic)."""
-    if isinstance(mode, bool):
+    if isinstance(mode, (bool, np.bool_)):
         raise TypeError("mode must be a name or an integer code, not a bool")
-    if isinstance(mode, int):
+    if isinstance(mode, (int, np.integer)):
+        # NumPy's integers too, as every count of the package takes them (look 105).
+        mode = int(mode)
         if not 0 <= mode < len(MODES):
             raise ValueError(f"mode code {mode} is not one of 0 (sequential), 1 (iid), 2 (cyclic)")
         return MODES[mode]
