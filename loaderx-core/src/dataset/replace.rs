@@ -21,17 +21,33 @@ impl DatasetWriter {
     pub(super) fn replace_out(&mut self) -> Result<Replaced> {
         check_replaceable(&self.out)?;
         let mut held = Held::take(&self.out)?;
-        // In one step where the platform can: the old dataset under the staging name, the new
-        // under OUT; a crash from here leaves OUT whole (its old copy in OUT.partial, which the
-        // next writer removes as a crashed one's staging).
-        if crate::sys::rename_exchange(&self.staging, &self.out)
-            .map_err(|e| Error::io("exchange", &self.out, e))?
-        {
-            held.moved_to(&self.staging);
-            self.lock.moved_to(&self.out);
-            return Ok(Replaced { held, old: self.staging.clone() });
-        }
         let old = aside(&self.out);
+        // In one step where the platform can. The new dataset leaves the staging name first, for
+        // a name of its own (OUT.old): the old one is then parked there, never under the staging
+        // name, which the next writer takes while this one removes the old (look 106, L106-1:
+        // that removal took the next writer's staging lock and directory). A crash leaves OUT
+        // whole, and one dataset in OUT.old (the new before the exchange, the old after it).
+        std::fs::rename(&self.staging, &old).map_err(|e| Error::io("rename", &self.staging, e))?;
+        self.lock.moved_to(&old);
+        match crate::sys::rename_exchange(&old, &self.out) {
+            Ok(true) => {
+                held.moved_to(&old);
+                self.lock.moved_to(&self.out);
+                return Ok(Replaced { held, old });
+            }
+            Ok(false) => {
+                // Two renames, as below, from where the new dataset is now.
+                std::fs::rename(&old, &self.staging).map_err(|e| Error::io("rename", &old, e))?;
+                self.lock.moved_to(&self.staging);
+            }
+            Err(e) => {
+                // The new dataset back at its staging name, to be removed as a failed one's.
+                if std::fs::rename(&old, &self.staging).is_ok() {
+                    self.lock.moved_to(&self.staging);
+                }
+                return Err(Error::io("exchange", &self.out, e));
+            }
+        }
         std::fs::rename(&self.out, &old).map_err(|e| Error::io("rename", &self.out, e))?;
         held.moved_to(&old);
         if let Err(e) = std::fs::rename(&self.staging, &self.out) {

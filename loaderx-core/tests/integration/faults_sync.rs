@@ -263,3 +263,35 @@ fn ten_records_at(out: &std::path::Path) {
     old.append(&(0..10u32).collect::<Vec<_>>()).unwrap();
     old.finish().unwrap();
 }
+
+/// Look 106, L106-1: after the exchange the old dataset was parked under the staging name, which
+/// the next writer takes: its removal took that writer's staging lock and directory. Now it is
+/// parked under a name of its own: a replacement whose last steps fail (the parent directory's
+/// sync) leaves it as `OUT.old`, never `OUT.partial`, and the next writer replaces OUT cleanly.
+#[test]
+fn a_replaced_dataset_is_parked_under_a_name_no_writer_stages_in() {
+    shim();
+    let mut committed = 0;
+    for at in 1..=30 {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        ten_records_at(&out);
+        let printed = in_child_failing("faults_sync::child_finish", &out, "overwrite", "fsync", at);
+        if !printed.contains("finish committed") {
+            continue;
+        }
+        committed += 1;
+        assert!(!tmp.path().join("out.partial").exists(), "fsync {at}: the old one under the staging name");
+        let mut w = loaderx_core::DatasetWriter::dense::<u32>(
+            &out,
+            vec![],
+            loaderx_core::WriteOptions::new().overwrite(true),
+        )
+        .unwrap();
+        w.append(&[7u32]).unwrap();
+        w.finish().unwrap();
+        assert_eq!(loaderx_core::DenseSource::open(&out).unwrap().len(), 1);
+        assert!(!tmp.path().join("out.partial").exists());
+    }
+    assert!(committed > 0, "a failure after the exchange was reached");
+}
