@@ -247,6 +247,19 @@ fn group_of(dir: &Path) -> Result<Group> {
             files.push(name);
         }
     }
+    // A replacement's leftovers beside the dataset they were (a crash's: `x.partial`, `x.old`,
+    // `x.old1`, ...) are no datasets of the part (look 106, L106-2: counted, the part's datasets
+    // differed from its siblings', and another part was blamed).
+    let leftover = |n: &str| {
+        datasets.iter().any(|d| {
+            n.strip_prefix(d.as_str()).is_some_and(|rest| {
+                rest == ".partial"
+                    || rest.strip_prefix(".old").is_some_and(|k| k.bytes().all(|b| b.is_ascii_digit()))
+            })
+        })
+    };
+    let kept: Vec<String> = datasets.iter().filter(|n| !leftover(n)).cloned().collect();
+    let mut datasets = kept;
     datasets.sort();
     files.sort();
     Ok(Group { datasets, files })

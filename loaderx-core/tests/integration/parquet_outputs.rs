@@ -239,3 +239,32 @@ fn a_dataset_is_no_directory_of_datasets() {
     let after: Vec<PathBuf> = std::fs::read_dir(&ds).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(before.len(), after.len(), "nothing written inside");
 }
+
+/// Look 106, L106-2: a part whose forced reconversion was killed after its exchange held the
+/// old copies beside the new datasets (`x.partial`, `x.old`): `stitch` counted them as datasets
+/// and blamed the other part. They are a replacement's leftovers, not the part's data.
+#[test]
+fn a_replacements_leftovers_in_a_part_are_no_datasets_of_it() {
+    use loaderx_core::convert::stitch_datasets;
+    let dir = tempfile::tempdir().unwrap();
+    let parts: Vec<PathBuf> = (0..2).map(|k| dir.path().join(format!("p{k}"))).collect();
+    for p in &parts {
+        for name in ["x", "y"] {
+            let mut w =
+                loaderx_core::DatasetWriter::dense::<u32>(p.join(name), vec![], WriteOptions::new()).unwrap();
+            w.append(&[1u32, 2]).unwrap();
+            w.finish().unwrap();
+        }
+    }
+    for (from, to) in [("x", "x.partial"), ("y", "y.old"), ("y", "y.old3")] {
+        let mut w = loaderx_core::DatasetWriter::dense::<u32>(parts[0].join(to), vec![], WriteOptions::new())
+            .unwrap();
+        w.append(&[9u32]).unwrap();
+        w.finish().unwrap();
+        assert!(parts[0].join(from).exists());
+    }
+    let made = stitch_datasets(&parts, dir.path().join("set")).unwrap();
+    let names: Vec<&str> = made.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["x", "y"]);
+    assert_eq!(made[0].1.records, 4);
+}
