@@ -79,6 +79,9 @@ def test_indexing_follows_numpy(tmp_path):
 
     assert rag[np.array(2)].tolist() == [0, 1, 2, 3, 4] and rag[Two()].tolist() == [0, 1, 2, 3, 4]
     assert [[len(r) for r in row] for row in rag[[[0, 1], [2, 0]]]] == [[3, 2], [5, 3]]
+    # An axis of 0 after the first (look 107, L107-1: "range() arg 3 must not be zero").
+    assert rag[[[]]] == [[]] and rag[np.empty((2, 0), int)] == [[], []]
+    assert rag[np.empty((2, 0, 3), int)] == [[], []] and ds[np.empty((2, 0), int)].shape == (2, 0, 4)
     np.testing.assert_array_equal(ds[Two()], a[2])
     np.testing.assert_array_equal(ds[np.matrix([[1, 2]])], a[np.matrix([[1, 2]])])
     assert [len(r) for r in rag[np.matrix([[1, 2]])][0]] == [2, 5]

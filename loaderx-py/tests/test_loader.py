@@ -363,6 +363,13 @@ def test_settings_nothing_reads_are_refused(streams):
     for weight in (True, "2"):
         with pytest.raises(TypeError, match="weight must be a number"):
             DataLoader([(weight, streams), (1.0, streams)], batch_size=8)
+    # Look 107: pad values that are no number (L107-3); shards of another form, named (L107-4).
+    for value in ("5", True, np.array([0.0])):
+        with pytest.raises(TypeError, match="pad_value must be a number"):
+            DataLoader(streams, batch_size=8, pad_value=value)
+    for shard in ("ENV", "rank0", (0, 2, 1)):
+        with pytest.raises(ValueError, match="shard must be \\(rank, world\\) or \"env\""):
+            DataLoader(streams, batch_size=8, shard=shard)
     with pytest.raises(ValueError, match="pad_value pads the streams pad= names"):
         DataLoader(streams, batch_size=8, pad_value=-100)
     for flag in ("pad_truncate", "shuffle", "drop_last", "pack_split"):

@@ -346,7 +346,9 @@ impl ImagePipeline {
                 // At least a pixel each way (an extreme ratio rounds a side to 0, which the
                 // resizer would take for an empty crop and leave the output black).
                 let (cw, ch) = (cw.clamp(1.0, iw), ch.clamp(1.0, ih));
-                ((iw - cw) / 2.0, (ih - ch) / 2.0, cw, ch)
+                // torchvision's integer offsets ((w - cw) // 2): an odd margin halved was half a
+                // pixel off, every pixel the mean of two (look 107, L107-2).
+                (((iw - cw) / 2.0).floor(), ((ih - ch) / 2.0).floor(), cw, ch)
             }
         }
     }

@@ -426,3 +426,19 @@ fn a_jpeg_with_a_wider_imcu_than_its_class_crops_anywhere() {
         assert_eq!(run(&all, &bytes, 1), run(&all, &png_bytes, 1), "{name}");
     }
 }
+
+/// Look 107, L107-2: RandomResizedCrop's fallback (a central crop, every try out of range) cut
+/// at half a pixel for an odd margin; torchvision's offset is `(w - cw) // 2`: an exact copy.
+#[test]
+fn random_resized_crops_fallback_copies_torchvisions_pixels() {
+    let img = RgbImage::from_fn(27, 20, |x, y| {
+        let v = (x.wrapping_mul(2_654_435_761) ^ y.wrapping_mul(40_503)).to_le_bytes();
+        Rgb([v[0], v[1], v[2]])
+    });
+    let p =
+        ImagePipeline::train(20).crop(Crop::RandomResized { scale: (1.0, 1.0), ratio: (1.0, 1.0) }).flip(0.0);
+    let got = run(&p, &png(&img), 3);
+    let img = &img;
+    let want: Vec<u8> = (0..20).flat_map(|y| (3..23).flat_map(move |x| img.get_pixel(x, y).0)).collect();
+    assert_eq!(got, want);
+}

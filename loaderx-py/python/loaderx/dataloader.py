@@ -105,6 +105,9 @@ class DataLoader:
                 raise TypeError(f"{flag} must be True or False, not {value!r}")
         if pad_truncate and not pad:
             raise ValueError("pad_truncate=True truncates the streams pad= names: pass pad={name: rows} with it")
+        if isinstance(pad_value, (bool, np.bool_)) or not isinstance(pad_value, (int, float, np.integer, np.floating)):
+            # float() took "5" and True (look 107, L107-3); an array is no pad value.
+            raise TypeError(f"pad_value must be a number, not {pad_value!r}")
         if pad_value != 0.0 and not pad:
             # Look 105, L105-3: taken and used nowhere (packed rows are padded with 0, their loss
             # mask saying which), where an ignore index was meant.
@@ -127,7 +130,10 @@ class DataLoader:
         if pack_split and not pack:
             # Look 96: taken and ignored, where pad_truncate without pad is refused.
             raise ValueError("pack_split=True splits the samples pack= packs: pass pack={name: length} with it")
-        if isinstance(shard, tuple) and len(shard) == 2:
+        if shard is not None and shard != "env" and not (isinstance(shard, (tuple, list)) and len(shard) == 2):
+            # Named, with what it takes (look 107, L107-4: "too many values to unpack").
+            raise ValueError(f"shard must be (rank, world) or \"env\", not {shard!r}")
+        if isinstance(shard, (tuple, list)):
             check_int("shard's rank", shard[0], 0, 2**32)
             check_int("shard's world", shard[1], 1, 2**32)
         for name, rows in (pad or {}).items():

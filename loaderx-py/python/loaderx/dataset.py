@@ -120,6 +120,14 @@ class DenseDataset(_Dataset):
         return out
 
 
+def _nested(records: list[Any], shape: tuple[int, ...]) -> list[Any]:
+    """``records`` as nested lists of ``shape`` (an axis of 0 included: look 107, L107-1)."""
+    if len(shape) == 1:
+        return list(records)
+    step = int(np.prod(shape[1:], dtype=np.int64))
+    return [_nested(records[k * step : (k + 1) * step], shape[1:]) for k in range(shape[0])]
+
+
 class RaggedDataset(_Dataset):
     """The ragged dataset at ``path``: ``rs[[0, 2, 4]]`` is a list of arrays, one per record,
     each of shape ``(rows, *row_shape)``; all of them are views of one buffer gathered at once."""
@@ -147,9 +155,7 @@ class RaggedDataset(_Dataset):
         # lists for a key of several axes (look 103, L103-2: a list of one, or flat).
         if shape is None or shape == ():
             return records[0]
-        for d in reversed(shape[1:]):
-            records = [records[i : i + d] for i in range(0, len(records), d)]
-        return records
+        return _nested(records, shape)
 
     def gather(self, indices_: Any) -> list[np.ndarray]:
         """The records at ``indices_``, in one gather."""
