@@ -526,7 +526,7 @@ impl DatasetWriter {
             path: self.out.clone(),
             what: format!("the dataset of {} records", self.count),
             remedy: "it is in place; its name may not be durable yet, and an old dataset it replaced may be \
-                     left beside it (OUT.partial on Linux, OUT.old, OUT.old1, ... elsewhere)",
+                     left beside it (OUT.old, OUT.old1, ...)",
             source: Box::new(source),
         };
         if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {
