@@ -406,3 +406,31 @@ def test_a_pad_value_the_dtype_cannot_hold_is_refused():
     with pytest.raises(ValueError, match="pad value"):
         pad([np.array([1], np.int64)], 2**53 + 1)
     assert pad([np.array([1, 2], np.int64), np.array([3], np.int64)], -100)[0].tolist() == [[1, 2], [3, -100]]
+
+
+def test_a_pickled_split_reopens_as_the_records_it_was(tmp_path):
+    # Look 109, L109-1: a split pickled, then the store appended to: the reopened split was
+    # taken over the new length, another split (validation records in train). It is taken over
+    # the records it was, and refused once records it held are gone.
+    import pickle
+
+    from loaderx.zrecord import Zrecord
+
+    from_numpy(tmp_path / "d", np.arange(100, dtype=np.int64), codec="raw")
+    ds = DenseDataset(tmp_path / "d")
+    train, val = ds.split(0.8, seed=1)
+    want = (train[:].tolist(), val[:].tolist())
+    saved = pickle.dumps((train, val))
+    z = Zrecord(tmp_path / "d", "a")
+    z.append([np.int64(v).tobytes() for v in range(1000, 1020)], codec="raw")
+    t2, v2 = pickle.loads(saved)
+    assert (t2[:].tolist(), v2[:].tolist()) == want
+    del ds, train, val, t2, v2  # readers: a delete takes the store alone
+    import gc
+
+    gc.collect()
+    z.delete(list(range(50)))
+    z.compact()
+    del z
+    with pytest.raises(ValueError, match="fewer than the 100 it was split over"):
+        pickle.loads(saved)

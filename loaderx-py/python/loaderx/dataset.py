@@ -67,7 +67,13 @@ class _Dataset:
         if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating)):
             raise TypeError(f"fraction must be a number in [0, 1], not {type(fraction).__name__}")
         a, b = self._native.split(float(fraction), check_int("seed", seed, 0, 2**64))
-        return self._wrap(a, ("split", float(fraction), seed, 0)), self._wrap(b, ("split", float(fraction), seed, 1))
+        # The length split over, for a pickle: a store appended to since is split over the same
+        # records again, never its new length (look 109, L109-1: the validation records moved).
+        n = self._len
+        return (
+            self._wrap(a, ("split", float(fraction), seed, 0, n)),
+            self._wrap(b, ("split", float(fraction), seed, 1, n)),
+        )
 
 
 class DenseDataset(_Dataset):
@@ -184,7 +190,15 @@ def _take_views(ds: Any, views: tuple) -> Any:
         if view[0] == "select":
             ds = ds.select(view[1])
         else:
-            _, fraction, seed, part = view
+            _, fraction, seed, part, *over = view
+            if over and len(ds) != over[0]:
+                if len(ds) < over[0]:
+                    raise ValueError(
+                        f"{ds.path} holds {len(ds)} records, fewer than the {over[0]} it was split over: records "
+                        "were deleted since, and the split cannot be taken again"
+                    )
+                # Appended to since: the split is of the records it was taken over.
+                ds = ds.select(np.arange(over[0], dtype=np.uint32))
             ds = ds.split(fraction, seed)[part]
     return ds
 
