@@ -391,5 +391,11 @@ mod tests {
             let e = LoaderState::from_bytes(&changed).unwrap_err();
             assert!(e.to_string().contains("unknown field"), "{}: {e}", String::from_utf8_lossy(to));
         }
+        // Bytes after its end (look 109, L109-2: a state with a byte, or a second state,
+        // appended was taken as the first alone).
+        for tail in [&b"\0"[..], b"garbage", &bytes[..]] {
+            let e = LoaderState::from_bytes(&[&bytes[..], tail].concat()).unwrap_err();
+            assert!(e.to_string().contains(&format!("{} bytes after its end", tail.len())), "{e}");
+        }
     }
 }

@@ -44,10 +44,26 @@ impl LoaderState {
     /// [`Error::Config`] (`what: "state"`) for bytes that are not a loader state, the decoder's
     /// error as its source.
     pub fn from_bytes(bytes: &[u8]) -> Result<LoaderState> {
-        rmp_serde::from_slice(bytes).map_err(|e| Error::Config {
-            what: "state",
-            reason: format!("not a loader state ({} bytes): {e}", bytes.len()),
-        })
+        let mut read = bytes;
+        let state = serde::Deserialize::deserialize(&mut rmp_serde::Deserializer::new(&mut read)).map_err(
+            |e: rmp_serde::decode::Error| Error::Config {
+                what: "state",
+                reason: format!("not a loader state ({} bytes): {e}", bytes.len()),
+            },
+        )?;
+        // A state ends where its bytes do: bytes after it (a checkpoint spliced wrongly) are
+        // refused, not dropped (look 109, L109-2).
+        if !read.is_empty() {
+            return Err(Error::Config {
+                what: "state",
+                reason: format!(
+                    "not a loader state ({} bytes): {} bytes after its end",
+                    bytes.len(),
+                    read.len()
+                ),
+            });
+        }
+        Ok(state)
     }
 
     /// Writes the state to the file `path`, atomically (a temporary file beside it, synced,
