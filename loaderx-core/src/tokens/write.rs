@@ -66,7 +66,8 @@ impl MegatronWriter {
     /// own, which a drop removes.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for `u32`; [`Error::AlreadyExists`] for an existing `.bin` or
+    /// [`Error::InvalidArgument`] for `u32`, or a prefix ending in `.bin` or `.idx`;
+    /// [`Error::AlreadyExists`] for an existing `.bin` or
     /// `.idx` without `overwrite`; [`Error::NotReplaceable`] for one that is not a regular file;
     /// [`Error::Locked`]; [`Error::Io`].
     pub fn create(prefix: impl AsRef<Path>, token: TokenType, overwrite: bool) -> Result<MegatronWriter> {
@@ -77,6 +78,16 @@ impl MegatronWriter {
             )));
         }
         let prefix = prefix.as_ref();
+        // `P.bin` as a prefix writes `P.bin.bin` and `P.bin.idx`, and every reader takes `P.bin`
+        // for the `.bin` of the pair `P` (look 108, L108-1: another dataset's tokens read).
+        if let Some(ext) = prefix.extension().and_then(|e| e.to_str()).filter(|e| ["bin", "idx"].contains(e))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a Megatron prefix is named without its .{ext}: the writer adds .bin and .idx, and \
+                 readers take a name ending in .{ext} for one file of a pair",
+                prefix.display()
+            )));
+        }
         let with = |ext: &str| {
             let mut p = prefix.as_os_str().to_owned();
             p.push(ext);

@@ -411,3 +411,20 @@ fn verify_finds_sequences_that_do_not_tile_the_bin() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Look 108, L108-1: a Megatron prefix ending in `.bin` wrote `P.bin.bin` and `P.bin.idx`,
+/// and every reader then took `P.bin` for the `.bin` of the pair `P`: another dataset's tokens,
+/// verified intact. Such a prefix is refused, nothing written.
+#[test]
+fn a_megatron_prefix_ending_in_an_extension_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["corpus.bin", "corpus.idx"] {
+        let prefix = dir.path().join(name);
+        match MegatronWriter::create(&prefix, TokenType::U16, false) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("named without its"), "{m}"),
+            other => panic!("{name}: {:?}", other.map(|_| ())),
+        }
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+    MegatronWriter::create(dir.path().join("corpus.v2"), TokenType::U16, false).unwrap();
+}
