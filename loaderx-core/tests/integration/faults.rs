@@ -74,24 +74,37 @@ int rename(const char *a, const char *b) {
 }
 "#;
 
-/// The shim, built once per test process.
+/// The shim, built once for its source and compiler under cargo's per-target scratch directory
+/// (`CARGO_TARGET_TMPDIR`), so test runs leave nothing behind in the system's temporary directory
+/// and later runs reuse it. Built under a name of this process's own, then renamed into place:
+/// two suites running at once each get a whole file.
 pub(crate) fn shim() -> &'static Path {
     static SHIM_SO: OnceLock<PathBuf> = OnceLock::new();
     SHIM_SO.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("loaderx-faults-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("shim.c"), SHIM).unwrap();
-        let so = dir.join("shim.so");
+        use std::hash::{Hash, Hasher};
         // The target's compiler where the suite was cross-built (`LOADERX_TEST_CC`).
         let cc = std::env::var("LOADERX_TEST_CC").unwrap_or_else(|_| "cc".into());
+        let mut key = std::collections::hash_map::DefaultHasher::new();
+        (SHIM, &cc).hash(&mut key);
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-shim");
+        std::fs::create_dir_all(&dir).unwrap();
+        let so = dir.join(format!("shim-{:016x}.so", key.finish()));
+        if so.is_file() {
+            return so;
+        }
+        let pid = std::process::id();
+        let (c, built) = (dir.join(format!("shim-{pid}.c")), dir.join(format!("shim-{pid}.so")));
+        std::fs::write(&c, SHIM).unwrap();
         let status = Command::new(cc)
             .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(&so)
-            .arg(dir.join("shim.c"))
+            .arg(&built)
+            .arg(&c)
             .arg("-ldl")
             .status()
             .expect("cc builds the fault shim");
         assert!(status.success(), "cc failed on the fault shim");
+        std::fs::remove_file(&c).unwrap();
+        std::fs::rename(&built, &so).unwrap();
         so
     })
 }
