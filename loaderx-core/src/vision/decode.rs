@@ -112,7 +112,8 @@ impl Scratch {
     ) -> Result<(u32, u32, (f64, f64, f64, f64)), String> {
         use crate::sys::{Decoded, JpegHeader, Region};
         // Halve the scale while the crop stays at least the output each way: the resize then
-        // still only shrinks, and libjpeg-turbo's 1/2, 1/4 and 1/8 are its SIMD scales.
+        // still only shrinks, and libjpeg-turbo's 1/2, 1/4 and 1/8 are its SIMD scales (the M/8
+        // between cost more than they save: docs/benchmarks/images.md, spike G).
         let mut num = 8u32;
         while num > 1
             && cw * f64::from(num / 2) / 8.0 >= f64::from(ow)
