@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use super::Store;
 use super::chunk::Placement;
-use super::files::chunk_path;
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, chunk_path};
 use super::gather::Located;
 use super::table::committed;
 use crate::format::v2::Entry;
@@ -63,6 +63,23 @@ impl Store {
         self.writer()?;
         self.sync_before()?;
         let _x = self.exclusive("compacting it")?;
+        let compacted = self.compact_held(max_batches, batch_bytes);
+        if let Err(e) = &compacted
+            && !matches!(e, Error::Committed { .. })
+            && self.format() == Format::V2
+            && self.chunks.dir().stat(MANIFEST_FILE).is_err()
+            && self.chunks.dir().stat(JOURNAL_FILE).is_err()
+        {
+            // Stopped between batches, none pending (a full disk, a read failing): the batches
+            // done stand, and the manifest their first removed describes the chunks again (look
+            // 111, L111-2; best effort: the next writer computes a missing one).
+            let _ = self.rebuild_manifest(Vec::new());
+        }
+        compacted
+    }
+
+    /// [`Store::compact_in_batches`] once the store is held alone.
+    fn compact_held(&self, max_batches: usize, batch_bytes: usize) -> Result<CompactReport> {
         let before = self.stats()?;
         if self.index.stride().is_some() {
             // Dense by construction: every record lies where its index says, with no gap. Only
@@ -90,17 +107,16 @@ impl Store {
             if batches == max_batches {
                 return Ok(false);
             }
-            if store.format() == Format::V2 && !manifest_dropped {
-                // Moves change the chunks' bytes under their checksums: the manifest goes first,
-                // and is computed again from the chunks when compaction ends (or by the next
-                // writer, after a crash).
-                store.drop_manifest()?;
-                manifest_dropped = true;
-            }
-            store.run_journal(
+            // Moves change the chunks' bytes under their checksums: the manifest goes before the
+            // first batch lands, and is computed again from the chunks when compaction ends (or
+            // by the next writer, after a crash).
+            let drop = store.format() == Format::V2 && !manifest_dropped;
+            store.run_journal_dropping_manifest(
                 Journal::Move { entries: std::mem::take(batch), data: std::mem::take(data) },
                 "a compaction's batch of moves",
+                drop,
             )?;
+            manifest_dropped |= drop;
             batches += 1;
             Ok(true)
         };

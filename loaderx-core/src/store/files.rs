@@ -188,10 +188,24 @@ pub(crate) fn write_atomic_in(
     name: &str,
     fill: impl FnOnce(&File, &Path) -> Result<()>,
 ) -> std::result::Result<(), (Error, bool)> {
+    write_atomic_in_then(dir, name, fill, || Ok(()))
+}
+
+/// [`write_atomic_in`], `before_rename` run once the temporary is written and synced and before
+/// it is renamed into place (a failure there removes the temporary: nothing landed). What must
+/// not happen unless the file can land goes there: the part that needs disk space is done.
+pub(crate) fn write_atomic_in_then(
+    dir: &crate::sys::Dir,
+    name: &str,
+    fill: impl FnOnce(&File, &Path) -> Result<()>,
+    before_rename: impl FnOnce() -> Result<()>,
+) -> std::result::Result<(), (Error, bool)> {
     let tmp_name = format!("{name}{TMP_SUFFIX}");
     let tmp = dir.join(&tmp_name);
     let file = fresh_in(dir, &tmp_name).map_err(|e| (e, false))?;
-    let written = fill(&file, &tmp).and_then(|()| file.sync_all().map_err(|e| Error::io("sync", &tmp, e)));
+    let written = fill(&file, &tmp)
+        .and_then(|()| file.sync_all().map_err(|e| Error::io("sync", &tmp, e)))
+        .and_then(|()| before_rename());
     drop(file);
     if let Err(e) = written {
         let _ = dir.remove(&tmp_name);

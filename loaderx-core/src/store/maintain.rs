@@ -6,7 +6,7 @@ use std::fs;
 
 use super::Store;
 use super::compact::MOVE_BATCH_BYTES;
-use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, write_atomic_bytes_in};
+use super::files::{JOURNAL_FILE, MANIFEST_FILE, read_capped, write_atomic_bytes_in, write_atomic_in_then};
 use super::gather::RecordIndex;
 use super::table::committed;
 use crate::format::v2::Entry;
@@ -92,10 +92,11 @@ impl Store {
             summed.sort_unstable();
             summed.dedup();
             let sums = self.planned_sums(&stride, &summed, &moves.iter().copied().collect(), n)?;
-            // Records move: the chunks' checksums change under the manifest, which goes first
-            // and is computed again (by the next writer, after a crash).
-            self.drop_manifest()?;
-            self.run_journal(Journal::Delete { entries, new_length: n, sums }, &deleted(len - n))?;
+            // Records move: the chunks' checksums change under the manifest, which goes once the
+            // journal is written and before it lands, and is computed again (by the next writer,
+            // after a crash).
+            let journal = Journal::Delete { entries, new_length: n, sums };
+            self.run_journal_dropping_manifest(journal, &deleted(len - n), true)?;
             // Derived: when this write fails the file stays removed, and the next writer computes
             // it. The delete stands, so the call does not fail.
             let _ = self.rebuild_manifest(Vec::new());
@@ -122,6 +123,20 @@ impl Store {
     /// handle writes no more: its view may be half applied, and a journal left behind, replayed
     /// after later appends, would cut them off.
     pub(super) fn run_journal(&self, j: Journal, what: &str) -> Result<()> {
+        self.run_journal_dropping_manifest(j, what, false)
+    }
+
+    /// [`Store::run_journal`], `manifest.zr` removed first when `drop_manifest` (the journal's
+    /// moves change the chunks' bytes under its checksums): once the journal is written and
+    /// synced, before it lands. A journal that cannot be written (a full disk) leaves the
+    /// manifest; one that fails to land after the manifest went has it written again (look 111,
+    /// L111-2: a compaction failing on a full disk left `verify` reporting the store damaged).
+    pub(super) fn run_journal_dropping_manifest(
+        &self,
+        j: Journal,
+        what: &str,
+        drop_manifest: bool,
+    ) -> Result<()> {
         let (Journal::Delete { entries, .. } | Journal::Move { entries, .. }) = &j;
         self.check_journal(entries)?;
         let path = self.dir.join(JOURNAL_FILE);
@@ -138,12 +153,32 @@ impl Store {
                 source: None,
             });
         }
-        let written = write_atomic_bytes_in(self.chunks.dir(), JOURNAL_FILE, &j.encode(self.format()));
+        let bytes = j.encode(self.format());
+        let mut dropped = false;
+        let written = write_atomic_in_then(
+            self.chunks.dir(),
+            JOURNAL_FILE,
+            |file, tmp| crate::sys::write_all_at(file, &bytes, 0).map_err(|e| Error::io("write", tmp, e)),
+            || {
+                if drop_manifest {
+                    // Before the call: its directory sync can fail after the removal.
+                    dropped = true;
+                    self.drop_manifest()?;
+                }
+                Ok(())
+            },
+        )
+        .map_err(|(e, _)| e);
         if let Err(e) = written {
             if self.chunks.dir().stat(JOURNAL_FILE).is_ok_and(|m| m.file) {
                 return Err(self.halt(what, JOURNAL_REMEDY, e));
             }
-            // Failed before its rename landed (the temporary is removed): nothing happened.
+            // Failed before its rename landed (the temporary is removed): nothing happened, and
+            // a manifest removed for it describes the chunks still (best effort: the next
+            // writer computes a missing one).
+            if dropped {
+                let _ = self.rebuild_manifest(Vec::new());
+            }
             return Err(e);
         }
         let finished = self.apply(&j).and_then(|()| {

@@ -150,7 +150,7 @@ fn in_child_failing_then(
 }
 
 /// A record naming its id, the rest of its bytes a function of it.
-fn record(id: u32) -> Vec<u8> {
+pub(crate) fn record(id: u32) -> Vec<u8> {
     let mut r = vec![(id % 251) as u8; 24];
     r[..4].copy_from_slice(&id.to_le_bytes());
     r
@@ -168,12 +168,12 @@ pub(crate) fn varied(id: u32) -> Vec<u8> {
     r
 }
 
-fn varied_id(r: &[u8]) -> Option<u32> {
+pub(crate) fn varied_id(r: &[u8]) -> Option<u32> {
     let id = u32::from_le_bytes(r.get(..4)?.try_into().ok()?);
     (r == varied(id)).then_some(id)
 }
 
-fn options(layout: &str) -> StoreOptions {
+pub(crate) fn options(layout: &str) -> StoreOptions {
     match layout {
         "fixed" => StoreOptions::new().fixed_stride(24),
         "compact" => StoreOptions::new().compact_entries(true),
@@ -188,7 +188,7 @@ fn ids(dir: &Path) -> Vec<u32> {
 }
 
 /// [`ids`] of records that `id` names.
-fn ids_by(dir: &Path, id: fn(&[u8]) -> Option<u32>) -> Vec<u32> {
+pub(crate) fn ids_by(dir: &Path, id: fn(&[u8]) -> Option<u32>) -> Vec<u32> {
     let store = Store::open_rw(dir, StoreOptions::new()).unwrap();
     let report = store.verify().unwrap();
     assert!(report.is_ok(), "{:?} {:?}", report.bad, report.files);
@@ -306,55 +306,6 @@ fn deletes_and_compactions_under_a_failing_msync() {
             assert_eq!(got, sorted, "{layout}, msync {at} failing: {printed}");
         }
     }
-}
-
-#[test]
-#[ignore = "a child of appends_go_on_after_one_fails_before_its_commit: runs under its shim"]
-fn child_appends_after_a_failure() {
-    let Some((dir, layout)) = child_store() else { return };
-    let batch = |from: u32, n: u32| (from..from + n).map(varied).collect::<Vec<_>>();
-    // The failure may come while the store is made: nothing to go on from then.
-    let Ok(store) = Store::create(&dir, options(&layout)) else { return println!("setup failed") };
-    if store.append(&batch(0, 60), Codec::Raw).is_err() {
-        return println!("setup failed");
-    }
-    // Spans chunks (1 KiB each): its failure leaves bytes past the frontier and chunks past the
-    // tail, which the appends after it (records of other lengths, so ending elsewhere) must not
-    // seal into their chunks.
-    println!("big {}", outcome(&store.append(&batch(100, 100), Codec::Raw)));
-    for k in 0..3 {
-        println!("after {k} {}", outcome(&store.append(&batch(300 + 100 * k, 60), Codec::Raw)));
-    }
-}
-
-/// An append that fails before its commit (a chunk write or sync failing) leaves nothing the
-/// appends after it build on: the store verifies clean, its manifest describing every chunk.
-#[test]
-fn appends_go_on_after_one_fails_before_its_commit() {
-    shim();
-    let mut big_failed = 0;
-    for layout in ["entries", "compact"] {
-        for (call, at) in (1..=14).map(|at| ("pwrite", at)).chain((1..=10).map(|at| ("fsync", at))) {
-            let tmp = tempfile::tempdir().unwrap();
-            let dir = tmp.path().join("s");
-            let printed = in_child_failing("child_appends_after_a_failure", &dir, layout, call, at);
-            if printed.contains("setup failed") {
-                continue;
-            }
-            big_failed += usize::from(printed.contains("big failed"));
-            let mut want: Vec<u32> = (0..60).collect();
-            if !printed.contains("big failed") {
-                want.extend(100..200);
-            }
-            for k in 0..3 {
-                if !printed.contains(&format!("after {k} failed")) {
-                    want.extend(300 + 100 * k..360 + 100 * k);
-                }
-            }
-            assert_eq!(ids_by(&dir, varied_id), want, "{layout}, {call} {at} failing: {printed}");
-        }
-    }
-    assert!(big_failed >= 4, "the failures reached the spanning append {big_failed} times");
 }
 
 #[test]
