@@ -108,18 +108,40 @@ fn encode(
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_ALLOC);
-    let mut reader = ImageReader::new(Cursor::new(bytes))
+    // Only the JPEG's own bytes are checked (a file cut short is refused); the file is kept whole.
+    let data = crate::vision::jpeg_data(bytes).map_err(Undecodable::why)?;
+    let mut reader = ImageReader::new(Cursor::new(data))
         .with_guessed_format()
         .map_err(|e| Undecodable::caused(Some("its format cannot be guessed"), e))?;
-    if !crate::vision::jpeg_complete(bytes) {
-        return Err(Undecodable::why("a JPEG with no end-of-image marker: truncated".into()));
-    }
     match reader.format() {
         Some(ImageFormat::Jpeg | ImageFormat::Png | ImageFormat::WebP) => {}
         Some(other) => {
             return Err(Undecodable::why(format!("a {other:?} file: JPEG, PNG and WebP are kept")));
         }
         None => return Err(Undecodable::why("not a JPEG, PNG or WebP file".into())),
+    }
+    // A JPEG libjpeg-turbo takes is checked by decoding it as the loader does, its warnings
+    // errors (look 110, L110-1: `image`'s decoder passed a file cut short with its end marker
+    // put back, filled in, and a header claiming 16000x10000 pixels over a few kilobytes).
+    #[cfg(feature = "turbojpeg")]
+    if let Some(rgb) = crate::vision::whole_jpeg(data, |w, h| {
+        let target = shrunk((w, h), options.max_side);
+        let rgb = u64::from(w) * u64::from(h) * 3;
+        let need = target.map_or(rgb, |size| decode_cost(w, h, rgb, true, size));
+        if need > MAX_IMAGE_BYTES {
+            return Err(format!(
+                "an image of {w}x{h} needs {need} bytes to check and resize; one image is given at most \
+                 {MAX_IMAGE_BYTES}"
+            ));
+        }
+        Ok(pixels.take(need))
+    })
+    .map_err(Undecodable::why)?
+    {
+        return match shrunk(rgb.dimensions(), options.max_side) {
+            None => Ok(bytes.to_vec()),
+            Some(size) => reencode(&DynamicImage::ImageRgb8(rgb), size, options.quality),
+        };
     }
     reader.limits(limits);
     let decoder = reader.into_decoder().map_err(|e| Undecodable::caused(None, e))?;
@@ -148,9 +170,14 @@ fn encode(
     // here, where it can be named, not at a training step.
     let img = DynamicImage::from_decoder(decoder).map_err(|e| Undecodable::caused(None, e))?;
     let Some(size) = target else { return Ok(bytes.to_vec()) };
-    let rgb = fit(&img, ImageOptions { size, resize: Resize::Stretch, skip_bad: false });
+    reencode(&img, size, options.quality)
+}
+
+/// `img` brought to `size` and encoded as a JPEG of `quality`.
+fn reencode(img: &DynamicImage, size: (u32, u32), quality: u8) -> std::result::Result<Vec<u8>, Undecodable> {
+    let rgb = fit(img, ImageOptions { size, resize: Resize::Stretch, skip_bad: false });
     let mut out = Vec::new();
-    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, options.quality)
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
         .encode_image(&rgb)
         .map_err(|e| Undecodable::caused(Some("it could not be re-encoded"), e))?;
     Ok(out)

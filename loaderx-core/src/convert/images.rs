@@ -330,9 +330,26 @@ fn decode(
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
     limits.max_alloc = Some(MAX_ALLOC);
-    // The JPEG decoder fills a cut file's missing part with grey instead of failing.
-    if !crate::vision::jpeg_complete(bytes) {
-        return Err(Undecodable::why("a JPEG with no end-of-image marker: truncated".into()));
+    // Only the JPEG's own bytes (the decoder fills a cut file's missing part with grey).
+    let bytes = crate::vision::jpeg_data(bytes).map_err(Undecodable::why)?;
+    // A JPEG libjpeg-turbo takes is decoded by it as the loader decodes it, its warnings errors
+    // (look 110, L110-1: `image`'s decoder passed a file cut short with its end marker put back,
+    // filled in, and a header claiming 16000x10000 pixels over a few kilobytes of data).
+    #[cfg(feature = "turbojpeg")]
+    if let Some(rgb) = crate::vision::whole_jpeg(bytes, |w, h| {
+        let need = decode_cost(w, h, u64::from(w) * u64::from(h) * 3, true, options.size);
+        if need > MAX_IMAGE_BYTES {
+            return Err(format!(
+                "an image of {w}x{h} needs {need} bytes to decode and resize to {}x{}; one image is given at most \
+                 {MAX_IMAGE_BYTES}",
+                options.size.0, options.size.1
+            ));
+        }
+        Ok(pixels.take(need))
+    })
+    .map_err(Undecodable::why)?
+    {
+        return Ok(fit(&DynamicImage::ImageRgb8(rgb), options));
     }
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()

@@ -49,6 +49,7 @@ impl Scratch {
     /// # Errors
     /// As [`ImagePipeline::apply`](super::ImagePipeline::apply).
     pub fn decode_whole(&mut self, bytes: &[u8]) -> Result<(&[u8], u32, u32), String> {
+        let bytes = jpeg_data(bytes)?;
         let source = self.open(bytes)?;
         let (w, h) = source.size();
         let (rw, rh, _) = self.decode(bytes, source, (0.0, 0.0, f64::from(w), f64::from(h)), (w, h))?;
@@ -58,25 +59,44 @@ impl Scratch {
     /// `bytes` checked and opened: a JPEG libjpeg-turbo takes (8-bit, lossy, not CMYK) by its
     /// header, its size checked against the limits; anything else decoded whole by `image`.
     pub(super) fn open(&mut self, bytes: &[u8]) -> Result<Source, String> {
-        if !jpeg_complete(bytes) {
-            return Err("a JPEG with no end-of-image marker: truncated".into());
-        }
         #[cfg(feature = "turbojpeg")]
-        if bytes.starts_with(&[0xFF, 0xD8]) {
-            let jpeg = match &mut self.jpeg {
-                Some(jpeg) => jpeg,
-                none => none.insert(crate::sys::Jpeg::new(MAX_ALLOC)?),
-            };
-            // A header libjpeg-turbo cannot read, or a JPEG it leaves to another decoder, goes to
-            // `image`'s, which names what is wrong with it or decodes it.
-            if let Ok(Some(header)) = jpeg.header(bytes) {
-                let (w, h) = (header.width, header.height);
-                within_limits(w, h)?;
-                return Ok(Source::Jpeg(header));
-            }
+        if let Some(header) = self.jpeg_header(bytes)? {
+            return Ok(Source::Jpeg(header));
         }
         let (w, h) = decode_into(bytes, &mut self.decoded)?;
         Ok(Source::Whole(w, h))
+    }
+
+    /// The header of `bytes` when it is a JPEG libjpeg-turbo decodes, its size checked against
+    /// the limits; `None` for any other file. A header libjpeg-turbo cannot read, or a JPEG it
+    /// leaves to another decoder, goes to `image`'s, which names what is wrong with it or
+    /// decodes it.
+    #[cfg(feature = "turbojpeg")]
+    fn jpeg_header(&mut self, bytes: &[u8]) -> Result<Option<crate::sys::JpegHeader>, String> {
+        if !bytes.starts_with(&[0xFF, 0xD8]) {
+            return Ok(None);
+        }
+        let jpeg = match &mut self.jpeg {
+            Some(jpeg) => jpeg,
+            none => none.insert(crate::sys::Jpeg::new(MAX_ALLOC)?),
+        };
+        let Ok(Some(header)) = jpeg.header(bytes) else { return Ok(None) };
+        within_limits(header.width, header.height)?;
+        Ok(Some(header))
+    }
+
+    /// The width and height of `bytes` when it is a JPEG that [`Self::decode_whole`] decodes
+    /// with libjpeg-turbo (read from its header alone, within the limits); `None` for a file it
+    /// decodes with `image`'s decoders.
+    #[cfg(feature = "turbojpeg")]
+    fn jpeg_size(&mut self, bytes: &[u8]) -> Result<Option<(u32, u32)>, String> {
+        Ok(self.jpeg_header(jpeg_data(bytes)?)?.map(|h| (h.width, h.height)))
+    }
+
+    /// The pixels the last [`Self::decode_whole`] wrote, taken out of the scratch buffers.
+    #[cfg(feature = "turbojpeg")]
+    fn take_decoded(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.decoded)
     }
 
     /// The pixels of `source` that the crop box `crop` needs, for an output of `out` pixels,
@@ -164,6 +184,32 @@ impl Scratch {
     }
 }
 
+/// `bytes` decoded whole to RGB by libjpeg-turbo as the pipeline decodes them (its warnings
+/// errors, within the same limits) once `admit` has taken the image's width and height (a
+/// converter's memory, held through the decode); `None` when they are not a JPEG libjpeg-turbo
+/// decodes, which `image`'s decoders then decode in the pipeline too. A converter's check that
+/// the loader will decode what it stores.
+///
+/// # Errors
+/// What the pipeline refuses the file for, and `admit`'s refusal.
+#[cfg(feature = "turbojpeg")]
+pub fn whole_jpeg<G>(
+    bytes: &[u8],
+    admit: impl FnOnce(u32, u32) -> Result<G, String>,
+) -> Result<Option<image::RgbImage>, String> {
+    let mut scratch = Scratch::default();
+    let Some((w, h)) = scratch.jpeg_size(bytes)? else { return Ok(None) };
+    let _held = admit(w, h)?;
+    let (dw, dh) = {
+        let (_, dw, dh) = scratch.decode_whole(bytes)?;
+        (dw, dh)
+    };
+    let pixels = scratch.take_decoded();
+    image::RgbImage::from_raw(dw, dh, pixels)
+        .map(Some)
+        .ok_or_else(|| format!("a decode of {dw}x{dh} pixels of an image of {w}x{h} that is not whole"))
+}
+
 /// An image of `w` x `h` within the limits of one decode (each side, the RGB pixels' bytes).
 fn within_limits(w: u32, h: u32) -> Result<(), String> {
     if w == 0 || h == 0 {
@@ -218,13 +264,62 @@ pub(super) fn decode_into(bytes: &[u8], buf: &mut Vec<u8>) -> Result<(u32, u32),
     Ok((w, h))
 }
 
-/// Whether `bytes`, when they are a JPEG (`FF D8` first), end with its end-of-image marker
-/// `FF D9` (trailing zero bytes allowed): the JPEG decoder fills a truncated file's missing
-/// part with grey instead of failing, so a cut file would decode to a silently damaged image.
-pub fn jpeg_complete(bytes: &[u8]) -> bool {
+/// The bytes of the JPEG `bytes` starts with, up to and with its end-of-image marker, found by
+/// walking its segments and scans (whatever follows is not the image's: a motion photo's video,
+/// a camera's trailer, padding); `bytes` as they are when they are not a JPEG (`FF D8` first).
+/// A JPEG whose data end before that marker is refused: `image`'s decoder would fill the missing
+/// part with grey, and libjpeg-turbo's region decode, stopping at a crop's bottom, may not reach
+/// the cut.
+///
+/// # Errors
+/// A JPEG cut short, or whose segments do not follow one another (a marker missing where one
+/// must be, a segment shorter than its length field).
+pub fn jpeg_data(bytes: &[u8]) -> Result<&[u8], String> {
     if !bytes.starts_with(&[0xFF, 0xD8]) {
-        return true;
+        return Ok(bytes);
     }
-    let end = bytes.iter().rposition(|&b| b != 0).map_or(0, |k| k + 1);
-    bytes[..end].ends_with(&[0xFF, 0xD9])
+    let cut = || Err("a JPEG cut short: its data end before its end-of-image marker (truncated)".to_string());
+    let mut i = 2usize;
+    loop {
+        match bytes.get(i) {
+            None => return cut(),
+            Some(0xFF) => {}
+            Some(_) => return Err(format!("a damaged JPEG: no marker at byte {i}")),
+        }
+        // Any number of fill bytes 0xFF, then the marker's code.
+        while bytes.get(i) == Some(&0xFF) {
+            i += 1;
+        }
+        let Some(&code) = bytes.get(i) else { return cut() };
+        i += 1;
+        match code {
+            0xD9 => return Ok(&bytes[..i]),
+            // Markers without a length: TEM and restarts.
+            0x01 | 0xD0..=0xD7 => {}
+            0x00 => return Err(format!("a damaged JPEG: no marker at byte {}", i - 2)),
+            _ => {
+                let Some(&[hi, lo]) = bytes.get(i..i + 2) else { return cut() };
+                let len = usize::from(u16::from_be_bytes([hi, lo]));
+                if len < 2 {
+                    return Err(format!("a damaged JPEG: a segment of length {len} at byte {}", i - 2));
+                }
+                i += len;
+                if code == 0xDA {
+                    // A scan's entropy-coded data run to the next 0xFF that is neither a stuffed
+                    // 0xFF00 nor a restart marker.
+                    loop {
+                        let Some(k) = bytes.get(i..).and_then(|rest| memchr::memchr(0xFF, rest)) else {
+                            return cut();
+                        };
+                        i += k;
+                        match bytes.get(i + 1) {
+                            None => return cut(),
+                            Some(0x00 | 0xD0..=0xD7) => i += 2,
+                            Some(_) => break,
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

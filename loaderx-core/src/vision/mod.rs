@@ -238,6 +238,7 @@ impl ImagePipeline {
         if len != self.item_elems() {
             return Err(format!("an output of {len} values for an item of {}", self.item_elems()));
         }
+        let bytes = jpeg_data(bytes)?;
         let source = scratch.open(bytes)?;
         let (iw, ih) = source.size();
         let (left, top, cw, ch) = self.crop_box(iw, ih, rng);
@@ -423,7 +424,9 @@ pub enum Out<'a> {
 mod decode;
 mod planes;
 
-pub use decode::{Scratch, jpeg_complete};
+#[cfg(feature = "turbojpeg")]
+pub use decode::whole_jpeg;
+pub use decode::{Scratch, jpeg_data};
 
 #[cfg(test)]
 mod tests;

@@ -184,24 +184,38 @@ fn extreme_ratios_still_crop_the_image_and_eval_builds_at_any_size() {
     }
 }
 
-/// The twenty-sixth look's V6: a JPEG cut short is refused (its decoder would fill the rest).
+/// The twenty-sixth look's V6: a JPEG cut short is refused (its decoder would fill the rest);
+/// look 110's L110-2: bytes after its end-of-image marker (a motion photo's video, padding) are
+/// not the image's, and the image decodes as without them.
 #[test]
-fn a_truncated_jpeg_is_refused() {
+fn a_truncated_jpeg_is_refused_and_a_trailer_ignored() {
     let img = RgbImage::from_fn(64, 48, |x, y| Rgb([x as u8 * 3, y as u8 * 5, 9]));
     let mut jpeg = Cursor::new(Vec::new());
     img.write_to(&mut jpeg, ImageFormat::Jpeg).unwrap();
     let jpeg = jpeg.into_inner();
-    assert!(jpeg_complete(&jpeg) && jpeg_complete(b"not a jpeg"));
-    let mut padded = jpeg.clone();
-    padded.extend_from_slice(&[0, 0, 0]);
-    assert!(jpeg_complete(&padded), "trailing zeros are allowed");
-    let cut = &jpeg[..jpeg.len() / 2];
-    assert!(!jpeg_complete(cut));
+    assert_eq!(jpeg_data(&jpeg), Ok(&jpeg[..]));
+    assert_eq!(jpeg_data(b"not a jpeg"), Ok(&b"not a jpeg"[..]));
     let p = ImagePipeline::eval(8);
+    let whole = run(&p, &jpeg, 0);
+    for tail in [&[0u8, 0, 0][..], b"\0\0\0\x18ftypmp42 and a video", &[0xFF, 0xD8, 0xFF, 0xD9]] {
+        let mut longer = jpeg.clone();
+        longer.extend_from_slice(tail);
+        assert_eq!(jpeg_data(&longer), Ok(&jpeg[..]), "{tail:?}");
+        assert_eq!(run(&p, &longer, 0), whole, "{tail:?}");
+    }
     let mut out = vec![0u8; p.item_elems()];
-    let e = p.apply(cut, &mut SampleRng::new(0), Out::U8(&mut out)).unwrap_err();
-    assert!(e.contains("truncated"), "{e}");
-    assert!(p.apply(&jpeg, &mut SampleRng::new(0), Out::U8(&mut out)).is_ok());
+    for cut in [&jpeg[..jpeg.len() / 2], &jpeg[..jpeg.len() - 1], &jpeg[..3]] {
+        assert!(jpeg_data(cut).unwrap_err().contains("truncated"));
+        let e = p.apply(cut, &mut SampleRng::new(0), Out::U8(&mut out)).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+    }
+    // Segments that do not follow one another: no marker where one must be, a length below 2.
+    let mut no_marker = jpeg.clone();
+    no_marker[2] = 0x12;
+    assert!(jpeg_data(&no_marker).unwrap_err().contains("no marker at byte 2"));
+    let mut short = jpeg.clone();
+    short[4..6].copy_from_slice(&[0, 1]);
+    assert!(jpeg_data(&short).unwrap_err().contains("length 1"));
 }
 
 /// A gradient of colours, with no pixel at 0 or 255 (so a jitter's clamp rarely bites).

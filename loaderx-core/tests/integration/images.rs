@@ -511,3 +511,65 @@ fn an_output_inside_the_image_folder_is_refused() {
     }
     images(&input, dir.path().join("beside"), ImageOptions::new(8, 8), WriteOptions::new()).unwrap();
 }
+
+/// A detailed JPEG of 128 x 96 at quality 90, its height field in the frame header at `height`.
+#[cfg(feature = "turbojpeg")]
+fn jpeg_claiming(height: u16) -> Vec<u8> {
+    let img = RgbImage::from_fn(128, 96, |x, y| Rgb([(x * 2) as u8, (y * 3) as u8, ((x * y) % 251) as u8]));
+    let mut bytes = std::io::Cursor::new(Vec::new());
+    img.write_to(&mut bytes, ImageFormat::Jpeg).unwrap();
+    let mut bytes = bytes.into_inner();
+    let sof = bytes.windows(2).position(|w| w == [0xFF, 0xC0]).expect("a baseline frame header");
+    bytes[sof + 5..sof + 7].copy_from_slice(&height.to_be_bytes());
+    bytes
+}
+
+/// Look 110, L110-1 and L110-2: a JPEG cut short with its end marker put back, and one whose
+/// header claims more rows than its data hold, are refused by both conversions as the loader
+/// refuses them (the `image` crate's decoder filled their missing rows in), naming the file; a
+/// JPEG followed by other bytes (a motion photo's video) is converted, and kept whole.
+#[test]
+#[cfg(feature = "turbojpeg")]
+fn jpegs_the_loader_refuses_are_refused_and_a_trailer_is_not() {
+    use loaderx_core::convert::{EncodedOptions, encoded_images};
+    let jpeg = jpeg_claiming(96);
+    let mut cut = jpeg[..jpeg.len() / 2].to_vec();
+    cut.extend_from_slice(&[0xFF, 0xD9]);
+    let mut trailer = jpeg.clone();
+    trailer.extend_from_slice(b"\0\0\0\x18ftypmp42");
+    trailer.extend((0..1000u32).map(|k| (k * 7919 % 253) as u8));
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes, refused) in
+        [("cut", cut, true), ("tall", jpeg_claiming(3000), true), ("trailer", trailer, false)]
+    {
+        let input = dir.path().join(name);
+        std::fs::create_dir_all(input.join("a")).unwrap();
+        std::fs::write(input.join("a/good.jpg"), &jpeg).unwrap();
+        std::fs::write(input.join("a/x.jpg"), &bytes).unwrap();
+        let decoded = images(
+            &input,
+            dir.path().join(format!("{name}-d")),
+            ImageOptions::new(16, 16),
+            WriteOptions::new(),
+        );
+        let encoded = encoded_images(
+            &input,
+            dir.path().join(format!("{name}-e")),
+            EncodedOptions::default(),
+            WriteOptions::new(),
+        );
+        if refused {
+            for e in [decoded.map(|_| ()).unwrap_err(), encoded.map(|_| ()).unwrap_err()] {
+                assert!(
+                    matches!(&e, Error::BadInput { path, .. } if path.ends_with("a/x.jpg")),
+                    "{name}: {e}"
+                );
+            }
+        } else {
+            assert_eq!(decoded.unwrap().images.records, 2, "{name}");
+            assert_eq!(encoded.unwrap().images.records, 2, "{name}");
+            let kept = crate::parts::records_of(&dir.path().join(format!("{name}-e/images")));
+            assert_eq!(kept[1], bytes, "the file is kept whole, its trailer with it");
+        }
+    }
+}
