@@ -29,17 +29,31 @@ fn dtype_of(d: Dtype) -> Option<DType> {
     })
 }
 
-/// A tensor name usable as one dataset's directory name: no separators, not `.` or `..`, and not
-/// ending in `.partial`: each dataset `D` is written as `D.partial` first, so a dataset named
-/// `a.partial` beside one named `a` would be the other's staging directory (removed or renamed
-/// over by the other's writer).
+/// A tensor name usable as one dataset's directory name: no separators, not `.` or `..`, none of
+/// the names a replacement gives what it moves aside, and none of a store's own files. Each
+/// dataset `D` is written as `D.partial` first, and one it replaces is parked as `D.old` (or
+/// `D.old1`, ...): a dataset of such a name beside `D` would be the other's staging directory,
+/// or a leftover `stitch` leaves out (look 113, L113-1). A dataset named `index.zr` or
+/// `schema.msgpack` would make its directory of datasets look like a store (L113-3).
 pub(crate) fn valid_name(name: &str) -> bool {
+    let parked = |n: &str| n.rsplit_once(".old").is_some_and(|(_, k)| k.bytes().all(|b| b.is_ascii_digit()));
+    let store_file = |n: &str| {
+        crate::store::is_store_file(n)
+            || [crate::store::LOCK_FILE, crate::store::SCHEMA_FILE, crate::format::storeset::SET_FILE]
+                .contains(&n)
+    };
     !name.is_empty()
         && name != "."
         && name != ".."
         && !name.contains(['/', '\\', '\0'])
         && !name.ends_with(STAGING_SUFFIX)
+        && !parked(name)
+        && !store_file(name)
 }
+
+/// What a dataset name must not be, said in an error: what [`valid_name`] refuses.
+pub(crate) const NAME_RULE: &str = "one directory name, not ending in .partial, .old or .old<N> (the names \
+     a writer stages a dataset under or moves a replaced one to), and no store file's name";
 
 /// The suffix of a dataset's staging directory (see [`crate::DatasetWriter`]).
 pub(crate) const STAGING_SUFFIX: &str = ".partial";
@@ -99,8 +113,7 @@ pub fn safetensors_part(
         })?;
         if !valid_name(name) {
             return Err(bad(format!(
-                "tensor name '{name}' cannot be a dataset's directory name (one path component, not \
-                 ending in {STAGING_SUFFIX})"
+                "tensor name '{name}' cannot be a dataset's directory name: {NAME_RULE}"
             )));
         }
         let (records, item_shape) = match view.shape().split_first() {
@@ -216,7 +229,33 @@ mod tests {
     fn names_with_separators_are_refused() {
         assert!(valid_name("model.layers.0.weight"));
         assert!(valid_name("a.partial.x"));
-        for n in ["", ".", "..", "a/b", "a\\b", "a\0", "a.partial", ".partial"] {
+        assert!(
+            valid_name("a.older") && valid_name("a.old.x") && valid_name("old") && valid_name("index.zr.x")
+        );
+        for n in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a\\b",
+            "a\0",
+            "a.partial",
+            ".partial",
+            "w.old",
+            "w.old1",
+            "x.old42",
+            ".old",
+        ]
+        .into_iter()
+        .chain([
+            "index.zr",
+            "schema.msgpack",
+            "write.lock",
+            "storeset.msgpack",
+            "meta.zr",
+            "manifest.zr",
+            "0.zr",
+        ]) {
             assert!(!valid_name(n), "{n:?}");
         }
     }

@@ -336,31 +336,34 @@ fn damaged_files_are_typed_errors_never_panics() {
 /// Columns `a` and `a.partial` (issue 27, 3.17): each dataset `D` is written as `D.partial`
 /// first, so the second column's dataset would be the first's staging directory. A dataset name
 /// ending in `.partial` is refused, naming the file when it comes from the file's columns; the
-/// column converts under another name.
+/// column converts under another name. So are `a.old` and `a.old1`, the names a replacement
+/// parks the old `a` under, which `stitch` leaves out (look 113, L113-1: the column was dropped
+/// from the set without a word), and a store file's name (L113-3).
 #[test]
 fn a_column_named_as_another_columns_staging_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t.parquet");
-    let a = Int64Array::from_iter_values(0..10);
-    let b = Int64Array::from_iter_values(100..110);
-    let batch = RecordBatch::try_from_iter(vec![
-        ("a", Arc::new(a) as ArrayRef),
-        ("a.partial", Arc::new(b) as ArrayRef),
-    ])
-    .unwrap();
-    let mut w = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
     let out = dir.path().join("o");
-    let none: [ParquetColumn; 0] = [];
-    match parquet(&[&file], &out, &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
-        Error::BadInput { path, reason, .. } => {
-            assert_eq!(path, file);
-            assert!(reason.contains("\"a.partial\"") && reason.contains("NAME=DATASET"), "{reason}");
+    for bad in ["a.old", "a.old1", "index.zr", "a.partial"] {
+        let a = Int64Array::from_iter_values(0..10);
+        let b = Int64Array::from_iter_values(100..110);
+        let batch =
+            RecordBatch::try_from_iter(vec![("a", Arc::new(a) as ArrayRef), (bad, Arc::new(b) as ArrayRef)])
+                .unwrap();
+        let mut w =
+            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let none: [ParquetColumn; 0] = [];
+        match parquet(&[&file], &out, &none, Nulls::Error, WriteOptions::new()).unwrap_err() {
+            Error::BadInput { path, reason, .. } => {
+                assert_eq!(path, file);
+                assert!(reason.contains(&format!("{bad:?}")) && reason.contains("NAME=DATASET"), "{reason}");
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert!(!out.exists(), "nothing written");
     }
-    assert!(!out.exists(), "nothing written");
     assert!(matches!(ParquetColumn::parse("a=b.partial"), Err(Error::InvalidArgument(_))));
     let cols = [ParquetColumn::parse("a").unwrap(), ParquetColumn::parse("a.partial=a_partial").unwrap()];
     parquet(&[&file], &out, &cols, Nulls::Error, WriteOptions::new()).unwrap();

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use crate::convert::Part;
 use crate::convert::arrow::{At, Chunk, Layout, Nulls, fill_fits, layout_of, records};
 use crate::convert::block::{catch_decoder_panic, open_input, pipelined};
-use crate::convert::safetensors::{STAGING_SUFFIX, valid_name};
+use crate::convert::safetensors::{NAME_RULE, valid_name};
 use crate::convert::summary::{ConvertSummary, finish};
 use crate::dataset::{DIRECT_BYTES, DIRECT_RECORDS, remove_dataset_dir};
 use crate::{DatasetWriter, Error, Result, WriteOptions};
@@ -48,8 +48,8 @@ impl ParquetColumn {
     pub fn new(column: &str, stream: &str) -> Result<ParquetColumn> {
         if column.is_empty() || !valid_name(stream) {
             return Err(Error::InvalidArgument(format!(
-                "column {column:?} as dataset {stream:?}: a column name is not empty and a dataset name \
-                 is one directory name, not ending in {STAGING_SUFFIX} (the staging name of another)"
+                "column {column:?} as dataset {stream:?}: a column name is not empty, and a dataset name \
+                 is {NAME_RULE}"
             )));
         }
         Ok(ParquetColumn { column: column.to_string(), stream: stream.to_string() })
@@ -255,8 +255,7 @@ fn plan<P: AsRef<Path>>(
                 ParquetColumn::new(f.name(), f.name()).map_err(|_| Error::BadInput {
                     path: inputs[0].as_ref().to_path_buf(),
                     reason: format!(
-                        "column {:?} cannot be a dataset's name (one directory name, not ending in \
-                         {STAGING_SUFFIX}, the staging name of another): name its dataset (NAME=DATASET)",
+                        "column {:?} cannot be a dataset's name ({NAME_RULE}): name its dataset (NAME=DATASET)",
                         f.name()
                     ),
                     source: None,
