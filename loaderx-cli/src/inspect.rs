@@ -320,8 +320,10 @@ impl Seen {
 }
 
 /// Hands `report` each record of `store` whose length does not hold what `schema` says (one
-/// item of a dense dataset, whole rows of a ragged one), scanning the index a block at a time. A
-/// block whose entries do not resolve was reported by the record checks already.
+/// item of a dense dataset, whole rows of a ragged one), scanning the index a block at a time,
+/// and of a dataset of bools each record holding a byte other than 0 or 1, which every reader
+/// refuses (look 113, L113-2). A block whose entries do not resolve, or a record that does not
+/// read, was reported by the record checks already.
 fn check_lengths(
     store: &Store,
     schema: &Schema,
@@ -340,7 +342,7 @@ fn check_lengths(
         let end = (first + BLOCK).min(len);
         let ids: Vec<u64> = (first..end).collect();
         if let Ok(lens) = store.record_lens(&ids) {
-            for (i, n) in ids.iter().zip(lens) {
+            for (i, &n) in ids.iter().zip(&lens) {
                 if !fits(u64::from(n)) {
                     let what = match schema.kind {
                         loaderx_core::Kind::Dense => {
@@ -353,10 +355,50 @@ fn check_lengths(
                     report(*i, format!("the record is {n} bytes; {what}"));
                 }
             }
+            if schema.dtype == loaderx_core::DType::Bool {
+                check_bools(store, &ids, &lens, report);
+            }
         }
         first = end;
     }
     Ok(())
+}
+
+/// [`check_lengths`]' bools: the records `ids` (of lengths `lens`) read in batches of at most
+/// 16 MiB, each record that does not read skipped (the record checks report it).
+fn check_bools(store: &Store, ids: &[u64], lens: &[u32], report: &mut dyn FnMut(u64, String)) {
+    const BATCH_BYTES: u64 = 16 << 20;
+    let mut check = |i: u64, record: &[u8]| {
+        if let Some(at) = record.iter().position(|&b| b > 1) {
+            report(i, format!("bool element {at} of the record is {}, not 0 or 1", record[at]));
+        }
+    };
+    let mut start = 0;
+    while start < ids.len() {
+        let (mut end, mut bytes) = (start, 0u64);
+        while end < ids.len() && (end == start || bytes + u64::from(lens[end]) <= BATCH_BYTES) {
+            bytes += u64::from(lens[end]);
+            end += 1;
+        }
+        match store.gather_flat(&ids[start..end]) {
+            Ok((flat, sizes)) => {
+                let mut at = 0usize;
+                for (i, size) in ids[start..end].iter().zip(sizes) {
+                    let size = size as usize;
+                    check(*i, flat.get(at..at + size).unwrap_or(&[]));
+                    at += size;
+                }
+            }
+            Err(_) => {
+                for &i in &ids[start..end] {
+                    if let Ok(record) = store.get(i) {
+                        check(i, &record);
+                    }
+                }
+            }
+        }
+        start = end;
+    }
 }
 
 /// The stores `verify DIR` checks, each with the index its first record has in `DIR`: the store

@@ -434,3 +434,17 @@ def test_a_pickled_split_reopens_as_the_records_it_was(tmp_path):
     del z
     with pytest.raises(ValueError, match="fewer than the 100 it was split over"):
         pickle.loads(saved)
+
+
+def test_bool_bytes_other_than_0_or_1_are_refused_when_written(tmp_path):
+    # Look 113, L113-2: NumPy's ``.view(bool)`` keeps whatever the bytes were; the writers stored
+    # them, ``verify`` passed them and every reader refused them at a training step.
+    odd = np.array([0, 1, 2, 255], np.uint8).view(np.bool_)
+    with pytest.raises(ValueError, match="bool element 0 is 2"):
+        from_numpy(str(tmp_path / "d"), odd)
+    assert not (tmp_path / "d").exists()
+    with pytest.raises(ValueError, match="bool element 1 is 255"):
+        rows = [np.array([1, 0], np.bool_), np.array([0, 255], np.uint8).view(np.bool_)]
+        from_iterator(str(tmp_path / "r"), iter(rows))
+    from_numpy(str(tmp_path / "ok"), np.array([True, False, True]))
+    assert DenseDataset(str(tmp_path / "ok"))[:].tolist() == [True, False, True]

@@ -181,6 +181,27 @@ fn verify_checks_records_against_the_schema() {
     }
 }
 
+/// Look 113, L113-2: a dataset of bools holding bytes other than 0 or 1 (written before the
+/// writers checked them, or by another tool) passed `verify`, and every reader then refused it:
+/// each such record is damage, named with its element.
+#[test]
+fn verify_checks_the_bytes_of_a_dataset_of_bools() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        // Record i is 64 bytes of i: records 0 and 1 are bools, 2 to 9 are not.
+        let s = dataset(&dir.path().join(format!("b-{codec}")), 10, codec);
+        loaderx_core::Schema::dense(loaderx_core::DType::Bool, vec![64]).write(&s).unwrap();
+        let o = loaderx(&[&"verify", &s]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{codec}: {t}");
+        assert!(
+            t.contains("8 of 10 records damaged")
+                && t.contains("bool element 0 of the record is 9, not 0 or 1"),
+            "{codec}: {t}"
+        );
+    }
+}
+
 /// Look 90 (F90-1): one byte of `schema.msgpack` turning `u32` into `f32` (or `u16` into
 /// `i16`: any two element types of one width) passed `verify` as "all intact", and every reader
 /// then read the records as the other type. The schema carries its checksum: `verify` names the

@@ -408,7 +408,8 @@ impl DatasetWriter {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the record (its number in the dataset) whose size does
-    /// not fit the schema; [`Error::RecordTooLarge`]; the store's write errors.
+    /// not fit the schema, or a bool element of which is not 0 or 1 (nothing of the call is
+    /// written); [`Error::RecordTooLarge`]; the store's write errors.
     pub fn append_bytes<R: AsRef<[u8]> + Sync>(&mut self, records: &[R]) -> Result<()> {
         // In a fork even a batch only buffered is refused: nothing of it could ever be written.
         self.store.as_ref().map_or(Ok(()), |s| s.refuse_forked())?;
@@ -425,6 +426,16 @@ impl DatasetWriter {
                     "record {n} is {} bytes; the schema's {} are {unit} bytes",
                     r.len(),
                     if self.schema.kind == Kind::Dense { "items" } else { "rows" }
+                )));
+            }
+            // A bool is one byte, 0 or 1: the readers refuse any other (look 113, L113-2: the
+            // Python writers stored them, `verify` passed them, training stopped on them).
+            if self.schema.dtype == DType::Bool
+                && let Some(at) = r.iter().position(|&b| b > 1)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "record {n}: bool element {at} is {}, not 0 or 1",
+                    r[at]
                 )));
             }
             if r.len() > self.opts.max_record_size() {

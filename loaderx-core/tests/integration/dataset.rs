@@ -287,3 +287,29 @@ fn writers_never_delete_or_write_through_symbolic_links() {
     assert!(!std::fs::symlink_metadata(dir.path().join("out")).unwrap().file_type().is_symlink());
     assert_eq!(DenseDataset::<u8>::open(dir.path().join("out")).unwrap().len(), 1);
 }
+
+/// Look 113, L113-2: a writer of bools given bytes other than 0 or 1 (NumPy's `.view(bool)`
+/// writes whatever the bytes were) refuses them, naming the record and element, with nothing of
+/// the call written; the readers refused them only at a training step.
+#[test]
+fn a_writer_of_bools_refuses_other_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, schema) in [
+        ("d", loaderx_core::Schema::dense(DType::Bool, vec![2])),
+        ("r", loaderx_core::Schema::ragged(DType::Bool, vec![])),
+    ] {
+        let out = dir.path().join(name);
+        let mut w = DatasetWriter::with_schema(&out, schema, WriteOptions::new()).unwrap();
+        w.append_bytes(&[[0u8, 1]]).unwrap();
+        let e = w.append_bytes(&[[1u8, 0], [1, 7]]).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("record 2: bool element 1 is 7")),
+            "{name}: {e}"
+        );
+        w.append_bytes(&[[1u8, 1]]).unwrap();
+        w.finish().unwrap();
+        let store = loaderx_core::Store::open(&out).unwrap();
+        assert_eq!(store.len(), 2, "{name}: the refused call wrote nothing");
+        assert_eq!(store.get(1).unwrap(), [1, 1]);
+    }
+}
