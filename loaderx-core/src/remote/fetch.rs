@@ -272,11 +272,21 @@ impl RemoteStore {
         Ok(out)
     }
 
+    /// The error of chunk `chunk`'s object changing from the token `expected` to `found`: both
+    /// the server's words, scrubbed of credentials and cut to 200 characters (look 112, L112-3:
+    /// a server echoing the session token as an ETag had it printed).
     pub(super) fn changed(&self, chunk: u32, expected: &str, found: &str) -> Error {
+        let shown = |tag: &str| {
+            let tag = self.options.scrub(tag);
+            match tag.char_indices().nth(200) {
+                Some((cut, _)) => format!("{}...", &tag[..cut]),
+                None => tag,
+            }
+        };
         Error::Changed {
             url: self.object_url(&chunk_name(chunk)),
-            expected: expected.to_string(),
-            found: found.to_string(),
+            expected: shown(expected),
+            found: shown(found),
         }
     }
 

@@ -222,6 +222,11 @@ impl RemoteOptions {
 
     /// The object store of `bucket`.
     pub(super) fn build(&self, bucket: &str) -> Result<Arc<dyn ObjectStore>> {
+        Ok(Arc::new(self.build_s3(bucket)?))
+    }
+
+    /// [`RemoteOptions::build`], as the S3 client itself (whose listings go a page at a time).
+    pub(super) fn build_s3(&self, bucket: &str) -> Result<object_store::aws::AmazonS3> {
         let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
         if let Some(e) = &self.endpoint {
             b = b.with_endpoint(e);
@@ -245,12 +250,11 @@ impl RemoteOptions {
             AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
             format!("{}ms", timeout.as_millis()),
         );
-        let store = b.with_retry(retry).build().map_err(|e| Error::Remote {
+        b.with_retry(retry).build().map_err(|e| Error::Remote {
             url: format!("s3://{bucket}"),
             range: None,
             reason: format!("cannot configure the S3 client: {}", self.scrub(&e.to_string())),
-        })?;
-        Ok(Arc::new(store))
+        })
     }
 }
 

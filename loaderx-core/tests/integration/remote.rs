@@ -37,6 +37,20 @@ pub(crate) struct Faults {
     pub(crate) lies: Vec<Lie>,
     /// Bytes of the bodies sent past what the objects hold ([`Told::Endless`]).
     pub(crate) overrun: Arc<AtomicU64>,
+    /// Every listing answered with one object and one directory and a continuation token, the
+    /// same every time: a listing that never ends.
+    pub(crate) endless_listing: bool,
+}
+
+/// The page of a listing that never ends ([`Faults::endless_listing`]).
+fn endless_listing_page() -> Reply {
+    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult \
+        xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>bucket</Name><KeyCount>2</KeyCount>\
+        <MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>again</NextContinuationToken>\
+        <Contents><Key>set/x.zr</Key><LastModified>2026-01-01T00:00:00.000Z</LastModified><ETag>\"e\"</ETag>\
+        <Size>1</Size><StorageClass>STANDARD</StorageClass></Contents>\
+        <CommonPrefixes><Prefix>set/p0/</Prefix></CommonPrefixes></ListBucketResult>";
+    Ok(hyper::Response::builder().status(200).body(s3s::Body::from(body.to_string())).unwrap())
 }
 
 /// A lie about the objects whose key ends with `suffix`, told in answer to a GET (and a HEAD,
@@ -58,6 +72,8 @@ pub(crate) enum Told {
     /// `Content-Length` says so, `Content-Range` stays what was asked): a bound, so that even a
     /// client that reads it all finishes.
     Endless,
+    /// The body the object's own, its `ETag` this.
+    Etag(&'static str),
 }
 
 /// The most an endless body sends past the object.
@@ -139,6 +155,10 @@ fn tell_lies(
     faults.injected.fetch_add(1, Ordering::Relaxed);
     let (mut parts, body) = reply.into_parts();
     let overrun = match lie.told {
+        Told::Etag(tag) => {
+            parts.headers.insert(hyper::header::ETAG, hyper::header::HeaderValue::from_static(tag));
+            return hyper::Response::from_parts(parts, body);
+        }
         Told::Length(n) => {
             parts.headers.insert(hyper::header::CONTENT_LENGTH, hyper::header::HeaderValue::from(n));
             None
@@ -188,7 +208,12 @@ impl Server {
                 let handler = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let (service, faults) = (service.clone(), faults.clone());
                     let (method, path) = (req.method().clone(), req.uri().path().to_string());
+                    let listing = req.uri().query().is_some_and(|q| q.contains("list-type=2"));
                     async move {
+                        if let Some(f) = faults.as_ref().filter(|f| f.endless_listing && listing) {
+                            f.seen.fetch_add(1, Ordering::Relaxed);
+                            return endless_listing_page();
+                        }
                         if let Some(f) = &faults {
                             tokio::time::sleep(f.delay).await;
                             let k = f.seen.fetch_add(1, Ordering::Relaxed);

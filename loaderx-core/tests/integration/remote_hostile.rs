@@ -533,3 +533,49 @@ fn a_fifo_or_a_link_planted_in_the_page_cache_is_neither_waited_on_nor_followed(
     assert!(e.to_string().contains("cache"), "{e}");
     assert_eq!(std::fs::read_dir(&victim).unwrap().count(), 0, "nothing written through the link");
 }
+
+/// Look 112, L112-1: a listing whose continuation token comes back forever held `stitch` (and
+/// Python's listing) for good, and a removal collected its objects with memory growing without
+/// end. Both are refused, naming the URL, and the removal deleted nothing.
+#[test]
+fn a_listing_that_never_ends_is_refused() {
+    use loaderx_core::remote::{list_dirs, remove_prefix};
+    let tmp = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults { endless_listing: true, ..Default::default() });
+    let server = Server::start_on(&tmp.path().join("s3"), 0, Some(Arc::clone(&faults)));
+    for e in [
+        list_dirs("s3://bucket/set", server.options()).map(drop).unwrap_err(),
+        remove_prefix("s3://bucket/set", server.options()).map(drop).unwrap_err(),
+    ] {
+        assert!(
+            matches!(&e, Error::Remote { url, reason, .. } if url == "s3://bucket/set" && reason.contains("a second time")),
+            "{e}"
+        );
+    }
+    assert!(faults.seen.load(std::sync::atomic::Ordering::Relaxed) <= 4, "two pages each at most");
+}
+
+/// Look 112, L112-3: a server answering with an ETag that echoes a credential (here the secret
+/// key) after a reader learnt the object's own: the consistency error shows the server's tag
+/// scrubbed.
+#[test]
+fn a_changed_objects_tag_is_shown_without_credentials() {
+    use super::remote::SECRET;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("s3");
+    let mut server = Server::start(&root);
+    let port = server.port();
+    let p = tmp.path().join("d");
+    let mut w = DatasetWriter::dense::<u32>(&p, vec![], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..5000).collect::<Vec<u32>>()).unwrap();
+    w.finish().unwrap();
+    push(&p, "s3://bucket/echo", server.options(), |_| {}).unwrap();
+    let reader = DenseSource::open_remote("s3://bucket/echo", server.options()).unwrap();
+    assert_eq!(reader.get_batch(&[0]).unwrap().as_slice::<u32>().unwrap(), &[0]);
+    server.stop();
+    let lies = vec![Lie { suffix: "0.zr", head: true, told: Told::Etag(SECRET) }];
+    let _liar = Server::start_on(&root, port, Some(Arc::new(Faults { lies, ..Faults::default() })));
+    let e = reader.get_batch(&[4000]).unwrap_err();
+    assert!(matches!(&e, Error::Changed { .. }), "{e}");
+    assert!(!e.to_string().contains(SECRET) && e.to_string().contains("now \"<redacted>\""), "{e}");
+}
