@@ -60,6 +60,9 @@ pub struct Loader {
     /// ([`IN_TRANSFORM_OF`]): a call on the loader from its own transform is refused, not
     /// left waiting for the lock the waiting `next` holds.
     id: u64,
+    /// A batch a `next` brought back as a signal's exception (Ctrl-C) was raised instead, and
+    /// the state before it: the next `next` returns it, `state` and `step` are those before it.
+    held: Mutex<Option<(Py<PyAny>, LoaderState)>>,
 }
 
 std::thread_local! {
@@ -148,6 +151,7 @@ impl Loader {
             // Nothing to stop here, and the lock may have been held by a thread of the parent.
             return Ok(());
         }
+        drop(self.take_held());
         self.stopper.stop();
         py.detach(|| drop(self.inner.lock().ok().and_then(|mut g| g.take())));
         Ok(())
@@ -155,6 +159,16 @@ impl Loader {
 }
 
 impl Loader {
+    /// The batch held back from a `next` a signal interrupted, and the state before it.
+    fn take_held(&self) -> Option<(Py<PyAny>, LoaderState)> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The state before a held batch, when one is held.
+    fn held_state(&self) -> Option<LoaderState> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, s)| s.clone())
+    }
+
     /// Starts a loader from `b` (the Python builder's settings), `transform` run on its threads.
     pub(crate) fn start(py: Python<'_>, b: LoaderBuilder, transform: Option<Py<PyAny>>) -> PyResult<Loader> {
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -179,7 +193,13 @@ impl Loader {
                 Inner::Mapped(loader)
             }
         };
-        Ok(Loader { stopper: inner.stopper(), inner: Mutex::new(Some(inner)), pid: std::process::id(), id })
+        Ok(Loader {
+            stopper: inner.stopper(),
+            inner: Mutex::new(Some(inner)),
+            pid: std::process::id(),
+            id,
+            held: Mutex::new(None),
+        })
     }
 }
 
@@ -187,15 +207,34 @@ impl Loader {
 impl Loader {
     /// The next batch: a dict of arrays, or what the transform returned.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let out = self.locked(py, |inner| match inner {
-            Inner::Plain(l) => l.next_batch().map(|b| b.map(Out::Batch)),
-            Inner::Mapped(l) => l.next_batch().map(|o| o.map(Out::Object)),
-        })?;
-        match out {
-            Some(Out::Batch(b)) => Ok(batch_dict(py, b)?.into_any().unbind()),
-            Some(Out::Object(o)) => Ok(o),
-            None => Err(pyo3::exceptions::PyStopIteration::new_err("the pass is over")),
+        self.not_from_own_transform()?;
+        if !self.forked()
+            && let Some((batch, _)) = self.take_held()
+        {
+            return Ok(batch);
         }
+        let (before, out) = self.locked(py, |inner| {
+            let before = inner.state();
+            let out = match inner {
+                Inner::Plain(l) => l.next_batch().map(|b| b.map(Out::Batch)),
+                Inner::Mapped(l) => l.next_batch().map(|o| o.map(Out::Object)),
+            };
+            out.map(|o| (before, o))
+        })?;
+        let batch = match out {
+            Some(Out::Batch(b)) => batch_dict(py, b)?.into_any().unbind(),
+            Some(Out::Object(o)) => o,
+            None => return Err(pyo3::exceptions::PyStopIteration::new_err("the pass is over")),
+        };
+        // A signal that came during the wait (Ctrl-C) is raised as this call returns, and the
+        // batch would be lost though the state counts it (look 111, L111-1: a checkpoint taken
+        // on Ctrl-C resumed past a batch never seen). Raised here instead, the batch kept for
+        // the next call and the state put back before it.
+        if let Err(signal) = py.check_signals() {
+            *self.held.lock().unwrap_or_else(|e| e.into_inner()) = Some((batch, before));
+            return Err(signal);
+        }
+        Ok(batch)
     }
 
     /// The global batch size (given, or the restored state's).
@@ -205,6 +244,9 @@ impl Loader {
 
     /// The next step to be delivered.
     fn step(&self, py: Python<'_>) -> PyResult<u64> {
+        if let Some(state) = self.held_state() {
+            return Ok(state.step);
+        }
         self.locked(py, |inner| Ok(inner.state().step))
     }
 
@@ -231,7 +273,10 @@ impl Loader {
 
     /// Where the loader is, as bytes a new loader resumes from (`state=`).
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let state = self.locked(py, |inner| Ok(inner.state()))?;
+        let state = match self.held_state() {
+            Some(state) => state,
+            None => self.locked(py, |inner| Ok(inner.state()))?,
+        };
         Ok(PyBytes::new(py, &state.to_bytes()))
     }
 

@@ -505,3 +505,41 @@ def test_a_loader_dropped_inside_its_own_transform_does_not_panic(tmp_path):
     gc.collect()
     time.sleep(1)
     assert not holder and not errors, errors
+
+
+def test_ctrl_c_during_next_keeps_the_batch_and_the_state_before_it(tmp_path):
+    # Look 111, L111-1: a SIGINT while `next` waited was raised as the call returned, the batch
+    # dropped though the state counted it: a checkpoint taken on Ctrl-C resumed past it.
+    from_numpy(tmp_path / "y", np.arange(40, dtype=np.int64))
+    out = run_isolated(f"""
+import os, signal, threading, time
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+
+started = threading.Event()
+def slow(batch):
+    started.set()
+    time.sleep(0.5)
+    return batch
+
+def streams():
+    return {{"y": DenseDataset({str(tmp_path / "y")!r})}}
+loader = DataLoader(streams(), batch_size=4, num_workers=1, prefetch_size=1, shuffle=False, epochs=1,
+                    transform=slow)
+def interrupt():
+    started.wait()
+    time.sleep(0.1)  # next() below waits for the transform by now
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt).start()
+try:
+    next(loader)
+    print("not interrupted")
+except KeyboardInterrupt:
+    print("interrupted")
+saved = loader.state()
+print("then:", next(loader)["y"].tolist())
+loader.close()
+with DataLoader(streams(), batch_size=4, shuffle=False, epochs=1, state=saved) as resumed:
+    print("resumed:", next(resumed)["y"].tolist())
+""")
+    assert out.split("\n")[:3] == ["interrupted", "then: [0, 1, 2, 3]", "resumed: [0, 1, 2, 3]"], out
