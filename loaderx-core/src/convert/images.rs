@@ -238,11 +238,10 @@ pub(super) fn convert_folder(
     let mut made = Vec::new();
     // OUT is looked at again once the conversion is complete: what appeared there meanwhile is
     // the user's, kept without overwrite, and replaced with it only if a conversion's own.
-    let placed = write(&staging, &classes, files, (target, part == Part::WHOLE), &opts, &mut made).and_then(
-        |written| {
+    let placed = write(dir, &staging, &classes, files, (target, part == Part::WHOLE), &opts, &mut made)
+        .and_then(|written| {
             Ok((written, crate::dataset::place_dir_of(&staging, out, opts.overwrites(), &DATASETS, &FILES)?))
-        },
-    );
+        });
     let ((images, skipped), aside) = match placed {
         Ok(placed) => placed,
         Err(e) => {
@@ -425,6 +424,7 @@ pub fn fit(img: &DynamicImage, options: ImageOptions) -> RgbImage {
 type Written = (ConvertSummary, Vec<(PathBuf, String)>);
 
 fn write(
+    input: &Path,
     staging: &Path,
     classes: &[String],
     files: &[Image],
@@ -491,9 +491,20 @@ fn write(
     labels.finish()?;
     made.push("labels");
     if records == 0 && whole {
+        // Named by the input and each file's reason (look 110, L110-3: the error named the
+        // staging directory, gone by then, and the reasons were never printed).
+        let mut why: Vec<String> =
+            skipped.iter().take(5).map(|(p, why)| format!("{}: {why}", p.display())).collect();
+        if skipped.len() > 5 {
+            why.push(format!("and {} more", skipped.len() - 5));
+        }
         return Err(Error::BadInput {
-            path: staging.to_path_buf(),
-            reason: "no file decoded: every image was skipped".into(),
+            path: input.to_path_buf(),
+            reason: format!(
+                "no file decoded: all {} images were skipped ({})",
+                skipped.len(),
+                why.join("; ")
+            ),
             source: None,
         });
     }

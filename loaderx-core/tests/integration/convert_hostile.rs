@@ -1,6 +1,6 @@
 //! Hostile inputs to the converters and `export`: headers promising records of zero-byte items,
 //! a tensor named as another's staging directory, inputs that are not regular files, and
-//! schemas that do not describe the dataset's bytes.
+//! schemas that do not describe the dataset's bytes, an image folder whose every file is bad.
 
 use std::path::Path;
 
@@ -252,4 +252,40 @@ fn export_never_writes_into_its_dataset_over_a_users_file_or_leaves_a_temporary(
         .collect();
     names.sort();
     assert_eq!(names, ["blocked", "ds", "results.npy", "results.npy.partial", "results.npy.tmp", "set"]);
+}
+
+/// Look 110, L110-3: a folder whose every file is skipped was an error naming `OUT.partial`
+/// (gone by then) without one file's reason: it names the folder, and each file and why.
+#[test]
+#[cfg(feature = "images")]
+fn a_folder_whose_every_file_is_skipped_names_them() {
+    use loaderx_core::convert::{EncodedOptions, ImageOptions, encoded_images, images};
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(input.join("cat")).unwrap();
+    std::fs::write(input.join("cat/a.png"), b"\x89PNG\r\n\x1a\n cut").unwrap();
+    std::fs::write(input.join("cat/b.txt"), b"not an image").unwrap();
+    let encoded = encoded_images(
+        &input,
+        dir.path().join("e"),
+        EncodedOptions { skip_bad: true, ..EncodedOptions::default() },
+        WriteOptions::new(),
+    );
+    let decoded = images(
+        &input,
+        dir.path().join("d"),
+        ImageOptions { skip_bad: true, ..ImageOptions::new(8, 8) },
+        WriteOptions::new(),
+    );
+    for e in [encoded.map(drop).unwrap_err(), decoded.map(drop).unwrap_err()] {
+        let Error::BadInput { path, reason, .. } = &e else { panic!("{e}") };
+        assert_eq!(path, &input, "{e}");
+        assert!(
+            reason.contains("all 2 images were skipped")
+                && reason.contains("a.png: ")
+                && reason.contains("b.txt: "),
+            "{e}"
+        );
+    }
+    assert!(!dir.path().join("e").exists() && !dir.path().join("d").exists());
 }
