@@ -260,6 +260,10 @@ fn push_dir(
                 remove_object(&runtime, store.as_ref(), &key(MANIFEST_FILE), url, MANIFEST_FILE, options)?;
                 vouching = false;
             }
+            let put = match v1_prefix {
+                Some(n) if name == META_FILE => n,
+                _ => len,
+            };
             if name == META_FILE
                 && let Some(n) = v1_prefix
             {
@@ -289,6 +293,17 @@ fn push_dir(
                     progress(sent + done);
                 }
                 runtime.block_on(w.finish()).map_err(failed)?;
+            }
+            // What the server says it holds now: a server that answered a put with success
+            // without keeping the bytes made push report a store pushed that was not (look 112,
+            // L112-4).
+            let held = runtime.block_on(store.head(&k)).map_err(failed)?.size;
+            if held != put {
+                return Err(Error::Remote {
+                    url: format!("{}/{name}", url.trim_end_matches('/')),
+                    range: None,
+                    reason: format!("the server took {put} bytes and holds {held}: the upload did not land"),
+                });
             }
         }
         sent += len;

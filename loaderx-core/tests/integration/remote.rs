@@ -518,3 +518,21 @@ fn two_processes_share_one_cache_and_fetch_each_page_once() {
     assert_eq!(filled, all_pages, "every page fetched once between the two processes");
     assert_eq!(pages(&cache).len() as u64, all_pages);
 }
+
+/// Look 112, L112-4: a server that answers a put with success without keeping the bytes (here,
+/// one saying it holds 3 bytes of `index.zr`) made push report the store pushed. Push asks what
+/// the server holds after each upload, and refuses naming the object.
+#[test]
+fn a_push_the_server_did_not_keep_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lies = vec![Lie { suffix: "/index.zr", head: true, told: Told::Length(3) }];
+    let server =
+        Server::start_on(&tmp.path().join("s3"), 0, Some(Arc::new(Faults { lies, ..Faults::default() })));
+    let d = dense(tmp.path(), Codec::Raw);
+    let e = push(&d, "s3://bucket/kept", server.options(), |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, Error::Remote { url, reason, .. }
+            if url == "s3://bucket/kept/index.zr" && reason.contains("holds 3")),
+        "{e}"
+    );
+}
