@@ -170,8 +170,10 @@ pub fn safetensors_part(
         let item_bytes = schema.unit_bytes();
         let rows = part.rows(records as u64);
         let (from, to) = (rows.start as usize * item_bytes, rows.end as usize * item_bytes);
-        let data = (from, &view.data()[from..to], (rows.end - rows.start) as usize);
-        match write_tensor(input, data, schema, &out, &opts, &mut done_bytes) {
+        // Where the tensor's data lie in the file, for an error's byte offset (look 113, L113-4).
+        let at = view.data().as_ptr() as usize - map.bytes().as_ptr() as usize;
+        let data = ((at + from, from), &view.data()[from..to], (rows.end - rows.start) as usize);
+        match write_tensor((input, &name), data, schema, &out, &opts, &mut done_bytes) {
             Ok(s) => {
                 if !existed {
                     created.push(out);
@@ -189,11 +191,11 @@ pub fn safetensors_part(
     Ok(results)
 }
 
-/// Writes the `records` records in `data` (at byte `offset` of the tensor's data, for errors)
-/// as the dense dataset `out`.
+/// Writes the `records` records in `data` (at byte `offset` of the file `input` and byte `from`
+/// of its tensor `name`, for errors) as the dense dataset `out`.
 fn write_tensor(
-    input: &Path,
-    (offset, data, records): (usize, &[u8], usize),
+    (input, name): (&Path, &str),
+    ((offset, from), data, records): ((usize, usize), &[u8], usize),
     schema: Schema,
     out: &Path,
     opts: &WriteOptions,
@@ -211,8 +213,13 @@ fn write_tensor(
         buf.clear();
         buf.extend_from_slice(&data[at..at + k * item_bytes]);
         to_native(&mut buf, dtype.size(), true);
-        let at = offset + at;
-        check_block(dtype, &buf, input, (at / dtype.size()) as u64, at as u64)?;
+        let first = ((from + at) / dtype.size()) as u64;
+        check_block(dtype, &buf, input, first, (offset + at) as u64).map_err(|e| match e {
+            Error::BadInput { path, reason, source } => {
+                Error::BadInput { path, reason: format!("tensor '{name}': {reason}"), source }
+            }
+            e => e,
+        })?;
         append_block(&mut w, &buf, item_bytes, k)?;
         done += k;
         opts.report(*done_bytes + (done * item_bytes) as u64);

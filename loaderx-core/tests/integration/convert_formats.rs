@@ -163,6 +163,30 @@ fn safetensors_with_an_unsupported_dtype_writes_nothing() {
     ));
 }
 
+/// Look 113, L113-4: a bad bool in a safetensors file is named with its tensor, its element in
+/// the tensor and its byte offset in the file (it was the offset in the tensor, no name).
+#[test]
+fn a_bad_bool_in_safetensors_names_its_tensor_and_file_offset() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    let (a, flags) = (vec![0u8; 8], vec![0u8, 1, 1, 7]);
+    let tensors = vec![
+        ("a", TensorView::new(Dtype::U8, vec![8], &a).unwrap()),
+        ("flags", TensorView::new(Dtype::BOOL, vec![4], &flags).unwrap()),
+    ];
+    let bytes = safetensors::serialize(tensors, None).unwrap();
+    let at = bytes.len() - 1; // the tensors are laid out in order: flags last, its 7 last
+    assert_eq!(bytes[at], 7);
+    std::fs::write(dir.path().join("m.st"), &bytes).unwrap();
+    let err =
+        convert::safetensors(dir.path().join("m.st"), dir.path().join("m"), WriteOptions::new()).unwrap_err();
+    assert!(
+        matches!(&err, Error::BadInput { reason, .. }
+            if reason.contains("tensor 'flags': bool element 3") && reason.contains(&format!("byte offset {at})"))),
+        "{err}"
+    );
+}
+
 // ---------------------------------------------------------------- directories
 
 #[test]
