@@ -46,6 +46,15 @@ pub(crate) fn out_and_staging(out: &Path) -> (PathBuf, PathBuf) {
 /// staging path that is a link or not a directory; [`Error::Io`].
 pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
     if let Some(parent) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
+        // Through a `..`, a missing directory is not made: `nodir/../ds` would leave an empty
+        // `nodir` behind a name the kernel refuses (look 106, L106-3).
+        if parent.components().any(|c| c == std::path::Component::ParentDir) && !parent.is_dir() {
+            let missing = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no such directory (one named through `..` is not created)",
+            );
+            return Err(Error::io("open directory", parent, missing));
+        }
         std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
     }
     // Another conversion can rename the staging directory into place between this one's making

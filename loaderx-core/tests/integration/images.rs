@@ -476,6 +476,12 @@ fn an_output_named_with_a_trailing_slash_is_staged_beside_it() {
         w.finish().unwrap();
         assert_eq!(DenseDataset::<u32>::open(&ds).unwrap().len(), 1, "{}", name.display());
     }
+    // Through a directory that does not exist, then `..`: refused as the kernel refuses the
+    // name, and the directory not made (look 106, L106-3: an empty one was left).
+    let through = dir.path().join("nodir").join("..").join("ds2");
+    let e = loaderx_core::DatasetWriter::dense::<u32>(&through, vec![2], WriteOptions::new()).unwrap_err();
+    assert!(matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound), "{e}");
+    assert!(!dir.path().join("nodir").exists() && !dir.path().join("ds2").exists());
     folder(&dir.path().join("in"), false);
     let out = dir.path().join("out");
     for overwrite in [false, true] {
