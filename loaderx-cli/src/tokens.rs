@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
 use loaderx_core::tokens::{TokenFile, TokenFormat, TokenType};
 
 /// Whether `path` names a token file rather than a store (a directory): anything else that is
@@ -39,8 +38,7 @@ pub fn open(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::Res
     let f = match dtype {
         Some(d) => TokenFile::open_raw(path, token_type(d)?),
         None => TokenFile::open(path),
-    }
-    .with_context(|| format!("open {}", path.display()))?;
+    }?; // its errors name the path (a context naming it again printed it twice)
     Ok(match vocab {
         Some(v) => f.vocabulary(v),
         None => f,

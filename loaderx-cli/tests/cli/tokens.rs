@@ -200,3 +200,17 @@ fn a_document_past_the_readers_limit_is_not_called_damaged() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["intact"].is_null() && v["error"].as_str().unwrap().contains("limit of this reader"), "{v}");
 }
+
+/// Look 108's kept low: a token file that does not open was named twice ("open X: open X: ...").
+#[test]
+fn a_token_file_that_does_not_open_is_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("other.idx.idx"), b"x").unwrap();
+    for name in ["other.idx", "other.idx.idx"] {
+        let path = dir.path().join(name);
+        let o = loaderx(&[&"info", &path]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert_eq!(t.matches(&*path.to_string_lossy()).count(), 1, "{t}");
+    }
+}
