@@ -164,8 +164,12 @@ impl Loader {
         self.held.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
-    /// The state before a held batch, when one is held.
+    /// The state before a held batch, when one is held (never in a forked copy, which refuses
+    /// as `next` does).
     fn held_state(&self) -> Option<LoaderState> {
+        if self.forked() {
+            return None;
+        }
         self.held.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(_, s)| s.clone())
     }
 

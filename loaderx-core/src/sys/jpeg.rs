@@ -155,6 +155,106 @@ impl Jpeg {
         })
     }
 
+    /// Decodes the whole of `bytes` in whatever form libjpeg-turbo takes it (CMYK or YCCK as
+    /// CMYK, 2 to 16 bits, lossless, any subsampling), at full size, into a buffer dropped at
+    /// once: the check of a JPEG [`Self::header`] left to another decoder, which would fill in a
+    /// file cut short (look 114, L114-1). Its pixels, at their precision, may take at most
+    /// `max_bytes`.
+    ///
+    /// [`Decoded::Warned`] as [`Self::decode`], stopping at the first warning.
+    ///
+    /// # Errors
+    /// A header or data libjpeg-turbo cannot decode, or pixels past `max_bytes`.
+    pub fn check_whole(&mut self, bytes: &[u8], max_bytes: u64) -> Result<Decoded, String> {
+        // SAFETY: as in `header`: `bytes` only read, for the call.
+        let read = unsafe { tj::tj3DecompressHeader(self.handle.as_ptr(), bytes.as_ptr(), bytes.len() as _) };
+        if read != 0 {
+            let why = self.error();
+            *self = Jpeg::new(self.max_memory)?;
+            return Err(why);
+        }
+        let (w, h) = (self.get(tj::TJPARAM_TJPARAM_JPEGWIDTH), self.get(tj::TJPARAM_TJPARAM_JPEGHEIGHT));
+        let (Ok(w), Ok(h)) = (usize::try_from(w), usize::try_from(h)) else {
+            return Err(format!("a JPEG of {w}x{h} pixels"));
+        };
+        let colour = self.get(tj::TJPARAM_TJPARAM_COLORSPACE);
+        let cmyk = colour == tj::TJCS_TJCS_CMYK as i32 || colour == tj::TJCS_TJCS_YCCK as i32;
+        let (format, channels) = if cmyk { (tj::TJPF_TJPF_CMYK, 4) } else { (tj::TJPF_TJPF_RGB, 3) };
+        let precision = self.get(tj::TJPARAM_TJPARAM_PRECISION);
+        let samples = w.checked_mul(h).and_then(|n| n.checked_mul(channels)).unwrap_or(usize::MAX);
+        let size = if precision <= 8 { samples } else { samples.saturating_mul(2) };
+        if w == 0 || h == 0 || size as u64 > max_bytes {
+            return Err(format!(
+                "a JPEG of {w}x{h} pixels at {precision} bits is past {max_bytes} bytes decoded"
+            ));
+        }
+        self.set(tj::TJPARAM_TJPARAM_STOPONWARNING, 1)?;
+        // The whole image at full size, whatever an earlier region decode set.
+        let whole = tj::tjscalingfactor { num: 1, denom: 1 };
+        let uncropped = tj::tjregion { x: 0, y: 0, w: 0, h: 0 };
+        // SAFETY: `handle` is a live instance whose header was just read; the factor is plain.
+        let scaled = unsafe { tj::tj3SetScalingFactor(self.handle.as_ptr(), whole) };
+        // SAFETY: as above; the region is plain data.
+        let cropped = unsafe { tj::tj3SetCroppingRegion(self.handle.as_ptr(), uncropped) };
+        if scaled != 0 || cropped != 0 {
+            return Err(self.error());
+        }
+        // Each call: `bytes` only read; TurboJPEG writes `h` rows of `w * channels` samples of
+        // its precision's type (pitch 0: packed), exactly the buffer's length, which nothing
+        // else holds during the call.
+        let done = match precision {
+            ..=8 => {
+                let mut out = vec![0u8; samples];
+                // SAFETY: as said above the match.
+                unsafe {
+                    tj::tj3Decompress8(
+                        self.handle.as_ptr(),
+                        bytes.as_ptr(),
+                        bytes.len() as _,
+                        out.as_mut_ptr(),
+                        0,
+                        format,
+                    )
+                }
+            }
+            9..=12 => {
+                let mut out = vec![0i16; samples];
+                // SAFETY: as said above the match.
+                unsafe {
+                    tj::tj3Decompress12(
+                        self.handle.as_ptr(),
+                        bytes.as_ptr(),
+                        bytes.len() as _,
+                        out.as_mut_ptr(),
+                        0,
+                        format,
+                    )
+                }
+            }
+            _ => {
+                let mut out = vec![0u16; samples];
+                // SAFETY: as said above the match.
+                unsafe {
+                    tj::tj3Decompress16(
+                        self.handle.as_ptr(),
+                        bytes.as_ptr(),
+                        bytes.len() as _,
+                        out.as_mut_ptr(),
+                        0,
+                        format,
+                    )
+                }
+            }
+        };
+        if done == 0 {
+            return Ok(Decoded::Clean);
+        }
+        // SAFETY: `handle` is a live instance; `tj3GetErrorCode` reads its last outcome.
+        let warned = unsafe { tj::tj3GetErrorCode(self.handle.as_ptr()) } == tj::TJERR_TJERR_WARNING as i32;
+        let why = self.error();
+        if warned { Ok(Decoded::Warned(why)) } else { Err(why) }
+    }
+
     /// Decodes `region` of `bytes` (whose header is `header`, just read by [`Self::header`])
     /// scaled by `num / 8` (`num` 1, 2, 4 or 8) into `out` as RGB rows of `region.width`
     /// pixels (its length set to the region's).
@@ -240,7 +340,13 @@ mod tests {
 
     /// `pixels` (RGB, `w` x `h`) as a JPEG of `subsamp` at quality 90 (TurboJPEG's encoder).
     pub(crate) fn encode(pixels: &[u8], w: u32, h: u32, subsamp: tj::TJSAMP) -> Vec<u8> {
-        assert_eq!(pixels.len(), w as usize * h as usize * 3);
+        encode_as(pixels, w, h, tj::TJPF_TJPF_RGB, subsamp)
+    }
+
+    /// [`encode`] of pixels in `format` (CMYK pixels make a YCCK JPEG).
+    fn encode_as(pixels: &[u8], w: u32, h: u32, format: tj::TJPF, subsamp: tj::TJSAMP) -> Vec<u8> {
+        let channels = if format == tj::TJPF_TJPF_CMYK { 4 } else { 3 };
+        assert_eq!(pixels.len(), w as usize * h as usize * channels);
         // SAFETY: a fresh compressor, its parameters set, the pixels read for the call, the
         // output buffer allocated by TurboJPEG, copied out and freed once (a test's encoder).
         unsafe {
@@ -250,16 +356,8 @@ mod tests {
             assert_eq!(tj::tj3Set(handle, tj::TJPARAM_TJPARAM_SUBSAMP as i32, subsamp), 0);
             let mut buf: *mut u8 = std::ptr::null_mut();
             let mut size = 0;
-            let rc = tj::tj3Compress8(
-                handle,
-                pixels.as_ptr(),
-                w as i32,
-                0,
-                h as i32,
-                tj::TJPF_TJPF_RGB,
-                &mut buf,
-                &mut size,
-            );
+            let rc =
+                tj::tj3Compress8(handle, pixels.as_ptr(), w as i32, 0, h as i32, format, &mut buf, &mut size);
             assert_eq!(rc, 0);
             let jpeg = std::slice::from_raw_parts(buf, size as usize).to_vec();
             tj::tj3Free(buf.cast());
@@ -350,5 +448,28 @@ mod tests {
         assert!(matches!(jpeg.decode(cut, &header, 8, whole, &mut out, true), Ok(Decoded::Warned(_))));
         assert!(jpeg.header(b"not a jpeg").is_err());
         assert!(jpeg.header(&bytes[..20]).is_err());
+    }
+
+    /// Look 114, L114-1: a JPEG `header` leaves to another decoder (here YCCK) is checked whole:
+    /// clean when whole, refused cut short with its end marker put back, or past the size given;
+    /// and the instance decodes a region as before afterwards.
+    #[test]
+    fn a_whole_check_finds_a_cut_file_the_header_leaves_to_another_decoder() {
+        let (w, h) = (64u32, 48u32);
+        let cmyk: Vec<u8> = (0..w * h * 4).map(|k| (k * 7 % 251) as u8).collect();
+        let bytes = encode_as(&cmyk, w, h, tj::TJPF_TJPF_CMYK, tj::TJSAMP_TJSAMP_444);
+        let mut jpeg = Jpeg::new(64 << 20).unwrap();
+        assert_eq!(jpeg.header(&bytes), Ok(None), "left to another decoder");
+        assert_eq!(jpeg.check_whole(&bytes, 1 << 20), Ok(Decoded::Clean));
+        let mut cut = bytes[..bytes.len() / 2].to_vec();
+        cut.extend_from_slice(&[0xFF, 0xD9]);
+        assert!(!matches!(jpeg.check_whole(&cut, 1 << 20), Ok(Decoded::Clean)));
+        assert!(jpeg.check_whole(&bytes, 1000).unwrap_err().contains("past 1000 bytes"));
+        let rgb = encode(&pattern(w, h), w, h, tj::TJSAMP_TJSAMP_420);
+        let header = jpeg.header(&rgb).unwrap().unwrap();
+        let mut out = Vec::new();
+        let region = Region { x: 16, y: 8, width: 16, height: 8 };
+        assert_eq!(jpeg.decode(&rgb, &header, 8, region, &mut out, true), Ok(Decoded::Clean));
+        assert_eq!(out.len(), 16 * 8 * 3);
     }
 }

@@ -67,12 +67,14 @@ impl Scratch {
         Ok(Source::Whole(w, h))
     }
 
-    /// The header of `bytes` when it is a JPEG libjpeg-turbo decodes, its size checked against
-    /// the limits; `None` for any other file. A header libjpeg-turbo cannot read, or a JPEG it
-    /// leaves to another decoder, goes to `image`'s, which names what is wrong with it or
-    /// decodes it.
+    /// The header of `bytes` when it is a JPEG libjpeg-turbo decodes in part, its size checked
+    /// against the limits; `None` for any other file. A JPEG it leaves to `image`'s decoder
+    /// (CMYK, another precision, lossless) is decoded whole by libjpeg-turbo first, its pixels
+    /// dropped, as a check: `image`'s would fill in a file cut short, and a header it cannot
+    /// read is refused (look 114, L114-1: both were decoded by `image`, filled in, and stored).
     #[cfg(feature = "turbojpeg")]
     fn jpeg_header(&mut self, bytes: &[u8]) -> Result<Option<crate::sys::JpegHeader>, String> {
+        use crate::sys::Decoded;
         if !bytes.starts_with(&[0xFF, 0xD8]) {
             return Ok(None);
         }
@@ -80,9 +82,18 @@ impl Scratch {
             Some(jpeg) => jpeg,
             none => none.insert(crate::sys::Jpeg::new(MAX_ALLOC)?),
         };
-        let Ok(Some(header)) = jpeg.header(bytes) else { return Ok(None) };
-        within_limits(header.width, header.height)?;
-        Ok(Some(header))
+        match jpeg.header(bytes) {
+            Ok(Some(header)) => {
+                within_limits(header.width, header.height)?;
+                Ok(Some(header))
+            }
+            Ok(None) => match jpeg.check_whole(bytes, MAX_ALLOC)? {
+                Decoded::Clean => Ok(None),
+                Decoded::Warned(why) if a_writers_slip(&why) => Ok(None),
+                Decoded::Warned(why) => Err(format!("damaged JPEG data: {why}")),
+            },
+            Err(why) => Err(format!("a JPEG whose header libjpeg-turbo cannot read: {why}")),
+        }
     }
 
     /// The width and height of `bytes` when it is a JPEG that [`Self::decode_whole`] decodes
@@ -169,7 +180,7 @@ impl Scratch {
             // Junk between the last scan and the end-of-image marker, met after every pixel was
             // decoded (a common writer's slip, which torchvision and PIL decode): again, with
             // that warning let pass.
-            Decoded::Warned(why) if why.contains("extraneous bytes before marker 0xd9") => {
+            Decoded::Warned(why) if a_writers_slip(&why) => {
                 jpeg.decode(bytes, &header, num, region, &mut self.decoded, false)?;
             }
             // Data libjpeg-turbo would fill in (a file cut short with its end marker put back,
@@ -208,6 +219,19 @@ pub fn whole_jpeg<G>(
     image::RgbImage::from_raw(dw, dh, pixels)
         .map(Some)
         .ok_or_else(|| format!("a decode of {dw}x{dh} pixels of an image of {w}x{h} that is not whole"))
+}
+
+/// Whether libjpeg-turbo's warning `why` is a writer's slip to decode past: a few stray bytes
+/// between the last scan and the end-of-image marker, met once every pixel was decoded (which
+/// torchvision and PIL decode). More of them is what a file cut short and padded out to its end
+/// marker leaves (look 114, L114-2: the padding decoded as pixels, and only its rest warned).
+#[cfg(feature = "turbojpeg")]
+fn a_writers_slip(why: &str) -> bool {
+    /// The most stray bytes a slip is: an encoder's padding, not a scan's worth of data.
+    const MOST: u64 = 16;
+    why.split_once(" extraneous bytes before marker 0xd9")
+        .and_then(|(head, _)| head.rsplit(' ').next()?.parse::<u64>().ok())
+        .is_some_and(|n| n <= MOST)
 }
 
 /// An image of `w` x `h` within the limits of one decode (each side, the RGB pixels' bytes).

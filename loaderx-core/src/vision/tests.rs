@@ -395,6 +395,24 @@ fn damaged_jpeg_data_is_an_error_and_junk_before_its_end_is_not() {
     junk.extend_from_slice(&[0x12, 0x34, 0x56, 0xFF, 0xD9]);
     p.apply_with(&junk, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap();
     assert!(out == reference, "junk before the end marker: the clean file's pixels");
+    // More than a slip's worth is what a cut file padded out to its end marker leaves (look
+    // 114, L114-2): refused.
+    let mut padded = jpeg_bytes[..jpeg_bytes.len() - 2].to_vec();
+    padded.extend(std::iter::repeat_n(0x12, 40).chain([0xFF, 0xD9]));
+    let e = p.apply_with(&padded, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap_err();
+    assert!(e.contains("39 extraneous bytes"), "{e}");
+    // A segment libjpeg-turbo's header reader refuses (a reserved marker), whole or cut short
+    // with its end marker put back: refused, never left to `image`'s decoder, which fills in
+    // (look 114, L114-1).
+    let mut reserved = jpeg_bytes[..2].to_vec();
+    reserved.extend_from_slice(&[0xFF, 0x02, 0x00, 0x04, 0x61, 0x62]);
+    reserved.extend_from_slice(&jpeg_bytes[2..]);
+    let mut cut_reserved = reserved[..reserved.len() / 2].to_vec();
+    cut_reserved.extend_from_slice(&[0xFF, 0xD9]);
+    for bad in [&reserved, &cut_reserved] {
+        let e = p.apply_with(bad, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap_err();
+        assert!(e.contains("header libjpeg-turbo cannot read"), "{e}");
+    }
     // A header libjpeg-turbo refuses (its frame's size zeroed): `image` names the error.
     let mut no_size = jpeg_bytes.clone();
     let sof = no_size.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();

@@ -544,10 +544,15 @@ fn jpegs_the_loader_refuses_are_refused_and_a_trailer_is_not() {
     let mut trailer = jpeg.clone();
     trailer.extend_from_slice(b"\0\0\0\x18ftypmp42");
     trailer.extend((0..1000u32).map(|k| (k * 7919 % 253) as u8));
+    // A reserved marker libjpeg-turbo's header reader refuses, cut short with its end marker put
+    // back: it went to `image`'s decoder, which filled it in (look 114, L114-1).
+    let mut reserved = jpeg[..2].to_vec();
+    reserved.extend_from_slice(&[0xFF, 0x02, 0x00, 0x04, 0x61, 0x62]);
+    reserved.extend_from_slice(&jpeg[2..jpeg.len() / 2]);
+    reserved.extend_from_slice(&[0xFF, 0xD9]);
     let dir = tempfile::tempdir().unwrap();
-    for (name, bytes, refused) in
-        [("cut", cut, true), ("tall", jpeg_claiming(3000), true), ("trailer", trailer, false)]
-    {
+    let cases = [("cut", cut, true), ("tall", jpeg_claiming(3000), true), ("reserved", reserved, true)];
+    for (name, bytes, refused) in cases.into_iter().chain([("trailer", trailer, false)]) {
         let input = dir.path().join(name);
         std::fs::create_dir_all(input.join("a")).unwrap();
         std::fs::write(input.join("a/good.jpg"), &jpeg).unwrap();
