@@ -183,7 +183,7 @@ impl RemoteStore {
         let dir = crate::sys::cache_dir()
             .join("remote")
             .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())));
-        let (cached, tag) = (dir.join(INDEX_FILE), dir.join("etag"));
+        let cached = dir.join(INDEX_CACHE);
         // The cache's directory must be one (a link planted there is neither read nor written
         // through), its files regular (a FIFO is never waited on), the tag small and the index
         // the size the server gives before either is read (review Q1, Q2).
@@ -194,20 +194,26 @@ impl RemoteStore {
                 .iter()
                 .all(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()))
         };
+        // The tag and the index in one file, landed by one rename: as two files, two readers
+        // caching two versions at once could leave one's index under the other's tag, and every
+        // later reader took the old index for the new (look 115, L115-1).
+        let head = (CACHE_MAGIC.len() + 2 + token.len()) as u64;
         let cached_index = || -> Option<Vec<u8>> {
-            let t = crate::store::read_capped(&tag, 1024).ok()??;
-            if t != token.as_bytes() {
-                return None;
-            }
             let f = crate::sys::open_regular(std::fs::File::options().read(true), &cached).ok()?;
-            if f.metadata().ok()?.len() != meta.size {
+            if f.metadata().ok()?.len() != head + meta.size {
                 return None;
             }
             let mut bytes = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::Read::take(&f, meta.size + 1), &mut bytes).ok()?;
-            (bytes.len() as u64 == meta.size).then_some(bytes)
+            std::io::Read::read_to_end(&mut std::io::Read::take(&f, head + meta.size + 1), &mut bytes)
+                .ok()?;
+            let tag = bytes.get(CACHE_MAGIC.len() + 2..head as usize)?;
+            let ours = bytes.len() as u64 == head + meta.size
+                && bytes.starts_with(CACHE_MAGIC)
+                && bytes[CACHE_MAGIC.len()..CACHE_MAGIC.len() + 2] == (token.len() as u16).to_le_bytes()
+                && tag == token.as_bytes();
+            ours.then(|| bytes.split_off(head as usize))
         };
-        let caching = !token.is_empty() && !self.options.is_uncached();
+        let caching = !token.is_empty() && token.len() <= 1024 && !self.options.is_uncached();
         if caching
             && own_dir()
             && let Some(bytes) = cached_index()
@@ -227,17 +233,47 @@ impl RemoteStore {
             });
         }
         if caching && std::fs::create_dir_all(&dir).is_ok() && own_dir() {
-            let _ = crate::store::write_atomic(&dir, INDEX_FILE, &bytes)
-                .and_then(|()| crate::store::write_atomic(&dir, "etag", token.as_bytes()));
+            let mut file = Vec::with_capacity(head as usize + bytes.len());
+            file.extend_from_slice(CACHE_MAGIC);
+            file.extend_from_slice(&(token.len() as u16).to_le_bytes());
+            file.extend_from_slice(token.as_bytes());
+            file.extend_from_slice(&bytes);
+            cache_file(&dir, &file);
         }
         Ok(bytes)
     }
 
-    /// Where this store's index is cached locally.
+    /// Where this store's index is cached locally: a file of the 8 bytes `LXIDXC1\n`, the
+    /// ETag's length (`u16`, little-endian), the ETag, then the index's bytes.
     pub fn index_cache(&self) -> PathBuf {
         crate::sys::cache_dir()
             .join("remote")
             .join(format!("{:016x}", crate::format::hash64(self.url.as_bytes())))
-            .join(INDEX_FILE)
+            .join(INDEX_CACHE)
+    }
+}
+
+/// The cached index's file name in a store's cache directory.
+const INDEX_CACHE: &str = "index.cache";
+
+/// The first bytes of a cached index ([`RemoteStore::index_cache`]).
+const CACHE_MAGIC: &[u8; 8] = b"LXIDXC1\n";
+
+/// Puts `bytes` in `dir` as the cached index, best effort (the cache is an optimisation): a
+/// temporary file of this call's own name (another process's or thread's is never removed or
+/// written into, as a fixed name's was), renamed over the cached file. Not synced: a file cut by
+/// a crash fails its length check and is fetched again.
+fn cache_file(dir: &std::path::Path, bytes: &[u8]) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("{INDEX_CACHE}.{}.{n}.tmp", std::process::id()));
+    let written = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, bytes))
+        .and_then(|()| std::fs::rename(&tmp, dir.join(INDEX_CACHE)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
 }

@@ -220,7 +220,18 @@ fn the_index_is_cached_by_etag_and_refetched_when_the_store_changes() {
     let first = RemoteStore::open(&url, opts.clone()).unwrap();
     let cached = first.index_cache();
     assert!(cached.is_file(), "cached at {}", cached.display());
-    assert_eq!(std::fs::read(&cached).unwrap(), std::fs::read(small.join("index.zr")).unwrap());
+    // The tag and the index in one file (look 115, L115-1).
+    let file = std::fs::read(&cached).unwrap();
+    assert!(
+        file.starts_with(b"LXIDXC1\n") && file.ends_with(&std::fs::read(small.join("index.zr")).unwrap())
+    );
+    // Another version's index under this one's tag (what two files written apart could be
+    // left holding): a mismatch of the lengths, so fetched again, never used.
+    let mut stale = file.clone();
+    stale.truncate(file.len() - 8);
+    std::fs::write(&cached, &stale).unwrap();
+    assert_eq!(RemoteStore::open(&url, opts.clone()).unwrap().len(), 100, "fetched again");
+    assert_eq!(std::fs::read(&cached).unwrap(), file, "and cached again");
     assert_eq!(RemoteStore::open(&url, opts.clone()).unwrap().len(), 100, "read from the cache");
     // The same URL, another store: 150 records.
     let bigger = tmp.path().join("bigger");
@@ -228,10 +239,20 @@ fn the_index_is_cached_by_etag_and_refetched_when_the_store_changes() {
     w.append(&(0..150u32).collect::<Vec<_>>()).unwrap();
     w.finish().unwrap();
     push(&bigger, &url, opts.clone(), |_| {}).unwrap();
-    let again = DenseSource::open_remote(&url, opts).unwrap();
+    let again = DenseSource::open_remote(&url, opts.clone()).unwrap();
     assert_eq!(again.len(), 150, "the changed index is fetched, not the stale cache used");
     let got = again.get_batch(&[149]).unwrap();
     assert_eq!(got.as_slice::<u32>().unwrap(), &[149]);
+    // L115-1: two readers caching two versions at once left the old index (`index.zr`) under
+    // the new tag (`etag`), the objects of the same size: every later reader took 100 records.
+    // Those files are not the cache's now.
+    let file = std::fs::read(&cached).unwrap();
+    let tag_len = usize::from(u16::from_le_bytes([file[8], file[9]]));
+    let dir = cached.parent().unwrap();
+    std::fs::write(dir.join("etag"), &file[10..10 + tag_len]).unwrap();
+    std::fs::write(dir.join("index.zr"), std::fs::read(small.join("index.zr")).unwrap()).unwrap();
+    std::fs::remove_file(&cached).unwrap();
+    assert_eq!(DenseSource::open_remote(&url, opts).unwrap().len(), 150);
 }
 
 /// Another store of the same sizes pushed under the same URL replaces every chunk: a chunk is
