@@ -220,7 +220,8 @@ fn info_and_verify_read_a_store_set_by_its_url() {
     let text = String::from_utf8_lossy(&changed.stdout);
     assert!(
         text.contains("part s3://bucket/parts/part-00002: ")
-            && text.contains("the part holds 100 records, the set was stitched with 101"),
+            && text.contains("the part holds 100 records, the set was stitched with 101")
+            && text.contains("stitch the set again once its parts are complete"),
         "{text}"
     );
     // A manifest listing 20 parts that are not there: the check stops after 16 (look 81: each

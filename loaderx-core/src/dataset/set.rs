@@ -100,7 +100,10 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
                 first.display()
             )));
         }
-        let n = store.len();
+        // A part being appended to moves between its count and its identity read apart, and the
+        // set would be refused from the start (look 115, L115-2): read again until the count
+        // holds still around the identity, a few times, else refused.
+        let (n, identity) = steady_count(&store, p)?;
         records = records
             .checked_add(n)
             .ok_or_else(|| Error::InvalidArgument("the parts hold more than 2^64 - 1 records".into()))?;
@@ -124,7 +127,7 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
                 rel.display()
             )));
         };
-        entries.push(SetPart { path: rel.to_owned(), records: n, identity: Some(store.identity()?) });
+        entries.push(SetPart { path: rel.to_owned(), records: n, identity: Some(identity) });
     }
     if records > u64::from(u32::MAX) {
         return Err(Error::InvalidArgument(format!(
@@ -263,6 +266,26 @@ fn group_of(dir: &Path) -> Result<Group> {
     datasets.sort();
     files.sort();
     Ok(Group { datasets, files })
+}
+
+/// The count of the part `store` (at `path`) and its identity, read while the count held still.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming a part whose count moved at every try (a writer appending
+/// to it); the identity's errors.
+fn steady_count(store: &Store, path: &Path) -> Result<(u64, u64)> {
+    for _ in 0..8 {
+        let n = store.len();
+        let identity = store.identity()?;
+        if store.len() == n {
+            return Ok((n, identity));
+        }
+    }
+    Err(Error::InvalidArgument(format!(
+        "{}: the part's count moved while it was read (a writer is appending to it): stitch the set once its \
+         parts are complete",
+        path.display()
+    )))
 }
 
 /// `err`, the open error of the part `part`, or, where the part is a store set (`is_set`), a

@@ -27,7 +27,8 @@ pub(crate) fn check_part(
         return Err(Error::Schema {
             path,
             reason: format!(
-                "the part holds {holds} records, the set was stitched with {records}: it changed after stitching"
+                "the part holds {holds} records, the set was stitched with {records}: it changed after stitching \
+                 (appended to, or records deleted); stitch the set again once its parts are complete"
             ),
         });
     }
