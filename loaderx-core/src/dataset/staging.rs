@@ -46,14 +46,20 @@ pub(crate) fn out_and_staging(out: &Path) -> (PathBuf, PathBuf) {
 /// staging path that is a link or not a directory; [`Error::Io`].
 pub(crate) fn lock_staging(staging: &Path, out: &Path) -> Result<WriteLock> {
     if let Some(parent) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
-        // Through a `..`, a missing directory is not made: `nodir/../ds` would leave an empty
-        // `nodir` behind a name the kernel refuses (look 106, L106-3).
-        if parent.components().any(|c| c == std::path::Component::ParentDir) && !parent.is_dir() {
-            let missing = std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                "no such directory (one named through `..` is not created)",
-            );
-            return Err(Error::io("open directory", parent, missing));
+        // A missing directory that a `..` goes up out of is not made: `nodir/../ds` would leave
+        // an empty `nodir` behind a name the kernel refuses (look 106, L106-3). A `..` that
+        // comes before the missing part (`../new/ds`) resolves, and `new` is made as any other
+        // missing directory is (look 116, L116-3).
+        let mut walked = PathBuf::new();
+        for c in parent.components() {
+            if c == std::path::Component::ParentDir && !walked.as_os_str().is_empty() && !walked.is_dir() {
+                let missing = std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such directory to go up out of with `..` (it is not created)",
+                );
+                return Err(Error::io("open directory", &walked, missing));
+            }
+            walked.push(c);
         }
         std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
     }

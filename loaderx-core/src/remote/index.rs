@@ -264,6 +264,18 @@ const CACHE_MAGIC: &[u8; 8] = b"LXIDXC1\n";
 /// written into, as a fixed name's was), renamed over the cached file. Not synced: a file cut by
 /// a crash fails its length check and is fetched again.
 fn cache_file(dir: &std::path::Path, bytes: &[u8]) {
+    // What readers killed while caching left (look 116, L116-2: a temporary of the index's size
+    // for each, never reclaimed): removed once older than any write of one takes.
+    const STALE: std::time::Duration = std::time::Duration::from_secs(600);
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let ours =
+            name.to_str().is_some_and(|n| n.starts_with(&format!("{INDEX_CACHE}.")) && n.ends_with(".tmp"));
+        let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| t.elapsed().ok());
+        if ours && old.is_some_and(|age| age > STALE) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!("{INDEX_CACHE}.{}.{n}.tmp", std::process::id()));

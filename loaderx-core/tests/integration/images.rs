@@ -482,6 +482,15 @@ fn an_output_named_with_a_trailing_slash_is_staged_beside_it() {
     let e = loaderx_core::DatasetWriter::dense::<u32>(&through, vec![2], WriteOptions::new()).unwrap_err();
     assert!(matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound), "{e}");
     assert!(!dir.path().join("nodir").exists() && !dir.path().join("ds2").exists());
+    // A `..` before the missing part resolves, and the missing directory is made (L116-3).
+    std::fs::create_dir(dir.path().join("x")).unwrap();
+    let up = dir.path().join("x").join("..").join("new").join("ds3");
+    let mut w = loaderx_core::DatasetWriter::dense::<u32>(&up, vec![2], WriteOptions::new()).unwrap();
+    w.append(&[7u32, 8]).unwrap();
+    w.finish().unwrap();
+    assert_eq!(DenseDataset::<u32>::open(dir.path().join("new/ds3")).unwrap().len(), 1);
+    std::fs::remove_dir_all(dir.path().join("new")).unwrap();
+    std::fs::remove_dir(dir.path().join("x")).unwrap();
     folder(&dir.path().join("in"), false);
     let out = dir.path().join("out");
     for overwrite in [false, true] {

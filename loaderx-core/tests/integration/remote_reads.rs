@@ -252,7 +252,16 @@ fn the_index_is_cached_by_etag_and_refetched_when_the_store_changes() {
     std::fs::write(dir.join("etag"), &file[10..10 + tag_len]).unwrap();
     std::fs::write(dir.join("index.zr"), std::fs::read(small.join("index.zr")).unwrap()).unwrap();
     std::fs::remove_file(&cached).unwrap();
+    // A killed reader's temporary (look 116, L116-2): an old one is reclaimed at the next write,
+    // a recent one (another reader's, maybe still writing) kept.
+    let (stale, recent) = (dir.join("index.cache.1.0.tmp"), dir.join("index.cache.2.0.tmp"));
+    for t in [&stale, &recent] {
+        std::fs::write(t, b"part of an index").unwrap();
+    }
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&stale).unwrap().set_modified(an_hour_ago).unwrap();
     assert_eq!(DenseSource::open_remote(&url, opts).unwrap().len(), 150);
+    assert!(!stale.exists() && recent.exists());
 }
 
 /// Another store of the same sizes pushed under the same URL replaces every chunk: a chunk is
