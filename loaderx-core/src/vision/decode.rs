@@ -92,6 +92,10 @@ impl Scratch {
                 Decoded::Warned(why) if a_writers_slip(&why) => Ok(None),
                 Decoded::Warned(why) => Err(format!("damaged JPEG data: {why}")),
             },
+            // A JFIF version other than 1.x, which libjpeg-turbo warns about and every decoder
+            // decodes (look 116, L116-1): stopping at warnings, it would stop there, before any
+            // data, so the file goes to `image`'s decoder unchecked, as before look 114.
+            Err(why) if why.starts_with("Warning: unknown JFIF revision number") => Ok(None),
             Err(why) => Err(format!("a JPEG whose header libjpeg-turbo cannot read: {why}")),
         }
     }

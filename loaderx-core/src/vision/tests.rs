@@ -413,6 +413,12 @@ fn damaged_jpeg_data_is_an_error_and_junk_before_its_end_is_not() {
         let e = p.apply_with(bad, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap_err();
         assert!(e.contains("header libjpeg-turbo cannot read"), "{e}");
     }
+    // A JFIF version 2.01, which libjpeg-turbo warns about in the header: decoded, as PIL does
+    // (look 116, L116-1).
+    let mut jfif2 = jpeg_bytes.clone();
+    let app0 = jfif2.windows(5).position(|w| w == b"JFIF\0").expect("a JFIF segment");
+    jfif2[app0 + 5..app0 + 7].copy_from_slice(&[2, 1]);
+    p.apply_with(&jfif2, &mut SampleRng::new(0), Out::U8(&mut out), &mut scratch).unwrap();
     // A header libjpeg-turbo refuses (its frame's size zeroed): `image` names the error.
     let mut no_size = jpeg_bytes.clone();
     let sof = no_size.windows(2).position(|m| m == [0xFF, 0xC0]).unwrap();
