@@ -250,12 +250,21 @@ pub(super) fn convert_folder(
         }
     };
     lock.moved_to(out);
+    // In place from here: a failure says so, as a dataset writer's does (look 117's sweep: the
+    // parent's sync failing was a plain error over a conversion standing complete in OUT).
+    let placed = |source: Error| Error::Committed {
+        path: out.to_path_buf(),
+        what: format!("the conversion of {} images", images.records),
+        remedy: "it is in place; its name may not be durable yet, and an old output it replaced may be \
+                 left beside it (OUT.old, OUT.old1, ...)",
+        source: Box::new(source),
+    };
     if let Some(aside) = aside {
-        aside.remove()?;
+        aside.remove().map_err(placed)?;
     }
     // A bare relative `out` has the parent "", which names no directory.
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    crate::store::sync_dir(parent)?;
+    crate::store::sync_dir(parent).map_err(placed)?;
     Ok(ImagesSummary { classes, images, skipped })
 }
 
@@ -486,10 +495,20 @@ fn write(
         Ok(())
     };
     pipelined(windows.len(), staging, |k| Ok(decode_window(windows[k])), write)?;
-    let records = images.finish()?;
+    // A dataset placed in the staging directory whose directory sync then failed "committed"
+    // there, but the conversion did not: it is removed with the rest, and the failure is the
+    // sync's (look 117, L117-1: it was reported committed, "do not repeat it", and left in the
+    // staging directory, which then refused every rerun).
+    let staged = |e: Error| match e {
+        Error::Committed { source, .. } => *source,
+        e => e,
+    };
+    let records = images.finish();
     made.push("images");
-    labels.finish()?;
+    let records = records.map_err(staged)?;
+    let labelled = labels.finish();
     made.push("labels");
+    labelled.map_err(staged)?;
     if records == 0 && whole {
         // Named by the input and each file's reason (look 110, L110-3: the error named the
         // staging directory, gone by then, and the reasons were never printed).
@@ -509,8 +528,11 @@ fn write(
         });
     }
     let text: String = classes.iter().map(|c| format!("{c}\n")).collect();
-    crate::store::write_atomic(staging, "classes.txt", text.as_bytes())?;
+    // Made before its write is known to have landed: a directory sync failing after the rename
+    // left it in the staging directory, refusing the rerun (look 117's sweep).
+    let written = crate::store::write_atomic(staging, "classes.txt", text.as_bytes());
     made.push("classes.txt");
+    written?;
     let (chunk_bytes, dict_bytes) = Store::open(&images_dir)?.footprint()?;
     Ok((ConvertSummary { records, bytes_in, bytes_on_disk: chunk_bytes + dict_bytes }, skipped))
 }

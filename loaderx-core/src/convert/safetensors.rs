@@ -181,6 +181,19 @@ pub fn safetensors_part(
                 results.push((name, s));
             }
             Err(e) => {
+                // Placed, then its directory sync failed: one dataset's commit, not the call's,
+                // which fails (look 117, L117-2: "committed, do not repeat it" was reported of
+                // a conversion left without its other tensors). Removed with the others this
+                // call created.
+                let e = match e {
+                    Error::Committed { source, .. } => {
+                        if !existed {
+                            created.push(out);
+                        }
+                        *source
+                    }
+                    e => e,
+                };
                 for dir in created {
                     let _ = crate::dataset::remove_dataset_dir(&dir);
                 }

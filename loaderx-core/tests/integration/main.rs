@@ -15,6 +15,7 @@ mod dataset;
 #[cfg(feature = "images")]
 mod encoded_images;
 mod faults;
+mod faults_convert;
 mod faults_manifest;
 mod faults_sync;
 mod fixed_stride;

@@ -219,6 +219,15 @@ pub fn parquet_part<P: AsRef<Path>>(
     for ((c, (dir, s)), existed) in columns.iter().zip(done).zip(existed) {
         match s {
             Ok(s) => finished.push((dir, existed, (c.stream.clone(), s))),
+            // Placed, then its directory sync failed: one dataset's commit, not the call's,
+            // which fails (look 117, L117-2: "committed, do not repeat it" was reported of a
+            // conversion left incomplete). Removed with the others this call created.
+            Err(Error::Committed { source, .. }) => {
+                if !existed {
+                    let _ = remove_dataset_dir(&dir);
+                }
+                failed.get_or_insert(*source);
+            }
             Err(e) => {
                 failed.get_or_insert(e);
             }
