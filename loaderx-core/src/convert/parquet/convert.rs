@@ -215,6 +215,16 @@ pub fn parquet_part<P: AsRef<Path>>(
             (out, s)
         })
         .collect();
+    gathered(&columns, done, existed)
+}
+
+/// The datasets `done` (each column's, with whether it existed before) as the call's result, or
+/// the first failure, with the datasets this call created removed.
+fn gathered(
+    columns: &[ParquetColumn],
+    done: Vec<(PathBuf, Result<ConvertSummary>)>,
+    existed: Vec<bool>,
+) -> Result<Vec<(String, ConvertSummary)>> {
     let (mut finished, mut failed) = (Vec::with_capacity(done.len()), None);
     for ((c, (dir, s)), existed) in columns.iter().zip(done).zip(existed) {
         match s {
