@@ -6,6 +6,7 @@ use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Stopper};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::{PyTraverseError, PyVisit};
 
 use crate::errors::IntoPy;
 use crate::{arrays, lent};
@@ -47,7 +48,7 @@ enum Out {
 /// order; `state`, `step` and `close` wait for a `next` in progress. Transforms run on the
 /// prefetch threads, each attached to the interpreter while its transform runs (in parallel on a
 /// free-threaded build); a transform calling its own loader is refused by a per-thread guard.
-#[pyclass(module = "loaderx._native", frozen)]
+#[pyclass(module = "loaderx._native", frozen, weakref)]
 pub struct Loader {
     inner: Mutex<Option<Inner>>,
     /// Stops the loader's long steps without its lock, which a `next` in progress holds until
@@ -63,6 +64,11 @@ pub struct Loader {
     /// A batch a `next` brought back as a signal's exception (Ctrl-C) was raised instead, and
     /// the state before it: the next `next` returns it, `state` and `step` are those before it.
     held: Mutex<Option<(Py<PyAny>, LoaderState)>>,
+    /// The transform the prefetch threads call (also held by them): shown to Python's cycle
+    /// collector, which otherwise never saw a transform that refers back to its loader (a
+    /// trainer's bound method) and kept both, with the threads and the store, for good (look 119,
+    /// L119-1).
+    transform: Mutex<Option<Arc<Py<PyAny>>>>,
 }
 
 std::thread_local! {
@@ -176,10 +182,12 @@ impl Loader {
     /// Starts a loader from `b` (the Python builder's settings), `transform` run on its threads.
     pub(crate) fn start(py: Python<'_>, b: LoaderBuilder, transform: Option<Py<PyAny>>) -> PyResult<Loader> {
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut shown = None;
         let inner = match transform {
             None => Inner::Plain(crate::fork::detach(py, || b.build())?.py()?),
             Some(f) => {
                 let f = Arc::new(f);
+                shown = Some(Arc::clone(&f));
                 // Built as the plain loader is (`fork::detach`): in a forked child the builder
                 // must see the child's own pool, never the parent's, whose threads it lacks.
                 let loader = crate::fork::detach(py, || {
@@ -203,6 +211,7 @@ impl Loader {
             pid: std::process::id(),
             id,
             held: Mutex::new(None),
+            transform: Mutex::new(shown),
         })
     }
 }
@@ -287,6 +296,39 @@ impl Loader {
     /// Stops and joins every thread; later calls raise.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.stop(py)
+    }
+
+    /// The Python objects this loader holds, for the cycle collector: its transform and a held
+    /// batch (each skipped while another thread has it locked).
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        if let Ok(t) = self.transform.try_lock()
+            && let Some(t) = t.as_ref()
+        {
+            visit.call(&**t)?;
+        }
+        if let Ok(h) = self.held.try_lock()
+            && let Some((batch, _)) = h.as_ref()
+        {
+            visit.call(batch)?;
+        }
+        Ok(())
+    }
+
+    /// A cycle through this loader broken by the collector: the loader stopped and its threads
+    /// joined without the GIL (their closure drops its hold on the transform), then its own
+    /// holds dropped. Skipped in a forked copy, on the loader's own prefetch thread (it cannot
+    /// join itself), and while a `next` holds the loader (then it is not garbage).
+    fn __clear__(&self) {
+        if self.forked() || IN_TRANSFORM_OF.with(|c| c.get()) == self.id {
+            return;
+        }
+        let Ok(mut guard) = self.inner.try_lock() else { return };
+        self.stopper.stop();
+        let inner = guard.take();
+        drop(guard);
+        Python::attach(|py| py.detach(move || drop(inner)));
+        drop(self.transform.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.held.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     /// Whether `close` was called (the lock waited for without the GIL, as in `stop`).

@@ -543,3 +543,39 @@ with DataLoader(streams(), batch_size=4, shuffle=False, epochs=1, state=saved) a
     print("resumed:", next(resumed)["y"].tolist())
 """)
     assert out.split("\n")[:3] == ["interrupted", "then: [0, 1, 2, 3]", "resumed: [0, 1, 2, 3]"], out
+
+
+def test_a_loader_whose_transform_refers_back_to_it_is_collected(tmp_path):
+    # Look 119, L119-1: a transform holding its loader (a trainer's bound method) made a cycle
+    # the collector could not see through the native loader: threads, memory and the store's
+    # handles kept for good, and the store's deletes refused.
+    from_numpy(tmp_path / "y", np.arange(64, dtype=np.int64))
+    out = run_isolated(f"""
+import gc, threading
+import numpy as np
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
+from loaderx.zrecord import Zrecord
+
+class Trainer:
+    def __init__(self):
+        self.loader = DataLoader({{"y": DenseDataset({str(tmp_path / "y")!r})}}, batch_size=4,
+                                 num_workers=2, seed=0, transform=self.collate)
+    def collate(self, batch):
+        return batch
+
+before = threading.active_count()
+import os
+tasks = lambda: len(os.listdir("/proc/self/task"))
+base = tasks()
+for _ in range(20):
+    t = Trainer()
+    next(t.loader)
+    del t
+gc.collect()
+print("tasks back:", tasks() <= base + 2)
+z = Zrecord({str(tmp_path / "y")!r}, "a")
+z.delete([0])
+print("deleted:", len(z))
+""")
+    assert out.split("\n")[:2] == ["tasks back: True", "deleted: 63"], out

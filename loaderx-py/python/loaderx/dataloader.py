@@ -194,8 +194,11 @@ class DataLoader:
         if start_step is not None:
             b.start_step(int(start_step))
         self._native = b.build(transform)
-        # Threads stop when the loader is collected or the interpreter exits, closed or not.
-        self._finalizer = weakref.finalize(self, _close_at_collection, self._native)
+        # Threads stop when the loader is collected or the interpreter exits, closed or not. The
+        # finalizer holds the native loader weakly: held strongly, it kept alive a loader whose
+        # transform refers back to it (a trainer's bound method), and the cycle was never
+        # collected (look 119, L119-1); collected, the native loader stops its threads itself.
+        self._finalizer = weakref.finalize(self, _close_at_collection, weakref.ref(self._native))
         self.batch_size: int = self._native.batch_size()
         # A loader resumed from the state of a finished pass is over before its first `for`
         # (look 57, D1: that `for` yielded nothing, without a word).
@@ -286,9 +289,13 @@ class DataLoader:
         self.close()
 
 
-def _close_at_collection(native: Any) -> None:
-    """Closes a collected loader's threads; collected inside its own transform (its last
-    reference let go on one of its threads), the native loader stops them when it is dropped."""
+def _close_at_collection(native_ref: Any) -> None:
+    """Closes a collected loader's threads, when its native loader (held weakly) is still
+    there; collected inside its own transform (its last reference let go on one of its threads),
+    or in a cycle, the native loader stops them when it is dropped or cleared."""
+    native = native_ref()
+    if native is None:
+        return
     try:
         native.close()
     except RuntimeError:
