@@ -60,7 +60,9 @@ extern "C" {
 #define LX_ERR_CORRUPT          (-3)  /* damaged bytes: a file, a record, a missing dictionary */
 #define LX_ERR_NOT_A_STORE      (-4)  /* no store (or dataset) at the path */
 #define LX_ERR_OUT_OF_RANGE     (-5)  /* a record index >= the store's length */
-#define LX_ERR_LOCKED           (-6)  /* another process holds the lock the call needs */
+#define LX_ERR_LOCKED           (-6)  /* another handle holds the lock the call needs (another process's, or another
+                                         handle of this process: a second writer, or readers open
+                                         while the writer deletes or compacts) */
 #define LX_ERR_READ_ONLY        (-7)  /* a write to a store opened with LX_OPEN_READ */
 #define LX_ERR_ALREADY_EXISTS   (-8)  /* something is where a store was to be created */
 #define LX_ERR_LIMIT            (-9)  /* a record or store over the format's limits */
@@ -75,8 +77,9 @@ extern "C" {
 /* Open modes. */
 #define LX_OPEN_READ   0 /* an existing store, read-only */
 #define LX_OPEN_APPEND 1 /* read-write; created (empty) when the path holds no store */
-#define LX_OPEN_CREATE 2 /* a new empty store; a store already at the path is replaced
-                            (other files a store would overwrite: LX_ERR_ALREADY_EXISTS) */
+#define LX_OPEN_CREATE 2 /* a new empty store; a store already at the path is replaced, with
+                            a dataset's schema.msgpack there (other files a store would
+                            overwrite, or a file at the path: LX_ERR_ALREADY_EXISTS) */
 
 /* Formats (for creating; 0 is the default, v2). */
 #define LX_FORMAT_DEFAULT 0
@@ -174,7 +177,11 @@ const char *lx_error_name(int32_t code);
 /* Opens or creates the store at `path` (LX_OPEN_*; `format` is used when creating). */
 int32_t lx_store_open(const char *path, int32_t mode, int32_t format, lx_store **out_store);
 
-/* Closes a store (its writes are committed as they are made); NULL is a no-op. */
+/*
+ * Closes a store (its writes are committed as they are made); NULL is a no-op. Once, and with no
+ * call on the handle in flight on any thread: close does not wait for them (a gather running on
+ * another thread while the handle is closed reads freed memory).
+ */
 void lx_store_close(lx_store *store);
 
 int32_t lx_store_len(const lx_store *store, uint64_t *out_len);
@@ -240,7 +247,7 @@ int32_t lx_store_stats(const lx_store *store, lx_stats *out_stats);
  */
 int32_t lx_store_verify(const lx_store *store, lx_verify_report *out_report);
 
-/* Makes every committed record durable (fsync). */
+/* Makes every committed record durable (fsync). A handle opened LX_OPEN_READ is LX_ERR_READ_ONLY. */
 int32_t lx_store_sync(const lx_store *store);
 
 /* A dataset's schema, from dir/schema.msgpack. */
@@ -259,7 +266,7 @@ int32_t lx_schema_write(const char *dir, const lx_schema *schema);
  */
 int32_t lx_sampler_new(const lx_sampler_config *config, lx_sampler **out_sampler);
 
-/* Frees a sampler; NULL is a no-op. */
+/* Frees a sampler; NULL is a no-op. Once, and with no call on it in flight on any thread. */
 void lx_sampler_free(lx_sampler *sampler);
 
 /* This rank's share of each batch: batch_size / world, the length lx_sampler_batch fills. */

@@ -9,8 +9,9 @@ use super::chunk::Chunks;
 use super::codec::Dictionary;
 use super::cold::Residency;
 use super::files::{
-    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, create_chunk_zero, holds_a_store,
-    read_capped_in, refuse_set, refuse_strays, remove_store_files, write_atomic, write_atomic_with,
+    DICT_FILE, INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, SCHEMA_FILE, create_chunk_zero,
+    holds_a_store, read_capped_in, refuse_set, refuse_strays, remove_store_files, write_atomic,
+    write_atomic_with,
 };
 use super::index::{Index, v1_header_error, v2_header_error};
 use super::lock::{WriteLock, lock_out_readers};
@@ -127,7 +128,8 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::AlreadyExists`] when `dir` already holds a store and `opts` does not allow
-    /// overwriting it; [`Error::Io`] naming the path for any failing file operation.
+    /// overwriting it, or is a file; [`Error::Io`] naming the path for any failing file
+    /// operation. Overwriting a dataset's store removes its `schema.msgpack` too.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         // Absolute before anything is made or locked: the lock's path must lead to it after the
         // working directory changes (the open makes it absolute too).
@@ -144,6 +146,11 @@ impl Store {
         }
         // Checked before anything is created: a fixed stride that does not fit the chunks.
         let header = opts.v2_header(dir)?;
+        // A file (or anything but a directory) where the store was to be: something is there,
+        // not a failing disk (look 118, L118-1: it was `Io`, LX_ERR_IO to C).
+        if fs::symlink_metadata(dir).is_ok() && !dir.is_dir() {
+            return Err(Error::AlreadyExists { path: dir.to_path_buf() });
+        }
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
         // The writer lock before anything is looked at or touched: a live writer's store (or
         // another creator's) is `Locked`, with or without overwrite, never removed under it.
@@ -157,6 +164,14 @@ impl Store {
             // files under them would hand them the new store's bytes through the old index.
             let _readers_gone = lock_out_readers(dir)?;
             remove_store_files(dir)?;
+            // A dataset's schema described the records replaced: left, it made the new store's
+            // records "damaged" to `verify` and unreadable to the dataset readers (look 118,
+            // L118-2). Whoever makes the new store a dataset writes its schema again.
+            match fs::remove_file(dir.join(SCHEMA_FILE)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", dir.join(SCHEMA_FILE), e)),
+            }
         } else {
             refuse_strays(dir)?;
         }

@@ -157,3 +157,28 @@ fn a_store_set_is_never_taken_for_a_directory_to_make_a_store_in() {
     after.remove("write.lock");
     assert_eq!(after, before);
 }
+
+/// Look 118: a file where a store was to be created is `AlreadyExists` (it was `Io`, which a C
+/// caller takes for a failing disk), and a store created over a dataset's takes the dataset's
+/// schema with it (left, it called the new store's records damaged).
+#[test]
+fn create_over_a_file_or_a_dataset_says_so_and_leaves_no_old_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, b"x").unwrap();
+    for opts in [loaderx_core::StoreOptions::new(), loaderx_core::StoreOptions::new().overwrite(true)] {
+        let e = Store::create(&file, opts).unwrap_err();
+        assert!(matches!(&e, Error::AlreadyExists { path } if path.ends_with("afile")), "{e}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    let ds = dir.path().join("ds");
+    let mut w =
+        loaderx_core::DatasetWriter::dense::<f32>(&ds, vec![3], loaderx_core::WriteOptions::new()).unwrap();
+    w.append(&[1.0f32, 2.0, 3.0]).unwrap();
+    w.finish().unwrap();
+    assert!(ds.join("schema.msgpack").exists());
+    let store = Store::create(&ds, loaderx_core::StoreOptions::new().overwrite(true)).unwrap();
+    store.append(&[vec![1u8; 5]], loaderx_core::Codec::Raw).unwrap();
+    assert!(!ds.join("schema.msgpack").exists(), "the replaced records' schema went with them");
+    assert!(store.verify().unwrap().is_ok());
+}
