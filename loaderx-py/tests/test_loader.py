@@ -509,17 +509,18 @@ def test_a_loader_dropped_inside_its_own_transform_does_not_panic(tmp_path):
 
 def test_ctrl_c_during_next_keeps_the_batch_and_the_state_before_it(tmp_path):
     # Look 111, L111-1: a SIGINT while `next` waited was raised as the call returned, the batch
-    # dropped though the state counted it: a checkpoint taken on Ctrl-C resumed past it.
+    # dropped though the state counted it: a checkpoint taken on Ctrl-C resumed past it. The
+    # first batch's transform cannot end before the signal is sent, and the signal is sent once
+    # the main thread is about to wait: no timing decides the outcome.
     from_numpy(tmp_path / "y", np.arange(40, dtype=np.int64))
     out = run_isolated(f"""
 import os, signal, threading, time
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset
 
-started = threading.Event()
+waiting, sent = threading.Event(), threading.Event()
 def slow(batch):
-    started.set()
-    time.sleep(0.5)
+    sent.wait(60)
     return batch
 
 def streams():
@@ -527,11 +528,13 @@ def streams():
 loader = DataLoader(streams(), batch_size=4, num_workers=1, prefetch_size=1, shuffle=False, epochs=1,
                     transform=slow)
 def interrupt():
-    started.wait()
-    time.sleep(0.1)  # next() below waits for the transform by now
+    waiting.wait(60)
+    time.sleep(0.2)  # next() below waits for the transform by now, or is about to
     os.kill(os.getpid(), signal.SIGINT)
+    sent.set()
 threading.Thread(target=interrupt).start()
 try:
+    waiting.set()
     next(loader)
     print("not interrupted")
 except KeyboardInterrupt:
