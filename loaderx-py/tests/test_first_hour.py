@@ -194,8 +194,9 @@ def test_a_directory_of_datasets_names_the_one_to_open(in_tmp):
     from_numpy("out/images", np.arange(8, dtype=np.uint8).reshape(4, 2))
     with pytest.raises(loaderx.NotAStoreError, match=r"open one of them, e\.g\. .*out/images"):
         DenseDataset("out")
-    # A missing path is named before any transform list is looked at.
-    with pytest.raises(loaderx.NotAStoreError, match="does not exist"):
+    # A missing path is named before any transform list is looked at (a FileNotFoundError, as
+    # every dataset's: look 119, L119-4).
+    with pytest.raises(FileNotFoundError, match="does not exist"):
         V.ImageDataset("nope", [V.Resize(32)])
     # The store given to ImageFolder as if it were a folder of images.
     with pytest.raises(loaderx.Error, match="converted store"):
@@ -227,3 +228,18 @@ def test_paths_given_as_bytes_are_taken_as_os_fsdecode_reads_them(tmp_path):
         rag = name + (b"-r" if isinstance(name, bytes) else "-r")
         from_iterator(rag, [np.arange(2), np.arange(3)])
         assert len(RaggedDataset(rag)[1]) == 3
+
+
+def test_look_119_contract_gaps(tmp_path):
+    # L119-4: a missing image dataset is a FileNotFoundError, as every dataset's.
+    from loaderx import vision as V
+    with pytest.raises(FileNotFoundError):
+        V.ImageDataset(str(tmp_path / "nope"), [V.CenterCrop(8)])
+    # L119-5: a sampler's attributes say what it draws: read-only, shown, pickled.
+    import pickle
+    s = loaderx.zsampler.Zsampler(length=10, batch_size=4, seed=1)
+    with pytest.raises(AttributeError):
+        s.length = 99
+    assert repr(s) == "Zsampler(length=10, batch_size=4, mode='iid', seed=1, rank=0, world=1)"
+    again = pickle.loads(pickle.dumps(s))
+    assert (len(again), again.seed, again.batch(3).tolist()) == (10, 1, s.batch(3).tolist())

@@ -176,6 +176,7 @@ def test_documents_pack_into_rows_of_whole_documents(megatron):
     corpus = TokenDataset(prefix)
     docs = corpus.document_records()
     assert len(docs) == 50
+    assert repr(docs).startswith("TokenDocuments("), repr(docs)  # what it is (look 119, L119-5)
     np.testing.assert_array_equal(docs[[3]][0], np.arange(3000, 3000 + (3 * 37 + 11) % 300).astype(np.uint16))
     with DataLoader({"tokens": docs}, batch_size=4, num_workers=2, seed=0, pack={"tokens": 129}) as loader:
         batch = next(iter(loader))

@@ -74,6 +74,9 @@ class LoaderxDatasource(Datasource):
         super().__init__()
         path = fs_path(path)
         self.remote = remote
+        if isinstance(columns, (str, bytes)):
+            # A name is not a list of its letters (look 119, L119-3).
+            raise TypeError(f"columns must be a list of column names, got the string {columns!r}")
         if "://" in path or _is_dataset(path):
             names = [(columns[0] if columns else os.path.basename(path.rstrip("/")) or "data", path)]
             if columns is not None and len(columns) != 1:

@@ -178,6 +178,9 @@ class LoaderxDatasink(Datasink):
             raise ValueError("v1 stores have no lz4 codec: write format=\"v2\"")
         self.codec = codec
         self.format = format
+        if isinstance(ragged, (str, bytes)):
+            # A name is not a set of its letters (look 119, L119-2: "tokens" became six names).
+            raise TypeError(f"ragged must be a list of column names, got the string {ragged!r}")
         self.ragged = frozenset(ragged)
         # Names this write's parts, so that a failed write removes its own and no other's.
         self.run = uuid.uuid4().hex[:12]

@@ -57,6 +57,10 @@ class TokenDocuments(RaggedDataset):
         path, dtype, vocab = recipe
         self._adopt(_native.TokenFile(path, dtype, vocab).documents_source(), (recipe, None, ()))
 
+    def __repr__(self) -> str:
+        # What it is, not the RaggedDataset it reads as (look 119, L119-5).
+        return f"TokenDocuments({self.path!r}, len={self._len}, dtype={self.dtype})"
+
 
 class TokenDataset:
     """The token file at ``path``: a Megatron dataset (its ``.bin``, its ``.idx`` or their

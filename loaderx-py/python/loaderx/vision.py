@@ -27,6 +27,7 @@ contrast, saturation)`` (either order: they commute), then ``Normalize(mean, std
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
 import os
@@ -236,8 +237,9 @@ class ImageDataset:
         path = fs_path(path)
         transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
         if not os.path.exists(path):
-            # The path's error first: a transform list's would hide it (issue 42's trial).
-            raise _native.NotAStoreError(f"{path}: it does not exist")
+            # The path's error first: a transform list's would hide it (issue 42's trial); a
+            # missing path is a FileNotFoundError, as for every dataset (look 119, L119-4).
+            raise FileNotFoundError(errno.ENOENT, "no loaderx dataset there: it does not exist", path)
         crop, flip, normalize, jitter = _pipeline(transforms)
         self._native = _native.Images(path, crop, flip, normalize, jitter, _skip_bad(skip_bad))
         self._recipe = (path, transforms, _skip_bad(skip_bad))

@@ -37,23 +37,48 @@ class Zsampler:
     """Batches of ``batch_size`` indices into ``0..length``; ``rank``/``world`` take this
     process's share of each global batch."""
 
-    __slots__ = ("_native", "length", "mode", "seed")
+    __slots__ = ("_args", "_native")
 
     def __init__(
         self, length: int, batch_size: int, mode: str | int = "iid", seed: int = 42, rank: int = 0, world: int = 1
     ) -> None:
-        self.mode = mode_name(mode)
-        self.length = check_int("length", length, 1, 2**32)
-        self.seed = check_int("seed", seed, 0, 2**64)
+        mode = mode_name(mode)
+        check_int("length", length, 1, 2**32)
+        check_int("seed", seed, 0, 2**64)
         check_int("batch_size", batch_size, 1, 2**32)
         check_int("rank", rank, 0, 2**32)
         check_int("world", world, 1, 2**32)
-        self._native = _native.Sampler(length, batch_size, self.mode, seed, rank, world)
+        self._native = _native.Sampler(length, batch_size, mode, seed, rank, world)
+        self._args = (int(length), int(batch_size), mode, int(seed), int(rank), int(world))
+
+    # Read-only: assigning them changed what len() and repr said, not what batch() draws (look
+    # 119, L119-5).
+    @property
+    def length(self) -> int:
+        """The indices are drawn from ``0..length``."""
+        return self._args[0]
+
+    @property
+    def mode(self) -> str:
+        """``"sequential"``, ``"iid"`` or ``"cyclic"``."""
+        return self._args[2]
+
+    @property
+    def seed(self) -> int:
+        """The seed every batch is a function of, with its step."""
+        return self._args[3]
 
     @property
     def batch_size(self) -> int:
         """Indices per batch on this rank."""
         return self._native.batch_size
+
+    def __repr__(self) -> str:
+        length, batch_size, mode, seed, rank, world = self._args
+        return f"Zsampler(length={length}, batch_size={batch_size}, mode={mode!r}, seed={seed}, rank={rank}, world={world})"
+
+    def __reduce__(self) -> tuple:
+        return (Zsampler, self._args)
 
     def __len__(self) -> int:
         return self.length
