@@ -160,8 +160,32 @@ pub fn safetensors_part(
         }
     }
     crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
+    // Forced: OUT is replaced, the datasets of an earlier conversion this one does not write too.
+    let others = if opts.overwrites() {
+        let names: Vec<&str> = plan.iter().map(|(name, ..)| name.as_str()).collect();
+        crate::dataset::others_in_dir_of(out_dir, &names)?
+    } else {
+        Vec::new()
+    };
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
 
+    let results = write_plan((input, map.bytes()), plan, part, &opts)?;
+    for dir in others {
+        crate::dataset::remove_dataset_dir(&dir)?;
+    }
+    Ok(results)
+}
+
+/// Writes each tensor of `plan` (its rows of `part`) as its dataset, in order; on a failure the
+/// datasets this call created are removed (`file` is the input's path and its mapped bytes, for
+/// errors).
+#[allow(clippy::type_complexity)]
+fn write_plan(
+    (input, file): (&Path, &[u8]),
+    plan: Vec<(String, &safetensors::tensor::TensorView<'_>, Schema, usize, PathBuf)>,
+    part: Part,
+    opts: &WriteOptions,
+) -> Result<Vec<(String, ConvertSummary)>> {
     let mut created: Vec<PathBuf> = Vec::new();
     let mut results = Vec::with_capacity(plan.len());
     let mut done_bytes = 0u64;
@@ -171,9 +195,9 @@ pub fn safetensors_part(
         let rows = part.rows(records as u64);
         let (from, to) = (rows.start as usize * item_bytes, rows.end as usize * item_bytes);
         // Where the tensor's data lie in the file, for an error's byte offset (look 113, L113-4).
-        let at = view.data().as_ptr() as usize - map.bytes().as_ptr() as usize;
+        let at = view.data().as_ptr() as usize - file.as_ptr() as usize;
         let data = ((at + from, from), &view.data()[from..to], (rows.end - rows.start) as usize);
-        match write_tensor((input, &name), data, schema, &out, &opts, &mut done_bytes) {
+        match write_tensor((input, &name), data, schema, &out, opts, &mut done_bytes) {
             Ok(s) => {
                 if !existed {
                     created.push(out);

@@ -201,6 +201,38 @@ pub(crate) fn check_free_to_replace(out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The datasets directly in the directory of datasets `out_dir` that a forced conversion into it
+/// does not write (`names`): `--force` replaces OUT, not only the datasets it writes, whose
+/// neighbours from an earlier conversion were left beside the new ones, mixing two inputs
+/// (look 121, L121-1). Each is checked free to replace (no writer, no reader) before anything
+/// is written, to be removed once the conversion's own are placed. Hidden names, another
+/// writer's staging directories (`*.partial`), and anything that is not a dataset stay.
+///
+/// # Errors
+/// [`Error::NotReplaceable`]; [`Error::Locked`]; [`Error::Io`].
+pub(crate) fn others_in_dir_of(out_dir: &Path, names: &[&str]) -> Result<Vec<PathBuf>> {
+    let Ok(entries) = std::fs::read_dir(out_dir) else { return Ok(Vec::new()) };
+    let mut others = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| Error::io("read directory", out_dir, e))?;
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = e.path();
+        if name.starts_with('.')
+            || name.ends_with(".partial")
+            || names.contains(&name)
+            || !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
+            || !path.join(SCHEMA_FILE).is_file()
+        {
+            continue;
+        }
+        check_free_to_replace(&path)?;
+        others.push(path);
+    }
+    others.sort();
+    Ok(others)
+}
+
 /// Refuses `out_dir`, where a converter writes one dataset a name (`OUT/<name>`), when it is
 /// itself a dataset, a store or a store set: the datasets would be written inside it, and it
 /// could then no longer be replaced as one (look 104, L104-5).

@@ -187,6 +187,30 @@ fn a_bad_bool_in_safetensors_names_its_tensor_and_file_offset() {
     );
 }
 
+/// Look 121, L121-1: `--force` replaces OUT, not only the datasets the new input writes: a
+/// tensor of the earlier conversion that the new file lacks was left beside the new ones, and a
+/// loader paired new features with old labels.
+#[test]
+fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
+    use safetensors::tensor::{Dtype, TensorView};
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = ((0..10u8).collect::<Vec<_>>(), (100..110u8).collect::<Vec<_>>());
+    let first = vec![
+        ("x", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
+        ("y", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
+    ];
+    std::fs::write(dir.path().join("a.st"), safetensors::serialize(first, None).unwrap()).unwrap();
+    let second = vec![("x", TensorView::new(Dtype::U8, vec![10], &b).unwrap())];
+    std::fs::write(dir.path().join("b.st"), safetensors::serialize(second, None).unwrap()).unwrap();
+    let out = dir.path().join("out");
+    convert::safetensors(dir.path().join("a.st"), &out, WriteOptions::new()).unwrap();
+    std::fs::write(out.join("notes.txt"), b"the user's").unwrap();
+    convert::safetensors(dir.path().join("b.st"), &out, WriteOptions::new().overwrite(true)).unwrap();
+    assert!(!out.join("y").exists(), "the earlier conversion's y went with OUT");
+    assert_eq!(DenseDataset::<u8>::open(out.join("x")).unwrap().get_vec(&[0]).unwrap(), vec![100]);
+    assert_eq!(std::fs::read(out.join("notes.txt")).unwrap(), b"the user's", "not a dataset: kept");
+}
+
 // ---------------------------------------------------------------- directories
 
 #[test]

@@ -268,3 +268,33 @@ fn a_replacements_leftovers_in_a_part_are_no_datasets_of_it() {
     assert_eq!(names, ["x", "y"]);
     assert_eq!(made[0].1.records, 4);
 }
+
+/// Look 121, L121-1: a forced conversion of a file without an earlier column left that column's
+/// dataset in OUT beside the new ones; `--force` replaces OUT.
+#[test]
+fn a_forced_conversion_leaves_no_dataset_of_the_last_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, cols: Vec<(&str, ArrayRef)>| {
+        let file = dir.path().join(name);
+        let batch = RecordBatch::try_from_iter(cols).unwrap();
+        let mut w =
+            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        file
+    };
+    let a = write(
+        "a.parquet",
+        vec![
+            ("label", Arc::new(Int64Array::from_iter_values(0..4)) as ArrayRef),
+            ("tokens", Arc::new(Int64Array::from_iter_values(10..14)) as ArrayRef),
+        ],
+    );
+    let b = write("b.parquet", vec![("label", Arc::new(Int64Array::from_iter_values(100..104)) as ArrayRef)]);
+    let out = dir.path().join("out");
+    let none: [ParquetColumn; 0] = [];
+    parquet(&[&a], &out, &none, Nulls::Error, WriteOptions::new()).unwrap();
+    parquet(&[&b], &out, &none, Nulls::Error, WriteOptions::new().overwrite(true)).unwrap();
+    assert!(!out.join("tokens").exists(), "the earlier conversion's tokens went with OUT");
+    assert_eq!(DenseDataset::<i64>::open(out.join("label")).unwrap().get_vec(&[0]).unwrap(), vec![100]);
+}

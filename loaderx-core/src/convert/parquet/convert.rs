@@ -144,6 +144,13 @@ pub fn parquet_part<P: AsRef<Path>>(
         }
     }
     crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
+    // Forced: OUT is replaced, the datasets of an earlier conversion this one does not write too.
+    let others = if opts.overwrites() {
+        let names: Vec<&str> = columns.iter().map(|c| c.stream.as_str()).collect();
+        crate::dataset::others_in_dir_of(out_dir, &names)?
+    } else {
+        Vec::new()
+    };
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
 
     // What was there before: a dataset this call replaces is never removed on an error.
@@ -215,7 +222,11 @@ pub fn parquet_part<P: AsRef<Path>>(
             (out, s)
         })
         .collect();
-    gathered(&columns, done, existed)
+    let placed = gathered(&columns, done, existed)?;
+    for dir in others {
+        remove_dataset_dir(&dir)?;
+    }
+    Ok(placed)
 }
 
 /// The datasets `done` (each column's, with whether it existed before) as the call's result, or
