@@ -128,8 +128,9 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::AlreadyExists`] when `dir` already holds a store and `opts` does not allow
-    /// overwriting it, or is a file; [`Error::Io`] naming the path for any failing file
-    /// operation. Overwriting a dataset's store removes its `schema.msgpack` too.
+    /// overwriting it; [`Error::NotReplaceable`] when it is a file; [`Error::Io`] naming the
+    /// path for any failing file operation. Overwriting a dataset's store removes its
+    /// `schema.msgpack` too.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
         // Absolute before anything is made or locked: the lock's path must lead to it after the
         // working directory changes (the open makes it absolute too).
@@ -149,7 +150,12 @@ impl Store {
         // A file (or anything but a directory) where the store was to be: something is there,
         // not a failing disk (look 118, L118-1: it was `Io`, LX_ERR_IO to C).
         if fs::symlink_metadata(dir).is_ok() && !dir.is_dir() {
-            return Err(Error::AlreadyExists { path: dir.to_path_buf() });
+            // Never replaced, with overwrite or not: no option helps (look 120, L120-3).
+            return Err(Error::NotReplaceable {
+                path: dir.to_path_buf(),
+                reason: "it is a file (or a link to no directory), not a store: remove it or write elsewhere"
+                    .into(),
+            });
         }
         fs::create_dir_all(dir).map_err(|e| Error::io("create directory", dir, e))?;
         // The writer lock before anything is looked at or touched: a live writer's store (or

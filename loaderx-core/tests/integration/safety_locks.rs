@@ -158,8 +158,9 @@ fn a_store_set_is_never_taken_for_a_directory_to_make_a_store_in() {
     assert_eq!(after, before);
 }
 
-/// Look 118: a file where a store was to be created is `AlreadyExists` (it was `Io`, which a C
-/// caller takes for a failing disk), and a store created over a dataset's takes the dataset's
+/// Look 118: a file where a store was to be created is `NotReplaceable` (`LX_ERR_ALREADY_EXISTS`
+/// to C; it was `Io`, which a C caller takes for a failing disk, then advice to pass overwrite,
+/// which cannot help: look 120, L120-3), and a store created over a dataset's takes the dataset's
 /// schema with it (left, it called the new store's records damaged).
 #[test]
 fn create_over_a_file_or_a_dataset_says_so_and_leaves_no_old_schema() {
@@ -168,7 +169,10 @@ fn create_over_a_file_or_a_dataset_says_so_and_leaves_no_old_schema() {
     std::fs::write(&file, b"x").unwrap();
     for opts in [loaderx_core::StoreOptions::new(), loaderx_core::StoreOptions::new().overwrite(true)] {
         let e = Store::create(&file, opts).unwrap_err();
-        assert!(matches!(&e, Error::AlreadyExists { path } if path.ends_with("afile")), "{e}");
+        assert!(
+            matches!(&e, Error::NotReplaceable { path, reason } if path.ends_with("afile") && reason.contains("it is a file")),
+            "{e}"
+        );
     }
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
     let ds = dir.path().join("ds");
