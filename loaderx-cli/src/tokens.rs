@@ -36,8 +36,21 @@ fn token_type(name: &str) -> anyhow::Result<TokenType> {
 /// Opens the token file at `path` (headerless with `dtype`), with `vocab` set when given.
 pub fn open(path: &Path, dtype: Option<&str>, vocab: Option<u64>) -> anyhow::Result<TokenFile> {
     let f = match dtype {
-        Some(d) => TokenFile::open_raw(path, token_type(d)?),
-        None => TokenFile::open(path),
+        Some(d) => TokenFile::open_raw(path, token_type(d)?).map_err(anyhow::Error::from),
+        // A file that is no store and no token file loaderx knows by its header: most often
+        // the user's own data, met before its conversion (look 121, L121-2: the engine's words
+        // named a Rust call and a Python argument).
+        None => TokenFile::open(path).map_err(|e| match e {
+            loaderx_core::Error::BadInput { reason, .. } if reason.contains("needs its token type") => {
+                anyhow::anyhow!(
+                    "{} is neither a loaderx store nor a token file known by its header (a Megatron .bin/.idx, an \
+                     llm.c file): convert it to a dataset first (`loaderx convert npy|jsonl|idx|safetensors|parquet|dir \
+                     FILE OUT`), or, for a headerless file of tokens, give --dtype",
+                    path.display()
+                )
+            }
+            e => e.into(),
+        }),
     }?; // its errors name the path (a context naming it again printed it twice)
     Ok(match vocab {
         Some(v) => f.vocabulary(v),

@@ -64,7 +64,7 @@ fn info_and_verify_read_token_files() {
     let raw = dir.path().join("train.bin");
     std::fs::write(&raw, [1u8, 0, 2, 0, 3, 0]).unwrap();
     let o = loaderx(&[&"info", &raw]);
-    assert!(!o.status.success() && text(&o).contains("needs its token type"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("give --dtype"), "{}", text(&o));
     let o = loaderx(&[&"info", &raw, &"--dtype", &"uint16", &"--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["format"].as_str(), v["tokens"].as_u64()), (Some("raw"), Some(3)));
@@ -212,5 +212,24 @@ fn a_token_file_that_does_not_open_is_named_once() {
         let t = text(&o);
         assert_eq!(o.status.code(), Some(1), "{t}");
         assert_eq!(t.matches(&*path.to_string_lossy()).count(), 1, "{t}");
+    }
+}
+
+/// Look 121, L121-2: `info` or `verify` of the user's own file (not yet converted) answered in
+/// the engine's words, naming a Rust call and a Python argument: it says to convert it, or to give
+/// --dtype.
+#[test]
+fn info_of_a_file_that_is_no_store_says_to_convert_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("features.npy");
+    std::fs::write(&path, b"\x93NUMPY not converted").unwrap();
+    for cmd in ["info", "verify"] {
+        let o = loaderx(&[&cmd, &path]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(
+            t.contains("convert it to a dataset first") && t.contains("--dtype") && !t.contains("open_raw"),
+            "{t}"
+        );
     }
 }
