@@ -90,11 +90,11 @@ pub struct ImagesArgs {
     encoded: bool,
     /// With --encoded: re-encode (as JPEG) the images whose longer side is over N pixels,
     /// resized to N; the others are kept byte for byte.
-    #[arg(long, value_name = "N", requires = "encoded")]
+    #[arg(long, value_name = "N", conflicts_with = "size")]
     max_side: Option<u32>,
-    /// With --encoded: the JPEG quality of re-encoded images (1-100).
-    #[arg(long, value_name = "Q", default_value_t = 90, requires = "encoded")]
-    quality: u8,
+    /// With --encoded --max-side: the JPEG quality of re-encoded images (1-100; default 90).
+    #[arg(long, value_name = "Q", conflicts_with = "size", requires = "max_side")]
+    quality: Option<u8>,
     /// Leave out files that do not decode (listed on stderr) instead of failing.
     #[arg(long)]
     skip_bad: bool,
@@ -376,7 +376,7 @@ fn convert_one(
                 None => {
                     let options = convert::EncodedOptions {
                         max_side: a.max_side,
-                        quality: a.quality,
+                        quality: a.quality.unwrap_or(90),
                         skip_bad: a.skip_bad,
                     };
                     let kept = a.max_side.map_or("encoded".to_string(), |n| format!("encoded, sides <= {n}"));

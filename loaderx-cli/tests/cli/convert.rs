@@ -301,3 +301,28 @@ fn small_labels_are_stored_raw_in_the_fixed_stride_whatever_the_codec() {
     assert!(info.contains("layout:  fixed ("), "{info}");
     assert!(std::fs::metadata(store.join("index.zr")).unwrap().len() < 1024, "one checksum per 512 labels");
 }
+
+/// Look 121, L121-4: `--max-side` beside `--size`, and `--quality` without `--max-side` (nothing
+/// is re-encoded then), were accepted and ignored: refused, naming the options.
+#[test]
+#[cfg(feature = "images")]
+fn image_options_that_would_be_ignored_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    std::fs::create_dir_all(input.join("a")).unwrap(); // refused before it is read
+    for (k, args) in
+        [&["--size", "8x8", "--max-side", "10"][..], &["--encoded", "--quality", "50"]].iter().enumerate()
+    {
+        let out = dir.path().join(format!("o{k}"));
+        let o = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["convert", "images"])
+            .arg(&input)
+            .arg(&out)
+            .args(*args)
+            .output()
+            .unwrap();
+        let t = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && t.contains("--max-side"), "{args:?}: {t}");
+        assert!(!out.exists());
+    }
+}
