@@ -518,6 +518,9 @@ import os, signal, threading, time
 from loaderx.dataloader import DataLoader
 from loaderx.dataset import DenseDataset
 
+# A process started in the background by a shell without job control (a CI runner) inherits
+# SIGINT ignored, and Python then installs no KeyboardInterrupt handler: installed here.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 waiting, sent = threading.Event(), threading.Event()
 def slow(batch):
     sent.wait(60)
