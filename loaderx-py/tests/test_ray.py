@@ -596,15 +596,3 @@ def test_two_writes_into_one_output_at_once_are_refused_not_mixed(tmp_path):
     a.on_write_failed(RuntimeError("done"))
     b.on_write_start()  # free once the first write ended
     b.on_write_failed(RuntimeError("done"))
-
-
-def test_a_string_where_a_list_of_columns_is_due_is_refused(tmp_path):
-    # Look 119, L119-2 and L119-3: a string was taken for the list of its letters ("tokens" as
-    # six one-letter columns): written dense without a word, or read naming the column "t".
-    from loaderx.ray import LoaderxDatasink
-    from loaderx._ray_read import LoaderxDatasource
-
-    with pytest.raises(TypeError, match="ragged must be a list"):
-        LoaderxDatasink(str(tmp_path / "out"), ragged="tokens")
-    with pytest.raises(TypeError, match="columns must be a list"):
-        LoaderxDatasource(str(tmp_path), columns="tokens")

@@ -223,3 +223,15 @@ def test_a_sets_replaced_part_is_named_not_called_dense(tmp_path):
     assert "the dataset is dense" not in str(e.value) and "stitch" in str(e.value), str(e.value)
     from_numpy(tmp_path / "r", np.arange(3, dtype=np.int32))
     assert isinstance(_open(str(tmp_path / "r"), None), DenseDataset)
+
+
+def test_a_string_where_a_list_of_columns_is_due_is_refused(tmp_path):
+    # Look 119, L119-2 and L119-3: a string was taken for the list of its letters ("tokens" as
+    # six one-letter columns): written dense without a word, or read naming the column "t".
+    from loaderx.ray import LoaderxDatasink
+    from loaderx._ray_read import LoaderxDatasource
+
+    with pytest.raises(TypeError, match="ragged must be a list"):
+        LoaderxDatasink(str(tmp_path / "out"), ragged="tokens")
+    with pytest.raises(TypeError, match="columns must be a list"):
+        LoaderxDatasource(str(tmp_path), columns="tokens")

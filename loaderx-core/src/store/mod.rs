@@ -35,6 +35,8 @@ mod cold;
 mod compact;
 mod decode;
 mod files;
+#[cfg(test)]
+mod files_tests;
 mod gather;
 mod gather_fixed;
 mod guard;

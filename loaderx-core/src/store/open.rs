@@ -20,42 +20,6 @@ use crate::format::v2::{self, ChunkSummary, Manifest};
 use crate::format::{ENTRY_SIZE, Format, Header, META_SIZE, dict};
 use crate::sys::{Access, Dir, IndexMap, MetaMap, open_regular, read_exact_at, write_all_at};
 
-impl StoreOptions {
-    /// The header of a new v2 store with these options: the entry layout, the compact one (its
-    /// chunks below 1 TiB), or the fixed stride checked against the chunk capacity.
-    fn v2_header(&self, dir: &Path) -> Result<v2::Header> {
-        let capacity = self.capacity_for(Format::V2);
-        let mut header = v2::Header::empty(capacity);
-        let refuse = |reason: String| Error::InvalidArgument(format!("{}: {reason}", dir.display()));
-        header.layout = match self.layout {
-            v2::Layout::Entries => v2::Layout::Entries,
-            v2::Layout::Compact if capacity > v2::COMPACT_MAX_OFFSET => {
-                return Err(refuse(format!(
-                    "a compact store's chunks hold at most 1 TiB (capacity {capacity})"
-                )));
-            }
-            v2::Layout::Compact => v2::Layout::Compact,
-            v2::Layout::Fixed { record_size, block_records } => {
-                let rule = v2::Stride::default_per_block(u64::from(record_size));
-                if block_records != 0 && u64::from(block_records) != rule {
-                    return Err(refuse(format!(
-                        "{block_records} records a block: a fixed-stride store of {record_size}-byte records has {rule}"
-                    )));
-                }
-                v2::Layout::Fixed { record_size, block_records: u32::try_from(rule).unwrap_or(u32::MAX) }
-            }
-        };
-        if let v2::Layout::Fixed { record_size, .. } = header.layout
-            && header.stride().is_none()
-        {
-            return Err(refuse(format!(
-                "fixed-stride records of {record_size} bytes do not fit chunks of {capacity} bytes \
-                 (records must be 1 byte to the chunk capacity)"
-            )));
-        }
-        Ok(header)
-    }
-}
 use crate::{Error, Result};
 
 pub(super) struct Writer {
