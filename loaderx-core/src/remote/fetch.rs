@@ -274,7 +274,7 @@ impl RemoteStore {
 
     /// The error of chunk `chunk`'s object changing from the token `expected` to `found`: both
     /// the server's words, scrubbed of credentials and cut to 200 characters (look 112, L112-3:
-    /// a server echoing the session token as an ETag had it printed).
+    /// a server echoing the security token as an ETag had it printed).
     pub(super) fn changed(&self, chunk: u32, expected: &str, found: &str) -> Error {
         let shown = |tag: &str| {
             let tag = self.options.scrub(tag);
