@@ -10,6 +10,16 @@ use loaderx_core::convert::{Nulls, ParquetColumn, parquet};
 use loaderx_core::{DenseDataset, Error, WriteOptions};
 use parquet::arrow::ArrowWriter;
 
+/// `dir/name`: a Parquet file of the one batch of `cols`.
+fn table(dir: &std::path::Path, name: &str, cols: Vec<(&str, ArrayRef)>) -> PathBuf {
+    let file = dir.join(name);
+    let batch = RecordBatch::try_from_iter(cols).unwrap();
+    let mut w = ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    file
+}
+
 /// Look 100: a fill a column cannot hold was cast without a word (L100-2: 300 became 255 in a
 /// `u8` column, -1 became 0, 1.5 became 1), and a null inside a list was reported at its
 /// value's index as a row (L100-3: "row 6" of a table of 4 rows).
@@ -18,15 +28,7 @@ fn a_fill_is_a_value_of_its_column_and_a_null_in_a_list_names_its_row() {
     use arrow_array::types::{Int32Type, UInt8Type};
     use arrow_array::{ListArray, PrimitiveArray};
     let dir = tempfile::tempdir().unwrap();
-    let table = |name: &str, cols: Vec<(&str, ArrayRef)>| {
-        let file = dir.path().join(name);
-        let batch = RecordBatch::try_from_iter(cols).unwrap();
-        let mut w =
-            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        file
-    };
+    let table = |name: &str, cols: Vec<(&str, ArrayRef)>| table(dir.path(), name, cols);
     let u8s = table(
         "u8.parquet",
         vec![("c", Arc::new(PrimitiveArray::<UInt8Type>::from(vec![Some(7), None])) as ArrayRef)],
@@ -274,15 +276,7 @@ fn a_replacements_leftovers_in_a_part_are_no_datasets_of_it() {
 #[test]
 fn a_forced_conversion_leaves_no_dataset_of_the_last_one() {
     let dir = tempfile::tempdir().unwrap();
-    let write = |name: &str, cols: Vec<(&str, ArrayRef)>| {
-        let file = dir.path().join(name);
-        let batch = RecordBatch::try_from_iter(cols).unwrap();
-        let mut w =
-            ArrowWriter::try_new(std::fs::File::create(&file).unwrap(), batch.schema(), None).unwrap();
-        w.write(&batch).unwrap();
-        w.close().unwrap();
-        file
-    };
+    let write = |name: &str, cols: Vec<(&str, ArrayRef)>| table(dir.path(), name, cols);
     let a = write(
         "a.parquet",
         vec![
