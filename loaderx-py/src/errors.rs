@@ -12,6 +12,7 @@
 use std::io;
 
 use loaderx_core::Error as CoreError;
+use pyo3::exceptions::PyBaseException;
 use pyo3::exceptions::{
     PyException, PyFileExistsError, PyFileNotFoundError, PyIndexError, PyOSError, PyPermissionError,
     PyRuntimeError, PyStopIteration, PyValueError,
@@ -58,11 +59,43 @@ create_exception!(
 /// The error's message and its causes on one line, each part once.
 pub use loaderx_core::error_chain as chain;
 
+/// An exception a loader's transform raised, kept as the exception object (its traceback on it)
+/// while it waits in the prefetch window: the loader shows it to the cycle collector, which a
+/// `PyErr` cannot be (its traceback holds the transform's frames, which may hold the loader's
+/// owner: look 120, L120-1).
+#[derive(Debug)]
+pub struct Raised {
+    value: Py<PyBaseException>,
+    /// `TypeName: message`, taken when it was raised (shown without the GIL).
+    text: String,
+}
+
+impl Raised {
+    /// `err`, raised in a transform.
+    pub fn new(py: Python<'_>, err: PyErr) -> Raised {
+        let text = err.to_string();
+        Raised { value: err.into_value(py), text }
+    }
+
+    /// The exception object.
+    pub fn value(&self) -> &Py<PyBaseException> {
+        &self.value
+    }
+}
+
+impl std::fmt::Display for Raised {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Raised {}
+
 /// The Python exception for `err`.
 pub fn to_py(err: CoreError) -> PyErr {
     if let CoreError::Transform { source, .. } = err {
-        return match source.downcast::<PyErr>() {
-            Ok(py_err) => *py_err,
+        return match source.downcast::<Raised>() {
+            Ok(raised) => Python::attach(|py| PyErr::from_value(raised.value.into_bound(py).into_any())),
             Err(other) => Error::new_err(format!("transform failed: {}", chain(other.as_ref()))),
         };
     }

@@ -2,13 +2,13 @@
 
 use std::sync::{Arc, Mutex};
 
-use loaderx_core::{Batch, DataLoader, LoaderBuilder, LoaderState, Stopper};
+use loaderx_core::{Batch, DataLoader, Error as CoreError, LoaderBuilder, LoaderState, Stopper};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::{PyTraverseError, PyVisit};
 
-use crate::errors::IntoPy;
+use crate::errors::{IntoPy, Raised};
 use crate::{arrays, lent};
 
 /// The loader, by whether a Python transform runs on its threads.
@@ -193,11 +193,11 @@ impl Loader {
                 let loader = crate::fork::detach(py, || {
                     b.build_with(move |batch: Batch| {
                         Python::attach(|py| {
-                            let dict = batch_dict(py, batch)?;
+                            let dict = batch_dict(py, batch).map_err(|e| Raised::new(py, e))?;
                             let outer = IN_TRANSFORM_OF.with(|c| c.replace(id));
                             let out = f.call1(py, (dict,));
                             IN_TRANSFORM_OF.with(|c| c.set(outer));
-                            out
+                            out.map_err(|e| Raised::new(py, e))
                         })
                     })
                 })?
@@ -298,13 +298,32 @@ impl Loader {
         self.stop(py)
     }
 
-    /// The Python objects this loader holds, for the cycle collector: its transform and a held
-    /// batch (each skipped while another thread has it locked).
+    /// The Python objects this loader holds, for the cycle collector: its transform, the
+    /// transform's results and exceptions waiting in the prefetch window (look 120, L120-1) and a
+    /// held batch, each skipped while another thread has it locked (a collection then keeps the
+    /// loader, and a later one sees it whole).
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         if let Ok(t) = self.transform.try_lock()
             && let Some(t) = t.as_ref()
         {
             visit.call(&**t)?;
+        }
+        if let Ok(inner) = self.inner.try_lock()
+            && let Some(Inner::Mapped(loader)) = inner.as_ref()
+        {
+            let mut visited = Ok(());
+            loader.try_for_each_prefetched(|out| {
+                if visited.is_ok() {
+                    visited = match out {
+                        Ok(object) => visit.call(object),
+                        Err(CoreError::Transform { source, .. }) => {
+                            source.downcast_ref::<Raised>().map_or(Ok(()), |r| visit.call(r.value()))
+                        }
+                        Err(_) => Ok(()),
+                    };
+                }
+            });
+            visited?;
         }
         if let Ok(h) = self.held.try_lock()
             && let Some((batch, _)) = h.as_ref()

@@ -206,6 +206,12 @@ impl<O: Send + 'static> DataLoader<O> {
         self.prefetcher.prefetched()
     }
 
+    /// Calls `f` on each prefetched step's result (batch or error) waiting for the consumer,
+    /// without waiting; see [`Prefetcher::try_for_each_prefetched`].
+    pub fn try_for_each_prefetched(&self, f: impl FnMut(&Result<O>)) -> bool {
+        self.prefetcher.try_for_each_prefetched(f)
+    }
+
     /// The state to save: restoring it resumes at the next undelivered step.
     pub fn state(&self) -> LoaderState {
         let step = self.step();

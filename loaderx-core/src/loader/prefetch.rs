@@ -54,6 +54,13 @@ impl<O> Prefetcher<O> {
     pub fn prefetched(&self) -> (usize, usize) {
         self.window.fill()
     }
+
+    /// Calls `f` on each finished step waiting for the consumer, without waiting: `false`, and
+    /// nothing visited, while a thread is handing a step in or taking one. For a binding whose
+    /// garbage collector must see the objects a loader holds (Python's cycle collector).
+    pub fn try_for_each_prefetched(&self, f: impl FnMut(&Result<O>)) -> bool {
+        self.window.try_for_each_finished(f)
+    }
 }
 
 impl<O: Send + 'static> Prefetcher<O> {
@@ -172,6 +179,9 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(p.prefetched(), (8, 8), "2 threads x (depth 3 + 1)");
+        let mut seen = Vec::new();
+        assert!(p.try_for_each_prefetched(|out| seen.push(*out.as_ref().unwrap())));
+        assert_eq!(seen, (1..9).collect::<Vec<_>>(), "the finished steps, in order");
         assert_eq!(p.next().unwrap(), 1);
         assert!(p.prefetched().0 <= 8);
     }

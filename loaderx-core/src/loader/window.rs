@@ -139,6 +139,14 @@ impl<O> Window<O> {
         (st.slots.iter().filter(|s| s.is_some()).count(), usize::try_from(st.size).unwrap_or(usize::MAX))
     }
 
+    /// Calls `f` on each finished step waiting for the consumer, unless another thread holds the
+    /// window (then nothing is visited and `false` is returned): for a caller that must not wait.
+    pub(super) fn try_for_each_finished(&self, mut f: impl FnMut(&Result<O>)) -> bool {
+        let Ok(st) = self.state.try_lock() else { return false };
+        st.slots.iter().flatten().for_each(&mut f);
+        true
+    }
+
     pub(super) fn stop(&self) {
         self.lock().stop = true;
         self.room.notify_all();
