@@ -169,6 +169,9 @@ fn encode(
     // Decoded whole, whether it is kept or not: a file the loader could not decode is refused
     // here, where it can be named, not at a training step.
     let img = DynamicImage::from_decoder(decoder).map_err(|e| Undecodable::caused(None, e))?;
+    // A PNG's compressed data checked against their Adler-32, which `image` skips (look 122,
+    // L122-2): decoded again a row at a time, once `image` has taken it within the limits.
+    crate::vision::check_png(data).map_err(Undecodable::why)?;
     let Some(size) = target else { return Ok(bytes.to_vec()) };
     reencode(&img, size, options.quality)
 }

@@ -383,6 +383,9 @@ fn decode(
     }
     let _held = pixels.take(need);
     let img = DynamicImage::from_decoder(decoder).map_err(|e| Undecodable::caused(None, e))?;
+    // A PNG's compressed data checked against their Adler-32, which `image` skips (look 122,
+    // L122-2): decoded again a row at a time, once `image` has taken it within the limits.
+    crate::vision::check_png(bytes).map_err(Undecodable::why)?;
     Ok(fit(&img, options))
 }
 

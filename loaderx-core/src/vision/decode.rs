@@ -239,7 +239,7 @@ fn a_writers_slip(why: &str) -> bool {
 }
 
 /// An image of `w` x `h` within the limits of one decode (each side, the RGB pixels' bytes).
-fn within_limits(w: u32, h: u32) -> Result<(), String> {
+pub(super) fn within_limits(w: u32, h: u32) -> Result<(), String> {
     if w == 0 || h == 0 {
         return Err(format!("an image of {w}x{h}"));
     }
@@ -261,6 +261,9 @@ impl std::fmt::Debug for Scratch {
 /// `bytes` decoded to RGB into `buf` (its length set to the pixels'), within the limits, the
 /// header's size checked before anything is allocated; the image's width and height.
 pub(super) fn decode_into(bytes: &[u8], buf: &mut Vec<u8>) -> Result<(u32, u32), String> {
+    if super::png::is_png(bytes) {
+        return super::png::decode_png(bytes, buf, within_limits);
+    }
     let mut limits = Limits::default();
     limits.max_image_width = Some(MAX_SIDE);
     limits.max_image_height = Some(MAX_SIDE);
@@ -301,7 +304,8 @@ pub(super) fn decode_into(bytes: &[u8], buf: &mut Vec<u8>) -> Result<(u32, u32),
 ///
 /// # Errors
 /// A JPEG cut short, or whose segments do not follow one another (a marker missing where one
-/// must be, a segment shorter than its length field).
+/// must be, a segment shorter than its length field); an arithmetic-coded JPEG, whose damage
+/// cannot be found.
 pub fn jpeg_data(bytes: &[u8]) -> Result<&[u8], String> {
     if !bytes.starts_with(&[0xFF, 0xD8]) {
         return Ok(bytes);
@@ -330,6 +334,18 @@ pub fn jpeg_data(bytes: &[u8]) -> Result<&[u8], String> {
                 let len = usize::from(u16::from_be_bytes([hi, lo]));
                 if len < 2 {
                     return Err(format!("a damaged JPEG: a segment of length {len} at byte {}", i - 2));
+                }
+                // Arithmetic coding (SOF9 to SOF11, and SOF13 to SOF15): its decoder supplies
+                // zeros for data past a marker, as the standard has it, so a file cut short with
+                // its end marker put back decodes as a whole one, warning of nothing (look 122,
+                // L122-1: stored and verified intact). Rare, and decoded by no web browser.
+                if matches!(code, 0xC9..=0xCB | 0xCD..=0xCF) {
+                    return Err(format!(
+                        "an arithmetic-coded JPEG (SOF{}): its damage cannot be found (a file cut \
+                         short decodes as a whole one); re-encode it with Huffman coding, e.g. \
+                         `jpegtran -optimize`",
+                        code - 0xC0
+                    ));
                 }
                 i += len;
                 if code == 0xDA {

@@ -423,6 +423,8 @@ pub enum Out<'a> {
 
 mod decode;
 mod planes;
+mod png;
+pub use png::check_png;
 
 #[cfg(feature = "turbojpeg")]
 pub use decode::whole_jpeg;

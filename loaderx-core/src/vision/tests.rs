@@ -10,6 +10,13 @@ fn png(img: &RgbImage) -> Vec<u8> {
     out.into_inner()
 }
 
+/// The CRC-32 (IEEE) of `bytes`, as a PNG chunk's.
+fn crc32(bytes: &[u8]) -> u32 {
+    !bytes.iter().fold(!0u32, |c, &b| {
+        (0..8).fold(c ^ u32::from(b), |c, _| if c & 1 == 1 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 })
+    })
+}
+
 fn run(p: &ImagePipeline, bytes: &[u8], seed: u64) -> Vec<u8> {
     let mut out = vec![0u8; p.item_elems()];
     p.apply(bytes, &mut SampleRng::new(seed), Out::U8(&mut out)).unwrap();
@@ -131,14 +138,12 @@ fn bad_images_and_settings_are_refused_without_a_panic() {
     tall[20..24].copy_from_slice(&0x7FFF_FFFFu32.to_be_bytes());
     // The IHDR chunk's CRC (IEEE, over its type and data) made right, so that the rows are what
     // is refused, not the checksum.
-    let crc = !tall[12..29].iter().fold(!0u32, |c, &b| {
-        (0..8).fold(c ^ u32::from(b), |c, _| if c & 1 == 1 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 })
-    });
+    let crc = crc32(&tall[12..29]);
     tall[29..33].copy_from_slice(&crc.to_be_bytes());
     let cases: [(&[u8], &str); 4] = [
         (&good[..good.len() / 2], "unexpected end of file"),
         (b"not an image at all", "format could not be determined"),
-        (&tall, "Image size exceeds limit"),
+        (&tall, "past the 16384-pixel limit of a side"),
         (&[], "format could not be determined"),
     ];
     for (bytes, why) in cases {
@@ -216,6 +221,15 @@ fn a_truncated_jpeg_is_refused_and_a_trailer_ignored() {
     let mut short = jpeg.clone();
     short[4..6].copy_from_slice(&[0, 1]);
     assert!(jpeg_data(&short).unwrap_err().contains("length 1"));
+    // Look 122, L122-1: an arithmetic-coded frame (its SOF0 marked SOF9 here) is refused, as a
+    // cut one decodes as a whole one.
+    let sof = jpeg.windows(2).position(|m| m == [0xFF, 0xC0]).expect("a baseline frame");
+    let mut arithmetic = jpeg.clone();
+    arithmetic[sof + 1] = 0xC9;
+    let e = jpeg_data(&arithmetic).unwrap_err();
+    assert!(e.contains("arithmetic-coded JPEG (SOF9)"), "{e}");
+    let e = p.apply(&arithmetic, &mut SampleRng::new(0), Out::U8(&mut out)).unwrap_err();
+    assert!(e.contains("arithmetic-coded"), "{e}");
 }
 
 /// A gradient of colours, with no pixel at 0 or 255 (so a jitter's clamp rarely bites).
@@ -479,4 +493,67 @@ fn random_resized_crops_fallback_copies_torchvisions_pixels() {
     let img = &img;
     let want: Vec<u8> = (0..20).flat_map(|y| (3..23).flat_map(move |x| img.get_pixel(x, y).0)).collect();
     assert_eq!(got, want);
+}
+
+/// Look 122, L122-2: a PNG whose compressed data were damaged and its chunk's CRC recomputed
+/// (a tool rewriting chunks) is refused by its Adler-32, which `image` leaves unchecked; every
+/// PNG `image` writes decodes to the pixels `image` decodes.
+#[test]
+fn a_png_is_decoded_as_image_decodes_it_and_its_adler32_checked() {
+    use image::{DynamicImage, ImageBuffer, Luma, LumaA, Rgba};
+    let rgb = RgbImage::from_fn(5, 3, |x, y| Rgb([x as u8 * 40, y as u8 * 70, 200]));
+    let kinds = [
+        DynamicImage::ImageRgb8(rgb.clone()),
+        DynamicImage::ImageRgba8(ImageBuffer::from_fn(5, 3, |x, y| Rgba([x as u8, y as u8, 7, 99]))),
+        DynamicImage::ImageLuma8(ImageBuffer::from_fn(5, 3, |x, y| Luma([(x * 50 + y) as u8]))),
+        DynamicImage::ImageLumaA8(ImageBuffer::from_fn(5, 3, |x, y| LumaA([(x * 50 + y) as u8, 3]))),
+        DynamicImage::ImageRgb16(ImageBuffer::from_fn(5, 3, |x, y| {
+            Rgb([x as u16 * 9000, y as u16 * 333, 65535])
+        })),
+        DynamicImage::ImageLuma16(ImageBuffer::from_fn(5, 3, |x, y| Luma([(x * 13000 + y * 129) as u16]))),
+    ];
+    for img in kinds {
+        let mut bytes = Cursor::new(Vec::new());
+        img.write_to(&mut bytes, ImageFormat::Png).unwrap();
+        let bytes = bytes.into_inner();
+        let want = image::load_from_memory(&bytes).unwrap().into_rgb8().into_raw();
+        let mut scratch = Scratch::default();
+        assert_eq!(scratch.decode_whole(&bytes).unwrap(), (&want[..], 5, 3), "{:?}", img.color());
+    }
+    // A PNG of one stored (uncompressed) deflate block, so that a changed byte still inflates.
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let body = [kind, data].concat();
+        [&(data.len() as u32).to_be_bytes()[..], &body, &crc32(&body).to_be_bytes()].concat()
+    };
+    let rows: Vec<u8> = rgb.rows().flat_map(|row| std::iter::once(0).chain(row.flat_map(|p| p.0))).collect();
+    let adler = {
+        let (a, b) = rows
+            .iter()
+            .fold((1u32, 0u32), |(a, b), &v| ((a + u32::from(v)) % 65521, (b + a + u32::from(v)) % 65521));
+        (b << 16) | a
+    };
+    let n = rows.len() as u16;
+    let idat = |rows: &[u8]| {
+        [&[0x78, 0x01, 0x01][..], &n.to_le_bytes(), &(!n).to_le_bytes(), rows, &adler.to_be_bytes()].concat()
+    };
+    let file = |rows: &[u8]| {
+        let ihdr = [&5u32.to_be_bytes()[..], &3u32.to_be_bytes(), &[8, 2, 0, 0, 0]].concat();
+        [
+            &b"\x89PNG\r\n\x1a\n"[..],
+            &chunk(b"IHDR", &ihdr),
+            &chunk(b"IDAT", &idat(rows)),
+            &chunk(b"IEND", &[]),
+        ]
+        .concat()
+    };
+    let whole = file(&rows);
+    assert_eq!(Scratch::default().decode_whole(&whole).unwrap().0, rgb.as_raw().as_slice());
+    assert_eq!(check_png(&whole), Ok(()));
+    let mut damaged = rows.clone();
+    damaged[7] ^= 0x40;
+    let damaged = file(&damaged);
+    assert!(image::load_from_memory(&damaged).is_ok(), "image's decoder takes it");
+    let e = Scratch::default().decode_whole(&damaged).unwrap_err();
+    assert!(e.starts_with("damaged PNG data: they do not match their Adler-32"), "{e}");
+    assert!(check_png(&damaged).unwrap_err().contains("Adler-32"));
 }

@@ -91,13 +91,27 @@ fn bad_files_are_named_or_skipped_and_options_checked() {
         "the first bad file is named: {e}"
     );
     assert!(!dir.path().join("o1").exists(), "nothing written");
+    // Look 122, L122-2: damaged compressed data under a recomputed chunk CRC (both converters).
+    std::fs::write(input.join("dog/c-adler.png"), adler_damaged_png()).unwrap();
     let skip = EncodedOptions { skip_bad: true, ..EncodedOptions::default() };
     let s = encoded_images(&input, dir.path().join("o2"), skip, WriteOptions::new()).unwrap();
     let skipped: Vec<String> =
         s.skipped.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(skipped, ["b-truncated.png", "notes.txt"]);
-    assert!(s.skipped[1].1.contains("not a JPEG, PNG or WebP"), "{}", s.skipped[1].1);
+    assert_eq!(skipped, ["b-truncated.png", "c-adler.png", "notes.txt"]);
+    assert!(s.skipped[1].1.contains("Adler-32"), "{}", s.skipped[1].1);
+    assert!(s.skipped[2].1.contains("not a JPEG, PNG or WebP"), "{}", s.skipped[2].1);
     assert_eq!(s.images.records, 5);
+    let decoded = loaderx_core::convert::ImageOptions {
+        skip_bad: true,
+        ..loaderx_core::convert::ImageOptions::new(8, 8)
+    };
+    let s =
+        loaderx_core::convert::images(&input, dir.path().join("o5"), decoded, WriteOptions::new()).unwrap();
+    assert!(
+        s.skipped.iter().any(|(p, why)| p.ends_with("dog/c-adler.png") && why.contains("Adler-32")),
+        "{:?}",
+        s.skipped
+    );
     for bad in [
         EncodedOptions { max_side: Some(0), ..EncodedOptions::default() },
         EncodedOptions { quality: 0, ..EncodedOptions::default() },
@@ -106,6 +120,25 @@ fn bad_files_are_named_or_skipped_and_options_checked() {
         let e = encoded_images(&input, dir.path().join("o3"), bad, WriteOptions::new()).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
     }
+}
+
+/// A 4 x 2 RGB PNG whose one deflate block is stored (uncompressed), a pixel byte then changed
+/// and the chunk's CRC recomputed: it inflates, and only the zlib stream's Adler-32 tells.
+fn adler_damaged_png() -> Vec<u8> {
+    let rows: Vec<u8> =
+        (0..2u8).flat_map(|y| std::iter::once(0).chain((0..12).map(move |x| x * 20 + y))).collect();
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::none());
+    std::io::Write::write_all(&mut z, &rows).unwrap();
+    let mut idat = z.finish().unwrap();
+    idat[2 + 5 + 3] ^= 0x40; // past the zlib header and the stored block's header: a pixel byte
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut crc = flate2::Crc::new();
+        crc.update(kind);
+        crc.update(data);
+        [&(data.len() as u32).to_be_bytes()[..], kind, data, &crc.sum().to_be_bytes()].concat()
+    };
+    let ihdr = [&4u32.to_be_bytes()[..], &2u32.to_be_bytes(), &[8, 2, 0, 0, 0]].concat();
+    [&b"\x89PNG\r\n\x1a\n"[..], &chunk(b"IHDR", &ihdr), &chunk(b"IDAT", &idat), &chunk(b"IEND", &[])].concat()
 }
 
 /// An encoded image dataset of `n` PNGs of a few sizes (each a gradient of its own), written
