@@ -65,7 +65,7 @@ pub(crate) const STAGING_SUFFIX: &str = ".partial";
 /// A 0-D tensor becomes a dataset of one scalar record (item shape `[]`). The file is
 /// memory-mapped and must not be truncated while it is converted. Every tensor is checked
 /// (dtype, name, record size) before anything is written; if writing fails half way, the datasets
-/// this call created are removed again (ones it replaced under `overwrite` are gone).
+/// this call created are removed again, and the ones it replaced under `overwrite` put back.
 ///
 /// # Errors
 /// [`Error::BadInput`] naming `input` for a malformed file, a dtype loaderx has no equivalent for
@@ -168,12 +168,19 @@ pub fn safetensors_part(
         Vec::new()
     };
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
-
-    let results = write_plan((input, map.bytes()), plan, part, &opts)?;
-    for dir in others {
-        crate::dataset::remove_dataset_dir(&dir)?;
+    // What this call replaces, moved aside until its own are placed (look 120, L120-2).
+    let outs = plan.iter().map(|(.., out)| out.as_path()).chain(others.iter().map(PathBuf::as_path));
+    let aside = crate::dataset::SetAside::take(outs)?;
+    match write_plan((input, map.bytes()), plan, part, &opts) {
+        Ok(results) => {
+            aside.remove()?;
+            Ok(results)
+        }
+        Err(e) => {
+            aside.restore();
+            Err(e)
+        }
     }
-    Ok(results)
 }
 
 /// Writes each tensor of `plan` (its rows of `part`) as its dataset, in order; on a failure the

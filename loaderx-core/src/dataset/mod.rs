@@ -27,6 +27,7 @@
 //! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place |
 //! | `staging` | `OUT.partial` taken and locked by one writer; a dataset directory's files removed |
 //! | `replace` | what overwriting may replace (a loaderx dataset, never the user's files) and the replacing |
+//! | `set_aside` | the datasets a forced conversion into a directory of datasets replaces: put back if it fails |
 
 mod dense;
 pub(crate) mod dtype;
@@ -40,6 +41,7 @@ mod replace;
 mod schema;
 mod selection;
 mod set;
+mod set_aside;
 mod set_open;
 #[cfg(feature = "remote")]
 mod set_remote;
@@ -60,6 +62,7 @@ pub(crate) use replace::{check_free_to_replace, others_in_dir_of, refuse_dataset
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
+pub(crate) use set_aside::SetAside;
 #[cfg(feature = "remote")]
 pub use set_remote::{RemotePart, RemoteSet, remote_set, remote_set_parts, stitch_remote};
 pub(crate) use staging::remove_dataset_dir;

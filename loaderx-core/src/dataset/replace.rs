@@ -78,7 +78,7 @@ impl Replaced {
 /// A dataset held while it is moved aside and removed: its writer lock taken and its readers
 /// locked out, so a dataset a live writer or readers have open is `Locked`, never moved under
 /// them. A link is replaced itself: nothing of its target is held.
-struct Held {
+pub(super) struct Held {
     lock: Option<WriteLock>,
     readers: Option<std::fs::File>,
     is_link: bool,
@@ -90,7 +90,7 @@ impl Held {
     /// # Errors
     /// [`Error::Locked`] while a writer or readers (in this process or another) have it open;
     /// [`Error::Io`].
-    fn take(dir: &Path) -> Result<Held> {
+    pub(super) fn take(dir: &Path) -> Result<Held> {
         if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
             return Ok(Held { lock: None, readers: None, is_link: true });
         }
@@ -101,7 +101,7 @@ impl Held {
     }
 
     /// The held dataset was renamed to `dir` (its lock file with it).
-    fn moved_to(&mut self, dir: &Path) {
+    pub(super) fn moved_to(&mut self, dir: &Path) {
         if let Some(l) = self.lock.as_mut() {
             l.moved_to(dir);
         }
@@ -109,7 +109,7 @@ impl Held {
 
     /// Removes the held dataset, now at `dir`: its files, its writer lock last (its holder
     /// removes it), then the directory, now empty (anything that appeared in it is kept).
-    fn remove(mut self, dir: &Path) -> Result<()> {
+    pub(super) fn remove(mut self, dir: &Path) -> Result<()> {
         if self.is_link {
             return remove_dataset_dir(dir);
         }
@@ -125,7 +125,7 @@ impl Held {
 
 /// A name beside `out` that nothing has (`out.old`, `out.old1`, ...), for the output being
 /// replaced while it is removed.
-fn aside(out: &Path) -> PathBuf {
+pub(super) fn aside(out: &Path) -> PathBuf {
     (0u32..)
         .map(|n| {
             let mut old = out.to_path_buf().into_os_string();

@@ -211,6 +211,63 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
     assert_eq!(std::fs::read(out.join("notes.txt")).unwrap(), b"the user's", "not a dataset: kept");
 }
 
+/// Runs in a child with a call failing (see `faults`): the forced conversion of the file
+/// `FAULT_LAYOUT` into `FAULT_STORE`.
+#[test]
+#[ignore = "run by a_forced_safetensors_conversion_that_fails_leaves_the_old_datasets"]
+fn child_forced_safetensors() {
+    let Some((out, input)) = crate::faults::child_store() else { return };
+    let r = convert::safetensors(input, &out, WriteOptions::new().overwrite(true));
+    println!("safetensors {}", crate::faults::outcome(&r));
+}
+
+/// Look 120, L120-2: a forced conversion failing part-way had replaced the datasets written
+/// before the failure and kept the others: OUT a mix of two inputs. Under a `rename` failing at
+/// each point, OUT is the old conversion whole (`w`, which the new file lacks, with it) or the
+/// new one whole, and nothing set aside is left.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_forced_safetensors_conversion_that_fails_leaves_the_old_datasets() {
+    use safetensors::tensor::{Dtype, TensorView};
+    crate::faults::shim();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |file: &str, names: &[&str], base: u8| {
+        let data: Vec<Vec<u8>> = (0..names.len() as u8).map(|k| vec![base + k; 4]).collect();
+        let views =
+            names.iter().zip(&data).map(|(n, d)| (*n, TensorView::new(Dtype::U8, vec![4], d).unwrap()));
+        std::fs::write(dir.path().join(file), safetensors::serialize(views, None).unwrap()).unwrap();
+        dir.path().join(file)
+    };
+    let (old, new) = (write("old.st", &["w", "x", "y", "z"], 0), write("new.st", &["x", "y", "z"], 100));
+    let mut failed = 0;
+    for at in 1..=10 {
+        let out = dir.path().join(format!("o{at}"));
+        convert::safetensors(&old, &out, WriteOptions::new()).unwrap();
+        let printed = crate::faults::in_child_failing(
+            "convert_formats::child_forced_safetensors",
+            &out,
+            new.to_str().unwrap(),
+            "rename",
+            at,
+        );
+        let fail = printed.contains("safetensors failed");
+        failed += usize::from(fail);
+        let mut left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into())
+            .collect();
+        left.sort();
+        let (names, base): (&[&str], u8) =
+            if fail { (&["w", "x", "y", "z"], 0) } else { (&["x", "y", "z"], 100) };
+        assert_eq!(left, names, "rename {at}; {printed}");
+        for (k, name) in names.iter().enumerate() {
+            let got = DenseDataset::<u8>::open(out.join(name)).unwrap().get_vec(&[0]).unwrap();
+            assert_eq!(got, [base + k as u8], "rename {at}: {name}; {printed}");
+        }
+    }
+    assert!(failed > 0, "a rename failed");
+}
+
 // ---------------------------------------------------------------- directories
 
 #[test]

@@ -89,9 +89,10 @@ fn open_builder(path: &Path) -> Result<ParquetRecordBatchReaderBuilder<File>> {
 /// Read row group by row group (memory bounded by a window of row groups), the row groups of a
 /// window decoded in parallel and appended in order; progress is reported in compressed bytes
 /// of row groups done. Each dataset is written to `<dir>.partial` and renamed into place when
-/// complete; on error the datasets this call created are removed, and one it replaced before
-/// the error holds its new, complete records (the old ones are gone: removing the new one too
-/// would leave neither; look 104, L104-1). Every other dataset is as it was.
+/// complete. Under `overwrite`, the datasets it replaces (and, OUT being replaced, those of an
+/// earlier conversion it does not write) are moved aside first: on error the datasets this call
+/// wrote are removed and the old ones put back, so OUT is the old conversion or the new one,
+/// never a mix (look 120, L120-2); they are removed once the new ones are placed.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no inputs, a column not in the files, or two columns to one
@@ -152,16 +153,42 @@ pub fn parquet_part<P: AsRef<Path>>(
         Vec::new()
     };
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io("create directory", out_dir, e))?;
+    // What this call replaces, moved aside until its own are placed (look 120, L120-2).
+    let outs: Vec<PathBuf> = columns.iter().map(|c| out_dir.join(&c.stream)).chain(others).collect();
+    let aside = crate::dataset::SetAside::take(outs.iter().map(PathBuf::as_path))?;
+    match write_columns(out_dir, &columns, &layouts, &sources, nulls, &opts, part) {
+        Ok(placed) => {
+            aside.remove()?;
+            Ok(placed)
+        }
+        Err(e) => {
+            aside.restore();
+            Err(e)
+        }
+    }
+}
 
+/// The conversion's writing: every column's dataset written from the row groups of `part`, then
+/// placed (none of them, if one fails).
+#[allow(clippy::too_many_arguments)]
+fn write_columns(
+    out_dir: &Path,
+    columns: &[ParquetColumn],
+    layouts: &[Layout],
+    sources: &[Source],
+    nulls: Nulls,
+    opts: &WriteOptions,
+    part: Part,
+) -> Result<Vec<(String, ConvertSummary)>> {
     // What was there before: a dataset this call replaces is never removed on an error.
     let existed: Vec<bool> = columns.iter().map(|c| out_dir.join(&c.stream).exists()).collect();
     let mut writers: Vec<DatasetWriter> = Vec::with_capacity(columns.len());
-    for (c, l) in columns.iter().zip(&layouts) {
+    for (c, l) in columns.iter().zip(layouts) {
         writers.push(DatasetWriter::with_schema(out_dir.join(&c.stream), l.schema(), opts.clone())?);
     }
     let mut logical = vec![0u64; columns.len()];
     let mut pending: Vec<(Vec<Chunk>, usize)> = (0..columns.len()).map(|_| (Vec::new(), 0)).collect();
-    let tasks = part_groups(&sources, part);
+    let tasks = part_groups(sources, part);
     let window = 2 * rayon::current_num_threads();
     let mut done = 0u64;
     let groups: Vec<&[(usize, usize)]> = tasks.chunks(window).collect();
@@ -172,7 +199,7 @@ pub fn parquet_part<P: AsRef<Path>>(
             .par_iter()
             .map(|&(s, g)| {
                 let src = &sources[s];
-                catch_decoder_panic(|| decode_group(src, g, &columns, &layouts, nulls)).unwrap_or_else(
+                catch_decoder_panic(|| decode_group(src, g, columns, layouts, nulls)).unwrap_or_else(
                     |panic| {
                         Err(Error::BadInput {
                             path: src.path.clone(),
@@ -222,11 +249,7 @@ pub fn parquet_part<P: AsRef<Path>>(
             (out, s)
         })
         .collect();
-    let placed = gathered(&columns, done, existed)?;
-    for dir in others {
-        remove_dataset_dir(&dir)?;
-    }
-    Ok(placed)
+    gathered(columns, done, existed)
 }
 
 /// The datasets `done` (each column's, with whether it existed before) as the call's result, or
