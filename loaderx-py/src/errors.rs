@@ -91,6 +91,22 @@ impl std::fmt::Display for Raised {
 
 impl std::error::Error for Raised {}
 
+/// `err`, raised by a loader's transform, as the loader raises it again: a `StopIteration`
+/// becomes a `RuntimeError` caused by it, as PEP 479 does for generators. Raised from `next` as
+/// it was, it ended the caller's `for` loop, the rest of the pass dropped without a word (look
+/// 124, L124-1: a transform's `next()` on an exhausted iterator).
+pub fn from_transform(py: Python<'_>, err: PyErr) -> PyErr {
+    if !err.is_instance_of::<PyStopIteration>(py) {
+        return err;
+    }
+    let raised = PyRuntimeError::new_err(
+        "the transform raised StopIteration: raised as it was, it would end the loop over the loader and drop \
+         the rest of the pass",
+    );
+    raised.set_cause(py, Some(err));
+    raised
+}
+
 /// The Python exception for `err`.
 pub fn to_py(err: CoreError) -> PyErr {
     if let CoreError::Transform { source, .. } = err {

@@ -197,7 +197,7 @@ impl Loader {
                             let outer = IN_TRANSFORM_OF.with(|c| c.replace(id));
                             let out = f.call1(py, (dict,));
                             IN_TRANSFORM_OF.with(|c| c.set(outer));
-                            out.map_err(|e| Raised::new(py, e))
+                            out.map_err(|e| Raised::new(py, crate::errors::from_transform(py, e)))
                         })
                     })
                 })?

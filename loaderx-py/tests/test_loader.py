@@ -549,3 +549,29 @@ with DataLoader(streams(), batch_size=4, shuffle=False, epochs=1, state=saved) a
     print("resumed:", next(resumed)["y"].tolist())
 """)
     assert out.split("\n")[:3] == ["interrupted", "then: [0, 1, 2, 3]", "resumed: [0, 1, 2, 3]"], out
+
+
+def test_a_transform_raising_stop_iteration_fails_its_step_not_the_pass(tmp_path):
+    # Look 124, L124-1: a transform's StopIteration (its next() on an exhausted iterator) was
+    # raised from next() as it was: the for loop over the loader ended there, the rest of the
+    # pass dropped without a word. Now a RuntimeError caused by it (PEP 479), and the pass goes on.
+    from_numpy(tmp_path / "y", np.arange(16, dtype=np.int64))
+
+    def transform(batch):
+        if batch["y"][0] == 4:
+            next(iter(()))
+        return batch["y"].tolist()
+
+    loader = DataLoader({"y": DenseDataset(tmp_path / "y")}, batch_size=4, shuffle=False, epochs=1,
+                        num_workers=2, transform=transform)
+    got = []
+    with loader:
+        while True:
+            try:
+                got.append(next(loader))
+            except RuntimeError as e:
+                assert "raised StopIteration" in str(e) and isinstance(e.__cause__, StopIteration), e
+                got.append("failed")
+            except StopIteration:
+                break
+    assert got == [[0, 1, 2, 3], "failed", [8, 9, 10, 11], [12, 13, 14, 15]]

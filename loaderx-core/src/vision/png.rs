@@ -10,11 +10,15 @@ use image::{DynamicImage, ImageBuffer};
 
 use super::MAX_ALLOC;
 
-/// The decoder's error `e`, said plainly when it is the checksum of the compressed data.
+/// The decoder's error `e`, said plainly when it is the checksum of the compressed data or the
+/// file's end (look 124, L124-3: a PNG without its end chunk was "unexpected end of file").
 fn why(e: png::DecodingError) -> String {
+    let cut = matches!(&e, png::DecodingError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof);
     let e = e.to_string();
     if e.contains("WrongChecksum") {
         format!("damaged PNG data: they do not match their Adler-32 checksum ({e})")
+    } else if cut {
+        format!("a PNG cut short: its data end before its end chunk, IEND ({e})")
     } else {
         e
     }

@@ -549,6 +549,9 @@ fn a_png_is_decoded_as_image_decodes_it_and_its_adler32_checked() {
     let whole = file(&rows);
     assert_eq!(Scratch::default().decode_whole(&whole).unwrap().0, rgb.as_raw().as_slice());
     assert_eq!(check_png(&whole), Ok(()));
+    // Look 124, L124-3: without its end chunk, said so.
+    let e = Scratch::default().decode_whole(&whole[..whole.len() - 12]).unwrap_err();
+    assert!(e.starts_with("a PNG cut short: its data end before its end chunk, IEND"), "{e}");
     let mut damaged = rows.clone();
     damaged[7] ^= 0x40;
     let damaged = file(&damaged);
