@@ -20,6 +20,7 @@ impl DatasetWriter {
     /// new one's name durable: until then a crash leaves the old one beside it.
     pub(super) fn replace_out(&mut self) -> Result<Replaced> {
         check_replaceable(&self.out)?;
+        remove_half_removed_asides(&self.out);
         let mut held = Held::take(&self.out)?;
         let old = aside(&self.out);
         // In one step where the platform can. The new dataset leaves the staging name first, for
@@ -120,6 +121,41 @@ impl Held {
         drop(self.readers.take());
         let _ = std::fs::remove_dir(dir);
         Ok(())
+    }
+}
+
+/// Removes what a replacement killed while it removed the old dataset left beside `out`: an
+/// `out.old` (or `out.oldN`) that is empty, or holds only a store's chunk and lock files, its
+/// index gone first, and whose lock no process holds. Each kill left one more, which no later run
+/// removed (look 125, L125-1). A whole dataset there (its index or schema present) stays.
+pub(super) fn remove_half_removed_asides(out: &Path) {
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name().and_then(|n| n.to_str())) else { return };
+    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let stem = format!("{name}.old");
+    for e in entries.flatten() {
+        let aside = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix(&stem))
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        let path = e.path();
+        let whole = ["index.zr", "meta.zr", SCHEMA_FILE, crate::dataset::SET_FILE]
+            .iter()
+            .any(|m| path.join(m).exists());
+        if !aside
+            || whole
+            || !e.file_type().is_ok_and(|t| t.is_dir())
+            || only_loaderx_files(&path, true).is_err()
+        {
+            continue;
+        }
+        let Ok(lock) = WriteLock::acquire(&path) else { continue };
+        if crate::store::remove_store_files(&path).is_ok() {
+            let _ = std::fs::remove_file(path.join(STAGING_LOCK));
+            drop(lock);
+            let _ = std::fs::remove_dir(&path);
+        }
     }
 }
 

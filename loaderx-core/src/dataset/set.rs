@@ -7,7 +7,9 @@ use std::path::{Component, Path, PathBuf};
 
 use super::schema::Schema;
 use super::set_open::is_set;
+use super::writer::STAGING_LOCK;
 use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
+use crate::store::WriteLock;
 use crate::{Error, Result, Store};
 
 pub use crate::format::storeset::SET_FILE;
@@ -138,22 +140,23 @@ pub fn stitch<P: AsRef<Path>>(parts: &[P], out: impl AsRef<Path>) -> Result<Stit
     let bytes = SetManifest::new(entries).encode();
     // Written whole beside `out` and renamed into place (a sibling: the parts' relative paths
     // are the same from it).
-    let staging = staging_for(out)?;
+    let (staging, lock) = staging_for(out)?;
     let written =
         schema.write(&staging).and_then(|()| crate::store::write_atomic(&staging, SET_FILE, &bytes));
-    place(written, &staging, out)?;
+    place(written, (&staging, lock), out)?;
     Ok(StitchSummary { parts: parts.len(), records })
 }
 
 /// A staging directory of this process's own for the set or sets at `out`, made exclusively
-/// beside it (`.NAME.stitch.PID.N`), renamed to `out` once complete ([`place`]): a stitch
-/// killed part way left `out` holding some of its datasets, or a schema and no manifest, which
-/// is not a set and refused every retry as existing (look 71, L71-1); now it leaves only this
-/// hidden directory.
+/// beside it (`.NAME.stitch.PID.N`) and locked while this process writes it, renamed to `out`
+/// once complete ([`place`]): a stitch killed part way left `out` holding some of its datasets,
+/// or a schema and no manifest, which is not a set and refused every retry as existing (look
+/// 71, L71-1); now it leaves only this hidden directory, which the next stitch to `out` removes
+/// once its lock says no process holds it (look 125, L125-2: they piled up, one a killed run).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when `out` exists; [`Error::Io`] naming what could not be made.
-fn staging_for(out: &Path) -> Result<PathBuf> {
+fn staging_for(out: &Path) -> Result<(PathBuf, WriteLock)> {
     if std::fs::symlink_metadata(out).is_ok() {
         return Err(Error::InvalidArgument(format!("{} exists; a store set is written new", out.display())));
     }
@@ -162,18 +165,60 @@ fn staging_for(out: &Path) -> Result<PathBuf> {
     let name = out.file_name().ok_or_else(|| {
         Error::InvalidArgument(format!("{}: a store set is written to a named directory", out.display()))
     })?;
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(name);
+    prefix.push(".stitch.");
+    remove_dead_staging(parent, &prefix.to_string_lossy());
+    let doing = format!("stitching {}", out.display());
     for n in 0u32..64 {
-        let mut tmp = std::ffi::OsString::from(".");
-        tmp.push(name);
-        tmp.push(format!(".stitch.{}.{n}", std::process::id()));
+        let mut tmp = prefix.clone();
+        tmp.push(format!("{}.{n}", std::process::id()));
         let tmp = parent.join(tmp);
         match std::fs::create_dir(&tmp) {
-            Ok(()) => return Ok(tmp),
+            Ok(()) => {
+                let lock = WriteLock::acquire_named(&tmp, STAGING_LOCK, &doing)?;
+                return Ok((tmp, lock));
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::io("create directory", &tmp, e)),
         }
     }
     Err(Error::InvalidArgument(format!("{}: no free staging name beside it", out.display())))
+}
+
+/// Removes the staging directories `parent/PREFIX<pid>.<n>` of other processes whose lock file
+/// holds that process id (written once it held the lock) and is free now: their stitch was
+/// killed. One whose lock file is missing or holds nothing yet (just made), one locked (alive),
+/// this process's own (another thread's), and anything not a directory stay.
+fn remove_dead_staging(parent: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let me = std::process::id().to_string();
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|n| n.split('.').next())
+        else {
+            continue;
+        };
+        if pid == me || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        // At most a process id's bytes, from a regular file.
+        let lock = path.join(STAGING_LOCK);
+        let holder = std::fs::symlink_metadata(&lock)
+            .ok()
+            .filter(|m| m.is_file() && m.len() <= 16)
+            .and_then(|_| std::fs::read(&lock).ok())
+            .map(|text| String::from_utf8_lossy(&text).trim().to_string());
+        if holder.as_deref() != Some(pid) {
+            continue;
+        }
+        if let Ok(lock) = WriteLock::acquire_named(&path, STAGING_LOCK, "removing a killed stitch's staging")
+        {
+            drop(lock);
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
 }
 
 /// Moves the staging directory `staging`, `written` into, to `out`, unless `out` appeared
@@ -182,7 +227,7 @@ fn staging_for(out: &Path) -> Result<PathBuf> {
 ///
 /// # Errors
 /// What `written` holds; [`Error::InvalidArgument`] when `out` exists; [`Error::Io`].
-fn place(written: Result<()>, staging: &Path, out: &Path) -> Result<()> {
+fn place(written: Result<()>, (staging, mut lock): (&Path, WriteLock), out: &Path) -> Result<()> {
     let placed = written.and_then(|()| crate::store::sync_dir(staging)).and_then(|()| {
         crate::sys::rename_no_replace(staging, out).map_err(|e| match e.kind() {
             std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::DirectoryNotEmpty => {
@@ -192,9 +237,12 @@ fn place(written: Result<()>, staging: &Path, out: &Path) -> Result<()> {
         })
     });
     if placed.is_err() {
+        drop(lock);
         let _ = std::fs::remove_dir_all(staging);
         return placed;
     }
+    lock.moved_to(out);
+    drop(lock);
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     crate::store::sync_dir(parent)
 }
@@ -359,10 +407,10 @@ pub fn stitch_datasets<P: AsRef<Path>>(
         }
     }
     // Written whole in a staging directory of this call's own, then renamed into place.
-    let staging = staging_for(out)?;
+    let (staging, lock) = staging_for(out)?;
     let mut done = Vec::new();
     let written = stitch_each(parts, &staging, &want.datasets, copies).map(|d| done = d);
-    place(written, &staging, out)?;
+    place(written, (&staging, lock), out)?;
     Ok(done)
 }
 
@@ -461,5 +509,37 @@ mod tests {
         assert_eq!(r("/data/parts/p0", "/data/set"), Path::new("../parts/p0"));
         assert_eq!(r("/data/set/p0", "/data/set"), Path::new("p0"));
         assert_eq!(r("/a/b", "/c/d/e"), Path::new("../../../a/b"));
+    }
+
+    /// Look 125, L125-2: a killed stitch's staging directory (its lock file there, free) is
+    /// removed by the next stitch to the same set; a live one's (locked), one just made (no lock
+    /// file yet), another thread's of this process and another set's stay.
+    #[test]
+    fn a_killed_stitchs_staging_goes_at_the_next_stitch() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = |name: &str, lock: bool| {
+            let d = dir.path().join(name);
+            std::fs::create_dir_all(d.join("inner")).unwrap();
+            std::fs::write(d.join("schema.msgpack"), b"x").unwrap();
+            if lock {
+                std::fs::write(d.join(STAGING_LOCK), b"99999").unwrap();
+            }
+            d
+        };
+        let dead = staging(".SET.stitch.99999.0", true);
+        let live = staging(".SET.stitch.99998.0", true);
+        let held = WriteLock::acquire_named(&live, STAGING_LOCK, "stitching").unwrap();
+        std::fs::write(live.join(STAGING_LOCK), b"99998").unwrap(); // as that process wrote it
+        let mine_too = staging(&format!(".SET.stitch.{}.7", std::process::id()), true);
+        std::fs::write(mine_too.join(STAGING_LOCK), std::process::id().to_string()).unwrap();
+        let fresh = staging(".SET.stitch.99997.0", false);
+        let other = staging(".SET2.stitch.99999.0", true);
+        let (mine, lock) = staging_for(&dir.path().join("SET")).unwrap();
+        assert!(!dead.exists(), "the killed stitch's staging is gone");
+        assert!(live.exists() && fresh.exists() && other.exists() && mine_too.exists());
+        assert!(mine.join(STAGING_LOCK).is_file(), "this stitch's own is locked");
+        place(Ok(()), (&mine, lock), &dir.path().join("SET")).unwrap();
+        assert!(!dir.path().join("SET").join(STAGING_LOCK).exists(), "the lock goes once placed");
+        drop(held);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::replace::{Held, aside, check_replaceable};
+use super::replace::{Held, aside, check_replaceable, remove_half_removed_asides};
 use crate::{Error, Result};
 
 /// Datasets moved aside (`OUT/<name>.old`, or the next free name), each held under its locks.
@@ -26,6 +26,8 @@ impl SetAside {
     pub(crate) fn take<'a>(outs: impl IntoIterator<Item = &'a Path>) -> Result<SetAside> {
         let mut set = SetAside { moved: Vec::new() };
         for out in outs {
+            // What a conversion killed while removing these left (look 125, L125-1).
+            remove_half_removed_asides(out);
             if std::fs::symlink_metadata(out).is_err() {
                 continue;
             }
