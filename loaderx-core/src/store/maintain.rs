@@ -280,10 +280,18 @@ impl Store {
             _ => {}
         }
         self.check_journal(entries)?;
+        // Every entry set, then the span they lie in flushed once: the journal is durable and
+        // its replay sets the same entries, so they need to be durable only before it goes.
+        // Flushed one at a time, a compaction of 100,000 records made 100,000 synchronous msyncs
+        // (look 126, L126-1: 33 s for 6.4 MB).
         let set = |entries: &[(u64, Entry)]| -> Result<()> {
             for &(idx, e) in entries {
                 self.index.set_entries(idx, &[e])?;
-                self.index.flush_entries(idx, 1, &self.index_path)?;
+            }
+            let first = entries.iter().map(|&(idx, _)| idx).min();
+            let last = entries.iter().map(|&(idx, _)| idx).max();
+            if let (Some(first), Some(last)) = (first, last) {
+                self.index.flush_entries(first, last - first + 1, &self.index_path)?;
             }
             Ok(())
         };

@@ -326,6 +326,12 @@ impl Store {
                 "{block_records} records a block: a fixed-stride index of {record_size}-byte records has {per_block}"
             )));
         }
+        // Empty records have no stride (look 126, L126-2: "do not fit its chunks" blamed them).
+        if record_size == 0 {
+            return Err(bad(
+                "its records are empty: a fixed-stride layout holds records of at least one byte".into(),
+            ));
+        }
         let stride = Stride::new(record_size, capacity, per_block).ok_or_else(|| {
             bad(format!("records of {record_size} bytes do not fit its chunks of {capacity} bytes"))
         })?;

@@ -253,6 +253,14 @@ fn migration_goes_every_way_and_refuses_compressed_records() {
         .map(|r| u32::from_le_bytes(r[..4].try_into().unwrap()))
         .collect();
     assert_eq!(got, (0..100).collect::<Vec<_>>());
+    // Look 126, L126-2: empty records are refused as empty, not as too large for the chunks.
+    let empty = dir.path().join("empty");
+    let store = create(&empty, 4096);
+    store.append(&vec![Vec::<u8>::new(); 5], Codec::Raw).unwrap();
+    drop(store);
+    let e =
+        Store::migrate_layout(&empty, Layout::Fixed { record_size: 0, block_records: 0 }, &none).unwrap_err();
+    assert!(e.to_string().contains("its records are empty"), "{e}");
     // A store with a compressed record is refused by name, and left as it was.
     let mixed = dir.path().join("mixed");
     let store = Store::create(&mixed, StoreOptions::new()).unwrap();
