@@ -6,7 +6,8 @@
 //! damaged store (naming its file and record), `NotAStoreError` for a path that holds no store
 //! (nothing is damaged), `UnsupportedError` for a store this build does not read (a newer
 //! format version, another byte order: nothing is damaged either), `SchemaError`, `LockedError`, `CommittedError`, `RemoteError`,
-//! `LoaderStoppedError`. A transform's own exception is raised again as it was. The message is
+//! `LoaderStoppedError`. A transform's own exception is raised again as it was (a
+//! `StopIteration` as a `RuntimeError` caused by it: [`from_transform`]). The message is
 //! the error's whole chain, each part once, as the CLI prints it.
 
 use std::io;

@@ -243,3 +243,34 @@ def test_look_119_contract_gaps(tmp_path):
     assert repr(s) == "Zsampler(length=10, batch_size=4, mode='iid', seed=1, rank=0, world=1)"
     again = pickle.loads(pickle.dumps(s))
     assert (len(again), again.seed, again.batch(3).tolist()) == (10, 1, s.batch(3).tolist())
+
+
+def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
+    # L119-6: a string (or bool) where a number is due, which float() takes, is refused as
+    # every sibling refuses it.
+    from loaderx import vision as V
+    from loaderx.dataset import pad
+    with pytest.raises(TypeError, match="p must be a number, not str"):
+        V.HorizontalFlip("0.7")
+    with pytest.raises(TypeError, match="3 numbers"):
+        V.Normalize(("0.5", 0.5, 0.5), (1, 1, 1))
+    with pytest.raises(TypeError, match="the pad value must be a number, not str"):
+        pad([np.arange(3)], "5")
+    assert V.HorizontalFlip(np.float32(0.25)).p == np.float32(0.25)
+    # L119-7: the argument is named.
+    with pytest.raises(TypeError, match="overwrite must be a bool, not int"):
+        from_numpy(tmp_path / "a", np.arange(3), overwrite=1)
+    with pytest.raises(TypeError, match="mode must be a str, not NoneType"):
+        loaderx.zrecord.Zrecord(tmp_path / "z", None)
+    # plan_file takes NumPy's integers as it takes Python's, and still no bool.
+    (tmp_path / "f").write_bytes(b"a\nb\nc\n")
+    assert len(loaderx.chunker.plan_file(tmp_path / "f", np.int64(2)).ranges) == 2
+    with pytest.raises(TypeError, match="parts must be an int, got bool"):
+        loaderx.chunker.plan_file(tmp_path / "f", True)
+    # L119-8: IterableLoader checks its arguments when it is made, not at its first batch.
+    torch = pytest.importorskip("torch")
+    del torch
+    from loaderx.torch import IterableLoader
+    from_numpy(tmp_path / "y", np.arange(10))
+    with pytest.raises(ValueError, match="batch_size must be an int in"):
+        IterableLoader({"y": DenseDataset(tmp_path / "y")}, batch_size=0)

@@ -288,7 +288,9 @@ def test_a_steps_exception_under_iterable_loader_skips_that_step_only(tmp_path, 
     out = run_isolated(_torch_workers_script(tmp_path, context, """
 import sys, pathlib
 pathlib.Path(context + "_boom.py").write_text(
-    "def boom(b):\\n    if int(b['y'][0]) in (32, 96):\\n        raise ValueError('boom')\\n    return b\\n")
+    "def boom(b):\\n    if int(b['y'][0]) == 32:\\n        raise ValueError('boom')\\n"
+    # Look 127, L127-1: a StopIteration (a next() on an exhausted iterator) fails its step too.
+    "    if int(b['y'][0]) == 96:\\n        next(iter(()))\\n    return b\\n")
 sys.path.insert(0, ".")
 boom = __import__(context + "_boom").boom
 kw = dict(batch_size=16, mode="sequential", epochs=1, shuffle=False, num_workers=1)
@@ -299,7 +301,9 @@ def firsts(dl):
             b = next(it)
         except StopIteration:
             return got, errors
-        except ValueError:
+        except (ValueError, RuntimeError) as e:
+            # From a worker, torch raises its own RuntimeError, the worker's traceback its text.
+            assert isinstance(e, ValueError) or "raised StopIteration" in str(e), e
             errors += 1
             continue
         got.append(int(b["y"][0]))
@@ -369,7 +373,15 @@ def test_a_loader_that_fails_to_open_is_raised_once_per_worker_then_the_pass_end
     from conftest import run_isolated
 
     out = run_isolated(_torch_workers_script(tmp_path, "fork", """
-it = IterableLoader(streams, batch_size=10, epochs=1, shard=(3, 2), num_workers=1)
+# Look 119, L119-8: arguments are checked when it is made.
+try:
+    IterableLoader(streams, batch_size=10, epochs=1, shard=(3, 2), num_workers=1)
+    raise AssertionError("made with a shard past the world")
+except ValueError as e:
+    assert "rank 3 is not below world 2" in str(e), e
+# A loader that fails to open in the workers all the same (what they open changed after).
+it = IterableLoader(streams, batch_size=10, epochs=1, shard=(1, 2), num_workers=1)
+it._kwargs["shard"] = (3, 2)
 for workers in (0, 2):
     errors = []
     dl = iter(torch.utils.data.DataLoader(it, batch_size=None, num_workers=workers,

@@ -153,10 +153,27 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
     return np.ascontiguousarray(flat, dtype=dtype), arr.shape
 
 
+def check_number(name: str, value: Any) -> float:
+    """``value`` as a float when it is a real number (an int or float, NumPy's too); otherwise a
+    ``TypeError`` naming the argument: a string or a bool, which ``float()`` takes, is refused,
+    as its siblings' checks refuse them (look 119, L119-6: ``HorizontalFlip("0.7")``)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    return float(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` when it is a bool (NumPy's too); otherwise a ``TypeError`` naming the argument,
+    where the binding's said only "'int' object is not an instance of 'bool'" (look 119, L119-7)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return bool(value)
+
+
 def pad_float(value: Any) -> float:
     """A pad value as the engine takes it (a float), refusing an int no float holds exactly
     (2^53 + 1 would become 2^53): the engine refuses what the stream's dtype cannot hold."""
-    f = float(value)
+    f = check_number("the pad value", value)
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) and int(f) != int(value):
         raise ValueError(f"the pad value {value} is not exactly a float, so no dtype of the engine's pad takes it")
     return f

@@ -8,6 +8,7 @@ workers can each read whole records of their own range. The ranges are the ones
 
 from __future__ import annotations
 
+import operator
 import os
 import stat
 import sys
@@ -92,8 +93,13 @@ _MAX_PARTS = 2 * sys.maxsize + 1
 
 
 def _parts(parts: int) -> int:
-    if isinstance(parts, bool) or not isinstance(parts, int):
-        raise TypeError(f"parts must be an int, got {type(parts).__name__}")
+    # Any integer, NumPy's too (look 119: `np.int64(2)` was refused); not a bool, a float or a str.
+    try:
+        if isinstance(parts, bool) or type(parts).__name__ == "bool_":
+            raise TypeError
+        parts = operator.index(parts)
+    except TypeError:
+        raise TypeError(f"parts must be an int, got {type(parts).__name__}") from None
     if parts < 1:
         raise ValueError(f"parts must be >= 1, got {parts}")
     if parts > _MAX_PARTS:

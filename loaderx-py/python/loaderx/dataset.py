@@ -206,8 +206,10 @@ def _take_views(ds: Any, views: tuple) -> Any:
 def pad(records: Sequence[np.ndarray], value: Any = 0, length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(padded, lengths)``: the records stacked into one array of shape ``(B, L, *row_shape)``,
     ``L`` the longest record (or ``length``, records longer than it cut), filled with
-    ``value`` past each record's end; ``lengths[i]`` is record ``i``'s row count (before any cut).
-    The padding is the engine's (the loader's ``pad=``): records of the dtypes a dataset holds.
+    ``value`` past each record's end; ``lengths[i]`` is record ``i``'s row count (before any cut:
+    the loader's ``name_lengths`` under ``pad_truncate=True`` count the rows kept, as its mask
+    does). The padding is the engine's (the loader's ``pad=``): records of the dtypes a dataset
+    holds.
     """
     if len(records) == 0:
         raise ValueError("pad needs at least one record")

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, engine_dtype, fs_path, numpy_dtype
+from loaderx._common import check_bool, check_int, engine_dtype, fs_path, numpy_dtype
 from loaderx.dataset import DenseDataset, RaggedDataset
 
 __all__ = ["TokenDataset", "TokenDocuments", "TokenSamples", "write_llmc", "write_megatron"]
@@ -178,7 +178,7 @@ def write_megatron(
     """Writes ``prefix.bin`` and ``prefix.idx``, a Megatron-LM indexed dataset of one sequence
     per document, from an iterable of 1-D arrays of token ids; returns the tokens written."""
     dt = np.dtype(dtype)
-    w = _native.MegatronWriter(fs_path(prefix), engine_dtype(dt), overwrite)
+    w = _native.MegatronWriter(fs_path(prefix), engine_dtype(dt), check_bool("overwrite", overwrite))
     for i, doc in enumerate(documents):
         w.add_document(_tokens(doc, dt, f"document {i}").view(np.uint8))
     return w.finish()
@@ -188,4 +188,4 @@ def write_llmc(path: str | os.PathLike[str], tokens: Any, dtype: Any = np.uint16
     """Writes an llm.c token file: ``uint16`` (GPT-2, magic 20240520) or ``uint32`` (Llama-3,
     magic 20240801) tokens after a 1,024-byte header."""
     dt = np.dtype(dtype)
-    _native.write_llmc(fs_path(path), _tokens(tokens, dt, "tokens").view(np.uint8), engine_dtype(dt), overwrite)
+    _native.write_llmc(fs_path(path), _tokens(tokens, dt, "tokens").view(np.uint8), engine_dtype(dt), check_bool("overwrite", overwrite))

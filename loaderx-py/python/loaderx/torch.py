@@ -138,10 +138,11 @@ class IterableLoader(torch.utils.data.IterableDataset):
             self._datasets = [(weight, dict(streams)) for weight, streams in pairs]
         self._kwargs = kwargs
         self._state: bytes | None = kwargs.pop("state", None)
+        # The arguments checked now, by a loader built and closed here, as DataLoader checks
+        # them (look 119, L119-8: a bad one was raised only at the first batch, in a worker);
+        # a state and a start_step that contradict each other are refused too (look 103, L103-3).
+        DataLoader(self._datasets, state=self._state, **{**kwargs, "num_workers": 0}).close()
         if self._state is not None and kwargs.get("start_step") is not None:
-            # Both given: refused when they contradict, as DataLoader refuses them (look 103,
-            # L103-3: the state won without a word); checked by a loader built and closed here.
-            DataLoader(self._datasets, state=self._state, **{**kwargs, "num_workers": 0}).close()
             kwargs.pop("start_step")
         self._loader: DataLoader | None = None
         self._pid = os.getpid()
@@ -301,7 +302,18 @@ class _Pass:
                     raise
                 continue
             if mine:
-                return to_torch(batch if self._transform is None else self._transform(batch))
+                if self._transform is None:
+                    return to_torch(batch)
+                try:
+                    return to_torch(self._transform(batch))
+                except StopIteration as e:
+                    # As the engine raises it from a transform on its threads (look 124, L124-1;
+                    # look 127, L127-1): out of __next__ it ended this worker's stream, its
+                    # steps lost for the rest of the run without an error.
+                    raise RuntimeError(
+                        "the transform raised StopIteration: raised as it was, it would end the loop over the "
+                        "loader and drop the rest of the pass"
+                    ) from e
 
 
 # The IterableLoaders of this process: before a fork each one running a loader records where it

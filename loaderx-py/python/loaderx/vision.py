@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _native
-from ._common import check_int, fs_path, numpy_dtype
+from ._common import check_int, check_number, fs_path, numpy_dtype
 from .dataset import DenseDataset, _take_views
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -64,7 +64,7 @@ def _numbers(transform: str, name: str, value: Any, n: int) -> tuple[float, ...]
     """``value`` as ``n`` floats, read once (a generator would be spent by a second reading,
     look 94, L3), or ``TypeError``/``ValueError`` naming the transform and argument."""
     try:
-        numbers = tuple(float(v) for v in value)
+        numbers = tuple(check_number(name, v) for v in value)
     except (TypeError, ValueError):
         raise TypeError(f"{transform}({name}={value!r}): {n} numbers") from None
     if len(numbers) != n:
@@ -127,7 +127,7 @@ class HorizontalFlip:
     p: float = 0.5
 
     def __post_init__(self) -> None:
-        if not 0.0 <= float(self.p) <= 1.0:
+        if not 0.0 <= check_number(f"HorizontalFlip(p={self.p!r}): p", self.p) <= 1.0:
             raise ValueError(f"HorizontalFlip(p={self.p!r}): a probability in [0, 1]")
 
 

@@ -33,6 +33,9 @@ class Zrecord:
     __slots__ = ("_native",)
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "a", format: str = "v2") -> None:
+        for name, value in (("mode", mode), ("format", format)):
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, not {type(value).__name__}")
         where = fs_path(path)
         if not where or (isinstance(where, str) and "\x00" in where) or (isinstance(where, bytes) and b"\x00" in where):
             # As open() does (look 92, F5: an OSError of errno 0).
