@@ -274,3 +274,7 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
     from_numpy(tmp_path / "y", np.arange(10))
     with pytest.raises(ValueError, match="batch_size must be an int in"):
         IterableLoader({"y": DenseDataset(tmp_path / "y")}, batch_size=0)
+    # Look 127: no dataset at all is said so, not "different lengths: []".
+    from loaderx.torch import MapDataset
+    with pytest.raises(ValueError, match="at least one dataset"):
+        MapDataset({})

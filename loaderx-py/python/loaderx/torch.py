@@ -60,6 +60,8 @@ class MapDataset(torch.utils.data.Dataset):
 
     def __init__(self, datasets: Mapping[str, DenseDataset]) -> None:
         self.datasets = dict(datasets)
+        if not self.datasets:
+            raise ValueError("MapDataset needs at least one dataset ({name: dataset})")
         lengths = {len(d) for d in self.datasets.values()}
         if len(lengths) != 1:
             raise ValueError(f"the datasets have different lengths: {sorted(lengths)}")
