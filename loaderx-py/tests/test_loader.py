@@ -218,6 +218,10 @@ def test_ragged_streams_padded_in_the_loader(tmp_path):
     lengths = b["t_lengths"]
     for row, n, i in zip(b["t"], lengths, b["id"]):
         assert n == i % 5 + 1 and (row[:n] == i).all() and (row[n:] == -1).all()
+    # Look 127: a value the stream's dtype cannot hold is refused when the loader is made.
+    for value in (1.5, float("nan"), 2.0**40):
+        with pytest.raises(ValueError, match="the pad value .* is not a i32"):
+            DataLoader({"t": RaggedDataset(tmp_path / "t")}, batch_size=10, pad={"t": None}, pad_value=value)
 
 
 def test_bad_arguments(streams):

@@ -151,7 +151,7 @@ impl RaggedArray {
 /// [`Error::InvalidArgument`] for a value the dtype does not hold exactly (a fraction, NaN or a
 /// value out of range for an integer dtype, anything but 0 or 1 for `bool`, a finite value
 /// that a float dtype makes infinite): a pad value is never changed silently (review T1).
-fn fill_bytes(dtype: DType, v: f64) -> Result<[u8; 8]> {
+pub(crate) fn fill_bytes(dtype: DType, v: f64) -> Result<[u8; 8]> {
     let refuse = || {
         Error::InvalidArgument(format!("the pad value {v} is not a {dtype}: {dtype} cannot hold it exactly"))
     };

@@ -255,10 +255,15 @@ impl LoaderBuilder {
     pub fn pad(mut self, name: &str, pad: Pad) -> Self {
         let names = self.stream_names();
         let reason = match self.streams.iter_mut().find(|(n, _)| n == name) {
-            Some((_, StreamData::Ragged(_, p))) => {
-                *p = Some(pad);
-                return self;
-            }
+            // A value the stream's dtype cannot hold is refused here, where the loader is made,
+            // not at its first step (look 127).
+            Some((_, StreamData::Ragged(src, p))) => match crate::dataset::fill_bytes(src.dtype(), pad.value) {
+                Ok(_) => {
+                    *p = Some(pad);
+                    return self;
+                }
+                Err(e) => format!("stream {name:?}: {e}"),
+            },
             Some(_) => format!("stream {name:?} is dense; only a ragged stream is padded"),
             None => format!("no stream {name:?} to pad; the streams are {names}"),
         };
