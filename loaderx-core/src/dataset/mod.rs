@@ -50,8 +50,8 @@ mod staging;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
-pub use pad::{Pad, Padded, pad};
 pub(crate) use pad::fill_bytes;
+pub use pad::{Pad, Padded, pad};
 #[cfg(feature = "remote")]
 pub use parts::remote_part_urls;
 pub use parts::{PART_PREFIX, part_dirs, part_name};

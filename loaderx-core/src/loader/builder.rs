@@ -257,7 +257,8 @@ impl LoaderBuilder {
         let reason = match self.streams.iter_mut().find(|(n, _)| n == name) {
             // A value the stream's dtype cannot hold is refused here, where the loader is made,
             // not at its first step (look 127).
-            Some((_, StreamData::Ragged(src, p))) => match crate::dataset::fill_bytes(src.dtype(), pad.value) {
+            Some((_, StreamData::Ragged(src, p))) => match crate::dataset::fill_bytes(src.dtype(), pad.value)
+            {
                 Ok(_) => {
                     *p = Some(pad);
                     return self;
