@@ -125,9 +125,11 @@ impl Held {
 }
 
 /// Removes what a replacement killed while it removed the old dataset left beside `out`: an
-/// `out.old` (or `out.oldN`) that is empty, or holds only a store's chunk and lock files, its
+/// `out.old` (or `out.oldN`) that holds a store's chunk files and locks and nothing else, its
 /// index gone first, and whose lock no process holds. Each kill left one more, which no later run
-/// removed (look 125, L125-1). A whole dataset there (its index or schema present) stays.
+/// removed (look 125, L125-1). A whole dataset there (its index or schema present) stays, and so
+/// does an empty directory (a kill between the last file and the directory leaves one, and so may
+/// the user: look 128, L128-2).
 pub(super) fn remove_half_removed_asides(out: &Path) {
     let (Some(parent), Some(name)) = (out.parent(), out.file_name().and_then(|n| n.to_str())) else { return };
     let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
@@ -147,6 +149,7 @@ pub(super) fn remove_half_removed_asides(out: &Path) {
             || whole
             || !e.file_type().is_ok_and(|t| t.is_dir())
             || only_loaderx_files(&path, true).is_err()
+            || !holds_a_store_file(&path)
         {
             continue;
         }
@@ -157,6 +160,15 @@ pub(super) fn remove_half_removed_asides(out: &Path) {
             let _ = std::fs::remove_dir(&path);
         }
     }
+}
+
+/// Whether `dir` holds a store's file other than a lock (a chunk, the manifest, the journal): an
+/// empty directory, or one of lock files alone, may be the user's, and stays (look 128, L128-2:
+/// `D.old` made by hand went with a forced replacement of `D`).
+fn holds_a_store_file(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| e.file_name().to_str().is_some_and(|n| is_store_file(n) && n != LOCK_FILE))
+    })
 }
 
 /// A name beside `out` that nothing has (`out.old`, `out.old1`, ...), for the output being

@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use super::schema::Schema;
+use super::schema::{SCHEMA_FILE, Schema};
 use super::set_open::is_set;
 use super::writer::STAGING_LOCK;
 use crate::format::storeset::{MAX_SET_MANIFEST, SetManifest, SetPart};
@@ -196,11 +196,19 @@ fn remove_dead_staging(parent: &Path, prefix: &str) {
     for e in entries.flatten() {
         let path = e.path();
         let name = e.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|n| n.split('.').next())
+        // `<pid>.<n>`, both decimal (look 128, L128-3: an empty pid matched an empty lock file).
+        let digits = |t: &str| !t.is_empty() && t.len() <= 10 && t.bytes().all(|b| b.is_ascii_digit());
+        let Some((pid, n)) =
+            name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|n| n.split_once('.'))
         else {
             continue;
         };
-        if pid == me || !e.file_type().is_ok_and(|t| t.is_dir()) {
+        if !digits(pid)
+            || !digits(n)
+            || pid == me
+            || !e.file_type().is_ok_and(|t| t.is_dir())
+            || !stitch_written(&path)
+        {
             continue;
         }
         // At most a process id's bytes, from a regular file.
@@ -219,6 +227,45 @@ fn remove_dead_staging(parent: &Path, prefix: &str) {
             let _ = std::fs::remove_dir_all(&path);
         }
     }
+}
+
+/// Whether the staging directory `dir` holds only what a stitch writes there: a set's schema,
+/// manifest, their temporaries and the lock, or (a directory of datasets) such sets, each in a
+/// directory, with the parts' side files copied beside them. Anything else (a link, a file beside
+/// no set) may be the user's: the directory stays (look 128, L128-3).
+fn stitch_written(dir: &Path) -> bool {
+    let set_file = |n: &str| {
+        [SCHEMA_FILE, SET_FILE, STAGING_LOCK].contains(&n)
+            || n.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(|n| n == SCHEMA_FILE || n == SET_FILE)
+    };
+    let only_set_files = |d: &Path| {
+        std::fs::read_dir(d).is_ok_and(|entries| {
+            entries.flatten().all(|e| {
+                e.file_type().is_ok_and(|t| t.is_file()) && e.file_name().to_str().is_some_and(set_file)
+            })
+        })
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let (mut sets, mut others) = (0, 0);
+    for e in entries.flatten() {
+        let Ok(kind) = e.file_type() else { return false };
+        let Some(name) = e.file_name().to_str().map(str::to_owned) else { return false };
+        if kind.is_dir() {
+            // A set stitched into it, or a set's own staging there (a hidden `.NAME.stitch.`).
+            if !only_set_files(&e.path()) {
+                return false;
+            }
+            let path = e.path();
+            sets += usize::from(
+                !name.starts_with('.') && (path.join(SET_FILE).is_file() || path.join(SCHEMA_FILE).is_file()),
+            );
+        } else if !kind.is_file() {
+            return false;
+        } else if !set_file(&name) {
+            others += 1;
+        }
+    }
+    others == 0 || sets > 0
 }
 
 /// Moves the staging directory `staging`, `written` into, to `out`, unless `out` appeared
@@ -519,7 +566,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let staging = |name: &str, lock: bool| {
             let d = dir.path().join(name);
-            std::fs::create_dir_all(d.join("inner")).unwrap();
+            std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("schema.msgpack"), b"x").unwrap();
             if lock {
                 std::fs::write(d.join(STAGING_LOCK), b"99999").unwrap();
@@ -534,9 +581,22 @@ mod tests {
         std::fs::write(mine_too.join(STAGING_LOCK), std::process::id().to_string()).unwrap();
         let fresh = staging(".SET.stitch.99997.0", false);
         let other = staging(".SET2.stitch.99999.0", true);
+        // Look 128, L128-3: no process id in the name, or a file a stitch does not write.
+        let no_pid = staging(".SET.stitch.", false);
+        std::fs::write(no_pid.join(STAGING_LOCK), b"").unwrap();
+        let users = staging(".SET.stitch.77.0", true);
+        std::fs::write(users.join(STAGING_LOCK), b"77").unwrap();
+        std::fs::write(users.join("notes.txt"), b"keep").unwrap();
+        // A killed stitch of a directory of datasets: a set in it, and a side file copied.
+        let of_datasets = staging(".SET.stitch.99995.0", false);
+        std::fs::write(of_datasets.join(STAGING_LOCK), b"99995").unwrap();
+        std::fs::create_dir(of_datasets.join("images")).unwrap();
+        std::fs::write(of_datasets.join("images").join(SET_FILE), b"x").unwrap();
+        std::fs::write(of_datasets.join("classes.txt"), b"cat\n").unwrap();
         let (mine, lock) = staging_for(&dir.path().join("SET")).unwrap();
-        assert!(!dead.exists(), "the killed stitch's staging is gone");
+        assert!(!dead.exists() && !of_datasets.exists(), "the killed stitches' stagings are gone");
         assert!(live.exists() && fresh.exists() && other.exists() && mine_too.exists());
+        assert!(no_pid.exists() && users.join("notes.txt").exists());
         assert!(mine.join(STAGING_LOCK).is_file(), "this stitch's own is locked");
         place(Ok(()), (&mine, lock), &dir.path().join("SET")).unwrap();
         assert!(!dir.path().join("SET").join(STAGING_LOCK).exists(), "the lock goes once placed");

@@ -66,7 +66,6 @@ pub use compact::CompactReport;
 #[cfg(feature = "remote")]
 pub(crate) use decode::{RecordError, Stored, decode_record};
 pub use files::SCHEMA_FILE;
-#[cfg(feature = "images")]
 pub(crate) use files::TMP_SUFFIX;
 #[cfg(feature = "remote")]
 pub(crate) use files::{

@@ -243,9 +243,10 @@ fn overwrite_is_refused_unless_asked_and_a_failed_overwrite_keeps_the_old() {
         Err(Error::BadInput { path, reason, .. }) if path == bad && reason.contains("bool element 1")
     ));
     assert_eq!(DenseDataset::<i16>::open(&out).unwrap().get_vec(&[0, 1]).unwrap(), vec![1, 2]);
-    // Look 125, L125-1: what replacements killed while removing the old dataset left (an empty
-    // `out.old`, an `out.old1` of chunks and a lock, its index gone) goes at the next forced
-    // run; a whole dataset there (`out.old2`) and a user's directory (`out.older`) stay.
+    // Look 125, L125-1: what a replacement killed while removing the old dataset left (an
+    // `out.old1` of chunks and a lock, its index gone) goes at the next forced run; a whole
+    // dataset there (`out.old2`), and directories that may be the user's (`out.old`, empty;
+    // `out.old3`, a lock file alone; `out.older`: look 128, L128-2) stay.
     let left = |name: &str, files: &[&str]| {
         std::fs::create_dir(dir.path().join(name)).unwrap();
         for f in files {
@@ -255,13 +256,15 @@ fn overwrite_is_refused_unless_asked_and_a_failed_overwrite_keeps_the_old() {
     left("out.old", &[]);
     left("out.old1", &["0.zr", "1.zr", "write.lock"]);
     convert::npy(&a, dir.path().join("out.old2"), WriteOptions::new()).unwrap();
+    left("out.old3", &["write.lock"]);
     left("out.older", &[]);
     convert::npy(&b, &out, WriteOptions::new().overwrite(true)).unwrap();
     assert_eq!(DenseDataset::<i16>::open(&out).unwrap().get_vec(&[0, 1, 2]).unwrap(), vec![7, 8, 9]);
-    assert!(!dir.path().join("out.old").exists() && !dir.path().join("out.partial").exists());
-    assert!(!dir.path().join("out.old1").exists());
+    assert!(!dir.path().join("out.partial").exists() && !dir.path().join("out.old1").exists());
     assert_eq!(DenseDataset::<i16>::open(dir.path().join("out.old2")).unwrap().len(), 2);
-    assert!(dir.path().join("out.older").is_dir());
+    for kept in ["out.old", "out.old3", "out.older"] {
+        assert!(dir.path().join(kept).is_dir(), "{kept}");
+    }
     // export refuses to overwrite too
     std::fs::write(dir.path().join("e.npy"), b"x").unwrap();
     assert!(matches!(export::npy(&out, dir.path().join("e.npy"), false), Err(Error::AlreadyExists { .. })));
