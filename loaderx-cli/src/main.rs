@@ -91,7 +91,8 @@ enum Command {
         /// The parts, in order, then the set directory to write; or one directory holding the
         /// parts as part-00000, part-00001, ... (in numeric order; a missing or doubled number is
         /// an error), then the set directory. With the `remote` feature all of them may be s3://
-        /// URLs instead (parts already pushed; the set's manifest is put last and replaces one
+        /// URLs instead (parts already pushed, each a dataset: a directory of datasets is
+        /// stitched there a dataset at a time; the set's manifest is put last and replaces one
         /// already there).
         #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
         paths: Vec<PathBuf>,

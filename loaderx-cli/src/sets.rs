@@ -11,6 +11,19 @@ use crate::convert;
 /// `loaderx push STORE URL`.
 #[cfg(feature = "remote")]
 pub fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
+    // A directory of datasets is pushed a dataset at a time, and said so (look 128, L128-1: "not
+    // a loaderx store").
+    let datasets = datasets_in(store);
+    if !datasets.is_empty() && !store.join("index.zr").exists() && !store.join("meta.zr").exists() {
+        anyhow::bail!(
+            "push {}: a directory of datasets ({}); push each one: loaderx push {}/{} {url}/{}",
+            store.display(),
+            datasets.join(", "),
+            store.display(),
+            datasets[0],
+            datasets[0]
+        );
+    }
     let total: u64 = std::fs::read_dir(store)
         .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
         .unwrap_or(0);
@@ -78,8 +91,44 @@ fn stitch_remote(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> 
         }
         _ => given.to_vec(),
     };
-    let s = loaderx_core::stitch_remote(&parts, out, options).with_context(ctx)?;
+    let s = match loaderx_core::stitch_remote(&parts, out, options.clone()) {
+        Ok(s) => s,
+        // A directory of datasets pushed dataset by dataset: said so, with the command that
+        // stitches one of them (look 128, L128-1: "not a loaderx store").
+        Err(e @ loaderx_core::Error::NotAStore { .. }) => {
+            let names = parts
+                .first()
+                .and_then(|p| loaderx_core::remote::list_dirs(p, options).ok())
+                .unwrap_or_default();
+            let Some(name) = names.first() else { return Err(e).with_context(ctx) };
+            let each: Vec<String> = parts.iter().map(|p| format!("{p}/{name}")).collect();
+            anyhow::bail!(
+                "stitch → {out}: {} holds no store but {} ({}); on object storage a set is stitched a dataset at a \
+                 time: loaderx stitch {} {out}/{name}",
+                parts[0],
+                if names.len() == 1 { "a directory" } else { "directories" },
+                names.join(", "),
+                each.join(" ")
+            );
+        }
+        Err(e) => return Err(e).with_context(ctx),
+    };
     crate::print(&format!("{out}: a store set of {} parts, {} records\n", s.parts, s.records))
+}
+
+/// The datasets directly in `dir` (directories holding a schema), in name order.
+#[cfg(feature = "remote")]
+fn datasets_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().join(loaderx_core::SCHEMA_FILE).is_file())
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
 }
 
 /// Whether `url` is a prefix of parts (`part-NNNNN` under it), not one part given alone: one

@@ -164,6 +164,25 @@ fn stitch_makes_a_set_of_parts_pushed_under_a_url_prefix() {
     let e = String::from_utf8_lossy(&missing.stderr);
     assert!(e.contains("part-00001") && e.contains("s3://bucket/gaps"), "{e}");
     assert!(!tmp.path().join("s3/bucket/gapset").exists());
+    // Look 128, L128-1: directories of datasets are pushed and stitched a dataset at a time,
+    // and said so (they were "not a loaderx store").
+    let dd = tmp.path().join("dd");
+    ok(&run(&["convert", "npy", npy.to_str().unwrap(), dd.join("x").to_str().unwrap()]));
+    let pushed = run(&["push", dd.to_str().unwrap(), "s3://bucket/dd"]);
+    let e = String::from_utf8_lossy(&pushed.stderr);
+    assert!(!pushed.status.success() && e.contains("a directory of datasets (x); push each one"), "{e}");
+    for k in 0..2 {
+        let p = tmp.path().join(format!("p{k}"));
+        ok(&run(&["push", p.to_str().unwrap(), &format!("s3://bucket/t/T{k}/x")]));
+    }
+    let whole = run(&["stitch", "s3://bucket/t/T0", "s3://bucket/t/T1", "s3://bucket/t/SET"]);
+    let e = String::from_utf8_lossy(&whole.stderr);
+    assert!(
+        !whole.status.success()
+            && e.contains("a dataset at a time: loaderx stitch s3://bucket/t/T0/x s3://bucket/t/T1/x s3://bucket/t/SET/x"),
+        "{e}"
+    );
+    ok(&run(&["stitch", "s3://bucket/t/T0/x", "s3://bucket/t/T1/x", "s3://bucket/t/SET/x"]));
     // Local and remote paths are not mixed.
     let mixed = run(&["stitch", tmp.path().join("p0").to_str().unwrap(), "s3://bucket/mixed"]);
     assert!(String::from_utf8_lossy(&mixed.stderr).contains("all local paths or all s3:// URLs"));
