@@ -213,6 +213,7 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
 
 /// Runs in a child with a call failing (see `faults`): the forced conversion of the file
 /// `FAULT_LAYOUT` into `FAULT_STORE`.
+#[cfg(target_os = "linux")]
 #[test]
 #[ignore = "run by a_forced_safetensors_conversion_that_fails_leaves_the_old_datasets"]
 fn child_forced_safetensors() {
