@@ -27,6 +27,7 @@
 //! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place |
 //! | `staging` | `OUT.partial` taken and locked by one writer; a dataset directory's files removed |
 //! | `replace` | what overwriting may replace (a loaderx dataset, never the user's files) and the replacing |
+//! | `set_staging` | a stitch's staging directory: locked, placed, a killed one's removed |
 //! | `set_aside` | the datasets a forced conversion into a directory of datasets replaces: put back if it fails |
 
 mod dense;
@@ -45,6 +46,7 @@ mod set_aside;
 mod set_open;
 #[cfg(feature = "remote")]
 mod set_remote;
+mod set_staging;
 mod side;
 mod staging;
 mod writer;

@@ -289,3 +289,23 @@ fn a_folder_whose_every_file_is_skipped_names_them() {
     }
     assert!(!dir.path().join("e").exists() && !dir.path().join("d").exists());
 }
+
+/// A 4 x 2 RGB PNG whose one deflate block is stored (uncompressed), a pixel byte then changed
+/// and the chunk's CRC recomputed: it inflates, and only the zlib stream's Adler-32 tells.
+#[cfg(feature = "images")]
+pub(crate) fn adler_damaged_png() -> Vec<u8> {
+    let rows: Vec<u8> =
+        (0..2u8).flat_map(|y| std::iter::once(0).chain((0..12).map(move |x| x * 20 + y))).collect();
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::none());
+    std::io::Write::write_all(&mut z, &rows).unwrap();
+    let mut idat = z.finish().unwrap();
+    idat[2 + 5 + 3] ^= 0x40; // past the zlib header and the stored block's header: a pixel byte
+    let chunk = |kind: &[u8], data: &[u8]| {
+        let mut crc = flate2::Crc::new();
+        crc.update(kind);
+        crc.update(data);
+        [&(data.len() as u32).to_be_bytes()[..], kind, data, &crc.sum().to_be_bytes()].concat()
+    };
+    let ihdr = [&4u32.to_be_bytes()[..], &2u32.to_be_bytes(), &[8, 2, 0, 0, 0]].concat();
+    [&b"\x89PNG\r\n\x1a\n"[..], &chunk(b"IHDR", &ihdr), &chunk(b"IDAT", &idat), &chunk(b"IEND", &[])].concat()
+}

@@ -92,7 +92,7 @@ fn bad_files_are_named_or_skipped_and_options_checked() {
     );
     assert!(!dir.path().join("o1").exists(), "nothing written");
     // Look 122, L122-2: damaged compressed data under a recomputed chunk CRC (both converters).
-    std::fs::write(input.join("dog/c-adler.png"), adler_damaged_png()).unwrap();
+    std::fs::write(input.join("dog/c-adler.png"), crate::convert_hostile::adler_damaged_png()).unwrap();
     let skip = EncodedOptions { skip_bad: true, ..EncodedOptions::default() };
     let s = encoded_images(&input, dir.path().join("o2"), skip, WriteOptions::new()).unwrap();
     let skipped: Vec<String> =
@@ -120,25 +120,6 @@ fn bad_files_are_named_or_skipped_and_options_checked() {
         let e = encoded_images(&input, dir.path().join("o3"), bad, WriteOptions::new()).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{bad:?}: {e}");
     }
-}
-
-/// A 4 x 2 RGB PNG whose one deflate block is stored (uncompressed), a pixel byte then changed
-/// and the chunk's CRC recomputed: it inflates, and only the zlib stream's Adler-32 tells.
-fn adler_damaged_png() -> Vec<u8> {
-    let rows: Vec<u8> =
-        (0..2u8).flat_map(|y| std::iter::once(0).chain((0..12).map(move |x| x * 20 + y))).collect();
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::none());
-    std::io::Write::write_all(&mut z, &rows).unwrap();
-    let mut idat = z.finish().unwrap();
-    idat[2 + 5 + 3] ^= 0x40; // past the zlib header and the stored block's header: a pixel byte
-    let chunk = |kind: &[u8], data: &[u8]| {
-        let mut crc = flate2::Crc::new();
-        crc.update(kind);
-        crc.update(data);
-        [&(data.len() as u32).to_be_bytes()[..], kind, data, &crc.sum().to_be_bytes()].concat()
-    };
-    let ihdr = [&4u32.to_be_bytes()[..], &2u32.to_be_bytes(), &[8, 2, 0, 0, 0]].concat();
-    [&b"\x89PNG\r\n\x1a\n"[..], &chunk(b"IHDR", &ihdr), &chunk(b"IDAT", &idat), &chunk(b"IEND", &[])].concat()
 }
 
 /// An encoded image dataset of `n` PNGs of a few sizes (each a gradient of its own), written
