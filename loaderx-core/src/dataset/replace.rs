@@ -114,7 +114,18 @@ impl Held {
         if self.is_link {
             return remove_dataset_dir(dir);
         }
-        remove_dataset_files(dir, &[SCHEMA_FILE, STAGING_LOCK, crate::dataset::SET_FILE])?;
+        // What makes it a dataset goes first, the index with it: a removal killed part way then
+        // leaves chunks no index names, which the next forced replacement sweeps, never what
+        // looks like a whole dataset (look 130, L130-1: each kill kept a copy of the old data).
+        for name in ["index.zr", "meta.zr", SCHEMA_FILE, crate::dataset::SET_FILE] {
+            let f = dir.join(name);
+            match std::fs::remove_file(&f) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &f, e)),
+            }
+        }
+        remove_dataset_files(dir, &[STAGING_LOCK])?;
         drop(self.lock.take());
         // The index is removed already (no reader opens it now); closed before the directory
         // goes, which Windows keeps while a file in it is open (issue 46: `OUT.old` stayed).
@@ -125,9 +136,9 @@ impl Held {
 }
 
 /// Removes what a replacement killed while it removed the old dataset left beside `out`: an
-/// `out.old` (or `out.oldN`) that holds a store's chunk files and locks and nothing else, its
-/// index gone first, and whose lock no process holds. Each kill left one more, which no later run
-/// removed (look 125, L125-1). A whole dataset there (its index or schema present) stays, and so
+/// `out.old` (or `out.oldN`) that holds a store's chunk files, its schema and locks and nothing
+/// else, its index gone first ([`Held::remove`]), and whose lock no process holds. Each kill left one more, which no later run
+/// removed (look 125, L125-1). A whole dataset there (its index present) stays, and so
 /// does an empty directory (a kill between the last file and the directory leaves one, and so may
 /// the user: look 128, L128-2).
 pub(super) fn remove_half_removed_asides(out: &Path) {
@@ -142,9 +153,8 @@ pub(super) fn remove_half_removed_asides(out: &Path) {
             .and_then(|n| n.strip_prefix(&stem))
             .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
         let path = e.path();
-        let whole = ["index.zr", "meta.zr", SCHEMA_FILE, crate::dataset::SET_FILE]
-            .iter()
-            .any(|m| path.join(m).exists());
+        // Whole: a store's index or a set's manifest (a schema alone names no records).
+        let whole = ["index.zr", "meta.zr", crate::dataset::SET_FILE].iter().any(|m| path.join(m).exists());
         if !aside
             || whole
             || !e.file_type().is_ok_and(|t| t.is_dir())
