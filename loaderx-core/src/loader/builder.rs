@@ -347,8 +347,14 @@ impl LoaderBuilder {
             (Chosen::Pack(..), _) | (_, Chosen::Pack(..)) => PACKED_ALONE,
             _ => MIXTURE_WHOLE,
         };
-        let reason =
-            format!("`{}` already chose the loader's order, and a loader has one: {why}", was.unwrap_or(""));
+        // Named as each face spells it: Python's `epochs=` is the builder's `pass` (look 131,
+        // L131-4: "`pass` already chose" said to a Python user who gave `epochs=`).
+        let said = |setter: Option<&str>| match setter {
+            Some("pass") => "`pass` (a finite pass: `epochs=` in Python)".to_string(),
+            Some(other) => format!("`{other}`"),
+            None => "`order`".to_string(),
+        };
+        let reason = format!("{} already chose the loader's order, and a loader has one: {why}", said(was));
         self.refuse(Error::Config { what: now.unwrap_or("order"), reason })
     }
 

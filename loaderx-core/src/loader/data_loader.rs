@@ -123,6 +123,7 @@ impl<O: Send + 'static> DataLoader<O> {
         let indexer = state.indexer(&streams)?;
         let LoaderState { sampler: config, step, fingerprint, .. } = state;
         let meta = batch_meta(&streams, &indexer);
+        distinct_names(&streams, &meta)?;
         let pool = Arc::new(Pool::new(
             meta.iter().map(|(n, _, _)| n.as_str()),
             threads.saturating_mul(depth.saturating_add(2)),
@@ -425,6 +426,33 @@ impl<O> Producer<O> {
             }
         }
     }
+}
+
+/// Refuses a batch whose arrays would share a name: a stream named as an array the loader adds
+/// beside another (`t_lengths` beside a padded `t`) replaced it, or was replaced by it, silently,
+/// whichever came later (look 131, L131-1).
+///
+/// # Errors
+/// [`Error::Config`] naming the stream.
+fn distinct_names(streams: &[(String, StreamData)], meta: &[(String, DType, Vec<usize>)]) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    let names = meta
+        .iter()
+        .map(|(n, ..)| n)
+        .chain(streams.iter().map(|(n, _)| n).filter(|n| !meta.iter().any(|(m, ..)| m == *n)));
+    for name in names {
+        if !seen.insert(name.as_str()) {
+            return Err(Error::Config {
+                what: "streams",
+                reason: format!(
+                    "the stream {name:?} has the name of an array the loader adds beside another stream \
+                     (`_lengths` and `_mask` of a padded one, `_segments`, `_positions` and `_loss_mask` of a \
+                     packed one, `_ok` of an image stream leaving bad images out): rename it"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// (name, dtype, item shape) of every dense array a batch of `streams` sampled by `indexer`

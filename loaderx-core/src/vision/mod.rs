@@ -328,7 +328,11 @@ impl ImagePipeline {
                 for _ in 0..10 {
                     let target = area * (f64::from(lo) + f64::from(hi - lo) * f64::from(rng.next_f32()));
                     let ratio = (log_lo + (log_hi - log_lo) * f64::from(rng.next_f32())).exp();
-                    let (cw, ch) = ((target * ratio).sqrt().round(), (target / ratio).sqrt().round());
+                    // Python's round, half to even, as torchvision's (look 131, L131-2).
+                    let (cw, ch) = (
+                        (target * ratio).sqrt().round_ties_even(),
+                        (target / ratio).sqrt().round_ties_even(),
+                    );
                     if 0.0 < cw && cw <= iw && 0.0 < ch && ch <= ih {
                         let left = f64::from(rng.below((iw - cw) as u32 + 1));
                         let top = f64::from(rng.below((ih - ch) as u32 + 1));
@@ -338,9 +342,9 @@ impl ImagePipeline {
                 // torchvision's fallback: the central crop of the ratio clamped into range.
                 let r = iw / ih;
                 let (cw, ch) = if r < f64::from(rlo) {
-                    (iw, (iw / f64::from(rlo)).round())
+                    (iw, (iw / f64::from(rlo)).round_ties_even())
                 } else if r > f64::from(rhi) {
-                    ((ih * f64::from(rhi)).round(), ih)
+                    ((ih * f64::from(rhi)).round_ties_even(), ih)
                 } else {
                     (iw, ih)
                 };

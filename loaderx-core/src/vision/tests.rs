@@ -493,6 +493,9 @@ fn random_resized_crops_fallback_copies_torchvisions_pixels() {
     let img = &img;
     let want: Vec<u8> = (0..20).flat_map(|y| (3..23).flat_map(move |x| img.get_pixel(x, y).0)).collect();
     assert_eq!(got, want);
+    // Look 131, L131-2: a side of 12.5 rounds half to even, as Python's round: 12 wide at 14.
+    let wide = ImagePipeline::train(10).crop(Crop::RandomResized { scale: (1.0, 1.0), ratio: (0.8, 1.25) });
+    assert_eq!(wide.crop_box(40, 10, &mut SampleRng::new(0)), (14.0, 0.0, 12.0, 10.0));
 }
 
 /// Look 122, L122-2: a PNG whose compressed data were damaged and its chunk's CRC recomputed

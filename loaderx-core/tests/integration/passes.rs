@@ -294,7 +294,7 @@ fn a_second_order_of_another_kind_is_refused_at_build() {
     let refused = |builder: LoaderBuilder, what: &str, first: &str| {
         let Err(e) = builder.build() else { panic!("two orders are refused") };
         assert!(
-            matches!(&e, loaderx_core::Error::Config { what: w, reason } if *w == what && reason.contains(&format!("`{first}` already chose"))),
+            matches!(&e, loaderx_core::Error::Config { what: w, reason } if *w == what && reason.contains(&format!("`{first}`")) && reason.contains("already chose")),
             "{e}"
         );
     };
