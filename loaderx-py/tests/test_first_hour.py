@@ -262,6 +262,16 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
         from_numpy(tmp_path / "a", np.arange(3), overwrite=1)
     with pytest.raises(TypeError, match="mode must be a str, not NoneType"):
         loaderx.zrecord.Zrecord(tmp_path / "z", None)
+    # Look 131, L131-3: codec and format named too, and a token dtype that is no integer.
+    with pytest.raises(TypeError, match="codec must be a str, not int"):
+        from_numpy(tmp_path / "b", np.arange(3), codec=5)
+    with pytest.raises(TypeError, match="format must be a str, not int"):
+        from_iterator(tmp_path / "c", [np.arange(3)], format=5)
+    with pytest.raises(TypeError, match="codec must be a str, not int"):
+        loaderx.zrecord.Zrecord(tmp_path / "z2", "w").append([b"x"], codec=5)
+    from loaderx.tokens import write_llmc
+    with pytest.raises(TypeError, match="token ids are integers: dtype bool holds none"):
+        write_llmc(tmp_path / "t.bin", np.arange(3), dtype=bool)
     # plan_file takes NumPy's integers as it takes Python's, and still no bool.
     (tmp_path / "f").write_bytes(b"a\nb\nc\n")
     assert len(loaderx.chunker.plan_file(tmp_path / "f", np.int64(2)).ranges) == 2

@@ -162,6 +162,14 @@ def check_number(name: str, value: Any) -> float:
     return float(value)
 
 
+def check_str(name: str, value: Any) -> str:
+    """``value`` when it is a str; otherwise a ``TypeError`` naming the argument (look 131,
+    L131-3: the binding's said only "'int' object is not an instance of 'str'")."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
 def check_bool(name: str, value: Any) -> bool:
     """``value`` when it is a bool (NumPy's too); otherwise a ``TypeError`` naming the argument,
     where the binding's said only "'int' object is not an instance of 'bool'" (look 119, L119-7)."""

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_bool, check_int, engine_dtype, fs_path
+from loaderx._common import check_bool, check_int, check_str, engine_dtype, fs_path
 
 __all__ = ["from_numpy", "from_iterator"]
 
@@ -63,7 +63,10 @@ def from_numpy(
     item_shape = tuple(int(d) for d in arr.shape[1:])
     if arr.shape[0] and 0 in item_shape:
         raise ValueError(f"records of shape {item_shape} hold no bytes: a dense dataset cannot store them")
-    writer = _native.Writer(fs_path(dir), "dense", dtype, list(item_shape), codec, format, dict_size, check_bool("overwrite", overwrite))
+    writer = _native.Writer(
+        fs_path(dir), "dense", dtype, list(item_shape), check_str("codec", codec), check_str("format", format), dict_size,
+        check_bool("overwrite", overwrite),
+    )
     try:
         item_bytes = max(1, int(np.prod(item_shape, dtype=np.int64)) * arr.dtype.itemsize)
         rows = max(1, _BLOCK_BYTES // item_bytes)
@@ -100,7 +103,10 @@ def from_iterator(
     dtype = engine_dtype(first.dtype)
     native_dtype = first.dtype.newbyteorder("=")
     row_shape = first.shape[1:]
-    writer = _native.Writer(fs_path(dir), "ragged", dtype, list(row_shape), codec, format, dict_size, check_bool("overwrite", overwrite))
+    writer = _native.Writer(
+        fs_path(dir), "ragged", dtype, list(row_shape), check_str("codec", codec), check_str("format", format), dict_size,
+        check_bool("overwrite", overwrite),
+    )
     try:
         block: list[np.ndarray] = []
         block_bytes = 0

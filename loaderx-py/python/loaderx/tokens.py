@@ -155,6 +155,9 @@ def _little_endian(dt: np.dtype) -> bool:
 def _tokens(values: Any, dtype: np.dtype, what: str) -> np.ndarray:
     """``values`` as a contiguous array of ``dtype``; ValueError for a value it cannot hold."""
     dtype = np.dtype(dtype).newbyteorder("<")
+    if dtype.kind not in "iu":
+        # Before NumPy's own words about it (look 131, L131-3: "Invalid integer data type 'b'.").
+        raise TypeError(f"token ids are integers: dtype {dtype} holds none")
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{what} must be one-dimensional, not of shape {arr.shape}")

@@ -61,6 +61,8 @@ class Zrecord:
     def append(self, records: Iterable[bytes], codec: str = "zstd") -> range:
         """Appends ``records`` (bytes-like) as one batch with ``codec`` (``raw``, ``zstd``,
         ``zstd_dict``, ``lz4``); returns their indices."""
+        if not isinstance(codec, str):
+            raise TypeError(f"codec must be a str, not {type(codec).__name__}")
         batch = [_record(r, k) for k, r in enumerate(_records(records))]
         start = self._native.append(batch, codec)
         return range(start, start + len(batch))
