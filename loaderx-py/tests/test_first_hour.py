@@ -270,7 +270,7 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
     with pytest.raises(TypeError, match="codec must be a str, not int"):
         loaderx.zrecord.Zrecord(tmp_path / "z2", "w").append([b"x"], codec=5)
     from loaderx.tokens import write_llmc
-    with pytest.raises(TypeError, match="token ids are integers: dtype bool holds none"):
+    with pytest.raises(TypeError, match="dtype must be an integer type of token ids, not bool"):
         write_llmc(tmp_path / "t.bin", np.arange(3), dtype=bool)
     # plan_file takes NumPy's integers as it takes Python's, and still no bool.
     (tmp_path / "f").write_bytes(b"a\nb\nc\n")
@@ -284,6 +284,26 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
     from_numpy(tmp_path / "y", np.arange(10))
     with pytest.raises(ValueError, match="batch_size must be an int in"):
         IterableLoader({"y": DenseDataset(tmp_path / "y")}, batch_size=0)
+    # Look 133: options, datasets, token dtypes, pad lengths and transform lists named.
+    streams = {"y": DenseDataset(tmp_path / "y")}
+    for option, value, said in (("pad", ["y"], "pad must be a dict of stream names, not list"),
+                                ("pack", [("y", 8)], "pack must be a dict of stream names, not list"),
+                                ("bucket", {3: 2}, "bucket's stream names must be str, not int")):
+        with pytest.raises(TypeError, match=said):
+            DataLoader(streams, batch_size=2, **{option: value})
+    from loaderx.torch import MapDataset
+    with pytest.raises(TypeError, match="stream 'x' is a ndarray, not a DenseDataset or RaggedDataset"):
+        MapDataset({"x": np.arange(10)})
+    from loaderx.tokens import TokenDataset, write_megatron
+    with pytest.raises(TypeError, match="dtype must be an integer type of token ids, not float32"):
+        write_megatron(tmp_path / "m", [np.arange(3)], dtype=np.float32)
+    with pytest.raises(TypeError, match="dtype 'nope' is not a NumPy dtype"):
+        TokenDataset(tmp_path / "raw.bin", dtype="nope")
+    from loaderx import vision as V
+    with pytest.raises(TypeError, match="transforms must be a list of transforms, not one RandomResizedCrop"):
+        V.ImageDataset(tmp_path / "y", V.RandomResizedCrop(8))
+    with pytest.raises(FileNotFoundError):
+        V.ImageFolder(tmp_path / "missing", [])
     # Look 127: no dataset at all is said so, not "different lengths: []".
     from loaderx.torch import MapDataset
     with pytest.raises(ValueError, match="at least one dataset"):

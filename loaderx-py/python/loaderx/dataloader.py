@@ -136,6 +136,14 @@ class DataLoader:
         if isinstance(shard, (tuple, list)):
             check_int("shard's rank", shard[0], 0, 2**32)
             check_int("shard's world", shard[1], 1, 2**32)
+        # Each a dict of stream names, said so by name (look 133, L133-1: "'list' object has no
+        # attribute 'items'", and a key of another type the binding's nameless error).
+        for option, given in (("pad", pad), ("pack", pack), ("bucket", bucket)):
+            if given is not None and not isinstance(given, Mapping):
+                raise TypeError(f"{option} must be a dict of stream names, not {type(given).__name__}")
+            for key in given or {}:
+                if not isinstance(key, str):
+                    raise TypeError(f"{option}'s stream names must be str, not {type(key).__name__}")
         for name, rows in (pad or {}).items():
             if rows is not None:
                 check_int(f"pad[{name!r}]", rows, 1, 2**63)

@@ -72,7 +72,7 @@ class TokenDataset:
 
     def __init__(self, path: str | os.PathLike[str], dtype: Any = None, vocab_size: int | None = None) -> None:
         path = fs_path(path)
-        if dtype is not None and not _little_endian(np.dtype(dtype)):
+        if dtype is not None and not _little_endian(_token_dtype(dtype)):
             raise ValueError(f"token files are little endian; dtype {np.dtype(dtype).str} is not")
         name = None if dtype is None else engine_dtype(dtype)
         if vocab_size is not None:
@@ -152,6 +152,18 @@ def _little_endian(dt: np.dtype) -> bool:
     return dt.byteorder in "<|" or (dt.byteorder == "=" and np.little_endian)
 
 
+def _token_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as NumPy's, when it is an integer type (token ids); otherwise a ``TypeError``
+    naming the argument, the same from every token function (look 133, L133-3)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype {dtype!r} is not a NumPy dtype") from None
+    if dt.kind not in "iu":
+        raise TypeError(f"dtype must be an integer type of token ids, not {dt}")
+    return dt
+
+
 def _tokens(values: Any, dtype: np.dtype, what: str) -> np.ndarray:
     """``values`` as a contiguous array of ``dtype``; ValueError for a value it cannot hold."""
     dtype = np.dtype(dtype).newbyteorder("<")
@@ -180,7 +192,7 @@ def write_megatron(
 ) -> int:
     """Writes ``prefix.bin`` and ``prefix.idx``, a Megatron-LM indexed dataset of one sequence
     per document, from an iterable of 1-D arrays of token ids; returns the tokens written."""
-    dt = np.dtype(dtype)
+    dt = _token_dtype(dtype)
     w = _native.MegatronWriter(fs_path(prefix), engine_dtype(dt), check_bool("overwrite", overwrite))
     for i, doc in enumerate(documents):
         w.add_document(_tokens(doc, dt, f"document {i}").view(np.uint8))
@@ -190,5 +202,5 @@ def write_megatron(
 def write_llmc(path: str | os.PathLike[str], tokens: Any, dtype: Any = np.uint16, overwrite: bool = False) -> None:
     """Writes an llm.c token file: ``uint16`` (GPT-2, magic 20240520) or ``uint32`` (Llama-3,
     magic 20240801) tokens after a 1,024-byte header."""
-    dt = np.dtype(dtype)
+    dt = _token_dtype(dtype)
     _native.write_llmc(fs_path(path), _tokens(tokens, dt, "tokens").view(np.uint8), engine_dtype(dt), check_bool("overwrite", overwrite))

@@ -20,7 +20,7 @@ import torch.utils.data
 
 from loaderx._common import indices as _indices
 from loaderx.dataloader import DataLoader
-from loaderx.dataset import DenseDataset
+from loaderx.dataset import DenseDataset, RaggedDataset
 
 __all__ = ["MapDataset", "IterableLoader", "collate", "to_torch"]
 
@@ -62,6 +62,11 @@ class MapDataset(torch.utils.data.Dataset):
         self.datasets = dict(datasets)
         if not self.datasets:
             raise ValueError("MapDataset needs at least one dataset ({name: dataset})")
+        for name, ds in self.datasets.items():
+            # Refused when made, as DataLoader refuses it (look 133, L133-2: accepted, then an
+            # AttributeError at the first batch, in a worker).
+            if not isinstance(ds, (DenseDataset, RaggedDataset)):
+                raise TypeError(f"stream {name!r} is a {type(ds).__name__}, not a DenseDataset or RaggedDataset")
         lengths = {len(d) for d in self.datasets.values()}
         if len(lengths) != 1:
             raise ValueError(f"the datasets have different lengths: {sorted(lengths)}")

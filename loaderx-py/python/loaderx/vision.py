@@ -189,6 +189,17 @@ def _skip_bad(value: Any) -> bool:
     return bool(value)
 
 
+def _transform_list(transforms: Any) -> tuple:
+    """``transforms`` as a tuple (a generator would be spent by the checks, not pickled); one
+    transform where a list is due is a ``TypeError`` naming the argument (look 133, L133-5)."""
+    if isinstance(transforms, (RandomResizedCrop, Resize, CenterCrop, HorizontalFlip, Normalize, ColorJitter)):
+        raise TypeError(f"transforms must be a list of transforms, not one {type(transforms).__name__}")
+    try:
+        return tuple(transforms)
+    except TypeError:
+        raise TypeError(f"transforms must be a list of transforms, not {type(transforms).__name__}") from None
+
+
 def _pipeline(transforms: Sequence[Any]) -> tuple[tuple, float, tuple | None, tuple]:
     """The engine's (crop, flip, normalize, jitter) of a transform list, or ``ValueError`` naming
     what is out of order or missing."""
@@ -235,7 +246,7 @@ class ImageDataset:
 
     def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
         path = fs_path(path)
-        transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
+        transforms = _transform_list(transforms)
         if not os.path.exists(path):
             # The path's error first: a transform list's would hide it (issue 42's trial); a
             # missing path is a FileNotFoundError, as for every dataset (look 119, L119-4).
@@ -289,7 +300,10 @@ class ImageFolder:
         self, root: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False, *, _digest: str | None = None
     ) -> None:
         root = fs_path(root)
-        transforms = tuple(transforms)  # a generator would be spent by the checks, not pickled
+        transforms = _transform_list(transforms)
+        if not os.path.exists(root):
+            # The path's error first, as ImageDataset's (look 133, L133-5).
+            raise FileNotFoundError(errno.ENOENT, "no image folder there: it does not exist", root)
         crop, flip, normalize, jitter = _pipeline(transforms)
         ragged, labels, classes, files = _native.image_folder(root)
         self.files: list[str] = [fs_path(f) for f in files]
