@@ -165,6 +165,8 @@ pub(super) fn remove_half_removed_asides(out: &Path) {
         }
         let Ok(lock) = WriteLock::acquire(&path) else { continue };
         if crate::store::remove_store_files(&path).is_ok() {
+            // Its schema too, which a removal killed after the index leaves (look 132, L132-3).
+            let _ = std::fs::remove_file(path.join(SCHEMA_FILE));
             let _ = std::fs::remove_file(path.join(STAGING_LOCK));
             drop(lock);
             let _ = std::fs::remove_dir(&path);

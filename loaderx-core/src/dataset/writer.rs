@@ -540,9 +540,10 @@ impl DatasetWriter {
                      left beside it (OUT.old, OUT.old1, ...)",
             source: Box::new(source),
         };
-        if let Some(parent) = self.out.parent().filter(|p| !p.as_os_str().is_empty()) {
-            sync_dir(parent).map_err(placed)?;
-        }
+        // A bare name's parent is the working directory (look 132, L132-2: `ds` was never
+        // synced, `./ds` was).
+        let parent = self.out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sync_dir(parent).map_err(placed)?;
         if let Some(replaced) = replaced {
             replaced.remove().map_err(placed)?;
         }

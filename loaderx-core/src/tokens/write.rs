@@ -181,9 +181,9 @@ impl MegatronWriter {
             }
             return Err(e);
         }
-        if let Some(dir) = self.bin.parent().filter(|p| !p.as_os_str().is_empty()) {
-            let _ = File::open(dir).and_then(|d| d.sync_all());
-        }
+        // A bare name's directory is the working one (look 132, L132-2).
+        let dir = self.bin.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let _ = File::open(dir).and_then(|d| d.sync_all());
         Ok((at / size) as u64)
     }
 }

@@ -254,7 +254,8 @@ fn overwrite_is_refused_unless_asked_and_a_failed_overwrite_keeps_the_old() {
         }
     };
     left("out.old", &[]);
-    left("out.old1", &["0.zr", "1.zr", "write.lock"]);
+    // Its schema with it (look 132, L132-3: a schema-only `out.old1` stayed for good).
+    left("out.old1", &["0.zr", "1.zr", "write.lock", "schema.msgpack"]);
     convert::npy(&a, dir.path().join("out.old2"), WriteOptions::new()).unwrap();
     left("out.old3", &["write.lock"]);
     left("out.older", &[]);
