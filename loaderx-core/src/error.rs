@@ -124,7 +124,7 @@ pub enum Error {
         limit: u64,
     },
     /// Appending would exceed the maximum number of records.
-    #[error("store {} holds {len} records; appending {adding} would exceed the limit of {limit}", path.display())]
+    #[error("store {} holds {len} records; {}", path.display(), past_limit(*adding, *limit))]
     StoreFull {
         /// The store.
         path: PathBuf,
@@ -302,6 +302,17 @@ impl Error {
     }
 }
 
+/// [`Error::StoreFull`]'s reason: an append of `adding` records past `limit`, or (`adding` 0: a
+/// migration to a format holding fewer) the store past the limit itself (look 134, L134-2:
+/// "appending 0 would exceed the limit").
+fn past_limit(adding: u64, limit: u64) -> String {
+    if adding == 0 {
+        format!("the format asked for holds at most {limit}")
+    } else {
+        format!("appending {adding} would exceed the limit of {limit}")
+    }
+}
+
 /// `err` and its causes on one line, joined by ": ": each part once. loaderx's messages say what
 /// failed and where and leave the cause to `source`; a third-party error that prints its own
 /// source and also returns it would show that source twice, so a cause whose text already ends
@@ -378,5 +389,16 @@ mod tests {
         for kept in ["s3://bucket/a/b and http://127.0.0.1:9000/x", "s3://bucket/key@v2/x", "no URL: a@b"] {
             assert_eq!(redact_urls(kept), kept);
         }
+    }
+
+    /// Look 134, L134-2: a migration to a format holding fewer records said "appending 0".
+    #[test]
+    fn a_store_past_a_formats_limit_says_so_without_an_append() {
+        let full = |adding| Error::StoreFull { path: "s".into(), len: 16_777_221, adding, limit: 16_777_216 };
+        assert_eq!(
+            full(0).to_string(),
+            "store s holds 16777221 records; the format asked for holds at most 16777216"
+        );
+        assert!(full(3).to_string().ends_with("appending 3 would exceed the limit of 16777216"));
     }
 }

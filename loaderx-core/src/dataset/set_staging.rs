@@ -87,9 +87,46 @@ fn remove_dead_staging(parent: &Path, prefix: &str) {
         if let Ok(lock) = WriteLock::acquire_named(&path, STAGING_LOCK, "removing a killed stitch's staging")
         {
             drop(lock);
-            let _ = std::fs::remove_dir_all(&path);
+            remove_stitch_files(&path);
         }
     }
+}
+
+/// Whether `name` is a file a stitch writes in its staging: a set's schema, its manifest, their
+/// temporaries, the lock.
+fn set_file(name: &str) -> bool {
+    [SCHEMA_FILE, SET_FILE, STAGING_LOCK].contains(&name)
+        || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(|n| n == SCHEMA_FILE || n == SET_FILE)
+}
+
+/// Removes from the dead staging `dir` what a stitch writes there ([`set_file`]s, and the sets'
+/// directories of them), then `dir` if that empties it: any other file (the parts' side files
+/// copied, or anything of the user's) stays, never removed whole (look 134, L134-1: a user's
+/// files beside a set's directory went with `remove_dir_all`).
+fn remove_stitch_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let (path, name) = (e.path(), e.file_name());
+        match e.file_type() {
+            Ok(t) if t.is_dir() => {
+                if let Ok(inner) = std::fs::read_dir(&path) {
+                    for f in inner.flatten() {
+                        if f.file_type().is_ok_and(|t| t.is_file())
+                            && f.file_name().to_str().is_some_and(set_file)
+                        {
+                            let _ = std::fs::remove_file(f.path());
+                        }
+                    }
+                }
+                let _ = std::fs::remove_dir(&path);
+            }
+            Ok(t) if t.is_file() && name.to_str().is_some_and(set_file) => {
+                let _ = std::fs::remove_file(&path);
+            }
+            _ => {}
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Whether the staging directory `dir` holds only what a stitch writes there: a set's schema,
@@ -97,10 +134,6 @@ fn remove_dead_staging(parent: &Path, prefix: &str) {
 /// directory, with the parts' side files copied beside them. Anything else (a link, a file beside
 /// no set) may be the user's: the directory stays (look 128, L128-3).
 fn stitch_written(dir: &Path) -> bool {
-    let set_file = |n: &str| {
-        [SCHEMA_FILE, SET_FILE, STAGING_LOCK].contains(&n)
-            || n.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(|n| n == SCHEMA_FILE || n == SET_FILE)
-    };
     let only_set_files = |d: &Path| {
         std::fs::read_dir(d).is_ok_and(|entries| {
             entries.flatten().all(|e| {
@@ -197,9 +230,21 @@ mod tests {
         std::fs::write(of_datasets.join("images").join(SET_FILE), b"x").unwrap();
         std::fs::write(of_datasets.join("classes.txt"), b"cat\n").unwrap();
         let (mine, lock) = staging_for(&dir.path().join("SET")).unwrap();
-        assert!(!dead.exists() && !of_datasets.exists(), "the killed stitches' stagings are gone");
+        assert!(!dead.exists(), "the killed stitch's staging is gone");
+        // Of a directory of datasets, its sets; the side file copied stays (it may be anyone's).
+        assert!(!of_datasets.join("images").exists() && of_datasets.join("classes.txt").exists());
         assert!(live.exists() && fresh.exists() && other.exists() && mine_too.exists());
         assert!(no_pid.exists() && users.join("notes.txt").exists());
+        // Look 134, L134-1: files beside a set's directory are never removed with it.
+        let beside = staging(".SET.stitch.99991.0", false);
+        std::fs::write(beside.join(STAGING_LOCK), b"99991").unwrap();
+        std::fs::create_dir(beside.join("sub")).unwrap();
+        std::fs::write(beside.join("sub").join(SCHEMA_FILE), b"x").unwrap();
+        std::fs::write(beside.join("thesis.tex"), b"keep").unwrap();
+        let (again, again_lock) = staging_for(&dir.path().join("SET")).unwrap();
+        assert!(beside.join("thesis.tex").exists() && !beside.join("sub").exists());
+        drop(again_lock);
+        let _ = std::fs::remove_dir_all(again);
         assert!(mine.join(STAGING_LOCK).is_file(), "this stitch's own is locked");
         place(Ok(()), (&mine, lock), &dir.path().join("SET")).unwrap();
         assert!(!dir.path().join("SET").join(STAGING_LOCK).exists(), "the lock goes once placed");
