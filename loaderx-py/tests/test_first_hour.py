@@ -258,6 +258,8 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
         pad([np.arange(3)], "5")
     assert V.HorizontalFlip(np.float32(0.25)).p == np.float32(0.25)
     # L119-7: the argument is named.
+    with pytest.raises(ValueError, match="the dataset's path is empty"):
+        from_numpy("", np.arange(3))
     with pytest.raises(TypeError, match="overwrite must be a bool, not int"):
         from_numpy(tmp_path / "a", np.arange(3), overwrite=1)
     with pytest.raises(TypeError, match="mode must be a str, not NoneType"):

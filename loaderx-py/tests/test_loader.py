@@ -221,8 +221,10 @@ def test_ragged_streams_padded_in_the_loader(tmp_path):
     # Look 131, L131-1: a stream named as an array the loader adds beside another replaced it,
     # or was replaced by it, silently: refused by name, in either order.
     from_numpy(tmp_path / "len", np.arange(1000, 1050, dtype=np.int64))
+    # Look 137, L137-1: a ragged stream of that name too, delivered as it is.
     for streams in ({"t": RaggedDataset(tmp_path / "t"), "t_lengths": DenseDataset(tmp_path / "len")},
-                    {"t_lengths": DenseDataset(tmp_path / "len"), "t": RaggedDataset(tmp_path / "t")}):
+                    {"t_lengths": DenseDataset(tmp_path / "len"), "t": RaggedDataset(tmp_path / "t")},
+                    {"t": RaggedDataset(tmp_path / "t"), "t_lengths": RaggedDataset(tmp_path / "t")}):
         with pytest.raises(ValueError, match='the stream "t_lengths" has the name of an array the loader adds'):
             DataLoader(streams, batch_size=10, pad={"t": None})
     # Look 127: a value the stream's dtype cannot hold is refused when the loader is made.

@@ -278,7 +278,9 @@ pub(crate) fn others_in_dir_of(out_dir: &Path, names: &[&str]) -> Result<Vec<Pat
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = e.path();
-        if name.starts_with('.')
+        // A stitch's hidden staging stays; a hidden dataset of the earlier conversion goes with
+        // the rest (look 136, L136-1: `.h` outlived a forced conversion that did not write it).
+        if (name.starts_with('.') && name.contains(".stitch."))
             || name.ends_with(".partial")
             || names.contains(&name)
             || !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())

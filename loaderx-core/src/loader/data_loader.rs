@@ -123,7 +123,7 @@ impl<O: Send + 'static> DataLoader<O> {
         let indexer = state.indexer(&streams)?;
         let LoaderState { sampler: config, step, fingerprint, .. } = state;
         let meta = batch_meta(&streams, &indexer);
-        distinct_names(&streams, &meta)?;
+        distinct_names(&streams, &meta, &indexer)?;
         let pool = Arc::new(Pool::new(
             meta.iter().map(|(n, _, _)| n.as_str()),
             threads.saturating_mul(depth.saturating_add(2)),
@@ -434,13 +434,19 @@ impl<O> Producer<O> {
 ///
 /// # Errors
 /// [`Error::Config`] naming the stream.
-fn distinct_names(streams: &[(String, StreamData)], meta: &[(String, DType, Vec<usize>)]) -> Result<()> {
+fn distinct_names(
+    streams: &[(String, StreamData)],
+    meta: &[(String, DType, Vec<usize>)],
+    indexer: &Indexer,
+) -> Result<()> {
+    // The batch's names: every dense array (`meta`), and each ragged stream delivered as it is,
+    // which has no entry there (look 137, L137-1: such a stream was passed over, and the added
+    // array of its name replaced it).
+    let as_is = streams.iter().filter(|(n, s)| {
+        matches!(s, StreamData::Ragged(_, None)) && indexer.packed().is_none_or(|(_, packed)| packed != n)
+    });
     let mut seen = std::collections::HashSet::new();
-    let names = meta
-        .iter()
-        .map(|(n, ..)| n)
-        .chain(streams.iter().map(|(n, _)| n).filter(|n| !meta.iter().any(|(m, ..)| m == *n)));
-    for name in names {
+    for name in meta.iter().map(|(n, ..)| n).chain(as_is.map(|(n, _)| n)) {
         if !seen.insert(name.as_str()) {
             return Err(Error::Config {
                 what: "streams",

@@ -198,6 +198,7 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
     let first = vec![
         ("x", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
         ("y", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
+        (".h", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
     ];
     std::fs::write(dir.path().join("a.st"), safetensors::serialize(first, None).unwrap()).unwrap();
     let second = vec![("x", TensorView::new(Dtype::U8, vec![10], &b).unwrap())];
@@ -207,6 +208,8 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
     std::fs::write(out.join("notes.txt"), b"the user's").unwrap();
     convert::safetensors(dir.path().join("b.st"), &out, WriteOptions::new().overwrite(true)).unwrap();
     assert!(!out.join("y").exists(), "the earlier conversion's y went with OUT");
+    // Look 136, L136-1: a hidden one too.
+    assert!(!out.join(".h").exists(), "the earlier conversion's .h went with OUT");
     assert_eq!(DenseDataset::<u8>::open(out.join("x")).unwrap().get_vec(&[0]).unwrap(), vec![100]);
     assert_eq!(std::fs::read(out.join("notes.txt")).unwrap(), b"the user's", "not a dataset: kept");
 }

@@ -28,6 +28,10 @@ def _check_dir(dir: Any, what: str) -> None:
     # (look 103, L103-7).
     if not isinstance(dir, (str, bytes, os.PathLike)):
         raise TypeError(f"{what}(dir, ...) takes the dataset's path first, not {type(dir).__name__}")
+    if not os.fspath(dir):
+        # Named before anything is written (look 137, L137-2: the write ran, then failed renaming
+        # ".partial").
+        raise ValueError(f"{what}(dir, ...): the dataset's path is empty")
 
 
 def _check_dict_size(dict_size: Any) -> None:
