@@ -137,10 +137,10 @@ impl Held {
 
 /// Removes what a replacement killed while it removed the old dataset left beside `out`: an
 /// `out.old` (or `out.oldN`) that holds a store's chunk files, its schema and locks and nothing
-/// else, its index gone first ([`Held::remove`]), and whose lock no process holds. Each kill left one more, which no later run
-/// removed (look 125, L125-1). A whole dataset there (its index present) stays, and so
-/// does an empty directory (a kill between the last file and the directory leaves one, and so may
-/// the user: look 128, L128-2).
+/// else, its index gone first ([`Held::remove`]), and whose lock no process holds. Each kill
+/// left one more, which no later run removed (look 125, L125-1). A whole dataset there (its
+/// index present) stays, and so does an empty directory (a kill between the last file and the
+/// directory leaves one, and so may the user: look 128, L128-2).
 pub(super) fn remove_half_removed_asides(out: &Path) {
     let (Some(parent), Some(name)) = (out.parent(), out.file_name().and_then(|n| n.to_str())) else { return };
     let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
