@@ -49,11 +49,13 @@ pub(crate) fn valid_name(name: &str) -> bool {
         && !name.ends_with(STAGING_SUFFIX)
         && !parked(name)
         && !store_file(name)
+        && !crate::dataset::is_stitch_staging(name)
 }
 
 /// What a dataset name must not be, said in an error: what [`valid_name`] refuses.
 pub(crate) const NAME_RULE: &str = "one directory name, not ending in .partial, .old or .old<N> (the names \
-     a writer stages a dataset under or moves a replaced one to), and no store file's name";
+     a writer stages a dataset under or moves a replaced one to), not .NAME.stitch.<pid>.<n> (a stitch's \
+     staging), and no store file's name";
 
 /// The suffix of a dataset's staging directory (see [`crate::DatasetWriter`]).
 pub(crate) const STAGING_SUFFIX: &str = ".partial";
@@ -283,6 +285,9 @@ mod tests {
         assert!(
             valid_name("a.older") && valid_name("a.old.x") && valid_name("old") && valid_name("index.zr.x")
         );
+        // Look 138, L138-2: a stitch's staging name is refused, names merely like it are not.
+        assert!(valid_name(".s.stitch.1") && valid_name("s.stitch.1.2") && valid_name("..stitch.1.2"));
+        assert!(valid_name(".s.stitch.1.x") && valid_name(".s.stitch..2"));
         for n in [
             "",
             ".",
@@ -306,6 +311,8 @@ mod tests {
             "meta.zr",
             "manifest.zr",
             "0.zr",
+            ".s.stitch.1.2",
+            ".a.b.stitch.4294967295.63",
         ]) {
             assert!(!valid_name(n), "{n:?}");
         }

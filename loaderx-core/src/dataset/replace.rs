@@ -265,8 +265,9 @@ pub(crate) fn check_free_to_replace(out: &Path) -> Result<()> {
 /// does not write (`names`): `--force` replaces OUT, not only the datasets it writes, whose
 /// neighbours from an earlier conversion were left beside the new ones, mixing two inputs
 /// (look 121, L121-1). Each is checked free to replace (no writer, no reader) before anything
-/// is written, to be removed once the conversion's own are placed. Hidden names, another
-/// writer's staging directories (`*.partial`), and anything that is not a dataset stay.
+/// is written, to be removed once the conversion's own are placed. A killed writer's staging
+/// directory (`*.partial`, its lock free) is removed now; a live writer's, a stitch's staging,
+/// and anything that is not a dataset stay.
 ///
 /// # Errors
 /// [`Error::NotReplaceable`]; [`Error::Locked`]; [`Error::Io`].
@@ -278,10 +279,17 @@ pub(crate) fn others_in_dir_of(out_dir: &Path, names: &[&str]) -> Result<Vec<Pat
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = e.path();
+        // A killed writer's staging goes now, a live one's stays (look 138, L138-1); one of a
+        // dataset this conversion writes is its writer's to clear.
+        if let Some(dataset) = name.strip_suffix(".partial") {
+            if !names.contains(&dataset) {
+                super::staging::remove_killed_staging(&path);
+            }
+            continue;
+        }
         // A stitch's hidden staging stays; a hidden dataset of the earlier conversion goes with
         // the rest (look 136, L136-1: `.h` outlived a forced conversion that did not write it).
-        if (name.starts_with('.') && name.contains(".stitch."))
-            || name.ends_with(".partial")
+        if super::set_staging::is_stitch_staging(name)
             || names.contains(&name)
             || !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
             || !path.join(SCHEMA_FILE).is_file()

@@ -49,6 +49,17 @@ pub(super) fn staging_for(out: &Path) -> Result<(PathBuf, WriteLock)> {
     Err(Error::InvalidArgument(format!("{}: no free staging name beside it", out.display())))
 }
 
+/// Whether `name` is one a stitch stages a set under ([`staging_for`]): `.NAME.stitch.<pid>.<n>`,
+/// both numbers decimal. Nothing else is passed over as a stitch's (look 138, L138-2: any hidden
+/// name holding `.stitch.` was, a tensor's among them).
+pub(crate) fn is_stitch_staging(name: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.len() <= 10 && t.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix('.')
+        .and_then(|n| n.rsplit_once(".stitch."))
+        .and_then(|(set, tail)| Some((set, tail.split_once('.')?)))
+        .is_some_and(|(set, (pid, n))| !set.is_empty() && digits(pid) && digits(n))
+}
+
 /// Removes the staging directories `parent/PREFIX<pid>.<n>` of other processes whose lock file
 /// holds that process id (written once it held the lock) and is free now: their stitch was
 /// killed. One whose lock file is missing or holds nothing yet (just made), one locked (alive),

@@ -126,3 +126,69 @@ pub(crate) fn remove_dataset_dir(dir: &Path) -> Result<()> {
     let _ = std::fs::remove_dir(dir);
     Ok(())
 }
+
+/// Removes `staging`, the staging directory (`NAME.partial`) of a dataset writer that was killed
+/// part way, when it bears a writer's marks (its lock file, a store's index, a schema), holds
+/// nothing but a dataset's files and locks, and neither its lock nor its store's is held: the
+/// next forced conversion into the directory of datasets it is in takes it with the datasets it
+/// replaces (look 138, L138-1: a killed conversion's `h.partial` outlived every rerun that wrote
+/// no `h`). Returns whether it is gone; a live writer's, a user's directory of that name, and
+/// one just made (no marks yet) stay.
+pub(crate) fn remove_killed_staging(staging: &Path) -> bool {
+    let marked = ["index.zr", "meta.zr", SCHEMA_FILE, STAGING_LOCK].iter().any(|m| staging.join(m).exists());
+    if !marked
+        || !std::fs::symlink_metadata(staging).is_ok_and(|m| m.is_dir())
+        || super::replace::only_loaderx_files(staging, true).is_err()
+    {
+        return false;
+    }
+    let doing = "removing a killed conversion's staging";
+    let Ok(lock) = WriteLock::acquire_named(staging, STAGING_LOCK, doing) else { return false };
+    let Ok(store_lock) = WriteLock::acquire(staging) else { return false };
+    // Asked again under the locks: a writer may have taken the directory meanwhile.
+    if super::replace::only_loaderx_files(staging, true).is_err()
+        || remove_dataset_files(staging, &[SCHEMA_FILE]).is_err()
+    {
+        return false;
+    }
+    // Each lock's file goes as it is released, then the directory, which is left if anything
+    // appeared in it meanwhile.
+    drop(store_lock);
+    drop(lock);
+    std::fs::remove_dir(staging).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Look 138, L138-1: a killed writer's staging goes; a live one's, one just made and a
+    /// user's directory of that name stay.
+    #[test]
+    fn only_a_killed_writers_staging_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let staging = |name: &str| {
+            let out = dir.path().join(name);
+            let mut w = crate::DatasetWriter::dense::<u8>(&out, vec![2], crate::WriteOptions::new()).unwrap();
+            w.append(&[1u8, 2]).unwrap();
+            w.finish().unwrap();
+            let staged = dir.path().join(format!("{name}.partial"));
+            std::fs::rename(&out, &staged).unwrap();
+            std::fs::write(staged.join(STAGING_LOCK), b"99999").unwrap();
+            staged
+        };
+        let (dead, live) = (staging("dead"), staging("live"));
+        let held = WriteLock::acquire_named(&live, STAGING_LOCK, "converting").unwrap();
+        let fresh = dir.path().join("fresh.partial");
+        std::fs::create_dir(&fresh).unwrap();
+        let users = dir.path().join("users.partial");
+        std::fs::create_dir(&users).unwrap();
+        std::fs::write(users.join(SCHEMA_FILE), b"x").unwrap();
+        std::fs::write(users.join("notes.txt"), b"keep").unwrap();
+        assert!(remove_killed_staging(&dead) && !dead.exists());
+        assert!(!remove_killed_staging(&live) && live.join("index.zr").exists());
+        assert!(!remove_killed_staging(&fresh) && fresh.exists());
+        assert!(!remove_killed_staging(&users) && users.join("notes.txt").exists());
+        drop(held);
+    }
+}

@@ -199,6 +199,9 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
         ("x", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
         ("y", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
         (".h", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
+        // Look 138, L138-2: like a stitch's staging, but not its name.
+        (".s.stitch.1", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
+        ("k", TensorView::new(Dtype::U8, vec![10], &a).unwrap()),
     ];
     std::fs::write(dir.path().join("a.st"), safetensors::serialize(first, None).unwrap()).unwrap();
     let second = vec![("x", TensorView::new(Dtype::U8, vec![10], &b).unwrap())];
@@ -206,7 +209,16 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
     let out = dir.path().join("out");
     convert::safetensors(dir.path().join("a.st"), &out, WriteOptions::new()).unwrap();
     std::fs::write(out.join("notes.txt"), b"the user's").unwrap();
+    // Look 138, L138-1: a writer of `h` killed part way left its staging, its lock free; a
+    // directory of the user's bears the staging suffix.
+    std::fs::rename(out.join("k"), out.join("h.partial")).unwrap();
+    std::fs::write(out.join("h.partial").join("convert.lock"), b"99999").unwrap();
+    std::fs::create_dir(out.join("mine.partial")).unwrap();
+    std::fs::write(out.join("mine.partial").join("notes.txt"), b"the user's").unwrap();
     convert::safetensors(dir.path().join("b.st"), &out, WriteOptions::new().overwrite(true)).unwrap();
+    assert!(!out.join("h.partial").exists(), "the killed writer's staging went with OUT");
+    assert!(out.join("mine.partial").join("notes.txt").exists(), "not a writer's: kept");
+    assert!(!out.join(".s.stitch.1").exists(), "not a stitch's staging: went with OUT");
     assert!(!out.join("y").exists(), "the earlier conversion's y went with OUT");
     // Look 136, L136-1: a hidden one too.
     assert!(!out.join(".h").exists(), "the earlier conversion's .h went with OUT");
