@@ -211,7 +211,7 @@ pub(super) fn convert_folder(
             reason: "it is not a directory of class folders".into(),
         });
     }
-    let (out, staging) = crate::dataset::out_and_staging(out);
+    let (out, staging) = crate::dataset::out_and_staging(out)?;
     let out = out.as_path();
     refuse_inside(dir, out)?;
     if std::fs::symlink_metadata(out).is_ok() {

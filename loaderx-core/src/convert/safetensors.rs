@@ -163,9 +163,9 @@ pub fn safetensors_part(
     }
     crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
     // Forced: OUT is replaced, the datasets of an earlier conversion this one does not write too.
+    let names: Vec<String> = plan.iter().map(|(name, ..)| name.clone()).collect();
     let others = if opts.overwrites() {
-        let names: Vec<&str> = plan.iter().map(|(name, ..)| name.as_str()).collect();
-        crate::dataset::others_in_dir_of(out_dir, &names)?
+        crate::dataset::others_in_dir_of(out_dir, &names.iter().map(String::as_str).collect::<Vec<_>>())?
     } else {
         Vec::new()
     };
@@ -176,6 +176,9 @@ pub fn safetensors_part(
     match write_plan((input, map.bytes()), plan, part, &opts) {
         Ok(results) => {
             aside.remove()?;
+            if opts.overwrites() {
+                crate::dataset::remove_killed_stagings(out_dir, &names);
+            }
             Ok(results)
         }
         Err(e) => {

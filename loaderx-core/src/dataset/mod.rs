@@ -61,7 +61,9 @@ pub use ragged::{RaggedDataset, RaggedSource};
 pub use ragged_array::RaggedArray;
 #[cfg(feature = "images")]
 pub(crate) use replace::{check_free_dir_of, check_replaceable_dir_of, clear_staging_dir_of, place_dir_of};
-pub(crate) use replace::{check_free_to_replace, others_in_dir_of, refuse_dataset_as_dir_of};
+pub(crate) use replace::{
+    check_free_to_replace, others_in_dir_of, refuse_dataset_as_dir_of, remove_killed_stagings,
+};
 pub use schema::{Kind, SCHEMA_FILE, Schema};
 pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};

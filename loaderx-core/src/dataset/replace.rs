@@ -265,9 +265,9 @@ pub(crate) fn check_free_to_replace(out: &Path) -> Result<()> {
 /// does not write (`names`): `--force` replaces OUT, not only the datasets it writes, whose
 /// neighbours from an earlier conversion were left beside the new ones, mixing two inputs
 /// (look 121, L121-1). Each is checked free to replace (no writer, no reader) before anything
-/// is written, to be removed once the conversion's own are placed. A killed writer's staging
-/// directory (`*.partial`, its lock free) is removed now; a live writer's, a stitch's staging,
-/// and anything that is not a dataset stay.
+/// is written, to be removed once the conversion's own are placed. Writers' staging directories
+/// (`*.partial`: see [`remove_killed_stagings`]), a stitch's staging, and anything that is not a
+/// dataset stay.
 ///
 /// # Errors
 /// [`Error::NotReplaceable`]; [`Error::Locked`]; [`Error::Io`].
@@ -279,12 +279,9 @@ pub(crate) fn others_in_dir_of(out_dir: &Path, names: &[&str]) -> Result<Vec<Pat
         let name = e.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = e.path();
-        // A killed writer's staging goes now, a live one's stays (look 138, L138-1); one of a
-        // dataset this conversion writes is its writer's to clear.
-        if let Some(dataset) = name.strip_suffix(".partial") {
-            if !names.contains(&dataset) {
-                super::staging::remove_killed_staging(&path);
-            }
+        // A writer's staging stays (a killed one's goes once the conversion succeeds:
+        // [`remove_killed_stagings`]).
+        if name.ends_with(".partial") {
             continue;
         }
         // A stitch's hidden staging stays; a hidden dataset of the earlier conversion goes with
@@ -301,6 +298,23 @@ pub(crate) fn others_in_dir_of(out_dir: &Path, names: &[&str]) -> Result<Vec<Pat
     }
     others.sort();
     Ok(others)
+}
+
+/// Removes from `out_dir`, a directory of datasets a forced conversion has just replaced (writing
+/// `names`), the staging directories (`NAME.partial`) that killed writers left there
+/// ([`super::staging::remove_killed_staging`]): they went with OUT (look 138, L138-1: a killed
+/// conversion's `h.partial` outlived every rerun that wrote no `h`). Only after the conversion
+/// succeeded (look 140, L140-1: one refused later had already taken them); one of a dataset it
+/// wrote was that writer's to clear.
+pub(crate) fn remove_killed_stagings(out_dir: &Path, names: &[String]) {
+    let Ok(entries) = std::fs::read_dir(out_dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(dataset) = name.to_str().and_then(|n| n.strip_suffix(".partial")) else { continue };
+        if !names.iter().any(|n| n == dataset) {
+            super::staging::remove_killed_staging(&e.path());
+        }
+    }
 }
 
 /// Refuses `out_dir`, where a converter writes one dataset a name (`OUT/<name>`), when it is

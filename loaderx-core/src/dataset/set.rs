@@ -310,6 +310,9 @@ pub fn stitch_datasets<P: AsRef<Path>>(
     let mut done = Vec::new();
     let written = stitch_each(parts, &staging, &want.datasets, copies).map(|d| done = d);
     place(written, (&staging, lock), out)?;
+    // The list of copies goes once the set is in place, not before: a stitch killed until then
+    // leaves its staging swept whole. A kill here leaves only that hidden file in the set.
+    let _ = super::set_staging::copied(out);
     Ok(done)
 }
 
@@ -326,6 +329,8 @@ fn stitch_each<P: AsRef<Path>>(
         done.push((name.clone(), stitch(&of, out.join(name))?));
     }
     let Some(first) = parts.first() else { return Ok(done) };
+    // Listed first, so that a killed stitch's copies are known for its own (look 140, L140-2).
+    super::set_staging::copying(out, copies)?;
     for f in copies {
         let from = first.as_ref().join(f);
         let mut src = std::fs::File::open(&from).map_err(|e| Error::io("open", &from, e))?;

@@ -104,10 +104,67 @@ fn remove_dead_staging(parent: &Path, prefix: &str) {
 }
 
 /// Whether `name` is a file a stitch writes in its staging: a set's schema, its manifest, their
-/// temporaries, the lock.
+/// temporaries, the lock, the list of side files it copies ([`COPIES_FILE`]).
 fn set_file(name: &str) -> bool {
-    [SCHEMA_FILE, SET_FILE, STAGING_LOCK].contains(&name)
-        || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(|n| n == SCHEMA_FILE || n == SET_FILE)
+    [SCHEMA_FILE, SET_FILE, STAGING_LOCK, COPIES_FILE].contains(&name)
+        || name
+            .strip_suffix(crate::store::TMP_SUFFIX)
+            .is_some_and(|n| n == SCHEMA_FILE || n == SET_FILE || n == COPIES_FILE)
+}
+
+/// The file a stitch of a directory of datasets lists the side files in (`classes.txt`, one a
+/// line) before it copies them into its staging, removed once the set is in place: a killed stitch's
+/// copies and their temporaries are then known for its own, and swept with the rest (look 140,
+/// L140-2: they kept the staging there for good). Hidden: a part's hidden files are no side
+/// files, so none has this name.
+const COPIES_FILE: &str = ".stitch-copies";
+
+/// Lists `copies` in the staging `dir` ([`COPIES_FILE`]) before they are copied there.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub(super) fn copying(dir: &Path, copies: &[String]) -> Result<()> {
+    if copies.is_empty() {
+        return Ok(());
+    }
+    crate::store::write_atomic_with(dir, COPIES_FILE, |file, tmp| {
+        let mut to = file;
+        std::io::Write::write_all(&mut to, copies.join("\n").as_bytes())
+            .map_err(|e| Error::io("write", tmp, e))
+    })
+}
+
+/// Removes the list [`copying`] wrote from `dir`, the set placed with every copy.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub(super) fn copied(dir: &Path) -> Result<()> {
+    let list = dir.join(COPIES_FILE);
+    match std::fs::remove_file(&list) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", &list, e)),
+        _ => Ok(()),
+    }
+}
+
+/// The side files a killed stitch listed in its staging `dir` ([`copying`]), each a plain name;
+/// none when the list is missing, not a regular file, or larger than any such list (a
+/// megabyte).
+fn listed_copies(dir: &Path) -> Vec<String> {
+    let list = dir.join(COPIES_FILE);
+    let readable = std::fs::symlink_metadata(&list).is_ok_and(|m| m.is_file() && m.len() <= 1 << 20);
+    let Some(text) = readable.then(|| std::fs::read(&list).ok()).flatten() else { return Vec::new() };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter(|n| !n.is_empty() && *n != "." && *n != ".." && !n.contains(['/', '\\', '\0']))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the file `name` at the top of a killed stitch's staging is the stitch's: a
+/// [`set_file`], or a side file it listed as copying, or that one's temporary.
+fn stitchs_file(name: &str, copies: &[String]) -> bool {
+    let listed = |n: &str| copies.iter().any(|c| c == n);
+    set_file(name) || listed(name) || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(listed)
 }
 
 /// Removes from the dead staging `dir` what a stitch writes there ([`set_file`]s, and the sets'
@@ -115,6 +172,7 @@ fn set_file(name: &str) -> bool {
 /// copied, or anything of the user's) stays, never removed whole (look 134, L134-1: a user's
 /// files beside a set's directory went with `remove_dir_all`).
 fn remove_stitch_files(dir: &Path) {
+    let copies = listed_copies(dir);
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let (path, name) = (e.path(), e.file_name());
@@ -131,12 +189,18 @@ fn remove_stitch_files(dir: &Path) {
                 }
                 let _ = std::fs::remove_dir(&path);
             }
-            Ok(t) if t.is_file() && name.to_str().is_some_and(set_file) => {
+            // The list last: a sweep killed part way leaves what it names known.
+            Ok(t)
+                if t.is_file()
+                    && name != COPIES_FILE
+                    && name.to_str().is_some_and(|n| stitchs_file(n, &copies)) =>
+            {
                 let _ = std::fs::remove_file(&path);
             }
             _ => {}
         }
     }
+    let _ = std::fs::remove_file(dir.join(COPIES_FILE));
     let _ = std::fs::remove_dir(dir);
 }
 
@@ -152,6 +216,7 @@ fn stitch_written(dir: &Path) -> bool {
             })
         })
     };
+    let copies = listed_copies(dir);
     let Ok(entries) = std::fs::read_dir(dir) else { return false };
     let (mut sets, mut others) = (0, 0);
     for e in entries.flatten() {
@@ -168,7 +233,7 @@ fn stitch_written(dir: &Path) -> bool {
             );
         } else if !kind.is_file() {
             return false;
-        } else if !set_file(&name) {
+        } else if !stitchs_file(&name, &copies) {
             others += 1;
         }
     }
@@ -252,8 +317,28 @@ mod tests {
         std::fs::create_dir(beside.join("sub")).unwrap();
         std::fs::write(beside.join("sub").join(SCHEMA_FILE), b"x").unwrap();
         std::fs::write(beside.join("thesis.tex"), b"keep").unwrap();
+        // Look 140, L140-2: killed while copying the side files it listed: they go with it, a
+        // file it did not list stays; one killed with every file its own goes whole.
+        let copying = staging(".SET.stitch.99990.0", false);
+        std::fs::write(copying.join(STAGING_LOCK), b"99990").unwrap();
+        std::fs::create_dir(copying.join("images")).unwrap();
+        std::fs::write(copying.join("images").join(SET_FILE), b"x").unwrap();
+        super::copying(&copying, &["classes.txt".into(), "labels.txt".into()]).unwrap();
+        std::fs::write(copying.join("classes.txt"), b"cat\n").unwrap();
+        std::fs::write(copying.join("labels.txt.tmp"), b"").unwrap();
+        std::fs::write(copying.join("notes.md"), b"keep").unwrap();
+        let copied = staging(".SET.stitch.99989.0", false);
+        std::fs::write(copied.join(STAGING_LOCK), b"99989").unwrap();
+        std::fs::create_dir(copied.join("images")).unwrap();
+        std::fs::write(copied.join("images").join(SET_FILE), b"x").unwrap();
+        super::copying(&copied, &["classes.txt".into()]).unwrap();
+        std::fs::write(copied.join("classes.txt.tmp"), b"ca").unwrap();
         let (again, again_lock) = staging_for(&dir.path().join("SET")).unwrap();
         assert!(beside.join("thesis.tex").exists() && !beside.join("sub").exists());
+        assert!(!copied.exists(), "every file the stitch's own: gone whole");
+        let mut left: Vec<_> = std::fs::read_dir(&copying).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["notes.md"], "the file it did not list stays, the rest goes");
         drop(again_lock);
         let _ = std::fs::remove_dir_all(again);
         assert!(mine.join(STAGING_LOCK).is_file(), "this stitch's own is locked");

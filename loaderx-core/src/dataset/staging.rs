@@ -18,7 +18,11 @@ use crate::{Error, Result};
 /// (look 102: `sub/ds/../ds` lost its way once `sub/ds` was moved aside, and `.` was staged in
 /// `..partial`, inside itself): `.` and `..` at its end name the directory they lead to, a `..`
 /// before its last component the parent it leads to.
-pub(crate) fn out_and_staging(out: &Path) -> (PathBuf, PathBuf) {
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an output named `*.partial`: a writer of the name without the
+/// suffix would take it for its own killed staging and clear it (look 140, L140-1).
+pub(crate) fn out_and_staging(out: &Path) -> Result<(PathBuf, PathBuf)> {
     use std::path::Component;
     let mut out: PathBuf = out.components().collect();
     let dots = |p: &Path| p.components().any(|c| matches!(c, Component::ParentDir));
@@ -33,9 +37,15 @@ pub(crate) fn out_and_staging(out: &Path) -> (PathBuf, PathBuf) {
     {
         out = real.join(name);
     }
+    if out.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".partial")) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: an output's name may not end in .partial, the name a writer stages its output under",
+            out.display()
+        )));
+    }
     let mut staging = out.clone().into_os_string();
     staging.push(".partial");
-    (out, PathBuf::from(staging))
+    Ok((out, PathBuf::from(staging)))
 }
 
 /// Takes the staging directory `staging` of output `out`: created when missing (a symbolic link
@@ -128,16 +138,15 @@ pub(crate) fn remove_dataset_dir(dir: &Path) -> Result<()> {
 }
 
 /// Removes `staging`, the staging directory (`NAME.partial`) of a dataset writer that was killed
-/// part way, when it bears a writer's marks (its lock file, a store's index, a schema), holds
-/// nothing but a dataset's files and locks, and neither its lock nor its store's is held: the
+/// part way, when it bears the writer's mark ([`killed_writers`]), holds nothing but a dataset's
+/// files and locks, and neither its lock, its store's, nor a reader holds it: the
 /// next forced conversion into the directory of datasets it is in takes it with the datasets it
 /// replaces (look 138, L138-1: a killed conversion's `h.partial` outlived every rerun that wrote
 /// no `h`). Returns whether it is gone; a live writer's, a user's directory of that name, and
 /// one just made (no marks yet) stay.
 pub(crate) fn remove_killed_staging(staging: &Path) -> bool {
-    let marked = ["index.zr", "meta.zr", SCHEMA_FILE, STAGING_LOCK].iter().any(|m| staging.join(m).exists());
-    if !marked
-        || !std::fs::symlink_metadata(staging).is_ok_and(|m| m.is_dir())
+    if !std::fs::symlink_metadata(staging).is_ok_and(|m| m.is_dir())
+        || !killed_writers(staging)
         || super::replace::only_loaderx_files(staging, true).is_err()
     {
         return false;
@@ -145,6 +154,8 @@ pub(crate) fn remove_killed_staging(staging: &Path) -> bool {
     let doing = "removing a killed conversion's staging";
     let Ok(lock) = WriteLock::acquire_named(staging, STAGING_LOCK, doing) else { return false };
     let Ok(store_lock) = WriteLock::acquire(staging) else { return false };
+    // A reader of its store (a store opened there by hand) keeps it (look 140, L140-1).
+    let Ok(readers) = crate::store::lock_out_readers(staging) else { return false };
     // Asked again under the locks: a writer may have taken the directory meanwhile.
     if super::replace::only_loaderx_files(staging, true).is_err()
         || remove_dataset_files(staging, &[SCHEMA_FILE]).is_err()
@@ -153,9 +164,19 @@ pub(crate) fn remove_killed_staging(staging: &Path) -> bool {
     }
     // Each lock's file goes as it is released, then the directory, which is left if anything
     // appeared in it meanwhile.
+    drop(readers);
     drop(store_lock);
     drop(lock);
     std::fs::remove_dir(staging).is_ok()
+}
+
+/// Whether `staging` bears a dataset writer's mark: its lock file, holding the process id the
+/// writer wrote there once it held it. A killed writer always leaves it (taken before anything
+/// is written, removed only after everything else); a store or dataset a user named `*.partial`
+/// has none (look 140, L140-1: one was cleared by the writer of the name without the suffix).
+pub(crate) fn killed_writers(staging: &Path) -> bool {
+    let lock = staging.join(STAGING_LOCK);
+    crate::store::is_loaderx_lock_file(&lock) && std::fs::metadata(&lock).is_ok_and(|m| m.len() > 0)
 }
 
 #[cfg(test)]
@@ -189,6 +210,26 @@ mod tests {
         assert!(!remove_killed_staging(&live) && live.join("index.zr").exists());
         assert!(!remove_killed_staging(&fresh) && fresh.exists());
         assert!(!remove_killed_staging(&users) && users.join("notes.txt").exists());
+        // Look 140, L140-1: one a reader has open, and a store of the user's named `*.partial`
+        // (no writer's lock), stay; so does the latter when a writer of its name without the
+        // suffix starts; and no output may be named so.
+        let read = staging("read");
+        let reader = crate::Store::open(&read).unwrap();
+        assert!(!remove_killed_staging(&read) && read.join("index.zr").exists());
+        drop(reader);
+        let store = dir.path().join("raw.partial");
+        drop(crate::Store::create(&store, crate::StoreOptions::default()).unwrap());
+        assert!(!remove_killed_staging(&store) && store.join("index.zr").exists());
+        let opts = crate::WriteOptions::new();
+        assert!(crate::DatasetWriter::dense::<u8>(dir.path().join("raw"), vec![2], opts.clone()).is_err());
+        assert!(store.join("index.zr").exists(), "the user's store is not a killed writer's staging");
+        let Err(e) = crate::DatasetWriter::dense::<u8>(dir.path().join("x.partial"), vec![2], opts) else {
+            panic!("an output named like a staging directory")
+        };
+        assert!(
+            e.to_string().contains("x.partial") && e.to_string().contains("may not end in .partial"),
+            "{e}"
+        );
         drop(held);
     }
 }

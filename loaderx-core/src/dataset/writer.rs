@@ -259,7 +259,7 @@ impl DatasetWriter {
     /// As [`DatasetWriter::dense`], and [`Error::InvalidArgument`] for a dense item larger than
     /// the format's records (1 MiB in v1, 4 GiB - 1 in v2), or for LZ4 in v1.
     pub fn with_schema(out: impl AsRef<Path>, schema: Schema, opts: WriteOptions) -> Result<Self> {
-        let (out, staging) = super::staging::out_and_staging(out.as_ref());
+        let (out, staging) = super::staging::out_and_staging(out.as_ref())?;
         if schema.kind == Kind::Dense && schema.unit_bytes() > opts.max_record_size() {
             return Err(Error::InvalidArgument(format!(
                 "an item of shape {:?} {} is {} bytes; a {} record holds at most {} bytes",
@@ -286,10 +286,10 @@ impl DatasetWriter {
             check_free_to_replace(&out)?;
         }
         // What a crashed writer left is this writer's to remove; a directory of the user's that
-        // happens to bear the staging name is not. Chunk-like names (`2024.zr`) are a crashed
-        // writer's only beside its lock or its store's index, there before this writer's lock.
-        let crashed_writer =
-            ["index.zr", "meta.zr", SCHEMA_FILE, STAGING_LOCK].iter().any(|m| staging.join(m).exists());
+        // happens to bear the staging name is not, nor a store of the user's there without a
+        // writer's lock (look 140, L140-1). Store files are a crashed writer's only beside its
+        // lock, there before this writer's.
+        let crashed_writer = super::staging::killed_writers(&staging);
         let lock = lock_staging(&staging, &out)?;
         only_loaderx_files(&staging, crashed_writer)?;
         // What a crashed writer left (its lock is free, so no writer is using it); the lock

@@ -118,6 +118,14 @@ fn concat_column(
             let parts = column
                 .map(|s| match s {
                     StreamData::Image(r, p) if p == *pipeline => Ok(r),
+                    // Naming what differs (look 141, L141-2: sources differing only in
+                    // skipping bad images were said to be transformed differently).
+                    StreamData::Image(_, p) if p.skips_bad() != pipeline.skips_bad() => Err(Error::Config {
+                        what: "mixture",
+                        reason: format!(
+                            "image stream {name:?} skips bad images in one source, not in another"
+                        ),
+                    }),
                     StreamData::Image(..) => Err(Error::Config {
                         what: "mixture",
                         reason: format!("image stream {name:?} is transformed differently in two sources"),

@@ -215,6 +215,11 @@ fn a_forced_safetensors_conversion_leaves_no_dataset_of_the_last_one() {
     std::fs::write(out.join("h.partial").join("convert.lock"), b"99999").unwrap();
     std::fs::create_dir(out.join("mine.partial")).unwrap();
     std::fs::write(out.join("mine.partial").join("notes.txt"), b"the user's").unwrap();
+    // Look 140, L140-1: a forced run refused (a reader has `y`) takes nothing, the staging too.
+    let reader = DenseDataset::<u8>::open(out.join("y")).unwrap();
+    let refused = convert::safetensors(dir.path().join("b.st"), &out, WriteOptions::new().overwrite(true));
+    assert!(refused.is_err() && out.join("h.partial").join("index.zr").exists());
+    drop(reader);
     convert::safetensors(dir.path().join("b.st"), &out, WriteOptions::new().overwrite(true)).unwrap();
     assert!(!out.join("h.partial").exists(), "the killed writer's staging went with OUT");
     assert!(out.join("mine.partial").join("notes.txt").exists(), "not a writer's: kept");

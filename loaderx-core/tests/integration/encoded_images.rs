@@ -269,6 +269,19 @@ fn image_streams_of_two_sources_mix() {
         matches!(&e, Error::Config { what: "mixture", reason } if reason.contains("transformed differently")),
         "{e}"
     );
+    // Look 141, L141-2: only skipping bad images differs, and the error says so.
+    let skipping = |name: &str, skip: bool| {
+        let images = image_dataset(&dir.path().join(name), 4, false);
+        DataLoader::builder().image_stream("image", images, ImagePipeline::eval(8).skip_bad(skip))
+    };
+    let e =
+        loaderx_core::LoaderBuilder::mixture(vec![(0.5, skipping("s", true)), (0.5, skipping("t", false))])
+            .err()
+            .unwrap();
+    assert!(
+        matches!(&e, Error::Config { what: "mixture", reason } if reason.contains("skips bad images in one source")),
+        "{e}"
+    );
 }
 
 /// CRC-32 (PNG's), bit by bit: enough for a test's chunk.

@@ -317,6 +317,10 @@ fn stitch_datasets_copies_a_link_inside_its_part_and_refuses_one_leading_out() {
     stitch_datasets(&[&a, &b], &out).unwrap();
     assert_eq!(std::fs::read(out.join("classes.txt")).unwrap(), b"cat\ndog\n");
     assert!(!std::fs::symlink_metadata(out.join("classes.txt")).unwrap().file_type().is_symlink());
+    // Look 140, L140-2: the list of copies a stitch keeps while staging is gone from the set.
+    let mut names: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["classes.txt", "labels", "names.txt"]);
     // A link out of the part (a shared file beside the parts): refused, nothing written.
     std::fs::write(dir.path().join("shared.txt"), b"cat\n").unwrap();
     for p in [&a, &b] {

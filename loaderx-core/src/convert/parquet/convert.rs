@@ -146,9 +146,9 @@ pub fn parquet_part<P: AsRef<Path>>(
     }
     crate::dataset::refuse_dataset_as_dir_of(out_dir)?;
     // Forced: OUT is replaced, the datasets of an earlier conversion this one does not write too.
+    let names: Vec<String> = columns.iter().map(|c| c.stream.clone()).collect();
     let others = if opts.overwrites() {
-        let names: Vec<&str> = columns.iter().map(|c| c.stream.as_str()).collect();
-        crate::dataset::others_in_dir_of(out_dir, &names)?
+        crate::dataset::others_in_dir_of(out_dir, &names.iter().map(String::as_str).collect::<Vec<_>>())?
     } else {
         Vec::new()
     };
@@ -159,6 +159,9 @@ pub fn parquet_part<P: AsRef<Path>>(
     match write_columns(out_dir, &columns, &layouts, &sources, nulls, &opts, part) {
         Ok(placed) => {
             aside.remove()?;
+            if opts.overwrites() {
+                crate::dataset::remove_killed_stagings(out_dir, &names);
+            }
             Ok(placed)
         }
         Err(e) => {
