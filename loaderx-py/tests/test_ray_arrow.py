@@ -28,6 +28,8 @@ def test_nulls_inside_lists_are_refused_not_turned_into_floats(tmp_path):
         # Look 73, L73-2: the engine named the column it was handed as "values".
         assert 'column "values"' not in str(e.value) and "ids" in str(e.value), str(e.value)
         assert not (tmp_path / "n" / "ids").exists()
+        # Look 141, L141-1: a first write refused left OUT, its parts folder and lock behind.
+        assert not (tmp_path / "n").exists(), list((tmp_path / "n").rglob("*"))
     ds = ray.data.from_arrow(pa.table({"ids": pa.array([[2**60 + 1, 5], [7], [9]], type=pa.list_(pa.int64()))}))
     write_loaderx(ds, tmp_path / "ok")
     back = RaggedDataset(tmp_path / "ok" / "ids")

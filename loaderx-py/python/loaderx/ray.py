@@ -45,6 +45,7 @@ URL at once can remove each other's parts, leaving a set that names parts no lon
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -63,51 +64,9 @@ from ray.data.datasource.datasink import WriteResult
 from loaderx import _native
 from loaderx._common import fs_path
 
-try:
-    import fcntl
-except ImportError:  # not Unix: writes into one local OUT are not serialised there (the docs say so)
-    fcntl = None  # type: ignore[assignment]
-
-# The write locks the driver holds on local outputs, by write (run): one write at a time per OUT.
-_HELD: dict[str, Any] = {}
-_LOCK = ".loaderx-write.lock"
-# What a store set's directory holds (and the temporary names of their atomic writes).
-_SET_FILES = {"storeset.msgpack", "schema.msgpack", "storeset.msgpack.tmp", "schema.msgpack.tmp"}
-
-
-def _lock_out(path: str, run: str) -> None:
-    """Takes OUT's write lock for write ``run``: a second write into the same OUT at once would
-    remove this one's parts as stale (and this one its)."""
-    if fcntl is None:
-        return
-    # Beside the parts (OUT/_parts/), where nothing reads it as a dataset.
-    f = open(os.path.join(path, PARTS_DIR, _LOCK), "a+")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        f.close()
-        raise RuntimeError(f"{path}: another write_loaderx is writing into it; writes into one output run one at a time")
-    _HELD[run] = f
-
-
-def _unlock_out(run: str) -> None:
-    f = _HELD.pop(run, None)
-    if f is not None:
-        f.close()
-
-
-def _check_replaceable(out: str) -> None:
-    """A column's output is replaced only when it is a store set (what a write leaves there): a
-    directory or file of the user's is never moved or removed."""
-    if not os.path.lexists(out):
-        return
-    if os.path.isdir(out) and not os.path.islink(out):
-        entries = set(os.listdir(out))
-        if "storeset.msgpack" in entries and entries <= _SET_FILES:
-            return
-    raise FileExistsError(f"{out} exists and is not a loaderx store set: refusing to replace it (remove it or write elsewhere)")
 # The reading side, exported here (`_READ_BLOCK_BYTES` for the tests).
 from loaderx._ray_read import _READ_BLOCK_BYTES, PARTS_DIR, LoaderxDatasource, read_loaderx  # noqa: F401
+from loaderx._ray_out import _LOCK, _check_replaceable, _is_dataset_file, _lock_out, _unlock_out
 from loaderx._ray_records import Layout, _advice, _as_ragged, _fits, _no_bytes, _records, _Records
 
 __all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
@@ -188,13 +147,18 @@ class LoaderxDatasink(Datasink):
         # Set when sets in OUT may name this write's parts after a failure: a failed write then
         # removes none of them.
         self.keep_parts = False
+        # The directories this write made (OUT, its parts folder): a failed write removes them
+        # again when it leaves them empty (look 141, L141-1).
+        self.made: list[str] = []
 
     def get_name(self) -> str:
         return "Loaderx"
 
     def on_write_start(self, schema: Any = None) -> None:
         if self.url is None:
-            os.makedirs(os.path.join(self.path, PARTS_DIR), exist_ok=True)
+            parts = os.path.join(self.path, PARTS_DIR)
+            self.made = [d for d in (self.path, parts) if not os.path.lexists(d)]
+            os.makedirs(parts, exist_ok=True)
             _lock_out(self.path, self.run)
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict[str, Any]:
@@ -440,7 +404,29 @@ class LoaderxDatasink(Datasink):
         try:
             self._failed()
         finally:
-            _unlock_out(self.run)
+            try:
+                self._unmake()
+            finally:
+                _unlock_out(self.run)
+
+    def _unmake(self) -> None:
+        """Removes what a failed write made and left empty: the column folders of its parts, its
+        lock, and OUT and its parts folder when this write made them (look 141, L141-1: a first
+        write refused left OUT holding them, and every later conversion there found it taken)."""
+        if self.url or self.keep_parts or not self.made:
+            return
+        root = os.path.join(self.path, PARTS_DIR)
+        for c in os.listdir(root) if os.path.isdir(root) else []:
+            folder = os.path.join(root, c)
+            if not c.startswith(".") and os.path.isdir(folder) and not os.path.islink(folder):
+                with contextlib.suppress(OSError):
+                    os.rmdir(folder)  # only when empty
+        # Removed while still held (then closed by the caller), as the engine's locks are.
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(root, _LOCK))
+        for d in reversed(self.made):
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
 
     def _failed(self) -> None:
         if self.keep_parts:
@@ -481,14 +467,6 @@ def _is_old_part(path: str, name: str) -> bool:
     entries = os.listdir(path)
     staging = name.endswith(".partial")
     return (staging or "schema.msgpack" in entries) and all(_is_dataset_file(e) for e in entries)
-
-
-def _is_dataset_file(name: str) -> bool:
-    """A file a loaderx dataset directory holds (a store's files, its schema, image classes)."""
-    if name in {"schema.msgpack", "index.zr", "meta.zr", "manifest.zr", "dict.zr", "journal.zr", "write.lock", "convert.lock", "classes.txt"}:
-        return True
-    stem = name[:-3] if name.endswith(".zr") else None
-    return (stem is not None and stem.isdigit()) or name.endswith(".tmp")
 
 
 def _rename(a: str, b: str) -> None:
