@@ -204,7 +204,14 @@ impl RemoteStore {
         let (gap, max) = (self.options.gap(), self.options.request());
         let mut requests: Vec<(u32, Range<u64>)> = Vec::new();
         let mut place = vec![(0usize, 0usize, 1usize); indices.len()];
+        // An empty record asks for no bytes: an empty range is no request a server takes (look
+        // 143, L143-1: "Range started at 112 and ended at 112"). It reads an empty piece.
+        let mut empty = Vec::new();
         for (k, e) in order {
+            if e.stored == 0 {
+                empty.push(k);
+                continue;
+            }
             match requests.last_mut() {
                 Some((c, r))
                     if *c == e.chunk && e.offset <= r.end + gap && e.end().max(r.end) - r.start <= max =>
@@ -216,7 +223,14 @@ impl RemoteStore {
             let n = requests.len() - 1;
             place[k] = (n, (e.offset - requests[n].1.start) as usize, 1);
         }
-        Ok((self.get_ranges(&requests)?, place))
+        let mut pieces = self.get_ranges(&requests)?;
+        if !empty.is_empty() {
+            for k in empty {
+                place[k] = (pieces.len(), 0, 1);
+            }
+            pieces.push(Bytes::new());
+        }
+        Ok((pieces, place))
     }
 
     /// Range requests `(chunk, bytes)`, concurrently (at most [`RemoteOptions::concurrency`]).

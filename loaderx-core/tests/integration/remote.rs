@@ -536,3 +536,18 @@ fn a_push_the_server_did_not_keep_is_refused() {
         "{e}"
     );
 }
+
+/// Look 143, L143-1: a read of empty records only, without a page cache, asked the server for
+/// an empty range, which it refuses; they read as the local store's, alone and among others.
+#[test]
+fn empty_records_read_alone_without_a_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let local = ragged(tmp.path()); // record i holds i % 17 values: 0, 17, 34... are empty
+    push(&local, "s3://bucket/empty", server.options(), |_| {}).unwrap();
+    let remote = RaggedSource::open_remote("s3://bucket/empty", server.options()).unwrap();
+    let local = RaggedSource::open(&local).unwrap();
+    for idx in [vec![0u32], vec![34, 17], vec![17, 1, 34, 1999], vec![1700, 1701, 0]] {
+        assert_eq!(remote.get_batch(&idx).unwrap(), local.get_batch(&idx).unwrap(), "{idx:?}");
+    }
+}
