@@ -74,6 +74,20 @@ pub mod remote {
         crate::fork::detach(py, || loaderx_core::remote::list_dirs(&url, options))?.py()
     }
 
+    /// The URLs of the parts the store set at the URL `url` names; None when there is no set
+    /// manifest there (for the Ray sink's reruns: a column's set it may remove).
+    #[pyfunction]
+    #[pyo3(signature = (url, remote=None))]
+    pub fn remote_set_parts(
+        py: Python<'_>,
+        url: String,
+        remote: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Option<Vec<String>>> {
+        let options = remote_options(remote)?;
+        let parts = crate::fork::detach(py, || loaderx_core::remote_set_parts(&url, &options))?.py()?;
+        Ok(parts.map(|parts| parts.into_iter().map(|p| p.url).collect()))
+    }
+
     /// Removes every object under the URL `url` (as a directory); returns how many.
     #[pyfunction]
     #[pyo3(signature = (url, remote=None))]

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
+from typing import Any, Sequence
 
+from loaderx import _native
 from loaderx._ray_read import PARTS_DIR
+
+# The name the sink gives a part: `part-<run>-<task>-<nonce>`, and the staging directory of one
+# a killed task left (`.partial`).
+_PART = re.compile(r"part-[0-9a-f]{12}-[0-9]{5,}-[0-9a-f]{8}(\.partial)?")
 
 try:
     import fcntl
@@ -58,3 +64,55 @@ def _is_dataset_file(name: str) -> bool:
         return True
     stem = name[:-3] if name.endswith(".zr") else None
     return (stem is not None and stem.isdigit()) or name.endswith(".tmp")
+
+
+def _stale_columns(out: str, columns: Sequence[str]) -> list[str]:
+    """The columns of OUT not among ``columns`` whose sets an earlier write made: a store set
+    (``_check_replaceable``) every part of which is one of the sink's in ``OUT/_parts/<column>/``.
+    A set of the user's (``convert parquet``'s, ``stitch``'s, parts anywhere else) is left
+    alone, even beside a parts folder of its name (review 47, finding 5)."""
+    stale = []
+    for entry in sorted(os.listdir(out)):
+        path = os.path.join(out, entry)
+        if entry in columns or entry.startswith(".") or entry == PARTS_DIR:
+            continue
+        if not os.path.isdir(os.path.join(out, PARTS_DIR, entry)) or not os.path.isdir(path):
+            continue
+        try:
+            _check_replaceable(path)
+            # Paths relative to the set's directory.
+            parts = [os.path.join(path, p) for p, _ in _native.set_parts(path) or []]
+        except (FileExistsError, _native.Error, OSError):
+            continue
+        folder = os.path.realpath(os.path.join(out, PARTS_DIR, entry))
+        if parts and all(
+            os.path.dirname(os.path.realpath(p)) == folder and _PART.fullmatch(os.path.basename(p)) for p in parts
+        ):
+            stale.append(entry)
+    return stale
+
+
+def _stale_remote_columns(url: str, columns: Sequence[str], remote: dict[str, Any] | None) -> list[str]:
+    """``_stale_columns`` on object storage: the columns at the URL ``url`` not among ``columns``
+    whose sets an earlier write made there (every part one of the sink's in
+    ``url/_parts/<column>/``, nothing below the set but its files), which a rerun removes once
+    its own are put (look 143, L143-2: they stayed, though ``OUT`` holds one write's columns)."""
+    parts_url = f"{url}/{PARTS_DIR}"
+    try:
+        folders = set(_native.list_remote_dirs(parts_url, remote))
+        entries = _native.list_remote_dirs(url, remote)
+    except _native.Error:
+        return []
+    stale = []
+    for entry in entries:
+        if entry in columns or entry.startswith(".") or entry == PARTS_DIR or entry not in folders:
+            continue
+        try:
+            parts = _native.remote_set_parts(f"{url}/{entry}", remote)
+            below = _native.list_remote_dirs(f"{url}/{entry}", remote)
+        except _native.Error:
+            continue
+        prefix = f"{parts_url}/{entry}/"
+        if parts and not below and all(p.startswith(prefix) and _PART.fullmatch(p[len(prefix):]) for p in parts):
+            stale.append(entry)
+    return stale

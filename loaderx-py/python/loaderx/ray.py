@@ -66,7 +66,7 @@ from loaderx._common import fs_path
 
 # The reading side, exported here (`_READ_BLOCK_BYTES` for the tests).
 from loaderx._ray_read import _READ_BLOCK_BYTES, PARTS_DIR, LoaderxDatasource, read_loaderx  # noqa: F401
-from loaderx._ray_out import _LOCK, _check_replaceable, _is_dataset_file, _lock_out, _unlock_out
+from loaderx._ray_out import _LOCK, _PART, _check_replaceable, _is_dataset_file, _lock_out, _stale_columns, _stale_remote_columns, _unlock_out
 from loaderx._ray_records import Layout, _advice, _as_ragged, _fits, _no_bytes, _records, _Records
 
 __all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
@@ -147,9 +147,13 @@ class LoaderxDatasink(Datasink):
         # Set when sets in OUT may name this write's parts after a failure: a failed write then
         # removes none of them.
         self.keep_parts = False
-        # The directories this write made (OUT, its parts folder): a failed write removes them
-        # again when it leaves them empty (look 141, L141-1).
+        # The directories this write made (its parts folder, OUT, the missing ones above it),
+        # deepest first, and the column folders there before it: a failed write removes the
+        # ones it made when it leaves them empty (looks 141 and 143, L141-1, L143-4). Set once
+        # this write holds OUT's lock (`holds_out`): one refused undoes nothing (L143-3).
         self.made: list[str] = []
+        self.had: set[str] = set()
+        self.holds_out = False
 
     def get_name(self) -> str:
         return "Loaderx"
@@ -157,9 +161,13 @@ class LoaderxDatasink(Datasink):
     def on_write_start(self, schema: Any = None) -> None:
         if self.url is None:
             parts = os.path.join(self.path, PARTS_DIR)
-            self.made = [d for d in (self.path, parts) if not os.path.lexists(d)]
+            made, d = [], parts
+            while not os.path.lexists(d) and os.path.dirname(d) != d:
+                made.append(d)
+                d = os.path.dirname(d)
             os.makedirs(parts, exist_ok=True)
             _lock_out(self.path, self.run)
+            self.made, self.had, self.holds_out = made, set(os.listdir(parts)), True
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> dict[str, Any]:
         """One write task: its blocks into one part per column, published only when complete."""
@@ -370,8 +378,10 @@ class LoaderxDatasink(Datasink):
         parts no set names removed. Once one set is put it names this write's parts, which a
         later failure then keeps (a put that fails for a later column leaves the columns put
         so far new, the others old: object storage has no rename to undo them with); what
-        fails after the puts is a warning (review 46, finding 1's remote twin)."""
+        fails after the puts is a warning (review 46, finding 1's remote twin). The sets an
+        earlier write made of columns this one does not write go last, with their parts."""
         parts_url = f"{self.url}/{PARTS_DIR}"
+        stale = _stale_remote_columns(self.url, columns, self.remote)
         for c in columns:
             parts = [f"{parts_url}/{c}/{r['name']}" for r in results]
             summary = _native.stitch_remote(parts, f"{self.url}/{c}", self.remote)
@@ -391,6 +401,12 @@ class LoaderxDatasink(Datasink):
                         _native.remove_remote(f"{parts_url}/{c}/{entry}", self.remote)
                     except _native.Error:
                         leftovers.append(f"{parts_url}/{c}/{entry}")
+        for c in stale:
+            for url in (f"{self.url}/{c}", f"{parts_url}/{c}"):  # the set first: never one without parts
+                try:
+                    _native.remove_remote(url, self.remote)
+                except _native.Error:
+                    leftovers.append(f"{url}/")
         if leftovers:
             warnings.warn(
                 f"write_loaderx committed {self.url}, but could not remove {len(leftovers)} old "
@@ -410,21 +426,24 @@ class LoaderxDatasink(Datasink):
                 _unlock_out(self.run)
 
     def _unmake(self) -> None:
-        """Removes what a failed write made and left empty: the column folders of its parts, its
-        lock, and OUT and its parts folder when this write made them (look 141, L141-1: a first
-        write refused left OUT holding them, and every later conversion there found it taken)."""
-        if self.url or self.keep_parts or not self.made:
+        """Removes what a failed write made and left empty: its column folders of parts, and
+        when it made OUT's parts folder, its lock, that folder, and OUT and the directories
+        above it it made (look 141, L141-1: a first write refused left OUT holding them, and
+        every later conversion there found it taken). Only a write that holds OUT's lock."""
+        if self.url or self.keep_parts or not self.holds_out:
             return
         root = os.path.join(self.path, PARTS_DIR)
         for c in os.listdir(root) if os.path.isdir(root) else []:
             folder = os.path.join(root, c)
-            if not c.startswith(".") and os.path.isdir(folder) and not os.path.islink(folder):
+            if c not in self.had and not c.startswith(".") and os.path.isdir(folder) and not os.path.islink(folder):
                 with contextlib.suppress(OSError):
                     os.rmdir(folder)  # only when empty
+        if not self.made:
+            return
         # Removed while still held (then closed by the caller), as the engine's locks are.
         with contextlib.suppress(OSError):
             os.remove(os.path.join(root, _LOCK))
-        for d in reversed(self.made):
+        for d in self.made:
             with contextlib.suppress(OSError):
                 os.rmdir(d)
 
@@ -455,7 +474,6 @@ class LoaderxDatasink(Datasink):
 # directory of one a killed task left (`.partial`).
 # A set a commit staged or moved aside (`.<column>.set-<run>`, `.<column>.old-<run>`).
 _LEFT = re.compile(r"\..+\.(set|old)-[0-9a-f]{12}")
-_PART = re.compile(r"part-[0-9a-f]{12}-[0-9]{5,}-[0-9a-f]{8}(\.partial)?")
 
 
 def _is_old_part(path: str, name: str) -> bool:
@@ -481,32 +499,6 @@ def _tidy(path: str, leftovers: list[str]) -> None:
         _remove(path)
     except OSError:
         leftovers.append(path)
-
-
-def _stale_columns(out: str, columns: Sequence[str]) -> list[str]:
-    """The columns of OUT not among ``columns`` whose sets an earlier write made: a store set
-    (``_check_replaceable``) every part of which is one of the sink's in ``OUT/_parts/<column>/``.
-    A set of the user's (``convert parquet``'s, ``stitch``'s, parts anywhere else) is left
-    alone, even beside a parts folder of its name (review 47, finding 5)."""
-    stale = []
-    for entry in sorted(os.listdir(out)):
-        path = os.path.join(out, entry)
-        if entry in columns or entry.startswith(".") or entry == PARTS_DIR:
-            continue
-        if not os.path.isdir(os.path.join(out, PARTS_DIR, entry)) or not os.path.isdir(path):
-            continue
-        try:
-            _check_replaceable(path)
-            # Paths relative to the set's directory.
-            parts = [os.path.join(path, p) for p, _ in _native.set_parts(path) or []]
-        except (FileExistsError, _native.Error, OSError):
-            continue
-        folder = os.path.realpath(os.path.join(out, PARTS_DIR, entry))
-        if parts and all(
-            os.path.dirname(os.path.realpath(p)) == folder and _PART.fullmatch(os.path.basename(p)) for p in parts
-        ):
-            stale.append(entry)
-    return stale
 
 
 def _remove(path: str) -> None:

@@ -1,0 +1,71 @@
+"""What loaderx.ray's sink leaves at OUT after a write fails or reruns with fewer columns, locally
+and on object storage, on a local Ray cluster when Ray is installed (required where
+LOADERX_REQUIRE_RAY is set)."""
+
+import os
+
+import pytest
+
+# First: where Ray is not installed (and not required), the whole module is skipped here.
+from ray_common import cluster, ray  # noqa: F401
+from test_remote import s3  # noqa: F401
+
+from loaderx import _native
+from loaderx.dataset import DenseDataset
+
+
+def small(columns, n=40):
+    rows = [{c: i * 10 + k for k, c in enumerate(columns)} for i in range(n)]
+    return ray.data.from_items(rows, override_num_blocks=2)
+
+
+def test_a_rerun_to_s3_with_fewer_columns_leaves_none_of_the_old_columns(s3):
+    # Look 143, L143-2: the other columns' sets and parts stayed, though OUT holds one write's.
+    from loaderx.ray import write_loaderx
+
+    bucket, opts = s3
+    write_loaderx(small(["a", "b", "c"]), "s3://bucket/out", remote=opts)
+    # A set of the user's beside them, over parts of its own: not the sink's, kept.
+    write_loaderx(small(["u"]), "s3://bucket/mine", remote=opts)
+    _native.stitch_remote(["s3://bucket/mine/_parts/u/" + p for p in _native.list_remote_dirs("s3://bucket/mine/_parts/u", opts)], "s3://bucket/out/u", opts)
+    write_loaderx(small(["a"]), "s3://bucket/out", remote=opts)
+    assert _native.list_remote_dirs("s3://bucket/out", opts) == ["_parts", "a", "u"]
+    assert _native.list_remote_dirs("s3://bucket/out/_parts", opts) == ["a"]
+    assert DenseDataset("s3://bucket/out/a", remote=opts)[:].tolist() == [i * 10 for i in range(40)]
+    assert len(DenseDataset("s3://bucket/out/u", remote=opts)) == 40
+
+
+def test_a_refused_write_never_undoes_the_running_ones_lock(tmp_path):
+    # Look 143, L143-3: the second write of two into a new OUT removed the first one's lock.
+    from loaderx.ray import LoaderxDatasink
+
+    out = tmp_path / "new" / "out"
+    a, b = LoaderxDatasink(str(out)), LoaderxDatasink(str(out))
+    a.on_write_start()
+    with pytest.raises(RuntimeError, match="another write_loaderx"):
+        b.on_write_start()
+    b.on_write_failed(RuntimeError("refused"))
+    assert (out / "_parts" / ".loaderx-write.lock").exists()
+    third = LoaderxDatasink(str(out))
+    with pytest.raises(RuntimeError, match="another write_loaderx"):
+        third.on_write_start()
+    a.on_write_failed(RuntimeError("done"))
+    # The first write made OUT and the directory above it: gone with it, nothing left.
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_failed_write_leaves_no_folder_it_made(tmp_path):
+    # Look 143, L143-4: a refused rerun left an empty parts folder of its new column.
+    from loaderx.ray import write_loaderx
+
+    out = tmp_path / "out"
+    write_loaderx(small(["a"]), out)
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    os.makedirs(out / "userdir")  # a directory of the user's named as a column
+    with pytest.raises(FileExistsError):
+        write_loaderx(small(["a", "userdir"]), out)
+    bad = ray.data.from_items([{"a": 1, "n": 2}, {"a": 3, "n": None}], override_num_blocks=1)
+    with pytest.raises(Exception, match="null"):
+        write_loaderx(bad, out)
+    os.rmdir(out / "userdir")
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
