@@ -34,7 +34,13 @@ pub fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
     })
     .with_context(|| format!("push {} → {url}", store.display()))?;
     pb.finish_and_clear();
-    crate::print(&format!("{url}: {} pushed, {:.2}s\n", convert::human(sent), start.elapsed().as_secs_f64()))
+    // What went up: the files found there already are not counted (look 145, L145-2: a push
+    // that skipped every chunk said the whole store was pushed).
+    crate::print(&format!(
+        "{url}: {} uploaded, {:.2}s\n",
+        convert::human(sent),
+        start.elapsed().as_secs_f64()
+    ))
 }
 
 /// `loaderx stitch PART... OUT` and `loaderx stitch DIR OUT [--parts N]`.

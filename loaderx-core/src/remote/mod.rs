@@ -30,7 +30,7 @@
 //! | `manifest` | what `verify` checks of `manifest.zr`: its count, chunks and lengths against the index and the objects |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
-//! | `write` | a set's files put over pushed parts; [`list_dirs`], [`remove_prefix`] |
+//! | `write` | a set's files put over pushed parts; [`list_dirs`], [`list_objects`], [`remove_prefix`] |
 //! | `body` | response bodies read with a cap |
 //! | `redact` | credentials scrubbed from every error |
 
@@ -54,5 +54,5 @@ pub use push::push;
 pub use store::{RemoteStats, RemoteStore, RemoteSummary};
 pub use url::is_remote;
 pub(crate) use url::join_url;
-pub use write::{list_dirs, remove_prefix};
+pub use write::{list_dirs, list_objects, remove_prefix};
 pub(crate) use write::{part_path, put, refuse_store_at};

@@ -50,8 +50,9 @@ fn is_store(dir: &Path) -> bool {
 /// changed, the index last. A reader opening the store during a push sees the old index or
 /// the new one, over chunk objects of either: a v2 record's crc32c (and every request's ETag)
 /// refuses bytes of the other store, a v1 record carries no checksum and is read as it is (look
-/// 78: do not push over a v1 store that is being read). `progress` is called with the bytes sent
-/// so far. Of a v1 store's `meta.zr` (a fixed 256 MiB table) only the committed prefix goes up;
+/// 78: do not push over a v1 store that is being read). `progress` is called with the bytes done
+/// so far (sent or found there already); the bytes uploaded are returned (look 145, L145-2: a
+/// push that skipped every chunk reported the whole store pushed). Of a v1 store's `meta.zr` (a fixed 256 MiB table) only the committed prefix goes up;
 /// v1 stores have no manifest, so a repeated push of one sends every file again. A store set is
 /// refused at a URL holding a store (readers would open the store). A store pushed where another
 /// store, dataset or set was reads as itself: the files it lacks (a schema, class names, a
@@ -95,7 +96,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
                 reason: "neither index.zr (v2) nor meta.zr (v1) is there, nor a store set's manifest".into(),
             });
         }
-        return push_dir(dir, url, &options, &progress, false);
+        return push_dir(dir, url, &options, &progress, false).map(|(_, uploaded)| uploaded);
     };
     // Every part checked before anything goes up, and the URL: a store there would hide the set.
     super::refuse_store_at(url, &options)?;
@@ -126,12 +127,13 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         }
         resolved.push((local, part_url));
     }
-    let mut base = 0u64;
+    let (mut base, mut uploaded) = (0u64, 0u64);
     for (part, part_url) in resolved {
-        base += push_dir(&part, &part_url, &options, &|n| progress(base + n), false)?;
+        let (covered, up) = push_dir(&part, &part_url, &options, &|n| progress(base + n), false)?;
+        (base, uploaded) = (base + covered, uploaded + up);
     }
-    let sent = push_dir(dir, url, &options, &|n| progress(base + n), true)?;
-    Ok(base + sent)
+    let (_, up) = push_dir(dir, url, &options, &|n| progress(base + n), true)?;
+    Ok(uploaded + up)
 }
 
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the
@@ -192,7 +194,7 @@ fn push_dir(
     options: &RemoteOptions,
     progress: &dyn Fn(u64),
     set: bool,
-) -> Result<u64> {
+) -> Result<(u64, u64)> {
     let (bucket, prefix) = parse_url(url)?;
     let _still = if set { None } else { Some(hold_still(dir)?) };
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
@@ -242,7 +244,7 @@ fn push_dir(
         let local: Vec<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
         remove_stale(&runtime, store.as_ref(), &key, dir, &local, url, options)?;
     }
-    let mut sent = 0u64;
+    let (mut sent, mut uploaded) = (0u64, 0u64);
     // Whether the remote manifest may still vouch for a chunk object this push replaces.
     let mut vouching = remote_manifest.is_some();
     for (name, path, len) in files {
@@ -305,11 +307,12 @@ fn push_dir(
                     reason: format!("the server took {put} bytes and holds {held}: the upload did not land"),
                 });
             }
+            uploaded += put;
         }
         sent += len;
         progress(sent);
     }
-    Ok(sent)
+    Ok((sent, uploaded))
 }
 
 /// Removes from the URL what it held before that would be read with the store in `dir` (its

@@ -129,6 +129,25 @@ pub fn list_dirs(url: &str, options: RemoteOptions) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The names of the objects directly under the `s3://` URL `url` taken as a directory (not
+/// those of its subdirectories), sorted: what a caller removing a set there checks it holds
+/// nothing but the set's files (look 145, L145-1).
+///
+/// # Errors
+/// As [`list_dirs`].
+pub fn list_objects(url: &str, options: RemoteOptions) -> Result<Vec<String>> {
+    let (bucket, prefix) = parse_url(url)?;
+    let store = options.build_s3(&bucket)?;
+    let rt = runtime(url)?;
+    let mut names = Vec::new();
+    rt.block_on(list_pages(&store, url, &options, &prefix, true, |page| {
+        names.extend(page.objects.iter().filter_map(|o| o.location.filename().map(str::to_owned)));
+    }))?;
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
 /// The most entries (objects and common prefixes) one listing takes: a server whose listing
 /// never ends (its continuation token repeating, or a new one every page) held a command for
 /// good, and a removal's memory grew without end (look 112, L112-1). About a million: the
