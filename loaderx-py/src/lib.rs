@@ -78,6 +78,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(set::remote::list_remote_dirs, m)?)?;
         m.add_function(wrap_pyfunction!(set::remote::remove_remote, m)?)?;
         m.add_function(wrap_pyfunction!(set::remote::remote_set_parts, m)?)?;
+        m.add_function(wrap_pyfunction!(set::remote::list_remote_objects, m)?)?;
     }
     m.add_function(wrap_pyfunction!(chunker::plan_file, m)?)?;
     m.add_function(wrap_pyfunction!(chunker::abi_version, m)?)?;

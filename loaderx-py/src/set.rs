@@ -88,6 +88,18 @@ pub mod remote {
         Ok(parts.map(|parts| parts.into_iter().map(|p| p.url).collect()))
     }
 
+    /// The objects directly under the URL `url` (as a directory), sorted.
+    #[pyfunction]
+    #[pyo3(signature = (url, remote=None))]
+    pub fn list_remote_objects(
+        py: Python<'_>,
+        url: String,
+        remote: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<String>> {
+        let options = remote_options(remote)?;
+        crate::fork::detach(py, || loaderx_core::remote::list_objects(&url, options))?.py()
+    }
+
     /// Removes every object under the URL `url` (as a directory); returns how many.
     #[pyfunction]
     #[pyo3(signature = (url, remote=None))]

@@ -4,6 +4,7 @@ LOADERX_REQUIRE_RAY is set)."""
 
 import os
 
+import numpy as np
 import pytest
 
 # First: where Ray is not installed (and not required), the whole module is skipped here.
@@ -11,6 +12,7 @@ from ray_common import cluster, ray  # noqa: F401
 from test_remote import s3  # noqa: F401
 
 from loaderx import _native
+from loaderx.converter import from_numpy
 from loaderx.dataset import DenseDataset
 
 
@@ -19,7 +21,7 @@ def small(columns, n=40):
     return ray.data.from_items(rows, override_num_blocks=2)
 
 
-def test_a_rerun_to_s3_with_fewer_columns_leaves_none_of_the_old_columns(s3):
+def test_a_rerun_to_s3_with_fewer_columns_leaves_none_of_the_old_columns(s3, tmp_path):
     # Look 143, L143-2: the other columns' sets and parts stayed, though OUT holds one write's.
     from loaderx.ray import write_loaderx
 
@@ -28,9 +30,17 @@ def test_a_rerun_to_s3_with_fewer_columns_leaves_none_of_the_old_columns(s3):
     # A set of the user's beside them, over parts of its own: not the sink's, kept.
     write_loaderx(small(["u"]), "s3://bucket/mine", remote=opts)
     _native.stitch_remote(["s3://bucket/mine/_parts/u/" + p for p in _native.list_remote_dirs("s3://bucket/mine/_parts/u", opts)], "s3://bucket/out/u", opts)
+    # Look 145, L145-1: a store of the user's in a stale column's parts folder, and a file of
+    # the user's in a column's set: both went with the column.
+    from_numpy(tmp_path / "ds", np.arange(5))
+    _native.push(str(tmp_path / "ds"), "s3://bucket/out/_parts/b/mine", opts)
+    (bucket / "out" / "c" / "NOTES.txt").write_text("mine")
     write_loaderx(small(["a"]), "s3://bucket/out", remote=opts)
-    assert _native.list_remote_dirs("s3://bucket/out", opts) == ["_parts", "a", "u"]
-    assert _native.list_remote_dirs("s3://bucket/out/_parts", opts) == ["a"]
+    assert _native.list_remote_dirs("s3://bucket/out", opts) == ["_parts", "a", "c", "u"]
+    assert _native.list_remote_dirs("s3://bucket/out/_parts", opts) == ["a", "b", "c"]
+    assert _native.list_remote_dirs("s3://bucket/out/_parts/b", opts) == ["mine"]
+    assert DenseDataset("s3://bucket/out/_parts/b/mine", remote=opts)[:].tolist() == list(range(5))
+    assert (bucket / "out" / "c" / "NOTES.txt").read_text() == "mine"
     assert DenseDataset("s3://bucket/out/a", remote=opts)[:].tolist() == [i * 10 for i in range(40)]
     assert len(DenseDataset("s3://bucket/out/u", remote=opts)) == 40
 

@@ -96,7 +96,8 @@ def _stale_remote_columns(url: str, columns: Sequence[str], remote: dict[str, An
     """``_stale_columns`` on object storage: the columns at the URL ``url`` not among ``columns``
     whose sets an earlier write made there (every part one of the sink's in
     ``url/_parts/<column>/``, nothing below the set but its files), which a rerun removes once
-    its own are put (look 143, L143-2: they stayed, though ``OUT`` holds one write's columns)."""
+    its own are put (look 143, L143-2: they stayed, though ``OUT`` holds one write's columns):
+    the set, then the sink's parts alone (``_remove_stale_remote``)."""
     parts_url = f"{url}/{PARTS_DIR}"
     try:
         folders = set(_native.list_remote_dirs(parts_url, remote))
@@ -110,9 +111,33 @@ def _stale_remote_columns(url: str, columns: Sequence[str], remote: dict[str, An
         try:
             parts = _native.remote_set_parts(f"{url}/{entry}", remote)
             below = _native.list_remote_dirs(f"{url}/{entry}", remote)
+            files = set(_native.list_remote_objects(f"{url}/{entry}", remote))
         except _native.Error:
             continue
+        # Nothing at the set's URL but its own files (look 145, L145-1: a file of the user's
+        # there went with it), and every part one of the sink's.
         prefix = f"{parts_url}/{entry}/"
-        if parts and not below and all(p.startswith(prefix) and _PART.fullmatch(p[len(prefix):]) for p in parts):
+        ours = not below and "storeset.msgpack" in files and files <= _SET_FILES
+        if ours and parts and all(p.startswith(prefix) and _PART.fullmatch(p[len(prefix):]) for p in parts):
             stale.append(entry)
     return stale
+
+
+def _remove_stale_remote(url: str, column: str, remote: dict[str, Any] | None, leftovers: list[str]) -> None:
+    """Removes the stale column ``column`` at the URL ``url`` (``_stale_remote_columns``): its
+    set first (never one naming parts gone), then each of the sink's parts in its parts folder,
+    one by one; anything else there stays (look 145, L145-1: the whole folder went, a store of
+    the user's in it with it). What cannot be removed goes to ``leftovers``."""
+    folder = f"{url}/{PARTS_DIR}/{column}"
+    try:
+        _native.remove_remote(f"{url}/{column}", remote)
+        entries = _native.list_remote_dirs(folder, remote)
+    except _native.Error:
+        leftovers.append(f"{url}/{column}/")
+        return
+    for entry in entries:
+        if _PART.fullmatch(entry):
+            try:
+                _native.remove_remote(f"{folder}/{entry}", remote)
+            except _native.Error:
+                leftovers.append(f"{folder}/{entry}/")

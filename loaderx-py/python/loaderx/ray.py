@@ -66,7 +66,7 @@ from loaderx._common import fs_path
 
 # The reading side, exported here (`_READ_BLOCK_BYTES` for the tests).
 from loaderx._ray_read import _READ_BLOCK_BYTES, PARTS_DIR, LoaderxDatasource, read_loaderx  # noqa: F401
-from loaderx._ray_out import _LOCK, _PART, _check_replaceable, _is_dataset_file, _lock_out, _stale_columns, _stale_remote_columns, _unlock_out
+from loaderx._ray_out import _LOCK, _PART, _check_replaceable, _is_dataset_file, _lock_out, _remove_stale_remote, _stale_columns, _stale_remote_columns, _unlock_out
 from loaderx._ray_records import Layout, _advice, _as_ragged, _fits, _no_bytes, _records, _Records
 
 __all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
@@ -402,11 +402,7 @@ class LoaderxDatasink(Datasink):
                     except _native.Error:
                         leftovers.append(f"{parts_url}/{c}/{entry}")
         for c in stale:
-            for url in (f"{self.url}/{c}", f"{parts_url}/{c}"):  # the set first: never one without parts
-                try:
-                    _native.remove_remote(url, self.remote)
-                except _native.Error:
-                    leftovers.append(f"{url}/")
+            _remove_stale_remote(self.url, c, self.remote, leftovers)
         if leftovers:
             warnings.warn(
                 f"write_loaderx committed {self.url}, but could not remove {len(leftovers)} old "
