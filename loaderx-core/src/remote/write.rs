@@ -117,16 +117,9 @@ pub(crate) fn part_path(out: &str, part: &str) -> Result<String> {
 /// # Errors
 /// [`Error::Remote`] naming `url` for a failed listing.
 pub fn list_dirs(url: &str, options: RemoteOptions) -> Result<Vec<String>> {
-    let (bucket, prefix) = parse_url(url)?;
-    let store = options.build_s3(&bucket)?;
-    let rt = runtime(url)?;
-    let mut names = Vec::new();
-    rt.block_on(list_pages(&store, url, &options, &prefix, true, |page| {
+    list_level(url, &options, |page, names| {
         names.extend(page.common_prefixes.iter().filter_map(|p| p.filename().map(str::to_owned)));
-    }))?;
-    names.sort();
-    names.dedup();
-    Ok(names)
+    })
 }
 
 /// The names of the objects directly under the `s3://` URL `url` taken as a directory (not
@@ -136,13 +129,22 @@ pub fn list_dirs(url: &str, options: RemoteOptions) -> Result<Vec<String>> {
 /// # Errors
 /// As [`list_dirs`].
 pub fn list_objects(url: &str, options: RemoteOptions) -> Result<Vec<String>> {
+    list_level(url, &options, |page, names| {
+        names.extend(page.objects.iter().filter_map(|o| o.location.filename().map(str::to_owned)));
+    })
+}
+
+/// The names `pick` takes from each page of the listing one level under `url`, sorted, once each.
+fn list_level(
+    url: &str,
+    options: &RemoteOptions,
+    pick: impl Fn(&object_store::ListResult, &mut Vec<String>),
+) -> Result<Vec<String>> {
     let (bucket, prefix) = parse_url(url)?;
     let store = options.build_s3(&bucket)?;
     let rt = runtime(url)?;
     let mut names = Vec::new();
-    rt.block_on(list_pages(&store, url, &options, &prefix, true, |page| {
-        names.extend(page.objects.iter().filter_map(|o| o.location.filename().map(str::to_owned)));
-    }))?;
+    rt.block_on(list_pages(&store, url, options, &prefix, true, |page| pick(&page, &mut names)))?;
     names.sort();
     names.dedup();
     Ok(names)
