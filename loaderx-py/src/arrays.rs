@@ -81,13 +81,14 @@ pub fn owned<T: numpy::Element + Copy>(array: &PyReadonlyArray1<'_, T>, what: &s
     slice(array, what).map(<[T]>::to_vec)
 }
 
-/// The elements of a read-only, C-contiguous one-dimensional array, borrowed: only for reads
-/// made with the GIL held (see [`owned`]).
+/// The elements of a read-only, C-contiguous, aligned one-dimensional array, borrowed: only for
+/// reads made with the GIL held (see [`owned`]).
 pub fn slice<'a, T: numpy::Element>(array: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
     array.as_slice().map_err(|_| {
         PyValueError::new_err(format!(
-            "{what} must be a C-contiguous array (got strides {:?})",
-            array.strides()
+            "{what} must be a C-contiguous, aligned array (got strides {:?}, {})",
+            array.strides(),
+            if array.is_aligned() { "aligned" } else { "not aligned" }
         ))
     })
 }

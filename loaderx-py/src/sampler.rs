@@ -55,9 +55,9 @@ impl Sampler {
     /// The indices of `step` written into `out` (a writable, contiguous `uint32` array of the
     /// batch's length).
     fn batch_into(&self, py: Python<'_>, step: u64, mut out: PyReadwriteArray1<'_, u32>) -> PyResult<()> {
-        let dst = out
-            .as_slice_mut()
-            .map_err(|_| PyValueError::new_err("out must be a C-contiguous uint32 array"))?;
+        let dst = out.as_slice_mut().map_err(|_| {
+            PyValueError::new_err("out must be a writable, C-contiguous, aligned uint32 array")
+        })?;
         crate::fork::detach(py, || self.inner.fill(step, dst))?.py()
     }
 

@@ -448,3 +448,23 @@ def test_bool_bytes_other_than_0_or_1_are_refused_when_written(tmp_path):
         from_iterator(str(tmp_path / "r"), iter(rows))
     from_numpy(str(tmp_path / "ok"), np.array([True, False, True]))
     assert DenseDataset(str(tmp_path / "ok"))[:].tolist() == [True, False, True]
+
+
+def test_an_unaligned_index_array_is_read_as_numpy_reads_it(tmp_path):
+    # Look 144, L144-1: a contiguous but unaligned index array (`np.frombuffer` at an odd
+    # offset, a memmap past a header) was refused as "not C-contiguous".
+    data = np.arange(40, dtype=np.int64).reshape(8, 5)
+    from_numpy(tmp_path / "d", data)
+    ds = DenseDataset(tmp_path / "d")
+    raw = bytearray(13)
+    raw[1:13] = np.array([3, 1, 2], dtype=np.uint32).tobytes()
+    k = np.frombuffer(raw, np.uint32, offset=1)
+    assert not k.flags.aligned and k.flags.c_contiguous
+    np.testing.assert_array_equal(ds[k], data[k])
+    np.testing.assert_array_equal(ds.gather(k), data[k])
+    z = Zrecord(tmp_path / "z", "w")
+    z.append([bytes([i]) * 3 for i in range(8)])
+    raw64 = bytearray(25)
+    raw64[1:25] = np.array([3, 1, 2], dtype=np.uint64).tobytes()
+    k64 = np.frombuffer(raw64, np.uint64, offset=1)
+    assert z.gather(k64) == [b"\x03" * 3, b"\x01" * 3, b"\x02" * 3]

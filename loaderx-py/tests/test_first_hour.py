@@ -279,6 +279,10 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
     assert len(loaderx.chunker.plan_file(tmp_path / "f", np.int64(2)).ranges) == 2
     with pytest.raises(TypeError, match="parts must be an int, got bool"):
         loaderx.chunker.plan_file(tmp_path / "f", True)
+    # Look 144, L144-4: the delimiter takes NumPy's integers too; an empty path is named so.
+    assert loaderx.chunker.plan_file(tmp_path / "f", 2, np.uint8(10)) == loaderx.chunker.plan_file(tmp_path / "f", 2, 10)
+    with pytest.raises(ValueError, match="path is empty"):
+        loaderx.chunker.plan_file("", 2)
     # L119-8: IterableLoader checks its arguments when it is made, not at its first batch.
     torch = pytest.importorskip("torch")
     del torch

@@ -29,5 +29,16 @@ def test_batch_into_a_buffer_and_shards():
         s.batch(0, out=np.empty(3, dtype=np.uint32))
     with pytest.raises(TypeError):
         s.batch(0, out=np.empty(64, dtype=np.int64))
+    # Look 144, L144-2: every refusal names `out` and what it must be.
+    for bad, kind, words in [
+        ([0] * 64, TypeError, "numpy.ndarray"),
+        (np.zeros(64, np.int32), TypeError, "uint32"),
+        (np.zeros(65, np.uint32), ValueError, "(64,)"),
+        (np.zeros(128, np.uint32)[::2], ValueError, "C-contiguous"),
+        (np.frombuffer(bytearray(257), np.uint32, offset=1), ValueError, "aligned"),
+    ]:
+        with pytest.raises(kind, match="out") as e:
+            s.batch(0, out=bad)
+        assert words in str(e.value), e.value
     with pytest.raises(ValueError):
         Zsampler(10, 0)

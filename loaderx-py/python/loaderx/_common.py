@@ -111,7 +111,9 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
         return np.array([i], dtype=dtype), None
     # A subclass (np.matrix stays 2-D through reshape) as a plain array (look 103, L103-6).
     arr = key if type(key) is np.ndarray else np.asarray(key)
-    if arr.dtype == dtype and arr.ndim == 1 and arr.flags.c_contiguous:
+    # Aligned too: an array read through `np.frombuffer` at an odd offset is contiguous but
+    # unaligned, which the engine cannot borrow; it goes the copying way (look 144, L144-1).
+    if arr.dtype == dtype and arr.ndim == 1 and arr.flags.c_contiguous and arr.flags.aligned:
         if arr.size and int(arr.max()) >= length:
             # Read once more, as a copy: another thread may be changing the array (free-threaded
             # Python), and the index named must be one the array held (look 92, F4).
@@ -150,7 +152,7 @@ def indices(key: Any, length: int, dtype: type = np.uint32) -> tuple[np.ndarray,
         # In int64, not the array's own type: -1 + 4096 overflows an int8 (look 92, F2).
         flat = flat.astype(np.int64)
         flat = np.where(flat < 0, flat + length, flat)
-    return np.ascontiguousarray(flat, dtype=dtype), arr.shape
+    return np.require(flat, dtype=dtype, requirements=["C_CONTIGUOUS", "ALIGNED"]), arr.shape
 
 
 def check_number(name: str, value: Any) -> float:

@@ -86,6 +86,9 @@ def _path(path: PathLike) -> str:
         raise TypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
     if "\x00" in raw:
         raise ValueError("path contains an embedded NUL byte")
+    if not raw:
+        # `Path("")` is the working directory (look 144, L144-4).
+        raise ValueError("path is empty: give the file to plan")
     return str(Path(raw).resolve())
 
 
@@ -109,6 +112,12 @@ def _parts(parts: int) -> int:
 
 
 def _delimiter(delimiter: bytes | int) -> int:
+    # NumPy's integers too, as `parts` takes them (look 144, L144-4); never a bool.
+    if not isinstance(delimiter, (bytes, int)) and type(delimiter).__name__ != "bool_":
+        try:
+            delimiter = operator.index(delimiter)
+        except TypeError:
+            pass  # refused below, named
     if isinstance(delimiter, int):
         if isinstance(delimiter, bool) or not 0 <= delimiter <= 255:
             raise ValueError(f"delimiter int must be a byte value 0..255, got {delimiter!r}")

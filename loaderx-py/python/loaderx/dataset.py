@@ -62,8 +62,9 @@ class _Dataset:
         return self._wrap(self._native.select(idx), ("select", idx))
 
     def split(self, fraction: float, seed: int = 0) -> tuple[Any, Any]:
-        """``(first, rest)``: ``first`` holds ``round(len * fraction)`` records chosen by ``seed``,
-        ``rest`` the others, each in record order (a train/validation split; nothing is copied)."""
+        """``(first, rest)``: ``first`` holds ``len * fraction`` records, rounded half away from
+        zero (19 of 37 at 0.5, where Python's ``round`` gives 18), chosen by ``seed``; ``rest``
+        the others, each in record order (a train/validation split; nothing is copied)."""
         if isinstance(fraction, (bool, np.bool_)) or not isinstance(fraction, (int, float, np.integer, np.floating)):
             raise TypeError(f"fraction must be a number in [0, 1], not {type(fraction).__name__}")
         a, b = self._native.split(float(fraction), check_int("seed", seed, 0, 2**64))

@@ -69,7 +69,8 @@ class Zrecord:
 
     def train_dictionary(self, samples: Iterable[bytes]) -> bool:
         """Trains the store's zstd dictionary (``dict.zr``) on ``samples``, before any
-        ``zstd_dict`` record is appended; False when they are too few to train on."""
+        ``zstd_dict`` record is appended; False, with nothing changed, when they are too few to
+        train on or the store has a dictionary already."""
         return self._native.train_dictionary([_record(r, k) for k, r in enumerate(_records(samples))])
 
     def gather(self, indices_: Any) -> list[bytes]:

@@ -88,5 +88,14 @@ class Zsampler:
         check_int("step", step, 0, 2**64)
         if out is None:
             return self._native.batch(step)
+        # Named, as every other `out` is (look 144, L144-2: the binding's own words, naming none).
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy.ndarray, not {type(out).__module__}.{type(out).__name__}")
+        if out.dtype != np.uint32:
+            raise TypeError(f"out has dtype {out.dtype}; the sampler's indices are uint32")
+        if out.shape != (self.batch_size,):
+            raise ValueError(f"out has shape {out.shape}; a batch is ({self.batch_size},)")
+        if not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable):
+            raise ValueError("out must be writable, C-contiguous and aligned")
         self._native.batch_into(step, out)
         return out
