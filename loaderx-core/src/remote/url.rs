@@ -56,13 +56,26 @@ pub(super) fn parse_url(url: &str) -> Result<(String, String)> {
             scrub(url, None, &[])
         )));
     }
-    if bucket.is_empty() || prefix.split('/').any(|p| p == "..") {
+    if bucket.is_empty() || prefix.split('/').any(|p| p == ".." || p == ".") {
         return Err(Error::InvalidArgument(format!(
-            "{url:?}: an s3:// URL names a bucket and a prefix without `..`"
+            "{url:?}: an s3:// URL names a bucket and a prefix without `.` or `..`"
+        )));
+    }
+    // Keys are written escaped (`x[0]` as `x%5B0%5D`) but a listing is asked by the prefix as it
+    // is: with such a character the two disagree, and what one lists the other never removes, or
+    // removes another's (look 146, L146-1). Refused, naming it.
+    if let Some(c) = prefix.chars().find(|&c| c.is_control() || ESCAPED_IN_KEYS.contains(c)) {
+        return Err(Error::InvalidArgument(format!(
+            "{:?}: an s3:// URL's path may not hold {c:?} (object storage keys hold it escaped, and \
+             listings would not find them): name it without any of {ESCAPED_IN_KEYS}",
+            scrub(url, None, &[])
         )));
     }
     Ok((bucket.to_string(), prefix.trim_end_matches('/').to_string()))
 }
+
+/// The characters `object_store` writes escaped in a key's path (besides control characters).
+pub(crate) const ESCAPED_IN_KEYS: &str = "\\{^}%`]\">[~<#|*?";
 
 #[cfg(test)]
 mod tests {
@@ -79,5 +92,11 @@ mod tests {
         assert!(says("s3://b/sets/all", "../../../up", "climbs out of the bucket"));
         assert!(says("s3://b/all", "/abs/p0", "\"/abs/p0\" is an absolute path"));
         assert!(says("s3://b/all", "C:\\data\\p0", "\"C:/data/p0\" is an absolute path"));
+        // Look 146, L146-1: a character keys hold escaped is refused, named.
+        for (url, c) in [("s3://b/out/x[0]", "'['"), ("s3://b/a#b/c", "'#'"), ("s3://b/a%23b", "'%'")] {
+            let e = parse_url(url).unwrap_err().to_string();
+            assert!(e.contains(c) && e.contains("may not hold"), "{e}");
+        }
+        assert!(parse_url("s3://b/out/x_0-1.2 (copy)").is_ok());
     }
 }

@@ -138,7 +138,7 @@ fn damage_missing_objects_a_stopped_server_and_wrong_keys_are_typed_errors() {
     // A bad URL.
     assert!(matches!(
         DenseSource::open_remote("s3://bucket/../x", opts.clone()),
-        Err(Error::InvalidArgument(m)) if m.contains("without `..`")
+        Err(Error::InvalidArgument(m)) if m.contains("without `.` or `..`")
     ));
     // No store at the prefix: not a store, naming the URL.
     let ok = DenseSource::open_remote("s3://bucket/data-none", opts.clone());
