@@ -79,3 +79,50 @@ def test_a_failed_write_leaves_no_folder_it_made(tmp_path):
         write_loaderx(bad, out)
     os.rmdir(out / "userdir")
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before
+
+
+def test_column_names_that_object_storage_escapes_are_refused(tmp_path):
+    # Look 146, L146-1: `x[0]` went up as `x%5B0%5D`, which listings by the raw name missed:
+    # its old parts piled up, and `a%23b`'s cleanup removed `a#b`'s parts.
+    from loaderx.ray import write_loaderx
+
+    for name in ["x[0]", "a#b", "a%23b", "a|b"]:
+        with pytest.raises(ValueError, match="escaped"):
+            write_loaderx(small(["a"]), tmp_path / "o", columns=[name])
+        with pytest.raises(Exception, match="escaped"):
+            write_loaderx(ray.data.from_items([{name: 1}]), tmp_path / "o")
+
+
+def test_a_set_the_user_moved_aside_is_not_a_killed_writes_leftover(tmp_path):
+    # Look 146, L146-2: `.b.old-202612071018` (twelve hex-legal digits) was swept as a killed
+    # write's, though no write of that id left parts here.
+    import shutil
+
+    from loaderx.ray import write_loaderx
+
+    out = tmp_path / "out"
+    write_loaderx(small(["a", "b"]), out)
+    shutil.copytree(out / "b", out / ".b.old-202612071018")
+    write_loaderx(small(["a", "b"]), out)
+    assert (out / ".b.old-202612071018" / "storeset.msgpack").exists()
+
+
+def test_an_s3_column_that_is_not_a_set_is_refused_before_anything_is_put(s3, tmp_path):
+    # Look 146, L146-4 and L146-5: the set's files went in beside a user's file at a column's
+    # URL; a store at a later column's URL was found after the first column was replaced.
+    from loaderx.ray import write_loaderx
+
+    bucket, opts = s3
+    (bucket / "o1" / "c").mkdir(parents=True)
+    (bucket / "o1" / "c" / "data.csv").write_text("mine")
+    with pytest.raises(Exception, match="not a loaderx store set"):
+        write_loaderx(small(["c"]), "s3://bucket/o1", remote=opts)
+    assert sorted(os.listdir(bucket / "o1" / "c")) == ["data.csv"]
+    write_loaderx(small(["a", "b"]), "s3://bucket/o2", remote=opts)
+    before = _native.remote_set_parts("s3://bucket/o2/a", opts)
+    from_numpy(tmp_path / "z", np.arange(3))
+    _native.push(str(tmp_path / "z"), "s3://bucket/o2/z", opts)
+    with pytest.raises(Exception, match="not a loaderx store set"):
+        write_loaderx(small(["a", "z"]), "s3://bucket/o2", remote=opts)
+    assert _native.remote_set_parts("s3://bucket/o2/a", opts) == before, "nothing replaced"
+    assert len(DenseDataset("s3://bucket/o2/b", remote=opts)) == 40

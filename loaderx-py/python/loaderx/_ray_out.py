@@ -141,3 +141,14 @@ def _remove_stale_remote(url: str, column: str, remote: dict[str, Any] | None, l
                 _native.remove_remote(f"{folder}/{entry}", remote)
             except _native.Error:
                 leftovers.append(f"{folder}/{entry}/")
+
+
+def _check_replaceable_remote(url: str, remote: dict[str, Any] | None) -> None:
+    """``_check_replaceable`` at the URL ``url``: a column's set there is replaced only when
+    nothing but a set's files is there, asked of every column before the first is put (look
+    146, L146-4 and L146-5: the set's files went in beside a user's file, and a store at a later
+    column's URL was found only after the first column was replaced)."""
+    objects = set(_native.list_remote_objects(url, remote))
+    below = _native.list_remote_dirs(url, remote)
+    if below or not objects <= _SET_FILES:
+        raise FileExistsError(f"{url} exists and is not a loaderx store set: refusing to replace it (remove it or write elsewhere)")

@@ -3,21 +3,23 @@
 Ray is imported by this module only (``import loaderx`` never imports it, and the package does
 not depend on it).
 
-A write is two-phase, as Lance's distributed writes: every Ray write task converts its blocks
-into one part per column, each a dataset of its own written under a temporary name and renamed
-when complete; once every task has succeeded, the driver stitches each column's parts, in the
-order of the write tasks, into a store set at ``OUT/<column>`` (the layout ``loaderx convert
-parquet`` writes: one dataset per column). The stitch is the commit point: the driver stitches
-only the parts named in the write tasks' results, so a failed or retried attempt's part never
-enters a set, and a write that fails leaves what ``OUT`` held before as it was. The parts stay
-in ``OUT/_parts/<column>/`` (the sets name them there); a rerun replaces the sets (an earlier
-write's sets of columns it does not write go too: ``OUT`` holds one write's columns) and removes
-the parts they no longer name. The sets are put in place by renames, all of them or none: a
-rename that fails undoes the ones before it. What fails after them (an old part a reader still
-holds open on a network file system) is a warning, the write committed; the next write removes
-it. A driver killed during the renames themselves leaves some columns new and the others old, or
-one moved aside to ``OUT/.<column>.old-<run>``; the next write replaces them all and removes what
-such a write left.
+A write is two-phase, as Lance's distributed writes: every Ray write task converts its blocks into
+one part per column, each a dataset of its own written under a temporary name and renamed when
+complete; once every task has succeeded, the driver stitches each column's parts, in the order of
+the write tasks, into a store set at ``OUT/<column>`` (the layout ``loaderx convert parquet``
+writes: one dataset per column). The stitch is the commit point: the driver stitches only the parts
+named in the write tasks' results, so a failed or retried attempt's part never enters a set, and a
+write that fails leaves what ``OUT`` held before as it was. The parts stay in
+``OUT/_parts/<column>/`` (the sets name them there); a rerun replaces the sets (an earlier write's
+sets of columns it does not write go too: ``OUT`` holds one write's columns) and removes the parts
+they no longer name: ``OUT/_parts/`` is the sink's, and a set stitched by hand over parts there no
+longer opens after the next write (stitch over copies of them instead). Column names hold none of
+``\\{^}%`]">[~<#|*?``, which object storage keys hold escaped. The sets are put in place by renames,
+all of them or none: a rename that fails undoes the ones before it. What fails after them (an old
+part a reader still holds open on a network file system) is a warning, the write committed; the next
+write removes it. A driver killed during the renames themselves leaves some columns new and the
+others old, or one moved aside to ``OUT/.<column>.old-<run>``; the next write replaces them all and
+removes what such a write left.
 
 Columns become datasets as ``convert parquet`` maps Arrow types: numbers, fixed-size lists of
 them and fixed-shape tensors (Ray's tensor extension types) dense; lists of fixed-size values and
@@ -67,6 +69,7 @@ from loaderx._common import fs_path
 # The reading side, exported here (`_READ_BLOCK_BYTES` for the tests).
 from loaderx._ray_read import _READ_BLOCK_BYTES, PARTS_DIR, LoaderxDatasource, read_loaderx  # noqa: F401
 from loaderx._ray_out import _LOCK, _PART, _check_replaceable, _is_dataset_file, _lock_out, _remove_stale_remote, _stale_columns, _stale_remote_columns, _unlock_out
+from loaderx._ray_out import _check_replaceable_remote
 from loaderx._ray_records import Layout, _advice, _as_ragged, _fits, _no_bytes, _records, _Records
 
 __all__ = ["LoaderxDatasink", "LoaderxDatasource", "read_loaderx", "write_loaderx"]
@@ -87,9 +90,21 @@ class _Part:
             self.writer.append_ragged(r.values, r.offsets)
 
 
+# The characters object storage keys hold escaped (core's `ESCAPED_IN_KEYS`): a column named
+# with one could not go to `s3://`, and its listings there would miss it (look 146, L146-1);
+# refused locally too, so that a local OUT can be pushed.
+_ESCAPED_IN_KEYS = set('\\{^}%`]">[~<#|*?')
+
+
 def _check_column_name(name: str) -> None:
     if not name or name in (".", "..", PARTS_DIR) or "/" in name or name.startswith("."):
         raise ValueError(f"column {name!r} cannot name a dataset directory")
+    bad = sorted({c for c in name if c in _ESCAPED_IN_KEYS or not c.isprintable()})
+    if bad:
+        raise ValueError(
+            f"column {name!r} cannot name a dataset directory: it holds {''.join(bad)!r}, which object "
+            "storage keys hold escaped; rename the column (Dataset.rename_columns)"
+        )
 
 
 class LoaderxDatasink(Datasink):
@@ -314,6 +329,17 @@ class LoaderxDatasink(Datasink):
         """After a local commit: the sets moved aside, the parts no set names, what a killed
         commit left; a path that cannot be removed goes to ``leftovers``."""
         names = {r["name"] for r in results}
+        # The writes whose parts are here, before any goes: a leftover set is a killed write's
+        # only when that write left parts (look 146, L146-2: a set the user moved aside as
+        # `.b.old-202612071018`, twelve hex-legal digits, was taken for one).
+        root = os.path.join(self.path, PARTS_DIR)
+        runs = {
+            entry[5:17]
+            for c in (os.listdir(root) if os.path.isdir(root) else [])
+            if os.path.isdir(os.path.join(root, c))
+            for entry in os.listdir(os.path.join(root, c))
+            if _PART.fullmatch(entry)
+        }
         for c in [*columns, *stale]:
             _tidy(os.path.join(self.path, f".{c}.old-{self.run}"), leftovers)
             folder = os.path.join(self.path, PARTS_DIR, c)
@@ -330,7 +356,8 @@ class LoaderxDatasink(Datasink):
         # What a driver killed mid-commit left: its staged and moved-aside sets (the lock is
         # held: no other write is running).
         for entry in sorted(os.listdir(self.path)):
-            if _LEFT.fullmatch(entry):
+            left = _LEFT.fullmatch(entry)
+            if left and left.group(2) in runs:
                 try:
                     _check_replaceable(os.path.join(self.path, entry))
                 except FileExistsError:
@@ -381,6 +408,8 @@ class LoaderxDatasink(Datasink):
         fails after the puts is a warning (review 46, finding 1's remote twin). The sets an
         earlier write made of columns this one does not write go last, with their parts."""
         parts_url = f"{self.url}/{PARTS_DIR}"
+        for c in columns:
+            _check_replaceable_remote(f"{self.url}/{c}", self.remote)
         stale = _stale_remote_columns(self.url, columns, self.remote)
         for c in columns:
             parts = [f"{parts_url}/{c}/{r['name']}" for r in results]
@@ -469,7 +498,7 @@ class LoaderxDatasink(Datasink):
 # The name the sink gives a part: `part-<run>-<task>-<nonce>` (see `write`), and the staging
 # directory of one a killed task left (`.partial`).
 # A set a commit staged or moved aside (`.<column>.set-<run>`, `.<column>.old-<run>`).
-_LEFT = re.compile(r"\..+\.(set|old)-[0-9a-f]{12}")
+_LEFT = re.compile(r"\..+\.(set|old)-([0-9a-f]{12})")
 
 
 def _is_old_part(path: str, name: str) -> bool:
