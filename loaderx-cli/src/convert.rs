@@ -53,7 +53,7 @@ pub enum Format {
 #[derive(Debug, Args)]
 pub struct ParquetArgs {
     /// The input files, in order (one table), then the directory to write the datasets in.
-    #[arg(required = true, num_args = 2.., value_name = "IN... OUT")]
+    #[arg(required = true, num_args = 1.., action = clap::ArgAction::Append, value_name = "IN... OUT")]
     paths: Vec<PathBuf>,
     /// A column to convert, `NAME` or `NAME=DATASET` (repeatable; default: every column).
     #[arg(long = "column", value_name = "NAME[=DATASET]")]
@@ -150,7 +150,7 @@ pub struct TokensArgs {
 #[derive(Debug, Args)]
 pub struct JsonlArgs {
     /// The input files, in order, then the dataset to write.
-    #[arg(required = true, num_args = 2.., value_name = "IN... OUT")]
+    #[arg(required = true, num_args = 1.., action = clap::ArgAction::Append, value_name = "IN... OUT")]
     paths: Vec<PathBuf>,
     #[command(flatten)]
     part: PartArgs,
@@ -288,12 +288,12 @@ pub fn run(format: Format) -> anyhow::Result<()> {
         Format::Dir(a) => ("dir", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Tokens(a) => ("tokens", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Jsonl(a) => {
-            let (out, inputs) = a.paths.split_last().context("convert jsonl needs IN... OUT")?;
+            let (out, inputs) = in_and_out(&a.paths, "convert jsonl")?;
             ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec, &a.part)
         }
         #[cfg(feature = "parquet")]
         Format::Parquet(a) => {
-            let (out, inputs) = a.paths.split_last().context("convert parquet needs IN... OUT")?;
+            let (out, inputs) = in_and_out(&a.paths, "convert parquet")?;
             ("parquet", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec, &a.part)
         }
         #[cfg(feature = "images")]
@@ -390,4 +390,19 @@ fn convert_one(
             summary_line(&what, &s.images)
         }
     })
+}
+
+/// The inputs and the output of a command taking `IN... OUT`, given apart or around options
+/// (`IN --codec raw OUT`; look 147, L147-2: clap said "2 values required; only 1 was provided").
+///
+/// # Errors
+/// When fewer than two paths are given, saying what is needed.
+pub fn in_and_out<'a>(paths: &'a [PathBuf], command: &str) -> anyhow::Result<(&'a PathBuf, &'a [PathBuf])> {
+    match paths.split_last() {
+        Some((out, inputs)) if !inputs.is_empty() => Ok((out, inputs)),
+        _ => anyhow::bail!(
+            "{command} needs at least one input and then the output (IN... OUT); got {}",
+            paths.len()
+        ),
+    }
 }

@@ -94,7 +94,7 @@ enum Command {
         /// URLs instead (parts already pushed, each a dataset: a directory of datasets is
         /// stitched there a dataset at a time; the set's manifest is put last and replaces one
         /// already there).
-        #[arg(required = true, num_args = 2.., value_name = "PART... OUT")]
+        #[arg(required = true, num_args = 1.., action = clap::ArgAction::Append, value_name = "PART... OUT")]
         paths: Vec<PathBuf>,
         /// With a directory of parts: how many it must hold (part 0 to N-1). Without it the
         /// highest number found sets the count, and a missing last part cannot be seen.

@@ -45,7 +45,7 @@ pub fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
 
 /// `loaderx stitch PART... OUT` and `loaderx stitch DIR OUT [--parts N]`.
 pub fn stitch(paths: &[PathBuf], count: Option<usize>) -> anyhow::Result<()> {
-    let (out, given) = paths.split_last().context("stitch needs PART... OUT")?;
+    let (out, given) = crate::convert::in_and_out(paths, "stitch")?;
     let ctx = || format!("stitch → {}", out.display());
     let urls = paths.iter().filter(|p| p.to_str().is_some_and(|s| s.starts_with("s3://"))).count();
     if urls == paths.len() {

@@ -326,3 +326,29 @@ fn image_options_that_would_be_ignored_are_refused() {
         assert!(!out.exists());
     }
 }
+
+/// Look 147, L147-2: an option between the inputs and OUT (`IN --codec raw OUT`) was "2 values
+/// required by '<IN... OUT>'; only 1 was provided"; it is taken, for `convert jsonl` and
+/// `stitch` alike, and one path alone says what is needed.
+#[test]
+fn options_between_the_inputs_and_out_are_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, "{\"a\": 1}\n{\"a\": 2}\n").unwrap();
+    let (j1, j2, set) = (dir.path().join("j1"), dir.path().join("j2"), dir.path().join("set"));
+    for out in [&j1, &j2] {
+        let o = loaderx(&[&"convert", &"jsonl", &input, &"--codec", &"raw", out]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    assert!(text(&loaderx(&[&"info", &j1])).contains("length:  2"));
+    let o = loaderx(&[&"stitch", &j1, &"--parts", &"2", &j2, &set]);
+    // Parsed: refused by stitch itself (an option of the directory form), not by the parser.
+    assert!(text(&o).contains("--parts N counts the parts of one directory"), "{}", text(&o));
+    assert!(loaderx(&[&"stitch", &j1, &j2, &set]).status.success());
+    let o = loaderx(&[&"convert", &"jsonl", &input]);
+    assert!(
+        !o.status.success() && text(&o).contains("needs at least one input and then the output"),
+        "{}",
+        text(&o)
+    );
+}
