@@ -262,6 +262,8 @@ pub(super) fn convert_folder(
     if let Some(aside) = aside {
         aside.remove().map_err(placed)?;
     }
+    // And those of conversions killed before they removed theirs (look 147, L147-1).
+    crate::dataset::remove_killed_asides_dir_of(out, &DATASETS, &FILES);
     // A bare relative `out` has the parent "", which names no directory.
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     crate::store::sync_dir(parent).map_err(placed)?;

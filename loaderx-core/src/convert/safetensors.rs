@@ -42,7 +42,10 @@ pub(crate) fn valid_name(name: &str) -> bool {
             || [crate::store::LOCK_FILE, crate::store::SCHEMA_FILE, crate::format::storeset::SET_FILE]
                 .contains(&n)
     };
+    // Its staging name (`NAME.partial`) within a file name's 255 bytes (look 147, L147-3: a
+    // name of 250 bytes was taken, then "File name too long" from the system).
     !name.is_empty()
+        && name.len() + STAGING_SUFFIX.len() <= 255
         && name != "."
         && name != ".."
         && !name.contains(['/', '\\', '\0'])
@@ -55,7 +58,7 @@ pub(crate) fn valid_name(name: &str) -> bool {
 /// What a dataset name must not be, said in an error: what [`valid_name`] refuses.
 pub(crate) const NAME_RULE: &str = "one directory name, not ending in .partial, .old or .old<N> (the names \
      a writer stages a dataset under or moves a replaced one to), not .NAME.stitch.<pid>.<n> (a stitch's \
-     staging), and no store file's name";
+     staging), no store file's name, and at most 247 bytes (255 with .partial)";
 
 /// The suffix of a dataset's staging directory (see [`crate::DatasetWriter`]).
 pub(crate) const STAGING_SUFFIX: &str = ".partial";
@@ -291,6 +294,8 @@ mod tests {
         // Look 138, L138-2: a stitch's staging name is refused, names merely like it are not.
         assert!(valid_name(".s.stitch.1") && valid_name("s.stitch.1.2") && valid_name("..stitch.1.2"));
         assert!(valid_name(".s.stitch.1.x") && valid_name(".s.stitch..2"));
+        // Look 147, L147-3: with `.partial`, a file name's 255 bytes at most.
+        assert!(valid_name(&"n".repeat(247)) && !valid_name(&"n".repeat(248)));
         for n in [
             "",
             ".",

@@ -32,6 +32,8 @@
 
 mod dense;
 pub(crate) mod dtype;
+#[cfg(feature = "images")]
+mod killed_asides;
 mod open;
 mod pad;
 mod parts;
@@ -52,6 +54,8 @@ mod staging;
 mod writer;
 
 pub use dense::{DenseDataset, DenseSource};
+#[cfg(feature = "images")]
+pub(crate) use killed_asides::remove_killed_asides_dir_of;
 pub(crate) use pad::fill_bytes;
 pub use pad::{Pad, Padded, pad};
 #[cfg(feature = "remote")]

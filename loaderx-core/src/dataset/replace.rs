@@ -142,21 +142,11 @@ impl Held {
 /// index present) stays, and so does an empty directory (a kill between the last file and the
 /// directory leaves one, and so may the user: look 128, L128-2).
 pub(super) fn remove_half_removed_asides(out: &Path) {
-    let (Some(parent), Some(name)) = (out.parent(), out.file_name().and_then(|n| n.to_str())) else { return };
-    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    let stem = format!("{name}.old");
-    for e in entries.flatten() {
-        let aside = e
-            .file_name()
-            .to_str()
-            .and_then(|n| n.strip_prefix(&stem))
-            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+    for e in asides_of(out) {
         let path = e.path();
         // Whole: a store's index or a set's manifest (a schema alone names no records).
         let whole = ["index.zr", "meta.zr", crate::dataset::SET_FILE].iter().any(|m| path.join(m).exists());
-        if !aside
-            || whole
+        if whole
             || !e.file_type().is_ok_and(|t| t.is_dir())
             || only_loaderx_files(&path, true).is_err()
             || !holds_a_store_file(&path)
@@ -172,6 +162,19 @@ pub(super) fn remove_half_removed_asides(out: &Path) {
             let _ = std::fs::remove_dir(&path);
         }
     }
+}
+
+/// The entries beside `out` named as a replacement names what it sets aside (`out.old`,
+/// `out.old1`, ...).
+pub(super) fn asides_of(out: &Path) -> Vec<std::fs::DirEntry> {
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+    let Ok(entries) = std::fs::read_dir(parent) else { return Vec::new() };
+    let stem = format!("{name}.old");
+    let aside = |n: &str| n.strip_prefix(&stem).is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+    entries.flatten().filter(|e| e.file_name().to_str().is_some_and(aside)).collect()
 }
 
 /// Whether `dir` holds a store's file other than a lock (a chunk, the manifest, the journal): an
@@ -368,7 +371,8 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
             // A directory under a file's name is the user's (it is never removed).
             let is_dir = entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?.is_dir();
             let ours = (files.contains(&name.as_ref()) && !is_dir)
-                || (name == STAGING_LOCK && is_loaderx_lock_file(&entry.path()));
+                || (name == STAGING_LOCK && is_loaderx_lock_file(&entry.path()))
+                || (name == super::killed_asides::ASIDE_MARK && !is_dir);
             if !ours {
                 return Err(refuse(format!("it holds {name}, which this conversion does not write")));
             }
@@ -383,7 +387,7 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
 /// # Errors
 /// [`Error::Locked`] naming the dataset; [`Error::Io`].
 #[cfg(feature = "images")]
-fn hold_datasets_of<'a>(out: &Path, datasets: &[&'a str]) -> Result<Vec<(&'a str, Held)>> {
+pub(super) fn hold_datasets_of<'a>(out: &Path, datasets: &[&'a str]) -> Result<Vec<(&'a str, Held)>> {
     let mut held = Vec::new();
     for &name in datasets {
         let dir = out.join(name);
@@ -445,6 +449,7 @@ pub(crate) fn place_dir_of<'a>(
         if let Some(a) = aside.as_mut()
             && let Some(old) = a.old.take()
         {
+            let _ = std::fs::remove_file(old.join(super::killed_asides::ASIDE_MARK));
             if std::fs::rename(&old, out).is_ok() {
                 for (name, h) in &mut a.held {
                     h.moved_to(&out.join(name));
@@ -485,11 +490,12 @@ fn set_aside<'a>(out: &Path, datasets: &[&'a str], files: &'a [&'a str]) -> Resu
     for (name, h) in &mut held {
         h.moved_to(&old.join(name));
     }
+    super::killed_asides::mark(&old);
     Ok(Aside { old: Some(old), held, files })
 }
 
 #[cfg(feature = "images")]
-impl Aside<'_> {
+impl<'a> Aside<'a> {
     /// Removes the old directory's datasets (each its files, then its lock), its files and a
     /// lock file a crashed conversion left, then the directory, now empty: anything that
     /// appeared in it after the check is kept there.
@@ -509,8 +515,15 @@ impl Aside<'_> {
         if is_loaderx_lock_file(&stale) {
             remove_if_there(&stale)?;
         }
+        // Last: a removal killed before it leaves the aside known for a conversion's.
+        remove_if_there(&old.join(super::killed_asides::ASIDE_MARK))?;
         let _ = std::fs::remove_dir(&old);
         Ok(())
+    }
+
+    /// The aside `old`, found marked by a killed conversion, its `datasets` held.
+    pub(super) fn found(old: PathBuf, held: Vec<(&'a str, Held)>, files: &'a [&'a str]) -> Aside<'a> {
+        Aside { old: Some(old), held, files }
     }
 }
 

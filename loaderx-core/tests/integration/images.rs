@@ -13,7 +13,7 @@ fn save(path: &Path, w: u32, h: u32, color: [u8; 3], format: ImageFormat) {
 
 /// `cat/` (3 images) and `dog/` (2 images), plus `.hidden/` ignored; `bad` adds a truncated
 /// PNG and a text file to `dog/`.
-fn folder(root: &Path, bad: bool) {
+pub(crate) fn folder(root: &Path, bad: bool) {
     for c in ["cat", "dog", ".hidden"] {
         std::fs::create_dir_all(root.join(c)).unwrap();
     }

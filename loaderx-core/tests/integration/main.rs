@@ -21,6 +21,8 @@ mod faults_sync;
 mod fixed_stride;
 #[cfg(feature = "images")]
 mod images;
+#[cfg(feature = "images")]
+mod images_asides;
 mod layering;
 mod loader;
 mod mixtures;
