@@ -42,10 +42,11 @@ pub(crate) fn valid_name(name: &str) -> bool {
             || [crate::store::LOCK_FILE, crate::store::SCHEMA_FILE, crate::format::storeset::SET_FILE]
                 .contains(&n)
     };
-    // Its staging name (`NAME.partial`) within a file name's 255 bytes (look 147, L147-3: a
-    // name of 250 bytes was taken, then "File name too long" from the system).
+    // The longest name made of it, a stitch's staging (`.NAME.stitch.<pid>.<n>`: 22 bytes more
+    // at most), within a file name's 255 bytes (looks 147 and 148, L147-3, L148-4: longer names
+    // were taken, then "File name too long" from the system).
     !name.is_empty()
-        && name.len() + STAGING_SUFFIX.len() <= 255
+        && name.len() <= MAX_NAME_BYTES
         && name != "."
         && name != ".."
         && !name.contains(['/', '\\', '\0'])
@@ -55,10 +56,13 @@ pub(crate) fn valid_name(name: &str) -> bool {
         && !crate::dataset::is_stitch_staging(name)
 }
 
+/// The longest dataset name, in bytes: see [`valid_name`].
+pub(crate) const MAX_NAME_BYTES: usize = 255 - 22;
+
 /// What a dataset name must not be, said in an error: what [`valid_name`] refuses.
 pub(crate) const NAME_RULE: &str = "one directory name, not ending in .partial, .old or .old<N> (the names \
      a writer stages a dataset under or moves a replaced one to), not .NAME.stitch.<pid>.<n> (a stitch's \
-     staging), no store file's name, and at most 247 bytes (255 with .partial)";
+     staging), no store file's name, and at most 233 bytes (255 with the longest suffix loaderx adds)";
 
 /// The suffix of a dataset's staging directory (see [`crate::DatasetWriter`]).
 pub(crate) const STAGING_SUFFIX: &str = ".partial";
@@ -295,7 +299,7 @@ mod tests {
         assert!(valid_name(".s.stitch.1") && valid_name("s.stitch.1.2") && valid_name("..stitch.1.2"));
         assert!(valid_name(".s.stitch.1.x") && valid_name(".s.stitch..2"));
         // Look 147, L147-3: with `.partial`, a file name's 255 bytes at most.
-        assert!(valid_name(&"n".repeat(247)) && !valid_name(&"n".repeat(248)));
+        assert!(valid_name(&"n".repeat(233)) && !valid_name(&"n".repeat(234)));
         for n in [
             "",
             ".",

@@ -372,7 +372,7 @@ pub(crate) fn check_replaceable_dir_of(out: &Path, datasets: &[&str], files: &[&
             let is_dir = entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?.is_dir();
             let ours = (files.contains(&name.as_ref()) && !is_dir)
                 || (name == STAGING_LOCK && is_loaderx_lock_file(&entry.path()))
-                || (name == super::killed_asides::ASIDE_MARK && !is_dir);
+                || (name == super::killed_asides::ASIDE_MARK && entry.file_type().is_ok_and(|t| t.is_file()));
             if !ours {
                 return Err(refuse(format!("it holds {name}, which this conversion does not write")));
             }

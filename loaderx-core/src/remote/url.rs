@@ -61,13 +61,21 @@ pub(super) fn parse_url(url: &str) -> Result<(String, String)> {
             "{url:?}: an s3:// URL names a bucket and a prefix without `.` or `..`"
         )));
     }
-    // Keys are written escaped (`x[0]` as `x%5B0%5D`) but a listing is asked by the prefix as it
-    // is: with such a character the two disagree, and what one lists the other never removes, or
-    // removes another's (look 146, L146-1). Refused, naming it.
-    if let Some(c) = prefix.chars().find(|&c| c.is_control() || ESCAPED_IN_KEYS.contains(c)) {
+    // Keys are written escaped (`x[0]` as `x%5B0%5D`, `café` as `caf%C3%A9`) and without empty
+    // segments (`a//b` as `a/b`), but a listing is asked by the prefix as it is: with such a
+    // character the two disagree, and what one lists the other never removes, or removes
+    // another's (looks 146 and 148, L146-1, L148-1). Refused, naming it.
+    if prefix.trim_end_matches('/').split('/').any(str::is_empty) && !prefix.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "{:?}: an s3:// URL's path may not hold an empty segment (`//`): object storage keys drop it",
+            scrub(url, None, &[])
+        )));
+    }
+    if let Some(c) = prefix.chars().find(|&c| c.is_control() || !c.is_ascii() || ESCAPED_IN_KEYS.contains(c))
+    {
         return Err(Error::InvalidArgument(format!(
             "{:?}: an s3:// URL's path may not hold {c:?} (object storage keys hold it escaped, and \
-             listings would not find them): name it without any of {ESCAPED_IN_KEYS}",
+             listings would not find them): name it in ASCII, without any of {ESCAPED_IN_KEYS}",
             scrub(url, None, &[])
         )));
     }
@@ -97,6 +105,13 @@ mod tests {
             let e = parse_url(url).unwrap_err().to_string();
             assert!(e.contains(c) && e.contains("may not hold"), "{e}");
         }
-        assert!(parse_url("s3://b/out/x_0-1.2 (copy)").is_ok());
+        assert!(parse_url("s3://b/out/x_0-1.2 (copy)").is_ok() && parse_url("s3://b/out/").is_ok());
+        // Look 148, L148-1: non-ASCII characters and empty segments, which keys change too.
+        for (url, what) in
+            [("s3://b/café", "'é'"), ("s3://b/a//b", "empty segment"), ("s3://b//x", "empty segment")]
+        {
+            let e = parse_url(url).unwrap_err().to_string();
+            assert!(e.contains(what), "{e}");
+        }
     }
 }

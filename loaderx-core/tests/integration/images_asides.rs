@@ -1,41 +1,79 @@
 //! What a forced `convert images` killed before it removed the output it set aside leaves, and
-//! what the next conversion into OUT takes of it (look 147, L147-1).
+//! what the next conversion into OUT takes of it (looks 147 and 148).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 use loaderx_core::convert::{ImageOptions, images};
 use loaderx_core::{DenseDataset, WriteOptions};
 
-/// A marked aside (`OUT.old`, as a killed conversion leaves it, whole or half removed) goes
-/// once the next conversion succeeds; an unmarked `OUT.old1` (a copy the user made) and a
-/// marked one holding a file of the user's stay.
+/// Marks `dir` as a conversion marks what it sets aside: a process id and the directory's
+/// device and inode.
+fn mark(dir: &Path) {
+    let m = std::fs::metadata(dir).unwrap();
+    std::fs::write(dir.join(".loaderx-aside"), format!("99999 {} {}", m.dev(), m.ino())).unwrap();
+}
+
+/// Copies the directory `from` (one level of directories) to `to`, as `cp -r` does.
+fn copy(from: &Path, to: &Path) {
+    std::fs::create_dir(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A marked aside (`OUT.old`, as a killed conversion leaves it, whole or part removed, its
+/// index gone first) goes once the next conversion succeeds; an unmarked `OUT.old1` (a copy the
+/// user made), a copy of a marked one, and a marked one holding a file of the user's stay; a
+/// mark that is a link is never written through.
 #[test]
 fn a_killed_conversions_aside_goes_at_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in");
     crate::images::folder(&input, false);
+    let at = |name: &str| dir.path().join(name);
     let convert = |to: &str, force: bool| {
-        let out = dir.path().join(to);
-        images(&input, &out, ImageOptions::new(8, 8), WriteOptions::new().overwrite(force)).unwrap();
-        out
+        images(&input, at(to), ImageOptions::new(8, 8), WriteOptions::new().overwrite(force)).unwrap();
+        at(to)
     };
     let out = convert("out", false);
     // Killed between setting the old output aside and removing it: marked, whole.
-    std::fs::rename(convert("a", false), dir.path().join("out.old")).unwrap();
-    std::fs::write(dir.path().join("out.old/.loaderx-aside"), b"99999").unwrap();
-    // Killed part way through removing it: its images gone, its labels left.
-    let half = convert("b", false);
-    std::fs::remove_dir_all(half.join("images")).unwrap();
-    std::fs::rename(&half, dir.path().join("out.old2")).unwrap();
-    std::fs::write(dir.path().join("out.old2/.loaderx-aside"), b"99998").unwrap();
-    // The user's copy, unmarked; and a marked one holding a file of the user's.
-    std::fs::rename(convert("c", false), dir.path().join("out.old1")).unwrap();
-    std::fs::rename(convert("d", false), dir.path().join("out.old3")).unwrap();
-    std::fs::write(dir.path().join("out.old3/.loaderx-aside"), b"99997").unwrap();
-    std::fs::write(dir.path().join("out.old3/notes.txt"), b"mine").unwrap();
+    std::fs::rename(convert("a", false), at("out.old")).unwrap();
+    mark(&at("out.old"));
+    // Killed part way through removing it (look 148, L148-2): its images' index and schema gone
+    // first, their chunks left; its labels whole.
+    std::fs::rename(convert("b", false), at("out.old2")).unwrap();
+    std::fs::remove_file(at("out.old2/images/index.zr")).unwrap();
+    std::fs::remove_file(at("out.old2/images/schema.msgpack")).unwrap();
+    mark(&at("out.old2"));
+    // The user's copy, unmarked; a marked one holding a file of the user's; a copy (`cp -r`)
+    // of a marked one, its mark with it (look 148, L148-3).
+    std::fs::rename(convert("c", false), at("out.old1")).unwrap();
+    std::fs::rename(convert("d", false), at("out.old3")).unwrap();
+    mark(&at("out.old3"));
+    std::fs::write(at("out.old3/notes.txt"), b"mine").unwrap();
+    let e = convert("e", false);
+    mark(&e);
+    copy(&e, &at("out.old4"));
+    // A mark in OUT that is a link to a file of the user's (look 148, L148-3).
+    std::fs::write(at("victim.txt"), b"precious").unwrap();
+    std::os::unix::fs::symlink(at("victim.txt"), out.join(".loaderx-aside")).unwrap();
+    let forced = WriteOptions::new().overwrite(true);
+    let e = images(&input, &out, ImageOptions::new(8, 8), forced).unwrap_err().to_string();
+    assert!(e.contains(".loaderx-aside"), "a link of that name is the user's: {e}");
+    assert_eq!(std::fs::read(at("victim.txt")).unwrap(), b"precious");
+    std::fs::remove_file(out.join(".loaderx-aside")).unwrap();
     convert("out", true);
-    assert!(!dir.path().join("out.old").exists() && !dir.path().join("out.old2").exists());
-    assert_eq!(DenseDataset::<u8>::open(dir.path().join("out.old1/images")).unwrap().len(), 5);
-    assert!(dir.path().join("out.old3/notes.txt").exists() && dir.path().join("out.old3/images").exists());
+    assert!(!at("out.old").exists() && !at("out.old2").exists());
+    assert_eq!(DenseDataset::<u8>::open(at("out.old1/images")).unwrap().len(), 5);
+    assert!(at("out.old3/notes.txt").exists() && at("out.old3/images").exists());
+    assert_eq!(DenseDataset::<u8>::open(at("out.old4/images")).unwrap().len(), 5, "a copy is the user's");
+    assert_eq!(std::fs::read(at("victim.txt")).unwrap(), b"precious");
     assert_eq!(DenseDataset::<u8>::open(out.join("images")).unwrap().len(), 5);
     // A forced conversion's own aside leaves no mark behind in OUT, and none of its own.
-    assert!(!out.join(".loaderx-aside").exists() && !dir.path().join("out.old4").exists());
+    assert!(!out.join(".loaderx-aside").exists() && !at("out.old5").exists());
 }

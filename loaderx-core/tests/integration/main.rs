@@ -21,7 +21,7 @@ mod faults_sync;
 mod fixed_stride;
 #[cfg(feature = "images")]
 mod images;
-#[cfg(feature = "images")]
+#[cfg(all(unix, feature = "images"))]
 mod images_asides;
 mod layering;
 mod loader;
