@@ -99,12 +99,16 @@ _ESCAPED_IN_KEYS = set('\\{^}%`]">[~<#|*?')
 def _check_column_name(name: str) -> None:
     if not name or name in (".", "..", PARTS_DIR) or "/" in name or name.startswith("."):
         raise ValueError(f"column {name!r} cannot name a dataset directory")
-    bad = sorted({c for c in name if c in _ESCAPED_IN_KEYS or not c.isprintable()})
+    bad = sorted({c for c in name if c in _ESCAPED_IN_KEYS or not c.isprintable() or not c.isascii()})
     if bad:
         raise ValueError(
             f"column {name!r} cannot name a dataset directory: it holds {''.join(bad)!r}, which object "
             "storage keys hold escaped; rename the column (Dataset.rename_columns)"
         )
+    # The longest name made of it (`.<column>.set-<run>`, a stitch's staging) within a file
+    # name's 255 bytes, as the converters' (look 148, L148-4: refused only at the commit).
+    if len(name.encode()) > 233:
+        raise ValueError(f"column {name[:40]!r}... is {len(name.encode())} bytes; a column name is at most 233")
 
 
 class LoaderxDatasink(Datasink):
