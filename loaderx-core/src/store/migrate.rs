@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use super::Store;
 use super::files::{
     INDEX_FILE, JOURNAL_FILE, MANIFEST_FILE, META_FILE, write_atomic_bytes_in, write_atomic_in,
+    write_atomic_in_then,
 };
 use super::gather::{Located, stored_range};
 use super::table::committed;
@@ -155,57 +156,6 @@ impl Store {
                 "a compact index holds raw records in chunks below 1 TiB, and no dictionary".into(),
             ));
         }
-        let mut entries: Vec<u8> = Vec::new();
-        let mut first = 0;
-        while first < len {
-            let end = (first + BLOCK).min(len);
-            let block = self.index.entries(first, end)?;
-            let encoded = block
-                .into_par_iter()
-                .enumerate()
-                .map(|(k, entry)| {
-                    let index = first + k as u64;
-                    let bad = |r: String| self.record_error(index, format!("bad index entry: {r}"));
-                    let codec = self.index.check(&entry).map_err(bad)?;
-                    committed(&entry, frontier).map_err(bad)?;
-                    let l = Located { index, entry, codec };
-                    let crc = if sealed {
-                        entry.crc
-                    } else if entry.stored == 0 {
-                        crc32c::crc32c(&[])
-                    } else {
-                        let map = self
-                            .chunk_view(entry.chunk, entry.end())?
-                            .ok_or_else(|| self.truncated_error(&l))?;
-                        let src = stored_range(&map, &entry).ok_or_else(|| self.truncated_error(&l))?;
-                        crc32c::crc32c(src)
-                    };
-                    let d = done.fetch_add(u64::from(entry.stored), std::sync::atomic::Ordering::Relaxed);
-                    if index.is_multiple_of(4096) {
-                        progress(d + u64::from(entry.stored), total);
-                    }
-                    // The entry's bytes in the first `n` of 32.
-                    let entry = Entry { crc, ..entry };
-                    let mut bytes = [0u8; v2::ENTRY_SIZE];
-                    let n = if compact {
-                        let c =
-                            v2::encode_compact(&entry).map_err(|r| refuse(format!("record {index}: {r}")))?;
-                        bytes[..c.len()].copy_from_slice(&c);
-                        c.len()
-                    } else {
-                        bytes = entry.encode();
-                        v2::ENTRY_SIZE
-                    };
-                    Ok((bytes, n))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            for (bytes, n) in encoded {
-                entries.extend_from_slice(&bytes[..n]);
-            }
-            first = end;
-        }
-        progress(total, total);
-        self.manifest_from_v1(len, frontier)?;
         let dict_id = self.dict.get().map_or(0, |d| dict::id(&d.raw));
         let header = v2::Header {
             // A fixed-stride store keeps its capacity (its records lie where it put them).
@@ -216,16 +166,77 @@ impl Store {
             count: len,
             layout,
         };
-        let landed = write_atomic_in(self.chunks.dir(), INDEX_FILE, |file, tmp| {
-            let io = |e| Error::io("write", tmp, e);
-            write_all_at(file, &header.encode(), 0).map_err(io)?;
-            let mut at = v2::HEADER_SIZE as u64;
-            for piece in entries.chunks(1 << 20) {
-                write_all_at(file, piece, at).map_err(io)?;
-                at += piece.len() as u64;
-            }
-            Ok(())
-        });
+        // Written a block at a time as each is converted: the new index is never whole in
+        // memory (look 149, L149-1: 32 bytes a record were, 32 GB for 10^9 records). A bad entry
+        // fails the fill, and the temporary goes: nothing changed.
+        let landed = write_atomic_in_then(
+            self.chunks.dir(),
+            INDEX_FILE,
+            |file, tmp| {
+                let io = |e| Error::io("write", tmp, e);
+                write_all_at(file, &header.encode(), 0).map_err(io)?;
+                let mut at = v2::HEADER_SIZE as u64;
+                let mut first = 0;
+                let mut piece: Vec<u8> = Vec::new();
+                while first < len {
+                    let end = (first + BLOCK).min(len);
+                    let block = self.index.entries(first, end)?;
+                    let encoded = block
+                        .into_par_iter()
+                        .enumerate()
+                        .map(|(k, entry)| {
+                            let index = first + k as u64;
+                            let bad = |r: String| self.record_error(index, format!("bad index entry: {r}"));
+                            let codec = self.index.check(&entry).map_err(bad)?;
+                            committed(&entry, frontier).map_err(bad)?;
+                            let l = Located { index, entry, codec };
+                            let crc = if sealed {
+                                entry.crc
+                            } else if entry.stored == 0 {
+                                crc32c::crc32c(&[])
+                            } else {
+                                let map = self
+                                    .chunk_view(entry.chunk, entry.end())?
+                                    .ok_or_else(|| self.truncated_error(&l))?;
+                                let src =
+                                    stored_range(&map, &entry).ok_or_else(|| self.truncated_error(&l))?;
+                                crc32c::crc32c(src)
+                            };
+                            let d =
+                                done.fetch_add(u64::from(entry.stored), std::sync::atomic::Ordering::Relaxed);
+                            if index.is_multiple_of(4096) {
+                                progress(d + u64::from(entry.stored), total);
+                            }
+                            // The entry's bytes in the first `n` of 32.
+                            let entry = Entry { crc, ..entry };
+                            let mut bytes = [0u8; v2::ENTRY_SIZE];
+                            let n = if compact {
+                                let c = v2::encode_compact(&entry)
+                                    .map_err(|r| refuse(format!("record {index}: {r}")))?;
+                                bytes[..c.len()].copy_from_slice(&c);
+                                c.len()
+                            } else {
+                                bytes = entry.encode();
+                                v2::ENTRY_SIZE
+                            };
+                            Ok((bytes, n))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    piece.clear();
+                    for (bytes, n) in encoded {
+                        piece.extend_from_slice(&bytes[..n]);
+                    }
+                    write_all_at(file, &piece, at).map_err(io)?;
+                    at += piece.len() as u64;
+                    first = end;
+                }
+                Ok(())
+            },
+            || {
+                progress(total, total);
+                self.manifest_from_v1(len, frontier)
+            },
+        );
         self.after_index_renamed(landed)?;
         Ok(total)
     }
