@@ -25,9 +25,10 @@
 //! | `parts` | directories of parts: [`part_name`], [`part_dirs`] (numeric order, a missing or doubled number refused) |
 //! | `dtype` | `DType`, `ArrayData`, `DenseArray`, `Element` |
 //! | `writer` | [`DatasetWriter`]: store + schema through `OUT.partial`, locked, renamed into place |
-//! | `staging` | `OUT.partial` taken and locked by one writer; a dataset directory's files removed |
+//! | `staging` | `OUT.partial` taken and locked by one writer; a dataset directory's files removed; killed writers' stagings swept |
 //! | `replace` | what overwriting may replace (a loaderx dataset, never the user's files) and the replacing |
-//! | `set_staging` | a stitch's staging directory: locked, placed, a killed one's removed |
+//! | `set_staging` | a stitch's staging directory: locked, its copies listed, placed, a killed one's removed |
+//! | `killed_asides` | a forced `convert images`'s aside (`OUT.old`), marked, and a killed one's removed |
 //! | `set_aside` | the datasets a forced conversion into a directory of datasets replaces: put back if it fails |
 
 mod dense;
