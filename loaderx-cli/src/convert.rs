@@ -137,14 +137,17 @@ pub struct TokensArgs {
     /// The token type of a headerless token file (u16, u32...).
     #[arg(long)]
     dtype: Option<String>,
-    /// Tokens a record for a file without documents (the last record shorter).
-    #[arg(long, default_value_t = 65_536)]
-    chunk: usize,
-    #[command(flatten)]
-    part: PartArgs,
+    /// Tokens a record for a file without documents (the last record shorter; default 65536).
+    /// A file with documents makes one record a document, and refuses it.
+    #[arg(long)]
+    chunk: Option<usize>,
     #[command(flatten)]
     codec: CodecArgs,
 }
+
+/// `convert tokens` converts a whole file: it has no part options (look 151, L151-2: they were
+/// listed, then always refused).
+static WHOLE: PartArgs = PartArgs { part: None, parts: None, part_from_env: false };
 
 /// `convert jsonl IN... OUT`.
 #[derive(Debug, Args)]
@@ -159,7 +162,7 @@ pub struct JsonlArgs {
 }
 
 /// Which part of the input to convert, for conversions on many machines.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct PartArgs {
     /// Convert only part K (zero-based) of --parts N, written to OUT itself: N processes with
     /// K = 0..N write N datasets that, in order, hold the whole conversion's records (rows of
@@ -286,7 +289,7 @@ pub fn run(format: Format) -> anyhow::Result<()> {
         Format::Safetensors(a) => ("safetensors", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Idx(a) => ("idx", vec![&a.input], &a.out, &a.codec, &a.part),
         Format::Dir(a) => ("dir", vec![&a.input], &a.out, &a.codec, &a.part),
-        Format::Tokens(a) => ("tokens", vec![&a.input], &a.out, &a.codec, &a.part),
+        Format::Tokens(a) => ("tokens", vec![&a.input], &a.out, &a.codec, &WHOLE),
         Format::Jsonl(a) => {
             let (out, inputs) = in_and_out(&a.paths, "convert jsonl")?;
             ("jsonl", inputs.iter().map(PathBuf::as_path).collect(), out, &a.codec, &a.part)
@@ -339,9 +342,15 @@ fn convert_one(
         Format::Idx(a) => summary_line(&shown, &convert::idx_part(&a.input, out, opts, whole)?),
         Format::Dir(a) => summary_line(&shown, &convert::dir_part(&a.input, out, opts, whole)?),
         Format::Tokens(a) => {
-            anyhow::ensure!(part.is_none(), "convert tokens converts a whole file (no --part)");
             let file = crate::tokens::open(&a.input, a.dtype.as_deref(), None)?;
-            summary_line(&shown, &convert::tokens(&file, out, a.chunk, opts)?)
+            // Said, not ignored (L151-2).
+            anyhow::ensure!(
+                a.chunk.is_none() || file.documents().is_none(),
+                "convert tokens {}: --chunk cuts a file without documents; this one has its documents, \
+                 one record each (drop --chunk)",
+                a.input.display()
+            );
+            summary_line(&shown, &convert::tokens(&file, out, a.chunk.unwrap_or(65_536), opts)?)
         }
         Format::Jsonl(_) => {
             let s = match part {

@@ -11,6 +11,16 @@ use crate::convert;
 /// `loaderx push STORE URL`.
 #[cfg(feature = "remote")]
 pub fn push(store: &std::path::Path, url: &str) -> anyhow::Result<()> {
+    // Named as what it is (look 151, L151-3: both were "not a loaderx store").
+    if store.to_str().is_some_and(|s| s.starts_with("s3://")) {
+        anyhow::bail!(
+            "push {}: STORE is the local directory and URL the s3:// one (push STORE URL)",
+            store.display()
+        );
+    }
+    if std::fs::symlink_metadata(store).is_err() {
+        anyhow::bail!("push {}: it does not exist", store.display());
+    }
     // A directory of datasets is pushed a dataset at a time, and said so (look 128, L128-1: "not
     // a loaderx store").
     let datasets = datasets_in(store);

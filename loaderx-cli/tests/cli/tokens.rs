@@ -233,3 +233,35 @@ fn info_of_a_file_that_is_no_store_says_to_convert_it() {
         );
     }
 }
+
+/// Look 151: a Megatron `.idx` given a token type was read as headerless tokens and verified
+/// intact (L151-1); `convert tokens --chunk` of a file with documents ignored it, and its help
+/// listed part options it always refused (L151-2); `push` of a missing or `s3://` STORE said
+/// "not a loaderx store" (L151-3).
+#[test]
+fn a_first_hours_token_and_push_mistakes_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("corpus");
+    megatron(&prefix);
+    let idx = dir.path().join("corpus.idx");
+    for args in [
+        vec!["info", idx.to_str().unwrap(), "--dtype", "u16"],
+        vec!["verify", idx.to_str().unwrap(), "--dtype", "u16"],
+    ] {
+        let o = loaderx(&args.iter().map(|a| a as &dyn AsRef<std::ffi::OsStr>).collect::<Vec<_>>());
+        assert!(!o.status.success() && text(&o).contains("Megatron dataset's index"), "{}", text(&o));
+    }
+    let o = loaderx(&[&"convert", &"tokens", &prefix, &dir.path().join("cc"), &"--chunk", &"10"]);
+    assert!(
+        !o.status.success() && text(&o).contains("--chunk cuts a file without documents"),
+        "{}",
+        text(&o)
+    );
+    assert!(!text(&loaderx(&[&"convert", &"tokens", &"--help"])).contains("--part"));
+    if cfg!(feature = "remote") {
+        let o = loaderx(&[&"push", &"s3://bucket/x", &dir.path().join("new")]);
+        assert!(!o.status.success() && text(&o).contains("STORE is the local directory"), "{}", text(&o));
+        let o = loaderx(&[&"push", &dir.path().join("missing"), &"s3://bucket/x"]);
+        assert!(!o.status.success() && text(&o).contains("does not exist"), "{}", text(&o));
+    }
+}

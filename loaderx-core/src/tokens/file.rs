@@ -142,6 +142,15 @@ impl TokenFile {
                 "it is an llm.c token file (its header's magic and count agree): open it without a token type",
             ));
         }
+        // A Megatron dataset's index opened as headerless would read its header and offsets as
+        // tokens, and verify them "intact" (look 151, L151-1).
+        if data.bytes().starts_with(b"MMIDIDX\x00\x00") {
+            return Err(bad(
+                path,
+                "it is a Megatron dataset's index (its magic): open the dataset's prefix (the path \
+                 without .idx) without a token type",
+            ));
+        }
         // A Megatron dataset's `.bin` opened as headerless would drop its index, whose checks
         // and documents then go unseen, and read it as whatever type was given (look 84).
         let idx = path.with_extension("idx");

@@ -410,6 +410,14 @@ fn verify_finds_sequences_that_do_not_tile_the_bin() {
         }
         other => panic!("{other:?}"),
     }
+    // Its `.idx` opened so (look 151, L151-1: its header and offsets read as 1,021 tokens,
+    // verified intact).
+    match TokenFile::open_raw(&idx, TokenType::U16) {
+        Err(Error::BadInput { path, reason, .. }) => {
+            assert!(path == idx && reason.contains("Megatron dataset's index"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Look 108, L108-1: a Megatron prefix ending in `.bin` wrote `P.bin.bin` and `P.bin.idx`,
