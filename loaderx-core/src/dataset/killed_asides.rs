@@ -11,9 +11,11 @@ use crate::store::is_loaderx_lock_file;
 use crate::{Error, Result};
 
 /// The file a conversion leaves in the directory it set aside: its process id, and the
-/// directory's identity (device and inode) where the platform has one, so that a copy of it
-/// (`cp -r`, a backup of the user's) is not taken for the aside itself (look 148, L148-3).
-/// Removed last when the aside is removed, and before the directory is put back.
+/// directory's identity (device and inode) and last change where the platform has them, so that
+/// a copy of it (`cp -r`, a backup of the user's: look 148, L148-3) or the aside itself renamed
+/// back and forth since (restored by the user, then kept as a backup: look 150, L150-3) is not
+/// taken for a killed conversion's. Removed last when the aside is removed, and before the
+/// directory is put back.
 pub(crate) const ASIDE_MARK: &str = ".loaderx-aside";
 
 /// Marks `old`, just set aside, as a conversion's (best effort: unmarked, a killed
@@ -22,28 +24,44 @@ pub(crate) const ASIDE_MARK: &str = ".loaderx-aside";
 pub(super) fn mark(old: &Path) {
     let path = old.join(ASIDE_MARK);
     let _ = std::fs::remove_file(&path);
-    let key = std::fs::symlink_metadata(old).ok().and_then(|m| crate::sys::meta_key(&m));
-    let text = match key {
-        Some((dev, ino)) => format!("{} {dev} {ino}", std::process::id()),
-        None => std::process::id().to_string(),
+    let Ok(mut file) = std::fs::OpenOptions::new().write(true).create_new(true).open(&path) else { return };
+    // The directory as it is once the mark is in it: its last change is the mark's making.
+    let meta = std::fs::symlink_metadata(old).ok();
+    let key = meta.as_ref().and_then(crate::sys::meta_key);
+    let changed = meta.as_ref().and_then(crate::sys::meta_changed);
+    let text = match (key, changed) {
+        (Some((dev, ino)), Some((s, ns))) => format!("{} {dev} {ino} {s} {ns}", std::process::id()),
+        _ => std::process::id().to_string(),
     };
-    let made = std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
-    let _ = made.and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+    let _ = std::io::Write::write_all(&mut file, text.as_bytes());
 }
 
 /// Whether `dir` bears a conversion's mark made for it: a regular file of a few bytes whose
-/// identity, where it has one, is `dir`'s own.
-fn marked(dir: &Path) -> bool {
+/// identity, where it has one, is `dir`'s own, and `dir` unchanged since, unless its removal had
+/// begun (one of `datasets` gone or without its index: L148-2), which changes it.
+fn marked(dir: &Path, datasets: &[&str]) -> bool {
     let path = dir.join(ASIDE_MARK);
     if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= 64) {
         return false;
     }
     let Ok(text) = std::fs::read_to_string(&path) else { return false };
-    let key = std::fs::symlink_metadata(dir).ok().and_then(|m| crate::sys::meta_key(&m));
-    let said: Vec<u64> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    match (key, said.as_slice()) {
-        (Some((dev, ino)), [_, d, i]) => *d == dev && *i == ino,
-        (None, [_]) => true,
+    let meta = std::fs::symlink_metadata(dir).ok();
+    let key = meta.as_ref().and_then(crate::sys::meta_key);
+    let changed = meta.as_ref().and_then(crate::sys::meta_changed);
+    let said: Vec<i128> = text.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let begun = || {
+        datasets.iter().any(|d| {
+            let d = dir.join(d);
+            !d.join("index.zr").exists() && !d.join("meta.zr").exists()
+        })
+    };
+    match (key, changed, said.as_slice()) {
+        (Some((dev, ino)), Some((s, ns)), [_, d, i, cs, cn]) => {
+            *d == i128::from(dev)
+                && *i == i128::from(ino)
+                && ((*cs == i128::from(s) && *cn == i128::from(ns)) || begun())
+        }
+        (None, _, [_]) | (_, None, [_]) => true,
         _ => false,
     }
 }
@@ -55,7 +73,7 @@ fn marked(dir: &Path) -> bool {
 pub(crate) fn remove_killed_asides_dir_of<'a>(out: &Path, datasets: &[&'a str], files: &'a [&'a str]) {
     for e in super::replace::asides_of(out) {
         let path = e.path();
-        if e.file_type().is_ok_and(|t| t.is_dir()) && marked(&path) {
+        if e.file_type().is_ok_and(|t| t.is_dir()) && marked(&path, datasets) {
             let _ = remove_one(&path, datasets, files);
         }
     }

@@ -115,6 +115,10 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
             )));
         }
         let part_url = super::join_url(url, &part.path)?;
+        // Its URL refused now if it would be, before anything goes up (look 150, L150-2: the
+        // earlier parts were replaced first, the set at the URL then naming stores it was not
+        // stitched with).
+        parse_url(&part_url)?;
         // Two parts, or a part and the set, must not meet at one URL (look 79).
         let at = |u: &str| u.trim_end_matches('/').to_string();
         if at(&part_url) == at(url) || resolved.iter().any(|(_, u)| at(u) == at(&part_url)) {

@@ -359,6 +359,20 @@ pub(crate) fn meta_key(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
+/// When what `meta` describes last changed (its inode: a rename of it, an entry made or removed
+/// in a directory), to the nanosecond; `None` where the platform gives none to stable Rust.
+#[cfg(all(unix, feature = "images"))]
+pub(crate) fn meta_changed(meta: &std::fs::Metadata) -> Option<(i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.ctime(), meta.ctime_nsec()))
+}
+
+/// See the Unix version.
+#[cfg(all(not(unix), feature = "images"))]
+pub(crate) fn meta_changed(_meta: &std::fs::Metadata) -> Option<(i64, i64)> {
+    None
+}
+
 /// `renameat2(2)` of `from` to `to` with `flags`: `Ok(true)` done, `Ok(false)` where the kernel
 /// or the file system has no such call or flag (EINVAL, ENOSYS), else its error.
 #[cfg(target_os = "linux")]

@@ -60,13 +60,13 @@ pub(crate) use forked::HeldAtFork;
 pub(crate) use forked::MadeIn;
 pub(crate) use forked::PerProcess;
 pub(crate) use index_map::{IndexMap, IndexView};
-#[cfg(feature = "images")]
-pub(crate) use io::meta_key;
 pub(crate) use io::{
     create_own_temporary, file_key, first_hole, is_a_readers_failure, link_count, no_follow,
     no_follow_non_blocking, non_blocking, open_regular, read_exact_at, rename_exchange, rename_no_replace,
     same_file, start_writeback, write_all_at, write_records_at,
 };
+#[cfg(feature = "images")]
+pub(crate) use io::{meta_changed, meta_key};
 #[cfg(feature = "turbojpeg")]
 pub(crate) use jpeg::{Decoded, Jpeg, JpegHeader, Region};
 pub use map::MappedFile;

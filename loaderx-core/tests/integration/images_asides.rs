@@ -7,11 +7,13 @@ use std::path::Path;
 use loaderx_core::convert::{ImageOptions, images};
 use loaderx_core::{DenseDataset, WriteOptions};
 
-/// Marks `dir` as a conversion marks what it sets aside: a process id and the directory's
-/// device and inode.
+/// Marks `dir` as a conversion marks what it sets aside: a process id, the directory's device
+/// and inode, and its last change once the mark is in it.
 fn mark(dir: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create_new(dir.join(".loaderx-aside")).unwrap();
     let m = std::fs::metadata(dir).unwrap();
-    std::fs::write(dir.join(".loaderx-aside"), format!("99999 {} {}", m.dev(), m.ino())).unwrap();
+    write!(f, "99999 {} {} {} {}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()).unwrap();
 }
 
 /// Copies the directory `from` (one level of directories) to `to`, as `cp -r` does.
@@ -59,6 +61,12 @@ fn a_killed_conversions_aside_goes_at_the_next_one() {
     let e = convert("e", false);
     mark(&e);
     copy(&e, &at("out.old4"));
+    // A marked aside the user restored (`mv OUT.old OUT`) and later kept again under that name
+    // (look 150, L150-3): renamed since it was marked, whole.
+    std::fs::rename(convert("f", false), at("out.old5")).unwrap();
+    mark(&at("out.old5"));
+    std::fs::rename(at("out.old5"), at("f")).unwrap();
+    std::fs::rename(at("f"), at("out.old5")).unwrap();
     // A mark in OUT that is a link to a file of the user's (look 148, L148-3).
     std::fs::write(at("victim.txt"), b"precious").unwrap();
     std::os::unix::fs::symlink(at("victim.txt"), out.join(".loaderx-aside")).unwrap();
@@ -73,7 +81,8 @@ fn a_killed_conversions_aside_goes_at_the_next_one() {
     assert!(at("out.old3/notes.txt").exists() && at("out.old3/images").exists());
     assert_eq!(DenseDataset::<u8>::open(at("out.old4/images")).unwrap().len(), 5, "a copy is the user's");
     assert_eq!(std::fs::read(at("victim.txt")).unwrap(), b"precious");
+    assert_eq!(DenseDataset::<u8>::open(at("out.old5/images")).unwrap().len(), 5, "restored, kept again");
     assert_eq!(DenseDataset::<u8>::open(out.join("images")).unwrap().len(), 5);
     // A forced conversion's own aside leaves no mark behind in OUT, and none of its own.
-    assert!(!out.join(".loaderx-aside").exists() && !at("out.old5").exists());
+    assert!(!out.join(".loaderx-aside").exists() && !at("out.old6").exists());
 }

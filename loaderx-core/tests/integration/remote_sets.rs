@@ -324,3 +324,28 @@ fn a_dataset_pushed_again_stays_readable_throughout() {
     assert!(calls.get() >= 2);
     assert_eq!(DenseSource::open_remote(url, server.options()).unwrap().len(), 101);
 }
+
+/// Look 150, L150-2: a set whose later part's URL holds a character object storage keys hold
+/// escaped had its earlier parts pushed, replacing those of the set already at the URL, before
+/// it was refused. Refused now before anything goes up: the set there reads as it did.
+#[test]
+fn a_set_with_a_refused_part_url_is_refused_before_anything_goes_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let old = [dense_part(tmp.path(), "p0", 0, Codec::Raw), dense_part(tmp.path(), "p1", 1000, Codec::Raw)];
+    let set = tmp.path().join("S");
+    loaderx_core::stitch(&old, &set).unwrap();
+    push(&set, "s3://bucket/S", server.options(), |_| {}).unwrap();
+    let before =
+        DenseSource::open_remote("s3://bucket/S", server.options()).unwrap().get_batch(&[0, 199]).unwrap();
+    std::fs::remove_dir_all(&set).unwrap();
+    std::fs::remove_dir_all(&old[0]).unwrap();
+    let new =
+        [dense_part(tmp.path(), "p0", 5000, Codec::Raw), dense_part(tmp.path(), "pé", 6000, Codec::Raw)];
+    loaderx_core::stitch(&new, &set).unwrap();
+    let e = push(&set, "s3://bucket/S", server.options(), |_| {}).unwrap_err().to_string();
+    assert!(e.contains("'é'"), "{e}");
+    let after =
+        DenseSource::open_remote("s3://bucket/S", server.options()).unwrap().get_batch(&[0, 199]).unwrap();
+    assert_eq!(after, before, "the set at the URL as it was");
+}

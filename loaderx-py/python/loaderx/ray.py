@@ -105,10 +105,12 @@ def _check_column_name(name: str) -> None:
             f"column {name!r} cannot name a dataset directory: it holds {''.join(bad)!r}, which object "
             "storage keys hold escaped; rename the column (Dataset.rename_columns)"
         )
-    # The longest name made of it (`.<column>.set-<run>`, a stitch's staging) within a file
-    # name's 255 bytes, as the converters' (look 148, L148-4: refused only at the commit).
-    if len(name.encode()) > 233:
-        raise ValueError(f"column {name[:40]!r}... is {len(name.encode())} bytes; a column name is at most 233")
+    # The longest name made of it within a file name's 255 bytes: the commit stages a column's
+    # set as `.<column>.set-<run>` (18 bytes more), which the stitch stages as
+    # `.<that>.stitch.<pid>.<n>` (22 more) (looks 148 and 150, L148-4, L150-1: refused only at
+    # the commit).
+    if len(name.encode()) > 215:
+        raise ValueError(f"column {name[:40]!r}... is {len(name.encode())} bytes; a column name is at most 215")
 
 
 class LoaderxDatasink(Datasink):
