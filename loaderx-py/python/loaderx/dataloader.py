@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, pad_float
+from loaderx._common import bfloat16, check_int, pad_float
 from loaderx.dataset import DenseDataset, RaggedDataset
 from loaderx.zsampler import mode_name
 
@@ -156,10 +156,15 @@ class DataLoader:
             b = _native.LoaderBuilder()
             for name, ds in _streams(of):
                 b.stream(name, ds)
+            # The streams of bfloat16 records: the engine hands their batches over as their
+            # uint16 bits, viewed here as `ml_dtypes.bfloat16` as gathers are (look 153, L153-1).
+            bf16.update(name for name, d in of.items() if bf16_dtype is not None and getattr(d, "dtype", None) == bf16_dtype)
             for name, rows in (pad or {}).items():
                 b.pad(name, rows, pad_float(pad_value), bool(pad_truncate))
             return b
 
+        bf16: set[str] = set()
+        bf16_dtype = bfloat16()
         if isinstance(datasets, Mapping):
             b = streams(datasets)
         elif isinstance(datasets, Sequence) and datasets and not isinstance(datasets, (str, bytes)):
@@ -201,6 +206,13 @@ class DataLoader:
             b.state(bytes(state))
         if start_step is not None:
             b.start_step(int(start_step))
+        self._bf16 = frozenset(bf16)
+        if transform is not None and bf16:
+            # What a transform takes is what a batch is: bfloat16 viewed first. The wrapper holds
+            # the transform only, never this loader.
+            user, names = transform, self._bf16
+            transform = lambda batch: user(_as_bfloat16(batch, names))  # noqa: E731
+            self._bf16 = frozenset()
         self._native = b.build(transform)
         # Threads stop when the loader is collected or the interpreter exits, closed or not. The
         # finalizer holds the native loader weakly: held strongly, it kept alive a loader whose
@@ -236,7 +248,8 @@ class DataLoader:
 
     def __next__(self) -> Any:
         try:
-            return self._native.next()
+            batch = self._native.next()
+            return _as_bfloat16(batch, self._bf16) if self._bf16 else batch
         except StopIteration:
             self._ended = True
             raise
@@ -308,6 +321,18 @@ def _close_at_collection(native_ref: Any) -> None:
         native.close()
     except RuntimeError:
         pass
+
+
+def _as_bfloat16(batch: Any, names: frozenset[str]) -> Any:
+    """``batch`` (a dict of arrays) with the arrays of the streams ``names`` that came as their
+    ``uint16`` bits viewed as ``ml_dtypes.bfloat16``."""
+    dtype = bfloat16()
+    if isinstance(batch, dict) and dtype is not None:
+        for name in names:
+            a = batch.get(name)
+            if isinstance(a, np.ndarray) and a.dtype == np.uint16:
+                batch[name] = a.view(dtype)
+    return batch
 
 
 def _streams(datasets: Mapping[str, Any]) -> list[tuple[str, Any]]:

@@ -28,6 +28,10 @@ __all__ = ["MapDataset", "IterableLoader", "collate", "to_torch"]
 def to_torch(value: Any) -> Any:
     """Arrays (in dicts, lists and tuples) as tensors sharing their memory."""
     if isinstance(value, np.ndarray):
+        # torch takes no `ml_dtypes.bfloat16` array: its bits, as torch's bfloat16 (look 153,
+        # L153-1).
+        if value.dtype.name == "bfloat16":
+            return torch.from_numpy(value.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(value)
     if isinstance(value, dict):
         return {k: to_torch(v) for k, v in value.items()}
