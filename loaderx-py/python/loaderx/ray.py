@@ -14,12 +14,13 @@ write that fails leaves what ``OUT`` held before as it was. The parts stay in
 sets of columns it does not write go too: ``OUT`` holds one write's columns) and removes the parts
 they no longer name: ``OUT/_parts/`` is the sink's, and a set stitched by hand over parts there no
 longer opens after the next write (stitch over copies of them instead). Column names hold none of
-``\\{^}%`]">[~<#|*?``, which object storage keys hold escaped. The sets are put in place by renames,
-all of them or none: a rename that fails undoes the ones before it. What fails after them (an old
-part a reader still holds open on a network file system) is a warning, the write committed; the next
-write removes it. A driver killed during the renames themselves leaves some columns new and the
-others old, or one moved aside to ``OUT/.<column>.old-<run>``; the next write replaces them all and
-removes what such a write left.
+``\\{^}%`]">[~<#|*?`` and no non-ASCII character, which object storage keys hold escaped, and are at
+most 215 bytes (the longest name made of them fits a file name). The sets are put in place by
+renames, all of them or none: a rename that fails undoes the ones before it. What fails after them
+(an old part a reader still holds open on a network file system) is a warning, the write committed;
+the next write removes it. A driver killed during the renames themselves leaves some columns new and
+the others old, or one moved aside to ``OUT/.<column>.old-<run>``; the next write replaces them all
+and removes what such a write left.
 
 Columns become datasets as ``convert parquet`` maps Arrow types: numbers, fixed-size lists of
 them and fixed-shape tensors (Ray's tensor extension types) dense; lists of fixed-size values and
