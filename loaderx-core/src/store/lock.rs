@@ -59,6 +59,43 @@ fn holds_a_process_id(file: &File) -> std::io::Result<bool> {
     Ok(file.metadata()?.len() <= 11 && is_process_id(&lock_text(file)?))
 }
 
+/// The holder a locked lock file names: its process id as the holder wrote it (advisory: it may
+/// be half written; at most 16 bytes of the file are read), or "another process".
+fn holder_of(file: &File) -> String {
+    lock_text(file)
+        .ok()
+        .and_then(|t| std::str::from_utf8(&t).ok()?.trim().parse::<u32>().ok())
+        .map_or_else(|| "another process".to_string(), |pid| format!("process {pid}"))
+}
+
+/// Who holds `dir`'s writer lock, as an opener that found no index there sees it.
+pub(crate) enum WriterThere {
+    /// No lock file, or one nobody holds: nothing is being written there.
+    Free,
+    /// Held when looked at, released within the grace: a writer (a creator) just finished.
+    Released,
+    /// Still held after the grace, by the holder named.
+    Held(String),
+}
+
+/// Whether another writer holds `dir`'s lock file, looked at without creating it: a directory
+/// whose index is missing while a writer holds it is a store being created (`Store::create`
+/// takes the lock before it removes or writes anything), not a directory without a store
+/// (look 152, L152-1: a `compact` racing a creator said "not a loaderx store").
+pub(crate) fn writer_there(dir: &Path) -> WriterThere {
+    let Ok(file) = open_regular(OpenOptions::new().read(true), &dir.join(LOCK_FILE)) else {
+        return WriterThere::Free;
+    };
+    if !matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock)) {
+        return WriterThere::Free;
+    }
+    match within_grace(|| file.try_lock_shared()) {
+        Ok(()) => WriterThere::Released,
+        Err(TryLockError::WouldBlock) => WriterThere::Held(holder_of(&file)),
+        Err(TryLockError::Error(_)) => WriterThere::Free,
+    }
+}
+
 /// Whether `path` is a lock file loaderx left: a regular file (not a link, not a FIFO) holding
 /// nothing or a process id. Overwriting accepts and removes only those; another tool's file of
 /// that name is the user's.
@@ -121,15 +158,9 @@ impl WriteLock {
             match within_grace(|| file.try_lock()) {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => {
-                    // The holder's id, as it wrote it: advisory (it may be half written); at
-                    // most 16 bytes of the file this open holds are read.
-                    let holder = lock_text(&file)
-                        .ok()
-                        .and_then(|t| std::str::from_utf8(&t).ok()?.trim().parse::<u32>().ok())
-                        .map_or_else(|| "another process".to_string(), |pid| format!("process {pid}"));
                     return Err(Error::Locked {
                         path: dir.to_path_buf(),
-                        reason: format!("{holder} has it {doing}"),
+                        reason: format!("{} has it {doing}", holder_of(&file)),
                     });
                 }
                 Err(TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),

@@ -38,3 +38,10 @@ pub(crate) fn not_a_store_reason(dir: &Path) -> String {
         "it has no meta.zr (v1) or index.zr (v2)".into()
     }
 }
+
+/// Whether `dir` is neither a store set nor a directory of datasets: a directory where a store
+/// may be on its way (being created), not one [`not_a_store_reason`] tells to open otherwise.
+pub(crate) fn nothing_else(dir: &Path) -> bool {
+    std::fs::symlink_metadata(dir.join(crate::format::storeset::SET_FILE)).is_err()
+        && datasets_in(dir).is_none()
+}

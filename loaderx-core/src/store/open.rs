@@ -326,6 +326,20 @@ impl Store {
             let index_file = match handle.open_file(index_name, access) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    // Another process's writer lock over a missing index: a store being
+                    // created, waited for within the grace, then `Locked`.
+                    if lock.is_none() && super::not_a_store::nothing_else(dir) {
+                        match super::lock::writer_there(dir) {
+                            super::lock::WriterThere::Free => {}
+                            super::lock::WriterThere::Released => continue,
+                            super::lock::WriterThere::Held(holder) => {
+                                return Err(Error::Locked {
+                                    path: dir.to_path_buf(),
+                                    reason: format!("{holder} is writing it and its index is not there yet"),
+                                });
+                            }
+                        }
+                    }
                     let reason = super::not_a_store::not_a_store_reason(dir);
                     return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
                 }

@@ -186,3 +186,44 @@ fn create_over_a_file_or_a_dataset_says_so_and_leaves_no_old_schema() {
     assert!(!ds.join("schema.msgpack").exists(), "the replaced records' schema went with them");
     assert!(store.verify().unwrap().is_ok());
 }
+
+/// Look 152, L152-1: a store being created (its creator holds the writer lock, its index not
+/// written yet) is `Locked` to a writer and to a reader, not "not a loaderx store" (a `compact`
+/// racing a creator said so); a creator finishing meanwhile is waited for; with no creator
+/// there, a directory without an index is still not a store.
+#[test]
+fn a_store_being_created_is_locked_not_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let aside = dir.path().join("index.zr");
+    let creator = Store::create(&path, StoreOptions::default()).unwrap();
+    // The creator's window: its lock held, its index not there yet.
+    std::fs::rename(path.join("index.zr"), &aside).unwrap();
+    for opened in [Store::open_rw(&path, StoreOptions::default()), Store::open(&path)] {
+        match opened {
+            Err(Error::Locked { reason, .. }) => {
+                assert!(reason.contains(&format!("process {}", std::process::id())), "{reason}")
+            }
+            Err(e) => panic!("a store being created: {e}"),
+            Ok(_) => panic!("a store without an index opened"),
+        }
+    }
+    // The creator finishes within the grace: the opener waits for it (or, on a slow machine,
+    // says it is locked), never that no store is there.
+    let (back, store_path) = (aside.clone(), path.clone());
+    let finish = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::rename(&back, store_path.join("index.zr")).unwrap();
+        drop(creator);
+    });
+    match Store::open_rw(&path, StoreOptions::default()) {
+        Ok(_) | Err(Error::Locked { .. }) => {}
+        Err(e) => panic!("a creator finishing: {e}"),
+    }
+    finish.join().unwrap();
+    // No writer there: a directory without an index is not a store.
+    std::fs::rename(path.join("index.zr"), &aside).unwrap();
+    for opened in [Store::open_rw(&path, StoreOptions::default()), Store::open(&path)] {
+        assert!(matches!(opened, Err(Error::NotAStore { .. })), "no creator: not a store");
+    }
+}
