@@ -18,22 +18,77 @@ use crate::{Error, Result};
 /// directory is put back.
 pub(crate) const ASIDE_MARK: &str = ".loaderx-aside";
 
-/// Marks `old`, just set aside, as a conversion's (best effort: unmarked, a killed
-/// conversion's aside stays, as any `OUT.old` of the user's does). Whatever had the mark's name
-/// goes first, and the mark is made new, never written through a link (L148-3).
-pub(super) fn mark(old: &Path) {
-    let path = old.join(ASIDE_MARK);
+/// A conversion's mark on the output it sets aside, begun in OUT before the rename and finished
+/// at the aside after it ([`begin`], [`Mark::finish`]).
+struct Mark(Option<std::fs::File>);
+
+/// Renames `out` aside to `old`, marked as a conversion's.
+///
+/// # Errors
+/// [`Error::Io`] naming `out` when it cannot be renamed (left as it was, unmarked).
+pub(super) fn rename_marked(out: &Path, old: &Path) -> Result<()> {
+    let mark = begin(out);
+    if let Err(e) = std::fs::rename(out, old) {
+        let _ = std::fs::remove_file(out.join(ASIDE_MARK));
+        return Err(Error::io("rename", out, e));
+    }
+    mark.finish(old);
+    Ok(())
+}
+
+/// Begins the mark in `out`, about to be set aside (best effort: unmarked, a killed
+/// conversion's aside stays, as any `OUT.old` of the user's does): the process id and the
+/// directory's device and inode, which the rename keeps. Made before the rename, so that no kill
+/// leaves an aside without it (look 155, L155-1: killed between the rename and the mark's text,
+/// a whole copy of the old output stayed for good). Whatever had the mark's name goes first,
+/// and the mark is made new, never written through a link (L148-3).
+fn begin(out: &Path) -> Mark {
+    let path = out.join(ASIDE_MARK);
     let _ = std::fs::remove_file(&path);
-    let Ok(mut file) = std::fs::OpenOptions::new().write(true).create_new(true).open(&path) else { return };
-    // The directory as it is once the mark is in it: its last change is the mark's making.
-    let meta = std::fs::symlink_metadata(old).ok();
-    let key = meta.as_ref().and_then(crate::sys::meta_key);
-    let changed = meta.as_ref().and_then(crate::sys::meta_changed);
-    let text = match (key, changed) {
-        (Some((dev, ino)), Some((s, ns))) => format!("{} {dev} {ino} {s} {ns}", std::process::id()),
-        _ => std::process::id().to_string(),
+    let Ok(mut file) = std::fs::OpenOptions::new().write(true).create_new(true).open(&path) else {
+        return Mark(None);
     };
-    let _ = std::io::Write::write_all(&mut file, text.as_bytes());
+    let key = std::fs::symlink_metadata(out).ok().as_ref().and_then(crate::sys::meta_key);
+    let text = match key {
+        Some((dev, ino)) => format!("{} {dev} {ino}", std::process::id()),
+        None => std::process::id().to_string(),
+    };
+    if std::io::Write::write_all(&mut file, text.as_bytes()).is_err() {
+        // Half written it would be nobody's: gone, the aside is as unmarked.
+        let _ = std::fs::remove_file(&path);
+        return Mark(None);
+    }
+    Mark(Some(file))
+}
+
+impl Mark {
+    /// Finishes the mark of the directory now at `old`: its last change (the rename's, the
+    /// mark being in it already) appended, so that a copy of it or the aside renamed back and
+    /// forth since is not taken for a conversion's (L150-3).
+    fn finish(self, old: &Path) {
+        let Some(mut file) = self.0 else { return };
+        let changed = std::fs::symlink_metadata(old).ok().as_ref().and_then(crate::sys::meta_changed);
+        if let Some((s, ns)) = changed {
+            let _ = std::io::Write::write_all(&mut file, format!(" {s} {ns}").as_bytes());
+        }
+    }
+}
+
+/// How long after its mark was made a directory with an unfinished mark may have last changed
+/// and still be a conversion's aside: the rename follows the mark at once, a user's later one
+/// (a restore, a backup under that name) comes after a person's pause.
+const UNFINISHED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `dir`'s last change, `changed`, came at most [`UNFINISHED_WITHIN`] after the mark
+/// `mark` was last written: an unfinished mark's aside left by a kill just after the rename.
+fn renamed_at_marking(mark: &std::fs::Metadata, changed: (i64, i64)) -> bool {
+    let (Ok(marked), Ok(s), Ok(ns)) = (mark.modified(), u64::try_from(changed.0), u32::try_from(changed.1))
+    else {
+        return false;
+    };
+    let changed = std::time::UNIX_EPOCH + std::time::Duration::new(s, ns);
+    changed.duration_since(marked).is_ok_and(|d| d <= UNFINISHED_WITHIN)
+        || marked.duration_since(changed).is_ok_and(|d| d <= UNFINISHED_WITHIN)
 }
 
 /// Whether `dir` bears a conversion's mark made for it: a regular file of a few bytes whose
@@ -41,7 +96,8 @@ pub(super) fn mark(old: &Path) {
 /// begun (one of `datasets` gone or without its index: L148-2), which changes it.
 fn marked(dir: &Path, datasets: &[&str]) -> bool {
     let path = dir.join(ASIDE_MARK);
-    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() <= 64) {
+    let Ok(mark) = std::fs::symlink_metadata(&path) else { return false };
+    if !(mark.is_file() && mark.len() <= 64) {
         return false;
     }
     let Ok(text) = std::fs::read_to_string(&path) else { return false };
@@ -60,6 +116,10 @@ fn marked(dir: &Path, datasets: &[&str]) -> bool {
             *d == i128::from(dev)
                 && *i == i128::from(ino)
                 && ((*cs == i128::from(s) && *cn == i128::from(ns)) || begun())
+        }
+        // Unfinished (killed between the rename and `finish`), the last word maybe half there.
+        (Some((dev, ino)), Some(changed), [_, d, i] | [_, d, i, _]) => {
+            *d == i128::from(dev) && *i == i128::from(ino) && (renamed_at_marking(&mark, changed) || begun())
         }
         (None, _, [_]) | (_, None, [_]) => true,
         _ => false,

@@ -486,11 +486,10 @@ fn set_aside<'a>(out: &Path, datasets: &[&'a str], files: &'a [&'a str]) -> Resu
     }
     let mut held = hold_datasets_of(out, datasets)?;
     let old = aside(out);
-    std::fs::rename(out, &old).map_err(|e| Error::io("rename", out, e))?;
+    super::killed_asides::rename_marked(out, &old)?;
     for (name, h) in &mut held {
         h.moved_to(&old.join(name));
     }
-    super::killed_asides::mark(&old);
     Ok(Aside { old: Some(old), held, files })
 }
 

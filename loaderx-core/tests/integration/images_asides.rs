@@ -86,3 +86,40 @@ fn a_killed_conversions_aside_goes_at_the_next_one() {
     // A forced conversion's own aside leaves no mark behind in OUT, and none of its own.
     assert!(!out.join(".loaderx-aside").exists() && !at("out.old6").exists());
 }
+
+/// Look 155, L155-1: a conversion killed between setting OUT aside and finishing its mark
+/// leaves the mark it began in OUT before the rename (a process id, the device and inode): that
+/// aside goes at the next conversion; one whose last change came long after its mark was made
+/// (renamed by the user since) stays, and so does a mark begun in OUT by a conversion killed
+/// before the rename, which the next forced conversion makes anew.
+#[test]
+fn an_aside_with_an_unfinished_mark_goes_unless_renamed_since() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in");
+    crate::images::folder(&input, false);
+    let at = |name: &str| dir.path().join(name);
+    let convert = |to: &str, force: bool| {
+        images(&input, at(to), ImageOptions::new(8, 8), WriteOptions::new().overwrite(force)).unwrap();
+        at(to)
+    };
+    let unfinished = |d: &Path| {
+        let m = std::fs::metadata(d).unwrap();
+        std::fs::write(d.join(".loaderx-aside"), format!("99999 {} {}", m.dev(), m.ino())).unwrap();
+    };
+    let out = convert("out", false);
+    unfinished(&out);
+    for (from, to) in [("a", "out.old"), ("b", "out.old1")] {
+        let d = convert(from, false);
+        unfinished(&d);
+        std::fs::rename(d, at(to)).unwrap();
+    }
+    // out.old1's mark made an hour before its directory's last change: renamed by the user since.
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let mark = std::fs::File::options().write(true).open(at("out.old1/.loaderx-aside")).unwrap();
+    mark.set_modified(hour_ago).unwrap();
+    convert("out", true);
+    assert!(!at("out.old").exists(), "killed before its mark was finished: swept");
+    assert_eq!(DenseDataset::<u8>::open(at("out.old1/images")).unwrap().len(), 5, "renamed since");
+    assert!(!out.join(".loaderx-aside").exists() && !at("out.old2").exists());
+    assert_eq!(DenseDataset::<u8>::open(out.join("images")).unwrap().len(), 5);
+}
