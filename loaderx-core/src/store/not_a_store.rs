@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::files::SCHEMA_FILE;
+use super::files::{INDEX_FILE, META_FILE, SCHEMA_FILE};
+use crate::Error;
 
 /// The names of the datasets directly inside `dir` (sorted, at most 8), if it holds any.
 pub(crate) fn datasets_in(dir: &Path) -> Option<Vec<String>> {
@@ -39,9 +40,32 @@ pub(crate) fn not_a_store_reason(dir: &Path) -> String {
     }
 }
 
-/// Whether `dir` is neither a store set nor a directory of datasets: a directory where a store
-/// may be on its way (being created), not one [`not_a_store_reason`] tells to open otherwise.
-pub(crate) fn nothing_else(dir: &Path) -> bool {
-    std::fs::symlink_metadata(dir.join(crate::format::storeset::SET_FILE)).is_err()
-        && datasets_in(dir).is_none()
+/// What an opener that found no index in `handle`'s directory reports (`None`: look again). A
+/// directory that is neither a store set nor a directory of datasets, whose writer lock another
+/// process holds, is a store being created (its creator takes the lock before it removes or
+/// writes anything): waited for within the lock's grace, then `Locked`, never "not a store"
+/// (look 152, L152-1: a `compact` racing a creator said so). `holding`: whether the opener
+/// holds the writer lock itself.
+pub(super) fn missing_index(handle: &crate::sys::Dir, holding: bool) -> Option<Error> {
+    use super::lock::{WriterThere, writer_there};
+    let dir = handle.path();
+    let plain = std::fs::symlink_metadata(dir.join(crate::format::storeset::SET_FILE)).is_err()
+        && datasets_in(dir).is_none();
+    if !holding && plain {
+        match writer_there(dir) {
+            // A creator that finished and closed since the index was asked for (look 154).
+            WriterThere::Free if handle.stat(INDEX_FILE).is_ok() || handle.stat(META_FILE).is_ok() => {
+                return None;
+            }
+            WriterThere::Free => {}
+            WriterThere::Released => return None,
+            WriterThere::Held(holder) => {
+                return Some(Error::Locked {
+                    path: dir.to_path_buf(),
+                    reason: format!("{holder} is writing it and its index is not there yet"),
+                });
+            }
+        }
+    }
+    Some(Error::NotAStore { path: dir.to_path_buf(), reason: not_a_store_reason(dir) })
 }

@@ -196,7 +196,13 @@ impl Store {
             super::OpenMode::Append if dir.join(INDEX_FILE).exists() || dir.join(META_FILE).exists() => {
                 Store::open_rw(dir, opts)
             }
-            super::OpenMode::Append => Store::create(dir, opts),
+            // Another process may make the store between the look above and the creator's
+            // lock: then it is opened, never `AlreadyExists` to one who asked to append (look
+            // 154, L154-1: told to pass overwrite, which would replace the store).
+            super::OpenMode::Append => match Store::create(dir, opts.clone()) {
+                Err(Error::AlreadyExists { .. }) => Store::open_rw(dir, opts),
+                made => made,
+            },
             super::OpenMode::Create => Store::create(dir, opts.overwrite(true)),
         }
     }
@@ -326,22 +332,10 @@ impl Store {
             let index_file = match handle.open_file(index_name, access) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    // Another process's writer lock over a missing index: a store being
-                    // created, waited for within the grace, then `Locked`.
-                    if lock.is_none() && super::not_a_store::nothing_else(dir) {
-                        match super::lock::writer_there(dir) {
-                            super::lock::WriterThere::Free => {}
-                            super::lock::WriterThere::Released => continue,
-                            super::lock::WriterThere::Held(holder) => {
-                                return Err(Error::Locked {
-                                    path: dir.to_path_buf(),
-                                    reason: format!("{holder} is writing it and its index is not there yet"),
-                                });
-                            }
-                        }
+                    match super::not_a_store::missing_index(handle, lock.is_some()) {
+                        Some(e) => return Err(e),
+                        None => continue,
                     }
-                    let reason = super::not_a_store::not_a_store_reason(dir);
-                    return Err(Error::NotAStore { path: dir.to_path_buf(), reason });
                 }
                 Err(e) => return Err(Error::io("open", &index_path, e)),
             };

@@ -227,3 +227,37 @@ fn a_store_being_created_is_locked_not_missing() {
         assert!(matches!(opened, Err(Error::NotAStore { .. })), "no creator: not a store");
     }
 }
+
+/// Look 154, L154-1: appenders starting together on a path without a store each open it (one
+/// creates it, the others find it made) or are told `Locked` while another holds it; none is
+/// told it "already exists" (which asked to pass overwrite), and every append lands.
+#[test]
+fn appenders_starting_together_never_hear_it_already_exists() {
+    const ROUNDS: usize = 20;
+    const APPENDERS: usize = 3;
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..ROUNDS {
+        let path = dir.path().join(format!("s{round}"));
+        let start = std::sync::Arc::new(std::sync::Barrier::new(APPENDERS));
+        let appenders: Vec<_> = (0..APPENDERS)
+            .map(|k| {
+                let (path, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for _ in 0..2000 {
+                        match Store::open_mode(&path, loaderx_core::OpenMode::Append, StoreOptions::new()) {
+                            Ok(mut s) => return s.append(&[format!("r{k}").as_bytes()], Codec::Raw).unwrap(),
+                            Err(Error::Locked { .. }) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                            Err(e) => panic!("appender {k}, round {round}: {e}"),
+                        }
+                    }
+                    panic!("appender {k} never opened the store");
+                })
+            })
+            .collect();
+        for a in appenders {
+            a.join().unwrap();
+        }
+        assert_eq!(Store::open(&path).unwrap().len(), APPENDERS as u64, "round {round}");
+    }
+}
