@@ -110,9 +110,12 @@ def test_endless_has_no_length_but_a_pass_has(streams):
     assert [len(b["y"]) for b in batches] == [300, 300, 300, 100]
     assert np.concatenate([b["y"] for b in batches]).tolist() == list(range(1000))
     # More steps than len() can return (look 75: Python's unnamed "cannot fit 'int'").
-    with DataLoader(streams, batch_size=10, epochs=2**64 - 1) as huge:
+    with DataLoader(streams, batch_size=10, epochs=(2**64 - 1) // 100) as huge:
         with pytest.raises(OverflowError, match="more than len"):
             len(huge)
+    # More steps than a pass counts: refused, not saturated (look 144).
+    with pytest.raises(ValueError, match="more steps than a pass counts"):
+        DataLoader(streams, batch_size=10, epochs=2**62)
 
 
 def test_an_exception_in_the_transform_surfaces_from_next(streams):
@@ -588,3 +591,4 @@ def test_a_transform_raising_stop_iteration_fails_its_step_not_the_pass(tmp_path
             except StopIteration:
                 break
     assert got == [[0, 1, 2, 3], "failed", [8, 9, 10, 11], [12, 13, 14, 15]]
+

@@ -1,9 +1,11 @@
 """A loader in a reference cycle through its transform is collected: its threads joined and its
-store let go (looks 119 and 120, L119-1 and L120-1)."""
+store let go (looks 119 and 120, L119-1 and L120-1); a loader is never copied or pickled."""
 
 import pytest
 
 from loaderx.converter import from_numpy
+from loaderx.dataloader import DataLoader
+from loaderx.dataset import DenseDataset
 
 import numpy as np
 
@@ -65,3 +67,21 @@ z.delete([0])
 print("deleted:", len(z))
 """)
     assert out.split("\n")[:2] == ["tasks back: True", "deleted: 63"], out
+
+
+def test_a_loader_is_neither_copied_nor_pickled(tmp_path):
+    # A copy shared the native loader: closing it closed the original (look 144).
+    import copy
+    import pickle
+
+    from_numpy(tmp_path / "y", np.arange(100, dtype=np.int64))
+    streams = {"y": DenseDataset(tmp_path / "y")}
+    with DataLoader(streams, batch_size=10, seed=3) as loader:
+        next(loader)
+        for clone in (copy.copy, copy.deepcopy, pickle.dumps):
+            with pytest.raises(TypeError, match="state="):
+                clone(loader)
+        assert not loader.closed
+        resumed = DataLoader(streams, batch_size=10, seed=3, state=loader.state())
+        with resumed:
+            assert np.array_equal(next(resumed)["y"], next(loader)["y"])

@@ -68,8 +68,8 @@ impl PassConfig {
     /// Validates the config and builds its [`PassSampler`].
     ///
     /// # Errors
-    /// [`Error::Config`] when `batch_size` or `world` is 0, `rank >= world`, or
-    /// `batch_size` is not divisible by `world`.
+    /// [`Error::Config`] when `batch_size` or `world` is 0, `rank >= world`, `batch_size` is
+    /// not divisible by `world`, or the epochs run past the last epoch or step a pass counts.
     pub fn build(&self) -> Result<PassSampler> {
         let invalid = |reason: String| Err(Error::Config { what: "pass", reason });
         if self.batch_size == 0 {
@@ -93,6 +93,15 @@ impl PassConfig {
             ));
         }
         let pass = PassSampler { config: self.clone(), orders: Arc::new(Mutex::new(Vec::new())) };
+        // Counted, not saturated (look 144: `epochs=2**62` of 7 steps said 2^64 - 1 steps).
+        if let Some(e) = self.epochs
+            && e.checked_mul(pass.steps()).is_none()
+        {
+            return invalid(format!(
+                "{e} epochs of {} steps make more steps than a pass counts (2^64 - 1)",
+                pass.steps()
+            ));
+        }
         pass.order(self.epoch);
         Ok(pass)
     }

@@ -276,6 +276,9 @@ fn a_restored_state_takes_the_shard_given_and_edited_states_are_refused() {
     assert!(e.to_string().contains("past the last step"), "{e}");
     let e = dense(40).pass(Pass::shuffled().epoch(u64::MAX - 1).epochs(Some(3))).build().err().unwrap();
     assert!(e.to_string().contains("past the last epoch"), "{e}");
+    // Epochs whose steps a u64 does not count (look 144: 2^64 - 1 steps said, saturated).
+    let e = dense(40).batch_size(8).pass(Pass::shuffled().epochs(Some(1 << 62))).build().err().unwrap();
+    assert!(e.to_string().contains("more steps than a pass counts"), "{e}");
     // Rebatching a state near the last step: an error, not an overflow.
     let mut far = dense(40).batch_size(8).build().unwrap().state();
     far.step = u64::MAX - 2;

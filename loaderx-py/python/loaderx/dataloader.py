@@ -303,6 +303,23 @@ class DataLoader:
         """Whether the loader was closed."""
         return self._native.closed
 
+    def __copy__(self) -> "DataLoader":
+        # A copy would share this loader's threads and position: closing it closed this one
+        # (look 144).
+        raise TypeError(
+            "a DataLoader is not copied (a copy would share its threads and position): make another "
+            "DataLoader over the same datasets, with state=loader.state() to start where this one stands"
+        )
+
+    def __deepcopy__(self, memo: dict) -> "DataLoader":
+        return self.__copy__()
+
+    def __reduce__(self) -> tuple:
+        raise TypeError(
+            "a DataLoader is not pickled (it holds threads): pickle loader.state() and pass it as state= to "
+            "a DataLoader made where it is unpickled"
+        )
+
     def __enter__(self) -> "DataLoader":
         return self
 
