@@ -246,7 +246,7 @@ fn appenders_starting_together_never_hear_it_already_exists() {
                     start.wait();
                     for _ in 0..2000 {
                         match Store::open_mode(&path, loaderx_core::OpenMode::Append, StoreOptions::new()) {
-                            Ok(mut s) => return s.append(&[format!("r{k}").as_bytes()], Codec::Raw).unwrap(),
+                            Ok(s) => return s.append(&[format!("r{k}").as_bytes()], Codec::Raw).unwrap(),
                             Err(Error::Locked { .. }) => {
                                 std::thread::sleep(std::time::Duration::from_millis(1))
                             }
