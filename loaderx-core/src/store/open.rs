@@ -199,7 +199,7 @@ impl Store {
             // Another process may make the store between the look above and the creator's
             // lock: then it is opened, never `AlreadyExists` to one who asked to append (look
             // 154, L154-1: told to pass overwrite, which would replace the store).
-            super::OpenMode::Append => match Store::create(dir, opts.clone()) {
+            super::OpenMode::Append => match Store::create(dir, opts.clone().overwrite(false)) {
                 Err(Error::AlreadyExists { .. }) => Store::open_rw(dir, opts),
                 made => made,
             },
