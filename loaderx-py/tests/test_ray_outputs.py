@@ -128,3 +128,19 @@ def test_an_s3_column_that_is_not_a_set_is_refused_before_anything_is_put(s3, tm
         write_loaderx(small(["a", "z"]), "s3://bucket/o2", remote=opts)
     assert _native.remote_set_parts("s3://bucket/o2/a", opts) == before, "nothing replaced"
     assert len(DenseDataset("s3://bucket/o2/b", remote=opts)) == 40
+
+
+def test_a_read_of_s3_planned_before_a_rewrite_of_as_many_records_refuses_it(s3):
+    # Look 156, L156-2: read tasks of an s3:// set checked its record count only; a task opened
+    # after a rewrite of as many records read the new write's rows under the old plan (one read
+    # gave rows of both writes).
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    _, opts = s3
+    write_loaderx(small(["x"], 10), "s3://bucket/mix", remote=opts)
+    planned = read_loaderx("s3://bucket/mix/x", remote=opts, override_num_blocks=2)
+    write_loaderx(ray.data.from_items([{"x": 200 + i} for i in range(10)]), "s3://bucket/mix", remote=opts)
+    with pytest.raises(Exception, match="changed since read_loaderx planned"):
+        planned.take_all()
+    again = read_loaderx("s3://bucket/mix/x", remote=opts)
+    assert sorted(r["x"] for r in again.take_all()) == list(range(200, 210))

@@ -33,15 +33,18 @@ class _Column:
     dtype: str
     shape: tuple[int, ...]
     records: int
-    # The local directory's (device, inode) when planned: a rewrite puts a new directory there
-    # (a writer renames its staging directory into place), which a read task must not read as
-    # the planned one (review 51). None for a URL.
-    key: tuple[int, int] | None = None
+    # What the dataset was when planned: a local directory's (device, inode), as a rewrite puts a
+    # new directory there (a writer renames its staging directory into place), which a read task
+    # must not read as the planned one (review 51); a set's part URLs on object storage, as each
+    # write's parts are new ones (look 156, L156-2: a read task opened after a rewrite read the
+    # new set's records as the planned one's, their count the same). None for a store at a URL.
+    key: tuple[Any, ...] | None = None
 
 
-def _dir_key(path: str) -> tuple[int, int] | None:
+def _dir_key(path: str, remote: dict[str, Any] | None) -> tuple[Any, ...] | None:
     if "://" in path:
-        return None
+        parts = _native.remote_set_parts(path, remote)
+        return None if parts is None else tuple(parts)
     st = os.stat(path)
     return (st.st_dev, st.st_ino)
 
@@ -100,7 +103,7 @@ class LoaderxDatasource(Datasource):
             d = _open(p, remote)
             kind = "dense" if isinstance(d, DenseDataset) else "ragged"
             shape = d.item_shape if kind == "dense" else d.row_shape
-            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _dir_key(p)))
+            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _dir_key(p, remote)))
         lengths = {c.name: c.records for c in self.columns}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"the datasets of {path} differ in length: {lengths}")
@@ -145,10 +148,11 @@ class _Reader:
         datasets = [(c, _open(c.path, self.remote)) for c in self.columns]
         for c, d in datasets:
             # Checked after the open: a replacement before it or during it shows here.
-            if len(d) != c.records or _dir_key(c.path) != c.key:
+            if len(d) != c.records or _dir_key(c.path, self.remote) != c.key:
+                counts = f": {len(d)} records now, {c.records} then" if len(d) != c.records else ""
                 raise RuntimeError(
                     f"{c.path}: the dataset changed since read_loaderx planned its read (rewritten or "
-                    f"replaced: {len(d)} records now, {c.records} then); read it again"
+                    f"replaced{counts}); read it again"
                 )
         unit = {c.name: int(np.prod(c.shape, dtype=np.int64)) * numpy_dtype(c.dtype).itemsize for c in self.columns}
         # A dense column's record is its item; a ragged one's is its rows, counted per record below.
