@@ -50,13 +50,23 @@ pub fn remote_set_parts(
     url: &str,
     options: &crate::remote::RemoteOptions,
 ) -> Result<Option<Vec<RemotePart>>> {
+    Ok(remote_manifest(url, options)?.map(|(parts, _)| parts))
+}
+
+/// A remote set manifest's parts and the schema it carries.
+type PartsAndSchema = (Vec<RemotePart>, Option<Vec<u8>>);
+
+/// The set's manifest at `url`: its parts resolved against `url`, and the schema it carries (a
+/// set stitched on object storage), or `None` when no manifest is there.
+fn remote_manifest(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<PartsAndSchema>> {
     let Some(bytes) = crate::remote::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)? else {
         return Ok(None);
     };
     let file = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
     let mut parts: Vec<RemotePart> = Vec::new();
     let mut seen = std::collections::HashMap::new();
-    for (i, e) in decode(&bytes, &file)?.parts.into_iter().enumerate() {
+    let manifest = decode(&bytes, &file)?;
+    for (i, e) in manifest.parts.into_iter().enumerate() {
         let part_url = crate::remote::join_url(url, &e.path)?;
         if let Some(first) = seen.insert(part_url.clone(), i) {
             return Err(Error::Corrupt {
@@ -71,7 +81,7 @@ pub fn remote_set_parts(
         }
         parts.push(RemotePart { url: part_url, records: e.records, identity: e.identity });
     }
-    Ok(Some(parts))
+    Ok(Some((parts, manifest.schema)))
 }
 
 /// A store set on object storage as its own files say: the set's schema and its parts. Nothing
@@ -92,7 +102,12 @@ pub struct RemoteSet {
 /// parts at one URL; [`Error::InvalidArgument`] for a part path that leaves the bucket or is
 /// absolute; [`Error::Schema`] naming the set's schema when it is missing or damaged.
 pub fn remote_set(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<RemoteSet>> {
-    let Some(parts) = remote_set_parts(url, options)? else { return Ok(None) };
+    let Some((parts, carried)) = remote_manifest(url, options)? else { return Ok(None) };
+    if let Some(bytes) = carried {
+        // The manifest's own: the file beside it may be a killed commit's newer one.
+        let path = PathBuf::from(format!("{}/{SET_FILE}", url.trim_end_matches('/')));
+        return Ok(Some(RemoteSet { schema: Schema::decode(&bytes, &path)?, parts }));
+    }
     let path = PathBuf::from(format!("{}/{SCHEMA_FILE}", url.trim_end_matches('/')));
     let Some(bytes) = crate::remote::get_optional(url, SCHEMA_FILE, options, 64 << 10)? else {
         return Err(Error::Schema { path, reason: "the store set has no schema".into() });
@@ -169,9 +184,12 @@ pub fn stitch_remote(
     let old = crate::remote::get_optional(out, SCHEMA_FILE, &options, 64 << 10)?;
     let changed = old.as_ref() != Some(&schema);
     if changed {
-        crate::remote::put(out, SCHEMA_FILE, schema, &options)?;
+        crate::remote::put(out, SCHEMA_FILE, schema.clone(), &options)?;
     }
-    if let Err(e) = crate::remote::put(out, SET_FILE, SetManifest::new(entries).encode(), &options) {
+    // The manifest carries the schema: a commit killed after the file's put leaves the old
+    // set read with its own (look 156, L156-1).
+    let manifest = SetManifest::new(entries).with_schema(schema);
+    if let Err(e) = crate::remote::put(out, SET_FILE, manifest.encode(), &options) {
         if let (true, Some(old)) = (changed, old) {
             // Best effort: the manifest's error is the one reported.
             let _ = crate::remote::put(out, SCHEMA_FILE, old, &options);

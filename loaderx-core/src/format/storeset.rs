@@ -1,5 +1,6 @@
 //! `storeset.msgpack`: a store set's manifest, the parts in order with their record counts and
-//! identities (MessagePack, named fields), beside a copy of the parts' `schema.msgpack`.
+//! identities (MessagePack, named fields), beside a copy of the parts' `schema.msgpack` (which a
+//! set stitched on object storage also carries inside).
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,12 @@ pub struct SetManifest {
     pub version: u32,
     /// The parts, in index order.
     pub parts: Vec<SetPart>,
+    /// The set's schema (the bytes of a `schema.msgpack`) where the manifest carries it: a set
+    /// stitched on object storage, whose commit is the manifest's one put, so that a commit
+    /// killed after the schema file beside it changed leaves the old set readable (look 156,
+    /// L156-1). Readers take it over the file beside it; sets stitched locally carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Vec<u8>>,
 }
 
 /// One part of a set.
@@ -34,7 +41,13 @@ pub struct SetPart {
 impl SetManifest {
     /// A manifest of version 1 over `parts`.
     pub fn new(parts: Vec<SetPart>) -> SetManifest {
-        SetManifest { version: 1, parts }
+        SetManifest { version: 1, parts, schema: None }
+    }
+
+    /// This manifest carrying the set's schema, `schema` (a `schema.msgpack`'s bytes).
+    #[must_use]
+    pub fn with_schema(self, schema: Vec<u8>) -> SetManifest {
+        SetManifest { schema: Some(schema), ..self }
     }
 
     /// The bytes of the manifest.
@@ -89,6 +102,8 @@ mod tests {
             SetPart { path: "p1".into(), records: 0, identity: None },
         ]);
         assert_eq!(SetManifest::decode(&m.encode()).unwrap(), m);
+        let carrying = m.clone().with_schema(vec![0x81, 0xa1, b'k', 0x01]);
+        assert_eq!(SetManifest::decode(&carrying.encode()).unwrap(), carrying);
         let garbage = SetManifest::decode(b"\xc1").unwrap_err();
         assert!(garbage.source.is_some() && !garbage.reason.contains(&garbage.source.unwrap().to_string()));
         assert!(

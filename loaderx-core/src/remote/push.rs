@@ -62,7 +62,8 @@ fn is_store(dir: &Path) -> bool {
 /// error, never one store's index read with another's schema; a push cut short leaves no store).
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
-/// set's, then its own schema and manifest (the manifest last of all). Every part must be a
+/// set's, then its own schema and manifest (the manifest last of all; where the set's schema
+/// changes, the URL's manifest is removed first, as a store's index is). Every part must be a
 /// store (not a set, not any other directory), named by a relative path that is not empty,
 /// does not resolve to the set's directory or one above it, and (but on Windows) holds no
 /// backslash, a separator on object storage: no two parts, nor a part and the set, go up to one
@@ -244,10 +245,8 @@ fn push_dir(
     if v1_prefix.is_some() {
         remove_object(&runtime, store.as_ref(), &key(INDEX_FILE), url, INDEX_FILE, options)?;
     }
-    if !set {
-        let local: Vec<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
-        remove_stale(&runtime, store.as_ref(), &key, dir, &local, url, options)?;
-    }
+    let local: Vec<&str> = files.iter().map(|(n, _, _)| n.as_str()).collect();
+    remove_stale(&runtime, store.as_ref(), &key, dir, &local, url, options)?;
     let (mut sent, mut uploaded) = (0u64, 0u64);
     // Whether the remote manifest may still vouch for a chunk object this push replaces.
     let mut vouching = remote_manifest.is_some();
@@ -327,7 +326,8 @@ fn push_dir(
 /// is no store (an error to a reader), never one store's index read with another's schema, and
 /// a push cut short leaves no store that verifies (look 93, F1 and F2). Then the files this
 /// store lacks: schema, class names, dictionary, a set's manifest, the other format's index
-/// metadata and manifest.
+/// metadata and manifest. Of a set (`local` its own files), only its manifest goes first when
+/// its schema changes.
 fn remove_stale(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
@@ -337,6 +337,39 @@ fn remove_stale(
     url: &str,
     options: &RemoteOptions,
 ) -> Result<()> {
+    let changed = describing_changed(runtime, store, key, dir, local)?;
+    if local.contains(&SET_FILE) {
+        // A set (its own files only) of another schema: the URL's manifest first, so that a
+        // push cut short leaves no set whose manifest is read against the new schema (look
+        // 156, L156-1's class).
+        if changed {
+            remove_object(runtime, store, &key(SET_FILE), url, SET_FILE, options)?;
+        }
+        return Ok(());
+    }
+    if changed {
+        for name in [INDEX_FILE, META_FILE] {
+            remove_object(runtime, store, &key(name), url, name, options)?;
+        }
+    }
+    for name in [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE] {
+        if !local.contains(&name) {
+            remove_object(runtime, store, &key(name), url, name, options)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether what describes the records in `dir` (its files `local`) differs from what the URL
+/// holds: the schema, as a schema (an older encoding of the same one is the same), the class
+/// names, either present or not; a failed request counts as a change.
+fn describing_changed(
+    runtime: &tokio::runtime::Runtime,
+    store: &dyn ObjectStore,
+    key: &dyn Fn(&str) -> ObjectPath,
+    dir: &Path,
+    local: &[&str],
+) -> Result<bool> {
     let mut changes = false;
     for name in DESCRIBING {
         let mine = if local.contains(&name) {
@@ -362,17 +395,7 @@ fn remove_stale(
         };
         changes |= !same;
     }
-    if changes {
-        for name in [INDEX_FILE, META_FILE] {
-            remove_object(runtime, store, &key(name), url, name, options)?;
-        }
-    }
-    for name in [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE] {
-        if !local.contains(&name) {
-            remove_object(runtime, store, &key(name), url, name, options)?;
-        }
-    }
-    Ok(())
+    Ok(changes)
 }
 
 /// Whether two `schema.msgpack` files say the same kind, element type and shape (one written

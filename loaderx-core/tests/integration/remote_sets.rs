@@ -349,3 +349,70 @@ fn a_set_with_a_refused_part_url_is_refused_before_anything_goes_up() {
         DenseSource::open_remote("s3://bucket/S", server.options()).unwrap().get_batch(&[0, 199]).unwrap();
     assert_eq!(after, before, "the set at the URL as it was");
 }
+
+/// Look 156 (L156-1): a stitch on object storage whose schema changes puts the set's schema
+/// file, then its manifest (the commit); killed between the two, the old manifest was read
+/// against the new schema, and every read of the old set failed ("the part's schema is not the
+/// set's"). The manifest now carries the schema it was stitched with, which readers take.
+#[test]
+fn a_remote_stitch_killed_after_its_schema_leaves_the_old_set_readable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Raw);
+    push(&p, "s3://bucket/c/p0", server.options(), |_| {}).unwrap();
+    let q = tmp.path().join("q");
+    let mut w = DatasetWriter::dense::<u32>(&q, vec![2], WriteOptions::new()).unwrap();
+    w.append(&[7u32, 8, 9, 10]).unwrap();
+    w.finish().unwrap();
+    push(&q, "s3://bucket/c/q0", server.options(), |_| {}).unwrap();
+    loaderx_core::stitch_remote(&["s3://bucket/c/p0".to_string()], "s3://bucket/c/set", server.options())
+        .unwrap();
+    // Killed after the new schema's put, before the manifest's.
+    let schema = |at: &str| server.root.join("bucket/c").join(at).join(loaderx_core::SCHEMA_FILE);
+    std::fs::copy(schema("q0"), schema("set")).unwrap();
+    let old = DenseSource::open_remote("s3://bucket/c/set", server.options()).unwrap();
+    assert_eq!((old.len(), old.item_shape().to_vec()), (100, vec![4]), "the old set, as it was");
+    // The commit finished: the new set.
+    loaderx_core::stitch_remote(&["s3://bucket/c/q0".to_string()], "s3://bucket/c/set", server.options())
+        .unwrap();
+    let new = DenseSource::open_remote("s3://bucket/c/set", server.options()).unwrap();
+    assert_eq!((new.len(), new.item_shape().to_vec()), (2, vec![2]));
+}
+
+/// Look 156 (L156-1's class, in `push`): a set pushed over one of another schema put its schema,
+/// then its manifest; cut short between the two, the old manifest was read against the new
+/// schema ("the part's schema is not the set's"). The URL's manifest now goes first: until the
+/// new one is up, no set is there.
+#[test]
+fn a_set_push_of_another_schema_cut_short_leaves_no_set_read_against_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Raw);
+    let q = tmp.path().join("q");
+    let mut w = DatasetWriter::dense::<u32>(&q, vec![2], WriteOptions::new()).unwrap();
+    w.append(&[7u32, 8, 9, 10]).unwrap();
+    w.finish().unwrap();
+    let (old, new) = (tmp.path().join("old"), tmp.path().join("new"));
+    loaderx_core::stitch(&[&p], &old).unwrap();
+    loaderx_core::stitch(&[&q], &new).unwrap();
+    push(&old, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
+    // Cut short once the first of the new set's own files is up (its schema; the manifest is
+    // last): where a push elsewhere reports its last step but one.
+    let steps = std::sync::Mutex::new(Vec::new());
+    push(&new, "s3://bucket/s/probe", server.options(), |n| steps.lock().unwrap().push(n)).unwrap();
+    let steps = steps.into_inner().unwrap();
+    let schema_up = steps[steps.len() - 2];
+    let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let stop = |n: u64| assert!(n < schema_up, "cut short");
+        push(&new, "s3://bucket/s/set", server.options(), stop).unwrap();
+    }));
+    assert!(cut.is_err());
+    match DenseSource::open_remote("s3://bucket/s/set", server.options()) {
+        Err(loaderx_core::Error::NotAStore { .. }) => {}
+        Err(e) => panic!("a set read against another's schema: {e}"),
+        Ok(_) => panic!("a set at the URL while the push was cut short"),
+    }
+    push(&new, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
+    let d = DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap();
+    assert_eq!((d.len(), d.item_shape().to_vec()), (2, vec![2]));
+}
