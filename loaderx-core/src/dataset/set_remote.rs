@@ -183,18 +183,77 @@ pub fn stitch_remote(
     // commit leaves the old set's two files agreeing (review 48, finding 6).
     let old = crate::remote::get_optional(out, SCHEMA_FILE, &options, 64 << 10)?;
     let changed = old.as_ref() != Some(&schema);
-    if changed {
-        crate::remote::put(out, SCHEMA_FILE, schema.clone(), &options)?;
-    }
-    // The manifest carries the schema: a commit killed after the file's put leaves the old
-    // set read with its own (look 156, L156-1).
-    let manifest = SetManifest::new(entries).with_schema(schema);
-    if let Err(e) = crate::remote::put(out, SET_FILE, manifest.encode(), &options) {
-        if let (true, Some(old)) = (changed, old) {
-            // Best effort: the manifest's error is the one reported.
-            let _ = crate::remote::put(out, SCHEMA_FILE, old, &options);
+    let old_manifest =
+        if changed { crate::remote::get_optional(out, SET_FILE, &options, MAX_SET_MANIFEST)? } else { None };
+    let manifest = SetManifest::new(entries).with_schema(schema.clone());
+    let puts = commit_puts(old.as_deref(), old_manifest.as_deref(), &schema, &manifest);
+    let last = puts.len() - 1;
+    for (i, (name, bytes)) in puts.into_iter().enumerate() {
+        if let Err(e) = crate::remote::put(out, name, bytes, &options) {
+            if let (true, Some(old)) = (i == last && changed, old) {
+                // Best effort: the manifest's error is the one reported.
+                let _ = crate::remote::put(out, SCHEMA_FILE, old, &options);
+            }
+            return Err(e);
         }
-        return Err(e);
     }
     Ok(StitchSummary { parts: parts.len(), records })
+}
+
+/// The puts that commit a set of `schema` and `manifest` (which carries it) over a URL whose
+/// schema file holds `old_schema` and whose manifest `old_manifest`, in order, the new manifest
+/// last: a commit killed after any of them leaves a set read as the old one or the new one,
+/// never the old manifest against the new schema (look 156, L156-1). An old manifest that
+/// carries no schema (pushed, or stitched before manifests carried one) is made to carry its
+/// own first (look 158, L158-2).
+fn commit_puts(
+    old_schema: Option<&[u8]>,
+    old_manifest: Option<&[u8]>,
+    schema: &[u8],
+    manifest: &SetManifest,
+) -> Vec<(&'static str, Vec<u8>)> {
+    let mut puts = Vec::new();
+    if old_schema != Some(schema) {
+        let old = old_manifest.and_then(|b| SetManifest::decode(b).ok());
+        if let (Some(old_schema), Some(old)) = (old_schema, old)
+            && old.schema.is_none()
+        {
+            puts.push((SET_FILE, old.with_schema(old_schema.to_vec()).encode()));
+        }
+        puts.push((SCHEMA_FILE, schema.to_vec()));
+    }
+    puts.push((SET_FILE, manifest.encode()));
+    puts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Killed after any put of a commit over an old set (its manifest carrying its schema or
+    /// not), a reader (the manifest's schema, else the file's) reads the old set with its old
+    /// schema or the new set with its new one.
+    #[test]
+    fn a_commit_killed_after_any_put_reads_one_set_whole() {
+        let part = |path: &str| SetPart { path: path.into(), records: 1, identity: None };
+        let (a, b) = (b"schema a".to_vec(), b"schema b".to_vec());
+        let new = SetManifest::new(vec![part("new")]).with_schema(b.clone());
+        for old in
+            [SetManifest::new(vec![part("old")]), SetManifest::new(vec![part("old")]).with_schema(a.clone())]
+        {
+            let puts = commit_puts(Some(&a), Some(&old.encode()), &b, &new);
+            for done in 0..=puts.len() {
+                let (mut file, mut manifest) = (a.clone(), old.encode());
+                for (name, bytes) in puts.iter().take(done) {
+                    if *name == SCHEMA_FILE { file = bytes.clone() } else { manifest = bytes.clone() }
+                }
+                let m = SetManifest::decode(&manifest).unwrap();
+                let read = (m.schema.clone().unwrap_or(file), m.parts[0].path.clone());
+                assert!(
+                    read == (a.clone(), "old".into()) || read == (b.clone(), "new".into()),
+                    "{done}: {read:?}"
+                );
+            }
+        }
+    }
 }
