@@ -132,6 +132,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         }
         resolved.push((local, part_url));
     }
+    retire_set_of_another_schema(dir, url, &options)?;
     let (mut base, mut uploaded) = (0u64, 0u64);
     for (part, part_url) in resolved {
         let (covered, up) = push_dir(&part, &part_url, &options, &|n| progress(base + n), false)?;
@@ -139,6 +140,29 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     }
     let (_, up) = push_dir(dir, url, &options, &|n| progress(base + n), true)?;
     Ok(uploaded + up)
+}
+
+/// Removes the manifest of a set at `url` whose schema is not the set in `dir`'s, before any
+/// of `dir`'s parts goes up: parts pushed to the URLs of the old set's were read under its
+/// manifest, and a push cut short left it read against them (look 158, L158-1).
+///
+/// # Errors
+/// [`Error::Remote`] naming the object for a failed request.
+fn retire_set_of_another_schema(dir: &Path, url: &str, options: &RemoteOptions) -> Result<()> {
+    let (bucket, prefix) = parse_url(url)?;
+    let store = options.build(&bucket)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("start the runtime of", url, e))?;
+    let key = |name: &str| {
+        ObjectPath::from(if prefix.is_empty() { name.into() } else { format!("{prefix}/{name}") })
+    };
+    let local: Vec<&str> = [SCHEMA_FILE].into_iter().filter(|n| dir.join(n).is_file()).collect();
+    if describing_changed(&runtime, store.as_ref(), &key, dir, &local)? {
+        remove_object(&runtime, store.as_ref(), &key(SET_FILE), url, SET_FILE, options)?;
+    }
+    Ok(())
 }
 
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the

@@ -379,38 +379,42 @@ fn a_remote_stitch_killed_after_its_schema_leaves_the_old_set_readable() {
     assert_eq!((new.len(), new.item_shape().to_vec()), (2, vec![2]));
 }
 
-/// Look 156 (L156-1's class, in `push`): a set pushed over one of another schema put its schema,
-/// then its manifest; cut short between the two, the old manifest was read against the new
-/// schema ("the part's schema is not the set's"). The URL's manifest now goes first: until the
-/// new one is up, no set is there.
+/// Look 156 (L156-1's class, in `push`) and look 158 (L158-1): a set pushed over one of another
+/// schema, its parts going up to the old set's parts' URLs, put its parts, then its schema, then
+/// its manifest; cut short anywhere, the old manifest was read against new parts or the new
+/// schema (damage, "the part's schema is not the set's"). The URL's manifest now goes before
+/// anything else: until the new one is up, no set is there.
 #[test]
 fn a_set_push_of_another_schema_cut_short_leaves_no_set_read_against_it() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let p = dense_part(tmp.path(), "p", 0, Codec::Raw);
-    let q = tmp.path().join("q");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let p = dense_part(&a, "p", 0, Codec::Raw);
+    let q = b.join("p");
     let mut w = DatasetWriter::dense::<u32>(&q, vec![2], WriteOptions::new()).unwrap();
     w.append(&[7u32, 8, 9, 10]).unwrap();
     w.finish().unwrap();
-    let (old, new) = (tmp.path().join("old"), tmp.path().join("new"));
+    let (old, new) = (a.join("set"), b.join("set"));
     loaderx_core::stitch(&[&p], &old).unwrap();
     loaderx_core::stitch(&[&q], &new).unwrap();
-    push(&old, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
-    // Cut short once the first of the new set's own files is up (its schema; the manifest is
-    // last): where a push elsewhere reports its last step but one.
+    // Where a push elsewhere reports its steps: the first (a file of the part), the last but
+    // one (the set's schema; its manifest is last).
     let steps = std::sync::Mutex::new(Vec::new());
-    push(&new, "s3://bucket/s/probe", server.options(), |n| steps.lock().unwrap().push(n)).unwrap();
+    push(&new, "s3://bucket/elsewhere/set", server.options(), |n| steps.lock().unwrap().push(n)).unwrap();
     let steps = steps.into_inner().unwrap();
-    let schema_up = steps[steps.len() - 2];
-    let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let stop = |n: u64| assert!(n < schema_up, "cut short");
-        push(&new, "s3://bucket/s/set", server.options(), stop).unwrap();
-    }));
-    assert!(cut.is_err());
-    match DenseSource::open_remote("s3://bucket/s/set", server.options()) {
-        Err(loaderx_core::Error::NotAStore { .. }) => {}
-        Err(e) => panic!("a set read against another's schema: {e}"),
-        Ok(_) => panic!("a set at the URL while the push was cut short"),
+    for cut_at in [steps[0], steps[steps.len() - 2]] {
+        push(&old, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
+        assert_eq!(DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap().len(), 100);
+        let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let stop = |n: u64| assert!(n < cut_at, "cut short");
+            push(&new, "s3://bucket/s/set", server.options(), stop).unwrap();
+        }));
+        assert!(cut.is_err());
+        match DenseSource::open_remote("s3://bucket/s/set", server.options()) {
+            Err(loaderx_core::Error::NotAStore { path, .. }) if path == Path::new("s3://bucket/s/set") => {}
+            Err(e) => panic!("cut at {cut_at}: a set read against another's parts or schema: {e}"),
+            Ok(_) => panic!("cut at {cut_at}: a set at the URL while the push was cut short"),
+        }
     }
     push(&new, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
     let d = DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap();
