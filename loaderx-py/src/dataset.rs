@@ -213,6 +213,12 @@ impl Dense {
         self.source.len()
     }
 
+    /// A fingerprint of a dataset on object storage, from its index in memory (another write at
+    /// its URL has another); None for a local one.
+    fn fingerprint(&self) -> Option<u64> {
+        self.source.fingerprint()
+    }
+
     /// The schema name of the dtype.
     #[getter]
     fn dtype(&self) -> &'static str {
@@ -310,6 +316,12 @@ impl Ragged {
 
     fn __len__(&self) -> usize {
         self.source.len()
+    }
+
+    /// A fingerprint of a dataset on object storage, from its index in memory (another write at
+    /// its URL has another); None for a local one.
+    fn fingerprint(&self) -> Option<u64> {
+        self.source.fingerprint()
     }
 
     /// The schema name of the dtype.

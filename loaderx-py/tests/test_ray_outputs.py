@@ -144,3 +144,32 @@ def test_a_read_of_s3_planned_before_a_rewrite_of_as_many_records_refuses_it(s3)
         planned.take_all()
     again = read_loaderx("s3://bucket/mix/x", remote=opts)
     assert sorted(r["x"] for r in again.take_all()) == list(range(200, 210))
+
+
+def test_a_read_of_s3_planned_before_a_push_or_stitch_again_refuses_it(s3, tmp_path):
+    # Look 159, L159-1: a store pushed again to its URL, or a set stitched again over parts
+    # pushed again to theirs (the part URLs the same), with as many records: a read planned
+    # before gave rows of both writes. Read tasks compare the dataset's fingerprint now.
+    from loaderx.ray import read_loaderx
+
+    _, opts = s3
+    for k, base in enumerate([0, 200]):
+        from_numpy(tmp_path / f"s{k}", np.arange(base, base + 10, dtype=np.int64))
+        for p in range(2):
+            from_numpy(tmp_path / f"p{k}{p}", np.arange(base + 5 * p, base + 5 * p + 5, dtype=np.int64))
+    _native.push(str(tmp_path / "s0"), "s3://bucket/t2/x", opts)
+    parts = [f"s3://bucket/t3/p/part-{p:05d}" for p in range(2)]
+    for p, url in enumerate(parts):
+        _native.push(str(tmp_path / f"p0{p}"), url, opts)
+    _native.stitch_remote(parts, "s3://bucket/t3/set", opts)
+    store = read_loaderx("s3://bucket/t2/x", remote=opts, override_num_blocks=2)
+    stitched = read_loaderx("s3://bucket/t3/set", remote=opts, override_num_blocks=2)
+    _native.push(str(tmp_path / "s1"), "s3://bucket/t2/x", opts)
+    for p, url in enumerate(parts):
+        _native.push(str(tmp_path / f"p1{p}"), url, opts)
+    _native.stitch_remote(parts, "s3://bucket/t3/set", opts)
+    for planned in (store, stitched):
+        with pytest.raises(Exception, match="changed since read_loaderx planned"):
+            planned.take_all()
+    for url in ("s3://bucket/t2/x", "s3://bucket/t3/set"):
+        assert sorted(next(iter(r.values())) for r in read_loaderx(url, remote=opts).take_all()) == list(range(200, 210))

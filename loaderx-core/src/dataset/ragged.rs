@@ -175,6 +175,18 @@ impl RaggedSource {
         }
     }
 
+    /// A fingerprint of the records from what is in memory of their index, nothing fetched:
+    /// for a dataset on object storage (a store or a set), its count and every checksum its
+    /// index keeps, so that another write at the same URL tells itself apart (a reader planned
+    /// before it, look 159); None for a local dataset (its directory tells its replacement) or
+    /// a view.
+    pub fn fingerprint(&self) -> Option<u64> {
+        if self.view.is_some() {
+            return None;
+        }
+        self.records.source.fingerprint()
+    }
+
     /// The remote store behind this source, when it reads one (its
     /// [`stats`](crate::remote::RemoteStore::stats): requests, bytes, cache pages).
     #[cfg(feature = "remote")]

@@ -266,6 +266,18 @@ impl Backing for Concat {
         self.starts[self.starts.len() - 1]
     }
 
+    /// The parts' fingerprints folded, where each has one and reads all its records.
+    fn fingerprint(&self) -> Option<u64> {
+        let mut crc = 0u32;
+        for part in &self.parts {
+            if part.view.is_some() {
+                return None;
+            }
+            crc = crc32c::crc32c_append(crc, &part.records.fingerprint()?.to_le_bytes());
+        }
+        Some(u64::from(crc) | (self.len() << 32))
+    }
+
     fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
         let mut lens = Vec::with_capacity(indices.len());
         for (p, local) in self.runs(indices)? {

@@ -468,6 +468,16 @@ impl Backing for RemoteStore {
         RemoteStore::len(self)
     }
 
+    /// The count and every checksum of the index fetched at open (a v1 store's entries, which
+    /// keep none: its places and lengths).
+    fn fingerprint(&self) -> Option<u64> {
+        let mut id = crate::store::Identity::new(self.len());
+        for e in &self.entries {
+            if self.checksums { id.checksum(e.crc) } else { id.v1_entry(e) }
+        }
+        Some(id.finish())
+    }
+
     fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {
         RemoteStore::record_lens(self, &widen(indices))
     }

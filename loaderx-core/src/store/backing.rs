@@ -69,6 +69,14 @@ pub(crate) trait Backing: Send + Sync + std::fmt::Debug {
         let _ = i;
         None
     }
+
+    /// A fingerprint of the records from what the source holds in memory of its index (a
+    /// remote store's checksums), nothing fetched: another write at the same place (a store
+    /// pushed again, a set stitched again over parts pushed again) has another. None where the
+    /// source keeps none (a local store's directory tells its own replacement).
+    fn fingerprint(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl Backing for Store {

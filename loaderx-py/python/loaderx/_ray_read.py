@@ -35,16 +35,17 @@ class _Column:
     records: int
     # What the dataset was when planned: a local directory's (device, inode), as a rewrite puts a
     # new directory there (a writer renames its staging directory into place), which a read task
-    # must not read as the planned one (review 51); a set's part URLs on object storage, as each
-    # write's parts are new ones (look 156, L156-2: a read task opened after a rewrite read the
-    # new set's records as the planned one's, their count the same). None for a store at a URL.
-    key: tuple[Any, ...] | None = None
+    # must not read as the planned one (review 51); on object storage, the dataset's fingerprint
+    # (its count and its index's checksums, a set's parts' folded), as a rewrite at the same URL
+    # (a push again, a stitch again, the sink's new parts) has another (looks 156 and 159: a
+    # task opened after a rewrite of as many records read the new rows under the old plan).
+    key: tuple[int, int] | int | None = None
 
 
-def _dir_key(path: str, remote: dict[str, Any] | None) -> tuple[Any, ...] | None:
+def _key(path: str, d: DenseDataset | RaggedDataset) -> tuple[int, int] | int | None:
+    """What tells the dataset at ``path``, opened as ``d``, from another written there since."""
     if "://" in path:
-        parts = _native.remote_set_parts(path, remote)
-        return None if parts is None else tuple(parts)
+        return d._native.fingerprint()
     st = os.stat(path)
     return (st.st_dev, st.st_ino)
 
@@ -103,7 +104,7 @@ class LoaderxDatasource(Datasource):
             d = _open(p, remote)
             kind = "dense" if isinstance(d, DenseDataset) else "ragged"
             shape = d.item_shape if kind == "dense" else d.row_shape
-            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _dir_key(p, remote)))
+            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _key(p, d)))
         lengths = {c.name: c.records for c in self.columns}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"the datasets of {path} differ in length: {lengths}")
@@ -148,7 +149,7 @@ class _Reader:
         datasets = [(c, _open(c.path, self.remote)) for c in self.columns]
         for c, d in datasets:
             # Checked after the open: a replacement before it or during it shows here.
-            if len(d) != c.records or _dir_key(c.path, self.remote) != c.key:
+            if len(d) != c.records or _key(c.path, d) != c.key:
                 counts = f": {len(d)} records now, {c.records} then" if len(d) != c.records else ""
                 raise RuntimeError(
                     f"{c.path}: the dataset changed since read_loaderx planned its read (rewritten or "
