@@ -54,6 +54,19 @@ impl std::fmt::Display for MigrateTo {
     }
 }
 
+/// `layout`, and for `fixed` the size of a dense dataset's items where `dir` is one: an empty
+/// store has no record to take it from, and the CLI no option to give it (look 158, L158-3).
+fn sized(dir: &Path, layout: loaderx_core::Layout) -> loaderx_core::Layout {
+    match layout {
+        loaderx_core::Layout::Fixed { record_size: 0, block_records } => {
+            let item = loaderx_core::DenseSource::open(dir).ok().map(|d| d.item_elems() * d.dtype().size());
+            let record_size = item.and_then(|b| u32::try_from(b).ok()).unwrap_or(0);
+            loaderx_core::Layout::Fixed { record_size, block_records }
+        }
+        other => other,
+    }
+}
+
 /// `loaderx migrate STORE --to FORMAT|LAYOUT`: the index rewritten in the other format (or v2
 /// layout) beside the old one and swapped in atomically (the chunk files are shared), with a
 /// progress bar over the record bytes checksummed.
@@ -66,7 +79,7 @@ pub fn migrate(dir: &Path, to: MigrateTo) -> anyhow::Result<()> {
     };
     let report = match to {
         MigrateTo::Format(f) => Store::migrate(dir, f, &step),
-        MigrateTo::Layout(l) => Store::migrate_layout(dir, l, &step),
+        MigrateTo::Layout(l) => Store::migrate_layout(dir, sized(dir, l), &step),
     }
     .with_context(|| format!("migrate {} to {to}", dir.display()))?;
     pb.finish_and_clear();

@@ -189,6 +189,17 @@ fn a_dense_raw_dataset_is_fixed_stride_and_migrates_between_layouts() {
     assert!(o.status.success() && text(&o).contains("entries → fixed"), "{}", text(&o));
     let o = loaderx(&[&"migrate", &store, &"--to", &"fixed"]);
     assert!(o.status.success() && text(&o).contains("already fixed"), "{}", text(&o));
+    // An empty dense dataset migrates to fixed with its items' size (look 158, L158-3: "give
+    // the size", which the CLI has no option for).
+    let (none, empty) = (dir.path().join("none.npy"), dir.path().join("e"));
+    write_npy(&none, 0);
+    assert!(loaderx(&[&"convert", &"npy", &none, &empty, &"--codec", &"raw"]).status.success());
+    for to in ["entries", "fixed"] {
+        let o = loaderx(&[&"migrate", &empty, &"--to", &to]);
+        assert!(o.status.success(), "{to}: {}", text(&o));
+    }
+    let info = text(&loaderx(&[&"info", &empty]));
+    assert!(info.contains("layout:  fixed (256-byte raw records"), "{info}");
     let t = text(&loaderx(&[&"verify", &store]));
     assert!(t.contains("all 500 records intact"), "{t}");
     let chunk = store.join("0.zr");
