@@ -132,7 +132,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         }
         resolved.push((local, part_url));
     }
-    retire_set_of_another_schema(dir, url, &options)?;
+    retire_another_set(dir, url, &options)?;
     let (mut base, mut uploaded) = (0u64, 0u64);
     for (part, part_url) in resolved {
         let (covered, up) = push_dir(&part, &part_url, &options, &|n| progress(base + n), false)?;
@@ -142,27 +142,30 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     Ok(uploaded + up)
 }
 
-/// Removes the manifest of a set at `url` whose schema is not the set in `dir`'s, before any
-/// of `dir`'s parts goes up: parts pushed to the URLs of the old set's were read under its
-/// manifest, and a push cut short left it read against them (look 158, L158-1).
+/// Removes the manifest of a set at `url` that is not the set in `dir`'s (other bytes than its
+/// manifest's), before any of `dir`'s parts goes up: parts pushed to the URLs the old manifest
+/// names were read under it, beside the old set's other parts (a set stitched on object storage
+/// keeps no identities to tell them apart: look 160, L160-1) or against another schema (look
+/// 158, L158-1), and a push cut short left it so. Until the new manifest is up, no set is there;
+/// the same set pushed again keeps its manifest.
 ///
 /// # Errors
-/// [`Error::Remote`] naming the object for a failed request.
-fn retire_set_of_another_schema(dir: &Path, url: &str, options: &RemoteOptions) -> Result<()> {
+/// [`Error::Io`] naming the local manifest; [`Error::Remote`] naming the object for a failed
+/// request.
+fn retire_another_set(dir: &Path, url: &str, options: &RemoteOptions) -> Result<()> {
+    let file = dir.join(SET_FILE);
+    let mine = crate::store::read_capped(&file, MAX_SET_MANIFEST)?.unwrap_or_default();
+    if super::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)?.is_none_or(|there| there == mine) {
+        return Ok(());
+    }
     let (bucket, prefix) = parse_url(url)?;
     let store = options.build(&bucket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::io("start the runtime of", url, e))?;
-    let key = |name: &str| {
-        ObjectPath::from(if prefix.is_empty() { name.into() } else { format!("{prefix}/{name}") })
-    };
-    let local: Vec<&str> = [SCHEMA_FILE].into_iter().filter(|n| dir.join(n).is_file()).collect();
-    if describing_changed(&runtime, store.as_ref(), &key, dir, &local)? {
-        remove_object(&runtime, store.as_ref(), &key(SET_FILE), url, SET_FILE, options)?;
-    }
-    Ok(())
+    let key = if prefix.is_empty() { SET_FILE.to_string() } else { format!("{prefix}/{SET_FILE}") };
+    remove_object(&runtime, store.as_ref(), &ObjectPath::from(key), url, SET_FILE, options)
 }
 
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the

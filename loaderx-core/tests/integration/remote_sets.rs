@@ -379,44 +379,57 @@ fn a_remote_stitch_killed_after_its_schema_leaves_the_old_set_readable() {
     assert_eq!((new.len(), new.item_shape().to_vec()), (2, vec![2]));
 }
 
-/// Look 156 (L156-1's class, in `push`) and look 158 (L158-1): a set pushed over one of another
-/// schema, its parts going up to the old set's parts' URLs, put its parts, then its schema, then
-/// its manifest; cut short anywhere, the old manifest was read against new parts or the new
-/// schema (damage, "the part's schema is not the set's"). The URL's manifest now goes before
-/// anything else: until the new one is up, no set is there.
+/// Looks 156, 158 and 160 (L158-1, L160-1): a set pushed over another, its parts going up to
+/// the old parts' URLs, put its parts, then its schema, then its manifest; cut short anywhere,
+/// the old manifest was read against new parts (of another schema: damage; of the same schema,
+/// under a manifest stitched on object storage, without identities: old and new records mixed,
+/// "all intact") or the new schema. The URL's manifest now goes before anything else whenever
+/// it is not the new set's: until the new one is up, no set is there.
 #[test]
-fn a_set_push_of_another_schema_cut_short_leaves_no_set_read_against_it() {
+fn a_set_push_over_another_cut_short_leaves_no_set_read_against_it() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let (a, b, c) = (tmp.path().join("a"), tmp.path().join("b"), tmp.path().join("c"));
     let p = dense_part(&a, "p", 0, Codec::Raw);
     let q = b.join("p");
     let mut w = DatasetWriter::dense::<u32>(&q, vec![2], WriteOptions::new()).unwrap();
     w.append(&[7u32, 8, 9, 10]).unwrap();
     w.finish().unwrap();
-    let (old, new) = (a.join("set"), b.join("set"));
-    loaderx_core::stitch(&[&p], &old).unwrap();
-    loaderx_core::stitch(&[&q], &new).unwrap();
-    // Where a push elsewhere reports its steps: the first (a file of the part), the last but
-    // one (the set's schema; its manifest is last).
-    let steps = std::sync::Mutex::new(Vec::new());
-    push(&new, "s3://bucket/elsewhere/set", server.options(), |n| steps.lock().unwrap().push(n)).unwrap();
-    let steps = steps.into_inner().unwrap();
-    for cut_at in [steps[0], steps[steps.len() - 2]] {
-        push(&old, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
-        assert_eq!(DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap().len(), 100);
-        let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let stop = |n: u64| assert!(n < cut_at, "cut short");
-            push(&new, "s3://bucket/s/set", server.options(), stop).unwrap();
-        }));
-        assert!(cut.is_err());
-        match DenseSource::open_remote("s3://bucket/s/set", server.options()) {
-            Err(loaderx_core::Error::NotAStore { path, .. }) if path == Path::new("s3://bucket/s/set") => {}
-            Err(e) => panic!("cut at {cut_at}: a set read against another's parts or schema: {e}"),
-            Ok(_) => panic!("cut at {cut_at}: a set at the URL while the push was cut short"),
-        }
+    let same_schema = dense_part(&c, "p", 1000, Codec::Raw);
+    for (dir, part) in [(&a, &p), (&b, &q), (&c, &same_schema)] {
+        loaderx_core::stitch(&[part], dir.join("set")).unwrap();
     }
-    push(&new, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
-    let d = DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap();
-    assert_eq!((d.len(), d.item_shape().to_vec()), (2, vec![2]));
+    for (new, says) in [(b.join("set"), "another schema"), (c.join("set"), "the same schema")] {
+        // Where a push elsewhere reports its steps: the first (a file of the part), the last
+        // but one (the set's schema; its manifest is last).
+        let steps = std::sync::Mutex::new(Vec::new());
+        push(&new, "s3://bucket/elsewhere/set", server.options(), |n| steps.lock().unwrap().push(n)).unwrap();
+        let steps = steps.into_inner().unwrap();
+        for (cut_at, remotely) in [(steps[0], false), (steps[0], true), (steps[steps.len() - 2], false)] {
+            // The old set pushed whole, or stitched on object storage over its pushed part.
+            if remotely {
+                push(&p, "s3://bucket/s/p", server.options(), |_| {}).unwrap();
+                let part = ["s3://bucket/s/p".to_string()];
+                loaderx_core::stitch_remote(&part, "s3://bucket/s/set", server.options()).unwrap();
+            } else {
+                push(&a.join("set"), "s3://bucket/s/set", server.options(), |_| {}).unwrap();
+            }
+            assert_eq!(DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap().len(), 100);
+            let cut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let stop = |n: u64| assert!(n < cut_at, "cut short");
+                push(&new, "s3://bucket/s/set", server.options(), stop).unwrap();
+            }));
+            assert!(cut.is_err());
+            let at = format!("{says}, cut at {cut_at}, stitched remotely {remotely}");
+            match DenseSource::open_remote("s3://bucket/s/set", server.options()) {
+                Err(loaderx_core::Error::NotAStore { path, .. })
+                    if path == Path::new("s3://bucket/s/set") => {}
+                Err(e) => panic!("{at}: a set read against another's parts or schema: {e}"),
+                Ok(d) => panic!("{at}: a set of {} records at the URL while the push was cut short", d.len()),
+            }
+        }
+        push(&new, "s3://bucket/s/set", server.options(), |_| {}).unwrap();
+        let d = DenseSource::open_remote("s3://bucket/s/set", server.options()).unwrap();
+        assert_eq!(d.item_shape().to_vec(), DenseSource::open(&new).unwrap().item_shape().to_vec());
+    }
 }
