@@ -173,3 +173,26 @@ def test_a_read_of_s3_planned_before_a_push_or_stitch_again_refuses_it(s3, tmp_p
             planned.take_all()
     for url in ("s3://bucket/t2/x", "s3://bucket/t3/set"):
         assert sorted(next(iter(r.values())) for r in read_loaderx(url, remote=opts).take_all()) == list(range(200, 210))
+
+def test_a_read_planned_before_rewrites_or_edits_in_place_refuses_each(tmp_path):
+    # Look 161: a directory made anew may get the planned one's inode number back (L161-1), and
+    # a store edited in place keeps its directory (L161-2): either was read under the old plan.
+    from loaderx._ray_read import LoaderxDatasource
+    from loaderx.zrecord import Zrecord
+
+    p = tmp_path / "x"
+    from_numpy(p, np.arange(10, dtype=np.int64), codec="raw")
+    task = LoaderxDatasource(p).get_read_tasks(2)[1]
+    assert [b.column(0).to_pylist() for b in task.read_fn()] == [[5, 6, 7, 8, 9]]
+    for k in range(1, 7):
+        from_numpy(p, np.arange(10, dtype=np.int64) + 100 * k, codec="raw")
+        with pytest.raises(RuntimeError, match="changed since read_loaderx planned"):
+            list(task.read_fn())
+    task = LoaderxDatasource(p).get_read_tasks(2)[1]
+    z = Zrecord(p, "a")
+    z.delete([9])
+    z.append([np.int64(999).tobytes()], codec="raw")
+    del z
+    with pytest.raises(RuntimeError, match="changed since read_loaderx planned"):
+        list(task.read_fn())
+

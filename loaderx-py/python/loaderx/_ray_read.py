@@ -33,21 +33,31 @@ class _Column:
     dtype: str
     shape: tuple[int, ...]
     records: int
-    # What the dataset was when planned: a local directory's (device, inode), as a rewrite puts a
-    # new directory there (a writer renames its staging directory into place), which a read task
-    # must not read as the planned one (review 51); on object storage, the dataset's fingerprint
-    # (its count and its index's checksums, a set's parts' folded), as a rewrite at the same URL
-    # (a push again, a stitch again, the sink's new parts) has another (looks 156 and 159: a
-    # task opened after a rewrite of as many records read the new rows under the old plan).
-    key: tuple[int, int] | int | None = None
+    # What the dataset was when planned, so that a read task never reads another write under
+    # the plan: a local directory's identity and last change (a rewrite renames a new directory
+    # into place, whose inode number may be the planned one's: look 161, L161-1) and its index
+    # file's (a store edited in place keeps its directory: L161-2); on object storage, the
+    # dataset's fingerprint (its count and its index's checksums, a set's parts' folded), as a
+    # rewrite at the same URL has another (looks 156 and 159).
+    key: Any = None
 
 
-def _key(path: str, d: DenseDataset | RaggedDataset) -> tuple[int, int] | int | None:
+# The files whose change is a dataset's: a v2 index, a v1 one, a store set's manifest.
+_INDEX_FILES = ("index.zr", "meta.zr", "storeset.msgpack")
+
+
+def _key(path: str, d: DenseDataset | RaggedDataset) -> Any:
     """What tells the dataset at ``path``, opened as ``d``, from another written there since."""
     if "://" in path:
         return d._native.fingerprint()
-    st = os.stat(path)
-    return (st.st_dev, st.st_ino)
+    key = []
+    for p in [path] + [os.path.join(path, name) for name in _INDEX_FILES]:
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            continue
+        key.append((st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns, st.st_size))
+    return tuple(key)
 
 
 def _open(path: str, remote: dict[str, Any] | None) -> DenseDataset | RaggedDataset:
@@ -216,5 +226,10 @@ def read_loaderx(
     A single dataset's column is named by ``columns`` or else after its directory; ``s3://``
     URLs name a single dataset (``remote`` as :class:`~loaderx.dataset.DenseDataset` takes it).
     Dense items of a shape become tensor columns, ragged records list columns; ``bfloat16``
-    values become ``float32`` (exactly: Arrow has no bfloat16)."""
+    values become ``float32`` (exactly: Arrow has no bfloat16).
+
+    A task that finds a dataset written again since the read was planned (rewritten, edited in
+    place, pushed or stitched again) raises ``RuntimeError`` rather than mix two writes' rows.
+    On object storage a write is told by its index's checksums: a ``v1`` store, which keeps
+    none, pushed again in the same layout with other bytes is not told apart."""
     return read_datasource(LoaderxDatasource(path, columns, remote), override_num_blocks=override_num_blocks)
