@@ -112,7 +112,15 @@ pub fn verify(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     };
     let found = match opened {
         Err(found) => found,
-        Ok(Opened::Set(set)) => verify_set(&set.parts, Some(&set.schema), &options),
+        Ok(Opened::Set(set)) => {
+            let mut found = verify_set(&set.parts, Some(&set.schema), &options);
+            // The file beside a manifest that carries the schema readers take (look 156):
+            // damage to it is damage, as where it is the set's schema.
+            if let Err(e) = loaderx_core::remote_set_schema_file(url, &options) {
+                found.problems.insert(0, format!("the set: {}", loaderx_core::error_chain(&e)));
+            }
+            found
+        }
         Ok(Opened::Store(store)) => {
             let mut found = verify_one(&store, 0);
             // A dataset's schema (a raw store has none to fetch), checked against its checksum.

@@ -57,7 +57,9 @@ pub use dataset::{
     stitch,
 };
 #[cfg(feature = "remote")]
-pub use dataset::{RemotePart, RemoteSet, remote_set, remote_set_parts, stitch_remote};
+pub use dataset::{
+    RemotePart, RemoteSet, remote_set, remote_set_parts, remote_set_schema_file, stitch_remote,
+};
 pub use error::{Error, Result, error_chain, redact_urls};
 pub use format::v2::Layout;
 pub use format::{Codec, Format, MAX_RECORD_SIZE, MAX_RECORDS};

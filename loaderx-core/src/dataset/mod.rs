@@ -74,7 +74,9 @@ pub use selection::Selection;
 pub use set::{SET_FILE, StitchSummary, set_parts, stitch, stitch_datasets};
 pub(crate) use set_aside::SetAside;
 #[cfg(feature = "remote")]
-pub use set_remote::{RemotePart, RemoteSet, remote_set, remote_set_parts, stitch_remote};
+pub use set_remote::{
+    RemotePart, RemoteSet, remote_set, remote_set_parts, remote_set_schema_file, stitch_remote,
+};
 pub(crate) use set_staging::is_stitch_staging;
 pub(crate) use staging::remove_dataset_dir;
 #[cfg(feature = "images")]

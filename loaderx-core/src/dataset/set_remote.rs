@@ -115,6 +115,21 @@ pub fn remote_set(url: &str, options: &crate::remote::RemoteOptions) -> Result<O
     Ok(Some(RemoteSet { schema: Schema::decode(&bytes, &path)?, parts }))
 }
 
+/// The schema file beside the store set at `url` (`schema.msgpack`), decoded, or `None` when
+/// none is there: what `verify` checks of it where the set's manifest carries the schema that
+/// readers take (look 156), as it does where the file is the set's schema.
+///
+/// # Errors
+/// [`Error::Remote`] for a failed request; [`Error::Corrupt`] naming the file when it is
+/// damaged.
+pub fn remote_set_schema_file(url: &str, options: &crate::remote::RemoteOptions) -> Result<Option<Schema>> {
+    let path = PathBuf::from(format!("{}/{SCHEMA_FILE}", url.trim_end_matches('/')));
+    let Some(bytes) = crate::remote::get_optional(url, SCHEMA_FILE, options, 64 << 10)? else {
+        return Ok(None);
+    };
+    Schema::decode(&bytes, &path).map(Some)
+}
+
 /// Writes a store set at `out` (an `s3://` URL) over the stores already at `parts` (URLs in the
 /// same bucket), in order: each part's index and schema fetched, the schemas compared, then the
 /// set's schema and manifest put, the manifest last, so that a reader sees the set whole or not
