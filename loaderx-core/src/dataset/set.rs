@@ -223,7 +223,7 @@ fn group_of(dir: &Path) -> Result<Group> {
 fn steady_count(store: &Store, path: &Path) -> Result<(u64, u64)> {
     for _ in 0..8 {
         let n = store.len();
-        let identity = store.identity()?;
+        let identity = store.identity()?.now;
         if store.len() == n {
             return Ok((n, identity));
         }

@@ -415,7 +415,7 @@ impl RemoteStore {
     ///
     /// # Errors
     /// As [`RemoteStore::gather`].
-    pub(crate) fn identity(&self) -> Result<u64> {
+    pub(crate) fn identity(&self) -> Result<crate::store::Ids> {
         let mut id = crate::store::Identity::new(self.len());
         let samples = id.samples();
         let records = match self.gather(&samples) {
@@ -475,7 +475,7 @@ impl Backing for RemoteStore {
         for e in &self.entries {
             if self.checksums { id.checksum(e.crc) } else { id.v1_entry(e) }
         }
-        Some(id.finish())
+        Some(id.finish().now)
     }
 
     fn record_lens(&self, indices: &[u32]) -> Result<Vec<u32>> {

@@ -12,16 +12,41 @@ const SAMPLES: u64 = 16;
 const PREFIX: usize = 4096;
 
 /// The fold of an identity: the count, the sampled records' lengths and prefixes, then what the
-/// index keeps in index order (checksums, or a v1 entry's place and lengths).
+/// index keeps in index order (checksums, or a v1 entry's place and lengths). The samples and
+/// the index are folded apart: folded into one CRC, a sampled record and its own checksum
+/// (itself a CRC of the same bytes) cancelled where they stood as far apart in the fold as the
+/// record from its block's end, and a part changed there kept its identity (look 163, L163-1:
+/// the last record of a store of one fixed-stride block, a one-record store). The one fold is
+/// still computed, for the sets stitched before ([`Ids::before`]).
 pub(crate) struct Identity {
     n: u64,
     crc: u32,
+    samples: u32,
+    index: u32,
+}
+
+/// A store's identity as sets keep it now, and as sets stitched before look 163 kept it: a part
+/// is the one a set was stitched with when either is the set's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ids {
+    /// The samples and the index folded apart.
+    pub(crate) now: u64,
+    /// The one fold of sets stitched before.
+    pub(crate) before: u64,
+}
+
+impl Ids {
+    /// Whether `kept` (a set's) is this store's identity, now or as kept before.
+    pub(crate) fn holds(self, kept: u64) -> bool {
+        self.now == kept || self.before == kept
+    }
 }
 
 impl Identity {
     /// A fold over a store of `n` records.
     pub(crate) fn new(n: u64) -> Identity {
-        Identity { n, crc: crc32c::crc32c(&n.to_le_bytes()) }
+        let crc = crc32c::crc32c(&n.to_le_bytes());
+        Identity { n, crc, samples: crc, index: crc }
     }
 
     /// The records to sample, in the order [`Identity::record`] takes them: up to 16, evenly.
@@ -32,24 +57,32 @@ impl Identity {
 
     /// A sampled record, as decoded.
     pub(crate) fn record(&mut self, rec: &[u8]) {
-        self.crc = crc32c::crc32c_append(self.crc, &(rec.len() as u64).to_le_bytes());
-        self.crc = crc32c::crc32c_append(self.crc, &rec[..rec.len().min(PREFIX)]);
+        for bytes in [&(rec.len() as u64).to_le_bytes()[..], &rec[..rec.len().min(PREFIX)]] {
+            self.crc = crc32c::crc32c_append(self.crc, bytes);
+            self.samples = crc32c::crc32c_append(self.samples, bytes);
+        }
     }
 
     /// A checksum the index keeps (a v2 entry's or a fixed-stride block's).
     pub(crate) fn checksum(&mut self, crc: u32) {
         self.crc = crc32c::crc32c_append(self.crc, &crc.to_le_bytes());
+        self.index = crc32c::crc32c_append(self.index, &crc.to_le_bytes());
     }
 
     /// A v1 entry, which keeps no checksum: where its record lies and how long it is.
     pub(crate) fn v1_entry(&mut self, e: &Entry) {
         for field in [u64::from(e.chunk), e.offset, u64::from(e.stored), u64::from(e.logical)] {
             self.crc = crc32c::crc32c_append(self.crc, &field.to_le_bytes());
+            self.index = crc32c::crc32c_append(self.index, &field.to_le_bytes());
         }
     }
 
-    pub(crate) fn finish(self) -> u64 {
-        u64::from(self.crc) | (self.n << 32)
+    /// The identity, now and as kept before.
+    pub(crate) fn finish(self) -> Ids {
+        Ids {
+            now: (u64::from(self.samples) << 32) | u64::from(self.index),
+            before: u64::from(self.crc) | (self.n << 32),
+        }
     }
 }
 
@@ -68,7 +101,7 @@ impl Store {
     ///
     /// # Errors
     /// The errors of reading those records and the index.
-    pub(crate) fn identity(&self) -> Result<u64> {
+    pub(crate) fn identity(&self) -> Result<Ids> {
         let n = self.len();
         let mut id = Identity::new(n);
         for idx in id.samples() {
@@ -93,5 +126,29 @@ impl Store {
             }
         }
         Ok(id.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sets stitched before look 163 keep the one fold (the count, samples and checksums in one
+    /// CRC, the count in the high half): `before` is it, so their parts still open; `now` is
+    /// another, and `holds` takes either.
+    #[test]
+    fn the_fold_of_sets_stitched_before_is_kept_beside_the_new() {
+        let (n, rec, crc) = (3u64, b"abc".as_slice(), 0xdead_beef_u32);
+        let mut one = crc32c::crc32c(&n.to_le_bytes());
+        one = crc32c::crc32c_append(one, &(rec.len() as u64).to_le_bytes());
+        one = crc32c::crc32c_append(one, rec);
+        one = crc32c::crc32c_append(one, &crc.to_le_bytes());
+        let mut id = Identity::new(n);
+        id.record(rec);
+        id.checksum(crc);
+        let ids = id.finish();
+        assert_eq!(ids.before, u64::from(one) | (n << 32));
+        assert_ne!(ids.now, ids.before);
+        assert!(ids.holds(ids.now) && ids.holds(ids.before) && !ids.holds(ids.now ^ 1));
     }
 }

@@ -78,6 +78,7 @@ pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;
 #[cfg(feature = "remote")]
 pub(crate) use identity::Identity;
+pub(crate) use identity::Ids;
 #[cfg(feature = "remote")]
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;

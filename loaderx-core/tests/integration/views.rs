@@ -295,6 +295,40 @@ fn a_part_rewritten_in_place_with_its_count_kept_is_refused() {
     }
 }
 
+/// Look 163 (L163-1): a part rewritten after stitching with one sampled record changed kept its
+/// identity where the record and its own checksum cancelled in the one CRC they were folded
+/// into (the last record of a store of one fixed-stride block, a one-record store). Every
+/// record of stores of 1 to 40 records, in each layout, changed in turn, is refused.
+#[test]
+fn a_part_with_any_one_record_changed_is_refused() {
+    use loaderx_core::stitch;
+    for (fixed, compact) in [(true, false), (false, true), (false, false)] {
+        let opts = WriteOptions::new().fixed_stride(fixed).compact_entries(compact).overwrite(true);
+        for n in [1u64, 2, 5, 17, 40] {
+            let dir = tempfile::tempdir().unwrap();
+            let (p, s) = (dir.path().join("p"), dir.path().join("s"));
+            let write = |changed: Option<u64>| {
+                let mut w = DatasetWriter::dense::<i64>(&p, vec![1], opts.clone()).unwrap();
+                let values: Vec<i64> =
+                    (0..n).map(|i| if Some(i) == changed { -1 } else { i as i64 }).collect();
+                w.append(&values).unwrap();
+                w.finish().unwrap();
+            };
+            write(None);
+            stitch(&[&p], &s).unwrap();
+            for at in 0..n {
+                write(Some(at));
+                let opened = DenseDataset::<i64>::open(&s);
+                assert!(
+                    matches!(&opened, Err(Error::Schema { reason, .. }) if reason.contains("not the store the set was stitched with")),
+                    "fixed {fixed}, compact {compact}: {n} records, record {at} changed: {:?}",
+                    opened.map(|d| d.get_vec(&[at as u32]).unwrap())
+                );
+            }
+        }
+    }
+}
+
 /// The fourth first-hour trial: a damaged raw record reached the model unchecked, and
 /// `verify_reads` was out of a loader's reach. `open_stream_with` opens the dataset's stores with
 /// options: with `verify_reads` the damaged record's batch is an error naming the record.
