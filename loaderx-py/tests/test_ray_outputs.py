@@ -188,7 +188,10 @@ def test_a_read_planned_before_rewrites_or_edits_in_place_refuses_each(tmp_path)
         from_numpy(p, np.arange(10, dtype=np.int64) + 100 * k, codec="raw")
         with pytest.raises(RuntimeError, match="changed since read_loaderx planned"):
             list(task.read_fn())
+    # A writer that opens it and writes nothing changes nothing (look 163, L163-2: refused).
     task = LoaderxDatasource(p).get_read_tasks(2)[1]
+    assert len(Zrecord(p, "a")) == 10
+    assert [b.column(0).to_pylist() for b in task.read_fn()] == [[605, 606, 607, 608, 609]]
     z = Zrecord(p, "a")
     z.delete([9])
     z.append([np.int64(999).tobytes()], codec="raw")

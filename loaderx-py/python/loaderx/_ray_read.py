@@ -34,11 +34,13 @@ class _Column:
     shape: tuple[int, ...]
     records: int
     # What the dataset was when planned, so that a read task never reads another write under
-    # the plan: a local directory's identity and last change (a rewrite renames a new directory
-    # into place, whose inode number may be the planned one's: look 161, L161-1) and its index
-    # file's (a store edited in place keeps its directory: L161-2); on object storage, the
-    # dataset's fingerprint (its count and its index's checksums, a set's parts' folded), as a
-    # rewrite at the same URL has another (looks 156 and 159).
+    # the plan: a local directory's identity and its index file's identity, last change and
+    # size (a rewrite renames a new directory into place, whose inode number may be the
+    # planned one's: look 161, L161-1; a store edited in place keeps its directory: L161-2;
+    # the directory's own times change when a writer opens it and writes nothing: look 163,
+    # L163-2); on object storage, the dataset's fingerprint (its count and its index's
+    # checksums, a set's parts' folded), as a rewrite at the same URL has another (looks 156
+    # and 159).
     key: Any = None
 
 
@@ -50,10 +52,11 @@ def _key(path: str, d: DenseDataset | RaggedDataset) -> Any:
     """What tells the dataset at ``path``, opened as ``d``, from another written there since."""
     if "://" in path:
         return d._native.fingerprint()
-    key = []
-    for p in [path] + [os.path.join(path, name) for name in _INDEX_FILES]:
+    st = os.stat(path)
+    key: list[tuple[int, ...]] = [(st.st_dev, st.st_ino)]
+    for name in _INDEX_FILES:
         try:
-            st = os.stat(p)
+            st = os.stat(os.path.join(path, name))
         except FileNotFoundError:
             continue
         key.append((st.st_dev, st.st_ino, st.st_ctime_ns, st.st_mtime_ns, st.st_size))
