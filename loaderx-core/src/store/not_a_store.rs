@@ -69,3 +69,12 @@ pub(super) fn missing_index(handle: &crate::sys::Dir, holding: bool) -> Option<E
     }
     Some(Error::NotAStore { path: dir.to_path_buf(), reason: not_a_store_reason(dir) })
 }
+
+/// An empty path names no store: a bad argument, not a failing disk (look 165, L165-3: the C
+/// ABI's create said `LX_ERR_IO`, "cannot make an empty path absolute").
+pub(super) fn refuse_empty(dir: &Path) -> crate::Result<()> {
+    if dir.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument("the store's path is empty".into()));
+    }
+    Ok(())
+}

@@ -96,6 +96,7 @@ impl Store {
     /// path for any failing file operation. Overwriting a dataset's store removes its
     /// `schema.msgpack` too.
     pub fn create(dir: impl AsRef<Path>, opts: StoreOptions) -> Result<Store> {
+        super::not_a_store::refuse_empty(dir.as_ref())?;
         // Absolute before anything is made or locked: the lock's path must lead to it after the
         // working directory changes (the open makes it absolute too).
         if dir.as_ref().to_str().is_some_and(|d| d.starts_with("s3://")) {
@@ -223,6 +224,7 @@ impl Store {
     /// [`Store::open_impl`] with the writer lock already held (`lock`: what [`Store::create`]
     /// took before it touched anything), or taken here when `writable`.
     fn open_locked(dir: &Path, opts: StoreOptions, writable: bool, lock: Option<WriteLock>) -> Result<Store> {
+        super::not_a_store::refuse_empty(dir)?;
         // A URL names a store on object storage: read-only, through its own type.
         if dir.to_str().is_some_and(|d| d.starts_with("s3://")) {
             return Err(Error::InvalidArgument(format!(

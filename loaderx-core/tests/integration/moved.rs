@@ -257,6 +257,12 @@ fn a_missing_directory_or_a_file_is_not_a_store() {
     fs::write(tmp.path().join("file"), b"x").unwrap();
     let e = Store::open(tmp.path().join("file")).unwrap_err();
     assert!(matches!(&e, Error::NotAStore { reason, .. } if reason.contains("not a directory")), "{e}");
+    // An empty path is a bad argument, whatever the mode (look 165, L165-3: create said `Io`).
+    for mode in [loaderx_core::OpenMode::Read, loaderx_core::OpenMode::Append, loaderx_core::OpenMode::Create]
+    {
+        let e = Store::open_mode("", mode, StoreOptions::new()).unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("path is empty")), "{mode:?}: {e}");
+    }
 }
 
 /// The forty-second look's V1: a deferred-sync writer's directory renamed (nothing at the old
