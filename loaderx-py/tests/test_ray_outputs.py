@@ -199,3 +199,19 @@ def test_a_read_planned_before_rewrites_or_edits_in_place_refuses_each(tmp_path)
     with pytest.raises(RuntimeError, match="changed since read_loaderx planned"):
         list(task.read_fn())
 
+
+def test_a_read_planned_before_the_same_bytes_under_another_schema_refuses_them(s3, tmp_path):
+    # Look 165, L165-1: a dataset pushed again with the same records under another dtype or
+    # shape (its index the same) was read as the new dtype under the old plan.
+    from loaderx._ray_read import LoaderxDatasource
+
+    _, opts = s3
+    values = np.arange(40, dtype=np.int32).reshape(10, 4)
+    for name, array in [("i32", values), ("f32", values.view(np.float32)), ("shape", values.reshape(10, 2, 2))]:
+        from_numpy(tmp_path / name, array, codec="raw")
+    for other in ("f32", "shape"):
+        _native.push(str(tmp_path / "i32"), "s3://bucket/same/x", opts)
+        task = LoaderxDatasource("s3://bucket/same/x", remote=opts).get_read_tasks(2)[1]
+        _native.push(str(tmp_path / other), "s3://bucket/same/x", opts)
+        with pytest.raises(RuntimeError, match="changed since read_loaderx planned"):
+            list(task.read_fn())

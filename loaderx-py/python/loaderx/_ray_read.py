@@ -63,6 +63,13 @@ def _key(path: str, d: DenseDataset | RaggedDataset) -> Any:
     return tuple(key)
 
 
+def _schema(d: DenseDataset | RaggedDataset) -> tuple[str, str, tuple[int, ...]]:
+    """The kind, dtype and item (or row) shape of ``d``."""
+    if isinstance(d, DenseDataset):
+        return "dense", d._native.dtype, tuple(d.item_shape)
+    return "ragged", d._native.dtype, tuple(d.row_shape)
+
+
 def _open(path: str, remote: dict[str, Any] | None) -> DenseDataset | RaggedDataset:
     try:
         return DenseDataset(path, remote)
@@ -115,9 +122,8 @@ class LoaderxDatasource(Datasource):
         self.columns: list[_Column] = []
         for name, p in names:
             d = _open(p, remote)
-            kind = "dense" if isinstance(d, DenseDataset) else "ragged"
-            shape = d.item_shape if kind == "dense" else d.row_shape
-            self.columns.append(_Column(name, p, kind, d._native.dtype, tuple(shape), len(d), _key(p, d)))
+            kind, dtype, shape = _schema(d)
+            self.columns.append(_Column(name, p, kind, dtype, shape, len(d), _key(p, d)))
         lengths = {c.name: c.records for c in self.columns}
         if len(set(lengths.values())) != 1:
             raise ValueError(f"the datasets of {path} differ in length: {lengths}")
@@ -161,8 +167,9 @@ class _Reader:
     def __call__(self) -> Iterable[Block]:
         datasets = [(c, _open(c.path, self.remote)) for c in self.columns]
         for c, d in datasets:
-            # Checked after the open: a replacement before it or during it shows here.
-            if len(d) != c.records or _key(c.path, d) != c.key:
+            # Checked after the open: a replacement before it or during it shows here, also one
+            # of the same bytes under another schema (look 165, L165-1: read as its new dtype).
+            if len(d) != c.records or _key(c.path, d) != c.key or _schema(d) != (c.kind, c.dtype, c.shape):
                 counts = f": {len(d)} records now, {c.records} then" if len(d) != c.records else ""
                 raise RuntimeError(
                     f"{c.path}: the dataset changed since read_loaderx planned its read (rewritten or "
