@@ -80,6 +80,13 @@ impl SetManifest {
             );
             return Err(ManifestError { offset: 0, reason, source: None });
         }
+        // Exactly as the layout encodes it: bytes after the manifest, or an identity written as
+        // nil, read as a part without one and turned its check off (look 166, L166-1).
+        if m.encode() != bytes {
+            let reason = "not as a store set manifest is encoded: bytes after it, or a field of another encoding                           (damaged)"
+                .to_string();
+            return Err(ManifestError { offset: 0, reason, source: None });
+        }
         Ok(m)
     }
 }
@@ -109,6 +116,16 @@ mod tests {
         assert_eq!(SetManifest::decode(&m.encode()).unwrap(), m);
         let carrying = m.clone().with_schema(vec![0x81, 0xa1, b'k', 0x01]);
         assert_eq!(SetManifest::decode(&carrying.encode()).unwrap(), carrying);
+        // Bytes after the manifest; an identity written as nil (look 166, L166-1).
+        let mut trailing = carrying.encode();
+        trailing.extend_from_slice(&[0xcf, 0, 0, 0, 0, 0, 0, 0, 7]);
+        let nil = m.encode();
+        let at = nil.windows(9).rposition(|w| w == b"\xa8identity").unwrap() + 9;
+        let nil = [&nil[..at], &[0xc0], &nil[at + 1..]].concat();
+        for damaged in [trailing, nil] {
+            let e = SetManifest::decode(&damaged).unwrap_err();
+            assert!(e.reason.contains("bytes after it"), "{}", e.reason);
+        }
         // One byte of a field's name damaged: refused, not read as the field absent (L164-1).
         for name in [&b"identity"[..], b"schema", b"records"] {
             let bytes = carrying.encode();
