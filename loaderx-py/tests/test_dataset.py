@@ -468,3 +468,22 @@ def test_an_unaligned_index_array_is_read_as_numpy_reads_it(tmp_path):
     raw64[1:25] = np.array([3, 1, 2], dtype=np.uint64).tobytes()
     k64 = np.frombuffer(raw64, np.uint64, offset=1)
     assert z.gather(k64) == [b"\x03" * 3, b"\x01" * 3, b"\x02" * 3]
+
+
+def test_a_dataset_opened_by_a_relative_path_reopens_the_same_one_elsewhere(tmp_path, monkeypatch):
+    # Look 167, L167-1: opened by a relative path, a dataset pickled after a chdir (a spawned
+    # torch worker, a multiprocessing child) reopened whatever lay at that path there.
+    import pickle
+
+    from loaderx.tokens import TokenDataset, write_llmc
+
+    for d, base in (("a", 0), ("b", 100)):
+        from_numpy(tmp_path / d / "x", np.arange(base, base + 5, dtype=np.int64))
+        write_llmc(tmp_path / d / "t.bin", np.arange(base, base + 8, dtype=np.uint16))
+    monkeypatch.chdir(tmp_path / "a")
+    ds, tokens = DenseDataset("x"), TokenDataset("t.bin")
+    assert ds.path == str(tmp_path / "a" / "x")
+    monkeypatch.chdir(tmp_path / "b")
+    assert pickle.loads(pickle.dumps(ds))[:].tolist() == [0, 1, 2, 3, 4]
+    assert pickle.loads(pickle.dumps(ds[1:3]))[:].tolist() == [1, 2]
+    assert pickle.loads(pickle.dumps(tokens)).read(0, 8).tolist() == list(range(8))

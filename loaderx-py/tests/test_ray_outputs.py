@@ -215,3 +215,16 @@ def test_a_read_planned_before_the_same_bytes_under_another_schema_refuses_them(
         _native.push(str(tmp_path / other), "s3://bucket/same/x", opts)
         with pytest.raises(RuntimeError, match="changed since read_loaderx planned"):
             list(task.read_fn())
+
+
+def test_a_relative_path_is_read_as_the_dataset_it_names_here(tmp_path, monkeypatch):
+    # Look 167, L167-2: read tasks resolved a relative path in their worker's directory (a Ray
+    # runtime_env working_dir): "changed since planned" of unchanged data, or another dataset.
+    from loaderx._ray_read import LoaderxDatasource
+
+    from_numpy(tmp_path / "x", np.arange(10, dtype=np.int64))
+    monkeypatch.chdir(tmp_path)
+    source = LoaderxDatasource("x")
+    assert source.columns[0].path == str(tmp_path / "x")
+    monkeypatch.chdir("/")
+    assert [b.column(0).to_pylist() for b in source.get_read_tasks(1)[0].read_fn()] == [list(range(10))]

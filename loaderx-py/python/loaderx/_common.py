@@ -77,6 +77,15 @@ def fs_path(path: Any) -> str:
     return os.fsdecode(os.fspath(path))
 
 
+def opened_path(path: Any) -> str:
+    """``path`` as :func:`fs_path` gives it, made absolute when it is local: what a dataset keeps
+    to be opened again in another process or directory (a pickle for torch's spawned workers, a
+    Ray read task), so that it names the same dataset there (look 167: a relative path reopened
+    whatever lay at it in the worker's directory)."""
+    path = fs_path(path)
+    return os.path.abspath(path) if path and "://" not in path else path
+
+
 def record_key(key: Any) -> Any:
     """``key`` of ``dataset[key]``, refused when it is a tuple: NumPy reads ``a[1, 2]`` as one
     index an axis, so taking it as the records 1 and 2 would answer another question without a

@@ -15,7 +15,7 @@ from ray.data.datasource import Datasource, ReadTask
 from ray.data.extensions import ArrowTensorArray
 
 from loaderx import _native
-from loaderx._common import fs_path, numpy_dtype
+from loaderx._common import numpy_dtype, opened_path
 from loaderx.dataset import DenseDataset, RaggedDataset
 
 # Where the parts of OUT's sets live, beside them (the sets' manifests name them relatively).
@@ -96,7 +96,8 @@ class LoaderxDatasource(Datasource):
         remote: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        path = fs_path(path)
+        # Absolute: a read task resolves it in its worker's directory (look 167, L167-2).
+        path = opened_path(path)
         self.remote = remote
         if isinstance(columns, (str, bytes)):
             # A name is not a list of its letters (look 119, L119-3).

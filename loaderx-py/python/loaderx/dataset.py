@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_int, engine_dtype, indices, numpy_dtype, fs_path, pad_float, record_key
+from loaderx._common import check_int, engine_dtype, indices, numpy_dtype, opened_path, pad_float, record_key
 
 __all__ = ["DenseDataset", "RaggedDataset", "pad"]
 
@@ -26,7 +26,7 @@ class _Dataset:
     _NATIVE: Any = None
 
     def __init__(self, path: str | os.PathLike[str], remote: dict[str, Any] | None = None) -> None:
-        path = fs_path(path)
+        path = opened_path(path)
         self._adopt(self._NATIVE(path, remote), (path, None if remote is None else dict(remote), ()))
 
     def _adopt(self, native: Any, recipe: tuple) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_bool, check_int, engine_dtype, fs_path, numpy_dtype
+from loaderx._common import check_bool, check_int, engine_dtype, fs_path, numpy_dtype, opened_path
 from loaderx.dataset import DenseDataset, RaggedDataset
 
 __all__ = ["TokenDataset", "TokenDocuments", "TokenSamples", "write_llmc", "write_megatron"]
@@ -71,7 +71,7 @@ class TokenDataset:
     __slots__ = ("_native", "_recipe", "_args", "dtype")
 
     def __init__(self, path: str | os.PathLike[str], dtype: Any = None, vocab_size: int | None = None) -> None:
-        path = fs_path(path)
+        path = opened_path(path)
         if dtype is not None and not _little_endian(_token_dtype(dtype)):
             raise ValueError(f"token files are little endian; dtype {np.dtype(dtype).str} is not")
         name = None if dtype is None else engine_dtype(dtype)

@@ -42,7 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import _native
-from ._common import check_int, check_number, fs_path, numpy_dtype
+from ._common import check_int, check_number, fs_path, numpy_dtype, opened_path
 from .dataset import DenseDataset, _take_views
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -250,7 +250,7 @@ class ImageDataset:
     __slots__ = ("_native", "_recipe", "dtype", "item_shape")
 
     def __init__(self, path: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False) -> None:
-        path = fs_path(path)
+        path = opened_path(path)
         transforms = _transform_list(transforms)
         if not os.path.exists(path):
             # The path's error first: a transform list's would hide it (issue 42's trial); a
@@ -304,7 +304,7 @@ class ImageFolder:
     def __init__(
         self, root: str | os.PathLike[str], transforms: Sequence[Any], skip_bad: bool = False, *, _digest: str | None = None
     ) -> None:
-        root = fs_path(root)
+        root = opened_path(root)
         transforms = _transform_list(transforms)
         if not os.path.exists(root):
             # The path's error first, as ImageDataset's (look 133, L133-5).
