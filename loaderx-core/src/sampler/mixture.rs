@@ -71,6 +71,13 @@ impl MixtureConfig {
         if sum <= 0.0 {
             return bad("every mixture weight is zero".into());
         }
+        // Each finite, their sum not: the quotas came out of nothing and a step read past the
+        // pattern (look 169, L169-2: a panic on the loader's threads).
+        if !sum.is_finite() {
+            return bad(format!(
+                "the mixture weights sum to {sum}: only their ratios count, scale them down"
+            ));
+        }
         if let Some(j) = (0..k).find(|&j| self.weights[j] > 0.0 && self.lens[j] == 0) {
             return bad(format!("mixture source {j} has weight {} and no records", self.weights[j]));
         }
@@ -427,6 +434,8 @@ mod tests {
             (vec![f64::NAN, 1.0], vec![10, 20], "finite and non-negative"),
             (vec![f64::INFINITY, 1.0], vec![10, 20], "finite and non-negative"),
             (vec![0.0, 0.0], vec![10, 20], "every mixture weight is zero"),
+            // Each finite, their sum not (look 169, L169-2: a panic at the first step).
+            (vec![1e308, 1e308], vec![10, 20], "scale them down"),
             (vec![1.0], vec![10, 20], "a mixture of 1 weights"),
             (vec![1.0, 1.0], vec![30, 0], "no records"),
             (vec![1.0, 1.0], vec![10, 10], "the sampler 30"),
