@@ -130,6 +130,12 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
                 crate::redact_urls(&part_url)
             )));
         }
+        // The part the set was stitched with: one replaced or appended to since went up over
+        // the good one, and the set at the URL refused it (look 168, L168-1).
+        let store = crate::Store::open(&local)?;
+        let identity = || store.identity();
+        crate::dataset::check_part(local.clone(), store.len(), part.records, part.identity, identity)?;
+        drop(store);
         resolved.push((local, part_url));
     }
     retire_another_set(dir, url, &options)?;

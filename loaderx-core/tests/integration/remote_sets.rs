@@ -433,3 +433,25 @@ fn a_set_push_over_another_cut_short_leaves_no_set_read_against_it() {
         assert_eq!(d.item_shape().to_vec(), DenseSource::open(&new).unwrap().item_shape().to_vec());
     }
 }
+
+/// Look 168 (L168-1): a set whose part was appended to (or replaced) after stitching went up,
+/// the part over the good one, and the set at the URL then refused it. Each part is checked as
+/// a reader checks it before anything goes up: the URL keeps the set it had.
+#[test]
+fn a_set_whose_part_changed_since_stitching_is_refused_before_anything_goes_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let p = dense_part(tmp.path(), "p", 0, Codec::Raw);
+    let set = tmp.path().join("set");
+    loaderx_core::stitch(&[&p], &set).unwrap();
+    push(&set, "s3://bucket/g/set", server.options(), |_| {}).unwrap();
+    let store = Store::open_rw(&p, loaderx_core::StoreOptions::new()).unwrap();
+    store.append(&[vec![0u8; 16]], Codec::Raw).unwrap();
+    drop(store);
+    let e = push(&set, "s3://bucket/g/set", server.options(), |_| {}).unwrap_err();
+    assert!(
+        matches!(&e, loaderx_core::Error::Schema { reason, .. } if reason.contains("stitched with 100")),
+        "{e}"
+    );
+    assert_eq!(DenseSource::open_remote("s3://bucket/g/set", server.options()).unwrap().len(), 100);
+}
