@@ -213,6 +213,7 @@ impl Schema {
     /// [`Error::Schema`] for a raw store without a schema; [`Error::Corrupt`] when it does not
     /// decode.
     pub fn read(dir: &Path) -> Result<Schema> {
+        refuse_empty(dir)?;
         // A converter killed between writing the schema and renaming its staging directory into
         // place leaves a complete-looking `OUT.partial`: never take it for a dataset.
         if dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".partial")) {
@@ -238,11 +239,22 @@ impl Schema {
     /// [`Schema::validate`] has passed: no face writes a schema that [`Schema::read`] refuses.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] from [`Schema::validate`]; [`Error::Io`] naming the file.
+    /// [`Error::InvalidArgument`] from [`Schema::validate`] or for an empty path; [`Error::Io`]
+    /// naming the file.
     pub fn write(&self, dir: &Path) -> Result<()> {
+        refuse_empty(dir)?;
         self.validate()?;
         crate::store::write_atomic(dir, SCHEMA_FILE, &self.encode())
     }
+}
+
+/// An empty path names no dataset: a bad argument, nothing read or written (look 168, L168-2:
+/// `lx_schema_write("")` replaced the working directory's schema, then said `LX_ERR_IO`).
+fn refuse_empty(dir: &Path) -> Result<()> {
+    if dir.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument("the dataset's path is empty".into()));
+    }
+    Ok(())
 }
 
 /// Why `dir` is not a dataset when it has no `schema.msgpack` to read.

@@ -263,6 +263,17 @@ fn a_missing_directory_or_a_file_is_not_a_store() {
         let e = Store::open_mode("", mode, StoreOptions::new()).unwrap_err();
         assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("path is empty")), "{mode:?}: {e}");
     }
+    // A dataset's schema too, read or written (look 168, L168-2: written over the working
+    // directory's, then `Io`).
+    let e = loaderx_core::Schema::read(Path::new("")).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("path is empty")), "{e}");
+    let d = tmp.path().join("d");
+    let mut w =
+        loaderx_core::DatasetWriter::dense::<u32>(&d, vec![1], loaderx_core::WriteOptions::new()).unwrap();
+    w.append(&[1u32]).unwrap();
+    w.finish().unwrap();
+    let e = loaderx_core::Schema::read(&d).unwrap().write(Path::new("")).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("path is empty")), "{e}");
 }
 
 /// The forty-second look's V1: a deferred-sync writer's directory renamed (nothing at the old
