@@ -487,3 +487,13 @@ def test_a_dataset_opened_by_a_relative_path_reopens_the_same_one_elsewhere(tmp_
     assert pickle.loads(pickle.dumps(ds))[:].tolist() == [0, 1, 2, 3, 4]
     assert pickle.loads(pickle.dumps(ds[1:3]))[:].tolist() == [1, 2]
     assert pickle.loads(pickle.dumps(tokens)).read(0, 8).tolist() == list(range(8))
+    # Through a link and `..`, where the kernel takes it (look 169, L169-1: `abspath` dropped
+    # `..` by its text and read `b/x`); `run://x` is a local path (L169-3: kept relative).
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    os.symlink(tmp_path / "real" / "sub", tmp_path / "b" / "lnk")
+    from_numpy("lnk/../x", np.arange(50, 55, dtype=np.int64))
+    assert DenseDataset("lnk/../x")[:].tolist() == [50, 51, 52, 53, 54]
+    from_numpy("run://x", np.arange(7, dtype=np.int64))
+    odd = DenseDataset("run://x")
+    monkeypatch.chdir(tmp_path / "a")
+    assert pickle.loads(pickle.dumps(odd))[:].tolist() == list(range(7))

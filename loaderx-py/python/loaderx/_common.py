@@ -81,9 +81,14 @@ def opened_path(path: Any) -> str:
     """``path`` as :func:`fs_path` gives it, made absolute when it is local: what a dataset keeps
     to be opened again in another process or directory (a pickle for torch's spawned workers, a
     Ray read task), so that it names the same dataset there (look 167: a relative path reopened
-    whatever lay at it in the worker's directory)."""
+    whatever lay at it in the worker's directory). Only ``s3://`` is a URL, as the engine takes
+    it (look 169, L169-3: ``run://x`` is the directory ``run:`` and its ``x``)."""
     path = fs_path(path)
-    return os.path.abspath(path) if path and "://" not in path else path
+    if not path or path.startswith("s3://") or os.path.isabs(path):
+        return path
+    # Joined, not normalised: `lnk/../x` is where the kernel takes it, through the link (look
+    # 169, L169-1: `abspath` dropped `..` by its text and named another dataset).
+    return os.path.join(os.getcwd(), path)
 
 
 def record_key(key: Any) -> Any:

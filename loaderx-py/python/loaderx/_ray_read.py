@@ -50,7 +50,7 @@ _INDEX_FILES = ("index.zr", "meta.zr", "storeset.msgpack")
 
 def _key(path: str, d: DenseDataset | RaggedDataset) -> Any:
     """What tells the dataset at ``path``, opened as ``d``, from another written there since."""
-    if "://" in path:
+    if path.startswith("s3://"):
         return d._native.fingerprint()
     st = os.stat(path)
     key: list[tuple[int, ...]] = [(st.st_dev, st.st_ino)]
@@ -102,7 +102,7 @@ class LoaderxDatasource(Datasource):
         if isinstance(columns, (str, bytes)):
             # A name is not a list of its letters (look 119, L119-3).
             raise TypeError(f"columns must be a list of column names, got the string {columns!r}")
-        if "://" in path or _is_dataset(path):
+        if path.startswith("s3://") or _is_dataset(path):
             names = [(columns[0] if columns else os.path.basename(path.rstrip("/")) or "data", path)]
             if columns is not None and len(columns) != 1:
                 raise ValueError(f"{path} is one dataset; columns names its one column, got {list(columns)}")
