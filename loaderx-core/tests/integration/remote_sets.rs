@@ -19,6 +19,16 @@ fn dense_part(dir: &Path, name: &str, base: u32, codec: Codec) -> PathBuf {
     part
 }
 
+/// A set stitched locally over one part of `dense_part`'s in `codec`, pushed to `url`: (the
+/// part, the set).
+fn pushed_set(dir: &Path, server: &Server, url: &str, codec: Codec) -> (PathBuf, PathBuf) {
+    let p = dense_part(dir, "p", 0, codec);
+    let set = dir.join("set");
+    loaderx_core::stitch(&[&p], &set).unwrap();
+    push(&set, url, server.options(), |_| {}).unwrap();
+    (p, set)
+}
+
 /// Look 80 (F80-1): a pushed set's part replaced on the server by another store of the same
 /// length read as the set, silently (the remote open checked the count alone). Every part's
 /// identity, kept by a locally stitched set, is now checked where the set is read, computed from
@@ -164,10 +174,7 @@ fn a_v1_store_pushed_over_a_v2_one_is_what_readers_read() {
 fn a_remote_sets_own_schema_is_checked() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let p = dense_part(tmp.path(), "p", 0, Codec::Zstd);
-    let set = tmp.path().join("set");
-    loaderx_core::stitch(&[&p], &set).unwrap();
-    push(&set, "s3://bucket/k/set", server.options(), |_| {}).unwrap();
+    pushed_set(tmp.path(), &server, "s3://bucket/k/set", Codec::Zstd);
     assert_eq!(DenseSource::open_remote("s3://bucket/k/set", server.options()).unwrap().len(), 100);
     let schema = server.root.join("bucket/k/set").join(loaderx_core::SCHEMA_FILE);
     let other = |name: &str, shape: Vec<usize>, ragged: bool| {
@@ -441,10 +448,7 @@ fn a_set_push_over_another_cut_short_leaves_no_set_read_against_it() {
 fn a_set_whose_part_changed_since_stitching_is_refused_before_anything_goes_up() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let p = dense_part(tmp.path(), "p", 0, Codec::Raw);
-    let set = tmp.path().join("set");
-    loaderx_core::stitch(&[&p], &set).unwrap();
-    push(&set, "s3://bucket/g/set", server.options(), |_| {}).unwrap();
+    let (p, set) = pushed_set(tmp.path(), &server, "s3://bucket/g/set", Codec::Raw);
     let store = Store::open_rw(&p, loaderx_core::StoreOptions::new()).unwrap();
     store.append(&[vec![0u8; 16]], Codec::Raw).unwrap();
     drop(store);
