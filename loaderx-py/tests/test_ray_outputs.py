@@ -228,3 +228,16 @@ def test_a_relative_path_is_read_as_the_dataset_it_names_here(tmp_path, monkeypa
     assert source.columns[0].path == str(tmp_path / "x")
     monkeypatch.chdir("/")
     assert [b.column(0).to_pylist() for b in source.get_read_tasks(1)[0].read_fn()] == [list(range(10))]
+    # The sink writes where readers read, through a link and `..` (look 171, L171-1: it wrote,
+    # and removed stale columns, where `abspath` took it).
+    from loaderx.ray import read_loaderx, write_loaderx
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    os.symlink(tmp_path / "real" / "sub", tmp_path / "lnk")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "mine.txt").write_text("kept")
+    write_loaderx(small(["x"], 4), "lnk/../out")
+    assert sorted(r["x"] for r in read_loaderx("lnk/../out").take_all()) == [0, 10, 20, 30]
+    assert sorted(os.listdir(tmp_path / "real" / "out")) == ["_parts", "x"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["mine.txt"]

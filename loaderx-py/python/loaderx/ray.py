@@ -65,7 +65,7 @@ from ray.data.datasource import Datasink
 from ray.data.datasource.datasink import WriteResult
 
 from loaderx import _native
-from loaderx._common import fs_path
+from loaderx._common import fs_path, opened_path
 
 # The reading side, exported here (`_READ_BLOCK_BYTES` for the tests).
 from loaderx._ray_read import _READ_BLOCK_BYTES, PARTS_DIR, LoaderxDatasource, read_loaderx  # noqa: F401
@@ -129,6 +129,8 @@ class LoaderxDatasink(Datasink):
         path = fs_path(path)
         # Where the sets go: a local directory (`path`) or an s3:// URL (`url`), never both.
         self.url: str | None = None
+        # Another scheme's URL (`gs://`) is refused, not written as a local directory `gs:`: a
+        # write there is a mistake (readers take it as the local path it also is).
         if "://" in path:
             if not path.startswith("s3://"):
                 raise ValueError(f"{path}: write_loaderx writes local paths and s3:// URLs")
@@ -136,7 +138,8 @@ class LoaderxDatasink(Datasink):
                 raise ValueError(f"{path}: this build of loaderx has no object storage (the `remote` feature)")
             self.url = path.rstrip("/")
         self.remote = remote
-        self.path = path if self.url else os.path.abspath(path)
+        # As readers take it, `..` not dropped by its text (look 171, L171-1: `abspath` wrote elsewhere).
+        self.path = path if self.url else opened_path(path)
         if isinstance(columns, (str, bytes)):
             # list("image") would be five one-letter columns (look 57).
             raise TypeError(f"columns={columns!r}: a list of column names, e.g. [{columns!r}]")
