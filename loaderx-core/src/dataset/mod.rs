@@ -48,8 +48,6 @@ mod set;
 mod set_aside;
 mod set_open;
 #[cfg(feature = "remote")]
-pub(crate) use set_open::check_part;
-#[cfg(feature = "remote")]
 mod set_remote;
 mod set_staging;
 mod side;

@@ -10,44 +10,7 @@ use crate::store::{Backing, Parallelism, Resolved, VarFill};
 use crate::sys::Destination;
 use crate::{Error, Result, Store, StoreOptions};
 
-/// Checks a part at `path` against what its set keeps of it: the `holds` records it has against
-/// the `records` it was stitched with, then its identity (`identity` called only when the set
-/// keeps one: `kept`).
-///
-/// # Errors
-/// [`Error::Schema`] naming the part; `identity`'s.
-pub(crate) fn check_part(
-    path: PathBuf,
-    holds: u64,
-    records: u64,
-    kept: Option<u64>,
-    identity: impl FnOnce() -> Result<crate::store::Ids>,
-) -> Result<()> {
-    if holds != records {
-        return Err(Error::Schema {
-            path,
-            reason: format!(
-                "the part holds {holds} records, the set was stitched with {records}: it changed after stitching \
-                 (appended to, or records deleted); stitch the set again once its parts are complete"
-            ),
-        });
-    }
-    if let Some(want) = kept
-        && !identity()?.holds(want)
-    {
-        // Its identity hashes how the index places the records (review 51): a part migrated or
-        // compacted since holds the same records under another index, so the message names
-        // every cause and the way out, never only "replaced".
-        return Err(Error::Schema {
-            path,
-            reason: "the part is not the store the set was stitched with (its index differs): replaced, \
-                     damaged, or rewritten by migrate or compact after stitching; verify the part, and stitch \
-                     the set again if its records are the ones wanted"
-                .into(),
-        });
-    }
-    Ok(())
-}
+pub(crate) use crate::store::check_part;
 
 /// Whether `dir` holds a store set.
 pub(crate) fn is_set(dir: &Path) -> bool {

@@ -83,7 +83,7 @@ impl SetManifest {
         // Exactly as the layout encodes it: bytes after the manifest, or an identity written as
         // nil, read as a part without one and turned its check off (look 166, L166-1).
         if m.encode() != bytes {
-            let reason = "not as a store set manifest is encoded: bytes after it, or a field of another encoding                           (damaged)"
+            let reason = "not as a store set manifest is encoded: bytes after it, or a field of another encoding (damaged)"
                 .to_string();
             return Err(ManifestError { offset: 0, reason, source: None });
         }

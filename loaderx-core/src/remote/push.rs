@@ -134,7 +134,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         // the good one, and the set at the URL refused it (look 168, L168-1).
         let store = crate::Store::open(&local)?;
         let identity = || store.identity();
-        crate::dataset::check_part(local.clone(), store.len(), part.records, part.identity, identity)?;
+        crate::store::check_part(local.clone(), store.len(), part.records, part.identity, identity)?;
         drop(store);
         resolved.push((local, part_url));
     }

@@ -78,7 +78,9 @@ pub use gather::RecordIndex;
 pub(crate) use gather::Resolved;
 #[cfg(feature = "remote")]
 pub(crate) use identity::Identity;
+#[cfg(feature = "remote")]
 pub(crate) use identity::Ids;
+pub(crate) use identity::check_part;
 #[cfg(feature = "remote")]
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
