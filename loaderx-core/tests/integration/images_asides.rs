@@ -16,6 +16,13 @@ fn mark(dir: &Path) {
     write!(f, "99999 {} {} {} {}", m.dev(), m.ino(), m.ctime(), m.ctime_nsec()).unwrap();
 }
 
+/// Converts the image folder `dir/in` into `dir/to` (forced or not), at 8x8: its path.
+fn convert_in(dir: &Path, to: &str, force: bool) -> std::path::PathBuf {
+    let out = dir.join(to);
+    images(dir.join("in"), &out, ImageOptions::new(8, 8), WriteOptions::new().overwrite(force)).unwrap();
+    out
+}
+
 /// Copies the directory `from` (one level of directories) to `to`, as `cp -r` does.
 fn copy(from: &Path, to: &Path) {
     std::fs::create_dir(to).unwrap();
@@ -35,13 +42,9 @@ fn copy(from: &Path, to: &Path) {
 #[test]
 fn a_killed_conversions_aside_goes_at_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in");
-    crate::images::folder(&input, false);
+    crate::images::folder(&dir.path().join("in"), false);
     let at = |name: &str| dir.path().join(name);
-    let convert = |to: &str, force: bool| {
-        images(&input, at(to), ImageOptions::new(8, 8), WriteOptions::new().overwrite(force)).unwrap();
-        at(to)
-    };
+    let convert = |to: &str, force: bool| convert_in(dir.path(), to, force);
     let out = convert("out", false);
     // Killed between setting the old output aside and removing it: marked, whole.
     std::fs::rename(convert("a", false), at("out.old")).unwrap();
@@ -71,7 +74,7 @@ fn a_killed_conversions_aside_goes_at_the_next_one() {
     std::fs::write(at("victim.txt"), b"precious").unwrap();
     std::os::unix::fs::symlink(at("victim.txt"), out.join(".loaderx-aside")).unwrap();
     let forced = WriteOptions::new().overwrite(true);
-    let e = images(&input, &out, ImageOptions::new(8, 8), forced).unwrap_err().to_string();
+    let e = images(at("in"), &out, ImageOptions::new(8, 8), forced).unwrap_err().to_string();
     assert!(e.contains(".loaderx-aside"), "a link of that name is the user's: {e}");
     assert_eq!(std::fs::read(at("victim.txt")).unwrap(), b"precious");
     std::fs::remove_file(out.join(".loaderx-aside")).unwrap();
@@ -95,13 +98,9 @@ fn a_killed_conversions_aside_goes_at_the_next_one() {
 #[test]
 fn an_aside_with_an_unfinished_mark_goes_unless_renamed_since() {
     let dir = tempfile::tempdir().unwrap();
-    let input = dir.path().join("in");
-    crate::images::folder(&input, false);
+    crate::images::folder(&dir.path().join("in"), false);
     let at = |name: &str| dir.path().join(name);
-    let convert = |to: &str, force: bool| {
-        images(&input, at(to), ImageOptions::new(8, 8), WriteOptions::new().overwrite(force)).unwrap();
-        at(to)
-    };
+    let convert = |to: &str, force: bool| convert_in(dir.path(), to, force);
     let unfinished = |d: &Path| {
         let m = std::fs::metadata(d).unwrap();
         std::fs::write(d.join(".loaderx-aside"), format!("99999 {} {}", m.dev(), m.ino())).unwrap();
