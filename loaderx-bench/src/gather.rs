@@ -111,6 +111,8 @@ const FIXED: &str = "loaderx fixed stride → page-aligned buffer";
 const FIXED_VEC: &str = "loaderx fixed stride → Vec";
 const FIXED_MEMCPY: &str = "loaderx fixed stride → Vec, near copies by memcpy";
 const FIXED_BLOCKS: &str = "loaderx fixed stride → Vec, near copies by pieces";
+const FIXED_UNHINTED: &str = "loaderx fixed stride → page-aligned buffer, no hints";
+const FIXED_HINTED: &str = "loaderx fixed stride → page-aligned buffer, every record hinted";
 const TAKE: &str = "NumPy np.take(out=)";
 const FANCY: &str = "NumPy arr[idx]";
 
@@ -123,7 +125,7 @@ pub(crate) fn run(
     report: &mut Report,
     sizes: &[usize],
     python: Option<&Path>,
-    near_copy_ab: bool,
+    (near_copy_ab, hint_ab): (bool, bool),
 ) -> anyhow::Result<()> {
     let cores = rayon::current_num_threads();
     let pools = Pools::new()?;
@@ -149,6 +151,13 @@ pub(crate) fn run(
         let ab = if near_copy_ab {
             let open = |how| Store::open_with(dir.path().join("fixed"), StoreOptions::new().near_copy(how));
             Some((open(NearCopy::Memcpy)?, open(NearCopy::Blocks)?))
+        } else {
+            None
+        };
+        // The A/B of the hint: the same store with no record hinted and with every one.
+        let hints = if hint_ab {
+            let open = |below| Store::open_with(dir.path().join("fixed"), StoreOptions::new().hint_records_below(Some(below)));
+            Some((open(0)?, open(usize::MAX)?))
         } else {
             None
         };
@@ -185,6 +194,7 @@ pub(crate) fn run(
             store: &store,
             fixed: &fixed,
             ab: ab.as_ref().map(|(m, b)| (m, b)),
+            hints: hints.as_ref().map(|(off, all)| (off, all)),
             pools: &pools,
         };
         for b in BATCHES {
@@ -210,6 +220,14 @@ pub(crate) fn run(
                  `StoreOptions::near_copy` set to `memcpy` or to 256-byte pieces outright."
                     .into(),
             );
+        }
+        if hint_ab {
+            s.notes.push(format!(
+                "The \"no hints\" and \"every record hinted\" rows gather from the fixed-stride store \
+                 with `StoreOptions::hint_records_below` set to 0 and to every size; the plain row \
+                 follows this CPU's table (records below {} bytes hinted, the machine table's line).",
+                loaderx_core::cpu::fixed_stride_hint_below()
+            ));
         }
         if let Some(note) = &numpy_note {
             s.notes.push(note.clone());
@@ -246,6 +264,8 @@ struct Data<'a> {
     fixed: &'a Store,
     /// The fixed-stride store opened with each near copy outright (`memcpy`, blocks).
     ab: Option<(&'a Store, &'a Store)>,
+    /// The fixed-stride store opened with no record hinted, and with every record hinted.
+    hints: Option<(&'a Store, &'a Store)>,
     pools: &'a [(usize, &'a ThreadPool)],
 }
 
@@ -289,6 +309,11 @@ fn batch_rows(
             &batches,
             rec,
         ));
+        if let Some((off, all)) = data.hints {
+            for (what, store) in [(FIXED_UNHINTED, off), (FIXED_HINTED, all)] {
+                contenders.push(store_contender_into(name(what, threads), pool, Dst::Page, store, &batches, rec));
+            }
+        }
         if let Some((by_memcpy, by_blocks)) = data.ab {
             // Into a `Vec`, 16 bytes past a page: a short distance for page-multiple records.
             for (what, store) in
@@ -326,11 +351,16 @@ fn batch_rows(
             (VEC, true, false),
             (RAW, false, true),
             (FIXED, false, true),
+            (FIXED_UNHINTED, false, true),
+            (FIXED_HINTED, false, true),
             (FIXED_VEC, false, true),
             (FIXED_MEMCPY, false, true),
             (FIXED_BLOCKS, false, true),
         ] {
             if data.ab.is_none() && [FIXED_VEC, FIXED_MEMCPY, FIXED_BLOCKS].contains(&what) {
+                continue;
+            }
+            if data.hints.is_none() && [FIXED_UNHINTED, FIXED_HINTED].contains(&what) {
                 continue;
             }
             s.rows.push(table.row(report, threads, what, &name(what, threads), ceiling, vs_np));

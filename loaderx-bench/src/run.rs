@@ -92,6 +92,9 @@ pub struct Options {
     /// The gather layer also gathers from the fixed-stride store into a `Vec` (a short distance),
     /// as measured and with each near copy (`memcpy`, 256-byte pieces) chosen outright.
     pub near_copy_ab: bool,
+    /// The gather layer also gathers from the fixed-stride store with no record hinted and with
+    /// every record hinted: the A/B of `StoreOptions::hint_records_below`.
+    pub hint_ab: bool,
 }
 
 /// The sizes a run uses, resolved from the options.
@@ -163,7 +166,7 @@ pub fn run(args: &Options, out: &mut impl Write) -> anyhow::Result<()> {
             sizes.iter().all(|&b| (1..=1 << 20).contains(&b)),
             "--record-bytes must be between 1 and 1048576 (the store's record limit is 1 MiB)"
         );
-        gather::run(&cfg, &mut report, &sizes, args.python.as_deref(), args.near_copy_ab)?;
+        gather::run(&cfg, &mut report, &sizes, args.python.as_deref(), (args.near_copy_ab, args.hint_ab))?;
     }
     if args.layer == Layer::Cold {
         let sizes = args.record_bytes.clone().unwrap_or_else(|| cold::RECORD_SIZES.to_vec());

@@ -69,6 +69,11 @@ pub(crate) struct BenchArgs {
     /// outright (`memcpy`, 256-byte pieces): the A/B of `StoreOptions::near_copy`.
     #[arg(long)]
     near_copy_ab: bool,
+    /// The gather layer also gathers from the fixed-stride store with no record hinted and with
+    /// every record hinted: the A/B of `StoreOptions::hint_records_below` (the machine table
+    /// names the size this CPU's row hints below).
+    #[arg(long)]
+    hint_ab: bool,
     /// Measure this dataset instead (a store, a store set, or an `s3://` URL with the `remote`
     /// feature): batches in cyclic, IID and block-cyclic order, with requests per batch for a
     /// remote store.
@@ -107,6 +112,7 @@ pub(crate) fn run(args: &BenchArgs, out: &mut impl Write) -> anyhow::Result<()> 
         image_dir: args.image_dir.clone(),
         threads: args.threads,
         near_copy_ab: args.near_copy_ab,
+        hint_ab: args.hint_ab,
     };
     loaderx_bench::run(&options, out)
 }

@@ -133,18 +133,25 @@ pub fn cpu_signature() -> Option<(String, u32, u32)> {
 }
 
 /// Records shorter than this are hinted ahead by a fixed-stride gather on this CPU: the per-CPU
-/// table of docs/benchmarks/tuning.md#prefetching (AMD family 25, models 0x10-0x1F, hints 12 KiB
-/// records, which the Intel Xeon measured did better without; a CPU not in the table keeps the
-/// default), read once.
+/// table of docs/benchmarks/tuning.md#prefetching (AMD family 25, models 0x10-0x1F, and family
+/// 26, models 0x00-0x0F, hint 12 KiB records, which the Intel Xeon measured did better without; a
+/// CPU not in the table keeps the default), read once.
 pub fn fixed_stride_hint_below() -> usize {
     static BELOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BELOW.get_or_init(|| match cpu_signature() {
-        Some((vendor, 25, 0x10..=0x1F)) if vendor == "AuthenticAMD" => PREFETCH_BELOW_RECORD_AMD_25,
-        _ => PREFETCH_BELOW_RECORD,
-    })
+    *BELOW.get_or_init(|| hint_below_for(cpu_signature()))
 }
 
-use super::tuning::{PREFETCH_BELOW_RECORD, PREFETCH_BELOW_RECORD_AMD_25};
+/// The row of the table for the CPU `sig` ([`cpu_signature`]'s).
+fn hint_below_for(sig: Option<(String, u32, u32)>) -> usize {
+    match sig {
+        Some((vendor, 25, 0x10..=0x1F) | (vendor, 26, 0x00..=0x0F)) if vendor == "AuthenticAMD" => {
+            PREFETCH_BELOW_RECORD_AMD_ZEN
+        }
+        _ => PREFETCH_BELOW_RECORD,
+    }
+}
+
+use super::tuning::{PREFETCH_BELOW_RECORD, PREFETCH_BELOW_RECORD_AMD_ZEN};
 
 #[cfg(test)]
 mod tests {
@@ -159,8 +166,16 @@ mod tests {
             assert_eq!(vendor.len(), 12);
             assert!(family >= 5, "family {family}");
         }
-        let zen4 = matches!(&sig, Some((v, 25, 0x10..=0x1F)) if v == "AuthenticAMD");
-        let want = if zen4 { PREFETCH_BELOW_RECORD_AMD_25 } else { PREFETCH_BELOW_RECORD };
-        assert_eq!(fixed_stride_hint_below(), want);
+        assert_eq!(fixed_stride_hint_below(), hint_below_for(sig));
+        let amd = |family, model| Some(("AuthenticAMD".to_string(), family, model));
+        for (family, model) in [(25, 0x11), (26, 0x02)] {
+            assert_eq!(hint_below_for(amd(family, model)), PREFETCH_BELOW_RECORD_AMD_ZEN, "{family} {model}");
+        }
+        for (family, model) in [(25, 0x01), (26, 0x11), (23, 0x31)] {
+            assert_eq!(hint_below_for(amd(family, model)), PREFETCH_BELOW_RECORD, "{family} {model}");
+        }
+        let xeon = Some(("GenuineIntel".to_string(), 6, 0x8F));
+        assert_eq!(hint_below_for(xeon), PREFETCH_BELOW_RECORD);
+        assert_eq!(hint_below_for(None), PREFETCH_BELOW_RECORD);
     }
 }

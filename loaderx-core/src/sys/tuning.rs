@@ -40,9 +40,9 @@ pub(crate) const PREFETCH_AHEAD_BYTES: usize = 4 << 10;
 pub(crate) const PREFETCH_FROM_BYTES: usize = 64 << 20;
 /// Records this long or longer are not hinted: the hardware prefetcher follows the copy.
 pub(crate) const PREFETCH_BELOW_RECORD: usize = 8 << 10;
-/// The same on AMD family 25, models 0x10-0x1F (Zen 4 EPYC): 12 KiB records gain from the hint
-/// past the caches there (gather.md, run H).
-pub(crate) const PREFETCH_BELOW_RECORD_AMD_25: usize = 16 << 10;
+/// The same on AMD family 25, models 0x10-0x1F (Zen 4 EPYC) and family 26, models 0x00-0x0F
+/// (Zen 5 EPYC): 12 KiB records gain from the hint there (gather.md, runs H and I).
+pub(crate) const PREFETCH_BELOW_RECORD_AMD_ZEN: usize = 16 << 10;
 /// Bytes of a record one hint covers at most, a hint per cache line.
 #[cfg(target_arch = "x86_64")]
 pub(crate) const PREFETCH_BYTES: usize = 1024;
