@@ -156,7 +156,12 @@ pub(crate) fn run(
         };
         // The A/B of the hint: the same store with no record hinted and with every one.
         let hints = if hint_ab {
-            let open = |below| Store::open_with(dir.path().join("fixed"), StoreOptions::new().hint_records_below(Some(below)));
+            let open = |below| {
+                Store::open_with(
+                    dir.path().join("fixed"),
+                    StoreOptions::new().hint_records_below(Some(below)),
+                )
+            };
             Some((open(0)?, open(usize::MAX)?))
         } else {
             None
@@ -212,23 +217,7 @@ pub(crate) fn run(
              \"fixed stride\" the same records in the fixed-stride layout (no entry: the record's \
              place is its index times its size)."
         ));
-        if near_copy_ab {
-            s.notes.push(
-                "The \"→ Vec\" rows gather from the fixed-stride store into a `Vec` as allocated \
-                 (16 bytes past a page: a short distance for these records), following this \
-                 CPU's measurement (the machine table's \"near copies\" line) or with \
-                 `StoreOptions::near_copy` set to `memcpy` or to 256-byte pieces outright."
-                    .into(),
-            );
-        }
-        if hint_ab {
-            s.notes.push(format!(
-                "The \"no hints\" and \"every record hinted\" rows gather from the fixed-stride store \
-                 with `StoreOptions::hint_records_below` set to 0 and to every size; the plain row \
-                 follows this CPU's table (records below {} bytes hinted, the machine table's line).",
-                loaderx_core::cpu::fixed_stride_hint_below()
-            ));
-        }
+        s.notes.extend(ab_notes(near_copy_ab, hint_ab));
         if let Some(note) = &numpy_note {
             s.notes.push(note.clone());
         }
@@ -239,6 +228,29 @@ pub(crate) fn run(
         }
     }
     Ok(())
+}
+
+/// The notes of the A/B rows asked for.
+fn ab_notes(near_copy_ab: bool, hint_ab: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if near_copy_ab {
+        notes.push(
+            "The \"→ Vec\" rows gather from the fixed-stride store into a `Vec` as allocated \
+             (16 bytes past a page: a short distance for these records), following this \
+             CPU's measurement (the machine table's \"near copies\" line) or with \
+             `StoreOptions::near_copy` set to `memcpy` or to 256-byte pieces outright."
+                .into(),
+        );
+    }
+    if hint_ab {
+        notes.push(format!(
+            "The \"no hints\" and \"every record hinted\" rows gather from the fixed-stride store \
+             with `StoreOptions::hint_records_below` set to 0 and to every size; the plain row \
+             follows this CPU's table (records below {} bytes hinted, the machine table's line).",
+            loaderx_core::cpu::fixed_stride_hint_below()
+        ));
+    }
+    notes
 }
 
 /// The NumPy worker over `npy`, or the note saying why its rows are skipped.
@@ -311,7 +323,14 @@ fn batch_rows(
         ));
         if let Some((off, all)) = data.hints {
             for (what, store) in [(FIXED_UNHINTED, off), (FIXED_HINTED, all)] {
-                contenders.push(store_contender_into(name(what, threads), pool, Dst::Page, store, &batches, rec));
+                contenders.push(store_contender_into(
+                    name(what, threads),
+                    pool,
+                    Dst::Page,
+                    store,
+                    &batches,
+                    rec,
+                ));
             }
         }
         if let Some((by_memcpy, by_blocks)) = data.ab {

@@ -82,10 +82,17 @@ impl SetManifest {
         }
         // Exactly as the layout encodes it: bytes after the manifest, or an identity written as
         // nil, read as a part without one and turned its check off (look 166, L166-1).
-        if m.encode() != bytes {
-            let reason = "not as a store set manifest is encoded: bytes after it, or a field of another encoding (damaged)"
-                .to_string();
-            return Err(ManifestError { offset: 0, reason, source: None });
+        let encoded = m.encode();
+        if encoded != bytes {
+            // Where the bytes part from the encoding: the manifest's end, or the damaged field.
+            let at =
+                encoded.iter().zip(bytes).position(|(a, b)| a != b).unwrap_or(encoded.len().min(bytes.len()));
+            let reason = if bytes.starts_with(&encoded) {
+                format!("bytes after it: {} past the manifest's end (damaged)", bytes.len() - encoded.len())
+            } else {
+                "not as a store set manifest is encoded: a field of another encoding (damaged)".to_string()
+            };
+            return Err(ManifestError { offset: at as u64, reason, source: None });
         }
         Ok(m)
     }
@@ -122,10 +129,13 @@ mod tests {
         let nil = m.encode();
         let at = nil.windows(9).rposition(|w| w == b"\xa8identity").unwrap() + 9;
         let nil = [&nil[..at], &[0xc0], &nil[at + 1..]].concat();
-        for damaged in [trailing, nil] {
-            let e = SetManifest::decode(&damaged).unwrap_err();
-            assert!(e.reason.contains("bytes after it"), "{}", e.reason);
-        }
+        let end = carrying.encode().len() as u64;
+        let e = SetManifest::decode(&trailing).unwrap_err();
+        assert!(e.reason.contains("bytes after it: 9 past the manifest's end"), "{}", e.reason);
+        assert_eq!(e.offset, end);
+        let e = SetManifest::decode(&nil).unwrap_err();
+        assert!(e.reason.contains("a field of another encoding"), "{}", e.reason);
+        assert!(e.offset <= at as u64, "{} {at}", e.offset);
         // One byte of a field's name damaged: refused, not read as the field absent (L164-1).
         for name in [&b"identity"[..], b"schema", b"records"] {
             let bytes = carrying.encode();

@@ -97,11 +97,15 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
                 reason: "neither index.zr (v2) nor meta.zr (v1) is there, nor a store set's manifest".into(),
             });
         }
+        let _still = hold_still(dir)?;
         return push_dir(dir, url, &options, &progress, false).map(|(_, uploaded)| uploaded);
     };
     // Every part checked before anything goes up, and the URL: a store there would hide the set.
     super::refuse_store_at(url, &options)?;
     let mut resolved: Vec<(PathBuf, String)> = Vec::with_capacity(parts.len());
+    // Every part held still from its check until the set's manifest is up: a part appended to
+    // while an earlier one went up was sent changed (look 170, L170-1).
+    let mut held = Vec::with_capacity(parts.len());
     for part in &parts {
         let local = part_dir(dir, &part.path)?;
         // Object storage takes a backslash for a separator (as Windows does): where this
@@ -132,6 +136,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         }
         // The part the set was stitched with: one replaced or appended to since went up over
         // the good one, and the set at the URL refused it (look 168, L168-1).
+        held.push(hold_still(&local)?);
         let store = crate::Store::open(&local)?;
         let identity = || store.identity();
         crate::store::check_part(local.clone(), store.len(), part.records, part.identity, identity)?;
@@ -145,6 +150,7 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         (base, uploaded) = (base + covered, uploaded + up);
     }
     let (_, up) = push_dir(dir, url, &options, &|n| progress(base + n), true)?;
+    drop(held);
     Ok(uploaded + up)
 }
 
@@ -225,7 +231,8 @@ fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Uploads the files of one store (or, `set`, a set's own schema and manifest) in `dir` to `url`.
+/// Uploads the files of one store (or, `set`, a set's own schema and manifest) in `dir` to `url`;
+/// the caller holds a store still ([`hold_still`]) until it is up.
 fn push_dir(
     dir: &Path,
     url: &str,
@@ -234,7 +241,6 @@ fn push_dir(
     set: bool,
 ) -> Result<(u64, u64)> {
     let (bucket, prefix) = parse_url(url)?;
-    let _still = if set { None } else { Some(hold_still(dir)?) };
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
     // and `length` entries) goes up, all a reader fetches.
     let meta = dir.join(META_FILE);

@@ -459,3 +459,34 @@ fn a_set_whose_part_changed_since_stitching_is_refused_before_anything_goes_up()
     );
     assert_eq!(DenseSource::open_remote("s3://bucket/g/set", server.options()).unwrap().len(), 100);
 }
+
+/// Look 170 (L170-1): each part was checked, then let go until its own upload began, so a part
+/// appended to while an earlier one went up was sent changed ("pushed", and the set at the URL
+/// damaged). Every part is now held still from its check until the set is up: an append to the
+/// second part while the first goes up is refused, and the set at the URL reads as stitched.
+#[test]
+fn a_sets_parts_are_held_still_from_their_check_until_the_set_is_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let a = dense_part(tmp.path(), "a", 0, Codec::Raw);
+    let b = dense_part(tmp.path(), "b", 1000, Codec::Raw);
+    let set = tmp.path().join("set");
+    loaderx_core::stitch(&[&a, &b], &set).unwrap();
+    let tried = std::cell::RefCell::new(None);
+    push(&set, "s3://bucket/h/set", server.options(), |_| {
+        if tried.borrow().is_none() {
+            let appended = Store::open_rw(&b, loaderx_core::StoreOptions::new())
+                .and_then(|s| s.append(&[vec![0u8; 16]], Codec::Raw));
+            *tried.borrow_mut() = Some(appended.map(|_| ()));
+        }
+    })
+    .unwrap();
+    let tried = tried.into_inner().expect("progress was reported");
+    assert!(matches!(&tried, Err(loaderx_core::Error::Locked { .. })), "{tried:?}");
+    let got = DenseSource::open_remote("s3://bucket/h/set", server.options()).unwrap();
+    assert_eq!(got.len(), 200);
+    assert_eq!(
+        got.get_batch(&[0, 150]).unwrap(),
+        DenseSource::open(&set).unwrap().get_batch(&[0, 150]).unwrap()
+    );
+}
