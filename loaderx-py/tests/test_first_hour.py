@@ -2,6 +2,7 @@
 are, a ``shape``, errors that name the argument (or the way out), truncation from the loader."""
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -206,8 +207,6 @@ def test_a_directory_of_datasets_names_the_one_to_open(in_tmp):
 def test_paths_given_as_bytes_are_taken_as_os_fsdecode_reads_them(tmp_path):
     # Look 101, L101-5: a bytes path met the binding's "'bytes' object is not an instance of
     # 'str'" in Zrecord, from_numpy and the datasets (Zrecord even checked bytes for NUL).
-    import os
-
     from loaderx.zrecord import Zrecord
 
     base = os.fsencode(tmp_path)
@@ -314,3 +313,35 @@ def test_look_119_arguments_of_the_wrong_type_are_refused_by_name(tmp_path):
     from loaderx.torch import MapDataset
     with pytest.raises(ValueError, match="at least one dataset"):
         MapDataset({})
+
+
+def test_a_writer_keeps_its_output_where_it_began_when_the_directory_changes(tmp_path, monkeypatch):
+    # Look 173 (L173-1, L173-2): a generator changing the working directory while a writer of a
+    # relative output ran put the staging, its rename and its clean-up in the new directory:
+    # `from_iterator` said it wrote, the records stayed in `a/out.partial`, and a dataset `out`
+    # in the new directory was replaced by a killed writer's staging there; `write_megatron`
+    # failed and left its temporary. The output is the one the call named, where it began.
+    from loaderx.tokens import TokenDataset, write_megatron
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    from_iterator(b / "out", [np.arange(5, dtype=np.int32)] * 3)
+    (b / "out.partial").mkdir()  # what a killed writer of b/out leaves
+    monkeypatch.chdir(a)
+
+    def away(items):
+        yield items[0]
+        os.chdir(b)
+        yield from items[1:]
+
+    assert from_iterator("out", away([np.arange(3, dtype=np.int32), np.arange(4, dtype=np.int32)])) == 2
+    assert [len(r) for r in RaggedDataset(a / "out")[:]] == [3, 4]
+    assert [len(r) for r in RaggedDataset(b / "out")[:]] == [5, 5, 5]
+    assert not (a / "out.partial").exists()
+    os.chdir(a)
+    assert write_megatron("corpus", away([np.arange(3), np.arange(4)]), dtype=np.uint16) == 7
+    t = TokenDataset(a / "corpus")
+    assert t.documents == 2 and t.read(0, len(t)).tolist() == [0, 1, 2, 0, 1, 2, 3]
+    assert sorted(p.name for p in a.iterdir() if "corpus" in p.name) == ["corpus.bin", "corpus.idx"]
+    assert not any("corpus" in p.name for p in b.iterdir())

@@ -92,6 +92,12 @@ def test_dictionary_codec(tmp_path):
 
     with pytest.raises(ValueError, match="NUL"):
         DenseDataset("a\0b")
+    # Named as a NUL byte by every opener (the engine printed "/tmp/a : not a regular file").
+    from loaderx.tokens import TokenDataset
+
+    for opener in (DenseDataset, TokenDataset):
+        with pytest.raises(ValueError, match="'a\\\\x00': a path cannot hold a NUL byte"):
+            opener("a\0")
     assert z.train_dictionary(samples)
     z.append(samples, codec="zstd_dict")
     assert z.gather([499]) == [samples[499]] and z.stats()["codecs"]["zstd_dict"] == 500

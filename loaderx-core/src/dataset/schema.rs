@@ -244,6 +244,15 @@ impl Schema {
     pub fn write(&self, dir: &Path) -> Result<()> {
         refuse_empty(dir)?;
         self.validate()?;
+        // The dataset's directory named when it is none (the temporary file's path was).
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                let e = std::io::Error::from(std::io::ErrorKind::NotADirectory);
+                return Err(Error::io("write a schema into", dir, e));
+            }
+            Err(e) => return Err(Error::io("write a schema into", dir, e)),
+        }
         crate::store::write_atomic(dir, SCHEMA_FILE, &self.encode())
     }
 }

@@ -37,6 +37,12 @@ pub(crate) fn out_and_staging(out: &Path) -> Result<(PathBuf, PathBuf)> {
     {
         out = real.join(name);
     }
+    // Absolute from here on (`..` kept as the kernel takes it): a working directory changed
+    // while the writer runs (a Python generator's `os.chdir`) put the staging, the rename and
+    // the clean-up in another directory, replacing a dataset there (look 173, L173-1).
+    if !out.as_os_str().is_empty() {
+        out = std::path::absolute(&out).map_err(|e| Error::io("resolve", &out, e))?;
+    }
     if out.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".partial")) {
         return Err(Error::InvalidArgument(format!(
             "{}: an output's name may not end in .partial, the name a writer stages its output under",

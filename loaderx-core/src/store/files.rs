@@ -367,8 +367,8 @@ pub(crate) fn refuse_set(dir: &Path) -> Result<()> {
         return Err(Error::NotReplaceable {
             path: set,
             reason: format!(
-                "{} is a store set (its records live in its parts): no store is made in it; append to a \
-                 part, or write the set again",
+                "{} is a store set (its records live in its parts): no store is made or written in it; \
+                 append to, compact or migrate each part and stitch them again, or write the set again",
                 dir.display()
             ),
         });

@@ -12,6 +12,14 @@ use crate::format::tokens::{TokenType, encode_llmc_header, encode_megatron_heade
 use crate::store::{Temporary, check_target};
 use crate::{Element, Error, Result};
 
+/// `path` made absolute (`..` kept as the kernel takes it); an empty path is refused.
+fn absolute(path: &Path) -> Result<PathBuf> {
+    if path.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument("the output's path is empty".into()));
+    }
+    std::path::absolute(path).map_err(|e| Error::io("resolve", path, e))
+}
+
 /// The writer lock of the output file `path`, `.NAME.loaderx.lock` beside it (a name of
 /// loaderx's own: a user's `NAME.lock` or `PREFIX.lock` is never taken, cut or removed): a
 /// second writer of the same file (a Megatron writer's `.bin` or an llm.c writer's) is refused
@@ -77,7 +85,9 @@ impl MegatronWriter {
                 token.name()
             )));
         }
-        let prefix = prefix.as_ref();
+        // Absolute: a working directory changed while documents are added (a Python generator's
+        // `os.chdir`) left the temporary behind, the rename failing (look 173, L173-2).
+        let prefix = &absolute(prefix.as_ref())?;
         // `P.bin` as a prefix writes `P.bin.bin` and `P.bin.idx`, and every reader takes `P.bin`
         // for the `.bin` of the pair `P` (look 108, L108-1: another dataset's tokens read).
         if let Some(ext) = prefix.extension().and_then(|e| e.to_str()).filter(|e| ["bin", "idx"].contains(e))
@@ -214,7 +224,7 @@ pub fn write_llmc<T: Element>(path: impl AsRef<Path>, tokens: &[T], overwrite: b
 /// As [`write_llmc`], and [`Error::InvalidArgument`] for bytes that are not a whole number of
 /// tokens.
 pub fn write_llmc_le(path: impl AsRef<Path>, token: TokenType, bytes: &[u8], overwrite: bool) -> Result<()> {
-    let path = path.as_ref();
+    let path = &absolute(path.as_ref())?;
     if !bytes.len().is_multiple_of(token.size()) {
         return Err(Error::InvalidArgument(format!(
             "{} bytes are not a whole number of {} tokens",

@@ -274,6 +274,13 @@ fn a_missing_directory_or_a_file_is_not_a_store() {
     w.finish().unwrap();
     let e = loaderx_core::Schema::read(&d).unwrap().write(Path::new("")).unwrap_err();
     assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("path is empty")), "{e}");
+    // A file or a missing directory named as itself, not by the temporary file inside it.
+    for at in [tmp.path().join("file"), tmp.path().join("missing")] {
+        let e = loaderx_core::Schema::read(&d).unwrap().write(&at).unwrap_err();
+        assert!(matches!(&e, Error::Io { path, .. } if *path == at), "{e}");
+        assert!(!e.to_string().contains("schema.msgpack"), "{e}");
+    }
+    assert_eq!(fs::read(tmp.path().join("file")).unwrap(), b"x");
 }
 
 /// The forty-second look's V1: a deferred-sync writer's directory renamed (nothing at the old

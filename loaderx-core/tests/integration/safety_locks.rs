@@ -140,6 +140,12 @@ fn a_store_set_is_never_taken_for_a_directory_to_make_a_store_in() {
         assert_eq!(after, before, "{mode:?}");
     }
     assert_eq!(loaderx_core::DenseSource::open(&set).unwrap().len(), 4);
+    // A migration of the set says what to do instead: migrate each part, stitch them again.
+    let e = Store::migrate(&set, loaderx_core::Format::V1, &|_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("compact or migrate each part and stitch them again"), "{e}");
+    let mut after = snapshot(&set);
+    after.remove("write.lock");
+    assert_eq!(after, before);
     // Look 77's P2: a store already inside the set (made before sets were refused) is not opened
     // to write either.
     let stray = dir.path().join("stray");

@@ -73,8 +73,12 @@ def engine_dtype(dtype: Any) -> str:
 def fs_path(path: Any) -> str:
     """``path`` (a ``str``, ``bytes`` or ``os.PathLike`` of either) as the ``str`` the engine
     takes, bytes decoded as ``os.fsdecode`` does (look 101, L101-5: a bytes path met the
-    binding's "'bytes' object is not an instance of 'str'")."""
-    return os.fsdecode(os.fspath(path))
+    binding's "'bytes' object is not an instance of 'str'"). A NUL byte is refused by name, as
+    ``open()`` refuses it (the engine's errors printed the path with the byte unseen)."""
+    path = os.fsdecode(os.fspath(path))
+    if "\0" in path:
+        raise ValueError(f"{path!r}: a path cannot hold a NUL byte")
+    return path
 
 
 def opened_path(path: Any) -> str:
