@@ -67,9 +67,14 @@ impl SetManifest {
     /// [`ManifestError`]: not MessagePack of this layout (the decoder's error its `source`),
     /// another version, or no part. Never panics on any input.
     pub fn decode(bytes: &[u8]) -> Result<SetManifest, ManifestError> {
-        let m: SetManifest = rmp_serde::from_slice(bytes).map_err(|e| ManifestError {
-            offset: 0,
-            reason: "not a store set manifest".into(),
+        // Read through a cursor: where the decoder stopped is the byte an error names (look 172,
+        // L172-5: every error said byte 0).
+        let mut cursor = std::io::Cursor::new(bytes);
+        let decoded = SetManifest::deserialize(&mut rmp_serde::Deserializer::new(&mut cursor));
+        let end = cursor.position();
+        let m = decoded.map_err(|e| ManifestError {
+            offset: end,
+            reason: "not a store set manifest (damaged, or cut short, where the decoder stopped)".into(),
             source: Some(e),
         })?;
         if m.version != 1 || m.parts.is_empty() {
@@ -78,20 +83,27 @@ impl SetManifest {
                 m.version,
                 m.parts.len()
             );
-            return Err(ManifestError { offset: 0, reason, source: None });
+            // Another version named at its value; no part at the manifest's start.
+            let version = bytes.windows(8).position(|w| w == b"\xa7version").map_or(0, |at| at + 8);
+            let offset = if m.version != 1 { version as u64 } else { 0 };
+            return Err(ManifestError { offset, reason, source: None });
         }
-        // Exactly as the layout encodes it: bytes after the manifest, or an identity written as
-        // nil, read as a part without one and turned its check off (look 166, L166-1).
+        if end < bytes.len() as u64 {
+            let reason = format!(
+                "bytes after it: {} past the manifest's end (bytes added, or a count in it lowered: damaged)",
+                bytes.len() as u64 - end
+            );
+            return Err(ManifestError { offset: end, reason, source: None });
+        }
+        // Exactly as the layout encodes it: an identity written as nil was read as a part
+        // without one and turned its check off (look 166, L166-1).
         let encoded = m.encode();
         if encoded != bytes {
             // Where the bytes part from the encoding: the manifest's end, or the damaged field.
             let at =
                 encoded.iter().zip(bytes).position(|(a, b)| a != b).unwrap_or(encoded.len().min(bytes.len()));
-            let reason = if bytes.starts_with(&encoded) {
-                format!("bytes after it: {} past the manifest's end (damaged)", bytes.len() - encoded.len())
-            } else {
-                "not as a store set manifest is encoded: a field of another encoding (damaged)".to_string()
-            };
+            let reason =
+                "not as a store set manifest is encoded: a field of another encoding (damaged)".to_string();
             return Err(ManifestError { offset: at as u64, reason, source: None });
         }
         Ok(m)
@@ -136,6 +148,10 @@ mod tests {
         let e = SetManifest::decode(&nil).unwrap_err();
         assert!(e.reason.contains("a field of another encoding"), "{}", e.reason);
         assert!(e.offset <= at as u64, "{} {at}", e.offset);
+        // A manifest cut short: the byte where the decoder stopped (look 172, L172-5: byte 0).
+        let whole = carrying.encode();
+        let e = SetManifest::decode(&whole[..whole.len() / 2]).unwrap_err();
+        assert!(e.offset > 0 && e.offset <= whole.len() as u64 / 2, "{}", e.offset);
         // One byte of a field's name damaged: refused, not read as the field absent (L164-1).
         for name in [&b"identity"[..], b"schema", b"records"] {
             let bytes = carrying.encode();
@@ -161,7 +177,7 @@ mod tests {
         assert!(
             matches!(
                 SetManifest::decode(&v2.encode()),
-                Err(ManifestError { offset: 0, ref reason, source: None }) if reason.starts_with("version 2 ")
+                Err(ManifestError { offset: 9, ref reason, source: None }) if reason.starts_with("version 2 ")
             ),
             "another version"
         );

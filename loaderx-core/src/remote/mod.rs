@@ -42,6 +42,7 @@ mod link;
 mod manifest;
 mod options;
 mod push;
+mod push_set;
 mod redact;
 mod store;
 mod stride;

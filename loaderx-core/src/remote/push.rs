@@ -81,16 +81,17 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
     let manifest = if std::fs::symlink_metadata(dir.join(SET_FILE)).is_ok_and(|m| m.is_file()) {
         let file = dir.join(SET_FILE);
         let bytes = crate::store::read_capped(&file, MAX_SET_MANIFEST)?.unwrap_or_default();
-        Some(SetManifest::decode(&bytes).map_err(|e| Error::Corrupt {
+        let manifest = SetManifest::decode(&bytes).map_err(|e| Error::Corrupt {
             path: file,
             offset: e.offset,
             reason: e.reason,
             source: e.source.map(Into::into),
-        })?)
+        })?;
+        Some((bytes, manifest))
     } else {
         None
     };
-    let Some(parts) = manifest.map(|m| m.parts) else {
+    let Some((bytes, manifest)) = manifest else {
         if !is_store(dir) {
             return Err(Error::NotAStore {
                 path: dir.to_path_buf(),
@@ -100,73 +101,19 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
         let _still = hold_still(dir)?;
         return push_dir(dir, url, &options, &progress, false).map(|(_, uploaded)| uploaded);
     };
-    // Every part checked before anything goes up, and the URL: a store there would hide the set.
-    super::refuse_store_at(url, &options)?;
-    let mut resolved: Vec<(PathBuf, String)> = Vec::with_capacity(parts.len());
-    // Every part held still from its check until the set's manifest is up: a part appended to
-    // while an earlier one went up was sent changed (look 170, L170-1).
-    let mut held = Vec::with_capacity(parts.len());
-    for part in &parts {
-        let local = part_dir(dir, &part.path)?;
-        // Object storage takes a backslash for a separator (as Windows does): where this
-        // platform takes it for a character of a name, the part would go up elsewhere than it
-        // lies here, above the set or over another dataset (look 80).
-        if part.path.contains('\\') && std::path::MAIN_SEPARATOR != '\\' {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the part {:?} has a backslash in its name, a separator on object storage: it \
-                 would go up to another place than it lies here; rename it and stitch again",
-                dir.display(),
-                part.path
-            )));
-        }
-        let part_url = super::join_url(url, &part.path)?;
-        // Its URL refused now if it would be, before anything goes up (look 150, L150-2: the
-        // earlier parts were replaced first, the set at the URL then naming stores it was not
-        // stitched with).
-        parse_url(&part_url)?;
-        // Two parts, or a part and the set, must not meet at one URL (look 79).
-        let at = |u: &str| u.trim_end_matches('/').to_string();
-        if at(&part_url) == at(url) || resolved.iter().any(|(_, u)| at(u) == at(&part_url)) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the part {:?} would go up to {}, where the set or another part goes",
-                dir.display(),
-                part.path,
-                crate::redact_urls(&part_url)
-            )));
-        }
-        // The part the set was stitched with: one replaced or appended to since went up over
-        // the good one, and the set at the URL refused it (look 168, L168-1).
-        held.push(hold_still(&local)?);
-        let store = crate::Store::open(&local)?;
-        let identity = || store.identity();
-        crate::store::check_part(local.clone(), store.len(), part.records, part.identity, identity)?;
-        drop(store);
-        resolved.push((local, part_url));
-    }
-    retire_another_set(dir, url, &options)?;
-    let (mut base, mut uploaded) = (0u64, 0u64);
-    for (part, part_url) in resolved {
-        let (covered, up) = push_dir(&part, &part_url, &options, &|n| progress(base + n), false)?;
-        (base, uploaded) = (base + covered, uploaded + up);
-    }
-    let (_, up) = push_dir(dir, url, &options, &|n| progress(base + n), true)?;
-    drop(held);
-    Ok(uploaded + up)
+    super::push_set::push_set(dir, url, &options, &progress, &bytes, &manifest)
 }
 
-/// Removes the manifest of a set at `url` that is not the set in `dir`'s (other bytes than its
-/// manifest's), before any of `dir`'s parts goes up: parts pushed to the URLs the old manifest
+/// Removes the manifest of a set at `url` that is not the set's (other bytes than `mine`, its
+/// manifest as checked), before any of `dir`'s parts goes up: parts pushed to the URLs the old manifest
 /// names were read under it, beside the old set's other parts (a set stitched on object storage
 /// keeps no identities to tell them apart: look 160, L160-1) or against another schema (look
 /// 158, L158-1), and a push cut short left it so. Until the new manifest is up, no set is there;
 /// the same set pushed again keeps its manifest.
 ///
 /// # Errors
-/// [`Error::Io`] naming the local manifest; [`Error::Remote`] naming the object for a failed
-/// request.
-fn retire_another_set(dir: &Path, url: &str, options: &RemoteOptions) -> Result<()> {
-    let file = dir.join(SET_FILE);
-    let mine = crate::store::read_capped(&file, MAX_SET_MANIFEST)?.unwrap_or_default();
+/// [`Error::Remote`] naming the object for a failed request.
+pub(super) fn retire_another_set(mine: &[u8], url: &str, options: &RemoteOptions) -> Result<()> {
     if super::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)?.is_none_or(|there| there == mine) {
         return Ok(());
     }
@@ -182,7 +129,7 @@ fn retire_another_set(dir: &Path, url: &str, options: &RemoteOptions) -> Result<
 
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the
 /// set's directory or one above it (lexically: `a/..` is the set itself), naming a store.
-fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
+pub(super) fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
     let manifest = set.join(SET_FILE);
     let refuse = |why: &str| Error::Corrupt {
         path: manifest.clone(),
@@ -233,7 +180,7 @@ fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
 
 /// Uploads the files of one store (or, `set`, a set's own schema and manifest) in `dir` to `url`;
 /// the caller holds a store still ([`hold_still`]) until it is up.
-fn push_dir(
+pub(super) fn push_dir(
     dir: &Path,
     url: &str,
     options: &RemoteOptions,
@@ -440,7 +387,7 @@ fn describing_changed(
 /// Whether two `schema.msgpack` files say the same kind, element type and shape (one written
 /// before schemas carried their checksum, say). Read here as MessagePack fields, not as the
 /// dataset layer's schema (a layer above this one): either failing to read is a change.
-fn same_schema(a: &[u8], b: &[u8]) -> bool {
+pub(super) fn same_schema(a: &[u8], b: &[u8]) -> bool {
     #[derive(serde::Deserialize, PartialEq)]
     struct Says {
         kind: String,
@@ -460,8 +407,10 @@ fn same_schema(a: &[u8], b: &[u8]) -> bool {
 /// this process may not write the directory (a read-only mount), the store is opened as a
 /// reader instead, whose shared lock on the index it opens (checked to be the file the store's
 /// name leads to, look 83) keeps deletes, compactions and migrations out, not appends by a
-/// writer with other rights; a store that does not open so is not pushed.
-fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<crate::Store>)> {
+/// writer with other rights: one at work when the push starts is refused by its lock (look 172),
+/// one that starts later is not seen (a set's part is checked again once it is up); a store that
+/// does not open so is not pushed.
+pub(super) fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<crate::Store>)> {
     match crate::store::WriteLock::acquire(dir) {
         Ok(lock) => Ok((Some(lock), None)),
         Err(Error::Io { source, .. })
@@ -470,6 +419,16 @@ fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<cra
                 std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
             ) =>
         {
+            // A writer of other rights at work now is seen by its lock (look 172, L172-2: the
+            // reader's lock let its appends through, and the part went up changed).
+            if let crate::store::WriterThere::Held(holder) = crate::store::writer_there(dir) {
+                return Err(Error::Locked {
+                    path: dir.to_path_buf(),
+                    reason: format!(
+                        "{holder} has it open for writing; a push needs it unchanged while it goes up"
+                    ),
+                });
+            }
             Ok((None, Some(crate::Store::open(dir)?)))
         }
         Err(Error::Locked { path, reason }) => Err(Error::Locked {

@@ -85,6 +85,8 @@ pub(crate) use identity::check_part;
 pub(crate) use index::{v1_header_error, v2_header_error};
 pub(crate) use lock::WriteLock;
 pub(crate) use lock::{StoreKey, is_loaderx_lock_file, lock_out_readers};
+#[cfg(feature = "remote")]
+pub(crate) use lock::{WriterThere, writer_there};
 pub use migrate::MigrateReport;
 pub(crate) use not_a_store::datasets_in;
 pub use open::Store;

@@ -43,6 +43,8 @@ mod remote_hostile;
 mod remote_reads;
 #[cfg(feature = "remote")]
 mod remote_sets;
+#[cfg(feature = "remote")]
+mod remote_sets_push;
 mod safety;
 mod safety_files;
 mod safety_locks;

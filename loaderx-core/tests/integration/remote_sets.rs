@@ -462,31 +462,28 @@ fn a_set_whose_part_changed_since_stitching_is_refused_before_anything_goes_up()
 
 /// Look 170 (L170-1): each part was checked, then let go until its own upload began, so a part
 /// appended to while an earlier one went up was sent changed ("pushed", and the set at the URL
-/// damaged). Every part is now held still from its check until the set is up: an append to the
-/// second part while the first goes up is refused, and the set at the URL reads as stitched.
+/// damaged). Each part is now checked again under its lock when its turn comes (one part held at
+/// a time: look 172, L172-7): the append goes through locally, the push refuses the part by name
+/// and the set's manifest does not go up.
 #[test]
-fn a_sets_parts_are_held_still_from_their_check_until_the_set_is_up() {
+fn a_part_changed_while_an_earlier_part_goes_up_stops_the_push() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let a = dense_part(tmp.path(), "a", 0, Codec::Raw);
     let b = dense_part(tmp.path(), "b", 1000, Codec::Raw);
     let set = tmp.path().join("set");
     loaderx_core::stitch(&[&a, &b], &set).unwrap();
-    let tried = std::cell::RefCell::new(None);
-    push(&set, "s3://bucket/h/set", server.options(), |_| {
-        if tried.borrow().is_none() {
-            let appended = Store::open_rw(&b, loaderx_core::StoreOptions::new())
-                .and_then(|s| s.append(&[vec![0u8; 16]], Codec::Raw));
-            *tried.borrow_mut() = Some(appended.map(|_| ()));
+    let appended = std::cell::Cell::new(false);
+    let e = push(&set, "s3://bucket/h/set", server.options(), |_| {
+        if !appended.replace(true) {
+            let s = Store::open_rw(&b, loaderx_core::StoreOptions::new()).unwrap();
+            s.append(&[vec![0u8; 16]], Codec::Raw).unwrap();
         }
     })
-    .unwrap();
-    let tried = tried.into_inner().expect("progress was reported");
-    assert!(matches!(&tried, Err(loaderx_core::Error::Locked { .. })), "{tried:?}");
-    let got = DenseSource::open_remote("s3://bucket/h/set", server.options()).unwrap();
-    assert_eq!(got.len(), 200);
-    assert_eq!(
-        got.get_batch(&[0, 150]).unwrap(),
-        DenseSource::open(&set).unwrap().get_batch(&[0, 150]).unwrap()
+    .unwrap_err();
+    assert!(
+        matches!(&e, loaderx_core::Error::Schema { path, reason } if path.ends_with("b") && reason.contains("holds 101 records")),
+        "{e}"
     );
+    assert!(DenseSource::open_remote("s3://bucket/h/set", server.options()).is_err());
 }
