@@ -183,6 +183,16 @@ impl MegatronWriter {
         idx.sync()?;
         check_target(&self.bin, self.overwrite)?;
         check_target(&self.idx, self.overwrite)?;
+        // A bare name's directory is the working one (look 132, L132-2).
+        let dir = self.bin.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // The `.idx` of a pair being replaced goes first, durably: stopped between the two
+        // renames, a rewrite left the new `.bin` beside the old `.idx`, which read pieces of
+        // other documents without an error where the token count matched (look 174, L174-1). A
+        // `.bin` alone opens as no pair.
+        if self.overwrite && std::fs::symlink_metadata(&self.idx).is_ok() {
+            std::fs::remove_file(&self.idx).map_err(|e| Error::io("remove", &self.idx, e))?;
+            File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io("sync directory", dir, e))?;
+        }
         self.tmp.place(&self.bin, self.overwrite)?;
         if let Err(e) = idx.place(&self.idx, self.overwrite) {
             if !self.overwrite {
@@ -191,8 +201,6 @@ impl MegatronWriter {
             }
             return Err(e);
         }
-        // A bare name's directory is the working one (look 132, L132-2).
-        let dir = self.bin.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let _ = File::open(dir).and_then(|d| d.sync_all());
         Ok((at / size) as u64)
     }
