@@ -11,21 +11,27 @@
 //! Two layouts, one per store format, both little-endian:
 //!
 //! ```text
-//! version 1 (v1 stores)                     version 2 (v2 stores)
+//! version 3 (v1 stores)                     version 4 (v2 stores)
 //!  0  4 magic "ZJRN"                         0  4 magic "ZJRN"
-//!  4  2 version 1                            4  2 version 2
+//!  4  2 version 3                            4  2 version 4
 //!  6  2 kind (1 delete, 2 move)              6  2 kind
 //!  8  4 entries                              8  4 entries
 //! 12  4 new length (delete)                 12  4 zero
 //! 16  8 body length                         16  8 new length (delete)
 //! 24  4 FNV-1a of the body                  24  8 body length
-//! 28  4 zero                                32  4 crc32c of the body
-//!                                           36  4 zero
+//! 28  4 FNV-1a of bytes 4..28               32  4 crc32c of the body
+//!                                           36  4 crc32c of bytes 4..36
 //! body: per entry u32 index + the 16-byte   body: per entry u64 index + the 32-byte v2 entry;
 //! v1 entry; then the moved bytes            then the moved bytes (a move), or per block a
 //!                                           fixed-stride delete sums again its u64 number, u32
 //!                                           planned crc32c and u32 zero (a delete)
 //! ```
+//!
+//! Versions 1 and 2 are the same layouts with zero for the header's checksum, as builds before
+//! it wrote them: still read (a crash may have left one), their header unchecked. The header's
+//! checksum covers the kind, the counts and the lengths: one bit of a delete's new length,
+//! unchecked, cut committed records off and `verify` then called the store intact (look 174,
+//! L174-2).
 
 use super::checksum::checksum;
 use super::entry::RecordLoc;
@@ -104,23 +110,25 @@ impl Journal {
         match format {
             Format::V1 => {
                 let new_length = u32::try_from(new_length).expect("a v1 length fits u32");
-                out.extend_from_slice(&1u16.to_le_bytes());
+                out.extend_from_slice(&3u16.to_le_bytes());
                 out.extend_from_slice(&kind.to_le_bytes());
                 out.extend_from_slice(&count.to_le_bytes());
                 out.extend_from_slice(&new_length.to_le_bytes());
                 out.extend_from_slice(&(body.len() as u64).to_le_bytes());
                 out.extend_from_slice(&checksum(&body).to_le_bytes());
-                out.extend_from_slice(&[0; 4]);
+                let head = checksum(&out[4..28]);
+                out.extend_from_slice(&head.to_le_bytes());
             }
             Format::V2 => {
-                out.extend_from_slice(&2u16.to_le_bytes());
+                out.extend_from_slice(&4u16.to_le_bytes());
                 out.extend_from_slice(&kind.to_le_bytes());
                 out.extend_from_slice(&count.to_le_bytes());
                 out.extend_from_slice(&[0; 4]);
                 out.extend_from_slice(&new_length.to_le_bytes());
                 out.extend_from_slice(&(body.len() as u64).to_le_bytes());
                 out.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-                out.extend_from_slice(&[0; 4]);
+                let head = crc32c::crc32c(&out[4..36]);
+                out.extend_from_slice(&head.to_le_bytes());
             }
         }
         out.extend_from_slice(&body);
@@ -142,18 +150,20 @@ impl Journal {
         if bytes[..4] != MAGIC {
             return Err((0, "bad journal magic".into()));
         }
-        let (head, row, count, new_length, body_len, sum_ok) = match u16_at(4) {
-            1 if bytes.len() >= 32 => {
+        let version = u16_at(4);
+        let (head, row, count, new_length, body_len, sum_ok) = match version {
+            1 | 3 if bytes.len() >= 32 => {
                 let body = &bytes[32..];
                 (32, 20, u32_at(8) as usize, u64::from(u32_at(12)), u64_at(16), checksum(body) == u32_at(24))
             }
-            2 if bytes.len() >= 40 => {
+            2 | 4 if bytes.len() >= 40 => {
                 let body = &bytes[40..];
                 (40, 40, u32_at(8) as usize, u64_at(16), u64_at(24), crc32c::crc32c(body) == u32_at(32))
             }
-            1 | 2 => return Err(short()),
+            1..=4 => return Err(short()),
             v => return Err((4, format!("unsupported journal version {v}"))),
         };
+        check_header(bytes, version)?;
         let kind = u16_at(6);
         let body = &bytes[head..];
         if body.len() as u64 != body_len {
@@ -203,6 +213,16 @@ impl Journal {
                         (block, u32::from_le_bytes([c[8], c[9], c[10], c[11]]))
                     })
                     .collect();
+                // A delete sets entries below the count it publishes (the records that fill its
+                // holes): one past it is a count damaged in a journal without a header checksum.
+                if let Some(&(idx, _)) = entries.iter().find(|(idx, _)| *idx >= new_length) {
+                    return Err((
+                        if head == 32 { 12 } else { 16 },
+                        format!(
+                            "a delete journal sets entry {idx}, past the count {new_length} it publishes"
+                        ),
+                    ));
+                }
                 Ok(Journal::Delete { entries, new_length, sums })
             }
             2 => {
@@ -218,6 +238,23 @@ impl Journal {
             k => Err((6, format!("unknown journal kind {k}"))),
         }
     }
+}
+
+/// The header checksum of a journal of `version` (3 and 4 carry one, in the header's last 4
+/// bytes; `bytes` holds at least the header).
+fn check_header(bytes: &[u8], version: u16) -> Result<(), (u64, String)> {
+    let (end, sum): (usize, fn(&[u8]) -> u32) = match version {
+        3 => (28, checksum),
+        4 => (36, crc32c::crc32c),
+        _ => return Ok(()),
+    };
+    if sum(&bytes[4..end]).to_le_bytes()[..] != bytes[end..end + 4] {
+        return Err((
+            end as u64,
+            "journal header checksum mismatch (its kind, counts or lengths damaged)".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A v1 entry as the v2 form every layer above the format uses.
@@ -271,7 +308,7 @@ mod tests {
     #[test]
     fn journal_round_trips_in_both_layouts() {
         for format in [Format::V1, Format::V2] {
-            let d = Journal::Delete { entries: vec![(4, loc(9)), (1, loc(0))], new_length: 3, sums: vec![] };
+            let d = Journal::Delete { entries: vec![(4, loc(9)), (1, loc(0))], new_length: 5, sums: vec![] };
             assert_eq!(Journal::decode(&d.encode(format)).unwrap(), d);
             let m = Journal::Move { entries: vec![(0, loc(0)), (2, loc(3))], data: b"abcdef".to_vec() };
             assert_eq!(Journal::decode(&m.encode(format)).unwrap(), m);
@@ -289,6 +326,8 @@ mod tests {
         odd[24..32].copy_from_slice(&body_len.to_le_bytes());
         let sum = crc32c::crc32c(&odd[40..]);
         odd[32..36].copy_from_slice(&sum.to_le_bytes());
+        let head = crc32c::crc32c(&odd[4..36]);
+        odd[36..40].copy_from_slice(&head.to_le_bytes());
         let e = Journal::decode(&odd).unwrap_err();
         assert_eq!(e.0, 80, "{e:?}");
         assert!(e.1.contains("not rows of 16"), "{e:?}");
@@ -313,6 +352,31 @@ mod tests {
             assert!(
                 matches!(Journal::decode(&bad), Err((o, ref r)) if o == sum_at && r.contains("checksum mismatch"))
             );
+        }
+    }
+
+    /// Look 174 (L174-2): a delete's new count sat outside every checksum; one bit of it cut
+    /// committed records off. The header's checksum covers it; a journal of the versions before
+    /// (header unchecked) is still read, a delete of one setting an entry past its count refused.
+    #[test]
+    fn a_journal_header_is_checked() {
+        for (format, count_at, head_at) in [(Format::V1, 12, 28), (Format::V2, 16, 36)] {
+            let d =
+                Journal::Delete { entries: vec![(10, loc(9)), (3, loc(0))], new_length: 16, sums: vec![] };
+            let bytes = d.encode(format);
+            let mut bad = bytes.clone();
+            bad[count_at] ^= 0x10;
+            let e = Journal::decode(&bad).unwrap_err();
+            assert!(e.0 == head_at as u64 && e.1.contains("header checksum mismatch"), "{e:?}");
+            // As a build before the header's checksum wrote it: read; its count lowered past an
+            // entry, refused by name.
+            let mut old = bytes.clone();
+            old[4] -= 2;
+            old[head_at..head_at + 4].fill(0);
+            assert_eq!(Journal::decode(&old).unwrap(), d);
+            old[count_at] = 8;
+            let e = Journal::decode(&old).unwrap_err();
+            assert!(e.0 == count_at as u64 && e.1.contains("sets entry 10, past the count 8"), "{e:?}");
         }
     }
 
