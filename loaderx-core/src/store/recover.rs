@@ -381,6 +381,21 @@ impl Store {
                 && m.chunks.last().is_some_and(|c| c.len == tail_offset)
         };
         match read {
+            // A delete's manifest follows its count before its journal goes: one counting more,
+            // with no journal, is a count damaged below the records it committed (look 174,
+            // L174-3: rebuilt, the records past it were trimmed and `verify` certified the rest).
+            Some(m) if m.count > count => Err(Error::Corrupt {
+                path: self.index_path.clone(),
+                offset: 0,
+                reason: format!(
+                    "the header counts {count} records, but manifest.zr committed {}: the count is damaged \
+                     (nothing trimmed or rebuilt; `loaderx verify` names what differs; a delete of an older \
+                     build cut short leaves this too: once `loaderx verify` finds the records intact, remove \
+                     manifest.zr and the next read-write open computes it again)",
+                    m.count
+                ),
+                source: None,
+            }),
             Some(m) if fits(&m) => {
                 *self.writer()?.append.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
                 Ok(())

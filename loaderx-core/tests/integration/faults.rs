@@ -23,7 +23,7 @@ const SHIM: &str = r#"
 #include <sys/uio.h>
 #include <unistd.h>
 static int calls = 0, fired = 0;
-/* FAULT_CALL (msync, pwrite, fsync, ftruncate, rename or unlink; msync when unset) fails with EIO at its
+/* FAULT_CALL (msync, pwrite, fsync, ftruncate, rename, unlink, renameat or unlinkat; msync when unset) fails with EIO at its
    FAULT_AT'th call; then, when FAULT_THEN names a call, the next call of that kind fails too.
    FAULT_FLAG_CALL fails at every call once the file FAULT_FLAG exists. */
 static int fail(const char *name) {
@@ -63,6 +63,13 @@ ssize_t pwritev64(int fd, const struct iovec *v, int c, off_t o) {
     REAL(ssize_t, pwritev64, int, const struct iovec *, int, off_t); return fail("pwrite") ? -1 : real(fd, v, c, o);
 }
 int unlink(const char *p) { REAL(int, unlink, const char *); return fail("unlink") ? -1 : real(p); }
+/* The calls relative to a directory held open (a store's own files): failed by their own names. */
+int unlinkat(int d, const char *p, int f) {
+    REAL(int, unlinkat, int, const char *, int); return fail("unlinkat") ? -1 : real(d, p, f);
+}
+int renameat(int da, const char *a, int db, const char *b) {
+    REAL(int, renameat, int, const char *, int, const char *); return fail("renameat") ? -1 : real(da, a, db, b);
+}
 int fsync(int fd) { REAL(int, fsync, int); return fail("fsync") ? -1 : real(fd); }
 int ftruncate(int fd, off_t l) { REAL(int, ftruncate, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }
 int ftruncate64(int fd, off_t l) { REAL(int, ftruncate64, int, off_t); return fail("ftruncate") ? -1 : real(fd, l); }

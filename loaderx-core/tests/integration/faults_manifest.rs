@@ -4,7 +4,7 @@
 //! removed the manifest, and `verify` reported the store damaged). Linux only, as `faults.rs`.
 #![cfg(target_os = "linux")]
 
-use loaderx_core::{Codec, Store, StoreOptions};
+use loaderx_core::{Codec, Error, Store, StoreOptions};
 
 use crate::faults::{
     child_store, ids_by, in_child_failing, options, outcome, record, shim, varied, varied_id,
@@ -103,4 +103,62 @@ fn a_failed_compaction_or_delete_leaves_the_manifest() {
         }
     }
     assert!(failed >= 6, "the failures reached a journal {failed} times");
+}
+
+#[test]
+#[ignore = "a child of an_entries_delete_cut_short_leaves_a_store_that_verifies: runs under its shim"]
+fn child_delete_entries() {
+    let Some((dir, _)) = child_store() else { return };
+    let mut store = Store::open_rw(&dir, StoreOptions::new()).unwrap();
+    println!("delete {}", outcome(&store.delete(&[3u64, 10, 11, 20])));
+}
+
+/// Look 174 (L174-3): an entries-layout delete wrote its manifest's count after its journal went:
+/// cut short between (its manifest's rename failing, or a kill), it left a good store that
+/// `verify` called damaged, and writers took any count below the manifest's for that crash's,
+/// trimming the records past a lowered one. The manifest now follows before the journal goes:
+/// whatever call fails, the store verifies intact (a journal left replayed, a manifest that could
+/// not be written computed, by a writer first), and a manifest counting more than the index is
+/// refused by writers.
+#[test]
+fn an_entries_delete_cut_short_leaves_a_store_that_verifies() {
+    shim();
+    let mut failed = 0;
+    for (call, at) in (1..=4).map(|at| ("renameat", at)).chain((1..=4).map(|at| ("unlinkat", at))) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("s");
+        let store = Store::create(&dir, options("entries")).unwrap();
+        store.append(&(0..48).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+        drop(store);
+        let printed = in_child_failing("faults_manifest::child_delete_entries", &dir, "entries", call, at);
+        failed += usize::from(!printed.contains("delete ok"));
+        // A journal left is replayed, a manifest that could not be written (and went) computed,
+        // by a writer: what verify asks for.
+        if dir.join("journal.zr").exists() || !dir.join("manifest.zr").exists() {
+            drop(Store::open_rw(&dir, StoreOptions::new()).unwrap());
+        }
+        let store = Store::open(&dir).unwrap();
+        let report = store.verify().unwrap();
+        assert!(report.is_ok(), "{call} {at} failing: {printed} {:?} {:?}", report.bad, report.files);
+        assert!(matches!(store.len(), 44 | 48), "{call} {at}: {}", store.len());
+    }
+    assert!(failed > 0, "no call failed");
+    // The state a lowered count leaves: the index counting fewer records than the manifest
+    // committed, no journal. Refused by a writer, nothing trimmed.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s");
+    let mut store = Store::create(&dir, options("entries")).unwrap();
+    store.append(&(0..48).map(record).collect::<Vec<_>>(), Codec::Raw).unwrap();
+    store.sync().unwrap();
+    let committed = std::fs::read(dir.join("manifest.zr")).unwrap();
+    store.delete(&[47u64]).unwrap();
+    drop(store);
+    std::fs::write(dir.join("manifest.zr"), &committed).unwrap();
+    let chunk = std::fs::read(dir.join("0.zr")).unwrap();
+    let e = Store::open_rw(&dir, StoreOptions::new()).unwrap_err();
+    assert!(
+        matches!(&e, Error::Corrupt { reason, .. } if reason.contains("manifest.zr committed 48")),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(dir.join("0.zr")).unwrap(), chunk);
 }
