@@ -30,6 +30,7 @@
 //! | `manifest` | what `verify` checks of `manifest.zr`: its count, chunks and lengths against the index and the objects |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
 //! | `push` | [`push`]: a local store uploaded |
+//! | `push_set` | a local store set uploaded: its parts checked, each held still in turn, its manifest as checked |
 //! | `write` | a set's files put over pushed parts; [`list_dirs`], [`list_objects`], [`remove_prefix`] |
 //! | `body` | response bodies read with a cap |
 //! | `redact` | credentials scrubbed from every error |
