@@ -345,3 +345,12 @@ def test_a_writer_keeps_its_output_where_it_began_when_the_directory_changes(tmp
     assert t.documents == 2 and t.read(0, len(t)).tolist() == [0, 1, 2, 0, 1, 2, 3]
     assert sorted(p.name for p in a.iterdir() if "corpus" in p.name) == ["corpus.bin", "corpus.idx"]
     assert not any("corpus" in p.name for p in b.iterdir())
+    # Before its first item too (look 176, L176-3: the output was fixed after it was drawn).
+    os.chdir(a)
+
+    def away_first():
+        os.chdir(b)
+        yield np.arange(2, dtype=np.int32)
+
+    assert from_iterator("early", away_first()) == 1
+    assert len(RaggedDataset(a / "early")) == 1 and not (b / "early").exists()

@@ -59,6 +59,11 @@ fn bad(path: &Path, reason: impl Into<String>) -> Error {
 
 /// Opens `path` for reading, a regular file only (a FIFO is refused, not waited on), and maps it.
 fn map(path: &Path) -> Result<MappedFile> {
+    map_kept(path).map(|(_, m)| m)
+}
+
+/// [`map`], and the file it mapped.
+fn map_kept(path: &Path) -> Result<(File, MappedFile)> {
     let file: File = crate::sys::open_regular(File::options().read(true), path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::InvalidInput {
             bad(path, "not a regular file")
@@ -66,8 +71,13 @@ fn map(path: &Path) -> Result<MappedFile> {
             Error::io("open", path, e)
         }
     })?;
-    MappedFile::open_file(&file, path)
+    let mapped = MappedFile::open_file(&file, path)?;
+    Ok((file, mapped))
 }
+
+/// Opens of a Megatron pair made before one whose `.idx` kept changing is refused (a writer
+/// replaces a pair in a few milliseconds; the waits between them double from 1 ms).
+const PAIR_ATTEMPTS: u32 = 6;
 
 /// `path` with `ext` appended (`data/corpus` -> `data/corpus.bin`): Megatron names a dataset by
 /// its prefix, which may hold dots of its own.
@@ -188,13 +198,43 @@ impl TokenFile {
         })
     }
 
+    /// The pair `bin` and `idx`, each mapped as the other was: the `.idx` still at its name once
+    /// the `.bin` is open. A reader opening a pair a writer replaces (the old `.idx` removed, the
+    /// new `.bin` renamed in, then the new `.idx`) between its two opens paired the old `.idx` with
+    /// the new `.bin`, and read pieces of other documents (look 176, L176-1): such an open is made
+    /// again, a few times, then refused.
     fn open_megatron(bin: &Path, idx: &Path) -> Result<TokenFile> {
-        let index = map(idx)?;
+        Self::open_megatron_between(bin, idx, &mut || {})
+    }
+
+    /// [`TokenFile::open_megatron`], `between` run between each attempt's two opens (a test's
+    /// writer).
+    fn open_megatron_between(bin: &Path, idx: &Path, between: &mut dyn FnMut()) -> Result<TokenFile> {
+        for attempt in 0..PAIR_ATTEMPTS {
+            let (file, index) = map_kept(idx)?;
+            // The index's header first: a file that is no index is named before its `.bin` is.
+            megatron_header(index.bytes()).map_err(|e| bad(idx, format!("{}: {}", e.field, e.reason)))?;
+            between();
+            let data = map(bin)?;
+            if crate::sys::same_file(&file, idx).unwrap_or(false) {
+                return Self::megatron_pair(bin, idx, index, data);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1 << attempt));
+        }
+        Err(Error::Locked {
+            path: idx.to_path_buf(),
+            reason:
+                "it was replaced each time its pair was opened (a writer rewriting it): open it again once \
+                     the writer is done"
+                    .into(),
+        })
+    }
+
+    fn megatron_pair(bin: &Path, idx: &Path, index: MappedFile, data: MappedFile) -> Result<TokenFile> {
         let header =
             megatron_header(index.bytes()).map_err(|e| bad(idx, format!("{}: {}", e.field, e.reason)))?;
-        let data = map(bin)?;
         let size = header.token.size() as u64;
-        if data.len() % size != 0 {
+        if !data.len().is_multiple_of(size) {
             return Err(bad(
                 bin,
                 format!(
@@ -381,5 +421,45 @@ impl TokenFile {
             at += n;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::{MegatronWriter, TokenType};
+
+    /// Writes a Megatron pair of `docs` at `prefix`.
+    fn pair(prefix: &Path, docs: &[&[u16]]) {
+        let mut w = MegatronWriter::create(prefix, TokenType::U16, false).unwrap();
+        docs.iter().for_each(|d| w.add_document(d).unwrap());
+        w.finish().unwrap();
+    }
+
+    /// Look 176 (L176-1): a pair replaced between a reader's two opens (the old `.idx` removed,
+    /// the new `.bin` and `.idx` renamed in, as a rewrite does) was read as the old `.idx` over
+    /// the new `.bin`: the same count of tokens, other documents. The open is made again.
+    #[test]
+    fn a_pair_replaced_between_the_two_opens_is_opened_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (p, new) = (tmp.path().join("p"), tmp.path().join("new"));
+        pair(&p, &[&[1, 2], &[3, 4], &[5, 6, 7]]);
+        pair(&new, &[&[5, 6, 7], &[3, 4], &[1, 2]]);
+        let (bin, idx) = (with_suffix(&p, ".bin"), with_suffix(&p, ".idx"));
+        let mut rewrites = 0;
+        let f = TokenFile::open_megatron_between(&bin, &idx, &mut || {
+            if rewrites == 0 {
+                std::fs::remove_file(&idx).unwrap();
+                std::fs::rename(with_suffix(&new, ".bin"), &bin).unwrap();
+                std::fs::rename(with_suffix(&new, ".idx"), &idx).unwrap();
+            }
+            rewrites += 1;
+        })
+        .unwrap();
+        assert_eq!(rewrites, 2, "opened once more");
+        let docs = f.documents_source().unwrap();
+        assert_eq!(docs.len(), 3);
+        assert_eq!(f.read(0, 7).unwrap(), [5, 6, 7, 3, 4, 1, 2]);
+        assert_eq!(docs.record_rows(&[0, 1, 2]).unwrap(), [3, 2, 2], "the new pair's documents");
     }
 }

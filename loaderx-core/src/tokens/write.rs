@@ -12,10 +12,25 @@ use crate::format::tokens::{TokenType, encode_llmc_header, encode_megatron_heade
 use crate::store::{Temporary, check_target};
 use crate::{Element, Error, Result};
 
-/// `path` made absolute (`..` kept as the kernel takes it); an empty path is refused.
+/// `path` made absolute (`..` kept as the kernel takes it). An empty path, or one that names a
+/// directory by its form (ending in a separator, `.` or `..`), is refused: made absolute, `d/.`
+/// named `d` and a pair beside the directory was replaced (look 176, L176-4).
 fn absolute(path: &Path) -> Result<PathBuf> {
-    if path.as_os_str().is_empty() {
+    let text = path.as_os_str().as_encoded_bytes();
+    // `Path::components` drops a trailing separator and `.`: those are read from the text.
+    let dir_form = text.last().is_some_and(|&b| std::path::is_separator(char::from(b)))
+        || text.len() >= 2
+            && text.ends_with(b".")
+            && std::path::is_separator(char::from(text[text.len() - 2]))
+        || !matches!(path.components().next_back(), Some(std::path::Component::Normal(_)));
+    if text.is_empty() {
         return Err(Error::InvalidArgument("the output's path is empty".into()));
+    }
+    if dir_form {
+        return Err(Error::InvalidArgument(format!(
+            "{}: names a directory, not a file (a token file's path or a Megatron prefix ends in a name)",
+            path.display()
+        )));
     }
     std::path::absolute(path).map_err(|e| Error::io("resolve", path, e))
 }
@@ -64,7 +79,7 @@ pub struct MegatronWriter {
     overwrite: bool,
     lengths: Vec<i32>,
     /// Held from `create` to `finish`: one writer an output file (the `.bin`'s and the `.idx`'s).
-    _locks: [crate::store::WriteLock; 2],
+    locks: [crate::store::WriteLock; 2],
 }
 
 impl MegatronWriter {
@@ -108,7 +123,7 @@ impl MegatronWriter {
         check_target(&bin, overwrite)?;
         check_target(&idx, overwrite)?;
         let tmp = Temporary::create(&bin)?;
-        Ok(MegatronWriter { token, bin, idx, tmp, overwrite, lengths: Vec::new(), _locks: locks })
+        Ok(MegatronWriter { token, bin, idx, tmp, overwrite, lengths: Vec::new(), locks })
     }
 
     /// Appends a document of `tokens` (of the file's token type).
@@ -185,6 +200,18 @@ impl MegatronWriter {
         check_target(&self.idx, self.overwrite)?;
         // A bare name's directory is the working one (look 132, L132-2).
         let dir = self.bin.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // The directory the writer locked at `create` must be the one its names lead to now: a
+        // link on the way moved meanwhile had the old `.idx` of another pair removed (look 176,
+        // L176-2). Nothing is replaced.
+        if !self.locks.iter().all(crate::store::WriteLock::still_here) {
+            return Err(Error::NotReplaceable {
+                path: self.bin.clone(),
+                reason:
+                    "the directory its name leads to is not the one the writer began in (a link on the way \
+                         changed): nothing replaced; write it again"
+                        .into(),
+            });
+        }
         // The `.idx` of a pair being replaced goes first, durably: stopped between the two
         // renames, a rewrite left the new `.bin` beside the old `.idx`, which read pieces of
         // other documents without an error where the token count matched (look 174, L174-1). A

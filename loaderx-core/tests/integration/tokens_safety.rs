@@ -2,6 +2,8 @@
 //! fifteenth looks): writers touching only their own files, indexes of empty or overlapping
 //! documents, long documents, lying headers given a dtype.
 
+use std::path::PathBuf;
+
 use loaderx_core::Error;
 use loaderx_core::tokens::{MegatronWriter, TokenFile, TokenType, write_llmc};
 
@@ -435,4 +437,62 @@ fn a_megatron_prefix_ending_in_an_extension_is_refused() {
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
     MegatronWriter::create(dir.path().join("corpus.v2"), TokenType::U16, false).unwrap();
+}
+
+/// Look 176 (L176-2): a writer of `latest/corpus` whose link `latest` moved to another directory
+/// before `finish` removed that directory's `.idx`, a pair it never locked. The directory must
+/// be the one the writer locked: refused, both pairs as they were. (L176-4) A path that names a
+/// directory by its form (`d/.`, `d/`, `.`) is refused: made absolute, `d/.` replaced `d.bin`.
+#[cfg(unix)]
+#[test]
+fn a_token_writer_replaces_only_what_it_locked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v3, v4) = (tmp.path().join("v3"), tmp.path().join("v4"));
+    let latest = tmp.path().join("latest");
+    let pairs: Vec<_> = [&v3, &v4]
+        .iter()
+        .map(|d| {
+            std::fs::create_dir(d).unwrap();
+            let mut w = MegatronWriter::create(d.join("corpus"), TokenType::U16, false).unwrap();
+            w.add_document(&[1u16, 2, 3]).unwrap();
+            w.finish().unwrap();
+            ["corpus.bin", "corpus.idx"].map(|f| std::fs::read(d.join(f)).unwrap())
+        })
+        .collect();
+    std::os::unix::fs::symlink(&v3, &latest).unwrap();
+    let mut w = MegatronWriter::create(latest.join("corpus"), TokenType::U16, true).unwrap();
+    w.add_document(&[7u16, 8, 9]).unwrap();
+    std::fs::remove_file(&latest).unwrap();
+    std::os::unix::fs::symlink(&v4, &latest).unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(
+        matches!(&e, Error::NotReplaceable { reason, .. } if reason.contains("not the one the writer began in")),
+        "{e}"
+    );
+    for (d, want) in [&v3, &v4].iter().zip(&pairs) {
+        assert_eq!(
+            &["corpus.bin", "corpus.idx"].map(|f| std::fs::read(d.join(f)).unwrap()),
+            want,
+            "{}",
+            d.display()
+        );
+    }
+    std::fs::write(tmp.path().join("d.bin"), b"other").unwrap();
+    std::fs::create_dir(tmp.path().join("d")).unwrap();
+    let d = tmp.path().join("d");
+    for bad in [d.join("."), PathBuf::from(format!("{}/", d.display())), PathBuf::from("."), d.join("..")] {
+        let e = MegatronWriter::create(&bad, TokenType::U16, true).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("names a directory")),
+            "{}: {e}",
+            bad.display()
+        );
+        let e = write_llmc(&bad, &[1u16, 2], true).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("names a directory")),
+            "{}: {e}",
+            bad.display()
+        );
+    }
+    assert_eq!(std::fs::read(tmp.path().join("d.bin")).unwrap(), b"other");
 }

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from loaderx import _native
-from loaderx._common import check_bool, check_int, check_str, engine_dtype, fs_path
+from loaderx._common import check_bool, check_int, check_str, engine_dtype, fs_path, opened_path
 
 __all__ = ["from_numpy", "from_iterator"]
 
@@ -97,6 +97,9 @@ def from_iterator(
     number of records."""
     _check_dir(dir, "from_iterator")
     _check_dict_size(dict_size)
+    # The output fixed here, before the first item is drawn: a generator changing the working
+    # directory before its first yield put the dataset elsewhere (look 176, L176-3).
+    out = opened_path(dir)
     it = iter(seqs)
     try:
         first = np.asarray(next(it))
@@ -108,7 +111,7 @@ def from_iterator(
     native_dtype = first.dtype.newbyteorder("=")
     row_shape = first.shape[1:]
     writer = _native.Writer(
-        fs_path(dir), "ragged", dtype, list(row_shape), check_str("codec", codec), check_str("format", format), dict_size,
+        out, "ragged", dtype, list(row_shape), check_str("codec", codec), check_str("format", format), dict_size,
         check_bool("overwrite", overwrite),
     )
     try:
