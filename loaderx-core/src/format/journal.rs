@@ -246,6 +246,21 @@ fn check_header(bytes: &[u8], version: u16) -> Result<(), (u64, String)> {
     let (end, sum): (usize, fn(&[u8]) -> u32) = match version {
         3 => (28, checksum),
         4 => (36, crc32c::crc32c),
+        // Written before the header's checksum, with zero there: a newer journal whose version
+        // was damaged down to one of these keeps its checksum, and is refused (look 175, L175-1:
+        // the version and the count damaged together replayed the count unchecked).
+        1 | 2 => {
+            let at = if version == 1 { 28 } else { 36 };
+            if bytes[at..at + 4] != [0; 4] {
+                return Err((
+                    4,
+                    format!(
+                        "journal version {version} with a header checksum, which that version has not: damaged"
+                    ),
+                ));
+            }
+            return Ok(());
+        }
         _ => return Ok(()),
     };
     if sum(&bytes[4..end]).to_le_bytes()[..] != bytes[end..end + 4] {
@@ -374,6 +389,11 @@ mod tests {
             old[4] -= 2;
             old[head_at..head_at + 4].fill(0);
             assert_eq!(Journal::decode(&old).unwrap(), d);
+            // The version alone damaged down: the header's checksum is still there (L175-1).
+            let mut down = bytes.clone();
+            down[4] -= 2;
+            let e = Journal::decode(&down).unwrap_err();
+            assert!(e.0 == 4 && e.1.contains("with a header checksum"), "{e:?}");
             old[count_at] = 8;
             let e = Journal::decode(&old).unwrap_err();
             assert!(e.0 == count_at as u64 && e.1.contains("sets entry 10, past the count 8"), "{e:?}");
