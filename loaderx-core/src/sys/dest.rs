@@ -195,6 +195,7 @@ pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
         )));
     }
     v.clear();
+    let before = v.capacity();
     let slack = if offset { align / size - 1 } else { 0 };
     // The size comes from index entries, which may be damaged: an allocation that fails is an
     // error naming the size, not an abort.
@@ -203,6 +204,10 @@ pub(crate) fn fill_vec_aligned<T: bytemuck::Pod>(
             "a batch of {elems} x {size} bytes cannot be allocated (damaged index entries claim more than memory holds)"
         ))
     })?;
+    if v.capacity() != before {
+        // A fresh allocation, not yet written: huge pages, where it is large enough.
+        super::advise_huge_pages(v.as_ptr().cast(), v.capacity() * size);
+    }
     // The allocation is aligned to `align_of::<T>()`, which is `size` for every element type
     // offset here (primitives): the distance to the next multiple of `align` is whole elements.
     let head = if offset { v.as_ptr().cast::<u8>().align_offset(align) / size } else { 0 };
@@ -330,5 +335,21 @@ mod tests {
             r.unwrap(),
             Err(e) if e.kind() == std::io::ErrorKind::Other && e.to_string().contains("too small")
         ));
+    }
+
+    /// A fresh batch buffer large enough is advised huge pages before the gather writes it.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_large_fresh_buffer_is_advised_huge_pages() {
+        let n = crate::sys::tuning::HUGE_PAGES_FROM_BYTES + (4 << 20);
+        let src = vec![7u8; n];
+        let mut v: Vec<u8> = Vec::new();
+        fill_vec(&mut v, n, |mut out| {
+            out.copy(&src);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(v, src);
+        assert!(super::super::pages::advised_huge(v[n / 2..].as_ptr()));
     }
 }

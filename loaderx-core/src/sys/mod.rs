@@ -13,7 +13,7 @@
 //! | `crc` | a copy that sums its bytes (crc32c) in the same pass: verified reads |
 //! | `io` | positional reads and writes, file identity (Unix and Windows) |
 //! | `dir` | [`Dir`]: a store's directory held open, its files opened relative to it (`openat`) |
-//! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction (Linux) |
+//! | `pages` | the page cache: residency (`mincore`), read-ahead advice, eviction; huge pages for fresh buffers (Linux) |
 //! | `jpeg` | libjpeg-turbo: a JPEG's header, then only a crop's region, DCT-scaled (feature `turbojpeg`) |
 //! | `pinned` | page-locked host memory (feature `cuda`) |
 //! | `signals` | what a program may set at its edge: a write past `ulimit -f` an error, not `SIGXFSZ` |
@@ -72,6 +72,9 @@ pub(crate) use jpeg::{Decoded, Jpeg, JpegHeader, Region};
 pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;
 pub use near_copy::{NearCopy, NearCopyCalibration};
+pub(crate) use pages::advise_huge_pages;
+#[cfg(all(test, target_os = "linux", feature = "images"))]
+pub(crate) use pages::advised_huge;
 pub use pages::{PageCount, evict, resident_pages};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;

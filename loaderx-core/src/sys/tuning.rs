@@ -64,6 +64,12 @@ pub(crate) const NEAR_COPY_WIN: f64 = 1.15;
 /// Copies shorter than this never reach glibc's `rep movsb` path (its smallest threshold).
 pub(crate) const SHORT_DISTANCE_MIN_LEN: usize = 2048;
 
+// ---- Fresh batch buffers (docs/benchmarks/tuning.md#huge-pages)
+
+/// A fresh buffer this large is backed by transparent huge pages where the system lends them: a
+/// 2 MiB fault costs a fraction of 512 faults of 4 KiB; below it few whole huge pages fit.
+pub(crate) const HUGE_PAGES_FROM_BYTES: usize = 8 << 20;
+
 // ---- Writing (docs/benchmarks/tuning.md#writing)
 
 /// Write pieces are at most this large, so a big append is written by several threads at once.

@@ -425,6 +425,19 @@ pub enum Out<'a> {
     F32(&'a mut [f32]),
 }
 
+/// A batch buffer of `total` zeroed items, fresh from the allocator (`calloc`: a large one is
+/// fresh pages, zero already, not a pass of zeros), its pages huge where the system lends them
+/// (every batch a consumer keeps is written over fresh pages). `None` when it cannot be
+/// allocated.
+pub(crate) fn zeroed_batch<T: bytemuck::Zeroable>(total: usize) -> Option<Vec<T>> {
+    let v: Vec<T> = bytemuck::allocation::try_zeroed_vec(total).ok()?;
+    crate::sys::advise_huge_pages(v.as_ptr().cast(), std::mem::size_of_val(v.as_slice()));
+    Some(v)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use crate::sys::advised_huge;
+
 mod decode;
 mod planes;
 mod png;

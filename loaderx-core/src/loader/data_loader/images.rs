@@ -175,10 +175,10 @@ impl<O> Producer<O> {
         // A buffer back from the pool at the batch's size is written over whole (every item,
         // every element): zeroing it first would cost a pass over the batch for nothing.
         if v.len() != total {
-            // A fresh buffer comes zeroed from the allocator (`calloc`: a large one is fresh
-            // pages, zero already), not filled with zeros by a pass of its own over the batch. A
-            // batch of large outputs fails as an error naming its size, never an abort.
-            *v = bytemuck::allocation::try_zeroed_vec(total).map_err(|()| {
+            // A fresh buffer comes zeroed from the allocator, not filled with zeros by a pass of
+            // its own over the batch. A batch of large outputs fails as an error naming its
+            // size, never an abort.
+            *v = crate::vision::zeroed_batch(total).ok_or_else(|| {
                 Error::InvalidArgument(format!("an image batch of {total} elements cannot be allocated"))
             })?;
         }
@@ -274,5 +274,40 @@ mod tests {
         };
         dropped.store(true, Ordering::Relaxed);
         assert!(matches!(waiting.join().unwrap(), Err(Error::LoaderStopped(_))));
+    }
+
+    /// A fresh batch buffer large enough is advised huge pages before its first image lands:
+    /// every batch a consumer keeps is written over fresh pages.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_large_fresh_batch_buffer_is_advised_huge_pages() {
+        use crate::vision::{IMAGENET_MEAN, IMAGENET_STD, ImagePipeline};
+        let dir = tempfile::tempdir().unwrap();
+        let png = {
+            let img = image::RgbImage::from_fn(8, 8, |x, y| image::Rgb([x as u8 * 30, y as u8 * 30, 9]));
+            let mut out = std::io::Cursor::new(Vec::new());
+            img.write_to(&mut out, image::ImageFormat::Png).unwrap();
+            out.into_inner()
+        };
+        let mut w = crate::DatasetWriter::with_schema(
+            dir.path().join("images"),
+            crate::Schema::image(),
+            crate::WriteOptions::new(),
+        )
+        .unwrap();
+        w.append_bytes(&[&png, &png, &png, &png]).unwrap();
+        w.finish().unwrap();
+        // 4 images of 3 x 512 x 512 f32: 12 MiB.
+        let pipeline = ImagePipeline::eval(512).normalize(IMAGENET_MEAN, IMAGENET_STD);
+        let mut loader = crate::DataLoader::builder()
+            .image_stream("image", crate::RaggedSource::open(dir.path().join("images")).unwrap(), pipeline)
+            .batch_size(4)
+            .threads(1)
+            .build()
+            .unwrap();
+        let batch = loader.next_batch().unwrap().unwrap();
+        let x = batch.get("image").unwrap().as_bytes();
+        assert_eq!(x.len(), 4 * 3 * 512 * 512 * 4);
+        assert!(crate::vision::advised_huge(x[x.len() / 2..].as_ptr()));
     }
 }
