@@ -202,12 +202,17 @@ pub(super) fn aside(out: &Path) -> PathBuf {
 /// Checks that `out` may be replaced by a dataset written over it: an empty directory, or one
 /// holding nothing but a loaderx store's or dataset's files (a store set's manifest included), or
 /// a link to such a directory (the link is what is replaced). Anything else (a file, a directory
-/// holding a file of the user's) is never moved or removed.
+/// holding a file of the user's, a link to nothing) is never moved or removed.
 ///
 /// # Errors
 /// [`Error::NotReplaceable`] naming `out` and what is there; [`Error::Io`].
 pub(crate) fn check_replaceable(out: &Path) -> Result<()> {
-    let meta = std::fs::metadata(out).map_err(|e| Error::io("stat", out, e))?;
+    let meta = std::fs::metadata(out).map_err(|e| match std::fs::read_link(out) {
+        Ok(to) if e.kind() == std::io::ErrorKind::NotFound => {
+            not_a_dataset(out, format!("a link to {}, which is not there", to.display())) // look 178, L178-3
+        }
+        _ => Error::io("stat", out, e),
+    })?;
     if !meta.is_dir() {
         return Err(not_a_dataset(out, "it is a file".into()));
     }
@@ -554,15 +559,14 @@ pub(crate) fn clear_staging_dir_of(
         // Not followed: a crashed conversion leaves no link.
         let kind = entry.file_type().map_err(|e| Error::io("stat", entry.path(), e))?;
         let file = |n: &str| files.contains(&n);
-        let dataset = kind.is_dir() && datasets.contains(&name.as_ref());
-        let writers_staging =
-            kind.is_dir() && name.strip_suffix(".partial").is_some_and(|d| datasets.contains(&d));
-        let ours =
-            kind.is_file() && (file(&name) || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(file));
         // Without a crashed conversion's lock there before this one's, nothing but that lock is
         // a conversion's: the directory is the user's.
-        let (dataset, writers_staging, ours) =
-            (dataset && crashed, writers_staging && crashed, ours && crashed);
+        let dir = kind.is_dir() && crashed;
+        let dataset = dir && datasets.contains(&name.as_ref());
+        let writers_staging = dir && name.strip_suffix(".partial").is_some_and(|d| datasets.contains(&d));
+        let ours = crashed
+            && kind.is_file()
+            && (file(&name) || name.strip_suffix(crate::store::TMP_SUFFIX).is_some_and(file));
         if dataset {
             check_replaceable(&entry.path())?;
             found.push((entry.path(), true));
@@ -581,11 +585,10 @@ pub(crate) fn clear_staging_dir_of(
 /// Removes the file `path`, if it is there.
 #[cfg(feature = "images")]
 fn remove_if_there(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", path, e)),
-    }
+    std::fs::remove_file(path).or_else(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Ok(()),
+        _ => Err(Error::io("remove", path, e)),
+    })
 }
 
 /// What is at `path` is not a loaderx dataset (`reason` says what it is), so it is not replaced.

@@ -98,8 +98,23 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
                 reason: "neither index.zr (v2) nor meta.zr (v1) is there, nor a store set's manifest".into(),
             });
         }
-        let _still = hold_still(dir)?;
-        return push_dir(dir, url, &options, &progress, false).map(|(_, uploaded)| uploaded);
+        let still = hold_still(dir)?;
+        let before = held_state(dir)?;
+        let (_, uploaded) = push_dir(dir, url, &options, &progress, false)?;
+        // The store that went up is the one held: not moved or replaced at its path meanwhile
+        // (look 177, L177-1: a store swapped for another mid-push went up as a mix of the two).
+        if !still_held(&still, dir, &before) {
+            take_down_index(url, &options)?;
+            return Err(Error::Locked {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "the store was moved, replaced or written to while it went up; its index at {} was \
+                     taken down: push again",
+                    crate::redact_urls(url)
+                ),
+            });
+        }
+        return Ok(uploaded);
     };
     super::push_set::push_set(dir, url, &options, &progress, &bytes, &manifest)
 }
@@ -117,14 +132,62 @@ pub(super) fn retire_another_set(mine: &[u8], url: &str, options: &RemoteOptions
     if super::get_optional(url, SET_FILE, options, MAX_SET_MANIFEST)?.is_none_or(|there| there == mine) {
         return Ok(());
     }
+    remove_at(url, options, &[SET_FILE])
+}
+
+/// Removes the objects `names` under `url`, in turn (those not there are no error).
+///
+/// # Errors
+/// [`Error::Remote`] naming the object for a failed request.
+fn remove_at(url: &str, options: &RemoteOptions, names: &[&str]) -> Result<()> {
     let (bucket, prefix) = parse_url(url)?;
     let store = options.build(&bucket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::io("start the runtime of", url, e))?;
-    let key = if prefix.is_empty() { SET_FILE.to_string() } else { format!("{prefix}/{SET_FILE}") };
-    remove_object(&runtime, store.as_ref(), &ObjectPath::from(key), url, SET_FILE, options)
+    for name in names {
+        let key = if prefix.is_empty() { (*name).to_string() } else { format!("{prefix}/{name}") };
+        remove_object(&runtime, store.as_ref(), &ObjectPath::from(key), url, name, options)?;
+    }
+    Ok(())
+}
+
+/// What tells the store in `dir` from another one put at its path, or the same one written to,
+/// without opening it (a damaged store goes up as it is): its index file's identity, length and
+/// last change.
+type HeldState = (Option<(u64, u64)>, u64, Option<std::time::SystemTime>);
+
+/// The [`HeldState`] of the store in `dir`.
+fn held_state(dir: &Path) -> Result<HeldState> {
+    let index = [INDEX_FILE, META_FILE].map(|n| dir.join(n)).into_iter().find(|p| p.exists());
+    let index = index.unwrap_or_else(|| dir.join(INDEX_FILE));
+    let f = std::fs::File::open(&index).map_err(|e| Error::io("open", &index, e))?;
+    let meta = f.metadata().map_err(|e| Error::io("stat", &index, e))?;
+    let key = crate::sys::file_key(&f).map_err(|e| Error::io("stat", &index, e))?;
+    Ok((key, meta.len(), meta.modified().ok()))
+}
+
+/// Whether the store `hold_still` held at `dir` is still there as it was (`before`, its
+/// [`HeldState`]): the lock still at its name, the same index file, unchanged.
+fn still_held(
+    held: &(Option<crate::store::WriteLock>, Option<crate::Store>),
+    dir: &Path,
+    before: &HeldState,
+) -> bool {
+    held.0.as_ref().is_none_or(crate::store::WriteLock::still_here)
+        && held_state(dir).is_ok_and(|now| &now == before)
+}
+
+/// Removes the manifest and the index (v2 and v1) at `url`: a store that changed while it went
+/// up is no store there, an error to a reader, never one store's index over another's chunks;
+/// nor does a manifest vouch for chunk objects it does not describe, which the next push would
+/// skip (look 77).
+///
+/// # Errors
+/// [`Error::Remote`] naming the object for a failed request.
+pub(super) fn take_down_index(url: &str, options: &RemoteOptions) -> Result<()> {
+    remove_at(url, options, &[MANIFEST_FILE, INDEX_FILE, META_FILE])
 }
 
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the
@@ -264,6 +327,7 @@ pub(super) fn push_dir(
                 runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
             } else if len <= MULTIPART_OVER {
                 let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+                changed_since_listed(&path, len, bytes.len() as u64)?;
                 runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
             } else {
                 // Large chunk files go up in parts, read a part at a time.
@@ -282,6 +346,9 @@ pub(super) fn push_dir(
                     w.write(&buf[..n]);
                     done += n as u64;
                     progress(sent + done);
+                }
+                if let Err(e) = changed_since_listed(&path, len, done) {
+                    return Err(runtime.block_on(w.abort()).map_err(failed).err().unwrap_or(e));
                 }
                 runtime.block_on(w.finish()).map_err(failed)?;
             }
@@ -302,6 +369,24 @@ pub(super) fn push_dir(
         progress(sent);
     }
     Ok((sent, uploaded))
+}
+
+/// A local file read at another length than it was listed with changed while the push ran:
+/// said so, not blamed on the server (look 177, L177-2).
+///
+/// # Errors
+/// [`Error::Locked`] naming the file.
+fn changed_since_listed(path: &Path, listed: u64, read: u64) -> Result<()> {
+    if read == listed {
+        return Ok(());
+    }
+    Err(Error::Locked {
+        path: path.to_path_buf(),
+        reason: format!(
+            "{listed} bytes when the push listed it, {read} when it read it: the store changed while it went \
+             up; push again"
+        ),
+    })
 }
 
 /// Removes from the URL what it held before that would be read with the store in `dir` (its

@@ -85,11 +85,13 @@ pub(super) fn push_set(
         let before = check(dir, &local, part, schema.as_deref())?;
         let (covered, up) = push_dir(&local, &part_url, options, &|n| progress(base + n), false)?;
         let moved = still.0.as_ref().is_some_and(|lock| !lock.still_here());
-        if moved || check(dir, &local, part, schema.as_deref())? != before {
+        if moved || check(dir, &local, part, schema.as_deref()).ok() != Some(before) {
+            // Nor does the part's own URL keep an index over what went up (look 177, L177-1).
+            super::push::take_down_index(&part_url, options)?;
             return Err(Error::Locked {
                 path: local,
                 reason: "the part was moved, replaced or written to while it went up; the set's manifest \
-                         did not go up: push again"
+                         did not go up and the part's index was taken down: push again"
                     .into(),
             });
         }

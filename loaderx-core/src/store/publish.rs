@@ -2,7 +2,8 @@
 //! writer's own, synced, then renamed into place. The temporary is created exclusively (never a
 //! file that was there, never through a link), so no file of the user's (a `NAME.tmp` or
 //! `NAME.partial` of theirs) is ever written over or removed, and it is removed whatever fails
-//! before it is placed.
+//! before it is placed. Its writer holds a lock on it until then: a killed writer's temporary,
+//! which no process holds, goes when the next writer of the same name starts.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -16,6 +17,8 @@ use crate::{Error, Result};
 pub(crate) struct Temporary {
     path: PathBuf,
     w: Option<BufWriter<File>>,
+    /// The file again, its lock held until it is placed: the mark of a live writer.
+    held: Option<File>,
     /// Renamed into place: nothing of this writer's is left to remove.
     placed: bool,
     /// The process that made it: a fork of it shares the open file (and, once placed, the
@@ -30,14 +33,30 @@ impl Temporary {
         let name = beside
             .file_name()
             .ok_or_else(|| Error::InvalidArgument(format!("{} does not name a file", beside.display())))?;
-        let (path, f) = crate::sys::create_own_temporary(dir, name, "partial")
-            .map_err(|e| Error::io("create a temporary beside", beside, e))?;
-        Ok(Temporary {
-            path,
-            w: Some(BufWriter::with_capacity(1 << 20, f)),
-            placed: false,
-            pid: std::process::id(),
-        })
+        remove_killed(dir, name);
+        for _ in 0..8 {
+            let (path, f) = crate::sys::create_own_temporary(dir, name, "partial")
+                .map_err(|e| Error::io("create a temporary beside", beside, e))?;
+            // Locked, then checked to be still at its name: another writer's sweep may have taken
+            // it between its create and its lock (it is made again). Where the file system has
+            // no locks, nobody's sweep can take it either.
+            if f.lock().is_ok() && !crate::sys::same_file(&f, &path).unwrap_or(true) {
+                continue;
+            }
+            let held = f.try_clone().map_err(|e| Error::io("open", &path, e))?;
+            return Ok(Temporary {
+                path,
+                w: Some(BufWriter::with_capacity(1 << 20, f)),
+                held: Some(held),
+                placed: false,
+                pid: std::process::id(),
+            });
+        }
+        Err(Error::io(
+            "create a temporary beside",
+            beside,
+            std::io::Error::other("each one made was removed before it could be locked"),
+        ))
     }
 
     /// [`Error::Locked`] in a fork of the process that made it.
@@ -84,7 +103,35 @@ impl Temporary {
             _ => Error::io("rename", &self.path, e),
         })?;
         self.placed = true;
+        self.held = None;
         Ok(())
+    }
+}
+
+/// Removes the temporaries beside `name` in `dir` that killed writers left (look 178, L178-2: a
+/// killed rewrite's `.c.bin.PID.N.partial`, a whole copy of the corpus, outlived every later
+/// write): each `.NAME.PID.N.partial` that is a regular file whose lock no process holds.
+/// Best effort: what cannot be listed, opened or locked stays.
+fn remove_killed(dir: &Path, name: &std::ffi::OsStr) {
+    let (Some(name), Ok(entries)) = (name.to_str(), std::fs::read_dir(dir)) else { return };
+    let prefix = format!(".{name}.");
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    for entry in entries.flatten() {
+        let file = entry.file_name();
+        let Some(mid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)?.strip_suffix(".partial")) else {
+            continue;
+        };
+        if !mid.split_once('.').is_some_and(|(pid, n)| number(pid) && number(n)) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(f) = crate::sys::no_follow(File::options().read(true)).open(&path) else { continue };
+        if f.metadata().is_ok_and(|m| m.is_file())
+            && f.try_lock().is_ok()
+            && crate::sys::same_file(&f, &path).unwrap_or(false)
+        {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
@@ -121,5 +168,42 @@ pub(crate) fn check_target(path: &Path, overwrite: bool) -> Result<()> {
             reason: "it is not a regular file (a device, a FIFO, a directory or a link): write to a file"
                 .into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Look 178, L178-2: a killed writer's temporary (no lock held) goes when the next writer of
+    /// the name starts; a live writer's, another name's and a user's file of the pattern's shape
+    /// but not a regular file stay.
+    #[test]
+    fn a_killed_writers_temporary_goes_a_live_ones_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let beside = dir.path().join("c.bin");
+        let killed = dir.path().join(".c.bin.4000000.0.partial");
+        std::fs::write(&killed, b"a whole corpus").unwrap();
+        let live = Temporary::create(&dir.path().join("d.bin")).unwrap();
+        let live_path = live.path.clone();
+        let live_here = dir.path().join(".c.bin.4000001.3.partial");
+        std::fs::write(&live_here, b"being written").unwrap();
+        let holder = File::open(&live_here).unwrap();
+        holder.lock().unwrap();
+        let other = dir.path().join(".c.bin.x.0.partial");
+        std::fs::write(&other, b"not a writer's").unwrap();
+        let mut t = Temporary::create(&beside).unwrap();
+        assert!(!killed.exists(), "the killed writer's temporary is gone");
+        assert!(live_here.exists() && live_path.exists() && other.exists());
+        // The writer's own is locked until placed: another writer's sweep leaves it.
+        drop(Temporary::create(&beside).unwrap());
+        assert!(t.path.exists());
+        t.write(b"tokens").unwrap();
+        t.sync().unwrap();
+        drop(Temporary::create(&beside).unwrap());
+        assert!(t.path.exists(), "synced, still held until placed");
+        t.place(&beside, false).unwrap();
+        assert_eq!(std::fs::read(&beside).unwrap(), b"tokens");
+        drop((holder, live));
     }
 }

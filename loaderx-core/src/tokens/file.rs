@@ -104,7 +104,10 @@ impl TokenFile {
             Some("bin") if path.with_extension("idx").exists() => {
                 Some((path.to_path_buf(), path.with_extension("idx")))
             }
-            _ if !path.exists() && with_suffix(path, ".idx").exists() => {
+            // A prefix whose `.bin` alone is there names its missing `.idx` (look 178, L178-4).
+            _ if !path.exists()
+                && (with_suffix(path, ".idx").exists() || with_suffix(path, ".bin").exists()) =>
+            {
                 Some((with_suffix(path, ".bin"), with_suffix(path, ".idx")))
             }
             _ => None,
@@ -143,6 +146,16 @@ impl TokenFile {
     pub fn open_raw(path: impl AsRef<Path>, token: TokenType) -> Result<TokenFile> {
         super::little_endian_host()?;
         let path = path.as_ref();
+        // A Megatron dataset's prefix: not a file, named as what it is (look 178, L178-4).
+        if std::fs::symlink_metadata(path).is_err()
+            && (with_suffix(path, ".idx").exists() || with_suffix(path, ".bin").exists())
+        {
+            return Err(bad(
+                path,
+                "no such file: it is a Megatron dataset's prefix (its .bin and .idx beside it): open it \
+                 without a token type, which reads the index and its type",
+            ));
+        }
         let data = map(path)?;
         // An llm.c file opened as headerless would read its 1,024-byte header as tokens
         // (review N6): refused, naming what it is.
@@ -211,7 +224,20 @@ impl TokenFile {
     /// writer).
     fn open_megatron_between(bin: &Path, idx: &Path, between: &mut dyn FnMut()) -> Result<TokenFile> {
         for attempt in 0..PAIR_ATTEMPTS {
-            let (file, index) = map_kept(idx)?;
+            let (file, index) = match map_kept(idx) {
+                Ok(kept) => kept,
+                // A rewrite removes the old index before its new pair lands (look 174): asked
+                // again a moment later while the `.bin` is there (look 178, L178-4).
+                Err(Error::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::NotFound
+                        && attempt + 1 < PAIR_ATTEMPTS
+                        && bin.exists() =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(1 << attempt));
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             // The index's header first: a file that is no index is named before its `.bin` is.
             megatron_header(index.bytes()).map_err(|e| bad(idx, format!("{}: {}", e.field, e.reason)))?;
             between();
@@ -401,7 +427,7 @@ impl TokenFile {
 
     /// Reads every token (and, for a Megatron dataset, every sequence and document of its
     /// index), checking what a reader relies on: offsets and lengths inside the `.bin`, document
-    /// boundaries in order, ids inside the vocabulary when one is set.
+    /// boundaries in order, ids inside the vocabulary when one is set, and never negative.
     ///
     /// # Errors
     /// The first problem, as [`Error::BadInput`] naming the file and field;
@@ -417,7 +443,23 @@ impl TokenFile {
         let mut at = 0;
         while at < self.tokens {
             let n = PIECE.min(self.tokens - at);
-            self.check_vocab(self.token_bytes(at, n).expect("in range"), at)?;
+            let bytes = self.token_bytes(at, n).expect("in range");
+            self.check_vocab(bytes, at)?;
+            // No vocabulary: a signed type's ids are still never negative (look 178, L178-1: one
+            // byte of a `.idx` made u16 tokens i16, and the pair verified intact).
+            if self.vocab.is_none()
+                && matches!(self.token, TokenType::I8 | TokenType::I16 | TokenType::I32 | TokenType::I64)
+                && let Some((i, t)) = self.token.first_outside(bytes, u64::MAX)
+            {
+                return Err(bad(
+                    &self.path,
+                    format!(
+                        "token {} is {t}: a token id is never negative (are the tokens {}, as the file says?)",
+                        at + i as u64,
+                        self.token.name()
+                    ),
+                ));
+            }
             at += n;
         }
         Ok(())

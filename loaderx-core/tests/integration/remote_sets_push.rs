@@ -1,5 +1,6 @@
 //! `push` of a store set against a set that changes under it (look 172): a part's schema, the
-//! set stitched again, a part's directory swapped during its upload, one store named twice.
+//! set stitched again, a part's directory swapped during its upload, one store named twice; and
+//! of a single store swapped or changed while it goes up (look 177).
 
 use std::path::{Path, PathBuf};
 
@@ -87,6 +88,58 @@ fn a_part_swapped_during_its_upload_stops_the_push() {
         "{e}"
     );
     assert!(DenseSource::open_remote("s3://bucket/w/set", server.options()).is_err());
+    // Nor is the part's own URL a store: its index, over the other store's files, was taken down.
+    assert!(DenseSource::open_remote("s3://bucket/w/set/a", server.options()).is_err());
+}
+
+/// L177-1: a single store swapped for another while it went up went up as a mix of the two
+/// (one's chunk, the other's index) and push said it pushed. The store must be still at its
+/// path, unchanged, once it is up, or the push fails and the URL's index is taken down.
+#[test]
+fn a_store_swapped_during_its_push_is_not_left_at_the_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let (a, swap) = (part(tmp.path(), "a", 0), part(tmp.path(), "swap", 5000));
+    let swapped = std::cell::Cell::new(false);
+    let e = push(&a, "s3://bucket/single/a", server.options(), |_| {
+        if !swapped.replace(true) {
+            std::fs::rename(&a, tmp.path().join("a.old")).unwrap();
+            std::fs::rename(&swap, &a).unwrap();
+        }
+    })
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::Locked { path, reason } if path.ends_with("a") && reason.contains("taken down")),
+        "{e}"
+    );
+    assert!(DenseSource::open_remote("s3://bucket/single/a", server.options()).is_err());
+    // Pushed again, unchanged: the store there, whole.
+    push(&a, "s3://bucket/single/a", server.options(), |_| {}).unwrap();
+    let got = DenseSource::open_remote("s3://bucket/single/a", server.options()).unwrap();
+    assert_eq!(got.get_batch(&[50]).unwrap(), row(5000, 50));
+}
+
+/// L177-2: a file read at another length than the push listed it with (the store swapped for
+/// a longer copy of itself) was blamed on the server ("the upload did not land").
+#[test]
+fn a_file_changed_since_it_was_listed_is_named_as_changed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let a = part(tmp.path(), "a", 0);
+    let longer = tmp.path().join("longer");
+    let mut w = DatasetWriter::dense::<u32>(&longer, vec![4], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    // Longer by 40 blocks of records: its index is longer than the store's.
+    w.append(&(0..40_000u32).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let swapped = std::cell::Cell::new(false);
+    let e = push(&a, "s3://bucket/longer/a", server.options(), |_| {
+        if !swapped.replace(true) {
+            std::fs::rename(&a, tmp.path().join("a.old")).unwrap();
+            std::fs::rename(&longer, &a).unwrap();
+        }
+    })
+    .unwrap_err();
+    assert!(matches!(&e, Error::Locked { reason, .. } if reason.contains("when the push listed it")), "{e}");
 }
 
 /// L172-4: a manifest naming one store twice (a tree of hard links to it) went up and read its

@@ -269,3 +269,25 @@ fn appenders_starting_together_never_hear_it_already_exists() {
         assert_eq!(Store::open(&path).unwrap().len(), APPENDERS as u64, "round {round}");
     }
 }
+
+/// Look 178, L178-3: an output that is a link to nothing, written with overwrite, was reported
+/// as a missing file ("stat OUT: No such file"): it is named as a link to nothing and kept.
+#[cfg(unix)]
+#[test]
+fn an_output_linking_to_nothing_is_named_as_such() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("dang");
+    std::os::unix::fs::symlink(tmp.path().join("nowhere"), &out).unwrap();
+    let e = match DatasetWriter::dense::<u8>(&out, vec![2], WriteOptions::new().overwrite(true)) {
+        Err(e) => e,
+        Ok(mut w) => {
+            w.append(&[1u8, 2]).unwrap();
+            w.finish().unwrap_err()
+        }
+    };
+    assert!(
+        matches!(&e, Error::NotReplaceable { path, reason } if path == &out && reason.contains("which is not there")),
+        "{e}"
+    );
+    assert!(std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink(), "the link is kept");
+}

@@ -496,3 +496,38 @@ fn a_token_writer_replaces_only_what_it_locked() {
     }
     assert_eq!(std::fs::read(tmp.path().join("d.bin")).unwrap(), b"other");
 }
+
+/// Look 178: (L178-1) one byte of a `.idx` turned u16 tokens into i16 and the pair verified
+/// intact, negative ids and all: a signed type's ids are never negative, vocabulary or not.
+/// (L178-4) A prefix whose `.idx` is missing, or opened with a token type, said "open PREFIX:
+/// No such file": the missing `.idx` is named, the prefix said to be a Megatron dataset's.
+#[test]
+fn negative_ids_fail_verify_and_a_prefix_is_named_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("c");
+    let mut w = MegatronWriter::create(&prefix, TokenType::U16, false).unwrap();
+    w.add_document(&[50_000u16, 40_000, 7, 65_535, 1]).unwrap();
+    w.finish().unwrap();
+    TokenFile::open(&prefix).unwrap().verify().unwrap();
+    let idx = suffixed(&prefix, ".idx");
+    let mut bytes = std::fs::read(&idx).unwrap();
+    assert_eq!(bytes[17], 8, "u16's Megatron code");
+    bytes[17] = 3;
+    std::fs::write(&idx, &bytes).unwrap();
+    let e = TokenFile::open(&prefix).unwrap().verify().unwrap_err();
+    assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("never negative")), "{e}");
+    // A signed file of non-negative ids verifies.
+    let ok = dir.path().join("ok");
+    let mut w = MegatronWriter::create(&ok, TokenType::I32, false).unwrap();
+    w.add_document(&[0i32, 5, i32::MAX]).unwrap();
+    w.finish().unwrap();
+    TokenFile::open(&ok).unwrap().verify().unwrap();
+    let e = TokenFile::open_raw(&ok, TokenType::I32).unwrap_err();
+    assert!(
+        matches!(&e, Error::BadInput { reason, .. } if reason.contains("Megatron dataset's prefix")),
+        "{e}"
+    );
+    std::fs::remove_file(suffixed(&ok, ".idx")).unwrap();
+    let e = TokenFile::open(&ok).unwrap_err();
+    assert!(matches!(&e, Error::Io { path, .. } if path.ends_with("ok.idx")), "{e}");
+}
