@@ -88,7 +88,9 @@ def test_transforms_out_of_order_or_unsupported_are_refused(store):
         V.ImageDataset(store / "images", [V.RandomResizedCrop(8, scale=(0.9, 0.1))])
     # Look 94, L2: parameters fine in float64 but past float32, where the engine computes.
     for make in (lambda: V.Normalize((1e39, 0, 0), (1, 1, 1)), lambda: V.Normalize((0, 0, 0), (1e-40, 1, 1)),
-                 lambda: V.ColorJitter(contrast=1e38), lambda: V.ColorJitter(saturation=1e37)):
+                 lambda: V.ColorJitter(contrast=1e38), lambda: V.ColorJitter(saturation=1e37),
+                 # Look 180, L180-2: each within float32, their quotient past it (a channel of inf).
+                 lambda: V.Normalize((4, 0, 0), (1e-38, 1, 1)), lambda: V.Normalize((3e38, 0, 0), (0.5, 1, 1))):
         with pytest.raises(ValueError, match="float32"):
             make()
     # Look 94, L3: a generator is read once (the checks spent it), odd arguments named.

@@ -29,7 +29,8 @@
 //! | `store` | [`RemoteStore`]: a batch checked and decoded into its destination |
 //! | `manifest` | what `verify` checks of `manifest.zr`: its count, chunks and lengths against the index and the objects |
 //! | `cache` | `PageCache`: chunk pages on disk, shared by processes |
-//! | `push` | [`push`]: a local store uploaded |
+//! | `push` | [`push`]: a local store uploaded, each object checked to be as it left it at the end |
+//! | `push_local` | the local side of a push: the store held still, its directory held open, its files listed and read |
 //! | `push_set` | a local store set uploaded: its parts checked, each held still in turn, its manifest as checked |
 //! | `write` | a set's files put over pushed parts; [`list_dirs`], [`list_objects`], [`remove_prefix`] |
 //! | `body` | response bodies read with a cap |
@@ -43,6 +44,7 @@ mod link;
 mod manifest;
 mod options;
 mod push;
+mod push_local;
 mod push_set;
 mod redact;
 mod store;

@@ -1,5 +1,3 @@
-//! [`push`]: a local store uploaded to object storage, restartable, the index last.
-
 use std::path::{Component, Path, PathBuf};
 
 use object_store::path::Path as ObjectPath;
@@ -9,18 +7,25 @@ use super::RemoteOptions;
 use super::url::parse_url;
 use crate::format::storeset::{MAX_SET_MANIFEST, SET_FILE, SetManifest};
 use crate::store::{DICT_FILE, INDEX_FILE, MANIFEST_FILE, META_FILE, SCHEMA_FILE};
+use crate::sys::Access;
+
+use super::push_local::{
+    changed_since_listed, files_to_push, held_state, put_in_parts, read_all, v1_committed,
+};
+pub(super) use super::push_local::{hold_still, open_held};
 use crate::{Error, Result};
 
 use super::manifest::MAX_MANIFEST;
 /// Files larger than this go up as multipart uploads, in parts of [`PART`] bytes.
 const MULTIPART_OVER: u64 = 32 << 20;
-const PART: u64 = 16 << 20;
+pub(super) const PART: u64 = 16 << 20;
 
 /// The files of a store directory that go up (the names of `store/files.rs`, with the dataset's
 /// schema and class list): the index, v1 metadata, manifest and dictionary; chunks are
 /// [`is_chunk`]. The writer's lock, a pending journal and temporary files stay local (a reader
 /// of object storage uses none of them), and so does anything else in the directory.
-const STORE_FILES: [&str; 6] = [INDEX_FILE, META_FILE, MANIFEST_FILE, DICT_FILE, SCHEMA_FILE, CLASSES_FILE];
+pub(super) const STORE_FILES: [&str; 6] =
+    [INDEX_FILE, META_FILE, MANIFEST_FILE, DICT_FILE, SCHEMA_FILE, CLASSES_FILE];
 
 /// The class names beside an image folder's labels.
 const CLASSES_FILE: &str = "classes.txt";
@@ -30,7 +35,7 @@ const CLASSES_FILE: &str = "classes.txt";
 const DESCRIBING: [&str; 2] = [SCHEMA_FILE, CLASSES_FILE];
 
 /// Whether `name` is a chunk file's: `<id>.zr`, the id a `u32` written as the writer writes it.
-fn is_chunk(name: &str) -> bool {
+pub(super) fn is_chunk(name: &str) -> bool {
     name.strip_suffix(".zr").and_then(|n| n.parse::<u32>().ok()).is_some_and(|id| name == format!("{id}.zr"))
 }
 
@@ -60,6 +65,11 @@ fn is_store(dir: &Path) -> bool {
 /// anything goes up; and where its schema or class names differ from the URL's, the URL's index
 /// is removed first, so that until the new index is up the URL is no store (readers get an
 /// error, never one store's index read with another's schema; a push cut short leaves no store).
+/// Every file is read through the directory held open: the store the push began with goes up
+/// whole, whatever is put at its path meanwhile. At its end the push asks whether each object
+/// is still as it left it: another push to the same URL meanwhile (one push to a URL at a time)
+/// fails it, and a push that fails as [`Error::Locked`] takes the URL's index and manifest down
+/// (no store there, never a mix); pushed again, the URL holds the store whole.
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all; where the set's schema
@@ -70,7 +80,8 @@ fn is_store(dir: &Path) -> bool {
 /// URL.
 ///
 /// # Errors
-/// [`Error::Locked`] for a store a writer (or a delete, compaction or migration) has open;
+/// [`Error::Locked`] for a store a writer (or a delete, compaction or migration) has open, a
+/// file changed since it was listed, or an object another push changed meanwhile;
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
 /// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse, or naming the set's
 /// manifest and the part for a part path that is empty, absolute or names the set itself or a
@@ -99,22 +110,27 @@ pub fn push(dir: &Path, url: &str, options: RemoteOptions, progress: impl Fn(u64
             });
         }
         let still = hold_still(dir)?;
-        let before = held_state(dir)?;
-        let (_, uploaded) = push_dir(dir, url, &options, &progress, false)?;
-        // The store that went up is the one held: not moved or replaced at its path meanwhile
-        // (look 177, L177-1: a store swapped for another mid-push went up as a mix of the two).
-        if !still_held(&still, dir, &before) {
-            take_down_index(url, &options)?;
-            return Err(Error::Locked {
-                path: dir.to_path_buf(),
-                reason: format!(
-                    "the store was moved, replaced or written to while it went up; its index at {} was \
-                     taken down: push again",
-                    crate::redact_urls(url)
-                ),
-            });
-        }
-        return Ok(uploaded);
+        let held = open_held(dir, &still)?;
+        let before = held_state(&held)?;
+        // Every file is read through the directory held open: a store moved away meanwhile (and
+        // another put at its name) still goes up whole, never as a mix of the two (look 177,
+        // L177-1; look 179, L179-1).
+        let pushed = push_dir(&held, url, &options, &progress, false);
+        // Read-only, the held store may have been written by a writer of other rights: what went
+        // up must be what it held, or the URL's index and manifest come down.
+        let changed = || Error::Locked {
+            path: dir.to_path_buf(),
+            reason: format!(
+                "the store was written to while it went up; its index at {} was taken down: push again",
+                crate::redact_urls(url)
+            ),
+        };
+        return match pushed {
+            Ok((_, uploaded)) if held_state(&held).is_ok_and(|now| now == before) => Ok(uploaded),
+            Ok(_) => Err(take_down_index(url, &options).err().unwrap_or_else(changed)),
+            Err(e @ Error::Locked { .. }) => Err(take_down_index(url, &options).err().unwrap_or(e)),
+            Err(e) => Err(e),
+        };
     };
     super::push_set::push_set(dir, url, &options, &progress, &bytes, &manifest)
 }
@@ -151,32 +167,6 @@ fn remove_at(url: &str, options: &RemoteOptions, names: &[&str]) -> Result<()> {
         remove_object(&runtime, store.as_ref(), &ObjectPath::from(key), url, name, options)?;
     }
     Ok(())
-}
-
-/// What tells the store in `dir` from another one put at its path, or the same one written to,
-/// without opening it (a damaged store goes up as it is): its index file's identity, length and
-/// last change.
-type HeldState = (Option<(u64, u64)>, u64, Option<std::time::SystemTime>);
-
-/// The [`HeldState`] of the store in `dir`.
-fn held_state(dir: &Path) -> Result<HeldState> {
-    let index = [INDEX_FILE, META_FILE].map(|n| dir.join(n)).into_iter().find(|p| p.exists());
-    let index = index.unwrap_or_else(|| dir.join(INDEX_FILE));
-    let f = std::fs::File::open(&index).map_err(|e| Error::io("open", &index, e))?;
-    let meta = f.metadata().map_err(|e| Error::io("stat", &index, e))?;
-    let key = crate::sys::file_key(&f).map_err(|e| Error::io("stat", &index, e))?;
-    Ok((key, meta.len(), meta.modified().ok()))
-}
-
-/// Whether the store `hold_still` held at `dir` is still there as it was (`before`, its
-/// [`HeldState`]): the lock still at its name, the same index file, unchanged.
-fn still_held(
-    held: &(Option<crate::store::WriteLock>, Option<crate::Store>),
-    dir: &Path,
-    before: &HeldState,
-) -> bool {
-    held.0.as_ref().is_none_or(crate::store::WriteLock::still_here)
-        && held_state(dir).is_ok_and(|now| &now == before)
 }
 
 /// Removes the manifest and the index (v2 and v1) at `url`: a store that changed while it went
@@ -244,7 +234,7 @@ pub(super) fn part_dir(set: &Path, rel: &str) -> Result<PathBuf> {
 /// Uploads the files of one store (or, `set`, a set's own schema and manifest) in `dir` to `url`;
 /// the caller holds a store still ([`hold_still`]) until it is up.
 pub(super) fn push_dir(
-    dir: &Path,
+    dir: &crate::sys::Dir,
     url: &str,
     options: &RemoteOptions,
     progress: &dyn Fn(u64),
@@ -253,8 +243,7 @@ pub(super) fn push_dir(
     let (bucket, prefix) = parse_url(url)?;
     // A v1 store's meta.zr is a fixed 256 MiB table: only its committed prefix (the header
     // and `length` entries) goes up, all a reader fetches.
-    let meta = dir.join(META_FILE);
-    let v1_prefix = if !set && meta.exists() { Some(v1_committed(&meta)?) } else { None };
+    let v1_prefix = if !set && dir.stat(META_FILE).is_ok() { Some(v1_committed(dir)?) } else { None };
     let store = options.build(&bucket)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -271,7 +260,7 @@ pub(super) fn push_dir(
     // object there has that length: a store pushed again after appends sends what changed,
     // another store under the same URL is uploaded whole.
     let manifest = |bytes: &[u8]| crate::format::v2::Manifest::decode(bytes).ok();
-    let local_manifest = std::fs::read(dir.join(MANIFEST_FILE)).ok().and_then(|b| manifest(&b));
+    let local_manifest = read_all(dir, MANIFEST_FILE).ok().and_then(|b| manifest(&b));
     // What the server sends is read with a cap (a lying length would size an allocation);
     // any failure only means nothing is skipped.
     let remote_manifest = runtime
@@ -299,9 +288,13 @@ pub(super) fn push_dir(
     let (mut sent, mut uploaded) = (0u64, 0u64);
     // Whether the remote manifest may still vouch for a chunk object this push replaces.
     let mut vouching = remote_manifest.is_some();
+    // Each object as this push left or found it (its entity tag), asked again at the end.
+    let mut tags: Vec<(String, Option<String>)> = Vec::with_capacity(files.len());
     for (name, path, len) in files {
         let k = key(&name);
-        let there = runtime.block_on(store.head(&k)).ok().map(|m| m.size);
+        let head = runtime.block_on(store.head(&k)).ok();
+        let there = head.as_ref().map(|m| m.size);
+        let mut tag = head.and_then(|m| m.e_tag);
         if there != Some(len) || !same_chunk(&name) {
             let failed = |e: object_store::Error| Error::Remote {
                 url: format!("{}/{name}", url.trim_end_matches('/')),
@@ -322,40 +315,23 @@ pub(super) fn push_dir(
                 && let Some(n) = v1_prefix
             {
                 let mut bytes = vec![0u8; n as usize];
-                let f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+                let f = dir.open_file(&name, Access::Read).map_err(|e| Error::io("open", &path, e))?;
                 crate::sys::read_exact_at(&f, &mut bytes, 0).map_err(|e| Error::io("read", &path, e))?;
                 runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
             } else if len <= MULTIPART_OVER {
-                let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+                let bytes = read_all(dir, &name)?;
                 changed_since_listed(&path, len, bytes.len() as u64)?;
                 runtime.block_on(store.put(&k, PutPayload::from(bytes))).map_err(failed)?;
             } else {
-                // Large chunk files go up in parts, read a part at a time.
-                use std::io::Read;
-                let mut f = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
-                let upload = runtime.block_on(store.put_multipart(&k)).map_err(failed)?;
-                let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, PART as usize);
-                let mut buf = vec![0u8; PART as usize];
-                let mut done = 0u64;
-                loop {
-                    let n = f.read(&mut buf).map_err(|e| Error::io("read", &path, e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    runtime.block_on(w.wait_for_capacity(4)).map_err(failed)?;
-                    w.write(&buf[..n]);
-                    done += n as u64;
-                    progress(sent + done);
-                }
-                if let Err(e) = changed_since_listed(&path, len, done) {
-                    return Err(runtime.block_on(w.abort()).map_err(failed).err().unwrap_or(e));
-                }
-                runtime.block_on(w.finish()).map_err(failed)?;
+                put_in_parts(&runtime, store.as_ref(), &k, dir, (&name, &path, len), &|n| progress(sent + n))
+                    .map_err(|e| e.either(failed))?;
             }
             // What the server says it holds now: a server that answered a put with success
             // without keeping the bytes made push report a store pushed that was not (look 112,
             // L112-4).
-            let held = runtime.block_on(store.head(&k)).map_err(failed)?.size;
+            let now = runtime.block_on(store.head(&k)).map_err(failed)?;
+            let held = now.size;
+            tag = now.e_tag;
             if held != put {
                 return Err(Error::Remote {
                     url: format!("{}/{name}", url.trim_end_matches('/')),
@@ -365,28 +341,45 @@ pub(super) fn push_dir(
             }
             uploaded += put;
         }
+        tags.push((name, tag));
         sent += len;
         progress(sent);
     }
+    still_ours(&runtime, store.as_ref(), &key, url, dir.path(), &tags)?;
     Ok((sent, uploaded))
 }
 
-/// A local file read at another length than it was listed with changed while the push ran:
-/// said so, not blamed on the server (look 177, L177-2).
+/// Checks that each object this push put or kept at `url` (`tags`: its name and entity tag) is
+/// still as it left it: another push to the same URL meanwhile (look 179, L179-2: two pushes of
+/// different stores both said they pushed, and left one's chunk under the other's index) is
+/// [`Error::Locked`], upon which the caller takes the URL's index down. Objects the server gave
+/// no entity tag are not asked.
 ///
 /// # Errors
-/// [`Error::Locked`] naming the file.
-fn changed_since_listed(path: &Path, listed: u64, read: u64) -> Result<()> {
-    if read == listed {
-        return Ok(());
+/// [`Error::Locked`] naming `dir`; [`Error::Remote`] for a failed request.
+fn still_ours(
+    runtime: &tokio::runtime::Runtime,
+    store: &dyn ObjectStore,
+    key: &dyn Fn(&str) -> ObjectPath,
+    url: &str,
+    dir: &Path,
+    tags: &[(String, Option<String>)],
+) -> Result<()> {
+    for (name, tag) in tags {
+        let Some(tag) = tag else { continue };
+        let now = runtime.block_on(store.head(&key(name))).ok().and_then(|m| m.e_tag);
+        if now.as_ref() != Some(tag) {
+            return Err(Error::Locked {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "{name} at {} changed while this push ran (another push to the same URL): push again, \
+                     one push to a URL at a time",
+                    crate::redact_urls(url)
+                ),
+            });
+        }
     }
-    Err(Error::Locked {
-        path: path.to_path_buf(),
-        reason: format!(
-            "{listed} bytes when the push listed it, {read} when it read it: the store changed while it went \
-             up; push again"
-        ),
-    })
+    Ok(())
 }
 
 /// Removes from the URL what it held before that would be read with the store in `dir` (its
@@ -403,7 +396,7 @@ fn remove_stale(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
     key: &dyn Fn(&str) -> ObjectPath,
-    dir: &Path,
+    dir: &crate::sys::Dir,
     local: &[&str],
     url: &str,
     options: &RemoteOptions,
@@ -438,16 +431,12 @@ fn describing_changed(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
     key: &dyn Fn(&str) -> ObjectPath,
-    dir: &Path,
+    dir: &crate::sys::Dir,
     local: &[&str],
 ) -> Result<bool> {
     let mut changes = false;
     for name in DESCRIBING {
-        let mine = if local.contains(&name) {
-            Some(std::fs::read(dir.join(name)).map_err(|e| Error::io("read", dir.join(name), e))?)
-        } else {
-            None
-        };
+        let mine = if local.contains(&name) { Some(read_all(dir, name)?) } else { None };
         // What the URL holds under the name, read up to one byte past this store's (or, where
         // this store has none, only whether it is there); a failed request counts as a change.
         let there = runtime.block_on(async {
@@ -483,86 +472,6 @@ pub(super) fn same_schema(a: &[u8], b: &[u8]) -> bool {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }
-}
-
-/// Holds the store in `dir` still while it goes up (look 82: a compaction, delete or append
-/// during a push said "pushed" over a remote copy that was wrong or unreadable): its writer lock
-/// taken, so no append, delete, compaction or migration runs meanwhile (a store a writer has
-/// open is [`Error::Locked`]); a damaged store goes up as it is, for `verify` to name. Where
-/// this process may not write the directory (a read-only mount), the store is opened as a
-/// reader instead, whose shared lock on the index it opens (checked to be the file the store's
-/// name leads to, look 83) keeps deletes, compactions and migrations out, not appends by a
-/// writer with other rights: one at work when the push starts is refused by its lock (look 172),
-/// one that starts later is not seen (a set's part is checked again once it is up); a store that
-/// does not open so is not pushed.
-pub(super) fn hold_still(dir: &Path) -> Result<(Option<crate::store::WriteLock>, Option<crate::Store>)> {
-    match crate::store::WriteLock::acquire(dir) {
-        Ok(lock) => Ok((Some(lock), None)),
-        Err(Error::Io { source, .. })
-            if matches!(
-                source.kind(),
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            // A writer of other rights at work now is seen by its lock (look 172, L172-2: the
-            // reader's lock let its appends through, and the part went up changed).
-            if let crate::store::WriterThere::Held(holder) = crate::store::writer_there(dir) {
-                return Err(Error::Locked {
-                    path: dir.to_path_buf(),
-                    reason: format!(
-                        "{holder} has it open for writing; a push needs it unchanged while it goes up"
-                    ),
-                });
-            }
-            Ok((None, Some(crate::Store::open(dir)?)))
-        }
-        Err(Error::Locked { path, reason }) => Err(Error::Locked {
-            path,
-            reason: format!("{reason}; a push needs it unchanged while it goes up"),
-        }),
-        Err(e) => Err(e),
-    }
-}
-
-/// The files of the store (or, `set`, of the set's own files) in `dir` that go up, in the order
-/// they go: (name, path, bytes to send), the index last. A v1 `meta.zr` sends `v1_prefix` bytes.
-fn files_to_push(dir: &Path, set: bool, v1_prefix: Option<u64>) -> Result<Vec<(String, PathBuf, u64)>> {
-    let mut files: Vec<(String, PathBuf, u64)> = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        let wanted = if set {
-            name == SET_FILE || name == SCHEMA_FILE
-        } else {
-            STORE_FILES.contains(&name.as_str()) || is_chunk(&name)
-        };
-        if !wanted {
-            continue;
-        }
-        // Not followed: a store's file that is a link (to a key, say) is refused, not sent.
-        let meta = std::fs::symlink_metadata(e.path()).map_err(|err| Error::io("stat", e.path(), err))?;
-        if !meta.file_type().is_file() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a store's file that is not a regular file (a link, a directory) is not pushed",
-                e.path().display()
-            )));
-        }
-        let len = if name == META_FILE { v1_prefix.unwrap_or(meta.len()) } else { meta.len() };
-        files.push((name, e.path(), len));
-    }
-    // The index goes last: its count publishes the records.
-    files.sort_by_key(|(n, _, _)| (n == INDEX_FILE || n == META_FILE || n == SET_FILE, n.clone()));
-    Ok(files)
-}
-
-/// The committed prefix of a v1 `meta.zr`: its header and `length` entries, in bytes.
-fn v1_committed(path: &Path) -> Result<u64> {
-    use crate::format::{ENTRY_SIZE, Header};
-    let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
-    let mut head = [0u8; ENTRY_SIZE];
-    crate::sys::read_exact_at(&f, &mut head, 0).map_err(|e| Error::io("read", path, e))?;
-    let header = Header::parse(&head).map_err(|e| crate::store::v1_header_error(path, e))?;
-    Ok(ENTRY_SIZE as u64 * (1 + u64::from(header.length)))
 }
 
 /// Removes the object `name` at `key` of the store at `url` (there or not). The remote manifest

@@ -82,8 +82,13 @@ pub(super) fn push_set(
     let (mut base, mut uploaded) = (0u64, 0u64);
     for (local, part_url, part) in resolved {
         let still = hold_still(&local)?;
+        let held = super::push::open_held(&local, &still)?;
         let before = check(dir, &local, part, schema.as_deref())?;
-        let (covered, up) = push_dir(&local, &part_url, options, &|n| progress(base + n), false)?;
+        let pushed = push_dir(&held, &part_url, options, &|n| progress(base + n), false);
+        if let Err(e @ Error::Locked { .. }) = pushed {
+            return Err(super::push::take_down_index(&part_url, options).err().unwrap_or(e));
+        }
+        let (covered, up) = pushed?;
         let moved = still.0.as_ref().is_some_and(|lock| !lock.still_here());
         if moved || check(dir, &local, part, schema.as_deref()).ok() != Some(before) {
             // Nor does the part's own URL keep an index over what went up (look 177, L177-1).
@@ -99,7 +104,8 @@ pub(super) fn push_set(
         (base, uploaded) = (base + covered, uploaded + up);
     }
     let own = Pinned::new(bytes, schema.as_deref())?;
-    let (_, up) = push_dir(own.0.path(), url, options, &|n| progress(base + n), true)?;
+    let own_dir = crate::sys::Dir::open(own.0.path()).map_err(|e| Error::io("open", own.0.path(), e))?;
+    let (_, up) = push_dir(&own_dir, url, options, &|n| progress(base + n), true)?;
     Ok(uploaded + up)
 }
 

@@ -113,19 +113,30 @@ impl Temporary {
 /// write): each `.NAME.PID.N.partial` that is a regular file whose lock no process holds.
 /// Best effort: what cannot be listed, opened or locked stays.
 fn remove_killed(dir: &Path, name: &std::ffi::OsStr) {
-    let (Some(name), Ok(entries)) = (name.to_str(), std::fs::read_dir(dir)) else { return };
-    let prefix = format!(".{name}.");
-    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    // By bytes: a name that is not UTF-8 is swept as any other (look 179, L179-5).
+    let prefix = [b".", name.as_encoded_bytes(), b"."].concat();
+    let number = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
     for entry in entries.flatten() {
         let file = entry.file_name();
-        let Some(mid) = file.to_str().and_then(|f| f.strip_prefix(&prefix)?.strip_suffix(".partial")) else {
+        let Some(mid) =
+            file.as_encoded_bytes().strip_prefix(&prefix[..]).and_then(|r| r.strip_suffix(b".partial"))
+        else {
             continue;
         };
-        if !mid.split_once('.').is_some_and(|(pid, n)| number(pid) && number(n)) {
+        let mut parts = mid.splitn(2, |&b| b == b'.');
+        if !(parts.next().is_some_and(number) && parts.next().is_some_and(number)) {
             continue;
         }
         let path = entry.path();
-        let Ok(f) = crate::sys::no_follow(File::options().read(true)).open(&path) else { continue };
+        // A regular file, opened without waiting (look 179, L179-3: a FIFO under the name hung
+        // every writer of it) and without following a link.
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+            continue;
+        }
+        let Ok(f) = crate::sys::no_follow_non_blocking(File::options().read(true)).open(&path) else {
+            continue;
+        };
         if f.metadata().is_ok_and(|m| m.is_file())
             && f.try_lock().is_ok()
             && crate::sys::same_file(&f, &path).unwrap_or(false)
@@ -192,9 +203,25 @@ mod tests {
         holder.lock().unwrap();
         let other = dir.path().join(".c.bin.x.0.partial");
         std::fs::write(&other, b"not a writer's").unwrap();
+        // Look 179: a FIFO under the name (L179-3: it hung the sweep) stays, the sweep goes on;
+        // a killed writer's of a name that is not UTF-8 goes (L179-5).
+        #[cfg(unix)]
+        let (fifo, odd_killed) = {
+            use std::os::unix::ffi::OsStrExt;
+            let fifo = dir.path().join(".c.bin.4000002.0.partial");
+            assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+            let odd = std::ffi::OsStr::from_bytes(b"c\xff.bin");
+            let odd_killed = dir.path().join(std::ffi::OsStr::from_bytes(b".c\xff.bin.4000003.0.partial"));
+            std::fs::write(&odd_killed, b"killed").unwrap();
+            drop(Temporary::create(&dir.path().join(odd)).unwrap());
+            assert!(!odd_killed.exists(), "a killed writer's temporary of a name that is not UTF-8");
+            (fifo, odd_killed)
+        };
         let mut t = Temporary::create(&beside).unwrap();
         assert!(!killed.exists(), "the killed writer's temporary is gone");
         assert!(live_here.exists() && live_path.exists() && other.exists());
+        #[cfg(unix)]
+        assert!(fifo.exists() && !odd_killed.exists());
         // The writer's own is locked until placed: another writer's sweep leaves it.
         drop(Temporary::create(&beside).unwrap());
         assert!(t.path.exists());

@@ -129,8 +129,8 @@ impl MegatronWriter {
     /// Appends a document of `tokens` (of the file's token type).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for tokens of another type or a document of 2^31 tokens or
-    /// more (the index's lengths are `i32`); [`Error::Io`].
+    /// [`Error::InvalidArgument`] for tokens of another type, a negative id, or a document of
+    /// 2^31 tokens or more (the index's lengths are `i32`); [`Error::Io`].
     pub fn add_document<T: Element>(&mut self, tokens: &[T]) -> Result<()> {
         let bytes = token_bytes(self.token, tokens)?;
         self.add_document_le(bytes)
@@ -140,7 +140,7 @@ impl MegatronWriter {
     ///
     /// # Errors
     /// As [`MegatronWriter::add_document`], and [`Error::InvalidArgument`] for bytes that are
-    /// not a whole number of tokens.
+    /// not a whole number of tokens or hold a negative id.
     pub fn add_document_le(&mut self, bytes: &[u8]) -> Result<()> {
         super::little_endian_host()?;
         let size = self.token.size();
@@ -155,6 +155,14 @@ impl MegatronWriter {
         let len = i32::try_from(n).map_err(|_| {
             Error::InvalidArgument(format!("a document of {n} tokens: Megatron's lengths are i32"))
         })?;
+        // A token id is never negative: what `verify` calls damage is not written (look 179,
+        // L179-4).
+        if let Some((i, t)) = self.token.first_outside(bytes, u64::MAX) {
+            return Err(Error::InvalidArgument(format!(
+                "document {}: token {i} is {t}; a token id is never negative",
+                self.lengths.len()
+            )));
+        }
         self.tmp.write(bytes)?;
         self.lengths.push(len);
         Ok(())

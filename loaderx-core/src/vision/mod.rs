@@ -186,10 +186,23 @@ impl ImagePipeline {
                 "a colour jitter of brightness {b}, contrast {c}, saturation {s} (each finite, >= 0)"
             ));
         }
-        if let Some((_, std)) = self.normalize
-            && std.iter().any(|s| !s.is_finite() || *s == 0.0)
-        {
-            return Err(format!("a normalisation by {std:?}"));
+        if let Some((mean, std)) = self.normalize {
+            if std.iter().any(|s| !s.is_finite() || *s == 0.0) {
+                return Err(format!("a normalisation by {std:?}"));
+            }
+            // What the pass computes, `v * scale + offset` in `f32`, finite for every `v` in
+            // 0..=255 (look 180, L180-2: a mean of 4 over a deviation of 1e-38 made a channel
+            // -inf).
+            let finite = (0..3).all(|c| {
+                let (scale, offset) = (1.0 / (255.0 * std[c]), -mean[c] / std[c]);
+                [mean[c], scale, offset, 255.0 * scale + offset].iter().all(|v| v.is_finite())
+            });
+            if !finite {
+                return Err(format!(
+                    "a normalisation of mean {mean:?} by {std:?}: (v / 255 - mean) / std is past f32 for \
+                     some pixel value v"
+                ));
+            }
         }
         Ok(())
     }
@@ -242,7 +255,9 @@ impl ImagePipeline {
         let source = scratch.open(bytes)?;
         let (iw, ih) = source.size();
         let (left, top, cw, ch) = self.crop_box(iw, ih, rng);
-        if !(cw >= 1.0 && ch >= 1.0) {
+        // Less than a pixel is a crop (look 180, L180-1: Resize(256), CenterCrop(224) of a
+        // 1-pixel-wide image, 0.875 of its pixel, is torchvision's solid colour); empty is not.
+        if !(cw > 0.0 && ch > 0.0) {
             return Err(format!("a crop of {cw}x{ch} pixels in an image of {iw}x{ih}"));
         }
         let flip = self.flip > 0.0 && rng.next_f32() < self.flip;

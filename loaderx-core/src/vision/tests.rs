@@ -163,6 +163,10 @@ fn bad_images_and_settings_are_refused_without_a_panic() {
         ),
         (ImagePipeline::eval(8).crop(Crop::Center { resize: 0 }), "a resize to 0"),
         (ImagePipeline::eval(8).normalize([0.0; 3], [1.0, 0.0, 1.0]), "a normalisation by [1.0, 0.0, 1.0]"),
+        // Look 180, L180-2: each finite, their quotient past f32 (-inf), and a NaN mean.
+        (ImagePipeline::eval(8).normalize([4.0, 0.0, 0.0], [1e-38, 1.0, 1.0]), "is past f32"),
+        (ImagePipeline::eval(8).normalize([3e38, 0.0, 0.0], [0.5, 1.0, 1.0]), "is past f32"),
+        (ImagePipeline::eval(8).normalize([f32::NAN, 0.0, 0.0], [1.0; 3]), "is past f32"),
     ];
     for (b, why) in bad {
         assert!(b.check().is_err_and(|e| e.contains(why)), "{b:?}: {:?}", b.check());
@@ -183,6 +187,13 @@ fn extreme_ratios_still_crop_the_image_and_eval_builds_at_any_size() {
         let p = ImagePipeline::train(8).crop(Crop::RandomResized { scale: (0.08, 1.0), ratio });
         let out = run(&p, bytes, 5);
         assert!(out.chunks(3).all(|px| px == [200, 100, 50]), "{ratio:?}");
+    }
+    // Look 180, L180-1: Resize(256) + CenterCrop(224) of an image a pixel wide or high crops
+    // 0.875 of a pixel: torchvision's solid colour, not an undecodable image.
+    for (w, h) in [(1, 1), (300, 1), (1, 300)] {
+        let thin = png(&RgbImage::from_pixel(w, h, Rgb([200, 100, 50])));
+        let out = run(&ImagePipeline::eval(224), &thin, 0);
+        assert!(out.chunks(3).all(|px| px == [200, 100, 50]), "{w}x{h}");
     }
     for size in [1, 224, 14_337, 16_384] {
         assert!(ImagePipeline::eval(size).check().is_ok(), "{size}");

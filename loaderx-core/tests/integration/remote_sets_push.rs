@@ -92,79 +92,83 @@ fn a_part_swapped_during_its_upload_stops_the_push() {
     assert!(DenseSource::open_remote("s3://bucket/w/set/a", server.options()).is_err());
 }
 
-/// L177-1: a single store swapped for another while it went up went up as a mix of the two
-/// (one's chunk, the other's index) and push said it pushed. The store must be still at its
-/// path, unchanged, once it is up, or the push fails and the URL's index is taken down.
+/// L177-1, L179-1: a single store swapped for another while it went up went up as a mix of the
+/// two (one's chunk, the other's index, or a manifest vouching for the wrong chunk, which every
+/// later push skipped). Its files are read through the directory held open: the store the push
+/// began with goes up whole; the one now at the path goes up whole when pushed next.
 #[test]
-fn a_store_swapped_during_its_push_is_not_left_at_the_url() {
+fn a_store_swapped_during_its_push_goes_up_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let (a, swap) = (part(tmp.path(), "a", 0), part(tmp.path(), "swap", 5000));
     let swapped = std::cell::Cell::new(false);
-    let e = push(&a, "s3://bucket/single/a", server.options(), |_| {
+    push(&a, "s3://bucket/single/a", server.options(), |_| {
         if !swapped.replace(true) {
             std::fs::rename(&a, tmp.path().join("a.old")).unwrap();
             std::fs::rename(&swap, &a).unwrap();
         }
     })
-    .unwrap_err();
-    assert!(
-        matches!(&e, Error::Locked { path, reason } if path.ends_with("a") && reason.contains("taken down")),
-        "{e}"
-    );
-    assert!(DenseSource::open_remote("s3://bucket/single/a", server.options()).is_err());
-    // Pushed again, unchanged: the store there, whole.
+    .unwrap();
+    assert!(swapped.get());
+    let got = DenseSource::open_remote("s3://bucket/single/a", server.options()).unwrap();
+    assert_eq!(got.get_batch(&[50]).unwrap(), row(0, 50));
+    let remote = loaderx_core::remote::RemoteStore::open("s3://bucket/single/a", server.options()).unwrap();
+    assert_eq!(remote.verify().unwrap(), 100, "the store the push began with, whole");
     push(&a, "s3://bucket/single/a", server.options(), |_| {}).unwrap();
     let got = DenseSource::open_remote("s3://bucket/single/a", server.options()).unwrap();
     assert_eq!(got.get_batch(&[50]).unwrap(), row(5000, 50));
+    let remote = loaderx_core::remote::RemoteStore::open("s3://bucket/single/a", server.options()).unwrap();
+    assert_eq!(remote.verify().unwrap(), 100, "the store now at the path, whole");
 }
 
-/// L177-2: a file read at another length than the push listed it with (the store swapped for
-/// a longer copy of itself) was blamed on the server ("the upload did not land").
+/// L177-2: a file read at another length than the push listed it with (a writer of other rights
+/// appending in place) was blamed on the server ("the upload did not land"). It is named as
+/// changed, and the URL's index and manifest are taken down.
 #[test]
 fn a_file_changed_since_it_was_listed_is_named_as_changed() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
     let a = part(tmp.path(), "a", 0);
-    let longer = tmp.path().join("longer");
-    let mut w = DatasetWriter::dense::<u32>(&longer, vec![4], WriteOptions::new().codec(Codec::Raw)).unwrap();
-    // Longer by 40 blocks of records: its index is longer than the store's.
-    w.append(&(0..40_000u32).collect::<Vec<_>>()).unwrap();
-    w.finish().unwrap();
-    let swapped = std::cell::Cell::new(false);
-    let e = push(&a, "s3://bucket/longer/a", server.options(), |_| {
-        if !swapped.replace(true) {
-            std::fs::rename(&a, tmp.path().join("a.old")).unwrap();
-            std::fs::rename(&longer, &a).unwrap();
+    push(&a, "s3://bucket/longer/a", server.options(), |_| {}).unwrap();
+    let b = part(tmp.path(), "b", 7000);
+    let grown = std::cell::Cell::new(false);
+    let e = push(&b, "s3://bucket/longer/a", server.options(), |_| {
+        if !grown.replace(true) {
+            use std::io::Write;
+            let mut index = std::fs::OpenOptions::new().append(true).open(b.join("index.zr")).unwrap();
+            index.write_all(&[0; 64]).unwrap();
         }
     })
     .unwrap_err();
     assert!(matches!(&e, Error::Locked { reason, .. } if reason.contains("when the push listed it")), "{e}");
+    assert!(DenseSource::open_remote("s3://bucket/longer/a", server.options()).is_err());
 }
 
-/// L172-4: a manifest naming one store twice (a tree of hard links to it) went up and read its
-/// records twice at the URL, "all intact"; a local open refuses it. So does push, by name.
+/// L179-2: two pushes of different stores to one URL at once both said they pushed, and left
+/// one's chunk under the other's index, which pushing again never repaired. Each push asks at
+/// its end whether every object is still as it left it: the one that finds another's is refused
+/// and takes the URL's index down; pushed again, the URL holds it whole.
 #[test]
-fn a_set_naming_one_store_twice_is_not_pushed() {
+fn two_pushes_to_one_url_never_leave_a_mix() {
     let tmp = tempfile::tempdir().unwrap();
     let server = Server::start(&tmp.path().join("s3"));
-    let a = part(tmp.path(), "a", 0);
-    let twin = tmp.path().join("twin");
-    std::fs::create_dir(&twin).unwrap();
-    for e in std::fs::read_dir(&a).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), twin.join(e.file_name())).unwrap();
-    }
-    let set = tmp.path().join("set");
-    loaderx_core::stitch(&[&a, &twin], &set).unwrap();
-    for e in std::fs::read_dir(&twin).unwrap() {
-        let e = e.unwrap();
-        std::fs::remove_file(e.path()).unwrap();
-        if e.file_name() != "write.lock" {
-            std::fs::hard_link(a.join(e.file_name()), e.path()).unwrap();
+    let (q, p) = (part(tmp.path(), "q", 0), part(tmp.path(), "p", 9000));
+    let url = "s3://bucket/race/s";
+    let raced = std::cell::Cell::new(false);
+    let e = push(&q, url, server.options(), |_| {
+        if !raced.replace(true) {
+            // The other push, start to end, after this one's chunk went up (on a thread of its
+            // own: this one's runtime is entered here).
+            let (p, options) = (p.clone(), server.options());
+            std::thread::spawn(move || push(&p, url, options, |_| {}).unwrap()).join().unwrap();
         }
-    }
-    assert!(DenseSource::open(&set).is_err());
-    let e = push(&set, "s3://bucket/t/set", server.options(), |_| {}).unwrap_err();
-    assert!(matches!(&e, Error::Corrupt { reason, .. } if reason.contains("are the same store")), "{e}");
+    })
+    .unwrap_err();
+    assert!(matches!(&e, Error::Locked { reason, .. } if reason.contains("another push")), "{e}");
+    assert!(DenseSource::open_remote(url, server.options()).is_err(), "no store, never a mix");
+    push(&q, url, server.options(), |_| {}).unwrap();
+    let remote = loaderx_core::remote::RemoteStore::open(url, server.options()).unwrap();
+    assert_eq!(remote.verify().unwrap(), 100);
+    let got = DenseSource::open_remote(url, server.options()).unwrap();
+    assert_eq!(got.get_batch(&[50]).unwrap(), row(0, 50));
 }

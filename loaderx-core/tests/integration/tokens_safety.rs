@@ -520,6 +520,9 @@ fn negative_ids_fail_verify_and_a_prefix_is_named_as_one() {
     let ok = dir.path().join("ok");
     let mut w = MegatronWriter::create(&ok, TokenType::I32, false).unwrap();
     w.add_document(&[0i32, 5, i32::MAX]).unwrap();
+    // Look 179, L179-4: what verify calls damage is not written.
+    let e = w.add_document(&[3i32, -100]).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("token 1 is -100")), "{e}");
     w.finish().unwrap();
     TokenFile::open(&ok).unwrap().verify().unwrap();
     let e = TokenFile::open_raw(&ok, TokenType::I32).unwrap_err();

@@ -154,10 +154,17 @@ class Normalize:
             s != 0 and abs(s) >= 1 / _F32_MAX and abs(1 / (255 * s)) <= _F32_MAX and float(np.float32(s)) != 0
             for s in std
         )
+        if fits and all(math.isfinite(v) for v in mean + std):
+            # What the engine computes, v * scale + offset in float32, finite for every pixel
+            # value (look 180, L180-2: a mean of 4 over a deviation of 1e-38 made a channel -inf).
+            with np.errstate(all="ignore"):
+                m, s = np.asarray(mean, dtype=np.float32), np.asarray(std, dtype=np.float32)
+                scale, offset = np.float32(1) / (np.float32(255) * s), -m / s
+                fits = bool(np.isfinite(np.concatenate([scale, offset, np.float32(255) * scale + offset])).all())
         if not all(math.isfinite(v) for v in mean + std) or not fits:
             raise ValueError(
                 f"Normalize(mean={mean}, std={std}): finite values within float32, no standard deviation of 0 "
-                "or so small that its reciprocal is past float32"
+                "or so small that its reciprocal, or (pixel / 255 - mean) / std, is past float32"
             )
 
 
