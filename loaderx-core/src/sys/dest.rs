@@ -341,6 +341,9 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_large_fresh_buffer_is_advised_huge_pages() {
+        if !super::super::pages::advice_visible() {
+            return;
+        }
         let n = crate::sys::tuning::HUGE_PAGES_FROM_BYTES + (4 << 20);
         let src = vec![7u8; n];
         let mut v: Vec<u8> = Vec::new();

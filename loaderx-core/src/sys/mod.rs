@@ -73,9 +73,9 @@ pub use map::MappedFile;
 pub(crate) use meta_map::MetaMap;
 pub use near_copy::{NearCopy, NearCopyCalibration};
 pub(crate) use pages::advise_huge_pages;
-#[cfg(all(test, target_os = "linux", feature = "images"))]
-pub(crate) use pages::advised_huge;
 pub use pages::{PageCount, evict, resident_pages};
+#[cfg(all(test, target_os = "linux", feature = "images"))]
+pub(crate) use pages::{advice_visible, advised_huge};
 #[cfg(feature = "cuda")]
 pub use pinned::pinned_zeroed;
 pub use signals::file_size_limit_as_error;

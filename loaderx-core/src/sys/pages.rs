@@ -207,17 +207,34 @@ fn window_resident(_: &[u8]) -> io::Result<u64> {
     Err(io::ErrorKind::Unsupported.into())
 }
 
+/// Whether this system shows the advice in `/proc/self/smaps`, asked of a buffer advised here:
+/// not under qemu-user (the cross-test stage), which takes `madvise` and shows no flag. The tests
+/// that look for the advice ask first.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn advice_visible() -> bool {
+    let probe = vec![0u8; HUGE_PAGES_FROM_BYTES + (4 << 20)];
+    let seen =
+        advise_huge_pages(probe.as_ptr(), probe.len()) && advised_huge(probe[probe.len() / 2..].as_ptr());
+    if !seen {
+        eprintln!("huge-page advice is not visible in /proc/self/smaps here (an emulator?): not checked");
+    }
+    seen
+}
+
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
 
     #[test]
     fn only_a_large_fresh_buffer_is_advised_huge_pages() {
+        let small = vec![0u8; HUGE_PAGES_FROM_BYTES - 1];
+        assert!(!advise_huge_pages(small.as_ptr(), small.len()), "a small buffer is left as it is");
+        if !advice_visible() {
+            return;
+        }
         let big = vec![0u8; HUGE_PAGES_FROM_BYTES + (4 << 20)];
         assert!(!advised_huge(big.as_ptr()), "nothing advised yet");
         assert!(advise_huge_pages(big.as_ptr(), big.len()), "the kernel took the advice");
         assert!(advised_huge(big[big.len() / 2..].as_ptr()), "the buffer's middle is advised");
-        let small = vec![0u8; HUGE_PAGES_FROM_BYTES - 1];
-        assert!(!advise_huge_pages(small.as_ptr(), small.len()), "a small buffer is left as it is");
     }
 }

@@ -451,7 +451,7 @@ pub(crate) fn zeroed_batch<T: bytemuck::Zeroable>(total: usize) -> Option<Vec<T>
 }
 
 #[cfg(all(test, target_os = "linux"))]
-pub(crate) use crate::sys::advised_huge;
+pub(crate) use crate::sys::{advice_visible, advised_huge};
 
 mod decode;
 mod planes;

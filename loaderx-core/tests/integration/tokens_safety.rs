@@ -2,8 +2,6 @@
 //! fifteenth looks): writers touching only their own files, indexes of empty or overlapping
 //! documents, long documents, lying headers given a dtype.
 
-use std::path::PathBuf;
-
 use loaderx_core::Error;
 use loaderx_core::tokens::{MegatronWriter, TokenFile, TokenType, write_llmc};
 
@@ -480,7 +478,8 @@ fn a_token_writer_replaces_only_what_it_locked() {
     std::fs::write(tmp.path().join("d.bin"), b"other").unwrap();
     std::fs::create_dir(tmp.path().join("d")).unwrap();
     let d = tmp.path().join("d");
-    for bad in [d.join("."), PathBuf::from(format!("{}/", d.display())), PathBuf::from("."), d.join("..")] {
+    for bad in [d.join("."), format!("{}/", d.display()).into(), std::path::PathBuf::from("."), d.join("..")]
+    {
         let e = MegatronWriter::create(&bad, TokenType::U16, true).unwrap_err();
         assert!(
             matches!(&e, Error::InvalidArgument(m) if m.contains("names a directory")),
