@@ -232,8 +232,9 @@ mod tests {
         if !advice_visible() {
             return;
         }
+        // (Whether it was advised before is not asked: after the probe's free, glibc may serve
+        // this one from a heap another buffer's advice already covers.)
         let big = vec![0u8; HUGE_PAGES_FROM_BYTES + (4 << 20)];
-        assert!(!advised_huge(big.as_ptr()), "nothing advised yet");
         assert!(advise_huge_pages(big.as_ptr(), big.len()), "the kernel took the advice");
         assert!(advised_huge(big[big.len() / 2..].as_ptr()), "the buffer's middle is advised");
     }
