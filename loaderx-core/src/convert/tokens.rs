@@ -35,7 +35,8 @@ fn token_type(dtype: DType) -> Option<TokenType> {
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a `chunk` of 0; as [`TokenFile::documents_source`] for a
-/// lying index; the writer's errors ([`Error::AlreadyExists`] without overwrite).
+/// lying index; [`Error::BadInput`] for a token outside the vocabulary (when one is set) or
+/// negative; the writer's errors ([`Error::AlreadyExists`] without overwrite).
 pub fn tokens(
     input: &TokenFile,
     out: impl AsRef<Path>,
@@ -83,6 +84,8 @@ pub fn tokens(
                 }
                 let batch = docs.get_batch(&ahead[from..k])?;
                 let (offsets, values) = (batch.offsets(), batch.values().as_bytes());
+                // What `verify` refuses is not certified in a new dataset (look 182, L182-2).
+                input.check_ids(values, tokens - block_tokens)?;
                 let records: Vec<&[u8]> =
                     offsets.windows(2).map(|o| &values[o[0] * size..o[1] * size]).collect();
                 w.append_bytes(&records)?;
@@ -100,6 +103,7 @@ pub fn tokens(
         // Whole records a block, about BLOCK_BYTES (at least one).
         let per_block = (BLOCK_BYTES / record).max(1) * record;
         for block in all.chunks(per_block) {
+            input.check_ids(block, bytes_in / size as u64)?;
             let records: Vec<&[u8]> = block.chunks(record).collect();
             w.append_bytes(&records)?;
             bytes_in += block.len() as u64;

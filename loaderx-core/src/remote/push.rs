@@ -67,9 +67,11 @@ fn is_store(dir: &Path) -> bool {
 /// error, never one store's index read with another's schema; a push cut short leaves no store).
 /// Every file is read through the directory held open: the store the push began with goes up
 /// whole, whatever is put at its path meanwhile. At its end the push asks whether each object
-/// is still as it left it: another push to the same URL meanwhile (one push to a URL at a time)
-/// fails it, and a push that fails as [`Error::Locked`] takes the URL's index and manifest down
-/// (no store there, never a mix); pushed again, the URL holds the store whole.
+/// is still as it left it and what it removed still absent: another push to the same URL
+/// meanwhile fails it and takes the URL's index and manifest down, as does a push failing as
+/// [`Error::Locked`]. One push to a URL at a time: pushes racing may leave no store there (an
+/// error to every reader, even after one of them said it pushed), never one store's records
+/// read as another's; pushed again, the URL holds the store whole.
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all; where the set's schema
@@ -80,8 +82,8 @@ fn is_store(dir: &Path) -> bool {
 /// URL.
 ///
 /// # Errors
-/// [`Error::Locked`] for a store a writer (or a delete, compaction or migration) has open, a
-/// file changed since it was listed, or an object another push changed meanwhile;
+/// [`Error::Locked`] for a store a writer (or a delete, compaction or migration) has open, or a
+/// file changed since it was listed; [`Error::Remote`] for an object another push changed;
 /// [`Error::Io`] naming a local file; [`Error::Remote`] naming the object for a failed upload;
 /// [`Error::Corrupt`] for a v1 `meta.zr` whose header does not parse, or naming the set's
 /// manifest and the part for a part path that is empty, absolute or names the set itself or a
@@ -345,41 +347,59 @@ pub(super) fn push_dir(
         sent += len;
         progress(sent);
     }
-    still_ours(&runtime, store.as_ref(), &key, url, dir.path(), &tags)?;
+    // What this store lacks, removed from the URL before anything went up (`remove_stale`).
+    let absent: Vec<&str> = if set {
+        Vec::new()
+    } else {
+        [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE, INDEX_FILE]
+            .into_iter()
+            .filter(|n| !tags.iter().any(|(t, _)| t == n))
+            .collect()
+    };
+    still_ours(&runtime, store.as_ref(), &key, (url, options, set), &tags, &absent)?;
     Ok((sent, uploaded))
 }
 
 /// Checks that each object this push put or kept at `url` (`tags`: its name and entity tag) is
-/// still as it left it: another push to the same URL meanwhile (look 179, L179-2: two pushes of
-/// different stores both said they pushed, and left one's chunk under the other's index) is
-/// [`Error::Locked`], upon which the caller takes the URL's index down. Objects the server gave
-/// no entity tag are not asked.
+/// still as it left it, and that each of `absent` (what this store lacks, removed from the URL
+/// before anything went up) is still not there: another push to the same URL meanwhile (look
+/// 179, L179-2: two pushes of different stores both said they pushed, and left one's chunk
+/// under the other's index; look 181, L181-1: or one's records under the other's schema) fails
+/// the push, and the URL's index and manifest (a set's own manifest) are taken down: no store
+/// there, an error to every reader, never a mix. Objects the server gave no entity tag are not
+/// asked.
 ///
 /// # Errors
-/// [`Error::Locked`] naming `dir`; [`Error::Remote`] for a failed request.
+/// [`Error::Remote`] naming the URL; its requests' errors.
 fn still_ours(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
     key: &dyn Fn(&str) -> ObjectPath,
-    url: &str,
-    dir: &Path,
+    (url, options, set): (&str, &RemoteOptions, bool),
     tags: &[(String, Option<String>)],
+    absent: &[&str],
 ) -> Result<()> {
-    for (name, tag) in tags {
-        let Some(tag) = tag else { continue };
+    let changed = tags.iter().find_map(|(name, tag)| {
+        let tag = tag.as_ref()?;
         let now = runtime.block_on(store.head(&key(name))).ok().and_then(|m| m.e_tag);
-        if now.as_ref() != Some(tag) {
-            return Err(Error::Locked {
-                path: dir.to_path_buf(),
-                reason: format!(
-                    "{name} at {} changed while this push ran (another push to the same URL): push again, \
-                     one push to a URL at a time",
-                    crate::redact_urls(url)
-                ),
-            });
-        }
+        (now.as_ref() != Some(tag)).then_some(name.as_str())
+    });
+    let appeared = || absent.iter().copied().find(|name| runtime.block_on(store.head(&key(name))).is_ok());
+    let Some(name) = changed.or_else(appeared) else { return Ok(()) };
+    if set {
+        remove_at(url, options, &[SET_FILE])?;
+    } else {
+        take_down_index(url, options)?;
     }
-    Ok(())
+    Err(Error::Remote {
+        url: crate::redact_urls(url),
+        range: None,
+        reason: format!(
+            "{name} changed while this push ran (another push to the same URL); the URL's {} was taken \
+             down, no store is there: push again, one push to a URL at a time",
+            if set { "set manifest" } else { "index and manifest" }
+        ),
+    })
 }
 
 /// Removes from the URL what it held before that would be read with the store in `dir` (its

@@ -38,9 +38,13 @@ impl Temporary {
             let (path, f) = crate::sys::create_own_temporary(dir, name, "partial")
                 .map_err(|e| Error::io("create a temporary beside", beside, e))?;
             // Locked, then checked to be still at its name: another writer's sweep may have taken
-            // it between its create and its lock (it is made again). Where the file system has
-            // no locks, nobody's sweep can take it either.
-            if f.lock().is_ok() && !crate::sys::same_file(&f, &path).unwrap_or(true) {
+            // it between its create and its lock (it is made again). Never waited for: another
+            // process holding it (look 182, L182-1: one locking each new temporary hung the
+            // writer) leaves it, and another is made. Where the file system has no locks,
+            // nobody's sweep can take it either.
+            if !lock_own(&f, &path) {
+                drop(f);
+                let _ = std::fs::remove_file(&path);
                 continue;
             }
             let held = f.try_clone().map_err(|e| Error::io("open", &path, e))?;
@@ -52,11 +56,12 @@ impl Temporary {
                 pid: std::process::id(),
             });
         }
-        Err(Error::io(
-            "create a temporary beside",
-            beside,
-            std::io::Error::other("each one made was removed before it could be locked"),
-        ))
+        Err(Error::Locked {
+            path: beside.to_path_buf(),
+            reason: "another process took each temporary this writer made beside it (removed, or locked \
+                     before this writer could lock it): write again"
+                .into(),
+        })
     }
 
     /// [`Error::Locked`] in a fork of the process that made it.
@@ -105,6 +110,16 @@ impl Temporary {
         self.placed = true;
         self.held = None;
         Ok(())
+    }
+}
+
+/// Locks `f`, the temporary just made at `path`, without waiting: whether it is this writer's
+/// (locked, or the file system has no locks) and still at its name.
+fn lock_own(f: &File, path: &Path) -> bool {
+    match f.try_lock() {
+        Ok(()) => crate::sys::same_file(f, path).unwrap_or(true),
+        Err(std::fs::TryLockError::WouldBlock) => false,
+        Err(std::fs::TryLockError::Error(_)) => true,
     }
 }
 
@@ -232,5 +247,24 @@ mod tests {
         t.place(&beside, false).unwrap();
         assert_eq!(std::fs::read(&beside).unwrap(), b"tokens");
         drop((holder, live));
+    }
+
+    /// Look 182, L182-1: another process locking a writer's new temporary before the writer
+    /// could hung the writer; it is given up without waiting.
+    #[test]
+    fn a_temporary_another_holds_is_given_up_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".x.npy.1.0.partial");
+        let mine = File::create(&path).unwrap();
+        let theirs = File::open(&path).unwrap();
+        theirs.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.clone();
+        std::thread::spawn(move || tx.send(lock_own(&mine, &p)).unwrap());
+        let ours = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("no wait on another's lock");
+        assert!(!ours);
+        drop(theirs);
+        let again = File::open(&path).unwrap();
+        assert!(lock_own(&again, &path), "free: taken");
     }
 }

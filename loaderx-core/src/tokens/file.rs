@@ -425,6 +425,28 @@ impl TokenFile {
         }
     }
 
+    /// Checks `bytes` (tokens from token `first`) as `verify` and `convert tokens` do: inside
+    /// the vocabulary when one is set, and, vocabulary or not, never negative (look 178, L178-1:
+    /// one byte of a `.idx` made u16 tokens i16, and the pair verified intact; look 182, L182-2:
+    /// and converted into a dataset that verified intact).
+    pub(crate) fn check_ids(&self, bytes: &[u8], first: u64) -> Result<()> {
+        self.check_vocab(bytes, first)?;
+        if self.vocab.is_none()
+            && matches!(self.token, TokenType::I8 | TokenType::I16 | TokenType::I32 | TokenType::I64)
+            && let Some((i, t)) = self.token.first_outside(bytes, u64::MAX)
+        {
+            return Err(bad(
+                &self.path,
+                format!(
+                    "token {} is {t}: a token id is never negative (are the tokens {}, as the file says?)",
+                    first + i as u64,
+                    self.token.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Reads every token (and, for a Megatron dataset, every sequence and document of its
     /// index), checking what a reader relies on: offsets and lengths inside the `.bin`, document
     /// boundaries in order, ids inside the vocabulary when one is set, and never negative.
@@ -443,23 +465,7 @@ impl TokenFile {
         let mut at = 0;
         while at < self.tokens {
             let n = PIECE.min(self.tokens - at);
-            let bytes = self.token_bytes(at, n).expect("in range");
-            self.check_vocab(bytes, at)?;
-            // No vocabulary: a signed type's ids are still never negative (look 178, L178-1: one
-            // byte of a `.idx` made u16 tokens i16, and the pair verified intact).
-            if self.vocab.is_none()
-                && matches!(self.token, TokenType::I8 | TokenType::I16 | TokenType::I32 | TokenType::I64)
-                && let Some((i, t)) = self.token.first_outside(bytes, u64::MAX)
-            {
-                return Err(bad(
-                    &self.path,
-                    format!(
-                        "token {} is {t}: a token id is never negative (are the tokens {}, as the file says?)",
-                        at + i as u64,
-                        self.token.name()
-                    ),
-                ));
-            }
+            self.check_ids(self.token_bytes(at, n).expect("in range"), at)?;
             at += n;
         }
         Ok(())

@@ -164,11 +164,45 @@ fn two_pushes_to_one_url_never_leave_a_mix() {
         }
     })
     .unwrap_err();
-    assert!(matches!(&e, Error::Locked { reason, .. } if reason.contains("another push")), "{e}");
+    assert!(
+        matches!(&e, Error::Remote { reason, .. } if reason.contains("another push") && reason.contains("taken down")),
+        "{e}"
+    );
     assert!(DenseSource::open_remote(url, server.options()).is_err(), "no store, never a mix");
     push(&q, url, server.options(), |_| {}).unwrap();
     let remote = loaderx_core::remote::RemoteStore::open(url, server.options()).unwrap();
     assert_eq!(remote.verify().unwrap(), 100);
     let got = DenseSource::open_remote(url, server.options()).unwrap();
     assert_eq!(got.get_batch(&[50]).unwrap(), row(0, 50));
+}
+
+/// L181-1: a store without a schema pushed while a dataset went up to the same URL: both said
+/// they pushed, and the URL read the store's raw records as the dataset's type, "all intact".
+/// What a push removed as its store's lack must still be absent at its end, or the push fails
+/// and the URL is no store.
+#[test]
+fn a_schema_another_push_put_back_fails_the_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let raw = tmp.path().join("raw");
+    // The dataset's records as raw bytes: its chunk object is the dataset's, byte for byte, so
+    // only the schema the other push put back tells them apart.
+    let store = loaderx_core::Store::create(&raw, loaderx_core::StoreOptions::default()).unwrap();
+    let records: Vec<Vec<u8>> =
+        (0..100u32).map(|r| (0..4).flat_map(|k| (4 * r + k).to_le_bytes()).collect()).collect();
+    store.append(&records, Codec::Raw).unwrap();
+    drop(store);
+    let dataset = part(tmp.path(), "d", 0);
+    let url = "s3://bucket/mixed/s";
+    let raced = std::cell::Cell::new(false);
+    let e = push(&raw, url, server.options(), |_| {
+        if !raced.replace(true) {
+            let (d, options) = (dataset.clone(), server.options());
+            std::thread::spawn(move || push(&d, url, options, |_| {}).unwrap()).join().unwrap();
+        }
+    })
+    .unwrap_err();
+    assert!(matches!(&e, Error::Remote { reason, .. } if reason.contains("another push")), "{e}");
+    assert!(DenseSource::open_remote(url, server.options()).is_err(), "no store, never raw bytes as u32");
+    assert!(loaderx_core::remote::RemoteStore::open(url, server.options()).is_err());
 }

@@ -515,6 +515,12 @@ fn negative_ids_fail_verify_and_a_prefix_is_named_as_one() {
     std::fs::write(&idx, &bytes).unwrap();
     let e = TokenFile::open(&prefix).unwrap().verify().unwrap_err();
     assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("never negative")), "{e}");
+    // Look 182, L182-2: nor is it converted into a dataset that verifies intact.
+    let out = dir.path().join("ds");
+    let opts = loaderx_core::WriteOptions::new();
+    let e = loaderx_core::convert::tokens(&TokenFile::open(&prefix).unwrap(), &out, 1024, opts).unwrap_err();
+    assert!(matches!(&e, Error::BadInput { reason, .. } if reason.contains("never negative")), "{e}");
+    assert!(!out.exists());
     // A signed file of non-negative ids verifies.
     let ok = dir.path().join("ok");
     let mut w = MegatronWriter::create(&ok, TokenType::I32, false).unwrap();
