@@ -171,15 +171,17 @@ fn remove_at(url: &str, options: &RemoteOptions, names: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// Removes the manifest and the index (v2 and v1) at `url`: a store that changed while it went
-/// up is no store there, an error to a reader, never one store's index over another's chunks;
-/// nor does a manifest vouch for chunk objects it does not describe, which the next push would
-/// skip (look 77).
+/// Removes the manifest, the index (v2 and v1) and a set's manifest at `url`: a store that
+/// changed while it went up is no store there, an error to a reader, never one store's index
+/// over another's chunks; nor does a manifest vouch for chunk objects it does not describe,
+/// which the next push would skip (look 77).
 ///
 /// # Errors
 /// [`Error::Remote`] naming the object for a failed request.
 pub(super) fn take_down_index(url: &str, options: &RemoteOptions) -> Result<()> {
-    remove_at(url, options, &[MANIFEST_FILE, INDEX_FILE, META_FILE])
+    // A set's manifest too: one another push put there would open over this store's files
+    // (look 183, L183-3).
+    remove_at(url, options, &[MANIFEST_FILE, INDEX_FILE, META_FILE, SET_FILE])
 }
 
 /// The directory of the set `set`'s part `rel`, checked: a relative path, not empty, not the
@@ -348,8 +350,10 @@ pub(super) fn push_dir(
         progress(sent);
     }
     // What this store lacks, removed from the URL before anything went up (`remove_stale`).
+    // Of a set's own files, a store's index (look 183, L183-1: a store pushed there meanwhile
+    // was read under the set's schema, "all intact").
     let absent: Vec<&str> = if set {
-        Vec::new()
+        vec![INDEX_FILE, META_FILE]
     } else {
         [SCHEMA_FILE, CLASSES_FILE, DICT_FILE, SET_FILE, META_FILE, MANIFEST_FILE, INDEX_FILE]
             .into_iter()
@@ -387,7 +391,7 @@ fn still_ours(
     let appeared = || absent.iter().copied().find(|name| runtime.block_on(store.head(&key(name))).is_ok());
     let Some(name) = changed.or_else(appeared) else { return Ok(()) };
     if set {
-        remove_at(url, options, &[SET_FILE])?;
+        remove_at(url, options, &[SET_FILE, MANIFEST_FILE, INDEX_FILE, META_FILE])?;
     } else {
         take_down_index(url, options)?;
     }
@@ -395,9 +399,9 @@ fn still_ours(
         url: crate::redact_urls(url),
         range: None,
         reason: format!(
-            "{name} changed while this push ran (another push to the same URL); the URL's {} was taken \
-             down, no store is there: push again, one push to a URL at a time",
-            if set { "set manifest" } else { "index and manifest" }
+            "{name} changed while this push ran (another push to the same URL); the URL's {} taken \
+             down, no store or set is there: push again, one push to a URL at a time",
+            if set { "set manifest and any store index were" } else { "index and manifest were" }
         ),
     })
 }

@@ -206,3 +206,33 @@ fn a_schema_another_push_put_back_fails_the_push() {
     assert!(DenseSource::open_remote(url, server.options()).is_err(), "no store, never raw bytes as u32");
     assert!(loaderx_core::remote::RemoteStore::open(url, server.options()).is_err());
 }
+
+/// L183-1: a store pushed to a URL while a store set went up there: both said they pushed, and
+/// the URL read the store's records under the set's schema, "all intact". A set's end check asks
+/// that no store's index appeared; failing, it takes down the set's manifest and the index.
+#[test]
+fn a_store_pushed_where_a_set_goes_fails_the_set_push() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(&tmp.path().join("s3"));
+    let (a, b) = (part(tmp.path(), "a", 0), part(tmp.path(), "b", 1000));
+    let set = tmp.path().join("set");
+    loaderx_core::stitch(&[&a, &b], &set).unwrap();
+    let raw = tmp.path().join("raw");
+    let mut w = DatasetWriter::dense::<u8>(&raw, vec![4], WriteOptions::new().codec(Codec::Raw)).unwrap();
+    w.append(&(0..400u32).map(|v| v as u8).collect::<Vec<_>>()).unwrap();
+    w.finish().unwrap();
+    let url = "s3://bucket/setrace/u";
+    let raced = std::cell::Cell::new(false);
+    let e = push(&set, url, server.options(), |_| {
+        if !raced.replace(true) {
+            let (raw, options) = (raw.clone(), server.options());
+            std::thread::spawn(move || push(&raw, url, options, |_| {}).unwrap()).join().unwrap();
+        }
+    })
+    .unwrap_err();
+    assert!(matches!(&e, Error::Remote { reason, .. } if reason.contains("another push")), "{e}");
+    assert!(DenseSource::open_remote(url, server.options()).is_err(), "neither the set nor the store");
+    push(&set, url, server.options(), |_| {}).unwrap();
+    let got = DenseSource::open_remote(url, server.options()).unwrap();
+    assert_eq!((got.len(), got.get_batch(&[150]).unwrap()), (200, row(1000, 50)));
+}
