@@ -70,8 +70,9 @@ fn is_store(dir: &Path) -> bool {
 /// is still as it left it and what it removed still absent: another push to the same URL
 /// meanwhile fails it and takes the URL's index and manifest down, as does a push failing as
 /// [`Error::Locked`]. One push to a URL at a time: pushes racing may leave no store there (an
-/// error to every reader, even after one of them said it pushed), never one store's records
-/// read as another's; pushed again, the URL holds the store whole.
+/// error to every reader, even after one of them said it pushed) or, two stores of one schema,
+/// a store every reader refuses until another is pushed there or the URL's manifest is
+/// removed (look 183, L183-2); never one store's records read as another's without an error.
 ///
 /// A store set goes up as its parts, each to the URL its manifest path names relative to the
 /// set's, then its own schema and manifest (the manifest last of all; where the set's schema
