@@ -361,7 +361,7 @@ pub(super) fn push_dir(
             .filter(|n| !tags.iter().any(|(t, _)| t == n))
             .collect()
     };
-    still_ours(&runtime, store.as_ref(), &key, (url, options, set), &tags, &absent)?;
+    still_ours(&runtime, store.as_ref(), &key, (url, options), &tags, &absent)?;
     Ok((sent, uploaded))
 }
 
@@ -370,9 +370,9 @@ pub(super) fn push_dir(
 /// before anything went up) is still not there: another push to the same URL meanwhile (look
 /// 179, L179-2: two pushes of different stores both said they pushed, and left one's chunk
 /// under the other's index; look 181, L181-1: or one's records under the other's schema) fails
-/// the push, and the URL's index and manifest (a set's own manifest) are taken down: no store
-/// there, an error to every reader, never a mix. Objects the server gave no entity tag are not
-/// asked.
+/// the push, and the URL's index, manifest and set manifest are taken down
+/// ([`take_down_index`]): no store there, an error to every reader, never a mix. Objects the
+/// server gave no entity tag are not asked.
 ///
 /// # Errors
 /// [`Error::Remote`] naming the URL; its requests' errors.
@@ -380,7 +380,7 @@ fn still_ours(
     runtime: &tokio::runtime::Runtime,
     store: &dyn ObjectStore,
     key: &dyn Fn(&str) -> ObjectPath,
-    (url, options, set): (&str, &RemoteOptions, bool),
+    (url, options): (&str, &RemoteOptions),
     tags: &[(String, Option<String>)],
     absent: &[&str],
 ) -> Result<()> {
@@ -391,18 +391,13 @@ fn still_ours(
     });
     let appeared = || absent.iter().copied().find(|name| runtime.block_on(store.head(&key(name))).is_ok());
     let Some(name) = changed.or_else(appeared) else { return Ok(()) };
-    if set {
-        remove_at(url, options, &[SET_FILE, MANIFEST_FILE, INDEX_FILE, META_FILE])?;
-    } else {
-        take_down_index(url, options)?;
-    }
+    take_down_index(url, options)?;
     Err(Error::Remote {
         url: crate::redact_urls(url),
         range: None,
         reason: format!(
-            "{name} changed while this push ran (another push to the same URL); the URL's {} taken \
-             down, no store or set is there: push again, one push to a URL at a time",
-            if set { "set manifest and any store index were" } else { "index and manifest were" }
+            "{name} changed while this push ran (another push to the same URL); the URL's index and \
+             manifests were taken down, no store or set is there: push again, one push to a URL at a time"
         ),
     })
 }
